@@ -1,0 +1,17 @@
+# Build the single compiled binary (Bun comes from npm, as everywhere in this project), then ship
+# it alone on a small glibc base. Redis is external: set REDIS_URL.
+FROM node:20-bookworm AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY . .
+RUN npm run build
+
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 svc
+COPY --from=build /src/dist/svc-gateway /usr/local/bin/svc-gateway
+USER svc
+ENV PORT=8080 HOST=0.0.0.0
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/svc-gateway"]
+CMD ["serve"]

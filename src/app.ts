@@ -1,0 +1,53 @@
+// createApp(deps): the Elysia app, built the same way by `serve`, `demo` and the tests.
+import { Elysia } from 'elysia'
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import type { CatalogStore } from './catalog/store.ts'
+import type { GatewayConfig } from './config.ts'
+import { errorHandler } from './http/error-handler.ts'
+import { modelRoutes } from './http/models/routes.ts'
+import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
+import type { Keyspace } from './redis/keys.ts'
+
+export interface AppDeps {
+  config: GatewayConfig
+  redis: Redis
+  keys: Keyspace
+  catalog: CatalogStore
+  logger: Logger
+}
+
+export function createApp(deps: AppDeps) {
+  const { logger } = deps
+  return new Elysia({ name: 'svc/app' })
+    .onRequest(({ request, set }) => {
+      set.headers[REQUEST_ID_HEADER] = beginRequest(request).id
+    })
+    .use(errorHandler)
+    .onAfterResponse({ as: 'global' }, ({ request, set, path }) => {
+      const context = requestContext(request)
+      const failure = (request as Request & { failure?: unknown }).failure
+      const line = {
+        requestId: context.id,
+        method: request.method,
+        path,
+        status: set.status,
+        ms: Math.round((performance.now() - context.startedAt) * 100) / 100,
+      }
+      if (failure) logger.error({ ...line, err: failure }, 'request failed')
+      else logger.info(line, 'request')
+    })
+    .get('/healthz', () => ({ status: 'ok' }))
+    .get('/readyz', async ({ set }) => {
+      try {
+        await deps.redis.ping()
+        return { status: 'ready' }
+      } catch {
+        set.status = 503
+        return { status: 'redis unreachable' }
+      }
+    })
+    .use(modelRoutes(deps.catalog))
+}
+
+export type App = ReturnType<typeof createApp>

@@ -1,0 +1,48 @@
+// `svc-gateway demo`: everything a newcomer needs on one machine: a local redis-server (unless
+// REDIS_URL is set), the simulated supplier, and the gateway, with the lines to paste printed.
+import { randomBytes } from 'node:crypto'
+import { loadGatewayConfig } from '../config.ts'
+import { startGateway } from '../gateway.ts'
+import { createLogger } from '../logger.ts'
+import { startLocalRedis } from '../redis/local-server.ts'
+import { startSim } from '../sim/server.ts'
+
+export async function demo(): Promise<void> {
+  const localRedis = process.env.REDIS_URL ? null : await startLocalRedis()
+  const sim = startSim({ port: 0, tokensPerSecond: 40, ttftMs: 150 })
+  const env = {
+    ...process.env,
+    PORT: process.env.PORT ?? '8080',
+    HOST: process.env.HOST ?? '127.0.0.1',
+    REDIS_URL: process.env.REDIS_URL ?? localRedis!.url,
+    SVC_ADMIN_TOKEN: process.env.SVC_ADMIN_TOKEN ?? `demo_${randomBytes(24).toString('hex')}`,
+    SVC_MASTER_KEY: process.env.SVC_MASTER_KEY ?? randomBytes(32).toString('hex'),
+    SVC_UPSTREAM_URL: sim.url,
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+  }
+  const config = loadGatewayConfig(env)
+  const gateway = await startGateway(config, createLogger(config.logLevel))
+
+  const base = gateway.url
+  console.log(`svc-gateway demo is up.
+
+  gateway            ${base}   (OpenAI base URL: ${base}/v1)
+  simulated supplier ${sim.url}
+  redis              ${config.redisUrl}${localRedis ? '  (temporary, removed on exit)' : ''}
+  admin token        ${config.adminToken}
+
+Try it:
+  curl ${base}/v1/models
+  curl ${base}/v1/models/svc/llama-3.3-70b
+
+Ctrl-C stops everything.`)
+
+  const shutdown = async () => {
+    await gateway.stop()
+    await sim.stop()
+    await localRedis?.stop()
+    process.exit(0)
+  }
+  process.once('SIGINT', shutdown)
+  process.once('SIGTERM', shutdown)
+}

@@ -1,0 +1,16 @@
+import { loadGatewayConfig } from '../config.ts'
+import { startGateway } from '../gateway.ts'
+import { createLogger } from '../logger.ts'
+
+export async function serve(): Promise<void> {
+  const config = loadGatewayConfig()
+  const logger = createLogger(config.logLevel)
+  const gateway = await startGateway(config, logger)
+  logger.info({ url: gateway.url }, 'svc-gateway listening')
+  const shutdown = async () => {
+    await gateway.stop()
+    process.exit(0)
+  }
+  process.once('SIGTERM', shutdown)
+  process.once('SIGINT', shutdown)
+}

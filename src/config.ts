@@ -1,0 +1,109 @@
+// Environment -> typed, validated config. A bad or missing value stops the process with one line
+// that names the variable and what it expected.
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    readonly expected: string,
+  ) {
+    super(`config: ${variable} must be ${expected}`)
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+function read(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim()
+  return value === '' ? undefined : value
+}
+
+function required(env: Env, name: string, expected: string): string {
+  const value = read(env, name)
+  if (value === undefined) throw new ConfigError(name, expected)
+  return value
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name)
+  if (raw === undefined) return fallback
+  if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `an integer from ${min} to ${max}`)
+  const value = Number(raw)
+  if (value < min || value > max) throw new ConfigError(name, `an integer from ${min} to ${max}`)
+  return value
+}
+
+function url(env: Env, name: string, schemes: string[], fallback?: string): string {
+  const raw = read(env, name) ?? fallback
+  const expected = `a URL (${schemes.map((s) => `${s}//`).join(' or ')}...)`
+  if (raw === undefined) throw new ConfigError(name, expected)
+  try {
+    const parsed = new URL(raw)
+    if (!schemes.includes(parsed.protocol)) throw new Error('scheme')
+  } catch {
+    throw new ConfigError(name, expected)
+  }
+  return raw.replace(/\/+$/, '')
+}
+
+function oneOf<T extends string>(env: Env, name: string, options: readonly T[], fallback: T): T {
+  const raw = read(env, name) ?? fallback
+  if (!options.includes(raw as T)) throw new ConfigError(name, `one of ${options.join(', ')}`)
+  return raw as T
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+export type LogLevel = (typeof LOG_LEVELS)[number]
+
+export interface GatewayConfig {
+  port: number
+  host: string
+  redisUrl: string
+  /** Every Redis key starts with this; it holds the one hash tag that keeps all keys in one slot. */
+  redisPrefix: string
+  adminToken: string
+  masterKey: Uint8Array
+  upstreamUrl: string
+  upstreamApiKey: string | undefined
+  defaultMaxPriceCents: number
+  catalogSyncSeconds: number
+  disabledModels: string[]
+  logLevel: LogLevel
+}
+
+// 32 bytes as 64 hex characters or as base64: the AES-256-GCM key for upstream keys at rest.
+function masterKey(env: Env): Uint8Array {
+  const expected = '32 bytes as 64 hex characters or base64 (openssl rand -hex 32)'
+  const raw = required(env, 'SVC_MASTER_KEY', expected)
+  let bytes: Uint8Array
+  if (/^[0-9a-fA-F]{64}$/.test(raw)) bytes = Uint8Array.from(Buffer.from(raw, 'hex'))
+  else if (/^[A-Za-z0-9+/_-]{43}=?$/.test(raw)) bytes = Uint8Array.from(Buffer.from(raw, 'base64'))
+  else throw new ConfigError('SVC_MASTER_KEY', expected)
+  if (bytes.length !== 32) throw new ConfigError('SVC_MASTER_KEY', expected)
+  return bytes
+}
+
+export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
+  const adminToken = required(env, 'SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
+  if (adminToken.length < 24) throw new ConfigError('SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
+  const redisPrefix = read(env, 'SVC_REDIS_PREFIX') ?? 'svc:{m}'
+  if (!/^[A-Za-z0-9:_-]*\{[A-Za-z0-9_-]+\}[A-Za-z0-9:_-]*$/.test(redisPrefix)) {
+    throw new ConfigError('SVC_REDIS_PREFIX', 'a key prefix holding one {hash-tag}, such as svc:{m}')
+  }
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host: read(env, 'HOST') ?? '0.0.0.0',
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisPrefix,
+    adminToken,
+    masterKey: masterKey(env),
+    upstreamUrl: url(env, 'SVC_UPSTREAM_URL', ['http:', 'https:']),
+    upstreamApiKey: read(env, 'SVC_UPSTREAM_API_KEY'),
+    defaultMaxPriceCents: integer(env, 'SVC_DEFAULT_MAX_PRICE_CENTS', 50, 30, 80),
+    catalogSyncSeconds: integer(env, 'SVC_CATALOG_SYNC_SECONDS', 300, 5, 86_400),
+    disabledModels: (read(env, 'SVC_DISABLED_MODELS') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+  }
+}

@@ -1,0 +1,47 @@
+// Starts one gateway replica: Redis, the catalog (synced now and on an interval), the HTTP app.
+import type { Logger } from 'pino'
+import { createApp } from './app.ts'
+import { CatalogStore } from './catalog/store.ts'
+import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
+import type { GatewayConfig } from './config.ts'
+import { createRedis } from './redis/connection.ts'
+import { keyspace } from './redis/keys.ts'
+
+export interface RunningGateway {
+  url: string
+  port: number
+  stop(): Promise<void>
+}
+
+export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
+  const redis = createRedis(config.redisUrl)
+  const keys = keyspace(config.redisPrefix)
+  const catalog = new CatalogStore(redis, keys)
+  const source = {
+    upstreamUrl: config.upstreamUrl,
+    upstreamApiKey: config.upstreamApiKey,
+    disabledModels: config.disabledModels,
+  }
+  try {
+    const count = await syncCatalog(catalog, source)
+    logger.info({ count }, 'catalog synced')
+  } catch (error) {
+    // Another replica may have synced already; serve what Redis holds and retry on the interval.
+    logger.warn({ err: (error as Error).message }, 'catalog sync failed at start; serving the stored catalog')
+  }
+  const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
+
+  const app = createApp({ config, redis, keys, catalog, logger })
+  app.listen({ port: config.port, hostname: config.host, idleTimeout: 120 })
+  const server = app.server!
+  const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
+  return {
+    url: `http://${host}:${server.port}`,
+    port: server.port as number,
+    async stop() {
+      stopSync()
+      await app.stop(true)
+      redis.disconnect()
+    },
+  }
+}

@@ -1,0 +1,47 @@
+// Every error leaves the gateway in the contract's shape. Elysia's own errors (validation, parse,
+// unknown route) become 4xx; anything unexpected becomes a bare 500 with no internals in it.
+import { Elysia } from 'elysia'
+import { ApiError, errorResponse } from './errors.ts'
+import { REQUEST_ID_HEADER, requestContext } from './request-context.ts'
+
+function validationMessage(error: unknown): string {
+  const detail = error as { valueError?: { path?: string; message?: string }; all?: { path?: string }[] }
+  const first = detail.valueError
+  if (first?.message) {
+    const field = first.path ? first.path.replace(/^\//, '').replaceAll('/', '.') : 'body'
+    return `invalid value at ${field || 'body'}: ${first.message}`
+  }
+  return 'request failed validation'
+}
+
+export function toApiError(code: string | number, error: unknown): ApiError {
+  if (error instanceof ApiError) return error
+  switch (code) {
+    case 'VALIDATION':
+      return new ApiError(400, 'invalid_request', validationMessage(error))
+    case 'PARSE':
+      return new ApiError(400, 'invalid_json', 'request body is not valid JSON')
+    case 'NOT_FOUND':
+      return new ApiError(404, 'not_found', 'no such route')
+    default: {
+      const status = (error as { status?: unknown })?.status
+      if (typeof status === 'number' && status >= 400 && status < 500) {
+        return new ApiError(
+          status,
+          'invalid_request',
+          status === 413 ? 'request body too large' : 'bad request',
+        )
+      }
+      return new ApiError(500, 'internal_error', 'internal error; safe to retry')
+    }
+  }
+}
+
+export const errorHandler = new Elysia({ name: 'svc/error-handler' }).onError(
+  { as: 'global' },
+  ({ code, error, request }) => {
+    const apiError = toApiError(code, error)
+    if (apiError.status >= 500) (request as Request & { failure?: unknown }).failure = error
+    return errorResponse(apiError, { [REQUEST_ID_HEADER]: requestContext(request).id })
+  },
+)

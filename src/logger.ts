@@ -1,0 +1,27 @@
+import pino, { type Logger } from 'pino'
+import type { LogLevel } from './config.ts'
+
+// JSON to stdout, no transport: pino's worker-thread transports hang the compiled binary.
+// Secrets are redacted wherever a field of that name turns up.
+export function createLogger(level: LogLevel, name = 'svc-gateway'): Logger {
+  return pino({
+    name,
+    level,
+    base: undefined,
+    redact: {
+      paths: [
+        'authorization',
+        'apiKey',
+        'upstreamApiKey',
+        'adminToken',
+        'masterKey',
+        '*.authorization',
+        '*.apiKey',
+        '*.upstreamApiKey',
+        'headers.authorization',
+        'headers.cookie',
+      ],
+      censor: '[redacted]',
+    },
+  })
+}

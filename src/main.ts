@@ -1,0 +1,43 @@
+#!/usr/bin/env bun
+// Entry: parse the subcommand, load config, start. One binary runs every subcommand.
+import pkg from '../package.json' with { type: 'json' }
+import { demo } from './cli/demo.ts'
+import { serve } from './cli/serve.ts'
+import { sim } from './cli/sim.ts'
+import { ConfigError } from './config.ts'
+
+const USAGE = `svc-gateway ${pkg.version}
+usage: svc-gateway [command]
+  serve     run the gateway (default); configured by environment variables
+  sim       run the simulated supplier (Venice-style upstream with fault injection)
+  demo      a local Redis, the simulated supplier and the gateway, ready to call
+  --version print the version`
+
+async function main(argv: string[]): Promise<void> {
+  const command = argv[0] ?? 'serve'
+  switch (command) {
+    case 'serve':
+      return serve()
+    case 'sim':
+      return sim()
+    case 'demo':
+      return demo()
+    case '--version':
+    case 'version':
+      console.log(pkg.version)
+      return
+    case '--help':
+    case 'help':
+      console.log(USAGE)
+      return
+    default:
+      console.error(`unknown command: ${command}\n${USAGE}`)
+      process.exit(2)
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof ConfigError) console.error(error.message)
+  else console.error(`svc-gateway: ${(error as Error)?.message ?? String(error)}`)
+  process.exit(error instanceof ConfigError ? 2 : 1)
+})

@@ -1,0 +1,55 @@
+// Money is integers only: micro-USDC (6 decimals, as on chain) and micro-DIEM (1 DIEM = $1 of
+// upstream list price). Branded types keep the two from being mixed up by accident.
+
+export type MicroUsdc = number & { readonly __unit: 'micro-usdc' }
+export type MicroDiem = number & { readonly __unit: 'micro-diem' }
+
+export const MICROS_PER_UNIT = 1_000_000
+
+const DECIMAL = /^(-?)(\d{1,15})(?:\.(\d{1,6}))?$/
+
+/** Parses a decimal string or a JSON number with at most 6 fractional digits into micro units. */
+export function parseMicros(value: string | number): number | null {
+  const text = typeof value === 'number' ? numberToPlainString(value) : value.trim()
+  if (text === null) return null
+  const match = DECIMAL.exec(text)
+  if (!match) return null
+  const [, sign, whole, fraction = ''] = match
+  const micros = Number(whole) * MICROS_PER_UNIT + Number(fraction.padEnd(6, '0'))
+  if (!Number.isSafeInteger(micros)) return null
+  return sign === '-' ? -micros : micros
+}
+
+// JSON numbers such as 0.7 print as "0.7"; exponent forms (1e-7) carry more than 6 decimals.
+function numberToPlainString(value: number): string | null {
+  if (!Number.isFinite(value)) return null
+  const text = String(value)
+  return /e/i.test(text) ? null : text
+}
+
+/** Formats micro units as a decimal string with exactly 6 fractional digits: the wire format. */
+export function formatMicros(micros: number): string {
+  if (!Number.isSafeInteger(micros)) throw new RangeError(`not an integer amount: ${micros}`)
+  const sign = micros < 0 ? '-' : ''
+  const abs = Math.abs(micros)
+  const whole = Math.floor(abs / MICROS_PER_UNIT)
+  const fraction = String(abs % MICROS_PER_UNIT).padStart(6, '0')
+  return `${sign}${whole}.${fraction}`
+}
+
+/** Integer ceiling of a * b / d for non-negative safe integers, exact even past 2^53 intermediates. */
+export function mulDivCeil(a: number, b: number, d: number): number {
+  const product = BigInt(a) * BigInt(b)
+  const divisor = BigInt(d)
+  return Number((product + divisor - 1n) / divisor)
+}
+
+/** Burn in micro-DIEM of `tokens` at a price given in micro-DIEM per million tokens (rounded up). */
+export function tokenBurn(tokens: number, microDiemPerMillion: number): MicroDiem {
+  return mulDivCeil(tokens, microDiemPerMillion, MICROS_PER_UNIT) as MicroDiem
+}
+
+/** Buyer cost in micro-USDC of a burn at an ask in cents per dollar: ceil(burn * cents / 100). */
+export function costAtAsk(burn: MicroDiem, askCents: number): MicroUsdc {
+  return mulDivCeil(burn, askCents, 100) as MicroUsdc
+}

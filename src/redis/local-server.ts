@@ -1,0 +1,80 @@
+// A throwaway redis-server on a free port in a temporary folder: what `demo` and the test harness
+// run when no REDIS_URL is given. Nothing here is used by `serve`.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Redis from 'ioredis'
+
+export interface LocalRedis {
+  url: string
+  port: number
+  dir: string
+  stop(): Promise<void>
+}
+
+export function freePort(): number {
+  const listener = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+  const port = listener.port
+  listener.stop(true)
+  return port
+}
+
+async function waitForPing(url: string, deadline: number): Promise<void> {
+  for (;;) {
+    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    probe.on('error', () => {})
+    try {
+      await probe.connect()
+      await probe.ping()
+      return
+    } catch (error) {
+      if (Date.now() > deadline)
+        throw new Error(`redis-server did not answer at ${url}: ${(error as Error).message}`)
+      await Bun.sleep(25)
+    } finally {
+      probe.disconnect()
+    }
+  }
+}
+
+export async function startLocalRedis(extraArgs: string[] = []): Promise<LocalRedis> {
+  if (!Bun.which('redis-server')) {
+    throw new Error('redis-server is not installed (Debian: apt-get install redis-server), or set REDIS_URL')
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'svc-redis-'))
+  const port = freePort()
+  const child = Bun.spawn(
+    [
+      'redis-server',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      ...extraArgs,
+    ],
+    { stdout: 'ignore', stderr: 'inherit' },
+  )
+  const url = `redis://127.0.0.1:${port}`
+  try {
+    await waitForPing(url, Date.now() + 10_000)
+  } catch (error) {
+    child.kill('SIGKILL')
+    throw error
+  }
+  return {
+    url,
+    port,
+    dir,
+    async stop() {
+      child.kill('SIGTERM')
+      await child.exited
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}

@@ -1,0 +1,136 @@
+// The simulated supplier's model list, in Venice's `/models` shape: `model_spec` with pricing per
+// million tokens as equal usd/diem pairs, capabilities and constraints. One text model has no price
+// or caps (it maps to `coming_soon`); one is offline (it is not listed by the gateway).
+
+export interface TokenPricing {
+  input: { usd: number; diem: number }
+  output: { usd: number; diem: number }
+}
+
+export interface VeniceModel {
+  id: string
+  object: 'model'
+  created: number
+  owned_by: string
+  type: 'text' | 'image' | 'video'
+  model_spec: {
+    name: string
+    availableContextTokens?: number
+    maxCompletionTokens?: number
+    offline?: boolean
+    capabilities?: Record<string, boolean | string | number>
+    constraints?: Record<string, unknown>
+    pricing?: Record<string, { usd: number; diem: number }>
+    traits?: string[]
+  }
+}
+
+const CREATED = 1_735_689_600
+
+const textCapabilities = (extra: Record<string, boolean> = {}) => ({
+  optimizedForCode: false,
+  quantization: 'fp8',
+  supportsFunctionCalling: true,
+  supportsReasoning: false,
+  supportsResponseSchema: true,
+  supportsVision: false,
+  supportsWebSearch: false,
+  supportsLogProbs: false,
+  ...extra,
+})
+
+export const SIM_MODELS: VeniceModel[] = [
+  {
+    id: 'llama-3.3-70b',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'text',
+    model_spec: {
+      name: 'Llama 3.3 70B',
+      availableContextTokens: 65_536,
+      maxCompletionTokens: 8_192,
+      capabilities: textCapabilities(),
+      constraints: { temperature: { default: 0.7 }, top_p: { default: 0.9 } },
+      pricing: { input: { usd: 0.7, diem: 0.7 }, output: { usd: 2.8, diem: 2.8 } },
+      traits: ['default'],
+    },
+  },
+  {
+    id: 'qwen3-4b',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'text',
+    model_spec: {
+      name: 'Qwen 3 4B',
+      availableContextTokens: 32_768,
+      maxCompletionTokens: 4_096,
+      capabilities: textCapabilities({ supportsReasoning: true }),
+      constraints: { temperature: { default: 0.6 }, top_p: { default: 0.95 } },
+      pricing: { input: { usd: 0.05, diem: 0.05 }, output: { usd: 0.15, diem: 0.15 } },
+      traits: ['fastest'],
+    },
+  },
+  {
+    id: 'deepseek-r2-preview',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'text',
+    // Seen upstream, but no published price or caps yet: `coming_soon` in the catalog.
+    model_spec: {
+      name: 'DeepSeek R2 (preview)',
+      capabilities: textCapabilities({ supportsReasoning: true }),
+    },
+  },
+  {
+    id: 'mistral-retired',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'text',
+    model_spec: {
+      name: 'Mistral (retired)',
+      offline: true,
+      availableContextTokens: 32_768,
+      maxCompletionTokens: 4_096,
+      capabilities: textCapabilities(),
+      pricing: { input: { usd: 0.5, diem: 0.5 }, output: { usd: 1.5, diem: 1.5 } },
+    },
+  },
+  {
+    id: 'flux-dev',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'image',
+    model_spec: {
+      name: 'FLUX.1 dev',
+      capabilities: { supportsNegativePrompt: true },
+      constraints: { promptCharacterLimit: 2048, steps: { default: 25, max: 30 }, widthHeightDivisor: 8 },
+      pricing: { generation: { usd: 0.01, diem: 0.01 } },
+    },
+  },
+  {
+    id: 'wan-2.1-video',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'video',
+    model_spec: {
+      name: 'Wan 2.1 video',
+      capabilities: { supportsAudio: false },
+      constraints: {
+        durations: ['5s', '10s'],
+        resolutions: ['480p', '720p'],
+        aspectRatios: ['16:9', '9:16'],
+      },
+      pricing: { per_second: { usd: 0.05, diem: 0.05 } },
+    },
+  },
+]
+
+export function findSimModel(id: string): VeniceModel | undefined {
+  return SIM_MODELS.find((m) => m.id === id)
+}

@@ -1,0 +1,384 @@
+// The simulated supplier: a faithful Venice-style upstream (models, buffered and streamed chat with
+// usage, a DIEM balance per key, Venice's error bodies) with fault injection. It is the test double
+// of the upstream only; the demo, the tests and the benchmark all run against it.
+import { formatMicros, parseMicros, tokenBurn } from '../money/units.ts'
+import { FAULT_RESPONSES, isSimFault, type SimFault } from './faults.ts'
+import { completionTokens, promptTokens } from './generate.ts'
+import { type SimKeyState, SimKeys } from './keys.ts'
+import { findSimModel, SIM_MODELS, type VeniceModel } from './models.ts'
+
+export interface SimSettings {
+  /** Buffered: delay before the response. */
+  latencyMs: number
+  /** Streamed: delay before the first content chunk. */
+  ttftMs: number
+  /** Streamed pacing; 0 sends tokens as fast as the client reads them. */
+  tokensPerSecond: number
+  /** Completion length when neither the request nor `x-sim-output-tokens` says otherwise. */
+  outputTokens: number
+  /** DIEM balance (micro) of a key the first time it is seen. */
+  defaultBalanceMicroDiem: number
+  /** Delay of the `slow_first_byte` fault. */
+  slowFirstByteMs: number
+}
+
+export const DEFAULT_SIM_SETTINGS: SimSettings = {
+  latencyMs: 0,
+  ttftMs: 0,
+  tokensPerSecond: 0,
+  outputTokens: 24,
+  defaultBalanceMicroDiem: 100_000_000,
+  slowFirstByteMs: 3_000,
+}
+
+export interface SimServer {
+  url: string
+  port: number
+  keys: SimKeys
+  settings: SimSettings
+  stop(): Promise<void>
+}
+
+const encoder = new TextEncoder()
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+  })
+}
+
+const veniceError = (status: number, error: string, headers: Record<string, string> = {}) =>
+  json(status, { error }, headers)
+
+function bearer(request: Request): string | null {
+  const header = request.headers.get('authorization') ?? ''
+  const match = /^Bearer\s+(\S+)$/i.exec(header)
+  return match ? match[1]! : null
+}
+
+function intHeader(request: Request, name: string): number | null {
+  const raw = request.headers.get(name)
+  if (raw === null || !/^\d+$/.test(raw)) return null
+  return Number(raw)
+}
+
+function microPrice(model: VeniceModel, side: 'input' | 'output'): number {
+  const price = model.model_spec.pricing?.[side]?.diem
+  return price === undefined ? 0 : (parseMicros(price) ?? 0)
+}
+
+function listPriceBurn(model: VeniceModel, prompt: number, completion: number): number {
+  return tokenBurn(prompt, microPrice(model, 'input')) + tokenBurn(completion, microPrice(model, 'output'))
+}
+
+interface ChatBody {
+  model?: unknown
+  messages?: unknown
+  stream?: unknown
+  max_tokens?: unknown
+  max_completion_tokens?: unknown
+  stream_options?: { include_usage?: unknown }
+}
+
+interface ChatPlan {
+  id: string
+  created: number
+  model: VeniceModel
+  promptTokens: number
+  tokens: string[]
+  finishReason: 'stop' | 'length'
+  fault: SimFault | null
+  /** For truncate and stall: how many content tokens go out before the fault. */
+  faultAfter: number
+  includeUsage: boolean
+  key: SimKeyState
+}
+
+export function startSim(
+  options: Partial<SimSettings> & { port?: number; hostname?: string } = {},
+): SimServer {
+  const settings: SimSettings = { ...DEFAULT_SIM_SETTINGS, ...options }
+  const keys = new SimKeys(settings.defaultBalanceMicroDiem)
+
+  function listModels(url: URL): Response {
+    const type = url.searchParams.get('type') ?? 'text'
+    const data = type === 'all' ? SIM_MODELS : SIM_MODELS.filter((m) => m.type === type)
+    return json(200, { object: 'list', type, data })
+  }
+
+  async function chat(request: Request): Promise<Response> {
+    const apiKey = bearer(request)
+    if (!apiKey) return veniceError(401, 'Authentication failed')
+    let body: ChatBody
+    try {
+      body = (await request.json()) as ChatBody
+    } catch {
+      return veniceError(400, 'Invalid JSON body')
+    }
+    if (!body || typeof body !== 'object' || typeof body.model !== 'string') {
+      return veniceError(400, 'model is required')
+    }
+    if (!Array.isArray(body.messages) || body.messages.length === 0) {
+      return veniceError(400, 'messages must be a non-empty array')
+    }
+    const model = findSimModel(body.model)
+    if (model?.type !== 'text' || model.model_spec.offline) {
+      return veniceError(404, `Specified model not found: ${body.model}`)
+    }
+    if (!model.model_spec.pricing) return veniceError(400, `Model ${model.id} is not yet available`)
+
+    const key = keys.get(apiKey)
+    key.requests += 1
+    const balanceHeader = { 'x-venice-balance-diem': formatMicros(key.balanceMicroDiem) }
+    const headerFault = request.headers.get('x-sim-fault')
+    if (headerFault !== null && !isSimFault(headerFault)) return veniceError(400, `unknown x-sim-fault`)
+    const fault = (headerFault as SimFault | null) ?? keys.takeFault(key)
+
+    const beforeBytes = fault ? FAULT_RESPONSES[fault] : undefined
+    if (beforeBytes) return veniceError(beforeBytes.status, beforeBytes.error, balanceHeader)
+    if (key.balanceMicroDiem <= 0) {
+      return veniceError(402, FAULT_RESPONSES.out_of_balance!.error, balanceHeader)
+    }
+    if (fault === 'slow_first_byte') {
+      const delay = intHeader(request, 'x-sim-delay-ms') ?? settings.slowFirstByteMs
+      if (!(await sleepUnlessAborted(delay, request.signal))) return veniceError(499, 'client closed')
+    }
+
+    const maxTokens = [body.max_completion_tokens, body.max_tokens].find(
+      (v): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0,
+    )
+    const wanted = intHeader(request, 'x-sim-output-tokens') ?? settings.outputTokens
+    const count = maxTokens === undefined ? wanted : Math.min(wanted, maxTokens)
+    const plan: ChatPlan = {
+      id: `chatcmpl-${crypto.randomUUID().replaceAll('-', '')}`,
+      created: Math.floor(Date.now() / 1000),
+      model,
+      promptTokens: promptTokens(body.messages as { content?: unknown }[]),
+      tokens: completionTokens(count),
+      finishReason: maxTokens !== undefined && wanted > maxTokens ? 'length' : 'stop',
+      fault,
+      faultAfter: intHeader(request, 'x-sim-fault-after') ?? Math.floor(count / 2),
+      includeUsage: body.stream_options?.include_usage === true,
+      key,
+    }
+    if (body.stream === true) return streamChat(plan, balanceHeader, request.signal)
+    return bufferedChat(plan, balanceHeader, request.signal)
+  }
+
+  async function bufferedChat(plan: ChatPlan, headers: Record<string, string>, signal: AbortSignal) {
+    if (settings.latencyMs > 0 && !(await sleepUnlessAborted(settings.latencyMs, signal))) {
+      return veniceError(499, 'client closed')
+    }
+    if (plan.fault === 'stall') {
+      await sleepUnlessAborted(Number.POSITIVE_INFINITY, signal)
+      return veniceError(499, 'client closed')
+    }
+    const completion = plan.tokens.length
+    const burn = listPriceBurn(plan.model, plan.promptTokens, completion)
+    const debited = keys.debit(plan.key, burn)
+    const body = JSON.stringify({
+      id: plan.id,
+      object: 'chat.completion',
+      created: plan.created,
+      model: plan.model.id,
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: plan.tokens.join(''), refusal: null },
+          logprobs: null,
+          finish_reason: plan.finishReason,
+        },
+      ],
+      usage: {
+        prompt_tokens: plan.promptTokens,
+        completion_tokens: completion,
+        total_tokens: plan.promptTokens + completion,
+      },
+      cost: { diem: Number(formatMicros(debited)), usd: Number(formatMicros(debited)) },
+    })
+    if (plan.fault === 'truncate') {
+      // The head promises the whole body; half of it comes, then the connection ends.
+      const bytes = encoder.encode(body)
+      let sentHalf = false
+      const stream = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          if (!sentHalf) {
+            sentHalf = true
+            controller.enqueue(bytes.subarray(0, bytes.length >> 1))
+            return
+          }
+          await Bun.sleep(5)
+          controller.error(new Error('simulated truncation'))
+        },
+      })
+      return new Response(stream, {
+        headers: { 'content-type': 'application/json', 'content-length': String(bytes.length), ...headers },
+      })
+    }
+    return new Response(body, { headers: { 'content-type': 'application/json', ...headers } })
+  }
+
+  function streamChat(plan: ChatPlan, headers: Record<string, string>, signal: AbortSignal): Response {
+    const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) =>
+      `data: ${JSON.stringify({
+        id: plan.id,
+        object: 'chat.completion.chunk',
+        created: plan.created,
+        model: plan.model.id,
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+      })}\n\n`
+    const gap = settings.tokensPerSecond > 0 ? 1000 / settings.tokensPerSecond : 0
+    let sent = 0 // content tokens sent
+    let phase: 'role' | 'content' | 'end' | 'done' = 'role'
+    let finished = false
+
+    const settle = (cancelled = false) => {
+      if (finished) return
+      finished = true
+      if (cancelled) plan.key.cancelledStreams += 1
+      // The upstream bills what it generated, whether or not the stream completed.
+      keys.debit(plan.key, listPriceBurn(plan.model, plan.promptTokens, sent))
+    }
+
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (phase === 'role') {
+          if (settings.ttftMs > 0) await Bun.sleep(settings.ttftMs)
+          phase = 'content'
+          controller.enqueue(encoder.encode(chunk({ role: 'assistant', content: '' })))
+          return
+        }
+        if (phase === 'content') {
+          if ((plan.fault === 'truncate' || plan.fault === 'stall') && sent >= plan.faultAfter) {
+            if (plan.fault === 'truncate') {
+              settle()
+              controller.close()
+              return
+            }
+            // stall: never another byte, until the client goes away
+            await sleepUnlessAborted(Number.POSITIVE_INFINITY, signal)
+            return
+          }
+          if (sent < plan.tokens.length) {
+            if (gap > 0 && sent > 0) await Bun.sleep(gap)
+            controller.enqueue(encoder.encode(chunk({ content: plan.tokens[sent] })))
+            sent += 1
+            return
+          }
+          phase = 'end'
+        }
+        if (phase === 'end') {
+          settle()
+          let tail = chunk({}, plan.finishReason)
+          if (plan.includeUsage) {
+            tail += `data: ${JSON.stringify({
+              id: plan.id,
+              object: 'chat.completion.chunk',
+              created: plan.created,
+              model: plan.model.id,
+              choices: [],
+              usage: {
+                prompt_tokens: plan.promptTokens,
+                completion_tokens: sent,
+                total_tokens: plan.promptTokens + sent,
+              },
+            })}\n\n`
+          }
+          tail += 'data: [DONE]\n\n'
+          phase = 'done'
+          controller.enqueue(encoder.encode(tail))
+          controller.close()
+        }
+      },
+      cancel() {
+        settle(true)
+      },
+    })
+    signal.addEventListener('abort', () => settle(true), { once: true })
+    return new Response(stream, {
+      headers: {
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-cache',
+        ...headers,
+      },
+    })
+  }
+
+  async function control(request: Request, url: URL): Promise<Response> {
+    const match = /^\/sim\/keys\/([^/]+)$/.exec(url.pathname)
+    if (!match) return veniceError(404, 'not found')
+    const state = keys.get(decodeURIComponent(match[1]!))
+    if (request.method === 'GET') return json(200, describeKey(state))
+    if (request.method !== 'PUT') return veniceError(405, 'method not allowed')
+    let body: { balanceDiem?: unknown; fault?: unknown; times?: unknown }
+    try {
+      body = (await request.json()) as typeof body
+    } catch {
+      return veniceError(400, 'Invalid JSON body')
+    }
+    if (body.balanceDiem !== undefined) {
+      const micros = typeof body.balanceDiem === 'string' ? parseMicros(body.balanceDiem) : null
+      if (micros === null) return veniceError(400, 'balanceDiem must be a decimal string')
+      state.balanceMicroDiem = micros
+    }
+    if (body.fault !== undefined) {
+      if (body.fault !== null && !isSimFault(body.fault)) return veniceError(400, 'unknown fault')
+      const times = body.times
+      if (times !== undefined && !(typeof times === 'number' && Number.isInteger(times) && times > 0)) {
+        return veniceError(400, 'times must be a positive integer')
+      }
+      state.fault = body.fault
+      state.faultTimes = body.fault === null ? null : ((times as number | undefined) ?? null)
+    }
+    return json(200, describeKey(state))
+  }
+
+  const server = Bun.serve({
+    port: options.port ?? 0,
+    hostname: options.hostname ?? '127.0.0.1',
+    idleTimeout: 0,
+    async fetch(request) {
+      const url = new URL(request.url)
+      // Venice serves under /api/v1; accept both that and the bare paths.
+      const path = url.pathname.replace(/^\/api\/v1(?=\/)/, '')
+      if (path === '/models' && request.method === 'GET') return listModels(url)
+      if (path === '/chat/completions' && request.method === 'POST') return chat(request)
+      if (path.startsWith('/sim/')) return control(request, new URL(path, url))
+      return veniceError(404, 'Not found')
+    },
+  })
+
+  return {
+    url: `http://${server.hostname}:${server.port}`,
+    port: server.port as number,
+    keys,
+    settings,
+    stop: () => server.stop(true),
+  }
+}
+
+function describeKey(state: SimKeyState) {
+  return {
+    balanceDiem: formatMicros(state.balanceMicroDiem),
+    fault: state.fault,
+    faultTimes: state.faultTimes,
+    requests: state.requests,
+    cancelledStreams: state.cancelledStreams,
+  }
+}
+
+/** Resolves true after `ms`, or false as soon as the client goes away. */
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false)
+  return new Promise((resolve) => {
+    const timer = Number.isFinite(ms) ? setTimeout(() => done(true), ms) : undefined
+    const onAbort = () => done(false)
+    function done(value: boolean) {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', onAbort)
+      resolve(value)
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}

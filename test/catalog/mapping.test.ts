@@ -1,0 +1,97 @@
+import { describe, expect, test } from 'bun:test'
+import { mapUpstreamModel, mapUpstreamModels } from '../../src/catalog/venice-mapping.ts'
+import { SIM_MODELS } from '../../src/sim/models.ts'
+
+const text = (spec: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  id: 'm',
+  type: 'text',
+  created: 1,
+  model_spec: { name: 'M', ...spec },
+  ...extra,
+})
+const priced = {
+  availableContextTokens: 1000,
+  maxCompletionTokens: 100,
+  pricing: { input: { usd: 0.7, diem: 0.7 }, output: { usd: 2.8, diem: 2.8 } },
+}
+
+describe('catalog mapping', () => {
+  test('a priced and capped text model is live with integer prices', () => {
+    const entry = mapUpstreamModel(text(priced))!
+    expect(entry.row.status).toBe('live')
+    expect(entry.row.modality).toBe('text')
+    expect(entry.prices).toEqual({ inputPerMillion: 700_000, outputPerMillion: 2_800_000 })
+    expect(entry.row.pricing).toEqual({
+      currency: 'USD',
+      unit: 'million_tokens',
+      input: '0.700000',
+      output: '2.800000',
+    })
+    expect(entry.row.context_length).toBe(1000)
+    expect(entry.row.max_completion_tokens).toBe(100)
+    expect(entry.row.capabilities).toEqual({})
+  })
+
+  test('missing price or missing caps is coming_soon, with no pricing', () => {
+    for (const spec of [
+      { ...priced, pricing: undefined },
+      { ...priced, pricing: { input: { usd: 1, diem: 1 } } },
+      { ...priced, maxCompletionTokens: undefined },
+      { ...priced, availableContextTokens: 0 },
+      { ...priced, pricing: { input: { diem: 'free' }, output: { diem: 1 } } },
+    ]) {
+      const entry = mapUpstreamModel(text(spec))!
+      expect(entry.row.status).toBe('coming_soon')
+      expect(entry.row.pricing).toBeUndefined()
+      expect(entry.prices).toBeNull()
+    }
+  })
+
+  test('prices with more than six decimals are not guessed at', () => {
+    const entry = mapUpstreamModel(
+      text({ ...priced, pricing: { input: { diem: 0.0000001 }, output: { diem: 1 } } }),
+    )!
+    expect(entry.row.status).toBe('coming_soon')
+  })
+
+  test('offline, unknown-type and malformed models are left off', () => {
+    expect(mapUpstreamModel(text({ ...priced, offline: true }))).toBeNull()
+    expect(mapUpstreamModel(text(priced, { type: 'music' }))).toBeNull()
+    expect(mapUpstreamModel(text(priced, { id: 42 }))).toBeNull()
+    expect(mapUpstreamModel({ id: 'x', type: 'text' })).toBeNull()
+  })
+
+  test('image and video modalities come from the model type and their unit prices', () => {
+    const image = mapUpstreamModel({
+      id: 'i',
+      type: 'image',
+      model_spec: { pricing: { generation: { diem: 0.01 } } },
+    })!
+    expect(image.row).toMatchObject({
+      status: 'live',
+      modality: 'image',
+      pricing: { unit: 'image', generation: '0.010000' },
+    })
+    expect(image.prices).toEqual({ perImage: 10_000 })
+    const video = mapUpstreamModel({ id: 'v', type: 'video', model_spec: {} })!
+    expect(video.row).toMatchObject({ status: 'coming_soon', modality: 'video' })
+  })
+
+  test('the simulated supplier maps to live text, image and video, one coming_soon, offline gone', () => {
+    const entries = mapUpstreamModels({ data: SIM_MODELS })
+    const byId = new Map(entries.map((e) => [e.row.id, e.row]))
+    expect(byId.get('llama-3.3-70b')?.status).toBe('live')
+    expect(byId.get('deepseek-r2-preview')?.status).toBe('coming_soon')
+    expect(byId.has('mistral-retired')).toBe(false)
+    expect(byId.get('flux-dev')?.modality).toBe('image')
+    expect(byId.get('wan-2.1-video')?.modality).toBe('video')
+    expect(mapUpstreamModels({ data: SIM_MODELS }, ['qwen3-4b']).some((e) => e.row.id === 'qwen3-4b')).toBe(
+      false,
+    )
+  })
+
+  test('a body that is not a model list is an error, not an empty catalog', () => {
+    expect(() => mapUpstreamModels({ error: 'nope' })).toThrow()
+    expect(() => mapUpstreamModels([])).toThrow()
+  })
+})

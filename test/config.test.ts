@@ -1,0 +1,78 @@
+import { describe, expect, test } from 'bun:test'
+import { ConfigError, loadGatewayConfig } from '../src/config.ts'
+
+const valid = {
+  REDIS_URL: 'redis://127.0.0.1:6379',
+  SVC_ADMIN_TOKEN: 'a-very-long-admin-token-123456',
+  SVC_MASTER_KEY: 'ab'.repeat(32),
+  SVC_UPSTREAM_URL: 'http://127.0.0.1:9999/api/v1/',
+}
+
+function failure(env: Record<string, string | undefined>): ConfigError {
+  try {
+    loadGatewayConfig(env)
+  } catch (error) {
+    if (error instanceof ConfigError) return error
+    throw error
+  }
+  throw new Error('config loaded but should have failed')
+}
+
+describe('gateway config', () => {
+  test('a valid environment gives typed values and defaults', () => {
+    const config = loadGatewayConfig(valid)
+    expect(config.port).toBe(8080)
+    expect(config.defaultMaxPriceCents).toBe(50)
+    expect(config.redisPrefix).toBe('svc:{m}')
+    expect(config.upstreamUrl).toBe('http://127.0.0.1:9999/api/v1')
+    expect(config.masterKey.length).toBe(32)
+    expect(
+      loadGatewayConfig({ ...valid, SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') }).masterKey[0],
+    ).toBe(7)
+  })
+
+  const cases: [string, Record<string, string | undefined>, string][] = [
+    ['REDIS_URL', { REDIS_URL: undefined }, 'a URL'],
+    ['REDIS_URL', { REDIS_URL: 'http://x' }, 'redis:'],
+    ['SVC_ADMIN_TOKEN', { SVC_ADMIN_TOKEN: undefined }, 'at least 24'],
+    ['SVC_ADMIN_TOKEN', { SVC_ADMIN_TOKEN: 'short' }, 'at least 24'],
+    ['SVC_MASTER_KEY', { SVC_MASTER_KEY: 'abc' }, '32 bytes'],
+    ['SVC_MASTER_KEY', { SVC_MASTER_KEY: undefined }, '32 bytes'],
+    ['SVC_UPSTREAM_URL', { SVC_UPSTREAM_URL: 'not a url' }, 'a URL'],
+    ['PORT', { PORT: 'eighty' }, 'integer'],
+    ['PORT', { PORT: '70000' }, 'integer'],
+    ['SVC_DEFAULT_MAX_PRICE_CENTS', { SVC_DEFAULT_MAX_PRICE_CENTS: '29' }, '30 to 80'],
+    ['SVC_DEFAULT_MAX_PRICE_CENTS', { SVC_DEFAULT_MAX_PRICE_CENTS: '50.5' }, '30 to 80'],
+    ['SVC_REDIS_PREFIX', { SVC_REDIS_PREFIX: 'svc:nohashtag' }, 'hash-tag'],
+    ['LOG_LEVEL', { LOG_LEVEL: 'loud' }, 'one of'],
+  ]
+  for (const [variable, override, expected] of cases) {
+    test(`${variable}=${String(Object.values(override)[0])} is refused by name`, () => {
+      const error = failure({ ...valid, ...override })
+      expect(error.variable).toBe(variable)
+      expect(error.message).toContain(variable)
+      expect(error.message).toContain(expected)
+      expect(error.message.split('\n')).toHaveLength(1)
+    })
+  }
+
+  test('serve exits non-zero with one line naming the variable', async () => {
+    const child = Bun.spawn([process.execPath, 'src/main.ts', 'serve'], {
+      env: { PATH: process.env.PATH ?? '', ...valid, SVC_MASTER_KEY: 'nope' },
+      stdout: 'pipe',
+      stderr: 'pipe',
+    })
+    const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()])
+    expect(code).toBe(2)
+    const lines = stderr.trim().split('\n')
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toStartWith('config: SVC_MASTER_KEY must be')
+  })
+
+  test('--version prints the package version', async () => {
+    const child = Bun.spawn([process.execPath, 'src/main.ts', '--version'], { stdout: 'pipe' })
+    const out = await new Response(child.stdout).text()
+    expect(await child.exited).toBe(0)
+    expect(out.trim()).toMatch(/^\d+\.\d+\.\d+$/)
+  })
+})

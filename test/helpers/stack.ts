@@ -1,0 +1,75 @@
+// Real parts over real sockets: the simulated supplier and a gateway on free ports, on the shared
+// test redis-server, each stack under its own key prefix so tests never see each other's keys.
+import { randomBytes } from 'node:crypto'
+import type Redis from 'ioredis'
+import { type GatewayConfig, loadGatewayConfig } from '../../src/config.ts'
+import { type RunningGateway, startGateway } from '../../src/gateway.ts'
+import { createLogger } from '../../src/logger.ts'
+import { createRedis } from '../../src/redis/connection.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
+
+export function testRedisUrl(): string {
+  const url = process.env.TEST_REDIS_URL
+  if (!url) throw new Error('test/preload.ts did not start redis')
+  return url
+}
+
+/** A prefix with a fresh hash tag: the whole keyspace of one test stack. */
+export function testPrefix(): string {
+  return `test:{${randomBytes(6).toString('hex')}}`
+}
+
+export interface TestStack {
+  gateway: RunningGateway
+  sim: SimServer
+  redis: Redis
+  keys: Keyspace
+  config: GatewayConfig
+  url: string
+  stop(): Promise<void>
+}
+
+export async function startStack(
+  options: { sim?: Partial<SimSettings>; env?: Record<string, string> } = {},
+): Promise<TestStack> {
+  const sim = startSim({ port: 0, ...options.sim })
+  const prefix = testPrefix()
+  const config = loadGatewayConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    REDIS_URL: testRedisUrl(),
+    SVC_REDIS_PREFIX: prefix,
+    SVC_ADMIN_TOKEN: `test-admin-${randomBytes(16).toString('hex')}`,
+    SVC_MASTER_KEY: randomBytes(32).toString('hex'),
+    SVC_UPSTREAM_URL: sim.url,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...options.env,
+  })
+  const gateway = await startGateway(config, createLogger(config.logLevel))
+  const redis = createRedis(testRedisUrl(), { name: 'svc-test' })
+  return {
+    gateway,
+    sim,
+    redis,
+    keys: keyspace(prefix),
+    config,
+    url: gateway.url,
+    async stop() {
+      await gateway.stop()
+      await sim.stop()
+      redis.disconnect()
+    },
+  }
+}
+
+/** Every key of a prefix with its value dump, to prove a request changed nothing in Redis. */
+export async function snapshotKeys(redis: Redis, prefix: string): Promise<Record<string, string>> {
+  const keys = (await redis.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`)).sort()
+  const snapshot: Record<string, string> = {}
+  for (const key of keys) {
+    const dump = await redis.dumpBuffer(key)
+    snapshot[key] = dump ? dump.toString('hex') : ''
+  }
+  return snapshot
+}

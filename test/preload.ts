@@ -1,0 +1,14 @@
+// Runs once before the test files: one real redis-server on a free port in a fresh folder (or the
+// REDIS_URL given), shared by every file. Files are isolated by key prefix (see helpers/stack.ts).
+import { afterAll } from 'bun:test'
+import { startLocalRedis } from '../src/redis/local-server.ts'
+
+if (!process.env.TEST_REDIS_URL) {
+  if (process.env.REDIS_URL) {
+    process.env.TEST_REDIS_URL = process.env.REDIS_URL
+  } else {
+    const redis = await startLocalRedis()
+    process.env.TEST_REDIS_URL = redis.url
+    afterAll(() => redis.stop())
+  }
+}

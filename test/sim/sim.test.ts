@@ -1,0 +1,289 @@
+// The simulated supplier is what every other test trusts to behave like the upstream: each shape
+// and each fault is checked here over real HTTP.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { type SimServer, startSim } from '../../src/sim/server.ts'
+
+let sim: SimServer
+beforeAll(() => {
+  sim = startSim({ port: 0, outputTokens: 10 })
+})
+afterAll(() => sim.stop())
+
+let keyCounter = 0
+const freshKey = () => `sim-key-${++keyCounter}-${Math.random().toString(36).slice(2)}`
+
+function chat(
+  key: string,
+  body: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+) {
+  return fetch(`${sim.url}/chat/completions`, {
+    method: 'POST',
+    signal,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({
+      model: 'llama-3.3-70b',
+      messages: [{ role: 'user', content: 'hello there' }],
+      ...body,
+    }),
+  })
+}
+
+async function keyState(key: string) {
+  return (await (await fetch(`${sim.url}/sim/keys/${encodeURIComponent(key)}`)).json()) as {
+    balanceDiem: string
+    requests: number
+    cancelledStreams: number
+  }
+}
+
+function sseData(text: string): string[] {
+  return text
+    .split('\n\n')
+    .filter((frame) => frame.startsWith('data: '))
+    .map((frame) => frame.slice('data: '.length))
+}
+
+describe('models', () => {
+  test('Venice shape with text, image and video rows, one text model unpriced', async () => {
+    const body = (await (await fetch(`${sim.url}/models?type=all`)).json()) as {
+      data: {
+        id: string
+        type: string
+        model_spec: { pricing?: { input?: { usd: number; diem: number } } }
+      }[]
+    }
+    const types = new Set(body.data.map((m) => m.type))
+    expect([...types].sort()).toEqual(['image', 'text', 'video'])
+    const llama = body.data.find((m) => m.id === 'llama-3.3-70b')!
+    expect(llama.model_spec.pricing!.input!.usd).toBe(llama.model_spec.pricing!.input!.diem)
+    expect(body.data.some((m) => m.type === 'text' && !m.model_spec.pricing)).toBe(true)
+    const textOnly = (await (await fetch(`${sim.url}/api/v1/models`)).json()) as { data: { type: string }[] }
+    expect(textOnly.data.every((m) => m.type === 'text')).toBe(true)
+  })
+})
+
+describe('buffered chat', () => {
+  test('answers with usage, cost and the balance before the request; debits list price', async () => {
+    const key = freshKey()
+    const response = await chat(key)
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-venice-balance-diem')).toBe('100.000000')
+    const body = (await response.json()) as {
+      object: string
+      choices: { message: { content: string }; finish_reason: string }[]
+      usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+      cost: { diem: number; usd: number }
+    }
+    expect(body.object).toBe('chat.completion')
+    expect(body.choices[0]!.finish_reason).toBe('stop')
+    expect(body.usage.completion_tokens).toBe(10)
+    expect(body.usage.total_tokens).toBe(body.usage.prompt_tokens + 10)
+    // burn = ceil(p * 0.7) + ceil(10 * 2.8) micro-DIEM at 0.70 / 2.80 per million
+    const burn = Math.ceil((body.usage.prompt_tokens * 700_000) / 1e6) + 28
+    expect(body.cost.diem).toBeCloseTo(burn / 1e6, 9)
+    expect(body.cost.usd).toBe(body.cost.diem)
+    const next = await chat(key)
+    await next.arrayBuffer()
+    expect(next.headers.get('x-venice-balance-diem')).toBe(((100_000_000 - burn) / 1e6).toFixed(6))
+  })
+
+  test('max_tokens caps the completion and says length', async () => {
+    const body = (await (await chat(freshKey(), { max_tokens: 3 })).json()) as {
+      choices: { message: { content: string }; finish_reason: string }[]
+      usage: { completion_tokens: number }
+    }
+    expect(body.usage.completion_tokens).toBe(3)
+    expect(body.choices[0]!.finish_reason).toBe('length')
+    expect(body.choices[0]!.message.content.split(' ')).toHaveLength(3)
+  })
+
+  test('unknown, offline and unpriced models are refused', async () => {
+    expect((await chat(freshKey(), { model: 'nope' })).status).toBe(404)
+    expect((await chat(freshKey(), { model: 'mistral-retired' })).status).toBe(404)
+    expect((await chat(freshKey(), { model: 'deepseek-r2-preview' })).status).toBe(400)
+    const missingAuth = await fetch(`${sim.url}/chat/completions`, { method: 'POST', body: '{}' })
+    expect(missingAuth.status).toBe(401)
+    expect(await missingAuth.json()).toEqual({ error: 'Authentication failed' })
+  })
+})
+
+describe('streamed chat', () => {
+  test('role chunk, deltas, finish chunk, then [DONE]; no usage chunk unless asked', async () => {
+    const text = await (await chat(freshKey(), { stream: true })).text()
+    const frames = sseData(text)
+    expect(frames.at(-1)).toBe('[DONE]')
+    const chunks = frames.slice(0, -1).map((f) => JSON.parse(f))
+    expect(chunks[0].choices[0].delta).toEqual({ role: 'assistant', content: '' })
+    expect(chunks.filter((c) => c.choices[0]?.delta?.content).length).toBe(10)
+    expect(chunks.at(-1).choices[0].finish_reason).toBe('stop')
+    expect(chunks.some((c) => c.usage)).toBe(false)
+  })
+
+  test('with include_usage, a usage chunk with choices: [] comes before [DONE]', async () => {
+    const response = await chat(freshKey(), { stream: true, stream_options: { include_usage: true } })
+    expect(response.headers.get('content-type')).toStartWith('text/event-stream')
+    expect(response.headers.get('x-venice-balance-diem')).toBe('100.000000')
+    const frames = sseData(await response.text())
+    const usage = JSON.parse(frames.at(-2)!)
+    expect(usage.choices).toEqual([])
+    expect(usage.usage.completion_tokens).toBe(10)
+    expect(frames.at(-1)).toBe('[DONE]')
+  })
+})
+
+describe('faults', () => {
+  const beforeBytes: [string, number][] = [
+    ['error_5xx', 503],
+    ['rate_limit', 429],
+    ['out_of_balance', 402],
+  ]
+  for (const [fault, status] of beforeBytes) {
+    test(`${fault} by header answers ${status} with a Venice error body and charges nothing`, async () => {
+      const key = freshKey()
+      const response = await chat(key, { stream: true }, { 'x-sim-fault': fault })
+      expect(response.status).toBe(status)
+      const body = (await response.json()) as { error: unknown }
+      expect(typeof body.error).toBe('string')
+      expect((await keyState(key)).balanceDiem).toBe('100.000000')
+    })
+  }
+
+  test('a per-key fault with times applies that many requests, then clears', async () => {
+    const key = freshKey()
+    const set = await fetch(`${sim.url}/sim/keys/${key}`, {
+      method: 'PUT',
+      body: JSON.stringify({ fault: 'error_5xx', times: 2 }),
+    })
+    expect(set.status).toBe(200)
+    expect((await chat(key)).status).toBe(503)
+    expect((await chat(key)).status).toBe(503)
+    expect((await chat(key)).status).toBe(200)
+  })
+
+  test('a key with no balance left gets 402', async () => {
+    const key = freshKey()
+    await fetch(`${sim.url}/sim/keys/${key}`, { method: 'PUT', body: JSON.stringify({ balanceDiem: '0' }) })
+    const response = await chat(key)
+    expect(response.status).toBe(402)
+    expect(response.headers.get('x-venice-balance-diem')).toBe('0.000000')
+  })
+
+  test('a balance smaller than the burn is debited to zero, never below', async () => {
+    const key = freshKey()
+    await fetch(`${sim.url}/sim/keys/${key}`, {
+      method: 'PUT',
+      body: JSON.stringify({ balanceDiem: '0.000010' }),
+    })
+    expect((await chat(key)).status).toBe(200)
+    expect((await keyState(key)).balanceDiem).toBe('0.000000')
+  })
+
+  test('truncate in a stream: content, then the end with no usage chunk and no [DONE]', async () => {
+    const response = await chat(
+      freshKey(),
+      { stream: true, stream_options: { include_usage: true } },
+      { 'x-sim-fault': 'truncate', 'x-sim-fault-after': '4' },
+    )
+    expect(response.status).toBe(200)
+    const frames = sseData(await response.text())
+    expect(frames).not.toContain('[DONE]')
+    const chunks = frames.map((f) => JSON.parse(f))
+    expect(chunks.some((c) => c.usage)).toBe(false)
+    expect(chunks.filter((c) => c.choices[0]?.delta?.content).length).toBe(4)
+  })
+
+  test('truncate in a buffered answer: the body breaks off mid-JSON', async () => {
+    const response = await chat(freshKey(), {}, { 'x-sim-fault': 'truncate' })
+    expect(response.status).toBe(200)
+    const outcome = await response.text().then(
+      (text) => {
+        try {
+          JSON.parse(text)
+          return 'complete JSON'
+        } catch {
+          return 'broken JSON'
+        }
+      },
+      () => 'connection broke',
+    )
+    expect(outcome).not.toBe('complete JSON')
+  })
+
+  test('stall: some chunks, then silence until the client aborts; the upstream bills what it sent', async () => {
+    const key = freshKey()
+    const controller = new AbortController()
+    const response = await chat(
+      key,
+      { stream: true },
+      { 'x-sim-fault': 'stall', 'x-sim-fault-after': '2' },
+      controller.signal,
+    )
+    const reader = response.body!.getReader()
+    const decoder = new TextDecoder()
+    let seen = ''
+    const deadline = Date.now() + 2_000
+    while (sseData(seen).length < 3 && Date.now() < deadline) {
+      const { value } = await reader.read()
+      seen += decoder.decode(value)
+    }
+    expect(sseData(seen)).toHaveLength(3) // role + 2 content chunks
+    const next = await Promise.race([reader.read().then(() => 'byte'), Bun.sleep(300).then(() => 'silence')])
+    expect(next).toBe('silence')
+    controller.abort()
+    await Bun.sleep(50)
+    const state = await keyState(key)
+    expect(state.cancelledStreams).toBe(1)
+    expect(state.balanceDiem).not.toBe('100.000000')
+  })
+
+  test('stall on a buffered call: no answer at all until the client gives up', async () => {
+    const outcome = await fetch(`${sim.url}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${freshKey()}`, 'x-sim-fault': 'stall' },
+      body: JSON.stringify({ model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'x' }] }),
+      signal: AbortSignal.timeout(300),
+    }).then(
+      () => 'answered',
+      (error: Error) => error.name,
+    )
+    expect(outcome).toBe('TimeoutError')
+  })
+
+  test('slow_first_byte delays the answer by the given time', async () => {
+    const started = performance.now()
+    const response = await chat(freshKey(), {}, { 'x-sim-fault': 'slow_first_byte', 'x-sim-delay-ms': '250' })
+    expect(response.status).toBe(200)
+    // A lower bound only: the delay is the fault itself, not a performance figure.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(240)
+  })
+
+  test('an unknown fault name is a 400, not a silent success', async () => {
+    expect((await chat(freshKey(), {}, { 'x-sim-fault': 'meteor' })).status).toBe(400)
+    const bad = await fetch(`${sim.url}/sim/keys/x`, {
+      method: 'PUT',
+      body: JSON.stringify({ fault: 'meteor' }),
+    })
+    expect(bad.status).toBe(400)
+  })
+})
+
+describe('pacing settings', () => {
+  test('time to first token and tokens per second shape a stream', async () => {
+    const paced = startSim({ port: 0, ttftMs: 120, tokensPerSecond: 50, outputTokens: 6 })
+    try {
+      const started = performance.now()
+      const response = await fetch(`${paced.url}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer k' },
+        body: JSON.stringify({ model: 'qwen3-4b', messages: [{ role: 'user', content: 'x' }], stream: true }),
+      })
+      await response.text()
+      // 120 ms to the first token, then 5 gaps of 20 ms: a lower bound, never an upper one.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(200)
+    } finally {
+      await paced.stop()
+    }
+  })
+})
