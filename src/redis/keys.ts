@@ -1,5 +1,6 @@
 // Every Redis key is named here and nowhere else. All of them share the prefix's one hash tag, so
 // every Lua script's keys land in one slot: the same code runs on a single Redis, Sentinel and Cluster.
+// Money fields are integer strings: micro-USDC for accounts, micro-DIEM for capacity.
 
 export function keyspace(prefix: string) {
   const key = (suffix: string) => `${prefix}:${suffix}`
@@ -9,6 +10,23 @@ export function keyspace(prefix: string) {
     catalog: key('catalog'),
     /** hash: syncedAt (ms), source, count */
     catalogMeta: key('catalog:meta'),
+
+    /**
+     * hash, one per account: id, wallet (checksummed), createdAt (ms), maxPriceCents,
+     * and micro-USDC: confirmed (spendable), pending, held, spent, funded, writtenOff.
+     * Invariant: funded = confirmed + pending + held + spent (writtenOff is outside it).
+     */
+    account: (accountId: string) => key(`acct:${accountId}`),
+    /** hash: API key id (UUID) -> SHA-256 hex digest of the key, for the account's active keys */
+    accountKeys: (accountId: string) => key(`acct:${accountId}:keys`),
+    /** set: every account id (for the audit) */
+    accounts: key('accounts'),
+    /** hash: lower-case wallet address -> account id */
+    wallets: key('wallets'),
+    /** hash, one per active API key, by SHA-256 hex of the plaintext: id, accountId, name, prefix, createdAt, lastUsedAt */
+    apiKey: (digest: string) => key(`apikey:${digest}`),
+    /** stream: operator actions (manual credits ...), never trimmed */
+    audit: key('audit'),
   }
 }
 
