@@ -1,0 +1,173 @@
+// A real local EVM for the funding tests: anvil (its binary ships inside the npm package
+// @foundry-rs/anvil) on a free port with Base Sepolia's chain id, so x402 clients accept the
+// network; the EIP-3009 token in contracts/ compiled by npm solc and deployed here; viem local
+// accounts as payers. Nothing is mocked: the gateway settles on this chain.
+//
+// The token is compiled when a test file first asks for a chain (about 0.7 s, once per process)
+// rather than from a committed artifact: the bytecode can never drift from contracts/TestUsdc.sol.
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import solc from 'solc'
+import {
+  type Abi,
+  type Address,
+  createPublicClient,
+  createTestClient,
+  createWalletClient,
+  type Hex,
+  http,
+  type PrivateKeyAccount,
+  parseAbi,
+} from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { baseSepolia } from 'viem/chains'
+import { freePort } from '../../src/redis/local-server.ts'
+
+export const CHAIN_ID = 84532
+export const USDC_NAME = 'USD Coin'
+export const USDC_VERSION = '2'
+
+// anvil's well-known development keys (mnemonic "test test ... junk"), funded with ETH at genesis.
+const DEPLOYER_KEY: Hex = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80'
+const RELAYER_KEY: Hex = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d'
+
+export const usdcAbi = parseAbi([
+  'function balanceOf(address) view returns (uint256)',
+  'function mint(address to, uint256 value)',
+  'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
+])
+
+let compiled: { abi: Abi; bytecode: Hex } | undefined
+
+/** Compiles contracts/TestUsdc.sol with solc-js (memoized for the process). */
+export function compileTestUsdc(): { abi: Abi; bytecode: Hex } {
+  if (compiled) return compiled
+  const source = readFileSync(join(import.meta.dir, '../../contracts/TestUsdc.sol'), 'utf8')
+  const input = {
+    language: 'Solidity',
+    sources: { 'TestUsdc.sol': { content: source } },
+    settings: {
+      optimizer: { enabled: true, runs: 200 },
+      evmVersion: 'cancun',
+      outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } },
+    },
+  }
+  const output = JSON.parse(solc.compile(JSON.stringify(input)))
+  const errors = (output.errors ?? []).filter((e: { severity: string }) => e.severity === 'error')
+  if (errors.length)
+    throw new Error(errors.map((e: { formattedMessage: string }) => e.formattedMessage).join('\n'))
+  const contract = output.contracts['TestUsdc.sol'].TestUsdc
+  compiled = { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` }
+  return compiled
+}
+
+/** The anvil binary of this platform's optional package, run directly (no Node wrapper process). */
+export function anvilBinary(): string {
+  const arch = process.arch === 'x64' ? 'amd64' : process.arch
+  const require = createRequire(import.meta.url)
+  const pkg = require.resolve(`@foundry-rs/anvil-${process.platform}-${arch}/package.json`)
+  return join(dirname(pkg), 'bin', 'anvil')
+}
+
+async function waitForRpc(rpcUrl: string, deadline: number): Promise<void> {
+  for (;;) {
+    try {
+      const response = await fetch(rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }),
+      })
+      if (response.ok) return
+    } catch {}
+    if (Date.now() > deadline) throw new Error(`anvil did not answer at ${rpcUrl}`)
+    await Bun.sleep(25)
+  }
+}
+
+export async function startChain() {
+  const port = freePort()
+  const child = Bun.spawn(
+    [anvilBinary(), '--host', '127.0.0.1', '--port', String(port), '--chain-id', String(CHAIN_ID), '--quiet'],
+    { stdout: 'ignore', stderr: 'inherit' },
+  )
+  const rpcUrl = `http://127.0.0.1:${port}`
+  try {
+    await waitForRpc(rpcUrl, Date.now() + 10_000)
+  } catch (error) {
+    child.kill('SIGKILL')
+    throw error
+  }
+  const chain = { ...baseSepolia, rpcUrls: { default: { http: [rpcUrl] } } }
+  const transport = http(rpcUrl)
+  const publicClient = createPublicClient({ chain, transport, cacheTime: 0, pollingInterval: 50 })
+  const testClient = createTestClient({ chain, transport, mode: 'anvil' })
+  const deployer = createWalletClient({ chain, transport, account: privateKeyToAccount(DEPLOYER_KEY) })
+
+  const { abi, bytecode } = compileTestUsdc()
+  const deployHash = await deployer.deployContract({ abi, bytecode, args: [USDC_NAME, USDC_VERSION] })
+  const deployed = await publicClient.waitForTransactionReceipt({ hash: deployHash })
+  if (!deployed.contractAddress) throw new Error('TestUsdc deployment has no address')
+  const usdc: Address = deployed.contractAddress
+  const payTo = privateKeyToAccount(generatePrivateKey()).address
+
+  // The deployer's sends are serialized so their nonces never collide.
+  let minting: Promise<unknown> = Promise.resolve()
+  async function mint(to: Address, micros: bigint): Promise<void> {
+    const run = minting.then(async () => {
+      const hash = await deployer.writeContract({
+        address: usdc,
+        abi: usdcAbi,
+        functionName: 'mint',
+        args: [to, micros],
+      })
+      await publicClient.waitForTransactionReceipt({ hash })
+    })
+    minting = run.catch(() => {})
+    await run
+  }
+
+  return {
+    rpcUrl,
+    chainId: CHAIN_ID,
+    usdc,
+    payTo,
+    relayerKey: RELAYER_KEY,
+    publicClient,
+    testClient,
+    mint,
+    /** A fresh payer (a viem local account, no ETH needed: the relayer pays gas) holding `micros`. */
+    async newPayer(micros = 1_000_000_000n): Promise<PrivateKeyAccount> {
+      const account = privateKeyToAccount(generatePrivateKey())
+      if (micros > 0n) await mint(account.address, micros)
+      return account
+    },
+    balanceOf(address: Address): Promise<bigint> {
+      return publicClient.readContract({
+        address: usdc,
+        abi: usdcAbi,
+        functionName: 'balanceOf',
+        args: [address],
+      })
+    },
+    /** The gateway's funding configuration for this chain, self-facilitated by the relayer key. */
+    env(confirmations = 2): Record<string, string> {
+      return {
+        SVC_X402_NETWORK: 'base-sepolia',
+        SVC_CHAIN_RPC_URL: rpcUrl,
+        SVC_USDC_ADDRESS: usdc,
+        SVC_USDC_NAME: USDC_NAME,
+        SVC_USDC_VERSION: USDC_VERSION,
+        SVC_PAY_TO: payTo,
+        SVC_RELAYER_PRIVATE_KEY: RELAYER_KEY,
+        SVC_CONFIRMATIONS: String(confirmations),
+      }
+    },
+    async stop(): Promise<void> {
+      child.kill('SIGTERM')
+      await child.exited
+    },
+  }
+}
+
+export type TestChain = Awaited<ReturnType<typeof startChain>>
