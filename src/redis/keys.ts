@@ -11,6 +11,19 @@ export function keyspace(prefix: string) {
     /** hash: syncedAt (ms), source, count */
     catalogMeta: key('catalog:meta'),
 
+    // Funding (x402). A payment is known by its chain and transaction, an authorization by its
+    // chain, token, payer and nonce; each is credited at most once (lua/credit-payment.lua).
+    /** hash, one per credited payment (<chainId>:<txHash>): accountId, amount, state (pending|confirmed), blockNumber, authorization */
+    payment: (paymentId: string) => key(`x402:payment:${paymentId}`),
+    /** hash, one per authorization (<chainId>:<token>:<payer>:<nonce>, lower case): state (claimed|sent|credited), tx, accountId, payer, amount, kind, claimedAt */
+    authorization: (authorizationId: string) => key(`x402:auth:${authorizationId}`),
+    /** zset: authorization ids claimed or sent but not yet credited, scored by claim time (ms): the reconciler's work */
+    paymentsInFlight: key('x402:inflight'),
+    /** zset: payment ids credited as pending, scored by block number: the confirmations watcher's work */
+    paymentsUnconfirmed: key('x402:unconfirmed'),
+    /** string counter per minute: signup settlement calls, the global fuse */
+    signupFuse: (minute: number) => key(`x402:fuse:${minute}`),
+
     /**
      * hash, one per account: id, wallet (checksummed), createdAt (ms), maxPriceCents,
      * and micro-USDC: confirmed (spendable), pending, held, spent, funded, writtenOff.

@@ -2,9 +2,11 @@
 // connection with defineCommand (EVALSHA, with a fallback to EVAL after a SCRIPT FLUSH).
 import type Redis from 'ioredis'
 import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
+import { FUNDING_SCRIPTS } from './funding-scripts.ts'
 
 export const SCRIPTS = {
   catalogReplace: { lua: catalogReplace, keys: 2 },
+  ...FUNDING_SCRIPTS,
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

@@ -1,0 +1,37 @@
+--[[
+  confirm-payment: move one credited payment from pending to confirmed (spendable) once its block
+  has enough confirmations. Every replica may run the watcher; the state check makes each payment
+  move once.
+
+  KEYS[1]  payment hash             (x402:payment:<paymentId>)
+  KEYS[2]  account hash             (acct:<accountId>)
+  KEYS[3]  unconfirmed zset         (payment id -> block number)
+  ARGV[1]  payment id
+  ARGV[2]  account id               (must be the payment's)
+
+  Returns  { 1, confirmed, pending } confirmed; balances after, integer micro-USDC strings
+           { 0 }                     nothing to do (unknown or already confirmed); dropped from the zset
+           { -1 }                    the account is not the payment's
+           { -7 }                    pending is below the amount (never driven negative; left for the audit)
+  Times come from Redis TIME, in milliseconds.
+]]
+local rcall = redis.call
+
+local p = rcall('HMGET', KEYS[1], 'state', 'accountId', 'amount')
+if p[1] ~= 'pending' then
+  rcall('ZREM', KEYS[3], ARGV[1])
+  return { 0 }
+end
+if p[2] ~= ARGV[2] or rcall('HGET', KEYS[2], 'id') ~= ARGV[2] then return { -1 } end
+local amount = p[3]
+if tonumber(rcall('HGET', KEYS[2], 'pending') or '0') < tonumber(amount) then return { -7 } end
+
+local time = rcall('TIME')
+local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
+
+rcall('HINCRBY', KEYS[2], 'pending', '-' .. amount)
+rcall('HINCRBY', KEYS[2], 'confirmed', amount)
+rcall('HSET', KEYS[1], 'state', 'confirmed', 'confirmedAt', now)
+rcall('ZREM', KEYS[3], ARGV[1])
+local b = rcall('HMGET', KEYS[2], 'confirmed', 'pending')
+return { 1, b[1], b[2] }

@@ -1,0 +1,48 @@
+--[[
+  credit-payment: credit a settled x402 payment to an account's pending balance, exactly once.
+  Idempotent twice over: by payment (chain id + transaction hash) and by authorization (chain,
+  token, payer, nonce), whichever replica, request or reconciler gets here first. Pending and
+  funded grow together, which keeps funded = confirmed + pending + held + spent.
+
+  KEYS[1]  account hash             (acct:<accountId>)
+  KEYS[2]  payment hash             (x402:payment:<paymentId>)
+  KEYS[3]  authorization hash       (x402:auth:<authorizationId>)
+  KEYS[4]  payments-in-flight zset  (authorization ids not yet credited)
+  KEYS[5]  unconfirmed zset         (payment id -> block number, for the confirmations watcher)
+  ARGV[1]  account id
+  ARGV[2]  amount, integer micro-USDC, positive
+  ARGV[3]  payment id               (<chainId>:<txHash>, lower case)
+  ARGV[4]  authorization id         (<chainId>:<token>:<payer>:<nonce>, lower case)
+  ARGV[5]  block number that included the transfer
+  ARGV[6]  payer wallet, checksummed
+
+  Returns  { 1, pending, funded }   credited; balances after, integer micro-USDC strings
+           { 0, paymentId }         already credited (this payment, or this authorization)
+           { -1 }                   no such account
+           { -6 }                   the amount is not a positive integer
+  Times come from Redis TIME, in milliseconds.
+]]
+local rcall = redis.call
+
+if rcall('HGET', KEYS[1], 'id') ~= ARGV[1] then return { -1 } end
+local amount = ARGV[2]
+if not string.match(amount, '^[1-9]%d*$') or #amount > 15 then return { -6 } end
+
+if rcall('EXISTS', KEYS[2]) == 1 then return { 0, ARGV[3] } end
+local auth = rcall('HMGET', KEYS[3], 'state', 'paymentId')
+if auth[1] == 'credited' then return { 0, auth[2] or '' } end
+
+local time = rcall('TIME')
+local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
+
+rcall('HINCRBY', KEYS[1], 'pending', amount)
+rcall('HINCRBY', KEYS[1], 'funded', amount)
+rcall('HSET', KEYS[2],
+  'id', ARGV[3], 'accountId', ARGV[1], 'amount', amount, 'state', 'pending',
+  'blockNumber', ARGV[5], 'authorization', ARGV[4], 'payer', ARGV[6], 'creditedAt', now)
+rcall('HSET', KEYS[3], 'id', ARGV[4], 'state', 'credited', 'paymentId', ARGV[3],
+  'accountId', ARGV[1], 'payer', ARGV[6], 'amount', amount, 'creditedAt', now)
+rcall('ZREM', KEYS[4], ARGV[4])
+rcall('ZADD', KEYS[5], ARGV[5], ARGV[3])
+local b = rcall('HMGET', KEYS[1], 'pending', 'funded')
+return { 1, b[1], b[2] }

@@ -1,0 +1,196 @@
+// The Redis side of funding: claims on authorizations (the "payment in flight" records), credits
+// of settled payments to pending, and their confirmation. Every money move is one Lua script.
+import type Redis from 'ioredis'
+import type { MicroUsdc } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { runScript } from '../redis/scripts.ts'
+
+export type PaymentKind = 'signup' | 'refill' | 'topup'
+
+/** One EIP-3009 authorization: it can move money once, whatever is replayed. */
+export function authorizationId(chainId: number, token: string, payer: string, nonce: string): string {
+  return `${chainId}:${token}:${payer}:${nonce}`.toLowerCase()
+}
+
+/** One settled payment: a transaction on a chain. */
+export function paymentId(chainId: number, transaction: string): string {
+  return `${chainId}:${transaction}`.toLowerCase()
+}
+
+export interface Claim {
+  authorizationId: string
+  kind: PaymentKind
+  accountId: string | undefined
+  payer: string
+  amount: MicroUsdc
+  fromBlock: bigint
+}
+
+export type ClaimResult =
+  | { claimed: true }
+  | { claimed: false; state: string; transaction: string | undefined }
+
+export interface Credit {
+  accountId: string
+  amount: MicroUsdc
+  chainId: number
+  transaction: string
+  authorizationId: string
+  blockNumber: bigint
+  payer: string
+}
+
+export type CreditResult =
+  | { status: 'credited'; pending: MicroUsdc; funded: MicroUsdc }
+  | { status: 'already_credited'; paymentId: string }
+  | { status: 'no_account' }
+
+export type ConfirmResult =
+  | { status: 'confirmed'; confirmed: MicroUsdc; pending: MicroUsdc }
+  | { status: 'nothing_to_do' }
+  | { status: 'refused'; code: number }
+
+/** An authorization record as stored (see keys.authorization). */
+export interface InFlightPayment {
+  id: string
+  state: 'claimed' | 'sent' | 'credited'
+  kind: PaymentKind
+  accountId: string
+  payer: string
+  amount: string
+  fromBlock: string
+  claimedAt: string
+  tx?: string
+}
+
+export class PaymentLedger {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+  ) {}
+
+  async claim(claim: Claim): Promise<ClaimResult> {
+    const result = (await runScript(
+      this.redis,
+      'claimPayment',
+      [this.keys.authorization(claim.authorizationId), this.keys.paymentsInFlight],
+      [
+        claim.authorizationId,
+        claim.kind,
+        claim.accountId ?? '',
+        claim.payer,
+        claim.amount,
+        claim.fromBlock.toString(),
+      ],
+    )) as [number, string?, string?]
+    if (result[0] === 1) return { claimed: true }
+    if (result[0] === 0)
+      return { claimed: false, state: result[1] ?? '', transaction: result[2] || undefined }
+    throw new Error(`claim-payment refused the claim (${result[0]})`)
+  }
+
+  /** Records the transaction hash on the claim, before the transaction is broadcast. */
+  async markSent(authorizationId: string, transaction: string): Promise<void> {
+    await this.redis.hset(this.keys.authorization(authorizationId), 'state', 'sent', 'tx', transaction)
+  }
+
+  /** Sets the account on a claim made before the account existed (signup). */
+  async setAccount(authorizationId: string, accountId: string): Promise<void> {
+    await this.redis.hset(this.keys.authorization(authorizationId), 'accountId', accountId)
+  }
+
+  async release(authorizationId: string): Promise<boolean> {
+    const released = await runScript(
+      this.redis,
+      'releasePayment',
+      [this.keys.authorization(authorizationId), this.keys.paymentsInFlight],
+      [authorizationId],
+    )
+    return released === 1
+  }
+
+  async credit(credit: Credit): Promise<CreditResult> {
+    const id = paymentId(credit.chainId, credit.transaction)
+    const result = (await runScript(
+      this.redis,
+      'creditPayment',
+      [
+        this.keys.account(credit.accountId),
+        this.keys.payment(id),
+        this.keys.authorization(credit.authorizationId),
+        this.keys.paymentsInFlight,
+        this.keys.paymentsUnconfirmed,
+      ],
+      [
+        credit.accountId,
+        credit.amount,
+        id,
+        credit.authorizationId,
+        credit.blockNumber.toString(),
+        credit.payer,
+      ],
+    )) as [number, string?, string?]
+    switch (result[0]) {
+      case 1:
+        return {
+          status: 'credited',
+          pending: Number(result[1]) as MicroUsdc,
+          funded: Number(result[2]) as MicroUsdc,
+        }
+      case 0:
+        return { status: 'already_credited', paymentId: result[1] ?? id }
+      case -1:
+        return { status: 'no_account' }
+      default:
+        throw new Error(`credit-payment refused the credit (${result[0]})`)
+    }
+  }
+
+  async confirm(paymentIdValue: string, accountId: string): Promise<ConfirmResult> {
+    const result = (await runScript(
+      this.redis,
+      'confirmPayment',
+      [this.keys.payment(paymentIdValue), this.keys.account(accountId), this.keys.paymentsUnconfirmed],
+      [paymentIdValue, accountId],
+    )) as [number, string?, string?]
+    if (result[0] === 1) {
+      return {
+        status: 'confirmed',
+        confirmed: Number(result[1]) as MicroUsdc,
+        pending: Number(result[2]) as MicroUsdc,
+      }
+    }
+    if (result[0] === 0) return { status: 'nothing_to_do' }
+    return { status: 'refused', code: result[0] }
+  }
+
+  /** Payments credited in blocks up to `block`, oldest first: those now confirmed enough. */
+  unconfirmedUpTo(block: bigint, limit = 100): Promise<string[]> {
+    return this.redis.zrangebyscore(
+      this.keys.paymentsUnconfirmed,
+      '-inf',
+      block.toString(),
+      'LIMIT',
+      0,
+      limit,
+    )
+  }
+
+  async paymentAccount(paymentIdValue: string): Promise<string | null> {
+    return this.redis.hget(this.keys.payment(paymentIdValue), 'accountId')
+  }
+
+  async payment(paymentIdValue: string): Promise<Record<string, string>> {
+    return this.redis.hgetall(this.keys.payment(paymentIdValue))
+  }
+
+  async authorization(authorizationIdValue: string): Promise<InFlightPayment | null> {
+    const record = await this.redis.hgetall(this.keys.authorization(authorizationIdValue))
+    return record.state ? (record as unknown as InFlightPayment) : null
+  }
+
+  /** Claims older than `before` (ms) not yet credited: the reconciler's work, oldest first. */
+  inFlightBefore(before: number, limit = 100): Promise<string[]> {
+    return this.redis.zrangebyscore(this.keys.paymentsInFlight, '-inf', String(before), 'LIMIT', 0, limit)
+  }
+}

@@ -1,0 +1,14 @@
+// The x402 funding scripts (lua/*-payment.lua): claim an authorization, release a claim that moved
+// no money, credit a settled payment to pending, confirm it. Kept beside scripts.ts so the
+// funding work adds one line there.
+import claimPayment from '../../lua/claim-payment.lua' with { type: 'text' }
+import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
+import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
+import releasePayment from '../../lua/release-payment.lua' with { type: 'text' }
+
+export const FUNDING_SCRIPTS = {
+  claimPayment: { lua: claimPayment, keys: 2 },
+  releasePayment: { lua: releasePayment, keys: 2 },
+  creditPayment: { lua: creditPayment, keys: 5 },
+  confirmPayment: { lua: confirmPayment, keys: 3 },
+} as const
