@@ -38,6 +38,24 @@ export function keyspace(prefix: string) {
     wallets: key('wallets'),
     /** hash, one per active API key, by SHA-256 hex of the plaintext: id, accountId, name, prefix, createdAt, lastUsedAt */
     apiKey: (digest: string) => key(`apikey:${digest}`),
+    /** The base the market's Lua scripts are passed; lua/lib/keys.lua builds the names below from it. */
+    base: `${prefix}:`,
+    /** hash, one per offer: see lua/offer-put.lua for its fields (money in micro-DIEM / micro-USDC) */
+    offer: (offerId: string) => key(`offer:${offerId}`),
+    /** set: every offer id ever posted (deleted ones too, for the audit) */
+    offers: key('offers'),
+    /** zset: active offers, scored ask * 1e9 + posting order */
+    ladder: key('ladder'),
+    /** zset: attempt id -> lease deadline (ms, Redis time) */
+    leases: key('leases'),
+    /** hash: in-flight counts, `k:<apiKeyId>` and `a:<accountId>` */
+    inflight: key('inflight'),
+    /** hash, one per admitted request: its hold, offer, state (admitted|cleared|released|reaped), cost */
+    attempt: (attemptId: string) => key(`attempt:${attemptId}`),
+    /** hash: market totals (buyerSpend, supplierEarned, fees, writtenOff, clears, offerSeq) */
+    market: key('market'),
+    /** string: the capacity snapshot JSON for one max price, cached 30 s for every replica */
+    capacitySnapshot: (maxPriceCents: number | 'all') => key(`capacity:${maxPriceCents}`),
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),
   }

@@ -3,9 +3,11 @@
 import type Redis from 'ioredis'
 import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
 import { FUNDING_SCRIPTS } from './funding-scripts.ts'
+import { MARKET_SCRIPTS } from './market-scripts.ts'
 
 export const SCRIPTS = {
   catalogReplace: { lua: catalogReplace, keys: 2 },
+  ...MARKET_SCRIPTS,
   ...FUNDING_SCRIPTS,
 } as const
 

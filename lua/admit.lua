@@ -1,0 +1,130 @@
+--[[
+  admit: pick the cheapest eligible offer for one request and hold everything it may use.
+  Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
+
+  KEYS[1]  keyspace base ("<prefix>:"); the script builds the documented names of lib/keys from it
+  ARGV[1]  attempt id (new, unique)
+  ARGV[2]  account id
+  ARGV[3]  API key id (the buyer's key, for its in-flight cap)
+  ARGV[4]  burn estimate, micro-DIEM: the request's worst case (prompt + max output at list price)
+  ARGV[5]  per-key in-flight cap
+  ARGV[6]  per-wallet in-flight cap
+  ARGV[7]  lease length, ms
+  ARGV[8]  offer ids this request already tried, comma-separated ("" for none)
+  ARGV[9]  default max price, cents (when the account has none set)
+  ARGV[10] model id (kept on the attempt)
+  ARGV[11] request id (kept on the attempt)
+
+  Expired leases are reaped first (at most 20 here; the reaper loop does the rest).
+
+  Returns {1, offerId, askCents, holdUsdc, holdDiem, leaseDeadline, confirmedAfter} or
+    {-1}                              unknown account
+    {-2}                              per-key in-flight cap reached
+    {-3}                              per-wallet in-flight cap reached
+    {-4}                              pool empty: nothing posted at any price
+    {-5, buyerMax, cheapestPosted, routableAboveMax}        no eligible supply (all above max)
+    {-6, eligibleRoutable, maxEligibleOffer}                 offers at price lack capacity
+    {-7}                              offers big enough exist, but all at their cap or cooling
+    {-8}                              every offer big enough was already tried
+    {-9, needed, confirmed}           confirmed balance cannot cover the worst case
+    {-10}                             attempt id already used
+]]
+
+local attempt_id = ARGV[1]
+local account_id = ARGV[2]
+local key_id = ARGV[3]
+local estimate = int(ARGV[4])
+local key_cap = int(ARGV[5])
+local wallet_cap = int(ARGV[6])
+local lease_ms = int(ARGV[7])
+local default_max = int(ARGV[9])
+
+local now = now_ms()
+reap_expired(now, 20)
+
+local account = k_account(account_id)
+local acct = rcall('HMGET', account, 'confirmed', 'maxPriceCents')
+if rcall('EXISTS', account) == 0 then return { -1 } end
+if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return { -10 } end
+
+local counts = rcall('HMGET', K_INFLIGHT, 'k:' .. key_id, 'a:' .. account_id)
+if int(counts[1]) >= key_cap then return { -2 } end
+if int(counts[2]) >= wallet_cap then return { -3 } end
+
+local max_cents = int(acct[2])
+if max_cents == 0 then max_cents = default_max end
+
+local tried = {}
+for id in string.gmatch(ARGV[8], '[^,]+') do tried[id] = true end
+
+-- Walk the ladder at or below the buyer's max, cheapest first.
+local chosen = nil
+local at_price = 0          -- live offers at or below max
+local eligible_routable = 0 -- their routable capacity
+local max_eligible = 0      -- the largest of them
+local big_enough = 0        -- those that could carry this request
+local untried = 0           -- ... and were not tried yet
+for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', ladder_ceiling(max_cents))) do
+  local o = read_offer(id)
+  if o and is_live(o, now) then
+    at_price = at_price + 1
+    local r = routable(o)
+    eligible_routable = eligible_routable + r
+    if r > max_eligible then max_eligible = r end
+    if r >= estimate then
+      big_enough = big_enough + 1
+      if not tried[id] then
+        untried = untried + 1
+        if o.inflight < o.max_in_flight then
+          chosen = o
+          break
+        end
+      end
+    end
+  elseif o and o.status == 'active' and not tried[id] and routable(o) >= estimate then
+    -- cooling down: it will be back shortly, so this is "busy", not "no supply"
+    at_price = at_price + 1
+    big_enough = big_enough + 1
+    untried = untried + 1
+  end
+end
+
+if not chosen then
+  if at_price == 0 then
+    -- Nothing at the buyer's price: is there anything at all?
+    local cheapest = nil
+    local above = 0
+    for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '(' .. ladder_ceiling(max_cents), '+inf')) do
+      local o = read_offer(id)
+      if o and is_live(o, now) then
+        if cheapest == nil then cheapest = o.ask end
+        above = above + routable(o)
+      end
+    end
+    if cheapest == nil then return { -4 } end
+    return { -5, max_cents, cheapest, s(above) }
+  end
+  if big_enough == 0 then return { -6, s(eligible_routable), s(max_eligible) } end
+  if untried == 0 then return { -8 } end
+  return { -7 }
+end
+
+-- The buyer's worst case at this ask must be covered by confirmed balance alone.
+local hold = ceil_div(estimate * chosen.ask, 100)
+local confirmed = int(acct[1])
+if confirmed < hold then return { -9, s(hold), s(confirmed) } end
+
+rcall('HINCRBY', account, 'confirmed', s(-hold))
+rcall('HINCRBY', account, 'held', s(hold))
+local offer = k_offer(chosen.id)
+rcall('HINCRBY', offer, 'held', s(estimate))
+rcall('HINCRBY', offer, 'inflight', 1)
+rcall('HINCRBY', K_INFLIGHT, 'k:' .. key_id, 1)
+rcall('HINCRBY', K_INFLIGHT, 'a:' .. account_id, 1)
+local deadline = now + lease_ms
+rcall('ZADD', K_LEASES, deadline, attempt_id)
+rcall('HSET', k_attempt(attempt_id),
+  'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,
+  'offerId', chosen.id, 'askCents', chosen.ask, 'holdUsdc', s(hold), 'holdDiem', s(estimate),
+  'model', ARGV[10], 'requestId', ARGV[11], 'tried', ARGV[8], 'admittedAt', s(now))
+return { 1, chosen.id, chosen.ask, s(hold), s(estimate), s(deadline), s(confirmed - hold) }

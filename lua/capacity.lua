@@ -1,0 +1,24 @@
+--[[
+  capacity: the ladder as the router sees it, by the same rule admit uses (lib/offers), for the
+  capacity snapshot. Read-only.
+  Includes lib/keys, lib/numbers, lib/offers.
+
+  KEYS[1]  keyspace base ("<prefix>:")
+  ARGV[1]  max price, cents (80 for the whole corridor)
+
+  Returns a flat list: askCents, routable micro-DIEM, askCents, routable, ... cheapest first, for
+  live offers at or below the max with routable capacity above zero.
+]]
+local now = now_ms()
+local out = {}
+for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', ladder_ceiling(int(ARGV[1])))) do
+  local o = read_offer(id)
+  if o and is_live(o, now) then
+    local r = routable(o)
+    if r > 0 then
+      out[#out + 1] = o.ask
+      out[#out + 1] = s(r)
+    end
+  end
+end
+return out

@@ -1,0 +1,76 @@
+--[[
+  clear: settle one admitted attempt from its actual burn. The buyer pays
+  cost = ceil(burn x ask / 100) micro-USDC out of the hold, the rest of the hold goes back, the
+  offer's capacity is burned, the supplier earns cost - fee, the lease and slots are released, and
+  the attempt record keeps it all. Idempotent: clearing a cleared attempt changes nothing.
+  Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
+
+  KEYS[1]  keyspace base ("<prefix>:")
+  ARGV[1]  attempt id
+  ARGV[2]  burn, micro-DIEM (metered, or estimated when the stream ended without usage)
+  ARGV[3]  platform fee, basis points (0..10000)
+  ARGV[4]  the supplier key's upstream balance after this request, micro-DIEM ("" unknown)
+  ARGV[5]  input tokens
+  ARGV[6]  output tokens
+  ARGV[7]  "1" when the usage was estimated, "0" when metered
+  ARGV[8]  outcome: completed | incomplete
+
+  Burn is capped at what the offer has left, so an offer never burns more than it posted. The
+  buyer is never charged more than the hold; a late clear (the lease was reaped, the hold already
+  returned) charges at most the confirmed balance. What is not charged is recorded as written off.
+
+  Returns {1, charged, cost, burn, askCents, confirmedAfter, writtenOff, replay(0|1)} or
+    {-1}   unknown attempt
+    {-2}   the attempt was released (failed): nothing to clear
+]]
+
+local id = ARGV[1]
+local a = read_attempt(id)
+if not a then return { -1 } end
+local account = k_account(a.accountId)
+if a.state == 'cleared' then
+  return { 1, a.costUsdc, a.cost, a.burn, int(a.askCents), rcall('HGET', account, 'confirmed'), a.writtenOff, 1 }
+end
+if a.state == 'released' then return { -2 } end
+
+local now = now_ms()
+local fee_bps = int(ARGV[3])
+local ask = int(a.askCents)
+local offer = k_offer(a.offerId)
+local f = rcall('HMGET', offer, 'capacity', 'burned')
+local left = int(f[1]) - int(f[2])
+if left < 0 then left = 0 end
+local burn = int(ARGV[2])
+if burn > left then burn = left end
+
+local cost = ceil_div(burn * ask, 100)
+local fee = idiv(cost * fee_bps, 10000)
+local charged
+if a.state == 'admitted' then
+  charged = math.min(cost, int(a.holdUsdc))
+  unwind_attempt(a, charged)
+else
+  -- reaped: the hold went back already; take what the balance can pay, never below zero
+  charged = math.min(cost, int(rcall('HGET', account, 'confirmed')))
+  if charged > 0 then
+    rcall('HINCRBY', account, 'confirmed', s(-charged))
+    rcall('HINCRBY', account, 'spent', s(charged))
+  end
+end
+local written_off = cost - charged
+if written_off > 0 then rcall('HINCRBY', account, 'writtenOff', s(written_off)) end
+
+rcall('HINCRBY', offer, 'burned', s(burn))
+rcall('HINCRBY', offer, 'earned', s(cost - fee))
+if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
+
+rcall('HINCRBY', K_MARKET, 'buyerSpend', s(charged))
+rcall('HINCRBY', K_MARKET, 'supplierEarned', s(cost - fee))
+rcall('HINCRBY', K_MARKET, 'fees', s(fee))
+rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off))
+rcall('HINCRBY', K_MARKET, 'clears', 1)
+
+rcall('HSET', k_attempt(id), 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
+  'fee', s(fee), 'writtenOff', s(written_off), 'inputTokens', ARGV[5], 'outputTokens', ARGV[6],
+  'estimated', ARGV[7], 'outcome', ARGV[8], 'endedAt', s(now), 'lateClear', a.state == 'reaped' and '1' or '0')
+return { 1, s(charged), s(cost), s(burn), ask, rcall('HGET', account, 'confirmed'), s(written_off), 0 }

@@ -1,0 +1,42 @@
+-- lib/offers: reading an offer and the one eligibility rule that admit and capacity share.
+local OFFER_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
+  'inflight', 'cooldownUntil' }
+
+local function read_offer(id)
+  local f = rcall('HMGET', k_offer(id), unpack(OFFER_FIELDS))
+  if not f[1] then return nil end
+  return {
+    id = id,
+    status = f[1],
+    ask = int(f[2]),
+    capacity = int(f[3]),
+    burned = int(f[4]),
+    held = int(f[5]),
+    -- an empty balance means the upstream has not reported one yet
+    balance = (f[6] and f[6] ~= '') and int(f[6]) or nil,
+    max_in_flight = int(f[7]),
+    inflight = int(f[8]),
+    cooldown_until = int(f[9]),
+  }
+end
+
+-- Routable capacity: what is left of the posted capacity, capped by the supplier key's last
+-- known upstream balance, minus what in-flight requests hold.
+local function routable(o)
+  local left = o.capacity - o.burned
+  if o.balance ~= nil and o.balance < left then left = o.balance end
+  local r = left - o.held
+  if r < 0 then return 0 end
+  return r
+end
+
+-- Offers that count as supply right now: active and not cooling down after upstream errors.
+local function is_live(o, now)
+  return o.status == 'active' and o.cooldown_until <= now
+end
+
+-- A ladder score orders by ask, then by posting order, so ties break stably.
+local LADDER_STEP = 1000000000
+local function ladder_ceiling(max_cents)
+  return (max_cents + 1) * LADDER_STEP - 1
+end

@@ -1,0 +1,59 @@
+--[[
+  offer-put: create or change an offer and its place on the ladder in one step.
+  Includes lib/keys, lib/numbers, lib/offers.
+
+  KEYS[1]  keyspace base ("<prefix>:")
+  ARGV[1]  mode: create | update | delete
+  ARGV[2]  offer id
+  ARGV[3]  upstream base URL ("" keeps)
+  ARGV[4]  upstream key, encrypted ("" keeps)
+  ARGV[5]  ask, cents 30..80 ("" keeps)
+  ARGV[6]  posted capacity, micro-DIEM ("" keeps)
+  ARGV[7]  per-key in-flight cap ("" keeps)
+  ARGV[8]  status: active | paused ("" keeps)
+  ARGV[9]  supplier label ("" keeps)
+
+  Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties).
+  A deleted offer keeps its hash (in-flight attempts and the audit still read it).
+
+  Returns {1} or
+    {-1}                 unknown (or deleted) offer on update / delete; existing id on create
+    {-2, burned, held}   capacity below what is already burned plus held
+]]
+
+local mode, id = ARGV[1], ARGV[2]
+local offer = k_offer(id)
+local exists = rcall('EXISTS', offer) == 1 and rcall('HGET', offer, 'status') ~= 'deleted'
+if mode == 'create' then
+  if rcall('EXISTS', offer) == 1 then return { -1 } end
+  local seq = rcall('HINCRBY', K_MARKET, 'offerSeq', 1)
+  rcall('HSET', offer, 'id', id, 'seq', seq, 'burned', 0, 'held', 0, 'inflight', 0, 'earned', 0,
+    'balance', '', 'cooldownUntil', 0, 'createdAt', s(now_ms()))
+  rcall('SADD', K_OFFERS, id)
+elseif not exists then
+  return { -1 }
+end
+
+if mode == 'delete' then
+  rcall('HSET', offer, 'status', 'deleted')
+  rcall('ZREM', K_LADDER, id)
+  return { 1 }
+end
+
+if ARGV[6] ~= '' then
+  local f = rcall('HMGET', offer, 'burned', 'held')
+  if int(ARGV[6]) < int(f[1]) + int(f[2]) then return { -2, f[1], f[2] } end
+end
+local fields = { 'upstreamBaseUrl', ARGV[3], 'upstreamKeyEnc', ARGV[4], 'askCents', ARGV[5],
+  'capacity', ARGV[6], 'maxInFlight', ARGV[7], 'status', ARGV[8], 'supplier', ARGV[9] }
+for i = 1, #fields, 2 do
+  if fields[i + 1] ~= '' then rcall('HSET', offer, fields[i], fields[i + 1]) end
+end
+
+local o = rcall('HMGET', offer, 'status', 'askCents', 'seq')
+if o[1] == 'active' then
+  rcall('ZADD', K_LADDER, int(o[2]) * LADDER_STEP + int(o[3]), id)
+else
+  rcall('ZREM', K_LADDER, id)
+end
+return { 1 }

@@ -1,0 +1,26 @@
+--[[
+  release: end a failed attempt with no charge: the hold, the capacity and the slots all go back.
+  Optionally cools the offer down (upstream errors) and records the supplier key's balance.
+  Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
+
+  KEYS[1]  keyspace base ("<prefix>:")
+  ARGV[1]  attempt id
+  ARGV[2]  error code (kept on the attempt)
+  ARGV[3]  cool-down of the offer, ms (0 for none)
+  ARGV[4]  the supplier key's upstream balance, micro-DIEM ("" unknown)
+
+  Returns {1, confirmedAfter} released; {0} already ended (no-op); {-1} unknown attempt.
+]]
+
+local a = read_attempt(ARGV[1])
+if not a then return { -1 } end
+local now = now_ms()
+local offer = k_offer(a.offerId)
+local cooldown = int(ARGV[3])
+if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now + cooldown)) end
+if ARGV[4] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'balance', ARGV[4]) end
+if a.state ~= 'admitted' then return { 0 } end
+
+unwind_attempt(a, 0)
+rcall('HSET', k_attempt(a.id), 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now))
+return { 1, rcall('HGET', k_account(a.accountId), 'confirmed') }

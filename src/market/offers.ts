@@ -1,0 +1,170 @@
+// Offers: what a supplier sells (an upstream key, an ask in cents per dollar, capacity in DIEM).
+// Creation and every change go through lua/offer-put.lua, so an offer and its ladder place move
+// together.
+import { randomUUID } from 'node:crypto'
+import type Redis from 'ioredis'
+import { ApiError } from '../http/errors.ts'
+import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { runScript } from '../redis/scripts.ts'
+import { encryptUpstreamKey } from './upstream-key-crypto.ts'
+
+export const ASK_MIN_CENTS = 30
+export const ASK_MAX_CENTS = 80
+
+export type OfferStatus = 'active' | 'paused' | 'deleted'
+
+export interface OfferInput {
+  upstreamBaseUrl?: string
+  upstreamApiKey?: string
+  askCents?: number
+  capacity?: MicroDiem
+  maxInFlight?: number
+  status?: 'active' | 'paused'
+  supplier?: string
+}
+
+/** What the operator API shows of an offer: never the upstream key. */
+export interface OfferView {
+  id: string
+  supplier: string | null
+  upstreamBaseUrl: string
+  askCents: number
+  status: OfferStatus
+  capacityDiem: string
+  burnedDiem: string
+  heldDiem: string
+  upstreamBalanceDiem: string | null
+  maxInFlight: number
+  inFlight: number
+  earnedUsdc: string
+  coolingDownUntil: string | null
+  createdAt: string
+}
+
+export interface OfferRecord {
+  id: string
+  upstreamBaseUrl: string
+  upstreamKeyEnc: string
+  askCents: number
+  status: OfferStatus
+}
+
+export const DEFAULT_MAX_IN_FLIGHT = 64
+
+function view(raw: Record<string, string>): OfferView {
+  const num = (field: string) => Number(raw[field] ?? 0)
+  const cooldown = num('cooldownUntil')
+  return {
+    id: raw.id!,
+    supplier: raw.supplier || null,
+    upstreamBaseUrl: raw.upstreamBaseUrl ?? '',
+    askCents: num('askCents'),
+    status: (raw.status ?? 'paused') as OfferStatus,
+    capacityDiem: formatMicros(num('capacity')),
+    burnedDiem: formatMicros(num('burned')),
+    heldDiem: formatMicros(num('held')),
+    upstreamBalanceDiem: raw.balance ? formatMicros(Number(raw.balance)) : null,
+    maxInFlight: num('maxInFlight'),
+    inFlight: num('inflight'),
+    earnedUsdc: formatMicros(num('earned') as MicroUsdc),
+    coolingDownUntil: cooldown > Date.now() ? new Date(cooldown).toISOString() : null,
+    createdAt: new Date(num('createdAt')).toISOString(),
+  }
+}
+
+export class OfferService {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+    private readonly masterKey: Uint8Array,
+  ) {}
+
+  private async put(mode: 'create' | 'update' | 'delete', id: string, input: OfferInput): Promise<void> {
+    const sealed =
+      input.upstreamApiKey === undefined ? '' : encryptUpstreamKey(this.masterKey, input.upstreamApiKey)
+    const reply = (await runScript(
+      this.redis,
+      'offerPut',
+      [this.keys.base],
+      [
+        mode,
+        id,
+        input.upstreamBaseUrl ?? '',
+        sealed,
+        input.askCents ?? '',
+        input.capacity ?? '',
+        input.maxInFlight ?? '',
+        input.status ?? '',
+        input.supplier ?? '',
+      ],
+    )) as (string | number)[]
+    const code = Number(reply[0])
+    if (code === -1) throw new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
+    if (code === -2) {
+      throw new ApiError(
+        409,
+        'capacity_below_used',
+        `capacity cannot go below what is burned (${formatMicros(Number(reply[1]))}) plus held (${formatMicros(Number(reply[2]))}) DIEM`,
+      )
+    }
+  }
+
+  async create(
+    input: Required<Pick<OfferInput, 'upstreamBaseUrl' | 'upstreamApiKey' | 'askCents' | 'capacity'>> &
+      OfferInput,
+  ): Promise<OfferView> {
+    const id = randomUUID()
+    await this.put('create', id, {
+      maxInFlight: DEFAULT_MAX_IN_FLIGHT,
+      ...input,
+      status: input.status ?? 'active',
+    })
+    return (await this.get(id))!
+  }
+
+  async update(id: string, input: OfferInput): Promise<OfferView> {
+    await this.put('update', id, input)
+    return (await this.get(id))!
+  }
+
+  async remove(id: string): Promise<void> {
+    await this.put('delete', id, {})
+  }
+
+  async get(id: string): Promise<OfferView | null> {
+    const raw = await this.redis.hgetall(this.keys.offer(id))
+    if (!raw.id || raw.status === 'deleted') return null
+    return view(raw)
+  }
+
+  async list(): Promise<OfferView[]> {
+    const ids = await this.redis.smembers(this.keys.offers)
+    const pipeline = this.redis.pipeline()
+    for (const id of ids) pipeline.hgetall(this.keys.offer(id))
+    const rows = ((await pipeline.exec()) ?? []).map(([, raw]) => raw as Record<string, string>)
+    return rows
+      .filter((raw) => raw.id && raw.status !== 'deleted')
+      .map(view)
+      .sort((a, b) => a.askCents - b.askCents || a.createdAt.localeCompare(b.createdAt))
+  }
+
+  /** The routing facts of one offer, with its sealed key (for the supplier call only). */
+  async record(id: string): Promise<OfferRecord | null> {
+    const [baseUrl, sealed, ask, status] = await this.redis.hmget(
+      this.keys.offer(id),
+      'upstreamBaseUrl',
+      'upstreamKeyEnc',
+      'askCents',
+      'status',
+    )
+    if (!baseUrl || !sealed) return null
+    return {
+      id,
+      upstreamBaseUrl: baseUrl,
+      upstreamKeyEnc: sealed,
+      askCents: Number(ask),
+      status: status as OfferStatus,
+    }
+  }
+}

@@ -1,0 +1,114 @@
+// The market scripts' small negative result codes, mapped in one place to the contract's errors.
+
+import { ApiError } from '../http/errors.ts'
+import { formatMicros } from '../money/units.ts'
+
+export enum AdmitCode {
+  Admitted = 1,
+  UnknownAccount = -1,
+  KeyConcurrency = -2,
+  BuyerConcurrency = -3,
+  PoolEmpty = -4,
+  NoEligibleSupply = -5,
+  InsufficientRoutable = -6,
+  KeysBusy = -7,
+  SupplyExhausted = -8,
+  InsufficientBalance = -9,
+  DuplicateAttempt = -10,
+}
+
+/** The hint values some refusals carry, as the script returns them. */
+export type AdmitRefusal =
+  | {
+      code: AdmitCode.NoEligibleSupply
+      buyerMaxCents: number
+      cheapestPostedCents: number
+      routableAboveMax: number
+    }
+  | { code: AdmitCode.InsufficientRoutable; eligibleRoutable: number; maxEligibleOffer: number }
+  | { code: AdmitCode.InsufficientBalance; needed: number; confirmed: number }
+  | {
+      code:
+        | AdmitCode.UnknownAccount
+        | AdmitCode.KeyConcurrency
+        | AdmitCode.BuyerConcurrency
+        | AdmitCode.PoolEmpty
+        | AdmitCode.KeysBusy
+        | AdmitCode.SupplyExhausted
+        | AdmitCode.DuplicateAttempt
+    }
+
+/** The contract's error for a refusal (KeysBusy becomes key_wait_timeout once the wait is over). */
+export function refusalError(refusal: AdmitRefusal): ApiError {
+  switch (refusal.code) {
+    case AdmitCode.KeyConcurrency:
+      return new ApiError(429, 'key_concurrency_limit', 'too many completions in flight on this key', {
+        headers: { 'retry-after': '1' },
+      })
+    case AdmitCode.BuyerConcurrency:
+      return new ApiError(429, 'buyer_concurrency_limit', 'too many requests in flight for this wallet', {
+        headers: { 'retry-after': '1' },
+      })
+    case AdmitCode.PoolEmpty:
+      return new ApiError(503, 'pool_empty', 'nothing is posted at any price; wait for supply')
+    case AdmitCode.NoEligibleSupply: {
+      const above = formatMicros(refusal.routableAboveMax)
+      return new ApiError(
+        503,
+        'no_eligible_supply',
+        `supply exists above your max price of ${refusal.buyerMaxCents} cents; set it to ${refusal.cheapestPostedCents} with PATCH /v1/agent/max-price`,
+        {
+          extra: {
+            buyerMaxCents: refusal.buyerMaxCents,
+            cheapestPostedCents: refusal.cheapestPostedCents,
+            routableDiemAboveMax: above,
+          },
+          headers: {
+            'x-svc-error-code': 'no_eligible_supply',
+            'x-svc-buyer-max-cents': String(refusal.buyerMaxCents),
+            'x-svc-cheapest-posted-cents': String(refusal.cheapestPostedCents),
+            'x-svc-routable-diem-above-max': above,
+          },
+        },
+      )
+    }
+    case AdmitCode.InsufficientRoutable: {
+      const eligible = formatMicros(refusal.eligibleRoutable)
+      const largest = formatMicros(refusal.maxEligibleOffer)
+      return new ApiError(
+        503,
+        'insufficient_routable_at_price',
+        'offers at your price lack the capacity for this request; send a smaller job or retry later',
+        {
+          extra: { eligibleRoutableDiem: eligible, maxEligibleOfferDiem: largest },
+          headers: {
+            'x-svc-error-code': 'insufficient_routable_at_price',
+            'x-svc-max-eligible-offer-diem': largest,
+          },
+        },
+      )
+    }
+    case AdmitCode.KeysBusy:
+      return new ApiError(503, 'key_wait_timeout', 'every eligible supplier key stayed busy; retry', {
+        headers: { 'x-svc-error-code': 'key_wait_timeout' },
+      })
+    case AdmitCode.SupplyExhausted:
+      return new ApiError(502, 'provider_error', 'no supplier could complete the request; safe to retry')
+    case AdmitCode.InsufficientBalance:
+      return new ApiError(
+        402,
+        'insufficient_balance',
+        `confirmed balance ${formatMicros(refusal.confirmed)} USDC cannot cover this request's worst case of ${formatMicros(refusal.needed)} USDC; fund via refill`,
+        {
+          extra: {
+            requiredUsdc: formatMicros(refusal.needed),
+            confirmedUsdc: formatMicros(refusal.confirmed),
+          },
+        },
+      )
+    case AdmitCode.UnknownAccount:
+      return new ApiError(401, 'invalid_api_key', 'the account of this key no longer exists')
+    case AdmitCode.DuplicateAttempt:
+      return new ApiError(500, 'internal_error', 'internal error; safe to retry')
+  }
+}

@@ -1,0 +1,182 @@
+// Typed wrappers of the money scripts: admit, clear, release, renew, reap. Every path that moves
+// money is one of these Lua scripts; this module only shapes arguments and results.
+import type Redis from 'ioredis'
+import type { MicroDiem, MicroUsdc } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { runScript } from '../redis/scripts.ts'
+import { AdmitCode, type AdmitRefusal } from './result-codes.ts'
+
+export interface AdmitRequest {
+  attemptId: string
+  accountId: string
+  apiKeyId: string
+  burnEstimate: MicroDiem
+  keyCap: number
+  walletCap: number
+  leaseMs: number
+  tried: string[]
+  defaultMaxPriceCents: number
+  model: string
+  requestId: string
+}
+
+export interface Admission {
+  code: AdmitCode.Admitted
+  attemptId: string
+  offerId: string
+  askCents: number
+  holdUsdc: MicroUsdc
+  holdDiem: MicroDiem
+  leaseDeadline: number
+  confirmedAfter: MicroUsdc
+}
+
+type Reply = (string | number)[]
+const n = (value: string | number | undefined) => Number(value ?? 0)
+
+export async function admit(
+  redis: Redis,
+  keys: Keyspace,
+  req: AdmitRequest,
+): Promise<Admission | AdmitRefusal> {
+  const reply = (await runScript(
+    redis,
+    'admit',
+    [keys.base],
+    [
+      req.attemptId,
+      req.accountId,
+      req.apiKeyId,
+      req.burnEstimate,
+      req.keyCap,
+      req.walletCap,
+      req.leaseMs,
+      req.tried.join(','),
+      req.defaultMaxPriceCents,
+      req.model,
+      req.requestId,
+    ],
+  )) as Reply
+  const code = n(reply[0]) as AdmitCode
+  switch (code) {
+    case AdmitCode.Admitted:
+      return {
+        code,
+        attemptId: req.attemptId,
+        offerId: String(reply[1]),
+        askCents: n(reply[2]),
+        holdUsdc: n(reply[3]) as MicroUsdc,
+        holdDiem: n(reply[4]) as MicroDiem,
+        leaseDeadline: n(reply[5]),
+        confirmedAfter: n(reply[6]) as MicroUsdc,
+      }
+    case AdmitCode.NoEligibleSupply:
+      return {
+        code,
+        buyerMaxCents: n(reply[1]),
+        cheapestPostedCents: n(reply[2]),
+        routableAboveMax: n(reply[3]),
+      }
+    case AdmitCode.InsufficientRoutable:
+      return { code, eligibleRoutable: n(reply[1]), maxEligibleOffer: n(reply[2]) }
+    case AdmitCode.InsufficientBalance:
+      return { code, needed: n(reply[1]), confirmed: n(reply[2]) }
+    default:
+      return { code } as AdmitRefusal
+  }
+}
+
+export interface ClearRequest {
+  attemptId: string
+  burn: MicroDiem
+  feeBps: number
+  /** The supplier key's upstream balance after this request, when known. */
+  upstreamBalanceAfter: MicroDiem | null
+  inputTokens: number
+  outputTokens: number
+  estimated: boolean
+  outcome: 'completed' | 'incomplete'
+}
+
+export interface Clearing {
+  /** What the buyer paid, micro-USDC. */
+  charged: MicroUsdc
+  /** burn x ask, what the supplier's side of the ledger records. */
+  cost: MicroUsdc
+  burn: MicroDiem
+  askCents: number
+  confirmedAfter: MicroUsdc
+  writtenOff: MicroUsdc
+  /** True when this attempt had been cleared already: nothing changed this time. */
+  replay: boolean
+}
+
+export class SettlementError extends Error {
+  constructor(
+    readonly attemptId: string,
+    readonly reason: 'unknown_attempt' | 'released',
+  ) {
+    super(`cannot clear attempt ${attemptId}: ${reason}`)
+  }
+}
+
+export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Promise<Clearing> {
+  const reply = (await runScript(
+    redis,
+    'clear',
+    [keys.base],
+    [
+      req.attemptId,
+      req.burn,
+      req.feeBps,
+      req.upstreamBalanceAfter === null ? '' : req.upstreamBalanceAfter,
+      req.inputTokens,
+      req.outputTokens,
+      req.estimated ? '1' : '0',
+      req.outcome,
+    ],
+  )) as Reply
+  const code = n(reply[0])
+  if (code === -1) throw new SettlementError(req.attemptId, 'unknown_attempt')
+  if (code === -2) throw new SettlementError(req.attemptId, 'released')
+  return {
+    charged: n(reply[1]) as MicroUsdc,
+    cost: n(reply[2]) as MicroUsdc,
+    burn: n(reply[3]) as MicroDiem,
+    askCents: n(reply[4]),
+    confirmedAfter: n(reply[5]) as MicroUsdc,
+    writtenOff: n(reply[6]) as MicroUsdc,
+    replay: n(reply[7]) === 1,
+  }
+}
+
+export interface ReleaseRequest {
+  attemptId: string
+  errorCode: string
+  cooldownMs: number
+  upstreamBalance: MicroDiem | null
+}
+
+/** Returns true when this call released the attempt, false when it had already ended. */
+export async function release(redis: Redis, keys: Keyspace, req: ReleaseRequest): Promise<boolean> {
+  const reply = (await runScript(
+    redis,
+    'release',
+    [keys.base],
+    [req.attemptId, req.errorCode, req.cooldownMs, req.upstreamBalance === null ? '' : req.upstreamBalance],
+  )) as Reply
+  return n(reply[0]) === 1
+}
+
+export async function renewLease(
+  redis: Redis,
+  keys: Keyspace,
+  attemptId: string,
+  leaseMs: number,
+): Promise<boolean> {
+  return Number(await runScript(redis, 'renew', [keys.base], [attemptId, leaseMs])) === 1
+}
+
+export async function reapExpired(redis: Redis, keys: Keyspace, limit = 100): Promise<number> {
+  return Number(await runScript(redis, 'reap', [keys.base], [limit]))
+}

@@ -1,0 +1,85 @@
+// Fixtures for the market's script tests: a fresh keyspace on the test redis-server, accounts
+// written in the account model of src/redis/keys.ts, offers posted through the real OfferService.
+import { randomBytes, randomUUID } from 'node:crypto'
+import type Redis from 'ioredis'
+import { OfferService } from '../../src/market/offers.ts'
+import type { AdmitRefusal } from '../../src/market/result-codes.ts'
+import { type Admission, type AdmitRequest, admit } from '../../src/market/settlement.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
+import { createRedis } from '../../src/redis/connection.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { testPrefix, testRedisUrl } from './stack.ts'
+
+export interface MarketFixture {
+  redis: Redis
+  keys: Keyspace
+  offers: OfferService
+  close(): void
+}
+
+export function marketFixture(): MarketFixture {
+  const redis = createRedis(testRedisUrl(), { name: 'svc-test-market' })
+  const keys = keyspace(testPrefix())
+  return {
+    redis,
+    keys,
+    offers: new OfferService(redis, keys, randomBytes(32)),
+    close: () => redis.disconnect(),
+  }
+}
+
+/** An account holding `confirmed` micro-USDC, funded by exactly that. */
+export async function seedAccount(fx: MarketFixture, confirmed: number, maxPriceCents = 50): Promise<string> {
+  const id = `acct_${randomUUID()}`
+  await fx.redis.hset(fx.keys.account(id), {
+    id,
+    wallet: `0x${randomBytes(20).toString('hex')}`,
+    createdAt: Date.now(),
+    maxPriceCents,
+    confirmed,
+    pending: 0,
+    held: 0,
+    spent: 0,
+    funded: confirmed,
+    writtenOff: 0,
+  })
+  await fx.redis.sadd(fx.keys.accounts, id)
+  return id
+}
+
+export async function postOffer(
+  fx: MarketFixture,
+  askCents: number,
+  capacity: number,
+  extra: { maxInFlight?: number; status?: 'active' | 'paused' } = {},
+): Promise<string> {
+  const offer = await fx.offers.create({
+    upstreamBaseUrl: 'http://127.0.0.1:1',
+    upstreamApiKey: `upstream-${randomUUID()}`,
+    askCents,
+    capacity: capacity as MicroDiem,
+    ...extra,
+  })
+  return offer.id
+}
+
+export function admitFor(
+  fx: MarketFixture,
+  accountId: string,
+  over: Partial<AdmitRequest> = {},
+): Promise<Admission | AdmitRefusal> {
+  return admit(fx.redis, fx.keys, {
+    attemptId: randomUUID(),
+    accountId,
+    apiKeyId: 'key-1',
+    burnEstimate: 1_000 as MicroDiem,
+    keyCap: 1_000_000,
+    walletCap: 1_000_000,
+    leaseMs: 60_000,
+    tried: [],
+    defaultMaxPriceCents: 50,
+    model: 'llama-3.3-70b',
+    requestId: 'req_test',
+    ...over,
+  })
+}

@@ -1,0 +1,366 @@
+// The money scripts, tested directly against a real Redis: admit, clear, release, renew, reap.
+import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
+import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
+import { auditMarket } from '../../src/market/audit.ts'
+import { AdmitCode } from '../../src/market/result-codes.ts'
+import {
+  type Admission,
+  clear,
+  reapExpired,
+  release,
+  renewLease,
+  SettlementError,
+} from '../../src/market/settlement.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
+import { admitFor, type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
+
+let fx: MarketFixture
+const fixtures: MarketFixture[] = []
+beforeEach(() => {
+  fx = marketFixture()
+  fixtures.push(fx)
+})
+afterAll(() => {
+  for (const f of fixtures) f.close()
+})
+
+const account = (id: string) => fx.redis.hgetall(fx.keys.account(id))
+const offer = (id: string) => fx.redis.hgetall(fx.keys.offer(id))
+const admitted = (result: unknown): Admission => {
+  expect((result as { code: number }).code).toBe(AdmitCode.Admitted)
+  return result as Admission
+}
+const clearOf = (attemptId: string, burn: number, extra: Partial<Parameters<typeof clear>[2]> = {}) =>
+  clear(fx.redis, fx.keys, {
+    attemptId,
+    burn: burn as MicroDiem,
+    feeBps: 0,
+    upstreamBalanceAfter: null,
+    inputTokens: 10,
+    outputTokens: 20,
+    estimated: false,
+    outcome: 'completed',
+    ...extra,
+  })
+
+describe('lua key names', () => {
+  test('lib/keys builds the same names as src/redis/keys.ts', async () => {
+    const script = `${libKeys}\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET }`
+    const names = await fx.redis.eval(script, 1, fx.keys.base)
+    expect(names).toEqual([
+      fx.keys.account('A'),
+      fx.keys.offer('O'),
+      fx.keys.attempt('T'),
+      fx.keys.ladder,
+      fx.keys.offers,
+      fx.keys.leases,
+      fx.keys.inflight,
+      fx.keys.market,
+    ])
+  })
+})
+
+describe('admit', () => {
+  test('routes to the cheapest eligible offer and holds the worst case at its ask', async () => {
+    await postOffer(fx, 45, 5_000_000)
+    const cheap = await postOffer(fx, 35, 5_000_000)
+    await postOffer(fx, 40, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const result = admitted(await admitFor(fx, acct, { burnEstimate: 1_001 as MicroDiem }))
+    expect(result.offerId).toBe(cheap)
+    expect(result.askCents).toBe(35)
+    expect(result.holdUsdc as number).toBe(Math.ceil((1_001 * 35) / 100))
+    const a = await account(acct)
+    expect(Number(a.confirmed)).toBe(1_000_000 - result.holdUsdc)
+    expect(Number(a.held)).toBe(result.holdUsdc)
+    const o = await offer(cheap)
+    expect(o.held).toBe('1001')
+    expect(o.inflight).toBe('1')
+  })
+
+  test('ties at one ask break stably, by posting order', async () => {
+    const first = await postOffer(fx, 40, 5_000_000)
+    await postOffer(fx, 40, 5_000_000)
+    await postOffer(fx, 40, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    for (let i = 0; i < 3; i++) expect(admitted(await admitFor(fx, acct)).offerId).toBe(first)
+  })
+
+  test('skips offers already tried, paused offers and offers at their in-flight cap', async () => {
+    const a = await postOffer(fx, 31, 5_000_000)
+    const b = await postOffer(fx, 32, 5_000_000, { maxInFlight: 1 })
+    await postOffer(fx, 33, 5_000_000, { status: 'paused' })
+    const c = await postOffer(fx, 34, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    expect(admitted(await admitFor(fx, acct, { tried: [a] })).offerId).toBe(b)
+    expect(admitted(await admitFor(fx, acct, { tried: [a] })).offerId).toBe(c)
+  })
+
+  test('capacity is capped by the last known upstream balance and reduced by holds', async () => {
+    const small = await postOffer(fx, 30, 5_000_000)
+    const big = await postOffer(fx, 40, 5_000_000)
+    await fx.redis.hset(fx.keys.offer(small), 'balance', '1500')
+    const acct = await seedAccount(fx, 1_000_000)
+    expect(admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })).offerId).toBe(small)
+    // 500 routable left on the small one: the next 1,000 goes to the bigger
+    expect(admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })).offerId).toBe(big)
+  })
+
+  test('pool_empty when nothing is posted', async () => {
+    const acct = await seedAccount(fx, 1_000_000)
+    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.PoolEmpty })
+  })
+
+  test('no_eligible_supply with the hint values when supply is only above the max', async () => {
+    await postOffer(fx, 70, 2_000_000)
+    await postOffer(fx, 60, 3_000_000)
+    const acct = await seedAccount(fx, 1_000_000, 50)
+    expect(await admitFor(fx, acct)).toEqual({
+      code: AdmitCode.NoEligibleSupply,
+      buyerMaxCents: 50,
+      cheapestPostedCents: 60,
+      routableAboveMax: 5_000_000,
+    })
+  })
+
+  test('insufficient_routable_at_price when offers at the price are too small', async () => {
+    await postOffer(fx, 40, 3_000)
+    await postOffer(fx, 45, 4_000)
+    await postOffer(fx, 60, 9_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    expect(await admitFor(fx, acct, { burnEstimate: 5_000 as MicroDiem })).toEqual({
+      code: AdmitCode.InsufficientRoutable,
+      eligibleRoutable: 7_000,
+      maxEligibleOffer: 4_000,
+    })
+  })
+
+  test('keys busy when every big-enough offer is at its cap; exhausted when all were tried', async () => {
+    const only = await postOffer(fx, 40, 5_000_000, { maxInFlight: 1 })
+    const acct = await seedAccount(fx, 1_000_000)
+    admitted(await admitFor(fx, acct))
+    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy })
+    expect(await admitFor(fx, acct, { tried: [only] })).toEqual({ code: AdmitCode.SupplyExhausted })
+  })
+
+  test('a cooling-down offer is skipped, and alone it reads as busy', async () => {
+    const cool = await postOffer(fx, 30, 5_000_000)
+    const warm = await postOffer(fx, 40, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    await fx.redis.hset(fx.keys.offer(cool), 'cooldownUntil', Date.now() + 60_000)
+    expect(admitted(await admitFor(fx, acct)).offerId).toBe(warm)
+    await fx.offers.update(warm, { status: 'paused' })
+    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy })
+  })
+
+  test('429 codes: the per-key and per-wallet caps', async () => {
+    await postOffer(fx, 40, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    admitted(await admitFor(fx, acct, { apiKeyId: 'k1', keyCap: 1, walletCap: 2 }))
+    expect(await admitFor(fx, acct, { apiKeyId: 'k1', keyCap: 1, walletCap: 2 })).toEqual({
+      code: AdmitCode.KeyConcurrency,
+    })
+    admitted(await admitFor(fx, acct, { apiKeyId: 'k2', keyCap: 1, walletCap: 2 }))
+    expect(await admitFor(fx, acct, { apiKeyId: 'k3', keyCap: 1, walletCap: 2 })).toEqual({
+      code: AdmitCode.BuyerConcurrency,
+    })
+  })
+
+  test('402 when confirmed balance cannot cover the worst case; nothing moves', async () => {
+    await postOffer(fx, 50, 50_000_000)
+    const acct = await seedAccount(fx, 499)
+    const before = await account(acct)
+    expect(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })).toEqual({
+      code: AdmitCode.InsufficientBalance,
+      needed: 500,
+      confirmed: 499,
+    })
+    expect(await account(acct)).toEqual(before)
+  })
+
+  test('pending balance is not spendable', async () => {
+    await postOffer(fx, 50, 50_000_000)
+    const acct = await seedAccount(fx, 0)
+    await fx.redis.hset(fx.keys.account(acct), 'pending', 1_000_000, 'funded', 1_000_000)
+    expect((await admitFor(fx, acct)).code).toBe(AdmitCode.InsufficientBalance)
+  })
+
+  test('an unknown account and a reused attempt id are refused', async () => {
+    await postOffer(fx, 50, 50_000_000)
+    expect((await admitFor(fx, 'acct_nobody')).code).toBe(AdmitCode.UnknownAccount)
+    const acct = await seedAccount(fx, 1_000_000)
+    admitted(await admitFor(fx, acct, { attemptId: 'same' }))
+    expect((await admitFor(fx, acct, { attemptId: 'same' })).code).toBe(AdmitCode.DuplicateAttempt)
+  })
+})
+
+describe('clear', () => {
+  test('charges ceil(burn x ask / 100), returns the rest, credits the supplier; idempotent', async () => {
+    const o = await postOffer(fx, 45, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 10_000 as MicroDiem }))
+    expect(adm.holdUsdc as number).toBe(4_500)
+    const result = await clearOf(adm.attemptId, 3_333)
+    expect(result).toEqual({
+      charged: 1_500, // ceil(3333 * 45 / 100) = ceil(1499.85)
+      cost: 1_500,
+      burn: 3_333,
+      askCents: 45,
+      confirmedAfter: 998_500,
+      writtenOff: 0,
+      replay: false,
+    } as never)
+    const a = await account(acct)
+    expect([a.confirmed, a.held, a.spent]).toEqual(['998500', '0', '1500'])
+    const of = await offer(o)
+    expect([of.burned, of.held, of.inflight, of.earned]).toEqual(['3333', '0', '0', '1500'])
+    expect(await fx.redis.zcard(fx.keys.leases)).toBe(0)
+
+    const again = await clearOf(adm.attemptId, 3_333)
+    expect(again.replay).toBe(true)
+    expect(again.charged).toBe(1_500 as never)
+    expect(await account(acct)).toEqual(a)
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('a platform fee splits the cost; buyer spend = earnings + fees', async () => {
+    const o = await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 10_000 as MicroDiem }))
+    await clearOf(adm.attemptId, 10_000, { feeBps: 250 })
+    expect((await offer(o)).earned).toBe(String(5_000 - 125))
+    expect(await fx.redis.hgetall(fx.keys.market)).toMatchObject({
+      buyerSpend: '5000',
+      supplierEarned: '4875',
+      fees: '125',
+    })
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('never charges more than the hold; the excess is written off', async () => {
+    await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem }))
+    const result = await clearOf(adm.attemptId, 3_000)
+    expect(result.charged).toBe(500 as never)
+    expect(result.cost).toBe(1_500 as never)
+    expect(result.writtenOff).toBe(1_000 as never)
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('burn is capped at what the offer has left: it never burns more than it posted', async () => {
+    const o = await postOffer(fx, 50, 2_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 2_000 as MicroDiem }))
+    const result = await clearOf(adm.attemptId, 5_000)
+    expect(result.burn).toBe(2_000 as never)
+    expect((await offer(o)).burned).toBe('2000')
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('records the supplier key balance it was given', async () => {
+    const o = await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const adm = admitted(await admitFor(fx, acct))
+    await clearOf(adm.attemptId, 100, { upstreamBalanceAfter: 77_000 as MicroDiem })
+    expect((await offer(o)).balance).toBe('77000')
+  })
+
+  test('an unknown or released attempt cannot be cleared', async () => {
+    await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    await expect(clearOf('nope', 1)).rejects.toBeInstanceOf(SettlementError)
+    const adm = admitted(await admitFor(fx, acct))
+    await release(fx.redis, fx.keys, {
+      attemptId: adm.attemptId,
+      errorCode: 'x',
+      cooldownMs: 0,
+      upstreamBalance: null,
+    })
+    await expect(clearOf(adm.attemptId, 1)).rejects.toThrow('released')
+  })
+})
+
+describe('release, renew, reap', () => {
+  test('release returns everything, once, and can cool the offer down', async () => {
+    const o = await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const adm = admitted(await admitFor(fx, acct))
+    const args = {
+      attemptId: adm.attemptId,
+      errorCode: 'upstream_503',
+      cooldownMs: 30_000,
+      upstreamBalance: null,
+    }
+    expect(await release(fx.redis, fx.keys, args)).toBe(true)
+    expect(await release(fx.redis, fx.keys, args)).toBe(false)
+    const a = await account(acct)
+    expect([a.confirmed, a.held, a.spent]).toEqual(['1000000', '0', '0'])
+    expect(Number((await offer(o)).cooldownUntil)).toBeGreaterThan(Date.now())
+    expect(await fx.redis.hgetall(fx.keys.inflight)).toEqual({})
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('reap returns expired leases; renew keeps a live one', async () => {
+    await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const short = admitted(await admitFor(fx, acct, { leaseMs: 100 }))
+    const renewed = admitted(await admitFor(fx, acct, { leaseMs: 100 }))
+    expect(await renewLease(fx.redis, fx.keys, renewed.attemptId, 60_000)).toBe(true)
+    await Bun.sleep(150)
+    expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
+    expect(await renewLease(fx.redis, fx.keys, short.attemptId, 60_000)).toBe(false)
+    expect((await fx.redis.hgetall(fx.keys.attempt(short.attemptId))).state).toBe('reaped')
+    expect(Number((await account(acct)).held)).toBe(renewed.holdUsdc as number)
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('a late clear after a reap charges what the balance can pay and writes off the rest', async () => {
+    await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000)
+    const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, burnEstimate: 1_800 as MicroDiem }))
+    await Bun.sleep(80)
+    expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
+    // The buyer spends meanwhile: another request clears 400, so only 600 of the 1,000 is left.
+    const other = admitted(await admitFor(fx, acct, { burnEstimate: 800 as MicroDiem }))
+    expect((await clearOf(other.attemptId, 800)).charged).toBe(400 as never)
+    const late = await clearOf(adm.attemptId, 1_800)
+    expect(late.cost).toBe(900 as never)
+    expect(late.charged).toBe(600 as never)
+    expect(late.writtenOff).toBe(300 as never)
+    expect((await account(acct)).confirmed).toBe('0')
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('admit reaps expired leases before it decides', async () => {
+    await postOffer(fx, 50, 5_000_000, { maxInFlight: 1 })
+    const acct = await seedAccount(fx, 1_000_000)
+    admitted(await admitFor(fx, acct, { leaseMs: 30 }))
+    await Bun.sleep(60)
+    admitted(await admitFor(fx, acct))
+  })
+})
+
+describe('under concurrency', () => {
+  test('1,000 concurrent admits against a balance that covers 100 admit exactly 100', async () => {
+    await postOffer(fx, 50, 1_000_000_000, { maxInFlight: 100_000 })
+    const acct = await seedAccount(fx, 100 * 500)
+    const results = await Promise.all(
+      Array.from({ length: 1_000 }, () => admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })),
+    )
+    expect(results.filter((r) => r.code === AdmitCode.Admitted)).toHaveLength(100)
+    expect(results.filter((r) => r.code === AdmitCode.InsufficientBalance)).toHaveLength(900)
+    const a = await account(acct)
+    expect([a.confirmed, a.held]).toEqual(['0', '50000'])
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('concurrent clears and replays of the same attempts charge each once', async () => {
+    await postOffer(fx, 40, 1_000_000_000, { maxInFlight: 100_000 })
+    const acct = await seedAccount(fx, 10_000_000)
+    const admissions = (await Promise.all(Array.from({ length: 50 }, () => admitFor(fx, acct)))).map(admitted)
+    await Promise.all(admissions.flatMap((adm) => [clearOf(adm.attemptId, 777), clearOf(adm.attemptId, 777)]))
+    expect((await account(acct)).spent).toBe(String(50 * Math.ceil((777 * 40) / 100)))
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+})
