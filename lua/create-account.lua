@@ -1,0 +1,40 @@
+--[[
+  create-account: a new account and its first API key, in one step, so an account never exists
+  without a key to reach it and one wallet never holds two accounts.
+
+  KEYS[1]  account hash             (acct:<accountId>)
+  KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
+  KEYS[3]  wallets hash             (lower-case wallet -> account id)
+  KEYS[4]  accounts set
+  KEYS[5]  API key hash of the first key (apikey:<digest>)
+  ARGV[1]  account id
+  ARGV[2]  wallet, checksummed
+  ARGV[3]  wallet, lower case
+  ARGV[4]  max price, integer cents
+  ARGV[5]  first key's id (UUID)
+  ARGV[6]  first key's digest (SHA-256 hex of the plaintext)
+  ARGV[7]  first key's name
+  ARGV[8]  first key's prefix (its first 12 characters)
+
+  Returns  1 created
+          -3 the wallet already has an account
+          -4 the account id or the key digest is already taken (retry with fresh ones)
+  Times come from Redis TIME, in milliseconds, so every replica writes the same clock.
+]]
+local rcall = redis.call
+
+if rcall('HEXISTS', KEYS[3], ARGV[3]) == 1 then return -3 end
+if rcall('EXISTS', KEYS[1]) == 1 or rcall('EXISTS', KEYS[5]) == 1 then return -4 end
+
+local time = rcall('TIME')
+local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
+
+rcall('HSET', KEYS[1],
+  'id', ARGV[1], 'wallet', ARGV[2], 'createdAt', now, 'maxPriceCents', ARGV[4],
+  'confirmed', '0', 'pending', '0', 'held', '0', 'spent', '0', 'funded', '0', 'writtenOff', '0')
+rcall('HSET', KEYS[3], ARGV[3], ARGV[1])
+rcall('SADD', KEYS[4], ARGV[1])
+rcall('HSET', KEYS[2], ARGV[5], ARGV[6])
+rcall('HSET', KEYS[5],
+  'id', ARGV[5], 'accountId', ARGV[1], 'name', ARGV[7], 'prefix', ARGV[8], 'createdAt', now)
+return 1

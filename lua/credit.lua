@@ -1,0 +1,37 @@
+--[[
+  credit: add funds to an account by hand (operator), with its audit entry written in the same
+  step, so no credit exists without its record. Confirmed and funded grow together, which keeps
+  funded = confirmed + pending + held + spent.
+
+  KEYS[1]  account hash             (acct:<accountId>)
+  KEYS[2]  audit stream
+  ARGV[1]  account id
+  ARGV[2]  amount, integer micro-USDC, positive
+  ARGV[3]  the largest amount one credit may add, integer micro-USDC
+  ARGV[4]  note (free text, may be empty)
+  ARGV[5]  actor (who credited: admin-api, cli ...)
+
+  Returns  { 1, confirmed, pending, held, spent, funded, writtenOff, audit entry id }
+           (balances after the credit, integer micro-USDC strings)
+           { -1 } no such account
+           { -6 } the amount is not a positive integer up to ARGV[3]
+]]
+local rcall = redis.call
+
+if rcall('HGET', KEYS[1], 'id') ~= ARGV[1] then return { -1 } end
+local amount = ARGV[2]
+-- Digits only, no leading zero, at most 15 digits: exact as a Lua number for the cap check.
+if not string.match(amount, '^[1-9]%d*$') or #amount > 15 or tonumber(amount) > tonumber(ARGV[3]) then
+  return { -6 }
+end
+
+rcall('HINCRBY', KEYS[1], 'confirmed', amount)
+rcall('HINCRBY', KEYS[1], 'funded', amount)
+local b = rcall('HMGET', KEYS[1], 'confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff')
+
+local time = rcall('TIME')
+local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
+local entry = rcall('XADD', KEYS[2], '*',
+  'action', 'credit', 'accountId', ARGV[1], 'amountMicroUsdc', amount, 'note', ARGV[4],
+  'actor', ARGV[5], 'confirmedAfter', b[1], 'fundedAfter', b[5], 'at', now)
+return { 1, b[1], b[2], b[3], b[4], b[5], b[6], entry }

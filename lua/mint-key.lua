@@ -1,0 +1,33 @@
+--[[
+  mint-key: a new API key for an account, below the cap of active keys. The count and the write
+  are one step, so concurrent mints can never pass the cap.
+
+  KEYS[1]  account hash             (acct:<accountId>)
+  KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
+  KEYS[3]  API key hash of the new key (apikey:<digest>)
+  ARGV[1]  account id
+  ARGV[2]  key id (UUID)
+  ARGV[3]  key digest (SHA-256 hex of the plaintext)
+  ARGV[4]  key name
+  ARGV[5]  key prefix (its first 12 characters)
+  ARGV[6]  most active keys an account may hold (10)
+
+  Returns  1 minted
+          -1 no such account
+          -2 the account is at the cap of active keys
+          -4 the key id or digest is already taken (retry with fresh ones)
+  Times come from Redis TIME, in milliseconds.
+]]
+local rcall = redis.call
+
+if rcall('HGET', KEYS[1], 'id') ~= ARGV[1] then return -1 end
+if rcall('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -2 end
+if rcall('HEXISTS', KEYS[2], ARGV[2]) == 1 or rcall('EXISTS', KEYS[3]) == 1 then return -4 end
+
+local time = rcall('TIME')
+local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
+
+rcall('HSET', KEYS[2], ARGV[2], ARGV[3])
+rcall('HSET', KEYS[3],
+  'id', ARGV[2], 'accountId', ARGV[1], 'name', ARGV[4], 'prefix', ARGV[5], 'createdAt', now)
+return 1

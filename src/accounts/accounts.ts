@@ -1,0 +1,195 @@
+// Accounts in Redis: create (with the first key, lua/create-account.lua), read, set the max price,
+// and credit by hand (lua/credit.lua, audit entry included). Knows nothing of HTTP; the admin
+// routes, the agent routes and the CLI all call these.
+import { randomBytes } from 'node:crypto'
+import type Redis from 'ioredis'
+import { ApiError, badRequest } from '../http/errors.ts'
+import { MICROS_PER_UNIT, type MicroUsdc, parseMicros } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { runScript } from '../redis/scripts.ts'
+import { generateApiKey } from './api-keys.ts'
+import { AccountResult, accountResultError } from './results.ts'
+import { checksumWallet, walletKey } from './wallet.ts'
+
+/** The name of the key an account is created with. */
+export const FIRST_KEY_NAME = 'default'
+export const MIN_MAX_PRICE_CENTS = 30
+export const MAX_MAX_PRICE_CENTS = 80
+/** The most one manual credit may add: 1,000,000 USDC. */
+export const MAX_CREDIT = (1_000_000 * MICROS_PER_UNIT) as MicroUsdc
+export const NOTE_MAX = 500
+
+export interface Balances {
+  confirmed: MicroUsdc
+  pending: MicroUsdc
+  held: MicroUsdc
+  spent: MicroUsdc
+  funded: MicroUsdc
+  writtenOff: MicroUsdc
+}
+
+export interface Account {
+  id: string
+  wallet: string
+  createdAt: number
+  maxPriceCents: number
+  balances: Balances
+}
+
+export interface CreatedAccount {
+  account: Account
+  /** The first key's plaintext: returned once, never stored. */
+  apiKey: string
+}
+
+export interface Credited {
+  accountId: string
+  amount: MicroUsdc
+  balances: Balances
+  auditId: string
+}
+
+// Account ids are `acct_` and 96 random bits in hex: unguessable, and free of the `:` and braces
+// that could make an id name some other key (acct:<id>:keys) in the keyspace.
+const ACCOUNT_ID = /^acct_[0-9a-f]{24}$/
+export const newAccountId = () => `acct_${randomBytes(12).toString('hex')}`
+export const isAccountId = (value: string) => ACCOUNT_ID.test(value)
+
+// A positive USDC amount with at most 6 decimals, as a string: "10", "10.5", "10.000000".
+const USDC_AMOUNT = /^\d{1,7}(\.\d{1,6})?$/
+
+/** micro-USDC of a credit amount, or null when it is not a positive decimal string within the cap. */
+export function parseCreditAmount(text: string): MicroUsdc | null {
+  if (!USDC_AMOUNT.test(text)) return null
+  const micros = parseMicros(text)
+  if (micros === null || micros <= 0 || micros > MAX_CREDIT) return null
+  return micros as MicroUsdc
+}
+
+function micros(raw: string | undefined): MicroUsdc {
+  const value = Number(raw ?? '0')
+  if (!Number.isSafeInteger(value)) throw new Error(`account balance is not an integer: ${raw}`)
+  return value as MicroUsdc
+}
+
+function balancesOf(values: (string | null | undefined)[]): Balances {
+  const [confirmed, pending, held, spent, funded, writtenOff] = values.map((v) => micros(v ?? undefined))
+  return {
+    confirmed: confirmed!,
+    pending: pending!,
+    held: held!,
+    spent: spent!,
+    funded: funded!,
+    writtenOff: writtenOff!,
+  }
+}
+
+function toAccount(raw: Record<string, string>): Account | null {
+  if (!raw.id || !raw.wallet) return null
+  return {
+    id: raw.id,
+    wallet: raw.wallet,
+    createdAt: Number(raw.createdAt),
+    maxPriceCents: Number(raw.maxPriceCents),
+    balances: balancesOf([raw.confirmed, raw.pending, raw.held, raw.spent, raw.funded, raw.writtenOff]),
+  }
+}
+
+const accountNotFound = () => accountResultError(AccountResult.NoAccount)
+
+export class AccountStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+  ) {}
+
+  /** A new account for a wallet, with its first key. A wallet that has an account already is a 409. */
+  async create(walletInput: string, maxPriceCents: number): Promise<CreatedAccount> {
+    const wallet = checksumWallet(walletInput)
+    if (!wallet) {
+      throw badRequest('wallet must be an EVM address: 0x and 40 hex characters (checksummed if mixed case)')
+    }
+    checkMaxPrice(maxPriceCents)
+    const accountId = newAccountId()
+    const key = generateApiKey()
+    const code = Number(
+      await runScript(
+        this.redis,
+        'createAccount',
+        [
+          this.keys.account(accountId),
+          this.keys.accountKeys(accountId),
+          this.keys.wallets,
+          this.keys.accounts,
+          this.keys.apiKey(key.digest),
+        ],
+        [accountId, wallet, walletKey(wallet), maxPriceCents, key.id, key.digest, FIRST_KEY_NAME, key.prefix],
+      ),
+    )
+    if (code !== AccountResult.Ok) throw accountResultError(code)
+    return { account: (await this.get(accountId))!, apiKey: key.plaintext }
+  }
+
+  async get(accountId: string): Promise<Account | null> {
+    if (!isAccountId(accountId)) return null
+    return toAccount(await this.redis.hgetall(this.keys.account(accountId)))
+  }
+
+  /** The account, or a 404. */
+  async require(accountId: string): Promise<Account> {
+    const account = await this.get(accountId)
+    if (!account) throw accountNotFound()
+    return account
+  }
+
+  async findByWallet(walletInput: string): Promise<Account | null> {
+    const wallet = checksumWallet(walletInput)
+    if (!wallet) return null
+    const accountId = await this.redis.hget(this.keys.wallets, walletKey(wallet))
+    return accountId ? this.get(accountId) : null
+  }
+
+  /** Sets the most the account pays, in cents per dollar of capacity: 30 to 80, never clamped. */
+  async setMaxPrice(accountId: string, maxPriceCents: number): Promise<void> {
+    checkMaxPrice(maxPriceCents)
+    await this.require(accountId)
+    await this.redis.hset(this.keys.account(accountId), 'maxPriceCents', maxPriceCents)
+  }
+
+  /** Adds a hand credit to confirmed (and funded), with its audit entry, in one script. */
+  async credit(accountId: string, amountUsdc: string, note: string, actor: string): Promise<Credited> {
+    const amount = parseCreditAmount(amountUsdc)
+    if (amount === null) {
+      throw new ApiError(
+        400,
+        'invalid_amount',
+        'amountUsdc must be a positive decimal string with at most 6 decimals, up to 1000000 (e.g. "10.000000")',
+      )
+    }
+    if (note.length > NOTE_MAX) throw badRequest(`note must be at most ${NOTE_MAX} characters`)
+    if (!isAccountId(accountId)) throw accountNotFound()
+    const result = (await runScript(
+      this.redis,
+      'credit',
+      [this.keys.account(accountId), this.keys.audit],
+      [accountId, amount, MAX_CREDIT, note, actor],
+    )) as (number | string)[]
+    const code = Number(result[0])
+    if (code !== AccountResult.Ok) throw accountResultError(code)
+    return {
+      accountId,
+      amount,
+      balances: balancesOf(result.slice(1, 7).map(String)),
+      auditId: String(result[7]),
+    }
+  }
+}
+
+function checkMaxPrice(cents: number): void {
+  if (!Number.isInteger(cents) || cents < MIN_MAX_PRICE_CENTS || cents > MAX_MAX_PRICE_CENTS) {
+    throw badRequest(
+      `maxPriceCents must be an integer from ${MIN_MAX_PRICE_CENTS} to ${MAX_MAX_PRICE_CENTS}`,
+      'invalid_max_price',
+    )
+  }
+}

@@ -1,0 +1,40 @@
+// What an API key is: `svc_` and 32 random bytes in base64url (43 characters). Only its SHA-256
+// digest is stored; the plaintext exists in memory at mint and in the mint response, nowhere else.
+import { createHash, randomBytes, randomUUID } from 'node:crypto'
+
+export const API_KEY_PREFIX = 'svc_'
+/** `keyPrefix` on the wire: enough to tell keys apart in a list, far too little to guess one. */
+export const KEY_PREFIX_LENGTH = 12
+export const MAX_ACTIVE_API_KEYS = 10
+export const KEY_NAME_MAX = 64
+
+const RANDOM_BYTES = 32
+// Keys we mint are 43 characters after the prefix; longer ones are allowed for a future format,
+// but a cap keeps a hostile header from costing a large hash.
+const KEY_SHAPE = /^svc_[A-Za-z0-9_-]{43,128}$/
+
+export interface NewApiKey {
+  id: string
+  plaintext: string
+  digest: string
+  prefix: string
+}
+
+export function generateApiKey(): NewApiKey {
+  const plaintext = `${API_KEY_PREFIX}${randomBytes(RANDOM_BYTES).toString('base64url')}`
+  return { id: randomUUID(), plaintext, digest: digestApiKey(plaintext), prefix: keyPrefix(plaintext) }
+}
+
+/** SHA-256 hex: what Redis stores and looks keys up by. */
+export function digestApiKey(plaintext: string): string {
+  return createHash('sha256').update(plaintext).digest('hex')
+}
+
+export function keyPrefix(plaintext: string): string {
+  return plaintext.slice(0, KEY_PREFIX_LENGTH)
+}
+
+/** True when the string has the shape of a key; anything else is refused before Redis is asked. */
+export function looksLikeApiKey(value: string): boolean {
+  return KEY_SHAPE.test(value)
+}

@@ -1,0 +1,65 @@
+// Accounts and keys as they go out on the wire (admin API, agent API and CLI print the same):
+// money as decimal strings with 6 fractional digits, times as ISO 8601. Never a key's plaintext.
+import { formatMicros } from '../money/units.ts'
+import type { Account, Balances, Credited } from './accounts.ts'
+import type { ApiKeyRecord } from './key-store.ts'
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
+export function balancesView(b: Balances) {
+  return {
+    confirmedUsdc: formatMicros(b.confirmed),
+    pendingUsdc: formatMicros(b.pending),
+    heldUsdc: formatMicros(b.held),
+    spentUsdc: formatMicros(b.spent),
+    fundedUsdc: formatMicros(b.funded),
+    writtenOffUsdc: formatMicros(b.writtenOff),
+  }
+}
+
+/** The operator's view: every balance and the key count. */
+export function accountView(account: Account, activeApiKeyCount: number) {
+  return {
+    accountId: account.id,
+    wallet: account.wallet,
+    createdAt: iso(account.createdAt),
+    maxPriceCents: account.maxPriceCents,
+    balances: balancesView(account.balances),
+    activeApiKeyCount,
+  }
+}
+
+/** The buyer's own view (GET /v1/agent/me, the MCP tool agent_me): what it can spend and at what price. */
+export function meView(account: Account, activeApiKeyCount: number, maxActiveApiKeys: number) {
+  return {
+    accountId: account.id,
+    wallet: account.wallet,
+    balances: {
+      confirmedUsdc: formatMicros(account.balances.confirmed),
+      pendingUsdc: formatMicros(account.balances.pending),
+    },
+    maxPriceCents: account.maxPriceCents,
+    activeApiKeyCount,
+    maxActiveApiKeys,
+    createdAt: iso(account.createdAt),
+  }
+}
+
+export function creditView(credited: Credited) {
+  return {
+    accountId: credited.accountId,
+    creditedUsdc: formatMicros(credited.amount),
+    auditId: credited.auditId,
+    balances: balancesView(credited.balances),
+  }
+}
+
+export function apiKeyView(key: ApiKeyRecord) {
+  return {
+    id: key.id,
+    name: key.name,
+    keyPrefix: key.prefix,
+    createdAt: iso(key.createdAt),
+    lastUsedAt: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
+  }
+}

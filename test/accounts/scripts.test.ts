@@ -1,0 +1,226 @@
+// The account scripts run directly against the real Redis: the cap, the ownership checks, the
+// audit entry, and the invariant funded = confirmed + pending + held + spent.
+import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
+import { randomUUID } from 'node:crypto'
+import type Redis from 'ioredis'
+import { newAccountId } from '../../src/accounts/accounts.ts'
+import { generateApiKey, MAX_ACTIVE_API_KEYS } from '../../src/accounts/api-keys.ts'
+import { AccountResult } from '../../src/accounts/results.ts'
+import { createRedis } from '../../src/redis/connection.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { runScript } from '../../src/redis/scripts.ts'
+import { randomWallet } from '../helpers/accounts.ts'
+import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+
+const redis: Redis = createRedis(testRedisUrl(), { name: 'svc-test' })
+afterAll(() => redis.disconnect())
+let keys: Keyspace
+beforeEach(() => {
+  keys = keyspace(testPrefix())
+})
+
+async function createAccount(wallet = randomWallet(), accountId = newAccountId()) {
+  const key = generateApiKey()
+  const code = await runScript(
+    redis,
+    'createAccount',
+    [
+      keys.account(accountId),
+      keys.accountKeys(accountId),
+      keys.wallets,
+      keys.accounts,
+      keys.apiKey(key.digest),
+    ],
+    [accountId, wallet, wallet.toLowerCase(), 50, key.id, key.digest, 'default', key.prefix],
+  )
+  return { code: Number(code), accountId, wallet, key }
+}
+
+async function mint(accountId: string, key = generateApiKey()) {
+  const code = await runScript(
+    redis,
+    'mintKey',
+    [keys.account(accountId), keys.accountKeys(accountId), keys.apiKey(key.digest)],
+    [accountId, key.id, key.digest, 'k', key.prefix, MAX_ACTIVE_API_KEYS],
+  )
+  return { code: Number(code), key }
+}
+
+const revoke = async (accountId: string, keyId: string, digest: string) =>
+  Number(
+    await runScript(redis, 'revokeKey', [keys.accountKeys(accountId), keys.apiKey(digest)], [keyId, digest]),
+  )
+
+const credit = async (accountId: string, amount: string | number, note = 'by hand') =>
+  (await runScript(
+    redis,
+    'credit',
+    [keys.account(accountId), keys.audit],
+    [accountId, amount, 1_000_000_000_000, note, 'test'],
+  )) as (number | string)[]
+
+describe('create-account', () => {
+  test('writes the account with zero balances, its first key, the wallet index and the set', async () => {
+    const { code, accountId, wallet, key } = await createAccount()
+    expect(code).toBe(AccountResult.Ok)
+    const account = await redis.hgetall(keys.account(accountId))
+    expect(account).toMatchObject({ id: accountId, wallet, maxPriceCents: '50' })
+    for (const field of ['confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff']) {
+      expect(account[field]).toBe('0')
+    }
+    expect(Math.abs(Number(account.createdAt) - Date.now())).toBeLessThan(5_000)
+    expect(await redis.hgetall(keys.accountKeys(accountId))).toEqual({ [key.id]: key.digest })
+    expect(await redis.hgetall(keys.apiKey(key.digest))).toEqual({
+      id: key.id,
+      accountId,
+      name: 'default',
+      prefix: key.prefix,
+      createdAt: account.createdAt!,
+    })
+    expect(await redis.hget(keys.wallets, wallet.toLowerCase())).toBe(accountId)
+    expect(await redis.smembers(keys.accounts)).toEqual([accountId])
+  })
+
+  test('a wallet that has an account already gets -3 and nothing is written', async () => {
+    const { wallet } = await createAccount()
+    const before = await snapshotKeys(redis, keys.prefix)
+    expect((await createAccount(wallet)).code).toBe(AccountResult.WalletTaken)
+    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+  })
+
+  test('an account id already in use gets -4 and nothing is written', async () => {
+    const { accountId } = await createAccount()
+    const before = await snapshotKeys(redis, keys.prefix)
+    expect((await createAccount(randomWallet(), accountId)).code).toBe(AccountResult.IdTaken)
+    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+  })
+})
+
+describe('mint-key', () => {
+  test('mints up to the cap, then answers -2 and writes nothing', async () => {
+    const { accountId } = await createAccount()
+    for (let i = 1; i < MAX_ACTIVE_API_KEYS; i++) expect((await mint(accountId)).code).toBe(AccountResult.Ok)
+    expect(await redis.hlen(keys.accountKeys(accountId))).toBe(MAX_ACTIVE_API_KEYS)
+    const before = await snapshotKeys(redis, keys.prefix)
+    const { code, key } = await mint(accountId)
+    expect(code).toBe(AccountResult.KeyCap)
+    expect(await redis.exists(keys.apiKey(key.digest))).toBe(0)
+    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+  })
+
+  test('revoking one below the cap makes room for exactly one more', async () => {
+    const { accountId, key: first } = await createAccount()
+    for (let i = 1; i < MAX_ACTIVE_API_KEYS; i++) await mint(accountId)
+    expect(await revoke(accountId, first.id, first.digest)).toBe(AccountResult.Ok)
+    expect((await mint(accountId)).code).toBe(AccountResult.Ok)
+    expect((await mint(accountId)).code).toBe(AccountResult.KeyCap)
+  })
+
+  test('an unknown account gets -1, and an id naming some other key is not an account', async () => {
+    expect((await mint(newAccountId())).code).toBe(AccountResult.NoAccount)
+    const { accountId } = await createAccount()
+    // acct:<id>:keys exists, but it is the keys hash, not an account.
+    expect((await mint(`${accountId}:keys`)).code).toBe(AccountResult.NoAccount)
+    expect(await redis.hlen(keys.accountKeys(accountId))).toBe(1)
+  })
+
+  test('a digest already in use gets -4 and the existing key is untouched', async () => {
+    const { accountId, key } = await createAccount()
+    const before = await snapshotKeys(redis, keys.prefix)
+    const clash = { ...generateApiKey(), digest: key.digest }
+    expect((await mint(accountId, clash)).code).toBe(AccountResult.IdTaken)
+    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+  })
+})
+
+describe('revoke-key', () => {
+  test('deletes the lookup hash and the account entry together', async () => {
+    const { accountId, key } = await createAccount()
+    const second = (await mint(accountId)).key
+    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountResult.Ok)
+    expect(await redis.exists(keys.apiKey(key.digest))).toBe(0)
+    expect(await redis.hgetall(keys.accountKeys(accountId))).toEqual({ [second.id]: second.digest })
+  })
+
+  test('a foreign key id gets -5 and the other account keeps its key', async () => {
+    const mine = await createAccount()
+    const theirs = await createAccount()
+    const before = await snapshotKeys(redis, keys.prefix)
+    expect(await revoke(mine.accountId, theirs.key.id, theirs.key.digest)).toBe(AccountResult.NoKey)
+    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+  })
+
+  test('an unknown id, a stale digest and a second revoke all get -5', async () => {
+    const { accountId, key } = await createAccount()
+    expect(await revoke(accountId, randomUUID(), key.digest)).toBe(AccountResult.NoKey)
+    expect(await revoke(accountId, key.id, generateApiKey().digest)).toBe(AccountResult.NoKey)
+    expect(await redis.exists(keys.apiKey(key.digest))).toBe(1)
+    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountResult.Ok)
+    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountResult.NoKey)
+  })
+})
+
+describe('touch-key', () => {
+  test('sets lastUsedAt on a live key and never brings a revoked one back', async () => {
+    const { accountId, key } = await createAccount()
+    expect(Number(await runScript(redis, 'touchKey', [keys.apiKey(key.digest)], []))).toBe(1)
+    const lastUsedAt = Number(await redis.hget(keys.apiKey(key.digest), 'lastUsedAt'))
+    expect(Math.abs(lastUsedAt - Date.now())).toBeLessThan(5_000)
+    await revoke(accountId, key.id, key.digest)
+    expect(Number(await runScript(redis, 'touchKey', [keys.apiKey(key.digest)], []))).toBe(0)
+    expect(await redis.exists(keys.apiKey(key.digest))).toBe(0)
+  })
+})
+
+describe('credit', () => {
+  test('credit twice: confirmed and funded add up, two audit entries, the invariant holds', async () => {
+    const { accountId } = await createAccount()
+    const first = await credit(accountId, 10_000_000, 'first')
+    expect(first.slice(0, 7)).toEqual([1, '10000000', '0', '0', '0', '10000000', '0'])
+    const second = await credit(accountId, 2_500_001, 'second')
+    expect(second.slice(0, 7)).toEqual([1, '12500001', '0', '0', '0', '12500001', '0'])
+
+    const account = await redis.hgetall(keys.account(accountId))
+    const sum = ['confirmed', 'pending', 'held', 'spent'].reduce((s, f) => s + BigInt(account[f]!), 0n)
+    expect(sum).toBe(BigInt(account.funded!))
+
+    const entries = await redis.xrange(keys.audit, '-', '+')
+    expect(entries.map(([id]) => id)).toEqual([String(first[7]), String(second[7])])
+    const fields = Object.fromEntries(
+      entries[1]![1].reduce<[string, string][]>((pairs, v, i, all) => {
+        if (i % 2 === 0) pairs.push([v, all[i + 1]!])
+        return pairs
+      }, []),
+    )
+    expect(fields).toMatchObject({
+      action: 'credit',
+      accountId,
+      amountMicroUsdc: '2500001',
+      note: 'second',
+      actor: 'test',
+      confirmedAfter: '12500001',
+      fundedAfter: '12500001',
+    })
+  })
+
+  test('an unknown account gets -1 and no audit entry', async () => {
+    expect(await credit(newAccountId(), 1)).toEqual([AccountResult.NoAccount])
+    const { accountId } = await createAccount()
+    expect(await credit(`${accountId}:keys`, 1)).toEqual([AccountResult.NoAccount])
+    expect(await redis.exists(keys.audit)).toBe(0)
+  })
+
+  for (const amount of ['0', '-5', '1.5', '007', '', 'abc', '1e6', '1000000000001', '9999999999999999']) {
+    test(`amount ${JSON.stringify(amount)} gets -6 and changes nothing`, async () => {
+      const { accountId } = await createAccount()
+      const before = await snapshotKeys(redis, keys.prefix)
+      expect(await credit(accountId, amount)).toEqual([AccountResult.BadAmount])
+      expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+    })
+  }
+
+  test('the cap itself is accepted', async () => {
+    const { accountId } = await createAccount()
+    expect((await credit(accountId, '1000000000000'))[1]).toBe('1000000000000')
+  })
+})

@@ -1,0 +1,65 @@
+// Accounts for tests, made the way an operator makes them: through /admin/v1/accounts over HTTP.
+import { randomBytes } from 'node:crypto'
+import type { DestinationStream } from 'pino'
+import { getAddress } from 'viem'
+import { digestApiKey } from '../../src/accounts/api-keys.ts'
+import type { TestStack } from './stack.ts'
+
+export interface TestAccount {
+  accountId: string
+  wallet: string
+  apiKey: string
+}
+
+/** A fresh, checksummed EVM address nobody holds. */
+export function randomWallet(): string {
+  return getAddress(`0x${randomBytes(20).toString('hex')}`)
+}
+
+export function adminFetch(stack: TestStack, path: string, init: RequestInit & { json?: unknown } = {}) {
+  const headers = new Headers(init.headers)
+  if (!headers.has('authorization')) headers.set('authorization', `Bearer ${stack.config.adminToken}`)
+  if (init.json !== undefined) headers.set('content-type', 'application/json')
+  const body = init.json !== undefined ? JSON.stringify(init.json) : init.body
+  return fetch(`${stack.url}${path}`, { ...init, headers, body })
+}
+
+export async function createAccount(stack: TestStack, wallet = randomWallet()): Promise<TestAccount> {
+  const response = await adminFetch(stack, '/admin/v1/accounts', { method: 'POST', json: { wallet } })
+  if (response.status !== 201) throw new Error(`create account: ${response.status} ${await response.text()}`)
+  return (await response.json()) as TestAccount
+}
+
+/** A call with a Bearer key; `json` sets the body and its content type. */
+export function keyFetch(
+  stack: TestStack,
+  apiKey: string | null,
+  path: string,
+  init: RequestInit & { json?: unknown } = {},
+) {
+  const headers = new Headers(init.headers)
+  if (apiKey !== null) headers.set('authorization', `Bearer ${apiKey}`)
+  if (init.json !== undefined) headers.set('content-type', 'application/json')
+  const body = init.json !== undefined ? JSON.stringify(init.json) : init.body
+  return fetch(`${stack.url}${path}`, { ...init, headers, body })
+}
+
+/** A pino destination that keeps every line, to search what the gateway logged. */
+export function logCapture(): { stream: DestinationStream; lines: string[] } {
+  const lines: string[] = []
+  return { lines, stream: { write: (line: string) => void lines.push(line) } }
+}
+
+/**
+ * Waits until the key's lastUsedAt is written (it is written after the response, unawaited), so a
+ * snapshot taken now holds still for the next minute of requests.
+ */
+export async function waitForLastUsed(stack: TestStack, apiKey: string): Promise<void> {
+  await keyFetch(stack, apiKey, '/v1/agent/me')
+  const deadline = Date.now() + 2_000
+  while (Date.now() < deadline) {
+    if (await stack.redis.hget(stack.keys.apiKey(digestApiKey(apiKey)), 'lastUsedAt')) return
+    await Bun.sleep(5)
+  }
+  throw new Error('lastUsedAt was never written')
+}
