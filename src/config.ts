@@ -68,6 +68,8 @@ export interface GatewayConfig {
   catalogSyncSeconds: number
   disabledModels: string[]
   logLevel: LogLevel
+  /** x402 funding; undefined when no SVC_X402_* / chain variable is set (the gateway runs unfunded). */
+  funding: FundingConfig | undefined
 }
 
 // 32 bytes as 64 hex characters or as base64: the AES-256-GCM key for upstream keys at rest.
@@ -105,5 +107,79 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
       .map((s) => s.trim())
       .filter(Boolean),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    funding: loadFundingConfig(env),
+  }
+}
+
+// --- Funding (x402). Optional as a group: absent, the funding routes answer 404; any one of them
+// set, the rest are required and checked like every other variable.
+
+export const X402_NETWORKS = ['base', 'base-sepolia'] as const
+export type X402Network = (typeof X402_NETWORKS)[number]
+
+// USDC on each network and its EIP-712 domain (the values the x402 packages ship), overridable.
+const USDC_DEFAULTS: Record<X402Network, { address: string; name: string; version: string }> = {
+  base: { address: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', name: 'USD Coin', version: '2' },
+  'base-sepolia': { address: '0x036CbD53842c5426634e7929541eC2318f3dCF7e', name: 'USDC', version: '2' },
+}
+
+const FUNDING_VARIABLES = [
+  'SVC_X402_NETWORK',
+  'SVC_CHAIN_RPC_URL',
+  'SVC_USDC_ADDRESS',
+  'SVC_PAY_TO',
+  'SVC_RELAYER_PRIVATE_KEY',
+  'SVC_FACILITATOR_URL',
+]
+
+export interface FundingConfig {
+  network: X402Network
+  chainRpcUrl: string
+  usdcAddress: `0x${string}`
+  usdcName: string
+  usdcVersion: string
+  payTo: `0x${string}`
+  /** The self-facilitator's key (it pays gas); exactly one of this and facilitatorUrl is set. */
+  relayerPrivateKey: `0x${string}` | undefined
+  facilitatorUrl: string | undefined
+  confirmations: number
+  receiptTimeoutMs: number
+  /** Settlement calls allowed per minute on signup, across every replica (the global fuse). */
+  signupFusePerMinute: number
+  watchIntervalMs: number
+}
+
+function address(env: Env, name: string, fallback?: string): `0x${string}` {
+  const raw = read(env, name) ?? fallback
+  if (raw === undefined || !/^0x[0-9a-fA-F]{40}$/.test(raw)) throw new ConfigError(name, 'a 0x-prefixed 20-byte hex address')
+  return raw as `0x${string}`
+}
+
+function loadFundingConfig(env: Env): FundingConfig | undefined {
+  if (!FUNDING_VARIABLES.some((name) => read(env, name) !== undefined)) return undefined
+  if (read(env, 'SVC_X402_NETWORK') === undefined) throw new ConfigError('SVC_X402_NETWORK', 'one of base, base-sepolia')
+  const network = oneOf(env, 'SVC_X402_NETWORK', X402_NETWORKS, 'base')
+  const usdc = USDC_DEFAULTS[network]
+  const relayerPrivateKey = read(env, 'SVC_RELAYER_PRIVATE_KEY')
+  if (relayerPrivateKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(relayerPrivateKey)) {
+    throw new ConfigError('SVC_RELAYER_PRIVATE_KEY', 'a 0x-prefixed 32-byte hex private key')
+  }
+  const facilitatorUrl = read(env, 'SVC_FACILITATOR_URL')
+  if ((relayerPrivateKey === undefined) === (facilitatorUrl === undefined)) {
+    throw new ConfigError('SVC_RELAYER_PRIVATE_KEY', 'set, or else SVC_FACILITATOR_URL (exactly one of the two)')
+  }
+  return {
+    network,
+    chainRpcUrl: url(env, 'SVC_CHAIN_RPC_URL', ['http:', 'https:']),
+    usdcAddress: address(env, 'SVC_USDC_ADDRESS', usdc.address),
+    usdcName: read(env, 'SVC_USDC_NAME') ?? usdc.name,
+    usdcVersion: read(env, 'SVC_USDC_VERSION') ?? usdc.version,
+    payTo: address(env, 'SVC_PAY_TO'),
+    relayerPrivateKey: relayerPrivateKey as `0x${string}` | undefined,
+    facilitatorUrl: facilitatorUrl === undefined ? undefined : url(env, 'SVC_FACILITATOR_URL', ['http:', 'https:']),
+    confirmations: integer(env, 'SVC_CONFIRMATIONS', 3, 0, 1000),
+    receiptTimeoutMs: integer(env, 'SVC_X402_RECEIPT_TIMEOUT_MS', 30_000, 50, 600_000),
+    signupFusePerMinute: integer(env, 'SVC_X402_SIGNUP_FUSE_PER_MINUTE', 120, 1, 1_000_000),
+    watchIntervalMs: integer(env, 'SVC_X402_WATCH_INTERVAL_MS', 2_000, 20, 600_000),
   }
 }

@@ -61,6 +61,8 @@ export interface InFlightPayment {
   fromBlock: string
   claimedAt: string
   tx?: string
+  /** once credited: <chainId>:<txHash> */
+  paymentId?: string
 }
 
 export class PaymentLedger {

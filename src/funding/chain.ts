@@ -1,0 +1,112 @@
+// Reads from the funding chain. Block numbers and receipts are read without viem's cache: the
+// confirmations watcher and the reconciler must see the chain as it is now.
+import {
+  type Address,
+  createPublicClient,
+  type Hex,
+  http,
+  type PublicClient,
+  parseAbi,
+  TransactionReceiptNotFoundError,
+  WaitForTransactionReceiptTimeoutError,
+} from 'viem'
+import type { FundingConfig } from '../config.ts'
+import { CHAINS } from './network.ts'
+
+export const eip3009Abi = parseAbi([
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
+  'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
+  'event Transfer(address indexed from, address indexed to, uint256 value)',
+])
+
+export interface Receipt {
+  status: 'success' | 'reverted'
+  blockNumber: bigint
+  /** The token transfers the transaction emitted. */
+  transfers: { token: Address; from: Address; to: Address; value: bigint }[]
+}
+
+export type FundingChain = ReturnType<typeof fundingChain>
+
+export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
+  const chain = { ...CHAINS[config.network], rpcUrls: { default: { http: [config.chainRpcUrl] } } }
+  const client: PublicClient = createPublicClient({
+    chain,
+    transport: http(config.chainRpcUrl),
+    cacheTime: 0,
+    pollingInterval: pollingIntervalMs,
+  })
+
+  const toReceipt = (r: Awaited<ReturnType<PublicClient['getTransactionReceipt']>>): Receipt => ({
+    status: r.status,
+    blockNumber: r.blockNumber,
+    transfers: r.logs
+      .filter((log) => log.topics[0] === TRANSFER_TOPIC && log.topics.length === 3)
+      .map((log) => ({
+        token: log.address,
+        from: `0x${(log.topics[1] as Hex).slice(26)}` as Address,
+        to: `0x${(log.topics[2] as Hex).slice(26)}` as Address,
+        value: BigInt(log.data),
+      })),
+  })
+
+  return {
+    client,
+    chain,
+    blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
+    /** The receipt of a transaction, or null while it is not mined (or unknown). */
+    async receipt(hash: Hex): Promise<Receipt | null> {
+      try {
+        return toReceipt(await client.getTransactionReceipt({ hash }))
+      } catch (error) {
+        if (error instanceof TransactionReceiptNotFoundError) return null
+        throw error
+      }
+    },
+    /** Waits for a receipt at most `timeoutMs`; null when it did not come in time. */
+    async waitForReceipt(hash: Hex, timeoutMs: number): Promise<Receipt | null> {
+      try {
+        return toReceipt(await client.waitForTransactionReceipt({ hash, timeout: timeoutMs }))
+      } catch (error) {
+        if (error instanceof WaitForTransactionReceiptTimeoutError) return null
+        throw error
+      }
+    },
+    /** Whether the token has seen this authorization used (EIP-3009 authorizationState). */
+    authorizationUsed(payer: Address, nonce: Hex): Promise<boolean> {
+      return client.readContract({
+        address: config.usdcAddress,
+        abi: eip3009Abi,
+        functionName: 'authorizationState',
+        args: [payer, nonce],
+      })
+    },
+    /** Whether a node knows the transaction at all (mined or in its mempool). */
+    async known(hash: Hex): Promise<boolean> {
+      try {
+        await client.getTransaction({ hash })
+        return true
+      } catch {
+        return false
+      }
+    },
+  }
+}
+
+// keccak256("Transfer(address,address,uint256)")
+const TRANSFER_TOPIC = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef'
+
+/** True when the receipt holds the transfer the authorization promised. */
+export function hasTransfer(
+  receipt: Receipt,
+  token: Address,
+  from: Address,
+  to: Address,
+  value: bigint,
+): boolean {
+  const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase()
+  return receipt.transfers.some(
+    (t) => same(t.token, token) && same(t.from, from) && same(t.to, to) && t.value === value,
+  )
+}

@@ -1,0 +1,61 @@
+// Builds the funding parts from config: the chain reader, the settler (self-facilitated by the
+// relayer key, or a remote facilitator), the ledger, the payments service and the signup fuse.
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import type { Address, Hex } from 'viem'
+import type { FundingConfig } from '../config.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { type FundingChain, fundingChain } from './chain.ts'
+import { SignupFuse } from './fuse.ts'
+import { PaymentLedger } from './ledger.ts'
+import { Payments } from './payments.ts'
+import { Relayer } from './relayer.ts'
+import { RemoteSettler, SelfSettler, type Settler } from './settler.ts'
+import { startFundingWatch, type WatchDeps } from './watcher.ts'
+
+export interface Funding {
+  config: FundingConfig
+  chain: FundingChain
+  ledger: PaymentLedger
+  payments: Payments
+  fuse: SignupFuse
+}
+
+// One relayer per key and RPC in the process, however many apps are built: its queue and nonce
+// counter are only correct if nothing else sends from that key here.
+const relayers = new Map<string, Relayer>()
+
+function relayerFor(config: FundingConfig, chain: FundingChain, key: Hex): Relayer {
+  const id = `${config.chainRpcUrl}|${key}`
+  let relayer = relayers.get(id)
+  if (!relayer) {
+    relayer = new Relayer(key, chain.client, chain.chain, config.chainRpcUrl)
+    relayers.set(id, relayer)
+  }
+  return relayer
+}
+
+export function createFunding(config: FundingConfig, redis: Redis, keys: Keyspace, logger: Logger): Funding {
+  const chain = fundingChain(config, Math.min(250, Math.max(20, Math.floor(config.receiptTimeoutMs / 10))))
+  const settler: Settler = config.relayerPrivateKey
+    ? new SelfSettler(config, chain, relayerFor(config, chain, config.relayerPrivateKey))
+    : new RemoteSettler(config, chain)
+  const ledger = new PaymentLedger(redis, keys)
+  return {
+    config,
+    chain,
+    ledger,
+    payments: new Payments(config, settler, ledger, chain, logger),
+    fuse: new SignupFuse(redis, keys, config.signupFusePerMinute),
+  }
+}
+
+export function watchDeps(
+  funding: Funding,
+  logger: Logger,
+  resolveAccount: (payer: Address) => Promise<string>,
+): WatchDeps {
+  return { config: funding.config, ledger: funding.ledger, chain: funding.chain, logger, resolveAccount }
+}
+
+export { startFundingWatch }

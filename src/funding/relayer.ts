@@ -1,0 +1,91 @@
+// The self-facilitator's sender: one relayer key, one transaction at a time. Sends are queued and
+// nonces are managed here (parallel sends from one key would race for the same nonce). Each
+// transaction is signed locally first, so its hash is known, and recorded through `onSigned`,
+// before it is broadcast: a hash is never lost once money can move.
+//
+// The queue is per process: give every replica its own relayer key (or use a remote facilitator).
+import {
+  type Account,
+  type Chain,
+  createWalletClient,
+  type Hex,
+  http,
+  keccak256,
+  type PrivateKeyAccount,
+  type PublicClient,
+} from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
+
+/** The transaction was not broadcast (refused at preparation or by the node): no money moved. */
+export class NotSent extends Error {}
+
+export class Relayer {
+  readonly account: PrivateKeyAccount
+  private readonly wallet
+  private tail: Promise<unknown> = Promise.resolve()
+  private nextNonce: number | undefined
+
+  constructor(
+    privateKey: Hex,
+    private readonly client: PublicClient,
+    chain: Chain,
+    rpcUrl: string,
+  ) {
+    this.account = privateKeyToAccount(privateKey)
+    this.wallet = createWalletClient({ account: this.account, chain, transport: http(rpcUrl) })
+  }
+
+  /** Queues one call; resolves with its hash once broadcast. */
+  send(call: { to: Hex; data: Hex }, onSigned: (hash: Hex) => Promise<void>): Promise<Hex> {
+    const run = this.tail.then(() => this.sendNow(call, onSigned))
+    this.tail = run.catch(() => {})
+    return run
+  }
+
+  private async sendNow(call: { to: Hex; data: Hex }, onSigned: (hash: Hex) => Promise<void>): Promise<Hex> {
+    const nonce =
+      this.nextNonce ??
+      (await this.client.getTransactionCount({ address: this.account.address, blockTag: 'pending' }))
+    let serialized: Hex
+    try {
+      // Estimating gas runs the call: a transfer that would revert is refused here, unsent.
+      const request = await this.wallet.prepareTransactionRequest({
+        account: this.account as Account,
+        to: call.to,
+        data: call.data,
+        nonce,
+      })
+      serialized = await this.account.signTransaction(
+        request as Parameters<PrivateKeyAccount['signTransaction']>[0],
+      )
+    } catch (error) {
+      throw new NotSent(`transaction refused before sending: ${shortMessage(error)}`)
+    }
+    const hash = keccak256(serialized)
+    await onSigned(hash)
+    try {
+      await this.client.sendRawTransaction({ serializedTransaction: serialized })
+    } catch (error) {
+      // The node's nonce view is the truth after any refusal; read it again next time.
+      this.nextNonce = undefined
+      if (await this.isKnown(hash)) return hash
+      throw new NotSent(`transaction refused by the node: ${shortMessage(error)}`)
+    }
+    this.nextNonce = nonce + 1
+    return hash
+  }
+
+  private async isKnown(hash: Hex): Promise<boolean> {
+    try {
+      await this.client.getTransaction({ hash })
+      return true
+    } catch {
+      return false
+    }
+  }
+}
+
+export function shortMessage(error: unknown): string {
+  const e = error as { shortMessage?: string; message?: string }
+  return (e?.shortMessage ?? e?.message ?? String(error)).split('\n')[0] as string
+}

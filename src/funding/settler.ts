@@ -1,0 +1,173 @@
+// Settlement behind one interface, two ways: the gateway as its own facilitator (its relayer key
+// sends transferWithAuthorization) or a remote facilitator URL (x402 /verify and /settle).
+// Verification of the signed authorization is the x402 packages' own (@x402/evm's exact scheme:
+// EIP-712 signature, payTo, validity window, exact amount, and a simulated transfer that catches
+// a used nonce or a short balance).
+import { HTTPFacilitatorClient } from '@x402/core/http'
+import type { PaymentPayload, PaymentRequirements } from '@x402/core/types'
+import { ExactEvmScheme } from '@x402/evm/exact/facilitator'
+import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator'
+import { encodeFunctionData, type Hex, parseSignature } from 'viem'
+import type { FundingConfig } from '../config.ts'
+import { eip3009Abi, type FundingChain, hasTransfer } from './chain.ts'
+import { NotSent, type Relayer, shortMessage } from './relayer.ts'
+import type { Payment, Requirements } from './wire.ts'
+
+export interface Verification {
+  isValid: boolean
+  reason?: string
+}
+
+export type Settlement =
+  /** Included in a block with the promised transfer. */
+  | { status: 'settled'; transaction: Hex; blockNumber: bigint }
+  /** Sent, but no receipt in time: the reconciler finishes it. */
+  | { status: 'unconfirmed'; transaction: Hex }
+  /** No money moved (refused, or reverted on chain). */
+  | { status: 'failed'; reason: string; transaction?: Hex }
+
+export interface Settler {
+  verify(payment: Payment, requirements: Requirements): Promise<Verification>
+  /** Settles; `onSent` records the hash the moment it is known, before the receipt is awaited. */
+  settle(
+    payment: Payment,
+    requirements: Requirements,
+    onSent: (transaction: Hex) => Promise<void>,
+  ): Promise<Settlement>
+}
+
+// The x402 types name v1 networks as CAIP-2; the v1 scheme reads the v1 names. Same objects.
+const asPayload = (payment: Payment) => payment.payload as unknown as PaymentPayload
+const requirementsFor = (payment: Payment, requirements: Requirements) =>
+  (payment.version === 1 ? requirements.v1 : requirements.v2) as unknown as PaymentRequirements
+
+export class SelfSettler implements Settler {
+  private readonly v1: ExactEvmSchemeV1
+  private readonly v2: ExactEvmScheme
+
+  constructor(
+    private readonly config: FundingConfig,
+    private readonly chain: FundingChain,
+    private readonly relayer: Relayer,
+  ) {
+    // Verification only reads the chain; sending goes through the relayer's queue.
+    const client = chain.client
+    const signer = {
+      getAddresses: () => [relayer.account.address] as const,
+      readContract: (args: Parameters<typeof client.readContract>[0]) => client.readContract(args),
+      verifyTypedData: (args: Parameters<typeof client.verifyTypedData>[0]) => client.verifyTypedData(args),
+      getCode: (args: { address: Hex }) => client.getCode(args),
+      writeContract: () => Promise.reject(new Error('verify only')),
+      sendTransaction: () => Promise.reject(new Error('verify only')),
+      waitForTransactionReceipt: () => Promise.reject(new Error('verify only')),
+    }
+    // biome-ignore lint/suspicious/noExplicitAny: viem's generic call signatures against the scheme's loose ones
+    this.v1 = new ExactEvmSchemeV1(signer as any)
+    // biome-ignore lint/suspicious/noExplicitAny: as above
+    this.v2 = new ExactEvmScheme(signer as any)
+  }
+
+  async verify(payment: Payment, requirements: Requirements): Promise<Verification> {
+    const scheme = payment.version === 1 ? this.v1 : this.v2
+    const result = await scheme.verify(asPayload(payment), requirementsFor(payment, requirements))
+    return result.isValid
+      ? { isValid: true }
+      : { isValid: false, reason: result.invalidReason ?? 'invalid payment' }
+  }
+
+  async settle(
+    payment: Payment,
+    _requirements: Requirements,
+    onSent: (transaction: Hex) => Promise<void>,
+  ): Promise<Settlement> {
+    const a = payment.authorization
+    const args = [
+      a.from,
+      a.to,
+      BigInt(a.value),
+      BigInt(a.validAfter),
+      BigInt(a.validBefore),
+      a.nonce,
+    ] as const
+    // A 65-byte signature goes to the (v, r, s) form every USDC version has.
+    const data =
+      payment.signature.length === 132
+        ? (() => {
+            const { r, s, v, yParity } = parseSignature(payment.signature)
+            const recovery = Number(v ?? BigInt(yParity + 27))
+            return encodeFunctionData({
+              abi: eip3009Abi,
+              functionName: 'transferWithAuthorization',
+              args: [...args, recovery, r, s],
+            })
+          })()
+        : encodeFunctionData({
+            abi: eip3009Abi,
+            functionName: 'transferWithAuthorization',
+            args: [...args, payment.signature],
+          })
+    let transaction: Hex
+    try {
+      transaction = await this.relayer.send({ to: this.config.usdcAddress, data }, onSent)
+    } catch (error) {
+      if (error instanceof NotSent) return { status: 'failed', reason: error.message }
+      throw error
+    }
+    const receipt = await this.chain.waitForReceipt(transaction, this.config.receiptTimeoutMs)
+    if (!receipt) return { status: 'unconfirmed', transaction }
+    if (receipt.status !== 'success') return { status: 'failed', reason: 'transaction reverted', transaction }
+    if (!hasTransfer(receipt, this.config.usdcAddress, a.from, this.config.payTo, BigInt(a.value))) {
+      return { status: 'failed', reason: 'transaction has no matching transfer', transaction }
+    }
+    return { status: 'settled', transaction, blockNumber: receipt.blockNumber }
+  }
+}
+
+export class RemoteSettler implements Settler {
+  private readonly facilitator: HTTPFacilitatorClient
+
+  constructor(
+    private readonly config: FundingConfig,
+    private readonly chain: FundingChain,
+  ) {
+    this.facilitator = new HTTPFacilitatorClient({
+      url: config.facilitatorUrl,
+      timeoutMs: config.receiptTimeoutMs,
+    })
+  }
+
+  async verify(payment: Payment, requirements: Requirements): Promise<Verification> {
+    const result = await this.facilitator.verify(asPayload(payment), requirementsFor(payment, requirements))
+    return result.isValid
+      ? { isValid: true }
+      : { isValid: false, reason: result.invalidReason ?? 'invalid payment' }
+  }
+
+  async settle(
+    payment: Payment,
+    requirements: Requirements,
+    onSent: (transaction: Hex) => Promise<void>,
+  ): Promise<Settlement> {
+    let result: Awaited<ReturnType<HTTPFacilitatorClient['settle']>>
+    try {
+      result = await this.facilitator.settle(asPayload(payment), requirementsFor(payment, requirements))
+    } catch (error) {
+      // The facilitator may have sent it anyway; the claim stays for the reconciler.
+      throw new Error(`facilitator settle failed: ${shortMessage(error)}`)
+    }
+    const transaction = result.transaction as Hex
+    if (!transaction)
+      return { status: 'failed', reason: result.errorReason ?? 'facilitator refused the payment' }
+    await onSent(transaction)
+    const receipt = await this.chain.waitForReceipt(transaction, this.config.receiptTimeoutMs)
+    if (!receipt) return { status: 'unconfirmed', transaction }
+    const a = payment.authorization
+    if (
+      receipt.status !== 'success' ||
+      !hasTransfer(receipt, this.config.usdcAddress, a.from, this.config.payTo, BigInt(a.value))
+    ) {
+      return { status: 'failed', reason: result.errorReason ?? 'transaction did not transfer', transaction }
+    }
+    return { status: 'settled', transaction, blockNumber: receipt.blockNumber }
+  }
+}
