@@ -4,6 +4,8 @@ import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { CatalogStore } from './catalog/store.ts'
 import type { GatewayConfig } from './config.ts'
+import { adminAccountRoutes } from './http/admin/routes.ts'
+import { agentRoutes } from './http/agent/routes.ts'
 import { errorHandler } from './http/error-handler.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
@@ -48,6 +50,8 @@ export function createApp(deps: AppDeps) {
       }
     })
     .use(modelRoutes(deps.catalog))
+    .use(agentRoutes(deps))
+    .use(adminAccountRoutes(deps))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -1,10 +1,11 @@
-import pino, { type Logger } from 'pino'
+import pino, { type DestinationStream, type Logger } from 'pino'
 import type { LogLevel } from './config.ts'
 
 // JSON to stdout, no transport: pino's worker-thread transports hang the compiled binary.
-// Secrets are redacted wherever a field of that name turns up.
-export function createLogger(level: LogLevel, name = 'svc-gateway'): Logger {
-  return pino({
+// Secrets are redacted wherever a field of that name turns up. Tests pass a destination to read
+// every line the gateway writes.
+export function createLogger(level: LogLevel, name = 'svc-gateway', destination?: DestinationStream): Logger {
+  const options: pino.LoggerOptions = {
     name,
     level,
     base: undefined,
@@ -23,5 +24,6 @@ export function createLogger(level: LogLevel, name = 'svc-gateway'): Logger {
       ],
       censor: '[redacted]',
     },
-  })
+  }
+  return destination ? pino(options, destination) : pino(options)
 }

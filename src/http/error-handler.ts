@@ -5,11 +5,15 @@ import { ApiError, errorResponse } from './errors.ts'
 import { REQUEST_ID_HEADER, requestContext } from './request-context.ts'
 
 function validationMessage(error: unknown): string {
-  const detail = error as { valueError?: { path?: string; message?: string }; all?: { path?: string }[] }
+  const detail = error as { type?: string; valueError?: { path?: string; message?: string; value?: unknown } }
   const first = detail.valueError
   if (first?.message) {
-    const field = first.path ? first.path.replace(/^\//, '').replaceAll('/', '.') : 'body'
-    return `invalid value at ${field || 'body'}: ${first.message}`
+    const field = first.path ? first.path.replace(/^\//, '').replaceAll('/', '.') : ''
+    // Name the field a client forgot, and say plainly when there was no usable body at all.
+    if (!field && detail.type === 'body') return `request body must be a JSON object (${first.message})`
+    if (!field) return `invalid ${detail.type ?? 'request'}: ${first.message}`
+    if (first.value === undefined) return `missing required field: ${field}`
+    return `invalid value at ${field}: ${first.message}`
   }
   return 'request failed validation'
 }
@@ -19,8 +23,12 @@ export function toApiError(code: string | number, error: unknown): ApiError {
   switch (code) {
     case 'VALIDATION':
       return new ApiError(400, 'invalid_request', validationMessage(error))
-    case 'PARSE':
+    case 'PARSE': {
+      // A parse hook (auth, json-body) throws its own ApiError; Elysia wraps it as the cause.
+      const cause = (error as { cause?: unknown })?.cause
+      if (cause instanceof ApiError) return cause
       return new ApiError(400, 'invalid_json', 'request body is not valid JSON')
+    }
     case 'NOT_FOUND':
       return new ApiError(404, 'not_found', 'no such route')
     default: {

@@ -2,6 +2,7 @@
 // test redis-server, each stack under its own key prefix so tests never see each other's keys.
 import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
+import type { Logger } from 'pino'
 import { type GatewayConfig, loadGatewayConfig } from '../../src/config.ts'
 import { type RunningGateway, startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
@@ -31,7 +32,7 @@ export interface TestStack {
 }
 
 export async function startStack(
-  options: { sim?: Partial<SimSettings>; env?: Record<string, string> } = {},
+  options: { sim?: Partial<SimSettings>; env?: Record<string, string>; logger?: Logger } = {},
 ): Promise<TestStack> {
   const sim = startSim({ port: 0, ...options.sim })
   const prefix = testPrefix()
@@ -46,7 +47,7 @@ export async function startStack(
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     ...options.env,
   })
-  const gateway = await startGateway(config, createLogger(config.logLevel))
+  const gateway = await startGateway(config, options.logger ?? createLogger(config.logLevel))
   const redis = createRedis(testRedisUrl(), { name: 'svc-test' })
   return {
     gateway,

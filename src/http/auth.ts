@@ -1,0 +1,110 @@
+// Who is calling. `buyer`: a `svc_` key as a Bearer token -> { accountId, keyId }, by one HGETALL
+// of the key's digest, on every request (no in-process cache, so a revoke holds on every replica
+// at once). Session cookies are refused outright, even beside a good key. `admin`: the operator
+// token as a Bearer token, compared in constant time.
+//
+// Both macros authenticate in the parse phase, ahead of reading the body: a caller without
+// credentials gets its 401 before any body is parsed or validated. The body is then parsed as
+// JSON (json-body.ts) by the same parse chain, so the order is fixed in one place.
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { Elysia } from 'elysia'
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import { digestApiKey, looksLikeApiKey } from '../accounts/api-keys.ts'
+import { ApiKeyStore } from '../accounts/key-store.ts'
+import { LastUsedThrottle } from '../accounts/last-used.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { ApiError } from './errors.ts'
+import { jsonBody } from './json-body.ts'
+
+export interface Caller {
+  accountId: string
+  keyId: string
+}
+
+export interface AuthDeps {
+  redis: Redis
+  keys: Keyspace
+  logger: Logger
+}
+
+const unauthorized = (code: string, message: string) =>
+  new ApiError(401, code, message, { headers: { 'www-authenticate': 'Bearer' } })
+
+// One throttle per process: lastUsedAt is written at most once a minute per key by this replica.
+const lastUsed = new LastUsedThrottle()
+// The caller found in the parse phase, for the resolve phase of the same request.
+const callers = new WeakMap<Request, Caller>()
+
+/** The Bearer token, or a 401 that names what is wrong (never echoing the token). */
+function bearerToken(request: Request, what: string): string {
+  const header = request.headers.get('authorization')
+  if (!header) throw unauthorized('missing_api_key', `send Authorization: Bearer <${what}>`)
+  const match = /^Bearer[ ]+(\S+)[ ]*$/i.exec(header)
+  if (!match) throw unauthorized('invalid_api_key', `Authorization must be: Bearer <${what}>`)
+  return match[1]!
+}
+
+async function authenticateBuyer(store: ApiKeyStore, logger: Logger, request: Request): Promise<Caller> {
+  const known = callers.get(request)
+  if (known) return known
+  if (request.headers.has('cookie')) {
+    throw unauthorized(
+      'cookies_not_accepted',
+      'session cookies are not accepted here; send only Authorization: Bearer <API key>',
+    )
+  }
+  const token = bearerToken(request, 'API key')
+  if (!looksLikeApiKey(token)) throw unauthorized('invalid_api_key', 'invalid API key')
+  const digest = digestApiKey(token)
+  const key = await store.resolve(digest)
+  if (!key) throw unauthorized('invalid_api_key', 'invalid API key')
+  if (lastUsed.shouldTouch(key.id, key.lastUsedAt)) {
+    // Not awaited: bookkeeping must not slow or fail the request.
+    store.touch(digest).catch((error: Error) => {
+      logger.warn({ keyId: key.id, err: error.message }, 'could not record lastUsedAt')
+    })
+  }
+  const caller = { accountId: key.accountId, keyId: key.id }
+  callers.set(request, caller)
+  return caller
+}
+
+/** The `buyer` macro: `{ buyer: true }` on a route gives its handler `buyer: { accountId, keyId }`. */
+export function buyerAuth(deps: AuthDeps) {
+  const store = new ApiKeyStore(deps.redis, deps.keys)
+  const authenticate = (request: Request) => authenticateBuyer(store, deps.logger, request)
+  return new Elysia({ name: 'svc/buyer-auth', seed: deps.keys.prefix }).macro('buyer', {
+    parse: [
+      async ({ request }) => {
+        await authenticate(request)
+      },
+      jsonBody,
+    ],
+    resolve: async ({ request }) => ({ buyer: await authenticate(request) }),
+  })
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest()
+
+/** The `admin` macro: `{ admin: true }` on a route requires the operator token. */
+export function adminAuth(adminToken: string) {
+  const expected = sha256(adminToken)
+  // Digests of equal length, compared in constant time: neither the token nor its length leaks.
+  const check = (request: Request) => {
+    const token = bearerToken(request, 'admin token')
+    if (!timingSafeEqual(sha256(token), expected))
+      throw unauthorized('invalid_admin_token', 'invalid admin token')
+  }
+  return new Elysia({ name: 'svc/admin-auth', seed: expected.toString('hex') }).macro('admin', {
+    parse: [
+      ({ request }) => {
+        check(request)
+      },
+      jsonBody,
+    ],
+    beforeHandle: ({ request }) => {
+      check(request)
+    },
+  })
+}
