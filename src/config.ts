@@ -151,13 +151,17 @@ export interface FundingConfig {
 
 function address(env: Env, name: string, fallback?: string): `0x${string}` {
   const raw = read(env, name) ?? fallback
-  if (raw === undefined || !/^0x[0-9a-fA-F]{40}$/.test(raw)) throw new ConfigError(name, 'a 0x-prefixed 20-byte hex address')
+  if (raw === undefined || !/^0x[0-9a-fA-F]{40}$/.test(raw)) {
+    throw new ConfigError(name, 'a 0x-prefixed 20-byte hex address')
+  }
   return raw as `0x${string}`
 }
 
 function loadFundingConfig(env: Env): FundingConfig | undefined {
   if (!FUNDING_VARIABLES.some((name) => read(env, name) !== undefined)) return undefined
-  if (read(env, 'SVC_X402_NETWORK') === undefined) throw new ConfigError('SVC_X402_NETWORK', 'one of base, base-sepolia')
+  if (read(env, 'SVC_X402_NETWORK') === undefined) {
+    throw new ConfigError('SVC_X402_NETWORK', 'one of base, base-sepolia')
+  }
   const network = oneOf(env, 'SVC_X402_NETWORK', X402_NETWORKS, 'base')
   const usdc = USDC_DEFAULTS[network]
   const relayerPrivateKey = read(env, 'SVC_RELAYER_PRIVATE_KEY')
@@ -166,7 +170,10 @@ function loadFundingConfig(env: Env): FundingConfig | undefined {
   }
   const facilitatorUrl = read(env, 'SVC_FACILITATOR_URL')
   if ((relayerPrivateKey === undefined) === (facilitatorUrl === undefined)) {
-    throw new ConfigError('SVC_RELAYER_PRIVATE_KEY', 'set, or else SVC_FACILITATOR_URL (exactly one of the two)')
+    throw new ConfigError(
+      'SVC_RELAYER_PRIVATE_KEY',
+      'set, or else SVC_FACILITATOR_URL (exactly one of the two)',
+    )
   }
   return {
     network,
@@ -176,7 +183,8 @@ function loadFundingConfig(env: Env): FundingConfig | undefined {
     usdcVersion: read(env, 'SVC_USDC_VERSION') ?? usdc.version,
     payTo: address(env, 'SVC_PAY_TO'),
     relayerPrivateKey: relayerPrivateKey as `0x${string}` | undefined,
-    facilitatorUrl: facilitatorUrl === undefined ? undefined : url(env, 'SVC_FACILITATOR_URL', ['http:', 'https:']),
+    facilitatorUrl:
+      facilitatorUrl === undefined ? undefined : url(env, 'SVC_FACILITATOR_URL', ['http:', 'https:']),
     confirmations: integer(env, 'SVC_CONFIRMATIONS', 3, 0, 1000),
     receiptTimeoutMs: integer(env, 'SVC_X402_RECEIPT_TIMEOUT_MS', 30_000, 50, 600_000),
     signupFusePerMinute: integer(env, 'SVC_X402_SIGNUP_FUSE_PER_MINUTE', 120, 1, 1_000_000),
