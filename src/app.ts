@@ -4,9 +4,11 @@ import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { CatalogStore } from './catalog/store.ts'
 import type { GatewayConfig } from './config.ts'
+import type { Funding } from './funding/index.ts'
 import { adminAccountRoutes } from './http/admin/routes.ts'
 import { agentRoutes } from './http/agent/routes.ts'
 import { errorHandler } from './http/error-handler.ts'
+import { fundingRoutes } from './http/funding/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
 import type { Keyspace } from './redis/keys.ts'
@@ -17,6 +19,8 @@ export interface AppDeps {
   keys: Keyspace
   catalog: CatalogStore
   logger: Logger
+  /** x402 funding, when configured (SVC_X402_NETWORK ...). */
+  funding?: Funding
 }
 
 export function createApp(deps: AppDeps) {
@@ -50,6 +54,7 @@ export function createApp(deps: AppDeps) {
       }
     })
     .use(modelRoutes(deps.catalog))
+    .use(fundingRoutes({ ...deps, defaultMaxPriceCents: deps.config.defaultMaxPriceCents }))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))
 }

@@ -4,6 +4,7 @@ import { createApp } from './app.ts'
 import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
+import { startFunding } from './funding/start.ts'
 import { createRedis } from './redis/connection.ts'
 import { keyspace } from './redis/keys.ts'
 
@@ -31,7 +32,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   }
   const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
 
-  const app = createApp({ config, redis, keys, catalog, logger })
+  const funding = startFunding(config, redis, keys, logger)
+  const app = createApp({ config, redis, keys, catalog, logger, funding: funding?.funding })
   app.listen({ port: config.port, hostname: config.host, idleTimeout: 120 })
   const server = app.server!
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
@@ -40,6 +42,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     port: server.port as number,
     async stop() {
       stopSync()
+      funding?.stop()
       await app.stop(true)
       redis.disconnect()
     },

@@ -1,0 +1,25 @@
+// Funding for one replica: its parts, and the confirmations watcher and reconciler running.
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import { AccountStore } from '../accounts/accounts.ts'
+import type { GatewayConfig } from '../config.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { accountForPayer } from './accounts.ts'
+import { createFunding, type Funding, startFundingWatch, watchDeps } from './index.ts'
+
+export function startFunding(
+  config: GatewayConfig,
+  redis: Redis,
+  keys: Keyspace,
+  logger: Logger,
+): { funding: Funding; stop(): void } | undefined {
+  if (!config.funding) return undefined
+  const funding = createFunding(config.funding, redis, keys, logger)
+  const accounts = new AccountStore(redis, keys)
+  // A signup settled without its account (receipt timeout) is credited to the payer's account,
+  // created here if need be; its first key is never shown, and the payer mints one by signing up again.
+  const resolveAccount = async (payer: `0x${string}`) =>
+    (await accountForPayer(accounts, payer, config.defaultMaxPriceCents)).accountId
+  const stop = startFundingWatch(watchDeps(funding, logger, resolveAccount))
+  return { funding, stop }
+}

@@ -1,0 +1,153 @@
+// Funding by x402 (contract sections 4, 5, 7, 8): POST /v1/x402/signup (no key: pay, get an
+// account and its first key) and POST /v1/x402/refill (Bearer: pay into your own account). Both
+// answer an unpaid call with the 402 challenge; a paid one is credited to pending.
+import { Elysia, t } from 'elysia'
+import { AccountStore, FIRST_KEY_NAME } from '../../accounts/accounts.ts'
+import { KEY_NAME_MAX, keyPrefix } from '../../accounts/api-keys.ts'
+import { ApiKeyStore } from '../../accounts/key-store.ts'
+import { balancesView } from '../../accounts/views.ts'
+import { accountForPayer } from '../../funding/accounts.ts'
+import type { Funding } from '../../funding/index.ts'
+import { moneyMoved } from '../../funding/payments.ts'
+import type { PaymentTerms } from '../../funding/wire.ts'
+import { formatMicros, MICROS_PER_UNIT, type MicroUsdc, parseMicros } from '../../money/units.ts'
+import { type AuthDeps, buyerAuth } from '../auth.ts'
+import { ApiError } from '../errors.ts'
+
+export const MIN_FUNDING = (1 * MICROS_PER_UNIT) as MicroUsdc
+export const MAX_FUNDING = (1000 * MICROS_PER_UNIT) as MicroUsdc
+
+/** A funding amount: a decimal string of 1 to 1,000 USDC with at most 6 decimals, else 400. */
+export function fundingAmount(text: string): MicroUsdc {
+  const micros = /^\d{1,4}(\.\d{1,6})?$/.test(text) ? parseMicros(text) : null
+  if (micros === null || micros < MIN_FUNDING || micros > MAX_FUNDING) {
+    throw new ApiError(
+      400,
+      'invalid_amount',
+      'amountUsdc must be a decimal string from 1 to 1000 USDC with at most 6 decimals (e.g. "20.000000")',
+    )
+  }
+  return micros as MicroUsdc
+}
+
+function termsFor(request: Request, amount: MicroUsdc, what: string): PaymentTerms {
+  const url = new URL(request.url)
+  return {
+    amount,
+    resource: `${url.origin}${url.pathname}`,
+    description: `${what}: ${formatMicros(amount)} USDC of prepaid inference credit`,
+  }
+}
+
+export interface FundingRouteDeps extends AuthDeps {
+  funding?: Funding | undefined
+  defaultMaxPriceCents: number
+}
+
+export function fundingRoutes(deps: FundingRouteDeps) {
+  const app = new Elysia({ name: 'svc/funding', prefix: '/v1/x402', seed: deps.keys.prefix })
+  const funding = deps.funding
+  if (!funding) return app
+  const { payments, fuse } = funding
+  const accounts = new AccountStore(deps.redis, deps.keys)
+  const apiKeys = new ApiKeyStore(deps.redis, deps.keys)
+
+  return app
+    .use(buyerAuth(deps))
+    .post(
+      '/signup',
+      async ({ body, request, status, set }) => {
+        const amount = fundingAmount(body.amountUsdc)
+        const settled = await payments.settle({
+          kind: 'signup',
+          terms: termsFor(request, amount, 'svc signup'),
+          headers: request.headers,
+          beforeSettle: () => fuse.take(),
+          accountId: async (payer) => (await accounts.findByWallet(payer))?.id,
+        })
+        let account: Awaited<ReturnType<typeof accountForPayer>>
+        try {
+          account = await accountForPayer(accounts, settled.payer, deps.defaultMaxPriceCents)
+        } catch (error) {
+          throw payments.creditFailed(settled, error)
+        }
+        await payments.credit(settled, account.accountId)
+        Object.assign(set.headers, settled.responseHeaders)
+        let key: { apiKey: string; name: string; keyPrefix: string }
+        if (account.created) {
+          key = {
+            apiKey: account.created.apiKey,
+            name: FIRST_KEY_NAME,
+            keyPrefix: keyPrefix(account.created.apiKey),
+          }
+        } else {
+          try {
+            key = await apiKeys.mint(account.accountId, body.name ?? FIRST_KEY_NAME)
+          } catch (error) {
+            const atCap = error instanceof ApiError && error.code === 'api_key_limit'
+            throw moneyMoved(
+              atCap ? 'api_key_limit' : 'key_not_minted',
+              atCap
+                ? 'the payment is credited, but this account already holds 10 active API keys: no key was minted'
+                : 'the payment is credited, but no key could be minted; mint one with an existing key',
+              {
+                credited: true,
+                reconciling: false,
+                transaction: settled.transaction,
+                accountId: account.accountId,
+              },
+            )
+          }
+        }
+        // The one and only time this plaintext leaves the gateway.
+        return status(201, {
+          apiKey: key.apiKey,
+          keyPrefix: key.keyPrefix,
+          name: key.name,
+          accountId: account.accountId,
+          wallet: settled.payer,
+          amountUsdc: formatMicros(amount),
+          transaction: settled.transaction,
+        })
+      },
+      {
+        body: t.Object({
+          amountUsdc: t.String(),
+          name: t.Optional(t.String({ minLength: 1, maxLength: KEY_NAME_MAX })),
+        }),
+      },
+    )
+    .post(
+      '/refill',
+      async ({ buyer, body, request, set }) => {
+        const amount = fundingAmount(body.amountUsdc)
+        const account = await accounts.require(buyer.accountId)
+        const settled = await payments.settle({
+          kind: 'refill',
+          terms: termsFor(request, amount, 'svc refill'),
+          headers: request.headers,
+          // Checked before anything is sent on chain: a mismatch moves no money.
+          checkPayer: (payer) => {
+            if (payer.toLowerCase() !== account.wallet.toLowerCase()) {
+              throw new ApiError(403, 'payer_mismatch', "the paying wallet is not this account's wallet")
+            }
+          },
+          accountId: async () => account.id,
+        })
+        const credit = await payments.credit(settled, account.id)
+        Object.assign(set.headers, settled.responseHeaders)
+        const after = await accounts.require(account.id)
+        return {
+          accountId: account.id,
+          amountUsdc: formatMicros(amount),
+          transaction: settled.transaction,
+          credited: credit.status === 'credited',
+          balances: {
+            confirmedUsdc: balancesView(after.balances).confirmedUsdc,
+            pendingUsdc: balancesView(after.balances).pendingUsdc,
+          },
+        }
+      },
+      { buyer: true, body: t.Object({ amountUsdc: t.String() }) },
+    )
+}

@@ -1,0 +1,233 @@
+// Funding end to end over real HTTP, a real Redis and a real chain (anvil): the 402 challenge,
+// signup, refill, the payer check, replays, concurrency, the key cap, pending -> confirmed.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { ApiKeyStore } from '../../src/accounts/key-store.ts'
+import { startChain, type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
+import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
+
+let chain: TestChain
+let stack: TestStack
+beforeAll(async () => {
+  chain = await startChain()
+  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '50' } })
+})
+afterAll(async () => {
+  await stack.stop()
+  await chain.stop()
+})
+
+const signupUrl = () => `${stack.url}/v1/x402/signup`
+const refillUrl = () => `${stack.url}/v1/x402/refill`
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
+
+async function me(key: string) {
+  const response = await fetch(`${stack.url}/v1/agent/me`, { headers: bearer(key) })
+  return (await response.json()) as {
+    accountId: string
+    wallet: string
+    balances: { confirmedUsdc: string; pendingUsdc: string }
+  }
+}
+
+async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = await probe()
+    if (done(value) || Date.now() > deadline) return value
+    await Bun.sleep(25)
+  }
+}
+
+describe('the 402 challenge', () => {
+  test('an unpaid signup gets x402 v1 in the body and v2 in PAYMENT-REQUIRED', async () => {
+    const response = await post(signupUrl(), { amountUsdc: '5.000000' })
+    expect(response.status).toBe(402)
+    expect(response.body.x402Version).toBe(1)
+    expect(typeof response.body.error).toBe('string')
+    expect(response.body.accepts).toEqual([
+      {
+        scheme: 'exact',
+        network: 'base-sepolia',
+        maxAmountRequired: '5000000',
+        resource: signupUrl(),
+        description: expect.any(String),
+        mimeType: 'application/json',
+        payTo: chain.payTo,
+        maxTimeoutSeconds: 300,
+        asset: chain.usdc,
+        extra: { name: USDC_NAME, version: USDC_VERSION },
+      },
+    ])
+    const v2 = JSON.parse(Buffer.from(response.headers.get('payment-required') ?? '', 'base64').toString())
+    expect(v2.x402Version).toBe(2)
+    expect(v2.accepts[0]).toMatchObject({
+      network: 'eip155:84532',
+      amount: '5000000',
+      asset: chain.usdc,
+      payTo: chain.payTo,
+    })
+  })
+
+  test('bad amounts are 400 and change nothing', async () => {
+    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    for (const amountUsdc of ['0.999999', '1000.000001', '1.0000001', '-5', '5e2', '', ' 5']) {
+      const response = await post(signupUrl(), { amountUsdc })
+      expect(response.status).toBe(400)
+      expect((response.body.error as { code: string }).code).toBe('invalid_amount')
+    }
+    expect((await post(signupUrl(), { amountUsdc: 5 })).status).toBe(400)
+    expect((await post(signupUrl(), {})).status).toBe(400)
+    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  })
+
+  test('a payment for the wrong amount or recipient is refused with a fresh challenge, no money moved', async () => {
+    const payer = await chain.newPayer(10_000_000n)
+    const requirements = await challenge(signupUrl(), { amountUsdc: '5.000000' })
+    for (const override of [{ value: '4000000' }, { to: payer.address }]) {
+      const header = await xPayment(payer, requirements, override)
+      const response = await post(signupUrl(), { amountUsdc: '5.000000' }, { 'x-payment': header })
+      expect(response.status).toBe(402)
+      expect(response.body.accepts).toHaveLength(1)
+    }
+    expect(await chain.balanceOf(payer.address)).toBe(10_000_000n)
+  })
+})
+
+describe('signup and refill', () => {
+  test('signup creates the account and its key, credits pending, then confirmed after N blocks', async () => {
+    const payer = await chain.newPayer(50_000_000n)
+    const payToBefore = await chain.balanceOf(chain.payTo)
+    const { response } = await pay(signupUrl(), { amountUsdc: '5.000000', name: 'laptop' }, payer)
+    expect(response.status).toBe(201)
+    expect(response.body).toMatchObject({
+      name: 'default',
+      accountId: expect.stringMatching(/^acct_/),
+      transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+    })
+    const apiKey = response.body.apiKey as string
+    expect(apiKey.startsWith('svc_')).toBe(true)
+    expect(response.body.keyPrefix).toBe(apiKey.slice(0, 12))
+    const settlement = JSON.parse(
+      Buffer.from(response.headers.get('x-payment-response') ?? '', 'base64').toString(),
+    )
+    expect(settlement).toMatchObject({
+      success: true,
+      transaction: response.body.transaction,
+      network: 'base-sepolia',
+      payer: payer.address,
+    })
+    expect(await chain.balanceOf(payer.address)).toBe(45_000_000n)
+    expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 5_000_000n)
+
+    const pending = await me(apiKey)
+    expect(pending.wallet).toBe(payer.address)
+    expect(pending.balances).toEqual({ confirmedUsdc: '0.000000', pendingUsdc: '5.000000' })
+    await chain.testClient.mine({ blocks: 2 })
+    const confirmed = await waitFor(
+      () => me(apiKey),
+      (m) => m.balances.confirmedUsdc === '5.000000',
+    )
+    expect(confirmed.balances).toEqual({ confirmedUsdc: '5.000000', pendingUsdc: '0.000000' })
+
+    // A second signup from the same wallet uses the same account and mints a named key.
+    const again = await pay(signupUrl(), { amountUsdc: '1.000000', name: 'laptop' }, payer)
+    expect(again.response.status).toBe(201)
+    expect(again.response.body).toMatchObject({ accountId: response.body.accountId, name: 'laptop' })
+  })
+
+  test('refill credits the account; a replayed X-PAYMENT is credited once and gets no accepts', async () => {
+    const payer = await chain.newPayer(100_000_000n)
+    const { response: signup } = await pay(signupUrl(), { amountUsdc: '2.000000' }, payer)
+    const key = signup.body.apiKey as string
+    const { header, response } = await pay(refillUrl(), { amountUsdc: '20.000000' }, payer, bearer(key))
+    expect(response.status).toBe(200)
+    expect(response.body).toMatchObject({
+      accountId: signup.body.accountId,
+      amountUsdc: '20.000000',
+      credited: true,
+    })
+    expect((await me(key)).balances.pendingUsdc).toBe('22.000000')
+
+    const replay = await post(
+      refillUrl(),
+      { amountUsdc: '20.000000' },
+      { ...bearer(key), 'x-payment': header },
+    )
+    expect(replay.status).toBe(409)
+    expect(replay.body.accepts).toBeUndefined()
+    expect(replay.body.error).toMatchObject({
+      code: 'payment_already_credited',
+      credited: true,
+      transaction: response.body.transaction,
+    })
+    // Replayed at signup, too: still once.
+    const replayed = await post(signupUrl(), { amountUsdc: '20.000000' }, { 'x-payment': header })
+    expect(replayed.status).toBe(409)
+    expect(await chain.balanceOf(payer.address)).toBe(78_000_000n)
+    expect((await me(key)).balances.pendingUsdc).toBe('22.000000')
+  })
+
+  test('refill from another wallet is 403 before anything moves, on chain or in Redis', async () => {
+    const owner = await chain.newPayer(10_000_000n)
+    const { response: signup } = await pay(signupUrl(), { amountUsdc: '1.000000' }, owner)
+    const key = signup.body.apiKey as string
+    const stranger = await chain.newPayer(50_000_000n)
+    const requirements = await challenge(refillUrl(), { amountUsdc: '10.000000' }, bearer(key))
+    const header = await xPayment(stranger, requirements)
+    const redisBefore = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const payToBefore = await chain.balanceOf(chain.payTo)
+    const response = await post(
+      refillUrl(),
+      { amountUsdc: '10.000000' },
+      { ...bearer(key), 'x-payment': header },
+    )
+    expect(response.status).toBe(403)
+    expect(response.body.error).toMatchObject({ code: 'payer_mismatch' })
+    expect(await chain.balanceOf(stranger.address)).toBe(50_000_000n)
+    expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore)
+    const redisAfter = await snapshotKeys(stack.redis, stack.keys.prefix)
+    // No key appeared or went (no claim, no credit); the watcher may confirm earlier payments
+    // meanwhile, which changes no funded total.
+    expect(Object.keys(redisAfter).sort()).toEqual(Object.keys(redisBefore).sort())
+    const account = stack.keys.account(signup.body.accountId as string)
+    expect(await stack.redis.hget(account, 'funded')).toBe('1000000')
+  })
+
+  test('a refill without a key is 401', async () => {
+    expect((await post(refillUrl(), { amountUsdc: '5.000000' })).status).toBe(401)
+  })
+
+  test('20 concurrent signups from 20 wallets: 20 accounts, each credited once', async () => {
+    const payers = []
+    for (let i = 0; i < 20; i++) payers.push(await chain.newPayer(5_000_000n))
+    const payToBefore = await chain.balanceOf(chain.payTo)
+    const results = await Promise.all(
+      payers.map((payer) => pay(signupUrl(), { amountUsdc: '3.000000' }, payer)),
+    )
+    expect(results.map((r) => r.response.status)).toEqual(Array(20).fill(201))
+    expect(new Set(results.map((r) => r.response.body.accountId)).size).toBe(20)
+    expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 60_000_000n)
+    for (const { response } of results) {
+      const { balances } = await me(response.body.apiKey as string)
+      expect(Number(balances.pendingUsdc) + Number(balances.confirmedUsdc)).toBe(3)
+    }
+  })
+
+  test('at the ten-key cap, signup credits the payment and answers 409 credited: true', async () => {
+    const payer = await chain.newPayer(20_000_000n)
+    const { response } = await pay(signupUrl(), { amountUsdc: '1.000000' }, payer)
+    const accountId = response.body.accountId as string
+    const apiKeys = new ApiKeyStore(stack.redis, stack.keys)
+    for (let i = 0; i < 9; i++) await apiKeys.mint(accountId, `k${i}`)
+    const capped = await pay(signupUrl(), { amountUsdc: '4.000000' }, payer)
+    expect(capped.response.status).toBe(409)
+    expect(capped.response.body.accepts).toBeUndefined()
+    expect(capped.response.body.error).toMatchObject({
+      code: 'api_key_limit',
+      credited: true,
+      transaction: expect.any(String),
+    })
+    expect((await me(response.body.apiKey as string)).balances.pendingUsdc).toBe('5.000000')
+  })
+})

@@ -1,0 +1,105 @@
+// A payer's side of x402 for tests that need the raw headers (replays, mismatches): read the 402,
+// sign the EIP-3009 authorization with a viem local account, encode X-PAYMENT (v1).
+import { randomBytes } from 'node:crypto'
+import type { Hex, PrivateKeyAccount } from 'viem'
+import { CHAIN_ID } from './chain.ts'
+
+export interface RequirementsV1 {
+  scheme: string
+  network: string
+  maxAmountRequired: string
+  payTo: Hex
+  asset: Hex
+  maxTimeoutSeconds: number
+  extra: { name: string; version: string }
+}
+
+const authorizationTypes = {
+  TransferWithAuthorization: [
+    { name: 'from', type: 'address' },
+    { name: 'to', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'validAfter', type: 'uint256' },
+    { name: 'validBefore', type: 'uint256' },
+    { name: 'nonce', type: 'bytes32' },
+  ],
+} as const
+
+/** Signs the first `accepts` entry as `payer`; `override` bends a field for negative tests. */
+export async function xPayment(
+  payer: PrivateKeyAccount,
+  requirements: RequirementsV1,
+  override: Partial<{ value: string; to: Hex }> = {},
+): Promise<string> {
+  const now = Math.floor(Date.now() / 1000)
+  const authorization = {
+    from: payer.address,
+    to: override.to ?? requirements.payTo,
+    value: override.value ?? requirements.maxAmountRequired,
+    validAfter: String(now - 600),
+    validBefore: String(now + requirements.maxTimeoutSeconds),
+    nonce: `0x${randomBytes(32).toString('hex')}` as Hex,
+  }
+  const signature = await payer.signTypedData({
+    domain: {
+      name: requirements.extra.name,
+      version: requirements.extra.version,
+      chainId: CHAIN_ID,
+      verifyingContract: requirements.asset,
+    },
+    types: authorizationTypes,
+    primaryType: 'TransferWithAuthorization',
+    message: {
+      ...authorization,
+      value: BigInt(authorization.value),
+      validAfter: BigInt(authorization.validAfter),
+      validBefore: BigInt(authorization.validBefore),
+    },
+  })
+  const payment = {
+    x402Version: 1,
+    scheme: 'exact',
+    network: requirements.network,
+    payload: { signature, authorization },
+  }
+  return Buffer.from(JSON.stringify(payment)).toString('base64')
+}
+
+/** POSTs JSON; returns the status, parsed body and headers. */
+export async function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  })
+  const text = await response.text()
+  let parsed: Record<string, unknown> = {}
+  try {
+    parsed = JSON.parse(text)
+  } catch {}
+  return { status: response.status, body: parsed, headers: response.headers }
+}
+
+/** The challenge's v1 requirements, from an unpaid call. */
+export async function challenge(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const response = await post(url, body, headers)
+  if (response.status !== 402)
+    throw new Error(`expected 402, got ${response.status}: ${JSON.stringify(response.body)}`)
+  return (response.body.accepts as RequirementsV1[])[0] as RequirementsV1
+}
+
+/** Signs and pays in one go: the 402, then the paid retry. */
+export async function pay(
+  url: string,
+  body: unknown,
+  payer: PrivateKeyAccount,
+  headers: Record<string, string> = {},
+) {
+  const requirements = await challenge(url, body, headers)
+  const header = await xPayment(payer, requirements)
+  return { header, response: await post(url, body, { ...headers, 'x-payment': header }) }
+}
