@@ -84,13 +84,33 @@ function masterKey(env: Env): Uint8Array {
   return bytes
 }
 
+function keyPrefix(env: Env): string {
+  const prefix = read(env, 'SVC_REDIS_PREFIX') ?? 'svc:{m}'
+  if (!/^[A-Za-z0-9:_-]*\{[A-Za-z0-9_-]+\}[A-Za-z0-9:_-]*$/.test(prefix)) {
+    throw new ConfigError('SVC_REDIS_PREFIX', 'a key prefix holding one {hash-tag}, such as svc:{m}')
+  }
+  return prefix
+}
+
+/** What the operator CLI needs: the store and account defaults, none of the gateway's secrets. */
+export interface StoreConfig {
+  redisUrl: string
+  redisPrefix: string
+  defaultMaxPriceCents: number
+}
+
+export function loadStoreConfig(env: Env = process.env): StoreConfig {
+  return {
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisPrefix: keyPrefix(env),
+    defaultMaxPriceCents: integer(env, 'SVC_DEFAULT_MAX_PRICE_CENTS', 50, 30, 80),
+  }
+}
+
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const adminToken = required(env, 'SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
   if (adminToken.length < 24) throw new ConfigError('SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
-  const redisPrefix = read(env, 'SVC_REDIS_PREFIX') ?? 'svc:{m}'
-  if (!/^[A-Za-z0-9:_-]*\{[A-Za-z0-9_-]+\}[A-Za-z0-9:_-]*$/.test(redisPrefix)) {
-    throw new ConfigError('SVC_REDIS_PREFIX', 'a key prefix holding one {hash-tag}, such as svc:{m}')
-  }
+  const redisPrefix = keyPrefix(env)
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: read(env, 'HOST') ?? '0.0.0.0',

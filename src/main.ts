@@ -1,6 +1,7 @@
 #!/usr/bin/env bun
 // Entry: parse the subcommand, load config, start. One binary runs every subcommand.
 import pkg from '../package.json' with { type: 'json' }
+import { account } from './cli/account.ts'
 import { demo } from './cli/demo.ts'
 import { serve } from './cli/serve.ts'
 import { sim } from './cli/sim.ts'
@@ -11,6 +12,9 @@ usage: svc-gateway [command]
   serve     run the gateway (default); configured by environment variables
   sim       run the simulated supplier (Venice-style upstream with fault injection)
   demo      a local Redis, the simulated supplier and the gateway, ready to call
+  account   operator account commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX):
+            account create --wallet <0x...> | credit <accountId> <amountUsdc> [--note <text>]
+            | show <accountId>
   --version print the version`
 
 async function main(argv: string[]): Promise<void> {
@@ -22,6 +26,8 @@ async function main(argv: string[]): Promise<void> {
       return sim()
     case 'demo':
       return demo()
+    case 'account':
+      return account(argv.slice(1))
     case '--version':
     case 'version':
       console.log(pkg.version)

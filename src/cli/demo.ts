@@ -6,6 +6,7 @@ import { startGateway } from '../gateway.ts'
 import { createLogger } from '../logger.ts'
 import { startLocalRedis } from '../redis/local-server.ts'
 import { startSim } from '../sim/server.ts'
+import { createDemoAccount, DEMO_CREDIT_USDC } from './demo-account.ts'
 
 export async function demo(): Promise<void> {
   const localRedis = process.env.REDIS_URL ? null : await startLocalRedis()
@@ -22,6 +23,7 @@ export async function demo(): Promise<void> {
   }
   const config = loadGatewayConfig(env)
   const gateway = await startGateway(config, createLogger(config.logLevel))
+  const buyer = await createDemoAccount(config)
 
   const base = gateway.url
   console.log(`svc-gateway demo is up.
@@ -30,10 +32,13 @@ export async function demo(): Promise<void> {
   simulated supplier ${sim.url}
   redis              ${config.redisUrl}${localRedis ? '  (temporary, removed on exit)' : ''}
   admin token        ${config.adminToken}
+  demo account       ${buyer.accountId}  wallet ${buyer.wallet}  credited ${DEMO_CREDIT_USDC} USDC
+  demo API key       ${buyer.apiKey}   (shown once; only its digest is stored)
 
 Try it:
   curl ${base}/v1/models
   curl ${base}/v1/models/svc/llama-3.3-70b
+  curl -H 'Authorization: Bearer ${buyer.apiKey}' ${base}/v1/agent/me
 
 Ctrl-C stops everything.`)
 

@@ -1,0 +1,86 @@
+// `svc-gateway account ...`: the operator's account commands, straight to Redis through the same
+// services as /admin/v1/accounts, printing the same JSON. Config from the environment: REDIS_URL,
+// SVC_REDIS_PREFIX, SVC_DEFAULT_MAX_PRICE_CENTS.
+import { parseArgs } from 'node:util'
+import { AccountStore } from '../accounts/accounts.ts'
+import { ApiKeyStore } from '../accounts/key-store.ts'
+import { accountView, creditView } from '../accounts/views.ts'
+import { loadStoreConfig } from '../config.ts'
+import { ApiError } from '../http/errors.ts'
+import { createRedis } from '../redis/connection.ts'
+import { keyspace } from '../redis/keys.ts'
+
+export const ACCOUNT_USAGE = `usage:
+  svc-gateway account create --wallet <0x address>
+  svc-gateway account credit <accountId> <amountUsdc> [--note <text>]
+  svc-gateway account show <accountId>`
+
+class UsageError extends Error {}
+
+function parse(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      allowPositionals: true,
+      options: { wallet: { type: 'string' }, note: { type: 'string' } },
+    })
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
+}
+
+/** Runs one account command; prints its JSON on stdout, or an error in the API's shape on stderr. */
+export async function account(args: string[]): Promise<void> {
+  const config = loadStoreConfig()
+  const redis = createRedis(config.redisUrl, { name: 'svc-cli' })
+  const keys = keyspace(config.redisPrefix)
+  try {
+    const { values, positionals } = parse(args)
+    const [command, ...rest] = positionals
+    const stores = { accounts: new AccountStore(redis, keys), apiKeys: new ApiKeyStore(redis, keys) }
+    console.log(JSON.stringify(await run(command, rest, values, stores, config), null, 2))
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`${error.message}\n${ACCOUNT_USAGE}`)
+      process.exitCode = 2
+    } else if (error instanceof ApiError) {
+      console.error(JSON.stringify(error.body()))
+      process.exitCode = 1
+    } else {
+      throw error
+    }
+  } finally {
+    redis.disconnect()
+  }
+}
+
+async function run(
+  command: string | undefined,
+  rest: string[],
+  values: { wallet?: string; note?: string },
+  { accounts, apiKeys }: { accounts: AccountStore; apiKeys: ApiKeyStore },
+  config: { defaultMaxPriceCents: number },
+) {
+  switch (command) {
+    case 'create': {
+      if (!values.wallet || rest.length) throw new UsageError('account create takes --wallet <0x address>')
+      const { account, apiKey } = await accounts.create(values.wallet, config.defaultMaxPriceCents)
+      return { accountId: account.id, wallet: account.wallet, apiKey }
+    }
+    case 'credit': {
+      const [accountId, amountUsdc] = rest
+      if (!accountId || !amountUsdc || rest.length > 2) {
+        throw new UsageError('account credit takes <accountId> <amountUsdc>')
+      }
+      return creditView(await accounts.credit(accountId, amountUsdc, values.note ?? '', 'cli'))
+    }
+    case 'show': {
+      const [accountId] = rest
+      if (!accountId || rest.length > 1) throw new UsageError('account show takes <accountId>')
+      const account = await accounts.require(accountId)
+      return accountView(account, await apiKeys.count(account.id))
+    }
+    default:
+      throw new UsageError(command ? `unknown account command: ${command}` : 'which account command?')
+  }
+}

@@ -1,0 +1,101 @@
+// `svc-gateway account ...` run as a process, against the real Redis, through the same services
+// as the admin API: JSON out, the API's error shape on stderr, usage errors exit 2.
+import { afterAll, describe, expect, test } from 'bun:test'
+import { join } from 'node:path'
+import { createRedis } from '../../src/redis/connection.ts'
+import { keyspace } from '../../src/redis/keys.ts'
+import { randomWallet } from '../helpers/accounts.ts'
+import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+
+const main = join(import.meta.dir, '../../src/main.ts')
+const prefix = testPrefix()
+const redis = createRedis(testRedisUrl(), { name: 'svc-test' })
+afterAll(() => redis.disconnect())
+
+async function cli(...args: string[]) {
+  const child = Bun.spawn([process.execPath, main, 'account', ...args], {
+    env: {
+      PATH: process.env.PATH,
+      REDIS_URL: testRedisUrl(),
+      SVC_REDIS_PREFIX: prefix,
+      SVC_DEFAULT_MAX_PRICE_CENTS: '45',
+    },
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ])
+  return { stdout, stderr, code }
+}
+
+describe('svc-gateway account', () => {
+  test('create, credit twice, show: the same JSON as the admin API', async () => {
+    const wallet = randomWallet()
+    const created = await cli('create', '--wallet', wallet.toLowerCase())
+    expect(created.code).toBe(0)
+    const account = JSON.parse(created.stdout) as { accountId: string; wallet: string; apiKey: string }
+    expect(account.wallet).toBe(wallet)
+    expect(account.apiKey).toMatch(/^svc_[A-Za-z0-9_-]{43}$/)
+
+    const first = await cli('credit', account.accountId, '25.000000', '--note', 'demo funds')
+    expect(first.code).toBe(0)
+    expect(JSON.parse(first.stdout)).toMatchObject({
+      accountId: account.accountId,
+      creditedUsdc: '25.000000',
+      balances: { confirmedUsdc: '25.000000', fundedUsdc: '25.000000', pendingUsdc: '0.000000' },
+    })
+    expect((await cli('credit', account.accountId, '0.000001')).code).toBe(0)
+
+    const shown = await cli('show', account.accountId)
+    expect(shown.code).toBe(0)
+    expect(shown.stdout).not.toContain(account.apiKey)
+    expect(JSON.parse(shown.stdout)).toMatchObject({
+      accountId: account.accountId,
+      wallet,
+      maxPriceCents: 45,
+      activeApiKeyCount: 1,
+      balances: { confirmedUsdc: '25.000001', fundedUsdc: '25.000001' },
+    })
+    const audit = await redis.xrange(keyspace(prefix).audit, '-', '+')
+    expect(audit.map(([, fields]) => fields[fields.indexOf('note') + 1])).toEqual(['demo funds', ''])
+    expect(audit.every(([, fields]) => fields[fields.indexOf('actor') + 1] === 'cli')).toBe(true)
+  })
+
+  test('errors: the API error shape on stderr and exit 1, nothing written', async () => {
+    const account = JSON.parse((await cli('create', '--wallet', randomWallet())).stdout) as {
+      accountId: string
+    }
+    const before = await snapshotKeys(redis, prefix)
+    for (const [args, code] of [
+      [['credit', account.accountId, '1.0000001'], 'invalid_amount'],
+      [['credit', account.accountId, '0'], 'invalid_amount'],
+      [['credit', 'acct_000000000000000000000000', '1'], 'account_not_found'],
+      [['show', 'acct_000000000000000000000000'], 'account_not_found'],
+      [['create', '--wallet', '0x1234'], 'invalid_request'],
+    ] as const) {
+      const result = await cli(...args)
+      expect({ args, exit: result.code }).toEqual({ args, exit: 1 })
+      expect(result.stdout).toBe('')
+      expect((JSON.parse(result.stderr) as { error: { code: string } }).error.code).toBe(code)
+    }
+    expect(await snapshotKeys(redis, prefix)).toEqual(before)
+  })
+
+  test('usage errors exit 2', async () => {
+    for (const args of [
+      [],
+      ['create'],
+      ['credit', 'acct_x'],
+      ['show'],
+      ['frobnicate'],
+      ['create', '--bogus'],
+    ]) {
+      const result = await cli(...args)
+      expect({ args, exit: result.code }).toEqual({ args, exit: 2 })
+      expect(result.stderr).toContain('usage:')
+    }
+  })
+})
