@@ -72,7 +72,8 @@ describe('POST /v1/agent/keys', () => {
     expect(body.keyPrefix).toBe(body.apiKey.slice(0, 12))
     const list = await listKeys({ ...account, apiKey: body.apiKey })
     expect(list.activeApiKeyCount).toBe(2)
-    expect(list.activeApiKeys.map((k) => k.name)).toEqual(['default', 'ci runner'])
+    // Oldest first, but two keys made in the same millisecond may come in either order.
+    expect(list.activeApiKeys.map((k) => k.name).sort()).toEqual(['ci runner', 'default'])
     expect(list.activeApiKeys.find((k) => k.id === body.id)?.keyPrefix).toBe(body.keyPrefix)
     expect(JSON.stringify(list)).not.toContain(body.apiKey)
   })
