@@ -17,7 +17,8 @@
 
   Expired leases are reaped first (at most 20 here; the reaper loop does the rest).
 
-  Returns {1, offerId, askCents, holdUsdc, holdDiem, leaseDeadline, confirmedAfter} or
+  Returns {1, offerId, askCents, holdUsdc, holdDiem, leaseDeadline, confirmedAfter, upstreamBaseUrl,
+    upstreamKeyEnc, upstreamBalance ("" unknown)} or
     {-1}                              unknown account
     {-2}                              per-key in-flight cap reached
     {-3}                              per-wallet in-flight cap reached
@@ -127,4 +128,7 @@ rcall('HSET', k_attempt(attempt_id),
   'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,
   'offerId', chosen.id, 'askCents', chosen.ask, 'holdUsdc', s(hold), 'holdDiem', s(estimate),
   'model', ARGV[10], 'requestId', ARGV[11], 'tried', ARGV[8], 'admittedAt', s(now))
-return { 1, chosen.id, chosen.ask, s(hold), s(estimate), s(deadline), s(confirmed - hold) }
+-- The supplier call needs these; returning them saves a round trip on the hot path.
+local upstream = rcall('HMGET', offer, 'upstreamBaseUrl', 'upstreamKeyEnc')
+local balance = chosen.balance == nil and '' or s(chosen.balance)
+return { 1, chosen.id, chosen.ask, s(hold), s(estimate), s(deadline), s(confirmed - hold), upstream[1], upstream[2], balance }

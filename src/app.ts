@@ -5,10 +5,13 @@ import type { Logger } from 'pino'
 import type { CatalogStore } from './catalog/store.ts'
 import type { GatewayConfig } from './config.ts'
 import type { Funding } from './funding/index.ts'
+import { adminOfferRoutes } from './http/admin/offers.ts'
 import { adminAccountRoutes } from './http/admin/routes.ts'
 import { agentRoutes } from './http/agent/routes.ts'
+import { capacityRoutes } from './http/capacity/routes.ts'
 import { errorHandler } from './http/error-handler.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
+import { chatRoutes } from './http/inference/chat.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
 import type { Keyspace } from './redis/keys.ts'
@@ -25,7 +28,9 @@ export interface AppDeps {
 
 export function createApp(deps: AppDeps) {
   const { logger } = deps
-  return new Elysia({ name: 'svc/app' })
+  // normalize off: schemas that say additionalProperties: false refuse unknown fields instead of
+  // silently dropping them; every other schema lets extra fields through untouched.
+  return new Elysia({ name: 'svc/app', normalize: false })
     .onRequest(({ request, set }) => {
       set.headers[REQUEST_ID_HEADER] = beginRequest(request).id
     })
@@ -55,6 +60,9 @@ export function createApp(deps: AppDeps) {
     })
     .use(modelRoutes(deps.catalog))
     .use(fundingRoutes({ ...deps, defaultMaxPriceCents: deps.config.defaultMaxPriceCents }))
+    .use(capacityRoutes(deps))
+    .use(chatRoutes(deps))
+    .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))
 }

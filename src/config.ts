@@ -68,12 +68,67 @@ export interface GatewayConfig {
   catalogSyncSeconds: number
   disabledModels: string[]
   logLevel: LogLevel
+  market: MarketConfig
+  inference: InferenceConfig
   /** x402 funding; undefined when no SVC_X402_* / chain variable is set (the gateway runs unfunded). */
   funding: FundingConfig | undefined
 }
 
+/** Admission, leases and clearing: the market's knobs. */
+export interface MarketConfig {
+  /** A request's lease; the relay renews it while bytes flow, the reaper takes it after. */
+  leaseMs: number
+  reapIntervalMs: number
+  /** Completions in flight per API key (429 key_concurrency_limit past it). */
+  keyMaxInFlight: number
+  /** Requests in flight per wallet (429 buyer_concurrency_limit past it). */
+  walletMaxInFlight: number
+  /** Platform fee on each clear, basis points; the supplier earns the rest. */
+  feeBps: number
+  /** How long a request waits for a busy supplier key before 503 key_wait_timeout. */
+  keyWaitMs: number
+  /** How long an offer sits out after its upstream failed before any byte. */
+  cooldownMs: number
+}
+
+/** The supplier call and the relay. */
+export interface InferenceConfig {
+  /** max_tokens admitted when a request names none (capped by the model's own limit). */
+  defaultMaxTokens: number
+  /** A buffered supplier call, whole. */
+  upstreamTimeoutMs: number
+  /** A streamed supplier call: its head and first frame (past it, the next supplier is tried). */
+  firstByteTimeoutMs: number
+  /** A stream silent this long is given up on and billed as incomplete. */
+  streamIdleMs: number
+  /** A comment goes to a streaming client after this long without a frame. */
+  keepAliveMs: number
+}
+
+function loadInferenceConfig(env: Env): InferenceConfig {
+  return {
+    defaultMaxTokens: integer(env, 'SVC_DEFAULT_MAX_TOKENS', 4_096, 1, 1_000_000),
+    upstreamTimeoutMs: integer(env, 'SVC_UPSTREAM_TIMEOUT_MS', 300_000, 100, 3_600_000),
+    firstByteTimeoutMs: integer(env, 'SVC_FIRST_BYTE_TIMEOUT_MS', 30_000, 50, 600_000),
+    streamIdleMs: integer(env, 'SVC_STREAM_IDLE_MS', 60_000, 100, 3_600_000),
+    keepAliveMs: integer(env, 'SVC_KEEPALIVE_MS', 15_000, 50, 600_000),
+  }
+}
+
+function loadMarketConfig(env: Env): MarketConfig {
+  return {
+    leaseMs: integer(env, 'SVC_LEASE_SECONDS', 30, 5, 3_600) * 1000,
+    reapIntervalMs: integer(env, 'SVC_REAP_INTERVAL_MS', 1_000, 50, 60_000),
+    keyMaxInFlight: integer(env, 'SVC_KEY_MAX_IN_FLIGHT', 32, 1, 100_000),
+    walletMaxInFlight: integer(env, 'SVC_WALLET_MAX_IN_FLIGHT', 64, 1, 100_000),
+    feeBps: integer(env, 'SVC_FEE_BPS', 0, 0, 10_000),
+    keyWaitMs: integer(env, 'SVC_KEY_WAIT_MS', 2_000, 0, 60_000),
+    cooldownMs: integer(env, 'SVC_OFFER_COOLDOWN_MS', 5_000, 0, 600_000),
+  }
+}
+
 // 32 bytes as 64 hex characters or as base64: the AES-256-GCM key for upstream keys at rest.
-function masterKey(env: Env): Uint8Array {
+export function masterKey(env: Env = process.env): Uint8Array {
   const expected = '32 bytes as 64 hex characters or base64 (openssl rand -hex 32)'
   const raw = required(env, 'SVC_MASTER_KEY', expected)
   let bytes: Uint8Array
@@ -127,6 +182,8 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
       .map((s) => s.trim())
       .filter(Boolean),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    market: loadMarketConfig(env),
+    inference: loadInferenceConfig(env),
     funding: loadFundingConfig(env),
   }
 }

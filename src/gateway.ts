@@ -5,6 +5,7 @@ import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { startFunding } from './funding/start.ts'
+import { startReaper } from './market/reaper.ts'
 import { createRedis } from './redis/connection.ts'
 import { keyspace } from './redis/keys.ts'
 
@@ -31,6 +32,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     logger.warn({ err: (error as Error).message }, 'catalog sync failed at start; serving the stored catalog')
   }
   const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
+  const stopReaper = startReaper(redis, keys, config.market.reapIntervalMs, logger)
 
   const funding = startFunding(config, redis, keys, logger)
   const app = createApp({ config, redis, keys, catalog, logger, funding: funding?.funding })
@@ -43,6 +45,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     async stop() {
       stopSync()
       funding?.stop()
+      stopReaper()
       await app.stop(true)
       redis.disconnect()
     },

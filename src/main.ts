@@ -2,7 +2,9 @@
 // Entry: parse the subcommand, load config, start. One binary runs every subcommand.
 import pkg from '../package.json' with { type: 'json' }
 import { account } from './cli/account.ts'
+import { audit } from './cli/audit.ts'
 import { demo } from './cli/demo.ts'
+import { offer } from './cli/offer.ts'
 import { serve } from './cli/serve.ts'
 import { sim } from './cli/sim.ts'
 import { ConfigError } from './config.ts'
@@ -15,6 +17,9 @@ usage: svc-gateway [command]
   account   operator account commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX):
             account create --wallet <0x...> | credit <accountId> <amountUsdc> [--note <text>]
             | show <accountId>
+  offer     operator offer commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY):
+            offer create|update|pause|resume|delete|list (see: svc-gateway offer)
+  audit     check the money invariants over the whole keyspace; exit 1 naming what is off
   --version print the version`
 
 async function main(argv: string[]): Promise<void> {
@@ -26,6 +31,10 @@ async function main(argv: string[]): Promise<void> {
       return sim()
     case 'demo':
       return demo()
+    case 'offer':
+      return offer(argv.slice(1))
+    case 'audit':
+      return audit()
     case 'account':
       return account(argv.slice(1))
     case '--version':

@@ -4,6 +4,9 @@
 export interface RequestContext {
   id: string
   startedAt: number
+  /** Set by inference routes, for the request's log line. */
+  supportReference?: string
+  costUsdc?: string
 }
 
 const contexts = new WeakMap<Request, RequestContext>()

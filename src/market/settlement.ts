@@ -29,6 +29,11 @@ export interface Admission {
   holdDiem: MicroDiem
   leaseDeadline: number
   confirmedAfter: MicroUsdc
+  upstreamBaseUrl: string
+  /** The offer's upstream key, sealed (see upstream-key-crypto.ts). */
+  upstreamKeyEnc: string
+  /** The supplier key's last known upstream balance, micro-DIEM, before this request. */
+  upstreamBalance: MicroDiem | null
 }
 
 type Reply = (string | number)[]
@@ -69,6 +74,9 @@ export async function admit(
         holdDiem: n(reply[4]) as MicroDiem,
         leaseDeadline: n(reply[5]),
         confirmedAfter: n(reply[6]) as MicroUsdc,
+        upstreamBaseUrl: String(reply[7]),
+        upstreamKeyEnc: String(reply[8]),
+        upstreamBalance: reply[9] === '' || reply[9] === undefined ? null : (n(reply[9]) as MicroDiem),
       }
     case AdmitCode.NoEligibleSupply:
       return {

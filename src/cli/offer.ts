@@ -1,0 +1,126 @@
+// `svc-gateway offer ...`: the operator's offer commands, straight to Redis through the same
+// service as /admin/v1/offers, printing the same JSON (never an upstream key). Config from the
+// environment: REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY.
+import { parseArgs } from 'node:util'
+import { loadStoreConfig, masterKey } from '../config.ts'
+import { ApiError } from '../http/errors.ts'
+import { ASK_MAX_CENTS, ASK_MIN_CENTS, type OfferInput, OfferService } from '../market/offers.ts'
+import { type MicroDiem, parseMicros } from '../money/units.ts'
+import { createRedis } from '../redis/connection.ts'
+import { keyspace } from '../redis/keys.ts'
+
+export const OFFER_USAGE = `usage:
+  svc-gateway offer create --base-url <url> --key <upstream key> --ask <cents> --capacity <DIEM>
+                           [--max-in-flight <n>] [--supplier <label>]
+  svc-gateway offer update <id> [--ask <cents>] [--capacity <DIEM>] [--max-in-flight <n>]
+                                [--base-url <url>] [--key <upstream key>]
+  svc-gateway offer pause|resume|delete <id>
+  svc-gateway offer list`
+
+class UsageError extends Error {}
+
+const OPTIONS = {
+  'base-url': { type: 'string' },
+  key: { type: 'string' },
+  ask: { type: 'string' },
+  capacity: { type: 'string' },
+  'max-in-flight': { type: 'string' },
+  supplier: { type: 'string' },
+} as const
+
+type Values = Partial<Record<keyof typeof OPTIONS, string>>
+
+function wholeNumber(raw: string, name: string, min: number, max: number): number {
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new UsageError(`--${name} must be an integer from ${min} to ${max}`)
+  }
+  return Number(raw)
+}
+
+function input(values: Values): OfferInput {
+  const out: OfferInput = {}
+  if (values['base-url'] !== undefined) {
+    if (!/^https?:\/\/\S+$/.test(values['base-url']))
+      throw new UsageError('--base-url must be an http(s) URL')
+    out.upstreamBaseUrl = values['base-url'].replace(/\/+$/, '')
+  }
+  if (values.key !== undefined) out.upstreamApiKey = values.key
+  if (values.ask !== undefined) out.askCents = wholeNumber(values.ask, 'ask', ASK_MIN_CENTS, ASK_MAX_CENTS)
+  if (values.capacity !== undefined) {
+    const micros = parseMicros(values.capacity)
+    if (micros === null || micros <= 0) throw new UsageError('--capacity must be a positive DIEM amount')
+    out.capacity = micros as MicroDiem
+  }
+  if (values['max-in-flight'] !== undefined) {
+    out.maxInFlight = wholeNumber(values['max-in-flight'], 'max-in-flight', 1, 100_000)
+  }
+  if (values.supplier !== undefined) out.supplier = values.supplier
+  return out
+}
+
+async function run(
+  offers: OfferService,
+  command: string | undefined,
+  id: string | undefined,
+  values: Values,
+) {
+  const needId = () => {
+    if (!id) throw new UsageError(`offer ${command} needs an offer id`)
+    return id
+  }
+  switch (command) {
+    case 'create': {
+      const fields = input(values)
+      const { upstreamBaseUrl, upstreamApiKey, askCents, capacity } = fields
+      if (!upstreamBaseUrl || !upstreamApiKey || askCents === undefined || capacity === undefined) {
+        throw new UsageError('offer create needs --base-url, --key, --ask and --capacity')
+      }
+      return offers.create({ ...fields, upstreamBaseUrl, upstreamApiKey, askCents, capacity })
+    }
+    case 'update':
+      return offers.update(needId(), input(values))
+    case 'pause':
+      return offers.update(needId(), { status: 'paused' })
+    case 'resume':
+      return offers.update(needId(), { status: 'active' })
+    case 'delete':
+      await offers.remove(needId())
+      return { status: 'ok' }
+    case 'list':
+      return { object: 'list', data: await offers.list() }
+    default:
+      throw new UsageError(command ? `unknown offer command: ${command}` : 'offer needs a command')
+  }
+}
+
+export async function offer(args: string[]): Promise<void> {
+  let parsed: ReturnType<
+    typeof parseArgs<{ args: string[]; allowPositionals: true; options: typeof OPTIONS }>
+  >
+  try {
+    parsed = parseArgs({ args, allowPositionals: true, options: OPTIONS })
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${OFFER_USAGE}`)
+    process.exitCode = 2
+    return
+  }
+  const config = loadStoreConfig()
+  const redis = createRedis(config.redisUrl, { name: 'svc-cli' })
+  try {
+    const offers = new OfferService(redis, keyspace(config.redisPrefix), masterKey())
+    const [command, id] = parsed.positionals
+    console.log(JSON.stringify(await run(offers, command, id, parsed.values), null, 2))
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`${error.message}\n${OFFER_USAGE}`)
+      process.exitCode = 2
+    } else if (error instanceof ApiError) {
+      console.error(JSON.stringify(error.body()))
+      process.exitCode = 1
+    } else {
+      throw error
+    }
+  } finally {
+    redis.disconnect()
+  }
+}

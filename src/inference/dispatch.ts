@@ -1,0 +1,189 @@
+// Dispatch: admit -> call the supplier -> on a failure before any byte, release that hold, cool
+// the offer down, and admit the next cheapest offer not yet tried: up to five supplier keys.
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import type { MarketConfig } from '../config.ts'
+import { ApiError } from '../http/errors.ts'
+import { AdmitCode, type AdmitRefusal, refusalError } from '../market/result-codes.ts'
+import { type Admission, admit, release } from '../market/settlement.ts'
+import type { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import type { AdmittedChat } from './chat-request.ts'
+import { callSupplier } from './supplier.ts'
+
+export const MAX_SUPPLIER_KEYS = 5
+
+export interface DispatchDeps {
+  redis: Redis
+  keys: Keyspace
+  market: MarketConfig
+  defaultMaxPriceCents: number
+  upstreamKeys: UpstreamKeyCache
+  upstreamTimeoutMs: number
+  firstByteTimeoutMs: number
+  logger: Logger
+}
+
+export interface DispatchRequest {
+  accountId: string
+  apiKeyId: string
+  requestId: string
+  supportReference: string
+  chat: AdmittedChat
+  signal: AbortSignal
+}
+
+export interface Dispatched {
+  admission: Admission
+  response: Response
+  preBalance: Admission['upstreamBalance']
+  /** For streams: the reader, already past the first frame, and the bytes read so far. */
+  reader?: ReadableStreamDefaultReader<Uint8Array>
+  head?: Uint8Array
+  /** For buffered answers: the supplier's JSON, read whole (a broken body falls forward). */
+  json?: Record<string, unknown>
+  /** Offer ids tried before this one (all failed before any byte). */
+  failedOffers: string[]
+}
+
+const KEY_WAIT_STEP_MS = 15
+
+async function admitWaiting(deps: DispatchDeps, req: DispatchRequest, attemptId: string, tried: string[]) {
+  const deadline = Date.now() + deps.market.keyWaitMs
+  for (;;) {
+    const result = await admit(deps.redis, deps.keys, {
+      attemptId,
+      accountId: req.accountId,
+      apiKeyId: req.apiKeyId,
+      burnEstimate: req.chat.burnEstimate,
+      keyCap: deps.market.keyMaxInFlight,
+      walletCap: deps.market.walletMaxInFlight,
+      leaseMs: deps.market.leaseMs,
+      tried,
+      defaultMaxPriceCents: deps.defaultMaxPriceCents,
+      model: req.chat.model.id,
+      requestId: req.requestId,
+    })
+    if (result.code !== AdmitCode.KeysBusy || Date.now() >= deadline || req.signal.aborted) return result
+    await Bun.sleep(KEY_WAIT_STEP_MS + Math.random() * KEY_WAIT_STEP_MS)
+  }
+}
+
+/** Reads until the first bytes of the stream, within the time allowed. */
+async function firstBytes(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  ms: number,
+): Promise<Uint8Array | null> {
+  let timer: Timer | undefined
+  const timeout = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), ms)
+  })
+  try {
+    const read = reader.read().then(
+      ({ value, done }) => (done || !value ? null : value),
+      () => null,
+    )
+    return await Promise.race([read, timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** A buffered answer, whole and well-formed, or null (truncated, not JSON, no choices). */
+async function completeBody(response: Response): Promise<Record<string, unknown> | null> {
+  try {
+    const json = (await response.json()) as Record<string, unknown>
+    return json && typeof json === 'object' && Array.isArray(json.choices) ? json : null
+  } catch {
+    return null
+  }
+}
+
+function noSupplier(lastRefusal: AdmitRefusal | null, failed: string[]): ApiError {
+  if (failed.length === 0 && lastRefusal) return refusalError(lastRefusal)
+  return new ApiError(502, 'provider_error', 'the provider could not complete the request; safe to retry')
+}
+
+export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promise<Dispatched> {
+  const failed: string[] = []
+  let refusal: AdmitRefusal | null = null
+  for (let n = 1; n <= MAX_SUPPLIER_KEYS; n++) {
+    const attemptId = `${req.supportReference}.${n}`
+    const result = await admitWaiting(deps, req, attemptId, failed)
+    if (result.code !== AdmitCode.Admitted) {
+      refusal = result
+      break
+    }
+    const admission = result as Admission
+    const outcome = await callSupplier({
+      baseUrl: admission.upstreamBaseUrl,
+      apiKey: deps.upstreamKeys.open(admission.upstreamKeyEnc),
+      body: req.chat.upstreamBody,
+      signal: req.signal,
+      timeoutMs: req.chat.stream ? deps.firstByteTimeoutMs : deps.upstreamTimeoutMs,
+    })
+    let failure = outcome.ok ? null : outcome
+    if (outcome.ok && req.chat.stream) {
+      // Nothing has gone to the client yet: a stream that dies before its first frame falls forward too.
+      const reader = outcome.response.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>
+      const head = await firstBytes(reader, deps.firstByteTimeoutMs)
+      if (head)
+        return {
+          admission,
+          response: outcome.response,
+          preBalance: outcome.preBalance,
+          reader,
+          head,
+          failedOffers: failed,
+        }
+      reader.cancel().catch(() => {})
+      failure = {
+        ok: false,
+        code: 'upstream_no_first_byte',
+        clientError: false,
+        status: null,
+        message: '',
+        balance: null,
+      }
+    } else if (outcome.ok) {
+      const json = await completeBody(outcome.response)
+      if (json)
+        return {
+          admission,
+          response: outcome.response,
+          preBalance: outcome.preBalance,
+          json,
+          failedOffers: failed,
+        }
+      failure = {
+        ok: false,
+        code: 'upstream_broken_body',
+        clientError: false,
+        status: null,
+        message: '',
+        balance: null,
+      }
+    }
+    const f = failure!
+    await release(deps.redis, deps.keys, {
+      attemptId,
+      errorCode: f.code,
+      cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,
+      upstreamBalance: f.balance,
+    })
+    if (req.signal.aborted) throw new ApiError(499, 'client_closed', 'the client closed the request')
+    if (f.clientError) {
+      throw new ApiError(
+        400,
+        'upstream_rejected',
+        `the provider refused the request: ${f.message.slice(0, 300)}`,
+      )
+    }
+    deps.logger.warn(
+      { requestId: req.requestId, offerId: admission.offerId, code: f.code },
+      'supplier failed before any byte; falling forward',
+    )
+    failed.push(admission.offerId)
+  }
+  throw noSupplier(refusal, failed)
+}

@@ -1,0 +1,56 @@
+// Buffered chat: the supplier's JSON, settled, with our ids and the cost headers.
+import { formatMicros } from '../money/units.ts'
+import type { AdmittedChat } from './chat-request.ts'
+import type { Dispatched } from './dispatch.ts'
+import { readUsage } from './meter.ts'
+import { type SettleDeps, type Settlement, settle } from './settle.ts'
+import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
+
+export interface BufferedResult {
+  body: Record<string, unknown>
+  settlement: Settlement
+}
+
+/** Output tokens of a buffered answer that came without usage, by the tokenizer. */
+function generatedTokens(json: Record<string, unknown>): number {
+  const counter = new OutputTokenCounter()
+  for (const choice of (json.choices as { message?: { content?: unknown } }[]) ?? []) {
+    const content = choice?.message?.content
+    if (typeof content === 'string') counter.add(content)
+  }
+  return counter.total()
+}
+
+export async function relayBuffered(
+  deps: SettleDeps,
+  chat: AdmittedChat,
+  messages: ChatMessageLike[],
+  dispatched: Dispatched,
+  requestId: string,
+): Promise<BufferedResult> {
+  const json = dispatched.json!
+  const reported = readUsage(json.usage)
+  const settlement = await settle(deps, {
+    chat,
+    messages,
+    admission: dispatched.admission,
+    preBalance: dispatched.preBalance,
+    reported,
+    generatedTokens: reported ? 0 : generatedTokens(json),
+    outcome: 'completed',
+  })
+  // The supplier's own cost figure is its list price, not what the buyer pays: it stays upstream.
+  const { cost: _listPrice, ...rest } = json
+  return {
+    body: { ...rest, id: `chatcmpl-${requestId.slice(4)}`, model: chat.model.id },
+    settlement,
+  }
+}
+
+export function costHeaders(settlement: Settlement): Record<string, string> {
+  return {
+    'x-svc-cost-usdc': formatMicros(settlement.charged),
+    'x-svc-clearing-price-cents': String(settlement.askCents),
+    'x-balance-remaining': formatMicros(settlement.confirmedAfter),
+  }
+}

@@ -1,0 +1,193 @@
+// Streamed chat: content chunks pass through as they come; the supplier's usage chunk and [DONE]
+// wait for the clear; then the usage chunk, the svc.cost frame, [DONE]. A stream that ends
+// without usage is billed on estimate, gets its cost frame, then the error `stream_incomplete`.
+// The client stream is pull-driven, so a slow client slows the supplier read (backpressure).
+import type { Logger } from 'pino'
+import { renewLease } from '../market/settlement.ts'
+import { formatMicros } from '../money/units.ts'
+import type { AdmittedChat } from './chat-request.ts'
+import type { Dispatched } from './dispatch.ts'
+import type { Usage } from './meter.ts'
+import { type SettleDeps, type Settlement, settle } from './settle.ts'
+import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
+import { UpstreamEvents } from './upstream-events.ts'
+
+export interface StreamTiming {
+  /** A comment goes to the client after this long without a frame. */
+  keepAliveMs: number
+  /** The supplier is given up on after this long without a byte. */
+  idleMs: number
+  leaseMs: number
+}
+
+export interface StreamContext {
+  deps: SettleDeps & { logger: Logger }
+  timing: StreamTiming
+  chat: AdmittedChat
+  messages: ChatMessageLike[]
+  dispatched: Dispatched
+  requestId: string
+  supportReference: string
+  /** Aborts the supplier call (client gone, stall). */
+  abortUpstream: () => void
+  /** Called once the stream has ended and settled (or failed to). */
+  onFinish?: (result: { settlement: Settlement | null; error: string | null }) => void
+}
+
+const encoder = new TextEncoder()
+const frame = (data: unknown) => encoder.encode(`data: ${JSON.stringify(data)}\n\n`)
+
+/** Drives one upstream stream to its settlement; shared by the chat and Responses relays. */
+export class StreamSettler {
+  readonly events: UpstreamEvents
+  readonly counter = new OutputTokenCounter()
+  private usage: Usage | null = null
+  private settled: Promise<Settlement | null> | null = null
+  private renewTimer: Timer
+
+  constructor(private readonly ctx: StreamContext) {
+    this.events = new UpstreamEvents(ctx.dispatched.reader!, ctx.dispatched.head)
+    const { redis, keys } = ctx.deps
+    const attemptId = ctx.dispatched.admission.attemptId
+    // The lease lives as long as the stream: renewed while it flows, so only a dead replica's is reaped.
+    this.renewTimer = setInterval(
+      () => {
+        renewLease(redis, keys, attemptId, ctx.timing.leaseMs).catch(() => {})
+      },
+      Math.max(1_000, Math.floor(ctx.timing.leaseMs / 3)),
+    )
+  }
+
+  noteUsage(usage: Usage): void {
+    this.usage = usage
+  }
+
+  /** Settles once, whatever calls it first (the end of the stream or the client leaving). */
+  settle(outcome: 'completed' | 'incomplete'): Promise<Settlement | null> {
+    this.settled ??= (async () => {
+      clearInterval(this.renewTimer)
+      try {
+        return await settle(this.ctx.deps, {
+          chat: this.ctx.chat,
+          messages: this.ctx.messages,
+          admission: this.ctx.dispatched.admission,
+          preBalance: this.ctx.dispatched.preBalance,
+          reported: this.usage,
+          generatedTokens: this.usage ? 0 : this.counter.total(),
+          outcome,
+        })
+      } catch (error) {
+        // Not committed: no charge. The lease is left to the reaper, which returns the hold.
+        this.ctx.deps.logger.error(
+          { requestId: this.ctx.requestId, err: (error as Error).message },
+          'stream settlement failed',
+        )
+        return null
+      }
+    })()
+    return this.settled
+  }
+
+  get hasUsage(): boolean {
+    return this.usage !== null
+  }
+
+  stop(): void {
+    clearInterval(this.renewTimer)
+    this.events.cancel()
+    this.ctx.abortUpstream()
+  }
+}
+
+export function sseError(code: string, message: string, type = 'api_error') {
+  return frame({ error: { message, type, code } })
+}
+
+export function relayChatStream(ctx: StreamContext): ReadableStream<Uint8Array> {
+  const settler = new StreamSettler(ctx)
+  let usageChunk: Record<string, unknown> | null = null
+  let silentMs = 0
+  let closed = false
+  let cancelled = false
+
+  const finish = (settlement: Settlement | null, error: string | null) => {
+    closed = true
+    ctx.onFinish?.({ settlement, error })
+  }
+
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      for (;;) {
+        const event = await settler.events.next(ctx.timing.keepAliveMs)
+        if (cancelled) return
+        switch (event.kind) {
+          case 'content':
+            silentMs = 0
+            if (event.delta) settler.counter.add(event.delta)
+            controller.enqueue(encoder.encode(`${event.frame}\n\n`))
+            return
+          case 'usage':
+            settler.noteUsage(event.usage)
+            usageChunk = event.chunk
+            continue
+          case 'done':
+            continue
+          case 'silence':
+            silentMs += ctx.timing.keepAliveMs
+            if (silentMs < ctx.timing.idleMs) {
+              controller.enqueue(encoder.encode(': keep-alive\n\n'))
+              return
+            }
+            settler.stop() // a stalled supplier is a truncated one
+            continue
+          case 'end': {
+            const complete = settler.hasUsage
+            const settlement = await settler.settle(complete ? 'completed' : 'incomplete')
+            if (cancelled) return
+            if (!settlement) {
+              controller.enqueue(sseError('settle_failed', 'settlement did not commit; nothing was charged'))
+              finish(null, 'settle_failed')
+              controller.close()
+              return
+            }
+            if (usageChunk) controller.enqueue(frame(usageChunk))
+            controller.enqueue(
+              frame({
+                id: `chatcmpl-${ctx.requestId.slice(4)}`,
+                object: 'svc.cost',
+                created: Math.floor(Date.now() / 1000),
+                model: ctx.chat.model.id,
+                choices: [],
+                costUsdc: formatMicros(settlement.charged),
+                clearingPriceCents: settlement.askCents,
+                supportReference: ctx.supportReference,
+              }),
+            )
+            if (complete) {
+              controller.enqueue(encoder.encode('data: [DONE]\n\n'))
+              finish(settlement, null)
+            } else {
+              controller.enqueue(
+                sseError(
+                  'stream_incomplete',
+                  'the stream ended before the provider reported usage; estimated usage was billed',
+                ),
+              )
+              finish(settlement, 'stream_incomplete')
+            }
+            controller.close()
+            return
+          }
+        }
+      }
+    },
+    async cancel() {
+      // The client left: stop the supplier at once and bill what was generated.
+      if (closed) return
+      cancelled = true
+      settler.stop()
+      const settlement = await settler.settle(settler.hasUsage ? 'completed' : 'incomplete')
+      finish(settlement, 'client_closed')
+    },
+  })
+}

@@ -1,0 +1,60 @@
+// Settle: usage -> burn -> the clear script. Metered usage when the supplier reported it; else an
+// estimate from the tokenizer, capped at the admitted max_tokens and the supplier key's pre-call
+// balance, as the contract says.
+import type Redis from 'ioredis'
+import { type Admission, type Clearing, clear } from '../market/settlement.ts'
+import type { MicroDiem } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import type { AdmittedChat } from './chat-request.ts'
+import { burnOf, type Usage } from './meter.ts'
+import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
+
+export interface SettleDeps {
+  redis: Redis
+  keys: Keyspace
+  feeBps: number
+}
+
+export interface Settlement extends Clearing {
+  usage: Usage
+  estimated: boolean
+}
+
+export interface SettleInput {
+  chat: AdmittedChat
+  messages: ChatMessageLike[]
+  admission: Admission
+  preBalance: MicroDiem | null
+  /** What the supplier reported; null when the answer ended without usage. */
+  reported: Usage | null
+  /** Output tokens counted as they streamed by (used only when nothing was reported). */
+  generatedTokens: number
+  outcome: 'completed' | 'incomplete'
+}
+
+export function estimateUsage(input: SettleInput): Usage {
+  return {
+    promptTokens: promptTokenCount(input.messages),
+    completionTokens: Math.min(input.generatedTokens, input.chat.maxTokens),
+  }
+}
+
+export async function settle(deps: SettleDeps, input: SettleInput): Promise<Settlement> {
+  const estimated = input.reported === null
+  const usage = input.reported ?? estimateUsage(input)
+  let burn = burnOf(usage, input.chat.model.prices)
+  const before = input.preBalance ?? input.admission.upstreamBalance
+  if (estimated && before !== null && burn > before) burn = before
+  const after = before === null ? null : (Math.max(0, before - burn) as MicroDiem)
+  const clearing = await clear(deps.redis, deps.keys, {
+    attemptId: input.admission.attemptId,
+    burn,
+    feeBps: deps.feeBps,
+    upstreamBalanceAfter: after,
+    inputTokens: usage.promptTokens,
+    outputTokens: usage.completionTokens,
+    estimated,
+    outcome: input.outcome,
+  })
+  return { ...clearing, usage, estimated }
+}

@@ -1,0 +1,100 @@
+// One call to a supplier's upstream, classified: a usable response, or a failure before any byte
+// that the dispatcher may fall forward from. The upstream key is used here and nowhere else.
+import { type MicroDiem, parseMicros } from '../money/units.ts'
+
+export interface SupplierCall {
+  baseUrl: string
+  apiKey: string
+  body: Record<string, unknown>
+  signal: AbortSignal
+  /** Buffered: the whole answer; streamed: the response head and the first frame. */
+  timeoutMs: number
+}
+
+export type SupplierOutcome =
+  | { ok: true; response: Response; preBalance: MicroDiem | null }
+  | {
+      ok: false
+      /** Kept on the attempt record; never shown with the supplier's identity. */
+      code: string
+      /** True when falling forward is pointless: the request itself was refused. */
+      clientError: boolean
+      status: number | null
+      message: string
+      /** The upstream balance when the failure tells it (402: nothing left). */
+      balance: MicroDiem | null
+    }
+
+export function balanceHeader(response: Response): MicroDiem | null {
+  const raw = response.headers.get('x-venice-balance-diem')
+  const micros = raw === null ? null : parseMicros(raw)
+  return micros === null || micros < 0 ? null : (micros as MicroDiem)
+}
+
+async function errorMessage(response: Response): Promise<string> {
+  try {
+    const text = (await response.text()).slice(0, 2_000)
+    const body = JSON.parse(text) as { error?: unknown }
+    const error = body.error
+    if (typeof error === 'string') return error
+    if (error && typeof (error as { message?: unknown }).message === 'string')
+      return (error as { message: string }).message
+    return text.slice(0, 200)
+  } catch {
+    return `status ${response.status}`
+  }
+}
+
+export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome> {
+  let response: Response
+  try {
+    response = await fetch(`${call.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${call.apiKey}`,
+        'content-type': 'application/json',
+        accept: call.body.stream ? 'text/event-stream' : 'application/json',
+      },
+      body: JSON.stringify(call.body),
+      signal: AbortSignal.any([call.signal, AbortSignal.timeout(call.timeoutMs)]),
+      // Upstream redirects are not followed: a supplier's base URL is what the operator posted.
+      redirect: 'manual',
+    })
+  } catch (error) {
+    const name = (error as Error).name
+    const code =
+      name === 'TimeoutError'
+        ? 'upstream_timeout'
+        : name === 'AbortError'
+          ? 'client_closed'
+          : 'upstream_unreachable'
+    return { ok: false, code, clientError: false, status: null, message: code, balance: null }
+  }
+  const preBalance = balanceHeader(response)
+  if (response.ok && response.body) return { ok: true, response, preBalance }
+
+  const message = await errorMessage(response)
+  const status = response.status
+  if (status === 402)
+    return {
+      ok: false,
+      code: 'upstream_out_of_balance',
+      clientError: false,
+      status,
+      message,
+      balance: 0 as MicroDiem,
+    }
+  if (status === 429)
+    return {
+      ok: false,
+      code: 'upstream_rate_limited',
+      clientError: false,
+      status,
+      message,
+      balance: preBalance,
+    }
+  // A 400 or 422 is about the request itself: another supplier would refuse it too.
+  if (status === 400 || status === 422)
+    return { ok: false, code: 'upstream_rejected', clientError: true, status, message, balance: preBalance }
+  return { ok: false, code: `upstream_${status}`, clientError: false, status, message, balance: preBalance }
+}

@@ -1,0 +1,30 @@
+// Every replica runs a reaper: it returns what expired leases hold. The script ends each attempt
+// once, so several reapers at once are safe.
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import type { Keyspace } from '../redis/keys.ts'
+import { reapExpired } from './settlement.ts'
+
+export function startReaper(redis: Redis, keys: Keyspace, intervalMs: number, logger: Logger): () => void {
+  let running = false
+  const timer = setInterval(async () => {
+    if (running) return
+    running = true
+    try {
+      // Drain in batches so one call never holds Redis for long.
+      let reaped = await reapExpired(redis, keys, 100)
+      let total = reaped
+      while (reaped === 100) {
+        reaped = await reapExpired(redis, keys, 100)
+        total += reaped
+      }
+      if (total > 0) logger.warn({ reaped: total }, 'reaped expired leases')
+    } catch (error) {
+      logger.warn({ err: (error as Error).message }, 'reaper pass failed')
+    } finally {
+      running = false
+    }
+  }, intervalMs)
+  timer.unref()
+  return () => clearInterval(timer)
+}
