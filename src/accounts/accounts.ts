@@ -103,8 +103,15 @@ export class AccountStore {
     private readonly keys: Keyspace,
   ) {}
 
-  /** A new account for a wallet, with its first key. A wallet that has an account already is a 409. */
-  async create(walletInput: string, maxPriceCents: number): Promise<CreatedAccount> {
+  /**
+   * A new account for a wallet, with its first key (named `firstKeyName`, as a paid signup asks).
+   * A wallet that has an account already is a 409.
+   */
+  async create(
+    walletInput: string,
+    maxPriceCents: number,
+    firstKeyName: string = FIRST_KEY_NAME,
+  ): Promise<CreatedAccount> {
     const wallet = checksumWallet(walletInput)
     if (!wallet) {
       throw badRequest('wallet must be an EVM address: 0x and 40 hex characters (checksummed if mixed case)')
@@ -123,7 +130,7 @@ export class AccountStore {
           this.keys.accounts,
           this.keys.apiKey(key.digest),
         ],
-        [accountId, wallet, walletKey(wallet), maxPriceCents, key.id, key.digest, FIRST_KEY_NAME, key.prefix],
+        [accountId, wallet, walletKey(wallet), maxPriceCents, key.id, key.digest, firstKeyName, key.prefix],
       ),
     )
     if (code !== AccountResult.Ok) throw accountResultError(code)

@@ -3,16 +3,17 @@ import type { Address } from 'viem'
 import type { AccountStore, CreatedAccount } from '../accounts/accounts.ts'
 import { ApiError } from '../http/errors.ts'
 
-/** The payer's account, created (with its first key) when the wallet has none. */
+/** The payer's account, created (with its first key, named `keyName`) when the wallet has none. */
 export async function accountForPayer(
   accounts: AccountStore,
   payer: Address,
   maxPriceCents: number,
+  keyName?: string,
 ): Promise<{ accountId: string; created: CreatedAccount | undefined }> {
   const existing = await accounts.findByWallet(payer)
   if (existing) return { accountId: existing.id, created: undefined }
   try {
-    const created = await accounts.create(payer, maxPriceCents)
+    const created = await accounts.create(payer, maxPriceCents, keyName)
     return { accountId: created.account.id, created }
   } catch (error) {
     // Two signups of one wallet at once: the other created it; use that one.

@@ -88,6 +88,12 @@ describe('create', () => {
       expect(Buffer.from(dump, 'hex').toString('latin1')).not.toContain(apiKey.slice(4))
     }
   })
+
+  test('the first key takes the name it is given, else "default"', async () => {
+    const { apiKey } = await accounts.create(randomWallet(), 50, 'laptop')
+    const key = await new ApiKeyStore(redis, keys).resolve(digestApiKey(apiKey))
+    expect(key?.name).toBe('laptop')
+  })
 })
 
 describe('credit amounts', () => {

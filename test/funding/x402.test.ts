@@ -101,7 +101,7 @@ describe('signup and refill', () => {
     const { response } = await pay(signupUrl(), { amountUsdc: '5.000000', name: 'laptop' }, payer)
     expect(response.status).toBe(201)
     expect(response.body).toMatchObject({
-      name: 'default',
+      name: 'laptop',
       accountId: expect.stringMatching(/^acct_/),
       transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/),
     })
@@ -131,9 +131,14 @@ describe('signup and refill', () => {
     expect(confirmed.balances).toEqual({ confirmedUsdc: '5.000000', pendingUsdc: '0.000000' })
 
     // A second signup from the same wallet uses the same account and mints a named key.
-    const again = await pay(signupUrl(), { amountUsdc: '1.000000', name: 'laptop' }, payer)
+    const again = await pay(signupUrl(), { amountUsdc: '1.000000', name: 'phone' }, payer)
     expect(again.response.status).toBe(201)
-    expect(again.response.body).toMatchObject({ accountId: response.body.accountId, name: 'laptop' })
+    expect(again.response.body).toMatchObject({ accountId: response.body.accountId, name: 'phone' })
+    const listed = await fetch(`${stack.url}/v1/agent/keys`, { headers: bearer(apiKey) })
+    const names = ((await listed.json()) as { activeApiKeys: { name: string }[] }).activeApiKeys.map(
+      (k) => k.name,
+    )
+    expect(names.sort()).toEqual(['laptop', 'phone'])
   })
 
   test('refill credits the account; a replayed X-PAYMENT is credited once and gets no accepts', async () => {

@@ -65,9 +65,10 @@ export function fundingRoutes(deps: FundingRouteDeps) {
           beforeSettle: () => fuse.take(),
           accountId: async (payer) => (await accounts.findByWallet(payer))?.id,
         })
+        const keyName = body.name ?? FIRST_KEY_NAME
         let account: Awaited<ReturnType<typeof accountForPayer>>
         try {
-          account = await accountForPayer(accounts, settled.payer, deps.defaultMaxPriceCents)
+          account = await accountForPayer(accounts, settled.payer, deps.defaultMaxPriceCents, keyName)
         } catch (error) {
           throw payments.creditFailed(settled, error)
         }
@@ -77,12 +78,12 @@ export function fundingRoutes(deps: FundingRouteDeps) {
         if (account.created) {
           key = {
             apiKey: account.created.apiKey,
-            name: FIRST_KEY_NAME,
+            name: keyName,
             keyPrefix: keyPrefix(account.created.apiKey),
           }
         } else {
           try {
-            key = await apiKeys.mint(account.accountId, body.name ?? FIRST_KEY_NAME)
+            key = await apiKeys.mint(account.accountId, keyName)
           } catch (error) {
             const atCap = error instanceof ApiError && error.code === 'api_key_limit'
             throw moneyMoved(
