@@ -12,6 +12,7 @@ import { capacityRoutes } from './http/capacity/routes.ts'
 import { errorHandler } from './http/error-handler.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
+import { responsesRoutes } from './http/inference/responses.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
 import type { Keyspace } from './redis/keys.ts'
@@ -62,6 +63,7 @@ export function createApp(deps: AppDeps) {
     .use(fundingRoutes({ ...deps, defaultMaxPriceCents: deps.config.defaultMaxPriceCents }))
     .use(capacityRoutes(deps))
     .use(chatRoutes(deps))
+    .use(responsesRoutes(deps))
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))

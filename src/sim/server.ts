@@ -208,8 +208,10 @@ export function startSim(
             controller.enqueue(bytes.subarray(0, bytes.length >> 1))
             return
           }
+          // Closing short of the promised length is what a dropped connection looks like to a
+          // client, without an unhandled stream error in the simulator itself.
           await Bun.sleep(5)
-          controller.error(new Error('simulated truncation'))
+          controller.close()
         },
       })
       return new Response(stream, {

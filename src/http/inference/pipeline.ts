@@ -1,0 +1,151 @@
+// The steps every text inference route shares, chat and Responses alike: resolve the model, admit
+// the request's limits, dispatch with fall-forward, and settle a buffered answer. Routes only
+// translate their own request and response shapes around these.
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import type { CatalogStore } from '../../catalog/store.ts'
+import type { GatewayConfig } from '../../config.ts'
+import { type AdmittedChat, admitChat, type ChatBody, liveTextModel } from '../../inference/chat-request.ts'
+import { type DispatchDeps, type Dispatched, dispatch } from '../../inference/dispatch.ts'
+import { type BufferedResult, relayBuffered } from '../../inference/relay-buffered.ts'
+import type { StreamContext, StreamTiming } from '../../inference/relay-stream.ts'
+import type { SettleDeps } from '../../inference/settle.ts'
+import { newSupportReference } from '../../inference/support-reference.ts'
+import type { ChatMessageLike } from '../../inference/tokens.ts'
+import { UpstreamKeyCache } from '../../market/upstream-key-crypto.ts'
+import { formatMicros } from '../../money/units.ts'
+import type { Keyspace } from '../../redis/keys.ts'
+import type { Caller } from '../auth.ts'
+import { ApiError } from '../errors.ts'
+import { type RequestContext, requestContext } from '../request-context.ts'
+
+export interface InferenceDeps {
+  redis: Redis
+  keys: Keyspace
+  catalog: CatalogStore
+  config: GatewayConfig
+  logger: Logger
+}
+
+export const SUPPORT_REFERENCE_HEADER = 'x-svc-support-reference'
+
+export interface Pipeline {
+  deps: InferenceDeps
+  dispatching: DispatchDeps
+  settling: SettleDeps & { logger: Logger }
+  timing: StreamTiming
+}
+
+export function inferencePipeline(deps: InferenceDeps): Pipeline {
+  const { inference, market } = deps.config
+  return {
+    deps,
+    dispatching: {
+      redis: deps.redis,
+      keys: deps.keys,
+      market,
+      defaultMaxPriceCents: deps.config.defaultMaxPriceCents,
+      upstreamKeys: new UpstreamKeyCache(deps.config.masterKey),
+      upstreamTimeoutMs: inference.upstreamTimeoutMs,
+      firstByteTimeoutMs: inference.firstByteTimeoutMs,
+      logger: deps.logger,
+    },
+    settling: { redis: deps.redis, keys: deps.keys, feeBps: market.feeBps, logger: deps.logger },
+    timing: { keepAliveMs: inference.keepAliveMs, idleMs: inference.streamIdleMs, leaseMs: market.leaseMs },
+  }
+}
+
+/** Attaches the support reference to an error that followed a recorded attempt. */
+export function withSupportReference(error: unknown, supportReference: string, recorded: boolean): unknown {
+  if (!(error instanceof ApiError) || !recorded) return error
+  error.headers[SUPPORT_REFERENCE_HEADER] = supportReference
+  error.extra.supportReference = supportReference
+  return error
+}
+
+/** A request on its way: admitted, dispatched to a supplier that answered. */
+export interface Begun {
+  context: RequestContext
+  chat: AdmittedChat
+  messages: ChatMessageLike[]
+  supportReference: string
+  dispatched: Dispatched
+  /** Ends the supplier call (the client left, or the relay gave up on it). */
+  abortUpstream: () => void
+}
+
+export async function beginInference(
+  p: Pipeline,
+  body: ChatBody,
+  buyer: Caller,
+  request: Request,
+): Promise<Begun> {
+  const context = requestContext(request)
+  const model = liveTextModel(await p.deps.catalog.get(body.model), body.model)
+  const chat = admitChat(body, model, p.deps.config.inference.defaultMaxTokens)
+  const supportReference = newSupportReference()
+  context.supportReference = supportReference
+
+  const upstream = new AbortController()
+  request.signal.addEventListener('abort', () => upstream.abort(), { once: true })
+  try {
+    const dispatched = await dispatch(p.dispatching, {
+      accountId: buyer.accountId,
+      apiKeyId: buyer.keyId,
+      requestId: context.id,
+      supportReference,
+      chat,
+      signal: upstream.signal,
+    })
+    const messages = body.messages as ChatMessageLike[]
+    return { context, chat, messages, supportReference, dispatched, abortUpstream: () => upstream.abort() }
+  } catch (error) {
+    throw withSupportReference(error, supportReference, (error as ApiError).status === 502)
+  }
+}
+
+/** Settles a buffered answer; a settlement that does not commit is a 500 that charged nothing. */
+export async function settleBuffered(p: Pipeline, begun: Begun): Promise<BufferedResult> {
+  try {
+    const result = await relayBuffered(
+      p.settling,
+      begun.chat,
+      begun.messages,
+      begun.dispatched,
+      begun.context.id,
+    )
+    begun.context.costUsdc = formatMicros(result.settlement.charged)
+    return result
+  } catch {
+    throw withSupportReference(
+      new ApiError(500, 'settle_failed', 'settlement did not commit; nothing was charged; safe to retry'),
+      begun.supportReference,
+      true,
+    )
+  }
+}
+
+/** What a stream relay needs from a begun request. */
+export function streamContext(p: Pipeline, begun: Begun): StreamContext {
+  return {
+    deps: p.settling,
+    timing: p.timing,
+    chat: begun.chat,
+    messages: begun.messages,
+    dispatched: begun.dispatched,
+    requestId: begun.context.id,
+    supportReference: begun.supportReference,
+    abortUpstream: begun.abortUpstream,
+    onFinish: ({ settlement, error }) => {
+      p.deps.logger.info(
+        {
+          requestId: begun.context.id,
+          supportReference: begun.supportReference,
+          costUsdc: settlement ? formatMicros(settlement.charged) : null,
+          streamError: error,
+        },
+        'stream settled',
+      )
+    },
+  }
+}
