@@ -7,6 +7,7 @@ import { createLogger } from '../logger.ts'
 import { startLocalRedis } from '../redis/local-server.ts'
 import { startSim } from '../sim/server.ts'
 import { createDemoAccount, DEMO_CREDIT_USDC } from './demo-account.ts'
+import { seedDemoOffers } from './demo-offers.ts'
 
 export async function demo(): Promise<void> {
   const localRedis = process.env.REDIS_URL ? null : await startLocalRedis()
@@ -24,6 +25,7 @@ export async function demo(): Promise<void> {
   const config = loadGatewayConfig(env)
   const gateway = await startGateway(config, createLogger(config.logLevel))
   const buyer = await createDemoAccount(config)
+  const asks = await seedDemoOffers(config, sim.url)
 
   const base = gateway.url
   console.log(`svc-gateway demo is up.
@@ -34,11 +36,27 @@ export async function demo(): Promise<void> {
   admin token        ${config.adminToken}
   demo account       ${buyer.accountId}  wallet ${buyer.wallet}  credited ${DEMO_CREDIT_USDC} USDC
   demo API key       ${buyer.apiKey}   (shown once; only its digest is stored)
+  offers             ${asks.map((a) => `${a}¢`).join(', ')} per dollar of capacity (buyer max: ${config.defaultMaxPriceCents}¢)
 
 Try it:
   curl ${base}/v1/models
   curl ${base}/v1/models/svc/llama-3.3-70b
   curl -H 'Authorization: Bearer ${buyer.apiKey}' ${base}/v1/agent/me
+  curl ${base}/v1/capacity
+  curl -i ${base}/v1/chat/completions -H 'Authorization: Bearer ${buyer.apiKey}' \\
+    -H 'Content-Type: application/json' \\
+    -d '{"model": "svc/llama-3.3-70b", "messages": [{"role": "user", "content": "Hello"}]}'
+
+OpenAI SDK (npm install openai), streaming, with the cost frame at the end:
+  import OpenAI from 'openai'
+  const client = new OpenAI({ apiKey: '${buyer.apiKey}', baseURL: '${base}/v1' })
+  const stream = await client.chat.completions.create({
+    model: 'svc/llama-3.3-70b', messages: [{ role: 'user', content: 'Hello' }], stream: true,
+  })
+  for await (const chunk of stream) {
+    if (chunk.object === 'svc.cost') console.log('\\ncost', chunk.costUsdc, 'USDC')
+    else process.stdout.write(chunk.choices[0]?.delta?.content ?? '')
+  }
 
 Ctrl-C stops everything.`)
 
