@@ -1,0 +1,133 @@
+// Limits over real HTTP: the per-key and per-wallet in-flight caps, the bounded wait for a busy
+// supplier key, and many concurrent paid requests from one balance.
+import { afterAll, describe, expect, test } from 'bun:test'
+import { auditMarket } from '../../src/market/audit.ts'
+import { formatMicros } from '../../src/money/units.ts'
+import { keyFetch } from '../helpers/accounts.ts'
+import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { startStack, type TestStack } from '../helpers/stack.ts'
+
+const stacks: TestStack[] = []
+afterAll(async () => {
+  for (const s of stacks) await s.stop()
+})
+
+const body = { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }] }
+
+async function slowStack(env: Record<string, string>) {
+  // A slow first token keeps a request in flight long enough to meet the cap.
+  const stack = await startStack({ sim: { ttftMs: 400, outputTokens: 3 }, env })
+  stacks.push(stack)
+  return stack
+}
+
+describe('in-flight caps', () => {
+  test('a second completion on the same key: 429 key_concurrency_limit with Retry-After: 1', async () => {
+    const stack = await slowStack({ SVC_KEY_MAX_IN_FLIGHT: '1' })
+    await simOffer(stack, 40)
+    const buyer = await fundedBuyer(stack)
+    const first = keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { ...body, stream: true },
+    })
+    await Bun.sleep(100)
+    const second = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
+    expect(second.status).toBe(429)
+    expect(second.headers.get('retry-after')).toBe('1')
+    expect(((await second.json()) as { error: { code: string } }).error.code).toBe('key_concurrency_limit')
+    expect((await (await first).text()).endsWith('data: [DONE]\n\n')).toBe(true)
+    // once the first is done, the key may call again
+    expect(
+      (await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', { method: 'POST', json: body })).status,
+    ).toBe(200)
+  })
+
+  test('another key of the same wallet past the wallet cap: 429 buyer_concurrency_limit', async () => {
+    const stack = await slowStack({ SVC_WALLET_MAX_IN_FLIGHT: '1' })
+    await simOffer(stack, 40)
+    const buyer = await fundedBuyer(stack)
+    const minted = await keyFetch(stack, buyer.apiKey, '/v1/agent/keys', {
+      method: 'POST',
+      json: { name: 'second' },
+    })
+    const otherKey = ((await minted.json()) as { apiKey: string }).apiKey
+    const first = keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { ...body, stream: true },
+    })
+    await Bun.sleep(100)
+    const second = await keyFetch(stack, otherKey, '/v1/chat/completions', { method: 'POST', json: body })
+    expect(second.status).toBe(429)
+    expect(second.headers.get('retry-after')).toBe('1')
+    expect(((await second.json()) as { error: { code: string } }).error.code).toBe('buyer_concurrency_limit')
+    await (await first).text()
+  })
+
+  test('every eligible supplier key busy past the wait: 503 key_wait_timeout; nothing charged', async () => {
+    const stack = await slowStack({ SVC_KEY_WAIT_MS: '100' })
+    await simOffer(stack, 40, { maxInFlight: 1 })
+    const a = await fundedBuyer(stack)
+    const b = await fundedBuyer(stack)
+    const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { ...body, stream: true },
+    })
+    await Bun.sleep(100)
+    const before = await balances(stack, b.accountId)
+    const second = await keyFetch(stack, b.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
+    expect(second.status).toBe(503)
+    expect(second.headers.get('x-svc-error-code')).toBe('key_wait_timeout')
+    expect(((await second.json()) as { error: { code: string } }).error.code).toBe('key_wait_timeout')
+    expect(await balances(stack, b.accountId)).toEqual(before)
+    await (await first).text()
+  })
+
+  test('a short wait is enough when the key frees up in time', async () => {
+    const stack = await slowStack({ SVC_KEY_WAIT_MS: '5000' })
+    await simOffer(stack, 40, { maxInFlight: 1 })
+    const a = await fundedBuyer(stack)
+    const b = await fundedBuyer(stack)
+    const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
+    await Bun.sleep(50)
+    const second = await keyFetch(stack, b.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
+    expect(second.status).toBe(200)
+    expect((await first).status).toBe(200)
+  })
+})
+
+describe('concurrency', () => {
+  test('60 concurrent paid requests, buffered and streamed: every cost charged once, audit clean', async () => {
+    const stack = await startStack({
+      sim: { outputTokens: 5 },
+      env: { SVC_KEY_MAX_IN_FLIGHT: '100', SVC_WALLET_MAX_IN_FLIGHT: '100' },
+    })
+    stacks.push(stack)
+    await simOffer(stack, 35, { maxInFlight: 20 })
+    await simOffer(stack, 45, { maxInFlight: 20 })
+    await simOffer(stack, 50, { maxInFlight: 20 })
+    const buyer = await fundedBuyer(stack, '3.000000')
+    const before = await balances(stack, buyer.accountId)
+    const costs = await Promise.all(
+      Array.from({ length: 60 }, async (_, i) => {
+        const stream = i % 2 === 1
+        const response = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+          method: 'POST',
+          json: { ...body, stream },
+        })
+        expect(response.status).toBe(200)
+        if (!stream) {
+          await response.arrayBuffer()
+          return response.headers.get('x-svc-cost-usdc')!
+        }
+        const text = await response.text()
+        const frame = text.split('\n\n').find((f) => f.includes('"svc.cost"'))!
+        return (JSON.parse(frame.slice(6)) as { costUsdc: string }).costUsdc
+      }),
+    )
+    const total = costs.reduce((sum, c) => sum + Number(c.replace('.', '')), 0)
+    const after = await balances(stack, buyer.accountId)
+    expect(formatMicros(before.confirmed - after.confirmed)).toBe(formatMicros(total))
+    expect(after.held).toBe(0)
+    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+  })
+})
