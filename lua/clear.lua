@@ -2,7 +2,8 @@
   clear: settle one admitted attempt from its actual burn. The buyer pays
   cost = ceil(burn x ask / 100) micro-USDC out of the hold, the rest of the hold goes back, the
   offer's capacity is burned, the supplier earns cost - fee, the lease and slots are released, and
-  the attempt record keeps it all. Idempotent: clearing a cleared attempt changes nothing.
+  the attempt record keeps it all; the ended attempt is added to the attempts:ended stream.
+  Idempotent: clearing a cleared attempt changes nothing (and adds nothing to the stream).
   Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
@@ -73,4 +74,5 @@ rcall('HINCRBY', K_MARKET, 'clears', 1)
 rcall('HSET', k_attempt(id), 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
   'fee', s(fee), 'writtenOff', s(written_off), 'inputTokens', ARGV[5], 'outputTokens', ARGV[6],
   'estimated', ARGV[7], 'outcome', ARGV[8], 'endedAt', s(now), 'lateClear', a.state == 'reaped' and '1' or '0')
+record_ended(id)
 return { 1, s(charged), s(cost), s(burn), ask, rcall('HGET', account, 'confirmed'), s(written_off), 0 }

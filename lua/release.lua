@@ -1,6 +1,7 @@
 --[[
   release: end a failed attempt with no charge: the hold, the capacity and the slots all go back.
   Optionally cools the offer down (upstream errors) and records the supplier key's balance.
+  The ended attempt is added to the attempts:ended stream (once: only when this call ends it).
   Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
@@ -23,4 +24,5 @@ if a.state ~= 'admitted' then return { 0 } end
 
 unwind_attempt(a, 0)
 rcall('HSET', k_attempt(a.id), 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now))
+record_ended(a.id)
 return { 1, rcall('HGET', k_account(a.accountId), 'confirmed') }

@@ -30,3 +30,9 @@ local function read_attempt(id)
   for i = 1, #flat, 2 do a[flat[i]] = flat[i + 1] end
   return a
 end
+
+-- Ends the record of an attempt: the whole attempt hash goes onto the ended-attempts stream in
+-- the same script that ended it, so the write-behind worker (src/records) can never miss one.
+local function record_ended(id)
+  rcall('XADD', K_ATTEMPTS_ENDED, '*', unpack(rcall('HGETALL', k_attempt(id))))
+end

@@ -54,6 +54,14 @@ export function keyspace(prefix: string) {
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
     /** hash: market totals (buyerSpend, supplierEarned, fees, writtenOff, clears, offerSeq) */
     market: key('market'),
+
+    // Records (src/records): what lookup and stats read, copied from the stream by the worker.
+    /** stream: every ended attempt (the attempt hash's fields), added by clear, release and reap; trimmed by retention */
+    attemptsEnded: key('attempts:ended'),
+    /** hash, one per support reference: accountId, requestId, model, a<n> (attempt n as JSON), s<n> (its state); expires by retention */
+    request: (supportReference: string) => key(`request:${supportReference}`),
+    /** hash, one per UTC day (YYYY-MM-DD): model id -> requests served that day */
+    statsDay: (day: string) => key(`stats:${day}`),
     /** string: the capacity snapshot JSON for one max price, cached 30 s for every replica */
     capacitySnapshot: (maxPriceCents: number | 'all') => key(`capacity:${maxPriceCents}`),
     /** stream: operator actions (manual credits ...), never trimmed */

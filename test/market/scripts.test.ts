@@ -45,7 +45,7 @@ const clearOf = (attemptId: string, burn: number, extra: Partial<Parameters<type
 
 describe('lua key names', () => {
   test('lib/keys builds the same names as src/redis/keys.ts', async () => {
-    const script = `${libKeys}\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET }`
+    const script = `${libKeys}\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, K_ATTEMPTS_ENDED, k_request('R'), k_stats_day('D') }`
     const names = await fx.redis.eval(script, 1, fx.keys.base)
     expect(names).toEqual([
       fx.keys.account('A'),
@@ -56,6 +56,9 @@ describe('lua key names', () => {
       fx.keys.leases,
       fx.keys.inflight,
       fx.keys.market,
+      fx.keys.attemptsEnded,
+      fx.keys.request('R'),
+      fx.keys.statsDay('D'),
     ])
   })
 })
