@@ -2,8 +2,10 @@
 // usage, a DIEM balance per key, Venice's error bodies) with fault injection. It is the test double
 // of the upstream only; the demo, the tests and the benchmark all run against it.
 import { formatMicros, parseMicros, tokenBurn } from '../money/units.ts'
-import { FAULT_RESPONSES, isSimFault, type SimFault } from './faults.ts'
+import { isSimFault, type SimFault } from './faults.ts'
 import { completionTokens, promptTokens } from './generate.ts'
+import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
+import { generateImages } from './images.ts'
 import { type SimKeyState, SimKeys } from './keys.ts'
 import { findSimModel, SIM_MODELS, type VeniceModel } from './models.ts'
 
@@ -40,28 +42,6 @@ export interface SimServer {
 }
 
 const encoder = new TextEncoder()
-
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { 'content-type': 'application/json', ...headers },
-  })
-}
-
-const veniceError = (status: number, error: string, headers: Record<string, string> = {}) =>
-  json(status, { error }, headers)
-
-function bearer(request: Request): string | null {
-  const header = request.headers.get('authorization') ?? ''
-  const match = /^Bearer\s+(\S+)$/i.exec(header)
-  return match ? match[1]! : null
-}
-
-function intHeader(request: Request, name: string): number | null {
-  const raw = request.headers.get(name)
-  if (raw === null || !/^\d+$/.test(raw)) return null
-  return Number(raw)
-}
 
 function microPrice(model: VeniceModel, side: 'input' | 'output'): number {
   const price = model.model_spec.pricing?.[side]?.diem
@@ -108,8 +88,8 @@ export function startSim(
   }
 
   async function chat(request: Request): Promise<Response> {
-    const apiKey = bearer(request)
-    if (!apiKey) return veniceError(401, 'Authentication failed')
+    const caller = authenticate(keys, request)
+    if (caller instanceof Response) return caller
     let body: ChatBody
     try {
       body = (await request.json()) as ChatBody
@@ -128,18 +108,9 @@ export function startSim(
     }
     if (!model.model_spec.pricing) return veniceError(400, `Model ${model.id} is not yet available`)
 
-    const key = keys.get(apiKey)
-    key.requests += 1
-    const balanceHeader = { 'x-venice-balance-diem': formatMicros(key.balanceMicroDiem) }
-    const headerFault = request.headers.get('x-sim-fault')
-    if (headerFault !== null && !isSimFault(headerFault)) return veniceError(400, `unknown x-sim-fault`)
-    const fault = (headerFault as SimFault | null) ?? keys.takeFault(key)
-
-    const beforeBytes = fault ? FAULT_RESPONSES[fault] : undefined
-    if (beforeBytes) return veniceError(beforeBytes.status, beforeBytes.error, balanceHeader)
-    if (key.balanceMicroDiem <= 0) {
-      return veniceError(402, FAULT_RESPONSES.out_of_balance!.error, balanceHeader)
-    }
+    const admitted = preflight(keys, caller, request)
+    if (admitted instanceof Response) return admitted
+    const { key, fault, balanceHeader } = admitted
     if (fault === 'slow_first_byte') {
       const delay = intHeader(request, 'x-sim-delay-ms') ?? settings.slowFirstByteMs
       if (!(await sleepUnlessAborted(delay, request.signal))) return veniceError(499, 'client closed')
@@ -346,6 +317,9 @@ export function startSim(
       const path = url.pathname.replace(/^\/api\/v1(?=\/)/, '')
       if (path === '/models' && request.method === 'GET') return listModels(url)
       if (path === '/chat/completions' && request.method === 'POST') return chat(request)
+      if (path === '/images/generations' && request.method === 'POST') {
+        return generateImages(keys, request, settings.latencyMs)
+      }
       if (path.startsWith('/sim/')) return control(request, new URL(path, url))
       return veniceError(404, 'Not found')
     },
@@ -368,19 +342,4 @@ function describeKey(state: SimKeyState) {
     requests: state.requests,
     cancelledStreams: state.cancelledStreams,
   }
-}
-
-/** Resolves true after `ms`, or false as soon as the client goes away. */
-function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false)
-  return new Promise((resolve) => {
-    const timer = Number.isFinite(ms) ? setTimeout(() => done(true), ms) : undefined
-    const onAbort = () => done(false)
-    function done(value: boolean) {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', onAbort)
-      resolve(value)
-    }
-    signal.addEventListener('abort', onAbort, { once: true })
-  })
 }

@@ -287,3 +287,33 @@ describe('pacing settings', () => {
     }
   })
 })
+
+describe('images', () => {
+  const generate = (key: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+    fetch(`${sim.url}/images/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, ...headers },
+      body: JSON.stringify({ model: 'flux-dev', prompt: 'a lighthouse', ...body }),
+    })
+
+  test('n valid PNGs, debited at the per-image list price, balance reported before', async () => {
+    const key = freshKey()
+    const response = await generate(key, { n: 3 })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-venice-balance-diem')).toBe('100.000000')
+    const body = (await response.json()) as { data: { b64_json: string }[] }
+    expect(body.data).toHaveLength(3)
+    const png = Buffer.from(body.data[0]!.b64_json, 'base64')
+    expect([...png.subarray(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+    expect((await keyState(key)).balanceDiem).toBe('99.970000') // 3 x 0.01
+  })
+
+  test('text models, bad n and missing prompts are refused; faults apply before any byte', async () => {
+    expect((await generate(freshKey(), { model: 'llama-3.3-70b' })).status).toBe(404)
+    expect((await generate(freshKey(), { n: 9 })).status).toBe(400)
+    expect((await generate(freshKey(), { prompt: '' })).status).toBe(400)
+    const key = freshKey()
+    expect((await generate(key, {}, { 'x-sim-fault': 'error_5xx' })).status).toBe(503)
+    expect((await keyState(key)).balanceDiem).toBe('100.000000')
+  })
+})
