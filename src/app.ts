@@ -14,6 +14,7 @@ import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
 import { responsesRoutes } from './http/inference/responses.ts'
 import { modelRoutes } from './http/models/routes.ts'
+import { recordsRoutes } from './http/records/routes.ts'
 import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
 import type { Keyspace } from './redis/keys.ts'
 
@@ -59,6 +60,7 @@ export function createApp(deps: AppDeps) {
         return { status: 'redis unreachable' }
       }
     })
+    .use(recordsRoutes({ ...deps, statsMinRequests: deps.config.records.statsMinRequests }))
     .use(modelRoutes(deps.catalog))
     .use(fundingRoutes({ ...deps, defaultMaxPriceCents: deps.config.defaultMaxPriceCents }))
     .use(capacityRoutes(deps))

@@ -70,6 +70,7 @@ export interface GatewayConfig {
   logLevel: LogLevel
   market: MarketConfig
   inference: InferenceConfig
+  records: RecordsConfig
   /** x402 funding; undefined when no SVC_X402_* / chain variable is set (the gateway runs unfunded). */
   funding: FundingConfig | undefined
 }
@@ -103,6 +104,30 @@ export interface InferenceConfig {
   streamIdleMs: number
   /** A comment goes to a streaming client after this long without a frame. */
   keepAliveMs: number
+}
+
+/** Attempt records, request lookup and usage stats (src/records). */
+export interface RecordsConfig {
+  /** Ended attempts older than this leave the stream (never one the worker has not copied yet). */
+  streamRetentionMs: number
+  /** How long a request stays resolvable by its support reference. */
+  recordRetentionDays: number
+  /** Below this many requests served in a window, stats answer hasSufficientVolume: false. */
+  statsMinRequests: number
+  /** Entries a consumer left pending this long are claimed by another (it is taken for dead). */
+  claimIdleMs: number
+  /** Stream entries read and copied per batch. */
+  batchSize: number
+}
+
+function loadRecordsConfig(env: Env): RecordsConfig {
+  return {
+    streamRetentionMs: integer(env, 'SVC_ATTEMPTS_RETENTION_HOURS', 24, 1, 8_760) * 3_600_000,
+    recordRetentionDays: integer(env, 'SVC_RECORD_RETENTION_DAYS', 30, 1, 3_650),
+    statsMinRequests: integer(env, 'SVC_STATS_MIN_REQUESTS', 50, 1, 1_000_000_000),
+    claimIdleMs: integer(env, 'SVC_RECORDS_CLAIM_IDLE_MS', 30_000, 100, 3_600_000),
+    batchSize: integer(env, 'SVC_RECORDS_BATCH', 100, 1, 10_000),
+  }
 }
 
 function loadInferenceConfig(env: Env): InferenceConfig {
@@ -184,6 +209,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     market: loadMarketConfig(env),
     inference: loadInferenceConfig(env),
+    records: loadRecordsConfig(env),
     funding: loadFundingConfig(env),
   }
 }

@@ -6,6 +6,7 @@ import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { startFunding } from './funding/start.ts'
 import { startReaper } from './market/reaper.ts'
+import { startRecordsWorker } from './records/start.ts'
 import { createRedis } from './redis/connection.ts'
 import { keyspace } from './redis/keys.ts'
 
@@ -33,6 +34,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   }
   const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
   const stopReaper = startReaper(redis, keys, config.market.reapIntervalMs, logger)
+  const records = startRecordsWorker(config, keys, logger)
 
   const funding = startFunding(config, redis, keys, logger)
   const app = createApp({ config, redis, keys, catalog, logger, funding: funding?.funding })
@@ -46,6 +48,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       stopSync()
       funding?.stop()
       stopReaper()
+      await records.stop()
       await app.stop(true)
       redis.disconnect()
     },

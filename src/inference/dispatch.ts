@@ -7,9 +7,11 @@ import { ApiError } from '../http/errors.ts'
 import { AdmitCode, type AdmitRefusal, refusalError } from '../market/result-codes.ts'
 import { type Admission, admit, release } from '../market/settlement.ts'
 import type { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
+import { recordRefusal } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { AdmittedChat } from './chat-request.ts'
 import { callSupplier } from './supplier.ts'
+import { attachSupportReference } from './support-reference.ts'
 
 export const MAX_SUPPLIER_KEYS = 5
 
@@ -99,9 +101,47 @@ async function completeBody(response: Response): Promise<Record<string, unknown>
   }
 }
 
-function noSupplier(lastRefusal: AdmitRefusal | null, failed: string[]): ApiError {
-  if (failed.length === 0 && lastRefusal) return refusalError(lastRefusal)
-  return new ApiError(502, 'provider_error', 'the provider could not complete the request; safe to retry')
+/** Statuses of a refusal at admission that get a recorded attempt (not 401 or 500). */
+const RECORDED_REFUSALS = [402, 429, 503]
+
+/**
+ * The error when no supplier served the request. Every attempt that was admitted is recorded
+ * already (released); a refusal before any was admitted is recorded here, as attempt 1. Either
+ * way the error carries the support reference, unless recording failed.
+ */
+async function noSupplier(
+  deps: DispatchDeps,
+  req: DispatchRequest,
+  lastRefusal: AdmitRefusal | null,
+  failed: string[],
+): Promise<ApiError> {
+  if (failed.length > 0 || !lastRefusal) {
+    const error = new ApiError(
+      502,
+      'provider_error',
+      'the provider could not complete the request; safe to retry',
+    )
+    return attachSupportReference(error, req.supportReference)
+  }
+  const error = refusalError(lastRefusal)
+  if (!RECORDED_REFUSALS.includes(error.status)) return error
+  try {
+    await recordRefusal(deps.redis, deps.keys, {
+      attemptId: `${req.supportReference}.1`,
+      accountId: req.accountId,
+      apiKeyId: req.apiKeyId,
+      requestId: req.requestId,
+      model: req.chat.model.id,
+      errorCode: error.code,
+    })
+    return attachSupportReference(error, req.supportReference)
+  } catch (recording) {
+    deps.logger.warn(
+      { requestId: req.requestId, err: (recording as Error).message },
+      'could not record a refusal',
+    )
+    return error
+  }
 }
 
 export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promise<Dispatched> {
@@ -171,12 +211,21 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,
       upstreamBalance: f.balance,
     })
-    if (req.signal.aborted) throw new ApiError(499, 'client_closed', 'the client closed the request')
+    // The released attempt is recorded: these errors carry the support reference too.
+    if (req.signal.aborted) {
+      throw attachSupportReference(
+        new ApiError(499, 'client_closed', 'the client closed the request'),
+        req.supportReference,
+      )
+    }
     if (f.clientError) {
-      throw new ApiError(
-        400,
-        'upstream_rejected',
-        `the provider refused the request: ${f.message.slice(0, 300)}`,
+      throw attachSupportReference(
+        new ApiError(
+          400,
+          'upstream_rejected',
+          `the provider refused the request: ${f.message.slice(0, 300)}`,
+        ),
+        req.supportReference,
       )
     }
     deps.logger.warn(
@@ -185,5 +234,5 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     )
     failed.push(admission.offerId)
   }
-  throw noSupplier(refusal, failed)
+  throw await noSupplier(deps, req, refusal, failed)
 }

@@ -1,4 +1,6 @@
 // Support references: opaque, unguessable, short. `sr_` and 20 base32 characters (100 bits).
+import type { ApiError } from '../http/errors.ts'
+
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567'
 
 export function newSupportReference(): string {
@@ -9,3 +11,12 @@ export function newSupportReference(): string {
 }
 
 export const SUPPORT_REFERENCE = /^sr_[a-z2-7]{20}$/
+
+export const SUPPORT_REFERENCE_HEADER = 'x-svc-support-reference'
+
+/** Puts the support reference of a recorded attempt on an error: in its header and its body. */
+export function attachSupportReference(error: ApiError, supportReference: string): ApiError {
+  error.headers[SUPPORT_REFERENCE_HEADER] = supportReference
+  error.extra.supportReference = supportReference
+  return error
+}

@@ -1,0 +1,40 @@
+// The records' routes: GET /v1/agent/requests/{support_reference} (Bearer; the owner only, 404
+// for anyone else, for an unknown or a malformed reference alike) and GET /v1/models/stats
+// (public). Registered ahead of the catalog routes so /v1/models/stats is never read as a model id.
+import { Elysia } from 'elysia'
+import { lookupRequest } from '../../records/lookup.ts'
+import { modelStats, STATS_WINDOWS, type StatsWindow } from '../../records/stats.ts'
+import { type AuthDeps, buyerAuth } from '../auth.ts'
+import { badRequest, notFound } from '../errors.ts'
+
+export interface RecordsRouteDeps extends AuthDeps {
+  statsMinRequests: number
+}
+
+const WINDOWS = Object.keys(STATS_WINDOWS)
+
+export function recordsRoutes(deps: RecordsRouteDeps) {
+  return new Elysia({ name: 'svc/records', seed: deps.keys.prefix })
+    .use(buyerAuth(deps))
+    .get(
+      '/v1/agent/requests/:supportReference',
+      async ({ buyer, params }) => {
+        const view = await lookupRequest(deps.redis, deps.keys, buyer.accountId, params.supportReference)
+        if (!view)
+          throw notFound('no request with this support reference on this account', 'request_not_found')
+        return view
+      },
+      { buyer: true },
+    )
+    .get('/v1/models/stats', async ({ query, set }) => {
+      const window = query.window ?? '7d'
+      if (!WINDOWS.includes(window)) {
+        throw badRequest(
+          `window must be one of ${WINDOWS.join(', ')}; got '${window.slice(0, 20)}'`,
+          'invalid_window',
+        )
+      }
+      set.headers['cache-control'] = 'public, max-age=60'
+      return modelStats(deps.redis, deps.keys, window as StatsWindow, deps.statsMinRequests)
+    })
+}

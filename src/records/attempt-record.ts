@@ -1,0 +1,72 @@
+// One ended attempt, as the attempts:ended stream carries it (the attempt hash's fields, written by
+// lua/clear.lua, release.lua and lib/reap.lua; or a refusal, written by refusals.ts), turned into
+// what its request record keeps. Offer ids only: a supplier's identity, URL or key never gets here.
+
+export type AttemptEnd = 'cleared' | 'released' | 'reaped' | 'refused'
+const ENDS: readonly string[] = ['cleared', 'released', 'reaped', 'refused']
+
+/** What the request record keeps of one attempt (integers: micro-USDC, micro-DIEM, ms). */
+export interface AttemptRecord {
+  n: number
+  end: AttemptEnd
+  offerId: string | null
+  /** completed | incomplete for a cleared attempt */
+  outcome: string | null
+  errorCode: string | null
+  askCents: number | null
+  /** what the buyer paid, micro-USDC */
+  charged: number
+  /** metered (or estimated) capacity burn, micro-DIEM */
+  burn: number
+  inputTokens: number
+  outputTokens: number
+  estimated: boolean
+  admittedAt: number | null
+  endedAt: number
+}
+
+export interface EndedAttempt {
+  supportReference: string
+  accountId: string
+  requestId: string
+  model: string
+  record: AttemptRecord
+}
+
+/** A stream entry's id is `<ms>-<seq>` in Redis time: when the attempt ended. */
+export function entryTime(entryId: string): number {
+  return Number(entryId.slice(0, entryId.indexOf('-')))
+}
+
+const int = (value: string | undefined) => (value === undefined || value === '' ? 0 : Number(value))
+const orNull = (value: string | undefined) => (value === undefined || value === '' ? null : value)
+
+/** Parses one entry, or null for an entry that is not an ended attempt (it is acked and skipped). */
+export function parseEndedAttempt(entryId: string, fields: string[]): EndedAttempt | null {
+  const f: Record<string, string> = {}
+  for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!
+  const match = /^(sr_[a-z2-7]{20})\.([1-9])$/.exec(f.id ?? '')
+  if (!match || !ENDS.includes(f.state ?? '') || !f.accountId) return null
+  const end = f.state as AttemptEnd
+  return {
+    supportReference: match[1]!,
+    accountId: f.accountId,
+    requestId: f.requestId ?? '',
+    model: f.model ?? '',
+    record: {
+      n: Number(match[2]),
+      end,
+      offerId: orNull(f.offerId),
+      outcome: end === 'cleared' ? (f.outcome ?? 'completed') : null,
+      errorCode: end === 'reaped' ? 'lease_expired' : orNull(f.errorCode),
+      askCents: f.askCents ? Number(f.askCents) : null,
+      charged: int(f.costUsdc),
+      burn: int(f.burn),
+      inputTokens: int(f.inputTokens),
+      outputTokens: int(f.outputTokens),
+      estimated: f.estimated === '1',
+      admittedAt: f.admittedAt ? Number(f.admittedAt) : null,
+      endedAt: f.endedAt ? Number(f.endedAt) : entryTime(entryId),
+    },
+  }
+}

@@ -1,0 +1,68 @@
+// GET /v1/models/stats: each model's share of the requests served in a window, from the daily
+// buckets the worker keeps (HINCRBY per day per model), never from the stream. Shares only, never a
+// count; below the privacy threshold nothing but hasSufficientVolume: false.
+import type Redis from 'ioredis'
+import type { Keyspace } from '../redis/keys.ts'
+import { lastDays } from './days.ts'
+
+/** A window is this many UTC days, today's (so far) included. */
+export const STATS_WINDOWS = { '24h': 1, '7d': 7, '30d': 30 } as const
+export type StatsWindow = keyof typeof STATS_WINDOWS
+
+/** Shares are given to 4 decimals, in parts of this. */
+const SHARE_PARTS = 10_000
+
+/** Splits SHARE_PARTS in proportion to counts (largest remainder), so the parts sum exactly. */
+export function apportion(counts: number[]): number[] {
+  const total = counts.reduce((a, b) => a + b, 0)
+  if (total === 0) return counts.map(() => 0)
+  const exact = counts.map((c) => (c * SHARE_PARTS) / total)
+  const parts = exact.map(Math.floor)
+  let left = SHARE_PARTS - parts.reduce((a, b) => a + b, 0)
+  const byRemainder = exact
+    .map((e, i) => [e - Math.floor(e), i] as const)
+    .sort((a, b) => b[0] - a[0] || a[1] - b[1])
+  for (const [, i] of byRemainder) {
+    if (left-- <= 0) break
+    parts[i]!++
+  }
+  return parts
+}
+
+const share = (parts: number) => parts / SHARE_PARTS
+
+export async function modelStats(redis: Redis, keys: Keyspace, window: StatsWindow, minRequests: number) {
+  const [seconds] = await redis.time()
+  const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
+  const pipeline = redis.pipeline()
+  for (const day of days) pipeline.hgetall(keys.statsDay(day))
+  const buckets = ((await pipeline.exec()) ?? []).map(([error, row]) => {
+    if (error) throw error
+    return row as Record<string, string>
+  })
+
+  const totals = new Map<string, number>()
+  for (const bucket of buckets)
+    for (const [model, count] of Object.entries(bucket))
+      totals.set(model, (totals.get(model) ?? 0) + Number(count))
+  const total = [...totals.values()].reduce((a, b) => a + b, 0)
+  const base = { object: 'model_stats' as const, window, from: days[0]!, to: days.at(-1)! }
+  if (total < minRequests) return { ...base, hasSufficientVolume: false, models: [] }
+
+  // Most used first; ties in model id order, so ranks are stable.
+  const models = [...totals.keys()].sort((a, b) => totals.get(b)! - totals.get(a)! || a.localeCompare(b))
+  const usage = apportion(models.map((m) => totals.get(m)!))
+  const daily = buckets.map((bucket) => apportion(models.map((m) => Number(bucket[m] ?? 0))))
+  return {
+    ...base,
+    hasSufficientVolume: true,
+    models: models.map((id, i) => ({
+      id,
+      rank: i + 1,
+      usageShare: share(usage[i]!),
+      daily: days.map((date, d) => ({ date, share: share(daily[d]![i]!) })),
+    })),
+  }
+}
+
+export type ModelStats = Awaited<ReturnType<typeof modelStats>>
