@@ -1,7 +1,10 @@
-// The funding side's use of accounts (src/accounts/): find or create the payer's account.
+// The funding side's use of accounts (src/accounts/): find or create the payer's account, and
+// credit a settled payment to it.
 import type { Address } from 'viem'
 import type { AccountStore, CreatedAccount } from '../accounts/accounts.ts'
 import { ApiError } from '../http/errors.ts'
+import type { CreditResult } from './ledger.ts'
+import type { Payments, SettledPayment } from './payments.ts'
 
 /** The payer's account, created (with its first key, named `keyName`) when the wallet has none. */
 export async function accountForPayer(
@@ -22,4 +25,24 @@ export async function accountForPayer(
     if (!raced) throw error
     return { accountId: raced.id, created: undefined }
   }
+}
+
+/**
+ * Credits a settled payment to the payer's account (signup, top-up), created when the wallet has
+ * none. Money has moved by now: any failure here is the 409 `reconciling: false`.
+ */
+export async function creditPayer(
+  payments: Payments,
+  accounts: AccountStore,
+  settled: SettledPayment,
+  maxPriceCents: number,
+  keyName?: string,
+): Promise<{ accountId: string; created: CreatedAccount | undefined; credit: CreditResult }> {
+  let account: Awaited<ReturnType<typeof accountForPayer>>
+  try {
+    account = await accountForPayer(accounts, settled.payer, maxPriceCents, keyName)
+  } catch (error) {
+    throw payments.creditFailed(settled, error)
+  }
+  return { ...account, credit: await payments.credit(settled, account.accountId) }
 }

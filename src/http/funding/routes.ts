@@ -1,51 +1,35 @@
 // Funding by x402 (contract sections 4, 5, 7, 8): POST /v1/x402/signup (no key: pay, get an
-// account and its first key) and POST /v1/x402/refill (Bearer: pay into your own account). Both
-// answer an unpaid call with the 402 challenge; a paid one is credited to pending.
+// account and its first key) and POST /v1/x402/refill (Bearer: pay into your own account), beside
+// the browser top-up (topup.ts). Each answers an unpaid call with the 402 challenge; a paid one is
+// credited to pending.
 import { Elysia, t } from 'elysia'
 import { AccountStore, FIRST_KEY_NAME } from '../../accounts/accounts.ts'
 import { KEY_NAME_MAX, keyPrefix } from '../../accounts/api-keys.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { balancesView } from '../../accounts/views.ts'
-import { accountForPayer } from '../../funding/accounts.ts'
+import { creditPayer } from '../../funding/accounts.ts'
 import type { Funding } from '../../funding/index.ts'
 import { moneyMoved } from '../../funding/payments.ts'
-import type { PaymentTerms } from '../../funding/wire.ts'
-import { formatMicros, MICROS_PER_UNIT, type MicroUsdc, parseMicros } from '../../money/units.ts'
+import { formatMicros } from '../../money/units.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
 import { ApiError } from '../errors.ts'
-
-export const MIN_FUNDING = (1 * MICROS_PER_UNIT) as MicroUsdc
-export const MAX_FUNDING = (1000 * MICROS_PER_UNIT) as MicroUsdc
-
-/** A funding amount: a decimal string of 1 to 1,000 USDC with at most 6 decimals, else 400. */
-export function fundingAmount(text: string): MicroUsdc {
-  const micros = /^\d{1,4}(\.\d{1,6})?$/.test(text) ? parseMicros(text) : null
-  if (micros === null || micros < MIN_FUNDING || micros > MAX_FUNDING) {
-    throw new ApiError(
-      400,
-      'invalid_amount',
-      'amountUsdc must be a decimal string from 1 to 1000 USDC with at most 6 decimals (e.g. "20.000000")',
-    )
-  }
-  return micros as MicroUsdc
-}
-
-function termsFor(request: Request, amount: MicroUsdc, what: string): PaymentTerms {
-  const url = new URL(request.url)
-  return {
-    amount,
-    resource: `${url.origin}${url.pathname}`,
-    description: `${what}: ${formatMicros(amount)} USDC of prepaid inference credit`,
-  }
-}
+import { fundingAmount, termsFor } from './terms.ts'
+import { topupRoutes } from './topup.ts'
 
 export interface FundingRouteDeps extends AuthDeps {
   funding?: Funding | undefined
   defaultMaxPriceCents: number
 }
 
+/** Every funding route: signup and refill here, the browser top-up beside them. */
 export function fundingRoutes(deps: FundingRouteDeps) {
-  const app = new Elysia({ name: 'svc/funding', prefix: '/v1/x402', seed: deps.keys.prefix })
+  return new Elysia({ name: 'svc/funding', seed: deps.keys.prefix })
+    .use(topupRoutes(deps))
+    .use(paidRoutes(deps))
+}
+
+function paidRoutes(deps: FundingRouteDeps) {
+  const app = new Elysia({ name: 'svc/funding/x402', prefix: '/v1/x402', seed: deps.keys.prefix })
   const funding = deps.funding
   if (!funding) return app
   const { payments, fuse } = funding
@@ -66,13 +50,7 @@ export function fundingRoutes(deps: FundingRouteDeps) {
           accountId: async (payer) => (await accounts.findByWallet(payer))?.id,
         })
         const keyName = body.name ?? FIRST_KEY_NAME
-        let account: Awaited<ReturnType<typeof accountForPayer>>
-        try {
-          account = await accountForPayer(accounts, settled.payer, deps.defaultMaxPriceCents, keyName)
-        } catch (error) {
-          throw payments.creditFailed(settled, error)
-        }
-        await payments.credit(settled, account.accountId)
+        const account = await creditPayer(payments, accounts, settled, deps.defaultMaxPriceCents, keyName)
         Object.assign(set.headers, settled.responseHeaders)
         let key: { apiKey: string; name: string; keyPrefix: string }
         if (account.created) {

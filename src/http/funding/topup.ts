@@ -1,0 +1,99 @@
+// Browser top-up (contract section 4, "Browser top-up route"): GET /topup serves a page where a
+// person connects an injected wallet and signs the EIP-3009 authorization; the page pays
+// POST /v1/x402/topup (no key: the paying wallet's account is credited, created if need be) and
+// polls GET /v1/x402/payments/{transaction} until the credit is confirmed.
+import { createHash } from 'node:crypto'
+import { Elysia, t } from 'elysia'
+import { AccountStore } from '../../accounts/accounts.ts'
+import { keyPrefix } from '../../accounts/api-keys.ts'
+import { balancesView } from '../../accounts/views.ts'
+import { creditPayer } from '../../funding/accounts.ts'
+import { paymentId } from '../../funding/ledger.ts'
+import { formatMicros } from '../../money/units.ts'
+import { badRequest, notFound } from '../errors.ts'
+import type { FundingRouteDeps } from './routes.ts'
+import { fundingAmount, termsFor } from './terms.ts'
+import pageSource from './topup.html' with { type: 'text' }
+
+// Imported as text (so the compiled binary carries it); bun-types types every .html import as a bundle.
+const page = pageSource as unknown as string
+// The page's one inline script, allowed by its hash: nothing else may run on a page that asks a
+// wallet to sign, and no other site may frame it.
+const script = /<script>([\s\S]*?)<\/script>/.exec(page)?.[1] ?? ''
+const scriptHash = createHash('sha256').update(script).digest('base64')
+const PAGE_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-store',
+  'content-security-policy': [
+    "default-src 'none'",
+    `script-src 'sha256-${scriptHash}'`,
+    "style-src 'unsafe-inline'",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; '),
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+}
+
+const TRANSACTION = /^0x[0-9a-fA-F]{64}$/
+
+export function topupRoutes(deps: FundingRouteDeps) {
+  const app = new Elysia({ name: 'svc/topup', seed: deps.keys.prefix })
+  const funding = deps.funding
+  if (!funding) return app
+  const { payments, fuse, ledger } = funding
+  const accounts = new AccountStore(deps.redis, deps.keys)
+
+  return app
+    .get('/topup', () => new Response(page, { headers: PAGE_HEADERS }))
+    .post(
+      '/v1/x402/topup',
+      async ({ body, request, set }) => {
+        const amount = fundingAmount(body.amountUsdc)
+        const settled = await payments.settle({
+          kind: 'topup',
+          terms: termsFor(request, amount, 'svc top-up'),
+          headers: request.headers,
+          // No key, like signup: one global fuse on settlement calls.
+          beforeSettle: () => fuse.take(),
+          accountId: async (payer) => (await accounts.findByWallet(payer))?.id,
+        })
+        const account = await creditPayer(payments, accounts, settled, deps.defaultMaxPriceCents)
+        Object.assign(set.headers, settled.responseHeaders)
+        const after = await accounts.require(account.accountId)
+        const { confirmedUsdc, pendingUsdc } = balancesView(after.balances)
+        return {
+          accountId: account.accountId,
+          wallet: settled.payer,
+          amountUsdc: formatMicros(amount),
+          transaction: settled.transaction,
+          status: 'pending' as const,
+          credited: account.credit.status === 'credited',
+          balances: { confirmedUsdc, pendingUsdc },
+          // A wallet's first top-up opens its account; its first key is shown this once.
+          ...(account.created && {
+            apiKey: account.created.apiKey,
+            keyPrefix: keyPrefix(account.created.apiKey),
+          }),
+        }
+      },
+      { body: t.Object({ amountUsdc: t.String() }) },
+    )
+    .get('/v1/x402/payments/:transaction', async ({ params }) => {
+      if (!TRANSACTION.test(params.transaction)) {
+        throw badRequest('transaction must be 0x and 64 hex characters', 'invalid_transaction')
+      }
+      const payment = await ledger.payment(paymentId(payments.chainId, params.transaction))
+      if (!payment.state) {
+        throw notFound('no credited payment has this transaction (yet)', 'payment_not_found')
+      }
+      return {
+        transaction: params.transaction.toLowerCase(),
+        amountUsdc: formatMicros(Number(payment.amount)),
+        status: payment.state as 'pending' | 'confirmed',
+        confirmationsRequired: funding.config.confirmations,
+      }
+    })
+}

@@ -1,0 +1,153 @@
+// The browser top-up, end to end: GET /topup in headless Chromium with an injected wallet, the 402
+// challenge, the signed X-PAYMENT retry, pending then confirmed credit on the page, on a real chain.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { createHash } from 'node:crypto'
+import type { Browser, Page } from 'playwright-core'
+import type { PrivateKeyAccount } from 'viem'
+import { injectWallet, launchChromium, type WalletLog } from '../helpers/browser.ts'
+import { startChain, type TestChain } from '../helpers/chain.ts'
+import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { pay, post } from '../helpers/x402.ts'
+
+let chain: TestChain
+let stack: TestStack
+let browser: Browser
+beforeAll(async () => {
+  chain = await startChain()
+  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '50' } })
+  browser = await launchChromium()
+})
+afterAll(async () => {
+  await browser?.close()
+  await stack.stop()
+  await chain.stop()
+})
+
+const topupUrl = () => `${stack.url}/v1/x402/topup`
+
+async function me(key: string) {
+  const response = await fetch(`${stack.url}/v1/agent/me`, { headers: { authorization: `Bearer ${key}` } })
+  return (await response.json()) as {
+    accountId: string
+    balances: { confirmedUsdc: string; pendingUsdc: string }
+  }
+}
+
+/** Opens the page as `payer`'s browser, connects, and pays `amount`; stops once it shows pending. */
+async function topUpInBrowser(
+  payer: PrivateKeyAccount,
+  amount: string,
+): Promise<{ page: Page; wallet: WalletLog; errors: string[] }> {
+  const page = await browser.newPage()
+  const errors: string[] = []
+  page.on('pageerror', (error) => errors.push(error.message))
+  // Script errors and CSP refusals; Chromium's own line for every 402 the page reads is expected.
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+      errors.push(message.text())
+    }
+  })
+  const wallet = await injectWallet(page, payer)
+  await page.goto(`${stack.url}/topup`)
+  await page.click('#connect')
+  await page.waitForSelector('#status[data-state="connected"]')
+  expect((await page.textContent('#wallet'))?.toLowerCase()).toBe(payer.address.toLowerCase())
+  await page.fill('#amount', amount)
+  await page.click('#pay')
+  await page.waitForSelector('#status[data-state="pending"], #status[data-state="error"]')
+  return { page, wallet, errors }
+}
+
+describe('the top-up routes', () => {
+  test('GET /topup is the page, its one script allowed by hash, framing refused', async () => {
+    const response = await fetch(`${stack.url}/topup`)
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toBe('text/html; charset=utf-8')
+    const html = await response.text()
+    const script = /<script>([\s\S]*?)<\/script>/.exec(html)?.[1] ?? ''
+    expect(script).toContain('eth_signTypedData_v4')
+    const hash = createHash('sha256').update(script).digest('base64')
+    const csp = response.headers.get('content-security-policy') ?? ''
+    expect(csp).toContain(`script-src 'sha256-${hash}'`)
+    expect(csp).toContain("frame-ancestors 'none'")
+    expect(csp).toContain("connect-src 'self'")
+  })
+
+  test('an unpaid top-up is the 402 challenge; bad input is 400 and changes nothing', async () => {
+    const unpaid = await post(topupUrl(), { amountUsdc: '12.000000' })
+    expect(unpaid.status).toBe(402)
+    expect(unpaid.body.accepts).toEqual([
+      expect.objectContaining({ maxAmountRequired: '12000000', resource: topupUrl(), payTo: chain.payTo }),
+    ])
+    expect(unpaid.headers.get('payment-required')).toBeTruthy()
+
+    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    expect((await post(topupUrl(), { amountUsdc: '0.5' })).status).toBe(400)
+    expect((await post(topupUrl(), { amountUsdc: 12 })).status).toBe(400)
+    const badTx = await fetch(`${stack.url}/v1/x402/payments/0x1234`)
+    expect(badTx.status).toBe(400)
+    const unknownTx = await fetch(`${stack.url}/v1/x402/payments/0x${'ab'.repeat(32)}`)
+    expect(unknownTx.status).toBe(404)
+    expect(((await unknownTx.json()) as { error: { code: string } }).error.code).toBe('payment_not_found')
+    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  })
+})
+
+describe('in headless Chromium with an injected wallet', () => {
+  test('a new wallet tops up: its account is opened, the page shows pending, then confirmed', async () => {
+    const payer = await chain.newPayer(30_000_000n)
+    const payToBefore = await chain.balanceOf(chain.payTo)
+    const { page, wallet, errors } = await topUpInBrowser(payer, '7.5')
+    expect(await page.getAttribute('#status', 'data-state')).toBe('pending')
+    expect(wallet.requests).toContain('eth_signTypedData_v4')
+    expect(wallet.signed).toHaveLength(1)
+    expect(wallet.signed[0]?.message).toMatchObject({ value: '7500000', to: chain.payTo })
+
+    // Money moved once, to payTo; the account is the payer's, credited pending.
+    expect(await chain.balanceOf(payer.address)).toBe(22_500_000n)
+    expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 7_500_000n)
+    expect(await page.isVisible('#key')).toBe(true)
+    const apiKey = (await page.textContent('#key-value')) ?? ''
+    expect(apiKey.startsWith('svc_')).toBe(true)
+    const pending = await me(apiKey)
+    expect(pending.balances).toEqual({ confirmedUsdc: '0.000000', pendingUsdc: '7.500000' })
+    const accountId = await stack.redis.hget(stack.keys.wallets, payer.address.toLowerCase())
+    expect(accountId).toBe(pending.accountId)
+
+    await chain.testClient.mine({ blocks: 2 })
+    await page.waitForSelector('#status[data-state="confirmed"]', { timeout: 15_000 })
+    expect(await page.textContent('#status')).toContain('7.500000 USDC is spendable')
+    expect((await me(apiKey)).balances).toEqual({ confirmedUsdc: '7.500000', pendingUsdc: '0.000000' })
+    expect(errors).toEqual([])
+    await page.close()
+  })
+
+  test("an existing account's wallet tops up the same account; no new key is shown", async () => {
+    const payer = await chain.newPayer(30_000_000n)
+    const { response: signup } = await pay(`${stack.url}/v1/x402/signup`, { amountUsdc: '2.000000' }, payer)
+    expect(signup.status).toBe(201)
+    const apiKey = signup.body.apiKey as string
+    const keysBefore = await stack.redis.hlen(stack.keys.accountKeys(signup.body.accountId as string))
+
+    const { page, errors } = await topUpInBrowser(payer, '3')
+    expect(await page.getAttribute('#status', 'data-state')).toBe('pending')
+    expect(await page.isVisible('#key')).toBe(false)
+    const after = await me(apiKey)
+    expect(after.accountId).toBe(signup.body.accountId as string)
+    expect(Number(after.balances.confirmedUsdc) + Number(after.balances.pendingUsdc)).toBe(5)
+    expect(await stack.redis.hlen(stack.keys.accountKeys(signup.body.accountId as string))).toBe(keysBefore)
+    expect(await chain.balanceOf(payer.address)).toBe(25_000_000n)
+    expect(errors).toEqual([])
+    await page.close()
+  })
+
+  test('an amount the gateway refuses is shown as an error; the wallet is never asked to sign', async () => {
+    const payer = await chain.newPayer(5_000_000n)
+    const { page, wallet } = await topUpInBrowser(payer, '5000')
+    expect(await page.getAttribute('#status', 'data-state')).toBe('error')
+    expect(await page.textContent('#status')).toContain('amountUsdc must be')
+    expect(wallet.requests).not.toContain('eth_signTypedData_v4')
+    expect(await chain.balanceOf(payer.address)).toBe(5_000_000n)
+    await page.close()
+  })
+})

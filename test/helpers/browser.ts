@@ -1,0 +1,88 @@
+// A real browser for the top-up page: Debian's chromium, headless, driven by playwright-core, with
+// an injected EIP-1193 test wallet whose window.ethereum answers like a browser wallet and signs
+// typed data (eth_signTypedData_v4) with a viem local account on the Node side.
+import { existsSync } from 'node:fs'
+import { type Browser, chromium, type Page } from 'playwright-core'
+import type { PrivateKeyAccount } from 'viem'
+import { CHAIN_ID } from './chain.ts'
+
+export const CHROMIUM = '/usr/bin/chromium'
+
+const FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+]
+
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`${CHROMIUM} is missing: run scripts/ensure-chromium.sh (Debian's chromium package)`)
+  }
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS })
+}
+
+/** What the wallet was asked to do, for assertions. */
+export interface WalletLog {
+  requests: string[]
+  signed: { domain: Record<string, unknown>; message: Record<string, unknown> }[]
+}
+
+// Runs in the page before any of its scripts: a minimal injected provider. Only the signature
+// leaves the page, through the exposed binding; the key stays in Node.
+function injectedWallet(config: { address: string; chainIdHex: string }) {
+  type Binding = (...args: string[]) => Promise<string>
+  const w = globalThis as unknown as Record<string, unknown>
+  // Looked up per call: the exposed bindings may be installed after this script runs.
+  const binding = (name: string) => w[name] as Binding
+  const fail = (code: number, message: string) => Object.assign(new Error(message), { code })
+  w.ethereum = {
+    isSvcTestWallet: true,
+    async request({ method, params }: { method: string; params?: unknown[] }) {
+      await binding('__svcTestWalletLog')(method)
+      switch (method) {
+        case 'eth_requestAccounts':
+        case 'eth_accounts':
+          return [config.address]
+        case 'eth_chainId':
+          return config.chainIdHex
+        case 'wallet_switchEthereumChain': {
+          const wanted = (params?.[0] as { chainId?: string } | undefined)?.chainId
+          if (wanted === config.chainIdHex) return null
+          throw fail(4902, `unrecognized chain ${wanted}`)
+        }
+        case 'eth_signTypedData_v4':
+          return binding('__svcTestWalletSign')(params?.[0] as string, params?.[1] as string)
+        default:
+          throw fail(4200, `unsupported method ${method}`)
+      }
+    },
+    on() {},
+    removeListener() {},
+  }
+}
+
+/** Gives `page` a window.ethereum backed by `account` on the test chain; returns its log. */
+export async function injectWallet(page: Page, account: PrivateKeyAccount): Promise<WalletLog> {
+  const log: WalletLog = { requests: [], signed: [] }
+  await page.exposeFunction('__svcTestWalletLog', (method: string) => {
+    log.requests.push(method)
+  })
+  await page.exposeFunction('__svcTestWalletSign', async (address: string, json: string) => {
+    // A wallet signs only for its own address and only on the chain it is on.
+    if (address.toLowerCase() !== account.address.toLowerCase()) throw new Error('not this wallet')
+    const { domain, types, primaryType, message } = JSON.parse(json)
+    if (Number(domain.chainId) !== CHAIN_ID) throw new Error(`domain chainId ${domain.chainId}`)
+    const { EIP712Domain: _, ...messageTypes } = types
+    log.signed.push({ domain, message })
+    return account.signTypedData({ domain, types: messageTypes, primaryType, message })
+  })
+  await page.addInitScript(injectedWallet, {
+    address: account.address,
+    chainIdHex: `0x${CHAIN_ID.toString(16)}`,
+  })
+  return log
+}
