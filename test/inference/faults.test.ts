@@ -19,7 +19,6 @@ import { startStack, type TestStack } from '../helpers/stack.ts'
 let stack: TestStack
 let buyer: TestAccount
 let first: SimOffer
-let backup: SimOffer
 
 beforeAll(async () => {
   stack = await startStack({
@@ -34,7 +33,7 @@ beforeAll(async () => {
     },
   })
   first = await simOffer(stack, 33)
-  backup = await simOffer(stack, 48)
+  await simOffer(stack, 48) // the backup every failure falls forward to
   buyer = await fundedBuyer(stack, '5.000000')
 })
 afterAll(() => stack.stop())
