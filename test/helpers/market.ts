@@ -4,7 +4,13 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import { OfferService } from '../../src/market/offers.ts'
 import type { AdmitRefusal } from '../../src/market/result-codes.ts'
-import { type Admission, type AdmitRequest, admit } from '../../src/market/settlement.ts'
+import {
+  type Admission,
+  type AdmitRequest,
+  admit,
+  type ClearRequest,
+  clear,
+} from '../../src/market/settlement.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
@@ -81,5 +87,25 @@ export function admitFor(
     model: 'llama-3.3-70b',
     requestId: 'req_test',
     ...over,
+  })
+}
+
+/** Clears an attempt from a metered burn (10 tokens in, 20 out, completed), as the relay would. */
+export function clearFor(
+  fx: MarketFixture,
+  attemptId: string,
+  burn: number,
+  extra: Partial<ClearRequest> = {},
+) {
+  return clear(fx.redis, fx.keys, {
+    attemptId,
+    burn: burn as MicroDiem,
+    feeBps: 0,
+    upstreamBalanceAfter: null,
+    inputTokens: 10,
+    outputTokens: 20,
+    estimated: false,
+    outcome: 'completed',
+    ...extra,
   })
 }

@@ -5,14 +5,21 @@ import { auditMarket } from '../../src/market/audit.ts'
 import { AdmitCode } from '../../src/market/result-codes.ts'
 import {
   type Admission,
-  clear,
+  type ClearRequest,
   reapExpired,
   release,
   renewLease,
   SettlementError,
 } from '../../src/market/settlement.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { admitFor, type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
+import {
+  admitFor,
+  clearFor,
+  type MarketFixture,
+  marketFixture,
+  postOffer,
+  seedAccount,
+} from '../helpers/market.ts'
 
 let fx: MarketFixture
 const fixtures: MarketFixture[] = []
@@ -30,18 +37,8 @@ const admitted = (result: unknown): Admission => {
   expect((result as { code: number }).code).toBe(AdmitCode.Admitted)
   return result as Admission
 }
-const clearOf = (attemptId: string, burn: number, extra: Partial<Parameters<typeof clear>[2]> = {}) =>
-  clear(fx.redis, fx.keys, {
-    attemptId,
-    burn: burn as MicroDiem,
-    feeBps: 0,
-    upstreamBalanceAfter: null,
-    inputTokens: 10,
-    outputTokens: 20,
-    estimated: false,
-    outcome: 'completed',
-    ...extra,
-  })
+const clearOf = (attemptId: string, burn: number, extra: Partial<ClearRequest> = {}) =>
+  clearFor(fx, attemptId, burn, extra)
 
 describe('lua key names', () => {
   test('lib/keys builds the same names as src/redis/keys.ts', async () => {

@@ -1,0 +1,78 @@
+// The market's admit + clear Lua pair alone, against the rate of a trivial EVALSHA on the same
+// Redis, from the same client, in the same run. A process of its own (the parent passes
+// TEST_REDIS_URL); the fixtures are the market tests' own, so the keyspace is the real one.
+//   argv: JSON {seconds, rounds, concurrency}; prints `RESULT {...}`.
+import { randomUUID } from 'node:crypto'
+import type Redis from 'ioredis'
+import { AdmitCode } from '../src/market/result-codes.ts'
+import type { Admission } from '../src/market/settlement.ts'
+import { admitFor, clearFor, marketFixture, postOffer, seedAccount } from '../test/helpers/market.ts'
+import { median } from './stats.ts'
+
+export interface LuaPairResult {
+  pairsPerSecond: number
+  trivialPerSecond: number
+  /** pairs/s over trivial scripts/s */
+  ratio: number
+  rounds: { pairs: number; trivial: number }[]
+}
+
+interface Job {
+  seconds: number
+  rounds: number
+  concurrency: number
+}
+
+type Trivial = Redis & { benchTrivial(key: string): Promise<unknown> }
+
+/** Calls per second of `call`, from `concurrency` loops for `seconds`. */
+async function rate(concurrency: number, seconds: number, call: () => Promise<void>): Promise<number> {
+  let calls = 0
+  const start = performance.now()
+  const deadline = start + seconds * 1000
+  const loop = async () => {
+    while (performance.now() < deadline) {
+      await call()
+      calls += 1
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, loop))
+  return calls / ((performance.now() - start) / 1000)
+}
+
+async function main(job: Job): Promise<LuaPairResult> {
+  const fx = marketFixture()
+  const redis = fx.redis as Trivial
+  redis.defineCommand('benchTrivial', { numberOfKeys: 1, lua: 'return 1' })
+  const accountId = await seedAccount(fx, 1_000_000_000_000)
+  await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
+
+  const pair = async () => {
+    const admitted = await admitFor(fx, accountId, { attemptId: randomUUID() })
+    if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
+    await clearFor(fx, (admitted as Admission).attemptId, 700)
+  }
+  const trivial = async () => {
+    await redis.benchTrivial(fx.keys.base)
+  }
+
+  // Warm-up: scripts loaded (EVALSHA from then on), connection and JIT warm.
+  await rate(job.concurrency, Math.min(0.5, job.seconds), pair)
+  await rate(job.concurrency, Math.min(0.5, job.seconds), trivial)
+  const rounds: LuaPairResult['rounds'] = []
+  for (let r = 0; r < job.rounds; r++) {
+    const trivialRate = await rate(job.concurrency, job.seconds, trivial)
+    const pairRate = await rate(job.concurrency, job.seconds, pair)
+    rounds.push({ pairs: pairRate, trivial: trivialRate })
+  }
+  fx.close()
+  const pairsPerSecond = median(rounds.map((r) => r.pairs))
+  const trivialPerSecond = median(rounds.map((r) => r.trivial))
+  return { pairsPerSecond, trivialPerSecond, ratio: pairsPerSecond / trivialPerSecond, rounds }
+}
+
+if (import.meta.main) {
+  const result = await main(JSON.parse(process.argv[2]!) as Job)
+  console.log(`RESULT ${JSON.stringify(result)}`)
+  process.exit(0)
+}
