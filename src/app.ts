@@ -9,10 +9,12 @@ import { adminOfferRoutes } from './http/admin/offers.ts'
 import { adminAccountRoutes } from './http/admin/routes.ts'
 import { agentRoutes } from './http/agent/routes.ts'
 import { capacityRoutes } from './http/capacity/routes.ts'
+import { contractRoutes } from './http/contract/routes.ts'
 import { errorHandler } from './http/error-handler.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
 import { responsesRoutes } from './http/inference/responses.ts'
+import { mcpRoutes } from './http/mcp/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { recordsRoutes } from './http/records/routes.ts'
 import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
@@ -69,6 +71,7 @@ export function createApp(deps: AppDeps) {
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))
+    .use((app) => app.use(mcpRoutes(deps, app)).use(contractRoutes(app)))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -1,0 +1,63 @@
+// GET /llms.txt: the short guide an agent reads first. Figures come from the code's own constants.
+import { MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../../accounts/accounts.ts'
+import { MAX_ACTIVE_API_KEYS } from '../../accounts/api-keys.ts'
+
+export function llmsGuide(baseUrl: string): string {
+  return `# svc gateway
+
+> Prepaid, OpenAI-compatible inference. Fund a USDC balance, call chat with an svc_ key, and each
+> request clears at the cheapest supplier offer at or below your max price.
+
+Base address: ${baseUrl}
+OpenAI-compatible base address: ${baseUrl}/v1 (model ids: svc/<id> or the bare id)
+MCP server: ${baseUrl}/mcp (streamable HTTP; Authorization: Bearer <API_KEY>; tool agent_me confirms the connection)
+Machine-readable contract: ${baseUrl}/openapi.json
+Every error: {"error": {"message", "type", "code"}}; branch on error.code.
+
+## 1. Sign up by payment
+POST ${baseUrl}/v1/x402/signup {"amountUsdc": "5.000000", "name": "my-agent"} without a key.
+The answer is 402 with "accepts": sign one of them (x402, exact scheme, USDC, EIP-3009) and send
+the same request again with the X-PAYMENT header. The 201 holds apiKey (shown once: store it),
+accountId and wallet. Credit is pending until the transfer is confirmed; only confirmed USDC is
+spendable (GET ${baseUrl}/v1/agent/me shows both).
+
+## 2. Fund
+POST ${baseUrl}/v1/x402/refill {"amountUsdc": "20.000000"} with Authorization: Bearer <API_KEY>,
+1 to 1000 USDC per payment, paid the same way. The paying wallet must be the account's (else 403).
+
+## 3. Pick a max price
+Offers ask ${MIN_MAX_PRICE_CENTS} to ${MAX_MAX_PRICE_CENTS} cents per dollar of capacity. GET ${baseUrl}/v1/capacity?maxPriceCents=N shows
+what a buyer at N can reach (cheapestPostedCents, depth). Set yours with
+PATCH ${baseUrl}/v1/agent/max-price {"maxPriceCents": N}.
+
+## 4. Call chat
+POST ${baseUrl}/v1/chat/completions {"model": "svc/<live text id>", "messages": [...]} with the
+Bearer key (GET ${baseUrl}/v1/models lists ids; only status "live", modality "text" are callable).
+POST ${baseUrl}/v1/responses {"model", "input"} is the stateless Responses form.
+
+## 5. Read the cost
+Buffered: headers X-Svc-Cost-Usdc, X-Svc-Clearing-Price-Cents, X-Svc-Support-Reference,
+X-Balance-Remaining. Streamed: after the usage chunk, a frame {"object": "svc.cost", "costUsdc",
+"clearingPriceCents", "supportReference"}, then [DONE]. Later: GET
+${baseUrl}/v1/agent/requests/<supportReference>. Price paid = metered burn x clearing price.
+
+## Errors and what to do
+- 400: fix the request (bad JSON, non-live model, maxPriceCents outside ${MIN_MAX_PRICE_CENTS}..${MAX_MAX_PRICE_CENTS}).
+- 401: missing or bad Bearer key (cookies are refused).
+- 402 without "accepts": confirmed balance too low; refill, wait for confirmation, retry. Nothing moved.
+- 402 with "accepts": a payment challenge; sign and retry. Nothing moved.
+- 409: on funding, money moved but the request did not finish; never pay again. "credited": true
+  means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);
+  "reconciling": true means the credit is queued from the chain; otherwise keep "transaction" and
+  quote it to support. On POST /v1/agent/keys: ${MAX_ACTIVE_API_KEYS} keys already, revoke one (nothing paid).
+- 429 key_concurrency_limit or buyer_concurrency_limit: wait Retry-After seconds (1) or lower your
+  parallelism. 429 on signup: the global fuse; wait Retry-After.
+- 503 no_eligible_supply: supply exists above your max price; PATCH /v1/agent/max-price to the
+  body's cheapestPostedCents and send the same request again.
+- 503 pool_empty: nothing is posted at any price; wait.
+- 503 insufficient_routable_at_price: offers at your price are too small for this request; a higher
+  max price does not help, send a smaller job (lower max_tokens) or retry later.
+- 503 key_wait_timeout: every eligible supplier key was busy; retry.
+- 500 / 502: no charge unless settlement committed; safe to retry.
+`
+}

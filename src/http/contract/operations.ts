@@ -1,0 +1,303 @@
+// What the OpenAPI document says of each route beyond its schemas: summary, tags, security and
+// responses. Request bodies and path parameters come from the routes' own TypeBox schemas (see
+// openapi.ts); only what a route reads by hand (query strings) is declared here. A route missing
+// from this table fails test/contract/openapi.test.ts.
+import { type ErrorResponseName, errors, headers } from './components.ts'
+
+type Security = 'none' | 'apiKey' | 'adminToken' | 'x402' | 'apiKey+x402'
+
+export interface Operation {
+  summary: string
+  tags: string[]
+  security: Security
+  description?: string
+  parameters?: Record<string, unknown>[]
+  ok?: Record<string, unknown>
+  errors: ErrorResponseName[]
+}
+
+const ok = (description: string, status = '200', extra: Record<string, unknown> = {}) => ({
+  [status]: { description, headers: headers(), ...extra },
+})
+
+const query = (name: string, description: string, schema: Record<string, unknown>) => ({
+  name,
+  in: 'query',
+  required: false,
+  description,
+  schema,
+})
+
+const path = (name: string, description: string) => ({
+  name,
+  in: 'path',
+  required: true,
+  description,
+  schema: { type: 'string' },
+})
+
+const inferenceOk = (description: string) =>
+  ok(description, '200', {
+    headers: headers('SupportReference', 'CostUsdc', 'ClearingPriceCents', 'BalanceRemaining'),
+    content: {
+      'application/json': { schema: { type: 'object', description: 'buffered (stream omitted or false)' } },
+      'text/event-stream': { schema: { type: 'string', description: 'SSE (stream: true): no cost headers' } },
+    },
+  })
+
+const INFERENCE_ERRORS: ErrorResponseName[] = [
+  'BadRequest',
+  'Unauthorized',
+  'InsufficientBalance',
+  'NotFound',
+  'TooManyRequests',
+  'ServerError',
+  'BadGateway',
+  'ServiceUnavailable',
+]
+
+export const OPERATIONS: Record<string, Operation> = {
+  'GET /healthz': { summary: 'Liveness', tags: ['operations'], security: 'none', errors: [] },
+  'GET /readyz': {
+    summary: 'Readiness: Redis reachable (503 when not)',
+    tags: ['operations'],
+    security: 'none',
+    errors: [],
+    ok: { ...ok('Ready'), '503': { description: 'Redis unreachable' } },
+  },
+  'GET /openapi.json': { summary: 'This document', tags: ['contract'], security: 'none', errors: [] },
+  'GET /llms.txt': {
+    summary: 'A plain-text guide for agents',
+    tags: ['contract'],
+    security: 'none',
+    errors: [],
+    ok: ok('The guide', '200', { content: { 'text/plain': { schema: { type: 'string' } } } }),
+  },
+
+  'GET /v1/models': { summary: 'The model catalog', tags: ['public'], security: 'none', errors: [] },
+  'GET /v1/models/{id}': {
+    summary: 'One catalog row (bare slug or svc/ prefix; the answer carries the bare slug)',
+    tags: ['public'],
+    security: 'none',
+    parameters: [path('id', 'a catalog slug, bare or svc/<slug> (the slash may be sent as is)')],
+    errors: ['NotFound'],
+  },
+  'GET /v1/models/stats': {
+    summary: 'Relative model usage (never raw counts)',
+    tags: ['public'],
+    security: 'none',
+    parameters: [query('window', 'default 7d', { type: 'string', enum: ['24h', '7d', '30d'] })],
+    errors: ['BadRequest'],
+  },
+  'GET /v1/capacity': {
+    summary: 'Routable capacity by posted price, cheapest first (cached 30 s)',
+    tags: ['public'],
+    security: 'none',
+    parameters: [
+      query('maxPriceCents', "narrows to a buyer's view at this max price; outside 30..80 is a 400", {
+        type: 'integer',
+        minimum: 30,
+        maximum: 80,
+      }),
+    ],
+    errors: ['BadRequest'],
+  },
+
+  'POST /v1/chat/completions': {
+    summary: 'Chat completion, buffered or SSE, paid at the cheapest eligible offer',
+    description:
+      'Streamed: content chunks, the final usage chunk after settlement, then a svc.cost frame {object, choices: [], costUsdc, clearingPriceCents, supportReference}, then [DONE]. A post-start failure is an SSE data error object instead of [DONE].',
+    tags: ['inference'],
+    security: 'apiKey',
+    ok: inferenceOk('The completion'),
+    errors: INFERENCE_ERRORS,
+  },
+  'POST /v1/responses': {
+    summary: 'Stateless Responses API over the same market',
+    description:
+      'Streamed events are response.*; response.completed and response.incomplete carry costUsdc, clearingPriceCents and supportReference; response.failed when settlement fails.',
+    tags: ['inference'],
+    security: 'apiKey',
+    ok: inferenceOk('The response'),
+    errors: INFERENCE_ERRORS,
+  },
+  'GET /v1/responses': {
+    summary: 'Not stored: always 404',
+    tags: ['inference'],
+    security: 'none',
+    ok: {},
+    errors: ['NotFound'],
+  },
+  'GET /v1/responses/{id}': {
+    summary: 'Not stored: always 404',
+    tags: ['inference'],
+    security: 'none',
+    ok: {},
+    errors: ['NotFound'],
+  },
+
+  'GET /v1/agent/me': {
+    summary: 'The account: wallet, confirmed and pending USDC, max price, key count',
+    tags: ['agent'],
+    security: 'apiKey',
+    errors: ['Unauthorized'],
+  },
+  'GET /v1/agent/keys': {
+    summary: 'Active API keys (metadata only)',
+    tags: ['agent'],
+    security: 'apiKey',
+    errors: ['Unauthorized'],
+  },
+  'POST /v1/agent/keys': {
+    summary: 'Mint an API key (plaintext shown once); 409 at 10 active keys',
+    tags: ['agent'],
+    security: 'apiKey',
+    ok: ok('The new key: apiKey, id, name, keyPrefix', '201'),
+    errors: ['BadRequest', 'Unauthorized', 'Conflict'],
+  },
+  'DELETE /v1/agent/keys/{id}': {
+    summary: "Revoke one of the account's keys (may be the calling key)",
+    tags: ['agent'],
+    security: 'apiKey',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+  'PATCH /v1/agent/max-price': {
+    summary: 'Set the max price, 30..80 cents per dollar',
+    tags: ['agent'],
+    security: 'apiKey',
+    errors: ['BadRequest', 'Unauthorized'],
+  },
+  'GET /v1/agent/requests/{supportReference}': {
+    summary: "A request's cost and attempt, by its support reference",
+    tags: ['agent'],
+    security: 'apiKey',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+
+  'POST /v1/x402/signup': {
+    summary: 'Create an account and its first key by payment',
+    tags: ['funding'],
+    security: 'x402',
+    ok: ok('The account and its key (plaintext shown once)', '201'),
+    errors: ['BadRequest', 'PaymentChallenge', 'Conflict', 'TooManyRequests', 'BadGateway'],
+  },
+  'POST /v1/x402/refill': {
+    summary: 'Add 1 to 1000 USDC to your own account by payment',
+    tags: ['funding'],
+    security: 'apiKey+x402',
+    errors: ['BadRequest', 'Unauthorized', 'PaymentChallenge', 'Forbidden', 'Conflict', 'BadGateway'],
+  },
+  'POST /v1/x402/topup': {
+    summary: "Browser top-up: credit the paying wallet's account (created if need be)",
+    tags: ['funding'],
+    security: 'x402',
+    errors: ['BadRequest', 'PaymentChallenge', 'Conflict', 'TooManyRequests', 'BadGateway'],
+  },
+  'GET /v1/x402/payments/{transaction}': {
+    summary: 'A top-up payment: pending or confirmed',
+    tags: ['funding'],
+    security: 'none',
+    errors: ['NotFound'],
+  },
+  'GET /topup': {
+    summary: 'The browser top-up page',
+    tags: ['funding'],
+    security: 'none',
+    ok: ok('HTML', '200', { content: { 'text/html': { schema: { type: 'string' } } } }),
+    errors: [],
+  },
+
+  'POST /admin/v1/accounts': {
+    summary: 'Create an account and its first key',
+    tags: ['operator'],
+    security: 'adminToken',
+    ok: ok('accountId, wallet, apiKey', '201'),
+    errors: ['BadRequest', 'Unauthorized', 'Conflict'],
+  },
+  'POST /admin/v1/accounts/{accountId}/credit': {
+    summary: 'Credit an account by hand (audited)',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['BadRequest', 'Unauthorized', 'NotFound'],
+  },
+  'GET /admin/v1/accounts/{accountId}': {
+    summary: 'An account and all its balances',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+  'POST /admin/v1/offers': {
+    summary: 'Post an offer (the upstream key goes in and never comes out)',
+    tags: ['operator'],
+    security: 'adminToken',
+    ok: ok('The offer', '201'),
+    errors: ['BadRequest', 'Unauthorized'],
+  },
+  'GET /admin/v1/offers': {
+    summary: 'Every offer',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['Unauthorized'],
+  },
+  'GET /admin/v1/offers/{id}': {
+    summary: 'One offer',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+  'PATCH /admin/v1/offers/{id}': {
+    summary: 'Update, pause or resume an offer',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['BadRequest', 'Unauthorized', 'NotFound'],
+  },
+  'DELETE /admin/v1/offers/{id}': {
+    summary: 'Delete an offer',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+
+  'POST /mcp': {
+    summary: 'MCP server: streamable HTTP, stateless, JSON-RPC 2.0',
+    description:
+      'Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, mint_key, revoke_key, set_max_price, get_request, chat. A tool error carries the HTTP status and error.code of the route it calls.',
+    tags: ['mcp'],
+    security: 'apiKey',
+    ok: ok('A JSON-RPC answer', '200', { content: { 'application/json': { schema: { type: 'object' } } } }),
+    errors: ['BadRequest', 'Unauthorized'],
+  },
+  'GET /mcp': {
+    summary: 'Not allowed: no standalone stream (stateless)',
+    tags: ['mcp'],
+    security: 'apiKey',
+    ok: {},
+    errors: ['Unauthorized', 'MethodNotAllowed'],
+  },
+  'DELETE /mcp': {
+    summary: 'Not allowed: no session to end (stateless)',
+    tags: ['mcp'],
+    security: 'apiKey',
+    ok: {},
+    errors: ['Unauthorized', 'MethodNotAllowed'],
+  },
+}
+
+const SECURITY: Record<Security, Record<string, string[]>[]> = {
+  none: [],
+  apiKey: [{ apiKey: [] }],
+  adminToken: [{ adminToken: [] }],
+  x402: [{ x402: [] }],
+  'apiKey+x402': [{ apiKey: [], x402: [] }],
+}
+
+/** The OpenAPI fields this table gives one operation. */
+export function operationFields(operation: Operation) {
+  return {
+    summary: operation.summary,
+    ...(operation.description ? { description: operation.description } : {}),
+    tags: operation.tags,
+    security: SECURITY[operation.security],
+    responses: { ...(operation.ok ?? ok('OK')), ...errors(...operation.errors) },
+  }
+}

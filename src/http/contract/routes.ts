@@ -1,0 +1,22 @@
+// The machine-readable contract on the API host: GET /openapi.json and GET /llms.txt. Both name
+// the base address the caller reached, so they are right behind any proxy that keeps the host.
+import { type AnyElysia, Elysia } from 'elysia'
+import { llmsGuide } from './llms.ts'
+import { openApiDocument } from './openapi.ts'
+
+export function contractRoutes(app: AnyElysia) {
+  // Built on first use: by then every route of the app is registered, and none is added later.
+  let document: ReturnType<typeof openApiDocument> | undefined
+  return new Elysia({ name: 'svc/contract' })
+    .get('/openapi.json', ({ request }) => {
+      document ??= openApiDocument(app)
+      return { ...document, servers: [{ url: new URL(request.url).origin }] }
+    })
+    .get(
+      '/llms.txt',
+      ({ request }) =>
+        new Response(llmsGuide(new URL(request.url).origin), {
+          headers: { 'content-type': 'text/plain; charset=utf-8' },
+        }),
+    )
+}

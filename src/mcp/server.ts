@@ -1,0 +1,112 @@
+// One MCP server per HTTP request (stateless streamable HTTP): tools/list and tools/call over the
+// tool table, each call dispatched to the app as the caller. The low-level Server, not McpServer:
+// our input schemas are JSON Schema already (TypeBox), and McpServer takes only zod.
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+} from '@modelcontextprotocol/sdk/types.js'
+import { TypeCompiler } from 'elysia/type-system'
+import pkg from '../../package.json' with { type: 'json' }
+import type { ApiCall, Tool, ToolAnswer } from './tools.ts'
+
+/** Sends one call to the app with the caller's key; `signal` ends it if the MCP request is cancelled. */
+export type Dispatch = (call: ApiCall, signal: AbortSignal) => Promise<Response>
+
+const INSTRUCTIONS =
+  'Prepaid, OpenAI-compatible inference. agent_me confirms the connection and shows the confirmed ' +
+  'balance and max price; chat runs a completion and returns its cost. Errors come back as tool ' +
+  'errors carrying the HTTP status and the error.code of the API (see /llms.txt).'
+
+const checkers = new WeakMap<Tool, ReturnType<typeof TypeCompiler.Compile>>()
+function checker(tool: Tool) {
+  let compiled = checkers.get(tool)
+  if (!compiled) {
+    compiled = TypeCompiler.Compile(tool.input)
+    checkers.set(tool, compiled)
+  }
+  return compiled
+}
+
+/** The first thing wrong with a tool's arguments, in words, or null. */
+function argumentProblem(tool: Tool, args: Record<string, unknown>): string | null {
+  const first = checker(tool).Errors(args).First()
+  if (first) {
+    const field = first.path.replace(/^\//, '').replaceAll('/', '.')
+    if (!field) return first.message
+    return first.value === undefined ? `missing required argument: ${field}` : `${field}: ${first.message}`
+  }
+  return tool.refine?.(args) ?? null
+}
+
+const result = (answer: ToolAnswer, isError = false): CallToolResult => ({
+  content: answer.content.map((text) => ({ type: 'text' as const, text })),
+  structuredContent: answer.data,
+  ...(isError ? { isError: true } : {}),
+})
+
+async function bodyOf(response: Response): Promise<Record<string, unknown>> {
+  const text = await response.text()
+  try {
+    const json = JSON.parse(text) as unknown
+    if (json && typeof json === 'object' && !Array.isArray(json)) return json as Record<string, unknown>
+    return { value: json }
+  } catch {
+    return { text }
+  }
+}
+
+/** A 4xx or 5xx of the API as a tool error: its status, error.code and message, hints included. */
+function failure(response: Response, body: Record<string, unknown>): CallToolResult {
+  const error = (body.error ?? {}) as { code?: string; message?: string }
+  const retryAfter = response.headers.get('retry-after')
+  const data = {
+    status: response.status,
+    ...body,
+    requestId: response.headers.get('x-svc-request-id'),
+    ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}),
+  }
+  const line = `HTTP ${response.status} ${error.code ?? ''}: ${error.message ?? 'request failed'}`
+  return result({ content: [line, JSON.stringify(body)], data }, true)
+}
+
+async function callTool(tool: Tool, args: Record<string, unknown>, dispatch: Dispatch, signal: AbortSignal) {
+  const problem = argumentProblem(tool, args)
+  if (problem) {
+    const message = `invalid arguments for ${tool.name}: ${problem}`
+    return result({ content: [message], data: { error: { code: 'invalid_arguments', message } } }, true)
+  }
+  const response = await dispatch(tool.call(args), signal)
+  const body = await bodyOf(response)
+  if (!response.ok) return failure(response, body)
+  return result(tool.present?.(body, response.headers) ?? { content: [JSON.stringify(body)], data: body })
+}
+
+export function mcpServer(tools: Tool[], dispatch: Dispatch): Server {
+  const byName = new Map(tools.map((tool) => [tool.name, tool]))
+  const server = new Server(
+    { name: 'svc-gateway', version: pkg.version },
+    { capabilities: { tools: {} }, instructions: INSTRUCTIONS },
+  )
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: tools.map((tool) => ({
+      name: tool.name,
+      description: tool.description,
+      inputSchema: tool.input,
+    })),
+  }))
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+    const tool = byName.get(request.params.name)
+    if (!tool) {
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `unknown tool '${request.params.name}'; tools/list names them`,
+      )
+    }
+    return callTool(tool, request.params.arguments ?? {}, dispatch, extra.signal)
+  })
+  return server
+}

@@ -1,0 +1,218 @@
+// The hosted MCP server's tools. Each tool is one call of the public HTTP API, made with the
+// caller's own key: the route validates, authenticates, bills and answers exactly as it does for
+// any client, so a tool can never drift from the route it stands for. Input schemas are TypeBox
+// (plain JSON Schema) built on the routes' own limits; the route still validates what it is sent.
+import { type Static, type TSchema, t } from 'elysia'
+import { MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../accounts/accounts.ts'
+import { KEY_NAME_MAX } from '../accounts/api-keys.ts'
+import { chatMessageSchema } from '../inference/chat-request.ts'
+
+/** One request to the app, on the caller's behalf. */
+export interface ApiCall {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE'
+  path: string
+  body?: Record<string, unknown>
+}
+
+/** A tool's input is always a JSON object (MCP requires type: object). */
+type ObjectSchema = TSchema & { type: 'object' }
+
+export interface Tool<S extends ObjectSchema = ObjectSchema> {
+  name: string
+  description: string
+  input: S
+  /** The route the tool calls; a tool whose route the app does not serve is not offered. */
+  route: string
+  /** A rule the schema cannot say; the problem, or null. */
+  refine?(args: Static<S>): string | null
+  call(args: Static<S>): ApiCall
+  /** Shapes a 2xx answer for the agent; without it the JSON body is the result. */
+  present?(body: Record<string, unknown>, headers: Headers): ToolAnswer
+}
+
+export interface ToolAnswer {
+  /** Text blocks, for agents that read only text. */
+  content: string[]
+  data: Record<string, unknown>
+}
+
+const noInput = t.Object({}, { additionalProperties: false })
+const segment = (value: string) => encodeURIComponent(value)
+
+// t.Number with multipleOf 1, as the routes: Elysia's t.Integer would also take numeric strings.
+const maxPriceCents = t.Number({
+  multipleOf: 1,
+  minimum: MIN_MAX_PRICE_CENTS,
+  maximum: MAX_MAX_PRICE_CENTS,
+  description: `cents per dollar of capacity, ${MIN_MAX_PRICE_CENTS} to ${MAX_MAX_PRICE_CENTS}`,
+})
+
+const chatInput = t.Object(
+  {
+    model: t.String({
+      minLength: 1,
+      maxLength: 256,
+      description: 'a live text model id from list_models, bare or with the svc/ prefix',
+    }),
+    prompt: t.Optional(t.String({ minLength: 1, description: 'a single user message (or send messages)' })),
+    messages: t.Optional(
+      t.Array(chatMessageSchema, {
+        minItems: 1,
+        maxItems: 4096,
+        description: 'an OpenAI chat message array (or send prompt)',
+      }),
+    ),
+    max_tokens: t.Optional(
+      t.Number({ multipleOf: 1, minimum: 1, description: 'the most tokens to generate' }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+function tool<S extends ObjectSchema>(definition: Tool<S>): Tool {
+  return definition as unknown as Tool
+}
+
+export const TOOLS: Tool[] = [
+  tool({
+    name: 'agent_me',
+    description:
+      'The account behind this key: account id, wallet, confirmed and pending USDC, max price, key count. Use it to confirm the connection.',
+    input: noInput,
+    route: 'GET /v1/agent/me',
+    call: () => ({ method: 'GET', path: '/v1/agent/me' }),
+  }),
+  tool({
+    name: 'list_models',
+    description:
+      'The model catalog: id, status (live or coming_soon), modality, pricing. Only live text models are callable through chat.',
+    input: noInput,
+    route: 'GET /v1/models',
+    call: () => ({ method: 'GET', path: '/v1/models' }),
+  }),
+  tool({
+    name: 'capacity',
+    description:
+      'Routable capacity by posted price, cheapest first, and the cost of buying all of it. With maxPriceCents, only what a buyer at that max price can reach. A pre-flight check, not a reservation.',
+    input: t.Object({ maxPriceCents: t.Optional(maxPriceCents) }, { additionalProperties: false }),
+    route: 'GET /v1/capacity',
+    call: (args) => ({
+      method: 'GET',
+      path:
+        args.maxPriceCents === undefined
+          ? '/v1/capacity'
+          : `/v1/capacity?maxPriceCents=${args.maxPriceCents}`,
+    }),
+  }),
+  tool({
+    name: 'list_keys',
+    description: "The account's active API keys (metadata only, never a plaintext) and the cap of 10.",
+    input: noInput,
+    route: 'GET /v1/agent/keys',
+    call: () => ({ method: 'GET', path: '/v1/agent/keys' }),
+  }),
+  tool({
+    name: 'mint_key',
+    description:
+      'Mints a new API key. The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys.',
+    input: t.Object(
+      { name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX, description: 'a label for the key' }) },
+      { additionalProperties: false },
+    ),
+    route: 'POST /v1/agent/keys',
+    call: (args) => ({ method: 'POST', path: '/v1/agent/keys', body: { name: args.name } }),
+  }),
+  tool({
+    name: 'revoke_key',
+    description:
+      "Revokes one of the account's keys by its id from list_keys. It may be the key this connection uses, after which every call fails with 401. Rotate by mint, store, verify, then revoke.",
+    input: t.Object(
+      { id: t.String({ minLength: 1, maxLength: 64, description: 'the key id (UUID) from list_keys' }) },
+      { additionalProperties: false },
+    ),
+    route: 'DELETE /v1/agent/keys/:id',
+    call: (args) => ({ method: 'DELETE', path: `/v1/agent/keys/${segment(args.id)}` }),
+  }),
+  tool({
+    name: 'set_max_price',
+    description:
+      "Sets the account's max price: requests only clear at offers asking this much or less. After a 503 no_eligible_supply, set it to that error's cheapestPostedCents.",
+    input: t.Object({ maxPriceCents }, { additionalProperties: false }),
+    route: 'PATCH /v1/agent/max-price',
+    call: (args) => ({
+      method: 'PATCH',
+      path: '/v1/agent/max-price',
+      body: { maxPriceCents: args.maxPriceCents },
+    }),
+  }),
+  tool({
+    name: 'get_request',
+    description: 'Looks up an earlier request by its support reference (sr_...): its cost and attempt.',
+    input: t.Object(
+      {
+        supportReference: t.String({
+          minLength: 1,
+          maxLength: 64,
+          description: 'the X-Svc-Support-Reference of the request',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+    route: 'GET /v1/agent/requests/:supportReference',
+    call: (args) => ({ method: 'GET', path: `/v1/agent/requests/${segment(args.supportReference)}` }),
+  }),
+  tool({
+    name: 'chat',
+    description:
+      'Runs one buffered chat completion on a live text model, paid from the confirmed balance at the cheapest eligible offer, and returns the text with its cost (costUsdc, clearingPriceCents, supportReference). Send prompt or messages, not both.',
+    input: chatInput,
+    route: 'POST /v1/chat/completions',
+    refine: (args) =>
+      (args.prompt === undefined) === (args.messages === undefined)
+        ? 'send exactly one of prompt and messages'
+        : null,
+    call: (args) => ({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      body: {
+        model: args.model,
+        messages: args.messages ?? [{ role: 'user', content: args.prompt }],
+        ...(args.max_tokens === undefined ? {} : { max_tokens: args.max_tokens }),
+        stream: false,
+      },
+    }),
+    present: chatAnswer,
+  }),
+]
+
+interface ChatCompletion {
+  model?: string
+  choices?: { message?: { content?: unknown } }[]
+  usage?: unknown
+}
+
+/** The completion's text with what it cost, read from the cost headers of the buffered answer. */
+function chatAnswer(body: Record<string, unknown>, headers: Headers): ToolAnswer {
+  const completion = body as ChatCompletion
+  const content = completion.choices?.[0]?.message?.content
+  const text = typeof content === 'string' ? content : ''
+  const costUsdc = headers.get('x-svc-cost-usdc')
+  const clearingPriceCents = Number(headers.get('x-svc-clearing-price-cents'))
+  const supportReference = headers.get('x-svc-support-reference')
+  return {
+    content: [
+      text,
+      `cost ${costUsdc} USDC at ${clearingPriceCents} cents per dollar; support reference ${supportReference}`,
+    ],
+    data: {
+      text,
+      model: completion.model,
+      usage: completion.usage,
+      costUsdc,
+      clearingPriceCents,
+      supportReference,
+      balanceRemainingUsdc: headers.get('x-balance-remaining'),
+      requestId: headers.get('x-svc-request-id'),
+    },
+  }
+}

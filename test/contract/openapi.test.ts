@@ -1,0 +1,199 @@
+// The machine-readable contract: /openapi.json validated by a real OpenAPI validator and checked
+// against every route the app serves (funding included), and /llms.txt as an agent reads it.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { compileErrors, validate } from '@readme/openapi-parser'
+import type Redis from 'ioredis'
+import { createApp } from '../../src/app.ts'
+import { CatalogStore } from '../../src/catalog/store.ts'
+import { loadGatewayConfig } from '../../src/config.ts'
+import { createFunding } from '../../src/funding/index.ts'
+import { openApiPath } from '../../src/http/contract/openapi.ts'
+import { OPERATIONS } from '../../src/http/contract/operations.ts'
+import { createLogger } from '../../src/logger.ts'
+import { createRedis } from '../../src/redis/connection.ts'
+import { keyspace } from '../../src/redis/keys.ts'
+import { startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+
+type Operation = {
+  summary?: string
+  tags?: string[]
+  security?: unknown[]
+  parameters?: { name: string; in: string; schema: Record<string, unknown> }[]
+  requestBody?: { content: Record<string, { schema: Record<string, unknown> }> }
+  responses: Record<string, { $ref?: string; headers?: Record<string, unknown> }>
+}
+type Document = {
+  openapi: string
+  servers: { url: string }[]
+  paths: Record<string, Record<string, Operation>>
+  components: { responses: Record<string, { headers: Record<string, unknown> }> }
+}
+
+let stack: TestStack
+let redis: Redis
+let app: ReturnType<typeof createApp>
+let document: Document
+
+// Every route family, funding included: funding is configured with a chain that is never called
+// (building the routes reads nothing from it).
+function everyRouteApp() {
+  const config = loadGatewayConfig({
+    REDIS_URL: testRedisUrl(),
+    SVC_REDIS_PREFIX: testPrefix(),
+    SVC_ADMIN_TOKEN: `test-admin-${randomBytes(16).toString('hex')}`,
+    SVC_MASTER_KEY: randomBytes(32).toString('hex'),
+    SVC_UPSTREAM_URL: 'http://127.0.0.1:9',
+    SVC_X402_NETWORK: 'base-sepolia',
+    SVC_CHAIN_RPC_URL: 'http://127.0.0.1:9',
+    SVC_USDC_ADDRESS: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+    SVC_PAY_TO: '0x000000000000000000000000000000000000dEaD',
+    SVC_RELAYER_PRIVATE_KEY: `0x${'11'.repeat(32)}`,
+  })
+  const keys = keyspace(config.redisPrefix)
+  const logger = createLogger('silent')
+  const funding = createFunding(config.funding!, redis, keys, logger)
+  return createApp({ config, redis, keys, catalog: new CatalogStore(redis, keys), logger, funding })
+}
+
+beforeAll(async () => {
+  stack = await startStack()
+  redis = createRedis(testRedisUrl(), { name: 'svc-test' })
+  app = everyRouteApp()
+  document = (await (await app.handle(new Request('http://gateway.test/openapi.json'))).json()) as Document
+})
+afterAll(async () => {
+  redis.disconnect()
+  await stack.stop()
+})
+
+const served = () =>
+  app.routes.map((route) => ({ method: route.method, path: openApiPath(route.path), route }))
+
+describe('/openapi.json', () => {
+  test('is served over HTTP as JSON, naming the address the caller reached', async () => {
+    const response = await fetch(`${stack.url}/openapi.json`)
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toStartWith('application/json')
+    const served = (await response.json()) as Document
+    expect(served.openapi).toMatch(/^3\.1\.\d+$/)
+    expect(served.servers).toEqual([{ url: stack.url }])
+    expect(Object.keys(served.paths)).toContain('/mcp')
+  })
+
+  test('is a valid OpenAPI 3.1 document, and the validator does reject a broken one', async () => {
+    const result = await validate(structuredClone(document) as never)
+    expect(result.valid ? '' : compileErrors(result)).toBe('')
+    expect(result.warnings).toEqual([])
+    const broken = structuredClone(document)
+    broken.paths['/v1/agent/me']!.get!.responses['401'] = { $ref: '#/components/responses/NoSuchThing' }
+    expect((await validate(broken as never)).valid).toBe(false)
+  })
+
+  test('has every route the app serves, each with a summary, tags and responses, and no other', () => {
+    const routes = served()
+    // Public, agent, inference, funding, operator, MCP and the contract itself are all there.
+    for (const path of [
+      '/v1/models',
+      '/v1/agent/me',
+      '/v1/chat/completions',
+      '/v1/x402/signup',
+      '/admin/v1/offers',
+    ]) {
+      expect(routes.map((r) => r.path)).toContain(path)
+    }
+    expect(routes.length).toBeGreaterThan(30)
+    for (const { method, path } of routes) {
+      const operation = document.paths[path]?.[method.toLowerCase()]
+      expect(operation, `${method} ${path}`).toBeDefined()
+      expect(operation!.summary, `${method} ${path}`).toBe(OPERATIONS[`${method} ${path}`]!.summary)
+      expect(operation!.tags!.length).toBeGreaterThan(0)
+      expect(Object.keys(operation!.responses).length, `${method} ${path}`).toBeGreaterThan(0)
+    }
+    const operations = Object.entries(document.paths).flatMap(([path, item]) =>
+      Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),
+    )
+    expect(operations.sort()).toEqual(routes.map((r) => `${r.method} ${r.path}`).sort())
+    // And the table documents nothing the app does not serve.
+    expect(Object.keys(OPERATIONS).sort()).toEqual(operations.sort())
+  })
+
+  test('request bodies are the schemas the routes validate with', () => {
+    let bodies = 0
+    for (const { method, path, route } of served()) {
+      const schema = (route.hooks as { body?: unknown }).body
+      const operation = document.paths[path]![method.toLowerCase()]!
+      if (!schema) {
+        expect(operation.requestBody, `${method} ${path}`).toBeUndefined()
+        continue
+      }
+      bodies += 1
+      expect(operation.requestBody!.content['application/json']!.schema).toEqual(
+        JSON.parse(JSON.stringify(schema)),
+      )
+    }
+    expect(bodies).toBeGreaterThanOrEqual(8)
+    const maxPrice =
+      document.paths['/v1/agent/max-price']!.patch!.requestBody!.content['application/json']!.schema
+    expect(maxPrice.properties).toEqual({
+      maxPriceCents: { type: 'number', multipleOf: 1, minimum: 30, maximum: 80 },
+    })
+  })
+
+  test('inference routes answer the 402, 429 and 503 in the error shape with the X-Svc-* headers', () => {
+    const chat = document.paths['/v1/chat/completions']!.post!
+    expect(chat.security).toEqual([{ apiKey: [] }])
+    for (const status of ['400', '401', '402', '404', '429', '500', '502', '503']) {
+      expect(chat.responses[status]!.$ref).toStartWith('#/components/responses/')
+    }
+    expect(Object.keys(chat.responses['200']!.headers!)).toEqual(
+      expect.arrayContaining([
+        'X-Svc-Request-Id',
+        'X-Svc-Support-Reference',
+        'X-Svc-Cost-Usdc',
+        'X-Svc-Clearing-Price-Cents',
+      ]),
+    )
+    const unavailable = document.components.responses.ServiceUnavailable!
+    expect(Object.keys(unavailable.headers)).toEqual(
+      expect.arrayContaining(['X-Svc-Error-Code', 'X-Svc-Cheapest-Posted-Cents', 'X-Svc-Buyer-Max-Cents']),
+    )
+    expect(document.paths['/v1/x402/signup']!.post!.responses['402']!.$ref).toBe(
+      '#/components/responses/PaymentChallenge',
+    )
+    expect(document.paths['/v1/capacity']!.get!.parameters).toEqual([
+      expect.objectContaining({ name: 'maxPriceCents', in: 'query' }),
+    ])
+  })
+})
+
+describe('/llms.txt', () => {
+  test('is plain text for agents: base address, the steps, and what each error status means', async () => {
+    const response = await fetch(`${stack.url}/llms.txt`)
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toBe('text/plain; charset=utf-8')
+    const text = await response.text()
+    expect(text).toContain(`Base address: ${stack.url}`)
+    expect(text).toContain(`${stack.url}/v1/chat/completions`)
+    expect(text).toContain(`${stack.url}/mcp`)
+    for (const needle of [
+      '/v1/x402/signup',
+      '/v1/x402/refill',
+      '/v1/agent/max-price',
+      'X-Svc-Cost-Usdc',
+      'svc.cost',
+    ]) {
+      expect(text).toContain(needle)
+    }
+    for (const status of ['402', '409', '429', '503']) expect(text).toContain(`- ${status}`)
+    for (const code of [
+      'no_eligible_supply',
+      'pool_empty',
+      'insufficient_routable_at_price',
+      'key_wait_timeout',
+    ]) {
+      expect(text).toContain(`503 ${code}`)
+    }
+    expect(text).toContain('accepts')
+  })
+})

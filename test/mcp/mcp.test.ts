@@ -1,0 +1,273 @@
+// The hosted MCP server end to end: the official MCP SDK client over real HTTP to /mcp, every
+// tool called with good and bad input, and the same answers as the HTTP routes it stands for.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { formatMicros } from '../../src/money/units.ts'
+import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { balances, expectedCost, fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+
+let stack: TestStack
+let buyer: TestAccount
+let client: Client
+
+async function connect(apiKey: string | null): Promise<Client> {
+  const headers: Record<string, string> = apiKey === null ? {} : { authorization: `Bearer ${apiKey}` }
+  const transport = new StreamableHTTPClientTransport(new URL(`${stack.url}/mcp`), {
+    requestInit: { headers },
+  })
+  const mcp = new Client({ name: 'svc-test', version: '1.0.0' })
+  await mcp.connect(transport)
+  return mcp
+}
+
+async function call(name: string, args: Record<string, unknown> = {}, mcp = client) {
+  return (await mcp.callTool({ name, arguments: args })) as CallToolResult & {
+    structuredContent: Record<string, unknown>
+  }
+}
+
+/** A tool error's HTTP status and error.code. */
+function failure(result: CallToolResult & { structuredContent: Record<string, unknown> }) {
+  expect(result.isError).toBe(true)
+  const data = result.structuredContent as { status?: number; error: { code: string; message: string } }
+  return { status: data.status, code: data.error.code, message: data.error.message }
+}
+
+beforeAll(async () => {
+  stack = await startStack({ sim: { outputTokens: 9 } })
+  await simOffer(stack, 40)
+  buyer = await fundedBuyer(stack, '5.000000')
+  client = await connect(buyer.apiKey)
+})
+afterAll(async () => {
+  await client.close()
+  await stack.stop()
+})
+
+describe('connecting', () => {
+  test('the server names itself and lists every tool with an object input schema', async () => {
+    expect(client.getServerVersion()?.name).toBe('svc-gateway')
+    const { tools } = await client.listTools()
+    expect(tools.map((tool) => tool.name).sort()).toEqual(
+      [
+        'agent_me',
+        'capacity',
+        'chat',
+        'get_request',
+        'list_keys',
+        'list_models',
+        'mint_key',
+        'revoke_key',
+        'set_max_price',
+      ].sort(),
+    )
+    for (const tool of tools) {
+      expect(tool.inputSchema.type).toBe('object')
+      expect(tool.description!.length).toBeGreaterThan(20)
+    }
+    const chat = tools.find((tool) => tool.name === 'chat')!
+    expect(chat.inputSchema.required).toEqual(['model'])
+  })
+
+  test('without a key, or with a bad one, the client cannot connect: 401', async () => {
+    for (const key of [null, 'svc_notarealkeyatallnotarealkeyatallnotarealk']) {
+      const error = await connect(key).then(
+        () => null,
+        (e: unknown) => e,
+      )
+      expect(error).toBeInstanceOf(StreamableHTTPError)
+      expect((error as StreamableHTTPError).code).toBe(401)
+    }
+  })
+
+  test('a bare POST without a key gets the 401 in the error shape, before any JSON-RPC is read', async () => {
+    const response = await keyFetch(stack, null, '/mcp', { method: 'POST', json: { jsonrpc: '2.0' } })
+    expect(response.status).toBe(401)
+    expect(response.headers.get('x-svc-request-id')).toMatch(/^req_/)
+    const body = (await response.json()) as { error: { type: string; code: string } }
+    expect(body.error).toMatchObject({ type: 'authentication_error', code: 'missing_api_key' })
+  })
+
+  test('GET and DELETE answer 405: the server is stateless, there is no stream or session', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const response = await keyFetch(stack, buyer.apiKey, '/mcp', {
+        method,
+        headers: { accept: 'text/event-stream' },
+      })
+      expect(response.status).toBe(405)
+      expect(response.headers.get('allow')).toBe('POST')
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('method_not_allowed')
+    }
+  })
+})
+
+describe('account tools answer what the routes answer', () => {
+  test('agent_me is GET /v1/agent/me', async () => {
+    const result = await call('agent_me')
+    expect(result.isError).toBeFalsy()
+    const route = await (await keyFetch(stack, buyer.apiKey, '/v1/agent/me')).json()
+    expect(result.structuredContent).toEqual(route as Record<string, unknown>)
+    expect(result.structuredContent.accountId).toBe(buyer.accountId)
+    expect(JSON.parse((result.content[0] as { text: string }).text)).toEqual(route)
+  })
+
+  test('list_models is GET /v1/models', async () => {
+    const result = await call('list_models')
+    const route = await (await fetch(`${stack.url}/v1/models`)).json()
+    expect(result.structuredContent).toEqual(route as Record<string, unknown>)
+    const ids = (result.structuredContent.data as { id: string }[]).map((row) => row.id)
+    expect(ids).toContain('llama-3.3-70b')
+  })
+
+  test('capacity, whole and narrowed by maxPriceCents; out of range is a tool error', async () => {
+    const whole = await call('capacity')
+    expect(whole.structuredContent.cheapestPostedCents).toBe(40)
+    const below = await call('capacity', { maxPriceCents: 35 })
+    expect(below.structuredContent).toMatchObject({
+      prices: [],
+      cheapestPostedCents: null,
+      routableDiem: '0.000000',
+    })
+    const wide = await call('capacity', { maxPriceCents: 80 })
+    expect((wide.structuredContent.prices as { priceCentsPerDollar: number }[])[0]!.priceCentsPerDollar).toBe(
+      40,
+    )
+    for (const bad of [90, 29, 45.5, '50']) {
+      const result = await call('capacity', { maxPriceCents: bad })
+      expect(failure(result).code).toBe('invalid_arguments')
+      expect(failure(result).message).toContain('maxPriceCents')
+    }
+    expect(failure(await call('capacity', { maxPrice: 50 })).message).toContain('maxPrice')
+  })
+
+  test('set_max_price changes the max price; bad values change nothing', async () => {
+    const before = await snapshotKeys(stack.redis, stack.config.redisPrefix)
+    for (const bad of [{ maxPriceCents: 81 }, { maxPriceCents: '50' }, {}]) {
+      expect(failure(await call('set_max_price', bad)).code).toBe('invalid_arguments')
+    }
+    expect(await snapshotKeys(stack.redis, stack.config.redisPrefix)).toEqual(before)
+    const set = await call('set_max_price', { maxPriceCents: 45 })
+    expect(set.isError).toBeFalsy()
+    expect(set.structuredContent).toEqual({ maxPriceCents: 45 })
+    expect((await call('agent_me')).structuredContent.maxPriceCents).toBe(45)
+  })
+
+  test('list_keys, mint_key and revoke_key manage the keys; errors carry the route status', async () => {
+    const listed = await call('list_keys')
+    expect(listed.structuredContent).toMatchObject({ activeApiKeyCount: 1, maxActiveApiKeys: 10 })
+    const minted = await call('mint_key', { name: 'from mcp' })
+    expect(minted.isError).toBeFalsy()
+    const key = minted.structuredContent as { apiKey: string; id: string; name: string; keyPrefix: string }
+    expect(key.apiKey).toStartWith('svc_')
+    expect(key.name).toBe('from mcp')
+    const after = await call('list_keys')
+    expect(after.structuredContent.activeApiKeyCount).toBe(2)
+    expect(JSON.stringify(after.structuredContent)).not.toContain(key.apiKey)
+
+    expect(failure(await call('mint_key', { name: '' })).code).toBe('invalid_arguments')
+    expect(failure(await call('mint_key', { name: 'x'.repeat(65) })).code).toBe('invalid_arguments')
+    const unknown = failure(await call('revoke_key', { id: crypto.randomUUID() }))
+    expect(unknown.status).toBe(404)
+
+    expect((await call('revoke_key', { id: key.id })).structuredContent).toEqual({ status: 'ok' })
+    expect((await call('list_keys')).structuredContent.activeApiKeyCount).toBe(1)
+    expect((await keyFetch(stack, key.apiKey, '/v1/agent/me')).status).toBe(401)
+  })
+
+  test('a key revoked through its own MCP connection fails the next call with 401', async () => {
+    const minted = (await call('mint_key', { name: 'short-lived' })).structuredContent as {
+      apiKey: string
+      id: string
+    }
+    const own = await connect(minted.apiKey)
+    expect((await call('revoke_key', { id: minted.id }, own)).structuredContent).toEqual({ status: 'ok' })
+    const error = await call('agent_me', {}, own).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    expect((error as StreamableHTTPError).code).toBe(401)
+    await own.close()
+  })
+
+  test('an unknown tool is a JSON-RPC error naming it', async () => {
+    await expect(call('drop_tables')).rejects.toThrow(/unknown tool 'drop_tables'/)
+  })
+})
+
+describe('chat', () => {
+  test('runs a buffered completion and returns the text with its exact cost', async () => {
+    const before = await balances(stack, buyer.accountId)
+    const result = await call('chat', {
+      model: 'svc/llama-3.3-70b',
+      prompt: 'Name a market.',
+      max_tokens: 50,
+    })
+    expect(result.isError).toBeFalsy()
+    const data = result.structuredContent as {
+      text: string
+      usage: { prompt_tokens: number; completion_tokens: number }
+      costUsdc: string
+      clearingPriceCents: number
+      supportReference: string
+      balanceRemainingUsdc: string
+    }
+    expect(data.text.split(' ')).toHaveLength(9)
+    expect(data.clearingPriceCents).toBe(40)
+    expect(data.supportReference).toMatch(/^sr_/)
+    const cost = expectedCost(data.usage, 40)
+    expect(data.costUsdc).toBe(formatMicros(cost))
+    const after = await balances(stack, buyer.accountId)
+    expect(after.confirmed).toBe(before.confirmed - cost)
+    expect(data.balanceRemainingUsdc).toBe(formatMicros(after.confirmed))
+    expect((result.content[0] as { text: string }).text).toBe(data.text)
+    expect((result.content[1] as { text: string }).text).toContain(data.costUsdc)
+
+    const looked = await call('get_request', { supportReference: data.supportReference })
+    expect(looked.isError).toBeFalsy()
+    const route = await keyFetch(stack, buyer.apiKey, `/v1/agent/requests/${data.supportReference}`)
+    expect(looked.structuredContent).toEqual((await route.json()) as Record<string, unknown>)
+    expect(failure(await call('get_request', { supportReference: 'sr_nothere' })).status).toBe(404)
+  })
+
+  test('takes messages as well as a prompt', async () => {
+    const result = await call('chat', {
+      model: 'llama-3.3-70b',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Hello.' },
+      ],
+    })
+    expect(result.isError).toBeFalsy()
+    expect(result.structuredContent.costUsdc).toMatch(/^\d+\.\d{6}$/)
+  })
+
+  test('bad input is a tool error and charges nothing', async () => {
+    const before = await balances(stack, buyer.accountId)
+    const both = failure(
+      await call('chat', { model: 'llama-3.3-70b', prompt: 'a', messages: [{ role: 'user' }] }),
+    )
+    expect(both.message).toContain('exactly one of prompt and messages')
+    expect(failure(await call('chat', { model: 'llama-3.3-70b' })).code).toBe('invalid_arguments')
+    expect(failure(await call('chat', { prompt: 'hi' })).message).toContain(
+      'missing required argument: model',
+    )
+    const unknown = failure(await call('chat', { model: 'no-such-model', prompt: 'hi' }))
+    expect(unknown).toMatchObject({ status: 404, code: 'model_not_found' })
+    expect(await balances(stack, buyer.accountId)).toEqual(before)
+  })
+
+  test('a 503 from the market comes back with its code and hints', async () => {
+    const lowered = await call('set_max_price', { maxPriceCents: 30 })
+    expect(lowered.isError).toBeFalsy()
+    const result = await call('chat', { model: 'llama-3.3-70b', prompt: 'hi' })
+    const error = failure(result)
+    expect(error).toMatchObject({ status: 503, code: 'no_eligible_supply' })
+    expect((result.structuredContent.error as { cheapestPostedCents: number }).cheapestPostedCents).toBe(40)
+  })
+})
