@@ -104,9 +104,11 @@ describe('/openapi.json', () => {
     }
     expect(routes.length).toBeGreaterThan(30)
     for (const { method, path } of routes) {
+      const documented = OPERATIONS[`${method} ${path}`]
+      expect(documented, `${method} ${path}: describe it in src/http/contract/operations.ts`).toBeDefined()
       const operation = document.paths[path]?.[method.toLowerCase()]
       expect(operation, `${method} ${path}`).toBeDefined()
-      expect(operation!.summary, `${method} ${path}`).toBe(OPERATIONS[`${method} ${path}`]!.summary)
+      expect(operation!.summary, `${method} ${path}`).toBe(documented!.summary)
       expect(operation!.tags!.length).toBeGreaterThan(0)
       expect(Object.keys(operation!.responses).length, `${method} ${path}`).toBeGreaterThan(0)
     }
