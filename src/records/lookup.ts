@@ -70,11 +70,10 @@ export async function lookupRequest(
   if (!SUPPORT_REFERENCE.test(supportReference)) return null
   const row = await redis.hgetall(keys.request(supportReference))
   if (row.accountId !== accountId) return null
-  const attempts: AttemptRecord[] = []
-  for (let n = 1; n <= 9; n++) {
-    const json = row[`a${n}`]
-    if (json) attempts.push(JSON.parse(json) as AttemptRecord)
-  }
+  const attempts = Object.entries(row)
+    .filter(([field]) => /^a\d+$/.test(field))
+    .map(([, json]) => JSON.parse(json) as AttemptRecord)
+    .sort((a, b) => a.n - b.n)
   if (attempts.length === 0) return null
   return requestView(supportReference, row, attempts)
 }

@@ -24,7 +24,11 @@ export interface WorkerOptions {
   claimIdleMs: number
   streamRetentionMs: number
   recordRetentionDays: number
+  /** A consumer with nothing pending, silent this long, is removed from the group (a replica gone). */
+  forgetIdleMs?: number
 }
+
+const FORGET_IDLE_MS = 86_400_000
 
 export type StreamEntry = [id: string, fields: string[] | null]
 
@@ -160,6 +164,22 @@ export class RecordsWorker {
     ]
     if (pendingCount > 0 && oldestPending && compareIds(oldestPending, minId) < 0) minId = oldestPending
     await this.redis.xtrim(stream, 'MINID', minId)
+    await this.forgetGoneConsumers()
+  }
+
+  /** Every start of a replica joins as a new consumer; those long gone with nothing pending leave. */
+  private async forgetGoneConsumers(): Promise<void> {
+    const stream = this.keys.attemptsEnded
+    const consumers = (await this.redis.xinfo('CONSUMERS', stream, RECORDS_GROUP)) as unknown[][]
+    for (const c of consumers) {
+      const field = (name: string) => c[c.indexOf(name) + 1]
+      const name = String(field('name'))
+      const gone =
+        Number(field('pending')) === 0 &&
+        Number(field('idle')) > (this.options.forgetIdleMs ?? FORGET_IDLE_MS)
+      if (gone && name !== this.options.consumer)
+        await this.redis.xgroup('DELCONSUMER', stream, RECORDS_GROUP, name)
+    }
   }
 }
 

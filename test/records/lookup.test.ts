@@ -42,9 +42,9 @@ function get(reference: string, apiKey = buyer.apiKey) {
 }
 
 /** The record, polled until it is there, at most one second after the response arrived. */
-async function lookup(reference: string, answeredAt: number): Promise<RequestView> {
+async function lookup(reference: string, answeredAt: number, apiKey = buyer.apiKey): Promise<RequestView> {
   for (;;) {
-    const response = await get(reference)
+    const response = await get(reference, apiKey)
     if (response.status === 200) {
       const text = await response.text()
       // never a supplier's identity, URL or key
@@ -159,21 +159,49 @@ describe('lookup after a request', () => {
     expect(response.headers.get('x-svc-cheapest-posted-cents')).toBe('36')
 
     expect((await get(reference, buyer.apiKey)).status).toBe(404) // not the owner
-    const deadline = answeredAt + 1_000
-    let found: Response
-    for (;;) {
-      found = await get(reference, low.apiKey)
-      if (found.status === 200 || performance.now() > deadline) break
-      await Bun.sleep(20)
-    }
-    expect(found.status).toBe(200)
-    expect(await found.json()).toMatchObject({
+    expect(await lookup(reference, answeredAt, low.apiKey)).toMatchObject({
       status: 'refused',
       errorCode: 'no_eligible_supply',
       costUsdc: '0.000000',
       usage: null,
       attempts: [{ attempt: 1, offerId: null, outcome: 'refused', errorCode: 'no_eligible_supply' }],
     })
+  })
+})
+
+describe('other refusals at admission are recorded too', () => {
+  test('402 on chat and 503 on the Responses API carry a reference that resolves to the refusal', async () => {
+    const poor = await fundedBuyer(stack, '0.000100')
+    const refused = await chat({ max_tokens: 4_000 }, poor.apiKey)
+    expect(refused.status).toBe(402)
+    const low = await fundedBuyer(stack)
+    await fetch(`${stack.url}/v1/agent/max-price`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${low.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ maxPriceCents: 30 }),
+    })
+    const responses = await fetch(`${stack.url}/v1/responses`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${low.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'llama-3.3-70b', input: 'hello' }),
+    })
+    const answeredAt = performance.now()
+    expect(responses.status).toBe(503)
+    for (const [response, who, code] of [
+      [refused, poor, 'insufficient_balance'],
+      [responses, low, 'no_eligible_supply'],
+    ] as const) {
+      const reference = response.headers.get('x-svc-support-reference')!
+      expect(reference).toMatch(/^sr_/)
+      expect(
+        ((await response.json()) as { error: { supportReference: string } }).error.supportReference,
+      ).toBe(reference)
+      expect(await lookup(reference, answeredAt, who.apiKey)).toMatchObject({
+        status: 'refused',
+        errorCode: code,
+        costUsdc: '0.000000',
+      })
+    }
   })
 })
 

@@ -54,10 +54,10 @@ function worker(
 const ref = (i: number) => `sr_${String.fromCharCode(97 + i).repeat(20)}`
 
 /** `count` requests served through the real admit and clear scripts: each ends one attempt. */
-async function servedRequests(count: number): Promise<string> {
+async function servedRequests(count: number, from = 0): Promise<string> {
   await postOffer(fx, 40, 50_000_000, { maxInFlight: 1_000 })
   const acct = await seedAccount(fx, 10_000_000)
-  for (let i = 0; i < count; i++) {
+  for (let i = from; i < from + count; i++) {
     const result = await admitFor(fx, acct, { attemptId: `${ref(i)}.1` })
     expect(result.code).toBe(AdmitCode.Admitted)
     await clear(fx.redis, fx.keys, {
@@ -154,5 +154,22 @@ describe('trim', () => {
     expect(left[0]).toBe(third![0])
     expect(await a.worker.step()).toBe(1)
     expect(await a.worker.copy([third!])).toBe(1)
+  })
+
+  test('forgets consumers long gone with nothing pending, never one with entries pending', async () => {
+    await servedRequests(2)
+    const gone = worker('gone')
+    await gone.worker.ensureGroup()
+    expect(await gone.worker.step()).toBe(2) // read and acked: nothing pending
+    const dead = worker('dead', { batchSize: 1 })
+    await servedRequests(1, 2)
+    expect(await dead.worker.read()).toHaveLength(1) // read, never acked
+    const live = worker('live', { forgetIdleMs: 30 })
+    await Bun.sleep(50)
+    await live.worker.trim()
+    const names = (
+      (await fx.redis.xinfo('CONSUMERS', fx.keys.attemptsEnded, RECORDS_GROUP)) as string[][]
+    ).map((c) => c[c.indexOf('name') + 1])
+    expect(names).toEqual(['dead'])
   })
 })
