@@ -13,6 +13,20 @@ afterAll(() => {
   for (const f of fixtures) f.close()
 })
 
+/** Every ended attempt is on the attempts:ended stream in its final state, and no end is there twice. */
+async function expectEachEndOnTheStreamOnce(fx: MarketFixture, admitted: Admission[]) {
+  const ends = (await fx.redis.xrange(fx.keys.attemptsEnded, '-', '+')).map(([, f]) => {
+    const row: Record<string, string> = {}
+    for (let i = 0; i < f.length; i += 2) row[f[i]!] = f[i + 1]!
+    return `${row.id} ${row.state}`
+  })
+  expect(new Set(ends).size).toBe(ends.length)
+  for (const { attemptId } of admitted) {
+    const state = await fx.redis.hget(fx.keys.attempt(attemptId), 'state')
+    expect(ends.includes(`${attemptId} ${state}`)).toBe(state !== 'admitted')
+  }
+}
+
 const op = fc.oneof(
   fc.record({
     kind: fc.constant('admit' as const),
@@ -111,6 +125,7 @@ test('random market sequences keep every invariant', async () => {
         }
       }
       expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      await expectEachEndOnTheStreamOnce(fx, open)
     }),
     { numRuns: 60 },
   )
