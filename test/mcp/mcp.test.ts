@@ -8,7 +8,7 @@ import {
 } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { formatMicros } from '../../src/money/units.ts'
-import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { createAccount, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
@@ -260,6 +260,15 @@ describe('chat', () => {
     const unknown = failure(await call('chat', { model: 'no-such-model', prompt: 'hi' }))
     expect(unknown).toMatchObject({ status: 404, code: 'model_not_found' })
     expect(await balances(stack, buyer.accountId)).toEqual(before)
+  })
+
+  test('an unfunded account gets the 402 as a tool error, without accepts', async () => {
+    const unfunded = await connect((await createAccount(stack)).apiKey)
+    const result = await call('chat', { model: 'llama-3.3-70b', prompt: 'hi' }, unfunded)
+    expect(failure(result)).toMatchObject({ status: 402, code: 'insufficient_balance' })
+    expect(result.structuredContent.accepts).toBeUndefined()
+    expect((result.content[0] as { text: string }).text).toStartWith('HTTP 402 insufficient_balance:')
+    await unfunded.close()
   })
 
   test('a 503 from the market comes back with its code and hints', async () => {
