@@ -14,6 +14,8 @@
   ARGV[9]  default max price, cents (when the account has none set)
   ARGV[10] model id (kept on the attempt)
   ARGV[11] request id (kept on the attempt)
+  ARGV[12] lane: an extra per-wallet in-flight count with its own cap ("" for none; "img" for images)
+  ARGV[13] the lane's cap
 
   Expired leases are reaped first (at most 20 here; the reaper loop does the rest).
 
@@ -21,7 +23,7 @@
     upstreamKeyEnc, upstreamBalance ("" unknown)} or
     {-1}                              unknown account
     {-2}                              per-key in-flight cap reached
-    {-3}                              per-wallet in-flight cap reached
+    {-3}                              per-wallet in-flight cap (or the lane's cap) reached
     {-4}                              pool empty: nothing posted at any price
     {-5, buyerMax, cheapestPosted, routableAboveMax}        no eligible supply (all above max)
     {-6, eligibleRoutable, maxEligibleOffer}                 offers at price lack capacity
@@ -51,6 +53,8 @@ if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return { -10 } end
 local counts = rcall('HMGET', K_INFLIGHT, 'k:' .. key_id, 'a:' .. account_id)
 if int(counts[1]) >= key_cap then return { -2 } end
 if int(counts[2]) >= wallet_cap then return { -3 } end
+local lane = ARGV[12]
+if lane ~= '' and int(rcall('HGET', K_INFLIGHT, lane .. ':' .. account_id)) >= int(ARGV[13]) then return { -3 } end
 
 local max_cents = int(acct[2])
 if max_cents == 0 then max_cents = default_max end
@@ -122,12 +126,13 @@ rcall('HINCRBY', offer, 'held', s(estimate))
 rcall('HINCRBY', offer, 'inflight', 1)
 rcall('HINCRBY', K_INFLIGHT, 'k:' .. key_id, 1)
 rcall('HINCRBY', K_INFLIGHT, 'a:' .. account_id, 1)
+if lane ~= '' then rcall('HINCRBY', K_INFLIGHT, lane .. ':' .. account_id, 1) end
 local deadline = now + lease_ms
 rcall('ZADD', K_LEASES, deadline, attempt_id)
 rcall('HSET', k_attempt(attempt_id),
   'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,
   'offerId', chosen.id, 'askCents', chosen.ask, 'holdUsdc', s(hold), 'holdDiem', s(estimate),
-  'model', ARGV[10], 'requestId', ARGV[11], 'tried', ARGV[8], 'admittedAt', s(now))
+  'model', ARGV[10], 'requestId', ARGV[11], 'tried', ARGV[8], 'admittedAt', s(now), 'lane', lane)
 -- The supplier call needs these; returning them saves a round trip on the hot path.
 local upstream = rcall('HMGET', offer, 'upstreamBaseUrl', 'upstreamKeyEnc')
 local balance = chosen.balance == nil and '' or s(chosen.balance)

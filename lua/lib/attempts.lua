@@ -20,6 +20,7 @@ local function unwind_attempt(a, charge)
   end
   decr_inflight('k:' .. a.keyId)
   decr_inflight('a:' .. a.accountId)
+  if a.lane and a.lane ~= '' then decr_inflight(a.lane .. ':' .. a.accountId) end
   rcall('ZREM', K_LEASES, a.id)
 end
 

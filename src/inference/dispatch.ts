@@ -7,6 +7,7 @@ import { ApiError } from '../http/errors.ts'
 import { AdmitCode, type AdmitRefusal, refusalError } from '../market/result-codes.ts'
 import { type Admission, admit, release } from '../market/settlement.ts'
 import type { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
+import type { MicroDiem } from '../money/units.ts'
 import { recordRefusal } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { AdmittedChat } from './chat-request.ts'
@@ -26,12 +27,38 @@ export interface DispatchDeps {
   logger: Logger
 }
 
+/** What one supplier call is: the same dispatch serves chat, Responses and images. */
+export interface UpstreamJob {
+  modelId: string
+  /** The worst case the market holds for this request. */
+  burnEstimate: MicroDiem
+  /** Under the supplier's base URL. */
+  path: string
+  body: Record<string, unknown>
+  stream: boolean
+  /** Whether a buffered answer is whole; a broken one falls forward. */
+  isComplete: (json: Record<string, unknown>) => boolean
+  /** An extra per-wallet in-flight count with its own cap (images: one at a time). */
+  lane?: { name: string; cap: number }
+}
+
+export function chatJob(chat: AdmittedChat): UpstreamJob {
+  return {
+    modelId: chat.model.id,
+    burnEstimate: chat.burnEstimate,
+    path: '/chat/completions',
+    body: chat.upstreamBody,
+    stream: chat.stream,
+    isComplete: (json) => Array.isArray(json.choices),
+  }
+}
+
 export interface DispatchRequest {
   accountId: string
   apiKeyId: string
   requestId: string
   supportReference: string
-  chat: AdmittedChat
+  job: UpstreamJob
   signal: AbortSignal
 }
 
@@ -57,14 +84,15 @@ async function admitWaiting(deps: DispatchDeps, req: DispatchRequest, attemptId:
       attemptId,
       accountId: req.accountId,
       apiKeyId: req.apiKeyId,
-      burnEstimate: req.chat.burnEstimate,
+      burnEstimate: req.job.burnEstimate,
       keyCap: deps.market.keyMaxInFlight,
       walletCap: deps.market.walletMaxInFlight,
       leaseMs: deps.market.leaseMs,
       tried,
       defaultMaxPriceCents: deps.defaultMaxPriceCents,
-      model: req.chat.model.id,
+      model: req.job.modelId,
       requestId: req.requestId,
+      lane: req.job.lane,
     })
     if (result.code !== AdmitCode.KeysBusy || Date.now() >= deadline || req.signal.aborted) return result
     await Bun.sleep(KEY_WAIT_STEP_MS + Math.random() * KEY_WAIT_STEP_MS)
@@ -91,11 +119,11 @@ async function firstBytes(
   }
 }
 
-/** A buffered answer, whole and well-formed, or null (truncated, not JSON, no choices). */
-async function completeBody(response: Response): Promise<Record<string, unknown> | null> {
+/** A buffered answer, whole and well-formed, or null (truncated, not JSON, not the job's shape). */
+async function completeBody(response: Response, job: UpstreamJob): Promise<Record<string, unknown> | null> {
   try {
     const json = (await response.json()) as Record<string, unknown>
-    return json && typeof json === 'object' && Array.isArray(json.choices) ? json : null
+    return json && typeof json === 'object' && job.isComplete(json) ? json : null
   } catch {
     return null
   }
@@ -131,7 +159,7 @@ async function noSupplier(
       accountId: req.accountId,
       apiKeyId: req.apiKeyId,
       requestId: req.requestId,
-      model: req.chat.model.id,
+      model: req.job.modelId,
       errorCode: error.code,
     })
     return attachSupportReference(error, req.supportReference)
@@ -158,12 +186,14 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     const outcome = await callSupplier({
       baseUrl: admission.upstreamBaseUrl,
       apiKey: deps.upstreamKeys.open(admission.upstreamKeyEnc),
-      body: req.chat.upstreamBody,
+      path: req.job.path,
+      body: req.job.body,
+      stream: req.job.stream,
       signal: req.signal,
-      timeoutMs: req.chat.stream ? deps.firstByteTimeoutMs : deps.upstreamTimeoutMs,
+      timeoutMs: req.job.stream ? deps.firstByteTimeoutMs : deps.upstreamTimeoutMs,
     })
     let failure = outcome.ok ? null : outcome
-    if (outcome.ok && req.chat.stream) {
+    if (outcome.ok && req.job.stream) {
       // Nothing has gone to the client yet: a stream that dies before its first frame falls forward too.
       const reader = outcome.response.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>
       const head = await firstBytes(reader, deps.firstByteTimeoutMs)
@@ -186,7 +216,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
         balance: null,
       }
     } else if (outcome.ok) {
-      const json = await completeBody(outcome.response)
+      const json = await completeBody(outcome.response, req.job)
       if (json)
         return {
           admission,

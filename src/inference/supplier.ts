@@ -5,7 +5,9 @@ import { type MicroDiem, parseMicros } from '../money/units.ts'
 export interface SupplierCall {
   baseUrl: string
   apiKey: string
+  path: string
   body: Record<string, unknown>
+  stream: boolean
   signal: AbortSignal
   /** Buffered: the whole answer; streamed: the response head and the first frame. */
   timeoutMs: number
@@ -48,12 +50,12 @@ async function errorMessage(response: Response): Promise<string> {
 export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome> {
   let response: Response
   try {
-    response = await fetch(`${call.baseUrl}/chat/completions`, {
+    response = await fetch(`${call.baseUrl}${call.path}`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${call.apiKey}`,
         'content-type': 'application/json',
-        accept: call.body.stream ? 'text/event-stream' : 'application/json',
+        accept: call.stream ? 'text/event-stream' : 'application/json',
       },
       body: JSON.stringify(call.body),
       signal: AbortSignal.any([call.signal, AbortSignal.timeout(call.timeoutMs)]),

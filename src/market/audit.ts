@@ -55,6 +55,7 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
     add(slotsByOffer, a.offerId!, 1)
     add(inflight, `k:${a.keyId}`, 1)
     add(inflight, `a:${a.accountId}`, 1)
+    if (a.lane) add(inflight, `${a.lane}:${a.accountId}`, 1)
   }
   const leased = new Set(await redis.zrange(keys.leases, 0, -1))
   for (const a of open) if (!leased.has(a.id!)) off(`attempt ${a.id}`, 'admitted but has no lease')

@@ -18,6 +18,8 @@ export interface AdmitRequest {
   defaultMaxPriceCents: number
   model: string
   requestId: string
+  /** An extra per-wallet in-flight count with its own cap (images: one at a time). */
+  lane?: { name: string; cap: number }
 }
 
 export interface Admission {
@@ -60,6 +62,8 @@ export async function admit(
       req.defaultMaxPriceCents,
       req.model,
       req.requestId,
+      req.lane?.name ?? '',
+      req.lane?.cap ?? 0,
     ],
   )) as Reply
   const code = n(reply[0]) as AdmitCode

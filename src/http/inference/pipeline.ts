@@ -6,11 +6,11 @@ import type { Logger } from 'pino'
 import type { CatalogStore } from '../../catalog/store.ts'
 import type { GatewayConfig } from '../../config.ts'
 import { type AdmittedChat, admitChat, type ChatBody, liveTextModel } from '../../inference/chat-request.ts'
-import { type DispatchDeps, type Dispatched, dispatch } from '../../inference/dispatch.ts'
+import { chatJob, type DispatchDeps, type Dispatched, dispatch } from '../../inference/dispatch.ts'
 import { type BufferedResult, relayBuffered } from '../../inference/relay-buffered.ts'
 import type { StreamContext, StreamTiming } from '../../inference/relay-stream.ts'
 import type { SettleDeps } from '../../inference/settle.ts'
-import { newSupportReference } from '../../inference/support-reference.ts'
+import { attachSupportReference, newSupportReference } from '../../inference/support-reference.ts'
 import type { ChatMessageLike } from '../../inference/tokens.ts'
 import { UpstreamKeyCache } from '../../market/upstream-key-crypto.ts'
 import { formatMicros } from '../../money/units.ts'
@@ -27,7 +27,7 @@ export interface InferenceDeps {
   logger: Logger
 }
 
-export const SUPPORT_REFERENCE_HEADER = 'x-svc-support-reference'
+export { SUPPORT_REFERENCE_HEADER } from '../../inference/support-reference.ts'
 
 export interface Pipeline {
   deps: InferenceDeps
@@ -55,14 +55,6 @@ export function inferencePipeline(deps: InferenceDeps): Pipeline {
   }
 }
 
-/** Attaches the support reference to an error that followed a recorded attempt. */
-export function withSupportReference(error: unknown, supportReference: string, recorded: boolean): unknown {
-  if (!(error instanceof ApiError) || !recorded) return error
-  error.headers[SUPPORT_REFERENCE_HEADER] = supportReference
-  error.extra.supportReference = supportReference
-  return error
-}
-
 /** A request on its way: admitted, dispatched to a supplier that answered. */
 export interface Begun {
   context: RequestContext
@@ -88,20 +80,17 @@ export async function beginInference(
 
   const upstream = new AbortController()
   request.signal.addEventListener('abort', () => upstream.abort(), { once: true })
-  try {
-    const dispatched = await dispatch(p.dispatching, {
-      accountId: buyer.accountId,
-      apiKeyId: buyer.keyId,
-      requestId: context.id,
-      supportReference,
-      chat,
-      signal: upstream.signal,
-    })
-    const messages = body.messages as ChatMessageLike[]
-    return { context, chat, messages, supportReference, dispatched, abortUpstream: () => upstream.abort() }
-  } catch (error) {
-    throw withSupportReference(error, supportReference, (error as ApiError).status === 502)
-  }
+  // Errors from dispatch carry the support reference already when an attempt was recorded.
+  const dispatched = await dispatch(p.dispatching, {
+    accountId: buyer.accountId,
+    apiKeyId: buyer.keyId,
+    requestId: context.id,
+    supportReference,
+    job: chatJob(chat),
+    signal: upstream.signal,
+  })
+  const messages = body.messages as ChatMessageLike[]
+  return { context, chat, messages, supportReference, dispatched, abortUpstream: () => upstream.abort() }
 }
 
 /** Settles a buffered answer; a settlement that does not commit is a 500 that charged nothing. */
@@ -117,10 +106,9 @@ export async function settleBuffered(p: Pipeline, begun: Begun): Promise<Buffere
     begun.context.costUsdc = formatMicros(result.settlement.charged)
     return result
   } catch {
-    throw withSupportReference(
+    throw attachSupportReference(
       new ApiError(500, 'settle_failed', 'settlement did not commit; nothing was charged; safe to retry'),
       begun.supportReference,
-      true,
     )
   }
 }
