@@ -34,7 +34,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   }
   const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
   const stopReaper = startReaper(redis, keys, config.market.reapIntervalMs, logger)
-  const records = startRecordsWorker(config, keys, logger)
+  const records = await startRecordsWorker(config, keys, logger)
 
   const funding = startFunding(config, redis, keys, logger)
   const app = createApp({ config, redis, keys, catalog, logger, funding: funding?.funding })

@@ -5,7 +5,11 @@ import { createRedis } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { consumerName, type RunningWorker, runWorker } from './worker.ts'
 
-export function startRecordsWorker(config: GatewayConfig, keys: Keyspace, logger: Logger): RunningWorker {
+export function startRecordsWorker(
+  config: GatewayConfig,
+  keys: Keyspace,
+  logger: Logger,
+): Promise<RunningWorker> {
   const { records } = config
   return runWorker(
     createRedis(config.redisUrl, { name: 'svc-records' }),

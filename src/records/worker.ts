@@ -188,15 +188,20 @@ export interface RunningWorker {
   stop(): Promise<void>
 }
 
-/** Runs a worker until stopped: copy passes back to back, a trim every trimIntervalMs. */
-export function runWorker(
+/**
+ * Runs a worker until stopped: copy passes back to back, a trim every trimIntervalMs. The group
+ * exists when this returns (unless Redis refused; the loop then retries), so a replica's keyspace
+ * is complete once it has started.
+ */
+export async function runWorker(
   redis: Redis,
   keys: Keyspace,
   options: WorkerOptions,
   logger: Logger,
   trimIntervalMs = 60_000,
-): RunningWorker {
+): Promise<RunningWorker> {
   const worker = new RecordsWorker(redis, keys, options, logger)
+  await worker.ensureGroup().catch(() => {})
   let running = true
   const loop = (async () => {
     let lastTrim = 0

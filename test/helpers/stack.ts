@@ -64,11 +64,18 @@ export async function startStack(
   }
 }
 
-/** Every key of a prefix with its value dump, to prove a request changed nothing in Redis. */
+/**
+ * Every key of a prefix with its value dump, to prove a request changed nothing in Redis. A stream
+ * is compared by its entries: its consumer group notes every idle read of the records worker.
+ */
 export async function snapshotKeys(redis: Redis, prefix: string): Promise<Record<string, string>> {
   const keys = (await redis.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`)).sort()
   const snapshot: Record<string, string> = {}
   for (const key of keys) {
+    if ((await redis.type(key)) === 'stream') {
+      snapshot[key] = JSON.stringify(await redis.xrange(key, '-', '+'))
+      continue
+    }
     const dump = await redis.dumpBuffer(key)
     snapshot[key] = dump ? dump.toString('hex') : ''
   }
