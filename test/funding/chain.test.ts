@@ -9,7 +9,8 @@ import { CHAIN_ID, startChain, type TestChain, USDC_NAME, USDC_VERSION } from '.
 let chain: TestChain
 beforeAll(async () => {
   chain = await startChain()
-})
+  // Compiling the token and starting anvil can pass bun's 5 s hook default on a busy machine.
+}, 30_000)
 afterAll(() => chain.stop())
 
 const transferAbi = parseAbi([

@@ -15,7 +15,7 @@ let stack: TestStack
 beforeAll(async () => {
   chain = await startChain()
   stack = await startStack({ env: chain.env(1) })
-})
+}, 30_000)
 afterAll(async () => {
   await stack.stop()
   await chain.stop()

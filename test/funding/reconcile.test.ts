@@ -12,7 +12,8 @@ beforeAll(async () => {
   stack = await startStack({
     env: { ...chain.env(1), SVC_X402_RECEIPT_TIMEOUT_MS: '300', SVC_X402_WATCH_INTERVAL_MS: '50' },
   })
-})
+  // Compiling the token and starting anvil can pass bun's 5 s hook default on a busy machine.
+}, 30_000)
 afterAll(async () => {
   await chain.testClient.setAutomine(true)
   await stack.stop()

@@ -16,7 +16,7 @@ beforeAll(async () => {
   chain = await startChain()
   stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '50' } })
   browser = await launchChromium()
-})
+}, 30_000)
 afterAll(async () => {
   await browser?.close()
   await stack.stop()
@@ -120,7 +120,7 @@ describe('in headless Chromium with an injected wallet', () => {
     expect((await me(apiKey)).balances).toEqual({ confirmedUsdc: '7.500000', pendingUsdc: '0.000000' })
     expect(errors).toEqual([])
     await page.close()
-  })
+  }, 20_000)
 
   test("an existing account's wallet tops up the same account; no new key is shown", async () => {
     const payer = await chain.newPayer(30_000_000n)
@@ -139,7 +139,7 @@ describe('in headless Chromium with an injected wallet', () => {
     expect(await chain.balanceOf(payer.address)).toBe(25_000_000n)
     expect(errors).toEqual([])
     await page.close()
-  })
+  }, 20_000)
 
   test('an amount the gateway refuses is shown as an error; the wallet is never asked to sign', async () => {
     const payer = await chain.newPayer(5_000_000n)
@@ -149,5 +149,5 @@ describe('in headless Chromium with an injected wallet', () => {
     expect(wallet.requests).not.toContain('eth_signTypedData_v4')
     expect(await chain.balanceOf(payer.address)).toBe(5_000_000n)
     await page.close()
-  })
+  }, 20_000)
 })
