@@ -9,7 +9,7 @@ import { createRedis } from '../../src/redis/connection.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
-import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
+import { challenge, pay, post, waitFor, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let local: LocalRedis
@@ -35,15 +35,6 @@ afterAll(async () => {
   await chain?.stop()
 })
 
-async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = await probe()
-    if (done(value) || Date.now() > deadline) return value
-    await Bun.sleep(25)
-  }
-}
-
 test('credit write fails after settlement -> 409 reconciling: false with the transaction -> credited later, once', async () => {
   const keys = stack.keys
   const payer = await chain.newPayer(50_000_000n)
@@ -58,16 +49,17 @@ test('credit write fails after settlement -> 409 reconciling: false with the tra
   await chain.testClient.setAutomine(false)
   const answer = post(url, { amountUsdc: '9.000000' }, { ...bearer, 'x-payment': header })
   // The hash is recorded before broadcast, then the transfer waits in the mempool for a block.
-  const inFlight = await until(
+  const inFlight = await waitFor(
     async () => {
       const [id] = await redis.zrange(keys.paymentsInFlight, 0, -1)
       return id ? await redis.hgetall(keys.authorization(id)) : {}
     },
     (record) => record.state === 'sent',
+    20_000,
   )
   expect(inFlight.state).toBe('sent')
   const transaction = inFlight.tx as `0x${string}`
-  const broadcast = await until(
+  const broadcast = await waitFor(
     () =>
       chain.publicClient.getTransaction({ hash: transaction }).then(
         () => true,
@@ -97,9 +89,10 @@ test('credit write fails after settlement -> 409 reconciling: false with the tra
   expect(await redis.zcard(keys.paymentsInFlight)).toBe(1)
 
   // After SVC_X402_RECEIPT_TIMEOUT_MS the reconciler finds it on chain and credits it.
-  const funded = await until(
+  const funded = await waitFor(
     () => redis.hget(keys.account(accountId), 'funded'),
     (value) => value === '11000000',
+    20_000,
   )
   expect(funded).toBe('11000000')
   expect(await redis.zcard(keys.paymentsInFlight)).toBe(0)

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import { startChain, type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
-import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
+import { challenge, pay, post, waitFor, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
@@ -28,15 +28,6 @@ async function me(key: string) {
     accountId: string
     wallet: string
     balances: { confirmedUsdc: string; pendingUsdc: string }
-  }
-}
-
-async function waitFor<T>(probe: () => Promise<T>, done: (value: T) => boolean, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = await probe()
-    if (done(value) || Date.now() > deadline) return value
-    await Bun.sleep(25)
   }
 }
 

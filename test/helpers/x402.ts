@@ -103,3 +103,17 @@ export async function pay(
   const header = await xPayment(payer, requirements)
   return { header, response: await post(url, body, { ...headers, 'x-payment': header }) }
 }
+
+/** Polls `probe` until `done` holds or `ms` pass; returns the last value for the caller to assert. */
+export async function waitFor<T>(
+  probe: () => Promise<T>,
+  done: (value: T) => boolean,
+  ms = 5000,
+): Promise<T> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = await probe()
+    if (done(value) || Date.now() > deadline) return value
+    await Bun.sleep(25)
+  }
+}
