@@ -53,7 +53,7 @@ if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return { -10 } end
 local counts = rcall('HMGET', K_INFLIGHT, 'k:' .. key_id, 'a:' .. account_id)
 if int(counts[1]) >= key_cap then return { -2 } end
 if int(counts[2]) >= wallet_cap then return { -3 } end
-local lane = ARGV[12]
+local lane = ARGV[12] or ''
 if lane ~= '' and int(rcall('HGET', K_INFLIGHT, lane .. ':' .. account_id)) >= int(ARGV[13]) then return { -3 } end
 
 local max_cents = int(acct[2])

@@ -13,6 +13,7 @@ import { contractRoutes } from './http/contract/routes.ts'
 import { errorHandler } from './http/error-handler.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
+import { imageRoutes } from './http/inference/images.ts'
 import { responsesRoutes } from './http/inference/responses.ts'
 import { mcpRoutes } from './http/mcp/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
@@ -68,6 +69,7 @@ export function createApp(deps: AppDeps) {
     .use(capacityRoutes(deps))
     .use(chatRoutes(deps))
     .use(responsesRoutes(deps))
+    .use(imageRoutes(deps))
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))

@@ -1,4 +1,6 @@
 // Buffered chat: the supplier's JSON, settled, with our ids and the cost headers.
+
+import type { Clearing } from '../market/settlement.ts'
 import { formatMicros } from '../money/units.ts'
 import type { AdmittedChat } from './chat-request.ts'
 import type { Dispatched } from './dispatch.ts'
@@ -47,7 +49,7 @@ export async function relayBuffered(
   }
 }
 
-export function costHeaders(settlement: Settlement): Record<string, string> {
+export function costHeaders(settlement: Clearing): Record<string, string> {
   return {
     'x-svc-cost-usdc': formatMicros(settlement.charged),
     'x-svc-clearing-price-cents': String(settlement.askCents),

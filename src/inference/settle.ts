@@ -45,16 +45,37 @@ export async function settle(deps: SettleDeps, input: SettleInput): Promise<Sett
   let burn = burnOf(usage, input.chat.model.prices)
   const before = input.preBalance ?? input.admission.upstreamBalance
   if (estimated && before !== null && burn > before) burn = before
-  const after = before === null ? null : (Math.max(0, before - burn) as MicroDiem)
-  const clearing = await clear(deps.redis, deps.keys, {
-    attemptId: input.admission.attemptId,
-    burn,
-    feeBps: deps.feeBps,
-    upstreamBalanceAfter: after,
+  const clearing = await clearBurn(deps, input.admission, before, burn, {
     inputTokens: usage.promptTokens,
     outputTokens: usage.completionTokens,
     estimated,
     outcome: input.outcome,
   })
   return { ...clearing, usage, estimated }
+}
+
+/**
+ * Clears an attempt at a known burn. The supplier key's balance after it is its balance before
+ * (reported by the upstream, else the last known) less this burn.
+ */
+export function clearBurn(
+  deps: SettleDeps,
+  admission: Admission,
+  before: MicroDiem | null,
+  burn: MicroDiem,
+  record: {
+    inputTokens: number
+    outputTokens: number
+    estimated: boolean
+    outcome: 'completed' | 'incomplete'
+  },
+): Promise<Clearing> {
+  const after = before === null ? null : (Math.max(0, before - burn) as MicroDiem)
+  return clear(deps.redis, deps.keys, {
+    attemptId: admission.attemptId,
+    burn,
+    feeBps: deps.feeBps,
+    upstreamBalanceAfter: after,
+    ...record,
+  })
 }

@@ -1,7 +1,7 @@
 // The simulated supplier's image endpoint, OpenAI-compatible (`POST /images/generations`): a
 // small valid PNG per image, each debited at the model's list price per image.
 import { formatMicros, parseMicros } from '../money/units.ts'
-import { authenticate, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
+import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
 import type { SimKeys } from './keys.ts'
 import { findSimModel } from './models.ts'
 
@@ -17,7 +17,11 @@ interface ImageBody {
   n?: unknown
 }
 
-export async function generateImages(keys: SimKeys, request: Request, latencyMs: number): Promise<Response> {
+export async function generateImages(
+  keys: SimKeys,
+  request: Request,
+  timing: { latencyMs: number; slowFirstByteMs: number },
+): Promise<Response> {
   const caller = authenticate(keys, request)
   if (caller instanceof Response) return caller
   let body: ImageBody
@@ -40,8 +44,12 @@ export async function generateImages(keys: SimKeys, request: Request, latencyMs:
     await sleepUnlessAborted(Number.POSITIVE_INFINITY, request.signal)
     return veniceError(499, 'client closed')
   }
-  if (latencyMs > 0 && !(await sleepUnlessAborted(latencyMs, request.signal)))
-    return veniceError(499, 'client closed')
+  const delay =
+    admitted.fault === 'slow_first_byte'
+      ? (intHeader(request, 'x-sim-delay-ms') ?? timing.slowFirstByteMs)
+      : 0
+  const wait = timing.latencyMs + delay
+  if (wait > 0 && !(await sleepUnlessAborted(wait, request.signal))) return veniceError(499, 'client closed')
   const perImage = parseMicros(model.model_spec.pricing?.generation?.diem ?? 0) ?? 0
   const debited = keys.debit(admitted.key, perImage * n)
   return json(

@@ -318,7 +318,7 @@ export function startSim(
       if (path === '/models' && request.method === 'GET') return listModels(url)
       if (path === '/chat/completions' && request.method === 'POST') return chat(request)
       if (path === '/images/generations' && request.method === 'POST') {
-        return generateImages(keys, request, settings.latencyMs)
+        return generateImages(keys, request, settings)
       }
       if (path.startsWith('/sim/')) return control(request, new URL(path, url))
       return veniceError(404, 'Not found')

@@ -121,6 +121,17 @@ export const OPERATIONS: Record<string, Operation> = {
     ok: inferenceOk('The response'),
     errors: INFERENCE_ERRORS,
   },
+  'POST /v1/images/generations': {
+    summary: 'Image generation, paid per image delivered at the cheapest eligible offer',
+    description:
+      "OpenAI's request and answer (b64_json). Burn = the catalog's per-image price x images delivered; one image job in flight per wallet (429 buyer_concurrency_limit).",
+    tags: ['inference'],
+    security: 'apiKey',
+    ok: ok('The images', '200', {
+      headers: headers('SupportReference', 'CostUsdc', 'ClearingPriceCents', 'BalanceRemaining'),
+    }),
+    errors: INFERENCE_ERRORS,
+  },
   'GET /v1/responses': {
     summary: 'Not stored: always 404',
     tags: ['inference'],

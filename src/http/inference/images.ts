@@ -1,0 +1,73 @@
+// POST /v1/images/generations: OpenAI's request and answer, routed, held and cleared like text,
+// with burn = the catalog's per-image price x the images delivered. One image job in flight per
+// wallet, always (429 buyer_concurrency_limit).
+import { Elysia } from 'elysia'
+import { dispatch } from '../../inference/dispatch.ts'
+import { admitImages, deliveredImages, imageBodySchema } from '../../inference/image-request.ts'
+import { costHeaders } from '../../inference/relay-buffered.ts'
+import { clearBurn } from '../../inference/settle.ts'
+import { attachSupportReference, newSupportReference } from '../../inference/support-reference.ts'
+import { formatMicros, type MicroDiem } from '../../money/units.ts'
+import { buyerAuth } from '../auth.ts'
+import { ApiError } from '../errors.ts'
+import { requestContext } from '../request-context.ts'
+import { type InferenceDeps, inferencePipeline, SUPPORT_REFERENCE_HEADER } from './pipeline.ts'
+
+export const IMAGE_LANE = { name: 'img', cap: 1 }
+
+export function imageRoutes(deps: InferenceDeps) {
+  const pipeline = inferencePipeline(deps)
+  return new Elysia({ name: 'svc/images', seed: deps.keys.prefix }).use(buyerAuth(deps)).post(
+    '/v1/images/generations',
+    async ({ body, buyer, request }) => {
+      const context = requestContext(request)
+      const images = admitImages(body, await deps.catalog.get(body.model))
+      const supportReference = newSupportReference()
+      context.supportReference = supportReference
+      const dispatched = await dispatch(pipeline.dispatching, {
+        accountId: buyer.accountId,
+        apiKeyId: buyer.keyId,
+        requestId: context.id,
+        supportReference,
+        job: {
+          modelId: images.modelId,
+          burnEstimate: images.burnEstimate,
+          path: '/images/generations',
+          body: images.upstreamBody,
+          stream: false,
+          isComplete: (json) => deliveredImages(json) !== null,
+          lane: IMAGE_LANE,
+        },
+        signal: request.signal,
+      })
+      const json = dispatched.json!
+      // The buyer pays for the images delivered, never more than were asked for.
+      const delivered = Math.min(deliveredImages(json) ?? 0, images.count)
+      let settlement: Awaited<ReturnType<typeof clearBurn>>
+      try {
+        settlement = await clearBurn(
+          pipeline.settling,
+          dispatched.admission,
+          dispatched.preBalance ?? dispatched.admission.upstreamBalance,
+          (images.perImage * delivered) as MicroDiem,
+          { inputTokens: 0, outputTokens: delivered, estimated: false, outcome: 'completed' },
+        )
+      } catch {
+        throw attachSupportReference(
+          new ApiError(500, 'settle_failed', 'settlement did not commit; nothing was charged; safe to retry'),
+          supportReference,
+        )
+      }
+      context.costUsdc = formatMicros(settlement.charged)
+      const data = (json.data as unknown[]).slice(0, delivered)
+      return new Response(JSON.stringify({ created: json.created ?? Math.floor(Date.now() / 1000), data }), {
+        headers: {
+          'content-type': 'application/json',
+          [SUPPORT_REFERENCE_HEADER]: supportReference,
+          ...costHeaders(settlement),
+        },
+      })
+    },
+    { buyer: true, body: imageBodySchema },
+  )
+}
