@@ -9,6 +9,8 @@
   ARGV[2]  error code (kept on the attempt)
   ARGV[3]  cool-down of the offer, ms (0 for none)
   ARGV[4]  the supplier key's upstream balance, micro-DIEM ("" unknown)
+  ARGV[5]  "1" when no other supplier will be tried for this request (kept as the attempt's
+           `final`: its record is then complete), "0" when the request falls forward
 
   Returns {1, confirmedAfter} released; {0} already ended (no-op); {-1} unknown attempt.
 ]]
@@ -23,6 +25,7 @@ if ARGV[4] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'bala
 if a.state ~= 'admitted' then return { 0 } end
 
 unwind_attempt(a, 0)
-rcall('HSET', k_attempt(a.id), 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now))
+rcall('HSET', k_attempt(a.id), 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now),
+  'final', ARGV[5] == '1' and '1' or '0')
 record_ended(a.id)
 return { 1, rcall('HGET', k_account(a.accountId), 'confirmed') }

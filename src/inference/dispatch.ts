@@ -129,13 +129,14 @@ async function completeBody(response: Response, job: UpstreamJob): Promise<Recor
   }
 }
 
-/** Statuses of a refusal at admission that get a recorded attempt (not 401 or 500). */
+/** Statuses of a first refusal at admission that get a recorded attempt (not 401 or 500). */
 const RECORDED_REFUSALS = [402, 429, 503]
 
 /**
  * The error when no supplier served the request. Every attempt that was admitted is recorded
- * already (released); a refusal before any was admitted is recorded here, as attempt 1. Either
- * way the error carries the support reference, unless recording failed.
+ * already (released). A refusal is recorded here as the request's last attempt: before any was
+ * admitted, with the refusal's own code; after some failed, as the 502 the buyer gets. Either way
+ * the error carries the support reference, unless recording failed.
  */
 async function noSupplier(
   deps: DispatchDeps,
@@ -143,19 +144,16 @@ async function noSupplier(
   lastRefusal: AdmitRefusal | null,
   failed: string[],
 ): Promise<ApiError> {
-  if (failed.length > 0 || !lastRefusal) {
-    const error = new ApiError(
-      502,
-      'provider_error',
-      'the provider could not complete the request; safe to retry',
-    )
-    return attachSupportReference(error, req.supportReference)
-  }
-  const error = refusalError(lastRefusal)
-  if (!RECORDED_REFUSALS.includes(error.status)) return error
+  const providerError = () =>
+    new ApiError(502, 'provider_error', 'the provider could not complete the request; safe to retry')
+  // Five failed: the fifth release was the last attempt.
+  if (!lastRefusal) return attachSupportReference(providerError(), req.supportReference)
+  const afterFailures = failed.length > 0
+  const error = afterFailures ? providerError() : refusalError(lastRefusal)
+  if (!afterFailures && !RECORDED_REFUSALS.includes(error.status)) return error
   try {
     await recordRefusal(deps.redis, deps.keys, {
-      attemptId: `${req.supportReference}.1`,
+      attemptId: `${req.supportReference}.${failed.length + 1}`,
       accountId: req.accountId,
       apiKeyId: req.apiKeyId,
       requestId: req.requestId,
@@ -168,7 +166,8 @@ async function noSupplier(
       { requestId: req.requestId, err: (recording as Error).message },
       'could not record a refusal',
     )
-    return error
+    // The failed attempts are recorded all the same.
+    return afterFailures ? attachSupportReference(error, req.supportReference) : error
   }
 }
 
@@ -240,6 +239,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       errorCode: f.code,
       cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,
       upstreamBalance: f.balance,
+      final: req.signal.aborted || f.clientError || n === MAX_SUPPLIER_KEYS,
     })
     // The released attempt is recorded: these errors carry the support reference too.
     if (req.signal.aborted) {

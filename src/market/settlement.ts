@@ -167,6 +167,8 @@ export interface ReleaseRequest {
   errorCode: string
   cooldownMs: number
   upstreamBalance: MicroDiem | null
+  /** No other supplier will be tried for this request (its record is complete with this attempt). */
+  final?: boolean
 }
 
 /** Returns true when this call released the attempt, false when it had already ended. */
@@ -175,7 +177,13 @@ export async function release(redis: Redis, keys: Keyspace, req: ReleaseRequest)
     redis,
     'release',
     [keys.base],
-    [req.attemptId, req.errorCode, req.cooldownMs, req.upstreamBalance === null ? '' : req.upstreamBalance],
+    [
+      req.attemptId,
+      req.errorCode,
+      req.cooldownMs,
+      req.upstreamBalance === null ? '' : req.upstreamBalance,
+      req.final ? '1' : '0',
+    ],
   )) as Reply
   return n(reply[0]) === 1
 }

@@ -23,6 +23,8 @@ export interface AttemptRecord {
   estimated: boolean
   admittedAt: number | null
   endedAt: number
+  /** The request's last attempt: no other supplier was tried after it (its record is complete). */
+  final: boolean
 }
 
 export interface EndedAttempt {
@@ -67,6 +69,8 @@ export function parseEndedAttempt(entryId: string, fields: string[]): EndedAttem
       estimated: f.estimated === '1',
       admittedAt: f.admittedAt ? Number(f.admittedAt) : null,
       endedAt: f.endedAt ? Number(f.endedAt) : entryTime(entryId),
+      // A release says whether the request fell forward; every other end is the request's last.
+      final: end !== 'released' || f.final === '1',
     },
   }
 }

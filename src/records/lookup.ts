@@ -30,16 +30,33 @@ function attemptView(a: AttemptRecord) {
   }
 }
 
+/** Served: its outcome; else expired, failed or refused, by the furthest any attempt got. */
+function statusOf(attempts: AttemptRecord[], served: AttemptRecord | undefined): RequestStatus {
+  if (served) return ATTEMPT_OUTCOME.cleared(served) as RequestStatus
+  if (attempts.some((a) => a.end === 'reaped')) return 'expired'
+  if (attempts.some((a) => a.end === 'released')) return 'failed'
+  return 'refused'
+}
+
+/**
+ * Every attempt up to the request's last is here. False for a moment after the response while the
+ * worker copies the last of them (the replicas copy in parallel, so attempt 2 may land first).
+ */
+function isComplete(attempts: AttemptRecord[]): boolean {
+  const last = attempts.find((a) => a.final)
+  return last !== undefined && attempts.filter((a) => a.n <= last.n).length === last.n
+}
+
 function requestView(supportReference: string, row: Record<string, string>, attempts: AttemptRecord[]) {
   const served = attempts.find((a) => a.end === 'cleared')
   const last = attempts.at(-1)!
-  const ended = served ?? last
   return {
     object: 'request' as const,
     supportReference,
     requestId: row.requestId ?? null,
     model: row.model ?? null,
-    status: ATTEMPT_OUTCOME[ended.end](ended) as RequestStatus,
+    status: statusOf(attempts, served),
+    complete: isComplete(attempts),
     errorCode: served ? null : last.errorCode,
     costUsdc: formatMicros(served?.charged ?? 0),
     clearingPriceCents: served?.askCents ?? null,

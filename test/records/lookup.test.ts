@@ -41,7 +41,7 @@ function get(reference: string, apiKey = buyer.apiKey) {
   })
 }
 
-/** The record, polled until it is there, at most one second after the response arrived. */
+/** The record, polled until it is complete, at most one second after the response arrived. */
 async function lookup(reference: string, answeredAt: number, apiKey = buyer.apiKey): Promise<RequestView> {
   for (;;) {
     const response = await get(reference, apiKey)
@@ -51,9 +51,11 @@ async function lookup(reference: string, answeredAt: number, apiKey = buyer.apiK
       expect(text).not.toContain(stack.sim.url)
       expect(text).not.toContain(cheapest.upstreamKey)
       expect(text).not.toContain(second.upstreamKey)
-      return JSON.parse(text) as RequestView
+      const view = JSON.parse(text) as RequestView
+      if (view.complete) return view
+    } else {
+      expect(response.status).toBe(404)
     }
-    expect(response.status).toBe(404)
     if (performance.now() - answeredAt > 1_000) throw new Error(`${reference} not resolvable within 1 s`)
     await Bun.sleep(20)
   }
@@ -74,6 +76,7 @@ describe('lookup after a request', () => {
       requestId: response.headers.get('x-svc-request-id'),
       model: 'llama-3.3-70b',
       status: 'completed',
+      complete: true,
       errorCode: null,
       costUsdc: response.headers.get('x-svc-cost-usdc'),
       clearingPriceCents: 36,
@@ -133,12 +136,26 @@ describe('lookup after a request', () => {
       clearingPriceCents: null,
       usage: null,
     })
-    expect(record.errorCode).toStartWith('upstream_')
+    // both offers failed before any byte; a third admission found nothing left to try
+    expect(record.errorCode).toBe('provider_error')
     expect(record.attempts.map((a) => [a.attempt, a.offerId, a.outcome, a.costUsdc])).toEqual([
       [1, cheapest.id, 'failed', '0.000000'],
       [2, second.id, 'failed', '0.000000'],
+      [3, null, 'refused', '0.000000'],
     ])
-    for (const a of record.attempts) expect(a.errorCode).toStartWith('upstream_')
+    for (const a of record.attempts.slice(0, 2)) expect(a.errorCode).toStartWith('upstream_')
+  })
+
+  test('failed five times: the fifth supplier key is the last attempt, and the record is complete', async () => {
+    const more = [await simOffer(stack, 46), await simOffer(stack, 47), await simOffer(stack, 48)]
+    const all = [cheapest, second, ...more]
+    for (const offer of all) await simKey(stack, offer.upstreamKey, { fault: 'error_5xx', times: 1 })
+    const response = await chat({})
+    const answeredAt = performance.now()
+    expect(response.status).toBe(502)
+    const record = await lookup(response.headers.get('x-svc-support-reference')!, answeredAt)
+    expect(record.status).toBe('failed')
+    expect(record.attempts.map((a) => [a.offerId, a.outcome])).toEqual(all.map((o) => [o.id, 'failed']))
   })
 
   test('503: the refusal is a recorded attempt; its reference is in the header and the body', async () => {

@@ -33,8 +33,14 @@ const clearOf = (attemptId: string, burn: number) =>
     estimated: false,
     outcome: 'completed',
   })
-const releaseOf = (attemptId: string) =>
-  release(fx.redis, fx.keys, { attemptId, errorCode: 'upstream_503', cooldownMs: 0, upstreamBalance: null })
+const releaseOf = (attemptId: string, final = false) =>
+  release(fx.redis, fx.keys, {
+    attemptId,
+    errorCode: 'upstream_503',
+    cooldownMs: 0,
+    upstreamBalance: null,
+    final,
+  })
 
 /** The stream's entries as objects. */
 async function ended(): Promise<Record<string, string>[]> {
@@ -73,15 +79,23 @@ describe('ended attempts go onto the stream in the script that ends them', () =>
     })
   })
 
-  test('release adds the released attempt with its error code, once', async () => {
+  test('release adds the released attempt with its error code, once, saying whether it was the last', async () => {
     await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    const adm = admitted(await admitFor(fx, acct))
-    expect(await releaseOf(adm.attemptId)).toBe(true)
-    expect(await releaseOf(adm.attemptId)).toBe(false)
+    const first = admitted(await admitFor(fx, acct))
+    const last = admitted(await admitFor(fx, acct))
+    expect(await releaseOf(first.attemptId)).toBe(true)
+    expect(await releaseOf(first.attemptId)).toBe(false)
+    expect(await releaseOf(last.attemptId, true)).toBe(true)
     const rows = await ended()
-    expect(rows).toHaveLength(1)
-    expect(rows[0]).toMatchObject({ id: adm.attemptId, state: 'released', errorCode: 'upstream_503' })
+    expect(rows).toHaveLength(2)
+    expect(rows[0]).toMatchObject({
+      id: first.attemptId,
+      state: 'released',
+      errorCode: 'upstream_503',
+      final: '0',
+    })
+    expect(rows[1]).toMatchObject({ id: last.attemptId, state: 'released', final: '1' })
   })
 
   test('reap adds each reaped attempt; a late clear of it adds the cleared one after', async () => {
