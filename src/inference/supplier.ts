@@ -49,6 +49,14 @@ async function errorMessage(response: Response): Promise<string> {
 
 export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome> {
   let response: Response
+  // Buffered, the deadline covers the whole answer. Streamed, only the head: once it is in, the
+  // dispatcher's first-frame wait and the relay's idle watch take over, so a stream that runs
+  // longer than the first-byte timeout is never cut.
+  const deadline = new AbortController()
+  const timer = setTimeout(
+    () => deadline.abort(new DOMException('the supplier did not answer in time', 'TimeoutError')),
+    call.timeoutMs,
+  )
   try {
     response = await fetch(`${call.baseUrl}${call.path}`, {
       method: 'POST',
@@ -58,7 +66,7 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
         accept: call.stream ? 'text/event-stream' : 'application/json',
       },
       body: JSON.stringify(call.body),
-      signal: AbortSignal.any([call.signal, AbortSignal.timeout(call.timeoutMs)]),
+      signal: AbortSignal.any([call.signal, deadline.signal]),
       // Upstream redirects are not followed: a supplier's base URL is what the operator posted.
       redirect: 'manual',
     })
@@ -71,6 +79,8 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
           ? 'client_closed'
           : 'upstream_unreachable'
     return { ok: false, code, clientError: false, status: null, message: code, balance: null }
+  } finally {
+    if (call.stream) clearTimeout(timer)
   }
   const preBalance = balanceHeader(response)
   if (response.ok && response.body) return { ok: true, response, preBalance }
