@@ -12,6 +12,9 @@ import { median } from './stats.ts'
 export interface LuaPairResult {
   pairsPerSecond: number
   trivialPerSecond: number
+  /** Redis's own CPU per call (INFO commandstats, evalsha), microseconds: where the time goes. */
+  redisUsPerPair: number
+  redisUsPerTrivial: number
   /** pairs/s over trivial scripts/s */
   ratio: number
   rounds: { pairs: number; trivial: number }[]
@@ -24,6 +27,22 @@ interface Job {
 }
 
 type Trivial = Redis & { benchTrivial(key: string): Promise<unknown> }
+
+/** Redis's count and total microseconds of EVALSHA calls so far. */
+async function evalshaStats(redis: Redis): Promise<{ calls: number; usec: number }> {
+  const info = (await redis.info('commandstats')) as string
+  const match = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(info)
+  return match ? { calls: Number(match[1]), usec: Number(match[2]) } : { calls: 0, usec: 0 }
+}
+
+/** Redis microseconds per call of `run` (one call = `scripts` EVALSHAs), and the calls per second. */
+async function measured(redis: Redis, scripts: number, run: () => Promise<number>) {
+  const before = await evalshaStats(redis)
+  const perSecond = await run()
+  const after = await evalshaStats(redis)
+  const calls = (after.calls - before.calls) / scripts
+  return { perSecond, usPerCall: calls > 0 ? (after.usec - before.usec) / calls : Number.NaN }
+}
 
 /** Calls per second of `call`, from `concurrency` loops for `seconds`. */
 async function rate(concurrency: number, seconds: number, call: () => Promise<void>): Promise<number> {
@@ -59,16 +78,23 @@ async function main(job: Job): Promise<LuaPairResult> {
   // Warm-up: scripts loaded (EVALSHA from then on), connection and JIT warm.
   await rate(job.concurrency, Math.min(0.5, job.seconds), pair)
   await rate(job.concurrency, Math.min(0.5, job.seconds), trivial)
-  const rounds: LuaPairResult['rounds'] = []
+  const rounds: (LuaPairResult['rounds'][number] & { usPair: number; usTrivial: number })[] = []
   for (let r = 0; r < job.rounds; r++) {
-    const trivialRate = await rate(job.concurrency, job.seconds, trivial)
-    const pairRate = await rate(job.concurrency, job.seconds, pair)
-    rounds.push({ pairs: pairRate, trivial: trivialRate })
+    const t = await measured(redis, 1, () => rate(job.concurrency, job.seconds, trivial))
+    const p = await measured(redis, 2, () => rate(job.concurrency, job.seconds, pair))
+    rounds.push({ pairs: p.perSecond, trivial: t.perSecond, usPair: p.usPerCall, usTrivial: t.usPerCall })
   }
   fx.close()
   const pairsPerSecond = median(rounds.map((r) => r.pairs))
   const trivialPerSecond = median(rounds.map((r) => r.trivial))
-  return { pairsPerSecond, trivialPerSecond, ratio: pairsPerSecond / trivialPerSecond, rounds }
+  return {
+    pairsPerSecond,
+    trivialPerSecond,
+    redisUsPerPair: median(rounds.map((r) => r.usPair)),
+    redisUsPerTrivial: median(rounds.map((r) => r.usTrivial)),
+    ratio: pairsPerSecond / trivialPerSecond,
+    rounds: rounds.map(({ pairs, trivial }) => ({ pairs, trivial })),
+  }
 }
 
 if (import.meta.main) {

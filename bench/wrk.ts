@@ -26,8 +26,10 @@ done = function(summary, latency, requests)
 end
 `
 
-function script(target: Target, body: string, dir: string): string {
+function script(target: Target, body: string, dir: string, pauseMs: number): string {
   const lines = ['wrk.method = "POST"', `wrk.body = ${luaString(body)}`]
+  // Paced clients: each connection waits about pauseMs (uniformly 0..2x) between its requests.
+  if (pauseMs > 0) lines.push(`function delay() return math.random(0, ${2 * pauseMs}) end`)
   for (const [name, value] of Object.entries(target.headers)) {
     lines.push(`wrk.headers[${luaString(name)}] = ${luaString(value)}`)
   }
@@ -42,6 +44,7 @@ export async function runWrk(
   connections: number,
   seconds: number,
   dir: string,
+  pauseMs = 0,
 ): Promise<WrkResult> {
   const proc = Bun.spawn(
     [
@@ -52,7 +55,7 @@ export async function runWrk(
       '--timeout',
       '10s',
       '-s',
-      script(target, body, dir),
+      script(target, body, dir, pauseMs),
       target.url,
     ],
     { stdout: 'pipe', stderr: 'pipe' },
