@@ -1,6 +1,6 @@
 --[[
   admit: pick the cheapest eligible offer for one request and hold everything it may use.
-  Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/offers, lib/attempts, lib/reap, lib/pick.
 
   KEYS[1]  keyspace base ("<prefix>:"); the script builds the documented names of lib/keys from it
   ARGV[1]  attempt id (new, unique)
@@ -62,57 +62,8 @@ if max_cents == 0 then max_cents = default_max end
 local tried = {}
 for id in string.gmatch(ARGV[8], '[^,]+') do tried[id] = true end
 
--- Walk the ladder at or below the buyer's max, cheapest first.
-local chosen = nil
-local at_price = 0          -- live offers at or below max
-local eligible_routable = 0 -- their routable capacity
-local max_eligible = 0      -- the largest of them
-local big_enough = 0        -- those that could carry this request
-local untried = 0           -- ... and were not tried yet
-for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', ladder_ceiling(max_cents))) do
-  local o = read_offer(id)
-  if o and is_live(o, now) then
-    at_price = at_price + 1
-    local r = routable(o)
-    eligible_routable = eligible_routable + r
-    if r > max_eligible then max_eligible = r end
-    if r >= estimate then
-      big_enough = big_enough + 1
-      if not tried[id] then
-        untried = untried + 1
-        if o.inflight < o.max_in_flight then
-          chosen = o
-          break
-        end
-      end
-    end
-  elseif o and o.status == 'active' and not tried[id] and routable(o) >= estimate then
-    -- cooling down: it will be back shortly, so this is "busy", not "no supply"
-    at_price = at_price + 1
-    big_enough = big_enough + 1
-    untried = untried + 1
-  end
-end
-
-if not chosen then
-  if at_price == 0 then
-    -- Nothing at the buyer's price: is there anything at all?
-    local cheapest = nil
-    local above = 0
-    for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '(' .. ladder_ceiling(max_cents), '+inf')) do
-      local o = read_offer(id)
-      if o and is_live(o, now) then
-        if cheapest == nil then cheapest = o.ask end
-        above = above + routable(o)
-      end
-    end
-    if cheapest == nil then return { -4 } end
-    return { -5, max_cents, cheapest, s(above) }
-  end
-  if big_enough == 0 then return { -6, s(eligible_routable), s(max_eligible) } end
-  if untried == 0 then return { -8 } end
-  return { -7 }
-end
+local chosen, refusal = pick_offer(max_cents, estimate, tried, now)
+if not chosen then return refusal end
 
 -- The buyer's worst case at this ask must be covered by confirmed balance alone.
 local hold = ceil_div(estimate * chosen.ask, 100)

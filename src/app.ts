@@ -15,6 +15,7 @@ import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
 import { imageRoutes } from './http/inference/images.ts'
 import { responsesRoutes } from './http/inference/responses.ts'
+import { videoRoutes } from './http/inference/video.ts'
 import { mcpRoutes } from './http/mcp/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { recordsRoutes } from './http/records/routes.ts'
@@ -70,6 +71,7 @@ export function createApp(deps: AppDeps) {
     .use(chatRoutes(deps))
     .use(responsesRoutes(deps))
     .use(imageRoutes(deps))
+    .use(videoRoutes(deps))
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))

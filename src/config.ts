@@ -104,6 +104,8 @@ export interface InferenceConfig {
   streamIdleMs: number
   /** A comment goes to a streaming client after this long without a frame. */
   keepAliveMs: number
+  /** A video job not retrieved within this long expires: its hold comes back, its media answers 410. */
+  videoJobTtlMs: number
 }
 
 /** Attempt records, request lookup and usage stats (src/records). */
@@ -137,6 +139,7 @@ function loadInferenceConfig(env: Env): InferenceConfig {
     firstByteTimeoutMs: integer(env, 'SVC_FIRST_BYTE_TIMEOUT_MS', 30_000, 50, 600_000),
     streamIdleMs: integer(env, 'SVC_STREAM_IDLE_MS', 60_000, 100, 3_600_000),
     keepAliveMs: integer(env, 'SVC_KEEPALIVE_MS', 15_000, 50, 600_000),
+    videoJobTtlMs: integer(env, 'SVC_VIDEO_JOB_TTL_SECONDS', 3_600, 1, 7 * 86_400) * 1000,
   }
 }
 

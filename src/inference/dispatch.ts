@@ -40,6 +40,8 @@ export interface UpstreamJob {
   isComplete: (json: Record<string, unknown>) => boolean
   /** An extra per-wallet in-flight count with its own cap (images: one at a time). */
   lane?: { name: string; cap: number }
+  /** The hold's lease when it must outlive the call (video: until the job is retrieved). */
+  leaseMs?: number
 }
 
 export function chatJob(chat: AdmittedChat): UpstreamJob {
@@ -87,7 +89,7 @@ async function admitWaiting(deps: DispatchDeps, req: DispatchRequest, attemptId:
       burnEstimate: req.job.burnEstimate,
       keyCap: deps.market.keyMaxInFlight,
       walletCap: deps.market.walletMaxInFlight,
-      leaseMs: deps.market.leaseMs,
+      leaseMs: req.job.leaseMs ?? deps.market.leaseMs,
       tried,
       defaultMaxPriceCents: deps.defaultMaxPriceCents,
       model: req.job.modelId,

@@ -45,7 +45,7 @@ export async function settle(deps: SettleDeps, input: SettleInput): Promise<Sett
   let burn = burnOf(usage, input.chat.model.prices)
   const before = input.preBalance ?? input.admission.upstreamBalance
   if (estimated && before !== null && burn > before) burn = before
-  const clearing = await clearBurn(deps, input.admission, before, burn, {
+  const clearing = await clearBurn(deps, input.admission.attemptId, before, burn, {
     inputTokens: usage.promptTokens,
     outputTokens: usage.completionTokens,
     estimated,
@@ -60,7 +60,7 @@ export async function settle(deps: SettleDeps, input: SettleInput): Promise<Sett
  */
 export function clearBurn(
   deps: SettleDeps,
-  admission: Admission,
+  attemptId: string,
   before: MicroDiem | null,
   burn: MicroDiem,
   record: {
@@ -72,7 +72,7 @@ export function clearBurn(
 ): Promise<Clearing> {
   const after = before === null ? null : (Math.max(0, before - burn) as MicroDiem)
   return clear(deps.redis, deps.keys, {
-    attemptId: admission.attemptId,
+    attemptId,
     burn,
     feeBps: deps.feeBps,
     upstreamBalanceAfter: after,

@@ -64,6 +64,8 @@ export function keyspace(prefix: string) {
     statsDay: (day: string) => key(`stats:${day}`),
     /** string: the capacity snapshot JSON for one max price, cached 30 s for every replica */
     capacitySnapshot: (maxPriceCents: number | 'all') => key(`capacity:${maxPriceCents}`),
+    /** hash, one per video job: its attempt, owner, upstream queue id, state (queued|completed|refunded|expired) */
+    videoJob: (jobId: string) => key(`video:${jobId}`),
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),
   }

@@ -8,8 +8,10 @@ import libAttempts from '../../lua/lib/attempts.lua' with { type: 'text' }
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import libOffers from '../../lua/lib/offers.lua' with { type: 'text' }
+import libPick from '../../lua/lib/pick.lua' with { type: 'text' }
 import libReap from '../../lua/lib/reap.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
+import quote from '../../lua/quote.lua' with { type: 'text' }
 import reap from '../../lua/reap.lua' with { type: 'text' }
 import release from '../../lua/release.lua' with { type: 'text' }
 import renew from '../../lua/renew.lua' with { type: 'text' }
@@ -19,11 +21,12 @@ const core = [libKeys, libNumbers, libOffers, libAttempts, libReap]
 
 // Every market script takes one key: the keyspace base, from which lib/keys builds the rest.
 export const MARKET_SCRIPTS = {
-  admit: { lua: withLibs(...core, admit), keys: 1 },
+  admit: { lua: withLibs(...core, libPick, admit), keys: 1 },
   clear: { lua: withLibs(...core, clear), keys: 1 },
   release: { lua: withLibs(...core, release), keys: 1 },
   reap: { lua: withLibs(...core, reap), keys: 1 },
   renew: { lua: withLibs(libKeys, libNumbers, renew), keys: 1 },
   offerPut: { lua: withLibs(libKeys, libNumbers, libOffers, offerPut), keys: 1 },
   capacity: { lua: withLibs(libKeys, libNumbers, libOffers, capacity), keys: 1 },
+  quote: { lua: withLibs(libKeys, libNumbers, libOffers, libPick, quote), keys: 1 },
 } as const

@@ -8,6 +8,7 @@ export const SIM_FAULTS = [
   'truncate', // the body stops mid-way: no usage chunk, no [DONE]
   'stall', // some bytes, then silence until the client gives up
   'slow_first_byte', // the first byte comes only after a delay
+  'job_fail', // video: the job is accepted, then fails; its DIEM is refunded
 ] as const
 
 export type SimFault = (typeof SIM_FAULTS)[number]

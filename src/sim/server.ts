@@ -8,6 +8,7 @@ import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceErr
 import { generateImages } from './images.ts'
 import { type SimKeyState, SimKeys } from './keys.ts'
 import { findSimModel, SIM_MODELS, type VeniceModel } from './models.ts'
+import { videoQueue } from './video.ts'
 
 export interface SimSettings {
   /** Buffered: delay before the response. */
@@ -22,6 +23,9 @@ export interface SimSettings {
   defaultBalanceMicroDiem: number
   /** Delay of the `slow_first_byte` fault. */
   slowFirstByteMs: number
+  /** Video: how long a job runs before its MP4 is ready, and how long its media is kept. */
+  videoJobMs: number
+  videoExpiryMs: number
 }
 
 export const DEFAULT_SIM_SETTINGS: SimSettings = {
@@ -31,6 +35,8 @@ export const DEFAULT_SIM_SETTINGS: SimSettings = {
   outputTokens: 24,
   defaultBalanceMicroDiem: 100_000_000,
   slowFirstByteMs: 3_000,
+  videoJobMs: 2_000,
+  videoExpiryMs: 3_600_000,
 }
 
 export interface SimServer {
@@ -80,6 +86,7 @@ export function startSim(
 ): SimServer {
   const settings: SimSettings = { ...DEFAULT_SIM_SETTINGS, ...options }
   const keys = new SimKeys(settings.defaultBalanceMicroDiem)
+  const video = videoQueue(keys, settings)
 
   function listModels(url: URL): Response {
     const type = url.searchParams.get('type') ?? 'text'
@@ -317,6 +324,8 @@ export function startSim(
       const path = url.pathname.replace(/^\/api\/v1(?=\/)/, '')
       if (path === '/models' && request.method === 'GET') return listModels(url)
       if (path === '/chat/completions' && request.method === 'POST') return chat(request)
+      if (path === '/video/queue' && request.method === 'POST') return video.queue(request)
+      if (path === '/video/retrieve' && request.method === 'POST') return video.retrieve(request)
       if (path === '/images/generations' && request.method === 'POST') {
         return generateImages(keys, request, settings)
       }

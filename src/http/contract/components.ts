@@ -111,6 +111,7 @@ export const ERROR_RESPONSES = {
   Forbidden: errorResponse('The paying wallet is not the Bearer account (payer_mismatch)'),
   NotFound: errorResponse('Not found: unknown model, key, reference or route'),
   MethodNotAllowed: errorResponse('Method not allowed'),
+  Gone: errorResponse('Video media gone: the job was refunded (the supplier failed it) or expired'),
   Conflict: errorResponse(
     'At the 10-key cap (POST /v1/agent/keys: nothing paid), or on funding: money moved but the request did not finish (credited / reconciling / transaction). Never pay again',
   ),
@@ -148,6 +149,7 @@ const STATUS: Record<ErrorResponseName, string> = {
   Forbidden: '403',
   NotFound: '404',
   MethodNotAllowed: '405',
+  Gone: '410',
   Conflict: '409',
   TooManyRequests: '429',
   ServerError: '500',

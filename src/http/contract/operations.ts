@@ -132,6 +132,36 @@ export const OPERATIONS: Record<string, Operation> = {
     }),
     errors: INFERENCE_ERRORS,
   },
+  'POST /v1/video/quote': {
+    summary: 'No-wait video quote: the price of a job at the ask it would clear at now',
+    description:
+      'Nothing is held. 503 keys_busy when every eligible supplier key is in flight. Carries the request id only.',
+    tags: ['inference'],
+    security: 'apiKey',
+    ok: ok('The quote: quoteUsdc and clearingPriceCents'),
+    errors: INFERENCE_ERRORS,
+  },
+  'POST /v1/video/queue': {
+    summary:
+      'Queue a video job: the worst case (per-second price x duration at the ask) is held until it is retrieved',
+    tags: ['inference'],
+    security: 'apiKey',
+    ok: ok('The queued job (id, status, heldUsdc, clearingPriceCents)', '200', {
+      headers: headers('SupportReference'),
+    }),
+    errors: INFERENCE_ERRORS,
+  },
+  'POST /v1/video/retrieve': {
+    summary: 'Poll a video job: its status while it runs, then the MP4 (cleared on the first success)',
+    description:
+      'A job the supplier failed is refunded in full; it and an expired job answer 410. Polls carry the request id only.',
+    tags: ['inference'],
+    security: 'apiKey',
+    ok: ok('JSON status, or video/mp4 with the cost headers on the first success', '200', {
+      headers: headers('CostUsdc', 'ClearingPriceCents', 'BalanceRemaining'),
+    }),
+    errors: [...INFERENCE_ERRORS, 'Gone'],
+  },
   'GET /v1/responses': {
     summary: 'Not stored: always 404',
     tags: ['inference'],

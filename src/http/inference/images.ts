@@ -47,7 +47,7 @@ export function imageRoutes(deps: InferenceDeps) {
       try {
         settlement = await clearBurn(
           pipeline.settling,
-          dispatched.admission,
+          dispatched.admission.attemptId,
           dispatched.preBalance ?? dispatched.admission.upstreamBalance,
           (images.perImage * delivered) as MicroDiem,
           { inputTokens: 0, outputTokens: delivered, estimated: false, outcome: 'completed' },

@@ -1,0 +1,49 @@
+-- lib/pick: the router's choice, shared by admit (which then holds) and the video quote (which
+-- only looks): the cheapest live offer at or below the buyer's max whose routable capacity covers
+-- the estimate, not tried yet, below its in-flight cap. Without one, the refusal admit returns.
+local function pick_offer(max_cents, estimate, tried, now)
+  local at_price = 0          -- live offers at or below max
+  local eligible_routable = 0 -- their routable capacity
+  local max_eligible = 0      -- the largest of them
+  local big_enough = 0        -- those that could carry this request
+  local untried = 0           -- ... and were not tried yet
+  for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', ladder_ceiling(max_cents))) do
+    local o = read_offer(id)
+    if o and is_live(o, now) then
+      at_price = at_price + 1
+      local r = routable(o)
+      eligible_routable = eligible_routable + r
+      if r > max_eligible then max_eligible = r end
+      if r >= estimate then
+        big_enough = big_enough + 1
+        if not tried[id] then
+          untried = untried + 1
+          if o.inflight < o.max_in_flight then return o, nil end
+        end
+      end
+    elseif o and o.status == 'active' and not tried[id] and routable(o) >= estimate then
+      -- cooling down: it will be back shortly, so this is "busy", not "no supply"
+      at_price = at_price + 1
+      big_enough = big_enough + 1
+      untried = untried + 1
+    end
+  end
+
+  if at_price == 0 then
+    -- Nothing at the buyer's price: is there anything at all?
+    local cheapest = nil
+    local above = 0
+    for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '(' .. ladder_ceiling(max_cents), '+inf')) do
+      local o = read_offer(id)
+      if o and is_live(o, now) then
+        if cheapest == nil then cheapest = o.ask end
+        above = above + routable(o)
+      end
+    end
+    if cheapest == nil then return nil, { -4 } end
+    return nil, { -5, max_cents, cheapest, s(above) }
+  end
+  if big_enough == 0 then return nil, { -6, s(eligible_routable), s(max_eligible) } end
+  if untried == 0 then return nil, { -8 } end
+  return nil, { -7 }
+end

@@ -1,0 +1,69 @@
+// Video jobs: the hold is taken at queue time and lives until the job is retrieved (clear, on the
+// first MP4), refunded (release: the supplier failed or rejected it) or expired (release). The
+// job record ties the buyer's job id to its attempt and the supplier's queue id; the money moves
+// only through the idempotent clear and release scripts, so racing polls charge once.
+import type Redis from 'ioredis'
+import type { Keyspace } from '../redis/keys.ts'
+
+export type VideoJobState = 'queued' | 'completed' | 'refunded' | 'expired'
+
+export interface VideoJob {
+  id: string
+  supportReference: string
+  attemptId: string
+  accountId: string
+  model: string
+  seconds: number
+  /** The job's burn, micro-DIEM: the catalog's per-second price x seconds. */
+  burn: number
+  offerId: string
+  upstreamBaseUrl: string
+  /** Sealed, as on the offer. */
+  upstreamKeyEnc: string
+  /** The supplier key's balance before the job, micro-DIEM; -1 when unknown. */
+  preBalance: number
+  queueId: string
+  state: VideoJobState
+  createdAt: number
+  expiresAt: number
+}
+
+// Records outlive the job by a day, so a late poll still gets its 410 rather than a 404.
+const KEEP_AFTER_EXPIRY_MS = 86_400_000
+
+export class VideoJobs {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+  ) {}
+
+  async create(job: VideoJob): Promise<void> {
+    const key = this.keys.videoJob(job.id)
+    await this.redis
+      .multi()
+      .hset(key, { ...job })
+      .pexpireat(key, job.expiresAt + KEEP_AFTER_EXPIRY_MS)
+      .exec()
+  }
+
+  async get(id: string): Promise<VideoJob | null> {
+    const raw = await this.redis.hgetall(this.keys.videoJob(id))
+    if (!raw.id) return null
+    return {
+      ...(raw as unknown as VideoJob),
+      // The first outcome written wins (see settle); until then the job is queued.
+      state: (raw.endedAs ?? raw.state) as VideoJobState,
+      seconds: Number(raw.seconds),
+      burn: Number(raw.burn),
+      preBalance: Number(raw.preBalance),
+      createdAt: Number(raw.createdAt),
+      expiresAt: Number(raw.expiresAt),
+    }
+  }
+
+  /** Moves a queued job on; false when another poll moved it first. */
+  async settle(id: string, state: Exclude<VideoJobState, 'queued'>): Promise<boolean> {
+    // HSETNX: the first outcome written is the job's outcome, whatever races it.
+    return (await this.redis.hsetnx(this.keys.videoJob(id), 'endedAs', state)) === 1
+  }
+}

@@ -1,0 +1,56 @@
+// A video request, validated and admitted: a live video model, its duration, the worst-case burn
+// (the catalog's per-second price x seconds) and the body the supplier's queue receives.
+import { t } from 'elysia'
+import type { CatalogEntry } from '../catalog/entry.ts'
+import { badRequest, notFound } from '../http/errors.ts'
+import type { MicroDiem } from '../money/units.ts'
+
+const MAX_SECONDS = 60
+
+/** Venice's fields; others (resolution, aspect_ratio ...) pass through to the supplier. */
+export const videoBodySchema = t.Object(
+  {
+    model: t.String({ minLength: 1, maxLength: 256 }),
+    prompt: t.String({ minLength: 1, maxLength: 32_000 }),
+    duration: t.Union([t.String({ pattern: '^[0-9]{1,3}s$' }), t.Number({ multipleOf: 1, minimum: 1 })]),
+  },
+  { additionalProperties: true },
+)
+
+export type VideoBody = typeof videoBodySchema.static
+
+export interface AdmittedVideo {
+  modelId: string
+  seconds: number
+  burnEstimate: MicroDiem
+  upstreamBody: Record<string, unknown>
+}
+
+export function admitVideo(body: VideoBody, entry: CatalogEntry | undefined): AdmittedVideo {
+  if (!entry)
+    throw notFound(`model '${body.model}' not found; GET /v1/models lists the catalog`, 'model_not_found')
+  const { row, prices } = entry
+  if (row.modality !== 'video') {
+    throw badRequest(
+      `model '${row.id}' is a ${row.modality} model; this endpoint serves video models`,
+      'model_not_video',
+    )
+  }
+  if (row.status !== 'live' || prices?.perSecond === undefined) {
+    throw badRequest(`model '${row.id}' is not live yet`, 'model_not_live')
+  }
+  const seconds = typeof body.duration === 'number' ? body.duration : Number(body.duration.slice(0, -1))
+  const allowed = (row.constraints?.durations as string[] | undefined)?.map((d) => Number.parseInt(d, 10))
+  if (seconds < 1 || seconds > MAX_SECONDS || (allowed && !allowed.includes(seconds))) {
+    throw badRequest(
+      `duration must be one of ${allowed ? allowed.map((d) => `${d}s`).join(', ') : `1s to ${MAX_SECONDS}s`} for ${row.id}`,
+      'invalid_duration',
+    )
+  }
+  return {
+    modelId: row.id,
+    seconds,
+    burnEstimate: (prices.perSecond * seconds) as MicroDiem,
+    upstreamBody: { ...body, model: row.id, duration: `${seconds}s` },
+  }
+}
