@@ -219,7 +219,7 @@ describe('GET /v1/capacity', () => {
           if (result.code === AdmitCode.Admitted) {
             const adm = result as Admission
             // the router picked the cheapest ask whose depth could carry it
-            const first = snapshot.prices.find((p, i) => depth[i]! >= estimate)!
+            const first = snapshot.prices.find((_, i) => depth[i]! >= estimate)!
             expect(adm.askCents).toBe(first.priceCentsPerDollar)
             await release(router.redis, router.keys, {
               attemptId: adm.attemptId,
