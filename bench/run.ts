@@ -324,6 +324,12 @@ async function main(): Promise<void> {
   const tables: Table[] = []
   const checks: Check[] = []
   const say = (line: string) => console.error(`[bench] ${line}`)
+  // Ctrl-C stops every process the run started, not only this one.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      void stack.stop().finally(() => process.exit(130))
+    })
+  }
   try {
     if (!Bun.which('wrk')) throw new Error('wrk is not installed (Debian: apt-get install wrk)')
     if (!(await Bun.file(PEER_ENTRY).exists()))
