@@ -309,7 +309,9 @@ function machine(): string[] {
       }
     ).version ?? '?'
   const head = commandOutput(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'])
-  const dirty = commandOutput(['git', '-C', ROOT, 'status', '--porcelain', '--untracked-files=no']) ? ' (uncommitted changes)' : ''
+  const dirty = commandOutput(['git', '-C', ROOT, 'status', '--porcelain', '--untracked-files=no'])
+    ? ' (uncommitted changes)'
+    : ''
   return [
     `- Machine: ${cpu.length} × ${cpu[0]?.model ?? '?'}, ${Math.round(totalmem() / 2 ** 30)} GiB, ${commandOutput(['uname', '-sr'])}; shared with other work, so figures are noisy: read the ratios.`,
     `- Gateway: svc-gateway ${commandOutput([join(ROOT, 'dist/svc-gateway'), '--version'])} at ${head}${dirty}, compiled binary, billing in Redis on.`,
