@@ -7,7 +7,7 @@ import type { GatewayConfig } from './config.ts'
 import { startFunding } from './funding/start.ts'
 import { startReaper } from './market/reaper.ts'
 import { startRecordsWorker } from './records/start.ts'
-import { createRedis } from './redis/connection.ts'
+import { createRedis, whenReady } from './redis/connection.ts'
 import { keyspace } from './redis/keys.ts'
 
 export interface RunningGateway {
@@ -17,14 +17,24 @@ export interface RunningGateway {
 }
 
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
-  const redis = createRedis(config.redisUrl)
+  let lastReported = 0
+  const redis = createRedis(config.redisUrl, {
+    failFast: true,
+    onError: (error) => {
+      // ioredis retries on its own; one line every few seconds says so without flooding the log.
+      if (Date.now() - lastReported < 5_000) return
+      lastReported = Date.now()
+      logger.warn({ err: error.message }, 'redis unreachable; requests answer 503 until it is back')
+    },
+  })
+  await whenReady(redis, 15_000)
   const keys = keyspace(config.redisPrefix)
-  const catalog = new CatalogStore(redis, keys)
   const source = {
     upstreamUrl: config.upstreamUrl,
     upstreamApiKey: config.upstreamApiKey,
     disabledModels: config.disabledModels,
   }
+  const catalog: CatalogStore = new CatalogStore(redis, keys, () => syncCatalog(catalog, source))
   try {
     const count = await syncCatalog(catalog, source)
     logger.info({ count }, 'catalog synced')

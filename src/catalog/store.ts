@@ -6,13 +6,19 @@ import { runScript } from '../redis/scripts.ts'
 import { bareModelId, type CatalogEntry } from './entry.ts'
 
 const CACHE_MS = 1_000
+// An empty catalog in Redis (a fresh or wiped store) is refilled at once, at most this often.
+const REFILL_EVERY_MS = 5_000
 
 export class CatalogStore {
   private cache: { at: number; entries: Map<string, CatalogEntry> } | null = null
+  private refilling: Promise<unknown> | null = null
+  private lastRefill = 0
 
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keyspace,
+    /** Syncs from the upstream; called when Redis holds no catalog at all. */
+    private readonly refill?: () => Promise<unknown>,
   ) {}
 
   async replace(entries: CatalogEntry[], source: string): Promise<number> {
@@ -28,7 +34,17 @@ export class CatalogStore {
   async all(): Promise<Map<string, CatalogEntry>> {
     const now = Date.now()
     if (this.cache && now - this.cache.at < CACHE_MS) return this.cache.entries
-    const raw = await this.redis.hgetall(this.keys.catalog)
+    let raw = await this.redis.hgetall(this.keys.catalog)
+    if (Object.keys(raw).length === 0 && this.refill && now - this.lastRefill > REFILL_EVERY_MS) {
+      this.lastRefill = now
+      this.refilling ??= this.refill()
+        .catch(() => {})
+        .finally(() => {
+          this.refilling = null
+        })
+      await this.refilling
+      raw = await this.redis.hgetall(this.keys.catalog)
+    }
     const entries = new Map<string, CatalogEntry>()
     for (const id of Object.keys(raw).sort()) entries.set(id, JSON.parse(raw[id]!) as CatalogEntry)
     this.cache = { at: now, entries }

@@ -1,6 +1,7 @@
 // Every error leaves the gateway in the contract's shape. Elysia's own errors (validation, parse,
 // unknown route) become 4xx; anything unexpected becomes a bare 500 with no internals in it.
 import { Elysia } from 'elysia'
+import { isRedisUnavailable } from '../redis/connection.ts'
 import { ApiError, errorResponse } from './errors.ts'
 import { REQUEST_ID_HEADER, requestContext } from './request-context.ts'
 
@@ -18,15 +19,22 @@ function validationMessage(error: unknown): string {
   return 'request failed validation'
 }
 
+// Nothing was read or written: a clean, fast answer the client can retry.
+const storeUnavailable = () =>
+  new ApiError(503, 'store_unavailable', 'the gateway cannot reach its store right now; retry shortly', {
+    headers: { 'retry-after': '1' },
+  })
+
 export function toApiError(code: string | number, error: unknown): ApiError {
   if (error instanceof ApiError) return error
   switch (code) {
     case 'VALIDATION':
       return new ApiError(400, 'invalid_request', validationMessage(error))
     case 'PARSE': {
-      // A parse hook (auth, json-body) throws its own ApiError; Elysia wraps it as the cause.
+      // Elysia wraps whatever a parse hook throws; auth reads Redis there, so look inside.
       const cause = (error as { cause?: unknown })?.cause
       if (cause instanceof ApiError) return cause
+      if (isRedisUnavailable(cause)) return storeUnavailable()
       return new ApiError(400, 'invalid_json', 'request body is not valid JSON')
     }
     case 'NOT_FOUND':
@@ -40,6 +48,7 @@ export function toApiError(code: string | number, error: unknown): ApiError {
           status === 413 ? 'request body too large' : 'bad request',
         )
       }
+      if (isRedisUnavailable(error)) return storeUnavailable()
       return new ApiError(500, 'internal_error', 'internal error; safe to retry')
     }
   }

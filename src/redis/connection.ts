@@ -4,6 +4,14 @@ import { registerScripts } from './scripts.ts'
 export interface RedisOptions {
   /** Shown in CLIENT LIST, to tell replicas and roles apart. */
   name?: string
+  /**
+   * Serving connections fail fast while Redis is unreachable (a 503 at once) rather than queue
+   * requests behind a dead connection; commands and tools keep the queue so they can start first
+   * and connect after.
+   */
+  failFast?: boolean
+  /** Where connection errors go (ioredis reconnects by itself; this only reports). */
+  onError?: (error: Error) => void
 }
 
 /** The one way the project opens Redis: scripts registered, commands pipelined automatically. */
@@ -11,11 +19,37 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
   const redis = new Redis(url, {
     connectionName: options.name ?? 'svc-gateway',
     enableAutoPipelining: true,
-    maxRetriesPerRequest: 2,
-    // Fail fast while disconnected rather than queueing requests behind a dead connection.
-    enableOfflineQueue: true,
+    maxRetriesPerRequest: options.failFast ? 0 : 2,
+    enableOfflineQueue: !options.failFast,
     lazyConnect: false,
   })
+  // Without a listener ioredis prints "Unhandled error event" on every failed reconnect.
+  redis.on('error', options.onError ?? (() => {}))
   registerScripts(redis)
   return redis
+}
+
+/** Resolves once the connection is ready, or rejects after `ms` (a gateway must not serve before). */
+export function whenReady(redis: Redis, ms: number): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve()
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      redis.off('ready', ready)
+      reject(new Error(`redis not ready after ${ms} ms (${redis.status})`))
+    }, ms)
+    function ready() {
+      clearTimeout(timer)
+      resolve()
+    }
+    redis.once('ready', ready)
+  })
+}
+
+/** True for the errors Redis being unreachable gives, as opposed to a script's own errors. */
+export function isRedisUnavailable(error: unknown): boolean {
+  const e = error as { name?: string; message?: string; code?: string } | null
+  if (!e) return false
+  if (e.name === 'MaxRetriesPerRequestError') return true
+  if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE') return true
+  return /enableOfflineQueue|Connection is closed|Stream isn't writeable/i.test(e.message ?? '')
 }

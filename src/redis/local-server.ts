@@ -37,12 +37,12 @@ async function waitForPing(url: string, deadline: number): Promise<void> {
   }
 }
 
-export async function startLocalRedis(extraArgs: string[] = []): Promise<LocalRedis> {
+/** `port`: to bring a stopped one back where its clients expect it. */
+export async function startLocalRedis(extraArgs: string[] = [], port = freePort()): Promise<LocalRedis> {
   if (!Bun.which('redis-server')) {
     throw new Error('redis-server is not installed (Debian: apt-get install redis-server), or set REDIS_URL')
   }
   const dir = mkdtempSync(join(tmpdir(), 'svc-redis-'))
-  const port = freePort()
   const child = Bun.spawn(
     [
       'redis-server',

@@ -1,0 +1,54 @@
+// Redis unreachable: requests fail fast with 503 in the error shape, /readyz turns false, nothing
+// hangs; when Redis is back, the gateway reconnects by itself and serves again.
+import { afterAll, expect, test } from 'bun:test'
+import { startLocalRedis } from '../../src/redis/local-server.ts'
+import { keyFetch } from '../helpers/accounts.ts'
+import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { startStack } from '../helpers/stack.ts'
+
+let redis = await startLocalRedis()
+const port = redis.port
+const stack = await startStack({ env: { REDIS_URL: redis.url } })
+afterAll(async () => {
+  await stack.gateway.stop()
+  await stack.sim.stop()
+  await redis.stop()
+})
+
+test('Redis down: 503 store_unavailable at once, /readyz false; back up: served again', async () => {
+  // This stack runs on its own redis-server, so stopping it disturbs no other test.
+  await simOffer(stack, 40)
+  const buyer = await fundedBuyer(stack)
+  const chat = () =>
+    keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }] },
+      signal: AbortSignal.timeout(5_000),
+    })
+  expect((await fetch(`${stack.url}/readyz`)).status).toBe(200)
+
+  await redis.stop()
+  await Bun.sleep(100)
+  const down = await chat()
+  expect(down.status).toBe(503)
+  expect(down.headers.get('retry-after')).toBe('1')
+  expect(((await down.json()) as { error: { code: string } }).error.code).toBe('store_unavailable')
+  const ready = await fetch(`${stack.url}/readyz`, { signal: AbortSignal.timeout(5_000) })
+  expect(ready.status).toBe(503)
+  const models = await fetch(`${stack.url}/v1/models`, { signal: AbortSignal.timeout(5_000) })
+  expect([200, 503]).toContain(models.status) // answered at once (from the catalog cache, or 503), not hung
+
+  redis = await startLocalRedis([], port)
+  const deadline = Date.now() + 10_000
+  while ((await fetch(`${stack.url}/readyz`)).status !== 200 && Date.now() < deadline) await Bun.sleep(100)
+  expect((await fetch(`${stack.url}/readyz`)).status).toBe(200)
+  // The new server is empty (no persistence here): post supply and a buyer again, and a paid
+  // request goes through on the gateway's own reconnected connection.
+  await simOffer(stack, 40)
+  const again = await fundedBuyer(stack)
+  const served = await keyFetch(stack, again.apiKey, '/v1/chat/completions', {
+    method: 'POST',
+    json: { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }] },
+  })
+  expect(served.status).toBe(200)
+}, 30_000)
