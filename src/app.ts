@@ -30,6 +30,8 @@ export interface AppDeps {
   logger: Logger
   /** x402 funding, when configured (SVC_X402_NETWORK ...). */
   funding?: Funding
+  /** Set while the replica drains on SIGTERM: /readyz says so, so balancers stop sending. */
+  lifecycle?: { draining: boolean }
 }
 
 export function createApp(deps: AppDeps) {
@@ -56,6 +58,10 @@ export function createApp(deps: AppDeps) {
     })
     .get('/healthz', () => ({ status: 'ok' }))
     .get('/readyz', async ({ set }) => {
+      if (deps.lifecycle?.draining) {
+        set.status = 503
+        return { status: 'draining' }
+      }
       try {
         await deps.redis.ping()
         return { status: 'ready' }

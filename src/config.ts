@@ -106,6 +106,8 @@ export interface InferenceConfig {
   keepAliveMs: number
   /** A video job not retrieved within this long expires: its hold comes back, its media answers 410. */
   videoJobTtlMs: number
+  /** On SIGTERM: how long open requests and streams may take to finish before they are cut. */
+  shutdownGraceMs: number
 }
 
 /** Attempt records, request lookup and usage stats (src/records). */
@@ -140,6 +142,7 @@ function loadInferenceConfig(env: Env): InferenceConfig {
     streamIdleMs: integer(env, 'SVC_STREAM_IDLE_MS', 60_000, 100, 3_600_000),
     keepAliveMs: integer(env, 'SVC_KEEPALIVE_MS', 15_000, 50, 600_000),
     videoJobTtlMs: integer(env, 'SVC_VIDEO_JOB_TTL_SECONDS', 3_600, 1, 7 * 86_400) * 1000,
+    shutdownGraceMs: integer(env, 'SVC_SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
   }
 }
 

@@ -13,7 +13,10 @@ import { keyspace } from './redis/keys.ts'
 export interface RunningGateway {
   url: string
   port: number
+  /** Stops at once, cutting whatever is open (tests, the demo). */
   stop(): Promise<void>
+  /** Stops accepting, lets open requests and streams finish within `graceMs`, then stops. */
+  drain(graceMs: number): Promise<void>
 }
 
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
@@ -47,20 +50,32 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const records = await startRecordsWorker(config, keys, logger)
 
   const funding = startFunding(config, redis, keys, logger)
-  const app = createApp({ config, redis, keys, catalog, logger, funding: funding?.funding })
+  const lifecycle = { draining: false }
+  const app = createApp({ config, redis, keys, catalog, logger, funding: funding?.funding, lifecycle })
   app.listen({ port: config.port, hostname: config.host, idleTimeout: 120 })
   const server = app.server!
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
+  const stop = async () => {
+    stopSync()
+    funding?.stop()
+    stopReaper()
+    await records.stop()
+    await app.stop(true)
+    redis.disconnect()
+  }
   return {
     url: `http://${host}:${server.port}`,
     port: server.port as number,
-    async stop() {
-      stopSync()
-      funding?.stop()
-      stopReaper()
-      await records.stop()
-      await app.stop(true)
-      redis.disconnect()
+    stop,
+    async drain(graceMs) {
+      lifecycle.draining = true
+      // No new connections; what is open runs on (streams settle and clear as usual).
+      server.stop(false)
+      const deadline = Date.now() + graceMs
+      while (server.pendingRequests > 0 && Date.now() < deadline) await Bun.sleep(50)
+      if (server.pendingRequests > 0)
+        logger.warn({ open: server.pendingRequests }, 'grace over; cutting open requests')
+      await stop()
     },
   }
 }

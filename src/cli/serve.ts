@@ -8,7 +8,9 @@ export async function serve(): Promise<void> {
   const gateway = await startGateway(config, logger)
   logger.info({ url: gateway.url }, 'svc-gateway listening')
   const shutdown = async () => {
-    await gateway.stop()
+    logger.info({ graceMs: config.inference.shutdownGraceMs }, 'draining')
+    await gateway.drain(config.inference.shutdownGraceMs)
+    logger.info('stopped')
     process.exit(0)
   }
   process.once('SIGTERM', shutdown)
