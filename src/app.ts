@@ -17,9 +17,11 @@ import { imageRoutes } from './http/inference/images.ts'
 import { responsesRoutes } from './http/inference/responses.ts'
 import { videoRoutes } from './http/inference/video.ts'
 import { mcpRoutes } from './http/mcp/routes.ts'
+import { metricsRoutes } from './http/metrics/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { recordsRoutes } from './http/records/routes.ts'
 import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
+import { metrics } from './metrics/gateway-metrics.ts'
 import type { Keyspace } from './redis/keys.ts'
 
 export interface AppDeps {
@@ -43,15 +45,23 @@ export function createApp(deps: AppDeps) {
       set.headers[REQUEST_ID_HEADER] = beginRequest(request).id
     })
     .use(errorHandler)
-    .onAfterResponse({ as: 'global' }, ({ request, set, path }) => {
+    .onAfterResponse({ as: 'global' }, ({ request, set, path, route, responseValue }) => {
       const context = requestContext(request)
       const failure = (request as Request & { failure?: unknown }).failure
+      const status = responseValue instanceof Response ? responseValue.status : Number(set.status ?? 200)
+      const seconds = (performance.now() - context.startedAt) / 1000
+      // Route templates, never raw paths, so ids cannot blow up the label space.
+      const template = route || 'unmatched'
+      metrics.requests.inc({ route: template, method: request.method, status: String(status) })
+      metrics.latency.observe({ route: template }, seconds)
       const line = {
         requestId: context.id,
+        supportReference: context.supportReference,
         method: request.method,
         path,
-        status: set.status,
-        ms: Math.round((performance.now() - context.startedAt) * 100) / 100,
+        status,
+        ms: Math.round(seconds * 100_000) / 100,
+        costUsdc: context.costUsdc,
       }
       if (failure) logger.error({ ...line, err: failure }, 'request failed')
       else logger.info(line, 'request')
@@ -78,6 +88,7 @@ export function createApp(deps: AppDeps) {
     .use(responsesRoutes(deps))
     .use(imageRoutes(deps))
     .use(videoRoutes(deps))
+    .use(metricsRoutes(deps))
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))

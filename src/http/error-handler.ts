@@ -56,9 +56,11 @@ export function toApiError(code: string | number, error: unknown): ApiError {
 
 export const errorHandler = new Elysia({ name: 'svc/error-handler' }).onError(
   { as: 'global' },
-  ({ code, error, request }) => {
+  ({ code, error, request, set }) => {
     const apiError = toApiError(code, error)
     if (apiError.status >= 500) (request as Request & { failure?: unknown }).failure = error
+    // The log line and the metrics read the status from here.
+    set.status = apiError.status
     return errorResponse(apiError, { [REQUEST_ID_HEADER]: requestContext(request).id })
   },
 )

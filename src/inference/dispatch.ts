@@ -7,6 +7,7 @@ import { ApiError } from '../http/errors.ts'
 import { AdmitCode, type AdmitRefusal, refusalError } from '../market/result-codes.ts'
 import { type Admission, admit, release } from '../market/settlement.ts'
 import type { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
+import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { recordRefusal } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -264,6 +265,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       { requestId: req.requestId, offerId: admission.offerId, code: f.code },
       'supplier failed before any byte; falling forward',
     )
+    metrics.fallForwards.inc({ code: f.code })
     failed.push(admission.offerId)
   }
   throw await noSupplier(deps, req, refusal, failed)

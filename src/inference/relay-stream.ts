@@ -4,6 +4,7 @@
 // The client stream is pull-driven, so a slow client slows the supplier read (backpressure).
 import type { Logger } from 'pino'
 import { renewLease } from '../market/settlement.ts'
+import { metrics } from '../metrics/gateway-metrics.ts'
 import { formatMicros } from '../money/units.ts'
 import type { AdmittedChat } from './chat-request.ts'
 import type { Dispatched } from './dispatch.ts'
@@ -46,6 +47,7 @@ export class StreamSettler {
   private renewTimer: Timer
 
   constructor(private readonly ctx: StreamContext) {
+    metrics.openStreams.value += 1
     this.events = new UpstreamEvents(ctx.dispatched.reader!, ctx.dispatched.head)
     const { redis, keys } = ctx.deps
     const attemptId = ctx.dispatched.admission.attemptId
@@ -65,6 +67,7 @@ export class StreamSettler {
   /** Settles once, whatever calls it first (the end of the stream or the client leaving). */
   settle(outcome: 'completed' | 'incomplete'): Promise<Settlement | null> {
     this.settled ??= (async () => {
+      metrics.openStreams.value -= 1
       clearInterval(this.renewTimer)
       try {
         return await settle(this.ctx.deps, {

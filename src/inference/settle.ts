@@ -3,6 +3,7 @@
 // balance, as the contract says.
 import type Redis from 'ioredis'
 import { type Admission, type Clearing, clear } from '../market/settlement.ts'
+import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { AdmittedChat } from './chat-request.ts'
@@ -58,7 +59,7 @@ export async function settle(deps: SettleDeps, input: SettleInput): Promise<Sett
  * Clears an attempt at a known burn. The supplier key's balance after it is its balance before
  * (reported by the upstream, else the last known) less this burn.
  */
-export function clearBurn(
+export async function clearBurn(
   deps: SettleDeps,
   attemptId: string,
   before: MicroDiem | null,
@@ -71,11 +72,13 @@ export function clearBurn(
   },
 ): Promise<Clearing> {
   const after = before === null ? null : (Math.max(0, before - burn) as MicroDiem)
-  return clear(deps.redis, deps.keys, {
+  const clearing = await clear(deps.redis, deps.keys, {
     attemptId,
     burn,
     feeBps: deps.feeBps,
     upstreamBalanceAfter: after,
     ...record,
   })
+  if (!clearing.replay) metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
+  return clearing
 }

@@ -58,8 +58,15 @@ const INFERENCE_ERRORS: ErrorResponseName[] = [
 
 export const OPERATIONS: Record<string, Operation> = {
   'GET /healthz': { summary: 'Liveness', tags: ['operations'], security: 'none', errors: [] },
+  'GET /metrics': {
+    summary:
+      'Prometheus metrics: requests by route and status, latency, clears, fall-forwards, holds, streams, Redis latency',
+    tags: ['operations'],
+    security: 'adminToken',
+    errors: ['Unauthorized'],
+  },
   'GET /readyz': {
-    summary: 'Readiness: Redis reachable (503 when not)',
+    summary: 'Readiness: Redis reachable and not draining (503 when not)',
     tags: ['operations'],
     security: 'none',
     errors: [],

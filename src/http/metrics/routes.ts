@@ -1,0 +1,39 @@
+// GET /metrics: Prometheus text, behind the operator token (it tells holds and traffic). Counters
+// and histograms come from this process; holds outstanding and Redis latency are read at scrape.
+import { Elysia } from 'elysia'
+import type Redis from 'ioredis'
+import { metrics } from '../../metrics/gateway-metrics.ts'
+import { renderGauge } from '../../metrics/registry.ts'
+import type { Keyspace } from '../../redis/keys.ts'
+import { adminAuth } from '../auth.ts'
+
+export function metricsRoutes(deps: { redis: Redis; keys: Keyspace; config: { adminToken: string } }) {
+  return new Elysia({ name: 'svc/metrics', seed: deps.keys.prefix })
+    .use(adminAuth(deps.config.adminToken))
+    .get(
+      '/metrics',
+      async () => {
+        const started = performance.now()
+        await deps.redis.ping()
+        const redisSeconds = (performance.now() - started) / 1000
+        const holds = await deps.redis.zcard(deps.keys.leases)
+        const text = [
+          ...metrics.requests.render(),
+          ...metrics.latency.render(),
+          ...metrics.clears.render(),
+          ...metrics.fallForwards.render(),
+          ...renderGauge(
+            'svc_holds_outstanding',
+            'Admitted requests holding funds and capacity, all replicas',
+            holds,
+          ),
+          ...renderGauge('svc_open_streams', 'Streams this process is relaying', metrics.openStreams.value),
+          ...renderGauge('svc_redis_ping_seconds', 'Round trip of one PING at scrape time', redisSeconds),
+        ].join('\n')
+        return new Response(`${text}\n`, {
+          headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' },
+        })
+      },
+      { admin: true },
+    )
+}

@@ -1,0 +1,14 @@
+// The gateway's metrics, one instance per process, incremented where the event happens.
+import { Counter, Histogram } from './registry.ts'
+
+export const metrics = {
+  requests: new Counter('svc_http_requests_total', 'HTTP requests by route template, method and status'),
+  latency: new Histogram(
+    'svc_http_request_duration_seconds',
+    'Time to the response head, by route template (a stream is timed to its head)',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  ),
+  clears: new Counter('svc_clears_total', 'Clears committed, by usage kind (metered or estimated)'),
+  fallForwards: new Counter('svc_fall_forwards_total', 'Supplier failures before any byte, by code'),
+  openStreams: { value: 0 },
+}
