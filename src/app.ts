@@ -11,6 +11,7 @@ import { agentRoutes } from './http/agent/routes.ts'
 import { capacityRoutes } from './http/capacity/routes.ts'
 import { contractRoutes } from './http/contract/routes.ts'
 import { errorHandler } from './http/error-handler.ts'
+import { ApiError, errorResponse } from './http/errors.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
 import { imageRoutes } from './http/inference/images.ts'
@@ -42,7 +43,18 @@ export function createApp(deps: AppDeps) {
   // silently dropping them; every other schema lets extra fields through untouched.
   return new Elysia({ name: 'svc/app', normalize: false })
     .onRequest(({ request, set }) => {
-      set.headers[REQUEST_ID_HEADER] = beginRequest(request).id
+      const id = beginRequest(request).id
+      set.headers[REQUEST_ID_HEADER] = id
+      // Refused by its declared length, before a byte of it is read.
+      const length = Number(request.headers.get('content-length') ?? 0)
+      if (length > deps.config.maxBodyBytes) {
+        const tooLarge = new ApiError(
+          413,
+          'body_too_large',
+          `request body over ${deps.config.maxBodyBytes} bytes`,
+        )
+        return errorResponse(tooLarge, { [REQUEST_ID_HEADER]: id })
+      }
     })
     .use(errorHandler)
     .onAfterResponse({ as: 'global' }, ({ request, set, path, route, responseValue }) => {

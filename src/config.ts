@@ -68,6 +68,8 @@ export interface GatewayConfig {
   catalogSyncSeconds: number
   disabledModels: string[]
   logLevel: LogLevel
+  /** Largest request body accepted (413 past it). */
+  maxBodyBytes: number
   market: MarketConfig
   inference: InferenceConfig
   records: RecordsConfig
@@ -213,6 +215,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
       .map((s) => s.trim())
       .filter(Boolean),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    maxBodyBytes: integer(env, 'SVC_MAX_BODY_BYTES', 8 * 1024 * 1024, 1024, 256 * 1024 * 1024),
     market: loadMarketConfig(env),
     inference: loadInferenceConfig(env),
     records: loadRecordsConfig(env),

@@ -52,7 +52,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const funding = startFunding(config, redis, keys, logger)
   const lifecycle = { draining: false }
   const app = createApp({ config, redis, keys, catalog, logger, funding: funding?.funding, lifecycle })
-  app.listen({ port: config.port, hostname: config.host, idleTimeout: 120 })
+  // Bun's own limit is a backstop for bodies sent without a length; the app answers 413 first.
+  app.listen({
+    port: config.port,
+    hostname: config.host,
+    idleTimeout: 120,
+    maxRequestBodySize: config.maxBodyBytes * 2,
+  })
   const server = app.server!
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
   const stop = async () => {

@@ -17,9 +17,29 @@ export async function jsonBody({ request }: { request: Request }): Promise<unkno
       'invalid_content_type',
     )
   }
+  let body: unknown
   try {
-    return JSON.parse(text)
+    body = JSON.parse(text)
   } catch {
     throw badRequest('request body is not valid JSON', 'invalid_json')
   }
+  if (depthExceeds(body, MAX_JSON_DEPTH)) {
+    throw badRequest(`request body nests deeper than ${MAX_JSON_DEPTH} levels`, 'json_too_deep')
+  }
+  return body
+}
+
+// No request of this API nests deeply; a body that does is an attack on whatever walks it later.
+export const MAX_JSON_DEPTH = 64
+
+function depthExceeds(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]]
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!
+    if (node === null || typeof node !== 'object') continue
+    if (depth > limit) return true
+    for (const child of Object.values(node))
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+  }
+  return false
 }

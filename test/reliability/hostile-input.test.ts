@@ -1,0 +1,151 @@
+// Hostile input on every body-taking route: oversized, deeply nested and random JSON, random
+// paths and query strings. Never a 500, never a stack trace, always the error shape, and nothing
+// changes in Redis on a refusal.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import fc from 'fast-check'
+import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+
+let stack: TestStack
+let buyer: TestAccount
+beforeAll(async () => {
+  stack = await startStack({ env: { SVC_MAX_BODY_BYTES: '65536' } })
+  await simOffer(stack, 40)
+  buyer = await fundedBuyer(stack)
+})
+afterAll(() => stack.stop())
+
+const BUYER_POSTS = [
+  '/v1/chat/completions',
+  '/v1/responses',
+  '/v1/images/generations',
+  '/v1/video/quote',
+  '/v1/video/queue',
+  '/v1/video/retrieve',
+  '/v1/agent/keys',
+]
+
+// Money and market keys only: lastUsedAt on the key and the records stream move on their own.
+const moneyKeys = async () =>
+  Object.fromEntries(
+    Object.entries(await snapshotKeys(stack.redis, stack.keys.prefix)).filter(
+      ([k]) => !k.includes(':apikey:') && !k.includes(':attempts:ended') && !k.includes(':capacity:'),
+    ),
+  )
+
+async function expectShapedRefusal(response: Response) {
+  expect(response.status).toBeGreaterThanOrEqual(400)
+  expect(response.status).toBeLessThan(500)
+  const text = await response.text()
+  expect(text).not.toMatch(/at .*\.ts:\d+|node_modules|Error: /)
+  const body = JSON.parse(text) as { error: { message: string; type: string; code: string } }
+  expect(typeof body.error.message).toBe('string')
+  expect(typeof body.error.code).toBe('string')
+}
+
+describe('limits', () => {
+  test('a body over the limit: 413 in the error shape, before it is read', async () => {
+    const before = await moneyKeys()
+    const response = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'x'.repeat(100_000) }] },
+    })
+    expect(response.status).toBe(413)
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('body_too_large')
+    expect(await moneyKeys()).toEqual(before)
+  })
+
+  test('JSON nested past 64 levels: 400 json_too_deep', async () => {
+    let deep: unknown = 'x'
+    for (let i = 0; i < 200; i++) deep = [deep]
+    const response = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi', extra: deep }] },
+    })
+    expect(response.status).toBe(400)
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('json_too_deep')
+  })
+})
+
+describe('fuzzing', () => {
+  test('random JSON bodies on every buyer POST route: shaped 4xx, no money moves', async () => {
+    const before = await moneyKeys()
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...BUYER_POSTS), fc.jsonValue({ maxDepth: 4 }), async (path, body) => {
+        const response = await keyFetch(stack, buyer.apiKey, path, { method: 'POST', json: body })
+        if (response.status < 400) {
+          // only a well-formed key mint can pass; anything paid would need a model and messages
+          expect(path).toBe('/v1/agent/keys')
+          await response.arrayBuffer()
+          return
+        }
+        await expectShapedRefusal(response)
+      }),
+      { numRuns: 150 },
+    )
+    const after = await moneyKeys()
+    for (const key of Object.keys(after)) {
+      if (key.includes(':acct:') && key.endsWith(':keys')) continue // a fuzzed key name may have minted
+      if (key.includes(':apikey')) continue
+      expect(after[key]).toBe(before[key]!)
+    }
+  })
+
+  test('near-miss chat bodies (right fields, wrong values): shaped 4xx', async () => {
+    const near = fc.record(
+      {
+        model: fc.oneof(
+          fc.constantFrom('llama-3.3-70b', 'svc/llama-3.3-70b', 'flux-dev', ''),
+          fc.string(),
+          fc.integer(),
+        ),
+        messages: fc.oneof(
+          fc.constant([]),
+          fc.array(
+            fc.record({
+              role: fc.oneof(fc.constantFrom('user', 'robot'), fc.integer()),
+              content: fc.oneof(fc.string(), fc.integer(), fc.constant(null)),
+            }),
+            { maxLength: 3 },
+          ),
+          fc.string(),
+        ),
+        max_tokens: fc.oneof(fc.integer({ min: -5, max: 20_000 }), fc.double(), fc.string()),
+        stream: fc.oneof(fc.boolean(), fc.string()),
+      },
+      { requiredKeys: [] },
+    )
+    await fc.assert(
+      fc.asyncProperty(near, async (body) => {
+        const response = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+          method: 'POST',
+          json: body,
+        })
+        if (response.status === 200) {
+          await response.arrayBuffer() // a body that happened to be valid was served and paid: fine
+          return
+        }
+        await expectShapedRefusal(response)
+      }),
+      { numRuns: 150 },
+    )
+  })
+
+  test('random paths and query strings: never a 500', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.webPath(),
+        fc.webQueryParameters(),
+        fc.constantFrom('GET', 'POST', 'DELETE', 'PATCH'),
+        async (path, query, method) => {
+          const url = `${stack.url}/v1${path}${query ? `?${query}` : ''}`
+          const response = await fetch(url, { method, headers: { authorization: `Bearer ${buyer.apiKey}` } })
+          expect(response.status).toBeLessThan(500)
+          await response.arrayBuffer()
+        },
+      ),
+      { numRuns: 200 },
+    )
+  })
+})
