@@ -2,8 +2,9 @@
 // generate, the worst-case burn the market holds for it, and the body the supplier receives.
 import { t } from 'elysia'
 import type { CatalogEntry, ModelPrices } from '../catalog/entry.ts'
-import { badRequest, notFound } from '../http/errors.ts'
+import { badRequest } from '../http/errors.ts'
 import type { MicroDiem } from '../money/units.ts'
+import { callableModel } from './callable-model.ts'
 import { burnOf } from './meter.ts'
 import { type ChatMessageLike, promptTokenBound } from './tokens.ts'
 
@@ -41,22 +42,7 @@ export interface TextModel {
 
 /** The catalog entry of a callable text model, or the contract's 404 / 400. */
 export function liveTextModel(entry: CatalogEntry | undefined, requested: string): TextModel {
-  if (!entry)
-    throw notFound(`model '${requested}' not found; GET /v1/models lists the catalog`, 'model_not_found')
-  const { row, prices } = entry
-  if (row.modality !== 'text') {
-    throw badRequest(
-      `model '${row.id}' is a ${row.modality} model; chat serves text models only`,
-      'model_not_text',
-    )
-  }
-  if (
-    row.status !== 'live' ||
-    prices?.inputPerMillion === undefined ||
-    prices.outputPerMillion === undefined
-  ) {
-    throw badRequest(`model '${row.id}' is not live yet`, 'model_not_live')
-  }
+  const { row, prices } = callableModel(entry, requested, 'text', ['inputPerMillion', 'outputPerMillion'])
   return {
     id: row.id,
     prices: { inputPerMillion: prices.inputPerMillion, outputPerMillion: prices.outputPerMillion },

@@ -2,8 +2,8 @@
 // burn (the catalog's per-image price x n) and the body the supplier receives.
 import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
-import { badRequest, notFound } from '../http/errors.ts'
 import type { MicroDiem } from '../money/units.ts'
+import { callableModel } from './callable-model.ts'
 
 export const MAX_IMAGES = 4
 
@@ -29,18 +29,7 @@ export interface AdmittedImages {
 }
 
 export function admitImages(body: ImageBody, entry: CatalogEntry | undefined): AdmittedImages {
-  if (!entry)
-    throw notFound(`model '${body.model}' not found; GET /v1/models lists the catalog`, 'model_not_found')
-  const { row, prices } = entry
-  if (row.modality !== 'image') {
-    throw badRequest(
-      `model '${row.id}' is a ${row.modality} model; this endpoint serves image models`,
-      'model_not_image',
-    )
-  }
-  if (row.status !== 'live' || prices?.perImage === undefined) {
-    throw badRequest(`model '${row.id}' is not live yet`, 'model_not_live')
-  }
+  const { row, prices } = callableModel(entry, body.model, 'image', ['perImage'])
   const count = body.n ?? 1
   return {
     modelId: row.id,

@@ -2,8 +2,9 @@
 // (the catalog's per-second price x seconds) and the body the supplier's queue receives.
 import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
-import { badRequest, notFound } from '../http/errors.ts'
+import { badRequest } from '../http/errors.ts'
 import type { MicroDiem } from '../money/units.ts'
+import { callableModel } from './callable-model.ts'
 
 const MAX_SECONDS = 60
 
@@ -27,18 +28,7 @@ export interface AdmittedVideo {
 }
 
 export function admitVideo(body: VideoBody, entry: CatalogEntry | undefined): AdmittedVideo {
-  if (!entry)
-    throw notFound(`model '${body.model}' not found; GET /v1/models lists the catalog`, 'model_not_found')
-  const { row, prices } = entry
-  if (row.modality !== 'video') {
-    throw badRequest(
-      `model '${row.id}' is a ${row.modality} model; this endpoint serves video models`,
-      'model_not_video',
-    )
-  }
-  if (row.status !== 'live' || prices?.perSecond === undefined) {
-    throw badRequest(`model '${row.id}' is not live yet`, 'model_not_live')
-  }
+  const { row, prices } = callableModel(entry, body.model, 'video', ['perSecond'])
   const seconds = typeof body.duration === 'number' ? body.duration : Number(body.duration.slice(0, -1))
   const allowed = (row.constraints?.durations as string[] | undefined)?.map((d) => Number.parseInt(d, 10))
   if (seconds < 1 || seconds > MAX_SECONDS || (allowed && !allowed.includes(seconds))) {

@@ -53,7 +53,9 @@ export class Histogram {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`]
     for (const [k, s] of this.series) {
       const sep = k ? `${k},` : ''
-      this.buckets.forEach((b, i) => lines.push(`${this.name}_bucket{${sep}le="${b}"} ${s.counts[i]}`))
+      this.buckets.forEach((b, i) => {
+        lines.push(`${this.name}_bucket{${sep}le="${b}"} ${s.counts[i]}`)
+      })
       lines.push(`${this.name}_bucket{${sep}le="+Inf"} ${s.count}`)
       lines.push(`${this.name}_sum${k ? `{${k}}` : ''} ${s.sum}`)
       lines.push(`${this.name}_count${k ? `{${k}}` : ''} ${s.count}`)

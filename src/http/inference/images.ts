@@ -2,16 +2,14 @@
 // with burn = the catalog's per-image price x the images delivered. One image job in flight per
 // wallet, always (429 buyer_concurrency_limit).
 import { Elysia } from 'elysia'
-import { dispatch } from '../../inference/dispatch.ts'
 import { admitImages, deliveredImages, imageBodySchema } from '../../inference/image-request.ts'
 import { costHeaders } from '../../inference/relay-buffered.ts'
 import { clearBurn } from '../../inference/settle.ts'
-import { attachSupportReference, newSupportReference } from '../../inference/support-reference.ts'
+import { attachSupportReference } from '../../inference/support-reference.ts'
 import { formatMicros, type MicroDiem } from '../../money/units.ts'
 import { buyerAuth } from '../auth.ts'
 import { ApiError } from '../errors.ts'
-import { requestContext } from '../request-context.ts'
-import { type InferenceDeps, inferencePipeline, SUPPORT_REFERENCE_HEADER } from './pipeline.ts'
+import { dispatchFor, type InferenceDeps, inferencePipeline, SUPPORT_REFERENCE_HEADER } from './pipeline.ts'
 
 export const IMAGE_LANE = { name: 'img', cap: 1 }
 
@@ -20,25 +18,15 @@ export function imageRoutes(deps: InferenceDeps) {
   return new Elysia({ name: 'svc/images', seed: deps.keys.prefix }).use(buyerAuth(deps)).post(
     '/v1/images/generations',
     async ({ body, buyer, request }) => {
-      const context = requestContext(request)
       const images = admitImages(body, await deps.catalog.get(body.model))
-      const supportReference = newSupportReference()
-      context.supportReference = supportReference
-      const dispatched = await dispatch(pipeline.dispatching, {
-        accountId: buyer.accountId,
-        apiKeyId: buyer.keyId,
-        requestId: context.id,
-        supportReference,
-        job: {
-          modelId: images.modelId,
-          burnEstimate: images.burnEstimate,
-          path: '/images/generations',
-          body: images.upstreamBody,
-          stream: false,
-          isComplete: (json) => deliveredImages(json) !== null,
-          lane: IMAGE_LANE,
-        },
-        signal: request.signal,
+      const { context, supportReference, dispatched } = await dispatchFor(pipeline, buyer, request, {
+        modelId: images.modelId,
+        burnEstimate: images.burnEstimate,
+        path: '/images/generations',
+        body: images.upstreamBody,
+        stream: false,
+        isComplete: (json) => deliveredImages(json) !== null,
+        lane: IMAGE_LANE,
       })
       const json = dispatched.json!
       // The buyer pays for the images delivered, never more than were asked for.

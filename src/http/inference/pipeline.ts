@@ -6,7 +6,13 @@ import type { Logger } from 'pino'
 import type { CatalogStore } from '../../catalog/store.ts'
 import type { GatewayConfig } from '../../config.ts'
 import { type AdmittedChat, admitChat, type ChatBody, liveTextModel } from '../../inference/chat-request.ts'
-import { chatJob, type DispatchDeps, type Dispatched, dispatch } from '../../inference/dispatch.ts'
+import {
+  chatJob,
+  type DispatchDeps,
+  type Dispatched,
+  dispatch,
+  type UpstreamJob,
+} from '../../inference/dispatch.ts'
 import { type BufferedResult, relayBuffered } from '../../inference/relay-buffered.ts'
 import type { StreamContext, StreamTiming } from '../../inference/relay-stream.ts'
 import type { SettleDeps } from '../../inference/settle.ts'
@@ -72,25 +78,44 @@ export async function beginInference(
   buyer: Caller,
   request: Request,
 ): Promise<Begun> {
-  const context = requestContext(request)
   const model = liveTextModel(await p.deps.catalog.get(body.model), body.model)
   const chat = admitChat(body, model, p.deps.config.inference.defaultMaxTokens)
-  const supportReference = newSupportReference()
-  context.supportReference = supportReference
-
   const upstream = new AbortController()
   request.signal.addEventListener('abort', () => upstream.abort(), { once: true })
-  // Errors from dispatch carry the support reference already when an attempt was recorded.
+  const { context, supportReference, dispatched } = await dispatchFor(
+    p,
+    buyer,
+    request,
+    chatJob(chat),
+    upstream.signal,
+  )
+  const messages = body.messages as ChatMessageLike[]
+  return { context, chat, messages, supportReference, dispatched, abortUpstream: () => upstream.abort() }
+}
+
+/**
+ * Gives a request its support reference and dispatches its job with fall-forward. Errors carry
+ * the support reference already when an attempt was recorded.
+ */
+export async function dispatchFor(
+  p: Pipeline,
+  buyer: Caller,
+  request: Request,
+  job: UpstreamJob,
+  signal = request.signal,
+) {
+  const context = requestContext(request)
+  const supportReference = newSupportReference()
+  context.supportReference = supportReference
   const dispatched = await dispatch(p.dispatching, {
     accountId: buyer.accountId,
     apiKeyId: buyer.keyId,
     requestId: context.id,
     supportReference,
-    job: chatJob(chat),
-    signal: upstream.signal,
+    job,
+    signal,
   })
-  const messages = body.messages as ChatMessageLike[]
-  return { context, chat, messages, supportReference, dispatched, abortUpstream: () => upstream.abort() }
+  return { context, supportReference, dispatched }
 }
 
 /** Settles a buffered answer; a settlement that does not commit is a 500 that charged nothing. */

@@ -4,10 +4,8 @@
 // POST /v1/video/retrieve: the job's status while it runs, then its MP4 (cleared on the first);
 // a job the supplier failed is refunded in full and answers 410 from then on, as does an expired one.
 import { Elysia, t } from 'elysia'
-import { dispatch } from '../../inference/dispatch.ts'
 import { costHeaders } from '../../inference/relay-buffered.ts'
 import { clearBurn } from '../../inference/settle.ts'
-import { newSupportReference } from '../../inference/support-reference.ts'
 import { type VideoJob, VideoJobs } from '../../inference/video-jobs.ts'
 import { admitVideo, videoBodySchema } from '../../inference/video-request.ts'
 import { AdmitCode, type AdmitRefusal, refusalError } from '../../market/result-codes.ts'
@@ -16,8 +14,7 @@ import { costAtAsk, formatMicros, type MicroDiem } from '../../money/units.ts'
 import { runScript } from '../../redis/scripts.ts'
 import { buyerAuth } from '../auth.ts'
 import { ApiError, notFound } from '../errors.ts'
-import { requestContext } from '../request-context.ts'
-import { type InferenceDeps, inferencePipeline, SUPPORT_REFERENCE_HEADER } from './pipeline.ts'
+import { dispatchFor, type InferenceDeps, inferencePipeline, SUPPORT_REFERENCE_HEADER } from './pipeline.ts'
 
 const gone = (code: string, message: string) =>
   new ApiError(410, code, message, { type: 'invalid_request_error' })
@@ -139,26 +136,16 @@ export function videoRoutes(deps: InferenceDeps) {
     .post(
       '/v1/video/queue',
       async ({ body, buyer, request }) => {
-        const context = requestContext(request)
         const video = admitVideo(body, await deps.catalog.get(body.model))
-        const supportReference = newSupportReference()
-        context.supportReference = supportReference
-        const dispatched = await dispatch(pipeline.dispatching, {
-          accountId: buyer.accountId,
-          apiKeyId: buyer.keyId,
-          requestId: context.id,
-          supportReference,
-          job: {
-            modelId: video.modelId,
-            burnEstimate: video.burnEstimate,
-            path: '/video/queue',
-            body: video.upstreamBody,
-            stream: false,
-            isComplete: (json) => typeof json.queue_id === 'string',
-            // The hold lives until the job is retrieved, refunded or expired.
-            leaseMs: ttlMs,
-          },
-          signal: request.signal,
+        const { supportReference, dispatched } = await dispatchFor(pipeline, buyer, request, {
+          modelId: video.modelId,
+          burnEstimate: video.burnEstimate,
+          path: '/video/queue',
+          body: video.upstreamBody,
+          stream: false,
+          isComplete: (json) => typeof json.queue_id === 'string',
+          // The hold lives until the job is retrieved, refunded or expired.
+          leaseMs: ttlMs,
         })
         const { admission } = dispatched
         const now = Date.now()
