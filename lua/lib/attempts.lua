@@ -34,6 +34,11 @@ end
 
 -- Ends the record of an attempt: the whole attempt hash goes onto the ended-attempts stream in
 -- the same script that ended it, so the write-behind worker (src/records) can never miss one.
+-- An ended attempt is kept a week: long enough for any replayed clear to find it (and be a
+-- no-op) and for a late result after a reap; its lasting record is the request record.
+local ENDED_ATTEMPT_TTL_MS = 7 * 86400 * 1000
+
 local function record_ended(id)
   rcall('XADD', K_ATTEMPTS_ENDED, '*', unpack(rcall('HGETALL', k_attempt(id))))
+  rcall('PEXPIRE', k_attempt(id), ENDED_ATTEMPT_TTL_MS)
 end

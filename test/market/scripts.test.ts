@@ -364,3 +364,17 @@ describe('under concurrency', () => {
     expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
   })
 })
+
+describe('retention', () => {
+  test('an ended attempt expires after a week; an open one never does', async () => {
+    await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const open = admitted(await admitFor(fx, acct))
+    const done = admitted(await admitFor(fx, acct))
+    await clearOf(done.attemptId, 100)
+    expect(await fx.redis.pttl(fx.keys.attempt(open.attemptId))).toBe(-1)
+    const ttl = await fx.redis.pttl(fx.keys.attempt(done.attemptId))
+    expect(ttl).toBeGreaterThan(6 * 86_400_000)
+    expect(ttl).toBeLessThanOrEqual(7 * 86_400_000)
+  })
+})
