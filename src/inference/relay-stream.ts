@@ -106,9 +106,26 @@ export function sseError(code: string, message: string, type = 'api_error') {
   return frame({ error: { message, type, code } })
 }
 
-export function relayChatStream(ctx: StreamContext): ReadableStream<Uint8Array> {
+/** What one wire format does with the supplier's stream; the driver below does the rest. */
+export interface StreamShape {
+  /** Frames before the first content (the Responses preamble). */
+  start?(): Uint8Array[]
+  /** The frame for one content chunk, or null to send nothing for it. */
+  content(frame: string, delta: string): Uint8Array | null
+  /** The supplier's usage chunk, held until the clear commits. */
+  usage?(chunk: Record<string, unknown>): void
+  /** The closing frames once settled (null: the clear did not commit), and the error to log. */
+  end(settlement: Settlement | null, complete: boolean): { frames: Uint8Array[]; error: string | null }
+}
+
+/**
+ * Relays one supplier stream in a wire format: content as it comes (pull-driven, so a slow client
+ * slows the supplier read), keep-alives on silence, a stalled supplier given up on after the idle
+ * time, one settlement at the end or when the client leaves.
+ */
+export function relayStream(ctx: StreamContext, shape: StreamShape): ReadableStream<Uint8Array> {
   const settler = new StreamSettler(ctx)
-  let usageChunk: Record<string, unknown> | null = null
+  let started = !shape.start
   let silentMs = 0
   let closed = false
   let cancelled = false
@@ -120,18 +137,26 @@ export function relayChatStream(ctx: StreamContext): ReadableStream<Uint8Array> 
 
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
+      if (!started) {
+        started = true
+        for (const f of shape.start!()) controller.enqueue(f)
+        return
+      }
       for (;;) {
         const event = await settler.events.next(ctx.timing.keepAliveMs)
         if (cancelled) return
         switch (event.kind) {
-          case 'content':
+          case 'content': {
             silentMs = 0
             if (event.delta) settler.counter.add(event.delta)
-            controller.enqueue(encoder.encode(`${event.frame}\n\n`))
+            const out = shape.content(event.frame, event.delta)
+            if (!out) continue
+            controller.enqueue(out)
             return
+          }
           case 'usage':
             settler.noteUsage(event.usage)
-            usageChunk = event.chunk
+            shape.usage?.(event.chunk)
             continue
           case 'done':
             continue
@@ -147,37 +172,9 @@ export function relayChatStream(ctx: StreamContext): ReadableStream<Uint8Array> 
             const complete = settler.hasUsage
             const settlement = await settler.settle(complete ? 'completed' : 'incomplete')
             if (cancelled) return
-            if (!settlement) {
-              controller.enqueue(sseError('settle_failed', 'settlement did not commit; nothing was charged'))
-              finish(null, 'settle_failed')
-              controller.close()
-              return
-            }
-            if (usageChunk) controller.enqueue(frame(usageChunk))
-            controller.enqueue(
-              frame({
-                id: `chatcmpl-${ctx.requestId.slice(4)}`,
-                object: 'svc.cost',
-                created: Math.floor(Date.now() / 1000),
-                model: ctx.chat.model.id,
-                choices: [],
-                costUsdc: formatMicros(settlement.charged),
-                clearingPriceCents: settlement.askCents,
-                supportReference: ctx.supportReference,
-              }),
-            )
-            if (complete) {
-              controller.enqueue(encoder.encode('data: [DONE]\n\n'))
-              finish(settlement, null)
-            } else {
-              controller.enqueue(
-                sseError(
-                  'stream_incomplete',
-                  'the stream ended before the provider reported usage; estimated usage was billed',
-                ),
-              )
-              finish(settlement, 'stream_incomplete')
-            }
+            const { frames, error } = shape.end(settlement, complete)
+            for (const f of frames) controller.enqueue(f)
+            finish(settlement, error)
             controller.close()
             return
           }
@@ -191,6 +188,50 @@ export function relayChatStream(ctx: StreamContext): ReadableStream<Uint8Array> 
       settler.stop()
       const settlement = await settler.settle(settler.hasUsage ? 'completed' : 'incomplete')
       finish(settlement, 'client_closed')
+    },
+  })
+}
+
+/** Chat SSE: the supplier's chunks as they are; then usage, the svc.cost frame and [DONE]. */
+export function relayChatStream(ctx: StreamContext): ReadableStream<Uint8Array> {
+  let usageChunk: Record<string, unknown> | null = null
+  return relayStream(ctx, {
+    content: (raw) => encoder.encode(`${raw}\n\n`),
+    usage: (chunk) => {
+      usageChunk = chunk
+    },
+    end(settlement, complete) {
+      if (!settlement) {
+        return {
+          frames: [sseError('settle_failed', 'settlement did not commit; nothing was charged')],
+          error: 'settle_failed',
+        }
+      }
+      const frames: Uint8Array[] = []
+      if (usageChunk) frames.push(frame(usageChunk))
+      frames.push(
+        frame({
+          id: `chatcmpl-${ctx.requestId.slice(4)}`,
+          object: 'svc.cost',
+          created: Math.floor(Date.now() / 1000),
+          model: ctx.chat.model.id,
+          choices: [],
+          costUsdc: formatMicros(settlement.charged),
+          clearingPriceCents: settlement.askCents,
+          supportReference: ctx.supportReference,
+        }),
+      )
+      if (complete) {
+        frames.push(encoder.encode('data: [DONE]\n\n'))
+        return { frames, error: null }
+      }
+      frames.push(
+        sseError(
+          'stream_incomplete',
+          'the stream ended before the provider reported usage; estimated usage was billed',
+        ),
+      )
+      return { frames, error: 'stream_incomplete' }
     },
   })
 }
