@@ -6,16 +6,14 @@ import { AccountStore } from '../accounts/accounts.ts'
 import { ApiKeyStore } from '../accounts/key-store.ts'
 import { accountView, creditView } from '../accounts/views.ts'
 import { loadStoreConfig } from '../config.ts'
-import { ApiError } from '../http/errors.ts'
 import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
+import { runOperatorCommand, UsageError } from './operator-command.ts'
 
 export const ACCOUNT_USAGE = `usage:
   svc-gateway account create --wallet <0x address>
   svc-gateway account credit <accountId> <amountUsdc> [--note <text>]
   svc-gateway account show <accountId>`
-
-class UsageError extends Error {}
 
 function parse(args: string[]) {
   try {
@@ -35,20 +33,12 @@ export async function account(args: string[]): Promise<void> {
   const redis = createRedis(config.redisUrl, { name: 'svc-cli' })
   const keys = keyspace(config.redisPrefix)
   try {
-    const { values, positionals } = parse(args)
-    const [command, ...rest] = positionals
-    const stores = { accounts: new AccountStore(redis, keys), apiKeys: new ApiKeyStore(redis, keys) }
-    console.log(JSON.stringify(await run(command, rest, values, stores, config), null, 2))
-  } catch (error) {
-    if (error instanceof UsageError) {
-      console.error(`${error.message}\n${ACCOUNT_USAGE}`)
-      process.exitCode = 2
-    } else if (error instanceof ApiError) {
-      console.error(JSON.stringify(error.body()))
-      process.exitCode = 1
-    } else {
-      throw error
-    }
+    await runOperatorCommand(ACCOUNT_USAGE, () => {
+      const { values, positionals } = parse(args)
+      const [command, ...rest] = positionals
+      const stores = { accounts: new AccountStore(redis, keys), apiKeys: new ApiKeyStore(redis, keys) }
+      return run(command, rest, values, stores, config)
+    })
   } finally {
     redis.disconnect()
   }

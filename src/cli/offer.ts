@@ -3,11 +3,11 @@
 // environment: REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY.
 import { parseArgs } from 'node:util'
 import { loadStoreConfig, masterKey } from '../config.ts'
-import { ApiError } from '../http/errors.ts'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS, type OfferInput, OfferService } from '../market/offers.ts'
 import { type MicroDiem, parseMicros } from '../money/units.ts'
 import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
+import { runOperatorCommand, UsageError } from './operator-command.ts'
 
 export const OFFER_USAGE = `usage:
   svc-gateway offer create --base-url <url> --key <upstream key> --ask <cents> --capacity <DIEM>
@@ -16,8 +16,6 @@ export const OFFER_USAGE = `usage:
                                 [--base-url <url>] [--key <upstream key>]
   svc-gateway offer pause|resume|delete <id>
   svc-gateway offer list`
-
-class UsageError extends Error {}
 
 const OPTIONS = {
   'base-url': { type: 'string' },
@@ -107,19 +105,11 @@ export async function offer(args: string[]): Promise<void> {
   const config = loadStoreConfig()
   const redis = createRedis(config.redisUrl, { name: 'svc-cli' })
   try {
-    const offers = new OfferService(redis, keyspace(config.redisPrefix), masterKey())
-    const [command, id] = parsed.positionals
-    console.log(JSON.stringify(await run(offers, command, id, parsed.values), null, 2))
-  } catch (error) {
-    if (error instanceof UsageError) {
-      console.error(`${error.message}\n${OFFER_USAGE}`)
-      process.exitCode = 2
-    } else if (error instanceof ApiError) {
-      console.error(JSON.stringify(error.body()))
-      process.exitCode = 1
-    } else {
-      throw error
-    }
+    await runOperatorCommand(OFFER_USAGE, () => {
+      const offers = new OfferService(redis, keyspace(config.redisPrefix), masterKey())
+      const [command, id] = parsed.positionals
+      return run(offers, command, id, parsed.values)
+    })
   } finally {
     redis.disconnect()
   }
