@@ -40,6 +40,9 @@ export class UpstreamEvents {
 
   private push(bytes: Uint8Array): void {
     this.buffer += this.decoder.decode(bytes, { stream: true })
+    // SSE allows CRLF line ends; fold them so frames split the same way (a CR left at the end of
+    // one chunk meets its LF in the next).
+    if (this.buffer.includes('\r\n')) this.buffer = this.buffer.replaceAll('\r\n', '\n')
     let cut = this.buffer.indexOf('\n\n')
     while (cut !== -1) {
       this.frame(this.buffer.slice(0, cut))
