@@ -46,15 +46,20 @@ local now = now_ms()
 reap_expired(now, 20)
 
 local account = k_account(account_id)
-local acct = rcall('HMGET', account, 'confirmed', 'maxPriceCents')
-if rcall('EXISTS', account) == 0 then return { -1 } end
+local acct = rcall('HMGET', account, 'confirmed', 'maxPriceCents', 'held')
+-- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
+if not acct[1] then return { -1 } end
 if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return { -10 } end
 
 local counts = rcall('HMGET', K_INFLIGHT, 'k:' .. key_id, 'a:' .. account_id)
 if int(counts[1]) >= key_cap then return { -2 } end
 if int(counts[2]) >= wallet_cap then return { -3 } end
 local lane = ARGV[12] or ''
-if lane ~= '' and int(rcall('HGET', K_INFLIGHT, lane .. ':' .. account_id)) >= int(ARGV[13]) then return { -3 } end
+local lane_count = 0
+if lane ~= '' then
+  lane_count = int(rcall('HGET', K_INFLIGHT, lane .. ':' .. account_id))
+  if lane_count >= int(ARGV[13]) then return { -3 } end
+end
 
 local max_cents = int(acct[2])
 if max_cents == 0 then max_cents = default_max end
@@ -70,14 +75,15 @@ local hold = ceil_div(estimate * chosen.ask, 100)
 local confirmed = int(acct[1])
 if confirmed < hold then return { -9, s(hold), s(confirmed) } end
 
-rcall('HINCRBY', account, 'confirmed', s(-hold))
-rcall('HINCRBY', account, 'held', s(hold))
+-- Each hash written once from what was read above (one call each on the hot path).
+rcall('HSET', account, 'confirmed', s(confirmed - hold), 'held', s(int(acct[3]) + hold))
 local offer = k_offer(chosen.id)
-rcall('HINCRBY', offer, 'held', s(estimate))
-rcall('HINCRBY', offer, 'inflight', 1)
-rcall('HINCRBY', K_INFLIGHT, 'k:' .. key_id, 1)
-rcall('HINCRBY', K_INFLIGHT, 'a:' .. account_id, 1)
-if lane ~= '' then rcall('HINCRBY', K_INFLIGHT, lane .. ':' .. account_id, 1) end
+rcall('HSET', offer, 'held', s(chosen.held + estimate), 'inflight', s(chosen.inflight + 1))
+local slots = { 'k:' .. key_id, s(int(counts[1]) + 1), 'a:' .. account_id, s(int(counts[2]) + 1) }
+if lane ~= '' then
+  slots[5], slots[6] = lane .. ':' .. account_id, s(lane_count + 1)
+end
+rcall('HSET', K_INFLIGHT, unpack(slots))
 local deadline = now + lease_ms
 rcall('ZADD', K_LEASES, deadline, attempt_id)
 rcall('HSET', k_attempt(attempt_id),

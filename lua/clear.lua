@@ -46,33 +46,35 @@ if burn > left then burn = left end
 
 local cost = ceil_div(burn * ask, 100)
 local fee = idiv(cost * fee_bps, 10000)
-local charged
+local charged, confirmed
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
-  unwind_attempt(a, charged)
+  confirmed = unwind_attempt(a, charged, { burn = burn, earned = cost - fee, balance = ARGV[4] })
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero
-  charged = math.min(cost, int(rcall('HGET', account, 'confirmed')))
+  confirmed = int(rcall('HGET', account, 'confirmed'))
+  charged = math.min(cost, confirmed)
   if charged > 0 then
+    confirmed = confirmed - charged
     rcall('HINCRBY', account, 'confirmed', s(-charged))
     rcall('HINCRBY', account, 'spent', s(charged))
   end
+  rcall('HINCRBY', offer, 'burned', s(burn))
+  rcall('HINCRBY', offer, 'earned', s(cost - fee))
+  if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
 end
 local written_off = cost - charged
 if written_off > 0 then rcall('HINCRBY', account, 'writtenOff', s(written_off)) end
 
-rcall('HINCRBY', offer, 'burned', s(burn))
-rcall('HINCRBY', offer, 'earned', s(cost - fee))
-if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
-
-rcall('HINCRBY', K_MARKET, 'buyerSpend', s(charged))
-rcall('HINCRBY', K_MARKET, 'supplierEarned', s(cost - fee))
-rcall('HINCRBY', K_MARKET, 'fees', s(fee))
-rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off))
-rcall('HINCRBY', K_MARKET, 'clears', 1)
+local m = rcall('HMGET', K_MARKET, 'buyerSpend', 'supplierEarned', 'clears')
+rcall('HSET', K_MARKET, 'buyerSpend', s(int(m[1]) + charged), 'supplierEarned', s(int(m[2]) + cost - fee),
+  'clears', s(int(m[3]) + 1))
+-- Usually zero: no call for those.
+if fee > 0 then rcall('HINCRBY', K_MARKET, 'fees', s(fee)) end
+if written_off > 0 then rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off)) end
 
 rcall('HSET', k_attempt(id), 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
   'fee', s(fee), 'writtenOff', s(written_off), 'inputTokens', ARGV[5], 'outputTokens', ARGV[6],
   'estimated', ARGV[7], 'outcome', ARGV[8], 'endedAt', s(now), 'lateClear', a.state == 'reaped' and '1' or '0')
 record_ended(id)
-return { 1, s(charged), s(cost), s(burn), ask, rcall('HGET', account, 'confirmed'), s(written_off), 0 }
+return { 1, s(charged), s(cost), s(burn), ask, s(confirmed), s(written_off), 0 }

@@ -24,8 +24,8 @@ if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'coold
 if ARGV[4] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'balance', ARGV[4]) end
 if a.state ~= 'admitted' then return { 0 } end
 
-unwind_attempt(a, 0)
+local confirmed = unwind_attempt(a, 0)
 rcall('HSET', k_attempt(a.id), 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now),
   'final', ARGV[5] == '1' and '1' or '0')
 record_ended(a.id)
-return { 1, rcall('HGET', k_account(a.accountId), 'confirmed') }
+return { 1, s(confirmed) }

@@ -1,27 +1,53 @@
 -- lib/attempts: giving back everything an admitted attempt holds. Release (failure), reap
 -- (expired lease) and clear all end an attempt through here, so nothing is returned twice.
 
-local function decr_inflight(field)
-  if rcall('HINCRBY', K_INFLIGHT, field, -1) <= 0 then rcall('HDEL', K_INFLIGHT, field) end
+-- Each hash is read once and written once: every call counts on the hot path, and inside one
+-- script a read-then-write is as atomic as HINCRBY.
+
+-- The attempt's in-flight counts come down by one; a count at zero is removed.
+local function release_slots(a)
+  local fields = { 'k:' .. a.keyId, 'a:' .. a.accountId }
+  if a.lane and a.lane ~= '' then fields[3] = a.lane .. ':' .. a.accountId end
+  local counts = rcall('HMGET', K_INFLIGHT, unpack(fields))
+  local set, gone = {}, {}
+  for i, field in ipairs(fields) do
+    local n = int(counts[i]) - 1
+    if n > 0 then
+      set[#set + 1] = field
+      set[#set + 1] = s(n)
+    else
+      gone[#gone + 1] = field
+    end
+  end
+  if #set > 0 then rcall('HSET', K_INFLIGHT, unpack(set)) end
+  if #gone > 0 then rcall('HDEL', K_INFLIGHT, unpack(gone)) end
 end
 
 -- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
 -- charge: micro-USDC moved from the hold to spent (0 on failure).
-local function unwind_attempt(a, charge)
+-- settled: for a clear, {burn, earned, balance} the offer records in the same write; else nil.
+-- Returns the account's confirmed balance after.
+local function unwind_attempt(a, charge, settled)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
-  rcall('HINCRBY', account, 'held', s(-hold))
-  if hold - charge ~= 0 then rcall('HINCRBY', account, 'confirmed', s(hold - charge)) end
-  if charge > 0 then rcall('HINCRBY', account, 'spent', s(charge)) end
+  local b = rcall('HMGET', account, 'held', 'confirmed', 'spent')
+  local confirmed = int(b[2]) + hold - charge
+  rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge))
   local offer = k_offer(a.offerId)
-  if rcall('EXISTS', offer) == 1 then
-    rcall('HINCRBY', offer, 'held', s(-int(a.holdDiem)))
-    rcall('HINCRBY', offer, 'inflight', -1)
+  local o = rcall('HMGET', offer, 'held', 'inflight', 'burned', 'earned')
+  -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
+  if o[1] then
+    local fields = { 'held', s(int(o[1]) - int(a.holdDiem)), 'inflight', s(int(o[2]) - 1) }
+    if settled then
+      fields[5], fields[6] = 'burned', s(int(o[3]) + settled.burn)
+      fields[7], fields[8] = 'earned', s(int(o[4]) + settled.earned)
+      if settled.balance ~= '' then fields[9], fields[10] = 'balance', settled.balance end
+    end
+    rcall('HSET', offer, unpack(fields))
   end
-  decr_inflight('k:' .. a.keyId)
-  decr_inflight('a:' .. a.accountId)
-  if a.lane and a.lane ~= '' then decr_inflight(a.lane .. ':' .. a.accountId) end
+  release_slots(a)
   rcall('ZREM', K_LEASES, a.id)
+  return confirmed
 end
 
 local function read_attempt(id)
