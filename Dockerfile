@@ -12,6 +12,9 @@ RUN useradd --system --uid 10001 svc
 COPY --from=build /src/dist/svc-gateway /usr/local/bin/svc-gateway
 USER svc
 ENV PORT=8080 HOST=0.0.0.0
+# Bun's fetch runs at most 256 requests at once unless told otherwise; every open stream holds one
+# supplier fetch, so past 256 streams new ones would queue (see BENCHMARKS.md).
+ENV BUN_CONFIG_MAX_HTTP_REQUESTS=8192
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/svc-gateway"]
 CMD ["serve"]
