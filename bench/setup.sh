@@ -11,6 +11,7 @@ if ! command -v wrk >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq wrk >/dev/null
 fi
 if [ ! -f node_modules/@portkey-ai/gateway/package.json ]; then
-  npm install --no-audit --no-fund
+  # --ignore-scripts: the peer's postinstall (patch-package) is for its own repository, not for users.
+  npm install --no-audit --no-fund --ignore-scripts
 fi
 bash ../scripts/ensure-redis-server.sh
