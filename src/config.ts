@@ -1,5 +1,6 @@
 // Environment -> typed, validated config. A bad or missing value stops the process with one line
 // that names the variable and what it expected.
+import { parseRedisTarget } from './redis/target.ts'
 
 export class ConfigError extends Error {
   constructor(
@@ -53,6 +54,20 @@ function oneOf<T extends string>(env: Env, name: string, options: readonly T[], 
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
+
+/** One server (redis://), a Sentinel group or a Cluster: see src/redis/target.ts. */
+function redisUrl(env: Env): string {
+  const raw = read(env, 'REDIS_URL')
+  if (raw && /^rediss?\+(sentinel|cluster):/.test(raw)) {
+    try {
+      parseRedisTarget(raw)
+      return raw
+    } catch (error) {
+      throw new ConfigError('REDIS_URL', `a valid Sentinel or Cluster URL (${(error as Error).message})`)
+    }
+  }
+  return url(env, 'REDIS_URL', ['redis:', 'rediss:'])
+}
 
 export interface GatewayConfig {
   port: number
@@ -189,7 +204,7 @@ export interface StoreConfig {
 
 export function loadStoreConfig(env: Env = process.env): StoreConfig {
   return {
-    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisUrl: redisUrl(env),
     redisPrefix: keyPrefix(env),
     defaultMaxPriceCents: integer(env, 'SVC_DEFAULT_MAX_PRICE_CENTS', 50, 30, 80),
   }
@@ -202,7 +217,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: read(env, 'HOST') ?? '0.0.0.0',
-    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisUrl: redisUrl(env),
     redisPrefix,
     adminToken,
     masterKey: masterKey(env),

@@ -1,6 +1,7 @@
 // `svc-gateway audit`: checks DESIGN.md's invariants over the whole keyspace and names what is off.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
 import type Redis from 'ioredis'
+import { masters } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
 
 export interface AuditFinding {
@@ -12,15 +13,18 @@ const MONEY_FIELDS = ['confirmed', 'pending', 'held', 'spent', 'funded', 'writte
 
 async function scanHashes(redis: Redis, pattern: string): Promise<Record<string, string>[]> {
   const rows: Record<string, string>[] = []
-  let cursor = '0'
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-    cursor = next
-    if (keys.length === 0) continue
-    const pipeline = redis.pipeline()
-    for (const key of keys) pipeline.hgetall(key)
-    for (const [, row] of (await pipeline.exec()) ?? []) rows.push(row as Record<string, string>)
-  } while (cursor !== '0')
+  // SCAN walks one server; on a Cluster every master is walked (the hash tag puts ours on one).
+  for (const node of masters(redis)) {
+    let cursor = '0'
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
+      cursor = next
+      if (keys.length === 0) continue
+      const pipeline = redis.pipeline()
+      for (const key of keys) pipeline.hgetall(key)
+      for (const [, row] of (await pipeline.exec()) ?? []) rows.push(row as Record<string, string>)
+    } while (cursor !== '0')
+  }
   return rows
 }
 

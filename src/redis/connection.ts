@@ -1,5 +1,6 @@
-import Redis from 'ioredis'
+import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
 import { registerScripts } from './scripts.ts'
+import { parseRedisTarget } from './target.ts'
 
 export interface RedisOptions {
   /** Shown in CLIENT LIST, to tell replicas and roles apart. */
@@ -16,13 +17,33 @@ export interface RedisOptions {
 
 /** The one way the project opens Redis: scripts registered, commands pipelined automatically. */
 export function createRedis(url: string, options: RedisOptions = {}): Redis {
-  const redis = new Redis(url, {
+  const common: IORedisOptions = {
     connectionName: options.name ?? 'svc-gateway',
-    enableAutoPipelining: true,
     maxRetriesPerRequest: options.failFast ? 0 : 2,
     enableOfflineQueue: !options.failFast,
     lazyConnect: false,
-  })
+  }
+  const target = parseRedisTarget(url)
+  let redis: Redis
+  if (target.kind === 'single') {
+    redis = new Redis(url, { ...common, enableAutoPipelining: true })
+  } else if (target.kind === 'sentinel') {
+    redis = new Redis({
+      ...common,
+      enableAutoPipelining: true,
+      sentinels: target.nodes,
+      name: target.name,
+      password: target.password,
+      ...(target.tls ? { tls: {} } : {}),
+    })
+  } else {
+    // A Cluster client speaks the same commands; the project types it as the single-node client.
+    redis = new Cluster(target.nodes, {
+      enableAutoPipelining: true,
+      enableOfflineQueue: common.enableOfflineQueue,
+      redisOptions: { ...common, password: target.password, ...(target.tls ? { tls: {} } : {}) },
+    }) as unknown as Redis
+  }
   // Without a listener ioredis prints "Unhandled error event" on every failed reconnect.
   redis.on('error', options.onError ?? (() => {}))
   registerScripts(redis)
@@ -43,6 +64,12 @@ export function whenReady(redis: Redis, ms: number): Promise<void> {
     }
     redis.once('ready', ready)
   })
+}
+
+/** Every master of a Cluster client, or the one connection itself (for SCAN, which is per node). */
+export function masters(redis: Redis): Redis[] {
+  const client = redis as unknown
+  return client instanceof Cluster ? (client.nodes('master') as Redis[]) : [redis]
 }
 
 /** True for the errors Redis being unreachable gives, as opposed to a script's own errors. */
