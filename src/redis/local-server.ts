@@ -10,6 +10,8 @@ export interface LocalRedis {
   port: number
   dir: string
   stop(): Promise<void>
+  /** kill -9, keeping its folder (and any AOF in it) for a restart there. */
+  kill(): Promise<void>
 }
 
 export function freePort(): number {
@@ -37,12 +39,15 @@ async function waitForPing(url: string, deadline: number): Promise<void> {
   }
 }
 
-/** `port`: to bring a stopped one back where its clients expect it. */
-export async function startLocalRedis(extraArgs: string[] = [], port = freePort()): Promise<LocalRedis> {
+/** `port` and `dir`: to bring a stopped one back where its clients expect it, on its own files. */
+export async function startLocalRedis(
+  extraArgs: string[] = [],
+  port = freePort(),
+  dir = mkdtempSync(join(tmpdir(), 'svc-redis-')),
+): Promise<LocalRedis> {
   if (!Bun.which('redis-server')) {
     throw new Error('redis-server is not installed (Debian: apt-get install redis-server), or set REDIS_URL')
   }
-  const dir = mkdtempSync(join(tmpdir(), 'svc-redis-'))
   const child = Bun.spawn(
     [
       'redis-server',
@@ -75,6 +80,10 @@ export async function startLocalRedis(extraArgs: string[] = [], port = freePort(
       child.kill('SIGTERM')
       await child.exited
       rmSync(dir, { recursive: true, force: true })
+    },
+    async kill() {
+      child.kill('SIGKILL')
+      await child.exited
     },
   }
 }

@@ -1,0 +1,183 @@
+// Secrets never leave: a whole buyer and operator session (account, key minted, offer posted with
+// an upstream key, chat buffered and streamed, a supplier failure, a revoked key, funding off) with
+// every log line and every response body and header kept, then searched for each secret. An API
+// key's plaintext may appear only in the one response that minted it.
+import { afterAll, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { createLogger } from '../../src/logger.ts'
+import { adminFetch, createAccount, keyFetch, logCapture } from '../helpers/accounts.ts'
+import { simKey } from '../helpers/buyers.ts'
+import { startStack } from '../helpers/stack.ts'
+
+const capture = logCapture()
+const masterKey = randomBytes(32).toString('hex')
+const catalogKey = `sk-catalog-${randomBytes(16).toString('hex')}`
+const stack = await startStack({
+  env: { SVC_MASTER_KEY: masterKey, SVC_UPSTREAM_API_KEY: catalogKey },
+  logger: createLogger('trace', 'svc-gateway', capture.stream),
+})
+afterAll(() => stack.stop())
+
+interface Seen {
+  what: string
+  text: string
+}
+
+/** Keeps a response's status line, every header and the whole body, as one searchable text. */
+async function keep(seen: Seen[], what: string, response: Response): Promise<Response> {
+  const body = await response.text()
+  const headers = [...response.headers].map(([k, v]) => `${k}: ${v}`).join('\n')
+  seen.push({ what, text: `${response.status}\n${headers}\n\n${body}` })
+  return new Response(body, { status: response.status, headers: response.headers })
+}
+
+const chatBody = (stream: boolean) => ({
+  model: 'llama-3.3-70b',
+  stream,
+  messages: [{ role: 'user', content: 'hello' }],
+})
+
+test('no API key, upstream key, master key or admin token in any log line, response or error', async () => {
+  const seen: Seen[] = []
+  const upstreamKey = `sk-upstream-${randomBytes(16).toString('hex')}`
+  const adminToken = stack.config.adminToken
+
+  // Operator: an account (its first key is in this response, and only here), an offer, credit.
+  const created = await createAccount(stack)
+  const offer = await keep(
+    seen,
+    'post offer',
+    await adminFetch(stack, '/admin/v1/offers', {
+      method: 'POST',
+      json: { upstreamBaseUrl: stack.sim.url, upstreamApiKey: upstreamKey, askCents: 40, capacityDiem: '50' },
+    }),
+  )
+  expect(offer.status).toBe(201)
+  const offerId = ((await offer.json()) as { id: string }).id
+  await keep(seen, 'list offers', await adminFetch(stack, '/admin/v1/offers'))
+  await keep(seen, 'get offer', await adminFetch(stack, `/admin/v1/offers/${offerId}`))
+  await keep(
+    seen,
+    'credit',
+    await adminFetch(stack, `/admin/v1/accounts/${created.accountId}/credit`, {
+      method: 'POST',
+      json: { amountUsdc: '5.000000' },
+    }),
+  )
+  await keep(seen, 'get account', await adminFetch(stack, `/admin/v1/accounts/${created.accountId}`))
+  await keep(
+    seen,
+    'admin with a wrong token',
+    await adminFetch(stack, '/admin/v1/offers', {
+      headers: { authorization: `Bearer ${adminToken.slice(0, -1)}x` },
+    }),
+  )
+
+  // Buyer: a second key minted (its plaintext leaves only in the mint response).
+  const minted = await keyFetch(stack, created.apiKey, '/v1/agent/keys', {
+    method: 'POST',
+    json: { name: 'ci' },
+  })
+  expect(minted.status).toBe(201)
+  const mintSeen: Seen[] = []
+  const second = (await (await keep(mintSeen, 'mint', minted)).json()) as { apiKey: string; id: string }
+  const apiKeys = [created.apiKey, second.apiKey]
+
+  const buffered = await keep(
+    seen,
+    'chat buffered',
+    await keyFetch(stack, created.apiKey, '/v1/chat/completions', { method: 'POST', json: chatBody(false) }),
+  )
+  expect(buffered.status).toBe(200)
+  const reference = buffered.headers.get('x-svc-support-reference')!
+  const streamed = await keep(
+    seen,
+    'chat streamed',
+    await keyFetch(stack, second.apiKey, '/v1/chat/completions', { method: 'POST', json: chatBody(true) }),
+  )
+  expect(streamed.status).toBe(200)
+  // Supplier failures: an error before any byte, and a stream cut mid-way.
+  await simKey(stack, upstreamKey, { fault: 'error_5xx', times: 1 })
+  const failed = await keep(
+    seen,
+    'chat failed',
+    await keyFetch(stack, created.apiKey, '/v1/chat/completions', { method: 'POST', json: chatBody(false) }),
+  )
+  expect(failed.status).toBeGreaterThanOrEqual(400)
+  await simKey(stack, upstreamKey, { fault: 'truncate', times: 1 })
+  await keep(
+    seen,
+    'stream truncated',
+    await keyFetch(stack, created.apiKey, '/v1/chat/completions', { method: 'POST', json: chatBody(true) }),
+  )
+  await keep(
+    seen,
+    'bad body',
+    await keyFetch(stack, created.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"model": ',
+    }),
+  )
+  await keep(seen, 'me', await keyFetch(stack, created.apiKey, '/v1/agent/me'))
+  await keep(seen, 'keys', await keyFetch(stack, created.apiKey, '/v1/agent/keys'))
+  await keep(seen, 'request record', await keyFetch(stack, created.apiKey, `/v1/agent/requests/${reference}`))
+  await keep(
+    seen,
+    'revoke',
+    await keyFetch(stack, created.apiKey, `/v1/agent/keys/${second.id}`, { method: 'DELETE' }),
+  )
+  const refused = await keep(
+    seen,
+    'revoked key',
+    await keyFetch(stack, second.apiKey, '/v1/chat/completions', { method: 'POST', json: chatBody(false) }),
+  )
+  expect(refused.status).toBe(401)
+  await keep(seen, 'near-miss key', await keyFetch(stack, `${created.apiKey.slice(0, -1)}x`, '/v1/agent/me'))
+  // Funding is off here: the funding routes answer without any secret too.
+  await keep(
+    seen,
+    'refill',
+    await keyFetch(stack, created.apiKey, '/v1/x402/refill', { method: 'POST', json: {} }),
+  )
+  await keep(seen, 'signup', await keyFetch(stack, null, '/v1/x402/signup', { method: 'POST', json: {} }))
+
+  const publicRoutes = ['/v1/models', '/v1/capacity', '/v1/models/stats', '/llms.txt', '/openapi.json']
+  const publicSeen: Seen[] = []
+  for (const path of publicRoutes) {
+    const response = await keep(publicSeen, path, await fetch(`${stack.url}${path}`))
+    expect(response.status).toBe(200)
+  }
+  seen.push(...publicSeen)
+
+  const secrets: Record<string, string> = {
+    'first API key': created.apiKey,
+    'second API key': second.apiKey,
+    'upstream key': upstreamKey,
+    'catalog upstream key': catalogKey,
+    'master key': masterKey,
+    'admin token': adminToken,
+  }
+  const logs = capture.lines.join('')
+  expect(capture.lines.length).toBeGreaterThan(10)
+  const leaks: string[] = []
+  for (const [name, secret] of Object.entries(secrets)) {
+    if (logs.includes(secret)) leaks.push(`${name} in the log`)
+    for (const { what, text } of seen) if (text.includes(secret)) leaks.push(`${name} in ${what}`)
+  }
+  // The scan sees what it should: the mint response holds its key, the log holds each request.
+  expect(mintSeen[0]!.text).toContain(second.apiKey)
+  expect(logs).toContain(buffered.headers.get('x-svc-request-id')!)
+  expect(logs).toContain(streamed.headers.get('x-svc-request-id')!)
+  expect(apiKeys.every((key) => key.startsWith('svc_'))).toBe(true)
+  expect(leaks).toEqual([])
+
+  // No supplier identity on public routes: not its base URL, not its host and port.
+  const simHost = new URL(stack.sim.url).host
+  for (const { what, text } of publicSeen) {
+    expect({ what, leaks: text.includes(simHost) || text.includes(stack.sim.url) }).toEqual({
+      what,
+      leaks: false,
+    })
+  }
+})
