@@ -22,7 +22,7 @@ export const END = '<!-- bench:results:end -->'
 
 export function fmt(value: number | null | undefined, digits = 2): string {
   if (value === null || value === undefined || Number.isNaN(value)) return 'n/a'
-  if (Math.abs(value) >= 1000) return Math.round(value).toLocaleString('en-US')
+  if (Number.isInteger(value) || Math.abs(value) >= 1000) return Math.round(value).toLocaleString('en-US')
   return value.toFixed(digits)
 }
 
