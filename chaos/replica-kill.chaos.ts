@@ -3,6 +3,7 @@
 // any client saw end was charged exactly what its client was told: nothing twice, nothing lost.
 import { afterAll, expect, test } from 'bun:test'
 import { createRedis } from '../src/redis/connection.ts'
+import { keyspace } from '../src/redis/keys.ts'
 import { startSim } from '../src/sim/server.ts'
 import { testRedisUrl } from '../test/helpers/stack.ts'
 import {
@@ -26,6 +27,17 @@ afterAll(async () => {
   redis.disconnect()
 })
 
+async function leasesGone(ids: string[], ms: number): Promise<number> {
+  const started = Date.now()
+  const leases = keyspace(cluster!.prefix).leases
+  while (Date.now() - started < ms) {
+    const scores = ids.length ? await redis.zmscore(leases, ...ids) : []
+    if (scores.every((score) => score === null)) return Date.now() - started
+    await Bun.sleep(50)
+  }
+  throw new Error(`leases open at the kill still there after ${ms} ms`)
+}
+
 test('kill -9 one of three replicas mid-stream: leases reaped, holds back, nothing charged twice or lost', async () => {
   const started = Date.now()
   cluster = await startCluster({ redisUrl: testRedisUrl(), sim, replicas: 3 })
@@ -41,10 +53,15 @@ test('kill -9 one of three replicas mid-stream: leases reaped, holds back, nothi
   // Mid-stream: wait until replica 0 has requests open, then kill it without warning.
   while (load.openOn(0) < 2) await Bun.sleep(10)
   const openAtKill = load.openOn(0)
+  const leasesAtKill = await redis.zrange(keyspace(cluster.prefix).leases, 0, -1)
+  const killedAt = Date.now()
   cluster.replicas[0]!.child.kill('SIGKILL')
   dead.push(0)
   await cluster.replicas[0]!.child.exited
-  await Bun.sleep(6_000)
+  // Every lease open at the kill ends: the survivors' by settling, the dead replica's by reaping.
+  const reapedWithinMs = await leasesGone(leasesAtKill, 15_000)
+  const wait = 6_000 - (Date.now() - killedAt)
+  if (wait > 0) await Bun.sleep(wait)
   const injected = faults.stop()
   for (const key of upstreamKeys)
     await fetch(`${sim.url}/sim/keys/${key}`, { method: 'PUT', body: '{"fault":null}' })
@@ -56,8 +73,8 @@ test('kill -9 one of three replicas mid-stream: leases reaped, holds back, nothi
   console.log(
     `(a) ${outcomes.length} requests (${outcomes.filter((o) => o.stream).length} streamed, ` +
       `${outcomes.filter((o) => o.ackedCost !== null).length} charged), ${injected} faults injected, ` +
-      `1 replica killed with ${openAtKill} open, ${result.states.reaped ?? 0} leases reaped in ${settleMs} ms ` +
-      `after load, attempts ${JSON.stringify(result.states)}, cleared unheard ${result.unheard.length}, ` +
+      `1 replica killed with ${openAtKill} open, ${result.states.reaped ?? 0} leases reaped, every lease open ` +
+      `at the kill gone ${reapedWithinMs} ms after it (lease 5 s), settled ${settleMs} ms after load, attempts ${JSON.stringify(result.states)}, cleared unheard ${result.unheard.length}, ` +
       `${Math.round((Date.now() - started) / 1000)} s`,
   )
   expect(result.mismatches).toEqual([])

@@ -18,7 +18,7 @@ import {
 } from './cluster.ts'
 
 // Slow buffered answers, so every request of a burst is in flight at once.
-const sim = startSim({ port: 0, latencyMs: 2_000 })
+const sim = startSim({ port: 0, latencyMs: 3_000 })
 const redis = createRedis(testRedisUrl(), { name: 'chaos-d' })
 let cluster: Cluster | undefined
 afterAll(async () => {
