@@ -1,9 +1,10 @@
 // Secrets never leave: a whole buyer and operator session (account, key minted, offer posted with
 // an upstream key, chat buffered and streamed, a supplier failure, a revoked key, funding off) with
-// every log line and every response body and header kept, then searched for each secret. An API
-// key's plaintext may appear only in the one response that minted it.
+// every log line, every response body and header and every value in Redis kept, then searched for
+// each secret. An API key's plaintext may appear only in the one response that minted it.
 import { afterAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
+import type Redis from 'ioredis'
 import { createLogger } from '../../src/logger.ts'
 import { adminFetch, createAccount, keyFetch, logCapture } from '../helpers/accounts.ts'
 import { simKey } from '../helpers/buyers.ts'
@@ -31,13 +32,29 @@ async function keep(seen: Seen[], what: string, response: Response): Promise<Res
   return new Response(body, { status: response.status, headers: response.headers })
 }
 
+/** Every value under a keyspace, as text, whatever the key's type. */
+async function storedValues(redis: Redis, base: string): Promise<string> {
+  const parts: string[] = []
+  for (const key of await redis.keys(`${base.replace(/[{}]/g, (c) => `\\${c}`)}*`)) {
+    const type = await redis.type(key)
+    if (type === 'string') parts.push((await redis.get(key)) ?? '')
+    else if (type === 'hash') parts.push(JSON.stringify(await redis.hgetall(key)))
+    else if (type === 'set') parts.push(JSON.stringify(await redis.smembers(key)))
+    else if (type === 'zset') parts.push(JSON.stringify(await redis.zrange(key, 0, -1, 'WITHSCORES')))
+    else if (type === 'list') parts.push(JSON.stringify(await redis.lrange(key, 0, -1)))
+    else if (type === 'stream') parts.push(JSON.stringify(await redis.xrange(key, '-', '+')))
+    else parts.push(`unread ${type} ${key}`)
+  }
+  return parts.join('\n')
+}
+
 const chatBody = (stream: boolean) => ({
   model: 'llama-3.3-70b',
   stream,
   messages: [{ role: 'user', content: 'hello' }],
 })
 
-test('no API key, upstream key, master key or admin token in any log line, response or error', async () => {
+test('no API key, upstream key, master key or admin token in any log line, response, error or Redis value', async () => {
   const seen: Seen[] = []
   const upstreamKey = `sk-upstream-${randomBytes(16).toString('hex')}`
   const adminToken = stack.config.adminToken
@@ -142,6 +159,10 @@ test('no API key, upstream key, master key or admin token in any log line, respo
   )
   await keep(seen, 'signup', await keyFetch(stack, null, '/v1/x402/signup', { method: 'POST', json: {} }))
 
+  await keep(seen, 'metrics', await adminFetch(stack, '/metrics'))
+  await keep(seen, 'healthz', await fetch(`${stack.url}/healthz`))
+  await keep(seen, 'readyz', await fetch(`${stack.url}/readyz`))
+
   const publicRoutes = ['/v1/models', '/v1/capacity', '/v1/models/stats', '/llms.txt', '/openapi.json']
   const publicSeen: Seen[] = []
   for (const path of publicRoutes) {
@@ -171,6 +192,13 @@ test('no API key, upstream key, master key or admin token in any log line, respo
   expect(logs).toContain(streamed.headers.get('x-svc-request-id')!)
   expect(apiKeys.every((key) => key.startsWith('svc_'))).toBe(true)
   expect(leaks).toEqual([])
+
+  // At rest: Redis holds API keys only as digests and upstream keys only sealed.
+  const stored = await storedValues(stack.redis, stack.keys.base)
+  expect(stored).toContain(offerId) // the scan reads what is there
+  for (const [name, secret] of Object.entries(secrets)) {
+    expect({ name, inRedis: stored.includes(secret) }).toEqual({ name, inRedis: false })
+  }
 
   // No supplier identity on public routes: not its base URL, not its host and port.
   const simHost = new URL(stack.sim.url).host
