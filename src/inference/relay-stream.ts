@@ -3,7 +3,7 @@
 // without usage is billed on estimate, gets its cost frame, then the error `stream_incomplete`.
 // The client stream is pull-driven, so a slow client slows the supplier read (backpressure).
 import type { Logger } from 'pino'
-import { renewLease } from '../market/settlement.ts'
+import type { LeaseRenewer } from '../market/lease-renewer.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import { formatMicros } from '../money/units.ts'
 import type { AdmittedChat } from './chat-request.ts'
@@ -22,7 +22,7 @@ export interface StreamTiming {
 }
 
 export interface StreamContext {
-  deps: SettleDeps & { logger: Logger }
+  deps: SettleDeps & { logger: Logger; renewer: LeaseRenewer }
   timing: StreamTiming
   chat: AdmittedChat
   messages: ChatMessageLike[]
@@ -44,20 +44,14 @@ export class StreamSettler {
   readonly counter = new OutputTokenCounter()
   private usage: Usage | null = null
   private settled: Promise<Settlement | null> | null = null
-  private renewTimer: Timer
+  private readonly renewer: LeaseRenewer
 
   constructor(private readonly ctx: StreamContext) {
     metrics.openStreams.value += 1
     this.events = new UpstreamEvents(ctx.dispatched.reader!, ctx.dispatched.head)
-    const { redis, keys } = ctx.deps
-    const attemptId = ctx.dispatched.admission.attemptId
     // The lease lives as long as the stream: renewed while it flows, so only a dead replica's is reaped.
-    this.renewTimer = setInterval(
-      () => {
-        renewLease(redis, keys, attemptId, ctx.timing.leaseMs).catch(() => {})
-      },
-      Math.max(1_000, Math.floor(ctx.timing.leaseMs / 3)),
-    )
+    this.renewer = ctx.deps.renewer
+    this.renewer.add(ctx.dispatched.admission.attemptId)
   }
 
   noteUsage(usage: Usage): void {
@@ -68,7 +62,7 @@ export class StreamSettler {
   settle(outcome: 'completed' | 'incomplete'): Promise<Settlement | null> {
     this.settled ??= (async () => {
       metrics.openStreams.value -= 1
-      clearInterval(this.renewTimer)
+      this.renewer.remove(this.ctx.dispatched.admission.attemptId)
       try {
         return await settle(this.ctx.deps, {
           chat: this.ctx.chat,
@@ -96,7 +90,7 @@ export class StreamSettler {
   }
 
   stop(): void {
-    clearInterval(this.renewTimer)
+    this.renewer.remove(this.ctx.dispatched.admission.attemptId)
     this.events.cancel()
     this.ctx.abortUpstream()
   }

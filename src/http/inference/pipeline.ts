@@ -18,6 +18,7 @@ import type { StreamContext, StreamTiming } from '../../inference/relay-stream.t
 import type { SettleDeps } from '../../inference/settle.ts'
 import { attachSupportReference, newSupportReference } from '../../inference/support-reference.ts'
 import type { ChatMessageLike } from '../../inference/tokens.ts'
+import { LeaseRenewer } from '../../market/lease-renewer.ts'
 import { UpstreamKeyCache } from '../../market/upstream-key-crypto.ts'
 import { formatMicros } from '../../money/units.ts'
 import type { Keyspace } from '../../redis/keys.ts'
@@ -38,7 +39,7 @@ export { SUPPORT_REFERENCE_HEADER } from '../../inference/support-reference.ts'
 export interface Pipeline {
   deps: InferenceDeps
   dispatching: DispatchDeps
-  settling: SettleDeps & { logger: Logger }
+  settling: SettleDeps & { logger: Logger; renewer: LeaseRenewer }
   timing: StreamTiming
 }
 
@@ -56,7 +57,13 @@ export function inferencePipeline(deps: InferenceDeps): Pipeline {
       firstByteTimeoutMs: inference.firstByteTimeoutMs,
       logger: deps.logger,
     },
-    settling: { redis: deps.redis, keys: deps.keys, feeBps: market.feeBps, logger: deps.logger },
+    settling: {
+      redis: deps.redis,
+      keys: deps.keys,
+      feeBps: market.feeBps,
+      logger: deps.logger,
+      renewer: new LeaseRenewer(deps.redis, deps.keys, market.leaseMs),
+    },
     timing: { keepAliveMs: inference.keepAliveMs, idleMs: inference.streamIdleMs, leaseMs: market.leaseMs },
   }
 }
