@@ -73,8 +73,7 @@ rcall('HSET', K_MARKET, 'buyerSpend', s(int(m[1]) + charged), 'supplierEarned', 
 if fee > 0 then rcall('HINCRBY', K_MARKET, 'fees', s(fee)) end
 if written_off > 0 then rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off)) end
 
-rcall('HSET', k_attempt(id), 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
+end_attempt(a, { 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
   'fee', s(fee), 'writtenOff', s(written_off), 'inputTokens', ARGV[5], 'outputTokens', ARGV[6],
-  'estimated', ARGV[7], 'outcome', ARGV[8], 'endedAt', s(now), 'lateClear', a.state == 'reaped' and '1' or '0')
-record_ended(id)
+  'estimated', ARGV[7], 'outcome', ARGV[8], 'endedAt', s(now), 'lateClear', a.state == 'reaped' and '1' or '0' })
 return { 1, s(charged), s(cost), s(burn), ask, s(confirmed), s(written_off), 0 }

@@ -25,7 +25,6 @@ if ARGV[4] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'bala
 if a.state ~= 'admitted' then return { 0 } end
 
 local confirmed = unwind_attempt(a, 0)
-rcall('HSET', k_attempt(a.id), 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now),
-  'final', ARGV[5] == '1' and '1' or '0')
-record_ended(a.id)
+end_attempt(a, { 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now),
+  'final', ARGV[5] == '1' and '1' or '0' })
 return { 1, s(confirmed) }

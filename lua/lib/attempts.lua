@@ -68,3 +68,17 @@ local function record_ended(id)
   rcall('XADD', K_ATTEMPTS_ENDED, '*', unpack(rcall('HGETALL', k_attempt(id))))
   rcall('PEXPIRE', k_attempt(id), ENDED_ATTEMPT_TTL_MS)
 end
+
+-- Ends an attempt read as `a` with its final fields (a flat name, value list): one write to its
+-- hash and the same fields onto the stream, without reading the hash back (the hot path's way).
+local function end_attempt(a, final)
+  rcall('HSET', k_attempt(a.id), unpack(final))
+  for i = 1, #final, 2 do a[final[i]] = final[i + 1] end
+  local flat = {}
+  for field, value in pairs(a) do
+    flat[#flat + 1] = field
+    flat[#flat + 1] = value
+  end
+  rcall('XADD', K_ATTEMPTS_ENDED, '*', unpack(flat))
+  rcall('PEXPIRE', k_attempt(a.id), ENDED_ATTEMPT_TTL_MS)
+end
