@@ -68,6 +68,14 @@ describe('limits', () => {
   })
 })
 
+describe('header limits', () => {
+  test('headers past the server limit: 431, and the next request is served as usual', async () => {
+    const huge = await fetch(`${stack.url}/v1/models`, { headers: { 'x-padding': 'a'.repeat(100_000) } })
+    expect(huge.status).toBe(431)
+    expect((await fetch(`${stack.url}/v1/models`)).status).toBe(200)
+  })
+})
+
 describe('fuzzing', () => {
   test('random JSON bodies on every buyer POST route: shaped 4xx, no money moves', async () => {
     const before = await moneyKeys()
