@@ -67,21 +67,26 @@ export async function admit(
     ],
   )) as Reply
   const code = n(reply[0]) as AdmitCode
+  if (code !== AdmitCode.Admitted) return refusalOf(reply)
+  return {
+    code,
+    attemptId: req.attemptId,
+    offerId: String(reply[1]),
+    askCents: n(reply[2]),
+    holdUsdc: n(reply[3]) as MicroUsdc,
+    holdDiem: n(reply[4]) as MicroDiem,
+    leaseDeadline: n(reply[5]),
+    confirmedAfter: n(reply[6]) as MicroUsdc,
+    upstreamBaseUrl: String(reply[7]),
+    upstreamKeyEnc: String(reply[8]),
+    upstreamBalance: reply[9] === '' || reply[9] === undefined ? null : (n(reply[9]) as MicroDiem),
+  }
+}
+
+/** A refusal as admit and quote return it: its code, then the hint values some codes carry. */
+export function refusalOf(reply: (string | number)[]): AdmitRefusal {
+  const code = n(reply[0]) as AdmitCode
   switch (code) {
-    case AdmitCode.Admitted:
-      return {
-        code,
-        attemptId: req.attemptId,
-        offerId: String(reply[1]),
-        askCents: n(reply[2]),
-        holdUsdc: n(reply[3]) as MicroUsdc,
-        holdDiem: n(reply[4]) as MicroDiem,
-        leaseDeadline: n(reply[5]),
-        confirmedAfter: n(reply[6]) as MicroUsdc,
-        upstreamBaseUrl: String(reply[7]),
-        upstreamKeyEnc: String(reply[8]),
-        upstreamBalance: reply[9] === '' || reply[9] === undefined ? null : (n(reply[9]) as MicroDiem),
-      }
     case AdmitCode.NoEligibleSupply:
       return {
         code,

@@ -8,8 +8,8 @@ import { costHeaders } from '../../inference/relay-buffered.ts'
 import { clearBurn } from '../../inference/settle.ts'
 import { type VideoJob, VideoJobs } from '../../inference/video-jobs.ts'
 import { admitVideo, videoBodySchema } from '../../inference/video-request.ts'
-import { AdmitCode, type AdmitRefusal, refusalError } from '../../market/result-codes.ts'
-import { release } from '../../market/settlement.ts'
+import { AdmitCode, refusalError } from '../../market/result-codes.ts'
+import { refusalOf, release } from '../../market/settlement.ts'
 import { costAtAsk, formatMicros, type MicroDiem } from '../../money/units.ts'
 import { runScript } from '../../redis/scripts.ts'
 import { buyerAuth } from '../auth.ts'
@@ -33,14 +33,7 @@ async function quoteAsk(deps: InferenceDeps, accountId: string, burn: MicroDiem)
       headers: { 'x-svc-error-code': 'keys_busy' },
     })
   }
-  const n = (i: number) => Number(reply[i])
-  const refusal =
-    code === AdmitCode.NoEligibleSupply
-      ? { code, buyerMaxCents: n(1), cheapestPostedCents: n(2), routableAboveMax: n(3) }
-      : code === AdmitCode.InsufficientRoutable
-        ? { code, eligibleRoutable: n(1), maxEligibleOffer: n(2) }
-        : { code }
-  throw refusalError(refusal as AdmitRefusal)
+  throw refusalError(refusalOf(reply))
 }
 
 function jobView(job: Pick<VideoJob, 'id' | 'model' | 'seconds' | 'state'>) {
