@@ -140,6 +140,65 @@ describe('fuzzing', () => {
     )
   })
 
+  test('random JSON bodies on the operator routes: shaped 4xx, or a valid change', async () => {
+    const offer = await simOffer(stack, 55)
+    const routes: [string, string][] = [
+      ['POST', '/admin/v1/offers'],
+      ['PATCH', `/admin/v1/offers/${offer.id}`],
+      ['POST', '/admin/v1/accounts'],
+      ['POST', `/admin/v1/accounts/${buyer.accountId}/credit`],
+    ]
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...routes),
+        fc.jsonValue({ maxDepth: 3 }),
+        async ([method, path], body) => {
+          const response = await fetch(`${stack.url}${path}`, {
+            method,
+            headers: {
+              authorization: `Bearer ${stack.config.adminToken}`,
+              'content-type': 'application/json',
+            },
+            body: JSON.stringify(body),
+          })
+          if (response.status < 400) {
+            await response.arrayBuffer()
+            return
+          }
+          await expectShapedRefusal(response)
+        },
+      ),
+      { numRuns: 120 },
+    )
+  })
+
+  test('random headers on a paid route: never a 500, never money moved without a valid key', async () => {
+    const before = await moneyKeys()
+    const headerValue = fc.oneof(
+      fc.string({ maxLength: 200 }).filter((v) => /^[\x20-\x7e]*$/.test(v)),
+      fc.constantFrom('Bearer', 'Bearer ', 'bearer svc_', `Basic ${btoa('a:b')}`, 'Bearer svc_x y'),
+    )
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          authorization: headerValue,
+          'content-type': headerValue,
+          cookie: fc.option(headerValue),
+        }),
+        async ({ cookie, ...headers }) => {
+          const response = await fetch(`${stack.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { ...headers, ...(cookie === null ? {} : { cookie }) },
+            body: JSON.stringify({ model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }] }),
+          })
+          await expectShapedRefusal(response)
+        },
+      ),
+      { numRuns: 150 },
+    )
+    expect(await moneyKeys()).toEqual(before)
+  })
+
   test('random paths and query strings: never a 500', async () => {
     await fc.assert(
       fc.asyncProperty(
