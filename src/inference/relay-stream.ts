@@ -137,7 +137,10 @@ export function relayStream(ctx: StreamContext, shape: StreamShape): ReadableStr
         return
       }
       for (;;) {
-        const event = await settler.events.next(ctx.timing.keepAliveMs)
+        // Wake for the next keep-alive, or sooner when the idle limit comes first: a stall must be
+        // noticed at the idle time, not at the next keep-alive after it.
+        const wait = Math.min(ctx.timing.keepAliveMs, ctx.timing.idleMs - silentMs)
+        const event = await settler.events.next(wait)
         if (cancelled) return
         switch (event.kind) {
           case 'content': {
@@ -155,13 +158,13 @@ export function relayStream(ctx: StreamContext, shape: StreamShape): ReadableStr
           case 'done':
             continue
           case 'silence':
-            silentMs += ctx.timing.keepAliveMs
-            if (silentMs < ctx.timing.idleMs) {
-              controller.enqueue(encoder.encode(': keep-alive\n\n'))
-              return
+            silentMs += wait
+            if (silentMs >= ctx.timing.idleMs) {
+              settler.stop() // a stalled supplier is a truncated one
+              continue
             }
-            settler.stop() // a stalled supplier is a truncated one
-            continue
+            controller.enqueue(encoder.encode(': keep-alive\n\n'))
+            return
           case 'end': {
             const complete = settler.hasUsage
             const settlement = await settler.settle(complete ? 'completed' : 'incomplete')
