@@ -5,6 +5,7 @@ import { createWalletClient, http, parseAbi, toHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
 import { CHAIN_ID, startChain, type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
+import { authorizationTypes } from '../helpers/x402.ts'
 
 let chain: TestChain
 beforeAll(async () => {
@@ -37,16 +38,7 @@ test('transferWithAuthorization moves the amount once; a replay reverts', async 
   }
   const signature = await payer.signTypedData({
     domain: { name: USDC_NAME, version: USDC_VERSION, chainId: CHAIN_ID, verifyingContract: chain.usdc },
-    types: {
-      TransferWithAuthorization: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'validAfter', type: 'uint256' },
-        { name: 'validBefore', type: 'uint256' },
-        { name: 'nonce', type: 'bytes32' },
-      ],
-    },
+    types: authorizationTypes,
     primaryType: 'TransferWithAuthorization',
     message,
   })

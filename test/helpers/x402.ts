@@ -14,7 +14,7 @@ export interface RequirementsV1 {
   extra: { name: string; version: string }
 }
 
-const authorizationTypes = {
+export const authorizationTypes = {
   TransferWithAuthorization: [
     { name: 'from', type: 'address' },
     { name: 'to', type: 'address' },
