@@ -4,6 +4,7 @@ local BASE = KEYS[1]
 local function k_account(id) return BASE .. 'acct:' .. id end
 local function k_offer(id) return BASE .. 'offer:' .. id end
 local function k_attempt(id) return BASE .. 'attempt:' .. id end
+local function k_apikey(digest) return BASE .. 'apikey:' .. digest end
 local K_LADDER = BASE .. 'ladder'
 local K_OFFERS = BASE .. 'offers'
 local K_LEASES = BASE .. 'leases'

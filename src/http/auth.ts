@@ -45,9 +45,8 @@ function bearerToken(request: Request, what: string): string {
   return match[1]!
 }
 
-async function authenticateBuyer(store: ApiKeyStore, logger: Logger, request: Request): Promise<Caller> {
-  const known = callers.get(request)
-  if (known) return known
+/** The digest of a well-formed Bearer key, or the 401 that says what is wrong (no Redis read). */
+function presentedKeyDigest(request: Request): string {
   if (request.headers.has('cookie')) {
     throw unauthorized(
       'cookies_not_accepted',
@@ -56,7 +55,13 @@ async function authenticateBuyer(store: ApiKeyStore, logger: Logger, request: Re
   }
   const token = bearerToken(request, 'API key')
   if (!looksLikeApiKey(token)) throw unauthorized('invalid_api_key', 'invalid API key')
-  const digest = digestApiKey(token)
+  return digestApiKey(token)
+}
+
+async function authenticateBuyer(store: ApiKeyStore, logger: Logger, request: Request): Promise<Caller> {
+  const known = callers.get(request)
+  if (known) return known
+  const digest = presentedKeyDigest(request)
   const key = await store.resolve(digest)
   if (!key) throw unauthorized('invalid_api_key', 'invalid API key')
   if (lastUsed.shouldTouch(key.id, key.lastUsedAt)) {
@@ -82,6 +87,24 @@ export function buyerAuth(deps: AuthDeps) {
       jsonBody,
     ],
     resolve: async ({ request }) => ({ buyer: await authenticate(request) }),
+  })
+}
+
+/**
+ * The `buyerKey` macro, for the paid routes: the key is checked for form here (cookie, Bearer,
+ * `svc_` shape: 401 before the body is read) and resolved by the admission script itself, in the
+ * same Redis call that admits the request; an unknown or revoked key is a 401 from there. The
+ * handler gets `buyerKey: { apiKeyDigest }`.
+ */
+export function buyerKeyAuth(deps: { keys: Keyspace }) {
+  return new Elysia({ name: 'svc/buyer-key', seed: deps.keys.prefix }).macro('buyerKey', {
+    parse: [
+      ({ request }) => {
+        presentedKeyDigest(request)
+      },
+      jsonBody,
+    ],
+    resolve: ({ request }) => ({ buyerKey: { apiKeyDigest: presentedKeyDigest(request) } }),
   })
 }
 

@@ -56,9 +56,11 @@ export function chatJob(chat: AdmittedChat): UpstreamJob {
   }
 }
 
+/** Whose request: the account and key ids, or the key's digest for admit to resolve (one round trip fewer). */
+export type Requester = { accountId: string; apiKeyId: string } | { apiKeyDigest: string }
+
 export interface DispatchRequest {
-  accountId: string
-  apiKeyId: string
+  requester: Requester
   requestId: string
   supportReference: string
   job: UpstreamJob
@@ -80,13 +82,20 @@ export interface Dispatched {
 
 const KEY_WAIT_STEP_MS = 15
 
-async function admitWaiting(deps: DispatchDeps, req: DispatchRequest, attemptId: string, tried: string[]) {
+async function admitWaiting(
+  deps: DispatchDeps,
+  req: DispatchRequest,
+  requester: Requester,
+  attemptId: string,
+  tried: string[],
+) {
   const deadline = Date.now() + deps.market.keyWaitMs
   for (;;) {
     const result = await admit(deps.redis, deps.keys, {
       attemptId,
-      accountId: req.accountId,
-      apiKeyId: req.apiKeyId,
+      ...('apiKeyDigest' in requester
+        ? { accountId: '', apiKeyId: '', apiKeyDigest: requester.apiKeyDigest }
+        : { accountId: requester.accountId, apiKeyId: requester.apiKeyId }),
       burnEstimate: req.job.burnEstimate,
       keyCap: deps.market.keyMaxInFlight,
       walletCap: deps.market.walletMaxInFlight,
@@ -146,6 +155,7 @@ async function noSupplier(
   req: DispatchRequest,
   lastRefusal: AdmitRefusal | null,
   failed: string[],
+  who: { accountId: string; apiKeyId: string } | null,
 ): Promise<ApiError> {
   const providerError = () =>
     new ApiError(502, 'provider_error', 'the provider could not complete the request; safe to retry')
@@ -153,12 +163,11 @@ async function noSupplier(
   if (!lastRefusal) return attachSupportReference(providerError(), req.supportReference)
   const afterFailures = failed.length > 0
   const error = afterFailures ? providerError() : refusalError(lastRefusal)
-  if (!afterFailures && !RECORDED_REFUSALS.includes(error.status)) return error
+  if (!who || (!afterFailures && !RECORDED_REFUSALS.includes(error.status))) return error
   try {
     await recordRefusal(deps.redis, deps.keys, {
       attemptId: `${req.supportReference}.${failed.length + 1}`,
-      accountId: req.accountId,
-      apiKeyId: req.apiKeyId,
+      ...who,
       requestId: req.requestId,
       model: req.job.modelId,
       errorCode: error.code,
@@ -177,9 +186,18 @@ async function noSupplier(
 export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promise<Dispatched> {
   const failed: string[] = []
   let refusal: AdmitRefusal | null = null
+  // Known once the first admit has resolved the key; later attempts pass the ids themselves.
+  let requester = req.requester
+  let who = 'accountId' in requester ? requester : null
   for (let n = 1; n <= MAX_SUPPLIER_KEYS; n++) {
     const attemptId = `${req.supportReference}.${n}`
-    const result = await admitWaiting(deps, req, attemptId, failed)
+    const result = await admitWaiting(deps, req, requester, attemptId, failed)
+    const resolved =
+      result.code === AdmitCode.Admitted ? (result as Admission) : (result as { who?: typeof who }).who
+    if (resolved) {
+      who = { accountId: resolved.accountId, apiKeyId: resolved.apiKeyId }
+      requester = who
+    }
     if (result.code !== AdmitCode.Admitted) {
       refusal = result
       break
@@ -268,5 +286,5 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     metrics.fallForwards.inc({ code: f.code })
     failed.push(admission.offerId)
   }
-  throw await noSupplier(deps, req, refusal, failed)
+  throw await noSupplier(deps, req, refusal, failed, who)
 }

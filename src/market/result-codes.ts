@@ -15,6 +15,7 @@ export enum AdmitCode {
   SupplyExhausted = -8,
   InsufficientBalance = -9,
   DuplicateAttempt = -10,
+  UnknownKey = -11,
 }
 
 /** The hint values some refusals carry, as the script returns them. */
@@ -36,6 +37,7 @@ export type AdmitRefusal =
         | AdmitCode.KeysBusy
         | AdmitCode.SupplyExhausted
         | AdmitCode.DuplicateAttempt
+        | AdmitCode.UnknownKey
     }
 
 /** The contract's error for a refusal (KeysBusy becomes key_wait_timeout once the wait is over). */
@@ -108,6 +110,10 @@ export function refusalError(refusal: AdmitRefusal): ApiError {
       )
     case AdmitCode.UnknownAccount:
       return new ApiError(401, 'invalid_api_key', 'the account of this key no longer exists')
+    case AdmitCode.UnknownKey:
+      return new ApiError(401, 'invalid_api_key', 'invalid API key', {
+        headers: { 'www-authenticate': 'Bearer' },
+      })
     case AdmitCode.DuplicateAttempt:
       return new ApiError(500, 'internal_error', 'internal error; safe to retry')
   }

@@ -8,8 +8,10 @@ import { AdmitCode, type AdmitRefusal } from './result-codes.ts'
 
 export interface AdmitRequest {
   attemptId: string
+  /** Who asks: the account and key ids, or, on the hot path, the key's digest resolved by admit. */
   accountId: string
   apiKeyId: string
+  apiKeyDigest?: string
   burnEstimate: MicroDiem
   keyCap: number
   walletCap: number
@@ -25,6 +27,8 @@ export interface AdmitRequest {
 export interface Admission {
   code: AdmitCode.Admitted
   attemptId: string
+  accountId: string
+  apiKeyId: string
   offerId: string
   askCents: number
   holdUsdc: MicroUsdc
@@ -64,13 +68,18 @@ export async function admit(
       req.requestId,
       req.lane?.name ?? '',
       req.lane?.cap ?? 0,
+      req.apiKeyDigest ?? '',
     ],
   )) as Reply
   const code = n(reply[0]) as AdmitCode
-  if (code !== AdmitCode.Admitted) return refusalOf(reply)
+  if (code === AdmitCode.UnknownKey) return { code }
+  // Every other reply ends with whose request it was (admit resolves a digest to them).
+  const who = { accountId: String(reply[reply.length - 2]), apiKeyId: String(reply[reply.length - 1]) }
+  if (code !== AdmitCode.Admitted) return Object.assign(refusalOf(reply.slice(0, -2)), { who })
   return {
     code,
     attemptId: req.attemptId,
+    ...who,
     offerId: String(reply[1]),
     askCents: n(reply[2]),
     holdUsdc: n(reply[3]) as MicroUsdc,

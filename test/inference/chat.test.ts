@@ -347,6 +347,31 @@ describe('refusals', () => {
     expect(response.status).toBe(400)
   })
 
+  test('a revoked key: 401 from the admission itself, nothing held; a live key is marked used', async () => {
+    const minted = await fetch(`${stack.url}/v1/agent/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${buyer.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'short-lived' }),
+    })
+    const key = (await minted.json()) as { apiKey: string; id: string }
+    const used = await rawChat({}, {}, key.apiKey)
+    expect(used.status).toBe(200)
+    const { digestApiKey } = await import('../../src/accounts/api-keys.ts')
+    expect(
+      Number(await stack.redis.hget(stack.keys.apiKey(digestApiKey(key.apiKey)), 'lastUsedAt')),
+    ).toBeGreaterThan(0)
+    await fetch(`${stack.url}/v1/agent/keys/${key.id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${buyer.apiKey}` },
+    })
+    const before = await balances(stack, buyer.accountId)
+    const response = await rawChat({}, {}, key.apiKey)
+    expect(response.status).toBe(401)
+    expect(response.headers.get('www-authenticate')).toBe('Bearer')
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key')
+    expect(await balances(stack, buyer.accountId)).toEqual(before)
+  })
+
   test('no key: 401', async () => {
     const response = await fetch(`${stack.url}/v1/chat/completions`, { method: 'POST', body: '{}' })
     expect(response.status).toBe(401)

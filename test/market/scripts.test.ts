@@ -32,6 +32,8 @@ afterAll(() => {
 })
 
 const account = (id: string) => fx.redis.hgetall(fx.keys.account(id))
+// Every refusal says whose request it was (admit may have resolved it from a key digest).
+const by = (accountId: string, apiKeyId = 'key-1') => ({ who: { accountId, apiKeyId } })
 const offer = (id: string) => fx.redis.hgetall(fx.keys.offer(id))
 const admitted = (result: unknown): Admission => {
   expect((result as { code: number }).code).toBe(AdmitCode.Admitted)
@@ -42,7 +44,7 @@ const clearOf = (attemptId: string, burn: number, extra: Partial<ClearRequest> =
 
 describe('lua key names', () => {
   test('lib/keys builds the same names as src/redis/keys.ts', async () => {
-    const script = `${libKeys}\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, K_ATTEMPTS_ENDED, k_request('R'), k_stats_day('D') }`
+    const script = `${libKeys}\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, K_ATTEMPTS_ENDED, k_request('R'), k_stats_day('D'), k_apikey('K') }`
     const names = await fx.redis.eval(script, 1, fx.keys.base)
     expect(names).toEqual([
       fx.keys.account('A'),
@@ -56,6 +58,7 @@ describe('lua key names', () => {
       fx.keys.attemptsEnded,
       fx.keys.request('R'),
       fx.keys.statsDay('D'),
+      fx.keys.apiKey('K'),
     ])
   })
 })
@@ -108,7 +111,7 @@ describe('admit', () => {
 
   test('pool_empty when nothing is posted', async () => {
     const acct = await seedAccount(fx, 1_000_000)
-    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.PoolEmpty })
+    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.PoolEmpty, ...by(acct) })
   })
 
   test('no_eligible_supply with the hint values when supply is only above the max', async () => {
@@ -117,6 +120,7 @@ describe('admit', () => {
     const acct = await seedAccount(fx, 1_000_000, 50)
     expect(await admitFor(fx, acct)).toEqual({
       code: AdmitCode.NoEligibleSupply,
+      ...by(acct),
       buyerMaxCents: 50,
       cheapestPostedCents: 60,
       routableAboveMax: 5_000_000,
@@ -130,6 +134,7 @@ describe('admit', () => {
     const acct = await seedAccount(fx, 1_000_000)
     expect(await admitFor(fx, acct, { burnEstimate: 5_000 as MicroDiem })).toEqual({
       code: AdmitCode.InsufficientRoutable,
+      ...by(acct),
       eligibleRoutable: 7_000,
       maxEligibleOffer: 4_000,
     })
@@ -139,8 +144,11 @@ describe('admit', () => {
     const only = await postOffer(fx, 40, 5_000_000, { maxInFlight: 1 })
     const acct = await seedAccount(fx, 1_000_000)
     admitted(await admitFor(fx, acct))
-    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy })
-    expect(await admitFor(fx, acct, { tried: [only] })).toEqual({ code: AdmitCode.SupplyExhausted })
+    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy, ...by(acct) })
+    expect(await admitFor(fx, acct, { tried: [only] })).toEqual({
+      code: AdmitCode.SupplyExhausted,
+      ...by(acct),
+    })
   })
 
   test('a cooling-down offer is skipped, and alone it reads as busy', async () => {
@@ -150,7 +158,7 @@ describe('admit', () => {
     await fx.redis.hset(fx.keys.offer(cool), 'cooldownUntil', Date.now() + 60_000)
     expect(admitted(await admitFor(fx, acct)).offerId).toBe(warm)
     await fx.offers.update(warm, { status: 'paused' })
-    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy })
+    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy, ...by(acct) })
   })
 
   test('429 codes: the per-key and per-wallet caps', async () => {
@@ -159,10 +167,12 @@ describe('admit', () => {
     admitted(await admitFor(fx, acct, { apiKeyId: 'k1', keyCap: 1, walletCap: 2 }))
     expect(await admitFor(fx, acct, { apiKeyId: 'k1', keyCap: 1, walletCap: 2 })).toEqual({
       code: AdmitCode.KeyConcurrency,
+      ...by(acct, 'k1'),
     })
     admitted(await admitFor(fx, acct, { apiKeyId: 'k2', keyCap: 1, walletCap: 2 }))
     expect(await admitFor(fx, acct, { apiKeyId: 'k3', keyCap: 1, walletCap: 2 })).toEqual({
       code: AdmitCode.BuyerConcurrency,
+      ...by(acct, 'k3'),
     })
   })
 
@@ -172,6 +182,7 @@ describe('admit', () => {
     const before = await account(acct)
     expect(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })).toEqual({
       code: AdmitCode.InsufficientBalance,
+      ...by(acct),
       needed: 500,
       confirmed: 499,
     })
@@ -191,6 +202,30 @@ describe('admit', () => {
     const acct = await seedAccount(fx, 1_000_000)
     admitted(await admitFor(fx, acct, { attemptId: 'same' }))
     expect((await admitFor(fx, acct, { attemptId: 'same' })).code).toBe(AdmitCode.DuplicateAttempt)
+  })
+})
+
+describe('admit by API key digest', () => {
+  test('resolves the key to its account in the same call, and writes lastUsedAt at most once a minute', async () => {
+    await postOffer(fx, 40, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    await fx.redis.hset(fx.keys.apiKey('d1'), { id: 'key-9', accountId: acct, lastUsedAt: 0 })
+    const first = admitted(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'd1' }))
+    expect([first.accountId, first.apiKeyId]).toEqual([acct, 'key-9'])
+    expect(await fx.redis.hget(fx.keys.attempt(first.attemptId), 'keyId')).toBe('key-9')
+    const touched = await fx.redis.hget(fx.keys.apiKey('d1'), 'lastUsedAt')
+    expect(Number(touched)).toBeGreaterThan(0)
+    admitted(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'd1' }))
+    expect(await fx.redis.hget(fx.keys.apiKey('d1'), 'lastUsedAt')).toBe(touched)
+    expect(await fx.redis.hget(fx.keys.inflight, 'k:key-9')).toBe('2')
+  })
+
+  test('an unknown or revoked key is refused before anything is read or held', async () => {
+    await postOffer(fx, 40, 5_000_000)
+    expect(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'nope' })).toEqual({
+      code: AdmitCode.UnknownKey,
+    })
+    expect(await fx.redis.zcard(fx.keys.leases)).toBe(0)
   })
 })
 

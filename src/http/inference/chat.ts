@@ -4,7 +4,7 @@ import { Elysia } from 'elysia'
 import { chatBodySchema } from '../../inference/chat-request.ts'
 import { costHeaders } from '../../inference/relay-buffered.ts'
 import { relayChatStream } from '../../inference/relay-stream.ts'
-import { buyerAuth } from '../auth.ts'
+import { buyerKeyAuth } from '../auth.ts'
 import {
   beginInference,
   type InferenceDeps,
@@ -16,10 +16,10 @@ import {
 
 export function chatRoutes(deps: InferenceDeps) {
   const pipeline = inferencePipeline(deps)
-  return new Elysia({ name: 'svc/chat', seed: deps.keys.prefix }).use(buyerAuth(deps)).post(
+  return new Elysia({ name: 'svc/chat', seed: deps.keys.prefix }).use(buyerKeyAuth(deps)).post(
     '/v1/chat/completions',
-    async ({ body, buyer, request }) => {
-      const begun = await beginInference(pipeline, body, buyer, request)
+    async ({ body, buyerKey, request }) => {
+      const begun = await beginInference(pipeline, body, buyerKey, request)
       if (!begun.chat.stream) {
         const { body: answer, settlement } = await settleBuffered(pipeline, begun)
         return new Response(JSON.stringify(answer), {
@@ -39,6 +39,6 @@ export function chatRoutes(deps: InferenceDeps) {
         },
       })
     },
-    { buyer: true, body: chatBodySchema },
+    { buyerKey: true, body: chatBodySchema },
   )
 }

@@ -7,7 +7,7 @@ import { costHeaders } from '../../inference/relay-buffered.ts'
 import { clearBurn } from '../../inference/settle.ts'
 import { attachSupportReference } from '../../inference/support-reference.ts'
 import { formatMicros, type MicroDiem } from '../../money/units.ts'
-import { buyerAuth } from '../auth.ts'
+import { buyerKeyAuth } from '../auth.ts'
 import { ApiError } from '../errors.ts'
 import { dispatchFor, type InferenceDeps, inferencePipeline, SUPPORT_REFERENCE_HEADER } from './pipeline.ts'
 
@@ -15,11 +15,11 @@ export const IMAGE_LANE = { name: 'img', cap: 1 }
 
 export function imageRoutes(deps: InferenceDeps) {
   const pipeline = inferencePipeline(deps)
-  return new Elysia({ name: 'svc/images', seed: deps.keys.prefix }).use(buyerAuth(deps)).post(
+  return new Elysia({ name: 'svc/images', seed: deps.keys.prefix }).use(buyerKeyAuth(deps)).post(
     '/v1/images/generations',
-    async ({ body, buyer, request }) => {
+    async ({ body, buyerKey, request }) => {
       const images = admitImages(body, await deps.catalog.get(body.model))
-      const { context, supportReference, dispatched } = await dispatchFor(pipeline, buyer, request, {
+      const { context, supportReference, dispatched } = await dispatchFor(pipeline, buyerKey, request, {
         modelId: images.modelId,
         burnEstimate: images.burnEstimate,
         path: '/images/generations',
@@ -56,6 +56,6 @@ export function imageRoutes(deps: InferenceDeps) {
         },
       })
     },
-    { buyer: true, body: imageBodySchema },
+    { buyerKey: true, body: imageBodySchema },
   )
 }

@@ -11,6 +11,7 @@ import {
   type DispatchDeps,
   type Dispatched,
   dispatch,
+  type Requester,
   type UpstreamJob,
 } from '../../inference/dispatch.ts'
 import { type BufferedResult, relayBuffered } from '../../inference/relay-buffered.ts'
@@ -22,7 +23,6 @@ import { LeaseRenewer } from '../../market/lease-renewer.ts'
 import { UpstreamKeyCache } from '../../market/upstream-key-crypto.ts'
 import { formatMicros } from '../../money/units.ts'
 import type { Keyspace } from '../../redis/keys.ts'
-import type { Caller } from '../auth.ts'
 import { ApiError } from '../errors.ts'
 import { type RequestContext, requestContext } from '../request-context.ts'
 
@@ -82,7 +82,7 @@ export interface Begun {
 export async function beginInference(
   p: Pipeline,
   body: ChatBody,
-  buyer: Caller,
+  requester: Requester,
   request: Request,
 ): Promise<Begun> {
   const model = liveTextModel(await p.deps.catalog.get(body.model), body.model)
@@ -91,7 +91,7 @@ export async function beginInference(
   request.signal.addEventListener('abort', () => upstream.abort(), { once: true })
   const { context, supportReference, dispatched } = await dispatchFor(
     p,
-    buyer,
+    requester,
     request,
     chatJob(chat),
     upstream.signal,
@@ -106,7 +106,7 @@ export async function beginInference(
  */
 export async function dispatchFor(
   p: Pipeline,
-  buyer: Caller,
+  requester: Requester,
   request: Request,
   job: UpstreamJob,
   signal = request.signal,
@@ -115,8 +115,7 @@ export async function dispatchFor(
   const supportReference = newSupportReference()
   context.supportReference = supportReference
   const dispatched = await dispatch(p.dispatching, {
-    accountId: buyer.accountId,
-    apiKeyId: buyer.keyId,
+    requester,
     requestId: context.id,
     supportReference,
     job,

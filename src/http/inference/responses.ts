@@ -10,7 +10,7 @@ import {
   responsesBodySchema,
   responsesToChat,
 } from '../../inference/responses-request.ts'
-import { buyerAuth } from '../auth.ts'
+import { buyerKeyAuth } from '../auth.ts'
 import { notFound } from '../errors.ts'
 import {
   beginInference,
@@ -33,13 +33,13 @@ function answerText(chat: Record<string, unknown>): string {
 export function responsesRoutes(deps: InferenceDeps) {
   const pipeline = inferencePipeline(deps)
   return new Elysia({ name: 'svc/responses', seed: deps.keys.prefix })
-    .use(buyerAuth(deps))
+    .use(buyerKeyAuth(deps))
     .get('/v1/responses', notStored)
     .get('/v1/responses/:id', notStored)
     .post(
       '/v1/responses',
-      async ({ body, buyer, request }) => {
-        const begun = await beginInference(pipeline, responsesToChat(body), buyer, request)
+      async ({ body, buyerKey, request }) => {
+        const begun = await beginInference(pipeline, responsesToChat(body), buyerKey, request)
         const shape = responseShape(body, begun.chat.model.id, begun.context.id)
         if (!begun.chat.stream) {
           const { body: chat, settlement } = await settleBuffered(pipeline, begun)
@@ -69,6 +69,6 @@ export function responsesRoutes(deps: InferenceDeps) {
           },
         })
       },
-      { buyer: true, body: responsesBodySchema },
+      { buyerKey: true, body: responsesBodySchema },
     )
 }

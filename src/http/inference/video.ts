@@ -130,16 +130,21 @@ export function videoRoutes(deps: InferenceDeps) {
       '/v1/video/queue',
       async ({ body, buyer, request }) => {
         const video = admitVideo(body, await deps.catalog.get(body.model))
-        const { supportReference, dispatched } = await dispatchFor(pipeline, buyer, request, {
-          modelId: video.modelId,
-          burnEstimate: video.burnEstimate,
-          path: '/video/queue',
-          body: video.upstreamBody,
-          stream: false,
-          isComplete: (json) => typeof json.queue_id === 'string',
-          // The hold lives until the job is retrieved, refunded or expired.
-          leaseMs: ttlMs,
-        })
+        const { supportReference, dispatched } = await dispatchFor(
+          pipeline,
+          { accountId: buyer.accountId, apiKeyId: buyer.keyId },
+          request,
+          {
+            modelId: video.modelId,
+            burnEstimate: video.burnEstimate,
+            path: '/video/queue',
+            body: video.upstreamBody,
+            stream: false,
+            isComplete: (json) => typeof json.queue_id === 'string',
+            // The hold lives until the job is retrieved, refunded or expired.
+            leaseMs: ttlMs,
+          },
+        )
         const { admission } = dispatched
         const now = Date.now()
         const job: VideoJob = {
