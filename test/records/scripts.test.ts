@@ -3,10 +3,17 @@
 // an entry into its request record and the day's stats at most once.
 import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
 import { AdmitCode } from '../../src/market/result-codes.ts'
-import { type Admission, clear, reapExpired, release } from '../../src/market/settlement.ts'
+import { type Admission, reapExpired, release } from '../../src/market/settlement.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { runScript } from '../../src/redis/scripts.ts'
-import { admitFor, type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
+import {
+  admitFor,
+  clearFor,
+  type MarketFixture,
+  marketFixture,
+  postOffer,
+  seedAccount,
+} from '../helpers/market.ts'
 
 let fx: MarketFixture
 const fixtures: MarketFixture[] = []
@@ -22,17 +29,7 @@ const admitted = (result: unknown): Admission => {
   expect((result as { code: number }).code).toBe(AdmitCode.Admitted)
   return result as Admission
 }
-const clearOf = (attemptId: string, burn: number) =>
-  clear(fx.redis, fx.keys, {
-    attemptId,
-    burn: burn as MicroDiem,
-    feeBps: 0,
-    upstreamBalanceAfter: null,
-    inputTokens: 10,
-    outputTokens: 20,
-    estimated: false,
-    outcome: 'completed',
-  })
+const clearOf = (attemptId: string, burn: number) => clearFor(fx, attemptId, burn)
 const releaseOf = (attemptId: string, final = false) =>
   release(fx.redis, fx.keys, {
     attemptId,
