@@ -1,9 +1,10 @@
 // Fixtures for the market's script tests: a fresh keyspace on the test redis-server, accounts
 // written in the account model of src/redis/keys.ts, offers posted through the real OfferService.
+import { afterAll, beforeEach, expect } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import { OfferService } from '../../src/market/offers.ts'
-import type { AdmitRefusal } from '../../src/market/result-codes.ts'
+import { AdmitCode, type AdmitRefusal } from '../../src/market/result-codes.ts'
 import {
   type Admission,
   type AdmitRequest,
@@ -108,4 +109,23 @@ export function clearFor(
     outcome: 'completed',
     ...extra,
   })
+}
+
+/** A fresh keyspace for every test of the calling file (handed to `use`), all closed at its end. */
+export function freshMarketPerTest(use: (fx: MarketFixture) => void): void {
+  const fixtures: MarketFixture[] = []
+  beforeEach(() => {
+    const fx = marketFixture()
+    fixtures.push(fx)
+    use(fx)
+  })
+  afterAll(() => {
+    for (const f of fixtures) f.close()
+  })
+}
+
+/** The admission, after checking that the script admitted. */
+export function admitted(result: unknown): Admission {
+  expect((result as { code: number }).code).toBe(AdmitCode.Admitted)
+  return result as Admission
 }

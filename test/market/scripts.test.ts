@@ -1,10 +1,9 @@
 // The money scripts, tested directly against a real Redis: admit, clear, release, renew, reap.
-import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import { auditMarket } from '../../src/market/audit.ts'
 import { AdmitCode } from '../../src/market/result-codes.ts'
 import {
-  type Admission,
   type ClearRequest,
   reapExpired,
   release,
@@ -14,31 +13,23 @@ import {
 import type { MicroDiem } from '../../src/money/units.ts'
 import {
   admitFor,
+  admitted,
   clearFor,
+  freshMarketPerTest,
   type MarketFixture,
-  marketFixture,
   postOffer,
   seedAccount,
 } from '../helpers/market.ts'
 
 let fx: MarketFixture
-const fixtures: MarketFixture[] = []
-beforeEach(() => {
-  fx = marketFixture()
-  fixtures.push(fx)
-})
-afterAll(() => {
-  for (const f of fixtures) f.close()
+freshMarketPerTest((fresh) => {
+  fx = fresh
 })
 
 const account = (id: string) => fx.redis.hgetall(fx.keys.account(id))
 // Every refusal says whose request it was (admit may have resolved it from a key digest).
 const by = (accountId: string, apiKeyId = 'key-1') => ({ who: { accountId, apiKeyId } })
 const offer = (id: string) => fx.redis.hgetall(fx.keys.offer(id))
-const admitted = (result: unknown): Admission => {
-  expect((result as { code: number }).code).toBe(AdmitCode.Admitted)
-  return result as Admission
-}
 const clearOf = (attemptId: string, burn: number, extra: Partial<ClearRequest> = {}) =>
   clearFor(fx, attemptId, burn, extra)
 

@@ -1,34 +1,26 @@
 // The records' Lua, tested directly against a real Redis: clear, release and reap add the ended
 // attempt to the attempts:ended stream in the same script (once each), and record-attempt copies
 // an entry into its request record and the day's stats at most once.
-import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { AdmitCode } from '../../src/market/result-codes.ts'
-import { type Admission, reapExpired, release } from '../../src/market/settlement.ts'
+import { reapExpired, release } from '../../src/market/settlement.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import {
   admitFor,
+  admitted,
   clearFor,
+  freshMarketPerTest,
   type MarketFixture,
-  marketFixture,
   postOffer,
   seedAccount,
 } from '../helpers/market.ts'
 
 let fx: MarketFixture
-const fixtures: MarketFixture[] = []
-beforeEach(() => {
-  fx = marketFixture()
-  fixtures.push(fx)
-})
-afterAll(() => {
-  for (const f of fixtures) f.close()
+freshMarketPerTest((fresh) => {
+  fx = fresh
 })
 
-const admitted = (result: unknown): Admission => {
-  expect((result as { code: number }).code).toBe(AdmitCode.Admitted)
-  return result as Admission
-}
 const clearOf = (attemptId: string, burn: number) => clearFor(fx, attemptId, burn)
 const releaseOf = (attemptId: string, final = false) =>
   release(fx.redis, fx.keys, {
