@@ -19,6 +19,7 @@
   ARGV[14] the API key's SHA-256 digest ("" when ARGV[2] and ARGV[3] are given): the key is then
            resolved here, in the same call as the admission (one round trip fewer per request),
            and its lastUsedAt written at most once a minute
+  ARGV[15] how long an attempt reaped here is kept as its request's record, ms (default 30 days)
 
   Every reply but {-11} ends with the account id and the API key id it was made for.
 
@@ -63,6 +64,7 @@ local function reply(t)
   return t
 end
 
+if ARGV[15] and ARGV[15] ~= '' then record_ttl_ms = int(ARGV[15]) end
 reap_expired(now, 20)
 
 local account = k_account(account_id)
@@ -110,8 +112,7 @@ rcall('HSET', k_attempt(attempt_id),
   'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,
   'offerId', chosen.id, 'askCents', chosen.ask, 'holdUsdc', s(hold), 'holdDiem', s(estimate),
   'model', ARGV[10], 'requestId', ARGV[11], 'tried', ARGV[8], 'admittedAt', s(now), 'lane', lane)
--- The supplier call needs these; returning them saves a round trip on the hot path.
-local upstream = rcall('HMGET', offer, 'upstreamBaseUrl', 'upstreamKeyEnc')
+-- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)
-return reply({ 1, chosen.id, chosen.ask, s(hold), s(estimate), s(deadline), s(confirmed - hold), upstream[1],
-  upstream[2], balance })
+return reply({ 1, chosen.id, chosen.ask, s(hold), s(estimate), s(deadline), s(confirmed - hold),
+  chosen.upstream_base_url, chosen.upstream_key_enc, balance })

@@ -2,8 +2,9 @@
   clear: settle one admitted attempt from its actual burn. The buyer pays
   cost = ceil(burn x ask / 100) micro-USDC out of the hold, the rest of the hold goes back, the
   offer's capacity is burned, the supplier earns cost - fee, the lease and slots are released, and
-  the attempt record keeps it all; the ended attempt is added to the attempts:ended stream.
-  Idempotent: clearing a cleared attempt changes nothing (and adds nothing to the stream).
+  the attempt record keeps it all (it is the request's record from then on), and the request counts
+  once in its model's usage stats for the day.
+  Idempotent: clearing a cleared attempt changes nothing (and counts nothing again).
   Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
@@ -15,6 +16,7 @@
   ARGV[6]  output tokens
   ARGV[7]  "1" when the usage was estimated, "0" when metered
   ARGV[8]  outcome: completed | incomplete
+  ARGV[9]  how long the ended attempt is kept as the request's record, ms (default 30 days)
 
   Burn is capped at what the offer has left, so an offer never burns more than it posted. The
   buyer is never charged more than the hold; a late clear (the lease was reaped, the hold already
@@ -35,11 +37,13 @@ end
 if a.state == 'released' then return { -2 } end
 
 local now = now_ms()
+if ARGV[9] and ARGV[9] ~= '' then record_ttl_ms = int(ARGV[9]) end
 local fee_bps = int(ARGV[3])
 local ask = int(a.askCents)
 local offer = k_offer(a.offerId)
-local f = rcall('HMGET', offer, 'capacity', 'burned')
-local left = int(f[1]) - int(f[2])
+-- Read once: the unwind below writes from the same row.
+local o = rcall('HMGET', offer, unpack(OFFER_SETTLE_FIELDS))
+local left = int(o[5]) - int(o[3])
 if left < 0 then left = 0 end
 local burn = int(ARGV[2])
 if burn > left then burn = left end
@@ -49,7 +53,7 @@ local fee = idiv(cost * fee_bps, 10000)
 local charged, confirmed
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
-  confirmed = unwind_attempt(a, charged, { burn = burn, earned = cost - fee, balance = ARGV[4] })
+  confirmed = unwind_attempt(a, charged, { burn = burn, earned = cost - fee, balance = ARGV[4], offer = o })
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero
   confirmed = int(rcall('HGET', account, 'confirmed'))
@@ -76,4 +80,5 @@ if written_off > 0 then rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off))
 end_attempt(a, { 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
   'fee', s(fee), 'writtenOff', s(written_off), 'inputTokens', ARGV[5], 'outputTokens', ARGV[6],
   'estimated', ARGV[7], 'outcome', ARGV[8], 'endedAt', s(now), 'lateClear', a.state == 'reaped' and '1' or '0' })
+count_served(a.model, now)
 return { 1, s(charged), s(cost), s(burn), ask, s(confirmed), s(written_off), 0 }

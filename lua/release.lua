@@ -1,7 +1,7 @@
 --[[
   release: end a failed attempt with no charge: the hold, the capacity and the slots all go back.
   Optionally cools the offer down (upstream errors) and records the supplier key's balance.
-  The ended attempt is added to the attempts:ended stream (once: only when this call ends it).
+  The ended attempt is kept as the request's record (lib/attempts end_attempt).
   Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
@@ -11,10 +11,12 @@
   ARGV[4]  the supplier key's upstream balance, micro-DIEM ("" unknown)
   ARGV[5]  "1" when no other supplier will be tried for this request (kept as the attempt's
            `final`: its record is then complete), "0" when the request falls forward
+  ARGV[6]  how long the ended attempt is kept as the request's record, ms (default 30 days)
 
   Returns {1, confirmedAfter} released; {0} already ended (no-op); {-1} unknown attempt.
 ]]
 
+if ARGV[6] and ARGV[6] ~= '' then record_ttl_ms = int(ARGV[6]) end
 local a = read_attempt(ARGV[1])
 if not a then return { -1 } end
 local now = now_ms()

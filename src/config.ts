@@ -129,25 +129,16 @@ export interface InferenceConfig {
 
 /** Attempt records, request lookup and usage stats (src/records). */
 export interface RecordsConfig {
-  /** Ended attempts older than this leave the stream (never one the worker has not copied yet). */
-  streamRetentionMs: number
   /** How long a request stays resolvable by its support reference. */
   recordRetentionDays: number
   /** Below this many requests served in a window, stats answer hasSufficientVolume: false. */
   statsMinRequests: number
-  /** Entries a consumer left pending this long are claimed by another (it is taken for dead). */
-  claimIdleMs: number
-  /** Stream entries read and copied per batch. */
-  batchSize: number
 }
 
 function loadRecordsConfig(env: Env): RecordsConfig {
   return {
-    streamRetentionMs: integer(env, 'SVC_ATTEMPTS_RETENTION_HOURS', 24, 1, 8_760) * 3_600_000,
     recordRetentionDays: integer(env, 'SVC_RECORD_RETENTION_DAYS', 30, 1, 3_650),
     statsMinRequests: integer(env, 'SVC_STATS_MIN_REQUESTS', 50, 1, 1_000_000_000),
-    claimIdleMs: integer(env, 'SVC_RECORDS_CLAIM_IDLE_MS', 30_000, 100, 3_600_000),
-    batchSize: integer(env, 'SVC_RECORDS_BATCH', 100, 1, 10_000),
   }
 }
 

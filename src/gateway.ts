@@ -6,7 +6,6 @@ import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { startFunding } from './funding/start.ts'
 import { startReaper } from './market/reaper.ts'
-import { startRecordsWorker } from './records/start.ts'
 import { createRedis, whenReady } from './redis/connection.ts'
 import { keyspace } from './redis/keys.ts'
 
@@ -46,8 +45,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     logger.warn({ err: (error as Error).message }, 'catalog sync failed at start; serving the stored catalog')
   }
   const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
-  const stopReaper = startReaper(redis, keys, config.market.reapIntervalMs, logger)
-  const records = await startRecordsWorker(config, keys, logger)
+  const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
+  const stopReaper = startReaper(redis, keys, config.market.reapIntervalMs, logger, recordRetentionMs)
 
   const funding = startFunding(config, redis, keys, logger)
   const lifecycle = { draining: false }
@@ -65,7 +64,6 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     stopSync()
     funding?.stop()
     stopReaper()
-    await records.stop()
     await app.stop(true)
     redis.disconnect()
   }

@@ -26,13 +26,7 @@ describe('gateway config', () => {
     expect(config.redisPrefix).toBe('svc:{m}')
     expect(config.upstreamUrl).toBe('http://127.0.0.1:9999/api/v1')
     expect(config.masterKey.length).toBe(32)
-    expect(config.records).toEqual({
-      streamRetentionMs: 86_400_000,
-      recordRetentionDays: 30,
-      statsMinRequests: 50,
-      claimIdleMs: 30_000,
-      batchSize: 100,
-    })
+    expect(config.records).toEqual({ recordRetentionDays: 30, statsMinRequests: 50 })
     expect(
       loadGatewayConfig({ ...valid, SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') }).masterKey[0],
     ).toBe(7)
@@ -53,7 +47,7 @@ describe('gateway config', () => {
     ['SVC_REDIS_PREFIX', { SVC_REDIS_PREFIX: 'svc:nohashtag' }, 'hash-tag'],
     ['LOG_LEVEL', { LOG_LEVEL: 'loud' }, 'one of'],
     ['SVC_STATS_MIN_REQUESTS', { SVC_STATS_MIN_REQUESTS: '0' }, 'integer'],
-    ['SVC_ATTEMPTS_RETENTION_HOURS', { SVC_ATTEMPTS_RETENTION_HOURS: '1.5' }, 'integer'],
+    ['SVC_RECORD_RETENTION_DAYS', { SVC_RECORD_RETENTION_DAYS: '1.5' }, 'integer'],
   ]
   for (const [variable, override, expected] of cases) {
     test(`${variable}=${String(Object.values(override)[0])} is refused by name`, () => {

@@ -25,8 +25,10 @@ end
 
 -- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
 -- charge: micro-USDC moved from the hold to spent (0 on failure).
--- settled: for a clear, {burn, earned, balance} the offer records in the same write; else nil.
+-- settled: for a clear, {burn, earned, balance, offer} the offer records in the same write, where
+-- offer is its row as clear read it (OFFER_SETTLE_FIELDS: read once per clear); else nil.
 -- Returns the account's confirmed balance after.
+local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity' }
 local function unwind_attempt(a, charge, settled)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
@@ -34,7 +36,7 @@ local function unwind_attempt(a, charge, settled)
   local confirmed = int(b[2]) + hold - charge
   rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge))
   local offer = k_offer(a.offerId)
-  local o = rcall('HMGET', offer, 'held', 'inflight', 'burned', 'earned')
+  local o = settled and settled.offer or rcall('HMGET', offer, unpack(OFFER_SETTLE_FIELDS))
   -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
   if o[1] then
     local fields = { 'held', s(int(o[1]) - int(a.holdDiem)), 'inflight', s(int(o[2]) - 1) }
@@ -58,27 +60,24 @@ local function read_attempt(id)
   return a
 end
 
--- Ends the record of an attempt: the whole attempt hash goes onto the ended-attempts stream in
--- the same script that ended it, so the write-behind worker (src/records) can never miss one.
--- An ended attempt is kept a week: long enough for any replayed clear to find it (and be a
--- no-op) and for a late result after a reap; its lasting record is the request record.
-local ENDED_ATTEMPT_TTL_MS = 7 * 86400 * 1000
+-- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
+-- attempt hashes themselves, so an attempt's record is written in the same script that ends it
+-- and nothing is copied afterwards. It is kept for the record retention (SVC_RECORD_RETENTION_DAYS),
+-- which each script that ends attempts sets from its ARGV; long enough too for any replayed clear
+-- to find it (and be a no-op) and for a late result after a reap.
+local record_ttl_ms = 30 * 86400 * 1000
 
-local function record_ended(id)
-  rcall('XADD', K_ATTEMPTS_ENDED, '*', unpack(rcall('HGETALL', k_attempt(id))))
-  rcall('PEXPIRE', k_attempt(id), ENDED_ATTEMPT_TTL_MS)
-end
-
--- Ends an attempt read as `a` with its final fields (a flat name, value list): one write to its
--- hash and the same fields onto the stream, without reading the hash back (the hot path's way).
+-- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
+-- the record kept for the retention.
 local function end_attempt(a, final)
   rcall('HSET', k_attempt(a.id), unpack(final))
   for i = 1, #final, 2 do a[final[i]] = final[i + 1] end
-  local flat = {}
-  for field, value in pairs(a) do
-    flat[#flat + 1] = field
-    flat[#flat + 1] = value
-  end
-  rcall('XADD', K_ATTEMPTS_ENDED, '*', unpack(flat))
-  rcall('PEXPIRE', k_attempt(a.id), ENDED_ATTEMPT_TTL_MS)
+  rcall('PEXPIRE', k_attempt(a.id), record_ttl_ms)
+end
+
+-- Usage stats: a served request counts once in its model's bucket for the day it ended.
+local STATS_TTL_S = 32 * 86400
+local function count_served(model, now)
+  local day = k_stats_day(utc_day(now))
+  if rcall('HINCRBY', day, model, 1) == 1 then rcall('EXPIRE', day, STATS_TTL_S) end
 end

@@ -10,6 +10,4 @@ local K_OFFERS = BASE .. 'offers'
 local K_LEASES = BASE .. 'leases'
 local K_INFLIGHT = BASE .. 'inflight'
 local K_MARKET = BASE .. 'market'
-local K_ATTEMPTS_ENDED = BASE .. 'attempts:ended'
-local function k_request(ref) return BASE .. 'request:' .. ref end
 local function k_stats_day(day) return BASE .. 'stats:' .. day end

@@ -1,6 +1,6 @@
 -- lib/offers: reading an offer and the one eligibility rule that admit and capacity share.
 local OFFER_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
-  'inflight', 'cooldownUntil' }
+  'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc' }
 
 local function read_offer(id)
   local f = rcall('HMGET', k_offer(id), unpack(OFFER_FIELDS))
@@ -17,6 +17,9 @@ local function read_offer(id)
     max_in_flight = int(f[7]),
     inflight = int(f[8]),
     cooldown_until = int(f[9]),
+    -- what the supplier call needs, read here so that admit makes no second call for it
+    upstream_base_url = f[10],
+    upstream_key_enc = f[11],
   }
 end
 

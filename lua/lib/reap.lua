@@ -1,14 +1,13 @@
 -- lib/reap: ends attempts whose lease expired (their replica stopped renewing): everything they
 -- held goes back, and the attempt is marked reaped so a late clear can still be settled honestly.
--- Each reaped attempt goes onto the attempts:ended stream (lib/attempts record_ended).
+-- A reaped attempt is kept as its request's record (lib/attempts end_attempt).
 local function reap_expired(now, limit)
   local expired = rcall('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, limit)
   for _, id in ipairs(expired) do
     local a = read_attempt(id)
     if a and a.state == 'admitted' then
       unwind_attempt(a, 0)
-      rcall('HSET', k_attempt(id), 'state', 'reaped', 'endedAt', s(now))
-      record_ended(id)
+      end_attempt(a, { 'state', 'reaped', 'endedAt', s(now) })
     else
       rcall('ZREM', K_LEASES, id)
     end

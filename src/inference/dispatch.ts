@@ -9,7 +9,7 @@ import { type Admission, admit, release } from '../market/settlement.ts'
 import type { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { recordRefusal } from '../records/refusals.ts'
+import { DEFAULT_RECORD_RETENTION_MS, recordRefusal } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { AdmittedChat } from './chat-request.ts'
 import { callSupplier } from './supplier.ts'
@@ -26,6 +26,8 @@ export interface DispatchDeps {
   upstreamTimeoutMs: number
   firstByteTimeoutMs: number
   logger: Logger
+  /** How long an ended attempt is kept as its request's record. */
+  recordRetentionMs?: number
 }
 
 /** What one supplier call is: the same dispatch serves chat, Responses and images. */
@@ -105,6 +107,7 @@ async function admitWaiting(
       model: req.job.modelId,
       requestId: req.requestId,
       lane: req.job.lane,
+      recordRetentionMs: deps.recordRetentionMs,
     })
     if (result.code !== AdmitCode.KeysBusy || Date.now() >= deadline || req.signal.aborted) return result
     await Bun.sleep(KEY_WAIT_STEP_MS + Math.random() * KEY_WAIT_STEP_MS)
@@ -165,13 +168,18 @@ async function noSupplier(
   const error = afterFailures ? providerError() : refusalError(lastRefusal)
   if (!who || (!afterFailures && !RECORDED_REFUSALS.includes(error.status))) return error
   try {
-    await recordRefusal(deps.redis, deps.keys, {
-      attemptId: `${req.supportReference}.${failed.length + 1}`,
-      ...who,
-      requestId: req.requestId,
-      model: req.job.modelId,
-      errorCode: error.code,
-    })
+    await recordRefusal(
+      deps.redis,
+      deps.keys,
+      {
+        attemptId: `${req.supportReference}.${failed.length + 1}`,
+        ...who,
+        requestId: req.requestId,
+        model: req.job.modelId,
+        errorCode: error.code,
+      },
+      deps.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+    )
     return attachSupportReference(error, req.supportReference)
   } catch (recording) {
     deps.logger.warn(
@@ -261,6 +269,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,
       upstreamBalance: f.balance,
       final: req.signal.aborted || f.clientError || n === MAX_SUPPLIER_KEYS,
+      recordRetentionMs: deps.recordRetentionMs,
     })
     // The released attempt is recorded: these errors carry the support reference too.
     if (req.signal.aborted) {

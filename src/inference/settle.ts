@@ -14,6 +14,8 @@ export interface SettleDeps {
   redis: Redis
   keys: Keyspace
   feeBps: number
+  /** How long a cleared attempt is kept as its request's record. */
+  recordRetentionMs?: number
 }
 
 export interface Settlement extends Clearing {
@@ -78,6 +80,7 @@ export async function clearBurn(
     feeBps: deps.feeBps,
     upstreamBalanceAfter: after,
     ...record,
+    recordRetentionMs: deps.recordRetentionMs,
   })
   if (!clearing.replay) metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
   return clearing

@@ -5,17 +5,23 @@ import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import { reapExpired } from './settlement.ts'
 
-export function startReaper(redis: Redis, keys: Keyspace, intervalMs: number, logger: Logger): () => void {
+export function startReaper(
+  redis: Redis,
+  keys: Keyspace,
+  intervalMs: number,
+  logger: Logger,
+  recordRetentionMs?: number,
+): () => void {
   let running = false
   const timer = setInterval(async () => {
     if (running) return
     running = true
     try {
       // Drain in batches so one call never holds Redis for long.
-      let reaped = await reapExpired(redis, keys, 100)
+      let reaped = await reapExpired(redis, keys, 100, recordRetentionMs)
       let total = reaped
       while (reaped === 100) {
-        reaped = await reapExpired(redis, keys, 100)
+        reaped = await reapExpired(redis, keys, 100, recordRetentionMs)
         total += reaped
       }
       if (total > 0) logger.warn({ reaped: total }, 'reaped expired leases')

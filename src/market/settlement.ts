@@ -22,6 +22,8 @@ export interface AdmitRequest {
   requestId: string
   /** An extra per-wallet in-flight count with its own cap (images: one at a time). */
   lane?: { name: string; cap: number }
+  /** How long an attempt this call reaps on the way is kept as its request's record. */
+  recordRetentionMs?: number
 }
 
 export interface Admission {
@@ -69,6 +71,7 @@ export async function admit(
       req.lane?.name ?? '',
       req.lane?.cap ?? 0,
       req.apiKeyDigest ?? '',
+      req.recordRetentionMs ?? '',
     ],
   )) as Reply
   const code = n(reply[0]) as AdmitCode
@@ -122,6 +125,8 @@ export interface ClearRequest {
   outputTokens: number
   estimated: boolean
   outcome: 'completed' | 'incomplete'
+  /** How long the cleared attempt is kept as its request's record (the script's default: 30 days). */
+  recordRetentionMs?: number
 }
 
 export interface Clearing {
@@ -160,6 +165,7 @@ export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Pr
       req.outputTokens,
       req.estimated ? '1' : '0',
       req.outcome,
+      req.recordRetentionMs ?? '',
     ],
   )) as Reply
   const code = n(reply[0])
@@ -183,6 +189,8 @@ export interface ReleaseRequest {
   upstreamBalance: MicroDiem | null
   /** No other supplier will be tried for this request (its record is complete with this attempt). */
   final?: boolean
+  /** How long the released attempt is kept as its request's record. */
+  recordRetentionMs?: number
 }
 
 /** Returns true when this call released the attempt, false when it had already ended. */
@@ -197,6 +205,7 @@ export async function release(redis: Redis, keys: Keyspace, req: ReleaseRequest)
       req.cooldownMs,
       req.upstreamBalance === null ? '' : req.upstreamBalance,
       req.final ? '1' : '0',
+      req.recordRetentionMs ?? '',
     ],
   )) as Reply
   return n(reply[0]) === 1
@@ -211,6 +220,11 @@ export async function renewLease(
   return Number(await runScript(redis, 'renew', [keys.base], [attemptId, leaseMs])) === 1
 }
 
-export async function reapExpired(redis: Redis, keys: Keyspace, limit = 100): Promise<number> {
-  return Number(await runScript(redis, 'reap', [keys.base], [limit]))
+export async function reapExpired(
+  redis: Redis,
+  keys: Keyspace,
+  limit = 100,
+  recordRetentionMs?: number,
+): Promise<number> {
+  return Number(await runScript(redis, 'reap', [keys.base], [limit, recordRetentionMs ?? '']))
 }

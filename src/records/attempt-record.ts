@@ -1,6 +1,6 @@
-// One ended attempt, as the attempts:ended stream carries it (the attempt hash's fields, written by
-// lua/clear.lua, release.lua and lib/reap.lua; or a refusal, written by refusals.ts), turned into
-// what its request record keeps. Offer ids only: a supplier's identity, URL or key never gets here.
+// One ended attempt, as its hash holds it (written by lua/clear.lua, release.lua and lib/reap.lua
+// in the script that ended it, or by refusals.ts for a refusal), turned into what a request's
+// record shows. Offer ids only: a supplier's identity, URL or key never gets here.
 
 export type AttemptEnd = 'cleared' | 'released' | 'reaped' | 'refused'
 const ENDS: readonly string[] = ['cleared', 'released', 'reaped', 'refused']
@@ -35,18 +35,11 @@ export interface EndedAttempt {
   record: AttemptRecord
 }
 
-/** A stream entry's id is `<ms>-<seq>` in Redis time: when the attempt ended. */
-export function entryTime(entryId: string): number {
-  return Number(entryId.slice(0, entryId.indexOf('-')))
-}
-
 const int = (value: string | undefined) => (value === undefined || value === '' ? 0 : Number(value))
 const orNull = (value: string | undefined) => (value === undefined || value === '' ? null : value)
 
-/** Parses one entry, or null for an entry that is not an ended attempt (it is acked and skipped). */
-export function parseEndedAttempt(entryId: string, fields: string[]): EndedAttempt | null {
-  const f: Record<string, string> = {}
-  for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!
+/** Reads one attempt hash, or null when it is not an ended attempt (still in flight, or not one). */
+export function endedAttempt(f: Record<string, string>): EndedAttempt | null {
   const match = /^(sr_[a-z2-7]{20})\.([1-9])$/.exec(f.id ?? '')
   if (!match || !ENDS.includes(f.state ?? '') || !f.accountId) return null
   const end = f.state as AttemptEnd
@@ -68,7 +61,7 @@ export function parseEndedAttempt(entryId: string, fields: string[]): EndedAttem
       outputTokens: int(f.outputTokens),
       estimated: f.estimated === '1',
       admittedAt: f.admittedAt ? Number(f.admittedAt) : null,
-      endedAt: f.endedAt ? Number(f.endedAt) : entryTime(entryId),
+      endedAt: int(f.endedAt),
       // A release says whether the request fell forward; every other end is the request's last.
       final: end !== 'released' || f.final === '1',
     },

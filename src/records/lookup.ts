@@ -1,10 +1,12 @@
-// GET /v1/agent/requests/{support_reference}: a request's record, as the worker copied it, shown
-// to the account that made the request only.
+// GET /v1/agent/requests/{support_reference}: a request's record, read from its ended attempts
+// (`attempt:<support reference>.<n>`, written by the script that ended each), shown to the
+// account that made the request only.
 import type Redis from 'ioredis'
+import { MAX_SUPPLIER_KEYS } from '../inference/dispatch.ts'
 import { SUPPORT_REFERENCE } from '../inference/support-reference.ts'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
-import type { AttemptRecord } from './attempt-record.ts'
+import { type AttemptRecord, type EndedAttempt, endedAttempt } from './attempt-record.ts'
 
 export type RequestStatus = 'completed' | 'incomplete' | 'failed' | 'expired' | 'refused'
 
@@ -39,22 +41,22 @@ function statusOf(attempts: AttemptRecord[], served: AttemptRecord | undefined):
 }
 
 /**
- * Every attempt up to the request's last is here. False for a moment after the response while the
- * worker copies the last of them (the replicas copy in parallel, so attempt 2 may land first).
+ * Every attempt up to the request's last has ended. False while one is still in flight (a stream
+ * still open, or the next supplier being tried).
  */
 function isComplete(attempts: AttemptRecord[]): boolean {
   const last = attempts.find((a) => a.final)
   return last !== undefined && attempts.filter((a) => a.n <= last.n).length === last.n
 }
 
-function requestView(supportReference: string, row: Record<string, string>, attempts: AttemptRecord[]) {
+function requestView(supportReference: string, first: EndedAttempt, attempts: AttemptRecord[]) {
   const served = attempts.find((a) => a.end === 'cleared')
   const last = attempts.at(-1)!
   return {
     object: 'request' as const,
     supportReference,
-    requestId: row.requestId ?? null,
-    model: row.model ?? null,
+    requestId: first.requestId || null,
+    model: first.model || null,
     status: statusOf(attempts, served),
     complete: isComplete(attempts),
     errorCode: served ? null : last.errorCode,
@@ -85,12 +87,19 @@ export async function lookupRequest(
   supportReference: string,
 ): Promise<RequestView | null> {
   if (!SUPPORT_REFERENCE.test(supportReference)) return null
-  const row = await redis.hgetall(keys.request(supportReference))
-  if (row.accountId !== accountId) return null
-  const attempts = Object.entries(row)
-    .filter(([field]) => /^a\d+$/.test(field))
-    .map(([, json]) => JSON.parse(json) as AttemptRecord)
-    .sort((a, b) => a.n - b.n)
-  if (attempts.length === 0) return null
-  return requestView(supportReference, row, attempts)
+  const pipeline = redis.pipeline()
+  for (let n = 1; n <= MAX_SUPPLIER_KEYS; n++) pipeline.hgetall(keys.attempt(`${supportReference}.${n}`))
+  const ended: EndedAttempt[] = []
+  for (const [error, row] of (await pipeline.exec()) ?? []) {
+    if (error) throw error
+    const attempt = endedAttempt(row as Record<string, string>)
+    if (attempt) ended.push(attempt)
+  }
+  // Another account's request is not told apart from one that does not exist.
+  if (ended.length === 0 || ended.some((a) => a.accountId !== accountId)) return null
+  return requestView(
+    supportReference,
+    ended[0]!,
+    ended.map((a) => a.record),
+  )
 }

@@ -1,10 +1,14 @@
 // A request refused at admission (402, 429, 503) never had an attempt admitted, so no script ends
-// one: its refusal is added to the attempts:ended stream here, as attempt 1, so that the request
-// can be resolved by its support reference like any other.
+// one: its refusal is written here as an ended attempt of its own (state `refused`), so that the
+// request can be resolved by its support reference like any other. No money moves.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 
+/** What the scripts keep an ended attempt for when not told (SVC_RECORD_RETENTION_DAYS's default). */
+export const DEFAULT_RECORD_RETENTION_MS = 30 * 86_400_000
+
 export interface Refusal {
+  /** `<support reference>.<n>`: the attempt that admission refused */
   attemptId: string
   accountId: string
   apiKeyId: string
@@ -14,23 +18,26 @@ export interface Refusal {
   errorCode: string
 }
 
-export async function recordRefusal(redis: Redis, keys: Keyspace, refusal: Refusal): Promise<void> {
-  await redis.xadd(
-    keys.attemptsEnded,
-    '*',
-    'id',
-    refusal.attemptId,
-    'state',
-    'refused',
-    'accountId',
-    refusal.accountId,
-    'keyId',
-    refusal.apiKeyId,
-    'requestId',
-    refusal.requestId,
-    'model',
-    refusal.model,
-    'errorCode',
-    refusal.errorCode,
-  )
+export async function recordRefusal(
+  redis: Redis,
+  keys: Keyspace,
+  refusal: Refusal,
+  retentionMs: number,
+): Promise<void> {
+  const key = keys.attempt(refusal.attemptId)
+  const results = await redis
+    .multi()
+    .hset(key, {
+      id: refusal.attemptId,
+      state: 'refused',
+      accountId: refusal.accountId,
+      keyId: refusal.apiKeyId,
+      requestId: refusal.requestId,
+      model: refusal.model,
+      errorCode: refusal.errorCode,
+      endedAt: Date.now(),
+    })
+    .pexpire(key, retentionMs)
+    .exec()
+  for (const [error] of results ?? []) if (error) throw error
 }

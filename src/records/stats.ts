@@ -1,5 +1,5 @@
 // GET /v1/models/stats: each model's share of the requests served in a window, from the daily
-// buckets the worker keeps (HINCRBY per day per model), never from the stream. Shares only, never a
+// buckets lua/clear.lua counts in (HINCRBY per day per model as each request clears). Shares only, never a
 // count; below the privacy threshold nothing but hasSufficientVolume: false.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'

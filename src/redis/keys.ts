@@ -50,17 +50,16 @@ export function keyspace(prefix: string) {
     leases: key('leases'),
     /** hash: in-flight counts, `k:<apiKeyId>` and `a:<accountId>` */
     inflight: key('inflight'),
-    /** hash, one per admitted request: its hold, offer, state (admitted|cleared|released|reaped), cost */
+    /**
+     * hash, one per attempt (`<support reference>.<n>`): its hold, offer, state
+     * (admitted|cleared|released|reaped, or refused when admission refused the request), cost. An
+     * ended attempt is its request's record (src/records/lookup.ts); it expires by retention.
+     */
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
     /** hash: market totals (buyerSpend, supplierEarned, fees, writtenOff, clears, offerSeq) */
     market: key('market'),
 
-    // Records (src/records): what lookup and stats read, copied from the stream by the worker.
-    /** stream: every ended attempt (the attempt hash's fields), added by clear, release and reap; trimmed by retention */
-    attemptsEnded: key('attempts:ended'),
-    /** hash, one per support reference: accountId, requestId, model, a<n> (attempt n as JSON), s<n> (its state); expires by retention */
-    request: (supportReference: string) => key(`request:${supportReference}`),
-    /** hash, one per UTC day (YYYY-MM-DD): model id -> requests served that day */
+    /** hash, one per UTC day (YYYY-MM-DD): model id -> requests served that day (counted by clear) */
     statsDay: (day: string) => key(`stats:${day}`),
     /** string: the capacity snapshot JSON for one max price, cached 30 s for every replica */
     capacitySnapshot: (maxPriceCents: number | 'all') => key(`capacity:${maxPriceCents}`),

@@ -9,7 +9,6 @@ import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import { FUNDING_SCRIPTS } from './funding-scripts.ts'
 import { MARKET_SCRIPTS } from './market-scripts.ts'
-import { RECORDS_SCRIPTS } from './records-scripts.ts'
 
 export const SCRIPTS = {
   catalogReplace: { lua: catalogReplace, keys: 2 },
@@ -20,7 +19,6 @@ export const SCRIPTS = {
   credit: { lua: credit, keys: 2 },
   ...MARKET_SCRIPTS,
   ...FUNDING_SCRIPTS,
-  ...RECORDS_SCRIPTS,
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

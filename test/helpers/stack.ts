@@ -66,7 +66,7 @@ export async function startStack(
 
 /**
  * Every key of a prefix with its value dump, to prove a request changed nothing in Redis. A stream
- * is compared by its entries: its consumer group notes every idle read of the records worker.
+ * is compared by its entries (a consumer group's bookkeeping is not a change).
  */
 export async function snapshotKeys(redis: Redis, prefix: string): Promise<Record<string, string>> {
   const keys = (await redis.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`)).sort()

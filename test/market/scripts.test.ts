@@ -35,7 +35,7 @@ const clearOf = (attemptId: string, burn: number, extra: Partial<ClearRequest> =
 
 describe('lua key names', () => {
   test('lib/keys builds the same names as src/redis/keys.ts', async () => {
-    const script = `${libKeys}\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, K_ATTEMPTS_ENDED, k_request('R'), k_stats_day('D'), k_apikey('K') }`
+    const script = `${libKeys}\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, k_stats_day('D'), k_apikey('K') }`
     const names = await fx.redis.eval(script, 1, fx.keys.base)
     expect(names).toEqual([
       fx.keys.account('A'),
@@ -46,8 +46,6 @@ describe('lua key names', () => {
       fx.keys.leases,
       fx.keys.inflight,
       fx.keys.market,
-      fx.keys.attemptsEnded,
-      fx.keys.request('R'),
       fx.keys.statsDay('D'),
       fx.keys.apiKey('K'),
     ])
@@ -388,19 +386,5 @@ describe('under concurrency', () => {
     await Promise.all(admissions.flatMap((adm) => [clearOf(adm.attemptId, 777), clearOf(adm.attemptId, 777)]))
     expect((await account(acct)).spent).toBe(String(50 * Math.ceil((777 * 40) / 100)))
     expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
-  })
-})
-
-describe('retention', () => {
-  test('an ended attempt expires after a week; an open one never does', async () => {
-    await postOffer(fx, 50, 5_000_000)
-    const acct = await seedAccount(fx, 1_000_000)
-    const open = admitted(await admitFor(fx, acct))
-    const done = admitted(await admitFor(fx, acct))
-    await clearOf(done.attemptId, 100)
-    expect(await fx.redis.pttl(fx.keys.attempt(open.attemptId))).toBe(-1)
-    const ttl = await fx.redis.pttl(fx.keys.attempt(done.attemptId))
-    expect(ttl).toBeGreaterThan(6 * 86_400_000)
-    expect(ttl).toBeLessThanOrEqual(7 * 86_400_000)
   })
 })

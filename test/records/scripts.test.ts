@@ -1,11 +1,11 @@
-// The records' Lua, tested directly against a real Redis: clear, release and reap add the ended
-// attempt to the attempts:ended stream in the same script (once each), and record-attempt copies
-// an entry into its request record and the day's stats at most once.
+// The records' Lua, tested directly against a real Redis: clear, release and reap keep the ended
+// attempt as its request's record (for the retention they are given) in the script that ends it,
+// and clear counts a served request once in the day's usage stats.
 import { describe, expect, test } from 'bun:test'
+import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import { AdmitCode } from '../../src/market/result-codes.ts'
 import { reapExpired, release } from '../../src/market/settlement.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { runScript } from '../../src/redis/scripts.ts'
 import {
   admitFor,
   admitted,
@@ -21,7 +21,9 @@ freshMarketPerTest((fresh) => {
   fx = fresh
 })
 
-const clearOf = (attemptId: string, burn: number) => clearFor(fx, attemptId, burn)
+const HOUR = 3_600_000
+const clearOf = (attemptId: string, burn: number) =>
+  clearFor(fx, attemptId, burn, { recordRetentionMs: HOUR })
 const releaseOf = (attemptId: string, final = false) =>
   release(fx.redis, fx.keys, {
     attemptId,
@@ -29,31 +31,31 @@ const releaseOf = (attemptId: string, final = false) =>
     cooldownMs: 0,
     upstreamBalance: null,
     final,
+    recordRetentionMs: HOUR,
   })
+const attempt = (id: string) => fx.redis.hgetall(fx.keys.attempt(id))
+const ttl = (id: string) => fx.redis.pttl(fx.keys.attempt(id))
 
-/** The stream's entries as objects. */
-async function ended(): Promise<Record<string, string>[]> {
-  const entries = await fx.redis.xrange(fx.keys.attemptsEnded, '-', '+')
-  return entries.map(([, fields]) => {
-    const row: Record<string, string> = {}
-    for (let i = 0; i < fields.length; i += 2) row[fields[i]!] = fields[i + 1]!
-    return row
-  })
+/** Today's usage bucket, by Redis's clock (the scripts' own). */
+async function servedToday(): Promise<Record<string, string>> {
+  const [seconds] = await fx.redis.time()
+  return fx.redis.hgetall(fx.keys.statsDay(new Date(Number(seconds) * 1000).toISOString().slice(0, 10)))
 }
 
-describe('ended attempts go onto the stream in the script that ends them', () => {
-  test('clear adds the cleared attempt with its cost and usage, once; a replay adds nothing', async () => {
+describe("an ended attempt is its request's record, written by the script that ends it", () => {
+  test('clear keeps the cleared attempt with its cost and usage for the retention, and counts it once', async () => {
     await postOffer(fx, 45, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
     const adm = admitted(
       await admitFor(fx, acct, { attemptId: 'sr_aaaaaaaaaaaaaaaaaaaa.1', burnEstimate: 10_000 as MicroDiem }),
     )
+    expect(await ttl(adm.attemptId)).toBe(-1)
     await clearOf(adm.attemptId, 3_333)
+    const kept = await ttl(adm.attemptId)
+    expect(kept).toBeGreaterThan(HOUR - 60_000)
+    expect(kept).toBeLessThanOrEqual(HOUR)
     await clearOf(adm.attemptId, 3_333)
-    const rows = await ended()
-    expect(rows).toHaveLength(1)
-    expect(rows[0]).toEqual(await fx.redis.hgetall(fx.keys.attempt(adm.attemptId)))
-    expect(rows[0]).toMatchObject({
+    expect(await attempt(adm.attemptId)).toMatchObject({
       id: adm.attemptId,
       state: 'cleared',
       accountId: acct,
@@ -65,86 +67,82 @@ describe('ended attempts go onto the stream in the script that ends them', () =>
       outputTokens: '20',
       estimated: '0',
       outcome: 'completed',
+      model: 'llama-3.3-70b',
     })
+    expect(await servedToday()).toEqual({ 'llama-3.3-70b': '1' })
   })
 
-  test('release adds the released attempt with its error code, once, saying whether it was the last', async () => {
+  test('without a retention the scripts keep a record 30 days', async () => {
+    await postOffer(fx, 45, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const adm = admitted(await admitFor(fx, acct))
+    await clearFor(fx, adm.attemptId, 10)
+    expect(await ttl(adm.attemptId)).toBeGreaterThan(30 * 86_400_000 - 60_000)
+  })
+
+  test('release keeps the released attempt with its error code, once, saying whether it was the last', async () => {
     await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
     const first = admitted(await admitFor(fx, acct))
     const last = admitted(await admitFor(fx, acct))
     expect(await releaseOf(first.attemptId)).toBe(true)
+    const endedAt = (await attempt(first.attemptId)).endedAt
+    await Bun.sleep(5)
     expect(await releaseOf(first.attemptId)).toBe(false)
     expect(await releaseOf(last.attemptId, true)).toBe(true)
-    const rows = await ended()
-    expect(rows).toHaveLength(2)
-    expect(rows[0]).toMatchObject({
-      id: first.attemptId,
+    expect(await attempt(first.attemptId)).toMatchObject({
       state: 'released',
       errorCode: 'upstream_503',
       final: '0',
+      endedAt,
     })
-    expect(rows[1]).toMatchObject({ id: last.attemptId, state: 'released', final: '1' })
+    expect(await attempt(last.attemptId)).toMatchObject({ state: 'released', final: '1' })
+    expect(await ttl(first.attemptId)).toBeGreaterThan(0)
+    expect(await servedToday()).toEqual({})
   })
 
-  test('reap adds each reaped attempt; a late clear of it adds the cleared one after', async () => {
+  test('reap keeps each reaped attempt; a late clear of it makes it cleared and counts it once', async () => {
     await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
     const adm = admitted(await admitFor(fx, acct, { leaseMs: 20 }))
     const live = admitted(await admitFor(fx, acct))
     await Bun.sleep(40)
-    expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
-    expect(await reapExpired(fx.redis, fx.keys)).toBe(0)
+    expect(await reapExpired(fx.redis, fx.keys, 100, HOUR)).toBe(1)
+    expect(await reapExpired(fx.redis, fx.keys, 100, HOUR)).toBe(0)
+    expect((await attempt(adm.attemptId)).state).toBe('reaped')
+    const kept = await ttl(adm.attemptId)
+    expect(kept).toBeGreaterThan(0)
+    expect(kept).toBeLessThanOrEqual(HOUR)
+    expect(await servedToday()).toEqual({})
     await clearOf(adm.attemptId, 100)
-    const rows = await ended()
-    expect(rows.map((r) => [r.id, r.state])).toEqual([
-      [adm.attemptId, 'reaped'],
-      [adm.attemptId, 'cleared'],
-    ])
-    expect(rows.some((r) => r.id === live.attemptId)).toBe(false)
+    await clearOf(adm.attemptId, 100)
+    expect(await attempt(adm.attemptId)).toMatchObject({ state: 'cleared', lateClear: '1' })
+    expect(await servedToday()).toEqual({ 'llama-3.3-70b': '1' })
+    expect(await ttl(live.attemptId)).toBe(-1)
   })
 
-  test('a refused admission writes nothing to the stream', async () => {
+  test('a refused admission writes no attempt and counts nothing', async () => {
     const acct = await seedAccount(fx, 1_000_000)
-    expect((await admitFor(fx, acct)).code).toBe(AdmitCode.PoolEmpty)
-    expect(await fx.redis.exists(fx.keys.attemptsEnded)).toBe(0)
+    const refused = await admitFor(fx, acct, { attemptId: 'sr_cccccccccccccccccccc.1' })
+    expect(refused.code).toBe(AdmitCode.PoolEmpty)
+    expect(await fx.redis.exists(fx.keys.attempt('sr_cccccccccccccccccccc.1'))).toBe(0)
+    expect(await servedToday()).toEqual({})
   })
 })
 
-describe('record-attempt', () => {
-  const ref = 'sr_bbbbbbbbbbbbbbbbbbbb'
-  const copy = (n: number, end: string, day = '2026-01-02') =>
-    runScript(
-      fx.redis,
-      'recordAttempt',
-      [fx.keys.base],
-      [ref, n, end, JSON.stringify({ n, end }), 'acct_1', 'req_1', 'llama-3.3-70b', day, 3_600, 7_200],
-    )
-
-  test('copies an attempt once; the stats count a served attempt once', async () => {
-    expect(await copy(1, 'released')).toBe(1)
-    expect(await copy(2, 'cleared')).toBe(1)
-    expect(await copy(2, 'cleared')).toBe(0)
-    expect(await copy(1, 'released')).toBe(0)
-    const record = await fx.redis.hgetall(fx.keys.request(ref))
-    expect(record).toMatchObject({
-      accountId: 'acct_1',
-      requestId: 'req_1',
-      model: 'llama-3.3-70b',
-      s1: 'released',
-      s2: 'cleared',
-    })
-    expect(JSON.parse(record.a2!)).toEqual({ n: 2, end: 'cleared' })
-    expect(await fx.redis.hgetall(fx.keys.statsDay('2026-01-02'))).toEqual({ 'llama-3.3-70b': '1' })
-    expect(await fx.redis.ttl(fx.keys.request(ref))).toBeGreaterThan(3_500)
-    expect(await fx.redis.ttl(fx.keys.statsDay('2026-01-02'))).toBeGreaterThan(7_100)
-  })
-
-  test('a reaped attempt cleared late becomes cleared; an old reap read after a clear never overwrites it', async () => {
-    expect(await copy(1, 'reaped')).toBe(1)
-    expect(await copy(1, 'cleared')).toBe(1)
-    expect(await copy(1, 'reaped')).toBe(0)
-    expect((await fx.redis.hgetall(fx.keys.request(ref))).s1).toBe('cleared')
-    expect(await fx.redis.hgetall(fx.keys.statsDay('2026-01-02'))).toEqual({ 'llama-3.3-70b': '1' })
+describe('utc_day', () => {
+  test('names the UTC calendar day of a time, across month, year and leap-day edges', async () => {
+    const days = [
+      '1970-01-01T00:00:00Z',
+      '2000-02-29T23:59:59.999Z',
+      '2024-02-29T12:00:00Z',
+      '2026-11-22T00:00:00Z',
+      '2026-12-31T23:59:59.999Z',
+      '2027-01-01T00:00:00Z',
+      '2100-03-01T00:00:00Z',
+    ].map((iso) => Date.parse(iso))
+    const script = `${libNumbers}\nlocal out = {} for i, ms in ipairs(ARGV) do out[i] = utc_day(tonumber(ms)) end return out`
+    const names = await fx.redis.eval(script, 0, ...days.map(String))
+    expect(names).toEqual(days.map((ms) => new Date(ms).toISOString().slice(0, 10)))
   })
 })

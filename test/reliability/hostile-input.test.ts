@@ -26,11 +26,11 @@ const BUYER_POSTS = [
   '/v1/agent/keys',
 ]
 
-// Money and market keys only: lastUsedAt on the key and the records stream move on their own.
+// Money and market keys only: lastUsedAt on the key and the capacity snapshot move on their own.
 const moneyKeys = async () =>
   Object.fromEntries(
     Object.entries(await snapshotKeys(stack.redis, stack.keys.prefix)).filter(
-      ([k]) => !k.includes(':apikey:') && !k.includes(':attempts:ended') && !k.includes(':capacity:'),
+      ([k]) => !k.includes(':apikey:') && !k.includes(':capacity:'),
     ),
   )
 

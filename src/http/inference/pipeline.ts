@@ -45,6 +45,7 @@ export interface Pipeline {
 
 export function inferencePipeline(deps: InferenceDeps): Pipeline {
   const { inference, market } = deps.config
+  const recordRetentionMs = deps.config.records.recordRetentionDays * 86_400_000
   return {
     deps,
     dispatching: {
@@ -56,11 +57,13 @@ export function inferencePipeline(deps: InferenceDeps): Pipeline {
       upstreamTimeoutMs: inference.upstreamTimeoutMs,
       firstByteTimeoutMs: inference.firstByteTimeoutMs,
       logger: deps.logger,
+      recordRetentionMs,
     },
     settling: {
       redis: deps.redis,
       keys: deps.keys,
       feeBps: market.feeBps,
+      recordRetentionMs,
       logger: deps.logger,
       renewer: new LeaseRenewer(deps.redis, deps.keys, market.leaseMs),
     },

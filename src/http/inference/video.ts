@@ -54,6 +54,7 @@ export function videoRoutes(deps: InferenceDeps) {
       cooldownMs: 0,
       upstreamBalance: balance,
       final: true,
+      recordRetentionMs: pipeline.dispatching.recordRetentionMs,
     })
     await jobs.settle(job.id, outcome)
   }
