@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import { AdmitCode } from '../src/market/result-codes.ts'
 import type { Admission } from '../src/market/settlement.ts'
+import { readyScriptLane } from '../src/redis/scripts.ts'
 import { admitFor, clearFor, marketFixture, postOffer, seedAccount } from '../test/helpers/market.ts'
 import { median } from './stats.ts'
 
@@ -71,8 +72,10 @@ async function main(job: Job): Promise<LuaPairResult> {
     if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
     await clearFor(fx, (admitted as Admission).attemptId, 700)
   }
+  // The same client as the pair's scripts: the native lane when the connection has one.
   const trivial = async () => {
-    await redis.benchTrivial(fx.keys.base)
+    const lane = readyScriptLane(redis)
+    await (lane ? lane.run('return 1', [fx.keys.base], []) : redis.benchTrivial(fx.keys.base))
   }
 
   // Warm-up: scripts loaded (EVALSHA from then on), connection and JIT warm.

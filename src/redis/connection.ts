@@ -1,5 +1,6 @@
 import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
-import { registerScripts } from './scripts.ts'
+import { ScriptLane } from './script-lane.ts'
+import { attachScriptLane, registerScripts } from './scripts.ts'
 import { parseRedisTarget } from './target.ts'
 
 export interface RedisOptions {
@@ -15,7 +16,10 @@ export interface RedisOptions {
   onError?: (error: Error) => void
 }
 
-/** The one way the project opens Redis: scripts registered, commands pipelined automatically. */
+/**
+ * The one way the project opens Redis: scripts registered, commands pipelined automatically, and
+ * on a single Redis a native lane for the scripts (script-lane.ts).
+ */
 export function createRedis(url: string, options: RedisOptions = {}): Redis {
   const common: IORedisOptions = {
     connectionName: options.name ?? 'svc-gateway',
@@ -25,8 +29,10 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
   }
   const target = parseRedisTarget(url)
   let redis: Redis
+  let lane: ScriptLane | null = null
   if (target.kind === 'single') {
     redis = new Redis(url, { ...common, enableAutoPipelining: true })
+    lane = nativeLane(url, `${common.connectionName}-scripts`)
   } else if (target.kind === 'sentinel') {
     redis = new Redis({
       ...common,
@@ -47,7 +53,17 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
   // Without a listener ioredis prints "Unhandled error event" on every failed reconnect.
   redis.on('error', options.onError ?? (() => {}))
   registerScripts(redis)
+  if (lane) attachScriptLane(redis, lane)
   return redis
+}
+
+/** A native lane for a URL Bun's client takes; null (ioredis alone) for one it does not. */
+function nativeLane(url: string, name: string): ScriptLane | null {
+  try {
+    return new ScriptLane(url, name)
+  } catch {
+    return null
+  }
 }
 
 /** Resolves once the connection is ready, or rejects after `ms` (a gateway must not serve before). */

@@ -1,5 +1,6 @@
 // Every lua/*.lua, embedded as text so the compiled binary carries it, registered once per
-// connection with defineCommand (EVALSHA, with a fallback to EVAL after a SCRIPT FLUSH).
+// connection with defineCommand (EVALSHA, with a fallback to EVAL after a SCRIPT FLUSH), and run
+// through the connection's native script lane when it has one (script-lane.ts).
 import type Redis from 'ioredis'
 import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
 import createAccount from '../../lua/create-account.lua' with { type: 'text' }
@@ -9,6 +10,7 @@ import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import { FUNDING_SCRIPTS } from './funding-scripts.ts'
 import { MARKET_SCRIPTS } from './market-scripts.ts'
+import type { ScriptLane } from './script-lane.ts'
 
 export const SCRIPTS = {
   catalogReplace: { lua: catalogReplace, keys: 2 },
@@ -29,6 +31,24 @@ export function registerScripts(redis: Redis): void {
   }
 }
 
+/** The native lane of an ioredis connection, when it has one (a single Redis; see connection.ts). */
+const lanes = new WeakMap<Redis, ScriptLane>()
+
+export function attachScriptLane(redis: Redis, lane: ScriptLane): void {
+  lanes.set(redis, lane)
+  // ioredis ends for good only when told to (disconnect, quit): the lane goes with it.
+  redis.once('end', () => {
+    lanes.delete(redis)
+    lane.close()
+  })
+}
+
+/** The connection's native lane while it is up, else undefined (ioredis then carries the script). */
+export function readyScriptLane(redis: Redis): ScriptLane | undefined {
+  const lane = lanes.get(redis)
+  return lane?.ready ? lane : undefined
+}
+
 type ScriptArg = string | number
 type ScriptCommand = (...args: ScriptArg[]) => Promise<unknown>
 
@@ -40,6 +60,8 @@ export function runScript(
   args: ScriptArg[],
 ): Promise<unknown> {
   if (keys.length !== SCRIPTS[name].keys) throw new Error(`${name} takes ${SCRIPTS[name].keys} keys`)
+  const lane = readyScriptLane(redis)
+  if (lane) return lane.run(SCRIPTS[name].lua, keys, args)
   const command = (redis as unknown as Record<ScriptName, ScriptCommand>)[name]
   return command.call(redis, ...keys, ...args)
 }

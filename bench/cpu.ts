@@ -1,0 +1,74 @@
+// Where the CPU goes per request: the same stack as bench/run.ts (compiled gateway, the peer, the
+// simulated supplier, Redis), buffered chat at one load level through the peer and through the
+// gateway, with each process's CPU time (user + system, from /proc) divided by the requests served.
+// On a shared 2-core machine throughput is CPU per request, so this says what a target costs
+// and which process pays it.
+//   bun bench/cpu.ts [connections=32] [seconds=6] [rounds=2]
+import { readFileSync } from 'node:fs'
+import { BenchStack, fundedBuyer, postOffer, targets } from './stack.ts'
+import { runWrk } from './wrk.ts'
+
+const [connections = '32', seconds = '6', rounds = '2'] = process.argv.slice(2)
+const TICK_MS = 1000 / 100 // USER_HZ
+
+/** CPU time of a process so far, ms (its threads included). */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS
+}
+
+/** Redis's top-level commands so far (commands a script calls are counted apart, under their own names). */
+function redisCalls(port: number): Record<string, number> {
+  const info = Bun.spawnSync(['redis-cli', '-p', String(port), 'info', 'commandstats']).stdout.toString()
+  const calls: Record<string, number> = {}
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)) calls[m[1]!] = Number(m[2])
+  return calls
+}
+
+function redisPid(port: number): number {
+  const out = Bun.spawnSync(['pgrep', '-f', `redis-server .*:${port}`])
+    .stdout.toString()
+    .trim()
+  return Number(out.split('\n')[0])
+}
+
+const body = JSON.stringify({
+  model: 'llama-3.3-70b',
+  messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
+  max_tokens: 64,
+})
+const stack = new BenchStack()
+try {
+  await stack.startRedis()
+  const sim = await stack.startSim('sim')
+  const gateway = await stack.startGateway('gateway', sim.url)
+  const peer = await stack.startPeer('peer')
+  await postOffer(gateway, sim, 'bench-supplier', 50)
+  const buyer = await fundedBuyer(gateway)
+  const byName = targets(sim, 'bench-supplier', peer, gateway, buyer)
+  const procs = { sim: sim.service.pid, redis: redisPid(stack.redis.port) }
+  for (let r = 0; r < Number(rounds); r++) {
+    for (const name of ['peer', 'gateway'] as const) {
+      const target = byName[name]
+      await runWrk(target, body, Number(connections), 1, stack.logDir) // warm-up
+      const pids = { [name]: target.pid, ...procs }
+      const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]))
+      const callsBefore = redisCalls(stack.redis.port)
+      const result = await runWrk(target, body, Number(connections), Number(seconds), stack.logDir)
+      const perRequest = Object.entries(pids).map(
+        ([k, pid]) => `${k} ${((1000 * (cpuMs(pid) - before[k]!)) / result.requests).toFixed(0)} µs`,
+      )
+      const calls = Object.entries(redisCalls(stack.redis.port))
+        .map(([command, n]) => [command, (n - (callsBefore[command] ?? 0)) / result.requests] as const)
+        .filter(([command, n]) => n >= 0.01 && command !== 'info')
+        .map(([command, n]) => `${command} ${n.toFixed(2)}`)
+      console.log(
+        `${name.padEnd(8)} ${Math.round(result.rps)} req/s, CPU per request: ${perRequest.join(', ')}`,
+      )
+      if (calls.length > 0) console.log(`         Redis commands per request: ${calls.join(', ')}`)
+    }
+  }
+} finally {
+  await stack.stop()
+}

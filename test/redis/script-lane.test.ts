@@ -1,0 +1,115 @@
+// The native script lane (src/redis/script-lane.ts) against a real redis-server: on a single Redis
+// the scripts go through Bun's own client and answer exactly as through ioredis; a script Redis
+// lost (restart, SCRIPT FLUSH) is sent again whole; a lane that is down hands its scripts to
+// ioredis; and the lane's connection ends with the ioredis one.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomUUID } from 'node:crypto'
+import type Redis from 'ioredis'
+import { createRedis, whenReady } from '../../src/redis/connection.ts'
+import { readyScriptLane, runScript, SCRIPTS } from '../../src/redis/scripts.ts'
+import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
+import { testRedisUrl } from '../helpers/stack.ts'
+
+let fx: MarketFixture
+let observer: Redis
+
+beforeAll(async () => {
+  fx = marketFixture()
+  observer = createRedis(testRedisUrl(), { name: 'svc-test-observer' })
+  await whenReady(fx.redis, 5_000)
+})
+afterAll(() => {
+  fx.close()
+  observer.disconnect()
+})
+
+/** The names of the connections Redis has right now. */
+async function clientNames(): Promise<string[]> {
+  const list = (await observer.client('LIST')) as string
+  return list
+    .split('\n')
+    .map((line) => /name=(\S*)/.exec(line)?.[1] ?? '')
+    .filter(Boolean)
+}
+
+async function laneUp(redis: Redis) {
+  for (let i = 0; i < 100 && !readyScriptLane(redis); i++) await Bun.sleep(10)
+  expect(readyScriptLane(redis)).toBeDefined()
+}
+
+describe('the native script lane', () => {
+  test('a single Redis gets a lane, named after its connection, and scripts answer as through ioredis', async () => {
+    await laneUp(fx.redis)
+    expect(await clientNames()).toContain('svc-test-market-scripts')
+    const offerId = await postOffer(fx, 45, 5_000_000)
+    const accountId = await seedAccount(fx, 1_000_000)
+    const args = (attemptId: string) => [
+      attemptId,
+      accountId,
+      'key-1',
+      1_000,
+      10,
+      10,
+      60_000,
+      '',
+      50,
+      'm',
+      'r',
+      '',
+      0,
+      '',
+    ]
+    const first = randomUUID()
+    const viaLane = (await runScript(fx.redis, 'admit', [fx.keys.base], args(first))) as unknown[]
+    // The same script through ioredis itself (the command defineCommand registered).
+    const direct = (fx.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown[]>>).admit!
+    const viaIoredis = await direct.call(fx.redis, fx.keys.base, ...args(randomUUID()))
+    expect(viaLane[0]).toBe(1)
+    expect(viaLane[1]).toBe(offerId)
+    expect(viaLane.map((v) => typeof v)).toEqual(viaIoredis.map((v) => typeof v))
+    expect(viaLane.slice(0, 5)).toEqual(viaIoredis.slice(0, 5))
+    // A refusal (the attempt id used already) is a plain reply too, its code a number.
+    expect(await runScript(fx.redis, 'admit', [fx.keys.base], args(first))).toEqual([-10, accountId, 'key-1'])
+  })
+
+  test('after SCRIPT FLUSH a script is sent again whole and still runs', async () => {
+    await laneUp(fx.redis)
+    await observer.script('FLUSH')
+    const sha = new Bun.CryptoHasher('sha1').update(SCRIPTS.capacity.lua).digest('hex')
+    expect(await observer.script('EXISTS', sha)).toEqual([0])
+    const snapshot = await runScript(fx.redis, 'capacity', [fx.keys.base], [80])
+    expect(Array.isArray(snapshot)).toBe(true)
+    expect(await observer.script('EXISTS', sha)).toEqual([1])
+  })
+
+  test('a lane that is down hands its scripts to ioredis; it comes back by itself', async () => {
+    await laneUp(fx.redis)
+    // Cut only the lane's connection: ioredis's own stays up.
+    await observer.client('KILL', 'SKIPME', 'yes', 'ID', String(await laneClientId()))
+    for (let i = 0; i < 100 && readyScriptLane(fx.redis); i++) await Bun.sleep(1)
+    expect(readyScriptLane(fx.redis)).toBeUndefined()
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => runScript(fx.redis, 'capacity', [fx.keys.base], [80])),
+    )
+    for (const r of results) expect(Array.isArray(r)).toBe(true)
+    await laneUp(fx.redis)
+  })
+
+  test("the lane's connection ends with the ioredis one", async () => {
+    const redis = createRedis(testRedisUrl(), { name: 'svc-test-short-lived' })
+    await whenReady(redis, 5_000)
+    await laneUp(redis)
+    expect(await clientNames()).toContain('svc-test-short-lived-scripts')
+    redis.disconnect()
+    for (let i = 0; i < 100 && (await clientNames()).includes('svc-test-short-lived-scripts'); i++)
+      await Bun.sleep(10)
+    expect(await clientNames()).not.toContain('svc-test-short-lived-scripts')
+    expect(readyScriptLane(redis)).toBeUndefined()
+  })
+})
+
+async function laneClientId(): Promise<number> {
+  const list = (await observer.client('LIST')) as string
+  const line = list.split('\n').find((l) => l.includes('name=svc-test-market-scripts'))!
+  return Number(/id=(\d+)/.exec(line)![1])
+}
