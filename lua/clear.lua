@@ -1,7 +1,9 @@
 --[[
   clear: settle one admitted attempt from its actual burn. The buyer pays
   cost = ceil(burn x ask / 100) micro-USDC out of the hold, the rest of the hold goes back, the
-  offer's capacity is burned, the supplier earns cost - fee, the lease and slots are released, and
+  offer's capacity is burned, the supplier earns cost - fee (the offer keeps the fee beside its
+  earnings, so buyer spend + written off = earnings + fees, summed over accounts and offers), the
+  lease and slots are released, and
   the attempt record keeps it all (it is the request's record from then on), and the request counts
   once in its model's usage stats for the day.
   Idempotent: clearing a cleared attempt changes nothing (and counts nothing again).
@@ -53,7 +55,7 @@ local fee = idiv(cost * fee_bps, 10000)
 local charged, confirmed
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
-  confirmed = unwind_attempt(a, charged, { burn = burn, earned = cost - fee, balance = ARGV[4], offer = o })
+  confirmed = unwind_attempt(a, charged, { burn = burn, earned = cost - fee, fee = fee, balance = ARGV[4], offer = o })
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero
   confirmed = int(rcall('HGET', account, 'confirmed'))
@@ -65,17 +67,11 @@ else
   end
   rcall('HINCRBY', offer, 'burned', s(burn))
   rcall('HINCRBY', offer, 'earned', s(cost - fee))
+  if fee > 0 then rcall('HINCRBY', offer, 'fees', s(fee)) end
   if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
 end
 local written_off = cost - charged
 if written_off > 0 then rcall('HINCRBY', account, 'writtenOff', s(written_off)) end
-
-local m = rcall('HMGET', K_MARKET, 'buyerSpend', 'supplierEarned', 'clears')
-rcall('HSET', K_MARKET, 'buyerSpend', s(int(m[1]) + charged), 'supplierEarned', s(int(m[2]) + cost - fee),
-  'clears', s(int(m[3]) + 1))
--- Usually zero: no call for those.
-if fee > 0 then rcall('HINCRBY', K_MARKET, 'fees', s(fee)) end
-if written_off > 0 then rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off)) end
 
 end_attempt(a, { 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
   'fee', s(fee), 'writtenOff', s(written_off), 'inputTokens', ARGV[5], 'outputTokens', ARGV[6],

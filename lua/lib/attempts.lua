@@ -25,10 +25,10 @@ end
 
 -- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
 -- charge: micro-USDC moved from the hold to spent (0 on failure).
--- settled: for a clear, {burn, earned, balance, offer} the offer records in the same write, where
--- offer is its row as clear read it (OFFER_SETTLE_FIELDS: read once per clear); else nil.
+-- settled: for a clear, {burn, earned, fee, balance, offer} the offer records in the same write,
+-- where offer is its row as clear read it (OFFER_SETTLE_FIELDS: read once per clear); else nil.
 -- Returns the account's confirmed balance after.
-local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity' }
+local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees' }
 local function unwind_attempt(a, charge, settled)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
@@ -43,7 +43,9 @@ local function unwind_attempt(a, charge, settled)
     if settled then
       fields[5], fields[6] = 'burned', s(int(o[3]) + settled.burn)
       fields[7], fields[8] = 'earned', s(int(o[4]) + settled.earned)
-      if settled.balance ~= '' then fields[9], fields[10] = 'balance', settled.balance end
+      -- usually none: no field for it
+      if settled.fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + settled.fee) end
+      if settled.balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', settled.balance end
     end
     rcall('HSET', offer, unpack(fields))
   end

@@ -56,7 +56,7 @@ export function keyspace(prefix: string) {
      * ended attempt is its request's record (src/records/lookup.ts); it expires by retention.
      */
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
-    /** hash: market totals (buyerSpend, supplierEarned, fees, writtenOff, clears, offerSeq) */
+    /** hash: offerSeq, the posting order of offers (ties on the ladder break by it) */
     market: key('market'),
 
     /** hash, one per UTC day (YYYY-MM-DD): model id -> requests served that day (counted by clear) */

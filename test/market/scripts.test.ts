@@ -252,13 +252,14 @@ describe('clear', () => {
     const acct = await seedAccount(fx, 1_000_000)
     const adm = admitted(await admitFor(fx, acct, { burnEstimate: 10_000 as MicroDiem }))
     await clearOf(adm.attemptId, 10_000, { feeBps: 250 })
-    expect((await offer(o)).earned).toBe(String(5_000 - 125))
-    expect(await fx.redis.hgetall(fx.keys.market)).toMatchObject({
-      buyerSpend: '5000',
-      supplierEarned: '4875',
-      fees: '125',
-    })
+    expect(await offer(o)).toMatchObject({ earned: String(5_000 - 125), fees: '125' })
+    expect((await account(acct)).spent).toBe('5000')
     expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    // A fee kept twice breaks the balance the audit checks.
+    await fx.redis.hincrby(fx.keys.offer(o), 'fees', 125)
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([
+      { subject: 'market', problem: 'buyer spend 5000 + written off 0 != supplier earnings 4875 + fees 250' },
+    ])
   })
 
   test('never charges more than the hold; the excess is written off', async () => {
