@@ -108,10 +108,13 @@ end
 rcall('HSET', K_INFLIGHT, unpack(slots))
 local deadline = now + lease_ms
 rcall('ZADD', K_LEASES, deadline, attempt_id)
-rcall('HSET', k_attempt(attempt_id),
-  'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,
+local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,
   'offerId', chosen.id, 'askCents', chosen.ask, 'holdUsdc', s(hold), 'holdDiem', s(estimate),
-  'model', ARGV[10], 'requestId', ARGV[11], 'tried', ARGV[8], 'admittedAt', s(now), 'lane', lane)
+  'model', ARGV[10], 'requestId', ARGV[11], 'admittedAt', s(now) }
+-- Usually empty, and then not written: every field is a listpack entry read back at the clear.
+if ARGV[8] ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', ARGV[8] end
+if lane ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'lane', lane end
+rcall('HSET', k_attempt(attempt_id), unpack(attempt))
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)
 return reply({ 1, chosen.id, chosen.ask, s(hold), s(estimate), s(deadline), s(confirmed - hold),

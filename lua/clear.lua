@@ -34,7 +34,7 @@ local a = read_attempt(id)
 if not a then return { -1 } end
 local account = k_account(a.accountId)
 if a.state == 'cleared' then
-  return { 1, a.costUsdc, a.cost, a.burn, int(a.askCents), rcall('HGET', account, 'confirmed'), a.writtenOff, 1 }
+  return { 1, a.costUsdc, a.cost, a.burn, int(a.askCents), rcall('HGET', account, 'confirmed'), a.writtenOff or '0', 1 }
 end
 if a.state == 'released' then return { -2 } end
 
@@ -73,8 +73,13 @@ end
 local written_off = cost - charged
 if written_off > 0 then rcall('HINCRBY', account, 'writtenOff', s(written_off)) end
 
-end_attempt(a, { 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
-  'fee', s(fee), 'writtenOff', s(written_off), 'inputTokens', ARGV[5], 'outputTokens', ARGV[6],
-  'estimated', ARGV[7], 'outcome', ARGV[8], 'endedAt', s(now), 'lateClear', a.state == 'reaped' and '1' or '0' })
+local final = { 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
+  'inputTokens', ARGV[5], 'outputTokens', ARGV[6], 'outcome', ARGV[8], 'endedAt', s(now) }
+-- Usually zero or no, and then not written (a missing field reads as 0).
+if fee > 0 then final[#final + 1], final[#final + 2] = 'fee', s(fee) end
+if written_off > 0 then final[#final + 1], final[#final + 2] = 'writtenOff', s(written_off) end
+if ARGV[7] == '1' then final[#final + 1], final[#final + 2] = 'estimated', '1' end
+if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', '1' end
+end_attempt(a, final)
 count_served(a.model, now)
 return { 1, s(charged), s(cost), s(burn), ask, s(confirmed), s(written_off), 0 }

@@ -65,10 +65,13 @@ describe("an ended attempt is its request's record, written by the script that e
       burn: '3333',
       inputTokens: '10',
       outputTokens: '20',
-      estimated: '0',
       outcome: 'completed',
       model: 'llama-3.3-70b',
     })
+    // Zero and no are not written: metered, no fee, nothing written off, not late.
+    const row = await attempt(adm.attemptId)
+    for (const field of ['estimated', 'fee', 'writtenOff', 'lateClear', 'tried', 'lane'])
+      expect(row[field]).toBeUndefined()
     expect(await servedToday()).toEqual({ 'llama-3.3-70b': '1' })
   })
 
