@@ -7,7 +7,7 @@
   the attempt record keeps it all (it is the request's record from then on), and the request counts
   once in its model's usage stats for the day.
   Idempotent: clearing a cleared attempt changes nothing (and counts nothing again).
-  Includes lib/keys, lib/numbers, lib/offers, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attempt id

@@ -17,14 +17,15 @@ import release from '../../lua/release.lua' with { type: 'text' }
 import renew from '../../lua/renew.lua' with { type: 'text' }
 
 const withLibs = (...parts: string[]) => parts.join('\n')
-const core = [libKeys, libNumbers, libOffers, libAttempts, libReap]
+// Each script carries only the libraries it calls: every one runs its definitions on every call.
+const settling = [libKeys, libNumbers, libAttempts]
 
 // Every market script takes one key: the keyspace base, from which lib/keys builds the rest.
 export const MARKET_SCRIPTS = {
-  admit: { lua: withLibs(...core, libPick, admit), keys: 1 },
-  clear: { lua: withLibs(...core, clear), keys: 1 },
-  release: { lua: withLibs(...core, release), keys: 1 },
-  reap: { lua: withLibs(...core, reap), keys: 1 },
+  admit: { lua: withLibs(libKeys, libNumbers, libOffers, libAttempts, libReap, libPick, admit), keys: 1 },
+  clear: { lua: withLibs(...settling, clear), keys: 1 },
+  release: { lua: withLibs(...settling, release), keys: 1 },
+  reap: { lua: withLibs(...settling, libReap, reap), keys: 1 },
   renew: { lua: withLibs(libKeys, libNumbers, renew), keys: 1 },
   offerPut: { lua: withLibs(libKeys, libNumbers, libOffers, offerPut), keys: 1 },
   capacity: { lua: withLibs(libKeys, libNumbers, libOffers, capacity), keys: 1 },
