@@ -3,81 +3,95 @@
 // response.completed / response.incomplete; a settlement that does not commit is response.failed.
 // No [DONE], no svc.cost frame.
 import { formatMicros } from '../money/units.ts'
-import { relayStream, type StreamContext } from './relay-stream.ts'
+import { relayStream, type StreamContext, type StreamShape } from './relay-stream.ts'
 import { messageItem, type ResponseShape, responseObject } from './responses-request.ts'
 import type { Settlement } from './settle.ts'
 
-const encoder = new TextEncoder()
+/** The Responses wire shape of one stream: its item, its sequence numbers, the text so far. */
+class ResponsesShape implements StreamShape {
+  private readonly position: { item_id: string; output_index: number; content_index: number }
+  private sequence = 0
+  private text = ''
 
-export function relayResponsesStream(ctx: StreamContext, shape: ResponseShape): ReadableStream<Uint8Array> {
-  const item = messageItem(shape, '', 'in_progress')
-  const position = { item_id: item.id, output_index: 0, content_index: 0 }
-  let sequence = 0
-  let text = ''
+  constructor(
+    private readonly shape: ResponseShape,
+    private readonly supportReference: string,
+  ) {
+    this.position = { item_id: messageItem(shape, '', 'in_progress').id, output_index: 0, content_index: 0 }
+  }
 
-  const event = (type: string, payload: Record<string, unknown>) =>
-    encoder.encode(
-      `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...payload })}\n\n`,
-    )
+  private event(type: string, payload: Record<string, unknown>): string {
+    return `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: this.sequence++, ...payload })}\n\n`
+  }
 
-  const cost = (settlement: Settlement) => ({
-    costUsdc: formatMicros(settlement.charged),
-    clearingPriceCents: settlement.askCents,
-    supportReference: ctx.supportReference,
-  })
+  private cost(settlement: Settlement) {
+    return {
+      costUsdc: formatMicros(settlement.charged),
+      clearingPriceCents: settlement.askCents,
+      supportReference: this.supportReference,
+    }
+  }
 
-  return relayStream(ctx, {
-    start() {
-      const inProgress = responseObject(shape, 'in_progress', [], null)
-      return [
-        event('response.created', { response: inProgress }),
-        event('response.in_progress', { response: inProgress }),
-        event('response.output_item.added', { output_index: 0, item }),
-        event('response.content_part.added', {
-          ...position,
-          part: { type: 'output_text', text: '', annotations: [] },
-        }),
-      ]
-    },
-    content(_frame, delta) {
-      if (!delta) return null
-      text += delta
-      return event('response.output_text.delta', { ...position, delta, logprobs: [] })
-    },
-    end(settlement, complete) {
-      const done = messageItem(shape, text, complete ? 'completed' : 'incomplete')
-      if (!settlement) {
-        return {
-          frames: [event('response.failed', { response: responseObject(shape, 'failed', [done], null) })],
-          error: 'settle_failed',
-        }
+  start(): string[] {
+    const inProgress = responseObject(this.shape, 'in_progress', [], null)
+    return [
+      this.event('response.created', { response: inProgress }),
+      this.event('response.in_progress', { response: inProgress }),
+      this.event('response.output_item.added', {
+        output_index: 0,
+        item: messageItem(this.shape, '', 'in_progress'),
+      }),
+      this.event('response.content_part.added', {
+        ...this.position,
+        part: { type: 'output_text', text: '', annotations: [] },
+      }),
+    ]
+  }
+
+  content(_frame: string, delta: string): string | null {
+    if (!delta) return null
+    this.text += delta
+    return this.event('response.output_text.delta', { ...this.position, delta, logprobs: [] })
+  }
+
+  end(settlement: Settlement | null, complete: boolean) {
+    const { shape, text, position } = this
+    const done = messageItem(shape, text, complete ? 'completed' : 'incomplete')
+    if (!settlement) {
+      return {
+        frames: [this.event('response.failed', { response: responseObject(shape, 'failed', [done], null) })],
+        error: 'settle_failed',
       }
-      const frames = [
-        event('response.output_text.done', { ...position, text, logprobs: [] }),
-        event('response.content_part.done', { ...position, part: done.content[0]! }),
-        event('response.output_item.done', { output_index: 0, item: done }),
-      ]
-      if (complete) {
-        const usage = {
-          input_tokens: settlement.usage.promptTokens,
-          output_tokens: settlement.usage.completionTokens,
-        }
-        frames.push(
-          event('response.completed', {
-            response: responseObject(shape, 'completed', [done], usage),
-            ...cost(settlement),
-          }),
-        )
-        return { frames, error: null }
+    }
+    const frames = [
+      this.event('response.output_text.done', { ...position, text, logprobs: [] }),
+      this.event('response.content_part.done', { ...position, part: done.content[0]! }),
+      this.event('response.output_item.done', { output_index: 0, item: done }),
+    ]
+    if (complete) {
+      const usage = {
+        input_tokens: settlement.usage.promptTokens,
+        output_tokens: settlement.usage.completionTokens,
       }
-      // Billed on estimate; the usage key stays absent, as the contract says.
       frames.push(
-        event('response.incomplete', {
-          response: responseObject(shape, 'incomplete', [done], null, 'stream_incomplete'),
-          ...cost(settlement),
+        this.event('response.completed', {
+          response: responseObject(shape, 'completed', [done], usage),
+          ...this.cost(settlement),
         }),
       )
-      return { frames, error: 'stream_incomplete' }
-    },
-  })
+      return { frames, error: null }
+    }
+    // Billed on estimate; the usage key stays absent, as the contract says.
+    frames.push(
+      this.event('response.incomplete', {
+        response: responseObject(shape, 'incomplete', [done], null, 'stream_incomplete'),
+        ...this.cost(settlement),
+      }),
+    )
+    return { frames, error: 'stream_incomplete' }
+  }
+}
+
+export function relayResponsesStream(ctx: StreamContext, shape: ResponseShape): ReadableStream<Uint8Array> {
+  return relayStream(ctx, new ResponsesShape(shape, ctx.supportReference))
 }

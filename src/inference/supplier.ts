@@ -47,6 +47,11 @@ async function errorMessage(response: Response): Promise<string> {
   }
 }
 
+function forwardAbort(from: AbortSignal, to: AbortController): void {
+  if (from.aborted) to.abort(from.reason)
+  else from.addEventListener('abort', () => to.abort(from.reason), { once: true })
+}
+
 export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome> {
   let response: Response
   // Buffered, the deadline covers the whole answer. Streamed, only the head: once it is in, the
@@ -57,6 +62,9 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
     () => deadline.abort(new DOMException('the supplier did not answer in time', 'TimeoutError')),
     call.timeoutMs,
   )
+  // Streamed, the caller's abort is passed on to the deadline's own signal: one signal for the
+  // life of the stream where AbortSignal.any would hold a third.
+  if (call.stream) forwardAbort(call.signal, deadline)
   try {
     response = await fetch(`${call.baseUrl}${call.path}`, {
       method: 'POST',
@@ -66,7 +74,7 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
         accept: call.stream ? 'text/event-stream' : 'application/json',
       },
       body: JSON.stringify(call.body),
-      signal: AbortSignal.any([call.signal, deadline.signal]),
+      signal: call.stream ? deadline.signal : AbortSignal.any([call.signal, deadline.signal]),
       // Upstream redirects are not followed: a supplier's base URL is what the operator posted.
       redirect: 'manual',
     })

@@ -78,8 +78,6 @@ export interface Begun {
   messages: ChatMessageLike[]
   supportReference: string
   dispatched: Dispatched
-  /** Ends the supplier call (the client left, or the relay gave up on it). */
-  abortUpstream: () => void
 }
 
 export async function beginInference(
@@ -90,17 +88,11 @@ export async function beginInference(
 ): Promise<Begun> {
   const model = liveTextModel(await p.deps.catalog.get(body.model), body.model)
   const chat = admitChat(body, model, p.deps.config.inference.defaultMaxTokens)
-  const upstream = new AbortController()
-  request.signal.addEventListener('abort', () => upstream.abort(), { once: true })
-  const { context, supportReference, dispatched } = await dispatchFor(
-    p,
-    requester,
-    request,
-    chatJob(chat),
-    upstream.signal,
-  )
+  // The client leaving aborts the supplier call through the request's signal; once a stream is
+  // relayed, the relay ends the call itself by cancelling the supplier's body.
+  const { context, supportReference, dispatched } = await dispatchFor(p, requester, request, chatJob(chat))
   const messages = body.messages as ChatMessageLike[]
-  return { context, chat, messages, supportReference, dispatched, abortUpstream: () => upstream.abort() }
+  return { context, chat, messages, supportReference, dispatched }
 }
 
 /**
@@ -149,6 +141,10 @@ export async function settleBuffered(p: Pipeline, begun: Begun): Promise<Buffere
 
 /** What a stream relay needs from a begun request. */
 export function streamContext(p: Pipeline, begun: Begun): StreamContext {
+  // The log line's closure holds these three, not the request: that is freed while the stream runs.
+  const { logger } = p.deps
+  const requestId = begun.context.id
+  const { supportReference } = begun
   return {
     deps: p.settling,
     timing: p.timing,
@@ -157,12 +153,11 @@ export function streamContext(p: Pipeline, begun: Begun): StreamContext {
     dispatched: begun.dispatched,
     requestId: begun.context.id,
     supportReference: begun.supportReference,
-    abortUpstream: begun.abortUpstream,
     onFinish: ({ settlement, error }) => {
-      p.deps.logger.info(
+      logger.info(
         {
-          requestId: begun.context.id,
-          supportReference: begun.supportReference,
+          requestId,
+          supportReference,
           costUsdc: settlement ? formatMicros(settlement.charged) : null,
           streamError: error,
         },
