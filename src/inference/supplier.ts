@@ -14,7 +14,13 @@ export interface SupplierCall {
 }
 
 export type SupplierOutcome =
-  | { ok: true; response: Response; preBalance: MicroDiem | null }
+  | {
+      ok: true
+      response: Response
+      preBalance: MicroDiem | null
+      /** Ends the call's deadline once its answer is read (buffered; a stream's ended at its head). */
+      endDeadline: () => void
+    }
   | {
       ok: false
       /** Kept on the attempt record; never shown with the supplier's identity. */
@@ -86,14 +92,22 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
         : name === 'AbortError'
           ? 'client_closed'
           : 'upstream_unreachable'
+    clearTimeout(timer)
     return { ok: false, code, clientError: false, status: null, message: code, balance: null }
-  } finally {
-    if (call.stream) clearTimeout(timer)
   }
+  // A buffered answer's deadline runs on while the caller reads it, and no longer: a timer left
+  // for SVC_UPSTREAM_TIMEOUT_MS would hold its closure and signals that long after every request.
+  const endDeadline = () => clearTimeout(timer)
+  if (call.stream) endDeadline()
   const preBalance = balanceHeader(response)
-  if (response.ok && response.body) return { ok: true, response, preBalance }
+  if (response.ok && response.body) return { ok: true, response, preBalance, endDeadline }
 
-  const message = await errorMessage(response)
+  let message: string
+  try {
+    message = await errorMessage(response)
+  } finally {
+    endDeadline()
+  }
   const status = response.status
   if (status === 402)
     return {
