@@ -57,8 +57,12 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
   return redis
 }
 
-/** A native lane for a URL Bun's client takes; null (ioredis alone) for one it does not. */
+/**
+ * A native lane for a redis:// or rediss:// URL (host, port, credentials, database: what both
+ * clients read alike); null, ioredis alone, for anything else (a socket path, ioredis's own forms).
+ */
 function nativeLane(url: string, name: string): ScriptLane | null {
+  if (!/^rediss?:\/\//.test(url)) return null
   try {
     return new ScriptLane(url, name)
   } catch {

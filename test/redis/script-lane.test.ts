@@ -3,12 +3,15 @@
 // lost (restart, SCRIPT FLUSH) is sent again whole; a lane that is down hands its scripts to
 // ioredis; and the lane's connection ends with the ioredis one.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
+import { OfferService } from '../../src/market/offers.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
 import { createRedis, whenReady } from '../../src/redis/connection.ts'
+import { keyspace } from '../../src/redis/keys.ts'
 import { readyScriptLane, runScript, SCRIPTS } from '../../src/redis/scripts.ts'
 import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
-import { testRedisUrl } from '../helpers/stack.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 let fx: MarketFixture
 let observer: Redis
@@ -93,6 +96,26 @@ describe('the native script lane', () => {
     )
     for (const r of results) expect(Array.isArray(r)).toBe(true)
     await laneUp(fx.redis)
+  })
+
+  test("a database in the URL is the lane's too: a script writes where ioredis reads", async () => {
+    const redis = createRedis(`${testRedisUrl()}/5`, { name: 'svc-test-db5' })
+    try {
+      await whenReady(redis, 5_000)
+      await laneUp(redis)
+      const keys = keyspace(testPrefix())
+      const offers = new OfferService(redis, keys, randomBytes(32))
+      const offer = await offers.create({
+        upstreamBaseUrl: 'http://127.0.0.1:1',
+        upstreamApiKey: 'upstream-db5',
+        askCents: 40,
+        capacity: 1_000 as MicroDiem,
+      })
+      expect((await redis.hgetall(keys.offer(offer.id))).askCents).toBe('40')
+      expect(await observer.exists(keys.offer(offer.id))).toBe(0)
+    } finally {
+      redis.disconnect()
+    }
   })
 
   test("the lane's connection ends with the ioredis one", async () => {
