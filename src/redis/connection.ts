@@ -98,5 +98,7 @@ export function isRedisUnavailable(error: unknown): boolean {
   if (!e) return false
   if (e.name === 'MaxRetriesPerRequestError') return true
   if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE') return true
+  // Bun's native client (the script lane): a connection closed, not open yet, or timed out.
+  if (e.code?.startsWith('ERR_REDIS_CONNECTION')) return true
   return /enableOfflineQueue|Connection is closed|Stream isn't writeable/i.test(e.message ?? '')
 }

@@ -5,10 +5,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
+import { settleFailure } from '../../src/http/inference/pipeline.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { createRedis, whenReady } from '../../src/redis/connection.ts'
+import { createRedis, isRedisUnavailable, whenReady } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import { ScriptLane } from '../../src/redis/script-lane.ts'
 import { readyScriptLane, runScript, SCRIPTS } from '../../src/redis/scripts.ts'
 import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
@@ -136,3 +138,28 @@ async function laneClientId(): Promise<number> {
   const line = list.split('\n').find((l) => l.includes('name=svc-test-market-scripts'))!
   return Number(/id=(\d+)/.exec(line)![1])
 }
+
+describe('a store that goes away', () => {
+  test("the lane's connection errors count as Redis unreachable, a script's own error does not", async () => {
+    const lane = new ScriptLane('redis://127.0.0.1:1', 'svc-test-nowhere')
+    const refused = await lane.run('return 1', ['k'], []).catch((error: unknown) => error)
+    lane.close()
+    expect(isRedisUnavailable(refused)).toBe(true)
+    await laneUp(fx.redis)
+    const scriptError = await runScript(fx.redis, 'admit', [fx.keys.base], ['only one argument']).catch(
+      (error: unknown) => error,
+    )
+    expect(scriptError).toBeInstanceOf(Error)
+    expect(isRedisUnavailable(scriptError)).toBe(false)
+  })
+
+  test('a buffered settlement that lost the store is a 503 store_unavailable; any other failure the 500 settle_failed', () => {
+    const lost = settleFailure(
+      Object.assign(new Error('Connection closed'), { code: 'ERR_REDIS_CONNECTION_CLOSED' }),
+      'sr_x',
+    )
+    expect([lost.status, lost.code]).toEqual([503, 'store_unavailable'])
+    const failed = settleFailure(new Error('ERR user_script: boom'), 'sr_x')
+    expect([failed.status, failed.code]).toEqual([500, 'settle_failed'])
+  })
+})

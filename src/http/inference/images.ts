@@ -5,11 +5,15 @@ import { Elysia } from 'elysia'
 import { admitImages, deliveredImages, imageBodySchema } from '../../inference/image-request.ts'
 import { costHeaders } from '../../inference/relay-buffered.ts'
 import { clearBurn } from '../../inference/settle.ts'
-import { attachSupportReference } from '../../inference/support-reference.ts'
 import { formatMicros, type MicroDiem } from '../../money/units.ts'
 import { buyerKeyAuth } from '../auth.ts'
-import { ApiError } from '../errors.ts'
-import { dispatchFor, type InferenceDeps, inferencePipeline, SUPPORT_REFERENCE_HEADER } from './pipeline.ts'
+import {
+  dispatchFor,
+  type InferenceDeps,
+  inferencePipeline,
+  SUPPORT_REFERENCE_HEADER,
+  settleFailure,
+} from './pipeline.ts'
 
 export const IMAGE_LANE = { name: 'img', cap: 1 }
 
@@ -40,11 +44,8 @@ export function imageRoutes(deps: InferenceDeps) {
           (images.perImage * delivered) as MicroDiem,
           { inputTokens: 0, outputTokens: delivered, estimated: false, outcome: 'completed' },
         )
-      } catch {
-        throw attachSupportReference(
-          new ApiError(500, 'settle_failed', 'settlement did not commit; nothing was charged; safe to retry'),
-          supportReference,
-        )
+      } catch (error) {
+        throw settleFailure(error, supportReference)
       }
       context.costUsdc = formatMicros(settlement.charged)
       const data = (json.data as unknown[]).slice(0, delivered)

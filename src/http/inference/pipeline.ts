@@ -22,6 +22,7 @@ import type { ChatMessageLike } from '../../inference/tokens.ts'
 import { LeaseRenewer } from '../../market/lease-renewer.ts'
 import { UpstreamKeyCache } from '../../market/upstream-key-crypto.ts'
 import { formatMicros } from '../../money/units.ts'
+import { isRedisUnavailable } from '../../redis/connection.ts'
 import type { Keyspace } from '../../redis/keys.ts'
 import { ApiError } from '../errors.ts'
 import { type RequestContext, requestContext } from '../request-context.ts'
@@ -119,7 +120,25 @@ export async function dispatchFor(
   return { context, supportReference, dispatched }
 }
 
-/** Settles a buffered answer; a settlement that does not commit is a 500 that charged nothing. */
+/**
+ * The error for a buffered answer whose clear failed. The clear raised an error: the contract's
+ * 500 settle_failed, nothing charged. The store went away under it: a 503 store_unavailable like
+ * every other call made while Redis is unreachable; whether a clear sent just before committed is
+ * not known here, and the request's record says it once Redis is back.
+ */
+export function settleFailure(error: unknown, supportReference: string): ApiError {
+  const failure = isRedisUnavailable(error)
+    ? new ApiError(
+        503,
+        'store_unavailable',
+        "the gateway lost its store while settling; the request's record says whether it was charged; retry shortly",
+        { headers: { 'retry-after': '1' } },
+      )
+    : new ApiError(500, 'settle_failed', 'settlement did not commit; nothing was charged; safe to retry')
+  return attachSupportReference(failure, supportReference)
+}
+
+/** Settles a buffered answer, or throws settleFailure's error. */
 export async function settleBuffered(p: Pipeline, begun: Begun): Promise<BufferedResult> {
   try {
     const result = await relayBuffered(
@@ -131,11 +150,8 @@ export async function settleBuffered(p: Pipeline, begun: Begun): Promise<Buffere
     )
     begun.context.costUsdc = formatMicros(result.settlement.charged)
     return result
-  } catch {
-    throw attachSupportReference(
-      new ApiError(500, 'settle_failed', 'settlement did not commit; nothing was charged; safe to retry'),
-      begun.supportReference,
-    )
+  } catch (error) {
+    throw settleFailure(error, begun.supportReference)
   }
 }
 
