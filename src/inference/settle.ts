@@ -6,9 +6,16 @@ import { type Admission, type Clearing, clear } from '../market/settlement.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { whileStoreAway } from '../redis/store-retry.ts'
 import type { AdmittedChat } from './chat-request.ts'
 import { burnOf, type Usage } from './meter.ts'
 import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
+
+/**
+ * Waits between tries of a clear that lost the store: half a second in all (a dropped connection,
+ * a reconnect), then its error stands, so that a longer outage still answers at once.
+ */
+const CLEAR_RETRY_WAITS_MS = [50, 150, 300] as const
 
 export interface SettleDeps {
   redis: Redis
@@ -74,14 +81,21 @@ export async function clearBurn(
   },
 ): Promise<Clearing> {
   const after = before === null ? null : (Math.max(0, before - burn) as MicroDiem)
-  const clearing = await clear(deps.redis, deps.keys, {
-    attemptId,
-    burn,
-    feeBps: deps.feeBps,
-    upstreamBalanceAfter: after,
-    ...record,
-    recordRetentionMs: deps.recordRetentionMs,
-  })
+  // The work is done and the clear is idempotent: a store that blinks (a lost connection, a
+  // failover) costs the buyer a short wait, not an error, and a clear whose reply was lost is
+  // replayed for its result rather than left unheard.
+  const clearing = await whileStoreAway(
+    () =>
+      clear(deps.redis, deps.keys, {
+        attemptId,
+        burn,
+        feeBps: deps.feeBps,
+        upstreamBalanceAfter: after,
+        ...record,
+        recordRetentionMs: deps.recordRetentionMs,
+      }),
+    CLEAR_RETRY_WAITS_MS,
+  )
   if (!clearing.replay) metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
   return clearing
 }

@@ -1,0 +1,16 @@
+// Retrying an idempotent script while the store is away. Only for a call that is safe to repeat
+// whether or not the lost try ran: a clear is (a second clear of the same attempt replays the
+// first's result and changes nothing), an admit is not (its id would be refused as used).
+import { isRedisUnavailable } from './connection.ts'
+
+/** Tries `call`, and again after each wait while it fails for want of Redis; other errors at once. */
+export async function whileStoreAway<T>(call: () => Promise<T>, waitsMs: readonly number[]): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await call()
+    } catch (error) {
+      if (i >= waitsMs.length || !isRedisUnavailable(error)) throw error
+      await Bun.sleep(waitsMs[i]!)
+    }
+  }
+}
