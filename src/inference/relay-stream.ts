@@ -9,10 +9,9 @@ import type { LeaseRenewer } from '../market/lease-renewer.ts'
 import type { Admission } from '../market/settlement.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import { formatMicros, type MicroDiem } from '../money/units.ts'
-import type { AdmittedChat } from './chat-request.ts'
 import type { Dispatched } from './dispatch.ts'
 import type { Usage } from './meter.ts'
-import { type SettleDeps, type Settlement, settle } from './settle.ts'
+import { type SettleDeps, type SettledChat, type Settlement, settle } from './settle.ts'
 import { clockFor, type StreamClock } from './stream-clock.ts'
 import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
 import { UpstreamEvents } from './upstream-events.ts'
@@ -28,7 +27,7 @@ export interface StreamTiming {
 export interface StreamContext {
   deps: SettleDeps & { logger: Logger; renewer: LeaseRenewer }
   timing: StreamTiming
-  chat: AdmittedChat
+  chat: SettledChat
   messages: ChatMessageLike[]
   dispatched: Dispatched
   requestId: string
@@ -70,7 +69,7 @@ class StreamRelay {
   readonly type = 'direct'
   private readonly deps: StreamContext['deps']
   private readonly timing: StreamTiming
-  private readonly chat: AdmittedChat
+  private readonly chat: SettledChat
   private readonly messages: ChatMessageLike[]
   private readonly admission: Admission
   private readonly preBalance: MicroDiem | null

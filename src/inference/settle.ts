@@ -30,8 +30,12 @@ export interface Settlement extends Clearing {
   estimated: boolean
 }
 
+/** What settling needs of an admitted chat; a stream keeps only this, not the supplier's body. */
+export type SettledChat = Pick<AdmittedChat, 'model' | 'maxTokens'>
+
 export interface SettleInput {
-  chat: AdmittedChat
+  /** What billing needs of the admitted request: its model's prices and the max tokens admitted. */
+  chat: SettledChat
   messages: ChatMessageLike[]
   admission: Admission
   preBalance: MicroDiem | null

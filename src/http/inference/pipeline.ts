@@ -164,7 +164,8 @@ export function streamContext(p: Pipeline, begun: Begun): StreamContext {
   return {
     deps: p.settling,
     timing: p.timing,
-    chat: begun.chat,
+    // Only what settling reads: the supplier's body (every field the client sent) is not kept.
+    chat: { model: begun.chat.model, maxTokens: begun.chat.maxTokens },
     messages: begun.messages,
     dispatched: begun.dispatched,
     requestId: begun.context.id,
