@@ -3,35 +3,24 @@
 // trip for all of them. A lease lives as long as its stream; only a dead replica's are reaped.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
+import { TickingSet } from '../timing/ticking-set.ts'
 import { renewLease } from './settlement.ts'
 
 export class LeaseRenewer {
-  private readonly open = new Set<string>()
-  private timer: Timer | null = null
+  // Auto-pipelining sends each round's renewals together; a lease already reaped simply is not renewed.
+  private readonly open: TickingSet<string>
 
-  constructor(
-    private readonly redis: Redis,
-    private readonly keys: Keyspace,
-    private readonly leaseMs: number,
-  ) {}
+  constructor(redis: Redis, keys: Keyspace, leaseMs: number) {
+    this.open = new TickingSet(Math.max(1_000, Math.floor(leaseMs / 3)), (id) => {
+      renewLease(redis, keys, id, leaseMs).catch(() => {})
+    })
+  }
 
   add(attemptId: string): void {
     this.open.add(attemptId)
-    if (this.timer) return
-    this.timer = setInterval(() => this.renewAll(), Math.max(1_000, Math.floor(this.leaseMs / 3)))
-    this.timer.unref()
   }
 
   remove(attemptId: string): void {
-    this.open.delete(attemptId)
-    if (this.open.size === 0 && this.timer) {
-      clearInterval(this.timer)
-      this.timer = null
-    }
-  }
-
-  private renewAll(): void {
-    // Auto-pipelining sends these together; a lease already reaped simply is not renewed.
-    for (const id of this.open) renewLease(this.redis, this.keys, id, this.leaseMs).catch(() => {})
+    this.open.remove(attemptId)
   }
 }
