@@ -10,6 +10,10 @@ export interface ChatMessageLike {
   tool_calls?: unknown
 }
 
+// A special token's spelling ("<|endoftext|>") is counted as the text it is. By default the
+// tokenizer throws on one, and a prompt or an answer holding it went unbilled.
+const AS_TEXT = { disallowedSpecial: new Set<string>() }
+
 const PER_MESSAGE_OVERHEAD = 4
 const PER_REQUEST_OVERHEAD = 16
 
@@ -41,7 +45,7 @@ export function promptTokenBound(messages: ChatMessageLike[], extra = ''): numbe
 /** The prompt's tokens by a real tokenizer, for billing a stream that reported no usage. */
 export function promptTokenCount(messages: ChatMessageLike[]): number {
   let tokens = 3
-  for (const message of messages) tokens += PER_MESSAGE_OVERHEAD + countTokens(messageText(message))
+  for (const message of messages) tokens += PER_MESSAGE_OVERHEAD + countTokens(messageText(message), AS_TEXT)
   return tokens
 }
 
@@ -56,7 +60,7 @@ export class OutputTokenCounter {
   }
 
   private flush(): void {
-    if (this.pending) this.counted += countTokens(this.pending)
+    if (this.pending) this.counted += countTokens(this.pending, AS_TEXT)
     this.pending = ''
   }
 

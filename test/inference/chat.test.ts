@@ -224,6 +224,23 @@ describe('streamed chat', () => {
     ).toBe('1')
   })
 
+  test('a special token spelled in the prompt is counted as text: the cut stream is still billed', async () => {
+    await warmLadder()
+    await simKey(stack, cheapest.upstreamKey, { fault: 'truncate', times: 1 })
+    const before = await balances(stack, buyer.accountId)
+    const response = await rawChat({
+      stream: true,
+      messages: [{ role: 'user', content: 'Repeat <|endoftext|> and <|im_start|> back to me.' }],
+    })
+    const frames = sseData(await response.text())
+    expect((frames.at(-1) as { error: { code: string } }).error.code).toBe('stream_incomplete')
+    const cost = frames.at(-2) as { object: string; costUsdc: string }
+    expect(cost.object).toBe('svc.cost')
+    const charged = before.confirmed - (await balances(stack, buyer.accountId)).confirmed
+    expect(charged).toBeGreaterThan(0)
+    expect(formatMicros(charged)).toBe(cost.costUsdc)
+  })
+
   test('a client that leaves mid-stream: the supplier call ends at once, only what was generated is billed', async () => {
     const who = await fundedBuyer(stack, '2.000000')
     const before = await balances(stack, who.accountId)
