@@ -26,6 +26,13 @@ function redisCalls(port: number): Record<string, number> {
   return calls
 }
 
+/** Redis's socket reads and writes so far: how many commands each read carries is how well clients pipeline. */
+function redisIo(port: number): { reads: number; writes: number } {
+  const info = Bun.spawnSync(['redis-cli', '-p', String(port), 'info', 'stats']).stdout.toString()
+  const field = (name: string) => Number(new RegExp(`${name}:(\\d+)`).exec(info)?.[1] ?? 0)
+  return { reads: field('total_reads_processed'), writes: field('total_writes_processed') }
+}
+
 function redisPid(port: number): number {
   const out = Bun.spawnSync(['pgrep', '-f', `redis-server .*:${port}`])
     .stdout.toString()
@@ -55,6 +62,7 @@ try {
       const pids = { [name]: target.pid, ...procs }
       const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]))
       const callsBefore = redisCalls(stack.redis.port)
+      const ioBefore = redisIo(stack.redis.port)
       const result = await runWrk(target, body, Number(connections), Number(seconds), stack.logDir)
       const perRequest = Object.entries(pids).map(
         ([k, pid]) => `${k} ${((1000 * (cpuMs(pid) - before[k]!)) / result.requests).toFixed(0)} µs`,
@@ -66,7 +74,14 @@ try {
       console.log(
         `${name.padEnd(8)} ${Math.round(result.rps)} req/s, CPU per request: ${perRequest.join(', ')}`,
       )
-      if (calls.length > 0) console.log(`         Redis commands per request: ${calls.join(', ')}`)
+      if (calls.length > 0) {
+        const io = redisIo(stack.redis.port)
+        const per = (n: number) => (n / result.requests).toFixed(2)
+        console.log(`         Redis commands per request: ${calls.join(', ')}`)
+        console.log(
+          `         Redis socket reads per request ${per(io.reads - ioBefore.reads)}, writes ${per(io.writes - ioBefore.writes)}`,
+        )
+      }
     }
   }
 } finally {
