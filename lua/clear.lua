@@ -55,7 +55,7 @@ local fee = idiv(cost * fee_bps, 10000)
 local charged, confirmed
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
-  confirmed = unwind_attempt(a, charged, { burn = burn, earned = cost - fee, fee = fee, balance = ARGV[4], offer = o })
+  confirmed = unwind_attempt(a, charged, o, burn, cost - fee, fee, ARGV[4])
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero
   confirmed = int(rcall('HGET', account, 'confirmed'))
@@ -73,7 +73,9 @@ end
 local written_off = cost - charged
 if written_off > 0 then rcall('HINCRBY', account, 'writtenOff', s(written_off)) end
 
-local final = { 'state', 'cleared', 'burn', s(burn), 'cost', s(cost), 'costUsdc', s(charged),
+-- Each number formatted once, for the record and the reply.
+local burn_s, cost_s, charged_s = s(burn), s(cost), s(charged)
+local final = { 'state', 'cleared', 'burn', burn_s, 'cost', cost_s, 'costUsdc', charged_s,
   'inputTokens', ARGV[5], 'outputTokens', ARGV[6], 'outcome', ARGV[8], 'endedAt', s(now) }
 -- Usually zero or no, and then not written (a missing field reads as 0).
 if fee > 0 then final[#final + 1], final[#final + 2] = 'fee', s(fee) end
@@ -82,4 +84,4 @@ if ARGV[7] == '1' then final[#final + 1], final[#final + 2] = 'estimated', '1' e
 if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', '1' end
 end_attempt(a, final)
 count_served(a.model, now)
-return { 1, s(charged), s(cost), s(burn), ask, s(confirmed), s(written_off), 0 }
+return { 1, charged_s, cost_s, burn_s, ask, s(confirmed), written_off > 0 and s(written_off) or '0', 0 }

@@ -4,20 +4,35 @@
 -- Each hash is read once and written once: every call counts on the hot path, and inside one
 -- script a read-then-write is as atomic as HINCRBY.
 
--- The attempt's in-flight counts come down by one; a count at zero is removed.
+-- The attempt's in-flight counts come down by one; a count at zero is removed. Written out field
+-- by field (no tables, no unpack): this runs on every clear.
 local function release_slots(a)
-  local fields = { 'k:' .. a.keyId, 'a:' .. a.accountId }
-  if a.lane and a.lane ~= '' then fields[3] = a.lane .. ':' .. a.accountId end
-  local counts = rcall('HMGET', K_INFLIGHT, unpack(fields))
-  local set, gone = {}, {}
-  for i, field in ipairs(fields) do
-    local n = int(counts[i]) - 1
-    if n > 0 then
-      set[#set + 1] = field
-      set[#set + 1] = s(n)
+  local kf, af = 'k:' .. a.keyId, 'a:' .. a.accountId
+  local lf = a.lane
+  if lf == '' then lf = nil end
+  local c
+  if lf then
+    lf = lf .. ':' .. a.accountId
+    c = rcall('HMGET', K_INFLIGHT, kf, af, lf)
+  else
+    c = rcall('HMGET', K_INFLIGHT, kf, af)
+  end
+  local nk, na = int(c[1]) - 1, int(c[2]) - 1
+  local nl = lf and int(c[3]) - 1 or 0
+  if nk > 0 and na > 0 and (nl > 0 or not lf) then
+    -- the usual case: nothing reaches zero
+    if lf then
+      rcall('HSET', K_INFLIGHT, kf, s(nk), af, s(na), lf, s(nl))
     else
-      gone[#gone + 1] = field
+      rcall('HSET', K_INFLIGHT, kf, s(nk), af, s(na))
     end
+    return
+  end
+  local set, gone = {}, {}
+  if nk > 0 then set[#set + 1], set[#set + 2] = kf, s(nk) else gone[#gone + 1] = kf end
+  if na > 0 then set[#set + 1], set[#set + 2] = af, s(na) else gone[#gone + 1] = af end
+  if lf then
+    if nl > 0 then set[#set + 1], set[#set + 2] = lf, s(nl) else gone[#gone + 1] = lf end
   end
   if #set > 0 then rcall('HSET', K_INFLIGHT, unpack(set)) end
   if #gone > 0 then rcall('HDEL', K_INFLIGHT, unpack(gone)) end
@@ -25,29 +40,38 @@ end
 
 -- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
 -- charge: micro-USDC moved from the hold to spent (0 on failure).
--- settled: for a clear, {burn, earned, fee, balance, offer} the offer records in the same write,
--- where offer is its row as clear read it (OFFER_SETTLE_FIELDS: read once per clear); else nil.
+-- For a clear, the offer also records what it settled, in the same write: o is its row as clear
+-- read it (OFFER_SETTLE_FIELDS: read once per clear), then burn, earned, fee and balance (the
+-- upstream balance, '' unknown). Positional, not a table: this runs on every clear. Otherwise
+-- only (a, charge).
 -- Returns the account's confirmed balance after.
 local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees' }
-local function unwind_attempt(a, charge, settled)
+local function unwind_attempt(a, charge, o, burn, earned, fee, balance)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
   local b = rcall('HMGET', account, 'held', 'confirmed', 'spent')
   local confirmed = int(b[2]) + hold - charge
   rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge))
   local offer = k_offer(a.offerId)
-  local o = settled and settled.offer or rcall('HMGET', offer, unpack(OFFER_SETTLE_FIELDS))
+  local settled = o ~= nil
+  if not settled then o = rcall('HMGET', offer, 'held', 'inflight') end
   -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
   if o[1] then
-    local fields = { 'held', s(int(o[1]) - int(a.holdDiem)), 'inflight', s(int(o[2]) - 1) }
-    if settled then
-      fields[5], fields[6] = 'burned', s(int(o[3]) + settled.burn)
-      fields[7], fields[8] = 'earned', s(int(o[4]) + settled.earned)
+    local held, inflight = s(int(o[1]) - int(a.holdDiem)), s(int(o[2]) - 1)
+    if not settled then
+      rcall('HSET', offer, 'held', held, 'inflight', inflight)
+    elseif fee == 0 and balance == '' then
+      -- the usual clear: no fee field, no balance reported
+      rcall('HSET', offer, 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
+        s(int(o[4]) + earned))
+    else
+      local fields = { 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
+        s(int(o[4]) + earned) }
       -- usually none: no field for it
-      if settled.fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + settled.fee) end
-      if settled.balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', settled.balance end
+      if fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + fee) end
+      if balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', balance end
+      rcall('HSET', offer, unpack(fields))
     end
-    rcall('HSET', offer, unpack(fields))
   end
   release_slots(a)
   rcall('ZREM', K_LEASES, a.id)
@@ -70,11 +94,11 @@ end
 local record_ttl_ms = 30 * 86400 * 1000
 
 -- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
--- the record kept for the retention.
+-- the record kept for the retention. `a` itself is not updated: no caller reads it after.
 local function end_attempt(a, final)
-  rcall('HSET', k_attempt(a.id), unpack(final))
-  for i = 1, #final, 2 do a[final[i]] = final[i + 1] end
-  rcall('PEXPIRE', k_attempt(a.id), record_ttl_ms)
+  local key = k_attempt(a.id)
+  rcall('HSET', key, unpack(final))
+  rcall('PEXPIRE', key, record_ttl_ms)
 end
 
 -- Usage stats: a served request counts once in its model's bucket for the day it ended.
