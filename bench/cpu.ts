@@ -3,12 +3,21 @@
 // gateway, with each process's CPU time (user + system, from /proc) divided by the requests served.
 // On a shared 2-core machine throughput is CPU per request, so this says what a target costs
 // and which process pays it.
-//   bun bench/cpu.ts [connections=32] [seconds=6] [rounds=2]
+//   bun bench/cpu.ts [connections=32] [seconds=6] [rounds=2] [name=binary ...]
+// Each name=binary adds another gateway build (e.g. base=/tmp/svc-gateway-base) on the same Redis
+// and supplier, its own key prefix and buyer; rounds alternate between all targets and the medians
+// close the output: an A/B of a change on this noisy machine, in one sitting.
 import { readFileSync } from 'node:fs'
-import { BenchStack, fundedBuyer, postOffer, targets } from './stack.ts'
+import { BenchStack, fundedBuyer, postOffer, type Target, targets } from './stack.ts'
+import { median } from './stats.ts'
 import { runWrk } from './wrk.ts'
 
-const [connections = '32', seconds = '6', rounds = '2'] = process.argv.slice(2)
+const [connections = '32', seconds = '6', rounds = '2', ...others] = process.argv.slice(2)
+const builds = others.map((arg) => {
+  const [name, binary] = arg.split('=')
+  if (!name || !binary) throw new Error(`expected name=binary, got ${arg}`)
+  return { name, binary }
+})
 const TICK_MS = 1000 / 100 // USER_HZ
 
 /** CPU time of a process so far, ms (its threads included). */
@@ -53,20 +62,26 @@ try {
   const peer = await stack.startPeer('peer')
   await postOffer(gateway, sim, 'bench-supplier', 50)
   const buyer = await fundedBuyer(gateway)
-  const byName = targets(sim, 'bench-supplier', peer, gateway, buyer)
+  const standard = targets(sim, 'bench-supplier', peer, gateway, buyer)
+  const byName: Record<string, Target> = { peer: standard.peer, gateway: standard.gateway }
+  for (const build of builds) {
+    const other = await stack.startGateway(build.name, sim.url, [build.binary, 'serve'])
+    await postOffer(other, sim, 'bench-supplier', 50)
+    byName[build.name] = targets(sim, 'bench-supplier', peer, other, await fundedBuyer(other)).gateway
+  }
   const procs = { sim: sim.service.pid, redis: redisPid(stack.redis.port) }
+  const seen: Record<string, { rps: number[]; own: number[]; redis: number[] }> = {}
   for (let r = 0; r < Number(rounds); r++) {
-    for (const name of ['peer', 'gateway'] as const) {
-      const target = byName[name]
+    for (const [name, target] of Object.entries(byName)) {
       await runWrk(target, body, Number(connections), 1, stack.logDir) // warm-up
       const pids = { [name]: target.pid, ...procs }
       const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]))
       const callsBefore = redisCalls(stack.redis.port)
       const ioBefore = redisIo(stack.redis.port)
       const result = await runWrk(target, body, Number(connections), Number(seconds), stack.logDir)
-      const perRequest = Object.entries(pids).map(
-        ([k, pid]) => `${k} ${((1000 * (cpuMs(pid) - before[k]!)) / result.requests).toFixed(0)} µs`,
-      )
+      const after = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]))
+      const us = (k: string) => (1000 * (after[k]! - before[k]!)) / result.requests
+      const perRequest = Object.keys(pids).map((k) => `${k} ${us(k).toFixed(0)} µs`)
       const calls = Object.entries(redisCalls(stack.redis.port))
         .map(([command, n]) => [command, (n - (callsBefore[command] ?? 0)) / result.requests] as const)
         .filter(([command, n]) => n >= 0.01 && command !== 'info')
@@ -74,6 +89,10 @@ try {
       console.log(
         `${name.padEnd(8)} ${Math.round(result.rps)} req/s, CPU per request: ${perRequest.join(', ')}`,
       )
+      seen[name] ??= { rps: [], own: [], redis: [] }
+      seen[name].rps.push(result.rps)
+      seen[name].own.push(us(name))
+      seen[name].redis.push(us('redis'))
       if (calls.length > 0) {
         const io = redisIo(stack.redis.port)
         const per = (n: number) => (n / result.requests).toFixed(2)
@@ -83,6 +102,12 @@ try {
         )
       }
     }
+  }
+  console.log(`medians of ${rounds} rounds:`)
+  for (const [name, m] of Object.entries(seen)) {
+    console.log(
+      `${name.padEnd(8)} ${Math.round(median(m.rps))} req/s, own ${median(m.own).toFixed(0)} µs, redis ${median(m.redis).toFixed(0)} µs per request`,
+    )
   }
 } finally {
   await stack.stop()

@@ -1,6 +1,6 @@
 // What an API key is: `svc_` and 32 random bytes in base64url (43 characters). Only its SHA-256
 // digest is stored; the plaintext exists in memory at mint and in the mint response, nowhere else.
-import { createHash, randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 
 export const API_KEY_PREFIX = 'svc_'
 /** `keyPrefix` on the wire: enough to tell keys apart in a list, far too little to guess one. */
@@ -25,9 +25,9 @@ export function generateApiKey(): NewApiKey {
   return { id: randomUUID(), plaintext, digest: digestApiKey(plaintext), prefix: keyPrefix(plaintext) }
 }
 
-/** SHA-256 hex: what Redis stores and looks keys up by. */
+/** SHA-256 hex: what Redis stores and looks keys up by (Bun's one-shot hash: no Hash object per request). */
 export function digestApiKey(plaintext: string): string {
-  return createHash('sha256').update(plaintext).digest('hex')
+  return Bun.SHA256.hash(plaintext, 'hex') as string
 }
 
 export function keyPrefix(plaintext: string): string {

@@ -90,6 +90,9 @@ export function buyerAuth(deps: AuthDeps) {
   })
 }
 
+// The digest found in the parse phase, for the resolve phase of the same request.
+const digests = new WeakMap<Request, string>()
+
 /**
  * The `buyerKey` macro, for the paid routes: the key is checked for form here (cookie, Bearer,
  * `svc_` shape: 401 before the body is read) and resolved by the admission script itself, in the
@@ -100,11 +103,13 @@ export function buyerKeyAuth(deps: { keys: Keyspace }) {
   return new Elysia({ name: 'svc/buyer-key', seed: deps.keys.prefix }).macro('buyerKey', {
     parse: [
       ({ request }) => {
-        presentedKeyDigest(request)
+        digests.set(request, presentedKeyDigest(request))
       },
       jsonBody,
     ],
-    resolve: ({ request }) => ({ buyerKey: { apiKeyDigest: presentedKeyDigest(request) } }),
+    resolve: ({ request }) => ({
+      buyerKey: { apiKeyDigest: digests.get(request) ?? presentedKeyDigest(request) },
+    }),
   })
 }
 

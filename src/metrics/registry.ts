@@ -4,11 +4,27 @@
 
 type Labels = Record<string, string>
 
-const key = (labels: Labels) =>
+const render = (labels: Labels) =>
   Object.keys(labels)
     .sort()
     .map((k) => `${k}="${String(labels[k]).replace(/["\\\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))}"`)
     .join(',')
+
+// Label sets repeat on every request (a route, a method, a status): each is sorted and escaped
+// once. Bounded, so that a label fed from input could never grow it without end.
+const rendered = new Map<string, string>()
+const MAX_RENDERED = 10_000
+
+const key = (labels: Labels) => {
+  let raw = ''
+  for (const k in labels) raw += `${k}\u0000${labels[k]}\u0001`
+  let out = rendered.get(raw)
+  if (out === undefined) {
+    out = render(labels)
+    if (rendered.size < MAX_RENDERED) rendered.set(raw, out)
+  }
+  return out
+}
 
 export class Counter {
   private readonly values = new Map<string, number>()
