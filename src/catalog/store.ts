@@ -1,5 +1,7 @@
 // The catalog in Redis: replaced whole by the sync (one Lua script), read by every replica. Reads
 // go through a short in-process cache because every inference request needs its model's prices.
+// An expired cache is still served while one read of Redis refreshes it in the background: no
+// request waits on that read, and a burst of requests at expiry makes one read, not one each.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
@@ -11,6 +13,10 @@ const REFILL_EVERY_MS = 5_000
 
 export class CatalogStore {
   private cache: { at: number; entries: Map<string, CatalogEntry> } | null = null
+  /** The read of Redis under way, shared by every caller that needs it. */
+  private loading: Promise<Map<string, CatalogEntry>> | null = null
+  /** Bumped by replace: a read begun before it must not install what it read. */
+  private generation = 0
   private refilling: Promise<unknown> | null = null
   private lastRefill = 0
 
@@ -27,13 +33,33 @@ export class CatalogStore {
     const count = Number(
       await runScript(this.redis, 'catalogReplace', [this.keys.catalog, this.keys.catalogMeta], args),
     )
+    this.generation += 1
     this.cache = null
+    this.loading = null
     return count
   }
 
   async all(): Promise<Map<string, CatalogEntry>> {
+    const cached = this.cache
+    if (!cached) return this.reload()
+    // Expired: refreshed in the background; a failed read is tried again by the next caller.
+    if (Date.now() - cached.at >= CACHE_MS) this.reload().catch(() => {})
+    return cached.entries
+  }
+
+  private reload(): Promise<Map<string, CatalogEntry>> {
+    if (!this.loading) {
+      const loading = this.load().finally(() => {
+        if (this.loading === loading) this.loading = null
+      })
+      this.loading = loading
+    }
+    return this.loading
+  }
+
+  private async load(): Promise<Map<string, CatalogEntry>> {
+    const generation = this.generation
     const now = Date.now()
-    if (this.cache && now - this.cache.at < CACHE_MS) return this.cache.entries
     let raw = await this.redis.hgetall(this.keys.catalog)
     if (Object.keys(raw).length === 0 && this.refill && now - this.lastRefill > REFILL_EVERY_MS) {
       this.lastRefill = now
@@ -47,7 +73,7 @@ export class CatalogStore {
     }
     const entries = new Map<string, CatalogEntry>()
     for (const id of Object.keys(raw).sort()) entries.set(id, JSON.parse(raw[id]!) as CatalogEntry)
-    this.cache = { at: now, entries }
+    if (generation === this.generation) this.cache = { at: now, entries }
     return entries
   }
 

@@ -1,0 +1,42 @@
+// The catalog's in-process cache on a real Redis: an expired cache is served while one background
+// read refreshes it, and callers at a cold start share one read.
+import { afterAll, expect, test } from 'bun:test'
+import type { CatalogEntry } from '../../src/catalog/entry.ts'
+import { CatalogStore } from '../../src/catalog/store.ts'
+import { createRedis } from '../../src/redis/connection.ts'
+import { keyspace } from '../../src/redis/keys.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+
+const redis = createRedis(testRedisUrl(), { name: 'svc-test-catalog' })
+afterAll(() => redis.disconnect())
+
+const entry = (id: string) => ({ row: { id }, prices: null }) as unknown as CatalogEntry
+
+async function storeWith(...ids: string[]) {
+  const keys = keyspace(testPrefix())
+  for (const id of ids) await redis.hset(keys.catalog, id, JSON.stringify(entry(id)))
+  return { keys, store: new CatalogStore(redis, keys) }
+}
+
+const until = async (check: () => Promise<boolean>) => {
+  for (let i = 0; i < 200 && !(await check()); i++) await Bun.sleep(10)
+}
+
+test('an expired cache answers at once with what it has, and one background read refreshes it', async () => {
+  const { keys, store } = await storeWith('model-a')
+  const first = await store.all()
+  await redis.hset(keys.catalog, 'model-b', JSON.stringify(entry('model-b')))
+  expect(await store.all()).toBe(first) // fresh: Redis not read
+  await Bun.sleep(1_050)
+  // Expired: the caller gets the cached map, not a wait on Redis.
+  expect(await store.all()).toBe(first)
+  await until(async () => (await store.all()) !== first)
+  expect([...(await store.all()).keys()]).toEqual(['model-a', 'model-b'])
+})
+
+test('callers at a cold start share one read of Redis', async () => {
+  const { store } = await storeWith('model-a', 'model-c')
+  const maps = await Promise.all(Array.from({ length: 50 }, () => store.all()))
+  for (const map of maps) expect(map).toBe(maps[0]!)
+  expect([...maps[0]!.keys()]).toEqual(['model-a', 'model-c'])
+})
