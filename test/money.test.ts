@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'bun:test'
+import fc from 'fast-check'
 import {
   costAtAsk,
   formatMicros,
@@ -45,6 +46,26 @@ describe('money units', () => {
     expect(mulDivCeil(3, 1, 2)).toBe(2)
     expect(mulDivCeil(4, 1, 2)).toBe(2)
     expect(mulDivCeil(9_007_199_254_740_991, 3, 3)).toBe(9_007_199_254_740_991)
+  })
+
+  test('ceil division agrees with exact integer arithmetic on both sides of 2^53', () => {
+    const exact = (a: number, b: number, d: number) =>
+      Number((BigInt(a) * BigInt(b) + BigInt(d) - 1n) / BigInt(d))
+    const near = (n: number) => fc.integer({ min: Math.max(1, n - 5000), max: n })
+    const safe = Number.MAX_SAFE_INTEGER
+    fc.assert(
+      fc.property(
+        fc.oneof(fc.integer({ min: 0, max: 2 ** 31 }), near(2 ** 32), near(safe)),
+        fc.oneof(fc.integer({ min: 0, max: 10_000 }), near(2 ** 21), near(2 ** 26)),
+        fc.oneof(fc.constantFrom(1, 3, 7, 100, 1_000_000), fc.integer({ min: 1, max: 2 ** 30 })),
+        (a, b, d) => {
+          const expected = exact(a, b, d)
+          if (!Number.isSafeInteger(expected)) return
+          expect(mulDivCeil(a, b, d)).toBe(expected)
+        },
+      ),
+      { numRuns: 20_000 },
+    )
   })
 
   test('burn and cost round up, never down', () => {

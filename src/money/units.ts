@@ -39,6 +39,11 @@ export function formatMicros(micros: number): string {
 
 /** Integer ceiling of a * b / d for non-negative safe integers, exact even past 2^53 intermediates. */
 export function mulDivCeil(a: number, b: number, d: number): number {
+  // Every request's amounts are small: while a * b + d stays a safe integer the doubles are exact,
+  // and the quotient's fraction (at least 1/d from the next integer) survives the division's
+  // rounding, so floor gives the exact answer without a BigInt.
+  const small = a * b
+  if (small + d <= Number.MAX_SAFE_INTEGER) return Math.floor((small + d - 1) / d)
   const product = BigInt(a) * BigInt(b)
   const divisor = BigInt(d)
   return Number((product + divisor - 1n) / divisor)
