@@ -63,6 +63,7 @@ describe('buffered', () => {
     expect(response.headers.get('x-svc-cost-usdc')).toBe(formatMicros(cost))
     expect(response.headers.get('x-svc-clearing-price-cents')).toBe('40')
     expect(response.headers.get('x-svc-support-reference')).toMatch(/^sr_/)
+    expect(response.headers.get('x-svc-request-id')).toMatch(/^req_[0-9a-f]{24}$/)
     expect((await balances(stack, buyer.accountId)).confirmed).toBe(before.confirmed - cost)
   })
 
@@ -117,6 +118,7 @@ describe('streamed', () => {
     expect(completed.response.usage.output_tokens).toBe(9)
     expect(completed.clearingPriceCents).toBe(40)
     expect(completed.supportReference).toBe(response.headers.get('x-svc-support-reference')!)
+    expect(response.headers.get('x-svc-request-id')).toMatch(/^req_[0-9a-f]{24}$/)
     expect(completed.costUsdc).toBe(
       formatMicros(
         expectedCost({ prompt_tokens: completed.response.usage.input_tokens, completion_tokens: 9 }, 40),

@@ -12,6 +12,7 @@ import {
 } from '../../inference/responses-request.ts'
 import { buyerKeyAuth } from '../auth.ts'
 import { notFound } from '../errors.ts'
+import { ownResponse } from '../own-response.ts'
 import {
   beginInference,
   type InferenceDeps,
@@ -38,7 +39,7 @@ export function responsesRoutes(deps: InferenceDeps) {
     .get('/v1/responses/:id', notStored)
     .post(
       '/v1/responses',
-      async ({ body, buyerKey, request }) => {
+      async ({ body, buyerKey, request, set }) => {
         const begun = await beginInference(pipeline, responsesToChat(body), buyerKey, request)
         const shape = responseShape(body, begun.chat.model.id, begun.context.id)
         if (!begun.chat.stream) {
@@ -53,20 +54,16 @@ export function responsesRoutes(deps: InferenceDeps) {
             [messageItem(shape, answerText(chat), 'completed')],
             usage,
           )
-          return new Response(JSON.stringify(response), {
-            headers: {
-              'content-type': 'application/json',
-              [SUPPORT_REFERENCE_HEADER]: begun.supportReference,
-              ...costHeaders(settlement),
-            },
+          return ownResponse(set, JSON.stringify(response), {
+            'content-type': 'application/json',
+            [SUPPORT_REFERENCE_HEADER]: begun.supportReference,
+            ...costHeaders(settlement),
           })
         }
-        return new Response(relayResponsesStream(streamContext(pipeline, begun), shape), {
-          headers: {
-            'content-type': 'text/event-stream; charset=utf-8',
-            'cache-control': 'no-cache',
-            [SUPPORT_REFERENCE_HEADER]: begun.supportReference,
-          },
+        return ownResponse(set, relayResponsesStream(streamContext(pipeline, begun), shape), {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          [SUPPORT_REFERENCE_HEADER]: begun.supportReference,
         })
       },
       { buyerKey: true, body: responsesBodySchema },
