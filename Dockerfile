@@ -12,8 +12,8 @@ RUN useradd --system --uid 10001 svc
 COPY --from=build /src/dist/svc-gateway /usr/local/bin/svc-gateway
 USER svc
 ENV PORT=8080 HOST=0.0.0.0
-# Bun's fetch runs at most 256 requests at once unless told otherwise; every open stream holds one
-# supplier fetch, so past 256 streams new ones would queue (see BENCHMARKS.md).
+# Supplier calls use the gateway's own client; fetch (the catalog sync, video downloads) is capped
+# at 256 concurrent requests by Bun unless told otherwise.
 ENV BUN_CONFIG_MAX_HTTP_REQUESTS=8192
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/svc-gateway"]

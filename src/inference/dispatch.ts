@@ -11,6 +11,7 @@ import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS, recordRefusal } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { UpstreamResponse } from '../upstream/client.ts'
 import type { AdmittedChat } from './chat-request.ts'
 import { callSupplier } from './supplier.ts'
 import { attachSupportReference } from './support-reference.ts'
@@ -71,10 +72,10 @@ export interface DispatchRequest {
 
 export interface Dispatched {
   admission: Admission
-  response: Response
+  /** The supplier's answer; a stream's is already past its first bytes (`head`). */
+  response: UpstreamResponse
   preBalance: Admission['upstreamBalance']
-  /** For streams: the reader, already past the first frame, and the bytes read so far. */
-  reader?: ReadableStreamDefaultReader<Uint8Array>
+  /** For streams: the bytes read so far. */
   head?: Uint8Array
   /** For buffered answers: the supplier's JSON, read whole (a broken body falls forward). */
   json?: Record<string, unknown>
@@ -115,17 +116,14 @@ async function admitWaiting(
 }
 
 /** Reads until the first bytes of the stream, within the time allowed. */
-async function firstBytes(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-  ms: number,
-): Promise<Uint8Array | null> {
+async function firstBytes(response: UpstreamResponse, ms: number): Promise<Uint8Array | null> {
   let timer: Timer | undefined
   const timeout = new Promise<null>((resolve) => {
     timer = setTimeout(() => resolve(null), ms)
   })
   try {
-    const read = reader.read().then(
-      ({ value, done }) => (done || !value ? null : value),
+    const read = response.read().then(
+      (value) => value,
       () => null,
     )
     return await Promise.race([read, timeout])
@@ -135,7 +133,10 @@ async function firstBytes(
 }
 
 /** A buffered answer, whole and well-formed, or null (truncated, not JSON, not the job's shape). */
-async function completeBody(response: Response, job: UpstreamJob): Promise<Record<string, unknown> | null> {
+async function completeBody(
+  response: UpstreamResponse,
+  job: UpstreamJob,
+): Promise<Record<string, unknown> | null> {
   try {
     const json = (await response.json()) as Record<string, unknown>
     return json && typeof json === 'object' && job.isComplete(json) ? json : null
@@ -223,18 +224,16 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     let failure = outcome.ok ? null : outcome
     if (outcome.ok && req.job.stream) {
       // Nothing has gone to the client yet: a stream that dies before its first frame falls forward too.
-      const reader = outcome.response.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>
-      const head = await firstBytes(reader, deps.firstByteTimeoutMs)
+      const head = await firstBytes(outcome.response, deps.firstByteTimeoutMs)
       if (head)
         return {
           admission,
           response: outcome.response,
           preBalance: outcome.preBalance,
-          reader,
           head,
           failedOffers: failed,
         }
-      reader.cancel().catch(() => {})
+      outcome.response.cancel()
       failure = {
         ok: false,
         code: 'upstream_no_first_byte',

@@ -9,6 +9,7 @@ import type { LeaseRenewer } from '../market/lease-renewer.ts'
 import type { Admission } from '../market/settlement.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import { formatMicros, type MicroDiem } from '../money/units.ts'
+import type { UpstreamResponse } from '../upstream/client.ts'
 import type { Dispatched } from './dispatch.ts'
 import type { Usage } from './meter.ts'
 import { type SettleDeps, type SettledChat, type Settlement, settle } from './settle.ts'
@@ -63,7 +64,7 @@ type Sink = ReadableStreamDirectController
  * Relays one supplier stream in a wire format and settles it once: content as it comes, keep-alives
  * on silence, a stalled supplier given up on after the idle time, one settlement at the end or when
  * the client leaves. It is the direct stream's underlying source itself (`pull`, `cancel`), and it
- * keeps only what it needs of the request: not the supplier's Response, nor the dispatch record.
+ * keeps only what it needs of the request: the supplier's answer to read, not the dispatch record.
  */
 class StreamRelay {
   readonly type = 'direct'
@@ -75,7 +76,8 @@ class StreamRelay {
   private readonly preBalance: MicroDiem | null
   private readonly requestId: string
   private readonly onFinish: StreamContext['onFinish']
-  private readonly reader: ReadableStreamDefaultReader<Uint8Array>
+  /** The supplier's answer, read as it comes. */
+  private readonly upstream: UpstreamResponse
   private readonly events: UpstreamEvents
   private readonly clock: StreamClock
   /** Made at the first text: a stream may end before any. */
@@ -107,7 +109,7 @@ class StreamRelay {
     this.preBalance = ctx.dispatched.preBalance
     this.requestId = ctx.requestId
     this.onFinish = ctx.onFinish
-    this.reader = ctx.dispatched.reader!
+    this.upstream = ctx.dispatched.response
     this.events = new UpstreamEvents(ctx.dispatched.head)
     this.clock = clockFor(ctx.timing)
     metrics.openStreams.value += 1
@@ -125,18 +127,18 @@ class StreamRelay {
         if (event === undefined) {
           // Read on (inline, not in a method of its own: one async frame less held per stream).
           this.waitingSince = Date.now()
-          let got: Bun.ReadableStreamDefaultReadResult<Uint8Array> | null
+          let got: Uint8Array | null | undefined
           try {
-            got = await this.reader.read()
+            got = await this.upstream.read()
           } catch {
-            got = null
+            got = undefined // the connection broke before the end
           }
           this.waitingSince = 0
           if (this.cancelled) return
           if (this.stopped) this.events.end('cut')
-          else if (got === null) this.events.end('broken')
-          else if (got.done || !got.value) this.events.end('done')
-          else this.events.push(got.value)
+          else if (got === undefined) this.events.end('broken')
+          else if (got === null) this.events.end('done')
+          else this.events.push(got)
           continue
         }
         switch (event.kind) {
@@ -245,7 +247,7 @@ class StreamRelay {
     if (this.stopped) return
     this.stopped = true
     this.deps.renewer.remove(this.admission.attemptId)
-    this.reader.cancel().catch(() => {})
+    this.upstream.cancel()
   }
 
   private finish(settlement: Settlement | null, error: string | null): void {

@@ -1,6 +1,7 @@
 // One call to a supplier's upstream, classified: a usable response, or a failure before any byte
 // that the dispatcher may fall forward from. The upstream key is used here and nowhere else.
 import { type MicroDiem, parseMicros } from '../money/units.ts'
+import { type UpstreamResponse, upstreamRequest } from '../upstream/client.ts'
 
 export interface SupplierCall {
   baseUrl: string
@@ -16,7 +17,7 @@ export interface SupplierCall {
 export type SupplierOutcome =
   | {
       ok: true
-      response: Response
+      response: UpstreamResponse
       preBalance: MicroDiem | null
       /** Ends the call's deadline once its answer is read (buffered; a stream's ended at its head). */
       endDeadline: () => void
@@ -33,13 +34,13 @@ export type SupplierOutcome =
       balance: MicroDiem | null
     }
 
-export function balanceHeader(response: Response): MicroDiem | null {
-  const raw = response.headers.get('x-venice-balance-diem')
+export function balanceHeader(response: UpstreamResponse): MicroDiem | null {
+  const raw = response.header('x-venice-balance-diem')
   const micros = raw === null ? null : parseMicros(raw)
   return micros === null || micros < 0 ? null : (micros as MicroDiem)
 }
 
-async function errorMessage(response: Response): Promise<string> {
+async function errorMessage(response: UpstreamResponse): Promise<string> {
   try {
     const text = (await response.text()).slice(0, 2_000)
     const body = JSON.parse(text) as { error?: unknown }
@@ -59,7 +60,7 @@ function forwardAbort(from: AbortSignal, to: AbortController): void {
 }
 
 export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome> {
-  let response: Response
+  let response: UpstreamResponse
   // Buffered, the deadline covers the whole answer. Streamed, only the head: once it is in, the
   // dispatcher's first-frame wait and the relay's idle watch take over, so a stream that runs
   // longer than the first-byte timeout is never cut.
@@ -72,7 +73,8 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
   // life of the stream where AbortSignal.any would hold a third.
   if (call.stream) forwardAbort(call.signal, deadline)
   try {
-    response = await fetch(`${call.baseUrl}${call.path}`, {
+    // Redirects are not followed: a supplier's base URL is what the operator posted.
+    response = await upstreamRequest(`${call.baseUrl}${call.path}`, {
       method: 'POST',
       headers: {
         authorization: `Bearer ${call.apiKey}`,
@@ -81,8 +83,6 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
       },
       body: JSON.stringify(call.body),
       signal: call.stream ? deadline.signal : AbortSignal.any([call.signal, deadline.signal]),
-      // Upstream redirects are not followed: a supplier's base URL is what the operator posted.
-      redirect: 'manual',
     })
   } catch (error) {
     const name = (error as Error).name
@@ -100,7 +100,7 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
   const endDeadline = () => clearTimeout(timer)
   if (call.stream) endDeadline()
   const preBalance = balanceHeader(response)
-  if (response.ok && response.body) return { ok: true, response, preBalance, endDeadline }
+  if (response.status >= 200 && response.status < 300) return { ok: true, response, preBalance, endDeadline }
 
   let message: string
   try {

@@ -1,0 +1,443 @@
+// The supplier calls' HTTP/1.1 client: keep-alive connections per origin, on the main thread's
+// own sockets (Bun.connect). Bun's fetch runs every call on a separate HTTP thread and holds about
+// 11 KB more per open stream (a response buffer, a body stream, a 64 KB read view); here the
+// bytes go from the socket to the relay with nothing in between (BENCHMARKS.md has the figures).
+//
+// One request per connection at a time. A connection goes back to its origin's idle list only
+// when its answer ended by its own framing and allows keep-alive; anything else closes it. A
+// reused connection that closes before the first byte of an answer (the server dropped it while
+// idle) is retried once on a new one. TLS is verified against the system's CAs and the host name.
+// Proxies (HTTP(S)_PROXY) are not used: suppliers are called directly.
+import type { Socket } from 'bun'
+import { type ResponseHead, ResponseParser } from './response-parser.ts'
+
+export interface UpstreamRequest {
+  method: 'GET' | 'POST'
+  headers: Record<string, string>
+  body?: string
+  /** Aborting it ends the call at once, head or body, with the signal's reason as the error. */
+  signal?: AbortSignal
+}
+
+export interface UpstreamResponse {
+  readonly status: number
+  /** A header by its name (any case); a repeated header's values joined with ", ". */
+  header(name: string): string | null
+  /** The next bytes of the body, null once it has ended; rejects when the call broke first. */
+  read(): Promise<Uint8Array | null>
+  /** The rest of the body as UTF-8 text. */
+  text(): Promise<string>
+  json(): Promise<unknown>
+  /** Stops the call: the connection closes, a pending read gets null. Safe to call again. */
+  cancel(): void
+}
+
+/** The connection broke, or the answer was not HTTP/1.1: the call failed before or during the body. */
+export class UpstreamConnectionError extends Error {
+  override readonly name = 'UpstreamConnectionError'
+}
+
+/** Past this much unread body, reading from the socket pauses until the consumer catches up. */
+const PAUSE_AT_BYTES = 64 * 1024
+const MAX_IDLE_PER_ORIGIN = 128
+/** Idle connections close after this long (servers drop theirs after 5–60 s). */
+const IDLE_TIMEOUT_S = 30
+
+interface Origin {
+  key: string
+  hostname: string
+  port: number
+  tls: boolean
+  /** The Host header. */
+  host: string
+}
+
+const origins = new Map<string, Origin>()
+const idle = new Map<string, Connection[]>()
+
+function originOf(url: URL): Origin {
+  const key = `${url.protocol}//${url.host}`
+  let origin = origins.get(key)
+  if (!origin) {
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`not an HTTP URL: ${key}`)
+    const tls = url.protocol === 'https:'
+    origin = {
+      key,
+      hostname: url.hostname.replace(/^\[|\]$/g, ''),
+      port: Number(url.port || (tls ? 443 : 80)),
+      tls,
+      host: url.host,
+    }
+    origins.set(key, origin)
+  }
+  return origin
+}
+
+/** One socket to an origin and the exchange it carries, if any. */
+class Connection {
+  socket: Socket<Connection> | null = null
+  exchange: Exchange | null = null
+  closed = false
+  /** Bytes not taken by the socket yet (a full send buffer). */
+  private unsent: Uint8Array | null = null
+
+  constructor(readonly origin: Origin) {}
+
+  static open(origin: Origin): Promise<Connection> {
+    const connection = new Connection(origin)
+    return new Promise((resolve, reject) => {
+      let settled = false
+      const done = (error?: Error) => {
+        if (settled) return
+        settled = true
+        if (error) reject(error)
+        else resolve(connection)
+      }
+      Bun.connect<Connection>({
+        hostname: origin.hostname,
+        port: origin.port,
+        data: connection,
+        ...(origin.tls ? { tls: { serverName: origin.hostname } } : {}),
+        socket: {
+          open(socket) {
+            connection.socket = socket
+            if (!origin.tls) done()
+          },
+          handshake(socket, success, error) {
+            if (success) return done()
+            socket.terminate()
+            done(
+              new UpstreamConnectionError(
+                `TLS to ${origin.host} refused: ${error?.message ?? 'handshake failed'}`,
+              ),
+            )
+          },
+          data(socket, bytes) {
+            // Bytes on an idle connection answer nothing that was asked: it is not reused.
+            if (connection.exchange) connection.exchange.onData(bytes)
+            else socket.terminate()
+          },
+          drain(socket) {
+            connection.flush(socket)
+          },
+          close() {
+            connection.onClose(null)
+            done(new UpstreamConnectionError(`connection to ${origin.host} closed`))
+          },
+          error(_socket, error) {
+            connection.onClose(error)
+            done(error)
+          },
+          connectError(_socket, error) {
+            connection.closed = true
+            done(error)
+          },
+          timeout(socket) {
+            // Only idle connections have a timeout set.
+            socket.terminate()
+          },
+        },
+      }).catch((error: Error) => done(error))
+    })
+  }
+
+  send(bytes: Uint8Array): void {
+    const socket = this.socket!
+    socket.timeout(0)
+    const written = Math.max(0, socket.write(bytes))
+    if (written < bytes.length) this.unsent = bytes.subarray(written)
+  }
+
+  flush(socket: Socket<Connection>): void {
+    if (!this.unsent) return
+    const written = Math.max(0, socket.write(this.unsent))
+    this.unsent = written < this.unsent.length ? this.unsent.subarray(written) : null
+  }
+
+  onClose(error: Error | null): void {
+    if (this.closed) return
+    this.closed = true
+    const list = idle.get(this.origin.key)
+    const at = list?.indexOf(this) ?? -1
+    if (at >= 0) list!.splice(at, 1)
+    this.exchange?.onClose(error)
+  }
+
+  /** Back to the idle list, or closed when the list is full. */
+  release(): void {
+    this.exchange = null
+    if (this.closed) return
+    let list = idle.get(this.origin.key)
+    if (!list) {
+      list = []
+      idle.set(this.origin.key, list)
+    }
+    if (list.length >= MAX_IDLE_PER_ORIGIN) {
+      this.close()
+      return
+    }
+    this.socket!.timeout(IDLE_TIMEOUT_S)
+    list.push(this)
+  }
+
+  close(): void {
+    this.closed = true
+    this.exchange = null
+    this.socket?.terminate()
+  }
+}
+
+/** One request and its answer on a connection; the answer object the caller holds. */
+class Exchange implements UpstreamResponse {
+  status = 0
+  private headers: Map<string, string> | null = null
+  private readonly parser: ResponseParser
+  private readonly chunks: Uint8Array[] = []
+  private queued = 0
+  private paused = false
+  private ended = false
+  private failure: Error | null = null
+  private receivedAny = false
+  private keepAlive = true
+  private waiting: { resolve: (bytes: Uint8Array | null) => void; reject: (error: Error) => void } | null =
+    null
+  private headWaiter: { resolve: (response: Exchange) => void; reject: (error: Error) => void } | null = null
+  private readonly onAbort: (() => void) | null = null
+
+  constructor(
+    private readonly connection: Connection,
+    private readonly signal: AbortSignal | undefined,
+  ) {
+    this.parser = new ResponseParser({
+      head: (head) => this.onHead(head),
+      body: (bytes) => this.onBody(bytes),
+      end: () => this.onEnd(),
+    })
+    if (signal) {
+      this.onAbort = () => this.fail(signal.reason as Error, true)
+      signal.addEventListener('abort', this.onAbort, { once: true })
+    }
+  }
+
+  head(): Promise<Exchange> {
+    return new Promise((resolve, reject) => {
+      this.headWaiter = { resolve, reject }
+    })
+  }
+
+  /** Whether the connection closed before any byte of the answer (a stale idle connection). */
+  get untouched(): boolean {
+    return !this.receivedAny
+  }
+
+  header(name: string): string | null {
+    return this.headers?.get(name.toLowerCase()) ?? null
+  }
+
+  read(): Promise<Uint8Array | null> {
+    const next = this.chunks.shift()
+    if (next) {
+      this.queued -= next.length
+      if (this.paused && this.queued < PAUSE_AT_BYTES) {
+        this.paused = false
+        this.connection.socket?.resume()
+      }
+      return Promise.resolve(next)
+    }
+    if (this.failure) return Promise.reject(this.failure)
+    if (this.ended) return Promise.resolve(null)
+    return new Promise((resolve, reject) => {
+      this.waiting = { resolve, reject }
+    })
+  }
+
+  async text(): Promise<string> {
+    const parts: Uint8Array[] = []
+    for (let part = await this.read(); part; part = await this.read()) parts.push(part)
+    return Buffer.concat(parts).toString('utf8')
+  }
+
+  async json(): Promise<unknown> {
+    return JSON.parse(await this.text())
+  }
+
+  cancel(): void {
+    if (this.ended && !this.failure) return
+    this.ended = true
+    this.chunks.length = 0
+    this.detach()
+    this.connection.close()
+    const waiting = this.waiting
+    this.waiting = null
+    waiting?.resolve(null)
+  }
+
+  onData(bytes: Uint8Array): void {
+    this.receivedAny = true
+    try {
+      this.parser.feed(bytes)
+    } catch (error) {
+      this.fail(
+        new UpstreamConnectionError(
+          `bad answer from ${this.connection.origin.host}: ${(error as Error).message}`,
+        ),
+        true,
+      )
+    }
+  }
+
+  onClose(error: Error | null): void {
+    if (this.parser.endsAtClose) {
+      this.onEnd()
+      return
+    }
+    if (this.ended) return
+    const reason = error ?? new Error(`connection to ${this.connection.origin.host} closed`)
+    this.fail(new UpstreamConnectionError(reason.message), false)
+  }
+
+  private onHead(head: ResponseHead): void {
+    this.status = head.status
+    this.headers = head.headers
+    this.keepAlive = head.keepAlive
+    const encoding = head.headers.get('content-encoding')
+    if (encoding && encoding.toLowerCase() !== 'identity') {
+      this.fail(new UpstreamConnectionError(`unasked content-encoding: ${encoding}`), true)
+      return
+    }
+    const waiter = this.headWaiter
+    this.headWaiter = null
+    waiter?.resolve(this)
+  }
+
+  private onBody(bytes: Uint8Array): void {
+    if (this.ended) return
+    const waiting = this.waiting
+    if (waiting) {
+      this.waiting = null
+      waiting.resolve(bytes)
+      return
+    }
+    this.chunks.push(bytes)
+    this.queued += bytes.length
+    if (!this.paused && this.queued >= PAUSE_AT_BYTES) {
+      this.paused = true
+      this.connection.socket?.pause()
+    }
+  }
+
+  private onEnd(): void {
+    if (this.ended) return
+    this.ended = true
+    this.detach()
+    if (this.keepAlive && this.parser.done) this.connection.release()
+    else this.connection.close()
+    const waiting = this.waiting
+    this.waiting = null
+    waiting?.resolve(null)
+  }
+
+  /** Ends the exchange with an error: a pending head or read rejects with it. */
+  private fail(error: Error, closeConnection: boolean): void {
+    if (this.ended) return
+    this.ended = true
+    this.failure = error
+    this.chunks.length = 0
+    this.detach()
+    if (closeConnection) this.connection.close()
+    const headWaiter = this.headWaiter
+    this.headWaiter = null
+    headWaiter?.reject(error)
+    const waiting = this.waiting
+    this.waiting = null
+    waiting?.reject(error)
+  }
+
+  private detach(): void {
+    if (this.onAbort) this.signal!.removeEventListener('abort', this.onAbort)
+  }
+}
+
+function requestBytes(origin: Origin, url: URL, init: UpstreamRequest): Uint8Array {
+  let head = `${init.method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${origin.host}\r\n`
+  let encoding = false
+  for (const name in init.headers) {
+    const value = init.headers[name]!
+    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) throw new TypeError(`header ${name} holds a line break`)
+    if (name.toLowerCase() === 'accept-encoding') encoding = true
+    head += `${name}: ${value}\r\n`
+  }
+  // Answers are read as they are: no compression is asked for.
+  if (!encoding) head += 'accept-encoding: identity\r\n'
+  const body = init.body === undefined ? null : Buffer.from(init.body, 'utf8')
+  if (body) head += `content-length: ${body.length}\r\n`
+  head += '\r\n'
+  const headBytes = Buffer.from(head, 'latin1')
+  return body ? Buffer.concat([headBytes, body]) : headBytes
+}
+
+async function attempt(origin: Origin, bytes: Uint8Array, init: UpstreamRequest, reuse: boolean) {
+  let connection: Connection | undefined
+  if (reuse) {
+    const list = idle.get(origin.key)
+    while (list && list.length > 0 && !connection) {
+      const candidate = list.pop()!
+      if (!candidate.closed) connection = candidate
+    }
+  }
+  const reused = connection !== undefined
+  connection ??= await Connection.open(origin)
+  const exchange = new Exchange(connection, init.signal)
+  connection.exchange = exchange
+  const head = exchange.head()
+  // Awaited by the caller; a failure before that must not count as unhandled.
+  head.catch(() => {})
+  connection.send(bytes)
+  return { exchange, head, reused }
+}
+
+/** Sends one request; resolves once the answer's head is in. */
+export async function upstreamRequest(url: string, init: UpstreamRequest): Promise<UpstreamResponse> {
+  const signal = init.signal
+  if (signal?.aborted) throw signal.reason
+  const parsed = new URL(url)
+  const origin = originOf(parsed)
+  const bytes = requestBytes(origin, parsed, init)
+  const first = await withAbort(attempt(origin, bytes, init, true), signal)
+  try {
+    return await first.head
+  } catch (error) {
+    // The server closed an idle connection as we sent on it: nothing reached it, so once more.
+    if (!first.reused || !first.exchange.untouched || signal?.aborted) throw error
+    const second = await withAbort(attempt(origin, bytes, init, false), signal)
+    return await second.head
+  }
+}
+
+/** A connection still opening is not covered by an exchange's signal yet. */
+function withAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort)
+        if (signal.aborted) {
+          // Opened after the abort: the exchange was made with an aborted signal; end it.
+          ;(value as { exchange?: Exchange }).exchange?.cancel()
+          reject(signal.reason)
+        } else resolve(value)
+      },
+      (error) => {
+        signal.removeEventListener('abort', onAbort)
+        reject(error)
+      },
+    )
+  })
+}
+
+/** Closes every idle connection (tests, shutdown). */
+export function closeIdleUpstreams(): void {
+  for (const list of idle.values()) for (const connection of list.splice(0)) connection.close()
+}
