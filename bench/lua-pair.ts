@@ -13,7 +13,7 @@ import { median } from './stats.ts'
 export interface LuaPairResult {
   pairsPerSecond: number
   trivialPerSecond: number
-  /** Redis's own CPU per call (INFO commandstats, evalsha), microseconds: where the time goes. */
+  /** Redis's own CPU per call (INFO commandstats, evalsha + fcall), microseconds: where the time goes. */
   redisUsPerPair: number
   redisUsPerTrivial: number
   /** pairs/s over trivial scripts/s */
@@ -29,14 +29,18 @@ interface Job {
 
 type Trivial = Redis & { benchTrivial(key: string): Promise<unknown> }
 
-/** Redis's count and total microseconds of EVALSHA calls so far. */
+/** Redis's count and total microseconds of script calls so far: EVALSHA and FCALL alike. */
 async function evalshaStats(redis: Redis): Promise<{ calls: number; usec: number }> {
   const info = (await redis.info('commandstats')) as string
-  const match = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(info)
-  return match ? { calls: Number(match[1]), usec: Number(match[2]) } : { calls: 0, usec: 0 }
+  const total = { calls: 0, usec: 0 }
+  for (const match of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+),usec=(\d+)/g)) {
+    total.calls += Number(match[1])
+    total.usec += Number(match[2])
+  }
+  return total
 }
 
-/** Redis microseconds per call of `run` (one call = `scripts` EVALSHAs), and the calls per second. */
+/** Redis microseconds per call of `run` (one call = `scripts` script calls), and the calls per second. */
 async function measured(redis: Redis, scripts: number, run: () => Promise<number>) {
   const before = await evalshaStats(redis)
   const perSecond = await run()
@@ -78,7 +82,7 @@ async function main(job: Job): Promise<LuaPairResult> {
     await (lane ? lane.run('return 1', [fx.keys.base], []) : redis.benchTrivial(fx.keys.base))
   }
 
-  // Warm-up: scripts loaded (EVALSHA from then on), connection and JIT warm.
+  // Warm-up: scripts and the function library loaded, connection and JIT warm.
   await rate(job.concurrency, Math.min(0.5, job.seconds), pair)
   await rate(job.concurrency, Math.min(0.5, job.seconds), trivial)
   const rounds: (LuaPairResult['rounds'][number] & { usPair: number; usTrivial: number })[] = []

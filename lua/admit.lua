@@ -64,7 +64,7 @@ local function reply(t)
   return t
 end
 
-if ARGV[15] and ARGV[15] ~= '' then record_ttl_ms = int(ARGV[15]) end
+keep_records_for(ARGV[15])
 reap_expired(now, 20)
 
 local account = k_account(account_id)

@@ -39,7 +39,7 @@ end
 if a.state == 'released' then return { -2 } end
 
 local now = now_ms()
-if ARGV[9] and ARGV[9] ~= '' then record_ttl_ms = int(ARGV[9]) end
+keep_records_for(ARGV[9])
 local fee_bps = int(ARGV[3])
 local ask = int(a.askCents)
 local offer = k_offer(a.offerId)

@@ -9,5 +9,5 @@
 
   Returns the number of leases reaped.
 ]]
-if ARGV[2] and ARGV[2] ~= '' then record_ttl_ms = int(ARGV[2]) end
+keep_records_for(ARGV[2])
 return reap_expired(now_ms(), int(ARGV[1]))

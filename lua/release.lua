@@ -16,7 +16,7 @@
   Returns {1, confirmedAfter} released; {0} already ended (no-op); {-1} unknown attempt.
 ]]
 
-if ARGV[6] and ARGV[6] ~= '' then record_ttl_ms = int(ARGV[6]) end
+keep_records_for(ARGV[6])
 local a = read_attempt(ARGV[1])
 if not a then return { -1 } end
 local now = now_ms()

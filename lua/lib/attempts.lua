@@ -89,9 +89,13 @@ end
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
 -- attempt hashes themselves, so an attempt's record is written in the same script that ends it
 -- and nothing is copied afterwards. It is kept for the record retention (SVC_RECORD_RETENTION_DAYS),
--- which each script that ends attempts sets from its ARGV; long enough too for any replayed clear
--- to find it (and be a no-op) and for a late result after a reap.
-local record_ttl_ms = 30 * 86400 * 1000
+-- which each script that ends attempts sets first from its ARGV ('' for the default, 30 days):
+-- as a Redis function it is shared between calls, so none may rely on an earlier one's. Long
+-- enough too for any replayed clear to find it (and be a no-op) and for a late result after a reap.
+local record_ttl_ms
+local function keep_records_for(ms)
+  if ms and ms ~= '' then record_ttl_ms = int(ms) else record_ttl_ms = 30 * 86400 * 1000 end
+end
 
 -- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
 -- the record kept for the retention. `a` itself is not updated: no caller reads it after.

@@ -1,13 +1,16 @@
 -- lib/keys: the market scripts' key names, built from KEYS[1], the keyspace base ("<prefix>:").
 -- The same names as src/redis/keys.ts (a test checks that the two agree).
-local BASE = KEYS[1]
+-- Set per call by use_keyspace (the scripts' prologue): loaded as a Redis function library, this
+-- file runs once, before any call has KEYS.
+local BASE, K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET
+local function use_keyspace(base)
+  if base == BASE then return end
+  BASE = base
+  K_LADDER, K_OFFERS, K_LEASES = base .. 'ladder', base .. 'offers', base .. 'leases'
+  K_INFLIGHT, K_MARKET = base .. 'inflight', base .. 'market'
+end
 local function k_account(id) return BASE .. 'acct:' .. id end
 local function k_offer(id) return BASE .. 'offer:' .. id end
 local function k_attempt(id) return BASE .. 'attempt:' .. id end
 local function k_apikey(digest) return BASE .. 'apikey:' .. digest end
-local K_LADDER = BASE .. 'ladder'
-local K_OFFERS = BASE .. 'offers'
-local K_LEASES = BASE .. 'leases'
-local K_INFLIGHT = BASE .. 'inflight'
-local K_MARKET = BASE .. 'market'
 local function k_stats_day(day) return BASE .. 'stats:' .. day end

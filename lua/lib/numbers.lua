@@ -1,11 +1,14 @@
 -- lib/numbers: integer arithmetic on Lua's doubles, exact below 2^53, and integer formatting
 -- (a plain tostring turns 1e14 into "1e+14", which HINCRBY refuses).
-local rcall = redis.call
--- Library functions held in locals: a global is two table lookups on every use.
-local format, floor, tonumber = string.format, math.floor, tonumber
+-- Library functions held in locals: a global is two table lookups on every use. Bound per call
+-- by bind_globals (the scripts' prologue): a Redis function library's own load sees no globals.
+local rcall, format, floor, number
+local function bind_globals()
+  rcall, format, floor, number = redis.call, string.format, math.floor, tonumber
+end
 
 local function int(value)
-  local n = tonumber(value)
+  local n = number(value)
   if n == nil then return 0 end
   return n
 end
@@ -27,7 +30,7 @@ end
 
 local function now_ms()
   local t = rcall('TIME')
-  return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  return number(t[1]) * 1000 + floor(number(t[2]) / 1000)
 end
 
 -- The UTC day of a time in ms, as YYYY-MM-DD (the civil calendar from a day count; Redis's Lua has

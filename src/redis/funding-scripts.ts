@@ -5,10 +5,11 @@ import claimPayment from '../../lua/claim-payment.lua' with { type: 'text' }
 import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
 import releasePayment from '../../lua/release-payment.lua' with { type: 'text' }
+import { standalone } from './standalone-script.ts'
 
 export const FUNDING_SCRIPTS = {
-  claimPayment: { lua: claimPayment, keys: 2 },
-  releasePayment: { lua: releasePayment, keys: 2 },
-  creditPayment: { lua: creditPayment, keys: 5 },
-  confirmPayment: { lua: confirmPayment, keys: 3 },
+  claimPayment: standalone(claimPayment, 2),
+  releasePayment: standalone(releasePayment, 2),
+  creditPayment: standalone(creditPayment, 5),
+  confirmPayment: standalone(confirmPayment, 3),
 } as const

@@ -1,6 +1,7 @@
 // The market's scripts, each assembled from the shared libraries it includes (lua/lib/*.lua) and
 // its own body. Concatenation is the include mechanism: one source string per script, still one
-// atomic EVALSHA.
+// atomic EVALSHA. The same bodies and libraries make the Redis function library (functions.ts),
+// which runs the libraries once at load instead of on every call.
 import admit from '../../lua/admit.lua' with { type: 'text' }
 import capacity from '../../lua/capacity.lua' with { type: 'text' }
 import clear from '../../lua/clear.lua' with { type: 'text' }
@@ -16,18 +17,28 @@ import reap from '../../lua/reap.lua' with { type: 'text' }
 import release from '../../lua/release.lua' with { type: 'text' }
 import renew from '../../lua/renew.lua' with { type: 'text' }
 
-const withLibs = (...parts: string[]) => parts.join('\n')
-// Each script carries only the libraries it calls: every one runs its definitions on every call.
+/** Every library, in an order where each comes after those it calls. */
+export const MARKET_LIBS = [libKeys, libNumbers, libOffers, libAttempts, libReap, libPick]
+/** What every market script runs first: the per-call state of lib/numbers and lib/keys. */
+export const MARKET_PROLOGUE = 'bind_globals()\nuse_keyspace(KEYS[1])'
+
+const script = (libs: string[], body: string) => ({
+  lua: [...libs, MARKET_PROLOGUE, body].join('\n'),
+  body,
+  market: true,
+  keys: 1,
+})
+// Each EVAL form carries only the libraries it calls: every one runs its definitions on every call.
 const settling = [libKeys, libNumbers, libAttempts]
 
 // Every market script takes one key: the keyspace base, from which lib/keys builds the rest.
 export const MARKET_SCRIPTS = {
-  admit: { lua: withLibs(libKeys, libNumbers, libOffers, libAttempts, libReap, libPick, admit), keys: 1 },
-  clear: { lua: withLibs(...settling, clear), keys: 1 },
-  release: { lua: withLibs(...settling, release), keys: 1 },
-  reap: { lua: withLibs(...settling, libReap, reap), keys: 1 },
-  renew: { lua: withLibs(libKeys, libNumbers, renew), keys: 1 },
-  offerPut: { lua: withLibs(libKeys, libNumbers, libOffers, offerPut), keys: 1 },
-  capacity: { lua: withLibs(libKeys, libNumbers, libOffers, capacity), keys: 1 },
-  quote: { lua: withLibs(libKeys, libNumbers, libOffers, libPick, quote), keys: 1 },
+  admit: script(MARKET_LIBS, admit),
+  clear: script(settling, clear),
+  release: script(settling, release),
+  reap: script([...settling, libReap], reap),
+  renew: script([libKeys, libNumbers], renew),
+  offerPut: script([libKeys, libNumbers, libOffers], offerPut),
+  capacity: script([libKeys, libNumbers, libOffers], capacity),
+  quote: script([libKeys, libNumbers, libOffers, libPick], quote),
 } as const

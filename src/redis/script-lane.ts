@@ -1,5 +1,5 @@
-// Scripts over Bun's own Redis client. On a single Redis, every EVALSHA goes through Bun's native
-// client (socket and RESP in native code) instead of ioredis on node:net, whose socket writes were
+// Scripts over Bun's own Redis client. On a single Redis, every script (an FCALL of the function
+// library, functions.ts) goes through Bun's native client (socket and RESP in native code) instead of ioredis on node:net, whose socket writes were
 // the gateway's top CPU entry; bench/cpu.ts measured 25-35% more buffered requests per second at 32
 // clients with the same Redis work. ioredis keeps everything else, and Sentinel and Cluster, which
 // Bun's client does not speak.
@@ -8,6 +8,7 @@
 // ioredis as before, whose own rules (fail fast on a serving connection, queue for the tools) then
 // apply, so the lane can never make Redis look less available than it is.
 import { RedisClient } from 'bun'
+import { type FunctionLibrary, functionName } from './functions.ts'
 
 /** A dropped connection is retried by Bun's client; past its retries, once a second from here. */
 const RECONNECT_EVERY_MS = 1_000
@@ -17,6 +18,10 @@ export class ScriptLane {
   private readonly shas = new Map<string, string>()
   private lastConnect = 0
   private closed = false
+  /** The FUNCTION LOAD under way, shared by every call that found its function missing. */
+  private loading: Promise<void> | undefined
+  /** Cleared on a Redis without functions (before 7.0): EVALSHA of the scripts' EVAL forms then. */
+  private functions = true
 
   /** `name` is shown in CLIENT LIST, as the ioredis connection's own name is. */
   constructor(url: string, name: string) {
@@ -47,9 +52,53 @@ export class ScriptLane {
     }
   }
 
+  /**
+   * FCALL of `script` in `library`; the library is loaded first when Redis does not have it (a
+   * restart without persistence, FUNCTION FLUSH). A missing function ran nothing, so the call is
+   * simply sent again. `lua` is the script's EVAL form, for a Redis without functions.
+   */
+  async call(
+    library: FunctionLibrary,
+    script: string,
+    lua: string,
+    keys: string[],
+    args: (string | number)[],
+  ): Promise<unknown> {
+    if (!this.functions) return this.run(lua, keys, args)
+    const command = [functionName(library, script), String(keys.length), ...keys, ...args.map(String)]
+    try {
+      return await this.client.send('FCALL', command)
+    } catch (error) {
+      const message = (error as Error).message
+      if (/unknown command/i.test(message)) {
+        this.functions = false
+        return this.run(lua, keys, args)
+      }
+      if (!/Function not found/i.test(message)) throw error
+      await this.load(library)
+      return this.client.send('FCALL', command)
+    }
+  }
+
   close(): void {
     this.closed = true
     this.client.close()
+  }
+
+  private load(library: FunctionLibrary): Promise<void> {
+    this.loading ??= this.client
+      .send('FUNCTION', ['LOAD', library.code])
+      .then(
+        () => {},
+        (error: Error) => {
+          // Another call or another replica of the same version loaded it first.
+          if (!/already exists/i.test(error.message)) throw error
+        },
+      )
+      .finally(() => {
+        this.loading = undefined
+      })
+    return this.loading
   }
 
   private sha(lua: string): string {

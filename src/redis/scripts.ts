@@ -1,6 +1,7 @@
 // Every lua/*.lua, embedded as text so the compiled binary carries it, registered once per
 // connection with defineCommand (EVALSHA, with a fallback to EVAL after a SCRIPT FLUSH), and run
-// through the connection's native script lane when it has one (script-lane.ts).
+// through the connection's native script lane when it has one (script-lane.ts), there as a Redis
+// function (functions.ts).
 import type Redis from 'ioredis'
 import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
 import createAccount from '../../lua/create-account.lua' with { type: 'text' }
@@ -8,22 +9,27 @@ import credit from '../../lua/credit.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
 import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
+import { functionLibrary } from './functions.ts'
 import { FUNDING_SCRIPTS } from './funding-scripts.ts'
 import { MARKET_SCRIPTS } from './market-scripts.ts'
 import type { ScriptLane } from './script-lane.ts'
+import { standalone } from './standalone-script.ts'
 
 export const SCRIPTS = {
-  catalogReplace: { lua: catalogReplace, keys: 2 },
-  createAccount: { lua: createAccount, keys: 5 },
-  mintKey: { lua: mintKey, keys: 3 },
-  revokeKey: { lua: revokeKey, keys: 2 },
-  touchKey: { lua: touchKey, keys: 1 },
-  credit: { lua: credit, keys: 2 },
+  catalogReplace: standalone(catalogReplace, 2),
+  createAccount: standalone(createAccount, 5),
+  mintKey: standalone(mintKey, 3),
+  revokeKey: standalone(revokeKey, 2),
+  touchKey: standalone(touchKey, 1),
+  credit: standalone(credit, 2),
   ...MARKET_SCRIPTS,
   ...FUNDING_SCRIPTS,
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS
+
+/** Every script as one Redis function library, for the native lane (functions.ts). */
+export const LIBRARY = functionLibrary(SCRIPTS)
 
 export function registerScripts(redis: Redis): void {
   for (const [name, { lua, keys }] of Object.entries(SCRIPTS)) {
@@ -61,7 +67,7 @@ export function runScript(
 ): Promise<unknown> {
   if (keys.length !== SCRIPTS[name].keys) throw new Error(`${name} takes ${SCRIPTS[name].keys} keys`)
   const lane = readyScriptLane(redis)
-  if (lane) return lane.run(SCRIPTS[name].lua, keys, args)
+  if (lane) return lane.call(LIBRARY, name, SCRIPTS[name].lua, keys, args)
   const command = (redis as unknown as Record<ScriptName, ScriptCommand>)[name]
   return command.call(redis, ...keys, ...args)
 }

@@ -35,7 +35,7 @@ const clearOf = (attemptId: string, burn: number, extra: Partial<ClearRequest> =
 
 describe('lua key names', () => {
   test('lib/keys builds the same names as src/redis/keys.ts', async () => {
-    const script = `${libKeys}\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, k_stats_day('D'), k_apikey('K') }`
+    const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, k_stats_day('D'), k_apikey('K') }`
     const names = await fx.redis.eval(script, 1, fx.keys.base)
     expect(names).toEqual([
       fx.keys.account('A'),

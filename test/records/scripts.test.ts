@@ -144,7 +144,7 @@ describe('utc_day', () => {
       '2027-01-01T00:00:00Z',
       '2100-03-01T00:00:00Z',
     ].map((iso) => Date.parse(iso))
-    const script = `${libNumbers}\nlocal out = {} for i, ms in ipairs(ARGV) do out[i] = utc_day(tonumber(ms)) end return out`
+    const script = `${libNumbers}\nbind_globals()\nlocal out = {} for i, ms in ipairs(ARGV) do out[i] = utc_day(tonumber(ms)) end return out`
     const names = await fx.redis.eval(script, 0, ...days.map(String))
     expect(names).toEqual(days.map((ms) => new Date(ms).toISOString().slice(0, 10)))
   })

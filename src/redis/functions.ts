@@ -1,0 +1,49 @@
+// The scripts as one Redis function library: FUNCTION LOAD once, then an FCALL per call. Loaded
+// once, the libraries' definitions (lua/lib/*.lua) run once, not on every call as in a script's
+// EVAL form; the hot pair costs Redis that much less. Only the native lane (script-lane.ts) calls
+// functions; ioredis (Sentinel, Cluster, a lane that is down) keeps the EVAL forms.
+//
+// Redis persists and replicates functions (RDB, AOF, replicas), unlike the script cache: so a
+// library outlives the gateway that loaded it. Its name is derived from its code, so two versions
+// of the gateway on one Redis (a rolling deploy) each load and call their own and never replace
+// the other's; a library Redis lost (a restart without persistence, FUNCTION FLUSH) is loaded
+// again on the first call that misses it. Nothing deletes an old version's library (another
+// replica may still be calling it): one per deployed version stays, a few tens of KB each, until
+// an operator runs FUNCTION DELETE on it.
+import { createHash } from 'node:crypto'
+import { MARKET_LIBS, MARKET_PROLOGUE } from './market-scripts.ts'
+
+export interface FunctionLibrary {
+  /** svc_ and 16 hex digits of the code's hash. */
+  name: string
+  /** FUNCTION LOAD's argument. */
+  code: string
+}
+
+interface LibraryScript {
+  body: string
+  /** A market script: the libraries and the prologue come before its body. */
+  market: boolean
+}
+
+/** The function a script is registered as in `library`. */
+export const functionName = (library: FunctionLibrary, script: string) => `${library.name}_${script}`
+
+/**
+ * Every script as a function taking (KEYS, ARGV), as its body reads them. A library's load sees no
+ * globals, so the libraries only define there; their per-call state is set by the prologue.
+ */
+export function functionLibrary(scripts: Record<string, LibraryScript>): FunctionLibrary {
+  const entries = Object.entries(scripts)
+  const name = `svc_${createHash('sha1')
+    .update(JSON.stringify([MARKET_LIBS, MARKET_PROLOGUE, entries]))
+    .digest('hex')
+    .slice(0, 16)}`
+  const library = { name, code: '' }
+  const functions = entries.map(
+    ([script, { body, market }]) =>
+      `redis.register_function('${functionName(library, script)}', function(KEYS, ARGV)\n${market ? `${MARKET_PROLOGUE}\n` : ''}${body}\nend)`,
+  )
+  library.code = [`#!lua name=${name}`, ...MARKET_LIBS, ...functions].join('\n')
+  return library
+}
