@@ -95,10 +95,13 @@ if not chosen then return reply(refusal) end
 -- The buyer's worst case at this ask must be covered by confirmed balance alone.
 local hold = ceil_div(estimate * chosen.ask, 100)
 local confirmed = int(acct[1])
-if confirmed < hold then return reply({ -9, s(hold), s(confirmed) }) end
+local hold_s = s(hold)
+if confirmed < hold then return reply({ -9, hold_s, s(confirmed) }) end
 
 -- Each hash written once from what was read above (one call each on the hot path).
-rcall('HSET', account, 'confirmed', s(confirmed - hold), 'held', s(int(acct[3]) + hold))
+-- Each number formatted once, for the writes and the reply.
+local confirmed_s, estimate_s = s(confirmed - hold), s(estimate)
+rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold))
 local offer = k_offer(chosen.id)
 rcall('HSET', offer, 'held', s(chosen.held + estimate), 'inflight', s(chosen.inflight + 1))
 local slots = { 'k:' .. key_id, s(int(counts[1]) + 1), 'a:' .. account_id, s(int(counts[2]) + 1) }
@@ -106,10 +109,10 @@ if lane ~= '' then
   slots[5], slots[6] = lane .. ':' .. account_id, s(lane_count + 1)
 end
 rcall('HSET', K_INFLIGHT, unpack(slots))
-local deadline = now + lease_ms
-rcall('ZADD', K_LEASES, deadline, attempt_id)
+local deadline_s = s(now + lease_ms)
+rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,
-  'offerId', chosen.id, 'askCents', chosen.ask, 'holdUsdc', s(hold), 'holdDiem', s(estimate),
+  'offerId', chosen.id, 'askCents', s(chosen.ask), 'holdUsdc', hold_s, 'holdDiem', estimate_s,
   'model', ARGV[10], 'requestId', ARGV[11], 'admittedAt', s(now) }
 -- Usually empty, and then not written: every field is a listpack entry read back at the clear.
 if ARGV[8] ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', ARGV[8] end
@@ -117,5 +120,5 @@ if lane ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'lane', lane e
 rcall('HSET', k_attempt(attempt_id), unpack(attempt))
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)
-return reply({ 1, chosen.id, chosen.ask, s(hold), s(estimate), s(deadline), s(confirmed - hold),
+return reply({ 1, chosen.id, chosen.ask, hold_s, estimate_s, deadline_s, confirmed_s,
   chosen.upstream_base_url, chosen.upstream_key_enc, balance })

@@ -78,12 +78,14 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance)
   return confirmed
 end
 
+-- Only the fields the scripts read (every attempt has a state): a missing one is false.
 local function read_attempt(id)
-  local flat = rcall('HGETALL', k_attempt(id))
-  if #flat == 0 then return nil end
-  local a = {}
-  for i = 1, #flat, 2 do a[flat[i]] = flat[i + 1] end
-  return a
+  local f = rcall('HMGET', k_attempt(id), 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc',
+    'holdDiem', 'model', 'lane', 'burn', 'cost', 'costUsdc', 'writtenOff')
+  if not f[1] then return nil end
+  return { id = id, state = f[1], accountId = f[2], keyId = f[3], offerId = f[4], askCents = f[5],
+    holdUsdc = f[6], holdDiem = f[7], model = f[8], lane = f[9], burn = f[10], cost = f[11],
+    costUsdc = f[12], writtenOff = f[13] }
 end
 
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
@@ -94,7 +96,7 @@ end
 -- enough too for any replayed clear to find it (and be a no-op) and for a late result after a reap.
 local record_ttl_ms
 local function keep_records_for(ms)
-  if ms and ms ~= '' then record_ttl_ms = int(ms) else record_ttl_ms = 30 * 86400 * 1000 end
+  if ms and ms ~= '' then record_ttl_ms = s(int(ms)) else record_ttl_ms = '2592000000' end
 end
 
 -- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
@@ -106,8 +108,8 @@ local function end_attempt(a, final)
 end
 
 -- Usage stats: a served request counts once in its model's bucket for the day it ended.
-local STATS_TTL_S = 32 * 86400
+local STATS_TTL_S = '2764800'
 local function count_served(model, now)
   local day = k_stats_day(utc_day(now))
-  if rcall('HINCRBY', day, model, 1) == 1 then rcall('EXPIRE', day, STATS_TTL_S) end
+  if rcall('HINCRBY', day, model, '1') == 1 then rcall('EXPIRE', day, STATS_TTL_S) end
 end

@@ -7,7 +7,7 @@ local function pick_offer(max_cents, estimate, tried, now)
   local max_eligible = 0      -- the largest of them
   local big_enough = 0        -- those that could carry this request
   local untried = 0           -- ... and were not tried yet
-  for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', ladder_ceiling(max_cents))) do
+  for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', s(ladder_ceiling(max_cents)))) do
     local o = read_offer(id)
     if o and is_live(o, now) then
       at_price = at_price + 1

@@ -2,7 +2,7 @@
 -- held goes back, and the attempt is marked reaped so a late clear can still be settled honestly.
 -- A reaped attempt is kept as its request's record (lib/attempts end_attempt).
 local function reap_expired(now, limit)
-  local expired = rcall('ZRANGEBYSCORE', K_LEASES, '-inf', now, 'LIMIT', 0, limit)
+  local expired = rcall('ZRANGEBYSCORE', K_LEASES, '-inf', s(now), 'LIMIT', '0', s(limit))
   for _, id in ipairs(expired) do
     local a = read_attempt(id)
     if a and a.state == 'admitted' then
