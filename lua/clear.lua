@@ -34,7 +34,8 @@ local a = read_attempt(id)
 if not a then return { -1 } end
 local account = k_account(a.accountId)
 if a.state == 'cleared' then
-  return { 1, a.costUsdc, a.cost, a.burn, int(a.askCents), rcall('HGET', account, 'confirmed'), a.writtenOff or '0', 1 }
+  local c = read_cleared(a)
+  return { 1, c[1], c[2], c[3], int(a.askCents), rcall('HGET', account, 'confirmed'), c[4] or '0', 1 }
 end
 if a.state == 'released' then return { -2 } end
 

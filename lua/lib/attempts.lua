@@ -78,14 +78,20 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance)
   return confirmed
 end
 
--- Only the fields the scripts read (every attempt has a state): a missing one is false.
+-- Only the fields the scripts read (every attempt has a state): a missing one is false. A field
+-- asked for and missing costs Redis a scan of the whole hash, so what only a replayed clear reads
+-- is read there (read_cleared).
 local function read_attempt(id)
   local f = rcall('HMGET', k_attempt(id), 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc',
-    'holdDiem', 'model', 'lane', 'burn', 'cost', 'costUsdc', 'writtenOff')
+    'holdDiem', 'model', 'lane')
   if not f[1] then return nil end
   return { id = id, state = f[1], accountId = f[2], keyId = f[3], offerId = f[4], askCents = f[5],
-    holdUsdc = f[6], holdDiem = f[7], model = f[8], lane = f[9], burn = f[10], cost = f[11],
-    costUsdc = f[12], writtenOff = f[13] }
+    holdUsdc = f[6], holdDiem = f[7], model = f[8], lane = f[9] }
+end
+
+-- What a cleared attempt charged: costUsdc, cost, burn, writtenOff (false when none).
+local function read_cleared(a)
+  return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff')
 end
 
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
@@ -109,7 +115,13 @@ end
 
 -- Usage stats: a served request counts once in its model's bucket for the day it ended.
 local STATS_TTL_S = '2764800'
+-- The UTC day's name, computed again only when a call falls outside it (as a function, the
+-- library's state lives from call to call).
+local stats_day, stats_day_start = nil, -1
 local function count_served(model, now)
-  local day = k_stats_day(utc_day(now))
+  if now < stats_day_start or now >= stats_day_start + 86400000 then
+    stats_day, stats_day_start = utc_day(now), floor(now / 86400000) * 86400000
+  end
+  local day = k_stats_day(stats_day)
   if rcall('HINCRBY', day, model, '1') == 1 then rcall('EXPIRE', day, STATS_TTL_S) end
 end

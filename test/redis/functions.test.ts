@@ -142,6 +142,7 @@ describe('functions and EVAL forms agree', () => {
     )
     const a4 = await admit({ tried: [cheap] })
     await go('over the hold', clearFor(fx, a4, 50_000_000))
+    await go('replay written off', clearFor(fx, a4, 50_000_000))
     const a5 = await admit({ leaseMs: 1 })
     await Bun.sleep(5)
     await go('reap', reapExpired(fx.redis, fx.keys, 10))
