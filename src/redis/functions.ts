@@ -8,8 +8,9 @@
 // of the gateway on one Redis (a rolling deploy) each load and call their own and never replace
 // the other's; a library Redis lost (a restart without persistence, FUNCTION FLUSH) is loaded
 // again on the first call that misses it. Nothing deletes an old version's library (another
-// replica may still be calling it): one per deployed version stays, a few tens of KB each, until
-// an operator runs FUNCTION DELETE on it.
+// replica may still be calling it): one per deployed version stays, about 50 KB of source each,
+// until an operator runs FUNCTION DELETE on it. Past maxmemory Redis refuses a function that may
+// write before it runs, where an EVAL form failed at its first write: nothing is written either way.
 import { createHash } from 'node:crypto'
 import { MARKET_LIBS, MARKET_PROLOGUE } from './market-scripts.ts'
 
