@@ -18,8 +18,8 @@ export class ScriptLane {
   private readonly shas = new Map<string, string>()
   private lastConnect = 0
   private closed = false
-  /** The FUNCTION LOAD under way, shared by every call that found its function missing. */
-  private loading: Promise<void> | undefined
+  /** The FUNCTION LOAD under way per library, shared by every call that found its function missing. */
+  private readonly loading = new Map<string, Promise<void>>()
   /** Cleared on a Redis without functions (before 7.0): EVALSHA of the scripts' EVAL forms then. */
   private functions = true
 
@@ -70,7 +70,7 @@ export class ScriptLane {
       return await this.client.send('FCALL', command)
     } catch (error) {
       const message = (error as Error).message
-      if (/unknown command/i.test(message)) {
+      if (/unknown command\W+FCALL/i.test(message)) {
         this.functions = false
         return this.run(lua, keys, args)
       }
@@ -86,19 +86,21 @@ export class ScriptLane {
   }
 
   private load(library: FunctionLibrary): Promise<void> {
-    this.loading ??= this.client
-      .send('FUNCTION', ['LOAD', library.code])
-      .then(
-        () => {},
-        (error: Error) => {
-          // Another call or another replica of the same version loaded it first.
-          if (!/already exists/i.test(error.message)) throw error
-        },
-      )
-      .finally(() => {
-        this.loading = undefined
-      })
-    return this.loading
+    let loading = this.loading.get(library.name)
+    if (!loading) {
+      loading = this.client
+        .send('FUNCTION', ['LOAD', library.code])
+        .then(
+          () => {},
+          (error: Error) => {
+            // Another connection or replica of the same version loaded it first.
+            if (!/already exists/i.test(error.message)) throw error
+          },
+        )
+        .finally(() => this.loading.delete(library.name))
+      this.loading.set(library.name, loading)
+    }
+    return loading
   }
 
   private sha(lua: string): string {
