@@ -73,7 +73,8 @@ local acct = rcall('HMGET', account, 'confirmed', 'maxPriceCents', 'held')
 if not acct[1] then return reply({ -1 }) end
 if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return reply({ -10 }) end
 
-local counts = rcall('HMGET', K_INFLIGHT, 'k:' .. key_id, 'a:' .. account_id)
+local key_slot, wallet_slot = 'k:' .. key_id, 'a:' .. account_id
+local counts = rcall('HMGET', K_INFLIGHT, key_slot, wallet_slot)
 if int(counts[1]) >= key_cap then return reply({ -2 }) end
 if int(counts[2]) >= wallet_cap then return reply({ -3 }) end
 local lane = ARGV[12] or ''
@@ -87,7 +88,9 @@ local max_cents = int(acct[2])
 if max_cents == 0 then max_cents = default_max end
 
 local tried = {}
-for id in string.gmatch(ARGV[8], '[^,]+') do tried[id] = true end
+if ARGV[8] ~= '' then
+  for id in string.gmatch(ARGV[8], '[^,]+') do tried[id] = true end
+end
 
 local chosen, refusal = pick_offer(max_cents, estimate, tried, now)
 if not chosen then return reply(refusal) end
@@ -104,7 +107,7 @@ local confirmed_s, estimate_s = s(confirmed - hold), s(estimate)
 rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold))
 local offer = k_offer(chosen.id)
 rcall('HSET', offer, 'held', s(chosen.held + estimate), 'inflight', s(chosen.inflight + 1))
-local slots = { 'k:' .. key_id, s(int(counts[1]) + 1), 'a:' .. account_id, s(int(counts[2]) + 1) }
+local slots = { key_slot, s(int(counts[1]) + 1), wallet_slot, s(int(counts[2]) + 1) }
 if lane ~= '' then
   slots[5], slots[6] = lane .. ':' .. account_id, s(lane_count + 1)
 end

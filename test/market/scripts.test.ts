@@ -1,6 +1,7 @@
 // The money scripts, tested directly against a real Redis: admit, clear, release, renew, reap.
 import { describe, expect, test } from 'bun:test'
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
+import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import { auditMarket } from '../../src/market/audit.ts'
 import { AdmitCode } from '../../src/market/result-codes.ts'
 import {
@@ -49,6 +50,44 @@ describe('lua key names', () => {
       fx.keys.statsDay('D'),
       fx.keys.apiKey('K'),
     ])
+  })
+})
+
+describe('lua numbers', () => {
+  test('int and s answer the same from their caches as without them', async () => {
+    const values = [
+      '0',
+      '7',
+      '0007',
+      '7.5',
+      '1023',
+      '1024',
+      '-3',
+      '',
+      'abc',
+      '123456789012345',
+      '0x10',
+      ' 12 ',
+    ]
+    // Each value twice in one call: the second answer comes from the cache when it was kept.
+    const script = `${libNumbers}\nbind_globals()
+local out = {}
+for _, v in ipairs(ARGV) do
+  for _ = 1, 2 do
+    local n = int(v)
+    out[#out + 1] = string.format('%.17g', n)
+    out[#out + 1] = s(n)
+    out[#out + 1] = s(n)
+  end
+end
+return out`
+    const got = (await fx.redis.eval(script, 0, ...values)) as string[]
+    const want = values.flatMap((v) => {
+      const n = Number.isNaN(Number(v)) || v.trim() === '' ? 0 : Number(v)
+      const asInt = String(Math.trunc(n))
+      return [String(n), asInt, asInt, String(n), asInt, asInt]
+    })
+    expect(got).toEqual(want)
   })
 })
 
