@@ -482,7 +482,7 @@ async function main(): Promise<void> {
         ],
       ],
       notes: [
-        "Redis µs: the server's own time inside EVALSHA (INFO commandstats) per pair or per trivial call; the ceiling is what one Redis core could clear if nothing else cost anything.",
+        "Redis µs: the server's own time inside EVALSHA and FCALL (INFO commandstats; the pair's scripts run as functions, the trivial one by EVALSHA) per pair or per trivial call; the ceiling is what one Redis core could clear if nothing else cost anything.",
       ],
     })
     checks.push(
