@@ -126,18 +126,24 @@ class Connection {
           },
           error(_socket, error) {
             connection.onClose(error)
-            done(error)
+            done(new UpstreamConnectionError(`connection to ${origin.host} failed: ${error.message}`))
           },
           connectError(_socket, error) {
             connection.closed = true
-            done(error)
+            done(new UpstreamConnectionError(`cannot connect to ${origin.host}: ${error.message}`))
           },
           timeout(socket) {
             // Only idle connections have a timeout set.
             socket.terminate()
           },
         },
-      }).catch((error: Error) => done(error))
+      }).catch((error: Error) =>
+        done(
+          error instanceof UpstreamConnectionError
+            ? error
+            : new UpstreamConnectionError(`cannot connect to ${origin.host}: ${error.message}`),
+        ),
+      )
     })
   }
 
@@ -330,6 +336,11 @@ class Exchange implements UpstreamResponse {
     if (this.ended) return
     this.ended = true
     this.detach()
+    // What is still unread is held here: the socket reads again before another request uses it.
+    if (this.paused) {
+      this.paused = false
+      this.connection.socket?.resume()
+    }
     if (this.keepAlive && this.parser.done) this.connection.release()
     else this.connection.close()
     const waiting = this.waiting

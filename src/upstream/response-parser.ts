@@ -63,6 +63,7 @@ export class ResponseParser {
             this.keep(bytes, at, MAX_HEAD_BYTES)
             return
           }
+          if (end - at > MAX_HEAD_BYTES) throw new MalformedResponse('response head too long')
           this.onHead(decodeLatin1(bytes, at, end))
           at = end + 4
           break
@@ -86,6 +87,7 @@ export class ResponseParser {
             this.keep(bytes, at, MAX_LINE_BYTES)
             return
           }
+          if (end - at > MAX_LINE_BYTES) throw new MalformedResponse('chunk-size line too long')
           const line = decodeLatin1(bytes, at, end)
           const size = line.split(';', 1)[0]!.trim()
           if (!/^[0-9a-fA-F]{1,12}$/.test(size))
