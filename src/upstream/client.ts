@@ -147,11 +147,13 @@ class Connection {
     })
   }
 
-  send(bytes: Uint8Array): void {
+  /** The request, one write; what the socket does not take now goes on `drain`. */
+  send(request: string): void {
     const socket = this.socket!
     socket.timeout(0)
-    const written = Math.max(0, socket.write(bytes))
-    if (written < bytes.length) this.unsent = bytes.subarray(written)
+    const written = Math.max(0, socket.write(request))
+    // The usual case: all taken, and no bytes were made of the string here.
+    if (written < Buffer.byteLength(request)) this.unsent = Buffer.from(request).subarray(written)
   }
 
   flush(socket: Socket<Connection>): void {
@@ -260,7 +262,8 @@ class Exchange implements UpstreamResponse {
   async text(): Promise<string> {
     const parts: Uint8Array[] = []
     for (let part = await this.read(); part; part = await this.read()) parts.push(part)
-    return Buffer.concat(parts).toString('utf8')
+    const whole = parts.length === 1 ? parts[0]! : Buffer.concat(parts)
+    return Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength).toString('utf8')
   }
 
   async json(): Promise<unknown> {
@@ -369,8 +372,8 @@ class Exchange implements UpstreamResponse {
   }
 }
 
-function requestBytes(origin: Origin, url: URL, init: UpstreamRequest): Uint8Array {
-  let head = `${init.method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${origin.host}\r\n`
+function requestText(origin: Origin, target: string, init: UpstreamRequest): string {
+  let head = `${init.method} ${target} HTTP/1.1\r\nhost: ${origin.host}\r\n`
   let encoding = false
   for (const name in init.headers) {
     const value = init.headers[name]!
@@ -380,47 +383,64 @@ function requestBytes(origin: Origin, url: URL, init: UpstreamRequest): Uint8Arr
   }
   // Answers are read as they are: no compression is asked for.
   if (!encoding) head += 'accept-encoding: identity\r\n'
-  const body = init.body === undefined ? null : Buffer.from(init.body, 'utf8')
-  if (body) head += `content-length: ${body.length}\r\n`
-  head += '\r\n'
-  const headBytes = Buffer.from(head, 'latin1')
-  return body ? Buffer.concat([headBytes, body]) : headBytes
+  if (init.body === undefined) return `${head}\r\n`
+  return `${head}content-length: ${Buffer.byteLength(init.body)}\r\n\r\n${init.body}`
 }
 
-async function attempt(origin: Origin, bytes: Uint8Array, init: UpstreamRequest, reuse: boolean) {
-  let connection: Connection | undefined
-  if (reuse) {
-    const list = idle.get(origin.key)
-    while (list && list.length > 0 && !connection) {
-      const candidate = list.pop()!
-      if (!candidate.closed) connection = candidate
-    }
+function idleConnection(origin: Origin): Connection | undefined {
+  const list = idle.get(origin.key)
+  while (list && list.length > 0) {
+    const candidate = list.pop()!
+    if (!candidate.closed) return candidate
   }
-  const reused = connection !== undefined
-  connection ??= await Connection.open(origin)
+  return undefined
+}
+
+function exchangeOn(connection: Connection, request: string, init: UpstreamRequest) {
   const exchange = new Exchange(connection, init.signal)
   connection.exchange = exchange
   const head = exchange.head()
   // Awaited by the caller; a failure before that must not count as unhandled.
   head.catch(() => {})
-  connection.send(bytes)
-  return { exchange, head, reused }
+  connection.send(request)
+  return { exchange, head }
+}
+
+/** On a new connection; an abort while it opens is the caller's answer at once. */
+async function onNewConnection(origin: Origin, request: string, init: UpstreamRequest) {
+  const connection = await withAbort(Connection.open(origin), init.signal)
+  return exchangeOn(connection, request, init)
+}
+
+/** A URL's origin and request target, parsed once per distinct URL (suppliers use a handful). */
+const targets = new Map<string, { origin: Origin; target: string }>()
+const MAX_TARGETS = 1024
+
+function targetOf(url: string): { origin: Origin; target: string } {
+  let found = targets.get(url)
+  if (!found) {
+    const parsed = new URL(url)
+    found = { origin: originOf(parsed), target: `${parsed.pathname}${parsed.search}` }
+    if (targets.size >= MAX_TARGETS) targets.clear()
+    targets.set(url, found)
+  }
+  return found
 }
 
 /** Sends one request; resolves once the answer's head is in. */
 export async function upstreamRequest(url: string, init: UpstreamRequest): Promise<UpstreamResponse> {
   const signal = init.signal
   if (signal?.aborted) throw signal.reason
-  const parsed = new URL(url)
-  const origin = originOf(parsed)
-  const bytes = requestBytes(origin, parsed, init)
-  const first = await withAbort(attempt(origin, bytes, init, true), signal)
+  const { origin, target } = targetOf(url)
+  const request = requestText(origin, target, init)
+  const reused = idleConnection(origin)
+  const first = reused ? exchangeOn(reused, request, init) : await onNewConnection(origin, request, init)
   try {
     return await first.head
   } catch (error) {
     // The server closed an idle connection as we sent on it: nothing reached it, so once more.
-    if (!first.reused || !first.exchange.untouched || signal?.aborted) throw error
-    const second = await withAbort(attempt(origin, bytes, init, false), signal)
+    if (!reused || !first.exchange.untouched || signal?.aborted) throw error
+    const second = await onNewConnection(origin, request, init)
     return await second.head
   }
 }
@@ -435,8 +455,8 @@ function withAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pro
       (value) => {
         signal.removeEventListener('abort', onAbort)
         if (signal.aborted) {
-          // Opened after the abort: the exchange was made with an aborted signal; end it.
-          ;(value as { exchange?: Exchange }).exchange?.cancel()
+          // Opened after the abort: not used.
+          ;(value as { close?: () => void }).close?.()
           reject(signal.reason)
         } else resolve(value)
       },
