@@ -49,10 +49,7 @@ export class ResponseParser {
   feed(bytes: Uint8Array): void {
     let at = 0
     if (this.partial) {
-      const joined = new Uint8Array(this.partial.length + bytes.length)
-      joined.set(this.partial)
-      joined.set(bytes, this.partial.length)
-      bytes = joined
+      bytes = Buffer.concat([this.partial, bytes])
       this.partial = null
     }
     while (at < bytes.length && this.state !== 'done') {
