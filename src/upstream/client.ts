@@ -37,6 +37,8 @@ export class UpstreamConnectionError extends Error {
   override readonly name = 'UpstreamConnectionError'
 }
 
+const utf8 = new TextDecoder()
+
 /** Past this much unread body, reading from the socket pauses until the consumer catches up. */
 const PAUSE_AT_BYTES = 64 * 1024
 const MAX_IDLE_PER_ORIGIN = 128
@@ -262,8 +264,7 @@ class Exchange implements UpstreamResponse {
   async text(): Promise<string> {
     const parts: Uint8Array[] = []
     for (let part = await this.read(); part; part = await this.read()) parts.push(part)
-    const whole = parts.length === 1 ? parts[0]! : Buffer.concat(parts)
-    return Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength).toString('utf8')
+    return utf8.decode(parts.length === 1 ? parts[0]! : Buffer.concat(parts))
   }
 
   async json(): Promise<unknown> {

@@ -51,6 +51,9 @@ export class ResponseParser {
     if (this.partial) {
       bytes = Buffer.concat([this.partial, bytes])
       this.partial = null
+    } else if (!Buffer.isBuffer(bytes)) {
+      // A socket's bytes are a Buffer already; anything else is viewed as one.
+      bytes = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
     }
     while (at < bytes.length && this.state !== 'done') {
       switch (this.state) {
@@ -193,6 +196,8 @@ function lineEnd(bytes: Uint8Array, from: number): number {
   return -1
 }
 
+// The bytes are a Buffer (feed makes them one): decoded in place, without taking their `.buffer`
+// (that makes the engine give a socket's view a backing ArrayBuffer of its own).
 function decodeLatin1(bytes: Uint8Array, from: number, to: number): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset + from, to - from).toString('latin1')
+  return (bytes as Buffer).toString('latin1', from, to)
 }
