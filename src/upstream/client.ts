@@ -8,7 +8,7 @@
 // reused connection that closes before the first byte of an answer (the server dropped it while
 // idle) is retried once on a new one. TLS is verified against the system's CAs and the host name.
 // Proxies (HTTP(S)_PROXY) are not used: suppliers are called directly.
-import type { Socket } from 'bun'
+import type { Socket, SocketHandler } from 'bun'
 import { type ResponseHead, ResponseParser } from './response-parser.ts'
 
 export interface UpstreamRequest {
@@ -85,68 +85,36 @@ class Connection {
 
   constructor(readonly origin: Origin) {}
 
+  /** Settles the promise `open` returned, once. */
+  private opening: { resolve: (c: Connection) => void; reject: (e: Error) => void } | null = null
+
   static open(origin: Origin): Promise<Connection> {
     const connection = new Connection(origin)
     return new Promise((resolve, reject) => {
-      let settled = false
-      const done = (error?: Error) => {
-        if (settled) return
-        settled = true
-        if (error) reject(error)
-        else resolve(connection)
-      }
+      connection.opening = { resolve, reject }
       Bun.connect<Connection>({
         hostname: origin.hostname,
         port: origin.port,
         data: connection,
         ...(origin.tls ? { tls: { serverName: origin.hostname } } : {}),
-        socket: {
-          open(socket) {
-            connection.socket = socket
-            if (!origin.tls) done()
-          },
-          handshake(socket, success, error) {
-            if (success) return done()
-            socket.terminate()
-            done(
-              new UpstreamConnectionError(
-                `TLS to ${origin.host} refused: ${error?.message ?? 'handshake failed'}`,
-              ),
-            )
-          },
-          data(socket, bytes) {
-            // Bytes on an idle connection answer nothing that was asked: it is not reused.
-            if (connection.exchange) connection.exchange.onData(bytes)
-            else socket.terminate()
-          },
-          drain(socket) {
-            connection.flush(socket)
-          },
-          close() {
-            connection.onClose(null)
-            done(new UpstreamConnectionError(`connection to ${origin.host} closed`))
-          },
-          error(_socket, error) {
-            connection.onClose(error)
-            done(new UpstreamConnectionError(`connection to ${origin.host} failed: ${error.message}`))
-          },
-          connectError(_socket, error) {
-            connection.closed = true
-            done(new UpstreamConnectionError(`cannot connect to ${origin.host}: ${error.message}`))
-          },
-          timeout(socket) {
-            // Only idle connections have a timeout set.
-            socket.terminate()
-          },
-        },
+        socket: HANDLERS,
       }).catch((error: Error) =>
-        done(
+        connection.opened(
           error instanceof UpstreamConnectionError
             ? error
             : new UpstreamConnectionError(`cannot connect to ${origin.host}: ${error.message}`),
         ),
       )
     })
+  }
+
+  /** Open (no error) or not: the first call settles `open`'s promise, later ones do nothing. */
+  opened(error?: Error): void {
+    const opening = this.opening
+    if (!opening) return
+    this.opening = null
+    if (error) opening.reject(error)
+    else opening.resolve(this)
   }
 
   /** The request, one write; what the socket does not take now goes on `drain`. */
@@ -195,6 +163,63 @@ class Connection {
     this.exchange = null
     this.socket?.terminate()
   }
+}
+
+/**
+ * The sockets' handlers, one set for every connection (each socket's `data` is its Connection):
+ * no closures made per connection.
+ */
+const HANDLERS: SocketHandler<Connection> = {
+  open(socket) {
+    const connection = socket.data
+    connection.socket = socket
+    if (!connection.origin.tls) connection.opened()
+  },
+  handshake(socket, success, error) {
+    const connection = socket.data
+    if (success) {
+      connection.opened()
+      return
+    }
+    socket.terminate()
+    connection.opened(
+      new UpstreamConnectionError(
+        `TLS to ${connection.origin.host} refused: ${error?.message ?? 'handshake failed'}`,
+      ),
+    )
+  },
+  data(socket, bytes) {
+    // Bytes on an idle connection answer nothing that was asked: it is not reused.
+    const exchange = socket.data.exchange
+    if (exchange) exchange.onData(bytes)
+    else socket.terminate()
+  },
+  drain(socket) {
+    socket.data.flush(socket)
+  },
+  close(socket) {
+    const connection = socket.data
+    connection.onClose(null)
+    connection.opened(new UpstreamConnectionError(`connection to ${connection.origin.host} closed`))
+  },
+  error(socket, error) {
+    const connection = socket.data
+    connection.onClose(error)
+    connection.opened(
+      new UpstreamConnectionError(`connection to ${connection.origin.host} failed: ${error.message}`),
+    )
+  },
+  connectError(socket, error) {
+    const connection = socket.data
+    connection.closed = true
+    connection.opened(
+      new UpstreamConnectionError(`cannot connect to ${connection.origin.host}: ${error.message}`),
+    )
+  },
+  timeout(socket) {
+    // Only idle connections have a timeout set.
+    socket.terminate()
+  },
 }
 
 /** One request and its answer on a connection; the answer object the caller holds. */
