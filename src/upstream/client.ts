@@ -1,6 +1,6 @@
 // The supplier calls' HTTP/1.1 client: keep-alive connections per origin, on the main thread's
-// own sockets (Bun.connect). Bun's fetch runs every call on a separate HTTP thread and holds about
-// 11 KB more per open stream (a response buffer, a body stream, a 64 KB read view); here the
+// own sockets (Bun.connect). Bun's fetch runs every call on a separate HTTP thread and held 9-11
+// KB more per open stream (a response buffer, a body stream, a 64 KB read view); here the
 // bytes go from the socket to the relay with nothing in between (BENCHMARKS.md has the figures).
 //
 // One request per connection at a time. A connection goes back to its origin's idle list only
