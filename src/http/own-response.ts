@@ -4,7 +4,7 @@
 // Headers and a ReadableStream. The route takes those headers into its own Response instead.
 
 /** The part of Elysia's `set` a route hands over. */
-interface SetHeaders {
+export interface SetHeaders {
   headers: Record<string, string | number>
 }
 

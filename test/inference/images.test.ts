@@ -38,6 +38,7 @@ describe('images', () => {
     expect(response.headers.get('x-svc-cost-usdc')).toBe(formatMicros(cost))
     expect(response.headers.get('x-svc-clearing-price-cents')).toBe('40')
     expect(response.headers.get('x-svc-support-reference')).toMatch(/^sr_/)
+    expect(response.headers.get('x-svc-request-id')).toMatch(/^req_[0-9a-f]{24}$/)
     const after = await balances(stack, buyer.accountId)
     expect(before.confirmed - after.confirmed).toBe(cost)
     expect(response.headers.get('x-balance-remaining')).toBe(formatMicros(after.confirmed))

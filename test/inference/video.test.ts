@@ -65,6 +65,7 @@ describe('video', () => {
     const queued = await post(stack, buyer.apiKey, '/v1/video/queue', job)
     expect(queued.status).toBe(200)
     expect(queued.headers.get('x-svc-support-reference')).toMatch(/^sr_/)
+    expect(queued.headers.get('x-svc-request-id')).toMatch(/^req_[0-9a-f]{24}$/)
     const body = (await queued.json()) as { id: string; status: string; heldUsdc: string }
     expect(body.status).toBe('queued')
     const cost = Math.ceil((BURN_5S * 40) / 100)
@@ -74,6 +75,7 @@ describe('video', () => {
     const media = await pollUntilDone(stack, buyer.apiKey, body.id)
     expect(media.status).toBe(200)
     expect(media.headers.get('content-type')).toBe('video/mp4')
+    expect(media.headers.get('x-svc-request-id')).toMatch(/^req_[0-9a-f]{24}$/)
     expect(media.headers.get('x-svc-cost-usdc')).toBe(formatMicros(cost))
     const bytes = new Uint8Array(await media.arrayBuffer())
     expect(new TextDecoder().decode(bytes.subarray(4, 8))).toBe('ftyp')

@@ -7,6 +7,7 @@ import { costHeaders } from '../../inference/relay-buffered.ts'
 import { clearBurn } from '../../inference/settle.ts'
 import { formatMicros, type MicroDiem } from '../../money/units.ts'
 import { buyerKeyAuth } from '../auth.ts'
+import { ownResponse } from '../own-response.ts'
 import {
   dispatchFor,
   type InferenceDeps,
@@ -21,7 +22,7 @@ export function imageRoutes(deps: InferenceDeps) {
   const pipeline = inferencePipeline(deps)
   return new Elysia({ name: 'svc/images', seed: deps.keys.prefix }).use(buyerKeyAuth(deps)).post(
     '/v1/images/generations',
-    async ({ body, buyerKey, request }) => {
+    async ({ body, buyerKey, request, set }) => {
       const images = admitImages(body, await deps.catalog.get(body.model))
       const { context, supportReference, dispatched } = await dispatchFor(pipeline, buyerKey, request, {
         modelId: images.modelId,
@@ -49,13 +50,15 @@ export function imageRoutes(deps: InferenceDeps) {
       }
       context.costUsdc = formatMicros(settlement.charged)
       const data = (json.data as unknown[]).slice(0, delivered)
-      return new Response(JSON.stringify({ created: json.created ?? Math.floor(Date.now() / 1000), data }), {
-        headers: {
+      return ownResponse(
+        set,
+        JSON.stringify({ created: json.created ?? Math.floor(Date.now() / 1000), data }),
+        {
           'content-type': 'application/json',
           [SUPPORT_REFERENCE_HEADER]: supportReference,
           ...costHeaders(settlement),
         },
-      })
+      )
     },
     { buyerKey: true, body: imageBodySchema },
   )

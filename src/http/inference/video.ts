@@ -14,6 +14,7 @@ import { costAtAsk, formatMicros, type MicroDiem } from '../../money/units.ts'
 import { runScript } from '../../redis/scripts.ts'
 import { buyerAuth } from '../auth.ts'
 import { ApiError, notFound } from '../errors.ts'
+import { ownResponse, type SetHeaders } from '../own-response.ts'
 import { dispatchFor, type InferenceDeps, inferencePipeline, SUPPORT_REFERENCE_HEADER } from './pipeline.ts'
 
 const gone = (code: string, message: string) =>
@@ -59,7 +60,7 @@ export function videoRoutes(deps: InferenceDeps) {
     await jobs.settle(job.id, outcome)
   }
 
-  async function retrieve(job: VideoJob, signal: AbortSignal): Promise<Response> {
+  async function retrieve(job: VideoJob, signal: AbortSignal, set: SetHeaders): Promise<Response> {
     if (job.state === 'refunded')
       throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
     if (job.state === 'expired') throw gone('video_expired', 'this job expired; its media is gone')
@@ -96,7 +97,7 @@ export function videoRoutes(deps: InferenceDeps) {
         await jobs.settle(job.id, 'completed')
         Object.assign(headers, costHeaders(settlement))
       }
-      return new Response(media, { headers })
+      return ownResponse(set, media, headers)
     }
     if (upstream.ok) return Response.json(jobView(job))
     if (upstream.status === 404) {
@@ -129,7 +130,7 @@ export function videoRoutes(deps: InferenceDeps) {
     )
     .post(
       '/v1/video/queue',
-      async ({ body, buyer, request }) => {
+      async ({ body, buyer, request, set }) => {
         const video = admitVideo(body, await deps.catalog.get(body.model))
         const { supportReference, dispatched } = await dispatchFor(
           pipeline,
@@ -166,7 +167,8 @@ export function videoRoutes(deps: InferenceDeps) {
           expiresAt: now + ttlMs,
         }
         await jobs.create(job)
-        return new Response(
+        return ownResponse(
+          set,
           JSON.stringify({
             ...jobView(job),
             status: 'queued',
@@ -174,19 +176,19 @@ export function videoRoutes(deps: InferenceDeps) {
             clearingPriceCents: admission.askCents,
             expiresAt: new Date(job.expiresAt).toISOString(),
           }),
-          { headers: { 'content-type': 'application/json', [SUPPORT_REFERENCE_HEADER]: supportReference } },
+          { 'content-type': 'application/json', [SUPPORT_REFERENCE_HEADER]: supportReference },
         )
       },
       { buyer: true, body: videoBodySchema },
     )
     .post(
       '/v1/video/retrieve',
-      async ({ body, buyer, request }) => {
+      async ({ body, buyer, request, set }) => {
         const job = await jobs.get(body.id)
         // Another account's job is as unknown as a job that never was.
         if (!job || job.accountId !== buyer.accountId)
           throw notFound(`video job '${body.id}' not found`, 'video_not_found')
-        return retrieve(job, request.signal)
+        return retrieve(job, request.signal, set)
       },
       { buyer: true, body: t.Object({ id: t.String({ minLength: 1, maxLength: 64 }) }) },
     )
