@@ -254,6 +254,13 @@ class Exchange implements UpstreamResponse {
     }
   }
 
+  /** The pending read, handed over once: whoever takes it answers it. */
+  private takeWaiting() {
+    const waiting = this.waiting
+    this.waiting = null
+    return waiting
+  }
+
   head(): Promise<Exchange> {
     return new Promise((resolve, reject) => {
       this.headWaiter = { resolve, reject }
@@ -302,9 +309,7 @@ class Exchange implements UpstreamResponse {
     this.chunks.length = 0
     this.detach()
     this.connection.close()
-    const waiting = this.waiting
-    this.waiting = null
-    waiting?.resolve(null)
+    this.takeWaiting()?.resolve(null)
   }
 
   onData(bytes: Uint8Array): void {
@@ -347,9 +352,8 @@ class Exchange implements UpstreamResponse {
 
   private onBody(bytes: Uint8Array): void {
     if (this.ended) return
-    const waiting = this.waiting
+    const waiting = this.takeWaiting()
     if (waiting) {
-      this.waiting = null
       waiting.resolve(bytes)
       return
     }
@@ -372,9 +376,7 @@ class Exchange implements UpstreamResponse {
     }
     if (this.keepAlive && this.parser.done) this.connection.release()
     else this.connection.close()
-    const waiting = this.waiting
-    this.waiting = null
-    waiting?.resolve(null)
+    this.takeWaiting()?.resolve(null)
   }
 
   /** Ends the exchange with an error: a pending head or read rejects with it. */
@@ -388,9 +390,7 @@ class Exchange implements UpstreamResponse {
     const headWaiter = this.headWaiter
     this.headWaiter = null
     headWaiter?.reject(error)
-    const waiting = this.waiting
-    this.waiting = null
-    waiting?.reject(error)
+    this.takeWaiting()?.reject(error)
   }
 
   private detach(): void {
@@ -432,9 +432,9 @@ function exchangeOn(connection: Connection, request: string, init: UpstreamReque
   return { exchange, head }
 }
 
-/** On a new connection; an abort while it opens is the caller's answer at once. */
+/** The request on a new connection. */
 async function onNewConnection(origin: Origin, request: string, init: UpstreamRequest) {
-  const connection = await withAbort(Connection.open(origin), init.signal)
+  const connection = await openUnlessAborted(origin, init.signal)
   return exchangeOn(connection, request, init)
 }
 
@@ -471,20 +471,22 @@ export async function upstreamRequest(url: string, init: UpstreamRequest): Promi
   }
 }
 
-/** A connection still opening is not covered by an exchange's signal yet. */
-function withAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise
+/**
+ * A new connection; an abort while it opens answers the caller at once (no exchange is listening
+ * yet), and the connection, once open, is closed unused.
+ */
+function openUnlessAborted(origin: Origin, signal: AbortSignal | undefined): Promise<Connection> {
+  const opening = Connection.open(origin)
+  if (!signal) return opening
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (value) => {
+    opening.then(
+      (connection) => {
         signal.removeEventListener('abort', onAbort)
-        if (signal.aborted) {
-          // Opened after the abort: not used.
-          ;(value as { close?: () => void }).close?.()
-          reject(signal.reason)
-        } else resolve(value)
+        if (!signal.aborted) return resolve(connection)
+        connection.close()
+        reject(signal.reason)
       },
       (error) => {
         signal.removeEventListener('abort', onAbort)
