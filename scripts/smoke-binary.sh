@@ -34,5 +34,28 @@ node -e '
     console.log("binary demo cleared a chat completion, cost", cost, "USDC")
   }, (e) => { console.error(e); process.exit(1) })
 ' "http://127.0.0.1:$port" "$key"
+
+# A stream the supplier cuts off without usage: billed on the tokenizer's count, which the binary
+# makes in its embedded worker (a second entry point of the build).
+sim=$(grep -o 'simulated supplier http://[0-9.:]*' "$log" | awk '{print $3}')
+node -e '
+  const [base, key, sim] = process.argv.slice(1)
+  ;(async () => {
+    const set = await fetch(sim + "/sim/keys/*", { method: "PUT", body: JSON.stringify({ fault: "truncate", times: 1 }) })
+    if (set.status !== 200) throw new Error("sim fault: " + set.status)
+    const r = await fetch(base + "/v1/chat/completions", {
+      method: "POST",
+      headers: { authorization: "Bearer " + key, "content-type": "application/json" },
+      body: JSON.stringify({ model: "svc/llama-3.3-70b", messages: [{ role: "user", content: "hi" }], stream: true }),
+    })
+    const frames = (await r.text()).split("\n\n").filter((f) => f.startsWith("data: ")).map((f) => f.slice(6))
+    const cost = frames.map((f) => { try { return JSON.parse(f) } catch { return null } }).find((f) => f && f.object === "svc.cost")
+    const last = frames.at(-1) ?? ""
+    if (r.status !== 200 || !cost || !/^0\.\d{6}$/.test(cost.costUsdc) || cost.costUsdc === "0.000000" || !last.includes("stream_incomplete")) {
+      throw new Error(r.status + " " + frames.join(" | "))
+    }
+    console.log("binary demo billed a cut-off stream on its own token count, cost", cost.costUsdc, "USDC")
+  })().catch((e) => { console.error(e); process.exit(1) })
+' "http://127.0.0.1:$port" "$key" "$sim"
 kill -TERM "$pid"
 wait "$pid" 2>/dev/null || true

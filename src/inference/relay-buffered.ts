@@ -14,7 +14,7 @@ export interface BufferedResult {
 }
 
 /** Output tokens of a buffered answer that came without usage, by the tokenizer. */
-function generatedTokens(json: Record<string, unknown>): number {
+function generatedTokens(json: Record<string, unknown>): Promise<number> {
   const counter = new OutputTokenCounter()
   for (const choice of (json.choices as { message?: { content?: unknown } }[]) ?? []) {
     const content = choice?.message?.content
@@ -38,7 +38,7 @@ export async function relayBuffered(
     admission: dispatched.admission,
     preBalance: dispatched.preBalance,
     reported,
-    generatedTokens: reported ? 0 : generatedTokens(json),
+    generatedTokens: () => generatedTokens(json),
     outcome: 'completed',
   })
   // The supplier's own cost figure is its list price, not what the buyer pays: it stays upstream.

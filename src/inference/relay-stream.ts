@@ -229,7 +229,7 @@ class StreamRelay {
         admission: this.admission,
         preBalance: this.preBalance,
         reported: this.usage,
-        generatedTokens: this.usage ? 0 : (this.counter?.total() ?? 0),
+        generatedTokens: () => this.counter?.total() ?? Promise.resolve(0),
         outcome,
       })
     } catch (error) {

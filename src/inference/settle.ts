@@ -41,21 +41,22 @@ export interface SettleInput {
   preBalance: MicroDiem | null
   /** What the supplier reported; null when the answer ended without usage. */
   reported: Usage | null
-  /** Output tokens counted as they streamed by (used only when nothing was reported). */
-  generatedTokens: number
+  /** Output tokens counted as they streamed by (asked for only when nothing was reported). */
+  generatedTokens: () => Promise<number>
   outcome: 'completed' | 'incomplete'
 }
 
-export function estimateUsage(input: SettleInput): Usage {
-  return {
-    promptTokens: promptTokenCount(input.messages),
-    completionTokens: Math.min(input.generatedTokens, input.chat.maxTokens),
-  }
+export async function estimateUsage(input: SettleInput): Promise<Usage> {
+  const [promptTokens, generated] = await Promise.all([
+    promptTokenCount(input.messages),
+    input.generatedTokens(),
+  ])
+  return { promptTokens, completionTokens: Math.min(generated, input.chat.maxTokens) }
 }
 
 export async function settle(deps: SettleDeps, input: SettleInput): Promise<Settlement> {
   const estimated = input.reported === null
-  const usage = input.reported ?? estimateUsage(input)
+  const usage = input.reported ?? (await estimateUsage(input))
   let burn = burnOf(usage, input.chat.model.prices)
   const before = input.preBalance ?? input.admission.upstreamBalance
   if (estimated && before !== null && burn > before) burn = before

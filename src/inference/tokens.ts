@@ -1,7 +1,7 @@
 // Token counts the gateway makes itself. The hold needs a fast, generous upper bound of the prompt
-// (bytes, no tokenizer on the hot path); a stream that ends without usage is billed from a real
-// tokenizer's count (gpt-tokenizer, o200k).
-import { countTokens } from 'gpt-tokenizer'
+// (bytes, no tokenizer on the hot path); an answer that ends without usage is billed from a real
+// tokenizer's count, made off the main thread (token-count.ts) and only when one is needed.
+import { countTokens } from './token-count.ts'
 
 export interface ChatMessageLike {
   role?: unknown
@@ -9,10 +9,6 @@ export interface ChatMessageLike {
   name?: unknown
   tool_calls?: unknown
 }
-
-// A special token's spelling ("<|endoftext|>") is counted as the text it is. By default the
-// tokenizer throws on one, and a prompt or an answer holding it went unbilled.
-const AS_TEXT = { disallowedSpecial: new Set<string>() }
 
 const PER_MESSAGE_OVERHEAD = 4
 const PER_REQUEST_OVERHEAD = 16
@@ -43,29 +39,54 @@ export function promptTokenBound(messages: ChatMessageLike[], extra = ''): numbe
 }
 
 /** The prompt's tokens by a real tokenizer, for billing a stream that reported no usage. */
-export function promptTokenCount(messages: ChatMessageLike[]): number {
-  let tokens = 3
-  for (const message of messages) tokens += PER_MESSAGE_OVERHEAD + countTokens(messageText(message), AS_TEXT)
-  return tokens
+export async function promptTokenCount(messages: ChatMessageLike[]): Promise<number> {
+  const counts = await Promise.all(messages.map((message) => countTokens(messageText(message))))
+  return counts.reduce((sum, n) => sum + PER_MESSAGE_OVERHEAD + n, 3)
 }
 
-/** Counts generated tokens as deltas stream by, tokenizing in bounded batches (memory stays small). */
+/** Text kept per answer before it is counted and let go: most answers end below it, uncounted. */
+export const OUTPUT_BATCH_CHARS = 8192
+/** Deltas kept as they came before they are joined into one flat string (fewer, smaller strings). */
+const JOIN_EVERY = 32
+
+/**
+ * Counts generated tokens as deltas stream by. The text is kept, not counted, while the supplier's
+ * usage may still make it moot: it is counted when the answer ends without usage (`total`), or in
+ * batches of OUTPUT_BATCH_CHARS on a long answer, so memory stays bounded either way.
+ */
 export class OutputTokenCounter {
-  private pending = ''
-  private counted = 0
+  private text = ''
+  private parts: string[] = []
+  private partChars = 0
+  private counted: Promise<number>[] = []
 
   add(delta: string): void {
-    this.pending += delta
-    if (this.pending.length >= 2048) this.flush()
+    this.parts.push(delta)
+    this.partChars += delta.length
+    if (this.parts.length >= JOIN_EVERY) this.join()
+    if (this.text.length + this.partChars >= OUTPUT_BATCH_CHARS) this.flush()
+  }
+
+  private join(): void {
+    this.text += this.parts.join('')
+    this.parts.length = 0
+    this.partChars = 0
   }
 
   private flush(): void {
-    if (this.pending) this.counted += countTokens(this.pending, AS_TEXT)
-    this.pending = ''
+    this.join()
+    if (this.text) {
+      const tokens = countTokens(this.text)
+      tokens.catch(() => {}) // a failure is `total`'s to report, when (if ever) it is asked for
+      this.counted.push(tokens)
+    }
+    this.text = ''
   }
 
-  total(): number {
+  async total(): Promise<number> {
     this.flush()
-    return this.counted
+    let sum = 0
+    for (const n of await Promise.all(this.counted)) sum += n
+    return sum
   }
 }

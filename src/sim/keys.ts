@@ -11,6 +11,9 @@ export interface SimKeyState {
   cancelledStreams: number
 }
 
+/** The control API's name for every key without a fault of its own. */
+export const ANY_KEY = '*'
+
 export class SimKeys {
   private readonly keys = new Map<string, SimKeyState>()
 
@@ -31,9 +34,13 @@ export class SimKeys {
     return state
   }
 
-  /** The key's fault for this request, counting down a limited fault. */
-  takeFault(state: SimKeyState): SimFault | null {
-    if (!state.fault) return null
+  /**
+   * The key's fault for this request, counting down a limited fault. A key with none of its own
+   * takes the one set on the key `*`, if any (so a fault can be injected without knowing the key).
+   */
+  takeFault(own: SimKeyState): SimFault | null {
+    const state = own.fault ? own : this.keys.get(ANY_KEY)
+    if (!state?.fault) return null
     const fault = state.fault
     if (state.faultTimes !== null) {
       state.faultTimes -= 1

@@ -1,6 +1,7 @@
 // POST /v1/chat/completions end to end: the official openai SDK as the client, the simulated
 // supplier upstream, a real Redis, and the exact balance change down to the micro-USDC.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { countTokens } from 'gpt-tokenizer'
 import OpenAI from 'openai'
 import { auditMarket } from '../../src/market/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
@@ -216,12 +217,23 @@ describe('streamed chat', () => {
     // 6 tokens out of 12 were generated: the estimate bills the prompt and those 6, not 12
     const full = expectedCost({ prompt_tokens: 20, completion_tokens: 12 }, cost.clearingPriceCents)
     expect(charged).toBeLessThan(full)
-    expect(
-      await stack.redis.hget(
-        stack.keys.attempt(`${(frames.at(-2) as { supportReference: string }).supportReference}.1`),
-        'estimated',
-      ),
-    ).toBe('1')
+    const attempt = stack.keys.attempt(
+      `${(frames.at(-2) as { supportReference: string }).supportReference}.1`,
+    )
+    const [estimated, inputTokens, outputTokens] = await stack.redis.hmget(
+      attempt,
+      'estimated',
+      'inputTokens',
+      'outputTokens',
+    )
+    expect(estimated).toBe('1')
+    // The estimate is the real tokenizer's count of what was relayed, and of the prompt
+    const relayed = frames
+      .map((f) => (f as { choices?: { delta?: { content?: string } }[] }).choices?.[0]?.delta?.content ?? '')
+      .join('')
+    expect(relayed.split(' ')).toHaveLength(6)
+    expect(Number(outputTokens)).toBe(countTokens(relayed))
+    expect(Number(inputTokens)).toBe(3 + 4 + countTokens(messages[0]!.content))
   })
 
   test('a special token spelled in the prompt is counted as text: the cut stream is still billed', async () => {

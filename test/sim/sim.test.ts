@@ -162,6 +162,24 @@ describe('faults', () => {
     expect((await chat(key)).status).toBe(200)
   })
 
+  test('a fault set on the key * applies to keys without one of their own, counted down once for all', async () => {
+    const own = freshKey()
+    await fetch(`${sim.url}/sim/keys/${own}`, {
+      method: 'PUT',
+      body: JSON.stringify({ fault: 'rate_limit', times: 1 }),
+    })
+    const set = await fetch(`${sim.url}/sim/keys/*`, {
+      method: 'PUT',
+      body: JSON.stringify({ fault: 'error_5xx', times: 2 }),
+    })
+    expect(set.status).toBe(200)
+    expect((await chat(own)).status).toBe(429) // its own fault first
+    expect((await chat(freshKey())).status).toBe(503)
+    expect((await chat(own)).status).toBe(503)
+    expect((await chat(freshKey())).status).toBe(200) // both times taken, across keys
+    expect((await chat(own)).status).toBe(200)
+  })
+
   test('a key with no balance left gets 402', async () => {
     const key = freshKey()
     await fetch(`${sim.url}/sim/keys/${key}`, { method: 'PUT', body: JSON.stringify({ balanceDiem: '0' }) })

@@ -1,0 +1,54 @@
+// Counting tokens off the main thread: the tokenizer runs in a worker (token-worker.ts), started
+// the first time a count is needed. Suppliers report usage on almost every answer, so most
+// processes never start it.
+import type { CountReply, CountRequest } from './token-worker.ts'
+
+// `bun build --compile` takes the worker as a second entry point (package.json's build). In the
+// binary every module's URL is the binary's own, at the root of the entry points' common folder
+// (src/), so the worker is found from there; run from source, it sits next to this module.
+const IN_BINARY = import.meta.url.startsWith('file:///$bunfs/')
+const WORKER_URL = new URL(IN_BINARY ? './inference/token-worker.ts' : './token-worker.ts', import.meta.url)
+  .href
+
+let worker: Worker | null = null
+let nextId = 1
+const waiting = new Map<number, { resolve(tokens: number): void; reject(error: Error): void }>()
+
+function fail(error: Error): void {
+  for (const w of waiting.values()) w.reject(error)
+  waiting.clear()
+  worker?.terminate()
+  worker = null // the next count starts a new one
+}
+
+function started(): Worker {
+  if (worker) return worker
+  const w = new Worker(WORKER_URL)
+  w.unref() // never what keeps the process alive
+  w.onmessage = (event: MessageEvent<CountReply>) => {
+    const { id, tokens, error } = event.data
+    const entry = waiting.get(id)
+    if (!entry) return
+    waiting.delete(id)
+    if (tokens === undefined) entry.reject(new Error(`token count failed: ${error}`))
+    else entry.resolve(tokens)
+  }
+  w.onerror = (event) => fail(new Error(`token worker failed: ${event.message}`))
+  worker = w
+  return w
+}
+
+/** Tokens of `text` by the real tokenizer (gpt-tokenizer, o200k; special tokens counted as text). */
+export function countTokens(text: string): Promise<number> {
+  if (text === '') return Promise.resolve(0)
+  return new Promise((resolve, reject) => {
+    const id = nextId++
+    waiting.set(id, { resolve, reject })
+    started().postMessage({ id, text } satisfies CountRequest)
+  })
+}
+
+/** Whether this process has started the tokenizer (for the tests and the memory figures). */
+export function tokenizerStarted(): boolean {
+  return worker !== null
+}

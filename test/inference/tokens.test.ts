@@ -1,0 +1,92 @@
+// The gateway's own token counts: the answer's text kept until it is needed, counted by the real
+// tokenizer in bounded batches, in a worker that starts only when a count is made.
+import { describe, expect, test } from 'bun:test'
+import { countTokens as reference } from 'gpt-tokenizer'
+import { OUTPUT_BATCH_CHARS, OutputTokenCounter, promptTokenCount } from '../../src/inference/tokens.ts'
+
+const AS_TEXT = { disallowedSpecial: new Set<string>() }
+const count = (text: string) => reference(text, AS_TEXT)
+const words = (n: number) => Array.from({ length: n }, (_, i) => `w${i % 97}ord `)
+
+describe('OutputTokenCounter', () => {
+  test('an answer below one batch is counted whole, as the tokenizer counts the joined deltas', async () => {
+    const deltas = ['Hello', ', wor', 'ld! ', '日本', '語 🎉', ' <|endoftext|>', ...words(100)]
+    const counter = new OutputTokenCounter()
+    for (const d of deltas) counter.add(d)
+    expect(await counter.total()).toBe(count(deltas.join('')))
+  })
+
+  test('a long answer is counted in batches cut where a batch filled, nothing dropped or counted twice', async () => {
+    const deltas = words(5000) // about 35,000 characters: several batches
+    const counter = new OutputTokenCounter()
+    for (const d of deltas) counter.add(d)
+    let expected = 0
+    let batch = ''
+    for (const d of deltas) {
+      batch += d
+      if (batch.length >= OUTPUT_BATCH_CHARS) {
+        expected += count(batch)
+        batch = ''
+      }
+    }
+    expected += count(batch)
+    expect(await counter.total()).toBe(expected)
+    // and the batches lose next to nothing against counting the whole answer at once
+    expect(Math.abs(expected - count(deltas.join('')))).toBeLessThanOrEqual(10)
+  })
+
+  test('total() can be asked twice: the second time counts nothing new', async () => {
+    const counter = new OutputTokenCounter()
+    counter.add('one two three')
+    const first = await counter.total()
+    expect(first).toBe(3)
+    expect(await counter.total()).toBe(first)
+  })
+
+  test('no text, no tokens', async () => {
+    expect(await new OutputTokenCounter().total()).toBe(0)
+  })
+})
+
+test('the prompt count is the tokenizer count plus the per-message overheads', async () => {
+  const messages = [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: [{ type: 'text', text: 'Say <|im_start|> hi' }] },
+    { role: 'user', content: '' },
+  ]
+  expect(await promptTokenCount(messages)).toBe(
+    3 + 4 + count('Be brief.') + 4 + count('Say <|im_start|> hi') + 4,
+  )
+})
+
+test('counts made at once, short and long, each get their own answer', async () => {
+  const texts = Array.from({ length: 50 }, (_, i) => 'token '.repeat(i * 37 + 1))
+  const counts = await Promise.all(
+    texts.map((t) => {
+      const counter = new OutputTokenCounter()
+      counter.add(t)
+      return counter.total()
+    }),
+  )
+  expect(counts).toEqual(texts.map(count))
+})
+
+test('the tokenizer stays out of the process until a count is made, and out of its main thread after', async () => {
+  // A process of its own: in this one the tests above have started the worker.
+  const script = `
+    const { heapStats } = await import('bun:jsc')
+    const { OutputTokenCounter } = await import(${JSON.stringify(`${import.meta.dir}/../../src/inference/tokens.ts`)})
+    const { tokenizerStarted } = await import(${JSON.stringify(`${import.meta.dir}/../../src/inference/token-count.ts`)})
+    const counter = new OutputTokenCounter()
+    for (let i = 0; i < 500; i++) counter.add('word ')
+    const before = tokenizerStarted()
+    const total = await counter.total()
+    Bun.gc(true)
+    const heapMb = heapStats().heapSize / 2 ** 20
+    console.log(JSON.stringify({ before, after: tokenizerStarted(), total, heapUnder10Mb: heapMb < 10 }))`
+  const proc = Bun.spawn([process.execPath, '-e', script], { stdout: 'pipe', stderr: 'inherit' })
+  const out = JSON.parse((await new Response(proc.stdout).text()).trim()) as Record<string, unknown>
+  expect(await proc.exited).toBe(0)
+  // The main thread's heap stays small: the tokenizer's ~24 MB of tables are the worker's
+  expect(out).toEqual({ before: false, after: true, total: count('word '.repeat(500)), heapUnder10Mb: true })
+})
