@@ -3,20 +3,23 @@
 // gateway, with each process's CPU time (user + system, from /proc) divided by the requests served.
 // On a shared 2-core machine throughput is CPU per request, so this says what a target costs
 // and which process pays it.
-//   bun bench/cpu.ts [connections=32] [seconds=6] [rounds=2] [name=binary ...]
+//   bun bench/cpu.ts [connections=32] [seconds=6] [rounds=2] [name=binary[@tcp] ...]
 // Each name=binary adds another gateway build (e.g. base=/tmp/svc-gateway-base) on the same Redis
 // and supplier, its own key prefix and buyer; rounds alternate between all targets and the medians
-// close the output: an A/B of a change on this noisy machine, in one sitting.
+// close the output: an A/B of a change on this noisy machine, in one sitting. `@tcp` has that
+// gateway reach Redis over loopback TCP instead of the Unix socket (tcp=dist/svc-gateway@tcp).
 import { readFileSync } from 'node:fs'
-import { BenchStack, fundedBuyer, postOffer, type Target, targets } from './stack.ts'
+import { BenchStack, fundedBuyer, postOffer, type RedisTransport, type Target, targets } from './stack.ts'
 import { median } from './stats.ts'
 import { runWrk } from './wrk.ts'
 
 const [connections = '32', seconds = '6', rounds = '2', ...others] = process.argv.slice(2)
 const builds = others.map((arg) => {
-  const [name, binary] = arg.split('=')
-  if (!name || !binary) throw new Error(`expected name=binary, got ${arg}`)
-  return { name, binary }
+  const [name, spec] = arg.split('=')
+  const [binary, over = 'unix'] = (spec ?? '').split('@')
+  if (!name || !binary || (over !== 'unix' && over !== 'tcp'))
+    throw new Error(`expected name=binary[@tcp], got ${arg}`)
+  return { name, binary, over: over as RedisTransport }
 })
 const TICK_MS = 1000 / 100 // USER_HZ
 
@@ -65,7 +68,7 @@ try {
   const standard = targets(sim, 'bench-supplier', peer, gateway, buyer)
   const byName: Record<string, Target> = { peer: standard.peer, gateway: standard.gateway }
   for (const build of builds) {
-    const other = await stack.startGateway(build.name, sim.url, [build.binary, 'serve'])
+    const other = await stack.startGateway(build.name, sim.url, [build.binary, 'serve'], build.over)
     await postOffer(other, sim, 'bench-supplier', 50)
     byName[build.name] = targets(sim, 'bench-supplier', peer, other, await fundedBuyer(other)).gateway
   }

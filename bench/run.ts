@@ -460,7 +460,7 @@ async function main(): Promise<void> {
     }
 
     say('admit + clear Lua pair')
-    const lua = await luaPair(stack.redis.url)
+    const lua = await luaPair(stack.redis.socketUrl)
     tables.push({
       title: 'The admit + clear Lua pair against a trivial EVALSHA (one Redis, 32 loops, auto-pipelined)',
       columns: [

@@ -17,6 +17,11 @@ export const PEER_ENTRY = join(ROOT, 'bench/node_modules/@portkey-ai/gateway/bui
 const FETCH_LIMIT = { BUN_CONFIG_MAX_HTTP_REQUESTS: '8192' }
 
 export type TargetName = 'direct' | 'peer' | 'gateway'
+/**
+ * How the gateway reaches the bench's Redis: its Unix socket, as `svc-gateway demo` does with the
+ * Redis it starts (one machine), or loopback TCP, as a Redis elsewhere would be reached.
+ */
+export type RedisTransport = 'unix' | 'tcp'
 export const TARGETS: readonly TargetName[] = ['direct', 'peer', 'gateway']
 
 /** One way to send the same chat request: its full URL and the headers it needs. */
@@ -69,6 +74,7 @@ export class BenchStack {
     name: string,
     upstreamUrl: string,
     command: string[] = [GATEWAY_BINARY, 'serve'],
+    redisOver: RedisTransport = 'unix',
   ): Promise<BenchGateway> {
     const port = freePort()
     const adminToken = `bench-admin-${randomBytes(16).toString('hex')}`
@@ -79,7 +85,7 @@ export class BenchStack {
         ...FETCH_LIMIT,
         PORT: String(port),
         HOST: '127.0.0.1',
-        REDIS_URL: this.redis.url,
+        REDIS_URL: redisOver === 'unix' ? this.redis.socketUrl : this.redis.url,
         SVC_REDIS_PREFIX: `bench:{${name}}`,
         SVC_ADMIN_TOKEN: adminToken,
         SVC_MASTER_KEY: randomBytes(32).toString('hex'),

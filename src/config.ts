@@ -55,7 +55,7 @@ function oneOf<T extends string>(env: Env, name: string, options: readonly T[], 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
 
-/** One server (redis://), a Sentinel group or a Cluster: see src/redis/target.ts. */
+/** One server (redis://, or redis+unix:// on this machine), a Sentinel group or a Cluster: see src/redis/target.ts. */
 function redisUrl(env: Env): string {
   const raw = read(env, 'REDIS_URL')
   if (raw && /^rediss?\+(sentinel|cluster):/.test(raw)) {
@@ -66,7 +66,7 @@ function redisUrl(env: Env): string {
       throw new ConfigError('REDIS_URL', `a valid Sentinel or Cluster URL (${(error as Error).message})`)
     }
   }
-  return url(env, 'REDIS_URL', ['redis:', 'rediss:'])
+  return url(env, 'REDIS_URL', ['redis:', 'rediss:', 'redis+unix:'])
 }
 
 export interface GatewayConfig {

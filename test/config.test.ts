@@ -27,6 +27,10 @@ describe('gateway config', () => {
     expect(config.upstreamUrl).toBe('http://127.0.0.1:9999/api/v1')
     expect(config.masterKey.length).toBe(32)
     expect(config.records).toEqual({ recordRetentionDays: 30, statsMinRequests: 50 })
+    // A Redis on the same machine can be reached over its Unix socket
+    expect(loadGatewayConfig({ ...valid, REDIS_URL: 'redis+unix:///run/redis.sock' }).redisUrl).toBe(
+      'redis+unix:///run/redis.sock',
+    )
     expect(
       loadGatewayConfig({ ...valid, SVC_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') }).masterKey[0],
     ).toBe(7)
@@ -35,6 +39,7 @@ describe('gateway config', () => {
   const cases: [string, Record<string, string | undefined>, string][] = [
     ['REDIS_URL', { REDIS_URL: undefined }, 'a URL'],
     ['REDIS_URL', { REDIS_URL: 'http://x' }, 'redis:'],
+    ['REDIS_URL', { REDIS_URL: 'unix:///run/redis.sock' }, 'redis+unix:'],
     ['SVC_ADMIN_TOKEN', { SVC_ADMIN_TOKEN: undefined }, 'at least 24'],
     ['SVC_ADMIN_TOKEN', { SVC_ADMIN_TOKEN: 'short' }, 'at least 24'],
     ['SVC_MASTER_KEY', { SVC_MASTER_KEY: 'abc' }, '32 bytes'],

@@ -16,7 +16,7 @@ export async function demo(): Promise<void> {
     ...process.env,
     PORT: process.env.PORT ?? '8080',
     HOST: process.env.HOST ?? '127.0.0.1',
-    REDIS_URL: process.env.REDIS_URL ?? localRedis!.url,
+    REDIS_URL: process.env.REDIS_URL ?? localRedis!.socketUrl,
     SVC_ADMIN_TOKEN: process.env.SVC_ADMIN_TOKEN ?? `demo_${randomBytes(24).toString('hex')}`,
     SVC_MASTER_KEY: process.env.SVC_MASTER_KEY ?? randomBytes(32).toString('hex'),
     SVC_UPSTREAM_URL: sim.url,

@@ -58,11 +58,11 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
 }
 
 /**
- * A native lane for a redis:// or rediss:// URL (host, port, credentials, database: what both
- * clients read alike); null, ioredis alone, for anything else (a socket path, ioredis's own forms).
+ * A native lane for a redis://, rediss:// or redis+unix:// URL (what both clients read alike); null,
+ * ioredis alone, for anything else (a bare socket path, ioredis's own forms).
  */
 function nativeLane(url: string, name: string): ScriptLane | null {
-  if (!/^rediss?:\/\//.test(url)) return null
+  if (!/^(rediss?|redis\+unix):\/\//.test(url)) return null
   try {
     return new ScriptLane(url, name)
   } catch {

@@ -10,6 +10,7 @@ import { OfferService } from '../../src/market/offers.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { createRedis, isRedisUnavailable, whenReady } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import { startLocalRedis } from '../../src/redis/local-server.ts'
 import { ScriptLane } from '../../src/redis/script-lane.ts'
 import { readyScriptLane, runScript, SCRIPTS } from '../../src/redis/scripts.ts'
 import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
@@ -119,6 +120,35 @@ describe('the native script lane', () => {
       expect(await observer.exists(keys.offer(offer.id))).toBe(0)
     } finally {
       redis.disconnect()
+    }
+  })
+
+  test('a Redis on this machine reached over its Unix socket (redis+unix://): both connections there, scripts on the lane', async () => {
+    const local = await startLocalRedis()
+    const redis = createRedis(local.socketUrl, { name: 'svc-test-socket' })
+    try {
+      await whenReady(redis, 5_000)
+      await laneUp(redis)
+      // The lane answers a script (an unknown account is refused by the admission itself)
+      const keys = keyspace('svc:{socket}')
+      const refused = (await runScript(
+        redis,
+        'admit',
+        [keys.base],
+        [randomUUID(), 'acct-none', 'key-1', 1_000, 10, 10, 60_000, '', 50, 'm', 'r', '', 0, ''],
+      )) as unknown[]
+      expect(refused[0]).toBe(-1)
+      // Redis sees both connections on its socket, none over TCP
+      const list = (await redis.client('LIST')) as string
+      const ours = list.split('\n').filter((line) => /name=svc-test-socket/.test(line))
+      expect(ours.map((line) => /name=(\S+)/.exec(line)![1]).sort()).toEqual([
+        'svc-test-socket',
+        'svc-test-socket-scripts',
+      ])
+      for (const line of ours) expect(line).toContain(`laddr=${local.dir}/redis.sock`)
+    } finally {
+      redis.disconnect()
+      await local.stop()
     }
   })
 
