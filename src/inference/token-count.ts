@@ -10,6 +10,9 @@ const IN_BINARY = import.meta.url.startsWith('file:///$bunfs/')
 const WORKER_URL = new URL(IN_BINARY ? './inference/token-worker.ts' : './token-worker.ts', import.meta.url)
   .href
 
+/** A count not answered by then fails (the settlement with it: no charge), rather than hang a stream's end. */
+const COUNT_TIMEOUT_MS = 10_000
+
 let worker: Worker | null = null
 let nextId = 1
 const waiting = new Map<number, { resolve(tokens: number): void; reject(error: Error): void }>()
@@ -43,7 +46,21 @@ export function countTokens(text: string): Promise<number> {
   if (text === '') return Promise.resolve(0)
   return new Promise((resolve, reject) => {
     const id = nextId++
-    waiting.set(id, { resolve, reject })
+    const timer = setTimeout(() => {
+      waiting.delete(id)
+      reject(new Error(`token count not answered in ${COUNT_TIMEOUT_MS} ms`))
+    }, COUNT_TIMEOUT_MS)
+    timer.unref()
+    waiting.set(id, {
+      resolve(tokens) {
+        clearTimeout(timer)
+        resolve(tokens)
+      },
+      reject(error) {
+        clearTimeout(timer)
+        reject(error)
+      },
+    })
     started().postMessage({ id, text } satisfies CountRequest)
   })
 }

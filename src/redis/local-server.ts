@@ -1,7 +1,6 @@
 // A throwaway redis-server on a free port in a temporary folder: what `demo` and the test harness
 // run when no REDIS_URL is given. Nothing here is used by `serve`. It listens on loopback TCP and on
-// a Unix socket in its folder: a gateway on the same machine is cheaper over the socket (no TCP
-// stack on either side; BENCHMARKS.md has the figure).
+// a Unix socket in its folder, which spares a gateway on the same machine the TCP stack.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
