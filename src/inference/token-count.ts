@@ -1,6 +1,7 @@
 // Counting tokens off the main thread: the tokenizer runs in a worker (token-worker.ts), started
-// the first time a count is needed. Suppliers report usage on almost every answer, so most
-// processes never start it.
+// the first time a count is needed and stopped after a minute without one (it holds about 58 MB of
+// RSS, its own heap with the tokenizer's tables). Suppliers report usage on almost every answer, so
+// most processes never start it, or only now and then.
 import type { CountReply, CountRequest } from './token-worker.ts'
 
 // `bun build --compile` takes the worker as a second entry point (package.json's build). In the
@@ -13,15 +14,33 @@ const WORKER_URL = new URL(IN_BINARY ? './inference/token-worker.ts' : './token-
 /** A count not answered by then fails (the settlement with it: no charge), rather than hang a stream's end. */
 const COUNT_TIMEOUT_MS = 10_000
 
+let idleMs = 60_000
+let idleTimer: Timer | null = null
+
 let worker: Worker | null = null
 let nextId = 1
 const waiting = new Map<number, { resolve(tokens: number): void; reject(error: Error): void }>()
 
+/** Ends the worker (the next count starts a new one). */
+function stop(): void {
+  if (idleTimer) clearTimeout(idleTimer)
+  idleTimer = null
+  worker?.terminate()
+  worker = null
+}
+
 function fail(error: Error): void {
   for (const w of waiting.values()) w.reject(error)
   waiting.clear()
-  worker?.terminate()
-  worker = null // the next count starts a new one
+  stop()
+}
+
+/** Once nothing is waiting, the worker is let go after `idleMs` unless another count comes. */
+function settleDown(): void {
+  if (waiting.size > 0) return
+  if (idleTimer) clearTimeout(idleTimer)
+  idleTimer = setTimeout(stop, idleMs)
+  idleTimer.unref()
 }
 
 function started(): Worker {
@@ -35,6 +54,7 @@ function started(): Worker {
     waiting.delete(id)
     if (tokens === undefined) entry.reject(new Error(`token count failed: ${error}`))
     else entry.resolve(tokens)
+    settleDown()
   }
   w.onerror = (event) => fail(new Error(`token worker failed: ${event.message}`))
   worker = w
@@ -49,6 +69,7 @@ export function countTokens(text: string): Promise<number> {
     const timer = setTimeout(() => {
       waiting.delete(id)
       reject(new Error(`token count not answered in ${COUNT_TIMEOUT_MS} ms`))
+      settleDown()
     }, COUNT_TIMEOUT_MS)
     timer.unref()
     waiting.set(id, {
@@ -61,6 +82,8 @@ export function countTokens(text: string): Promise<number> {
         reject(error)
       },
     })
+    if (idleTimer) clearTimeout(idleTimer)
+    idleTimer = null
     started().postMessage({ id, text } satisfies CountRequest)
   })
 }
@@ -68,4 +91,9 @@ export function countTokens(text: string): Promise<number> {
 /** Whether this process has started the tokenizer (for the tests and the memory figures). */
 export function tokenizerStarted(): boolean {
   return worker !== null
+}
+
+/** How long an idle worker is kept (the tests shorten it). */
+export function setTokenizerIdleMs(ms: number): void {
+  idleMs = ms
 }

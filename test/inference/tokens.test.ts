@@ -2,6 +2,7 @@
 // tokenizer in bounded batches, in a worker that starts only when a count is made.
 import { describe, expect, test } from 'bun:test'
 import { countTokens as reference } from 'gpt-tokenizer'
+import { setTokenizerIdleMs, tokenizerStarted } from '../../src/inference/token-count.ts'
 import { OUTPUT_BATCH_CHARS, OutputTokenCounter, promptTokenCount } from '../../src/inference/tokens.ts'
 
 const AS_TEXT = { disallowedSpecial: new Set<string>() }
@@ -89,4 +90,22 @@ test('the tokenizer stays out of the process until a count is made, and out of i
   expect(await proc.exited).toBe(0)
   // The main thread's heap stays small: the tokenizer's ~24 MB of tables are the worker's
   expect(out).toEqual({ before: false, after: true, total: count('word '.repeat(500)), heapUnder10Mb: true })
+})
+
+test('an idle worker is let go, and the next count starts a new one that answers the same', async () => {
+  setTokenizerIdleMs(50)
+  try {
+    const counter = new OutputTokenCounter()
+    counter.add('the market clears at the cheapest ask')
+    const first = await counter.total()
+    expect(tokenizerStarted()).toBe(true)
+    for (let i = 0; i < 100 && tokenizerStarted(); i++) await Bun.sleep(10)
+    expect(tokenizerStarted()).toBe(false)
+    const again = new OutputTokenCounter()
+    again.add('the market clears at the cheapest ask')
+    expect(await again.total()).toBe(first)
+    expect(first).toBe(count('the market clears at the cheapest ask'))
+  } finally {
+    setTokenizerIdleMs(60_000)
+  }
 })
