@@ -7,6 +7,7 @@
 // the gateway, warm-up first, then rounds with the three interleaved; medians of the rounds.
 import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
+import { pingRoundTripUs, stealMeter } from './machine-speed.ts'
 import { commandOutput, rssBytes } from './procs.ts'
 import {
   type Cell,
@@ -297,7 +298,7 @@ async function luaPair(redisUrl: string): Promise<LuaPair> {
   return JSON.parse(line.slice('RESULT '.length)) as LuaPair
 }
 
-function machine(): string[] {
+function machine(speed: { pingUs: number; stealPercent: number }): string[] {
   const cpu = cpus()
   const peer = JSON.parse(
     commandOutput(['cat', join(ROOT, 'bench/node_modules/@portkey-ai/gateway/package.json')]) || '{}',
@@ -317,6 +318,7 @@ function machine(): string[] {
     `- Gateway: svc-gateway ${commandOutput([join(ROOT, 'dist/svc-gateway'), '--version'])} at ${head}${dirty}, compiled binary, billing in Redis on.`,
     `- Peer: @portkey-ai/gateway ${peer.version ?? '?'} (hono ${version('hono')}, @hono/node-server ${version('@hono/node-server')}) under Bun ${Bun.version}, no cache, no logging backend.`,
     `- Runtime: Bun ${Bun.version}; ${commandOutput(['redis-server', '--version']).split(' ').slice(0, 3).join(' ')}; ${commandOutput(['wrk', '-v']).split('\n')[0]}.`,
+    `- Machine speed during this run: a sequential Redis PING from Bun took ${fmt(speed.pingUs, 1)} µs a round trip, and the hypervisor took ${fmt(speed.stealPercent, 1)} % of the CPU time (steal): compare absolute figures across runs only when these are close.`,
     `- Command: \`npm run bench\`${quick ? ' -- --quick' : ''} (${settings.rounds} rounds of ${settings.seconds} s per target after a ${settings.warmSeconds} s warm-up; medians of the rounds' p50 and p99).`,
   ]
 }
@@ -325,6 +327,8 @@ async function main(): Promise<void> {
   const stack = new BenchStack()
   const tables: Table[] = []
   const checks: Check[] = []
+  const steal = stealMeter()
+  const speed = { pingUs: Number.NaN, stealPercent: Number.NaN }
   const say = (line: string) => console.error(`[bench] ${line}`)
   // Ctrl-C stops every process the run started, not only this one.
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -337,6 +341,7 @@ async function main(): Promise<void> {
     if (!(await Bun.file(PEER_ENTRY).exists()))
       throw new Error('the peer is not installed: npm install in bench/')
     await stack.startRedis()
+    speed.pingUs = await pingRoundTripUs(stack.redis.url)
     const sim = await stack.startSim('sim')
     const gateway = await stack.startGateway('gateway', sim.url)
     const peer = await stack.startPeer('peer')
@@ -564,13 +569,14 @@ async function main(): Promise<void> {
       },
     )
   } finally {
+    speed.stealPercent = steal()
     await stack.stop()
   }
 
   const generated = [
     `## Results${quick ? ' (quick mode)' : ''}, ${new Date().toISOString()}`,
     '',
-    ...machine(),
+    ...machine(speed),
     '',
     'Latencies in milliseconds; "added" is against the supplier called directly in the same rounds; "÷ peer" is the ratio to the peer in the same rounds.',
     '',
