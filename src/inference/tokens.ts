@@ -45,7 +45,7 @@ export async function promptTokenCount(messages: ChatMessageLike[]): Promise<num
 }
 
 /** Text kept per answer before it is counted and let go: most answers end below it, uncounted. */
-export const OUTPUT_BATCH_CHARS = 8192
+export const OUTPUT_BATCH_CHARS = 4096
 /** Deltas kept as they came before they are joined into one flat string (fewer, smaller strings). */
 const JOIN_EVERY = 32
 
