@@ -244,7 +244,6 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       }
     } else if (outcome.ok) {
       const json = await completeBody(outcome.response, req.job)
-      outcome.endDeadline()
       if (json)
         return {
           admission,

@@ -10,7 +10,7 @@ export interface SupplierCall {
   body: Record<string, unknown>
   stream: boolean
   signal: AbortSignal
-  /** Buffered: the whole answer; streamed: the response head and the first frame. */
+  /** Buffered: the whole answer; streamed: the response head (the first frame has its own wait). */
   timeoutMs: number
 }
 
@@ -19,8 +19,6 @@ export type SupplierOutcome =
       ok: true
       response: UpstreamResponse
       preBalance: MicroDiem | null
-      /** Ends the call's deadline once its answer is read (buffered; a stream's ended at its head). */
-      endDeadline: () => void
     }
   | {
       ok: false
@@ -54,24 +52,8 @@ async function errorMessage(response: UpstreamResponse): Promise<string> {
   }
 }
 
-function forwardAbort(from: AbortSignal, to: AbortController): void {
-  if (from.aborted) to.abort(from.reason)
-  else from.addEventListener('abort', () => to.abort(from.reason), { once: true })
-}
-
 export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome> {
   let response: UpstreamResponse
-  // Buffered, the deadline covers the whole answer. Streamed, only the head: once it is in, the
-  // dispatcher's first-frame wait and the relay's idle watch take over, so a stream that runs
-  // longer than the first-byte timeout is never cut.
-  const deadline = new AbortController()
-  const timer = setTimeout(
-    () => deadline.abort(new DOMException('the supplier did not answer in time', 'TimeoutError')),
-    call.timeoutMs,
-  )
-  // Streamed, the caller's abort is passed on to the deadline's own signal: one signal for the
-  // life of the stream where AbortSignal.any would hold a third.
-  if (call.stream) forwardAbort(call.signal, deadline)
   try {
     // Redirects are not followed: a supplier's base URL is what the operator posted.
     response = await upstreamRequest(`${call.baseUrl}${call.path}`, {
@@ -82,7 +64,11 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
         accept: call.stream ? 'text/event-stream' : 'application/json',
       },
       body: JSON.stringify(call.body),
-      signal: call.stream ? deadline.signal : AbortSignal.any([call.signal, deadline.signal]),
+      signal: call.signal,
+      // Buffered, the deadline covers the whole answer and ends once all of it is in. Streamed, the
+      // head only: then the dispatcher's first-frame wait and the relay's idle watch take over, so a
+      // stream that runs longer than the first-byte timeout is never cut.
+      deadline: { ms: call.timeoutMs, until: call.stream ? 'head' : 'end' },
     })
   } catch (error) {
     const name = (error as Error).name
@@ -92,22 +78,13 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
         : name === 'AbortError'
           ? 'client_closed'
           : 'upstream_unreachable'
-    clearTimeout(timer)
     return { ok: false, code, clientError: false, status: null, message: code, balance: null }
   }
-  // A buffered answer's deadline runs on while the caller reads it, and no longer: a timer left
-  // for SVC_UPSTREAM_TIMEOUT_MS would hold its closure and signals that long after every request.
-  const endDeadline = () => clearTimeout(timer)
-  if (call.stream) endDeadline()
   const preBalance = balanceHeader(response)
-  if (response.status >= 200 && response.status < 300) return { ok: true, response, preBalance, endDeadline }
+  if (response.status >= 200 && response.status < 300) return { ok: true, response, preBalance }
 
-  let message: string
-  try {
-    message = await errorMessage(response)
-  } finally {
-    endDeadline()
-  }
+  // Read to its end or failed, the answer's deadline is over either way.
+  const message = await errorMessage(response)
   const status = response.status
   if (status === 402)
     return {

@@ -1,5 +1,5 @@
 // A supplier call's deadline lives as long as the call needs it and no longer: a buffered answer's
-// until it has been read, a stream's until its head, a failure's until it is classified. A timer
+// until all of it is in, a stream's until its 2xx head, a failure's until it is classified. A timer
 // left for SVC_UPSTREAM_TIMEOUT_MS (300 s by default) would hold its closure and signals that long
 // after every request. Timers are watched by wrapping setTimeout and clearTimeout.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
@@ -54,13 +54,12 @@ const call = (stream: boolean, apiKey = `key-${Math.random()}`, baseUrl = sim.ur
   })
 
 describe('callSupplier', () => {
-  test('a buffered answer keeps its deadline while it is read, then ends it', async () => {
+  // That it runs while the body is still arriving is test/upstream/client.test.ts's ('deadline').
+  test("a buffered answer's deadline ends once the whole answer is in", async () => {
     watchDeadlines()
     const outcome = await call(false)
     if (!outcome.ok) throw new Error(outcome.code)
-    expect(pending()).toBe(1)
     await outcome.response.json()
-    outcome.endDeadline()
     expect(started).toHaveLength(1)
     expect(pending()).toBe(0)
   })
@@ -74,6 +73,16 @@ describe('callSupplier', () => {
     const unreachable = await call(false, key, 'http://127.0.0.1:1')
     expect(unreachable).toMatchObject({ ok: false, code: 'upstream_unreachable' })
     expect(started).toHaveLength(2)
+    expect(pending()).toBe(0)
+  })
+
+  test("a stream refused with an error status keeps its deadline until the error's body is read", async () => {
+    watchDeadlines()
+    const key = `key-${Math.random()}`
+    sim.keys.get(key).fault = 'error_5xx'
+    const failed = await call(true, key)
+    expect(failed).toMatchObject({ ok: false, code: 'upstream_503' })
+    expect(started).toHaveLength(1)
     expect(pending()).toBe(0)
   })
 

@@ -745,6 +745,89 @@ describe('abort', () => {
   })
 })
 
+describe('deadline', () => {
+  const timed = (url: string, ms: number, until: 'head' | 'end') =>
+    upstreamRequest(url, { method: 'GET', headers: {}, deadline: { ms, until } })
+  const isTimeout = (error: unknown) => (error as Error).name === 'TimeoutError'
+
+  test('no head in time: rejects with a TimeoutError, the connection closes', async () => {
+    const server = rawServer(() => {})
+    const error = await rejection(timed(`${server.url}/`, 100, 'head'))
+    expect(isTimeout(error)).toBe(true)
+    expect(server.requests).toHaveLength(1)
+    await waitFor('the server to see the close', () => server.closed === 1)
+  })
+
+  test("until 'end': a body that stalls past it fails the pending read, the connection closes", async () => {
+    const server = rawServer((connection) =>
+      connection.send('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\ndata\r\n'),
+    )
+    const response = await timed(`${server.url}/`, 150, 'end')
+    expect(Buffer.from((await response.read())!).toString()).toBe('data')
+    expect(isTimeout(await rejection(response.read(), 'the stalled read'))).toBe(true)
+    await waitFor('the server to see the close', () => server.closed === 1)
+  })
+
+  test("until 'end': a whole answer in time ends it; the connection is pooled and never cut", async () => {
+    const server = rawServer((connection, request) => connection.send(answer(200, `answer ${request.index}`)))
+    expect(await (await timed(`${server.url}/`, 100, 'end')).text()).toBe('answer 0')
+    // Well past the deadline, the pooled connection is still open and carries the next request.
+    await Bun.sleep(250)
+    expect(server.closed).toBe(0)
+    expect(await (await get(`${server.url}/`)).text()).toBe('answer 1')
+    expect(server.accepted).toBe(1)
+  })
+
+  test("until 'head': a 2xx stream may run past it, its body arrives whole", async () => {
+    let stream: RawConnection | undefined
+    const server = rawServer((connection) => {
+      stream = connection
+      connection.send('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n')
+    })
+    const response = await timed(`${server.url}/`, 100, 'head')
+    expect(Buffer.from((await response.read())!).toString()).toBe('first')
+    const pending = response.read()
+    await Bun.sleep(250)
+    stream!.send('4\r\nlast\r\n0\r\n\r\n')
+    expect(Buffer.from((await within(pending, 'the late read'))!).toString()).toBe('last')
+    expect(await response.read()).toBeNull()
+    expect(server.closed).toBe(0)
+  })
+
+  test("until 'head': an error answer's body is still read under it, so a stalled one ends", async () => {
+    const server = rawServer((connection) =>
+      connection.send('HTTP/1.1 503 X\r\ncontent-length: 100\r\n\r\n{"error":'),
+    )
+    const response = await timed(`${server.url}/`, 150, 'head')
+    expect(response.status).toBe(503)
+    expect(isTimeout(await rejection(response.text(), 'the stalled error body'))).toBe(true)
+    await waitFor('the server to see the close', () => server.closed === 1)
+  })
+
+  test('a TLS handshake that never ends: rejects with a TimeoutError and the socket is closed', async () => {
+    // A TCP server that accepts and never answers: the client's handshake waits on it.
+    const server = rawServer(() => {})
+    const error = await rejection(timed(`https://127.0.0.1:${server.port}/`, 150, 'head'))
+    expect(isTimeout(error)).toBe(true)
+    expect(server.accepted).toBe(1)
+    await waitFor('the server to see the close', () => server.closed === 1)
+  })
+
+  test('a retry on a new connection runs under the same deadline', async () => {
+    // The kept-alive connection is dropped on the second request; the retry's server never answers.
+    const server = rawServer((connection, request) => {
+      if (request.index === 0) connection.send(answer(200, 'first'))
+      else if (connection.id === 0) connection.socket.end()
+    })
+    expect(await (await get(`${server.url}/`)).text()).toBe('first')
+    const error = await rejection(timed(`${server.url}/`, 200, 'head'))
+    expect(isTimeout(error)).toBe(true)
+    expect(server.accepted).toBe(2)
+    expect(server.requests).toHaveLength(3)
+    await waitFor('both connections closed', () => server.closed === 2)
+  })
+})
+
 describe('failures to connect and refused answers', () => {
   test('connection refused: rejects with UpstreamConnectionError, not as an abort or a timeout', async () => {
     const error = await rejection(get(`http://127.0.0.1:${freePort()}/`))
