@@ -66,6 +66,8 @@ export function createApp(deps: AppDeps) {
       const template = route || 'unmatched'
       metrics.requests.inc({ route: template, method: request.method, status: String(status) })
       metrics.latency.observe({ route: template }, seconds)
+      // The access line is built only when it will be written (LOG_LEVEL=warn writes none).
+      if (!failure && !logger.isLevelEnabled('info')) return
       const line = {
         requestId: context.id,
         supportReference: context.supportReference,

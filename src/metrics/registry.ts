@@ -11,19 +11,36 @@ const render = (labels: Labels) =>
     .join(',')
 
 // Label sets repeat on every request (a route, a method, a status): each is sorted and escaped
-// once. Bounded, so that a label fed from input could never grow it without end.
-const rendered = new Map<string, string>()
-const MAX_RENDERED = 10_000
+// once, then found again by walking a tree of its names and values, which builds no string on the
+// way (a joined key per call was 1.6 % of the gateway's CPU at 32 clients). Bounded, so that a
+// label fed from input could never grow it without end.
+interface LabelNode {
+  next: Map<string, LabelNode>
+  rendered?: string
+}
+const root: LabelNode = { next: new Map() }
+let nodes = 0
+const MAX_NODES = 20_000
+
+const step = (node: LabelNode, part: string): LabelNode | undefined => {
+  let child = node.next.get(part)
+  if (child === undefined && nodes < MAX_NODES) {
+    child = { next: new Map() }
+    node.next.set(part, child)
+    nodes++
+  }
+  return child
+}
 
 const key = (labels: Labels) => {
-  let raw = ''
-  for (const k in labels) raw += `${k}\u0000${labels[k]}\u0001`
-  let out = rendered.get(raw)
-  if (out === undefined) {
-    out = render(labels)
-    if (rendered.size < MAX_RENDERED) rendered.set(raw, out)
+  let node: LabelNode | undefined = root
+  for (const k in labels) {
+    node = step(node, k)
+    if (node) node = step(node, labels[k]!)
+    if (!node) return render(labels)
   }
-  return out
+  node.rendered ??= render(labels)
+  return node.rendered
 }
 
 export class Counter {
