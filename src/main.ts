@@ -4,6 +4,7 @@ import pkg from '../package.json' with { type: 'json' }
 import { account } from './cli/account.ts'
 import { audit } from './cli/audit.ts'
 import { demo } from './cli/demo.ts'
+import { functions } from './cli/functions.ts'
 import { offer } from './cli/offer.ts'
 import { serve } from './cli/serve.ts'
 import { sim } from './cli/sim.ts'
@@ -20,6 +21,8 @@ usage: svc-gateway [command]
   offer     operator offer commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY):
             offer create|update|pause|resume|delete|list (see: svc-gateway offer)
   audit     check the money invariants over the whole keyspace; exit 1 naming what is off
+  functions the gateway's Redis function libraries, one per deployed version (REDIS_URL):
+            functions [list] | prune [--dry-run] (deletes every version's but this build's)
   --version print the version`
 
 async function main(argv: string[]): Promise<void> {
@@ -35,6 +38,8 @@ async function main(argv: string[]): Promise<void> {
       return offer(argv.slice(1))
     case 'audit':
       return audit()
+    case 'functions':
+      return functions(argv.slice(1))
     case 'account':
       return account(argv.slice(1))
     case '--version':

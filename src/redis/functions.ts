@@ -7,15 +7,17 @@
 // library outlives the gateway that loaded it. Its name is derived from its code, so two versions
 // of the gateway on one Redis (a rolling deploy) each load and call their own and never replace
 // the other's; a library Redis lost (a restart without persistence, FUNCTION FLUSH) is loaded
-// again on the first call that misses it. Nothing deletes an old version's library (another
-// replica may still be calling it): one per deployed version stays, about 50 KB of source each,
-// until an operator runs FUNCTION DELETE on it. Past maxmemory Redis refuses a function that may
-// write before it runs, where an EVAL form failed at its first write: nothing is written either way.
+// again on the first call that misses it. The gateway never deletes an old version's library
+// itself: one per deployed version stays, about 50 KB of source each, until an operator runs
+// `svc-gateway functions prune` (function-libraries.ts), which deletes all but its own build's. A
+// replica still calling a deleted one just loads it again. Past maxmemory Redis refuses a function
+// that may write before it runs, where an EVAL form failed at its first write: nothing is written
+// either way.
 import { createHash } from 'node:crypto'
 import { MARKET_LIBS, MARKET_PROLOGUE } from './market-scripts.ts'
 
 export interface FunctionLibrary {
-  /** svc_ and 16 hex digits of the code's hash. */
+  /** svc_ and 16 hex digits of the code's hash (GATEWAY_LIBRARY_NAME). */
   name: string
   /** FUNCTION LOAD's argument. */
   code: string
@@ -26,6 +28,9 @@ interface LibraryScript {
   /** A market script: the libraries and the prologue come before its body. */
   market: boolean
 }
+
+/** The name of every library functionLibrary makes, whatever the version: what prune may delete. */
+export const GATEWAY_LIBRARY_NAME = /^svc_[0-9a-f]{16}$/
 
 /** The function a script is registered as in `library`. */
 export const functionName = (library: FunctionLibrary, script: string) => `${library.name}_${script}`

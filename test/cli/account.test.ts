@@ -1,34 +1,22 @@
 // `svc-gateway account ...` run as a process, against the real Redis, through the same services
 // as the admin API: JSON out, the API's error shape on stderr, usage errors exit 2.
 import { afterAll, describe, expect, test } from 'bun:test'
-import { join } from 'node:path'
 import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { randomWallet } from '../helpers/accounts.ts'
+import { runCli } from '../helpers/cli.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const main = join(import.meta.dir, '../../src/main.ts')
 const prefix = testPrefix()
 const redis = createRedis(testRedisUrl(), { name: 'svc-test' })
 afterAll(() => redis.disconnect())
 
-async function cli(...args: string[]) {
-  const child = Bun.spawn([process.execPath, main, 'account', ...args], {
-    env: {
-      PATH: process.env.PATH,
-      REDIS_URL: testRedisUrl(),
-      SVC_REDIS_PREFIX: prefix,
-      SVC_DEFAULT_MAX_PRICE_CENTS: '45',
-    },
-    stdout: 'pipe',
-    stderr: 'pipe',
+function cli(...args: string[]) {
+  return runCli(['account', ...args], {
+    REDIS_URL: testRedisUrl(),
+    SVC_REDIS_PREFIX: prefix,
+    SVC_DEFAULT_MAX_PRICE_CENTS: '45',
   })
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited,
-  ])
-  return { stdout, stderr, code }
 }
 
 describe('svc-gateway account', () => {

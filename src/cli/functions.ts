@@ -1,0 +1,94 @@
+// `svc-gateway functions [list]` and `svc-gateway functions prune [--dry-run]`: the gateway's
+// function libraries in Redis (REDIS_URL), one per deployed version; prune deletes all but this
+// build's (src/redis/function-libraries.ts).
+import { parseArgs } from 'node:util'
+import { loadStoreConfig } from '../config.ts'
+import { createRedis, isRedisUnavailable } from '../redis/connection.ts'
+import {
+  listGatewayLibraries,
+  type PruneResult,
+  pruneGatewayLibraries,
+  type StoredLibrary,
+} from '../redis/function-libraries.ts'
+import { LIBRARY } from '../redis/scripts.ts'
+import { parseRedisTarget } from '../redis/target.ts'
+
+export const FUNCTIONS_USAGE = `usage:
+  svc-gateway functions [list]            the gateway's libraries in Redis, this build's marked
+  svc-gateway functions prune [--dry-run] delete every svc_<16 hex> library but this build's`
+
+type Command = { name: 'list' } | { name: 'prune'; dryRun: boolean }
+
+export async function functions(args: string[]): Promise<void> {
+  const command = parse(args)
+  if (!command) {
+    console.error(FUNCTIONS_USAGE)
+    process.exitCode = 2
+    return
+  }
+  const config = loadStoreConfig()
+  if (parseRedisTarget(config.redisUrl).kind === 'cluster') {
+    // The native lane, the only caller of functions, runs on a single Redis (connection.ts).
+    console.log('functions: on a Cluster the gateway runs its scripts as EVAL and loads no library')
+    return
+  }
+  let connectError: Error | undefined
+  const redis = createRedis(config.redisUrl, {
+    name: 'svc-cli',
+    onError: (error) => {
+      connectError = error
+    },
+  })
+  try {
+    if (command.name === 'list') printList(await listGatewayLibraries(redis, LIBRARY.name))
+    else printPrune(await pruneGatewayLibraries(redis, LIBRARY.name, command), command.dryRun)
+  } catch (error) {
+    // main prints the message and exits 1; the reason ioredis saw is clearer than its retry error.
+    if (isRedisUnavailable(error)) {
+      throw new Error(`functions: cannot reach Redis (${connectError?.message ?? (error as Error).message})`)
+    }
+    throw new Error(`functions: ${(error as Error).message}`)
+  } finally {
+    redis.disconnect()
+  }
+}
+
+function parse(args: string[]): Command | null {
+  try {
+    const { values, positionals } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { 'dry-run': { type: 'boolean' } },
+    })
+    const [name = 'list', ...rest] = positionals
+    if (rest.length) return null
+    if (name === 'list' && !values['dry-run']) return { name }
+    if (name === 'prune') return { name, dryRun: values['dry-run'] === true }
+    return null
+  } catch {
+    return null
+  }
+}
+
+function bytes(library: StoredLibrary): string {
+  return `${library.codeBytes} bytes`
+}
+
+function printList(libraries: StoredLibrary[]): void {
+  for (const library of libraries) {
+    console.log(`${library.name}  ${bytes(library)}${library.current ? '  (this build)' : ''}`)
+  }
+  if (!libraries.some((library) => library.current)) {
+    console.log(`${LIBRARY.name}  not loaded  (this build; a gateway loads it on its first script call)`)
+  }
+}
+
+function printPrune({ stale, kept }: PruneResult, dryRun: boolean): void {
+  const verb = dryRun ? 'would delete' : 'deleted'
+  for (const library of stale) console.log(`${verb} ${library.name}  ${bytes(library)}`)
+  for (const library of kept) console.log(`kept ${library.name}  ${bytes(library)}  (this build)`)
+  const freed = stale.reduce((sum, library) => sum + library.codeBytes, 0)
+  console.log(
+    `functions: ${verb} ${stale.length} old librar${stale.length === 1 ? 'y' : 'ies'} (${freed} bytes)`,
+  )
+}

@@ -1,0 +1,112 @@
+// `svc-gateway functions ...` run as a process from source, against a redis-server of this file's
+// own (a prune deletes every old svc_ library in it): what it prints, what it deletes, and a clear
+// line and exit 1, no stack trace, when Redis is unreachable or has no functions.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import Redis from 'ioredis'
+import { freePort, type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
+import { LIBRARY } from '../../src/redis/scripts.ts'
+import { runCli } from '../helpers/cli.ts'
+import { libraryNames, tinyLibrary } from '../helpers/function-libraries.ts'
+
+const OLD = 'svc_0123456789abcdef'
+
+let server: LocalRedis
+let redis: Redis
+
+beforeAll(async () => {
+  server = await startLocalRedis()
+  redis = new Redis(server.url)
+})
+afterAll(async () => {
+  redis.disconnect()
+  await server.stop()
+})
+
+function cli(redisUrl: string, ...args: string[]) {
+  return runCli(['functions', ...args], { REDIS_URL: redisUrl })
+}
+
+describe('svc-gateway functions', () => {
+  test('list, prune --dry-run, prune: old versions deleted, this build and other names kept', async () => {
+    await redis.call('FUNCTION', 'FLUSH')
+    for (const code of [LIBRARY.code, tinyLibrary(OLD), tinyLibrary('otherapp')])
+      await redis.call('FUNCTION', 'LOAD', code)
+    const all = await libraryNames(redis)
+
+    for (const args of [[], ['list']]) {
+      const listed = await cli(server.url, ...args)
+      expect({ args, code: listed.code, stderr: listed.stderr }).toEqual({ args, code: 0, stderr: '' })
+      expect(listed.stdout.trim().split('\n').sort()).toEqual(
+        [
+          `${LIBRARY.name}  ${Buffer.byteLength(LIBRARY.code)} bytes  (this build)`,
+          `${OLD}  ${Buffer.byteLength(tinyLibrary(OLD))} bytes`,
+        ].sort(),
+      )
+    }
+
+    const dry = await cli(server.url, 'prune', '--dry-run')
+    expect(dry.code).toBe(0)
+    expect(dry.stdout).toContain(`would delete ${OLD}  ${Buffer.byteLength(tinyLibrary(OLD))} bytes\n`)
+    expect(dry.stdout).toContain(
+      `kept ${LIBRARY.name}  ${Buffer.byteLength(LIBRARY.code)} bytes  (this build)\n`,
+    )
+    expect(dry.stdout).toContain('functions: would delete 1 old library')
+    expect(await libraryNames(redis)).toEqual(all)
+
+    const pruned = await cli(server.url, 'prune')
+    expect(pruned.code).toBe(0)
+    expect(pruned.stdout).toContain(`deleted ${OLD}  `)
+    expect(pruned.stdout).toContain(`kept ${LIBRARY.name}  `)
+    expect(pruned.stdout).not.toContain('otherapp')
+    expect(await libraryNames(redis)).toEqual([LIBRARY.name, 'otherapp'].sort())
+  })
+
+  test("list says when this build's library is not loaded yet", async () => {
+    await redis.call('FUNCTION', 'FLUSH')
+    const listed = await cli(server.url)
+    expect(listed.code).toBe(0)
+    expect(listed.stdout).toBe(
+      `${LIBRARY.name}  not loaded  (this build; a gateway loads it on its first script call)\n`,
+    )
+  })
+
+  test('Redis unreachable: one clear line, exit 1', async () => {
+    const started = Date.now()
+    const result = await cli(`redis://127.0.0.1:${freePort()}`, 'prune')
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toMatch(/^svc-gateway: functions: cannot reach Redis \(.*ECONNREFUSED.*\)\n$/)
+    // It gives up after ioredis's few retries, not after Bun's client's reconnects.
+    expect(Date.now() - started).toBeLessThan(10_000)
+  })
+
+  test('a Redis without functions (before 7.0): one clear line, exit 1', async () => {
+    const old = await startLocalRedis(['--rename-command', 'FUNCTION', 'FUNCTION_OFF'])
+    try {
+      const result = await cli(old.url, 'prune')
+      expect(result.code).toBe(1)
+      expect(result.stderr).toBe(
+        'svc-gateway: functions: this Redis has no FUNCTION command (functions came with Redis 7.0)\n',
+      )
+    } finally {
+      await old.stop()
+    }
+  })
+
+  test('a Cluster: nothing to list or prune, Redis not asked', async () => {
+    const result = await cli(`redis+cluster://127.0.0.1:${freePort()}`, 'prune')
+    expect(result).toEqual({
+      code: 0,
+      stdout: 'functions: on a Cluster the gateway runs its scripts as EVAL and loads no library\n',
+      stderr: '',
+    })
+  })
+
+  test('usage errors exit 2', async () => {
+    for (const args of [['frobnicate'], ['list', '--dry-run'], ['prune', 'now'], ['prune', '--force']]) {
+      const result = await cli(server.url, ...args)
+      expect({ args, code: result.code }).toEqual({ args, code: 2 })
+      expect(result.stderr).toContain('usage:')
+    }
+  })
+})
