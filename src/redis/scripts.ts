@@ -42,11 +42,25 @@ const lanes = new WeakMap<Redis, ScriptLane>()
 
 export function attachScriptLane(redis: Redis, lane: ScriptLane): void {
   lanes.set(redis, lane)
-  // ioredis ends for good only when told to (disconnect, quit): the lane goes with it.
-  redis.once('end', () => {
+  const close = () => {
+    if (lanes.get(redis) !== lane) return
     lanes.delete(redis)
     lane.close()
-  })
+  }
+  // ioredis ends for good only when told to (disconnect, quit): the lane goes with it. Told while
+  // it waits to reconnect to a Redis that is down, ioredis emits no 'end', and the lane, still
+  // reconnecting, kept a tool's process alive: so the telling closes the lane too.
+  redis.once('end', close)
+  const disconnect = redis.disconnect.bind(redis)
+  redis.disconnect = (reconnect = false) => {
+    if (!reconnect) close()
+    disconnect(reconnect)
+  }
+  const quit = redis.quit.bind(redis)
+  redis.quit = ((...args: Parameters<Redis['quit']>) => {
+    close()
+    return quit(...args)
+  }) as Redis['quit']
 }
 
 /** The connection's native lane while it is up, else undefined (ioredis then carries the script). */

@@ -165,6 +165,32 @@ describe('the native script lane', () => {
   })
 })
 
+test('a tool whose Redis is down exits once it disconnects: the lane, still reconnecting, goes too', async () => {
+  // A port nothing listens on; both clients keep retrying it until told to stop.
+  const listener = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+  const port = listener.port
+  listener.stop(true)
+  const child = Bun.spawn(
+    [
+      process.execPath,
+      '-e',
+      `import { createRedis } from ${JSON.stringify(`${import.meta.dir}/../../src/redis/connection.ts`)}
+       const redis = createRedis('redis://127.0.0.1:${port}', { name: 'svc-test-down' })
+       await Bun.sleep(300)
+       redis.disconnect()
+       console.log('disconnected')`,
+    ],
+    { stdout: 'pipe', stderr: 'pipe' },
+  )
+  // A hang guard, not a timing check: before the fix the process lingered about 30 s.
+  const guard = setTimeout(() => child.kill(), 10_000)
+  const code = await child.exited
+  clearTimeout(guard)
+  expect(await new Response(child.stdout).text()).toBe('disconnected\n')
+  expect(child.signalCode).toBeNull()
+  expect(code).toBe(0)
+}, 15_000)
+
 async function laneClientId(): Promise<number> {
   const list = (await observer.client('LIST')) as string
   const line = list.split('\n').find((l) => l.includes('name=svc-test-market-scripts'))!
