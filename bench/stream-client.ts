@@ -1,7 +1,8 @@
 // The stream client, a process of its own: no load tool measures SSE, so this one does. It sends
 // streamed chat requests, times the first body bytes and the whole stream, and counts the content
 // frames and the closing [DONE] of every stream.
-//   loop: `concurrency` clients, each sending streams back to back for `durationMs`
+//   loop: `concurrency` clients, each sending streams back to back for `durationMs` (with `pauseMs`,
+//         each waits uniformly 0..2 × pauseMs after every stream: paced, as wrk's delay() does)
 //   open: `streams` streams opened at once (spread over `rampMs`), held open by a slow supplier;
 //         prints `OPEN <n>` once every stream has its first bytes, then the result at the end.
 import { percentile } from './stats.ts'
@@ -15,7 +16,7 @@ export interface StreamRequest {
 }
 
 export type StreamClientJob =
-  | (StreamRequest & { mode: 'loop'; concurrency: number; durationMs: number })
+  | (StreamRequest & { mode: 'loop'; concurrency: number; durationMs: number; pauseMs?: number })
   | (StreamRequest & { mode: 'open'; streams: number; rampMs: number })
 
 export interface StreamOutcome {
@@ -118,8 +119,12 @@ async function loop(job: StreamClientJob & { mode: 'loop' }): Promise<StreamClie
   const outcomes: StreamOutcome[] = []
   const start = performance.now()
   const deadline = start + job.durationMs
+  const pause = job.pauseMs ?? 0
   const client = async () => {
-    while (performance.now() < deadline) outcomes.push(await oneStream(job))
+    while (performance.now() < deadline) {
+      outcomes.push(await oneStream(job))
+      if (pause > 0) await Bun.sleep(Math.random() * 2 * pause)
+    }
   }
   await Promise.all(Array.from({ length: job.concurrency }, client))
   return summarize(outcomes, (performance.now() - start) / 1000)
