@@ -1,6 +1,8 @@
 // The market's admit + clear Lua pair alone, against the rate of a trivial EVALSHA on the same
 // Redis, from the same client, in the same run. A process of its own (the parent passes
-// TEST_REDIS_URL); the fixtures are the market tests' own, so the keyspace is the real one.
+// TEST_REDIS_URL); the fixtures are the market tests' own, so the keyspace is the real one. Beside
+// them, a floor pair (bench/floor-lua): the least an admit and a clear that hold money in Redis
+// must do, to show what ratio to the trivial script any such design could reach.
 //   argv: JSON {seconds, rounds, concurrency}; prints `RESULT {...}`.
 import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
@@ -8,6 +10,8 @@ import { AdmitCode } from '../src/market/result-codes.ts'
 import type { Admission } from '../src/market/settlement.ts'
 import { readyScriptLane } from '../src/redis/scripts.ts'
 import { admitFor, clearFor, marketFixture, postOffer, seedAccount } from '../test/helpers/market.ts'
+import floorAdmit from './floor-lua/admit.lua' with { type: 'text' }
+import floorClear from './floor-lua/clear.lua' with { type: 'text' }
 import { median } from './stats.ts'
 
 export interface LuaPairResult {
@@ -18,7 +22,11 @@ export interface LuaPairResult {
   redisUsPerTrivial: number
   /** pairs/s over trivial scripts/s */
   ratio: number
-  rounds: { pairs: number; trivial: number }[]
+  /** The floor pair (bench/floor-lua): its rate, its Redis µs, its ratio to the trivial script. */
+  floorPerSecond: number
+  redisUsPerFloor: number
+  floorRatio: number
+  rounds: { pairs: number; trivial: number; floor: number }[]
 }
 
 interface Job {
@@ -71,6 +79,21 @@ async function main(job: Job): Promise<LuaPairResult> {
   const accountId = await seedAccount(fx, 1_000_000_000_000)
   await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
 
+  // The floor's state: one account and one offer, funded far beyond the run.
+  const base = fx.keys.base
+  await redis.hset(`${base}floor:acct:a`, 'confirmed', 1e15, 'held', 0)
+  await redis.hset(`${base}floor:offer:o`, 'posted', 1e15, 'held', 0, 'burned', 0, 'earned', 0)
+  await redis.zadd(`${base}floor:ladder`, 50, 'o')
+  const script = (lua: string, args: string[]) => {
+    const lane = readyScriptLane(redis)
+    return lane ? lane.run(lua, [base], args) : redis.eval(lua, 1, base, ...args)
+  }
+  const floor = async () => {
+    const attemptId = randomUUID()
+    if ((await script(floorAdmit, [attemptId, 'a', '1000'])) !== 1) throw new Error('floor admit refused')
+    await script(floorClear, [attemptId, '700'])
+  }
+
   const pair = async () => {
     const admitted = await admitFor(fx, accountId, { attemptId: randomUUID() })
     if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
@@ -85,11 +108,21 @@ async function main(job: Job): Promise<LuaPairResult> {
   // Warm-up: scripts and the function library loaded, connection and JIT warm.
   await rate(job.concurrency, Math.min(0.5, job.seconds), pair)
   await rate(job.concurrency, Math.min(0.5, job.seconds), trivial)
-  const rounds: (LuaPairResult['rounds'][number] & { usPair: number; usTrivial: number })[] = []
+  await rate(job.concurrency, Math.min(0.5, job.seconds), floor)
+  const rounds: (LuaPairResult['rounds'][number] & { usPair: number; usTrivial: number; usFloor: number })[] =
+    []
   for (let r = 0; r < job.rounds; r++) {
     const t = await measured(redis, 1, () => rate(job.concurrency, job.seconds, trivial))
     const p = await measured(redis, 2, () => rate(job.concurrency, job.seconds, pair))
-    rounds.push({ pairs: p.perSecond, trivial: t.perSecond, usPair: p.usPerCall, usTrivial: t.usPerCall })
+    const f = await measured(redis, 2, () => rate(job.concurrency, job.seconds, floor))
+    rounds.push({
+      pairs: p.perSecond,
+      trivial: t.perSecond,
+      floor: f.perSecond,
+      usPair: p.usPerCall,
+      usTrivial: t.usPerCall,
+      usFloor: f.usPerCall,
+    })
   }
   fx.close()
   const pairsPerSecond = median(rounds.map((r) => r.pairs))
@@ -100,7 +133,10 @@ async function main(job: Job): Promise<LuaPairResult> {
     redisUsPerPair: median(rounds.map((r) => r.usPair)),
     redisUsPerTrivial: median(rounds.map((r) => r.usTrivial)),
     ratio: pairsPerSecond / trivialPerSecond,
-    rounds: rounds.map(({ pairs, trivial }) => ({ pairs, trivial })),
+    floorPerSecond: median(rounds.map((r) => r.floor)),
+    redisUsPerFloor: median(rounds.map((r) => r.usFloor)),
+    floorRatio: median(rounds.map((r) => r.floor / r.trivial)),
+    rounds: rounds.map(({ pairs, trivial, floor }) => ({ pairs, trivial, floor })),
   }
 }
 

@@ -288,6 +288,9 @@ interface LuaPair {
   redisUsPerPair: number
   redisUsPerTrivial: number
   ratio: number
+  floorPerSecond: number
+  redisUsPerFloor: number
+  floorRatio: number
 }
 
 async function luaPair(redisUrl: string): Promise<LuaPair> {
@@ -511,6 +514,9 @@ async function main(): Promise<void> {
         'Redis µs per pair',
         'Redis µs per trivial',
         'Redis-bound ceiling, pairs/s',
+        'floor pairs/s',
+        'floor ÷ trivial',
+        'Redis µs per floor pair',
       ],
       rows: [
         [
@@ -520,10 +526,14 @@ async function main(): Promise<void> {
           fmt(lua.redisUsPerPair, 1),
           fmt(lua.redisUsPerTrivial, 2),
           1e6 / lua.redisUsPerPair,
+          lua.floorPerSecond,
+          fmt(lua.floorRatio, 3),
+          fmt(lua.redisUsPerFloor, 1),
         ],
       ],
       notes: [
         "Redis µs: the server's own time inside EVALSHA and FCALL (INFO commandstats; the pair's scripts run as functions, the trivial one by EVALSHA) per pair or per trivial call; the ceiling is what one Redis core could clear if nothing else cost anything.",
+        'The floor pair (bench/floor-lua, EVALSHA, never run by the gateway) is the least an admit and a clear that hold money in Redis must do: read the balance, the cheapest offer and its capacity, hold on both sides, then charge, return the rest, burn and credit, 12 commands in all, with no caps, lease, reaping, replay check, record or usage stats. What it reaches against the trivial script bounds what any such design could.',
       ],
     })
     checks.push(
