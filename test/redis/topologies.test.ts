@@ -13,44 +13,18 @@ import { freePort } from '../../src/redis/local-server.ts'
 import { parseRedisTarget } from '../../src/redis/target.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { redisCli, redisServer, startRedisCluster, until } from '../helpers/redis-cluster.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 
+// The sentinel and its folder; the redis servers and the Cluster stop through `stops`.
 const processes: Subprocess[] = []
 const dirs: string[] = []
+const stops: (() => void)[] = []
 afterAll(() => {
+  for (const stop of stops) stop()
   for (const p of processes) p.kill('SIGKILL')
   for (const d of dirs) rmSync(d, { recursive: true, force: true })
 })
-
-function redisServer(args: string[]): { port: number; dir: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-topo-'))
-  dirs.push(dir)
-  const port = freePort()
-  processes.push(
-    Bun.spawn(
-      ['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', ...args],
-      {
-        stdout: 'ignore',
-        stderr: 'ignore',
-      },
-    ),
-  )
-  return { port, dir }
-}
-
-async function until(what: string, check: () => Promise<boolean>, ms = 15_000) {
-  const deadline = Date.now() + ms
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return
-    await Bun.sleep(100)
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
-
-async function cli(...args: string[]) {
-  const child = Bun.spawn(['redis-cli', ...args], { stdout: 'pipe', stderr: 'pipe' })
-  return (await new Response(child.stdout).text()).trim()
-}
 
 /** A buffered and a streamed paid completion through the stack; returns the buyer's balances before. */
 async function paidChats(stack: TestStack) {
@@ -90,23 +64,9 @@ describe('REDIS_URL forms', () => {
 
 describe('Cluster', () => {
   test('three masters: the gateway admits, clears and audits across them', async () => {
-    const nodes = [0, 1, 2].map(() =>
-      redisServer(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--appendonly', 'no']),
-    )
-    for (const n of nodes)
-      await until(`node ${n.port}`, async () => (await cli('-p', String(n.port), 'ping')) === 'PONG')
-    await cli(
-      '--cluster',
-      'create',
-      ...nodes.map((n) => `127.0.0.1:${n.port}`),
-      '--cluster-replicas',
-      '0',
-      '--cluster-yes',
-    )
-    await until('cluster_state:ok', async () =>
-      (await cli('-p', String(nodes[0]!.port), 'cluster', 'info')).includes('cluster_state:ok'),
-    )
-    const url = `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`
+    const redisCluster = await startRedisCluster()
+    stops.push(redisCluster.stop)
+    const url = redisCluster.url
     const stack = await startStack({ env: { REDIS_URL: url } })
     // The helpers read balances through stack.redis: point it at the cluster too.
     const cluster = createRedis(url, { name: 'svc-test-cluster' })
@@ -128,7 +88,8 @@ describe('Cluster', () => {
 describe('Sentinel', () => {
   test('a master found through a sentinel: the gateway admits and clears', async () => {
     const master = redisServer(['--appendonly', 'no'])
-    await until('master', async () => (await cli('-p', String(master.port), 'ping')) === 'PONG')
+    stops.push(master.stop)
+    await until('master', async () => (await redisCli('-p', String(master.port), 'ping')) === 'PONG')
     const sentinelDir = mkdtempSync(join(tmpdir(), 'svc-sentinel-'))
     dirs.push(sentinelDir)
     const sentinelPort = freePort()
@@ -144,7 +105,7 @@ describe('Sentinel', () => {
     )
     processes.push(Bun.spawn(['redis-server', conf, '--sentinel'], { stdout: 'ignore', stderr: 'ignore' }))
     await until('sentinel', async () =>
-      (await cli('-p', String(sentinelPort), 'sentinel', 'get-master-addr-by-name', 'svcmain')).includes(
+      (await redisCli('-p', String(sentinelPort), 'sentinel', 'get-master-addr-by-name', 'svcmain')).includes(
         String(master.port),
       ),
     )
