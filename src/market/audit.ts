@@ -14,7 +14,7 @@ const MONEY_FIELDS = ['confirmed', 'pending', 'held', 'spent', 'funded', 'writte
 async function scanHashes(redis: Redis, pattern: string): Promise<Record<string, string>[]> {
   const rows: Record<string, string>[] = []
   // SCAN walks one server; on a Cluster every master is walked (the hash tag puts ours on one).
-  for (const node of masters(redis)) {
+  for (const node of await masters(redis)) {
     let cursor = '0'
     do {
       const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)

@@ -87,9 +87,13 @@ export function whenReady(redis: Redis, ms: number): Promise<void> {
 }
 
 /** Every master of a Cluster client, or the one connection itself (for SCAN, which is per node). */
-export function masters(redis: Redis): Redis[] {
+export async function masters(redis: Redis): Promise<Redis[]> {
   const client = redis as unknown
-  return client instanceof Cluster ? (client.nodes('master') as Redis[]) : [redis]
+  if (!(client instanceof Cluster)) return [redis]
+  // A fresh Cluster client knows no node until its first slots refresh: asked sooner, it lists
+  // none, and a SCAN over that list walks nothing and finds nothing wrong.
+  await whenReady(redis, 15_000)
+  return client.nodes('master') as Redis[]
 }
 
 /** True for the errors Redis being unreachable gives, as opposed to a script's own errors. */

@@ -3,7 +3,9 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import Redis from 'ioredis'
 import { freePort } from '../../src/redis/local-server.ts'
+import { testPrefix } from './stack.ts'
 
 export interface RedisServer {
   port: number
@@ -79,4 +81,20 @@ export async function startRedisCluster(masters = 3): Promise<RedisCluster> {
     throw error
   }
   return { url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`, nodes, stop }
+}
+
+/** A fresh test prefix whose hash tag's slot (so its whole keyspace) the given master serves. */
+export async function prefixOn(node: RedisServer): Promise<string> {
+  const direct = new Redis(node.port, '127.0.0.1', { lazyConnect: true })
+  try {
+    // Each range names its master first.
+    const served = (await direct.cluster('SLOTS')).filter(([, , master]) => master?.[1] === node.port)
+    for (;;) {
+      const prefix = testPrefix()
+      const slot = await direct.cluster('KEYSLOT', prefix)
+      if (served.some(([from, to]) => slot >= from && slot <= to)) return prefix
+    }
+  } finally {
+    direct.disconnect()
+  }
 }

@@ -1,19 +1,30 @@
 // The same gateway on a Redis Cluster and behind Sentinel: real redis-server processes in each
-// mode, a paid chat completion cleared through the same scripts, and the audit clean. The one
-// hash tag of the key prefix is what lets every script run on a Cluster.
-import { afterAll, describe, expect, test } from 'bun:test'
+// mode, a paid chat completion cleared through the same scripts, and the audit clean; on the
+// Cluster, `svc-gateway audit` run as a fresh process too. The one hash tag of the key prefix is
+// what lets every script run on a Cluster.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
+import type Redis from 'ioredis'
 import { auditMarket } from '../../src/market/audit.ts'
 import { createRedis, whenReady } from '../../src/redis/connection.ts'
-import { keyspace } from '../../src/redis/keys.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
 import { parseRedisTarget } from '../../src/redis/target.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
-import { redisCli, redisServer, startRedisCluster, until } from '../helpers/redis-cluster.ts'
+import { runCli } from '../helpers/cli.ts'
+import {
+  prefixOn,
+  type RedisCluster,
+  type RedisServer,
+  redisCli,
+  redisServer,
+  startRedisCluster,
+  until,
+} from '../helpers/redis-cluster.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 
 // The sentinel and its folder; the redis servers and the Cluster stop through `stops`.
@@ -62,10 +73,62 @@ describe('REDIS_URL forms', () => {
   })
 })
 
+/**
+ * One account with one admitted attempt holding 100 of its 1000 micro-USDC and 30 micro-DIEM of an
+ * offer, its in-flight counts set: sound when `funded` is 1000 and the attempt `leased`.
+ */
+async function seedOpenAttempt(redis: Redis, keys: Keyspace, options: { funded: number; leased: boolean }) {
+  await redis.hset(keys.account('acct_1'), {
+    id: 'acct_1',
+    confirmed: 900,
+    pending: 0,
+    held: 100,
+    spent: 0,
+    funded: options.funded,
+    writtenOff: 0,
+  })
+  await redis.sadd(keys.accounts, 'acct_1')
+  await redis.hset(keys.offer('offer_1'), {
+    id: 'offer_1',
+    capacity: 500,
+    burned: 0,
+    held: 30,
+    inflight: 1,
+    earned: 0,
+    fees: 0,
+  })
+  await redis.sadd(keys.offers, 'offer_1')
+  await redis.hset(keys.attempt('req_1.1'), {
+    id: 'req_1.1',
+    state: 'admitted',
+    accountId: 'acct_1',
+    keyId: 'key_1',
+    offerId: 'offer_1',
+    holdUsdc: 100,
+    holdDiem: 30,
+  })
+  if (options.leased) await redis.zadd(keys.leases, Date.now() + 60_000, 'req_1.1')
+  await redis.hset(keys.inflight, { 'k:key_1': 1, 'a:acct_1': 1 })
+}
+
+/** How many keys of a prefix one node holds, asked of that node alone. */
+async function keysOn(node: RedisServer, prefix: string): Promise<number> {
+  const direct = createRedis(`redis://127.0.0.1:${node.port}`, { name: 'svc-test-direct' })
+  try {
+    return (await direct.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`)).length
+  } finally {
+    direct.disconnect()
+  }
+}
+
 describe('Cluster', () => {
-  test('three masters: the gateway admits, clears and audits across them', async () => {
-    const redisCluster = await startRedisCluster()
+  let redisCluster: RedisCluster
+  beforeAll(async () => {
+    redisCluster = await startRedisCluster()
     stops.push(redisCluster.stop)
+  })
+
+  test('three masters: the gateway admits, clears and audits across them', async () => {
     const url = redisCluster.url
     const stack = await startStack({ env: { REDIS_URL: url } })
     // The helpers read balances through stack.redis: point it at the cluster too.
@@ -82,6 +145,38 @@ describe('Cluster', () => {
       cluster.disconnect()
       await stack.stop()
     }
+  }, 60_000)
+
+  test('svc-gateway audit, a fresh process: walks the attempts on masters other than the first', async () => {
+    const [, second, third] = redisCluster.nodes
+    const clean = await prefixOn(second!)
+    const broken = await prefixOn(third!)
+    const seeder = createRedis(redisCluster.url, { name: 'svc-test-seed' })
+    await whenReady(seeder, 10_000)
+    try {
+      await seedOpenAttempt(seeder, keyspace(clean), { funded: 1000, leased: true })
+      await seedOpenAttempt(seeder, keyspace(broken), { funded: 999, leased: false })
+    } finally {
+      seeder.disconnect()
+    }
+    // Each keyspace really is all on its own master (7 keys clean, 6 broken: no lease), none on the first.
+    expect(await Promise.all(redisCluster.nodes.map((n) => keysOn(n, clean)))).toEqual([0, 7, 0])
+    expect(await Promise.all(redisCluster.nodes.map((n) => keysOn(n, broken)))).toEqual([0, 0, 6])
+
+    const audit = (prefix: string) =>
+      runCli(['audit'], { REDIS_URL: redisCluster.url, SVC_REDIS_PREFIX: prefix })
+    // Sound only if the open attempt is read: its holds and counts are what the account and offer show.
+    expect(await audit(clean)).toEqual({ code: 0, stdout: 'audit: every invariant holds\n', stderr: '' })
+    expect(await audit(broken)).toEqual({
+      code: 1,
+      stdout: [
+        'audit: attempt req_1.1: admitted but has no lease',
+        'audit: account acct_1: funded 999 != confirmed + pending + held + spent 1000',
+        'audit: 2 finding(s)',
+        '',
+      ].join('\n'),
+      stderr: '',
+    })
   }, 60_000)
 })
 
