@@ -115,21 +115,15 @@ async function admitWaiting(
   }
 }
 
-/** Reads until the first bytes of the stream, within the time allowed. */
-async function firstBytes(response: UpstreamResponse, ms: number): Promise<Uint8Array | null> {
-  let timer: Timer | undefined
-  const timeout = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), ms)
-  })
-  try {
-    const read = response.read().then(
-      (value) => value,
-      () => null,
-    )
-    return await Promise.race([read, timeout])
-  } finally {
-    clearTimeout(timer)
-  }
+/**
+ * The first bytes of the stream, or null when it ended or broke first. The call's deadline
+ * (SVC_FIRST_BYTE_TIMEOUT_MS from the request, callSupplier) fails the read when they are late.
+ */
+function firstBytes(response: UpstreamResponse): Promise<Uint8Array | null> {
+  return response.read().then(
+    (value) => value,
+    () => null,
+  )
 }
 
 /** A buffered answer, whole and well-formed, or null (truncated, not JSON, not the job's shape). */
@@ -224,7 +218,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     let failure = outcome.ok ? null : outcome
     if (outcome.ok && req.job.stream) {
       // Nothing has gone to the client yet: a stream that dies before its first frame falls forward too.
-      const head = await firstBytes(outcome.response, deps.firstByteTimeoutMs)
+      const head = await firstBytes(outcome.response)
       if (head)
         return {
           admission,

@@ -10,7 +10,7 @@ export interface SupplierCall {
   body: Record<string, unknown>
   stream: boolean
   signal: AbortSignal
-  /** Buffered: the whole answer; streamed: the response head (the first frame has its own wait). */
+  /** Buffered: the whole answer; streamed: the head and the first body bytes. */
   timeoutMs: number
 }
 
@@ -66,9 +66,9 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
       body: JSON.stringify(call.body),
       signal: call.signal,
       // Buffered, the deadline covers the whole answer and ends once all of it is in. Streamed, the
-      // head only: then the dispatcher's first-frame wait and the relay's idle watch take over, so a
-      // stream that runs longer than the first-byte timeout is never cut.
-      deadline: { ms: call.timeoutMs, until: call.stream ? 'head' : 'end' },
+      // head and the first body bytes: then the relay's idle watch takes over, so a stream that
+      // runs longer than the first-byte timeout is never cut.
+      deadline: { ms: call.timeoutMs, until: call.stream ? 'body' : 'end' },
     })
   } catch (error) {
     const name = (error as Error).name

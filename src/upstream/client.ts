@@ -18,11 +18,11 @@ export interface UpstreamRequest {
   /** Aborting it ends the call at once, head or body, with the signal's reason as the error. */
   signal?: AbortSignal
   /**
-   * The call fails with a TimeoutError unless, within `ms` of the request, its head is in
-   * (`until: 'head'`, a stream; an error status's body must be in too) or its whole answer is
-   * (`'end'`). One timer, cleared as soon as that is so.
+   * The call fails with a TimeoutError unless, within `ms` of the request, the first bytes of its
+   * body are in (`until: 'body'`, a stream; for an error status, the whole of it) or its whole
+   * answer is (`'end'`). One timer, cleared as soon as that is so.
    */
-  deadline?: { ms: number; until: 'head' | 'end' }
+  deadline?: { ms: number; until: 'body' | 'end' }
 }
 
 export interface UpstreamResponse {
@@ -248,7 +248,8 @@ class Deadline {
 
   constructor(
     ms: number,
-    readonly untilHead: boolean,
+    /** Over at the first body bytes of a 2xx answer (a stream), not only at the answer's end. */
+    readonly untilBody: boolean,
   ) {
     this.at = performance.now() + ms
     // The deadline itself as the timer's argument: no closure per call.
@@ -303,6 +304,8 @@ class Exchange implements UpstreamResponse, DeadlineTarget {
     null
   private headWaiter: { resolve: (response: Exchange) => void; reject: (error: Error) => void } | null = null
   private readonly onAbort: (() => void) | null = null
+  /** The deadline ends with the first body bytes (a stream's 2xx answer). */
+  private deadlineAtBody = false
 
   constructor(
     private readonly connection: Connection,
@@ -416,8 +419,8 @@ class Exchange implements UpstreamResponse, DeadlineTarget {
       this.fail(new UpstreamConnectionError(`unasked content-encoding: ${encoding}`), true)
       return
     }
-    // An error's body is read under the deadline still: it is short, and a stalled one must end.
-    if (this.deadline?.untilHead && head.status >= 200 && head.status < 300) this.deadline.end()
+    // An error's body is read to its end under the deadline: it is short, and a stalled one must end.
+    this.deadlineAtBody = this.deadline?.untilBody === true && head.status >= 200 && head.status < 300
     const waiter = this.headWaiter
     this.headWaiter = null
     waiter?.resolve(this)
@@ -425,6 +428,10 @@ class Exchange implements UpstreamResponse, DeadlineTarget {
 
   private onBody(bytes: Uint8Array): void {
     if (this.ended) return
+    if (this.deadlineAtBody) {
+      this.deadlineAtBody = false
+      this.deadline!.end()
+    }
     const waiting = this.takeWaiting()
     if (waiting) {
       waiting.resolve(bytes)
@@ -543,7 +550,7 @@ export async function upstreamRequest(url: string, init: UpstreamRequest): Promi
   if (signal?.aborted) throw signal.reason
   const { origin, target } = targetOf(url)
   const request = requestText(origin, target, init)
-  const deadline = init.deadline && new Deadline(init.deadline.ms, init.deadline.until === 'head')
+  const deadline = init.deadline && new Deadline(init.deadline.ms, init.deadline.until === 'body')
   const reused = idleConnection(origin)
   try {
     const first = reused

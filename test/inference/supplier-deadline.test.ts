@@ -1,7 +1,7 @@
 // A supplier call's deadline lives as long as the call needs it and no longer: a buffered answer's
-// until all of it is in, a stream's until its 2xx head, a failure's until it is classified. A timer
-// left for SVC_UPSTREAM_TIMEOUT_MS (300 s by default) would hold its closure and signals that long
-// after every request. Timers are watched by wrapping setTimeout and clearTimeout.
+// until all of it is in, a stream's until the first bytes of a 2xx body, a failure's until it is
+// classified. A timer left for SVC_UPSTREAM_TIMEOUT_MS (300 s by default) would hold its closure
+// and signals that long after every request. Timers are watched by wrapping setTimeout and clearTimeout.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { callSupplier } from '../../src/inference/supplier.ts'
 import { type SimServer, startSim } from '../../src/sim/server.ts'
@@ -86,11 +86,12 @@ describe('callSupplier', () => {
     expect(pending()).toBe(0)
   })
 
-  test("a stream's deadline ends with its head", async () => {
+  test("a stream's deadline ends with the first bytes of its body", async () => {
     watchDeadlines()
     const outcome = await call(true)
     if (!outcome.ok) throw new Error(outcome.code)
     expect(started).toHaveLength(1)
+    expect(await outcome.response.read()).not.toBeNull()
     expect(pending()).toBe(0)
     outcome.response.cancel()
   })

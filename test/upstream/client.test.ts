@@ -746,13 +746,13 @@ describe('abort', () => {
 })
 
 describe('deadline', () => {
-  const timed = (url: string, ms: number, until: 'head' | 'end') =>
+  const timed = (url: string, ms: number, until: 'body' | 'end') =>
     upstreamRequest(url, { method: 'GET', headers: {}, deadline: { ms, until } })
   const isTimeout = (error: unknown) => (error as Error).name === 'TimeoutError'
 
   test('no head in time: rejects with a TimeoutError, the connection closes', async () => {
     const server = rawServer(() => {})
-    const error = await rejection(timed(`${server.url}/`, 100, 'head'))
+    const error = await rejection(timed(`${server.url}/`, 100, 'body'))
     expect(isTimeout(error)).toBe(true)
     expect(server.requests).toHaveLength(1)
     await waitFor('the server to see the close', () => server.closed === 1)
@@ -778,13 +778,23 @@ describe('deadline', () => {
     expect(server.accepted).toBe(1)
   })
 
-  test("until 'head': a 2xx stream may run past it, its body arrives whole", async () => {
+  test("until 'body': a 2xx head without body bytes in time fails the first read", async () => {
+    const server = rawServer((connection) =>
+      connection.send('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n'),
+    )
+    const response = await timed(`${server.url}/`, 150, 'body')
+    expect(response.status).toBe(200)
+    expect(isTimeout(await rejection(response.read(), 'the first read'))).toBe(true)
+    await waitFor('the server to see the close', () => server.closed === 1)
+  })
+
+  test("until 'body': a 2xx stream whose first bytes came in time may run past it, and arrives whole", async () => {
     let stream: RawConnection | undefined
     const server = rawServer((connection) => {
       stream = connection
       connection.send('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n')
     })
-    const response = await timed(`${server.url}/`, 100, 'head')
+    const response = await timed(`${server.url}/`, 100, 'body')
     expect(Buffer.from((await response.read())!).toString()).toBe('first')
     const pending = response.read()
     await Bun.sleep(250)
@@ -794,11 +804,11 @@ describe('deadline', () => {
     expect(server.closed).toBe(0)
   })
 
-  test("until 'head': an error answer's body is still read under it, so a stalled one ends", async () => {
+  test("until 'body': an error answer's body is read to its end under it, so a stalled one ends", async () => {
     const server = rawServer((connection) =>
       connection.send('HTTP/1.1 503 X\r\ncontent-length: 100\r\n\r\n{"error":'),
     )
-    const response = await timed(`${server.url}/`, 150, 'head')
+    const response = await timed(`${server.url}/`, 150, 'body')
     expect(response.status).toBe(503)
     expect(isTimeout(await rejection(response.text(), 'the stalled error body'))).toBe(true)
     await waitFor('the server to see the close', () => server.closed === 1)
@@ -807,7 +817,7 @@ describe('deadline', () => {
   test('a TLS handshake that never ends: rejects with a TimeoutError and the socket is closed', async () => {
     // A TCP server that accepts and never answers: the client's handshake waits on it.
     const server = rawServer(() => {})
-    const error = await rejection(timed(`https://127.0.0.1:${server.port}/`, 150, 'head'))
+    const error = await rejection(timed(`https://127.0.0.1:${server.port}/`, 150, 'body'))
     expect(isTimeout(error)).toBe(true)
     expect(server.accepted).toBe(1)
     await waitFor('the server to see the close', () => server.closed === 1)
@@ -820,7 +830,7 @@ describe('deadline', () => {
       else if (connection.id === 0) connection.socket.end()
     })
     expect(await (await get(`${server.url}/`)).text()).toBe('first')
-    const error = await rejection(timed(`${server.url}/`, 200, 'head'))
+    const error = await rejection(timed(`${server.url}/`, 200, 'body'))
     expect(isTimeout(error)).toBe(true)
     expect(server.accepted).toBe(2)
     expect(server.requests).toHaveLength(3)
