@@ -9,6 +9,7 @@ import { keyspace } from '../src/redis/keys.ts'
 import { freePort } from '../src/redis/local-server.ts'
 import type { SimServer } from '../src/sim/server.ts'
 import { randomWallet } from '../test/helpers/accounts.ts'
+import { runCli } from '../test/helpers/cli.ts'
 
 export const MODEL = 'llama-3.3-70b'
 
@@ -225,13 +226,8 @@ export async function chat(replica: Replica, apiKey: string, stream: boolean): P
 
 /** `svc-gateway audit`, the real CLI, on the cluster's keyspace: its exit code and what it printed. */
 export async function runAudit(redisUrl: string, prefix: string): Promise<{ code: number; output: string }> {
-  const child = Bun.spawn([process.execPath, 'src/main.ts', 'audit'], {
-    env: { PATH: process.env.PATH ?? '', REDIS_URL: redisUrl, SVC_REDIS_PREFIX: prefix },
-    stdout: 'pipe',
-    stderr: 'pipe',
-  })
-  const output = (await new Response(child.stdout).text()) + (await new Response(child.stderr).text())
-  return { code: await child.exited, output }
+  const { code, stdout, stderr } = await runCli(['audit'], { REDIS_URL: redisUrl, SVC_REDIS_PREFIX: prefix })
+  return { code, output: stdout + stderr }
 }
 
 /** Every attempt hash of the keyspace (the record of each admitted request). */
