@@ -6,8 +6,8 @@
 //   argv: JSON {seconds, rounds, concurrency}; prints `RESULT {...}`.
 import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
-import { AdmitCode } from '../src/market/result-codes.ts'
-import type { Admission } from '../src/market/settlement.ts'
+import type { Admission } from '../src/market/admission.ts'
+import { AdmitCode } from '../src/redis/result-codes.ts'
 import { readyScriptLane } from '../src/redis/scripts.ts'
 import { admitFor, clearFor, marketFixture, postOffer, seedAccount } from '../test/helpers/market.ts'
 import floorAdmit from './floor-lua/admit.lua' with { type: 'text' }

@@ -56,6 +56,8 @@ export async function startCluster(options: {
   sim: SimServer
   replicas: number
   env?: Record<string, string>
+  /** How a replica is started: the compiled binary (`[path, 'serve']`), else the source. */
+  command?: string[]
 }): Promise<Cluster> {
   const prefix = `chaos:{${randomBytes(6).toString('hex')}}`
   const adminToken = `chaos-admin-${randomBytes(16).toString('hex')}`
@@ -63,7 +65,7 @@ export async function startCluster(options: {
   const replicas: Replica[] = []
   const start = async (index: number): Promise<Replica> => {
     const port = freePort()
-    const child = Bun.spawn([process.execPath, 'src/main.ts', 'serve'], {
+    const child = Bun.spawn(options.command ?? [process.execPath, 'src/main.ts', 'serve'], {
       env: {
         PATH: process.env.PATH ?? '',
         PORT: String(port),
@@ -172,7 +174,7 @@ export interface Outcome {
 }
 
 /** The contract's error shape's code, or "not-error-shape" (a test failure waiting to be seen). */
-function errorCode(text: string): string {
+export function errorCode(text: string): string {
   try {
     const code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code
     return typeof code === 'string' ? code : 'not-error-shape'

@@ -14,8 +14,9 @@
   ARGV[9]  default max price, cents (when the account has none set)
   ARGV[10] model id (kept on the attempt)
   ARGV[11] request id (kept on the attempt)
-  ARGV[12] lane: an extra per-wallet in-flight count with its own cap ("" for none; "img" for images)
-  ARGV[13] the lane's cap
+  ARGV[12] cap group: an extra per-wallet in-flight count with its own cap ("" for none; "img" for
+           images)
+  ARGV[13] the cap group's cap
   ARGV[14] the API key's SHA-256 digest ("" when ARGV[2] and ARGV[3] are given): the key is then
            resolved here, in the same call as the admission (one round trip fewer per request),
            and its lastUsedAt written at most once a minute
@@ -29,15 +30,21 @@
     upstreamKeyEnc, upstreamBalance ("" unknown)} or
     {-1}                              unknown account
     {-2}                              per-key in-flight cap reached
-    {-3}                              per-wallet in-flight cap (or the lane's cap) reached
+    {-3}                              per-wallet in-flight cap (or its cap group's) reached
     {-4}                              pool empty: nothing posted at any price
     {-5, buyerMax, cheapestPosted, routableAboveMax}        no eligible supply (all above max)
     {-6, eligibleRoutable, maxEligibleOffer}                 offers at price lack capacity
     {-7}                              offers big enough exist, but all at their cap or cooling
     {-8}                              every offer big enough was already tried
-    {-9, needed, confirmed}           confirmed balance cannot cover the worst case
+    {-9, needed, confirmed, askCents} confirmed balance cannot cover the worst case at that ask
     {-10}                             attempt id already used
     {-11}                             no such API key (never minted, or revoked)
+    {-12, limit, usedThroughKey, needed, askCents, confirmed}
+                                      the key's spending limit: what it spent and holds now plus
+                                      this hold would pass it
+
+  A key's limit, spent and held live on its account's hash (limit:<keyId>, spent:<keyId>,
+  held:<keyId>), read in the one HMGET of the account below: a limit costs admit no extra call.
 ]]
 
 local attempt_id = ARGV[1]
@@ -68,7 +75,9 @@ keep_records_for(ARGV[15])
 reap_expired(now, 20)
 
 local account = k_account(account_id)
-local acct = rcall('HMGET', account, 'confirmed', 'maxPriceCents', 'held')
+local key_held_field = 'held:' .. key_id
+local acct = rcall('HMGET', account, 'confirmed', 'maxPriceCents', 'held', 'limit:' .. key_id, 'spent:' .. key_id,
+  key_held_field)
 -- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
 if not acct[1] then return reply({ -1 }) end
 if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return reply({ -10 }) end
@@ -77,11 +86,11 @@ local key_slot, wallet_slot = 'k:' .. key_id, 'a:' .. account_id
 local counts = rcall('HMGET', K_INFLIGHT, key_slot, wallet_slot)
 if int(counts[1]) >= key_cap then return reply({ -2 }) end
 if int(counts[2]) >= wallet_cap then return reply({ -3 }) end
-local lane = ARGV[12] or ''
-local lane_count = 0
-if lane ~= '' then
-  lane_count = int(rcall('HGET', K_INFLIGHT, lane .. ':' .. account_id))
-  if lane_count >= int(ARGV[13]) then return reply({ -3 }) end
+local group = ARGV[12] or ''
+local group_count = 0
+if group ~= '' then
+  group_count = int(rcall('HGET', K_INFLIGHT, group .. ':' .. account_id))
+  if group_count >= int(ARGV[13]) then return reply({ -3 }) end
 end
 
 local max_cents = int(acct[2])
@@ -99,17 +108,24 @@ if not chosen then return reply(refusal) end
 local hold = ceil_div(estimate * chosen.ask, 100)
 local confirmed = int(acct[1])
 local hold_s = s(hold)
-if confirmed < hold then return reply({ -9, hold_s, s(confirmed) }) end
+-- The key's limit counts its holds in flight, so concurrent requests can never take it past the
+-- limit; checked before the balance, since funding would not help.
+local key_held = int(acct[6])
+if acct[4] then
+  local used = int(acct[5]) + key_held
+  if used + hold > int(acct[4]) then return reply({ -12, acct[4], s(used), hold_s, chosen.ask, s(confirmed) }) end
+end
+if confirmed < hold then return reply({ -9, hold_s, s(confirmed), chosen.ask }) end
 
 -- Each hash written once from what was read above (one call each on the hot path).
 -- Each number formatted once, for the writes and the reply.
 local confirmed_s, estimate_s = s(confirmed - hold), s(estimate)
-rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold))
+rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold), key_held_field, s(key_held + hold))
 local offer = k_offer(chosen.id)
 rcall('HSET', offer, 'held', s(chosen.held + estimate), 'inflight', s(chosen.inflight + 1))
 local slots = { key_slot, s(int(counts[1]) + 1), wallet_slot, s(int(counts[2]) + 1) }
-if lane ~= '' then
-  slots[5], slots[6] = lane .. ':' .. account_id, s(lane_count + 1)
+if group ~= '' then
+  slots[5], slots[6] = group .. ':' .. account_id, s(group_count + 1)
 end
 rcall('HSET', K_INFLIGHT, unpack(slots))
 local deadline_s = s(now + lease_ms)
@@ -119,7 +135,7 @@ local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', account_id
   'model', ARGV[10], 'requestId', ARGV[11], 'admittedAt', s(now) }
 -- Usually empty, and then not written: every field is a listpack entry read back at the clear.
 if ARGV[8] ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', ARGV[8] end
-if lane ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'lane', lane end
+if group ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'capGroup', group end
 rcall('HSET', k_attempt(attempt_id), unpack(attempt))
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)

@@ -11,7 +11,7 @@
   ARGV[3]  account id               (empty when a signup's account does not exist yet)
   ARGV[4]  payer wallet, checksummed
   ARGV[5]  amount, integer micro-USDC, positive
-  ARGV[6]  block number when claimed (where the reconciler starts looking for the transfer)
+  ARGV[6]  block number to search from for the transfer (empty: recorded later, before settling)
 
   Returns  { 1 }                    claimed by this call
            { 0, state, tx }         already claimed, sent or credited (tx may be empty)

@@ -11,6 +11,8 @@
   ARGV[4]  key name
   ARGV[5]  key prefix (its first 12 characters)
   ARGV[6]  most active keys an account may hold (10)
+  ARGV[7]  the key's spending limit, micro-USDC ("" for none): kept on the account hash as
+           limit:<keyId>, beside the key's spent and held (lua/admit.lua enforces it)
 
   Returns  1 minted
           -1 no such account
@@ -30,4 +32,5 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 rcall('HSET', KEYS[2], ARGV[2], ARGV[3])
 rcall('HSET', KEYS[3],
   'id', ARGV[2], 'accountId', ARGV[1], 'name', ARGV[4], 'prefix', ARGV[5], 'createdAt', now)
+if ARGV[7] and ARGV[7] ~= '' then rcall('HSET', KEYS[1], 'limit:' .. ARGV[2], ARGV[7]) end
 return 1

@@ -28,5 +28,5 @@ if a.state ~= 'admitted' then return { 0 } end
 
 local confirmed = unwind_attempt(a, 0)
 end_attempt(a, { 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now),
-  'final', ARGV[5] == '1' and '1' or '0' })
+  'final', ARGV[5] == '1' and '1' or '0' }, now, 'failed', '0', '', '', ARGV[2])
 return { 1, s(confirmed) }

@@ -1,5 +1,6 @@
 --[[
-  renew: push an in-flight attempt's lease deadline forward while its bytes still flow.
+  renew: push an in-flight attempt's lease deadline forward while its supplier call runs. Never
+  pulls it back: a video job's lease (its time to live) is longer than a call's renewal.
   Includes lib/keys, lib/numbers.
 
   KEYS[1]  keyspace base ("<prefix>:")
@@ -9,6 +10,7 @@
   Returns 1 renewed; 0 the lease is gone (reaped or ended).
 ]]
 local deadline = now_ms() + int(ARGV[2])
-if rcall('ZSCORE', K_LEASES, ARGV[1]) == false then return 0 end
-rcall('ZADD', K_LEASES, 'XX', deadline, ARGV[1])
+local current = rcall('ZSCORE', K_LEASES, ARGV[1])
+if current == false then return 0 end
+if deadline > int(current) then rcall('ZADD', K_LEASES, 'XX', deadline, ARGV[1]) end
 return 1

@@ -4,6 +4,7 @@ import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { CatalogStore } from './catalog/store.ts'
 import type { GatewayConfig } from './config.ts'
+import { ApiError } from './errors.ts'
 import type { Funding } from './funding/index.ts'
 import { adminOfferRoutes } from './http/admin/offers.ts'
 import { adminAccountRoutes } from './http/admin/routes.ts'
@@ -11,7 +12,7 @@ import { agentRoutes } from './http/agent/routes.ts'
 import { capacityRoutes } from './http/capacity/routes.ts'
 import { contractRoutes } from './http/contract/routes.ts'
 import { errorHandler } from './http/error-handler.ts'
-import { ApiError, errorResponse } from './http/errors.ts'
+import { errorResponse } from './http/errors.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
 import { imageRoutes } from './http/inference/images.ts'
@@ -21,7 +22,14 @@ import { mcpRoutes } from './http/mcp/routes.ts'
 import { metricsRoutes } from './http/metrics/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { recordsRoutes } from './http/records/routes.ts'
-import { beginRequest, REQUEST_ID_HEADER, requestContext } from './http/request-context.ts'
+import {
+  beginRequest,
+  OPENAI_REQUEST_ID_HEADER,
+  REQUEST_ID_HEADER,
+  requestContext,
+  requestIdHeaders,
+} from './http/request-context.ts'
+import { InferenceService } from './inference/service.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
 import type { Keyspace } from './redis/keys.ts'
 
@@ -39,12 +47,14 @@ export interface AppDeps {
 
 export function createApp(deps: AppDeps) {
   const { logger } = deps
+  const inference = new InferenceService(deps)
   // normalize off: schemas that say additionalProperties: false refuse unknown fields instead of
   // silently dropping them; every other schema lets extra fields through untouched.
   return new Elysia({ name: 'svc/app', normalize: false })
     .onRequest(({ request, set }) => {
       const id = beginRequest(request).id
       set.headers[REQUEST_ID_HEADER] = id
+      set.headers[OPENAI_REQUEST_ID_HEADER] = id
       // Refused by its declared length, before a byte of it is read.
       const length = Number(request.headers.get('content-length') ?? 0)
       if (length > deps.config.maxBodyBytes) {
@@ -53,7 +63,7 @@ export function createApp(deps: AppDeps) {
           'body_too_large',
           `request body over ${deps.config.maxBodyBytes} bytes`,
         )
-        return errorResponse(tooLarge, { [REQUEST_ID_HEADER]: id })
+        return errorResponse(tooLarge, requestIdHeaders(id))
       }
     })
     .use(errorHandler)
@@ -98,10 +108,10 @@ export function createApp(deps: AppDeps) {
     .use(modelRoutes(deps.catalog))
     .use(fundingRoutes({ ...deps, defaultMaxPriceCents: deps.config.defaultMaxPriceCents }))
     .use(capacityRoutes(deps))
-    .use(chatRoutes(deps))
-    .use(responsesRoutes(deps))
-    .use(imageRoutes(deps))
-    .use(videoRoutes(deps))
+    .use(chatRoutes(inference))
+    .use(responsesRoutes(inference))
+    .use(imageRoutes(inference))
+    .use(videoRoutes(inference))
     .use(metricsRoutes(deps))
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))

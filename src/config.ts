@@ -121,10 +121,21 @@ export interface InferenceConfig {
   streamIdleMs: number
   /** A comment goes to a streaming client after this long without a frame. */
   keepAliveMs: number
+  /**
+   * How long a stream whose clear lost the store keeps trying it, its client kept open with
+   * keep-alives, before ending with an outcome it could not learn.
+   */
+  streamSettleWaitMs: number
   /** A video job not retrieved within this long expires: its hold comes back, its media answers 410. */
   videoJobTtlMs: number
   /** On SIGTERM: how long open requests and streams may take to finish before they are cut. */
   shutdownGraceMs: number
+  /** A buffered supplier answer (chat, Responses, images in b64, a video job id): past it, fall forward. */
+  maxUpstreamBodyBytes: number
+  /** One SSE frame of a supplier stream: past it, the stream ends truncated. */
+  maxUpstreamFrameBytes: number
+  /** A video job's media, read whole before it is charged: past it, the job is refunded. */
+  maxUpstreamVideoBytes: number
 }
 
 /** Attempt records, request lookup and usage stats (src/records). */
@@ -142,6 +153,8 @@ function loadRecordsConfig(env: Env): RecordsConfig {
   }
 }
 
+const MIB = 1024 * 1024
+
 function loadInferenceConfig(env: Env): InferenceConfig {
   return {
     defaultMaxTokens: integer(env, 'SVC_DEFAULT_MAX_TOKENS', 4_096, 1, 1_000_000),
@@ -149,8 +162,12 @@ function loadInferenceConfig(env: Env): InferenceConfig {
     firstByteTimeoutMs: integer(env, 'SVC_FIRST_BYTE_TIMEOUT_MS', 30_000, 50, 600_000),
     streamIdleMs: integer(env, 'SVC_STREAM_IDLE_MS', 60_000, 100, 3_600_000),
     keepAliveMs: integer(env, 'SVC_KEEPALIVE_MS', 15_000, 50, 600_000),
+    streamSettleWaitMs: integer(env, 'SVC_STREAM_SETTLE_WAIT_MS', 30_000, 0, 600_000),
     videoJobTtlMs: integer(env, 'SVC_VIDEO_JOB_TTL_SECONDS', 3_600, 1, 7 * 86_400) * 1000,
     shutdownGraceMs: integer(env, 'SVC_SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
+    maxUpstreamBodyBytes: integer(env, 'SVC_MAX_UPSTREAM_BODY_BYTES', 32 * MIB, 1024, 1024 * MIB),
+    maxUpstreamFrameBytes: integer(env, 'SVC_MAX_UPSTREAM_FRAME_BYTES', MIB, 1024, 64 * MIB),
+    maxUpstreamVideoBytes: integer(env, 'SVC_MAX_UPSTREAM_VIDEO_BYTES', 128 * MIB, 1024, 1024 * MIB),
   }
 }
 
@@ -265,6 +282,8 @@ export interface FundingConfig {
   /** Settlement calls allowed per minute on signup, across every replica (the global fuse). */
   signupFusePerMinute: number
   watchIntervalMs: number
+  /** The terms' maxTimeoutSeconds, and how far ahead an authorization's validBefore may lie. */
+  maxTimeoutSeconds: number
 }
 
 function address(env: Env, name: string, fallback?: string): `0x${string}` {
@@ -307,5 +326,6 @@ function loadFundingConfig(env: Env): FundingConfig | undefined {
     receiptTimeoutMs: integer(env, 'SVC_X402_RECEIPT_TIMEOUT_MS', 30_000, 50, 600_000),
     signupFusePerMinute: integer(env, 'SVC_X402_SIGNUP_FUSE_PER_MINUTE', 120, 1, 1_000_000),
     watchIntervalMs: integer(env, 'SVC_X402_WATCH_INTERVAL_MS', 2_000, 20, 600_000),
+    maxTimeoutSeconds: integer(env, 'SVC_X402_MAX_TIMEOUT_SECONDS', 300, 30, 86_400),
   }
 }

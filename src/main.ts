@@ -4,6 +4,7 @@ import pkg from '../package.json' with { type: 'json' }
 import { account } from './cli/account.ts'
 import { audit } from './cli/audit.ts'
 import { demo } from './cli/demo.ts'
+import { exportSettled } from './cli/export.ts'
 import { functions } from './cli/functions.ts'
 import { offer } from './cli/offer.ts'
 import { serve } from './cli/serve.ts'
@@ -21,6 +22,8 @@ usage: svc-gateway [command]
   offer     operator offer commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY):
             offer create|update|pause|resume|delete|list (see: svc-gateway offer)
   audit     check the money invariants over the whole keyspace; exit 1 naming what is off
+  export    the market's settled attempts as JSON lines on stdout, through a consumer group
+            (REDIS_URL, SVC_REDIS_PREFIX): export --group <name> [--once] [--consumer <name>]
   functions the gateway's Redis function libraries, one per deployed version (REDIS_URL):
             functions [list] | prune [--dry-run] (deletes every version's but this build's)
   --version print the version`
@@ -38,6 +41,8 @@ async function main(argv: string[]): Promise<void> {
       return offer(argv.slice(1))
     case 'audit':
       return audit()
+    case 'export':
+      return exportSettled(argv.slice(1))
     case 'functions':
       return functions(argv.slice(1))
     case 'account':

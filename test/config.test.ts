@@ -27,6 +27,10 @@ describe('gateway config', () => {
     expect(config.upstreamUrl).toBe('http://127.0.0.1:9999/api/v1')
     expect(config.masterKey.length).toBe(32)
     expect(config.records).toEqual({ recordRetentionDays: 30, statsMinRequests: 50 })
+    // What a supplier may send: a buffered answer, one stream frame, a video's media
+    expect(config.inference.maxUpstreamBodyBytes).toBe(32 * 1024 * 1024)
+    expect(config.inference.maxUpstreamFrameBytes).toBe(1024 * 1024)
+    expect(config.inference.maxUpstreamVideoBytes).toBe(128 * 1024 * 1024)
     // A Redis on the same machine can be reached over its Unix socket
     expect(loadGatewayConfig({ ...valid, REDIS_URL: 'redis+unix:///run/redis.sock' }).redisUrl).toBe(
       'redis+unix:///run/redis.sock',
@@ -53,6 +57,9 @@ describe('gateway config', () => {
     ['LOG_LEVEL', { LOG_LEVEL: 'loud' }, 'one of'],
     ['SVC_STATS_MIN_REQUESTS', { SVC_STATS_MIN_REQUESTS: '0' }, 'integer'],
     ['SVC_RECORD_RETENTION_DAYS', { SVC_RECORD_RETENTION_DAYS: '1.5' }, 'integer'],
+    ['SVC_MAX_UPSTREAM_BODY_BYTES', { SVC_MAX_UPSTREAM_BODY_BYTES: '1023' }, 'integer'],
+    ['SVC_MAX_UPSTREAM_FRAME_BYTES', { SVC_MAX_UPSTREAM_FRAME_BYTES: '1MB' }, 'integer'],
+    ['SVC_MAX_UPSTREAM_VIDEO_BYTES', { SVC_MAX_UPSTREAM_VIDEO_BYTES: '2147483648' }, 'integer'],
   ]
   for (const [variable, override, expected] of cases) {
     test(`${variable}=${String(Object.values(override)[0])} is refused by name`, () => {

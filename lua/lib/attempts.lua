@@ -8,7 +8,7 @@
 -- by field (no tables, no unpack): this runs on every clear.
 local function release_slots(a)
   local kf, af = 'k:' .. a.keyId, 'a:' .. a.accountId
-  local lf = a.lane
+  local lf = a.capGroup
   if lf == '' then lf = nil end
   local c
   if lf then
@@ -41,17 +41,24 @@ end
 -- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
 -- charge: micro-USDC moved from the hold to spent (0 on failure).
 -- For a clear, the offer also records what it settled, in the same write: o is its row as clear
--- read it (OFFER_SETTLE_FIELDS: read once per clear), then burn, earned, fee and balance (the
--- upstream balance, '' unknown). Positional, not a table: this runs on every clear. Otherwise
--- only (a, charge).
+-- read it (OFFER_SETTLE_FIELDS: read once per clear), then burn, earned, fee, balance (the
+-- upstream balance, '' unknown) and disputed (burn reported beyond what was billed). Positional,
+-- not a table: this runs on every clear. Otherwise only (a, charge).
 -- Returns the account's confirmed balance after.
-local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees' }
-local function unwind_attempt(a, charge, o, burn, earned, fee, balance)
+local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed' }
+local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
-  local b = rcall('HMGET', account, 'held', 'confirmed', 'spent')
+  -- The key's own held and spent (its limit counts both) sit on the account hash beside the
+  -- account's: the same read and the same write.
+  local key_held, key_spent = 'held:' .. a.keyId, 'spent:' .. a.keyId
+  local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent)
   local confirmed = int(b[2]) + hold - charge
-  rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge))
+  local kh = int(b[4]) - hold
+  -- an attempt admitted before keys kept their holds has none to give back
+  if kh < 0 then kh = 0 end
+  rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge),
+    key_held, s(kh), key_spent, s(int(b[5]) + charge))
   local offer = k_offer(a.offerId)
   local settled = o ~= nil
   if not settled then o = rcall('HMGET', offer, 'held', 'inflight') end
@@ -60,8 +67,8 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance)
     local held, inflight = s(int(o[1]) - int(a.holdDiem)), s(int(o[2]) - 1)
     if not settled then
       rcall('HSET', offer, 'held', held, 'inflight', inflight)
-    elseif fee == 0 and balance == '' then
-      -- the usual clear: no fee field, no balance reported
+    elseif fee == 0 and balance == '' and disputed == 0 then
+      -- the usual clear: no fee field, no balance reported, nothing disputed
       rcall('HSET', offer, 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
         s(int(o[4]) + earned))
     else
@@ -70,6 +77,7 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance)
       -- usually none: no field for it
       if fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + fee) end
       if balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', balance end
+      if disputed > 0 then fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), disputed)) end
       rcall('HSET', offer, unpack(fields))
     end
   end
@@ -83,15 +91,15 @@ end
 -- is read there (read_cleared).
 local function read_attempt(id)
   local f = rcall('HMGET', k_attempt(id), 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc',
-    'holdDiem', 'model', 'lane')
+    'holdDiem', 'model', 'capGroup')
   if not f[1] then return nil end
   return { id = id, state = f[1], accountId = f[2], keyId = f[3], offerId = f[4], askCents = f[5],
-    holdUsdc = f[6], holdDiem = f[7], model = f[8], lane = f[9] }
+    holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9] }
 end
 
--- What a cleared attempt charged: costUsdc, cost, burn, writtenOff (false when none).
+-- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed (false when none).
 local function read_cleared(a)
-  return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff')
+  return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed')
 end
 
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
@@ -105,12 +113,26 @@ local function keep_records_for(ms)
   if ms and ms ~= '' then record_ttl_ms = s(int(ms)) else record_ttl_ms = '2592000000' end
 end
 
+-- Every ended attempt also goes on two Streams, in the same script: its account's (what GET
+-- /v1/agent/activity and /usage read), trimmed by the record retention (MINID: at least as long
+-- as the attempt's own record), and the market's (what `svc-gateway export` tails), trimmed to
+-- about SETTLED_MAXLEN entries (an exporter further behind than that loses the oldest).
+-- Every entry has the same fields in the same order, so a Stream stores their names once per node.
+local SETTLED_MAXLEN = '1000000'
+
 -- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
 -- the record kept for the retention. `a` itself is not updated: no caller reads it after.
-local function end_attempt(a, final)
+-- status (completed|incomplete|failed|expired|refused), cost (micro-USDC charged), the tokens
+-- and the error code are what its Stream entries carry beyond `a` ('' where none).
+local function end_attempt(a, final, now, status, cost, input_tokens, output_tokens, error_code)
   local key = k_attempt(a.id)
   rcall('HSET', key, unpack(final))
   rcall('PEXPIRE', key, record_ttl_ms)
+  local entry = { 'attempt', a.id, 'account', a.accountId, 'key', a.keyId or '', 'model', a.model or '',
+    'status', status, 'costUsdc', cost, 'askCents', a.askCents or '', 'inputTokens', input_tokens,
+    'outputTokens', output_tokens, 'offer', a.offerId or '', 'errorCode', error_code }
+  rcall('XADD', k_activity(a.accountId), 'MINID', '~', s(now - int(record_ttl_ms)), '*', unpack(entry))
+  rcall('XADD', K_SETTLED, 'MAXLEN', '~', SETTLED_MAXLEN, '*', unpack(entry))
 end
 
 -- Usage stats: a served request counts once in its model's bucket for the day it ended.

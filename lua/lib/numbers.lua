@@ -20,8 +20,9 @@ local function int(value)
 end
 
 -- Also for the numbers passed to redis.call that Redis parses (scores, TTLs, LIMIT): a number
--- argument costs Redis a '%.17g' snprintf there, twice what this costs. Small ones are formatted
--- once and kept, as int keeps them parsed.
+-- argument costs Redis a '%.17g' snprintf there, dearer than this format (see BENCHMARKS.md, "The
+-- money scripts as a function library"). Small ones are formatted once and kept, as int keeps them
+-- parsed.
 local small = {}
 local function s(n)
   local v = small[n]
@@ -40,6 +41,15 @@ end
 
 local function ceil_div(n, d)
   return idiv(n + d - 1, d)
+end
+
+-- A running total that a supplier's reports can drive without bound (disputed burn): exact below
+-- 2^53, then held there, so it never loses digits nor overflows HINCRBY in the middle of a clear.
+local MAX_EXACT = 9007199254740991
+local function capped_sum(a, b)
+  local t = a + b
+  if t > MAX_EXACT then return MAX_EXACT end
+  return t
 end
 
 -- TIME's two fields are always digits: arithmetic reads them in one parse each (tonumber takes two).

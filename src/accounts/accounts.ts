@@ -3,12 +3,13 @@
 // routes, the agent routes and the CLI all call these.
 import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
-import { ApiError, badRequest } from '../http/errors.ts'
+import { ApiError, badRequest } from '../errors.ts'
 import { MICROS_PER_UNIT, type MicroUsdc, parseMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import { generateApiKey } from './api-keys.ts'
-import { AccountResult, accountResultError } from './results.ts'
+import { accountResultError } from './results.ts'
 import { checksumWallet, walletKey } from './wallet.ts'
 
 /** The name of the key an account is created with. */
@@ -95,7 +96,7 @@ function toAccount(raw: Record<string, string>): Account | null {
   }
 }
 
-const accountNotFound = () => accountResultError(AccountResult.NoAccount)
+const accountNotFound = () => accountResultError(AccountCode.NoAccount)
 
 export class AccountStore {
   constructor(
@@ -133,7 +134,7 @@ export class AccountStore {
         [accountId, wallet, walletKey(wallet), maxPriceCents, key.id, key.digest, firstKeyName, key.prefix],
       ),
     )
-    if (code !== AccountResult.Ok) throw accountResultError(code)
+    if (code !== AccountCode.Ok) throw accountResultError(code)
     return { account: (await this.get(accountId))!, apiKey: key.plaintext }
   }
 
@@ -182,7 +183,7 @@ export class AccountStore {
       [accountId, amount, MAX_CREDIT, note, actor],
     )) as (number | string)[]
     const code = Number(result[0])
-    if (code !== AccountResult.Ok) throw accountResultError(code)
+    if (code !== AccountCode.Ok) throw accountResultError(code)
     return {
       accountId,
       amount,

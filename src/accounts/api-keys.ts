@@ -1,6 +1,7 @@
 // What an API key is: `svc_` and 32 random bytes in base64url (43 characters). Only its SHA-256
 // digest is stored; the plaintext exists in memory at mint and in the mint response, nowhere else.
 import { randomBytes, randomUUID } from 'node:crypto'
+import { parseMicros } from '../money/units.ts'
 
 export const API_KEY_PREFIX = 'svc_'
 /** `keyPrefix` on the wire: enough to tell keys apart in a list, far too little to guess one. */
@@ -37,4 +38,13 @@ export function keyPrefix(plaintext: string): string {
 /** True when the string has the shape of a key; anything else is refused before Redis is asked. */
 export function looksLikeApiKey(value: string): boolean {
   return KEY_SHAPE.test(value)
+}
+
+/** A key's spending limit on the wire: a USDC decimal string, at most 6 decimals ("5", "2.000000"). */
+export const LIMIT_USDC_PATTERN = '^[0-9]{1,7}(\\.[0-9]{1,6})?$'
+const LIMIT_USDC = new RegExp(LIMIT_USDC_PATTERN)
+
+/** micro-USDC of a limit (zero allowed: a key that may spend nothing more), or null when malformed. */
+export function parseLimitUsdc(text: string): number | null {
+  return LIMIT_USDC.test(text) ? parseMicros(text) : null
 }

@@ -2,7 +2,7 @@
 // money as decimal strings with 6 fractional digits, times as ISO 8601. Never a key's plaintext.
 import { formatMicros } from '../money/units.ts'
 import type { Account, Balances, Credited } from './accounts.ts'
-import type { ApiKeyRecord } from './key-store.ts'
+import type { ApiKeyRecord, KeySpending } from './key-store.ts'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
@@ -54,12 +54,26 @@ export function creditView(credited: Credited) {
   }
 }
 
-export function apiKeyView(key: ApiKeyRecord) {
+export function apiKeyView(key: ApiKeyRecord & KeySpending) {
   return {
     id: key.id,
     name: key.name,
     keyPrefix: key.prefix,
     createdAt: iso(key.createdAt),
     lastUsedAt: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
+    ...spendingView(key),
+  }
+}
+
+/**
+ * A key's limit, what it spent, and what its limit still lets new requests hold: the limit less
+ * what it spent and what its requests in flight hold (admission counts both).
+ */
+export function spendingView(key: KeySpending) {
+  return {
+    limitUsdc: key.limit === null ? null : formatMicros(key.limit),
+    spentUsdc: formatMicros(key.spent),
+    limitRemainingUsdc:
+      key.limit === null ? null : formatMicros(Math.max(0, key.limit - key.spent - key.held)),
   }
 }

@@ -1,7 +1,8 @@
 // `svc-gateway audit`: checks the money invariants over the whole keyspace (REDIS_URL,
 // SVC_REDIS_PREFIX); prints what is off and exits 1, or says all is well and exits 0.
 import { loadStoreConfig } from '../config.ts'
-import { auditMarket } from '../market/audit.ts'
+import { auditMarket, listWriteOffs } from '../market/audit.ts'
+import { formatMicros } from '../money/units.ts'
 import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
 
@@ -9,7 +10,14 @@ export async function audit(): Promise<void> {
   const config = loadStoreConfig()
   const redis = createRedis(config.redisUrl, { name: 'svc-audit' })
   try {
-    const findings = await auditMarket(redis, keyspace(config.redisPrefix))
+    const keys = keyspace(config.redisPrefix)
+    const findings = await auditMarket(redis, keys)
+    for (const w of await listWriteOffs(redis, keys)) {
+      const whose = w.accountId ? ` account ${w.accountId}, offer ${w.offerId}` : ''
+      console.log(
+        `audit: write-off ${formatMicros(w.amount)} USDC, attempt ${w.attemptId}${whose}: ${w.reason}`,
+      )
+    }
     if (findings.length === 0) {
       console.log('audit: every invariant holds')
       return

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { getAddress } from 'viem'
 import { AccountStore } from '../accounts/accounts.ts'
 import type { GatewayConfig } from '../config.ts'
-import { ApiError } from '../http/errors.ts'
+import { ApiError } from '../errors.ts'
 import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
 

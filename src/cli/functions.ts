@@ -10,7 +10,7 @@ import {
   pruneGatewayLibraries,
   type StoredLibrary,
 } from '../redis/function-libraries.ts'
-import { LIBRARY } from '../redis/scripts.ts'
+import { LIBRARY } from '../redis/script-registry.ts'
 import { parseRedisTarget } from '../redis/target.ts'
 
 export const FUNCTIONS_USAGE = `usage:

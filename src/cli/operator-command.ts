@@ -1,6 +1,6 @@
 // How every operator command ends: its result as JSON on stdout (exit 0), a usage mistake with the
 // usage text (exit 2), or an API error in the API's own shape on stderr (exit 1).
-import { ApiError } from '../http/errors.ts'
+import { ApiError } from '../errors.ts'
 
 export class UsageError extends Error {}
 

@@ -2,7 +2,7 @@
 // credit a settled payment to it.
 import type { Address } from 'viem'
 import type { AccountStore, CreatedAccount } from '../accounts/accounts.ts'
-import { ApiError } from '../http/errors.ts'
+import { ApiError } from '../errors.ts'
 import type { CreditResult } from './ledger.ts'
 import type { Payments, SettledPayment } from './payments.ts'
 

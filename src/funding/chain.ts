@@ -18,7 +18,11 @@ export const eip3009Abi = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
   'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
   'event Transfer(address indexed from, address indexed to, uint256 value)',
+  'event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce)',
 ])
+
+// Providers cap the block range of one eth_getLogs call; ranges this size pass the common caps.
+const LOG_RANGE = 2_000n
 
 export interface Receipt {
   status: 'success' | 'reverted'
@@ -81,6 +85,27 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
         functionName: 'authorizationState',
         args: [payer, nonce],
       })
+    },
+    /**
+     * The transaction that used this authorization, found by the token's AuthorizationUsed event
+     * (payer and nonce, both indexed) from `fromBlock` to the head; null when there is none.
+     */
+    async authorizationUse(payer: Address, nonce: Hex, fromBlock: bigint): Promise<Hex | null> {
+      const head = await client.getBlockNumber({ cacheTime: 0 })
+      for (let from = fromBlock; from <= head; from += LOG_RANGE) {
+        const to = from + LOG_RANGE - 1n < head ? from + LOG_RANGE - 1n : head
+        const logs = await client.getContractEvents({
+          address: config.usdcAddress,
+          abi: eip3009Abi,
+          eventName: 'AuthorizationUsed',
+          args: { authorizer: payer, nonce },
+          fromBlock: from,
+          toBlock: to,
+        })
+        const used = logs.find((log) => !log.removed && log.transactionHash)
+        if (used) return used.transactionHash
+      }
+      return null
     },
     /** Whether a node knows the transaction at all (mined or in its mempool). */
     async known(hash: Hex): Promise<boolean> {

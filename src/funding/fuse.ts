@@ -1,7 +1,7 @@
 // The signup's global fuse: signup cannot attribute callers (no key yet), so settlement calls are
 // capped per minute across every replica, counted in Redis. Past the cap: 429 with Retry-After.
 import type Redis from 'ioredis'
-import { ApiError } from '../http/errors.ts'
+import { ApiError } from '../errors.ts'
 import type { Keyspace } from '../redis/keys.ts'
 
 export class SignupFuse {

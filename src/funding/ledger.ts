@@ -3,6 +3,7 @@
 import type Redis from 'ioredis'
 import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { PaymentCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 
 export type PaymentKind = 'signup' | 'refill' | 'topup'
@@ -23,7 +24,8 @@ export interface Claim {
   accountId: string | undefined
   payer: string
   amount: MicroUsdc
-  fromBlock: bigint
+  /** Known later when the claim comes first (recordFromBlock); empty until then. */
+  fromBlock?: bigint
 }
 
 export type ClaimResult =
@@ -82,13 +84,18 @@ export class PaymentLedger {
         claim.accountId ?? '',
         claim.payer,
         claim.amount,
-        claim.fromBlock.toString(),
+        claim.fromBlock?.toString() ?? '',
       ],
     )) as [number, string?, string?]
-    if (result[0] === 1) return { claimed: true }
-    if (result[0] === 0)
+    if (result[0] === PaymentCode.Done) return { claimed: true }
+    if (result[0] === PaymentCode.AlreadyDone)
       return { claimed: false, state: result[1] ?? '', transaction: result[2] || undefined }
     throw new Error(`claim-payment refused the claim (${result[0]})`)
+  }
+
+  /** The chain's head just before settling: the transfer, if any, is in a later block. */
+  async recordFromBlock(authorizationId: string, block: bigint): Promise<void> {
+    await this.redis.hset(this.keys.authorization(authorizationId), 'fromBlock', block.toString())
   }
 
   /** Records the transaction hash on the claim, before the transaction is broadcast. */
@@ -108,7 +115,7 @@ export class PaymentLedger {
       [this.keys.authorization(authorizationId), this.keys.paymentsInFlight],
       [authorizationId],
     )
-    return released === 1
+    return released === PaymentCode.Done
   }
 
   async credit(credit: Credit): Promise<CreditResult> {
@@ -133,15 +140,15 @@ export class PaymentLedger {
       ],
     )) as [number, string?, string?]
     switch (result[0]) {
-      case 1:
+      case PaymentCode.Done:
         return {
           status: 'credited',
           pending: Number(result[1]) as MicroUsdc,
           funded: Number(result[2]) as MicroUsdc,
         }
-      case 0:
+      case PaymentCode.AlreadyDone:
         return { status: 'already_credited', paymentId: result[1] ?? id }
-      case -1:
+      case PaymentCode.NoAccount:
         return { status: 'no_account' }
       default:
         throw new Error(`credit-payment refused the credit (${result[0]})`)
@@ -155,14 +162,14 @@ export class PaymentLedger {
       [this.keys.payment(paymentIdValue), this.keys.account(accountId), this.keys.paymentsUnconfirmed],
       [paymentIdValue, accountId],
     )) as [number, string?, string?]
-    if (result[0] === 1) {
+    if (result[0] === PaymentCode.Done) {
       return {
         status: 'confirmed',
         confirmed: Number(result[1]) as MicroUsdc,
         pending: Number(result[2]) as MicroUsdc,
       }
     }
-    if (result[0] === 0) return { status: 'nothing_to_do' }
+    if (result[0] === PaymentCode.AlreadyDone) return { status: 'nothing_to_do' }
     return { status: 'refused', code: result[0] }
   }
 

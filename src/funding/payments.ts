@@ -4,7 +4,7 @@
 import type { Logger } from 'pino'
 import { type Address, getAddress, type Hex } from 'viem'
 import type { FundingConfig } from '../config.ts'
-import { ApiError } from '../http/errors.ts'
+import { ApiError } from '../errors.ts'
 import { formatMicros, type MicroUsdc } from '../money/units.ts'
 import type { FundingChain } from './chain.ts'
 import { authorizationId, type CreditResult, type PaymentKind, type PaymentLedger } from './ledger.ts'
@@ -41,8 +41,29 @@ export interface PayOptions {
   accountId?: (payer: Address) => Promise<string | undefined>
   /** Runs after the payment is decoded and before anything touches the chain (refill's 403). */
   checkPayer?: (payer: Address) => void | Promise<void>
-  /** Runs right before the settlement call (signup's global fuse). */
+  /** Runs once the authorization is claimed and verified, right before settling (the signup fuse). */
   beforeSettle?: () => Promise<void>
+}
+
+// Clients set validBefore from their own clock (now + maxTimeoutSeconds): room for theirs to run ahead.
+const CLOCK_SKEW_SECONDS = 60
+
+/**
+ * Why an authorization's validity window is refused, if it is: expired, or usable for longer than
+ * the terms allow (a long-lived signed authorization is a standing order whoever holds a copy can
+ * settle, long after the payer has forgotten it).
+ */
+export function validityProblem(
+  validBefore: string,
+  maxTimeoutSeconds: number,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): string | undefined {
+  const before = BigInt(validBefore)
+  if (before <= BigInt(nowSeconds)) return 'authorization.validBefore has passed: sign a new authorization'
+  if (before > BigInt(nowSeconds + maxTimeoutSeconds + CLOCK_SKEW_SECONDS)) {
+    return `authorization.validBefore must be at most maxTimeoutSeconds (${maxTimeoutSeconds}) from now`
+  }
+  return undefined
 }
 
 /** 409: money moved, the request did not finish. Never carries `accepts`. */
@@ -92,21 +113,38 @@ export class Payments {
     const authId = authorizationId(this.chainId, this.config.usdcAddress, payer, payment.authorization.nonce)
     await this.refuseReplay(authId)
 
-    const verification = await this.settler.verify(payment, requirements)
-    if (!verification.isValid) throw refuse(`payment verification failed: ${verification.reason}`)
-    await options.beforeSettle?.()
-
+    // Claimed before any chain or facilitator call: copies of one authorization, however many at
+    // once, cost a few Redis round trips each and never reach verification or the fuse.
     const accountId = await options.accountId?.(payer)
-    const fromBlock = await this.chain.blockNumber()
     const claim = await this.ledger.claim({
       authorizationId: authId,
       kind: options.kind,
       accountId,
       payer,
       amount: terms.amount,
-      fromBlock,
     })
-    if (!claim.claimed) await this.refuseReplay(authId)
+    if (!claim.claimed) {
+      await this.refuseReplay(authId)
+      throw this.inFlight(claim.transaction)
+    }
+    try {
+      const verification = await this.verify(payment, requirements, authId)
+      if (!verification.isValid) throw refuse(`payment verification failed: ${verification.reason}`)
+      await options.beforeSettle?.()
+      // Where the reconciler starts looking for the transfer if the settlement call loses it.
+      await this.ledger.recordFromBlock(authId, await this.chain.blockNumber())
+    } catch (error) {
+      // Nothing was sent: the payer may sign again (or retry this one after the fuse).
+      await this.ledger
+        .release(authId)
+        .catch((releaseError) =>
+          this.logger.warn(
+            { err: (releaseError as Error).message, authorizationId: authId },
+            'claim not released; the reconciler lets it go',
+          ),
+        )
+      throw error
+    }
 
     let transaction: Hex | undefined
     const onSent = async (hash: Hex) => {
@@ -117,10 +155,7 @@ export class Payments {
     try {
       settlement = await this.settler.settle(payment, requirements, onSent)
     } catch (error) {
-      this.logger.error(
-        { err: (error as Error).message, transaction, authorization: authId },
-        'settlement failed',
-      )
+      this.logger.error({ err: error, transaction, authorizationId: authId }, 'settlement failed')
       if (transaction) throw this.reconciling(transaction)
       // Nothing recorded as sent; the reconciler checks the chain before it lets the claim go.
       throw new ApiError(
@@ -130,6 +165,21 @@ export class Payments {
       )
     }
     if (settlement.status === 'failed') {
+      // Ours moved nothing, but a copy of the authorization may have settled in another
+      // transaction first: then the claim stays and the reconciler credits that transfer.
+      if (await this.chain.authorizationUsed(payer, payment.authorization.nonce)) {
+        this.logger.warn(
+          { transaction: settlement.transaction, authorizationId: authId },
+          'authorization used by another transaction; left to the reconciler',
+        )
+        throw moneyMoved(
+          'payment_reconciling',
+          'the payment was settled; its credit is queued from the chain',
+          {
+            reconciling: true,
+          },
+        )
+      }
       await this.ledger.release(authId)
       throw refuse(`payment settlement failed: ${settlement.reason}`)
     }
@@ -146,6 +196,20 @@ export class Payments {
         network: payment.version === 2 ? caip2(this.config.network) : this.config.network,
         payer,
       }),
+    }
+  }
+
+  /** The settler's verification; a call that fails (RPC or facilitator unreachable) is a 502. */
+  private async verify(payment: Payment, requirements: Requirements, authId: string) {
+    try {
+      return await this.settler.verify(payment, requirements)
+    } catch (error) {
+      this.logger.error({ err: error, authorizationId: authId }, 'payment verification call failed')
+      throw new ApiError(
+        502,
+        'verify_unavailable',
+        'the payment could not be verified right now; nothing was sent, retry shortly',
+      )
     }
   }
 
@@ -173,9 +237,9 @@ export class Payments {
   creditFailed(settled: SettledPayment, error: unknown): ApiError {
     this.logger.error(
       {
-        err: (error as Error).message,
+        err: error,
         transaction: settled.transaction,
-        authorization: settled.authorizationId,
+        authorizationId: settled.authorizationId,
       },
       'credit failed after settlement; left in flight for the reconciler or an operator',
     )
@@ -212,9 +276,13 @@ export class Payments {
         },
       )
     }
-    throw moneyMoved('payment_in_flight', 'this payment is already being settled', {
+    throw this.inFlight(record.tx)
+  }
+
+  private inFlight(transaction: string | undefined): ApiError {
+    return moneyMoved('payment_in_flight', 'this payment is already being settled', {
       reconciling: true,
-      transaction: record.tx || undefined,
+      transaction: transaction || undefined,
     })
   }
 
@@ -237,6 +305,6 @@ export class Payments {
     if (payment.authorization.value !== String(amount)) {
       return `authorization.value must be exactly ${amount} (${formatMicros(amount)} USDC)`
     }
-    return undefined
+    return validityProblem(payment.authorization.validBefore, config.maxTimeoutSeconds)
   }
 }

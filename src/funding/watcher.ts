@@ -7,7 +7,7 @@ import type { Logger } from 'pino'
 import type { Address, Hex } from 'viem'
 import type { FundingConfig } from '../config.ts'
 import type { MicroUsdc } from '../money/units.ts'
-import { type FundingChain, hasTransfer } from './chain.ts'
+import { type FundingChain, hasTransfer, type Receipt } from './chain.ts'
 import type { InFlightPayment, PaymentLedger } from './ledger.ts'
 import { CHAIN_IDS } from './network.ts'
 
@@ -51,63 +51,73 @@ export async function reconcilePayments(
     try {
       if (await reconcileOne(deps, record, graceMs)) credited++
     } catch (error) {
-      deps.logger.warn(
-        { authorization: id, err: (error as Error).message },
-        'reconcile failed; retrying later',
-      )
+      deps.logger.warn({ authorizationId: id, err: error }, 'reconcile failed; retrying later')
     }
   }
   return credited
 }
 
 async function reconcileOne(deps: WatchDeps, record: InFlightPayment, graceMs: number): Promise<boolean> {
-  const { chain, ledger, config, logger } = deps
+  const { chain, ledger, logger } = deps
   const [, , payer, nonce] = record.id.split(':') as [string, string, Address, Hex]
   const stale = Date.now() - Number(record.claimedAt) > 2 * graceMs
   if (record.tx) {
     const receipt = await chain.receipt(record.tx as Hex)
-    if (receipt?.status === 'success') {
-      if (!hasTransfer(receipt, config.usdcAddress, payer, config.payTo, BigInt(record.amount))) {
-        logger.error(
-          { authorization: record.id, transaction: record.tx },
-          'in-flight transaction has no matching transfer',
-        )
-        return false
-      }
-      const accountId = record.accountId || (await deps.resolveAccount(record.payer as Address))
-      const result = await ledger.credit({
-        accountId,
-        amount: Number(record.amount) as MicroUsdc,
-        chainId: CHAIN_IDS[config.network],
-        transaction: record.tx,
-        authorizationId: record.id,
-        blockNumber: receipt.blockNumber,
-        payer: record.payer,
-      })
-      logger.info(
-        { authorization: record.id, transaction: record.tx, result: result.status },
-        'reconciled payment',
-      )
-      return result.status === 'credited'
-    }
-    if (receipt?.status === 'reverted') {
-      await ledger.release(record.id)
-      return false
-    }
-    // Not mined: wait while a node still knows it; let it go only when the nonce is unused.
-    if (!stale || (await chain.known(record.tx as Hex))) return false
-  } else if (!stale) {
+    if (receipt?.status === 'success') return creditTransfer(deps, record, record.tx as Hex, receipt)
+    // Not mined: wait while a node still knows it. Reverted or gone: the chain says below whether
+    // another transaction used the authorization.
+    if (!receipt && (!stale || (await chain.known(record.tx as Hex)))) return false
+  }
+  if (!(await chain.authorizationUsed(payer, nonce))) {
+    // Unused and nothing of ours pending: no money moved, the payer may sign again.
+    if (record.tx || stale) await ledger.release(record.id)
     return false
   }
-  if (await chain.authorizationUsed(payer, nonce)) {
+  // Used by a transaction we never recorded (a settlement call that failed after sending, a
+  // replaced or front-run transaction): find it by the token's own record of the authorization.
+  const transaction = record.fromBlock
+    ? await chain.authorizationUse(payer, nonce, BigInt(record.fromBlock))
+    : null
+  const receipt = transaction ? await chain.receipt(transaction) : null
+  if (!transaction || receipt?.status !== 'success') {
     logger.error(
-      { authorization: record.id },
-      'authorization used by a transaction we did not record; operator action needed',
+      { authorizationId: record.id, fromBlock: record.fromBlock, transaction },
+      'authorization used, but no transaction found that used it; operator action needed',
     )
     return false
   }
-  await ledger.release(record.id)
-  return false
+  return creditTransfer(deps, record, transaction, receipt)
+}
+
+/** Credits a claim from a mined transaction, when it holds the transfer the claim promised. */
+async function creditTransfer(
+  deps: WatchDeps,
+  record: InFlightPayment,
+  transaction: Hex,
+  receipt: Receipt,
+): Promise<boolean> {
+  const { config, ledger, logger } = deps
+  if (
+    !hasTransfer(receipt, config.usdcAddress, record.payer as Address, config.payTo, BigInt(record.amount))
+  ) {
+    logger.error(
+      { authorizationId: record.id, transaction },
+      'in-flight transaction has no matching transfer',
+    )
+    return false
+  }
+  const accountId = record.accountId || (await deps.resolveAccount(record.payer as Address))
+  const result = await ledger.credit({
+    accountId,
+    amount: Number(record.amount) as MicroUsdc,
+    chainId: CHAIN_IDS[config.network],
+    transaction,
+    authorizationId: record.id,
+    blockNumber: receipt.blockNumber,
+    payer: record.payer,
+  })
+  logger.info({ authorizationId: record.id, transaction, result: result.status }, 'reconciled payment')
+  return result.status === 'credited'
 }
 
 /** Runs both loops on the configured interval; returns the stop function. */
@@ -120,7 +130,7 @@ export function startFundingWatch(deps: WatchDeps): () => void {
       await confirmPayments(deps)
       await reconcilePayments(deps)
     } catch (error) {
-      deps.logger.warn({ err: (error as Error).message }, 'funding watch tick failed')
+      deps.logger.warn({ err: error }, 'funding watch tick failed')
     } finally {
       running = false
     }

@@ -5,7 +5,8 @@
 import type { PaymentRequired, PaymentRequirements } from '@x402/core/types'
 import { type Address, getAddress, type Hex, isAddress } from 'viem'
 import type { FundingConfig } from '../config.ts'
-import { ApiError } from '../http/errors.ts'
+import { ApiError } from '../errors.ts'
+import { redactUrls } from '../logger.ts'
 import type { MicroUsdc } from '../money/units.ts'
 import { CHAIN_IDS } from './network.ts'
 
@@ -14,9 +15,6 @@ export const PAYMENT_SIGNATURE = 'payment-signature'
 export const PAYMENT_REQUIRED = 'PAYMENT-REQUIRED'
 export const X_PAYMENT_RESPONSE = 'X-PAYMENT-RESPONSE'
 export const PAYMENT_RESPONSE = 'PAYMENT-RESPONSE'
-
-/** How long a signed authorization may take to settle, as x402 clients read it. */
-const MAX_TIMEOUT_SECONDS = 300
 
 /** What one payment buys: an amount for a resource (the route's URL). */
 export interface PaymentTerms {
@@ -51,7 +49,7 @@ export function paymentRequirements(config: FundingConfig, terms: PaymentTerms):
     scheme: 'exact',
     asset: config.usdcAddress,
     payTo: config.payTo,
-    maxTimeoutSeconds: MAX_TIMEOUT_SECONDS,
+    maxTimeoutSeconds: config.maxTimeoutSeconds,
     extra: { name: config.usdcName, version: config.usdcVersion },
   }
   return {
@@ -79,13 +77,15 @@ export class PaymentChallenge extends ApiError {
     terms: PaymentTerms,
     reason: string,
   ) {
+    // Reasons can quote a settler's error text, and with it an RPC or facilitator URL.
+    const message = redactUrls(reason)
     const v2: PaymentRequired = {
       x402Version: 2,
-      error: reason,
+      error: message,
       resource: { url: terms.resource, description: terms.description, mimeType: 'application/json' },
       accepts: [requirements.v2],
     }
-    super(402, 'payment_required', reason, {
+    super(402, 'payment_required', message, {
       headers: { [PAYMENT_REQUIRED]: base64Json(v2), 'cache-control': 'no-store' },
     })
   }

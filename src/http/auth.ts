@@ -13,8 +13,8 @@ import type { Logger } from 'pino'
 import { digestApiKey, looksLikeApiKey } from '../accounts/api-keys.ts'
 import { ApiKeyStore } from '../accounts/key-store.ts'
 import { LastUsedThrottle } from '../accounts/last-used.ts'
+import { ApiError } from '../errors.ts'
 import type { Keyspace } from '../redis/keys.ts'
-import { ApiError } from './errors.ts'
 import { jsonBody } from './json-body.ts'
 
 export interface Caller {

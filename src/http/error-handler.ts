@@ -1,9 +1,10 @@
 // Every error leaves the gateway in the contract's shape. Elysia's own errors (validation, parse,
 // unknown route) become 4xx; anything unexpected becomes a bare 500 with no internals in it.
 import { Elysia } from 'elysia'
+import { ApiError } from '../errors.ts'
 import { isRedisUnavailable } from '../redis/connection.ts'
-import { ApiError, errorResponse } from './errors.ts'
-import { REQUEST_ID_HEADER, requestContext } from './request-context.ts'
+import { errorResponse } from './errors.ts'
+import { requestContext, requestIdHeaders } from './request-context.ts'
 
 function validationMessage(error: unknown): string {
   const detail = error as { type?: string; valueError?: { path?: string; message?: string; value?: unknown } }
@@ -61,6 +62,6 @@ export const errorHandler = new Elysia({ name: 'svc/error-handler' }).onError(
     if (apiError.status >= 500) (request as Request & { failure?: unknown }).failure = error
     // The log line and the metrics read the status from here.
     set.status = apiError.status
-    return errorResponse(apiError, { [REQUEST_ID_HEADER]: requestContext(request).id })
+    return errorResponse(apiError, requestIdHeaders(requestContext(request).id))
   },
 )

@@ -1,7 +1,7 @@
 // Request bodies are JSON objects sent as application/json. Anything else is a 400 that says so,
 // before validation sees it: a form post or text body must not slip through as a string or a
 // coerced object, and a parse failure must never become a 500.
-import { badRequest } from './errors.ts'
+import { badRequest } from '../errors.ts'
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/i
 

@@ -28,3 +28,8 @@ export function requestContext(request: Request): RequestContext {
 }
 
 export const REQUEST_ID_HEADER = 'x-svc-request-id'
+/** The same id under the name OpenAI's SDKs read (`_request_id`). */
+export const OPENAI_REQUEST_ID_HEADER = 'x-request-id'
+
+/** Both request-id headers, for a response built by hand. */
+export const requestIdHeaders = (id: string) => ({ [REQUEST_ID_HEADER]: id, [OPENAI_REQUEST_ID_HEADER]: id })

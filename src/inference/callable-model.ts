@@ -1,7 +1,7 @@
 // The one check every inference route makes of the model it is asked for: on the list (else 404),
 // of the route's modality, live and priced for what this route bills (else 400).
 import type { CatalogEntry, Modality, ModelPrices } from '../catalog/entry.ts'
-import { badRequest, notFound } from '../http/errors.ts'
+import { badRequest, notFound } from '../errors.ts'
 
 export function callableModel<P extends keyof ModelPrices>(
   entry: CatalogEntry | undefined,

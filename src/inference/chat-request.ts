@@ -2,13 +2,22 @@
 // generate, the worst-case burn the market holds for it, and the body the supplier receives.
 import { t } from 'elysia'
 import type { CatalogEntry, ModelPrices } from '../catalog/entry.ts'
-import { badRequest } from '../http/errors.ts'
+import { badRequest } from '../errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
 import { burnOf } from './meter.ts'
 import { type ChatMessageLike, promptTokenBound } from './tokens.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
+
+/** OpenAI's own limit on `n`; each choice is held at the full token limit. */
+export const MAX_CHOICES = 128
+
+/**
+ * A request that names no token limit is sent with the most its balance affords, but never fewer
+ * than this: below it the answer would be too short to be of use, and the buyer gets the 402.
+ */
+export const MIN_FITTED_TOKENS = 256
 
 export const chatMessageSchema = t.Object(
   {
@@ -27,6 +36,7 @@ export const chatBodySchema = t.Object(
     max_tokens: t.Optional(t.Union([wholePositive, t.Null()])),
     max_completion_tokens: t.Optional(t.Union([wholePositive, t.Null()])),
     stream_options: t.Optional(t.Union([t.Object({}, { additionalProperties: true }), t.Null()])),
+    n: t.Optional(t.Union([t.Number({ multipleOf: 1, minimum: 1, maximum: MAX_CHOICES }), t.Null()])),
   },
   { additionalProperties: true },
 )
@@ -51,16 +61,31 @@ export function liveTextModel(entry: CatalogEntry | undefined, requested: string
   }
 }
 
-export interface AdmittedChat {
+export interface ValidChat {
   model: TextModel
   stream: boolean
+  /** The token limit of each choice, as sent to the supplier. */
   maxTokens: number
+  /** `n`: how many choices the supplier generates, each up to maxTokens. */
+  choices: number
   promptTokenBound: number
+  /** The worst case the request allows: the prompt bound and every choice at the limit. */
   burnEstimate: MicroDiem
   upstreamBody: Record<string, unknown>
+  /** True when the client named no token limit, so the limit may be fitted to the balance. */
+  fittable: boolean
 }
 
-export function admitChat(body: ChatBody, model: TextModel, defaultMaxTokens: number): AdmittedChat {
+function withLimit(chat: ValidChat, maxTokens: number, limitField: string): ValidChat {
+  const upstreamBody = { ...chat.upstreamBody, [limitField]: maxTokens }
+  const burnEstimate = burnOf(
+    { promptTokens: chat.promptTokenBound, completionTokens: maxTokens * chat.choices },
+    chat.model.prices,
+  )
+  return { ...chat, maxTokens, burnEstimate, upstreamBody }
+}
+
+export function validateChat(body: ChatBody, model: TextModel, defaultMaxTokens: number): ValidChat {
   const asked = body.max_completion_tokens ?? body.max_tokens ?? null
   if (asked !== null && asked > model.maxCompletionTokens) {
     throw badRequest(
@@ -70,22 +95,49 @@ export function admitChat(body: ChatBody, model: TextModel, defaultMaxTokens: nu
   }
   const maxTokens = asked ?? Math.min(defaultMaxTokens, model.maxCompletionTokens)
   // Whether the prompt fits the context is the supplier's call: this bound is deliberately high.
-  const tools = (body as Record<string, unknown>).tools
-  const promptBound = promptTokenBound(body.messages as ChatMessageLike[], tools ? JSON.stringify(tools) : '')
+  const promptBound = promptTokenBound(body.messages as ChatMessageLike[], body as Record<string, unknown>)
   const stream = body.stream === true
   const upstreamBody: Record<string, unknown> = { ...body, model: model.id, stream }
   // The supplier is asked for exactly what was admitted, under the field the client used.
   delete upstreamBody.max_tokens
   delete upstreamBody.max_completion_tokens
-  upstreamBody[body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens'] = maxTokens
   if (stream) upstreamBody.stream_options = { ...(body.stream_options ?? {}), include_usage: true }
   else delete upstreamBody.stream_options
-  return {
+  const admitted: ValidChat = {
     model,
     stream,
     maxTokens,
+    choices: body.n ?? 1,
     promptTokenBound: promptBound,
-    burnEstimate: burnOf({ promptTokens: promptBound, completionTokens: maxTokens }, model.prices),
+    burnEstimate: 0 as MicroDiem,
     upstreamBody,
+    fittable: asked === null,
   }
+  return withLimit(admitted, maxTokens, limitField(body))
+}
+
+const limitField = (body: ChatBody) =>
+  body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens'
+
+/**
+ * The request with its token limit lowered to what `confirmed` micro-USDC affords at `askCents`
+ * (the ask it was refused at), or null when it was given a limit, when output is not what the
+ * balance falls short on, or when less than MIN_FITTED_TOKENS would fit.
+ */
+export function fitChat(chat: ValidChat, confirmed: number, askCents: number): ValidChat | null {
+  const outputPrice = chat.model.prices.outputPerMillion
+  if (!chat.fittable || outputPrice <= 0 || askCents <= 0) return null
+  // The most burn the balance pays for at this ask: ceil(burn x ask / 100) <= confirmed.
+  const budget = Math.floor((confirmed * 100) / askCents)
+  const promptBurn = burnOf({ promptTokens: chat.promptTokenBound, completionTokens: 0 }, chat.model.prices)
+  if (budget <= promptBurn) return null
+  // Each choice's tokens x choices x price / 1e6, rounded up, stays within what is left.
+  const perChoice = Number((BigInt(budget - promptBurn) * 1_000_000n) / BigInt(outputPrice * chat.choices))
+  if (perChoice >= chat.maxTokens) return null
+  if (perChoice < Math.min(MIN_FITTED_TOKENS, chat.model.maxCompletionTokens)) return null
+  return withLimit(
+    chat,
+    perChoice,
+    'max_tokens' in chat.upstreamBody ? 'max_tokens' : 'max_completion_tokens',
+  )
 }

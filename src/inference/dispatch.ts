@@ -3,18 +3,23 @@
 import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { MarketConfig } from '../config.ts'
-import { ApiError } from '../http/errors.ts'
-import { AdmitCode, type AdmitRefusal, refusalError } from '../market/result-codes.ts'
-import { type Admission, admit, release } from '../market/settlement.ts'
+import { ApiError } from '../errors.ts'
+import type { Admission } from '../market/admission.ts'
+import { release } from '../market/clearing.ts'
+import type { LeaseRenewer } from '../market/lease-renewer.ts'
+import { type AdmitRefusal, refusalError } from '../market/refusal-errors.ts'
 import type { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS, recordRefusal } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { AdmitCode } from '../redis/result-codes.ts'
 import type { UpstreamResponse } from '../upstream/client.ts'
-import type { AdmittedChat } from './chat-request.ts'
+import { fitChat, type ValidChat } from './chat-request.ts'
+import { admitWaiting } from './key-wait.ts'
 import { callSupplier } from './supplier.ts'
 import { attachSupportReference } from './support-reference.ts'
+import { UpstreamEvents } from './upstream-events.ts'
 
 export const MAX_SUPPLIER_KEYS = 5
 
@@ -26,7 +31,16 @@ export interface DispatchDeps {
   upstreamKeys: UpstreamKeyCache
   upstreamTimeoutMs: number
   firstByteTimeoutMs: number
+  /** A buffered answer's bound (SVC_MAX_UPSTREAM_BODY_BYTES). */
+  maxBodyBytes: number
+  /** A stream frame's bound (SVC_MAX_UPSTREAM_FRAME_BYTES). */
+  maxFrameBytes: number
   logger: Logger
+  /**
+   * Renews the lease of every admitted attempt from its admission on, so a slow supplier call never
+   * outlives it. Dispatch lets go of a failed attempt; whoever settles a dispatched one lets go of it.
+   */
+  renewer: LeaseRenewer
   /** How long an ended attempt is kept as its request's record. */
   recordRetentionMs?: number
 }
@@ -43,12 +57,19 @@ export interface UpstreamJob {
   /** Whether a buffered answer is whole; a broken one falls forward. */
   isComplete: (json: Record<string, unknown>) => boolean
   /** An extra per-wallet in-flight count with its own cap (images: one at a time). */
-  lane?: { name: string; cap: number }
+  capGroup?: { name: string; cap: number }
   /** The hold's lease when it must outlive the call (video: until the job is retrieved). */
   leaseMs?: number
+  /** The chat request this job sends, when it is one. */
+  chat?: ValidChat
+  /**
+   * The same job asking for less, when the balance (`confirmed` micro-USDC at `askCents`) cannot
+   * hold all it asks for; null when it cannot be made to fit.
+   */
+  fit?: (confirmed: number, askCents: number) => UpstreamJob | null
 }
 
-export function chatJob(chat: AdmittedChat): UpstreamJob {
+export function chatJob(chat: ValidChat): UpstreamJob {
   return {
     modelId: chat.model.id,
     burnEstimate: chat.burnEstimate,
@@ -56,6 +77,11 @@ export function chatJob(chat: AdmittedChat): UpstreamJob {
     body: chat.upstreamBody,
     stream: chat.stream,
     isComplete: (json) => Array.isArray(json.choices),
+    chat,
+    fit: (confirmed, askCents) => {
+      const fitted = fitChat(chat, confirmed, askCents)
+      return fitted && chatJob(fitted)
+    },
   }
 }
 
@@ -72,47 +98,17 @@ export interface DispatchRequest {
 
 export interface Dispatched {
   admission: Admission
+  /** The job as admitted (fitted to the balance when it had to be). */
+  job: UpstreamJob
   /** The supplier's answer; a stream's is already past its first bytes (`head`). */
   response: UpstreamResponse
   preBalance: Admission['upstreamBalance']
-  /** For streams: the bytes read so far. */
-  head?: Uint8Array
+  /** For streams: the supplier's events, parsed from the bytes read so far. */
+  events?: UpstreamEvents
   /** For buffered answers: the supplier's JSON, read whole (a broken body falls forward). */
   json?: Record<string, unknown>
   /** Offer ids tried before this one (all failed before any byte). */
   failedOffers: string[]
-}
-
-const KEY_WAIT_STEP_MS = 15
-
-async function admitWaiting(
-  deps: DispatchDeps,
-  req: DispatchRequest,
-  requester: Requester,
-  attemptId: string,
-  tried: string[],
-) {
-  const deadline = Date.now() + deps.market.keyWaitMs
-  for (;;) {
-    const result = await admit(deps.redis, deps.keys, {
-      attemptId,
-      ...('apiKeyDigest' in requester
-        ? { accountId: '', apiKeyId: '', apiKeyDigest: requester.apiKeyDigest }
-        : { accountId: requester.accountId, apiKeyId: requester.apiKeyId }),
-      burnEstimate: req.job.burnEstimate,
-      keyCap: deps.market.keyMaxInFlight,
-      walletCap: deps.market.walletMaxInFlight,
-      leaseMs: req.job.leaseMs ?? deps.market.leaseMs,
-      tried,
-      defaultMaxPriceCents: deps.defaultMaxPriceCents,
-      model: req.job.modelId,
-      requestId: req.requestId,
-      lane: req.job.lane,
-      recordRetentionMs: deps.recordRetentionMs,
-    })
-    if (result.code !== AdmitCode.KeysBusy || Date.now() >= deadline || req.signal.aborted) return result
-    await Bun.sleep(KEY_WAIT_STEP_MS + Math.random() * KEY_WAIT_STEP_MS)
-  }
 }
 
 /**
@@ -140,7 +136,7 @@ async function completeBody(
 }
 
 /** Statuses of a first refusal at admission that get a recorded attempt (not 401 or 500). */
-const RECORDED_REFUSALS = [402, 429, 503]
+const RECORDED_REFUSALS = [402, 403, 429, 503]
 
 /**
  * The error when no supplier served the request. Every attempt that was admitted is recorded
@@ -186,15 +182,85 @@ async function noSupplier(
   }
 }
 
+type SupplierFailure = Extract<Awaited<ReturnType<typeof callSupplier>>, { ok: false }>
+
+const brokenBefore = (code: string): SupplierFailure => ({
+  ok: false,
+  code,
+  clientError: false,
+  status: null,
+  message: '',
+  balance: null,
+})
+
+/** One admitted attempt's supplier call: the dispatched answer, or why it failed before any byte. */
+async function callAdmitted(
+  deps: DispatchDeps,
+  req: DispatchRequest,
+  job: UpstreamJob,
+  admission: Admission,
+  failed: string[],
+): Promise<Dispatched | SupplierFailure> {
+  const outcome = await callSupplier({
+    baseUrl: admission.upstreamBaseUrl,
+    apiKey: deps.upstreamKeys.open(admission.upstreamKeyEnc),
+    path: job.path,
+    body: job.body,
+    stream: job.stream,
+    signal: req.signal,
+    timeoutMs: job.stream ? deps.firstByteTimeoutMs : deps.upstreamTimeoutMs,
+    maxBodyBytes: deps.maxBodyBytes,
+  })
+  if (!outcome.ok) return outcome
+  const answered = {
+    admission,
+    job,
+    response: outcome.response,
+    preBalance: outcome.preBalance,
+    failedOffers: failed,
+  }
+  if (job.stream) {
+    // Nothing has gone to the client yet: a stream that dies before its first frame falls forward too.
+    const head = await firstBytes(outcome.response)
+    if (!head) {
+      outcome.response.cancel()
+      return brokenBefore('upstream_no_first_byte')
+    }
+    const events = new UpstreamEvents(deps.maxFrameBytes, head)
+    // A supplier whose first frame is an error failed before anything reached the client: the
+    // request falls forward at no charge rather than being billed as a stream cut short.
+    if (events.brokeBeforeContent()) {
+      outcome.response.cancel()
+      return brokenBefore('upstream_stream_error')
+    }
+    return { ...answered, events }
+  }
+  const json = await completeBody(outcome.response, job)
+  return json ? { ...answered, json } : brokenBefore('upstream_broken_body')
+}
+
 export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promise<Dispatched> {
   const failed: string[] = []
   let refusal: AdmitRefusal | null = null
   // Known once the first admit has resolved the key; later attempts pass the ids themselves.
   let requester = req.requester
   let who = 'accountId' in requester ? requester : null
+  let job = req.job
   for (let n = 1; n <= MAX_SUPPLIER_KEYS; n++) {
     const attemptId = `${req.supportReference}.${n}`
-    const result = await admitWaiting(deps, req, requester, attemptId, failed)
+    let result = await admitWaiting(deps, req, job, requester, attemptId, failed)
+    if ((result.code === AdmitCode.InsufficientBalance || result.code === AdmitCode.KeyLimit) && job.fit) {
+      // Asked for no limit: the limit the balance (and the key's limit) affords at that ask.
+      const affordable =
+        result.code === AdmitCode.KeyLimit
+          ? Math.min(result.confirmed, Math.max(0, result.limit - result.used))
+          : result.confirmed
+      const fitted = job.fit(affordable, result.askCents)
+      if (fitted) {
+        job = fitted
+        result = await admitWaiting(deps, req, job, requester, attemptId, failed)
+      }
+    }
     const resolved =
       result.code === AdmitCode.Admitted ? (result as Admission) : (result as { who?: typeof who }).who
     if (resolved) {
@@ -206,56 +272,17 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       break
     }
     const admission = result as Admission
-    const outcome = await callSupplier({
-      baseUrl: admission.upstreamBaseUrl,
-      apiKey: deps.upstreamKeys.open(admission.upstreamKeyEnc),
-      path: req.job.path,
-      body: req.job.body,
-      stream: req.job.stream,
-      signal: req.signal,
-      timeoutMs: req.job.stream ? deps.firstByteTimeoutMs : deps.upstreamTimeoutMs,
-    })
-    let failure = outcome.ok ? null : outcome
-    if (outcome.ok && req.job.stream) {
-      // Nothing has gone to the client yet: a stream that dies before its first frame falls forward too.
-      const head = await firstBytes(outcome.response)
-      if (head)
-        return {
-          admission,
-          response: outcome.response,
-          preBalance: outcome.preBalance,
-          head,
-          failedOffers: failed,
-        }
-      outcome.response.cancel()
-      failure = {
-        ok: false,
-        code: 'upstream_no_first_byte',
-        clientError: false,
-        status: null,
-        message: '',
-        balance: null,
-      }
-    } else if (outcome.ok) {
-      const json = await completeBody(outcome.response, req.job)
-      if (json)
-        return {
-          admission,
-          response: outcome.response,
-          preBalance: outcome.preBalance,
-          json,
-          failedOffers: failed,
-        }
-      failure = {
-        ok: false,
-        code: 'upstream_broken_body',
-        clientError: false,
-        status: null,
-        message: '',
-        balance: null,
-      }
+    deps.renewer.add(attemptId)
+    let call: Dispatched | SupplierFailure
+    try {
+      call = await callAdmitted(deps, req, job, admission, failed)
+    } catch (error) {
+      deps.renewer.remove(attemptId)
+      throw error
     }
-    const f = failure!
+    if ('admission' in call) return call
+    const f = call
+    deps.renewer.remove(attemptId)
     await release(deps.redis, deps.keys, {
       attemptId,
       errorCode: f.code,
@@ -272,11 +299,21 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       )
     }
     if (f.clientError) {
+      // The supplier's own text is its words, not ours: the log has it (bounded), the buyer does not.
+      deps.logger.info(
+        {
+          requestId: req.requestId,
+          offerId: admission.offerId,
+          status: f.status,
+          upstreamMessage: f.message,
+        },
+        'supplier refused the request',
+      )
       throw attachSupportReference(
         new ApiError(
           400,
           'upstream_rejected',
-          `the provider refused the request: ${f.message.slice(0, 300)}`,
+          `the provider refused the request as invalid (status ${f.status}); check its parameters`,
         ),
         req.supportReference,
       )

@@ -2,25 +2,30 @@
 // burn (the catalog's per-image price x n) and the body the supplier receives.
 import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
+import { badRequest } from '../errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
 
 export const MAX_IMAGES = 4
 
-/** OpenAI's request shape; other fields (size, quality, style ...) pass through. */
+/**
+ * OpenAI's request shape; other fields (size, quality, style ...) pass through. `response_format`
+ * and `stream` are checked by validateImages, so a refusal can say what is supported.
+ */
 export const imageBodySchema = t.Object(
   {
     model: t.String({ minLength: 1, maxLength: 256 }),
     prompt: t.String({ minLength: 1, maxLength: 32_000 }),
     n: t.Optional(t.Union([t.Number({ multipleOf: 1, minimum: 1, maximum: MAX_IMAGES }), t.Null()])),
-    response_format: t.Optional(t.Union([t.Literal('b64_json'), t.Null()])),
+    response_format: t.Optional(t.Union([t.String(), t.Null()])),
+    stream: t.Optional(t.Union([t.Boolean(), t.Null()])),
   },
   { additionalProperties: true },
 )
 
 export type ImageBody = typeof imageBodySchema.static
 
-export interface AdmittedImages {
+export interface ValidImages {
   modelId: string
   count: number
   perImage: MicroDiem
@@ -28,7 +33,27 @@ export interface AdmittedImages {
   upstreamBody: Record<string, unknown>
 }
 
-export function admitImages(body: ImageBody, entry: CatalogEntry | undefined): AdmittedImages {
+/**
+ * Images come back inline as base64, in one JSON answer: a URL would need the gateway to host the
+ * image, and suppliers do not stream partial images. Asked for either, the buyer is told so.
+ */
+function checkDelivery(body: ImageBody): void {
+  if (body.response_format != null && body.response_format !== 'b64_json') {
+    throw badRequest(
+      `response_format '${body.response_format}' is not supported: images are returned as b64_json only`,
+      'unsupported_response_format',
+    )
+  }
+  if (body.stream === true) {
+    throw badRequest(
+      'stream is not supported on images: the answer is one JSON body with b64_json images; send stream: false or omit it',
+      'unsupported_parameter',
+    )
+  }
+}
+
+export function validateImages(body: ImageBody, entry: CatalogEntry | undefined): ValidImages {
+  checkDelivery(body)
   const { row, prices } = callableModel(entry, body.model, 'image', ['perImage'])
   const count = body.n ?? 1
   return {
@@ -36,8 +61,13 @@ export function admitImages(body: ImageBody, entry: CatalogEntry | undefined): A
     count,
     perImage: prices.perImage as MicroDiem,
     burnEstimate: (prices.perImage * count) as MicroDiem,
-    upstreamBody: { ...body, model: row.id, n: count, response_format: 'b64_json' },
+    upstreamBody: { ...withoutStream(body), model: row.id, n: count, response_format: 'b64_json' },
   }
+}
+
+function withoutStream(body: ImageBody): Record<string, unknown> {
+  const { stream: _, ...rest } = body
+  return rest
 }
 
 /** The images a supplier answer delivered; null when the body is not an image answer. */

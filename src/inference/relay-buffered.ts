@@ -1,16 +1,16 @@
 // Buffered chat: the supplier's JSON, settled, with our ids and the cost headers.
 
-import type { Clearing } from '../market/settlement.ts'
+import type { Clearing } from '../market/clearing.ts'
 import { formatMicros } from '../money/units.ts'
-import type { AdmittedChat } from './chat-request.ts'
+import type { ValidChat } from './chat-request.ts'
+import { type ClearDeps, type ClearedUsage, clearUsage } from './clear-usage.ts'
 import type { Dispatched } from './dispatch.ts'
 import { readUsage } from './meter.ts'
-import { type SettleDeps, type Settlement, settle } from './settle.ts'
 import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
 
 export interface BufferedResult {
   body: Record<string, unknown>
-  settlement: Settlement
+  settlement: ClearedUsage
 }
 
 /** Output tokens of a buffered answer that came without usage, by the tokenizer. */
@@ -24,15 +24,15 @@ function generatedTokens(json: Record<string, unknown>): Promise<number> {
 }
 
 export async function relayBuffered(
-  deps: SettleDeps,
-  chat: AdmittedChat,
+  deps: ClearDeps,
+  chat: ValidChat,
   messages: ChatMessageLike[],
   dispatched: Dispatched,
   requestId: string,
 ): Promise<BufferedResult> {
   const json = dispatched.json!
   const reported = readUsage(json.usage)
-  const settlement = await settle(deps, {
+  const settlement = await clearUsage(deps, {
     chat,
     messages,
     admission: dispatched.admission,

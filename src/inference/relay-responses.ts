@@ -1,30 +1,198 @@
 // Streamed Responses: only OpenAI's own `response.*` events, in OpenAI's order, each with its
-// sequence_number and an `event:` line equal to its JSON type. Cost rides flat on
-// response.completed / response.incomplete; a settlement that does not commit is response.failed.
-// No [DONE], no svc.cost frame.
+// sequence_number and an `event:` line equal to its JSON type. The supplier's chat chunks become
+// output items as they come: reasoning, the message, each function call, each opened with
+// output_item.added, filled by its deltas and closed with its .done events before the next opens.
+// Cost rides flat on response.completed / response.incomplete; a settlement that does not commit
+// is response.failed. One whose outcome could not be learnt (the store stayed away) is OpenAI's
+// `error` event, code store_unavailable, naming the request's record: not response.failed, which
+// says nothing was charged. No [DONE], no svc.cost frame.
 import { formatMicros } from '../money/units.ts'
-import { relayStream, type StreamContext, type StreamShape } from './relay-stream.ts'
-import { messageItem, type ResponseShape, responseObject } from './responses-request.ts'
-import type { Settlement } from './settle.ts'
+import type { ClearedUsage } from './clear-usage.ts'
+import {
+  relayStream,
+  type StreamContext,
+  type StreamSettlement,
+  type StreamShape,
+  unknownOutcomeMessage,
+} from './relay-stream.ts'
+import {
+  functionCallItem,
+  type ItemStatus,
+  incompleteReason,
+  itemIds,
+  messageItem,
+  type OutputItem,
+  reasoningItem,
+  reasoningText,
+  responseObject,
+  responsesUsage,
+} from './responses-object.ts'
+import type { ResponseShape } from './responses-request.ts'
 
-/** The Responses wire shape of one stream: its item, its sequence numbers, the text so far. */
+/** One output item of the stream, open until its .done events are sent. */
+interface StreamItem {
+  kind: 'reasoning' | 'message' | 'function_call'
+  outputIndex: number
+  id: string
+  text: string
+  /** For a function call: its index among the supplier's tool calls, id and name. */
+  call?: { index: number; callId: string; name: string }
+  /** The item as it was closed; null while open. */
+  done: OutputItem | null
+}
+
+interface ToolCallDelta {
+  index?: unknown
+  id?: unknown
+  function?: { name?: unknown; arguments?: unknown }
+}
+
+/** The Responses wire shape of one stream: its items, its sequence numbers. */
 class ResponsesShape implements StreamShape {
-  private readonly position: { item_id: string; output_index: number; content_index: number }
   private sequence = 0
-  private text = ''
+  private readonly items: StreamItem[] = []
+  /** The reasoning or message item open now, if any. */
+  private current: StreamItem | null = null
+  private readonly calls = new Map<number, StreamItem>()
+  private finishReason: unknown = null
+  private supplierUsage: unknown = null
 
   constructor(
     private readonly shape: ResponseShape,
     private readonly supportReference: string,
-  ) {
-    this.position = { item_id: messageItem(shape, '', 'in_progress').id, output_index: 0, content_index: 0 }
-  }
+  ) {}
 
   private event(type: string, payload: Record<string, unknown>): string {
     return `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: this.sequence++, ...payload })}\n\n`
   }
 
-  private cost(settlement: Settlement) {
+  private get summary() {
+    return this.shape.reasoning.summary !== null
+  }
+
+  private where(item: StreamItem) {
+    return { item_id: item.id, output_index: item.outputIndex }
+  }
+
+  private item(item: StreamItem, status: ItemStatus): OutputItem {
+    if (item.kind === 'reasoning') return reasoningItem(this.shape, item.text, status)
+    if (item.kind === 'message') return messageItem(this.shape, item.text, status)
+    const { callId, name, index } = item.call!
+    return functionCallItem(this.shape, index, { callId, name, arguments: item.text }, status)
+  }
+
+  private open(kind: StreamItem['kind'], call?: StreamItem['call']): [StreamItem, string] {
+    let out = this.current ? this.close(this.current, 'completed') : ''
+    const id =
+      kind === 'function_call'
+        ? itemIds.functionCall(this.shape, call!.index)
+        : kind === 'message'
+          ? itemIds.message(this.shape)
+          : itemIds.reasoning(this.shape)
+    const item: StreamItem = { kind, outputIndex: this.items.length, id, text: '', call, done: null }
+    this.items.push(item)
+    out += this.event('response.output_item.added', {
+      output_index: item.outputIndex,
+      item: this.item(item, 'in_progress'),
+    })
+    if (kind === 'reasoning' && this.summary) {
+      out += this.event('response.reasoning_summary_part.added', {
+        ...this.where(item),
+        summary_index: 0,
+        part: { type: 'summary_text', text: '' },
+      })
+    } else if (kind === 'reasoning') {
+      out += this.event('response.content_part.added', {
+        ...this.where(item),
+        content_index: 0,
+        part: { type: 'reasoning_text', text: '' },
+      })
+    } else if (kind === 'message') {
+      out += this.event('response.content_part.added', {
+        ...this.where(item),
+        content_index: 0,
+        part: { type: 'output_text', text: '', annotations: [] },
+      })
+    }
+    if (kind !== 'function_call') this.current = item
+    return [item, out]
+  }
+
+  private close(item: StreamItem, status: ItemStatus): string {
+    if (item.done) return ''
+    if (this.current === item) this.current = null
+    const { text } = item
+    let out = ''
+    if (item.kind === 'reasoning' && this.summary) {
+      const where = { ...this.where(item), summary_index: 0 }
+      out += this.event('response.reasoning_summary_text.done', { ...where, text })
+      out += this.event('response.reasoning_summary_part.done', {
+        ...where,
+        part: { type: 'summary_text', text },
+      })
+    } else if (item.kind === 'reasoning') {
+      const where = { ...this.where(item), content_index: 0 }
+      out += this.event('response.reasoning_text.done', { ...where, text })
+      out += this.event('response.content_part.done', { ...where, part: { type: 'reasoning_text', text } })
+    } else if (item.kind === 'message') {
+      const where = { ...this.where(item), content_index: 0 }
+      out += this.event('response.output_text.done', { ...where, text, logprobs: [] })
+      out += this.event('response.content_part.done', {
+        ...where,
+        part: { type: 'output_text', text, annotations: [] },
+      })
+    } else {
+      out += this.event('response.function_call_arguments.done', {
+        ...this.where(item),
+        name: item.call!.name,
+        arguments: text,
+      })
+    }
+    item.done = this.item(item, status)
+    out += this.event('response.output_item.done', { output_index: item.outputIndex, item: item.done })
+    return out
+  }
+
+  private textDelta(kind: 'reasoning' | 'message', delta: string): string {
+    let out = ''
+    let item = this.current
+    if (item?.kind !== kind) [item, out] = this.open(kind)
+    item!.text += delta
+    const where = this.where(item!)
+    if (kind === 'message') {
+      return (
+        out + this.event('response.output_text.delta', { ...where, content_index: 0, delta, logprobs: [] })
+      )
+    }
+    if (this.summary) {
+      return out + this.event('response.reasoning_summary_text.delta', { ...where, summary_index: 0, delta })
+    }
+    return out + this.event('response.reasoning_text.delta', { ...where, content_index: 0, delta })
+  }
+
+  private callDelta(delta: ToolCallDelta): string {
+    const index = typeof delta.index === 'number' ? delta.index : 0
+    let out = ''
+    let item = this.calls.get(index)
+    if (!item) {
+      // A call opens with its id and name; the calls before it are complete by then.
+      for (const open of this.calls.values()) out += this.close(open, 'completed')
+      const callId = typeof delta.id === 'string' ? delta.id : `call_${this.shape.id.slice(5)}_${index}`
+      const name = typeof delta.function?.name === 'string' ? delta.function.name : ''
+      const [opened, events] = this.open('function_call', { index, callId, name })
+      out += events
+      item = opened
+      this.calls.set(index, item)
+    }
+    const piece = delta.function?.arguments
+    if (typeof piece !== 'string' || piece === '') return out
+    item.text += piece
+    // Arguments for a call already closed still count in its item, but its events are over.
+    if (item.done) return out
+    return out + this.event('response.function_call_arguments.delta', { ...this.where(item), delta: piece })
+  }
+
+  private cost(settlement: ClearedUsage) {
     return {
       costUsdc: formatMicros(settlement.charged),
       clearingPriceCents: settlement.askCents,
@@ -37,58 +205,79 @@ class ResponsesShape implements StreamShape {
     return [
       this.event('response.created', { response: inProgress }),
       this.event('response.in_progress', { response: inProgress }),
-      this.event('response.output_item.added', {
-        output_index: 0,
-        item: messageItem(this.shape, '', 'in_progress'),
-      }),
-      this.event('response.content_part.added', {
-        ...this.position,
-        part: { type: 'output_text', text: '', annotations: [] },
-      }),
     ]
   }
 
-  content(_frame: string, delta: string): string | null {
-    if (!delta) return null
-    this.text += delta
-    return this.event('response.output_text.delta', { ...this.position, delta, logprobs: [] })
-  }
-
-  end(settlement: Settlement | null, complete: boolean) {
-    const { shape, text, position } = this
-    const done = messageItem(shape, text, complete ? 'completed' : 'incomplete')
-    if (!settlement) {
-      return {
-        frames: [this.event('response.failed', { response: responseObject(shape, 'failed', [done], null) })],
-        error: 'settle_failed',
-      }
+  content(frame: string): string | null {
+    let chunk: { choices?: { delta?: Record<string, unknown>; finish_reason?: unknown }[] }
+    try {
+      chunk = JSON.parse(frame.slice(frame.indexOf('{'), frame.lastIndexOf('}') + 1))
+    } catch {
+      return null
     }
-    const frames = [
-      this.event('response.output_text.done', { ...position, text, logprobs: [] }),
-      this.event('response.content_part.done', { ...position, part: done.content[0]! }),
-      this.event('response.output_item.done', { output_index: 0, item: done }),
-    ]
-    if (complete) {
-      const usage = {
-        input_tokens: settlement.usage.promptTokens,
-        output_tokens: settlement.usage.completionTokens,
-      }
+    const choice = chunk.choices?.[0]
+    if (!choice) return null
+    if (choice.finish_reason != null) this.finishReason = choice.finish_reason
+    const delta = choice.delta ?? {}
+    let out = ''
+    const reasoning = reasoningText(delta)
+    if (reasoning) out += this.textDelta('reasoning', reasoning)
+    if (typeof delta.content === 'string' && delta.content) out += this.textDelta('message', delta.content)
+    if (Array.isArray(delta.tool_calls)) {
+      for (const call of delta.tool_calls as ToolCallDelta[]) out += this.callDelta(call)
+    }
+    return out || null
+  }
+
+  usage(chunk: Record<string, unknown>): void {
+    this.supplierUsage = chunk.usage
+  }
+
+  /** Every item at its end state, for a response object. */
+  private output(status: ItemStatus): OutputItem[] {
+    return this.items.map((item) => item.done ?? this.item(item, status))
+  }
+
+  end(settlement: StreamSettlement, complete: boolean) {
+    const { shape } = this
+    if (settlement === 'not_committed') {
+      const failed = responseObject(shape, 'failed', this.output(complete ? 'completed' : 'incomplete'), null)
+      return { frames: [this.event('response.failed', { response: failed })], error: 'settle_failed' }
+    }
+    if (settlement === 'unknown') {
+      const event = this.event('error', {
+        code: 'store_unavailable',
+        message: unknownOutcomeMessage(this.supportReference),
+        param: null,
+        supportReference: this.supportReference,
+      })
+      return { frames: [event], error: 'store_unavailable' }
+    }
+    const reason = complete ? incompleteReason(this.finishReason) : 'stream_incomplete'
+    const status: ItemStatus = reason ? 'incomplete' : 'completed'
+    const frames: string[] = []
+    // An answer with nothing in it is still one (empty) message, as OpenAI sends it.
+    if (this.items.length === 0) frames.push(this.open('message')[1])
+    for (const item of this.items) frames.push(this.close(item, status))
+    if (!reason) {
+      const usage = responsesUsage(settlement.usage, this.supplierUsage)
       frames.push(
         this.event('response.completed', {
-          response: responseObject(shape, 'completed', [done], usage),
+          response: responseObject(shape, 'completed', this.output(status), usage),
           ...this.cost(settlement),
         }),
       )
       return { frames, error: null }
     }
-    // Billed on estimate; the usage key stays absent, as the contract says.
+    // Billed but incomplete (cut at the limit, or ended without usage): the usage key stays
+    // absent, as the contract says; the cost is final.
     frames.push(
       this.event('response.incomplete', {
-        response: responseObject(shape, 'incomplete', [done], null, 'stream_incomplete'),
+        response: responseObject(shape, 'incomplete', this.output(status), null, reason),
         ...this.cost(settlement),
       }),
     )
-    return { frames, error: 'stream_incomplete' }
+    return { frames, error: complete ? null : 'stream_incomplete' }
   }
 }
 

@@ -1,21 +1,27 @@
 // Streamed chat: content chunks pass through as they come; the supplier's usage chunk and [DONE]
 // wait for the clear; then the usage chunk, the svc.cost frame, [DONE]. A stream that ends
 // without usage is billed on estimate, gets its cost frame, then the error `stream_incomplete`.
+// A clear that loses the store is tried again for `settleWaitMs`, the client kept open with
+// keep-alives, so the end it is told is the real one; a clear refused by its script ends with
+// `settle_failed` (nothing charged), and one still unheard after the wait with `store_unavailable`
+// (not known: the request's record says).
 // The client stream is Bun's direct stream: frames are written straight to the response, no
 // queue; a write the client is not taking is awaited before the supplier is read again
 // (backpressure). One object per stream holds the state: per open stream, memory is what counts.
 import type { Logger } from 'pino'
+import type { Admission } from '../market/admission.ts'
 import type { LeaseRenewer } from '../market/lease-renewer.ts'
-import type { Admission } from '../market/settlement.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import { formatMicros, type MicroDiem } from '../money/units.ts'
+import { isRedisUnavailable } from '../redis/connection.ts'
+import { waitsFor } from '../redis/store-retry.ts'
 import type { UpstreamResponse } from '../upstream/client.ts'
+import { type ClearDeps, type ClearedChat, type ClearedUsage, clearUsage } from './clear-usage.ts'
 import type { Dispatched } from './dispatch.ts'
 import type { Usage } from './meter.ts'
-import { type SettleDeps, type SettledChat, type Settlement, settle } from './settle.ts'
 import { clockFor, type StreamClock } from './stream-clock.ts'
 import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
-import { UpstreamEvents } from './upstream-events.ts'
+import type { StreamIdentity, UpstreamEvents } from './upstream-events.ts'
 
 export interface StreamTiming {
   /** A comment goes to the client after this long without a frame. */
@@ -23,26 +29,47 @@ export interface StreamTiming {
   /** The supplier is given up on after this long without a byte. */
   idleMs: number
   leaseMs: number
+  /** A clear that lost the store is tried again this long before the stream ends without knowing. */
+  settleWaitMs: number
 }
 
 export interface StreamContext {
-  deps: SettleDeps & { logger: Logger; renewer: LeaseRenewer }
+  deps: ClearDeps & { logger: Logger; renewer: LeaseRenewer }
   timing: StreamTiming
-  chat: SettledChat
+  chat: ClearedChat
   messages: ChatMessageLike[]
   dispatched: Dispatched
   requestId: string
   supportReference: string
   /** Called once the stream has ended and settled (or failed to). */
-  onFinish?: (result: { settlement: Settlement | null; error: string | null }) => void
+  onFinish?: (result: { settlement: ClearedUsage | null; error: string | null }) => void
 }
 
 // Frames are strings: the direct stream's sink encodes them as it writes, with no copy of our own.
 const frame = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`
 const KEEP_ALIVE = ': keep-alive\n\n'
 
-export function sseError(code: string, message: string, type = 'api_error') {
-  return frame({ error: { message, type, code } })
+export function sseError(
+  code: string,
+  message: string,
+  type = 'api_error',
+  extra: Record<string, unknown> = {},
+) {
+  return frame({ error: { message, type, code, ...extra } })
+}
+
+/**
+ * How a stream's clear ended: committed (what it charged), refused by its script (nothing was
+ * charged), or unknown (the store stayed away: the reply of a clear that ran may have been lost).
+ */
+export type StreamSettlement = ClearedUsage | 'not_committed' | 'unknown'
+
+/** What a client is told when its stream's outcome could not be learnt, and where to look. */
+export function unknownOutcomeMessage(supportReference: string): string {
+  return (
+    'the gateway lost its store while settling and cannot tell whether this request was charged; ' +
+    `GET /v1/agent/requests/${supportReference} says, once the store is back`
+  )
 }
 
 /** What one wire format does with the supplier's stream; the driver below does the rest. */
@@ -53,8 +80,12 @@ export interface StreamShape {
   content(frame: string, delta: string): string | null
   /** The supplier's usage chunk, held until the clear commits. */
   usage?(chunk: Record<string, unknown>): void
-  /** The closing frames once settled (null: the clear did not commit), and the error to log. */
-  end(settlement: Settlement | null, complete: boolean): { frames: string[]; error: string | null }
+  /** The closing frames once settled, and the error to log. */
+  end(
+    settlement: StreamSettlement,
+    complete: boolean,
+    identity: StreamIdentity | null,
+  ): { frames: string[]; error: string | null }
 }
 
 /** Bun's controller of a `type: "direct"` stream (bun-types has it as a global interface). */
@@ -70,7 +101,7 @@ class StreamRelay {
   readonly type = 'direct'
   private readonly deps: StreamContext['deps']
   private readonly timing: StreamTiming
-  private readonly chat: SettledChat
+  private readonly chat: ClearedChat
   private readonly messages: ChatMessageLike[]
   private readonly admission: Admission
   private readonly preBalance: MicroDiem | null
@@ -86,12 +117,14 @@ class StreamRelay {
   /** When the pending supplier read began (ms since the epoch); 0 when none is pending. */
   private waitingSince = 0
   private usage: Usage | null = null
-  private settled: Promise<Settlement | null> | null = null
+  private settled: Promise<StreamSettlement> | null = null
   /** Silence counted since the last content, and when the last silence was noticed. */
   private silentMs = 0
   private silenceAt = 0
   /** A keep-alive the client has not taken yet: no more silences are counted until it has. */
   private blocked = false
+  /** The supplier is done and the clear is being tried: the client waits on us, not on it. */
+  private settling = false
   /** The supplier read was cancelled (stall or client gone): what it brings is dropped. */
   private stopped = false
   private closed = false
@@ -110,7 +143,7 @@ class StreamRelay {
     this.requestId = ctx.requestId
     this.onFinish = ctx.onFinish
     this.upstream = ctx.dispatched.response
-    this.events = new UpstreamEvents(ctx.dispatched.head)
+    this.events = ctx.dispatched.events!
     this.clock = clockFor(ctx.timing)
     metrics.openStreams.value += 1
     // The lease lives as long as the stream: renewed while it flows, so only a dead replica's is reaped.
@@ -171,11 +204,17 @@ class StreamRelay {
   }
 
   private async end(sink: Sink): Promise<void> {
-    this.clock.remove(this)
+    // Ended by what the supplier sent (an error frame, a frame past the bound): its call ends too.
+    this.upstream.cancel()
     const complete = this.usage !== null
+    // Keep-alives go on while the clear is tried (the clock stays on until pull() returns).
+    this.settling = true
+    this.waitingSince = Date.now()
     const settlement = await this.settle(complete ? 'completed' : 'incomplete')
+    this.waitingSince = 0
+    this.clock.remove(this)
     if (this.cancelled) return
-    const { frames, error } = this.shape.end(settlement, complete)
+    const { frames, error } = this.shape.end(settlement, complete, this.events.identity)
     for (const f of frames) sink.write(f)
     this.finish(settlement, error)
     sink.close()
@@ -188,20 +227,27 @@ class StreamRelay {
     this.clock.remove(this)
     this.stop()
     const settlement = await this.settle(this.usage ? 'completed' : 'incomplete')
-    this.finish(settlement, 'client_closed')
+    this.finish(settlement, settlement === 'unknown' ? 'store_unavailable' : 'client_closed')
   }
 
-  /** The clock's check, while the supplier is awaited: a keep-alive, or a stall given up on. */
+  /**
+   * The clock's check, while the supplier or the clear is awaited: a keep-alive, or a stalled
+   * supplier given up on.
+   */
   tick(now: number): void {
     const since = this.waitingSince
     if (since === 0 || this.blocked || this.closed || this.cancelled) return
-    const wait = Math.min(this.timing.keepAliveMs, this.timing.idleMs - this.silentMs)
+    const wait = this.settling
+      ? this.timing.keepAliveMs
+      : Math.min(this.timing.keepAliveMs, this.timing.idleMs - this.silentMs)
     if (now - Math.max(since, this.silenceAt) < wait) return
     this.silenceAt = now
-    this.silentMs += wait
-    if (this.silentMs >= this.timing.idleMs) {
-      this.stop() // a stalled supplier is a truncated one: the pending read ends, then the settlement
-      return
+    if (!this.settling) {
+      this.silentMs += wait
+      if (this.silentMs >= this.timing.idleMs) {
+        this.stop() // a stalled supplier is a truncated one: the pending read ends, then the settlement
+        return
+      }
     }
     const written = this.sink!.write(KEEP_ALIVE)
     if (written instanceof Promise) {
@@ -214,16 +260,15 @@ class StreamRelay {
   }
 
   /** Settles once, whatever calls it first (the end of the stream or the client leaving). */
-  private settle(outcome: 'completed' | 'incomplete'): Promise<Settlement | null> {
+  private settle(outcome: 'completed' | 'incomplete'): Promise<StreamSettlement> {
     this.settled ??= this.commit(outcome)
     return this.settled
   }
 
-  private async commit(outcome: 'completed' | 'incomplete'): Promise<Settlement | null> {
+  private async commit(outcome: 'completed' | 'incomplete'): Promise<StreamSettlement> {
     metrics.openStreams.value -= 1
-    this.deps.renewer.remove(this.admission.attemptId)
     try {
-      return await settle(this.deps, {
+      return await clearUsage(this.deps, {
         chat: this.chat,
         messages: this.messages,
         admission: this.admission,
@@ -231,14 +276,20 @@ class StreamRelay {
         reported: this.usage,
         generatedTokens: () => this.counter?.total() ?? Promise.resolve(0),
         outcome,
+        // The clear is idempotent and the client is still here: try it as long as it may wait.
+        storeWaitsMs: waitsFor(this.timing.settleWaitMs),
       })
     } catch (error) {
-      // Not committed: no charge. The lease is left to the reaper, which returns the hold.
+      // Either way the lease is left: the reaper returns the hold of a clear that did not run.
+      const unknown = isRedisUnavailable(error)
       this.deps.logger.error(
-        { requestId: this.requestId, err: (error as Error).message },
-        'stream settlement failed',
+        { requestId: this.requestId, err: (error as Error).message, outcomeKnown: !unknown },
+        unknown ? 'stream settlement unknown: store unavailable' : 'stream settlement failed',
       )
-      return null
+      return unknown ? 'unknown' : 'not_committed'
+    } finally {
+      // Renewed while the clear is tried, so a long wait for the store is not taken for a dead replica.
+      this.deps.renewer.remove(this.admission.attemptId)
     }
   }
 
@@ -246,13 +297,12 @@ class StreamRelay {
   private stop(): void {
     if (this.stopped) return
     this.stopped = true
-    this.deps.renewer.remove(this.admission.attemptId)
     this.upstream.cancel()
   }
 
-  private finish(settlement: Settlement | null, error: string | null): void {
+  private finish(settlement: StreamSettlement, error: string | null): void {
     this.closed = true
-    this.onFinish?.({ settlement, error })
+    this.onFinish?.({ settlement: typeof settlement === 'string' ? null : settlement, error })
   }
 }
 
@@ -279,21 +329,36 @@ class ChatShape implements StreamShape {
     this.usageChunk = chunk
   }
 
-  end(settlement: Settlement | null, complete: boolean) {
-    if (!settlement) {
+  end(settlement: StreamSettlement, complete: boolean, identity: StreamIdentity | null) {
+    const ref = { supportReference: this.supportReference }
+    if (settlement === 'not_committed') {
       return {
-        frames: [sseError('settle_failed', 'settlement did not commit; nothing was charged')],
+        frames: [
+          sseError('settle_failed', 'settlement did not commit; nothing was charged', 'api_error', ref),
+        ],
         error: 'settle_failed',
       }
     }
+    if (settlement === 'unknown') {
+      const message = unknownOutcomeMessage(this.supportReference)
+      return {
+        frames: [sseError('store_unavailable', message, 'api_error', ref)],
+        error: 'store_unavailable',
+      }
+    }
     const frames: string[] = []
-    if (this.usageChunk) frames.push(frame(this.usageChunk))
+    // The usage chunk and the cost frame belong to the stream's own completion: its id, created and
+    // model, so a client that joins chunks by id (openai-node's stream helpers) keeps one completion.
+    const own = {
+      id: identity?.id ?? `chatcmpl-${this.requestId.slice(4)}`,
+      created: identity?.created ?? Math.floor(Date.now() / 1000),
+      model: identity?.model ?? this.modelId,
+    }
+    if (this.usageChunk) frames.push(frame({ ...this.usageChunk, ...own }))
     frames.push(
       frame({
-        id: `chatcmpl-${this.requestId.slice(4)}`,
+        ...own,
         object: 'svc.cost',
-        created: Math.floor(Date.now() / 1000),
-        model: this.modelId,
         choices: [],
         costUsdc: formatMicros(settlement.charged),
         clearingPriceCents: settlement.askCents,

@@ -1,7 +1,7 @@
 // One call to a supplier's upstream, classified: a usable response, or a failure before any byte
 // that the dispatcher may fall forward from. The upstream key is used here and nowhere else.
 import { type MicroDiem, parseMicros } from '../money/units.ts'
-import { type UpstreamResponse, upstreamRequest } from '../upstream/client.ts'
+import { UpstreamBodyTooLarge, type UpstreamResponse, upstreamRequest } from '../upstream/client.ts'
 
 export interface SupplierCall {
   baseUrl: string
@@ -12,6 +12,8 @@ export interface SupplierCall {
   signal: AbortSignal
   /** Buffered: the whole answer; streamed: the head and the first body bytes. */
   timeoutMs: number
+  /** Buffered: the most bytes its answer may have (past it, upstream_too_large). */
+  maxBodyBytes: number
 }
 
 export type SupplierOutcome =
@@ -38,18 +40,94 @@ export function balanceHeader(response: UpstreamResponse): MicroDiem | null {
   return micros === null || micros < 0 ? null : (micros as MicroDiem)
 }
 
-async function errorMessage(response: UpstreamResponse): Promise<string> {
+/** An error body is read this far and no further: only its message is kept, for the log. */
+const ERROR_BODY_BYTES = 4 * 1024
+const MESSAGE_CHARS = 300
+
+/** The first ERROR_BODY_BYTES of an error body; the connection closes if there is more. */
+async function errorText(response: UpstreamResponse): Promise<string> {
+  const parts: Uint8Array[] = []
+  let length = 0
   try {
-    const text = (await response.text()).slice(0, 2_000)
-    const body = JSON.parse(text) as { error?: unknown }
-    const error = body.error
-    if (typeof error === 'string') return error
-    if (error && typeof (error as { message?: unknown }).message === 'string')
-      return (error as { message: string }).message
-    return text.slice(0, 200)
+    for (let part = await response.read(); part; part = await response.read()) {
+      parts.push(part.slice(0, ERROR_BODY_BYTES - length))
+      length += part.length
+      if (length >= ERROR_BODY_BYTES) {
+        response.cancel()
+        break
+      }
+    }
   } catch {
-    return `status ${response.status}`
+    // Broken or past the call's bound: what came is enough for a log line.
   }
+  return Buffer.concat(parts).toString('utf8')
+}
+
+/** The supplier's own words about its error, bounded; they go to the log, never to a buyer. */
+async function errorMessage(response: UpstreamResponse): Promise<string> {
+  const text = await errorText(response)
+  try {
+    const error = (JSON.parse(text) as { error?: unknown }).error
+    if (typeof error === 'string') return error.slice(0, MESSAGE_CHARS)
+    if (error && typeof (error as { message?: unknown }).message === 'string')
+      return (error as { message: string }).message.slice(0, MESSAGE_CHARS)
+  } catch {
+    // Not JSON, or cut at the bound.
+  }
+  return text === '' ? `status ${response.status}` : text.slice(0, MESSAGE_CHARS)
+}
+
+/**
+ * A buffered answer read whole, within the call's bound, served again to whoever reads it: the
+ * dispatcher parses it as it would the supplier's own body.
+ */
+class ReadAnswer implements UpstreamResponse {
+  private taken = false
+
+  constructor(
+    private readonly answer: UpstreamResponse,
+    private readonly body: Buffer,
+  ) {}
+
+  get status(): number {
+    return this.answer.status
+  }
+
+  header(name: string): string | null {
+    return this.answer.header(name)
+  }
+
+  read(): Promise<Uint8Array | null> {
+    const first = !this.taken
+    this.taken = true
+    return Promise.resolve(first && this.body.length > 0 ? this.body : null)
+  }
+
+  text(): Promise<string> {
+    this.taken = true
+    return Promise.resolve(this.body.toString('utf8'))
+  }
+
+  async json(): Promise<unknown> {
+    return JSON.parse(await this.text())
+  }
+
+  cancel(): void {
+    this.taken = true
+  }
+}
+
+/** The whole of a buffered answer, or the failure code when it broke or passed the bound. */
+async function wholeBody(response: UpstreamResponse): Promise<Buffer | string> {
+  const parts: Uint8Array[] = []
+  try {
+    for (let part = await response.read(); part; part = await response.read()) parts.push(part)
+  } catch (error) {
+    if (error instanceof UpstreamBodyTooLarge) return 'upstream_too_large'
+    return (error as Error).name === 'AbortError' ? 'client_closed' : 'upstream_broken_body'
+  }
+  const only = parts.length === 1 ? parts[0]! : null
+  return only ? Buffer.from(only.buffer, only.byteOffset, only.byteLength) : Buffer.concat(parts)
 }
 
 export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome> {
@@ -69,6 +147,8 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
       // head and the first body bytes: then the relay's idle watch takes over, so a stream that
       // runs longer than the first-byte timeout is never cut.
       deadline: { ms: call.timeoutMs, until: call.stream ? 'body' : 'end' },
+      // A stream's frames are bounded one by one as they are parsed (upstream-events.ts).
+      ...(call.stream ? {} : { maxBodyBytes: call.maxBodyBytes }),
     })
   } catch (error) {
     const name = (error as Error).name
@@ -81,7 +161,13 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
     return { ok: false, code, clientError: false, status: null, message: code, balance: null }
   }
   const preBalance = balanceHeader(response)
-  if (response.status >= 200 && response.status < 300) return { ok: true, response, preBalance }
+  if (response.status >= 200 && response.status < 300) {
+    if (call.stream) return { ok: true, response, preBalance }
+    // Read here, within the bound, so that a body past it is a failure of its own before any byte.
+    const body = await wholeBody(response)
+    if (typeof body !== 'string') return { ok: true, response: new ReadAnswer(response, body), preBalance }
+    return { ok: false, code: body, clientError: false, status: null, message: body, balance: null }
+  }
 
   // Read to its end or failed, the answer's deadline is over either way.
   const message = await errorMessage(response)

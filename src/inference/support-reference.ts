@@ -1,5 +1,5 @@
 // Support references: opaque, unguessable, short. `sr_` and 20 base32 characters (100 bits).
-import type { ApiError } from '../http/errors.ts'
+import type { ApiError } from '../errors.ts'
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567'
 

@@ -1,7 +1,8 @@
 // Counting tokens off the main thread: the tokenizer runs in a worker (token-worker.ts), started
-// the first time a count is needed and stopped after a minute without one (it holds about 58 MB of
-// RSS, its own heap with the tokenizer's tables). Suppliers report usage on almost every answer, so
-// most processes never start it, or only now and then.
+// the first time a count is needed and stopped after a minute without one (its own heap with the
+// tokenizer's tables is memory worth handing back; see BENCHMARKS.md, "Token counts in a worker").
+// Suppliers report usage on almost every answer, so most processes never start it, or only now and
+// then.
 import type { CountReply, CountRequest } from './token-worker.ts'
 
 // `bun build --compile` takes the worker as a second entry point (package.json's build). In the

@@ -1,7 +1,7 @@
 // The tokenizer's own thread: counts text with gpt-tokenizer (o200k) for the main thread's
-// TokenCount. Its tables (about 24 MB of JS heap) live in this worker's heap, so the gateway's own
-// heap, and the garbage its collector lets build up in proportion to it, stay small; loading them
-// (about half a second) never stalls a request.
+// TokenCount. Its tables, larger than the rest of the gateway's JS heap, live in this worker's heap,
+// so the gateway's own heap, and the garbage its collector lets build up in proportion to it, stay
+// small; loading them never stalls a request (see BENCHMARKS.md, "Token counts in a worker").
 import { countTokens } from 'gpt-tokenizer'
 
 export interface CountRequest {

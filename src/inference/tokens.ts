@@ -1,6 +1,7 @@
-// Token counts the gateway makes itself. The hold needs a fast, generous upper bound of the prompt
+// Token counts the gateway makes itself. The hold needs a fast, true upper bound of the prompt
 // (bytes, no tokenizer on the hot path); an answer that ends without usage is billed from a real
 // tokenizer's count, made off the main thread (token-count.ts) and only when one is needed.
+import { dataUrlImageSize, imageTokenBound } from './image-tokens.ts'
 import { countTokens } from './token-count.ts'
 
 export interface ChatMessageLike {
@@ -12,6 +13,9 @@ export interface ChatMessageLike {
 
 const PER_MESSAGE_OVERHEAD = 4
 const PER_REQUEST_OVERHEAD = 16
+
+/** Request fields the supplier turns into prompt text beside the messages (tools, schemas ...). */
+export const PROMPT_FIELDS = ['tools', 'functions', 'tool_choice', 'response_format', 'prediction'] as const
 
 function messageText(message: ChatMessageLike): string {
   const content = message.content
@@ -27,15 +31,48 @@ function messageText(message: ChatMessageLike): string {
   return text
 }
 
+const byteLength = (value: unknown) => (value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value)))
+
+function imageUrlOf(part: unknown): string | null {
+  const p = part as { type?: unknown; image_url?: unknown } | null
+  if (!p || typeof p !== 'object' || p.image_url === undefined) return null
+  const url = typeof p.image_url === 'string' ? p.image_url : (p.image_url as { url?: unknown } | null)?.url
+  return typeof url === 'string' ? url : ''
+}
+
 /**
- * An upper bound of a prompt's tokens for the hold: 2 tokens per 5 UTF-8 bytes is above what
- * common tokenizers give for text, code and CJK alike. Over-holding costs nothing (the rest goes
- * back at the clear); under-holding would be written off.
+ * A true upper bound of a chat request's prompt tokens, for the hold: a byte-level BPE never makes
+ * more tokens than the text has bytes, and every string the supplier could turn into prompt text
+ * is counted at one token per byte (its JSON, keys and quotes included: a little over, never
+ * under). An image part counts what the most expensive vision encoding makes of its size
+ * (image-tokens.ts), never its base64 bytes. Over-holding costs the buyer nothing (the rest goes
+ * back at the clear); under-holding would let a supplier be paid for less than it served.
  */
-export function promptTokenBound(messages: ChatMessageLike[], extra = ''): number {
-  let bytes = Buffer.byteLength(extra)
-  for (const message of messages) bytes += Buffer.byteLength(messageText(message))
-  return Math.ceil((bytes * 2) / 5) + PER_MESSAGE_OVERHEAD * messages.length + PER_REQUEST_OVERHEAD
+export function promptTokenBound(messages: ChatMessageLike[], fields: Record<string, unknown> = {}): number {
+  let bytes = 0
+  for (const name of PROMPT_FIELDS) bytes += byteLength(fields[name])
+  let images = 0
+  for (const message of messages) {
+    const { content, ...rest } = message as Record<string, unknown>
+    bytes += byteLength(rest)
+    if (!Array.isArray(content)) {
+      bytes += typeof content === 'string' ? Buffer.byteLength(content) : byteLength(content)
+      continue
+    }
+    for (const part of content) {
+      const url = imageUrlOf(part)
+      if (url === null) {
+        bytes += byteLength(part)
+        continue
+      }
+      // The rest of the part too: a supplier reads it by its type, and a text part may carry an
+      // image_url beside its text.
+      const { image_url: _, ...rest } = part as Record<string, unknown>
+      bytes += byteLength(rest)
+      images += imageTokenBound(dataUrlImageSize(url))
+    }
+  }
+  return bytes + images + PER_MESSAGE_OVERHEAD * messages.length + PER_REQUEST_OVERHEAD
 }
 
 /** The prompt's tokens by a real tokenizer, for billing a stream that reported no usage. */

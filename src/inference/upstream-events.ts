@@ -1,6 +1,12 @@
 // The supplier's SSE stream parsed frame by frame, as the relay feeds it the bytes it reads:
 // content chunks (kept as their raw text, so the relay passes them through untouched), the usage
-// chunk, [DONE], and the end. Memory stays at one partial frame.
+// chunk, [DONE], and the end. Memory stays at one partial frame, and that frame is bounded.
+//
+// The supplier is not trusted with the client's stream: only chat.completion.chunk objects with a
+// `choices` array pass (nothing may pass for the gateway's own svc.cost frame), and the gateway's
+// own cost fields are taken off them. A supplier's error frame means it broke: the stream ends
+// there, as a truncated one (billed on estimate, `stream_incomplete`). So does a frame that is not
+// complete within the bound.
 import { readUsage, type Usage } from './meter.ts'
 
 export type UpstreamEvent =
@@ -26,25 +32,64 @@ function cutCharacter(bytes: Uint8Array): number {
   return 0
 }
 
-function deltaText(chunk: {
-  choices?: { delta?: { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown } }[]
-}) {
-  const delta = chunk.choices?.[0]?.delta
-  if (!delta) return ''
-  let text = typeof delta.content === 'string' ? delta.content : ''
-  if (typeof delta.reasoning_content === 'string') text += delta.reasoning_content
-  if (delta.tool_calls !== undefined) text += JSON.stringify(delta.tool_calls)
+type Delta = { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown }
+
+/** The text a chunk generated, across every choice (a request with `n` streams them interleaved). */
+function deltaText(chunk: { choices?: { delta?: Delta }[] }) {
+  const choices = chunk.choices
+  if (!choices) return ''
+  let text = ''
+  for (const choice of choices) {
+    const delta = choice?.delta
+    if (!delta) continue
+    if (typeof delta.content === 'string') text += delta.content
+    if (typeof delta.reasoning_content === 'string') text += delta.reasoning_content
+    if (delta.tool_calls !== undefined) text += JSON.stringify(delta.tool_calls)
+  }
   return text
 }
 
+/** Fields of the gateway's own frames (svc.cost): never taken from a supplier. */
+const OWN_FIELDS = ['costUsdc', 'clearingPriceCents', 'supportReference']
+
+function withoutOwnFields(chunk: Record<string, unknown>): Record<string, unknown> {
+  if (!OWN_FIELDS.some((name) => name in chunk)) return chunk
+  const copy = { ...chunk }
+  for (const name of OWN_FIELDS) delete copy[name]
+  return copy
+}
+
+/** What names a stream's chunks: a client takes a chunk with another id for another completion. */
+export interface StreamIdentity {
+  id: unknown
+  created: unknown
+  model: unknown
+}
+
 export class UpstreamEvents {
+  /** The first content chunk's id, created and model: the frames the gateway adds carry them too. */
+  identity: StreamIdentity | null = null
   private buffer = ''
+  /** The bytes of the frame not complete yet, counted as they arrive. */
+  private partialBytes = 0
   private carry: Uint8Array | null = null
   private started = false
+  /** The end is queued: nothing after it is parsed. */
+  private over = false
   private readonly queue: UpstreamEvent[] = []
 
-  constructor(head?: Uint8Array) {
+  constructor(
+    /** How many bytes a frame may take before its blank line; past it, the stream ends broken. */
+    private readonly maxFrameBytes: number,
+    head?: Uint8Array,
+  ) {
     if (head) this.push(head)
+  }
+
+  /** The stream broke (an error frame, a frame past the bound) before any content was parsed. */
+  brokeBeforeContent(): boolean {
+    const first = this.queue[0]
+    return first?.kind === 'end' && first.broken
   }
 
   /** The next event parsed so far, if any. */
@@ -54,16 +99,24 @@ export class UpstreamEvents {
 
   /** Bytes read from the supplier. */
   push(bytes: Uint8Array): void {
+    if (this.over) return
+    this.partialBytes += bytes.length
     this.buffer += this.decode(bytes)
     // SSE allows CRLF line ends; fold them so frames split the same way (a CR left at the end of
     // one chunk meets its LF in the next).
     if (this.buffer.includes('\r\n')) this.buffer = this.buffer.replaceAll('\r\n', '\n')
     let cut = this.buffer.indexOf('\n\n')
-    while (cut !== -1) {
+    if (cut === -1) {
+      if (this.partialBytes > this.maxFrameBytes) this.finish(true)
+      return
+    }
+    while (cut !== -1 && !this.over) {
       this.frame(this.buffer.slice(0, cut), this.buffer.slice(0, cut + 2))
       this.buffer = this.buffer.slice(cut + 2)
       cut = this.buffer.indexOf('\n\n')
     }
+    this.partialBytes = Buffer.byteLength(this.buffer)
+    if (this.partialBytes > this.maxFrameBytes) this.finish(true)
   }
 
   /**
@@ -71,9 +124,19 @@ export class UpstreamEvents {
    * failed) and `cut` (the relay stopped reading) drop it.
    */
   end(how: 'done' | 'broken' | 'cut'): void {
+    if (this.over) return
     if (how === 'done' && this.buffer.trim() !== '') this.frame(this.buffer, `${this.buffer}\n\n`)
+    this.finish(how === 'broken')
+  }
+
+  /** Queues the end, once; what is left of a frame is dropped. */
+  private finish(broken: boolean): void {
+    if (this.over) return
+    this.over = true
     this.buffer = ''
-    this.queue.push({ kind: 'end', broken: how === 'broken' })
+    this.partialBytes = 0
+    this.carry = null
+    this.queue.push({ kind: 'end', broken })
   }
 
   private decode(bytes: Uint8Array): string {
@@ -113,15 +176,32 @@ export class UpstreamEvents {
       this.queue.push({ kind: 'done' })
       return
     }
-    let chunk: Record<string, unknown>
+    let parsed: unknown
     try {
-      chunk = JSON.parse(data) as Record<string, unknown>
+      parsed = JSON.parse(data)
     } catch {
       return // a malformed frame is dropped, not relayed
     }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return
+    let chunk = parsed as Record<string, unknown>
+    if (chunk.error !== undefined && chunk.error !== null) {
+      this.finish(true) // the supplier broke mid-stream
+      return
+    }
+    if (chunk.object !== undefined && chunk.object !== 'chat.completion.chunk') return
     const usage = readUsage(chunk.usage)
-    const choices = chunk.choices as unknown[] | undefined
-    if (usage && (!choices || choices.length === 0)) {
+    const choices = chunk.choices
+    if (!Array.isArray(choices)) {
+      // A usage chunk is relayed later as a chunk of its own, with an empty `choices`.
+      if (usage) this.queue.push({ kind: 'usage', usage, chunk: { ...withoutOwnFields(chunk), choices: [] } })
+      return
+    }
+    const clean = withoutOwnFields(chunk)
+    // Passed on as it came only when its text says what it parsed to: one `object` key, none of ours.
+    const asItCame = plain && clean === chunk && data.indexOf('"object"') === data.lastIndexOf('"object"')
+    chunk = clean
+    this.identity ??= { id: chunk.id, created: chunk.created, model: chunk.model }
+    if (usage && choices.length === 0) {
       this.queue.push({ kind: 'usage', usage, chunk })
       return
     }
@@ -136,6 +216,10 @@ export class UpstreamEvents {
       this.queue.push({ kind: 'usage', usage, chunk: { ...chunk, choices: [] } })
       return
     }
-    this.queue.push({ kind: 'content', frame: plain ? whole : `data: ${data}\n\n`, delta: deltaText(chunk) })
+    this.queue.push({
+      kind: 'content',
+      frame: asItCame ? whole : `data: ${JSON.stringify(chunk)}\n\n`,
+      delta: deltaText(chunk),
+    })
   }
 }

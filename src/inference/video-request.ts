@@ -2,7 +2,7 @@
 // (the catalog's per-second price x seconds) and the body the supplier's queue receives.
 import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
-import { badRequest } from '../http/errors.ts'
+import { badRequest } from '../errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
 
@@ -20,14 +20,14 @@ export const videoBodySchema = t.Object(
 
 export type VideoBody = typeof videoBodySchema.static
 
-export interface AdmittedVideo {
+export interface ValidVideo {
   modelId: string
   seconds: number
   burnEstimate: MicroDiem
   upstreamBody: Record<string, unknown>
 }
 
-export function admitVideo(body: VideoBody, entry: CatalogEntry | undefined): AdmittedVideo {
+export function validateVideo(body: VideoBody, entry: CatalogEntry | undefined): ValidVideo {
   const { row, prices } = callableModel(entry, body.model, 'video', ['perSecond'])
   const seconds = typeof body.duration === 'number' ? body.duration : Number(body.duration.slice(0, -1))
   const allowed = (row.constraints?.durations as string[] | undefined)?.map((d) => Number.parseInt(d, 10))

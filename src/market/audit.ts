@@ -9,6 +9,16 @@ export interface AuditFinding {
   problem: string
 }
 
+/** A write-off: what a late clear could not charge, with its attempt and why. */
+export interface WriteOff {
+  attemptId: string
+  /** micro-USDC */
+  amount: number
+  accountId: string | null
+  offerId: string | null
+  reason: string
+}
+
 const MONEY_FIELDS = ['confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff'] as const
 
 async function scanHashes(redis: Redis, pattern: string): Promise<Record<string, string>[]> {
@@ -48,6 +58,7 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
   const attempts = await scanHashes(redis, `${escapeGlob(keys.base)}attempt:*`)
   const open = attempts.filter((a) => a.state === 'admitted')
   const heldByAccount = new Map<string, number>()
+  const heldByKey = new Map<string, number>()
   const heldByOffer = new Map<string, number>()
   const slotsByOffer = new Map<string, number>()
   const inflight = new Map<string, number>()
@@ -55,11 +66,23 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
     map.set(key, (map.get(key) ?? 0) + amount)
   for (const a of open) {
     add(heldByAccount, a.accountId!, num(a, 'holdUsdc'))
+    add(heldByKey, `${a.accountId}|${a.keyId}`, num(a, 'holdUsdc'))
     add(heldByOffer, a.offerId!, num(a, 'holdDiem'))
     add(slotsByOffer, a.offerId!, 1)
     add(inflight, `k:${a.keyId}`, 1)
     add(inflight, `a:${a.accountId}`, 1)
-    if (a.lane) add(inflight, `${a.lane}:${a.accountId}`, 1)
+    if (a.capGroup) add(inflight, `${a.capGroup}:${a.accountId}`, 1)
+  }
+  // Cleared attempts: billed within the hold (a late clear within the balance), the rest disputed.
+  for (const a of attempts) {
+    if (a.state !== 'cleared') continue
+    const subject = `attempt ${a.id}`
+    if (num(a, 'burn') > num(a, 'holdDiem'))
+      off(subject, `billed burn ${a.burn} exceeds its hold ${a.holdDiem}`)
+    if (!a.lateClear && num(a, 'costUsdc') > num(a, 'holdUsdc'))
+      off(subject, `charged ${a.costUsdc} exceeds its hold ${a.holdUsdc}`)
+    if (num(a, 'writtenOff') > 0 && !a.lateClear)
+      off(subject, `written off ${a.writtenOff} without a reaped lease`)
   }
   const leased = new Set(await redis.zrange(keys.leases, 0, -1))
   for (const a of open) if (!leased.has(a.id!)) off(`attempt ${a.id}`, 'admitted but has no lease')
@@ -94,6 +117,11 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
     spent += num(row, 'spent')
     accountWrittenOff += num(row, 'writtenOff')
   })
+  for (const [i, row] of accounts.entries()) {
+    if (row.id)
+      for (const finding of await auditKeys(redis, keys, accountIds[i]!, row, heldByKey))
+        findings.push(finding)
+  }
 
   // Offers: burned never above posted; holds and slots match the open attempts.
   let earned = 0
@@ -134,13 +162,115 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
     if (counters[field] === undefined) off(`in-flight ${field}`, `missing; ${count} open attempts`)
   }
 
-  // Market: what buyers paid plus what was written off is what suppliers earned plus fees, summed
-  // over every account and every offer (deleted offers included): each clear adds the same cost to
-  // both sides, so a clear half applied, or applied twice on one side, shows here.
-  if (spent + accountWrittenOff !== earned + fees)
-    off(
-      'market',
-      `buyer spend ${spent} + written off ${accountWrittenOff} != supplier earnings ${earned} + fees ${fees}`,
-    )
+  // Market: what buyers paid is what suppliers earned plus fees, summed over every account and every
+  // offer (deleted offers included): each clear adds what it charged to both sides, so a clear half
+  // applied, applied twice on one side, or paying a supplier what no buyer paid, shows here.
+  if (spent !== earned + fees)
+    off('market', `buyer spend ${spent} != supplier earnings ${earned} + fees ${fees}`)
+  // Every write-off is listed, once, by the clear that made it.
+  const listed = (await redis.hvals(keys.writeoffs)).reduce((sum, amount) => sum + Number(amount), 0)
+  if (listed !== accountWrittenOff)
+    off('market', `accounts' written off ${accountWrittenOff} != the write-off list's ${listed}`)
   return findings
+}
+
+const KEY_FIELD = /^(limit|spent|held):(.+)$/
+
+/**
+ * Per API key of an account (the account hash's limit:/spent:/held:<keyId> fields): what it holds
+ * is what its open attempts hold; what it spent never passes its limit; and what it spent is what
+ * its ended attempts were charged, summed over the account's settled-attempt Stream. Attempt
+ * hashes and Stream entries both expire with the record retention, so the sum is checked as equal
+ * while the Stream still holds every entry it was given (XINFO's entries-added = length), and
+ * as at most the key's spent once older entries were trimmed.
+ */
+async function auditKeys(
+  redis: Redis,
+  keys: Keyspace,
+  accountId: string,
+  row: Record<string, string>,
+  heldByKey: Map<string, number>,
+): Promise<AuditFinding[]> {
+  const findings: AuditFinding[] = []
+  const perKey = new Map<string, { limit: number | null; spent: number; held: number }>()
+  const of = (keyId: string) => {
+    const k = perKey.get(keyId) ?? { limit: null, spent: 0, held: 0 }
+    perKey.set(keyId, k)
+    return k
+  }
+  for (const [field, value] of Object.entries(row)) {
+    const match = KEY_FIELD.exec(field)
+    if (!match) continue
+    const k = of(match[2]!)
+    if (match[1] === 'limit') k.limit = Number(value)
+    else k[match[1] as 'spent' | 'held'] = Number(value)
+  }
+  for (const [whose] of heldByKey) {
+    const [account, keyId] = whose.split('|')
+    if (account === accountId) of(keyId!)
+  }
+  const { charged, complete } = await chargedByKey(redis, keys.accountActivity(accountId))
+  for (const keyId of charged.keys()) of(keyId)
+  for (const [keyId, k] of perKey) {
+    const subject = `key ${keyId} of account ${accountId}`
+    const off = (problem: string) => findings.push({ subject, problem })
+    for (const [field, value] of [
+      ['spent', k.spent],
+      ['held', k.held],
+      ['limit', k.limit ?? 0],
+    ] as const) {
+      if (!Number.isSafeInteger(value) || value < 0)
+        off(`${field} is not a whole amount at or above zero: ${value}`)
+    }
+    const open = heldByKey.get(`${accountId}|${keyId}`) ?? 0
+    if (k.held !== open) off(`held ${k.held} != holds of its open attempts ${open}`)
+    if (k.limit !== null && k.spent > k.limit) off(`spent ${k.spent} is above its limit ${k.limit}`)
+    const sum = charged.get(keyId) ?? 0
+    if (complete && sum !== k.spent) off(`spent ${k.spent} != its attempts' charges ${sum}`)
+    if (!complete && sum > k.spent) off(`its retained attempts' charges ${sum} exceed its spent ${k.spent}`)
+  }
+  return findings
+}
+
+/** What each key was charged over an account's Stream, and whether it holds every entry added. */
+async function chargedByKey(redis: Redis, stream: string) {
+  const charged = new Map<string, number>()
+  let start = '-'
+  for (;;) {
+    const entries = (await redis.xrange(stream, start, '+', 'COUNT', 1000)) as [string, string[]][]
+    for (const [, flat] of entries) {
+      let key = ''
+      let cost = 0
+      for (let i = 0; i + 1 < flat.length; i += 2) {
+        if (flat[i] === 'key') key = flat[i + 1]!
+        else if (flat[i] === 'costUsdc') cost = Number(flat[i + 1])
+      }
+      charged.set(key, (charged.get(key) ?? 0) + cost)
+    }
+    if (entries.length < 1000) break
+    start = `(${entries.at(-1)![0]}`
+  }
+  let complete = true
+  if ((await redis.exists(stream)) === 1) {
+    const info = (await redis.xinfo('STREAM', stream)) as unknown[]
+    const field = (name: string) => Number(info[info.indexOf(name) + 1])
+    complete = field('entries-added') === field('length')
+  }
+  return { charged, complete }
+}
+
+/** Every write-off with its attempt and why (its attempt's record, while retained, says whose). */
+export async function listWriteOffs(redis: Redis, keys: Keyspace): Promise<WriteOff[]> {
+  const entries = Object.entries(await redis.hgetall(keys.writeoffs))
+  const records = await hashesOf(
+    redis,
+    entries.map(([attemptId]) => keys.attempt(attemptId)),
+  )
+  return entries.map(([attemptId, amount], i) => ({
+    attemptId,
+    amount: Number(amount),
+    accountId: records[i]?.accountId ?? null,
+    offerId: records[i]?.offerId ?? null,
+    reason: 'a result came after its lease was reaped, for more than the balance then held',
+  }))
 }

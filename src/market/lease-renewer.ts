@@ -4,14 +4,14 @@
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 import { TickingSet } from '../timing/ticking-set.ts'
-import { renewLease } from './settlement.ts'
+import { renewLease } from './leases.ts'
 
 export class LeaseRenewer {
   // Auto-pipelining sends each round's renewals together; a lease already reaped simply is not renewed.
   private readonly open: TickingSet<string>
 
   constructor(redis: Redis, keys: Keyspace, leaseMs: number) {
-    this.open = new TickingSet(Math.max(1_000, Math.floor(leaseMs / 3)), (id) => {
+    this.open = new TickingSet(Math.floor(leaseMs / 3), (id) => {
       renewLease(redis, keys, id, leaseMs).catch(() => {})
     })
   }

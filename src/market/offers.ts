@@ -3,9 +3,10 @@
 // together.
 import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
-import { ApiError } from '../http/errors.ts'
+import { ApiError } from '../errors.ts'
 import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { OfferCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
@@ -38,6 +39,8 @@ export interface OfferView {
   maxInFlight: number
   inFlight: number
   earnedUsdc: string
+  /** Burn its supplier reported beyond what requests could be billed: never paid. */
+  disputedDiem: string
   coolingDownUntil: string | null
   createdAt: string
 }
@@ -68,6 +71,7 @@ function view(raw: Record<string, string>): OfferView {
     maxInFlight: num('maxInFlight'),
     inFlight: num('inflight'),
     earnedUsdc: formatMicros(num('earned') as MicroUsdc),
+    disputedDiem: formatMicros(num('disputed')),
     coolingDownUntil: cooldown > Date.now() ? new Date(cooldown).toISOString() : null,
     createdAt: new Date(num('createdAt')).toISOString(),
   }
@@ -100,8 +104,8 @@ export class OfferService {
       ],
     )) as (string | number)[]
     const code = Number(reply[0])
-    if (code === -1) throw new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
-    if (code === -2) {
+    if (code === OfferCode.UnknownOffer) throw new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
+    if (code === OfferCode.BelowUsed) {
       throw new ApiError(
         409,
         'capacity_below_used',

@@ -3,7 +3,7 @@
 import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
-import { reapExpired } from './settlement.ts'
+import { reapExpired } from './leases.ts'
 
 export function startReaper(
   redis: Redis,

@@ -4,7 +4,7 @@
 // (plain JSON Schema) built on the routes' own limits; the route still validates what it is sent.
 import { type Static, type TSchema, t } from 'elysia'
 import { MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../accounts/accounts.ts'
-import { KEY_NAME_MAX } from '../accounts/api-keys.ts'
+import { KEY_NAME_MAX, LIMIT_USDC_PATTERN } from '../accounts/api-keys.ts'
 import { chatMessageSchema } from '../inference/chat-request.ts'
 
 /** One request to the app, on the caller's behalf. */
@@ -69,6 +69,11 @@ const chatInput = t.Object(
   { additionalProperties: false },
 )
 
+const limitUsdc = t.String({
+  pattern: LIMIT_USDC_PATTERN,
+  description: 'the most this key may spend, ever, in USDC as a decimal string ("5.000000")',
+})
+
 function tool<S extends ObjectSchema>(definition: Tool<S>): Tool {
   return definition as unknown as Tool
 }
@@ -114,13 +119,38 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'mint_key',
     description:
-      'Mints a new API key. The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys.',
+      'Mints a new API key, optionally with a spending limit (give an agent a key that cannot spend more than limitUsdc). The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys.',
     input: t.Object(
-      { name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX, description: 'a label for the key' }) },
+      {
+        name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX, description: 'a label for the key' }),
+        limitUsdc: t.Optional(limitUsdc),
+      },
       { additionalProperties: false },
     ),
     route: 'POST /v1/agent/keys',
-    call: (args) => ({ method: 'POST', path: '/v1/agent/keys', body: { name: args.name } }),
+    call: (args) => ({
+      method: 'POST',
+      path: '/v1/agent/keys',
+      body: { name: args.name, ...(args.limitUsdc === undefined ? {} : { limitUsdc: args.limitUsdc }) },
+    }),
+  }),
+  tool({
+    name: 'set_key_limit',
+    description:
+      "Sets one of the account's keys' spending limit (limitUsdc; null removes it), by its id from list_keys. A request that would take the key past it gets 403 key_limit_exceeded. Answers the key with limitUsdc, spentUsdc and limitRemainingUsdc.",
+    input: t.Object(
+      {
+        id: t.String({ minLength: 1, maxLength: 64, description: 'the key id (UUID) from list_keys' }),
+        limitUsdc: t.Union([limitUsdc, t.Null()]),
+      },
+      { additionalProperties: false },
+    ),
+    route: 'PATCH /v1/agent/keys/:id',
+    call: (args) => ({
+      method: 'PATCH',
+      path: `/v1/agent/keys/${segment(args.id)}`,
+      body: { limitUsdc: args.limitUsdc },
+    }),
   }),
   tool({
     name: 'revoke_key',
@@ -160,6 +190,41 @@ export const TOOLS: Tool[] = [
     ),
     route: 'GET /v1/agent/requests/:supportReference',
     call: (args) => ({ method: 'GET', path: `/v1/agent/requests/${segment(args.supportReference)}` }),
+  }),
+  tool({
+    name: 'list_activity',
+    description:
+      "The account's requests, newest first, one item per attempt: supportReference, model, keyId, status, costUsdc, clearingPriceCents, tokens, createdAt. For the next page pass the answer's nextCursor as before.",
+    input: t.Object(
+      {
+        limit: t.Optional(
+          t.Number({ multipleOf: 1, minimum: 1, maximum: 200, description: 'items, 1 to 200' }),
+        ),
+        before: t.Optional(
+          t.String({ minLength: 1, maxLength: 40, description: 'the nextCursor of the previous page' }),
+        ),
+      },
+      { additionalProperties: false },
+    ),
+    route: 'GET /v1/agent/activity',
+    call: (args) => {
+      const params = new URLSearchParams()
+      if (args.limit !== undefined) params.set('limit', String(args.limit))
+      if (args.before !== undefined) params.set('before', args.before)
+      const search = params.toString()
+      return { method: 'GET', path: `/v1/agent/activity${search ? `?${search}` : ''}` }
+    },
+  }),
+  tool({
+    name: 'get_usage',
+    description:
+      'What the account spent and how many requests it was served, per UTC day and by model, over 24h, 7d or 30d.',
+    input: t.Object(
+      { window: t.Optional(t.Union([t.Literal('24h'), t.Literal('7d'), t.Literal('30d')])) },
+      { additionalProperties: false },
+    ),
+    route: 'GET /v1/agent/usage',
+    call: (args) => ({ method: 'GET', path: `/v1/agent/usage?window=${args.window ?? '7d'}` }),
   }),
   tool({
     name: 'chat',

@@ -10,5 +10,13 @@ export const metrics = {
   ),
   clears: new Counter('svc_clears_total', 'Clears committed, by usage kind (metered or estimated)'),
   fallForwards: new Counter('svc_fall_forwards_total', 'Supplier failures before any byte, by code'),
+  disputedClears: new Counter(
+    'svc_disputed_clears_total',
+    'Clears where the supplier reported more burn than could be billed (beyond the hold)',
+  ),
+  disputedBurn: new Counter(
+    'svc_disputed_burn_microdiem_total',
+    'Burn suppliers reported beyond what could be billed, micro-DIEM: recorded, never paid',
+  ),
   openStreams: { value: 0 },
 }

@@ -12,8 +12,8 @@ const render = (labels: Labels) =>
 
 // Label sets repeat on every request (a route, a method, a status): each is sorted and escaped
 // once, then found again by walking a tree of its names and values, which builds no string on the
-// way (a joined key per call was 1.6 % of the gateway's CPU at 32 clients). Bounded, so that a
-// label fed from input could never grow it without end.
+// way (a key joined per call showed in the gateway's CPU profile: see BENCHMARKS.md, "Metric label
+// sets"). Bounded, so that a label fed from input could never grow it without end.
 interface LabelNode {
   next: Map<string, LabelNode>
   rendered?: string

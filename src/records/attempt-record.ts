@@ -16,8 +16,10 @@ export interface AttemptRecord {
   askCents: number | null
   /** what the buyer paid, micro-USDC */
   charged: number
-  /** metered (or estimated) capacity burn, micro-DIEM */
+  /** metered (or estimated) capacity burn billed, micro-DIEM: never above the hold */
   burn: number
+  /** burn the supplier reported beyond what was billed, micro-DIEM: never paid */
+  disputed: number
   inputTokens: number
   outputTokens: number
   estimated: boolean
@@ -57,6 +59,7 @@ export function endedAttempt(f: Record<string, string>): EndedAttempt | null {
       askCents: f.askCents ? Number(f.askCents) : null,
       charged: int(f.costUsdc),
       burn: int(f.burn),
+      disputed: int(f.disputed),
       inputTokens: int(f.inputTokens),
       outputTokens: int(f.outputTokens),
       estimated: f.estimated === '1',

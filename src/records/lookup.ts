@@ -63,6 +63,8 @@ function requestView(supportReference: string, first: EndedAttempt, attempts: At
     costUsdc: formatMicros(served?.charged ?? 0),
     clearingPriceCents: served?.askCents ?? null,
     burnDiem: formatMicros(served?.burn ?? 0),
+    // What the supplier reported beyond what this request could be billed: recorded, never paid.
+    disputedBurnDiem: formatMicros(served?.disputed ?? 0),
     usage: served
       ? {
           inputTokens: served.inputTokens,

@@ -1,8 +1,10 @@
-// A request refused at admission (402, 429, 503) never had an attempt admitted, so no script ends
-// one: its refusal is written here as an ended attempt of its own (state `refused`), so that the
-// request can be resolved by its support reference like any other. No money moves.
+// A request refused at admission (402, 403, 429, 503) never had an attempt admitted, so no script
+// ends one: lua/refuse.lua writes its refusal as an ended attempt of its own (state `refused`), so
+// that the request can be resolved by its support reference like any other and goes on the
+// settled-attempt Streams. No money moves.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
+import { runScript } from '../redis/scripts.ts'
 
 /** What the scripts keep an ended attempt for when not told (SVC_RECORD_RETENTION_DAYS's default). */
 export const DEFAULT_RECORD_RETENTION_MS = 30 * 86_400_000
@@ -24,20 +26,18 @@ export async function recordRefusal(
   refusal: Refusal,
   retentionMs: number,
 ): Promise<void> {
-  const key = keys.attempt(refusal.attemptId)
-  const results = await redis
-    .multi()
-    .hset(key, {
-      id: refusal.attemptId,
-      state: 'refused',
-      accountId: refusal.accountId,
-      keyId: refusal.apiKeyId,
-      requestId: refusal.requestId,
-      model: refusal.model,
-      errorCode: refusal.errorCode,
-      endedAt: Date.now(),
-    })
-    .pexpire(key, retentionMs)
-    .exec()
-  for (const [error] of results ?? []) if (error) throw error
+  await runScript(
+    redis,
+    'refuse',
+    [keys.base],
+    [
+      refusal.attemptId,
+      refusal.accountId,
+      refusal.apiKeyId,
+      refusal.requestId,
+      refusal.model,
+      refusal.errorCode,
+      retentionMs,
+    ],
+  )
 }

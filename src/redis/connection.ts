@@ -96,13 +96,27 @@ export async function masters(redis: Redis): Promise<Redis[]> {
   return client.nodes('master') as Redis[]
 }
 
-/** True for the errors Redis being unreachable gives, as opposed to a script's own errors. */
+/**
+ * True for the errors Redis being unreachable gives, as opposed to a script's own errors. Read from
+ * codes and messages only: the compiled binary is minified, so a class's name is not its source
+ * name there (ioredis' MaxRetriesPerRequestError takes its name from its constructor).
+ */
 export function isRedisUnavailable(error: unknown): boolean {
-  const e = error as { name?: string; message?: string; code?: string } | null
-  if (!e) return false
-  if (e.name === 'MaxRetriesPerRequestError') return true
-  if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE') return true
+  const e = error as { code?: unknown; message?: unknown } | null
+  if (!e || typeof e !== 'object') return false
+  const code = typeof e.code === 'string' ? e.code : ''
+  const message = typeof e.message === 'string' ? e.message : ''
+  if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT')
+    return true
   // Bun's native client (the script lane): a connection closed, not open yet, or timed out.
-  if (e.code?.startsWith('ERR_REDIS_CONNECTION')) return true
-  return /enableOfflineQueue|Connection is closed|Stream isn't writeable/i.test(e.message ?? '')
+  if (code.startsWith('ERR_REDIS_CONNECTION')) return true
+  return STORE_AWAY.test(message)
 }
+
+/**
+ * ioredis with no offline queue or out of retries; a connection that ended; and the replies of a
+ * Redis that runs no command yet (loading its data set, a master or cluster not serving), which
+ * refuse the command before it runs.
+ */
+const STORE_AWAY =
+  /enableOfflineQueue|Connection is closed|Stream isn't writeable|max retries per request|^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN)\b/i

@@ -14,7 +14,7 @@
 // that may write before it runs, where an EVAL form failed at its first write: nothing is written
 // either way.
 import { createHash } from 'node:crypto'
-import { MARKET_LIBS, MARKET_PROLOGUE } from './market-scripts.ts'
+import { MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
 
 export interface FunctionLibrary {
   /** svc_ and 16 hex digits of the code's hash (GATEWAY_LIBRARY_NAME). */

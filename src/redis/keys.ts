@@ -26,7 +26,9 @@ export function keyspace(prefix: string) {
 
     /**
      * hash, one per account: id, wallet (checksummed), createdAt (ms), maxPriceCents,
-     * and micro-USDC: confirmed (spendable), pending, held, spent, funded, writtenOff.
+     * and micro-USDC: confirmed (spendable), pending, held, spent, funded, writtenOff; per API key
+     * (revoked ones too) limit:<keyId> (its spending limit, absent for none), spent:<keyId> and
+     * held:<keyId> (what was charged through it and what its requests in flight hold).
      * Invariant: funded = confirmed + pending + held + spent (writtenOff is outside it).
      */
     account: (accountId: string) => key(`acct:${accountId}`),
@@ -58,7 +60,24 @@ export function keyspace(prefix: string) {
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
     /** hash: offerSeq, the posting order of offers (ties on the ladder break by it) */
     market: key('market'),
+    /**
+     * hash: attempt id -> micro-USDC written off by its late clear (a result that came after its
+     * lease was reaped, for more than the balance held then). Never trimmed: the audit lists them.
+     */
+    writeoffs: key('writeoffs'),
 
+    /**
+     * stream: every ended attempt of the account (cleared, released, reaped, refused), appended by
+     * the script that ends it; trimmed by the record retention (XADD MINID ~). Fields: attempt,
+     * account, key, model, status, costUsdc, askCents, inputTokens, outputTokens, offer, errorCode.
+     * GET /v1/agent/activity and /usage read it.
+     */
+    accountActivity: (accountId: string) => key(`acct:${accountId}:activity`),
+    /**
+     * stream: every ended attempt of the market, the same entries as the accounts' Streams, trimmed
+     * to about SETTLED_MAXLEN (lua/lib/attempts.lua: 1,000,000) entries. `svc-gateway export` tails it.
+     */
+    settled: key('settled'),
     /** hash, one per UTC day (YYYY-MM-DD): model id -> requests served that day (counted by clear) */
     statsDay: (day: string) => key(`stats:${day}`),
     /** string: the capacity snapshot JSON for one max price, cached 30 s for every replica */

@@ -1,7 +1,7 @@
 // Scripts over Bun's own Redis client. On a single Redis, every script (an FCALL of the function
 // library, functions.ts) goes through Bun's native client (socket and RESP in native code) instead
-// of ioredis on node:net, whose socket writes were the gateway's top CPU entry; bench/cpu.ts
-// measured 25-35% more buffered requests per second at 32 clients with the same Redis work.
+// of ioredis on node:net, whose socket writes were the gateway's top CPU entry: the same Redis
+// work serves more requests per second (see BENCHMARKS.md, "Scripts over Bun's native Redis client").
 // ioredis keeps everything else, and Sentinel and Cluster, which Bun's client does not speak.
 //
 // The lane only carries a script while its connection is up; otherwise the script goes through

@@ -1,35 +1,10 @@
-// Every lua/*.lua, embedded as text so the compiled binary carries it, registered once per
-// connection with defineCommand (EVALSHA, with a fallback to EVAL after a SCRIPT FLUSH), and run
-// through the connection's native script lane when it has one (script-lane.ts), there as a Redis
-// function (functions.ts).
+// Running the scripts of script-registry.ts: registered once per ioredis connection with
+// defineCommand (EVALSHA, with a fallback to EVAL after a SCRIPT FLUSH), and run through the
+// connection's native script lane when it has one (script-lane.ts), there as a Redis function
+// (functions.ts).
 import type Redis from 'ioredis'
-import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
-import createAccount from '../../lua/create-account.lua' with { type: 'text' }
-import credit from '../../lua/credit.lua' with { type: 'text' }
-import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
-import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
-import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
-import { functionLibrary } from './functions.ts'
-import { FUNDING_SCRIPTS } from './funding-scripts.ts'
-import { MARKET_SCRIPTS } from './market-scripts.ts'
 import type { ScriptLane } from './script-lane.ts'
-import { standalone } from './standalone-script.ts'
-
-export const SCRIPTS = {
-  catalogReplace: standalone(catalogReplace, 2),
-  createAccount: standalone(createAccount, 5),
-  mintKey: standalone(mintKey, 3),
-  revokeKey: standalone(revokeKey, 2),
-  touchKey: standalone(touchKey, 1),
-  credit: standalone(credit, 2),
-  ...MARKET_SCRIPTS,
-  ...FUNDING_SCRIPTS,
-} as const
-
-export type ScriptName = keyof typeof SCRIPTS
-
-/** Every script as one Redis function library, for the native lane (functions.ts). */
-export const LIBRARY = functionLibrary(SCRIPTS)
+import { LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
 
 export function registerScripts(redis: Redis): void {
   for (const [name, { lua, keys }] of Object.entries(SCRIPTS)) {
@@ -68,6 +43,11 @@ export function readyScriptLane(redis: Redis): ScriptLane | undefined {
   const lane = lanes.get(redis)
   return lane?.ready ? lane : undefined
 }
+
+/** A script's reply: a code first, then its values, as its header block documents them. */
+export type ScriptReply = (string | number)[]
+/** One number of a reply (a missing one reads as 0). */
+export const replyNumber = (value: string | number | undefined) => Number(value ?? 0)
 
 type ScriptArg = string | number
 type ScriptCommand = (...args: ScriptArg[]) => Promise<unknown>

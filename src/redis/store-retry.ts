@@ -14,3 +14,17 @@ export async function whileStoreAway<T>(call: () => Promise<T>, waitsMs: readonl
     }
   }
 }
+
+/**
+ * Waits adding up to at least `totalMs`: short ones first (a dropped connection comes back within
+ * a few hundred milliseconds), then one a second (a restart, a data set loading).
+ */
+export function waitsFor(totalMs: number): number[] {
+  const waits: number[] = []
+  let sum = 0
+  for (let wait = 50; sum < totalMs; wait = Math.min(wait * 2, 1_000)) {
+    waits.push(wait)
+    sum += wait
+  }
+  return waits
+}

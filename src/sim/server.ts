@@ -2,8 +2,9 @@
 // usage, a DIEM balance per key, Venice's error bodies) with fault injection. It is the test double
 // of the upstream only; the demo, the tests and the benchmark all run against it.
 import { formatMicros, parseMicros, tokenBurn } from '../money/units.ts'
+import { answerTokens, type ChatRequestLike, planAnswer, type SimAnswer } from './answer.ts'
 import { isSimFault, type SimFault } from './faults.ts'
-import { completionTokens, promptTokens } from './generate.ts'
+import { promptTokens } from './generate.ts'
 import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
 import { generateImages } from './images.ts'
 import { type SimKeyState, SimKeys } from './keys.ts'
@@ -65,6 +66,10 @@ interface ChatBody {
   max_tokens?: unknown
   max_completion_tokens?: unknown
   stream_options?: { include_usage?: unknown }
+  tools?: unknown
+  tool_choice?: unknown
+  response_format?: unknown
+  reasoning_effort?: unknown
 }
 
 interface ChatPlan {
@@ -72,8 +77,7 @@ interface ChatPlan {
   created: number
   model: VeniceModel
   promptTokens: number
-  tokens: string[]
-  finishReason: 'stop' | 'length'
+  answer: SimAnswer
   fault: SimFault | null
   /** For truncate and stall: how many content tokens go out before the fault. */
   faultAfter: number
@@ -127,16 +131,16 @@ export function startSim(
       (v): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0,
     )
     const wanted = intHeader(request, 'x-sim-output-tokens') ?? settings.outputTokens
-    const count = maxTokens === undefined ? wanted : Math.min(wanted, maxTokens)
+    const reasoningModel = model.model_spec.capabilities?.supportsReasoning === true
+    const answer = planAnswer(body as ChatRequestLike, reasoningModel, wanted, maxTokens)
     const plan: ChatPlan = {
       id: `chatcmpl-${crypto.randomUUID().replaceAll('-', '')}`,
       created: Math.floor(Date.now() / 1000),
       model,
       promptTokens: promptTokens(body.messages as { content?: unknown }[]),
-      tokens: completionTokens(count),
-      finishReason: maxTokens !== undefined && wanted > maxTokens ? 'length' : 'stop',
+      answer,
       fault,
-      faultAfter: intHeader(request, 'x-sim-fault-after') ?? Math.floor(count / 2),
+      faultAfter: intHeader(request, 'x-sim-fault-after') ?? Math.floor(answerTokens(answer) / 2),
       includeUsage: body.stream_options?.include_usage === true,
       key,
     }
@@ -152,7 +156,8 @@ export function startSim(
       await sleepUnlessAborted(Number.POSITIVE_INFINITY, signal)
       return veniceError(499, 'client closed')
     }
-    const completion = plan.tokens.length
+    const { answer } = plan
+    const completion = answerTokens(answer)
     const burn = listPriceBurn(plan.model, plan.promptTokens, completion)
     const debited = keys.debit(plan.key, burn)
     const body = JSON.stringify({
@@ -163,16 +168,12 @@ export function startSim(
       choices: [
         {
           index: 0,
-          message: { role: 'assistant', content: plan.tokens.join(''), refusal: null },
+          message: bufferedMessage(answer),
           logprobs: null,
-          finish_reason: plan.finishReason,
+          finish_reason: answer.finishReason,
         },
       ],
-      usage: {
-        prompt_tokens: plan.promptTokens,
-        completion_tokens: completion,
-        total_tokens: plan.promptTokens + completion,
-      },
+      usage: usageOf(plan, completion),
       cost: { diem: Number(formatMicros(debited)), usd: Number(formatMicros(debited)) },
     })
     if (plan.fault === 'truncate') {
@@ -209,7 +210,9 @@ export function startSim(
         choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
       })}\n\n`
     const gap = settings.tokensPerSecond > 0 ? 1000 / settings.tokensPerSecond : 0
-    let sent = 0 // content tokens sent
+    const deltas = streamDeltas(plan.answer)
+    let next = 0 // the next delta to send
+    let sent = 0 // tokens sent
     let phase: 'role' | 'content' | 'end' | 'done' = 'role'
     let finished = false
 
@@ -240,17 +243,18 @@ export function startSim(
             await sleepUnlessAborted(Number.POSITIVE_INFINITY, signal)
             return
           }
-          if (sent < plan.tokens.length) {
-            if (gap > 0 && sent > 0) await Bun.sleep(gap)
-            controller.enqueue(encoder.encode(chunk({ content: plan.tokens[sent] })))
-            sent += 1
+          if (next < deltas.length) {
+            const { delta, token } = deltas[next++]!
+            if (gap > 0 && sent > 0 && token) await Bun.sleep(gap)
+            controller.enqueue(encoder.encode(chunk(delta)))
+            if (token) sent += 1
             return
           }
           phase = 'end'
         }
         if (phase === 'end') {
           settle()
-          let tail = chunk({}, plan.finishReason)
+          let tail = chunk({}, plan.answer.finishReason)
           if (plan.includeUsage) {
             tail += `data: ${JSON.stringify({
               id: plan.id,
@@ -258,11 +262,7 @@ export function startSim(
               created: plan.created,
               model: plan.model.id,
               choices: [],
-              usage: {
-                prompt_tokens: plan.promptTokens,
-                completion_tokens: sent,
-                total_tokens: plan.promptTokens + sent,
-              },
+              usage: usageOf(plan, sent),
             })}\n\n`
           }
           tail += 'data: [DONE]\n\n'
@@ -341,6 +341,51 @@ export function startSim(
     settings,
     stop: () => server.stop(true),
   }
+}
+
+/** The assistant message of a buffered answer: content, reasoning and the tool call as OpenAI has them. */
+function bufferedMessage(answer: SimAnswer): Record<string, unknown> {
+  const message: Record<string, unknown> = {
+    role: 'assistant',
+    content: answer.toolCall && answer.content.length === 0 ? null : answer.content.join(''),
+    refusal: null,
+  }
+  if (answer.reasoning.length > 0) message.reasoning_content = answer.reasoning.join('')
+  if (answer.toolCall) {
+    const { id, name, pieces } = answer.toolCall
+    message.tool_calls = [{ id, type: 'function', function: { name, arguments: pieces.join('') } }]
+  }
+  return message
+}
+
+/** The stream's deltas in order; `token` marks those that carry a generated token. */
+function streamDeltas(answer: SimAnswer): { delta: Record<string, unknown>; token: boolean }[] {
+  const deltas: { delta: Record<string, unknown>; token: boolean }[] = []
+  for (const piece of answer.reasoning) deltas.push({ delta: { reasoning_content: piece }, token: true })
+  for (const piece of answer.content) deltas.push({ delta: { content: piece }, token: true })
+  if (answer.toolCall) {
+    const { id, name, pieces } = answer.toolCall
+    deltas.push({
+      delta: { tool_calls: [{ index: 0, id, type: 'function', function: { name, arguments: '' } }] },
+      token: false,
+    })
+    for (const piece of pieces) {
+      deltas.push({ delta: { tool_calls: [{ index: 0, function: { arguments: piece } }] }, token: true })
+    }
+  }
+  return deltas
+}
+
+/** Usage as OpenAI reports it; reasoning tokens are part of the completion tokens. */
+function usageOf(plan: ChatPlan, completion: number): Record<string, unknown> {
+  const usage: Record<string, unknown> = {
+    prompt_tokens: plan.promptTokens,
+    completion_tokens: completion,
+    total_tokens: plan.promptTokens + completion,
+  }
+  const reasoning = Math.min(plan.answer.reasoning.length, completion)
+  if (reasoning > 0) usage.completion_tokens_details = { reasoning_tokens: reasoning }
+  return usage
 }
 
 function describeKey(state: SimKeyState) {

@@ -5,7 +5,7 @@ import { AccountStore, MAX_CREDIT, parseCreditAmount as parseCredit } from '../.
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import { checksumWallet } from '../../src/accounts/wallet.ts'
-import { ApiError } from '../../src/http/errors.ts'
+import { ApiError } from '../../src/errors.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'

@@ -5,9 +5,9 @@ import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import { newAccountId } from '../../src/accounts/accounts.ts'
 import { generateApiKey, MAX_ACTIVE_API_KEYS } from '../../src/accounts/api-keys.ts'
-import { AccountResult } from '../../src/accounts/results.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { AccountCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import { randomWallet } from '../helpers/accounts.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
@@ -62,7 +62,7 @@ const credit = async (accountId: string, amount: string | number, note = 'by han
 describe('create-account', () => {
   test('writes the account with zero balances, its first key, the wallet index and the set', async () => {
     const { code, accountId, wallet, key } = await createAccount()
-    expect(code).toBe(AccountResult.Ok)
+    expect(code).toBe(AccountCode.Ok)
     const account = await redis.hgetall(keys.account(accountId))
     expect(account).toMatchObject({ id: accountId, wallet, maxPriceCents: '50' })
     for (const field of ['confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff']) {
@@ -84,14 +84,14 @@ describe('create-account', () => {
   test('a wallet that has an account already gets -3 and nothing is written', async () => {
     const { wallet } = await createAccount()
     const before = await snapshotKeys(redis, keys.prefix)
-    expect((await createAccount(wallet)).code).toBe(AccountResult.WalletTaken)
+    expect((await createAccount(wallet)).code).toBe(AccountCode.WalletTaken)
     expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
   })
 
   test('an account id already in use gets -4 and nothing is written', async () => {
     const { accountId } = await createAccount()
     const before = await snapshotKeys(redis, keys.prefix)
-    expect((await createAccount(randomWallet(), accountId)).code).toBe(AccountResult.IdTaken)
+    expect((await createAccount(randomWallet(), accountId)).code).toBe(AccountCode.IdTaken)
     expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
   })
 })
@@ -99,11 +99,11 @@ describe('create-account', () => {
 describe('mint-key', () => {
   test('mints up to the cap, then answers -2 and writes nothing', async () => {
     const { accountId } = await createAccount()
-    for (let i = 1; i < MAX_ACTIVE_API_KEYS; i++) expect((await mint(accountId)).code).toBe(AccountResult.Ok)
+    for (let i = 1; i < MAX_ACTIVE_API_KEYS; i++) expect((await mint(accountId)).code).toBe(AccountCode.Ok)
     expect(await redis.hlen(keys.accountKeys(accountId))).toBe(MAX_ACTIVE_API_KEYS)
     const before = await snapshotKeys(redis, keys.prefix)
     const { code, key } = await mint(accountId)
-    expect(code).toBe(AccountResult.KeyCap)
+    expect(code).toBe(AccountCode.KeyCap)
     expect(await redis.exists(keys.apiKey(key.digest))).toBe(0)
     expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
   })
@@ -111,16 +111,16 @@ describe('mint-key', () => {
   test('revoking one below the cap makes room for exactly one more', async () => {
     const { accountId, key: first } = await createAccount()
     for (let i = 1; i < MAX_ACTIVE_API_KEYS; i++) await mint(accountId)
-    expect(await revoke(accountId, first.id, first.digest)).toBe(AccountResult.Ok)
-    expect((await mint(accountId)).code).toBe(AccountResult.Ok)
-    expect((await mint(accountId)).code).toBe(AccountResult.KeyCap)
+    expect(await revoke(accountId, first.id, first.digest)).toBe(AccountCode.Ok)
+    expect((await mint(accountId)).code).toBe(AccountCode.Ok)
+    expect((await mint(accountId)).code).toBe(AccountCode.KeyCap)
   })
 
   test('an unknown account gets -1, and an id naming some other key is not an account', async () => {
-    expect((await mint(newAccountId())).code).toBe(AccountResult.NoAccount)
+    expect((await mint(newAccountId())).code).toBe(AccountCode.NoAccount)
     const { accountId } = await createAccount()
     // acct:<id>:keys exists, but it is the keys hash, not an account.
-    expect((await mint(`${accountId}:keys`)).code).toBe(AccountResult.NoAccount)
+    expect((await mint(`${accountId}:keys`)).code).toBe(AccountCode.NoAccount)
     expect(await redis.hlen(keys.accountKeys(accountId))).toBe(1)
   })
 
@@ -128,7 +128,7 @@ describe('mint-key', () => {
     const { accountId, key } = await createAccount()
     const before = await snapshotKeys(redis, keys.prefix)
     const clash = { ...generateApiKey(), digest: key.digest }
-    expect((await mint(accountId, clash)).code).toBe(AccountResult.IdTaken)
+    expect((await mint(accountId, clash)).code).toBe(AccountCode.IdTaken)
     expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
   })
 })
@@ -137,7 +137,7 @@ describe('revoke-key', () => {
   test('deletes the lookup hash and the account entry together', async () => {
     const { accountId, key } = await createAccount()
     const second = (await mint(accountId)).key
-    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountResult.Ok)
+    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountCode.Ok)
     expect(await redis.exists(keys.apiKey(key.digest))).toBe(0)
     expect(await redis.hgetall(keys.accountKeys(accountId))).toEqual({ [second.id]: second.digest })
   })
@@ -146,17 +146,17 @@ describe('revoke-key', () => {
     const mine = await createAccount()
     const theirs = await createAccount()
     const before = await snapshotKeys(redis, keys.prefix)
-    expect(await revoke(mine.accountId, theirs.key.id, theirs.key.digest)).toBe(AccountResult.NoKey)
+    expect(await revoke(mine.accountId, theirs.key.id, theirs.key.digest)).toBe(AccountCode.NoKey)
     expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
   })
 
   test('an unknown id, a stale digest and a second revoke all get -5', async () => {
     const { accountId, key } = await createAccount()
-    expect(await revoke(accountId, randomUUID(), key.digest)).toBe(AccountResult.NoKey)
-    expect(await revoke(accountId, key.id, generateApiKey().digest)).toBe(AccountResult.NoKey)
+    expect(await revoke(accountId, randomUUID(), key.digest)).toBe(AccountCode.NoKey)
+    expect(await revoke(accountId, key.id, generateApiKey().digest)).toBe(AccountCode.NoKey)
     expect(await redis.exists(keys.apiKey(key.digest))).toBe(1)
-    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountResult.Ok)
-    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountResult.NoKey)
+    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountCode.Ok)
+    expect(await revoke(accountId, key.id, key.digest)).toBe(AccountCode.NoKey)
   })
 })
 
@@ -204,9 +204,9 @@ describe('credit', () => {
   })
 
   test('an unknown account gets -1 and no audit entry', async () => {
-    expect(await credit(newAccountId(), 1)).toEqual([AccountResult.NoAccount])
+    expect(await credit(newAccountId(), 1)).toEqual([AccountCode.NoAccount])
     const { accountId } = await createAccount()
-    expect(await credit(`${accountId}:keys`, 1)).toEqual([AccountResult.NoAccount])
+    expect(await credit(`${accountId}:keys`, 1)).toEqual([AccountCode.NoAccount])
     expect(await redis.exists(keys.audit)).toBe(0)
   })
 
@@ -214,7 +214,7 @@ describe('credit', () => {
     test(`amount ${JSON.stringify(amount)} gets -6 and changes nothing`, async () => {
       const { accountId } = await createAccount()
       const before = await snapshotKeys(redis, keys.prefix)
-      expect(await credit(accountId, amount)).toEqual([AccountResult.BadAmount])
+      expect(await credit(accountId, amount)).toEqual([AccountCode.BadAmount])
       expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
     })
   }

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { freePort, type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
-import { LIBRARY } from '../../src/redis/scripts.ts'
+import { LIBRARY } from '../../src/redis/script-registry.ts'
 import { runCli } from '../helpers/cli.ts'
 import { libraryNames, tinyLibrary } from '../helpers/function-libraries.ts'
 

@@ -2,6 +2,9 @@
 // signup, refill, the payer check, replays, concurrency, the key cap, pending -> confirmed.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
+import { loadGatewayConfig } from '../../src/config.ts'
+import { paymentRequirements } from '../../src/funding/wire.ts'
+import type { MicroUsdc } from '../../src/money/units.ts'
 import { startChain, type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, waitFor, xPayment } from '../helpers/x402.ts'
@@ -18,6 +21,13 @@ afterAll(async () => {
   await chain.stop()
 })
 
+const baseEnv = () => ({
+  REDIS_URL: stack.config.redisUrl,
+  SVC_ADMIN_TOKEN: stack.config.adminToken,
+  SVC_MASTER_KEY: Buffer.from(stack.config.masterKey).toString('hex'),
+  SVC_UPSTREAM_URL: stack.config.upstreamUrl,
+  ...chain.env(2),
+})
 const signupUrl = () => `${stack.url}/v1/x402/signup`
 const refillUrl = () => `${stack.url}/v1/x402/refill`
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
@@ -83,6 +93,43 @@ describe('the 402 challenge', () => {
       expect(response.body.accepts).toHaveLength(1)
     }
     expect(await chain.balanceOf(payer.address)).toBe(10_000_000n)
+  })
+  test('an authorization valid past maxTimeoutSeconds, or already expired, is a fresh 402; nothing moves', async () => {
+    const payer = await chain.newPayer(10_000_000n)
+    const requirements = await challenge(signupUrl(), { amountUsdc: '5.000000' })
+    const now = Math.floor(Date.now() / 1000)
+    const redisBefore = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const cases = [
+      { validBefore: String(now + 10 * 365 * 86_400), reason: 'at most maxTimeoutSeconds (300)' },
+      { validBefore: String(now - 1), reason: 'validBefore has passed' },
+    ]
+    for (const { validBefore, reason } of cases) {
+      const header = await xPayment(payer, requirements, { validBefore })
+      const response = await post(signupUrl(), { amountUsdc: '5.000000' }, { 'x-payment': header })
+      expect(response.status).toBe(402)
+      expect(response.body.accepts).toHaveLength(1)
+      expect(String(response.body.error)).toContain(reason)
+    }
+    expect(await chain.balanceOf(payer.address)).toBe(10_000_000n)
+    // Refused before the claim: no key appeared (the watcher may only empty the unconfirmed set).
+    const added = Object.keys(await snapshotKeys(stack.redis, stack.keys.prefix)).filter(
+      (key) => !(key in redisBefore),
+    )
+    expect(added).toEqual([])
+  })
+})
+
+describe('SVC_X402_MAX_TIMEOUT_SECONDS', () => {
+  test('is validated like every other variable and is the maxTimeoutSeconds the terms carry', () => {
+    for (const value of ['0', '29', '86401', '5m']) {
+      expect(() => loadGatewayConfig({ ...baseEnv(), SVC_X402_MAX_TIMEOUT_SECONDS: value })).toThrow(
+        'SVC_X402_MAX_TIMEOUT_SECONDS must be an integer from 30 to 86400',
+      )
+    }
+    const config = loadGatewayConfig({ ...baseEnv(), SVC_X402_MAX_TIMEOUT_SECONDS: '90' }).funding!
+    expect(config.maxTimeoutSeconds).toBe(90)
+    const terms = { amount: 1_000_000 as MicroUsdc, resource: 'http://x/', description: 'd' }
+    expect(paymentRequirements(config, terms).v1.maxTimeoutSeconds).toBe(90)
   })
 })
 

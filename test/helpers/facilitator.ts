@@ -20,6 +20,11 @@ export interface TestFacilitator {
   url: string
   /** How many /verify and /settle calls it answered. */
   calls: { verify: number; settle: number }
+  /**
+   * Set to misbehave on /settle: settle for real (the transfer is sent and mined), then answer 500
+   * as if it had failed, so the gateway never hears the transaction.
+   */
+  failAfterSettle: boolean
   stop(): void
 }
 
@@ -55,8 +60,16 @@ export function startFacilitator(chain: TestChain): TestFacilitator {
         return Response.json(await facilitator.verify(paymentPayload, paymentRequirements))
       }
       calls.settle++
-      return Response.json(await facilitator.settle(paymentPayload, paymentRequirements))
+      const settled = await facilitator.settle(paymentPayload, paymentRequirements)
+      if (handle.failAfterSettle) return new Response('upstream connect error', { status: 500 })
+      return Response.json(settled)
     },
   })
-  return { url: `http://127.0.0.1:${server.port}`, calls, stop: () => server.stop(true) }
+  const handle: TestFacilitator = {
+    url: `http://127.0.0.1:${server.port}`,
+    calls,
+    failAfterSettle: false,
+    stop: () => server.stop(true),
+  }
+  return handle
 }

@@ -3,18 +3,14 @@
 import { afterAll, beforeEach, expect } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
+import { type Admission, type AdmitRequest, admit } from '../../src/market/admission.ts'
+import { type ClearRequest, clear } from '../../src/market/clearing.ts'
 import { OfferService } from '../../src/market/offers.ts'
-import { AdmitCode, type AdmitRefusal } from '../../src/market/result-codes.ts'
-import {
-  type Admission,
-  type AdmitRequest,
-  admit,
-  type ClearRequest,
-  clear,
-} from '../../src/market/settlement.ts'
+import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { testPrefix, testRedisUrl } from './stack.ts'
 
 export interface MarketFixture {

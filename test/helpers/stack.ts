@@ -32,7 +32,16 @@ export interface TestStack {
 }
 
 export async function startStack(
-  options: { sim?: Partial<SimSettings>; env?: Record<string, string>; logger?: Logger } = {},
+  options: {
+    sim?: Partial<SimSettings>
+    env?: Record<string, string>
+    logger?: Logger
+    /**
+     * Changes the loaded config before the gateway starts: how a test sets a time (a lease of
+     * milliseconds) that the environment's validation would refuse, instead of sleeping through one.
+     */
+    tune?: (config: GatewayConfig) => void
+  } = {},
 ): Promise<TestStack> {
   const sim = startSim({ port: 0, ...options.sim })
   const prefix = testPrefix()
@@ -47,6 +56,7 @@ export async function startStack(
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     ...options.env,
   })
+  options.tune?.(config)
   const gateway = await startGateway(config, options.logger ?? createLogger(config.logLevel))
   const redis = createRedis(testRedisUrl(), { name: 'svc-test' })
   return {

@@ -29,7 +29,7 @@ export const authorizationTypes = {
 export async function xPayment(
   payer: PrivateKeyAccount,
   requirements: RequirementsV1,
-  override: Partial<{ value: string; to: Hex }> = {},
+  override: Partial<{ value: string; to: Hex; validBefore: string }> = {},
 ): Promise<string> {
   const now = Math.floor(Date.now() / 1000)
   const authorization = {
@@ -37,7 +37,7 @@ export async function xPayment(
     to: override.to ?? requirements.payTo,
     value: override.value ?? requirements.maxAmountRequired,
     validAfter: String(now - 600),
-    validBefore: String(now + requirements.maxTimeoutSeconds),
+    validBefore: override.validBefore ?? String(now + requirements.maxTimeoutSeconds),
     nonce: `0x${randomBytes(32).toString('hex')}` as Hex,
   }
   const signature = await payer.signTypedData({

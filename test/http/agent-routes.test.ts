@@ -41,7 +41,16 @@ describe('GET /v1/agent/keys', () => {
     expect(list.maxActiveApiKeys).toBe(10)
     expect(list.activeApiKeys).toHaveLength(1)
     const [key] = list.activeApiKeys
-    expect(Object.keys(key!).sort()).toEqual(['createdAt', 'id', 'keyPrefix', 'lastUsedAt', 'name'])
+    expect(Object.keys(key!).sort()).toEqual([
+      'createdAt',
+      'id',
+      'keyPrefix',
+      'lastUsedAt',
+      'limitRemainingUsdc',
+      'limitUsdc',
+      'name',
+      'spentUsdc',
+    ])
     expect(key!.id).toMatch(/^[0-9a-f-]{36}$/)
     expect(key!.name).toBe('default')
     expect(key!.keyPrefix).toBe(account.apiKey.slice(0, 12))

@@ -66,7 +66,7 @@ describe('images', () => {
     expect(second.status).toBe(429)
     expect(second.headers.get('retry-after')).toBe('1')
     expect(((await second.json()) as { error: { code: string } }).error.code).toBe('buyer_concurrency_limit')
-    // text requests of the same wallet are not held back by the image lane
+    // text requests of the same wallet are not held back by the image cap group
     const chat = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
       method: 'POST',
       json: { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }] },
@@ -84,8 +84,9 @@ describe('images', () => {
       'a url response format',
       { model: 'flux-dev', prompt: 'x', response_format: 'url' },
       400,
-      'invalid_request',
+      'unsupported_response_format',
     ],
+    ['a streamed request', { model: 'flux-dev', prompt: 'x', stream: true }, 400, 'unsupported_parameter'],
   ] as [string, Record<string, unknown>, number, string][]) {
     test(`${why}: ${status} ${code}, nothing changes in Redis`, async () => {
       const snapshot = async () =>
@@ -104,6 +105,18 @@ describe('images', () => {
       expect(await snapshot()).toEqual(before)
     })
   }
+
+  test('a refused response_format or stream names what is supported', async () => {
+    for (const extra of [{ response_format: 'url' }, { stream: true }]) {
+      const response = await keyFetch(stack, buyer.apiKey, '/v1/images/generations', {
+        method: 'POST',
+        json: { model: 'flux-dev', prompt: 'x', ...extra },
+      })
+      const { error } = (await response.json()) as { error: { message: string } }
+      expect(error.message).toContain(Object.keys(extra)[0]!)
+      expect(error.message).toContain('b64_json')
+    }
+  })
 
   test('the audit finds nothing off', async () => {
     expect(await auditMarket(stack.redis, stack.keys)).toEqual([])

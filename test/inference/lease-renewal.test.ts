@@ -1,18 +1,21 @@
-// A stream that outlives its lease: the relay renews the lease while bytes flow, so the reaper
-// never takes it and the clear is an ordinary one (not a late clear after a reap).
+// Supplier calls that outlive their lease: every in-flight call's lease is renewed from admission,
+// so the reaper never takes it and the clear is an ordinary one (not a late clear after a reap).
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
-import { balances, fundedBuyer, simOffer, sseData } from '../helpers/buyers.ts'
+import { balances, fundedBuyer, simKey, simOffer, sseData } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let buyer: TestAccount
 
-// 35 tokens at 5 a second: about 7 s, past the 5 s lease (the shortest allowed), reaped every 100 ms.
+// 30 tokens at 20 a second: 1.5 s, past a 600 ms lease reaped every 50 ms (a slow image: 1.5 s too).
 beforeAll(async () => {
   stack = await startStack({
-    sim: { outputTokens: 35, tokensPerSecond: 5 },
-    env: { SVC_LEASE_SECONDS: '5', SVC_REAP_INTERVAL_MS: '100' },
+    sim: { outputTokens: 30, tokensPerSecond: 20, slowFirstByteMs: 1_500 },
+    env: { SVC_REAP_INTERVAL_MS: '50' },
+    tune: (config) => {
+      config.market.leaseMs = 600
+    },
   })
   await simOffer(stack, 40)
   buyer = await fundedBuyer(stack, '1.000000')
@@ -40,4 +43,20 @@ test('two streams longer than the lease are renewed, never reaped, and cleared n
   const after = await balances(stack, buyer.accountId)
   expect(after.held).toBe(0)
   expect(after.spent).toBeGreaterThan(before.spent)
+}, 30_000)
+
+test('an image call slower than the lease is renewed, never reaped, and cleared normally', async () => {
+  const slow = await simOffer(stack, 35)
+  await simKey(stack, slow.upstreamKey, { fault: 'slow_first_byte' })
+  const response = await keyFetch(stack, buyer.apiKey, '/v1/images/generations', {
+    method: 'POST',
+    json: { model: 'flux-dev', prompt: 'a slow cat' },
+  })
+  expect(response.status).toBe(200)
+  const attempt = await stack.redis.hgetall(
+    stack.keys.attempt(`${response.headers.get('x-svc-support-reference')}.1`),
+  )
+  expect(attempt).toMatchObject({ state: 'cleared', offerId: slow.id })
+  expect(attempt.lateClear).toBeUndefined()
+  expect((await balances(stack, buyer.accountId)).held).toBe(0)
 }, 30_000)

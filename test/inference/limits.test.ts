@@ -82,6 +82,38 @@ describe('in-flight caps', () => {
     await (await first).text()
   })
 
+  test('requests waiting for a busy key count against the wallet cap: the rest are 429 at once', async () => {
+    // The first stream holds the only key for seconds: every wait below ends before it does.
+    const stack = await startStack({
+      sim: { ttftMs: 5_000, outputTokens: 3 },
+      env: { SVC_KEY_WAIT_MS: '300', SVC_WALLET_MAX_IN_FLIGHT: '3' },
+    })
+    stacks.push(stack)
+    await simOffer(stack, 40, { maxInFlight: 1 })
+    const a = await fundedBuyer(stack)
+    const b = await fundedBuyer(stack)
+    const leave = new AbortController()
+    const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { ...body, stream: true },
+      signal: leave.signal,
+    })
+    await Bun.sleep(200)
+    const waiting = await Promise.all(
+      Array.from({ length: 7 }, () =>
+        keyFetch(stack, b.apiKey, '/v1/chat/completions', { method: 'POST', json: body }).then(async (r) => ({
+          status: r.status,
+          code: ((await r.json()) as { error: { code: string } }).error.code,
+        })),
+      ),
+    )
+    // Three may wait (the wallet's cap); the other four are refused without waiting.
+    expect(waiting.filter((w) => w.code === 'key_wait_timeout')).toHaveLength(3)
+    expect(waiting.filter((w) => w.status === 429 && w.code === 'buyer_concurrency_limit')).toHaveLength(4)
+    leave.abort()
+    await first.catch(() => {})
+  })
+
   test('a short wait is enough when the key frees up in time', async () => {
     const stack = await slowStack({ SVC_KEY_WAIT_MS: '5000' })
     await simOffer(stack, 40, { maxInFlight: 1 })

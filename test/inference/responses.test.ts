@@ -175,7 +175,10 @@ describe('not stored, and bad input', () => {
       'an unsupported content part',
       { input: [{ role: 'user', content: [{ type: 'input_audio', data: 'x' }] }] },
     ],
-    ['a function_call item', { input: [{ type: 'function_call', name: 'f', arguments: '{}' }] }],
+    [
+      'a function_call item without its call_id',
+      { input: [{ type: 'function_call', name: 'f', arguments: '{}' }] },
+    ],
     ['max_output_tokens as a string', { max_output_tokens: '5' }],
   ] as [string, Record<string, unknown>][]) {
     test(`${why}: 400, nothing changes in Redis`, async () => {

@@ -51,6 +51,7 @@ const call = (stream: boolean, apiKey = `key-${Math.random()}`, baseUrl = sim.ur
     stream,
     signal: new AbortController().signal,
     timeoutMs: DEADLINE_MS,
+    maxBodyBytes: 1024 * 1024,
   })
 
 describe('callSupplier', () => {

@@ -1,9 +1,10 @@
 // The market over real HTTP: the operator's offer routes and the public capacity snapshot.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { CatalogStore } from '../../src/catalog/store.ts'
+import type { Admission } from '../../src/market/admission.ts'
 import { capacitySnapshot } from '../../src/market/capacity.ts'
-import { AdmitCode } from '../../src/market/result-codes.ts'
-import { type Admission, release } from '../../src/market/settlement.ts'
+import { release } from '../../src/market/clearing.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { admitFor, type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 

@@ -2,10 +2,12 @@
 // against a real Redis, keeps every invariant the audit checks.
 import { afterAll, expect, test } from 'bun:test'
 import fc from 'fast-check'
+import type { Admission } from '../../src/market/admission.ts'
 import { auditMarket } from '../../src/market/audit.ts'
-import { AdmitCode } from '../../src/market/result-codes.ts'
-import { type Admission, clear, reapExpired, release, renewLease } from '../../src/market/settlement.ts'
+import { clear, release } from '../../src/market/clearing.ts'
+import { reapExpired, renewLease } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { admitFor, type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 
 const fixtures: MarketFixture[] = []

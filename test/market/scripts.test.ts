@@ -2,16 +2,11 @@
 import { describe, expect, test } from 'bun:test'
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
-import { auditMarket } from '../../src/market/audit.ts'
-import { AdmitCode } from '../../src/market/result-codes.ts'
-import {
-  type ClearRequest,
-  reapExpired,
-  release,
-  renewLease,
-  SettlementError,
-} from '../../src/market/settlement.ts'
+import { auditMarket, listWriteOffs } from '../../src/market/audit.ts'
+import { ClearingError, type ClearRequest, release } from '../../src/market/clearing.ts'
+import { reapExpired, renewLease } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
 import {
   admitFor,
   admitted,
@@ -37,7 +32,11 @@ const clearOf = (attemptId: string, burn: number, extra: Partial<ClearRequest> =
 describe('lua key names', () => {
   test('lib/keys builds the same names as src/redis/keys.ts', async () => {
     const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, k_stats_day('D'), k_apikey('K') }`
-    const names = await fx.redis.eval(script, 1, fx.keys.base)
+    const names = await fx.redis.eval(
+      script.replace("k_apikey('K') }", "k_apikey('K'), K_WRITEOFFS, K_SETTLED, k_activity('A') }"),
+      1,
+      fx.keys.base,
+    )
     expect(names).toEqual([
       fx.keys.account('A'),
       fx.keys.offer('O'),
@@ -49,6 +48,9 @@ describe('lua key names', () => {
       fx.keys.market,
       fx.keys.statsDay('D'),
       fx.keys.apiKey('K'),
+      fx.keys.writeoffs,
+      fx.keys.settled,
+      fx.keys.accountActivity('A'),
     ])
   })
 })
@@ -213,6 +215,7 @@ describe('admit', () => {
       ...by(acct),
       needed: 500,
       confirmed: 499,
+      askCents: 50,
     })
     expect(await account(acct)).toEqual(before)
   })
@@ -271,6 +274,7 @@ describe('clear', () => {
       askCents: 45,
       confirmedAfter: 998_500,
       writtenOff: 0,
+      disputed: 0,
       replay: false,
     } as never)
     const a = await account(acct)
@@ -297,18 +301,44 @@ describe('clear', () => {
     // A fee kept twice breaks the balance the audit checks.
     await fx.redis.hincrby(fx.keys.offer(o), 'fees', 125)
     expect(await auditMarket(fx.redis, fx.keys)).toEqual([
-      { subject: 'market', problem: 'buyer spend 5000 + written off 0 != supplier earnings 4875 + fees 250' },
+      { subject: 'market', problem: 'buyer spend 5000 != supplier earnings 4875 + fees 250' },
     ])
   })
 
-  test('never charges more than the hold; the excess is written off', async () => {
-    await postOffer(fx, 50, 5_000_000)
+  test('bills at most the hold: burn reported beyond it is disputed, never paid or written off', async () => {
+    const o = await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
     const adm = admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem }))
     const result = await clearOf(adm.attemptId, 3_000)
-    expect(result.charged).toBe(500 as never)
-    expect(result.cost).toBe(1_500 as never)
-    expect(result.writtenOff).toBe(1_000 as never)
+    expect(result).toMatchObject({
+      charged: 500,
+      cost: 500,
+      burn: 1_000,
+      writtenOff: 0,
+      disputed: 2_000,
+    } as never)
+    expect(await offer(o)).toMatchObject({ burned: '1000', earned: '500', disputed: '2000' })
+    expect(await fx.redis.hgetall(fx.keys.attempt(adm.attemptId))).toMatchObject({
+      burn: '1000',
+      costUsdc: '500',
+      disputed: '2000',
+    })
+    expect((await account(acct)).writtenOff).toBe('0')
+    // A replay answers the same, disputed included, and changes nothing.
+    expect(await clearOf(adm.attemptId, 3_000)).toMatchObject({
+      charged: 500,
+      disputed: 2_000,
+      replay: true,
+    } as never)
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+  })
+
+  test('a supplier reporting past a safe integer is only disputed; the charge stays the hold', async () => {
+    await postOffer(fx, 80, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000, 80)
+    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 13 as MicroDiem }))
+    const result = await clearOf(adm.attemptId, 2 ** 60)
+    expect(result).toMatchObject({ charged: 11, burn: 13, disputed: Number.MAX_SAFE_INTEGER - 13 } as never)
     expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
   })
 
@@ -333,7 +363,7 @@ describe('clear', () => {
   test('an unknown or released attempt cannot be cleared', async () => {
     await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    await expect(clearOf('nope', 1)).rejects.toBeInstanceOf(SettlementError)
+    await expect(clearOf('nope', 1)).rejects.toBeInstanceOf(ClearingError)
     const adm = admitted(await admitFor(fx, acct))
     await release(fx.redis, fx.keys, {
       attemptId: adm.attemptId,
@@ -379,21 +409,44 @@ describe('release, renew, reap', () => {
     expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
   })
 
-  test('a late clear after a reap charges what the balance can pay and writes off the rest', async () => {
+  test('renew never pulls a longer lease back (a video job holds its own time to live)', async () => {
     await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    const adm = admitted(await admitFor(fx, acct, { leaseMs: 3_600_000 }))
+    const before = Number(await fx.redis.zscore(fx.keys.leases, adm.attemptId))
+    expect(await renewLease(fx.redis, fx.keys, adm.attemptId, 30_000)).toBe(true)
+    expect(Number(await fx.redis.zscore(fx.keys.leases, adm.attemptId))).toBe(before)
+    expect(await renewLease(fx.redis, fx.keys, adm.attemptId, 7_200_000)).toBe(true)
+    expect(Number(await fx.redis.zscore(fx.keys.leases, adm.attemptId))).toBeGreaterThan(before)
+  })
+
+  test('a late clear after a reap charges what the balance can pay; the supplier earns only that', async () => {
+    const o = await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000)
     const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, burnEstimate: 1_800 as MicroDiem }))
     await Bun.sleep(80)
     expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
     // The buyer spends meanwhile: another request clears 400, so only 600 of the 1,000 is left.
     const other = admitted(await admitFor(fx, acct, { burnEstimate: 800 as MicroDiem }))
-    expect((await clearOf(other.attemptId, 800)).charged).toBe(400 as never)
-    const late = await clearOf(adm.attemptId, 1_800)
+    expect((await clearOf(other.attemptId, 800, { feeBps: 1_000 })).charged).toBe(400 as never)
+    const late = await clearOf(adm.attemptId, 1_800, { feeBps: 1_000 })
     expect(late.cost).toBe(900 as never)
     expect(late.charged).toBe(600 as never)
     expect(late.writtenOff).toBe(300 as never)
     expect((await account(acct)).confirmed).toBe('0')
+    // Earned = charged - fee on both clears: 400 - 40 and 600 - 60; nothing for the written-off 300.
+    expect(await offer(o)).toMatchObject({ earned: String(360 + 540), fees: String(40 + 60) })
+    expect(await listWriteOffs(fx.redis, fx.keys)).toEqual([
+      expect.objectContaining({ attemptId: adm.attemptId, amount: 300, accountId: acct, offerId: o }),
+    ])
     expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    // A write-off that no late clear made is found.
+    await fx.redis.hset(fx.keys.attempt(other.attemptId), 'writtenOff', '5')
+    await fx.redis.hincrby(fx.keys.account(acct), 'writtenOff', 5)
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([
+      { subject: `attempt ${other.attemptId}`, problem: 'written off 5 without a reaped lease' },
+      { subject: 'market', problem: "accounts' written off 305 != the write-off list's 300" },
+    ])
   })
 
   test('admit reaps expired leases before it decides', async () => {

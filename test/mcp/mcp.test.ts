@@ -60,10 +60,13 @@ describe('connecting', () => {
         'capacity',
         'chat',
         'get_request',
+        'get_usage',
+        'list_activity',
         'list_keys',
         'list_models',
         'mint_key',
         'revoke_key',
+        'set_key_limit',
         'set_max_price',
       ].sort(),
     )
@@ -178,6 +181,55 @@ describe('account tools answer what the routes answer', () => {
     expect((await call('revoke_key', { id: key.id })).structuredContent).toEqual({ status: 'ok' })
     expect((await call('list_keys')).structuredContent.activeApiKeyCount).toBe(1)
     expect((await keyFetch(stack, key.apiKey, '/v1/agent/me')).status).toBe(401)
+  })
+
+  test('mint_key takes a spending limit and set_key_limit changes it; a limited key is refused 403', async () => {
+    const minted = await call('mint_key', { name: 'agent', limitUsdc: '0' })
+    const key = minted.structuredContent as { apiKey: string; id: string; limitUsdc: string | null }
+    expect(minted.structuredContent).toMatchObject({ limitUsdc: '0.000000', spentUsdc: '0.000000' })
+    const agent = await connect(key.apiKey)
+    const refused = failure(
+      await call('chat', { model: 'llama-3.3-70b', prompt: 'hi', max_tokens: 8 }, agent),
+    )
+    expect(refused).toMatchObject({ status: 403, code: 'key_limit_exceeded' })
+    const raised = await call('set_key_limit', { id: key.id, limitUsdc: '1.000000' })
+    expect(raised.structuredContent).toMatchObject({
+      id: key.id,
+      limitUsdc: '1.000000',
+      limitRemainingUsdc: '1.000000',
+    })
+    expect(
+      (await call('chat', { model: 'llama-3.3-70b', prompt: 'hi', max_tokens: 8 }, agent)).isError,
+    ).toBeFalsy()
+    expect(
+      (await call('set_key_limit', { id: key.id, limitUsdc: null })).structuredContent.limitUsdc,
+    ).toBeNull()
+    expect(failure(await call('set_key_limit', { id: key.id, limitUsdc: 5 })).code).toBe('invalid_arguments')
+    expect(failure(await call('set_key_limit', { id: crypto.randomUUID(), limitUsdc: '1' })).status).toBe(404)
+    await agent.close()
+    await call('revoke_key', { id: key.id })
+  })
+
+  test('list_activity and get_usage answer as the routes do', async () => {
+    const served = await call('chat', { model: 'llama-3.3-70b', prompt: 'hi', max_tokens: 8 })
+    const reference = served.structuredContent.supportReference
+    const activity = await call('list_activity', { limit: 1 })
+    expect(activity.structuredContent).toMatchObject({
+      object: 'list',
+      data: [{ supportReference: reference }],
+    })
+    const route = await keyFetch(stack, buyer.apiKey, '/v1/agent/activity?limit=1')
+    expect(activity.structuredContent).toEqual((await route.json()) as Record<string, unknown>)
+    const cursor = activity.structuredContent.nextCursor as string
+    const older = await call('list_activity', { limit: 1, before: cursor })
+    expect((older.structuredContent.data as { supportReference: string }[])[0]?.supportReference).not.toBe(
+      reference,
+    )
+    expect(failure(await call('list_activity', { limit: 0 })).code).toBe('invalid_arguments')
+    expect(failure(await call('list_activity', { before: 'nope' })).status).toBe(400)
+    const usage = await call('get_usage', { window: '24h' })
+    expect(usage.structuredContent).toMatchObject({ object: 'usage', window: '24h' })
+    expect(failure(await call('get_usage', { window: '1h' })).code).toBe('invalid_arguments')
   })
 
   test('a key revoked through its own MCP connection fails the next call with 401', async () => {

@@ -3,9 +3,10 @@
 // and clear counts a served request once in the day's usage stats.
 import { describe, expect, test } from 'bun:test'
 import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
-import { AdmitCode } from '../../src/market/result-codes.ts'
-import { reapExpired, release } from '../../src/market/settlement.ts'
+import { release } from '../../src/market/clearing.ts'
+import { reapExpired } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
 import {
   admitFor,
   admitted,
@@ -70,7 +71,7 @@ describe("an ended attempt is its request's record, written by the script that e
     })
     // Zero and no are not written: metered, no fee, nothing written off, not late.
     const row = await attempt(adm.attemptId)
-    for (const field of ['estimated', 'fee', 'writtenOff', 'lateClear', 'tried', 'lane'])
+    for (const field of ['estimated', 'fee', 'writtenOff', 'lateClear', 'tried', 'capGroup'])
       expect(row[field]).toBeUndefined()
     expect(await servedToday()).toEqual({ 'llama-3.3-70b': '1' })
   })

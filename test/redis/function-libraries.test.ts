@@ -8,7 +8,7 @@ import { listGatewayLibraries, pruneGatewayLibraries } from '../../src/redis/fun
 import { functionLibrary } from '../../src/redis/functions.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { ScriptLane } from '../../src/redis/script-lane.ts'
-import { LIBRARY } from '../../src/redis/scripts.ts'
+import { LIBRARY } from '../../src/redis/script-registry.ts'
 import { libraryNames, tinyLibrary } from '../helpers/function-libraries.ts'
 
 const OLD = ['svc_0123456789abcdef', 'svc_fedcba9876543210']

@@ -1,15 +1,17 @@
-// The scripts as one Redis function library (src/redis/functions.ts), called by the native lane:
+// The scripts as one Redis function library (src/redis/functions.ts), called by the native capGroup:
 // loaded again, once, whenever Redis lost it; named after its code, so another version's library
 // on the same Redis is left alone; the EVAL forms ioredis runs (Sentinel, Cluster, a lane that is
 // down) answer and write exactly as the functions do; and a Redis without functions still works.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
-import { reapExpired, release } from '../../src/market/settlement.ts'
+import { release } from '../../src/market/clearing.ts'
+import { reapExpired } from '../../src/market/leases.ts'
 import { createRedis, whenReady } from '../../src/redis/connection.ts'
 import { functionLibrary, functionName } from '../../src/redis/functions.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
-import { LIBRARY, readyScriptLane, runScript, SCRIPTS } from '../../src/redis/scripts.ts'
+import { LIBRARY, SCRIPTS } from '../../src/redis/script-registry.ts'
+import { readyScriptLane, runScript } from '../../src/redis/scripts.ts'
 import {
   admitFor,
   admitted,
@@ -128,8 +130,8 @@ describe('functions and EVAL forms agree', () => {
     const a2 = await admit()
     await go('clear', clearFor(fx, a2, 1_000, { estimated: true, outcome: 'incomplete' }))
     await go('replay', clearFor(fx, a1, 700))
-    const a3 = await admit({ lane: { name: 'img', cap: 1 } })
-    await go('lane cap', admitFor(fx, accountId, { lane: { name: 'img', cap: 1 } }))
+    const a3 = await admit({ capGroup: { name: 'img', cap: 1 } })
+    await go('lane cap', admitFor(fx, accountId, { capGroup: { name: 'img', cap: 1 } }))
     await go(
       'release',
       release(fx.redis, fx.keys, {

@@ -5,14 +5,15 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
-import { settleFailure } from '../../src/http/inference/pipeline.ts'
+import { clearFailure } from '../../src/inference/service.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { createRedis, isRedisUnavailable, whenReady } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { startLocalRedis } from '../../src/redis/local-server.ts'
 import { ScriptLane } from '../../src/redis/script-lane.ts'
-import { readyScriptLane, runScript, SCRIPTS } from '../../src/redis/scripts.ts'
+import { SCRIPTS } from '../../src/redis/script-registry.ts'
+import { readyScriptLane, runScript } from '../../src/redis/scripts.ts'
 import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
@@ -212,12 +213,12 @@ describe('a store that goes away', () => {
   })
 
   test('a buffered settlement that lost the store is a 503 store_unavailable; any other failure the 500 settle_failed', () => {
-    const lost = settleFailure(
+    const lost = clearFailure(
       Object.assign(new Error('Connection closed'), { code: 'ERR_REDIS_CONNECTION_CLOSED' }),
       'sr_x',
     )
     expect([lost.status, lost.code]).toEqual([503, 'store_unavailable'])
-    const failed = settleFailure(new Error('ERR user_script: boom'), 'sr_x')
+    const failed = clearFailure(new Error('ERR user_script: boom'), 'sr_x')
     expect([failed.status, failed.code]).toEqual([500, 'settle_failed'])
   })
 })

@@ -1,6 +1,7 @@
 // whileStoreAway: an idempotent call is tried again while Redis is unreachable, and only then.
 import { describe, expect, test } from 'bun:test'
-import { whileStoreAway } from '../../src/redis/store-retry.ts'
+import { isRedisUnavailable } from '../../src/redis/connection.ts'
+import { waitsFor, whileStoreAway } from '../../src/redis/store-retry.ts'
 
 const storeAway = () => Object.assign(new Error('Connection closed'), { code: 'ERR_REDIS_CONNECTION_CLOSED' })
 
@@ -34,5 +35,29 @@ describe('whileStoreAway', () => {
     }, [1, 1]).catch((e: unknown) => e)
     expect((error as { code?: string }).code).toBe('ERR_REDIS_CONNECTION_CLOSED')
     expect(calls).toBe(3)
+  })
+})
+
+describe('isRedisUnavailable and waitsFor', () => {
+  test('told by codes and messages, whatever the class is called (a minified binary renames them)', () => {
+    class X extends Error {}
+    const outOfRetries = new X(
+      'Reached the max retries per request limit (which is 0). Refer to "maxRetriesPerRequest" option for details.',
+    )
+    expect(isRedisUnavailable(outOfRetries)).toBe(true)
+    expect(isRedisUnavailable(new X('LOADING Redis is loading the dataset in memory'))).toBe(true)
+    expect(isRedisUnavailable(new X("Stream isn't writeable and enableOfflineQueue options is false"))).toBe(
+      true,
+    )
+    expect(isRedisUnavailable(new X('ERR user_script:1: LOADING is not a store error here'))).toBe(false)
+    expect(isRedisUnavailable(null)).toBe(false)
+  })
+
+  test('waitsFor adds up to the time asked, short waits first', () => {
+    const waits = waitsFor(3_000)
+    expect(waits.slice(0, 3)).toEqual([50, 100, 200])
+    expect(waits.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(3_000)
+    expect(Math.max(...waits)).toBe(1_000)
+    expect(waitsFor(0)).toEqual([])
   })
 })

@@ -86,6 +86,8 @@ async function seedOpenAttempt(redis: Redis, keys: Keyspace, options: { funded: 
     spent: 0,
     funded: options.funded,
     writtenOff: 0,
+    // what the attempt's API key holds (its limit counts it)
+    'held:key_1': 100,
   })
   await redis.sadd(keys.accounts, 'acct_1')
   await redis.hset(keys.offer('offer_1'), {

@@ -1,14 +1,19 @@
 // Secrets never leave: a whole buyer and operator session (account, key minted, offer posted with
 // an upstream key, chat buffered and streamed, a supplier failure, a revoked key, funding off) with
 // every log line, every response body and header and every value in Redis kept, then searched for
-// each secret. An API key's plaintext may appear only in the one response that minted it.
+// each secret. An API key's plaintext may appear only in the one response that minted it. Then
+// funding on, with a chain RPC URL and a facilitator URL that carry a provider key in their path
+// and query and both failing: no log line and no response holds either key.
 import { afterAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { createLogger } from '../../src/logger.ts'
+import { freePort } from '../../src/redis/local-server.ts'
 import { adminFetch, createAccount, keyFetch, logCapture } from '../helpers/accounts.ts'
 import { simKey } from '../helpers/buyers.ts'
 import { startStack } from '../helpers/stack.ts'
+import { challenge, waitFor, xPayment } from '../helpers/x402.ts'
 
 const capture = logCapture()
 const masterKey = randomBytes(32).toString('hex')
@@ -209,3 +214,77 @@ test('no API key, upstream key, master key or admin token in any log line, respo
     })
   }
 })
+
+test('a failing chain RPC or facilitator URL never puts its key in a log line or a response', async () => {
+  const rpcKey = `rpc-${randomBytes(12).toString('hex')}`
+  const rpcQueryKey = `rpcq-${randomBytes(12).toString('hex')}`
+  const facilitatorKey = `fac-${randomBytes(12).toString('hex')}`
+  // The RPC answers, but only with errors; the facilitator's port has nothing listening.
+  const rpc = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    fetch: () => new Response('bad gateway', { status: 502 }),
+  })
+  const rpcHost = `127.0.0.1:${rpc.port}`
+  const rpcUrl = `http://${rpcHost}/v2/${rpcKey}?apikey=${rpcQueryKey}`
+  const facilitatorHost = `127.0.0.1:${freePort()}`
+  const facilitatorUrl = `http://user:${facilitatorKey}@${facilitatorHost}/x402/${facilitatorKey}`
+  const funding = {
+    SVC_X402_NETWORK: 'base-sepolia',
+    SVC_CHAIN_RPC_URL: rpcUrl,
+    SVC_USDC_ADDRESS: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
+    SVC_PAY_TO: privateKeyToAccount(generatePrivateKey()).address,
+    SVC_X402_WATCH_INTERVAL_MS: '50',
+  }
+  const capture = logCapture()
+  const logger = createLogger('trace', 'svc-gateway', capture.stream)
+  const selfSettled = await startStack({
+    env: { ...funding, SVC_RELAYER_PRIVATE_KEY: generatePrivateKey() },
+    logger,
+  })
+  const remote = await startStack({ env: { ...funding, SVC_FACILITATOR_URL: facilitatorUrl }, logger })
+  const seen: Seen[] = []
+  try {
+    const payer = privateKeyToAccount(generatePrivateKey())
+    for (const [name, stack] of [
+      ['self-settled', selfSettled],
+      ['facilitator', remote],
+    ] as const) {
+      const url = `${stack.url}/v1/x402/signup`
+      const body = { amountUsdc: '2.000000' }
+      const header = await xPayment(payer, await challenge(url, body))
+      const paid = await keep(
+        seen,
+        `${name} paid signup`,
+        await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-payment': header },
+          body: JSON.stringify(body),
+        }),
+      )
+      expect(paid.status).toBeGreaterThanOrEqual(400)
+    }
+    // The watcher's chain reads fail on both replicas, and the facilitator call fails: all logged.
+    const logged = (text: string) => capture.lines.filter((line) => line.includes(text)).length
+    const failures = await waitFor(
+      async () => [logged('funding watch tick failed') >= 2, logged('payment verification call failed') >= 1],
+      (found) => found.every(Boolean),
+      20_000,
+    )
+    expect(failures).toEqual([true, true])
+  } finally {
+    await selfSettled.stop()
+    await remote.stop()
+    rpc.stop(true)
+  }
+  const logs = capture.lines.join('')
+  // The scan sees what it should: the failures are logged, naming each host (never more of the URL).
+  expect(logs).toContain(rpcHost)
+  expect(logs).toContain(facilitatorHost)
+  const leaks: string[] = []
+  for (const [name, secret] of Object.entries({ rpcKey, rpcQueryKey, facilitatorKey })) {
+    if (logs.includes(secret)) leaks.push(`${name} in the log`)
+    for (const { what, text } of seen) if (text.includes(secret)) leaks.push(`${name} in ${what}`)
+  }
+  expect(leaks).toEqual([])
+}, 30_000)

@@ -8,6 +8,7 @@ import { gzipSync } from 'node:zlib'
 import type { Server, Socket, TCPSocketListener } from 'bun'
 import {
   closeIdleUpstreams,
+  UpstreamBodyTooLarge,
   UpstreamConnectionError,
   type UpstreamResponse,
   upstreamRequest,
@@ -835,6 +836,63 @@ describe('deadline', () => {
     expect(server.accepted).toBe(2)
     expect(server.requests).toHaveLength(3)
     await waitFor('both connections closed', () => server.closed === 2)
+  })
+})
+
+describe('maxBodyBytes', () => {
+  const BOUND = 64 * 1024
+  const bounded = (url: string) => upstreamRequest(url, { method: 'GET', headers: {}, maxBodyBytes: BOUND })
+
+  /** Reads until the body ends or the read rejects: the bytes handed out, and the rejection. */
+  async function readBounded(response: UpstreamResponse) {
+    let handed = 0
+    try {
+      for (let part = await response.read(); part; part = await response.read()) handed += part.length
+      return { handed, error: null }
+    } catch (error) {
+      return { handed, error }
+    }
+  }
+
+  const framings = {
+    'no length (until the close)': (body: Buffer) => [`HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n`, body],
+    chunked: (body: Buffer) => [
+      'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n',
+      `${body.length.toString(16)}\r\n`,
+      body,
+      '\r\n0\r\n\r\n',
+    ],
+  }
+  for (const [name, framing] of Object.entries(framings)) {
+    test(`a body past it (${name}): no more than the bound is handed out, then UpstreamBodyTooLarge; the connection closes`, async () => {
+      const server = rawServer((connection) => {
+        for (const piece of framing(Buffer.alloc(16 * BOUND, 'a'))) connection.send(piece)
+      })
+      const response = await bounded(`${server.url}/big`)
+      expect(response.status).toBe(200)
+      const { handed, error } = await within(readBounded(response), 'reading the body')
+      expect(error).toBeInstanceOf(UpstreamBodyTooLarge)
+      expect(handed).toBeLessThanOrEqual(BOUND)
+      await waitFor('the server to see the close', () => server.closed === 1)
+    })
+  }
+
+  test('a Content-Length above it: the head resolves with its status, the first read rejects, the connection closes', async () => {
+    // The head alone: the body is never sent, so a client waiting for it would wait for ever.
+    const server = rawServer((connection) =>
+      connection.send(`HTTP/1.1 500 X\r\ncontent-length: ${BOUND + 1}\r\n\r\n`),
+    )
+    const response = await bounded(`${server.url}/`)
+    expect(response.status).toBe(500)
+    expect(await rejection(response.read(), 'the first read')).toBeInstanceOf(UpstreamBodyTooLarge)
+    await waitFor('the server to see the close', () => server.closed === 1)
+  })
+
+  test('a body of exactly the bound arrives whole, and its connection serves the next request', async () => {
+    const server = rawServer((connection) => connection.send(answer(200, 'b'.repeat(BOUND))))
+    expect(await (await bounded(`${server.url}/1`)).text()).toBe('b'.repeat(BOUND))
+    expect(await (await bounded(`${server.url}/2`)).text()).toHaveLength(BOUND)
+    expect(server.accepted).toBe(1)
   })
 })
 

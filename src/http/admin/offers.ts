@@ -2,11 +2,11 @@
 // the admin token. The upstream key goes in on create or update and never comes out.
 import { Elysia, t } from 'elysia'
 import type Redis from 'ioredis'
+import { badRequest, notFound } from '../../errors.ts'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS, type OfferInput, OfferService } from '../../market/offers.ts'
 import { type MicroDiem, parseMicros } from '../../money/units.ts'
 import type { Keyspace } from '../../redis/keys.ts'
 import { adminAuth } from '../auth.ts'
-import { badRequest, notFound } from '../errors.ts'
 
 const MAX_CAPACITY_MICRO_DIEM = 1_000_000 * 1_000_000 // a million DIEM per offer keeps every product exact
 

@@ -1,11 +1,50 @@
-// The buyer's self-service routes under /v1/agent, all behind a Bearer key: API keys (list, mint,
-// revoke), the max price, and the account summary (also what the MCP tool agent_me answers).
+// The buyer's self-service routes under /v1/agent, all behind a Bearer key: API keys (list, mint
+// with an optional spending limit, change a key's limit or name, revoke), the max price, and the account summary (also what the MCP tool agent_me answers).
 import { Elysia, t } from 'elysia'
 import { AccountStore, MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../../accounts/accounts.ts'
-import { KEY_NAME_MAX, MAX_ACTIVE_API_KEYS } from '../../accounts/api-keys.ts'
+import {
+  KEY_NAME_MAX,
+  LIMIT_USDC_PATTERN,
+  MAX_ACTIVE_API_KEYS,
+  parseLimitUsdc,
+} from '../../accounts/api-keys.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
-import { apiKeyView, meView } from '../../accounts/views.ts'
+import { apiKeyView, meView, spendingView } from '../../accounts/views.ts'
+import { badRequest } from '../../errors.ts'
+import {
+  ACTIVITY_CURSOR,
+  ACTIVITY_DEFAULT_LIMIT,
+  ACTIVITY_MAX_LIMIT,
+  accountUsage,
+  listActivity,
+} from '../../records/activity.ts'
+import { STATS_WINDOWS, type StatsWindow } from '../../records/stats.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
+
+// Money on the wire is a decimal string: a JSON number is a wrong type here, not an amount.
+const limitUsdc = t.String({ pattern: LIMIT_USDC_PATTERN })
+
+function limitOf(text: string): number {
+  const micros = parseLimitUsdc(text)
+  if (micros === null)
+    throw badRequest('limitUsdc must be a decimal string with at most 6 decimals (e.g. "5.000000")')
+  return micros
+}
+
+const WINDOWS = Object.keys(STATS_WINDOWS)
+
+function activityQuery(query: Record<string, string | undefined>): { limit: number; before: string | null } {
+  const limitText = query.limit ?? String(ACTIVITY_DEFAULT_LIMIT)
+  const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : 0
+  if (limit < 1 || limit > ACTIVITY_MAX_LIMIT) {
+    throw badRequest(`limit must be an integer from 1 to ${ACTIVITY_MAX_LIMIT}`, 'invalid_limit')
+  }
+  const before = query.before ?? null
+  if (before !== null && !ACTIVITY_CURSOR.test(before)) {
+    throw badRequest('before must be a nextCursor from an earlier page', 'invalid_cursor')
+  }
+  return { limit, before }
+}
 
 export function agentRoutes(deps: AuthDeps) {
   const accounts = new AccountStore(deps.redis, deps.keys)
@@ -27,13 +66,52 @@ export function agentRoutes(deps: AuthDeps) {
     .post(
       '/keys',
       async ({ buyer, body, status }) => {
-        const key = await apiKeys.mint(buyer.accountId, body.name)
+        const limit = body.limitUsdc === undefined ? null : limitOf(body.limitUsdc)
+        const key = await apiKeys.mint(buyer.accountId, body.name, limit)
         // The one and only time this plaintext leaves the gateway.
-        return status(201, { apiKey: key.apiKey, id: key.id, name: key.name, keyPrefix: key.keyPrefix })
+        return status(201, {
+          apiKey: key.apiKey,
+          id: key.id,
+          name: key.name,
+          keyPrefix: key.keyPrefix,
+          ...spendingView(key),
+        })
       },
       {
         buyer: true,
-        body: t.Object({ name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }) }),
+        body: t.Object({
+          name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }),
+          limitUsdc: t.Optional(limitUsdc),
+        }),
+      },
+    )
+    .patch(
+      '/keys/:id',
+      async ({ buyer, params, body }) => {
+        if (body.limitUsdc === undefined && body.name === undefined) {
+          throw badRequest('send limitUsdc (a decimal string, or null for no limit), name, or both')
+        }
+        const key = await apiKeys.change(buyer.accountId, params.id, {
+          limit:
+            body.limitUsdc === undefined
+              ? undefined
+              : body.limitUsdc === null
+                ? null
+                : limitOf(body.limitUsdc),
+          name: body.name,
+        })
+        return apiKeyView(key)
+      },
+      {
+        buyer: true,
+        params: t.Object({ id: t.String() }),
+        body: t.Object(
+          {
+            limitUsdc: t.Optional(t.Union([limitUsdc, t.Null()])),
+            name: t.Optional(t.String({ minLength: 1, maxLength: KEY_NAME_MAX })),
+          },
+          { additionalProperties: false },
+        ),
       },
     )
     .delete(
@@ -62,6 +140,25 @@ export function agentRoutes(deps: AuthDeps) {
           }),
         }),
       },
+    )
+    .get(
+      '/activity',
+      ({ buyer, query }) => {
+        const { limit, before } = activityQuery(query)
+        return listActivity(deps.redis, deps.keys, buyer.accountId, limit, before)
+      },
+      { buyer: true },
+    )
+    .get(
+      '/usage',
+      ({ buyer, query }) => {
+        const window = query.window ?? '7d'
+        if (!WINDOWS.includes(window)) {
+          throw badRequest(`window must be one of ${WINDOWS.join(', ')}`, 'invalid_window')
+        }
+        return accountUsage(deps.redis, deps.keys, buyer.accountId, window as StatsWindow)
+      },
+      { buyer: true },
     )
     .get(
       '/me',

@@ -2,10 +2,10 @@
 import { Elysia } from 'elysia'
 import type Redis from 'ioredis'
 import type { CatalogStore } from '../../catalog/store.ts'
+import { badRequest } from '../../errors.ts'
 import { CAPACITY_CACHE_SECONDS, capacitySnapshot } from '../../market/capacity.ts'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS } from '../../market/offers.ts'
 import type { Keyspace } from '../../redis/keys.ts'
-import { badRequest } from '../errors.ts'
 
 /** maxPriceCents: absent, or an integer 30..80; anything else is refused, never clamped. */
 export function parseMaxPriceCents(raw: string | undefined): number | null {

@@ -33,7 +33,10 @@ PATCH ${baseUrl}/v1/agent/max-price {"maxPriceCents": N}.
 ## 4. Call chat
 POST ${baseUrl}/v1/chat/completions {"model": "svc/<live text id>", "messages": [...]} with the
 Bearer key (GET ${baseUrl}/v1/models lists ids; only status "live", modality "text" are callable).
-POST ${baseUrl}/v1/responses {"model", "input"} is the stateless Responses form.
+POST ${baseUrl}/v1/responses {"model", "input"} is the stateless Responses form: function tools,
+function_call / function_call_output items, text.format and reasoning.effort work as on OpenAI;
+what cannot be honoured is a 400 naming the field; nothing is stored (send whole input each turn).
+Tools and structured output on chat pass through to the supplier.
 
 ## 5. Read the cost
 Buffered: headers X-Svc-Cost-Usdc, X-Svc-Clearing-Price-Cents, X-Svc-Support-Reference,
@@ -41,11 +44,25 @@ X-Balance-Remaining. Streamed: after the usage chunk, a frame {"object": "svc.co
 "clearingPriceCents", "supportReference"}, then [DONE]. Later: GET
 ${baseUrl}/v1/agent/requests/<supportReference>. Price paid = metered burn x clearing price.
 
+## 6. Give an agent its own key with a spending limit
+POST ${baseUrl}/v1/agent/keys {"name": "agent-1", "limitUsdc": "5.000000"}; change it with
+PATCH ${baseUrl}/v1/agent/keys/<id> {"limitUsdc": "10.000000"} (null: no limit). GET
+${baseUrl}/v1/agent/keys shows each key's limitUsdc, spentUsdc and limitRemainingUsdc.
+
+## 7. See what was spent
+GET ${baseUrl}/v1/agent/activity?limit=50 lists every request's attempts, newest first (supportReference,
+model, keyId, status, costUsdc, clearingPriceCents, tokens, createdAt); send before=<nextCursor> for
+the next page. GET ${baseUrl}/v1/agent/usage?window=24h|7d|30d gives costUsdc and requests per UTC
+day, by model.
+
 ## Errors and what to do
 - 400: fix the request (bad JSON, non-live model, maxPriceCents outside ${MIN_MAX_PRICE_CENTS}..${MAX_MAX_PRICE_CENTS}).
 - 401: missing or bad Bearer key (cookies are refused).
 - 402 without "accepts": confirmed balance too low; refill, wait for confirmation, retry. Nothing moved.
 - 402 with "accepts": a payment challenge; sign and retry. Nothing moved.
+- 403 key_limit_exceeded: this key's spending limit would be passed by the request's worst case
+  (requests in flight count); raise the limit (PATCH /v1/agent/keys/<id>) or lower max_tokens.
+  Funding does not help. Nothing moved.
 - 409: on funding, money moved but the request did not finish; never pay again. "credited": true
   means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);
   "reconciling": true means the credit is queued from the chain; otherwise keep "transaction" and

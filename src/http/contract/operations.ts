@@ -49,6 +49,7 @@ const INFERENCE_ERRORS: ErrorResponseName[] = [
   'BadRequest',
   'Unauthorized',
   'InsufficientBalance',
+  'Forbidden',
   'NotFound',
   'TooManyRequests',
   'ServerError',
@@ -122,7 +123,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /v1/responses': {
     summary: 'Stateless Responses API over the same market',
     description:
-      'Streamed events are response.*; response.completed and response.incomplete carry costUsdc, clearingPriceCents and supportReference; response.failed when settlement fails.',
+      "Input: a string, or message (text and input_image parts), function_call and function_call_output items; function tools, tool_choice, text.format (json_schema, json_object), reasoning.effort, max_output_tokens, parallel_tool_calls, user, metadata. Output items: reasoning, message, function_call. A field that cannot be honoured (hosted tools, item_reference to a message or call, conversation, background ...) is a 400 naming it; store and previous_response_id are accepted, nothing is stored. An answer cut at max_output_tokens is status incomplete, incomplete_details.reason max_output_tokens. Streamed events are OpenAI's response.* sequence (function calls: output_item.added, function_call_arguments.delta/.done, output_item.done); response.completed and response.incomplete carry costUsdc, clearingPriceCents and supportReference (response.incomplete without usage); response.failed when settlement fails.",
     tags: ['inference'],
     security: 'apiKey',
     ok: inferenceOk('The response'),
@@ -131,7 +132,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /v1/images/generations': {
     summary: 'Image generation, paid per image delivered at the cheapest eligible offer',
     description:
-      "OpenAI's request and answer (b64_json). Burn = the catalog's per-image price x images delivered; one image job in flight per wallet (429 buyer_concurrency_limit).",
+      "OpenAI's request and answer, b64_json only: response_format url and stream true are a 400 that says so. Burn = the catalog's per-image price x images delivered; one image job in flight per wallet (429 buyer_concurrency_limit).",
     tags: ['inference'],
     security: 'apiKey',
     ok: ok('The images', '200', {
@@ -191,17 +192,26 @@ export const OPERATIONS: Record<string, Operation> = {
     errors: ['Unauthorized'],
   },
   'GET /v1/agent/keys': {
-    summary: 'Active API keys (metadata only)',
+    summary: 'Active API keys (metadata only), each with limitUsdc, spentUsdc and limitRemainingUsdc',
     tags: ['agent'],
     security: 'apiKey',
     errors: ['Unauthorized'],
   },
   'POST /v1/agent/keys': {
-    summary: 'Mint an API key (plaintext shown once); 409 at 10 active keys',
+    summary: 'Mint an API key (plaintext shown once), with an optional spending limit; 409 at 10 active keys',
     tags: ['agent'],
     security: 'apiKey',
-    ok: ok('The new key: apiKey, id, name, keyPrefix', '201'),
+    ok: ok('The new key: apiKey, id, name, keyPrefix, limitUsdc, spentUsdc, limitRemainingUsdc', '201'),
     errors: ['BadRequest', 'Unauthorized', 'Conflict'],
+  },
+  'PATCH /v1/agent/keys/{id}': {
+    summary: "Set one of the account's keys' spending limit (null: none) and/or name",
+    description:
+      'limitUsdc is a decimal string; a request whose worst case would take the key past it (spent + held in flight + this hold) gets 403 key_limit_exceeded. A limit below what the key spent and holds is a 409.',
+    tags: ['agent'],
+    security: 'apiKey',
+    ok: ok('The key as listed, with its limit and spending'),
+    errors: ['BadRequest', 'Unauthorized', 'NotFound', 'Conflict'],
   },
   'DELETE /v1/agent/keys/{id}': {
     summary: "Revoke one of the account's keys (may be the calling key)",
@@ -213,6 +223,27 @@ export const OPERATIONS: Record<string, Operation> = {
     summary: 'Set the max price, 30..80 cents per dollar',
     tags: ['agent'],
     security: 'apiKey',
+    errors: ['BadRequest', 'Unauthorized'],
+  },
+  'GET /v1/agent/activity': {
+    summary: "The account's ended attempts, newest first: object list, data[], nextCursor",
+    description:
+      'Each item: supportReference, model, keyId, status (completed, incomplete, failed, expired, refused), costUsdc, clearingPriceCents, inputTokens, outputTokens, createdAt (when it ended). Pass nextCursor as before for the next page: no gaps or repeats while new requests are written. Kept for the record retention.',
+    tags: ['agent'],
+    security: 'apiKey',
+    parameters: [
+      query('limit', 'items per page, 1 to 200 (default 50)', { type: 'integer', minimum: 1, maximum: 200 }),
+      query('before', 'the nextCursor of the previous page', { type: 'string' }),
+    ],
+    errors: ['BadRequest', 'Unauthorized'],
+  },
+  'GET /v1/agent/usage': {
+    summary: 'What the account was charged and how many requests it was served, per UTC day, by model',
+    description:
+      'days[]: date, costUsdc, requests, models[] (model, costUsdc, requests); totals beside. A window is that many UTC days, today so far included.',
+    tags: ['agent'],
+    security: 'apiKey',
+    parameters: [query('window', '24h, 7d (default) or 30d', { type: 'string', enum: ['24h', '7d', '30d'] })],
     errors: ['BadRequest', 'Unauthorized'],
   },
   'GET /v1/agent/requests/{supportReference}': {
@@ -309,7 +340,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /mcp': {
     summary: 'MCP server: streamable HTTP, stateless, JSON-RPC 2.0',
     description:
-      'Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, mint_key, revoke_key, set_max_price, get_request, chat. A tool error carries the HTTP status and error.code of the route it calls.',
+      'Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, mint_key, set_key_limit, revoke_key, set_max_price, get_request, list_activity, get_usage, chat. A tool error carries the HTTP status and error.code of the route it calls.',
     tags: ['mcp'],
     security: 'apiKey',
     ok: ok('A JSON-RPC answer', '200', { content: { 'application/json': { schema: { type: 'object' } } } }),

@@ -1,8 +1,9 @@
 // What a funding payment buys: the amount a route accepts (1 to 1,000 USDC) and the terms its 402
 // challenge states, shared by signup, refill and the browser top-up.
+
+import { ApiError } from '../../errors.ts'
 import type { PaymentTerms } from '../../funding/wire.ts'
 import { formatMicros, MICROS_PER_UNIT, type MicroUsdc, parseMicros } from '../../money/units.ts'
-import { ApiError } from '../errors.ts'
 
 export const MIN_FUNDING = (1 * MICROS_PER_UNIT) as MicroUsdc
 export const MAX_FUNDING = (1000 * MICROS_PER_UNIT) as MicroUsdc

@@ -1,39 +1,37 @@
-// POST /v1/chat/completions: thin. The shared pipeline admits, dispatches and settles; this route
+// POST /v1/chat/completions: thin. The inference service admits, dispatches and clears; this route
 // only shapes the chat answer, buffered or streamed.
 import { Elysia } from 'elysia'
 import { chatBodySchema } from '../../inference/chat-request.ts'
 import { costHeaders } from '../../inference/relay-buffered.ts'
 import { relayChatStream } from '../../inference/relay-stream.ts'
+import type { InferenceService } from '../../inference/service.ts'
+import { SUPPORT_REFERENCE_HEADER } from '../../inference/support-reference.ts'
+import { formatMicros } from '../../money/units.ts'
 import { buyerKeyAuth } from '../auth.ts'
 import { ownResponse } from '../own-response.ts'
-import {
-  beginInference,
-  type InferenceDeps,
-  inferencePipeline,
-  SUPPORT_REFERENCE_HEADER,
-  settleBuffered,
-  streamContext,
-} from './pipeline.ts'
+import { callOf, noteCost } from './call.ts'
 
-export function chatRoutes(deps: InferenceDeps) {
-  const pipeline = inferencePipeline(deps)
+export function chatRoutes(service: InferenceService) {
+  const { deps } = service
   return new Elysia({ name: 'svc/chat', seed: deps.keys.prefix }).use(buyerKeyAuth(deps)).post(
     '/v1/chat/completions',
     async ({ body, buyerKey, request, set }) => {
-      const begun = await beginInference(pipeline, body, buyerKey, request)
+      const begun = await service.beginChat(body, buyerKey, callOf(request))
+      const reference = { [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference }
       if (!begun.chat.stream) {
-        const { body: answer, settlement } = await settleBuffered(pipeline, begun)
+        const { body: answer, settlement } = await service.clearBuffered(begun)
+        noteCost(request, formatMicros(settlement.charged))
         return ownResponse(set, JSON.stringify(answer), {
           'content-type': 'application/json',
-          [SUPPORT_REFERENCE_HEADER]: begun.supportReference,
+          ...reference,
           ...costHeaders(settlement),
         })
       }
       // Cost and balance headers are not sent: the head goes out before the relay.
-      return ownResponse(set, relayChatStream(streamContext(pipeline, begun)), {
+      return ownResponse(set, relayChatStream(service.streamContext(begun)), {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache',
-        [SUPPORT_REFERENCE_HEADER]: begun.supportReference,
+        ...reference,
       })
     },
     { buyerKey: true, body: chatBodySchema },

@@ -1,38 +1,32 @@
 // POST /v1/responses: the stateless Responses facade over the same pipeline as chat. GET
 // /v1/responses and GET /v1/responses/{id} answer 404: nothing is stored.
 import { Elysia } from 'elysia'
+import { notFound } from '../../errors.ts'
 import { costHeaders } from '../../inference/relay-buffered.ts'
 import { relayResponsesStream } from '../../inference/relay-responses.ts'
 import {
-  messageItem,
+  incompleteReason,
+  outputItems,
   responseObject,
-  responseShape,
-  responsesBodySchema,
-  responsesToChat,
-} from '../../inference/responses-request.ts'
+  responsesUsage,
+} from '../../inference/responses-object.ts'
+import { responseShape, responsesBodySchema, responsesToChat } from '../../inference/responses-request.ts'
+import type { InferenceService } from '../../inference/service.ts'
+import { SUPPORT_REFERENCE_HEADER } from '../../inference/support-reference.ts'
+import { formatMicros } from '../../money/units.ts'
 import { buyerKeyAuth } from '../auth.ts'
-import { notFound } from '../errors.ts'
 import { ownResponse } from '../own-response.ts'
-import {
-  beginInference,
-  type InferenceDeps,
-  inferencePipeline,
-  SUPPORT_REFERENCE_HEADER,
-  settleBuffered,
-  streamContext,
-} from './pipeline.ts'
+import { callOf, noteCost } from './call.ts'
 
 const notStored = () => {
   throw notFound('responses are not stored; this endpoint is stateless', 'not_found')
 }
 
-function answerText(chat: Record<string, unknown>): string {
-  const choice = (chat.choices as { message?: { content?: unknown } }[] | undefined)?.[0]
-  return typeof choice?.message?.content === 'string' ? choice.message.content : ''
-}
+const finishReason = (chat: Record<string, unknown>) =>
+  (chat.choices as { finish_reason?: unknown }[] | undefined)?.[0]?.finish_reason
 
-export function responsesRoutes(deps: InferenceDeps) {
-  const pipeline = inferencePipeline(deps)
+export function responsesRoutes(service: InferenceService) {
+  const { deps } = service
   return new Elysia({ name: 'svc/responses', seed: deps.keys.prefix })
     .use(buyerKeyAuth(deps))
     .get('/v1/responses', notStored)
@@ -40,30 +34,32 @@ export function responsesRoutes(deps: InferenceDeps) {
     .post(
       '/v1/responses',
       async ({ body, buyerKey, request, set }) => {
-        const begun = await beginInference(pipeline, responsesToChat(body), buyerKey, request)
-        const shape = responseShape(body, begun.chat.model.id, begun.context.id)
+        // A field that cannot be honoured is refused here, before anything is held.
+        const translated = responsesToChat(body)
+        const begun = await service.beginChat(translated.chat, buyerKey, callOf(request))
+        const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
         if (!begun.chat.stream) {
-          const { body: chat, settlement } = await settleBuffered(pipeline, begun)
-          const usage = {
-            input_tokens: settlement.usage.promptTokens,
-            output_tokens: settlement.usage.completionTokens,
-          }
+          const { body: chat, settlement } = await service.clearBuffered(begun)
+          noteCost(request, formatMicros(settlement.charged))
+          const reason = incompleteReason(finishReason(chat))
+          const status = reason ? 'incomplete' : 'completed'
           const response = responseObject(
             shape,
-            'completed',
-            [messageItem(shape, answerText(chat), 'completed')],
-            usage,
+            status,
+            outputItems(shape, chat, status),
+            responsesUsage(settlement.usage, chat.usage),
+            reason,
           )
           return ownResponse(set, JSON.stringify(response), {
             'content-type': 'application/json',
-            [SUPPORT_REFERENCE_HEADER]: begun.supportReference,
+            [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference,
             ...costHeaders(settlement),
           })
         }
-        return ownResponse(set, relayResponsesStream(streamContext(pipeline, begun), shape), {
+        return ownResponse(set, relayResponsesStream(service.streamContext(begun), shape), {
           'content-type': 'text/event-stream; charset=utf-8',
           'cache-control': 'no-cache',
-          [SUPPORT_REFERENCE_HEADER]: begun.supportReference,
+          [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference,
         })
       },
       { buyerKey: true, body: responsesBodySchema },

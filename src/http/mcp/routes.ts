@@ -3,10 +3,10 @@
 // answer any request; tools call the app itself with the caller's key (src/mcp/tools.ts).
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
 import { Elysia } from 'elysia'
+import { ApiError } from '../../errors.ts'
 import { type Dispatch, mcpServer } from '../../mcp/server.ts'
 import { TOOLS, type Tool } from '../../mcp/tools.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
-import { ApiError } from '../errors.ts'
 
 export const MCP_PATH = '/mcp'
 

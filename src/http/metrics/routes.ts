@@ -22,6 +22,8 @@ export function metricsRoutes(deps: { redis: Redis; keys: Keyspace; config: { ad
           ...metrics.latency.render(),
           ...metrics.clears.render(),
           ...metrics.fallForwards.render(),
+          ...metrics.disputedClears.render(),
+          ...metrics.disputedBurn.render(),
           ...renderGauge(
             'svc_holds_outstanding',
             'Admitted requests holding funds and capacity, all replicas',

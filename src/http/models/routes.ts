@@ -2,7 +2,7 @@
 import { Elysia } from 'elysia'
 import { bareModelId } from '../../catalog/entry.ts'
 import type { CatalogStore } from '../../catalog/store.ts'
-import { notFound } from '../errors.ts'
+import { notFound } from '../../errors.ts'
 
 export function modelRoutes(catalog: CatalogStore) {
   return new Elysia({ name: 'svc/models', prefix: '/v1/models' })

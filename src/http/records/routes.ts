@@ -2,10 +2,10 @@
 // for anyone else, for an unknown or a malformed reference alike) and GET /v1/models/stats
 // (public). Registered ahead of the catalog routes so /v1/models/stats is never read as a model id.
 import { Elysia } from 'elysia'
+import { badRequest, notFound } from '../../errors.ts'
 import { lookupRequest } from '../../records/lookup.ts'
 import { modelStats, STATS_WINDOWS, type StatsWindow } from '../../records/stats.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
-import { badRequest, notFound } from '../errors.ts'
 
 export interface RecordsRouteDeps extends AuthDeps {
   statsMinRequests: number

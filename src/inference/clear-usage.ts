@@ -1,23 +1,25 @@
-// Settle: usage -> burn -> the clear script. Metered usage when the supplier reported it; else an
+// Clearing a request: usage -> burn -> the clear script. Metered usage when the supplier reported it; else an
 // estimate from the tokenizer, capped at the admitted max_tokens and the supplier key's pre-call
 // balance, as the contract says.
 import type Redis from 'ioredis'
-import { type Admission, type Clearing, clear } from '../market/settlement.ts'
+import type { Admission } from '../market/admission.ts'
+import { type Clearing, clear } from '../market/clearing.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
-import type { AdmittedChat } from './chat-request.ts'
+import type { ValidChat } from './chat-request.ts'
 import { burnOf, type Usage } from './meter.ts'
 import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
 
 /**
- * Waits between tries of a clear that lost the store: half a second in all (a dropped connection,
- * a reconnect), then its error stands, so that a longer outage still answers at once.
+ * Waits between tries of a clear that lost the store, by default: half a second in all (a dropped
+ * connection, a reconnect), then its error stands, so that a buffered answer in a longer outage
+ * still answers at once. A stream, whose client waits on an open connection, asks for longer.
  */
 const CLEAR_RETRY_WAITS_MS = [50, 150, 300] as const
 
-export interface SettleDeps {
+export interface ClearDeps {
   redis: Redis
   keys: Keyspace
   feeBps: number
@@ -25,17 +27,17 @@ export interface SettleDeps {
   recordRetentionMs?: number
 }
 
-export interface Settlement extends Clearing {
+export interface ClearedUsage extends Clearing {
   usage: Usage
   estimated: boolean
 }
 
 /** What settling needs of an admitted chat; a stream keeps only this, not the supplier's body. */
-export type SettledChat = Pick<AdmittedChat, 'model' | 'maxTokens'>
+export type ClearedChat = Pick<ValidChat, 'model' | 'maxTokens' | 'choices'>
 
-export interface SettleInput {
+export interface ClearUsageInput {
   /** What billing needs of the admitted request: its model's prices and the max tokens admitted. */
-  chat: SettledChat
+  chat: ClearedChat
   messages: ChatMessageLike[]
   admission: Admission
   preBalance: MicroDiem | null
@@ -44,28 +46,37 @@ export interface SettleInput {
   /** Output tokens counted as they streamed by (asked for only when nothing was reported). */
   generatedTokens: () => Promise<number>
   outcome: 'completed' | 'incomplete'
+  /** Waits between tries of the clear while the store is away (default: half a second in all). */
+  storeWaitsMs?: readonly number[]
 }
 
-export async function estimateUsage(input: SettleInput): Promise<Usage> {
+export async function estimateUsage(input: ClearUsageInput): Promise<Usage> {
   const [promptTokens, generated] = await Promise.all([
     promptTokenCount(input.messages),
     input.generatedTokens(),
   ])
-  return { promptTokens, completionTokens: Math.min(generated, input.chat.maxTokens) }
+  return { promptTokens, completionTokens: Math.min(generated, input.chat.maxTokens * input.chat.choices) }
 }
 
-export async function settle(deps: SettleDeps, input: SettleInput): Promise<Settlement> {
+export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promise<ClearedUsage> {
   const estimated = input.reported === null
   const usage = input.reported ?? (await estimateUsage(input))
   let burn = burnOf(usage, input.chat.model.prices)
   const before = input.preBalance ?? input.admission.upstreamBalance
   if (estimated && before !== null && burn > before) burn = before
-  const clearing = await clearBurn(deps, input.admission.attemptId, before, burn, {
-    inputTokens: usage.promptTokens,
-    outputTokens: usage.completionTokens,
-    estimated,
-    outcome: input.outcome,
-  })
+  const clearing = await clearBurn(
+    deps,
+    input.admission.attemptId,
+    before,
+    burn,
+    {
+      inputTokens: usage.promptTokens,
+      outputTokens: usage.completionTokens,
+      estimated,
+      outcome: input.outcome,
+    },
+    input.storeWaitsMs,
+  )
   return { ...clearing, usage, estimated }
 }
 
@@ -74,7 +85,7 @@ export async function settle(deps: SettleDeps, input: SettleInput): Promise<Sett
  * (reported by the upstream, else the last known) less this burn.
  */
 export async function clearBurn(
-  deps: SettleDeps,
+  deps: ClearDeps,
   attemptId: string,
   before: MicroDiem | null,
   burn: MicroDiem,
@@ -84,6 +95,7 @@ export async function clearBurn(
     estimated: boolean
     outcome: 'completed' | 'incomplete'
   },
+  storeWaitsMs: readonly number[] = CLEAR_RETRY_WAITS_MS,
 ): Promise<Clearing> {
   const after = before === null ? null : (Math.max(0, before - burn) as MicroDiem)
   // The work is done and the clear is idempotent: a store that blinks (a lost connection, a
@@ -99,8 +111,14 @@ export async function clearBurn(
         ...record,
         recordRetentionMs: deps.recordRetentionMs,
       }),
-    CLEAR_RETRY_WAITS_MS,
+    storeWaitsMs,
   )
-  if (!clearing.replay) metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
+  if (!clearing.replay) {
+    metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
+    if (clearing.disputed > 0) {
+      metrics.disputedClears.inc()
+      metrics.disputedBurn.inc({}, clearing.disputed)
+    }
+  }
   return clearing
 }

@@ -1,22 +1,8 @@
-// The market scripts' small negative result codes, mapped in one place to the contract's errors.
+// What each refusal of admission means to a client: the contract's error, in one place.
 
-import { ApiError } from '../http/errors.ts'
+import { ApiError, NO_RETRY, retryAfter } from '../errors.ts'
 import { formatMicros } from '../money/units.ts'
-
-export enum AdmitCode {
-  Admitted = 1,
-  UnknownAccount = -1,
-  KeyConcurrency = -2,
-  BuyerConcurrency = -3,
-  PoolEmpty = -4,
-  NoEligibleSupply = -5,
-  InsufficientRoutable = -6,
-  KeysBusy = -7,
-  SupplyExhausted = -8,
-  InsufficientBalance = -9,
-  DuplicateAttempt = -10,
-  UnknownKey = -11,
-}
+import { AdmitCode } from '../redis/result-codes.ts'
 
 /** The hint values some refusals carry, as the script returns them. */
 export type AdmitRefusal =
@@ -27,7 +13,16 @@ export type AdmitRefusal =
       routableAboveMax: number
     }
   | { code: AdmitCode.InsufficientRoutable; eligibleRoutable: number; maxEligibleOffer: number }
-  | { code: AdmitCode.InsufficientBalance; needed: number; confirmed: number }
+  | { code: AdmitCode.InsufficientBalance; needed: number; confirmed: number; askCents: number }
+  | {
+      code: AdmitCode.KeyLimit
+      /** the key's limit, and what it spent and holds in flight, micro-USDC */
+      limit: number
+      used: number
+      needed: number
+      askCents: number
+      confirmed: number
+    }
   | {
       code:
         | AdmitCode.UnknownAccount
@@ -52,7 +47,9 @@ export function refusalError(refusal: AdmitRefusal): ApiError {
         headers: { 'retry-after': '1' },
       })
     case AdmitCode.PoolEmpty:
-      return new ApiError(503, 'pool_empty', 'nothing is posted at any price; wait for supply')
+      return new ApiError(503, 'pool_empty', 'nothing is posted at any price; wait for supply', {
+        headers: retryAfter(30),
+      })
     case AdmitCode.NoEligibleSupply: {
       const above = formatMicros(refusal.routableAboveMax)
       return new ApiError(
@@ -66,6 +63,8 @@ export function refusalError(refusal: AdmitRefusal): ApiError {
             routableDiemAboveMax: above,
           },
           headers: {
+            // Only a higher max price helps: the same request retried is refused the same way.
+            ...NO_RETRY,
             'x-svc-error-code': 'no_eligible_supply',
             'x-svc-buyer-max-cents': String(refusal.buyerMaxCents),
             'x-svc-cheapest-posted-cents': String(refusal.cheapestPostedCents),
@@ -84,6 +83,7 @@ export function refusalError(refusal: AdmitRefusal): ApiError {
         {
           extra: { eligibleRoutableDiem: eligible, maxEligibleOfferDiem: largest },
           headers: {
+            ...retryAfter(10),
             'x-svc-error-code': 'insufficient_routable_at_price',
             'x-svc-max-eligible-offer-diem': largest,
           },
@@ -92,7 +92,7 @@ export function refusalError(refusal: AdmitRefusal): ApiError {
     }
     case AdmitCode.KeysBusy:
       return new ApiError(503, 'key_wait_timeout', 'every eligible supplier key stayed busy; retry', {
-        headers: { 'x-svc-error-code': 'key_wait_timeout' },
+        headers: { ...retryAfter(1), 'x-svc-error-code': 'key_wait_timeout' },
       })
     case AdmitCode.SupplyExhausted:
       return new ApiError(502, 'provider_error', 'no supplier could complete the request; safe to retry')
@@ -106,8 +106,26 @@ export function refusalError(refusal: AdmitRefusal): ApiError {
             requiredUsdc: formatMicros(refusal.needed),
             confirmedUsdc: formatMicros(refusal.confirmed),
           },
+          headers: NO_RETRY,
         },
       )
+    case AdmitCode.KeyLimit: {
+      const remaining = formatMicros(Math.max(0, refusal.limit - refusal.used))
+      // Never a 402: funding the account would not lift the key's limit.
+      return new ApiError(
+        403,
+        'key_limit_exceeded',
+        `this request's worst case of ${formatMicros(refusal.needed)} USDC would take this key past its spending limit of ${formatMicros(refusal.limit)} USDC (${remaining} USDC left); raise it with PATCH /v1/agent/keys/{id} or send a smaller max_tokens`,
+        {
+          extra: {
+            limitUsdc: formatMicros(refusal.limit),
+            limitRemainingUsdc: remaining,
+            requiredUsdc: formatMicros(refusal.needed),
+          },
+          headers: NO_RETRY,
+        },
+      )
+    }
     case AdmitCode.UnknownAccount:
       return new ApiError(401, 'invalid_api_key', 'the account of this key no longer exists')
     case AdmitCode.UnknownKey:

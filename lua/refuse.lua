@@ -1,0 +1,24 @@
+--[[
+  refuse: record a request refused at admission (402, 403, 429, 503) as an ended attempt of its
+  own (state `refused`), so it resolves by its support reference like any other and goes on the
+  settled-attempt Streams. No money moves. Writing it again (a retried record) overwrites the
+  record and appends again.
+  Includes lib/keys, lib/numbers, lib/attempts.
+
+  KEYS[1]  keyspace base ("<prefix>:")
+  ARGV[1]  attempt id (`<support reference>.<n>`)
+  ARGV[2]  account id
+  ARGV[3]  API key id
+  ARGV[4]  request id
+  ARGV[5]  model id
+  ARGV[6]  the contract's error code the buyer got
+  ARGV[7]  how long the record is kept, ms (default 30 days)
+
+  Returns 1.
+]]
+keep_records_for(ARGV[7])
+local now = now_ms()
+local a = { id = ARGV[1], accountId = ARGV[2], keyId = ARGV[3], model = ARGV[5] }
+end_attempt(a, { 'id', a.id, 'state', 'refused', 'accountId', a.accountId, 'keyId', a.keyId, 'requestId', ARGV[4],
+  'model', a.model, 'errorCode', ARGV[6], 'endedAt', s(now) }, now, 'refused', '0', '', '', ARGV[6])
+return 1

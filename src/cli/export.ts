@@ -1,0 +1,206 @@
+// `svc-gateway export --group NAME [--once] [--consumer NAME]`: the market's settled-attempt Stream
+// (`settled`) as JSON lines on stdout, for a warehouse, through a Redis consumer group (REDIS_URL,
+// SVC_REDIS_PREFIX). Each line is acknowledged once it is written, so a restarted export resumes
+// where the last one stopped: first the entries it was given and never acknowledged (its pending
+// list), then new ones. At-least-once: an export killed between a write and its XACK writes that
+// line again; a line's `id` (the Stream entry id, unique and increasing) tells repeats apart.
+// `--once` exits when caught up; otherwise it waits for new entries until SIGINT or SIGTERM.
+import { parseArgs } from 'node:util'
+import type Redis from 'ioredis'
+import { loadStoreConfig } from '../config.ts'
+import { formatMicros } from '../money/units.ts'
+import { createRedis } from '../redis/connection.ts'
+import { type Keyspace, keyspace } from '../redis/keys.ts'
+
+export const EXPORT_USAGE = `usage: svc-gateway export --group NAME [--once] [--consumer NAME]
+  the market's settled attempts as JSON lines on stdout, through the consumer group NAME
+  (created at the oldest entry kept); acknowledged after each line is written, resumed from
+  there by the next run with the same group and consumer (default consumer: export)`
+
+const BATCH = 500
+/** How long a read waits for new entries before it looks at the stop flag again. */
+const BLOCK_MS = 1_000
+
+interface ExportOptions {
+  group: string
+  consumer: string
+  once: boolean
+}
+
+type Entry = [id: string, fields: string[]]
+type ReadReply = [stream: string, entries: Entry[]][] | null
+
+/** One settled attempt as its export line (money as 6-decimal strings, as the API gives it). */
+export function exportLine([id, flat]: Entry): string {
+  const f: Record<string, string> = {}
+  for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i]!] = flat[i + 1]!
+  const attempt = f.attempt ?? ''
+  const int = (value: string | undefined) => (value ? Number(value) : null)
+  return `${JSON.stringify({
+    id,
+    endedAt: new Date(Number(id.slice(0, id.indexOf('-')))).toISOString(),
+    attemptId: attempt,
+    supportReference: attempt.slice(0, attempt.lastIndexOf('.')) || attempt,
+    accountId: f.account || null,
+    keyId: f.key || null,
+    model: f.model || null,
+    status: f.status ?? null,
+    costUsdc: formatMicros(Number(f.costUsdc ?? 0)),
+    clearingPriceCents: int(f.askCents),
+    inputTokens: int(f.inputTokens),
+    outputTokens: int(f.outputTokens),
+    offerId: f.offer || null,
+    errorCode: f.errorCode || null,
+  })}\n`
+}
+
+function parse(args: string[]): ExportOptions | null {
+  try {
+    const { values, positionals } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        group: { type: 'string' },
+        consumer: { type: 'string', default: 'export' },
+        once: { type: 'boolean', default: false },
+      },
+    })
+    const name = /^[A-Za-z0-9_.:-]{1,64}$/
+    if (positionals.length > 0 || !values.group || !name.test(values.group) || !name.test(values.consumer)) {
+      return null
+    }
+    return { group: values.group, consumer: values.consumer, once: values.once }
+  } catch {
+    return null
+  }
+}
+
+/** Resolves once the line is handed to the operating system (the pipe, the file). */
+function writeLine(line: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    process.stdout.write(line, (error) => (error ? reject(error) : resolve()))
+  })
+}
+
+async function ensureGroup(redis: Redis, stream: string, group: string): Promise<void> {
+  try {
+    // From the oldest entry still kept: a new warehouse gets everything there is.
+    await redis.xgroup('CREATE', stream, group, '0', 'MKSTREAM')
+  } catch (error) {
+    if (!/BUSYGROUP/.test((error as Error).message)) throw error
+  }
+}
+
+/** Writes and acknowledges one batch; false when asked to stop part-way. */
+async function emit(redis: Redis, stream: string, group: string, entries: Entry[], stopped: () => boolean) {
+  for (const entry of entries) {
+    if (stopped()) return false
+    await writeLine(exportLine(entry))
+    await redis.xack(stream, group, entry[0])
+  }
+  return true
+}
+
+/**
+ * How many entries the Stream trimmed before this group read them (it keeps about SETTLED_MAXLEN):
+ * entries ever added less those still kept less those the group has read. Null when Redis cannot
+ * say (a group created at an arbitrary id has no read count).
+ */
+export async function trimmedUnread(redis: Redis, stream: string, group: string): Promise<number | null> {
+  const info = (await redis.xinfo('STREAM', stream)) as unknown[]
+  const groups = (await redis.xinfo('GROUPS', stream)) as unknown[][]
+  const row = groups.find((g) => g[g.indexOf('name') + 1] === group)
+  const read = row?.[row.indexOf('entries-read') + 1]
+  if (typeof read !== 'number') return null
+  const field = (name: string) => Number(info[info.indexOf(name) + 1])
+  return Math.max(0, field('entries-added') - field('length') - read)
+}
+
+export async function runExport(
+  redis: Redis,
+  keys: Keyspace,
+  options: ExportOptions,
+  stopped: () => boolean,
+) {
+  const stream = keys.settled
+  const { group, consumer } = options
+  await ensureGroup(redis, stream, group)
+  const lost = await trimmedUnread(redis, stream, group)
+  if (lost)
+    console.error(
+      `export: ${lost} settled attempts were trimmed from the Stream before group ${group} read them`,
+    )
+  // First what this consumer was given and never acknowledged: the lines a crash may have cut.
+  let after = '0'
+  for (;;) {
+    const reply = (await redis.xreadgroup(
+      'GROUP',
+      group,
+      consumer,
+      'COUNT',
+      BATCH,
+      'STREAMS',
+      stream,
+      after,
+    )) as ReadReply
+    const given = reply?.[0]?.[1] ?? []
+    if (given.length === 0) break
+    // A pending entry trimmed from the Stream meanwhile comes back without fields: it is gone.
+    const trimmed = given.filter(([, fields]) => fields === null).map(([id]) => id)
+    if (trimmed.length > 0) {
+      console.error(
+        `export: ${trimmed.length} pending entries were trimmed before export: ${trimmed.join(' ')}`,
+      )
+      await redis.xack(stream, group, ...trimmed)
+    }
+    const entries = given.filter(([, fields]) => fields !== null)
+    if (!(await emit(redis, stream, group, entries, stopped))) return
+    after = given.at(-1)![0]
+  }
+  // Then new entries, until caught up (--once) or stopped.
+  while (!stopped()) {
+    const reply = (
+      options.once
+        ? await redis.xreadgroup('GROUP', group, consumer, 'COUNT', BATCH, 'STREAMS', stream, '>')
+        : await redis.xreadgroup(
+            'GROUP',
+            group,
+            consumer,
+            'COUNT',
+            BATCH,
+            'BLOCK',
+            BLOCK_MS,
+            'STREAMS',
+            stream,
+            '>',
+          )
+    ) as ReadReply
+    const entries = reply?.[0]?.[1] ?? []
+    if (entries.length === 0 && options.once) return
+    if (!(await emit(redis, stream, group, entries, stopped))) return
+  }
+}
+
+export async function exportSettled(args: string[]): Promise<void> {
+  const options = parse(args)
+  if (!options) {
+    console.error(EXPORT_USAGE)
+    process.exitCode = 2
+    return
+  }
+  const config = loadStoreConfig()
+  const redis = createRedis(config.redisUrl, { name: 'svc-export' })
+  let stop = false
+  const onSignal = () => {
+    stop = true
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  try {
+    await runExport(redis, keyspace(config.redisPrefix), options, () => stop)
+  } finally {
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+    redis.disconnect()
+  }
+}

@@ -1,0 +1,79 @@
+// Admission for a request that may wait for a busy supplier key (SVC_KEY_WAIT_MS): admit again and
+// again until it is admitted, refused for another reason, out of time, or its client left.
+import { admit } from '../market/admission.ts'
+import type { AdmitRefusal } from '../market/refusal-errors.ts'
+import { AdmitCode } from '../redis/result-codes.ts'
+import type { DispatchDeps, DispatchRequest, Requester, UpstreamJob } from './dispatch.ts'
+
+// A request waiting for a busy supplier key asks again after a short wait that doubles up to a
+// ceiling, so a crowd of waiters does not poll Redis at the pace of the first.
+const KEY_WAIT_FIRST_MS = 15
+const KEY_WAIT_MAX_MS = 250
+
+export async function admitWaiting(
+  deps: DispatchDeps,
+  req: DispatchRequest,
+  job: UpstreamJob,
+  requester: Requester,
+  attemptId: string,
+  tried: string[],
+) {
+  const deadline = Date.now() + deps.market.keyWaitMs
+  let wait = KEY_WAIT_FIRST_MS
+  let waiting: string | null = null
+  try {
+    for (;;) {
+      const result = await admit(deps.redis, deps.keys, {
+        attemptId,
+        ...('apiKeyDigest' in requester
+          ? { accountId: '', apiKeyId: '', apiKeyDigest: requester.apiKeyDigest }
+          : { accountId: requester.accountId, apiKeyId: requester.apiKeyId }),
+        burnEstimate: job.burnEstimate,
+        keyCap: deps.market.keyMaxInFlight,
+        walletCap: deps.market.walletMaxInFlight,
+        leaseMs: job.leaseMs ?? deps.market.leaseMs,
+        tried,
+        defaultMaxPriceCents: deps.defaultMaxPriceCents,
+        model: job.modelId,
+        requestId: req.requestId,
+        capGroup: job.capGroup,
+        recordRetentionMs: deps.recordRetentionMs,
+      })
+      if (result.code !== AdmitCode.KeysBusy || Date.now() >= deadline || req.signal.aborted) return result
+      // A waiting request counts against its wallet's in-flight cap on this replica: past it, the
+      // wallet's extra requests are refused like any over the cap, not queued without end.
+      if (waiting === null) {
+        const who = (result as { who?: { accountId: string } }).who
+        waiting = who?.accountId ?? null
+        if (waiting !== null && !waiters.enter(waiting, deps.market.walletMaxInFlight)) {
+          waiting = null
+          return { code: AdmitCode.BuyerConcurrency, who: (result as { who?: unknown }).who } as AdmitRefusal
+        }
+      }
+      await Bun.sleep(wait / 2 + Math.random() * wait)
+      wait = Math.min(wait * 2, KEY_WAIT_MAX_MS)
+    }
+  } finally {
+    if (waiting !== null) waiters.leave(waiting)
+  }
+}
+
+/** Requests of each wallet waiting for a supplier key in this process. */
+class Waiters {
+  private readonly counts = new Map<string, number>()
+
+  enter(accountId: string, cap: number): boolean {
+    const count = this.counts.get(accountId) ?? 0
+    if (count >= cap) return false
+    this.counts.set(accountId, count + 1)
+    return true
+  }
+
+  leave(accountId: string): void {
+    const count = (this.counts.get(accountId) ?? 1) - 1
+    if (count <= 0) this.counts.delete(accountId)
+    else this.counts.set(accountId, count)
+  }
+}
+
+const waiters = new Waiters()

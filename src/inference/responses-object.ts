@@ -1,0 +1,198 @@
+// The stateless Responses facade, answer side: a `response` object in OpenAI's shape, and its
+// output items (reasoning, message, function_call) made from a supplier's chat answer.
+import type { ResponseShape } from './responses-request.ts'
+
+export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed'
+export type ItemStatus = 'in_progress' | 'completed' | 'incomplete'
+export type OutputItem = Record<string, unknown> & { id: string; type: string }
+
+/** Usage as a Responses answer reports it; the counts are the ones billed. */
+export interface ResponsesUsage {
+  input_tokens: number
+  output_tokens: number
+  cached_tokens: number
+  reasoning_tokens: number
+}
+
+const count = (value: unknown) =>
+  typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0
+
+/** The billed counts, with the details the supplier's usage gives (cached and reasoning tokens). */
+export function responsesUsage(
+  billed: { promptTokens: number; completionTokens: number },
+  supplierUsage: unknown,
+): ResponsesUsage {
+  const usage = (supplierUsage ?? {}) as {
+    prompt_tokens_details?: { cached_tokens?: unknown }
+    completion_tokens_details?: { reasoning_tokens?: unknown }
+  }
+  return {
+    input_tokens: billed.promptTokens,
+    output_tokens: billed.completionTokens,
+    cached_tokens: Math.min(count(usage.prompt_tokens_details?.cached_tokens), billed.promptTokens),
+    reasoning_tokens: Math.min(
+      count(usage.completion_tokens_details?.reasoning_tokens),
+      billed.completionTokens,
+    ),
+  }
+}
+
+/** Why an answer ended short, from the supplier's finish_reason; null when it ended whole. */
+export function incompleteReason(finishReason: unknown): string | null {
+  if (finishReason === 'length') return 'max_output_tokens'
+  if (finishReason === 'content_filter') return 'content_filter'
+  return null
+}
+
+const base = (shape: ResponseShape) => shape.id.slice(5)
+
+export const itemIds = {
+  message: (shape: ResponseShape) => `msg_${base(shape)}`,
+  reasoning: (shape: ResponseShape) => `rs_${base(shape)}`,
+  functionCall: (shape: ResponseShape, index: number) => `fc_${base(shape)}_${index}`,
+}
+
+export function messageItem(shape: ResponseShape, text: string, status: ItemStatus): OutputItem {
+  return {
+    id: itemIds.message(shape),
+    type: 'message',
+    status,
+    role: 'assistant',
+    content: status === 'in_progress' && text === '' ? [] : [{ type: 'output_text', text, annotations: [] }],
+  }
+}
+
+/**
+ * A reasoning item. The supplier's reasoning text is its `reasoning_text` content; when the
+ * request asked for a summary, the same text is its summary (suppliers give no shorter one).
+ */
+export function reasoningItem(shape: ResponseShape, text: string, status: ItemStatus): OutputItem {
+  const open = status === 'in_progress' && text === ''
+  if (shape.reasoning.summary !== null) {
+    return {
+      id: itemIds.reasoning(shape),
+      type: 'reasoning',
+      status,
+      summary: open ? [] : [{ type: 'summary_text', text }],
+    }
+  }
+  return {
+    id: itemIds.reasoning(shape),
+    type: 'reasoning',
+    status,
+    summary: [],
+    content: open ? [] : [{ type: 'reasoning_text', text }],
+  }
+}
+
+export function functionCallItem(
+  shape: ResponseShape,
+  index: number,
+  call: { callId: string; name: string; arguments: string },
+  status: ItemStatus,
+): OutputItem {
+  return {
+    id: itemIds.functionCall(shape, index),
+    type: 'function_call',
+    status,
+    call_id: call.callId,
+    name: call.name,
+    arguments: call.arguments,
+  }
+}
+
+interface ChatMessage {
+  content?: unknown
+  refusal?: unknown
+  reasoning_content?: unknown
+  reasoning?: unknown
+  tool_calls?: { id?: unknown; function?: { name?: unknown; arguments?: unknown } }[]
+}
+
+/** The reasoning text a supplier sent, under either name suppliers use for it. */
+export function reasoningText(message: { reasoning_content?: unknown; reasoning?: unknown }): string {
+  if (typeof message.reasoning_content === 'string') return message.reasoning_content
+  return typeof message.reasoning === 'string' ? message.reasoning : ''
+}
+
+/** The output items of a buffered chat answer: reasoning, then the message, then the calls. */
+export function outputItems(
+  shape: ResponseShape,
+  chat: Record<string, unknown>,
+  status: ItemStatus,
+): OutputItem[] {
+  const choice = (chat.choices as { message?: ChatMessage }[] | undefined)?.[0]
+  const message = choice?.message ?? {}
+  const items: OutputItem[] = []
+  const reasoning = reasoningText(message)
+  if (reasoning) items.push(reasoningItem(shape, reasoning, status))
+  const calls = Array.isArray(message.tool_calls) ? message.tool_calls : []
+  const text = typeof message.content === 'string' ? message.content : ''
+  if (typeof message.refusal === 'string' && message.refusal) {
+    items.push({
+      ...messageItem(shape, '', status),
+      content: [{ type: 'refusal', refusal: message.refusal }],
+    })
+  } else if (text || calls.length === 0) {
+    items.push(messageItem(shape, text, status))
+  }
+  calls.forEach((call, i) => {
+    items.push(
+      functionCallItem(
+        shape,
+        i,
+        {
+          callId: typeof call.id === 'string' ? call.id : `call_${base(shape)}_${i}`,
+          name: typeof call.function?.name === 'string' ? call.function.name : '',
+          arguments: typeof call.function?.arguments === 'string' ? call.function.arguments : '',
+        },
+        status,
+      ),
+    )
+  })
+  return items
+}
+
+/** A `response` object in OpenAI's shape. */
+export function responseObject(
+  shape: ResponseShape,
+  status: ResponseStatus,
+  output: OutputItem[],
+  usage: ResponsesUsage | null,
+  incomplete: string | null = null,
+) {
+  const response: Record<string, unknown> = {
+    id: shape.id,
+    object: 'response',
+    created_at: shape.createdAt,
+    status,
+    error: null,
+    incomplete_details: incomplete ? { reason: incomplete } : null,
+    instructions: shape.instructions,
+    max_output_tokens: shape.maxOutputTokens,
+    metadata: shape.metadata,
+    model: shape.model,
+    output,
+    parallel_tool_calls: shape.parallelToolCalls,
+    previous_response_id: null,
+    reasoning: shape.reasoning,
+    store: false,
+    temperature: shape.temperature,
+    top_p: shape.topP,
+    text: shape.text,
+    tool_choice: shape.toolChoice,
+    tools: shape.tools,
+    truncation: 'disabled',
+    user: shape.user,
+  }
+  if (usage) {
+    response.usage = {
+      input_tokens: usage.input_tokens,
+      input_tokens_details: { cached_tokens: usage.cached_tokens },
+      output_tokens: usage.output_tokens,
+      output_tokens_details: { reasoning_tokens: usage.reasoning_tokens },
+      total_tokens: usage.input_tokens + usage.output_tokens,
+    }
+  }
+  return response
+}

@@ -1,0 +1,218 @@
+// The inference service, built once per app: the request path from a validated body to a cleared
+// answer. It resolves the model and the hold's worst case, dispatches with fall-forward (every
+// attempt's lease renewed from admission by its one renewer), and clears. Routes translate their
+// wire shapes around it; it knows nothing of HTTP.
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import type { CatalogStore } from '../catalog/store.ts'
+import type { GatewayConfig } from '../config.ts'
+import { ApiError } from '../errors.ts'
+import type { Clearing } from '../market/clearing.ts'
+import { LeaseRenewer } from '../market/lease-renewer.ts'
+import { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
+import { formatMicros, type MicroDiem } from '../money/units.ts'
+import { isRedisUnavailable } from '../redis/connection.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { type ChatBody, liveTextModel, type ValidChat, validateChat } from './chat-request.ts'
+import { type ClearDeps, clearBurn } from './clear-usage.ts'
+import {
+  chatJob,
+  type DispatchDeps,
+  type Dispatched,
+  dispatch,
+  type Requester,
+  type UpstreamJob,
+} from './dispatch.ts'
+import { deliveredImages, type ImageBody, validateImages } from './image-request.ts'
+import { type BufferedResult, relayBuffered } from './relay-buffered.ts'
+import type { StreamContext, StreamTiming } from './relay-stream.ts'
+import { attachSupportReference, newSupportReference } from './support-reference.ts'
+import type { ChatMessageLike } from './tokens.ts'
+
+export interface InferenceDeps {
+  redis: Redis
+  keys: Keyspace
+  catalog: CatalogStore
+  config: GatewayConfig
+  logger: Logger
+}
+
+/** One request as the service needs it: its ids and the signal that says the client left. */
+export interface InferenceCall {
+  requestId: string
+  supportReference: string
+  signal: AbortSignal
+}
+
+/** A call with a fresh support reference: the name its attempts are recorded under. */
+export function inferenceCall(requestId: string, signal: AbortSignal): InferenceCall {
+  return { requestId, supportReference: newSupportReference(), signal }
+}
+
+/** A chat on its way: admitted and dispatched to a supplier that answered. */
+export interface Begun {
+  call: InferenceCall
+  chat: ValidChat
+  messages: ChatMessageLike[]
+  dispatched: Dispatched
+}
+
+/** One image per wallet in flight, always. */
+export const IMAGE_CAP_GROUP = { name: 'img', cap: 1 }
+
+/**
+ * The error for a buffered answer whose clear failed. The clear raised an error: the contract's
+ * 500 settle_failed, nothing charged. The store went away under it: a 503 store_unavailable like
+ * every other call made while Redis is unreachable; whether a clear sent just before committed is
+ * not known here, and the request's record says it once Redis is back.
+ */
+export function clearFailure(error: unknown, supportReference: string): ApiError {
+  const failure = isRedisUnavailable(error)
+    ? new ApiError(
+        503,
+        'store_unavailable',
+        "the gateway lost its store while settling; the request's record says whether it was charged; retry shortly",
+        { headers: { 'retry-after': '1' } },
+      )
+    : new ApiError(500, 'settle_failed', 'settlement did not commit; nothing was charged; safe to retry')
+  return attachSupportReference(failure, supportReference)
+}
+
+export class InferenceService {
+  /** Renews every in-flight attempt's lease from admission until it is cleared or released. */
+  readonly renewer: LeaseRenewer
+  readonly dispatching: DispatchDeps
+  readonly clearing: ClearDeps & { logger: Logger; renewer: LeaseRenewer }
+  readonly timing: StreamTiming
+
+  constructor(readonly deps: InferenceDeps) {
+    const { inference, market } = deps.config
+    const recordRetentionMs = deps.config.records.recordRetentionDays * 86_400_000
+    this.renewer = new LeaseRenewer(deps.redis, deps.keys, market.leaseMs)
+    this.dispatching = {
+      redis: deps.redis,
+      keys: deps.keys,
+      market,
+      defaultMaxPriceCents: deps.config.defaultMaxPriceCents,
+      upstreamKeys: new UpstreamKeyCache(deps.config.masterKey),
+      upstreamTimeoutMs: inference.upstreamTimeoutMs,
+      firstByteTimeoutMs: inference.firstByteTimeoutMs,
+      maxBodyBytes: inference.maxUpstreamBodyBytes,
+      maxFrameBytes: inference.maxUpstreamFrameBytes,
+      logger: deps.logger,
+      renewer: this.renewer,
+      recordRetentionMs,
+    }
+    this.clearing = {
+      redis: deps.redis,
+      keys: deps.keys,
+      feeBps: market.feeBps,
+      recordRetentionMs,
+      logger: deps.logger,
+      renewer: this.renewer,
+    }
+    this.timing = {
+      keepAliveMs: inference.keepAliveMs,
+      idleMs: inference.streamIdleMs,
+      leaseMs: market.leaseMs,
+      settleWaitMs: inference.streamSettleWaitMs,
+    }
+  }
+
+  /**
+   * Dispatches a job with fall-forward. Errors carry the support reference already when an attempt
+   * was recorded. The client leaving aborts the supplier call through the call's signal.
+   */
+  dispatch(call: InferenceCall, requester: Requester, job: UpstreamJob): Promise<Dispatched> {
+    return dispatch(this.dispatching, { requester, ...call, job })
+  }
+
+  async beginChat(body: ChatBody, requester: Requester, call: InferenceCall): Promise<Begun> {
+    const model = liveTextModel(await this.deps.catalog.get(body.model), body.model)
+    const job = chatJob(validateChat(body, model, this.deps.config.inference.defaultMaxTokens))
+    const dispatched = await this.dispatch(call, requester, job)
+    // The chat as admitted: its token limit fitted to the balance when it named none.
+    return { call, chat: dispatched.job.chat!, messages: body.messages as ChatMessageLike[], dispatched }
+  }
+
+  /** Clears a buffered answer, or throws clearFailure's error. */
+  async clearBuffered(begun: Begun): Promise<BufferedResult> {
+    try {
+      return await relayBuffered(
+        this.clearing,
+        begun.chat,
+        begun.messages,
+        begun.dispatched,
+        begun.call.requestId,
+      )
+    } catch (error) {
+      throw clearFailure(error, begun.call.supportReference)
+    } finally {
+      this.renewer.remove(begun.dispatched.admission.attemptId)
+    }
+  }
+
+  /** What a stream relay needs from a begun chat. */
+  streamContext(begun: Begun): StreamContext {
+    // The log line's closure holds these, not the request: that is freed while the stream runs.
+    const { logger } = this.deps
+    const { requestId, supportReference } = begun.call
+    return {
+      deps: this.clearing,
+      timing: this.timing,
+      // Only what clearing reads: the supplier's body (every field the client sent) is not kept.
+      chat: { model: begun.chat.model, maxTokens: begun.chat.maxTokens, choices: begun.chat.choices },
+      messages: begun.messages,
+      dispatched: begun.dispatched,
+      requestId,
+      supportReference,
+      onFinish: ({ settlement, error }) => {
+        logger.info(
+          {
+            requestId,
+            supportReference,
+            costUsdc: settlement ? formatMicros(settlement.charged) : null,
+            streamError: error,
+          },
+          'stream settled',
+        )
+      },
+    }
+  }
+
+  /** Images, held at the catalog's per-image price x n and cleared for the images delivered. */
+  async generateImages(
+    body: ImageBody,
+    requester: Requester,
+    call: InferenceCall,
+  ): Promise<{ created: unknown; data: unknown[]; clearing: Clearing }> {
+    const images = validateImages(body, await this.deps.catalog.get(body.model))
+    const dispatched = await this.dispatch(call, requester, {
+      modelId: images.modelId,
+      burnEstimate: images.burnEstimate,
+      path: '/images/generations',
+      body: images.upstreamBody,
+      stream: false,
+      isComplete: (json) => deliveredImages(json) !== null,
+      capGroup: IMAGE_CAP_GROUP,
+    })
+    const json = dispatched.json!
+    // The buyer pays for the images delivered, never more than were asked for.
+    const delivered = Math.min(deliveredImages(json) ?? 0, images.count)
+    try {
+      const clearing = await clearBurn(
+        this.clearing,
+        dispatched.admission.attemptId,
+        dispatched.preBalance ?? dispatched.admission.upstreamBalance,
+        (images.perImage * delivered) as MicroDiem,
+        { inputTokens: 0, outputTokens: delivered, estimated: false, outcome: 'completed' },
+      )
+      const data = (json.data as unknown[]).slice(0, delivered)
+      return { created: json.created ?? Math.floor(Date.now() / 1000), data, clearing }
+    } catch (error) {
+      throw clearFailure(error, call.supportReference)
+    } finally {
+      this.renewer.remove(dispatched.admission.attemptId)
+    }
+  }
+}

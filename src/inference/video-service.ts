@@ -1,0 +1,200 @@
+// Video, after Venice's flow, as a service: a no-wait quote; a queued job whose hold lives until it
+// is retrieved (cleared on the first MP4), refunded (the supplier failed it) or expired (both
+// released in full). The routes only shape the answers.
+import { ApiError, notFound } from '../errors.ts'
+import { quote } from '../market/admission.ts'
+import { type Clearing, release } from '../market/clearing.ts'
+import { refusalError } from '../market/refusal-errors.ts'
+import type { MicroDiem } from '../money/units.ts'
+import { AdmitCode } from '../redis/result-codes.ts'
+import { UpstreamBodyTooLarge, type UpstreamResponse, upstreamRequest } from '../upstream/client.ts'
+import { clearBurn } from './clear-usage.ts'
+import type { Requester } from './dispatch.ts'
+import type { InferenceCall, InferenceService } from './service.ts'
+import { type VideoJob, VideoJobs } from './video-jobs.ts'
+import { type ValidVideo, type VideoBody, validateVideo } from './video-request.ts'
+
+const gone = (code: string, message: string) =>
+  new ApiError(410, code, message, { type: 'invalid_request_error' })
+const providerError = (message: string) => new ApiError(502, 'provider_error', message)
+
+/** A job's media, read whole within the call's bound, or why not. */
+async function mediaOf(upstream: UpstreamResponse): Promise<Buffer | 'too_large' | 'broken'> {
+  const parts: Uint8Array[] = []
+  try {
+    for (let part = await upstream.read(); part; part = await upstream.read()) parts.push(part)
+  } catch (error) {
+    return error instanceof UpstreamBodyTooLarge ? 'too_large' : 'broken'
+  }
+  return Buffer.concat(parts)
+}
+
+/** What a retrieve found: the job still running, or its MP4 (with the clear, on the first). */
+export type Retrieved =
+  | { kind: 'processing'; job: VideoJob }
+  | { kind: 'media'; media: Buffer; clearing: Clearing | null }
+
+export class VideoService {
+  private readonly jobs: VideoJobs
+  private readonly ttlMs: number
+
+  constructor(private readonly inference: InferenceService) {
+    const { deps } = inference
+    this.jobs = new VideoJobs(deps.redis, deps.keys)
+    this.ttlMs = deps.config.inference.videoJobTtlMs
+  }
+
+  private async validate(body: VideoBody): Promise<ValidVideo> {
+    return validateVideo(body, await this.inference.deps.catalog.get(body.model))
+  }
+
+  /** The price of a job at the ask it would clear at now (503 keys_busy when every key is busy). */
+  async quote(accountId: string, body: VideoBody): Promise<{ video: ValidVideo; askCents: number }> {
+    const video = await this.validate(body)
+    const { redis, keys, config } = this.inference.deps
+    const result = await quote(redis, keys, accountId, video.burnEstimate, config.defaultMaxPriceCents)
+    if (result.code === AdmitCode.Admitted) return { video, askCents: result.askCents }
+    if (result.code === AdmitCode.KeysBusy) {
+      throw new ApiError(503, 'keys_busy', 'every eligible supplier key is in flight; retry shortly', {
+        headers: { 'retry-after': '1', 'x-svc-error-code': 'keys_busy' },
+      })
+    }
+    throw refusalError(result)
+  }
+
+  /** Admits, holds the job's worst case until it ends, submits it upstream, and records the job. */
+  async queue(
+    body: VideoBody,
+    requester: Requester & { accountId: string },
+    call: InferenceCall,
+  ): Promise<{ job: VideoJob; heldUsdc: number; askCents: number }> {
+    const video = await this.validate(body)
+    const dispatched = await this.inference.dispatch(call, requester, {
+      modelId: video.modelId,
+      burnEstimate: video.burnEstimate,
+      path: '/video/queue',
+      body: video.upstreamBody,
+      stream: false,
+      isComplete: (json) => typeof json.queue_id === 'string',
+      // The hold lives until the job is retrieved, refunded or expired.
+      leaseMs: this.ttlMs,
+    })
+    const { admission } = dispatched
+    // The job's own lease (its time to live) holds it from here until it is retrieved.
+    this.inference.renewer.remove(admission.attemptId)
+    const now = Date.now()
+    const job: VideoJob = {
+      id: `vid_${call.supportReference.slice(3)}`,
+      supportReference: call.supportReference,
+      attemptId: admission.attemptId,
+      accountId: requester.accountId,
+      model: video.modelId,
+      seconds: video.seconds,
+      burn: video.burnEstimate,
+      offerId: admission.offerId,
+      upstreamBaseUrl: admission.upstreamBaseUrl,
+      upstreamKeyEnc: admission.upstreamKeyEnc,
+      preBalance: dispatched.preBalance ?? -1,
+      queueId: String(dispatched.json!.queue_id),
+      state: 'queued',
+      createdAt: now,
+      expiresAt: now + this.ttlMs,
+    }
+    await this.jobs.create(job)
+    return { job, heldUsdc: admission.holdUsdc, askCents: admission.askCents }
+  }
+
+  /** The account's job: its status while it runs, then its MP4; 410 once refunded or expired. */
+  async retrieve(jobId: string, accountId: string, signal: AbortSignal): Promise<Retrieved> {
+    const job = await this.jobs.get(jobId)
+    // Another account's job is as unknown as a job that never was.
+    if (!job || job.accountId !== accountId)
+      throw notFound(`video job '${jobId}' not found`, 'video_not_found')
+    // A retrieve that runs past the job's lease keeps it: the reaper takes only a dead replica's.
+    const { renewer } = this.inference
+    if (job.state === 'queued') renewer.add(job.attemptId)
+    try {
+      return await this.fetchJob(job, signal)
+    } finally {
+      renewer.remove(job.attemptId)
+    }
+  }
+
+  /** Ends a queued job without a charge (refund or expiry); the hold comes back in full. */
+  private async endUncharged(job: VideoJob, outcome: 'refunded' | 'expired'): Promise<void> {
+    const { redis, keys } = this.inference.deps
+    await release(redis, keys, {
+      attemptId: job.attemptId,
+      errorCode: outcome === 'refunded' ? 'video_refunded' : 'video_expired',
+      cooldownMs: 0,
+      upstreamBalance: null,
+      final: true,
+      recordRetentionMs: this.inference.dispatching.recordRetentionMs,
+    })
+    await this.jobs.settle(job.id, outcome)
+  }
+
+  private async fetchJob(job: VideoJob, signal: AbortSignal): Promise<Retrieved> {
+    if (job.state === 'refunded')
+      throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
+    if (job.state === 'expired') throw gone('video_expired', 'this job expired; its media is gone')
+    if (job.state === 'queued' && Date.now() > job.expiresAt) {
+      await this.endUncharged(job, 'expired')
+      throw gone('video_expired', 'this job expired before it was retrieved; nothing was charged')
+    }
+    const { config } = this.inference.deps
+    let upstream: UpstreamResponse
+    try {
+      // The suppliers' own client: a redirect is an answer like any other, never followed.
+      upstream = await upstreamRequest(`${job.upstreamBaseUrl}/video/retrieve`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${this.inference.dispatching.upstreamKeys.open(job.upstreamKeyEnc)}`,
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ model: job.model, queue_id: job.queueId }),
+        signal,
+        deadline: { ms: config.inference.upstreamTimeoutMs, until: 'end' },
+        maxBodyBytes: config.inference.maxUpstreamVideoBytes,
+      })
+    } catch {
+      throw providerError('the provider did not answer; poll again')
+    }
+    const ok = upstream.status >= 200 && upstream.status < 300
+    const type = upstream.header('content-type') ?? ''
+    if (ok && type.startsWith('video/')) {
+      const media = await mediaOf(upstream)
+      if (media === 'too_large') {
+        // Media the gateway will not relay is not delivered: the job is refunded, not charged.
+        if (job.state === 'queued') {
+          await this.endUncharged(job, 'refunded')
+          throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
+        }
+        throw providerError('the provider could not answer; poll again')
+      }
+      if (media === 'broken') throw providerError('the provider did not answer; poll again')
+      if (job.state !== 'queued') return { kind: 'media', media, clearing: null }
+      const clearing = await clearBurn(
+        this.inference.clearing,
+        job.attemptId,
+        job.preBalance < 0 ? null : (job.preBalance as MicroDiem),
+        job.burn as MicroDiem,
+        { inputTokens: 0, outputTokens: job.seconds, estimated: false, outcome: 'completed' },
+      )
+      await this.jobs.settle(job.id, 'completed')
+      return { kind: 'media', media, clearing }
+    }
+    // From here on only the status counts: the body is not read, and its connection closes.
+    upstream.cancel()
+    if (ok) return { kind: 'processing', job }
+    if (upstream.status === 404) {
+      if (job.state === 'queued') await this.endUncharged(job, 'expired')
+      throw gone('video_expired', 'the supplier no longer has this job; nothing was charged')
+    }
+    if (upstream.status === 500 || upstream.status === 422) {
+      if (job.state === 'queued') await this.endUncharged(job, 'refunded')
+      throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
+    }
+    throw providerError('the provider could not answer; poll again')
+  }
+}

@@ -1,0 +1,144 @@
+// The admission script's typed wrapper: admit picks the cheapest eligible offer and holds the
+// request's worst case (lua/admit.lua). This module only shapes arguments and results.
+import type Redis from 'ioredis'
+import type { MicroDiem, MicroUsdc } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { AdmitCode } from '../redis/result-codes.ts'
+import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
+import type { AdmitRefusal } from './refusal-errors.ts'
+
+export interface AdmitRequest {
+  attemptId: string
+  /** Who asks: the account and key ids, or, on the hot path, the key's digest resolved by admit. */
+  accountId: string
+  apiKeyId: string
+  apiKeyDigest?: string
+  burnEstimate: MicroDiem
+  keyCap: number
+  walletCap: number
+  leaseMs: number
+  tried: string[]
+  defaultMaxPriceCents: number
+  model: string
+  requestId: string
+  /** An extra per-wallet in-flight count with its own cap (images: one at a time). */
+  capGroup?: { name: string; cap: number }
+  /** How long an attempt this call reaps on the way is kept as its request's record. */
+  recordRetentionMs?: number
+}
+
+export interface Admission {
+  code: AdmitCode.Admitted
+  attemptId: string
+  accountId: string
+  apiKeyId: string
+  offerId: string
+  askCents: number
+  holdUsdc: MicroUsdc
+  holdDiem: MicroDiem
+  leaseDeadline: number
+  confirmedAfter: MicroUsdc
+  upstreamBaseUrl: string
+  /** The offer's upstream key, sealed (see upstream-key-crypto.ts). */
+  upstreamKeyEnc: string
+  /** The supplier key's last known upstream balance, micro-DIEM, before this request. */
+  upstreamBalance: MicroDiem | null
+}
+
+export async function admit(
+  redis: Redis,
+  keys: Keyspace,
+  req: AdmitRequest,
+): Promise<Admission | AdmitRefusal> {
+  const reply = (await runScript(
+    redis,
+    'admit',
+    [keys.base],
+    [
+      req.attemptId,
+      req.accountId,
+      req.apiKeyId,
+      req.burnEstimate,
+      req.keyCap,
+      req.walletCap,
+      req.leaseMs,
+      req.tried.join(','),
+      req.defaultMaxPriceCents,
+      req.model,
+      req.requestId,
+      req.capGroup?.name ?? '',
+      req.capGroup?.cap ?? 0,
+      req.apiKeyDigest ?? '',
+      req.recordRetentionMs ?? '',
+    ],
+  )) as Reply
+  const code = n(reply[0]) as AdmitCode
+  if (code === AdmitCode.UnknownKey) return { code }
+  // Every other reply ends with whose request it was (admit resolves a digest to them).
+  const who = { accountId: String(reply[reply.length - 2]), apiKeyId: String(reply[reply.length - 1]) }
+  if (code !== AdmitCode.Admitted) return Object.assign(refusalOf(reply.slice(0, -2)), { who })
+  return {
+    code,
+    attemptId: req.attemptId,
+    ...who,
+    offerId: String(reply[1]),
+    askCents: n(reply[2]),
+    holdUsdc: n(reply[3]) as MicroUsdc,
+    holdDiem: n(reply[4]) as MicroDiem,
+    leaseDeadline: n(reply[5]),
+    confirmedAfter: n(reply[6]) as MicroUsdc,
+    upstreamBaseUrl: String(reply[7]),
+    upstreamKeyEnc: String(reply[8]),
+    upstreamBalance: reply[9] === '' || reply[9] === undefined ? null : (n(reply[9]) as MicroDiem),
+  }
+}
+
+/** A refusal as admit and quote return it: its code, then the hint values some codes carry. */
+export function refusalOf(reply: (string | number)[]): AdmitRefusal {
+  const code = n(reply[0]) as AdmitCode
+  switch (code) {
+    case AdmitCode.NoEligibleSupply:
+      return {
+        code,
+        buyerMaxCents: n(reply[1]),
+        cheapestPostedCents: n(reply[2]),
+        routableAboveMax: n(reply[3]),
+      }
+    case AdmitCode.InsufficientRoutable:
+      return { code, eligibleRoutable: n(reply[1]), maxEligibleOffer: n(reply[2]) }
+    case AdmitCode.InsufficientBalance:
+      return { code, needed: n(reply[1]), confirmed: n(reply[2]), askCents: n(reply[3]) }
+    case AdmitCode.KeyLimit:
+      return {
+        code,
+        limit: n(reply[1]),
+        used: n(reply[2]),
+        needed: n(reply[3]),
+        askCents: n(reply[4]),
+        confirmed: n(reply[5]),
+      }
+    default:
+      return { code } as AdmitRefusal
+  }
+}
+
+/**
+ * The no-wait select of a video quote (lua/quote.lua): the ask a job of `burn` would clear at now,
+ * or the refusal (KeysBusy when every eligible key is in flight).
+ */
+export async function quote(
+  redis: Redis,
+  keys: Keyspace,
+  accountId: string,
+  burn: MicroDiem,
+  defaultMaxPriceCents: number,
+): Promise<{ code: AdmitCode.Admitted; askCents: number } | AdmitRefusal> {
+  const reply = (await runScript(
+    redis,
+    'quote',
+    [keys.base],
+    [accountId, burn, defaultMaxPriceCents],
+  )) as Reply
+  if (n(reply[0]) === AdmitCode.Admitted) return { code: AdmitCode.Admitted, askCents: n(reply[1]) }
+  return refusalOf(reply)
+}

@@ -1,0 +1,109 @@
+// The clearing scripts' typed wrappers: clear charges an attempt from its burn, release ends a
+// failed one with no charge (lua/clear.lua, lua/release.lua). This module only shapes arguments and
+// results.
+import type Redis from 'ioredis'
+import type { MicroDiem, MicroUsdc } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { ClearCode, ReleaseCode } from '../redis/result-codes.ts'
+import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
+
+export interface ClearRequest {
+  attemptId: string
+  /** The burn the usage comes to; the script bills at most the hold of it. */
+  burn: MicroDiem
+  feeBps: number
+  /** The supplier key's upstream balance after this request, when known. */
+  upstreamBalanceAfter: MicroDiem | null
+  inputTokens: number
+  outputTokens: number
+  estimated: boolean
+  outcome: 'completed' | 'incomplete'
+  /** How long the cleared attempt is kept as its request's record (the script's default: 30 days). */
+  recordRetentionMs?: number
+}
+
+export interface Clearing {
+  /** What the buyer paid, micro-USDC. */
+  charged: MicroUsdc
+  /** burn x ask, what the supplier's side of the ledger records. */
+  cost: MicroUsdc
+  burn: MicroDiem
+  askCents: number
+  confirmedAfter: MicroUsdc
+  writtenOff: MicroUsdc
+  /** Burn reported beyond what could be billed (the hold, the offer's capacity left): never paid. */
+  disputed: MicroDiem
+  /** True when this attempt had been cleared already: nothing changed this time. */
+  replay: boolean
+}
+
+export class ClearingError extends Error {
+  constructor(
+    readonly attemptId: string,
+    readonly reason: 'unknown_attempt' | 'released',
+  ) {
+    super(`cannot clear attempt ${attemptId}: ${reason}`)
+  }
+}
+
+export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Promise<Clearing> {
+  const reply = (await runScript(
+    redis,
+    'clear',
+    [keys.base],
+    [
+      req.attemptId,
+      // A supplier may report any count: past a safe integer it is only more disputed burn.
+      Math.min(req.burn, Number.MAX_SAFE_INTEGER),
+      req.feeBps,
+      req.upstreamBalanceAfter === null ? '' : req.upstreamBalanceAfter,
+      req.inputTokens,
+      req.outputTokens,
+      req.estimated ? '1' : '0',
+      req.outcome,
+      req.recordRetentionMs ?? '',
+    ],
+  )) as Reply
+  const code = n(reply[0])
+  if (code === ClearCode.UnknownAttempt) throw new ClearingError(req.attemptId, 'unknown_attempt')
+  if (code === ClearCode.Released) throw new ClearingError(req.attemptId, 'released')
+  return {
+    charged: n(reply[1]) as MicroUsdc,
+    cost: n(reply[2]) as MicroUsdc,
+    burn: n(reply[3]) as MicroDiem,
+    askCents: n(reply[4]),
+    confirmedAfter: n(reply[5]) as MicroUsdc,
+    writtenOff: n(reply[6]) as MicroUsdc,
+    replay: n(reply[7]) === 1,
+    disputed: n(reply[8]) as MicroDiem,
+  }
+}
+
+export interface ReleaseRequest {
+  attemptId: string
+  errorCode: string
+  cooldownMs: number
+  upstreamBalance: MicroDiem | null
+  /** No other supplier will be tried for this request (its record is complete with this attempt). */
+  final?: boolean
+  /** How long the released attempt is kept as its request's record. */
+  recordRetentionMs?: number
+}
+
+/** Returns true when this call released the attempt, false when it had already ended. */
+export async function release(redis: Redis, keys: Keyspace, req: ReleaseRequest): Promise<boolean> {
+  const reply = (await runScript(
+    redis,
+    'release',
+    [keys.base],
+    [
+      req.attemptId,
+      req.errorCode,
+      req.cooldownMs,
+      req.upstreamBalance === null ? '' : req.upstreamBalance,
+      req.final ? '1' : '0',
+      req.recordRetentionMs ?? '',
+    ],
+  )) as Reply
+  return n(reply[0]) === ReleaseCode.Released
+}

@@ -1,0 +1,24 @@
+// The lease scripts' typed wrappers: renew pushes an in-flight attempt's lease forward, reap ends
+// the attempts whose lease expired (lua/renew.lua, lua/reap.lua).
+import type Redis from 'ioredis'
+import type { Keyspace } from '../redis/keys.ts'
+import { RenewCode } from '../redis/result-codes.ts'
+import { runScript } from '../redis/scripts.ts'
+
+export async function renewLease(
+  redis: Redis,
+  keys: Keyspace,
+  attemptId: string,
+  leaseMs: number,
+): Promise<boolean> {
+  return Number(await runScript(redis, 'renew', [keys.base], [attemptId, leaseMs])) === RenewCode.Renewed
+}
+
+export async function reapExpired(
+  redis: Redis,
+  keys: Keyspace,
+  limit = 100,
+  recordRetentionMs?: number,
+): Promise<number> {
+  return Number(await runScript(redis, 'reap', [keys.base], [limit, recordRetentionMs ?? '']))
+}

@@ -1,0 +1,122 @@
+// GET /v1/agent/activity and GET /v1/agent/usage: the account's ended attempts, read from its
+// settled-attempt Stream (`acct:<id>:activity`, appended by the script that ends each attempt, so
+// an attempt is on it the moment its response is in).
+import type Redis from 'ioredis'
+import { formatMicros } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { lastDays, utcDay } from './days.ts'
+import { STATS_WINDOWS, type StatsWindow } from './stats.ts'
+
+export const ACTIVITY_MAX_LIMIT = 200
+export const ACTIVITY_DEFAULT_LIMIT = 50
+/** A cursor is a Stream entry id: `<ms>-<seq>`. */
+export const ACTIVITY_CURSOR = /^\d{1,15}-\d{1,19}$/
+
+/** A Stream entry as ioredis returns it: its id, then its fields as a flat name, value list. */
+type Entry = [id: string, fields: string[]]
+
+function fieldsOf(flat: string[]): Record<string, string> {
+  const row: Record<string, string> = {}
+  for (let i = 0; i + 1 < flat.length; i += 2) row[flat[i]!] = flat[i + 1]!
+  return row
+}
+
+const entryMs = (id: string) => Number(id.slice(0, id.indexOf('-')))
+const intOrNull = (value: string | undefined) => (value ? Number(value) : null)
+
+function activityItem([id, flat]: Entry) {
+  const f = fieldsOf(flat)
+  const attempt = f.attempt ?? ''
+  return {
+    supportReference: attempt.slice(0, attempt.lastIndexOf('.')) || attempt,
+    model: f.model || null,
+    keyId: f.key || null,
+    status: f.status ?? '',
+    costUsdc: formatMicros(Number(f.costUsdc ?? 0)),
+    clearingPriceCents: intOrNull(f.askCents),
+    inputTokens: intOrNull(f.inputTokens),
+    outputTokens: intOrNull(f.outputTokens),
+    createdAt: new Date(entryMs(id)).toISOString(),
+  }
+}
+
+/**
+ * The account's ended attempts, newest first, `limit` of them from just before the cursor (a
+ * Stream entry id, exclusive). Entries are only ever appended at the new end, so a page read
+ * while others are written never skips nor repeats one: the next page starts below this one's last.
+ */
+export async function listActivity(
+  redis: Redis,
+  keys: Keyspace,
+  accountId: string,
+  limit: number,
+  before: string | null,
+) {
+  const entries = (await redis.xrevrange(
+    keys.accountActivity(accountId),
+    before === null ? '+' : `(${before}`,
+    '-',
+    'COUNT',
+    limit + 1,
+  )) as Entry[]
+  const page = entries.slice(0, limit)
+  return {
+    object: 'list' as const,
+    data: page.map(activityItem),
+    nextCursor: entries.length > limit ? page.at(-1)![0] : null,
+  }
+}
+
+const USAGE_PAGE = 1_000
+
+/**
+ * Per UTC day of the window (today's so far included, as /v1/models/stats), what the account was
+ * charged and how many requests it was served, split by model. Refused and failed attempts cost
+ * nothing and are not requests served; a request counts once, on the attempt that served it.
+ */
+export async function accountUsage(redis: Redis, keys: Keyspace, accountId: string, window: StatsWindow) {
+  const [seconds] = await redis.time()
+  const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
+  const byDay = new Map(days.map((day) => [day, new Map<string, { cost: number; requests: number }>()]))
+  const stream = keys.accountActivity(accountId)
+  let start = String(Date.parse(`${days[0]}T00:00:00Z`))
+  for (;;) {
+    const entries = (await redis.xrange(stream, start, '+', 'COUNT', USAGE_PAGE)) as Entry[]
+    for (const [id, flat] of entries) {
+      const f = fieldsOf(flat)
+      if (f.status !== 'completed' && f.status !== 'incomplete') continue
+      const models = byDay.get(utcDay(entryMs(id)))
+      if (!models) continue
+      const model = f.model || 'unknown'
+      const row = models.get(model) ?? { cost: 0, requests: 0 }
+      row.cost += Number(f.costUsdc ?? 0)
+      row.requests += 1
+      models.set(model, row)
+    }
+    if (entries.length < USAGE_PAGE) break
+    start = `(${entries.at(-1)![0]}`
+  }
+  const view = (cost: number, requests: number) => ({ costUsdc: formatMicros(cost), requests })
+  let totalCost = 0
+  let totalRequests = 0
+  const daily = days.map((date) => {
+    const models = [...byDay.get(date)!.entries()].sort(([a], [b]) => a.localeCompare(b))
+    const cost = models.reduce((sum, [, r]) => sum + r.cost, 0)
+    const requests = models.reduce((sum, [, r]) => sum + r.requests, 0)
+    totalCost += cost
+    totalRequests += requests
+    return {
+      date,
+      ...view(cost, requests),
+      models: models.map(([model, r]) => ({ model, ...view(r.cost, r.requests) })),
+    }
+  })
+  return {
+    object: 'usage' as const,
+    window,
+    from: days[0]!,
+    to: days.at(-1)!,
+    ...view(totalCost, totalRequests),
+    days: daily,
+  }
+}

@@ -1,0 +1,23 @@
+// The Lua libraries the market's scripts include (lua/lib/*.lua), in an order where each comes
+// after those it calls, and the prologue every market script runs first.
+import libAttempts from '../../lua/lib/attempts.lua' with { type: 'text' }
+import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
+import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
+import libOffers from '../../lua/lib/offers.lua' with { type: 'text' }
+import libPick from '../../lua/lib/pick.lua' with { type: 'text' }
+import libReap from '../../lua/lib/reap.lua' with { type: 'text' }
+
+/** Each library by name, for the scripts that include only some of them. */
+export const LIB = {
+  attempts: libAttempts,
+  keys: libKeys,
+  numbers: libNumbers,
+  offers: libOffers,
+  pick: libPick,
+  reap: libReap,
+} as const
+
+/** Every library, in an order where each comes after those it calls. */
+export const MARKET_LIBS = [libKeys, libNumbers, libOffers, libAttempts, libReap, libPick]
+/** What every market script runs first: the per-call state of lib/numbers and lib/keys. */
+export const MARKET_PROLOGUE = 'bind_globals()\nuse_keyspace(KEYS[1])'

@@ -1,0 +1,69 @@
+// Every Lua script's result codes, in one table: a script replies with a small integer first (1
+// done, 0 nothing to do, a negative number a refusal), as its header block in lua/ documents. A
+// wrapper compares a reply with these, never with a bare number; what each refusal means to a
+// client is mapped beside the service that meets it (market/refusal-errors.ts, accounts/results.ts).
+
+/** admit, quote */
+export enum AdmitCode {
+  Admitted = 1,
+  UnknownAccount = -1,
+  KeyConcurrency = -2,
+  BuyerConcurrency = -3,
+  PoolEmpty = -4,
+  NoEligibleSupply = -5,
+  InsufficientRoutable = -6,
+  KeysBusy = -7,
+  SupplyExhausted = -8,
+  InsufficientBalance = -9,
+  DuplicateAttempt = -10,
+  UnknownKey = -11,
+  KeyLimit = -12,
+}
+
+/** create-account, mint-key, revoke-key, set-key-limit, credit */
+export enum AccountCode {
+  Ok = 1,
+  NoAccount = -1,
+  KeyCap = -2,
+  WalletTaken = -3,
+  IdTaken = -4,
+  NoKey = -5,
+  BadAmount = -6,
+  LimitBelowSpent = -7,
+}
+
+/** clear */
+export enum ClearCode {
+  Cleared = 1,
+  UnknownAttempt = -1,
+  Released = -2,
+}
+
+/** release */
+export enum ReleaseCode {
+  Released = 1,
+  AlreadyEnded = 0,
+  UnknownAttempt = -1,
+}
+
+/** offer-put */
+export enum OfferCode {
+  Ok = 1,
+  UnknownOffer = -1,
+  BelowUsed = -2,
+}
+
+/** renew */
+export enum RenewCode {
+  Renewed = 1,
+  Gone = 0,
+}
+
+/** claim-payment, credit-payment, confirm-payment, release-payment */
+export enum PaymentCode {
+  Done = 1,
+  AlreadyDone = 0,
+  NoAccount = -1,
+  BadAmount = -6,
+  PendingShort = -7,
+}

@@ -1,0 +1,72 @@
+// Every script the gateway runs, in one table: each lua/*.lua embedded as text (so the compiled
+// binary carries it), the market's assembled from the libraries it includes and its own body
+// (concatenation is the include mechanism: one source string per script, still one atomic
+// EVALSHA), and all of them as one Redis function library for the native connection
+// (functions.ts), which runs the libraries once at load instead of on every call.
+import admit from '../../lua/admit.lua' with { type: 'text' }
+import capacity from '../../lua/capacity.lua' with { type: 'text' }
+import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
+import claimPayment from '../../lua/claim-payment.lua' with { type: 'text' }
+import clear from '../../lua/clear.lua' with { type: 'text' }
+import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
+import createAccount from '../../lua/create-account.lua' with { type: 'text' }
+import credit from '../../lua/credit.lua' with { type: 'text' }
+import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
+import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
+import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
+import quote from '../../lua/quote.lua' with { type: 'text' }
+import reap from '../../lua/reap.lua' with { type: 'text' }
+import refuse from '../../lua/refuse.lua' with { type: 'text' }
+import release from '../../lua/release.lua' with { type: 'text' }
+import releasePayment from '../../lua/release-payment.lua' with { type: 'text' }
+import renew from '../../lua/renew.lua' with { type: 'text' }
+import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
+import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
+import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
+import { functionLibrary } from './functions.ts'
+import { LIB, MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
+
+/** A script that includes no library: its EVAL form is its body. */
+const standalone = (lua: string, keys: number) => ({ lua, body: lua, market: false, keys })
+
+/** A market script: the libraries it calls, the prologue, then its body; one key, the keyspace base. */
+const market = (libs: string[], body: string) => ({
+  lua: [...libs, MARKET_PROLOGUE, body].join('\n'),
+  body,
+  market: true,
+  keys: 1,
+})
+// Each EVAL form carries only the libraries it calls: every one runs its definitions on every call.
+const ending = [LIB.keys, LIB.numbers, LIB.attempts]
+
+export const SCRIPTS = {
+  // accounts
+  createAccount: standalone(createAccount, 5),
+  mintKey: standalone(mintKey, 3),
+  revokeKey: standalone(revokeKey, 2),
+  setKeyLimit: standalone(setKeyLimit, 3),
+  touchKey: standalone(touchKey, 1),
+  credit: standalone(credit, 2),
+  // catalog
+  catalogReplace: standalone(catalogReplace, 2),
+  // the market: every script takes one key, the keyspace base, from which lib/keys builds the rest
+  admit: market(MARKET_LIBS, admit),
+  clear: market(ending, clear),
+  release: market(ending, release),
+  reap: market([...ending, LIB.reap], reap),
+  refuse: market(ending, refuse),
+  renew: market([LIB.keys, LIB.numbers], renew),
+  offerPut: market([LIB.keys, LIB.numbers, LIB.offers], offerPut),
+  capacity: market([LIB.keys, LIB.numbers, LIB.offers], capacity),
+  quote: market([LIB.keys, LIB.numbers, LIB.offers, LIB.pick], quote),
+  // funding (x402): claim an authorization, release a claim that moved no money, credit, confirm
+  claimPayment: standalone(claimPayment, 2),
+  releasePayment: standalone(releasePayment, 2),
+  creditPayment: standalone(creditPayment, 5),
+  confirmPayment: standalone(confirmPayment, 3),
+} as const
+
+export type ScriptName = keyof typeof SCRIPTS
+
+/** Every script as one Redis function library, for the native connection (functions.ts). */
+export const LIBRARY = functionLibrary(SCRIPTS)

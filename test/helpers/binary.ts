@@ -1,0 +1,30 @@
+// The compiled binary, as `npm run build` makes it (minified: class names are not the source's),
+// built from this tree into a temporary folder, or the one SVC_BINARY names.
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+let built: Promise<string> | null = null
+
+export function compiledBinary(): Promise<string> {
+  const given = process.env.SVC_BINARY
+  if (given) return Promise.resolve(given)
+  built ??= build()
+  return built
+}
+
+async function build(): Promise<string> {
+  const root = join(import.meta.dir, '../..')
+  const script = ((await Bun.file(join(root, 'package.json')).json()) as { scripts: { build: string } })
+    .scripts.build
+  const outfile = join(mkdtempSync(join(tmpdir(), 'svc-binary-')), 'svc-gateway')
+  const args = script.replace(/--outfile \S+/, `--outfile ${outfile}`).split(/\s+/)
+  if (args[0] !== 'bun') throw new Error(`unexpected build script: ${script}`)
+  const child = Bun.spawn([process.execPath, ...args.slice(1)], {
+    cwd: root,
+    stdout: 'ignore',
+    stderr: 'pipe',
+  })
+  if ((await child.exited) !== 0) throw new Error(`build failed: ${await new Response(child.stderr).text()}`)
+  return outfile
+}

@@ -1,0 +1,159 @@
+// A TCP proxy in front of a real redis-server that can misbehave on cue: lose the reply of a
+// command Redis ran (the store dying just after a clear commits), or answer a command with an
+// error in Redis's place without sending it on (a script that refused), or swallow commands so
+// they are in flight when the store goes away. Everything else passes.
+import type { Socket, TCPSocketListener } from 'bun'
+
+interface Pair {
+  client: Socket<Pair>
+  server: Socket<Pair> | null
+  /** Bytes the client sent before the server side was open. */
+  pending: Uint8Array[]
+  /** The server's next reply on this pair is dropped and the store goes away. */
+  dropNextReply: boolean
+}
+
+type Cue =
+  | { kind: 'lose-reply'; markers: string[] }
+  | { kind: 'error-reply'; markers: string[]; error: string }
+
+export interface RedisProxy {
+  url: string
+  /** The next command holding a marker runs on Redis, its reply is lost, and the store stays away until up(). */
+  loseReplyOf(marker: string | string[]): void
+  /** The next command holding a marker is answered with `error` and never reaches Redis. */
+  refuse(marker: string | string[], error: string): void
+  /** Resolves once the cue fired. */
+  fired(): Promise<void>
+  /** From now until down(), commands are swallowed: sent, never run, never answered. */
+  hold(): void
+  /** Resolves once a command was swallowed. */
+  held(): Promise<void>
+  /** Connections are refused (accepted and closed) while down. */
+  down(): void
+  up(): void
+  stop(): void
+}
+
+export function startRedisProxy(target: { host: string; port: number }): RedisProxy {
+  const pairs = new Set<Pair>()
+  let away = false
+  let cue: Cue | null = null
+  let onFired: (() => void) | null = null
+  let firedOnce: Promise<void> = Promise.resolve()
+  let holding = false
+  let onHeld: (() => void) | null = null
+  let heldOnce: Promise<void> = Promise.resolve()
+
+  const closeAll = () => {
+    for (const pair of pairs) {
+      pair.client.end()
+      pair.server?.end()
+    }
+    pairs.clear()
+  }
+
+  const listener: TCPSocketListener<Pair> = Bun.listen<Pair>({
+    hostname: '127.0.0.1',
+    port: 0,
+    socket: {
+      open(client) {
+        if (away) {
+          client.end()
+          return
+        }
+        const pair: Pair = { client, server: null, pending: [], dropNextReply: false }
+        client.data = pair
+        pairs.add(pair)
+        Bun.connect<Pair>({
+          hostname: target.host,
+          port: target.port,
+          socket: {
+            open(server) {
+              server.data = pair
+              pair.server = server
+              for (const chunk of pair.pending) server.write(chunk)
+              pair.pending = []
+            },
+            data(_server, chunk) {
+              if (pair.dropNextReply) {
+                // Redis ran it; its answer dies with the store.
+                pair.dropNextReply = false
+                away = true
+                closeAll()
+                onFired?.()
+                return
+              }
+              pair.client.write(chunk)
+            },
+            close() {
+              pair.client.end()
+              pairs.delete(pair)
+            },
+            error() {
+              pair.client.end()
+            },
+          },
+        }).catch(() => client.end())
+      },
+      data(client, chunk) {
+        const pair = client.data
+        if (holding) {
+          onHeld?.()
+          return
+        }
+        const active = cue
+        const bytes = active && Buffer.from(chunk)
+        if (active && bytes && active.markers.some((m) => bytes.includes(m))) {
+          cue = null
+          if (active.kind === 'error-reply') {
+            client.write(`-${active.error}\r\n`)
+            onFired?.()
+            return
+          }
+          pair.dropNextReply = true
+        }
+        if (pair.server) pair.server.write(chunk)
+        else pair.pending.push(chunk)
+      },
+      close(client) {
+        client.data?.server?.end()
+        if (client.data) pairs.delete(client.data)
+      },
+      error() {},
+    },
+  })
+
+  const arm = (next: Cue) => {
+    cue = next
+    firedOnce = new Promise((resolve) => {
+      onFired = resolve
+    })
+  }
+
+  return {
+    url: `redis://127.0.0.1:${listener.port}`,
+    loseReplyOf: (marker) => arm({ kind: 'lose-reply', markers: [marker].flat() }),
+    refuse: (marker, error) => arm({ kind: 'error-reply', markers: [marker].flat(), error }),
+    fired: () => firedOnce,
+    hold() {
+      holding = true
+      heldOnce = new Promise((resolve) => {
+        onHeld = resolve
+      })
+    },
+    held: () => heldOnce,
+    down() {
+      holding = false
+      away = true
+      closeAll()
+    },
+    up() {
+      away = false
+    },
+    stop() {
+      closeAll()
+      listener.stop(true)
+    },
+  }
+}
