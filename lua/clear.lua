@@ -25,6 +25,8 @@
   A late clear (the lease was reaped and the hold already returned) charges at most the confirmed
   balance and what the API key's limit has left; the supplier earns only what was charged, and the rest of the cost is written off: on
   the account, on the attempt, and in the write-off list (attempt id -> amount) the audit reads.
+  A clear on an offer with a supplierId is also appended to supplier:<id>:fills (offer, model,
+  burn, ask, earned): the supplier's fills, never the buyer's identity.
 
   Returns {1, charged, cost, burn, askCents, confirmedAfter, writtenOff, replay(0|1), disputed} or
     {-1}   unknown attempt
@@ -105,6 +107,7 @@ if disputed > 0 then final[#final + 1], final[#final + 2] = 'disputed', s(disput
 if ARGV[7] == '1' then final[#final + 1], final[#final + 2] = 'estimated', '1' end
 if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', '1' end
 end_attempt(a, final, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
+if o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
 count_served(a.model, now)
 return { 1, charged_s, cost_s, burn_s, ask, s(confirmed), written_off > 0 and s(written_off) or '0', 0,
   disputed > 0 and s(disputed) or '0' }

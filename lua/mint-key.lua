@@ -2,7 +2,7 @@
   mint-key: a new API key for an account, below the cap of active keys. The count and the write
   are one step, so concurrent mints can never pass the cap.
 
-  KEYS[1]  account hash             (acct:<accountId>)
+  KEYS[1]  account hash             (acct:<accountId>, or supplier:<supplierId>)
   KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
   KEYS[3]  API key hash of the new key (apikey:<digest>)
   ARGV[1]  account id
@@ -13,6 +13,8 @@
   ARGV[6]  most active keys an account may hold (10)
   ARGV[7]  the key's spending limit, micro-USDC ("" for none): kept on the account hash as
            limit:<keyId>, beside the key's spent and held (lua/admit.lua enforces it)
+  ARGV[8]  the key hash's owner field: accountId (default) or supplierId (a supplier key,
+           KEYS[1] being the supplier hash)
 
   Returns  1 minted
           -1 no such account
@@ -30,7 +32,9 @@ local time = rcall('TIME')
 local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
 
 rcall('HSET', KEYS[2], ARGV[2], ARGV[3])
+local owner = ARGV[8]
+if not owner or owner == '' then owner = 'accountId' end
 rcall('HSET', KEYS[3],
-  'id', ARGV[2], 'accountId', ARGV[1], 'name', ARGV[4], 'prefix', ARGV[5], 'createdAt', now)
+  'id', ARGV[2], owner, ARGV[1], 'name', ARGV[4], 'prefix', ARGV[5], 'createdAt', now)
 if ARGV[7] and ARGV[7] ~= '' then rcall('HSET', KEYS[1], 'limit:' .. ARGV[2], ARGV[7]) end
 return 1

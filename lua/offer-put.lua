@@ -12,31 +12,64 @@
   ARGV[7]  per-key in-flight cap ("" keeps)
   ARGV[8]  status: active | paused ("" keeps)
   ARGV[9]  supplier label ("" keeps)
+  ARGV[10] supplier id: on create, the self-served offer's owner (kept as supplierId, and the
+           offer joins supplier:<id>:offers); on update / delete, only that supplier's offer is
+           found. "" for the operator, who may change any offer.
+  ARGV[11] on create, SHA-256 hex of the upstream key ("" none): claimed in upstreamKeys for this
+           offer, and given up when the offer is deleted
 
-  Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties).
-  A deleted offer keeps its hash (in-flight attempts and the audit still read it).
+  Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties), and
+  not while their supplier is suspended. A suspended supplier's offer cannot be posted or set
+  active. A deleted offer keeps its hash (in-flight attempts and the audit still read it).
 
   Returns {1} or
     {-1}                 unknown (or deleted) offer on update / delete; existing id on create
     {-2, burned, held}   capacity below what is already burned plus held
+    {-3}                 the upstream key already stands in another offer
+    {-4}                 the offer's supplier is suspended
+    {-5}                 unknown supplier on create
 ]]
 
 local mode, id = ARGV[1], ARGV[2]
+local supplier_id, digest = ARGV[10] or '', ARGV[11] or ''
 local offer = k_offer(id)
 local exists = rcall('EXISTS', offer) == 1 and rcall('HGET', offer, 'status') ~= 'deleted'
+local owner
 if mode == 'create' then
   if rcall('EXISTS', offer) == 1 then return { -1 } end
+  if supplier_id ~= '' then
+    owner = supplier_id
+    if rcall('EXISTS', k_supplier(owner)) == 0 then return { -5 } end
+  end
+  if digest ~= '' and rcall('HEXISTS', K_UPSTREAM_KEYS, digest) == 1 then return { -3 } end
+else
+  if not exists then return { -1 } end
+  owner = rcall('HGET', offer, 'supplierId')
+  if supplier_id ~= '' and owner ~= supplier_id then return { -1 } end
+end
+local suspended = owner and rcall('HGET', k_supplier(owner), 'status') == 'suspended'
+if suspended and (mode == 'create' or ARGV[8] == 'active') then return { -4 } end
+
+if mode == 'create' then
   local seq = rcall('HINCRBY', K_MARKET, 'offerSeq', 1)
   rcall('HSET', offer, 'id', id, 'seq', seq, 'burned', 0, 'held', 0, 'inflight', 0, 'earned', 0,
     'balance', '', 'cooldownUntil', 0, 'createdAt', s(now_ms()))
   rcall('SADD', K_OFFERS, id)
-elseif not exists then
-  return { -1 }
+  if owner then
+    rcall('HSET', offer, 'supplierId', owner)
+    rcall('SADD', k_supplier_offers(owner), id)
+  end
+  if digest ~= '' then
+    rcall('HSET', offer, 'upstreamKeyDigest', digest)
+    rcall('HSET', K_UPSTREAM_KEYS, digest, id)
+  end
 end
 
 if mode == 'delete' then
   rcall('HSET', offer, 'status', 'deleted')
   rcall('ZREM', K_LADDER, id)
+  local claimed = rcall('HGET', offer, 'upstreamKeyDigest')
+  if claimed and rcall('HGET', K_UPSTREAM_KEYS, claimed) == id then rcall('HDEL', K_UPSTREAM_KEYS, claimed) end
   return { 1 }
 end
 
@@ -51,7 +84,7 @@ for i = 1, #fields, 2 do
 end
 
 local o = rcall('HMGET', offer, 'status', 'askCents', 'seq')
-if o[1] == 'active' then
+if o[1] == 'active' and not suspended then
   rcall('ZADD', K_LADDER, int(o[2]) * LADDER_STEP + int(o[3]), id)
 else
   rcall('ZREM', K_LADDER, id)

@@ -29,6 +29,7 @@ import {
   requestContext,
   requestIdHeaders,
 } from './http/request-context.ts'
+import { supplierRoutes } from './http/supplier/routes.ts'
 import { InferenceService } from './inference/service.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
 import type { Keyspace } from './redis/keys.ts'
@@ -116,6 +117,7 @@ export function createApp(deps: AppDeps) {
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))
+    .use(supplierRoutes(deps))
     .use((app) => app.use(mcpRoutes(deps, app)).use(contractRoutes(app)))
 }
 

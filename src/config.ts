@@ -79,6 +79,11 @@ export interface GatewayConfig {
   masterKey: Uint8Array
   upstreamUrl: string
   upstreamApiKey: string | undefined
+  /**
+   * The gateway's own public URL (no trailing slash): a Sign-In with Ethereum message must name its
+   * host as the domain and its origin as the URI. Never taken from a request's Host header.
+   */
+  publicUrl: string
   defaultMaxPriceCents: number
   catalogSyncSeconds: number
   disabledModels: string[]
@@ -222,8 +227,9 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const adminToken = required(env, 'SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
   if (adminToken.length < 24) throw new ConfigError('SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
   const redisPrefix = keyPrefix(env)
+  const port = integer(env, 'PORT', 8080, 0, 65535)
   return {
-    port: integer(env, 'PORT', 8080, 0, 65535),
+    port,
     host: read(env, 'HOST') ?? '0.0.0.0',
     redisUrl: redisUrl(env),
     redisPrefix,
@@ -231,6 +237,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     masterKey: masterKey(env),
     upstreamUrl: url(env, 'SVC_UPSTREAM_URL', ['http:', 'https:']),
     upstreamApiKey: read(env, 'SVC_UPSTREAM_API_KEY'),
+    publicUrl: url(env, 'SVC_PUBLIC_URL', ['http:', 'https:'], `http://localhost:${port}`),
     defaultMaxPriceCents: integer(env, 'SVC_DEFAULT_MAX_PRICE_CENTS', 50, 30, 80),
     catalogSyncSeconds: integer(env, 'SVC_CATALOG_SYNC_SECONDS', 300, 5, 86_400),
     disabledModels: (read(env, 'SVC_DISABLED_MODELS') ?? '')

@@ -41,11 +41,12 @@ end
 -- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
 -- charge: micro-USDC moved from the hold to spent (0 on failure).
 -- For a clear, the offer also records what it settled, in the same write: o is its row as clear
--- read it (OFFER_SETTLE_FIELDS: read once per clear), then burn, earned, fee, balance (the
+-- read it (OFFER_SETTLE_FIELDS: read once per clear; its supplierId says whose fill it is), then burn, earned, fee, balance (the
 -- upstream balance, '' unknown) and disputed (burn reported beyond what was billed). Positional,
 -- not a table: this runs on every clear. Otherwise only (a, charge).
 -- Returns the account's confirmed balance after.
-local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed' }
+local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
+  'supplierId' }
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
@@ -146,4 +147,11 @@ local function count_served(model, now)
   end
   local day = k_stats_day(stats_day)
   if rcall('HINCRBY', day, model, '1') == 1 then rcall('EXPIRE', day, STATS_TTL_S) end
+end
+
+-- A clear on a self-served offer is its supplier's fill, appended in the same script: what the
+-- offer sold and earned, never whose request it was. Trimmed like the account's Stream.
+local function append_fill(supplier_id, offer_id, model, burn, ask, earned, now)
+  rcall('XADD', k_supplier_fills(supplier_id), 'MINID', '~', s(now - int(record_ttl_ms)), '*', 'offer', offer_id,
+    'model', model, 'burnDiem', burn, 'askCents', ask, 'earnedUsdc', earned)
 end

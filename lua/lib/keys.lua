@@ -3,12 +3,15 @@
 -- Set per call by use_keyspace (the scripts' prologue): loaded as a Redis function library, this
 -- file runs once, before any call has KEYS.
 local BASE, K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, K_WRITEOFFS, K_SETTLED
+local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS
 local function use_keyspace(base)
   if base == BASE then return end
   BASE = base
   K_LADDER, K_OFFERS, K_LEASES = base .. 'ladder', base .. 'offers', base .. 'leases'
   K_INFLIGHT, K_MARKET, K_WRITEOFFS = base .. 'inflight', base .. 'market', base .. 'writeoffs'
   K_SETTLED = base .. 'settled'
+  K_SUPPLIERS, K_SUPPLIER_WALLETS = base .. 'suppliers', base .. 'supplierWallets'
+  K_UPSTREAM_KEYS = base .. 'upstreamKeys'
 end
 local function k_account(id) return BASE .. 'acct:' .. id end
 local function k_offer(id) return BASE .. 'offer:' .. id end
@@ -16,3 +19,9 @@ local function k_attempt(id) return BASE .. 'attempt:' .. id end
 local function k_apikey(digest) return BASE .. 'apikey:' .. digest end
 local function k_stats_day(day) return BASE .. 'stats:' .. day end
 local function k_activity(account_id) return BASE .. 'acct:' .. account_id .. ':activity' end
+local function k_supplier(id) return BASE .. 'supplier:' .. id end
+local function k_supplier_offers(id) return BASE .. 'supplier:' .. id .. ':offers' end
+local function k_supplier_keys(id) return BASE .. 'supplier:' .. id .. ':keys' end
+local function k_supplier_fills(id) return BASE .. 'supplier:' .. id .. ':fills' end
+local function k_supkey(digest) return BASE .. 'supkey:' .. digest end
+local function k_siwe_nonce(nonce) return BASE .. 'siwe:nonce:' .. nonce end

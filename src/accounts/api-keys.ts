@@ -21,8 +21,9 @@ export interface NewApiKey {
   prefix: string
 }
 
-export function generateApiKey(): NewApiKey {
-  const plaintext = `${API_KEY_PREFIX}${randomBytes(RANDOM_BYTES).toString('base64url')}`
+/** A new key: `prefix` (`svc_` for buyers, `sup_` for suppliers) and 32 random bytes. */
+export function generateApiKey(prefix = API_KEY_PREFIX): NewApiKey {
+  const plaintext = `${prefix}${randomBytes(RANDOM_BYTES).toString('base64url')}`
   return { id: randomUUID(), plaintext, digest: digestApiKey(plaintext), prefix: keyPrefix(plaintext) }
 }
 

@@ -28,7 +28,7 @@ export interface AuthDeps {
   logger: Logger
 }
 
-const unauthorized = (code: string, message: string) =>
+export const unauthorized = (code: string, message: string) =>
   new ApiError(401, code, message, { headers: { 'www-authenticate': 'Bearer' } })
 
 // One throttle per process: lastUsedAt is written at most once a minute per key by this replica.
@@ -37,7 +37,7 @@ const lastUsed = new LastUsedThrottle()
 const callers = new WeakMap<Request, Caller>()
 
 /** The Bearer token, or a 401 that names what is wrong (never echoing the token). */
-function bearerToken(request: Request, what: string): string {
+export function bearerToken(request: Request, what: string): string {
   const header = request.headers.get('authorization')
   if (!header) throw unauthorized('missing_api_key', `send Authorization: Bearer <${what}>`)
   const match = /^Bearer[ ]+(\S+)[ ]*$/i.exec(header)
@@ -47,15 +47,20 @@ function bearerToken(request: Request, what: string): string {
 
 /** The digest of a well-formed Bearer key, or the 401 that says what is wrong (no Redis read). */
 function presentedKeyDigest(request: Request): string {
+  refuseCookies(request)
+  const token = bearerToken(request, 'API key')
+  if (!looksLikeApiKey(token)) throw unauthorized('invalid_api_key', 'invalid API key')
+  return digestApiKey(token)
+}
+
+/** A Cookie header is refused outright, even beside a good key: keys travel as Bearer only. */
+export function refuseCookies(request: Request): void {
   if (request.headers.has('cookie')) {
     throw unauthorized(
       'cookies_not_accepted',
       'session cookies are not accepted here; send only Authorization: Bearer <API key>',
     )
   }
-  const token = bearerToken(request, 'API key')
-  if (!looksLikeApiKey(token)) throw unauthorized('invalid_api_key', 'invalid API key')
-  return digestApiKey(token)
 }
 
 async function authenticateBuyer(store: ApiKeyStore, logger: Logger, request: Request): Promise<Caller> {

@@ -84,6 +84,29 @@ export function keyspace(prefix: string) {
     capacitySnapshot: (maxPriceCents: number | 'all') => key(`capacity:${maxPriceCents}`),
     /** hash, one per video job: its attempt, owner, upstream queue id, state (queued|completed|refunded|expired) */
     videoJob: (jobId: string) => key(`video:${jobId}`),
+    // Suppliers: identity, keys and offers (self-served offers carry supplierId on the offer hash).
+    /** hash, one per supplier: id, wallet (checksummed), status (active|suspended), createdAt (ms), paidOut, pending (micro-USDC) */
+    supplier: (supplierId: string) => key(`supplier:${supplierId}`),
+    /** set: every supplier id */
+    suppliers: key('suppliers'),
+    /** hash: lower-case wallet address -> supplier id (one supplier per wallet) */
+    supplierWallets: key('supplierWallets'),
+    /** set: every offer id the supplier ever posted (deleted ones too) */
+    supplierOffers: (supplierId: string) => key(`supplier:${supplierId}:offers`),
+    /** hash: supplier key id (UUID) -> SHA-256 hex digest of the key, for the supplier's active keys */
+    supplierKeys: (supplierId: string) => key(`supplier:${supplierId}:keys`),
+    /** hash, one per active supplier key, by SHA-256 hex of the plaintext: id, supplierId, name, prefix, createdAt, lastUsedAt */
+    supplierKey: (digest: string) => key(`supkey:${digest}`),
+    /** string, one per Sign-In with Ethereum nonce: 5-minute TTL, deleted by the sign-in that uses it */
+    siweNonce: (nonce: string) => key(`siwe:nonce:${nonce}`),
+    /** hash: SHA-256 hex of an upstream key -> the offer it stands in (one non-deleted offer per key) */
+    upstreamKeys: key('upstreamKeys'),
+    /**
+     * stream: every clear on the supplier's offers, appended by lua/clear.lua; trimmed by the record
+     * retention (XADD MINID ~). Fields: offer, model, burnDiem, askCents, earnedUsdc. Never a buyer.
+     */
+    supplierFills: (supplierId: string) => key(`supplier:${supplierId}:fills`),
+
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),
   }

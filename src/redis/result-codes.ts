@@ -51,6 +51,18 @@ export enum OfferCode {
   Ok = 1,
   UnknownOffer = -1,
   BelowUsed = -2,
+  UpstreamKeyInUse = -3,
+  SupplierSuspended = -4,
+  UnknownSupplier = -5,
+}
+
+/** supplier-signin, supplier-status */
+export enum SupplierCode {
+  Ok = 1,
+  /** sign-in: the nonce is unknown, expired or used; status: unknown supplier */
+  Refused = -1,
+  KeyCap = -2,
+  IdTaken = -4,
 }
 
 /** renew */

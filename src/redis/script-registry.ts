@@ -22,6 +22,8 @@ import releasePayment from '../../lua/release-payment.lua' with { type: 'text' }
 import renew from '../../lua/renew.lua' with { type: 'text' }
 import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
+import supplierSignin from '../../lua/supplier-signin.lua' with { type: 'text' }
+import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
 import { LIB, MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
@@ -64,6 +66,9 @@ export const SCRIPTS = {
   releasePayment: standalone(releasePayment, 2),
   creditPayment: standalone(creditPayment, 5),
   confirmPayment: standalone(confirmPayment, 3),
+  // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
+  supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin),
+  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers], supplierStatus),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

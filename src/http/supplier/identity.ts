@@ -1,0 +1,91 @@
+// Supplier identity under /v1/supplier: a nonce and Sign-In with Ethereum (no key: they make the
+// first one), then behind a `sup_` key the supplier's keys (the buyer key routes' shapes) and
+// its summary (GET /me: earned, paid out, pending, payable).
+import { Elysia, t } from 'elysia'
+import { KEY_NAME_MAX } from '../../accounts/api-keys.ts'
+import { SupplierKeyStore } from '../../suppliers/key-store.ts'
+import { SignInService } from '../../suppliers/signin.ts'
+import { SIWE_MESSAGE_MAX } from '../../suppliers/siwe.ts'
+import { SupplierStore, supplierView } from '../../suppliers/store.ts'
+import { MAX_ACTIVE_SUPPLIER_KEYS } from '../../suppliers/supplier-keys.ts'
+import type { AuthDeps } from '../auth.ts'
+import { jsonBody } from '../json-body.ts'
+import { supplierAuth } from './auth.ts'
+
+const iso = (ms: number) => new Date(ms).toISOString()
+
+export function supplierIdentityRoutes(deps: AuthDeps & { publicUrl: string }) {
+  const signIn = new SignInService(deps.redis, deps.keys, deps.publicUrl)
+  const keys = new SupplierKeyStore(deps.redis, deps.keys)
+  const suppliers = new SupplierStore(deps.redis, deps.keys)
+  return new Elysia({ name: 'svc/supplier-identity', prefix: '/v1/supplier', seed: deps.keys.prefix })
+    .use(supplierAuth(deps))
+    .get('/nonce', async () => ({ nonce: await signIn.nonce() }))
+    .post(
+      '/signin',
+      async ({ body }) => {
+        const result = await signIn.signIn(body.message, body.signature)
+        // The one and only time this plaintext leaves the gateway.
+        return {
+          supplierId: result.supplierId,
+          wallet: result.wallet,
+          apiKey: result.apiKey,
+          id: result.keyId,
+          keyPrefix: result.keyPrefix,
+        }
+      },
+      {
+        parse: jsonBody,
+        body: t.Object(
+          {
+            message: t.String({ minLength: 1, maxLength: SIWE_MESSAGE_MAX }),
+            signature: t.String({ minLength: 1, maxLength: 1026 }),
+          },
+          { additionalProperties: false },
+        ),
+      },
+    )
+    .get('/me', async ({ supplier }) => supplierView(await suppliers.require(supplier.supplierId)), {
+      supplier: true,
+    })
+    .get(
+      '/keys',
+      async ({ supplier }) => {
+        const active = await keys.list(supplier.supplierId)
+        return {
+          activeApiKeys: active.map((key) => ({
+            id: key.id,
+            name: key.name,
+            keyPrefix: key.prefix,
+            createdAt: iso(key.createdAt),
+            lastUsedAt: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
+          })),
+          activeApiKeyCount: active.length,
+          maxActiveApiKeys: MAX_ACTIVE_SUPPLIER_KEYS,
+        }
+      },
+      { supplier: true },
+    )
+    .post(
+      '/keys',
+      async ({ supplier, body, status }) => {
+        const key = await keys.mint(supplier.supplierId, body.name)
+        return status(201, key)
+      },
+      {
+        supplier: true,
+        body: t.Object(
+          { name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }) },
+          { additionalProperties: false },
+        ),
+      },
+    )
+    .delete(
+      '/keys/:id',
+      async ({ supplier, params }) => {
+        await keys.revoke(supplier.supplierId, params.id)
+        return { status: 'ok' as const }
+      },
+      { supplier: true, params: t.Object({ id: t.String({ maxLength: 64 }) }) },
+    )
+}

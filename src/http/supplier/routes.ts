@@ -1,0 +1,10 @@
+// The supplier side of the market under /v1/supplier, and the operator's /admin/v1/suppliers.
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { supplierIdentityRoutes } from './identity.ts'
+
+export function supplierRoutes(deps: AppDeps) {
+  return new Elysia({ name: 'svc/suppliers', seed: deps.keys.prefix }).use(
+    supplierIdentityRoutes({ ...deps, publicUrl: deps.config.publicUrl }),
+  )
+}

@@ -1,0 +1,43 @@
+// The contract errors of the supplier side, in one place: what each script refusal means to a client.
+import { ApiError, NO_RETRY } from '../errors.ts'
+import { MAX_ACTIVE_SUPPLIER_KEYS } from './supplier-keys.ts'
+
+export const supplierKeyCap = () =>
+  new ApiError(
+    409,
+    'api_key_limit',
+    `this supplier already holds ${MAX_ACTIVE_SUPPLIER_KEYS} active keys; revoke one first`,
+    { headers: NO_RETRY },
+  )
+
+export const supplierKeyNotFound = () => new ApiError(404, 'api_key_not_found', 'API key not found')
+
+export const supplierNotFound = (id: string) =>
+  new ApiError(404, 'supplier_not_found', `supplier '${id}' not found`)
+
+export const nonceRefused = () =>
+  new ApiError(401, 'siwe_nonce_invalid', 'the nonce is unknown, expired or already used; get a new one')
+
+export const offerNotFound = (id: string) => new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
+
+export const supplierSuspended = () =>
+  new ApiError(403, 'supplier_suspended', 'this supplier is suspended: it cannot post or activate offers', {
+    headers: NO_RETRY,
+  })
+
+export const upstreamKeyInUse = () =>
+  new ApiError(
+    409,
+    'upstream_key_in_use',
+    'this upstream key already stands in an offer; delete that offer first',
+    {
+      headers: NO_RETRY,
+    },
+  )
+
+export const upstreamKeyRejected = () =>
+  new ApiError(
+    400,
+    'upstream_key_rejected',
+    'the upstream did not accept this API key (its balance could not be read)',
+  )

@@ -1,0 +1,79 @@
+// Supplier identity: a single-use nonce (5 minutes, in Redis), then a signed EIP-4361 message
+// checked against the gateway's own URL (siwe.ts) and turned into a `sup_` key by one script
+// (lua/supplier-signin.lua): nonce used up, supplier found or created for the wallet, key minted.
+import { randomBytes } from 'node:crypto'
+import type Redis from 'ioredis'
+import { generateSiweNonce } from 'viem/siwe'
+import type { Keyspace } from '../redis/keys.ts'
+import { SupplierCode } from '../redis/result-codes.ts'
+import { runScript } from '../redis/scripts.ts'
+import { nonceRefused, supplierKeyCap } from './results.ts'
+import { verifySignIn } from './siwe.ts'
+import { generateSupplierKey, MAX_ACTIVE_SUPPLIER_KEYS } from './supplier-keys.ts'
+
+export const NONCE_TTL_MS = 5 * 60_000
+const SIGNIN_ATTEMPTS = 2
+
+export interface SignInResult {
+  supplierId: string
+  wallet: string
+  /** Shown once. */
+  apiKey: string
+  keyId: string
+  keyPrefix: string
+  created: boolean
+}
+
+export const newSupplierId = () => `spl_${randomBytes(12).toString('hex')}`
+
+export class SignInService {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+    private readonly publicUrl: string,
+    private readonly nonceTtlMs = NONCE_TTL_MS,
+  ) {}
+
+  async nonce(): Promise<string> {
+    const nonce = generateSiweNonce()
+    await this.redis.set(this.keys.siweNonce(nonce), '1', 'PX', this.nonceTtlMs)
+    return nonce
+  }
+
+  async signIn(message: string, signature: string, now = new Date()): Promise<SignInResult> {
+    const { wallet, nonce } = await verifySignIn(message, signature, this.publicUrl, now)
+    for (let attempt = 0; ; attempt++) {
+      const key = generateSupplierKey()
+      const reply = (await runScript(
+        this.redis,
+        'supplierSignin',
+        [this.keys.base],
+        [
+          nonce,
+          wallet,
+          wallet.toLowerCase(),
+          newSupplierId(),
+          key.id,
+          key.digest,
+          key.prefix,
+          'signin',
+          MAX_ACTIVE_SUPPLIER_KEYS,
+        ],
+      )) as (string | number)[]
+      const code = Number(reply[0])
+      if (code === SupplierCode.Ok) {
+        return {
+          supplierId: String(reply[1]),
+          wallet,
+          apiKey: key.plaintext,
+          keyId: key.id,
+          keyPrefix: key.prefix,
+          created: Number(reply[2]) === 1,
+        }
+      }
+      if (code === SupplierCode.Refused) throw nonceRefused()
+      if (code === SupplierCode.KeyCap) throw supplierKeyCap()
+      if (attempt + 1 >= SIGNIN_ATTEMPTS) throw new Error(`supplier-signin answered ${code}`)
+    }
+  }
+}

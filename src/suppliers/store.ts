@@ -1,0 +1,87 @@
+// Suppliers as the API shows them: identity and status from the supplier hash, earnings derived
+// from its offers (earned = sum of the offers' `earned`, net of the fee; the offers keep it), paid
+// out and pending from the supplier hash (payouts move them). payable = earned - paidOut - pending.
+import type Redis from 'ioredis'
+import { formatMicros } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { SupplierCode } from '../redis/result-codes.ts'
+import { runScript } from '../redis/scripts.ts'
+import { supplierNotFound } from './results.ts'
+
+export type SupplierStatus = 'active' | 'suspended'
+
+export interface Supplier {
+  id: string
+  wallet: string
+  status: SupplierStatus
+  createdAt: number
+  /** micro-USDC */
+  earned: number
+  paidOut: number
+  pending: number
+  /** Offers not deleted. */
+  offerCount: number
+}
+
+export function supplierView(s: Supplier) {
+  return {
+    supplierId: s.id,
+    wallet: s.wallet,
+    status: s.status,
+    earnedUsdc: formatMicros(s.earned),
+    paidOutUsdc: formatMicros(s.paidOut),
+    payoutPendingUsdc: formatMicros(s.pending),
+    payableUsdc: formatMicros(s.earned - s.paidOut - s.pending),
+    createdAt: new Date(s.createdAt).toISOString(),
+  }
+}
+
+export class SupplierStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+  ) {}
+
+  async get(id: string): Promise<Supplier | null> {
+    const [raw, offerIds] = await Promise.all([
+      this.redis.hgetall(this.keys.supplier(id)),
+      this.redis.smembers(this.keys.supplierOffers(id)),
+    ])
+    if (!raw.id) return null
+    const pipeline = this.redis.pipeline()
+    for (const offerId of offerIds) pipeline.hmget(this.keys.offer(offerId), 'earned', 'status')
+    const rows = ((await pipeline.exec()) ?? []).map(([, row]) => row as (string | null)[])
+    return {
+      id: raw.id,
+      wallet: raw.wallet ?? '',
+      status: raw.status === 'suspended' ? 'suspended' : 'active',
+      createdAt: Number(raw.createdAt ?? 0),
+      earned: rows.reduce((sum, [earned]) => sum + Number(earned ?? 0), 0),
+      paidOut: Number(raw.paidOut ?? 0),
+      pending: Number(raw.pending ?? 0),
+      offerCount: rows.filter(([, status]) => status && status !== 'deleted').length,
+    }
+  }
+
+  async require(id: string): Promise<Supplier> {
+    const supplier = await this.get(id)
+    if (!supplier) throw supplierNotFound(id)
+    return supplier
+  }
+
+  /** Every supplier, oldest first. */
+  async list(): Promise<Supplier[]> {
+    const ids = await this.redis.smembers(this.keys.suppliers)
+    const all = await Promise.all(ids.map((id) => this.get(id)))
+    return all
+      .filter((s): s is Supplier => s !== null)
+      .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
+  }
+
+  /** Suspends or reinstates: its active offers leave or rejoin the ladder in the same script. */
+  async setStatus(id: string, status: SupplierStatus): Promise<Supplier> {
+    const reply = (await runScript(this.redis, 'supplierStatus', [this.keys.base], [id, status])) as number[]
+    if (Number(reply[0]) !== SupplierCode.Ok) throw supplierNotFound(id)
+    return this.require(id)
+  }
+}
