@@ -3,7 +3,7 @@
 // together.
 import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
-import { ApiError } from '../errors.ts'
+import { ApiError, NO_RETRY } from '../errors.ts'
 import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { OfferCode } from '../redis/result-codes.ts'
@@ -23,12 +23,21 @@ export interface OfferInput {
   maxInFlight?: number
   status?: 'active' | 'paused'
   supplier?: string
+  /**
+   * A self-served offer's supplier: on create its owner; on update and delete only its own offer
+   * is found (another's is a 404).
+   */
+  supplierId?: string
+  /** On create, SHA-256 hex of the upstream key: one non-deleted offer per key (409 past it). */
+  upstreamKeyDigest?: string
 }
 
 /** What the operator API shows of an offer: never the upstream key. */
 export interface OfferView {
   id: string
   supplier: string | null
+  /** The supplier that posted it itself; null for the operator's offers. */
+  supplierId: string | null
   upstreamBaseUrl: string
   askCents: number
   status: OfferStatus
@@ -55,12 +64,33 @@ export interface OfferRecord {
 
 export const DEFAULT_MAX_IN_FLIGHT = 64
 
+export const supplierSuspended = () =>
+  new ApiError(
+    403,
+    'supplier_suspended',
+    'the supplier is suspended: its offers cannot be posted or activated',
+    {
+      headers: NO_RETRY,
+    },
+  )
+
+export const upstreamKeyInUse = () =>
+  new ApiError(
+    409,
+    'upstream_key_in_use',
+    'this upstream key already stands in an offer; delete that offer first',
+    {
+      headers: NO_RETRY,
+    },
+  )
+
 function view(raw: Record<string, string>): OfferView {
   const num = (field: string) => Number(raw[field] ?? 0)
   const cooldown = num('cooldownUntil')
   return {
     id: raw.id!,
     supplier: raw.supplier || null,
+    supplierId: raw.supplierId || null,
     upstreamBaseUrl: raw.upstreamBaseUrl ?? '',
     askCents: num('askCents'),
     status: (raw.status ?? 'paused') as OfferStatus,
@@ -101,10 +131,16 @@ export class OfferService {
         input.maxInFlight ?? '',
         input.status ?? '',
         input.supplier ?? '',
+        input.supplierId ?? '',
+        input.upstreamKeyDigest ?? '',
       ],
     )) as (string | number)[]
     const code = Number(reply[0])
     if (code === OfferCode.UnknownOffer) throw new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
+    if (code === OfferCode.UpstreamKeyInUse) throw upstreamKeyInUse()
+    if (code === OfferCode.SupplierSuspended) throw supplierSuspended()
+    if (code === OfferCode.UnknownSupplier)
+      throw new ApiError(404, 'supplier_not_found', 'supplier not found')
     if (code === OfferCode.BelowUsed) {
       throw new ApiError(
         409,
@@ -132,8 +168,9 @@ export class OfferService {
     return (await this.get(id))!
   }
 
-  async remove(id: string): Promise<void> {
-    await this.put('delete', id, {})
+  /** Deletes an offer (a supplier's own only, when `supplierId` is given); its upstream key is freed. */
+  async remove(id: string, supplierId?: string): Promise<void> {
+    await this.put('delete', id, { supplierId })
   }
 
   async get(id: string): Promise<OfferView | null> {
@@ -142,8 +179,11 @@ export class OfferService {
     return view(raw)
   }
 
-  async list(): Promise<OfferView[]> {
-    const ids = await this.redis.smembers(this.keys.offers)
+  /** Every offer not deleted, cheapest first; only a supplier's own when `supplierId` is given. */
+  async list(supplierId?: string): Promise<OfferView[]> {
+    const ids = await this.redis.smembers(
+      supplierId === undefined ? this.keys.offers : this.keys.supplierOffers(supplierId),
+    )
     const pipeline = this.redis.pipeline()
     for (const id of ids) pipeline.hgetall(this.keys.offer(id))
     const rows = ((await pipeline.exec()) ?? []).map(([, raw]) => raw as Record<string, string>)

@@ -13,15 +13,15 @@ export const ACTIVITY_DEFAULT_LIMIT = 50
 export const ACTIVITY_CURSOR = /^\d{1,15}-\d{1,19}$/
 
 /** A Stream entry as ioredis returns it: its id, then its fields as a flat name, value list. */
-type Entry = [id: string, fields: string[]]
+export type Entry = [id: string, fields: string[]]
 
-function fieldsOf(flat: string[]): Record<string, string> {
+export function fieldsOf(flat: string[]): Record<string, string> {
   const row: Record<string, string> = {}
   for (let i = 0; i + 1 < flat.length; i += 2) row[flat[i]!] = flat[i + 1]!
   return row
 }
 
-const entryMs = (id: string) => Number(id.slice(0, id.indexOf('-')))
+export const entryMs = (id: string) => Number(id.slice(0, id.indexOf('-')))
 const intOrNull = (value: string | undefined) => (value ? Number(value) : null)
 
 function activityItem([id, flat]: Entry) {
@@ -41,19 +41,19 @@ function activityItem([id, flat]: Entry) {
 }
 
 /**
- * The account's ended attempts, newest first, `limit` of them from just before the cursor (a
- * Stream entry id, exclusive). Entries are only ever appended at the new end, so a page read
- * while others are written never skips nor repeats one: the next page starts below this one's last.
+ * A Stream's entries newest first, `limit` of them from just before the cursor (an entry id,
+ * exclusive), each made an item by `item`. Entries are only ever appended at the new end, so a page
+ * read while others are written never skips nor repeats one: the next page starts below this one's last.
  */
-export async function listActivity(
+export async function pageStream<T>(
   redis: Redis,
-  keys: Keyspace,
-  accountId: string,
+  stream: string,
   limit: number,
   before: string | null,
+  item: (entry: Entry) => T,
 ) {
   const entries = (await redis.xrevrange(
-    keys.accountActivity(accountId),
+    stream,
     before === null ? '+' : `(${before}`,
     '-',
     'COUNT',
@@ -62,9 +62,20 @@ export async function listActivity(
   const page = entries.slice(0, limit)
   return {
     object: 'list' as const,
-    data: page.map(activityItem),
+    data: page.map(item),
     nextCursor: entries.length > limit ? page.at(-1)![0] : null,
   }
+}
+
+/** The account's ended attempts, newest first (GET /v1/agent/activity). */
+export function listActivity(
+  redis: Redis,
+  keys: Keyspace,
+  accountId: string,
+  limit: number,
+  before: string | null,
+) {
+  return pageStream(redis, keys.accountActivity(accountId), limit, before, activityItem)
 }
 
 const USAGE_PAGE = 1_000

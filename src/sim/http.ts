@@ -36,7 +36,8 @@ export interface Admitted {
 /** The key's state, or Venice's 401. Auth comes before the body is even read. */
 export function authenticate(keys: SimKeys, request: Request): SimKeyState | Response {
   const apiKey = bearer(request)
-  return apiKey ? keys.get(apiKey) : veniceError(401, 'Authentication failed')
+  const state = apiKey ? keys.get(apiKey) : null
+  return state && !state.revoked ? state : veniceError(401, 'Authentication failed')
 }
 
 /** For a valid request: count it, pick its fault, and refuse it before any byte if it must be. */

@@ -9,6 +9,8 @@ export interface SimKeyState {
   requests: number
   /** Streams whose client went away before the end. */
   cancelledStreams: number
+  /** Refused as Venice refuses an unknown or deleted key: 401 on every call. */
+  revoked: boolean
 }
 
 /** The control API's name for every key without a fault of its own. */
@@ -28,6 +30,7 @@ export class SimKeys {
         faultTimes: null,
         requests: 0,
         cancelledStreams: 0,
+        revoked: false,
       }
       this.keys.set(key, state)
     }

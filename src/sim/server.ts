@@ -3,7 +3,8 @@
 // of the upstream only; the demo, the tests and the benchmark all run against it.
 import { formatMicros, parseMicros, tokenBurn } from '../money/units.ts'
 import { answerTokens, type ChatRequestLike, planAnswer, type SimAnswer } from './answer.ts'
-import { isSimFault, type SimFault } from './faults.ts'
+import { control, rateLimits } from './control.ts'
+import type { SimFault } from './faults.ts'
 import { promptTokens } from './generate.ts'
 import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
 import { generateImages } from './images.ts'
@@ -285,35 +286,6 @@ export function startSim(
     })
   }
 
-  async function control(request: Request, url: URL): Promise<Response> {
-    const match = /^\/sim\/keys\/([^/]+)$/.exec(url.pathname)
-    if (!match) return veniceError(404, 'not found')
-    const state = keys.get(decodeURIComponent(match[1]!))
-    if (request.method === 'GET') return json(200, describeKey(state))
-    if (request.method !== 'PUT') return veniceError(405, 'method not allowed')
-    let body: { balanceDiem?: unknown; fault?: unknown; times?: unknown }
-    try {
-      body = (await request.json()) as typeof body
-    } catch {
-      return veniceError(400, 'Invalid JSON body')
-    }
-    if (body.balanceDiem !== undefined) {
-      const micros = typeof body.balanceDiem === 'string' ? parseMicros(body.balanceDiem) : null
-      if (micros === null) return veniceError(400, 'balanceDiem must be a decimal string')
-      state.balanceMicroDiem = micros
-    }
-    if (body.fault !== undefined) {
-      if (body.fault !== null && !isSimFault(body.fault)) return veniceError(400, 'unknown fault')
-      const times = body.times
-      if (times !== undefined && !(typeof times === 'number' && Number.isInteger(times) && times > 0)) {
-        return veniceError(400, 'times must be a positive integer')
-      }
-      state.fault = body.fault
-      state.faultTimes = body.fault === null ? null : ((times as number | undefined) ?? null)
-    }
-    return json(200, describeKey(state))
-  }
-
   const server = Bun.serve({
     port: options.port ?? 0,
     hostname: options.hostname ?? '127.0.0.1',
@@ -329,7 +301,8 @@ export function startSim(
       if (path === '/images/generations' && request.method === 'POST') {
         return generateImages(keys, request, settings)
       }
-      if (path.startsWith('/sim/')) return control(request, new URL(path, url))
+      if (path === '/api_keys/rate_limits' && request.method === 'GET') return rateLimits(keys, request)
+      if (path.startsWith('/sim/')) return control(keys, request, new URL(path, url))
       return veniceError(404, 'Not found')
     },
   })
@@ -386,14 +359,4 @@ function usageOf(plan: ChatPlan, completion: number): Record<string, unknown> {
   const reasoning = Math.min(plan.answer.reasoning.length, completion)
   if (reasoning > 0) usage.completion_tokens_details = { reasoning_tokens: reasoning }
   return usage
-}
-
-function describeKey(state: SimKeyState) {
-  return {
-    balanceDiem: formatMicros(state.balanceMicroDiem),
-    fault: state.fault,
-    faultTimes: state.faultTimes,
-    requests: state.requests,
-    cancelledStreams: state.cancelledStreams,
-  }
 }

@@ -20,21 +20,6 @@ export const nonceRefused = () =>
 
 export const offerNotFound = (id: string) => new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
 
-export const supplierSuspended = () =>
-  new ApiError(403, 'supplier_suspended', 'this supplier is suspended: it cannot post or activate offers', {
-    headers: NO_RETRY,
-  })
-
-export const upstreamKeyInUse = () =>
-  new ApiError(
-    409,
-    'upstream_key_in_use',
-    'this upstream key already stands in an offer; delete that offer first',
-    {
-      headers: NO_RETRY,
-    },
-  )
-
 export const upstreamKeyRejected = () =>
   new ApiError(
     400,

@@ -2,6 +2,7 @@
 // by a viem local account, POST /v1/supplier/signin over HTTP.
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from 'viem/accounts'
 import { createSiweMessage } from 'viem/siwe'
+import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { keyFetch } from './accounts.ts'
 import type { TestStack } from './stack.ts'
 
@@ -52,6 +53,21 @@ export async function signInSupplier(
   const signature = await account.signMessage({ message })
   const response = await postSignIn(stack, { message, signature })
   if (response.status !== 200) throw new Error(`signin: ${response.status} ${await response.text()}`)
-  const body = (await response.json()) as { supplierId: string; wallet: string; apiKey: string }
+  const body = (await response.json()) as { supplierId: string; wallet: string; apiKey: string; id: string }
+  await waitForFirstUse(stack, body.apiKey)
   return { ...body, account }
+}
+
+/**
+ * Uses the key once and waits until its lastUsedAt is written (after the response, unawaited), so
+ * a snapshot taken now holds still for the next minute of its requests.
+ */
+async function waitForFirstUse(stack: TestStack, apiKey: string): Promise<void> {
+  await keyFetch(stack, apiKey, '/v1/supplier/me')
+  const digest = digestApiKey(apiKey)
+  for (let i = 0; i < 400; i++) {
+    if (await stack.redis.hexists(stack.keys.supplierKey(digest), 'lastUsedAt')) return
+    await Bun.sleep(5)
+  }
+  throw new Error('lastUsedAt was never written')
 }

@@ -86,7 +86,12 @@ describe('supplier keys', () => {
 describe('buyer and supplier keys never open each other', () => {
   test('a buyer key on supplier routes is 401', async () => {
     const buyer = await createAccount(stack)
-    for (const path of ['/v1/supplier/me', '/v1/supplier/keys']) {
+    for (const path of [
+      '/v1/supplier/me',
+      '/v1/supplier/keys',
+      '/v1/supplier/offers',
+      '/v1/supplier/fills',
+    ]) {
       const response = await keyFetch(stack, buyer.apiKey, path)
       expect(response.status).toBe(401)
       expect(await errorCode(response)).toBe('invalid_api_key')

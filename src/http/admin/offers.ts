@@ -10,7 +10,7 @@ import { adminAuth } from '../auth.ts'
 
 const MAX_CAPACITY_MICRO_DIEM = 1_000_000 * 1_000_000 // a million DIEM per offer keeps every product exact
 
-const offerFields = {
+export const offerFields = {
   upstreamBaseUrl: t.String({ minLength: 1, maxLength: 2048 }),
   upstreamApiKey: t.String({ minLength: 1, maxLength: 1024 }),
   // t.Number, not t.Integer: Elysia's Integer coerces strings, and an ask sent as "40" is a client bug.
@@ -28,7 +28,7 @@ function baseUrl(raw: string): string {
   throw badRequest('upstreamBaseUrl must be an http:// or https:// URL', 'invalid_upstream_url')
 }
 
-function capacity(raw: string | number): MicroDiem {
+export function capacity(raw: string | number): MicroDiem {
   const micros = parseMicros(raw)
   if (micros === null || micros <= 0 || micros > MAX_CAPACITY_MICRO_DIEM) {
     throw badRequest(

@@ -11,15 +11,10 @@ import {
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { apiKeyView, meView, spendingView } from '../../accounts/views.ts'
 import { badRequest } from '../../errors.ts'
-import {
-  ACTIVITY_CURSOR,
-  ACTIVITY_DEFAULT_LIMIT,
-  ACTIVITY_MAX_LIMIT,
-  accountUsage,
-  listActivity,
-} from '../../records/activity.ts'
+import { accountUsage, listActivity } from '../../records/activity.ts'
 import { STATS_WINDOWS, type StatsWindow } from '../../records/stats.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
+import { pageQuery } from '../paging.ts'
 
 // Money on the wire is a decimal string: a JSON number is a wrong type here, not an amount.
 const limitUsdc = t.String({ pattern: LIMIT_USDC_PATTERN })
@@ -32,19 +27,6 @@ function limitOf(text: string): number {
 }
 
 const WINDOWS = Object.keys(STATS_WINDOWS)
-
-function activityQuery(query: Record<string, string | undefined>): { limit: number; before: string | null } {
-  const limitText = query.limit ?? String(ACTIVITY_DEFAULT_LIMIT)
-  const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : 0
-  if (limit < 1 || limit > ACTIVITY_MAX_LIMIT) {
-    throw badRequest(`limit must be an integer from 1 to ${ACTIVITY_MAX_LIMIT}`, 'invalid_limit')
-  }
-  const before = query.before ?? null
-  if (before !== null && !ACTIVITY_CURSOR.test(before)) {
-    throw badRequest('before must be a nextCursor from an earlier page', 'invalid_cursor')
-  }
-  return { limit, before }
-}
 
 export function agentRoutes(deps: AuthDeps) {
   const accounts = new AccountStore(deps.redis, deps.keys)
@@ -144,7 +126,7 @@ export function agentRoutes(deps: AuthDeps) {
     .get(
       '/activity',
       ({ buyer, query }) => {
-        const { limit, before } = activityQuery(query)
+        const { limit, before } = pageQuery(query)
         return listActivity(deps.redis, deps.keys, buyer.accountId, limit, before)
       },
       { buyer: true },

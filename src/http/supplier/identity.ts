@@ -1,8 +1,9 @@
 // Supplier identity under /v1/supplier: a nonce and Sign-In with Ethereum (no key: they make the
-// first one), then behind a `sup_` key the supplier's keys (the buyer key routes' shapes) and
-// its summary (GET /me: earned, paid out, pending, payable).
+// first one), then behind a `sup_` key the supplier's keys (the buyer key routes' shapes), its
+// summary (GET /me: earned, paid out, pending, payable) and its fills.
 import { Elysia, t } from 'elysia'
 import { KEY_NAME_MAX } from '../../accounts/api-keys.ts'
+import { listFills } from '../../suppliers/fills.ts'
 import { SupplierKeyStore } from '../../suppliers/key-store.ts'
 import { SignInService } from '../../suppliers/signin.ts'
 import { SIWE_MESSAGE_MAX } from '../../suppliers/siwe.ts'
@@ -10,6 +11,7 @@ import { SupplierStore, supplierView } from '../../suppliers/store.ts'
 import { MAX_ACTIVE_SUPPLIER_KEYS } from '../../suppliers/supplier-keys.ts'
 import type { AuthDeps } from '../auth.ts'
 import { jsonBody } from '../json-body.ts'
+import { pageQuery } from '../paging.ts'
 import { supplierAuth } from './auth.ts'
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -48,6 +50,14 @@ export function supplierIdentityRoutes(deps: AuthDeps & { publicUrl: string }) {
     .get('/me', async ({ supplier }) => supplierView(await suppliers.require(supplier.supplierId)), {
       supplier: true,
     })
+    .get(
+      '/fills',
+      ({ supplier, query }) => {
+        const { limit, before } = pageQuery(query)
+        return listFills(deps.redis, deps.keys, supplier.supplierId, limit, before)
+      },
+      { supplier: true },
+    )
     .get(
       '/keys',
       async ({ supplier }) => {

@@ -2,9 +2,16 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { supplierIdentityRoutes } from './identity.ts'
+import { supplierOfferRoutes } from './offers.ts'
 
 export function supplierRoutes(deps: AppDeps) {
-  return new Elysia({ name: 'svc/suppliers', seed: deps.keys.prefix }).use(
-    supplierIdentityRoutes({ ...deps, publicUrl: deps.config.publicUrl }),
-  )
+  return new Elysia({ name: 'svc/suppliers', seed: deps.keys.prefix })
+    .use(supplierIdentityRoutes({ ...deps, publicUrl: deps.config.publicUrl }))
+    .use(
+      supplierOfferRoutes({
+        ...deps,
+        masterKey: deps.config.masterKey,
+        upstreamUrl: deps.config.upstreamUrl,
+      }),
+    )
 }

@@ -1,0 +1,108 @@
+// Self-served offers: a supplier sells capacity on the operator's upstream (config.upstreamUrl;
+// a supplier never chooses where the gateway connects). The key is checked against the
+// upstream's balance endpoint before the offer stands, sealed at rest as every offer's is, and
+// claimed by digest in the same script that writes the offer (lua/offer-put.lua), so one upstream
+// key stands in one non-deleted offer only. A supplier sees and changes its own offers only.
+import type Redis from 'ioredis'
+import { digestApiKey } from '../accounts/api-keys.ts'
+import {
+  DEFAULT_MAX_IN_FLIGHT,
+  OfferService,
+  type OfferView,
+  supplierSuspended,
+  upstreamKeyInUse,
+} from '../market/offers.ts'
+import type { MicroDiem } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { offerNotFound } from './results.ts'
+import { checkUpstreamKey } from './upstream-key-check.ts'
+
+export interface SupplierOfferInput {
+  upstreamApiKey: string
+  askCents: number
+  capacity: MicroDiem
+  maxInFlight?: number
+}
+
+export interface SupplierOfferChange {
+  askCents?: number
+  capacity?: MicroDiem
+  status?: 'active' | 'paused'
+}
+
+/** What a supplier sees of its offer: never the upstream key, nor where the gateway connects. */
+export function supplierOfferView(offer: OfferView) {
+  return {
+    id: offer.id,
+    askCents: offer.askCents,
+    status: offer.status,
+    capacityDiem: offer.capacityDiem,
+    burnedDiem: offer.burnedDiem,
+    heldDiem: offer.heldDiem,
+    upstreamBalanceDiem: offer.upstreamBalanceDiem,
+    maxInFlight: offer.maxInFlight,
+    inFlight: offer.inFlight,
+    earnedUsdc: offer.earnedUsdc,
+    disputedDiem: offer.disputedDiem,
+    coolingDownUntil: offer.coolingDownUntil,
+    createdAt: offer.createdAt,
+  }
+}
+
+export type SupplierOfferView = ReturnType<typeof supplierOfferView>
+
+export class SupplierOfferService {
+  private readonly offers: OfferService
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+    masterKey: Uint8Array,
+    private readonly upstreamUrl: string,
+  ) {
+    this.offers = new OfferService(redis, keys, masterKey)
+  }
+
+  async post(supplierId: string, input: SupplierOfferInput): Promise<SupplierOfferView> {
+    const digest = digestApiKey(input.upstreamApiKey)
+    // Refused without asking the upstream when the answer is known already; offer-put decides.
+    const [status, claimed] = await Promise.all([
+      this.redis.hget(this.keys.supplier(supplierId), 'status'),
+      this.redis.hexists(this.keys.upstreamKeys, digest),
+    ])
+    if (status === 'suspended') throw supplierSuspended()
+    if (claimed) throw upstreamKeyInUse()
+    await checkUpstreamKey(this.upstreamUrl, input.upstreamApiKey)
+    const offer = await this.offers.create({ ...this.fields(input), supplierId, upstreamKeyDigest: digest })
+    return supplierOfferView(offer)
+  }
+
+  private fields(input: SupplierOfferInput) {
+    return {
+      upstreamBaseUrl: this.upstreamUrl,
+      upstreamApiKey: input.upstreamApiKey,
+      askCents: input.askCents,
+      capacity: input.capacity,
+      maxInFlight: input.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
+      status: 'active' as const,
+    }
+  }
+
+  async list(supplierId: string): Promise<SupplierOfferView[]> {
+    return (await this.offers.list(supplierId)).map(supplierOfferView)
+  }
+
+  async get(supplierId: string, id: string): Promise<SupplierOfferView> {
+    const offer = await this.offers.get(id)
+    if (!offer || offer.supplierId !== supplierId) throw offerNotFound(id)
+    return supplierOfferView(offer)
+  }
+
+  async update(supplierId: string, id: string, change: SupplierOfferChange): Promise<SupplierOfferView> {
+    return supplierOfferView(await this.offers.update(id, { ...change, supplierId }))
+  }
+
+  async remove(supplierId: string, id: string): Promise<void> {
+    await this.offers.remove(id, supplierId)
+  }
+}
