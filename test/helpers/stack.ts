@@ -92,7 +92,6 @@ export async function snapshotKeys(redis: Redis, prefix: string): Promise<Record
       snapshot[key] = JSON.stringify(
         Object.entries(await redis.hgetall(key)).sort(([a], [b]) => a.localeCompare(b)),
       )
-      snapshot[`${key} ttl`] = String(await redis.pttl(key))
       continue
     }
     const dump = await redis.dumpBuffer(key)
