@@ -3,6 +3,7 @@
 import type Redis from 'ioredis'
 import { masters } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { auditSuppliers } from '../suppliers/audit.ts'
 
 export interface AuditFinding {
   subject: string
@@ -171,6 +172,7 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
   const listed = (await redis.hvals(keys.writeoffs)).reduce((sum, amount) => sum + Number(amount), 0)
   if (listed !== accountWrittenOff)
     off('market', `accounts' written off ${accountWrittenOff} != the write-off list's ${listed}`)
+  findings.push(...(await auditSuppliers(redis, keys)))
   return findings
 }
 

@@ -1,0 +1,74 @@
+// The audit's supplier half (run by `svc-gateway audit` through market/audit.ts): per supplier,
+// every offer it posted names it, its fills add up to its offers' earnings (equal while its fills
+// Stream holds every entry it was given, at most that once retention trimmed it), and earned =
+// paid out + pending + payable with payable never below zero.
+import type Redis from 'ioredis'
+import type { Keyspace } from '../redis/keys.ts'
+
+export interface SupplierFinding {
+  subject: string
+  problem: string
+}
+
+/** The earned micro-USDC summed over a fills Stream, and whether it holds every entry added. */
+async function fillsEarned(redis: Redis, stream: string) {
+  let sum = 0
+  let start = '-'
+  for (;;) {
+    const entries = (await redis.xrange(stream, start, '+', 'COUNT', 1000)) as [string, string[]][]
+    for (const [, flat] of entries) {
+      for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === 'earnedUsdc') sum += Number(flat[i + 1])
+    }
+    if (entries.length < 1000) break
+    start = `(${entries.at(-1)![0]}`
+  }
+  let complete = true
+  if ((await redis.exists(stream)) === 1) {
+    const info = (await redis.xinfo('STREAM', stream)) as unknown[]
+    const field = (name: string) => Number(info[info.indexOf(name) + 1])
+    complete = field('entries-added') === field('length')
+  }
+  return { sum, complete }
+}
+
+export async function auditSuppliers(redis: Redis, keys: Keyspace): Promise<SupplierFinding[]> {
+  const findings: SupplierFinding[] = []
+  for (const id of await redis.smembers(keys.suppliers)) {
+    const subject = `supplier ${id}`
+    const off = (problem: string) => findings.push({ subject, problem })
+    const row = await redis.hgetall(keys.supplier(id))
+    if (!row.id) {
+      off('listed in suppliers but has no hash')
+      continue
+    }
+    const offerIds = await redis.smembers(keys.supplierOffers(id))
+    let earned = 0
+    for (const offerId of offerIds) {
+      const [owner, offerEarned] = await redis.hmget(keys.offer(offerId), 'supplierId', 'earned')
+      if (owner !== id) off(`offer ${offerId} in its offers names supplier ${owner ?? 'none'}`)
+      earned += Number(offerEarned ?? 0)
+    }
+    const fills = await fillsEarned(redis, keys.supplierFills(id))
+    if (fills.complete && fills.sum !== earned)
+      off(`fills earned ${fills.sum} != its offers' earned ${earned}`)
+    if (!fills.complete && fills.sum > earned) {
+      off(`its retained fills' earned ${fills.sum} exceeds its offers' earned ${earned}`)
+    }
+    const paidOut = Number(row.paidOut ?? 0)
+    const pending = Number(row.pending ?? 0)
+    for (const [field, value] of [
+      ['paidOut', paidOut],
+      ['pending', pending],
+    ] as const) {
+      if (!Number.isSafeInteger(value) || value < 0)
+        off(`${field} is not a whole amount at or above zero: ${value}`)
+    }
+    const payable = earned - paidOut - pending
+    if (payable < 0)
+      off(`payable ${payable} is below zero (earned ${earned}, paid out ${paidOut}, pending ${pending})`)
+    if ((await redis.hget(keys.supplierWallets, (row.wallet ?? '').toLowerCase())) !== id) {
+      off(`its wallet ${row.wallet} does not map back to it`)
+    }
+  }
+  return findings
+}
