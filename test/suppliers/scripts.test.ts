@@ -39,7 +39,7 @@ async function seedSupplier(status = 'active'): Promise<string> {
   return id
 }
 
-function supplierOffer(supplierId: string, askCents = 40, digest = randomUUID()) {
+function supplierOffer(supplierId: string, askCents = 40, digest: string = randomUUID()) {
   return fx.offers.create({
     upstreamBaseUrl: 'http://127.0.0.1:1',
     upstreamApiKey: `k-${digest}`,
