@@ -9,6 +9,7 @@ import { functions } from './cli/functions.ts'
 import { offer } from './cli/offer.ts'
 import { serve } from './cli/serve.ts'
 import { sim } from './cli/sim.ts'
+import { supplier } from './cli/supplier.ts'
 import { ConfigError } from './config.ts'
 
 const USAGE = `svc-gateway ${pkg.version}
@@ -21,6 +22,8 @@ usage: svc-gateway [command]
             | show <accountId>
   offer     operator offer commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY):
             offer create|update|pause|resume|delete|list (see: svc-gateway offer)
+  supplier  operator supplier commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX):
+            supplier list | show|suspend|reinstate <supplierId>
   audit     check the money invariants over the whole keyspace; exit 1 naming what is off
   export    the market's settled attempts as JSON lines on stdout, through a consumer group
             (REDIS_URL, SVC_REDIS_PREFIX): export --group <name> [--once] [--consumer <name>]
@@ -39,6 +42,8 @@ async function main(argv: string[]): Promise<void> {
       return demo()
     case 'offer':
       return offer(argv.slice(1))
+    case 'supplier':
+      return supplier(argv.slice(1))
     case 'audit':
       return audit()
     case 'export':

@@ -36,6 +36,11 @@ export function supplierView(s: Supplier) {
   }
 }
 
+/** The operator's view: the supplier's own view and how many offers it has standing or paused. */
+export function adminSupplierView(s: Supplier) {
+  return { ...supplierView(s), offerCount: s.offerCount }
+}
+
 export class SupplierStore {
   constructor(
     private readonly redis: Redis,

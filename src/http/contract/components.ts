@@ -176,6 +176,11 @@ export const COMPONENTS = {
       description: 'An API key: Authorization: Bearer svc_...',
     },
     adminToken: { type: 'http', scheme: 'bearer', description: 'The operator token (SVC_ADMIN_TOKEN)' },
+    supplierKey: {
+      type: 'http',
+      scheme: 'bearer',
+      description: 'A supplier key from Sign-In with Ethereum: Authorization: Bearer sup_...',
+    },
     x402: {
       type: 'apiKey',
       in: 'header',

@@ -3,38 +3,10 @@
 // openapi.ts); only what a route reads by hand (query strings) is declared here. A route missing
 // from this table fails test/contract/openapi.test.ts.
 import { type ErrorResponseName, errors, headers } from './components.ts'
+import { type Operation, ok, path, query, type Security } from './operation-parts.ts'
+import { SUPPLIER_OPERATIONS } from './supplier-operations.ts'
 
-type Security = 'none' | 'apiKey' | 'adminToken' | 'x402' | 'apiKey+x402'
-
-export interface Operation {
-  summary: string
-  tags: string[]
-  security: Security
-  description?: string
-  parameters?: Record<string, unknown>[]
-  ok?: Record<string, unknown>
-  errors: ErrorResponseName[]
-}
-
-const ok = (description: string, status = '200', extra: Record<string, unknown> = {}) => ({
-  [status]: { description, headers: headers(), ...extra },
-})
-
-const query = (name: string, description: string, schema: Record<string, unknown>) => ({
-  name,
-  in: 'query',
-  required: false,
-  description,
-  schema,
-})
-
-const path = (name: string, description: string) => ({
-  name,
-  in: 'path',
-  required: true,
-  description,
-  schema: { type: 'string' },
-})
+export type { Operation }
 
 const inferenceOk = (description: string) =>
   ok(description, '200', {
@@ -360,6 +332,7 @@ export const OPERATIONS: Record<string, Operation> = {
     ok: {},
     errors: ['Unauthorized', 'MethodNotAllowed'],
   },
+  ...SUPPLIER_OPERATIONS,
 }
 
 const SECURITY: Record<Security, Record<string, string[]>[]> = {
@@ -368,6 +341,7 @@ const SECURITY: Record<Security, Record<string, string[]>[]> = {
   adminToken: [{ adminToken: [] }],
   x402: [{ x402: [] }],
   'apiKey+x402': [{ apiKey: [], x402: [] }],
+  supplierKey: [{ supplierKey: [] }],
 }
 
 /** The OpenAPI fields this table gives one operation. */

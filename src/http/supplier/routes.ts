@@ -1,6 +1,7 @@
 // The supplier side of the market under /v1/supplier, and the operator's /admin/v1/suppliers.
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
+import { adminSupplierRoutes } from '../admin/suppliers.ts'
 import { supplierIdentityRoutes } from './identity.ts'
 import { supplierOfferRoutes } from './offers.ts'
 
@@ -14,4 +15,5 @@ export function supplierRoutes(deps: AppDeps) {
         upstreamUrl: deps.config.upstreamUrl,
       }),
     )
+    .use(adminSupplierRoutes(deps))
 }

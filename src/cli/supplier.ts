@@ -1,0 +1,44 @@
+// `svc-gateway supplier ...`: the operator's supplier commands, straight to Redis through the same
+// service as /admin/v1/suppliers, printing the same JSON. Config from the environment: REDIS_URL,
+// SVC_REDIS_PREFIX.
+import { loadStoreConfig } from '../config.ts'
+import { createRedis } from '../redis/connection.ts'
+import { keyspace } from '../redis/keys.ts'
+import { adminSupplierView, SupplierStore } from '../suppliers/store.ts'
+import { runOperatorCommand, UsageError } from './operator-command.ts'
+
+export const SUPPLIER_USAGE = `usage:
+  svc-gateway supplier list
+  svc-gateway supplier show|suspend|reinstate <supplierId>`
+
+async function run(suppliers: SupplierStore, command: string | undefined, id: string | undefined) {
+  const needId = () => {
+    if (!id) throw new UsageError(`supplier ${command} needs a supplier id`)
+    return id
+  }
+  switch (command) {
+    case 'list':
+      return { object: 'list', data: (await suppliers.list()).map(adminSupplierView) }
+    case 'show':
+      return adminSupplierView(await suppliers.require(needId()))
+    case 'suspend':
+      return adminSupplierView(await suppliers.setStatus(needId(), 'suspended'))
+    case 'reinstate':
+      return adminSupplierView(await suppliers.setStatus(needId(), 'active'))
+    default:
+      throw new UsageError(command ? `unknown supplier command: ${command}` : 'supplier needs a command')
+  }
+}
+
+export async function supplier(args: string[]): Promise<void> {
+  const config = loadStoreConfig()
+  const redis = createRedis(config.redisUrl, { name: 'svc-cli' })
+  try {
+    await runOperatorCommand(SUPPLIER_USAGE, () => {
+      const [command, id] = args
+      return run(new SupplierStore(redis, keyspace(config.redisPrefix)), command, id)
+    })
+  } finally {
+    redis.disconnect()
+  }
+}

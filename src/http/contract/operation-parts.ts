@@ -1,0 +1,35 @@
+// The pieces every operations table is built of: an operation's shape, its security, and the
+// helpers for a success response and a query or path parameter.
+import { type ErrorResponseName, headers } from './components.ts'
+
+export type Security = 'none' | 'apiKey' | 'adminToken' | 'x402' | 'apiKey+x402' | 'supplierKey'
+
+export interface Operation {
+  summary: string
+  tags: string[]
+  security: Security
+  description?: string
+  parameters?: Record<string, unknown>[]
+  ok?: Record<string, unknown>
+  errors: ErrorResponseName[]
+}
+
+export const ok = (description: string, status = '200', extra: Record<string, unknown> = {}) => ({
+  [status]: { description, headers: headers(), ...extra },
+})
+
+export const query = (name: string, description: string, schema: Record<string, unknown>) => ({
+  name,
+  in: 'query',
+  required: false,
+  description,
+  schema,
+})
+
+export const path = (name: string, description: string) => ({
+  name,
+  in: 'path',
+  required: true,
+  description,
+  schema: { type: 'string' },
+})

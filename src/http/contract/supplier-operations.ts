@@ -1,0 +1,108 @@
+// The supplier side's operations (/v1/supplier/*, /admin/v1/suppliers) for the OpenAPI document;
+// merged into OPERATIONS (operations.ts).
+import { type Operation, ok, query } from './operation-parts.ts'
+
+export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
+  'GET /v1/supplier/nonce': {
+    summary: 'A Sign-In with Ethereum nonce: single use, valid 5 minutes',
+    tags: ['supplier'],
+    security: 'none',
+    errors: [],
+  },
+  'POST /v1/supplier/signin': {
+    summary: 'Sign in with Ethereum (EIP-4361): supplierId, wallet and a sup_ key shown once',
+    description:
+      "The message's domain must be the gateway's host and its URI on the gateway's origin (SVC_PUBLIC_URL); expirationTime and notBefore are honoured; the nonce is used up. One supplier per wallet: signing in again gives the same supplierId and a new key (409 at 10 active keys). Refusals: 400 invalid_siwe_message / invalid_signature_format, 401 siwe_nonce_invalid, siwe_domain_mismatch, siwe_uri_mismatch, siwe_expired, siwe_not_yet_valid, siwe_invalid_signature.",
+    tags: ['supplier'],
+    security: 'none',
+    errors: ['BadRequest', 'Unauthorized', 'Conflict'],
+  },
+  'GET /v1/supplier/me': {
+    summary: 'The supplier: wallet, status, earned, paid out, pending and payable USDC',
+    tags: ['supplier'],
+    security: 'supplierKey',
+    errors: ['Unauthorized'],
+  },
+  'GET /v1/supplier/keys': {
+    summary: "The supplier's active keys (metadata only)",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    errors: ['Unauthorized'],
+  },
+  'POST /v1/supplier/keys': {
+    summary: 'Mint a supplier key (plaintext shown once); 409 at 10 active keys',
+    tags: ['supplier'],
+    security: 'supplierKey',
+    ok: ok('The new key: apiKey, id, name, keyPrefix', '201'),
+    errors: ['BadRequest', 'Unauthorized', 'Conflict'],
+  },
+  'DELETE /v1/supplier/keys/{id}': {
+    summary: "Revoke one of the supplier's keys",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+  'GET /v1/supplier/fills': {
+    summary: "Clears on the supplier's offers, newest first: object list, data[], nextCursor",
+    description:
+      'Each item: createdAt, model, offerId, burnDiem, clearingPriceCents, earnedUsdc (net of the fee). Never a buyer identity.',
+    tags: ['supplier'],
+    security: 'supplierKey',
+    parameters: [
+      query('limit', 'items per page, 1 to 200 (default 50)', { type: 'integer', minimum: 1, maximum: 200 }),
+      query('before', 'the nextCursor of the previous page', { type: 'string' }),
+    ],
+    errors: ['BadRequest', 'Unauthorized'],
+  },
+  'POST /v1/supplier/offers': {
+    summary: "Post an offer on the operator's upstream; the upstream key is checked, sealed, never shown",
+    description:
+      "400 upstream_key_rejected when the upstream's balance endpoint does not accept the key; 409 upstream_key_in_use when it stands in another offer; 403 supplier_suspended.",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    ok: ok('The offer', '201'),
+    errors: ['BadRequest', 'Unauthorized', 'Forbidden', 'Conflict', 'ServiceUnavailable'],
+  },
+  'GET /v1/supplier/offers': {
+    summary: "The supplier's own offers",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    errors: ['Unauthorized'],
+  },
+  'GET /v1/supplier/offers/{id}': {
+    summary: "One of the supplier's offers (another's is a 404)",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+  'PATCH /v1/supplier/offers/{id}': {
+    summary: "Change one of the supplier's offers: askCents, capacityDiem, status active|paused",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    errors: ['BadRequest', 'Unauthorized', 'Forbidden', 'NotFound', 'Conflict'],
+  },
+  'DELETE /v1/supplier/offers/{id}': {
+    summary: "Delete one of the supplier's offers (its upstream key may then stand in another)",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+  'GET /admin/v1/suppliers': {
+    summary: 'Every supplier: wallet, status, offer count, earned, paid out, pending, payable',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['Unauthorized'],
+  },
+  'GET /admin/v1/suppliers/{id}': {
+    summary: 'One supplier',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+  'PATCH /admin/v1/suppliers/{id}': {
+    summary: 'Suspend or reinstate a supplier (suspended: its offers leave the ladder at once)',
+    tags: ['operator'],
+    security: 'adminToken',
+    errors: ['BadRequest', 'Unauthorized', 'NotFound'],
+  },
+}
