@@ -80,10 +80,15 @@ async function authenticateBuyer(store: ApiKeyStore, logger: Logger, request: Re
   return caller
 }
 
+/** Resolves a request's buyer key (once per request), or throws its 401. */
+export function buyerAuthenticator(deps: AuthDeps): (request: Request) => Promise<Caller> {
+  const store = new ApiKeyStore(deps.redis, deps.keys)
+  return (request) => authenticateBuyer(store, deps.logger, request)
+}
+
 /** The `buyer` macro: `{ buyer: true }` on a route gives its handler `buyer: { accountId, keyId }`. */
 export function buyerAuth(deps: AuthDeps) {
-  const store = new ApiKeyStore(deps.redis, deps.keys)
-  const authenticate = (request: Request) => authenticateBuyer(store, deps.logger, request)
+  const authenticate = buyerAuthenticator(deps)
   return new Elysia({ name: 'svc/buyer-auth', seed: deps.keys.prefix }).macro('buyer', {
     parse: [
       async ({ request }) => {

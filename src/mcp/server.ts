@@ -85,11 +85,11 @@ async function callTool(tool: Tool, args: Record<string, unknown>, dispatch: Dis
   return result(tool.present?.(body, response.headers) ?? { content: [JSON.stringify(body)], data: body })
 }
 
-export function mcpServer(tools: Tool[], dispatch: Dispatch): Server {
+export function mcpServer(tools: Tool[], dispatch: Dispatch, instructions = INSTRUCTIONS): Server {
   const byName = new Map(tools.map((tool) => [tool.name, tool]))
   const server = new Server(
     { name: 'svc-gateway', version: pkg.version },
-    { capabilities: { tools: {} }, instructions: INSTRUCTIONS },
+    { capabilities: { tools: {} }, instructions },
   )
   server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: tools.map((tool) => ({

@@ -36,8 +36,8 @@ export interface ToolAnswer {
   data: Record<string, unknown>
 }
 
-const noInput = t.Object({}, { additionalProperties: false })
-const segment = (value: string) => encodeURIComponent(value)
+export const noInput = t.Object({}, { additionalProperties: false })
+export const segment = (value: string) => encodeURIComponent(value)
 
 // t.Number with multipleOf 1, as the routes: Elysia's t.Integer would also take numeric strings.
 const maxPriceCents = t.Number({
@@ -74,7 +74,26 @@ const limitUsdc = t.String({
   description: 'the most this key may spend, ever, in USDC as a decimal string ("5.000000")',
 })
 
-function tool<S extends ObjectSchema>(definition: Tool<S>): Tool {
+/** A Stream-backed list's page: limit and the previous page's nextCursor. */
+export const pageInput = t.Object(
+  {
+    limit: t.Optional(t.Number({ multipleOf: 1, minimum: 1, maximum: 200, description: 'items, 1 to 200' })),
+    before: t.Optional(
+      t.String({ minLength: 1, maxLength: 40, description: 'the nextCursor of the previous page' }),
+    ),
+  },
+  { additionalProperties: false },
+)
+
+export function pageCall(path: string, args: Static<typeof pageInput>): ApiCall {
+  const params = new URLSearchParams()
+  if (args.limit !== undefined) params.set('limit', String(args.limit))
+  if (args.before !== undefined) params.set('before', args.before)
+  const search = params.toString()
+  return { method: 'GET', path: `${path}${search ? `?${search}` : ''}` }
+}
+
+export function tool<S extends ObjectSchema>(definition: Tool<S>): Tool {
   return definition as unknown as Tool
 }
 
@@ -195,25 +214,9 @@ export const TOOLS: Tool[] = [
     name: 'list_activity',
     description:
       "The account's requests, newest first, one item per attempt: supportReference, model, keyId, status, costUsdc, clearingPriceCents, tokens, createdAt. For the next page pass the answer's nextCursor as before.",
-    input: t.Object(
-      {
-        limit: t.Optional(
-          t.Number({ multipleOf: 1, minimum: 1, maximum: 200, description: 'items, 1 to 200' }),
-        ),
-        before: t.Optional(
-          t.String({ minLength: 1, maxLength: 40, description: 'the nextCursor of the previous page' }),
-        ),
-      },
-      { additionalProperties: false },
-    ),
+    input: pageInput,
     route: 'GET /v1/agent/activity',
-    call: (args) => {
-      const params = new URLSearchParams()
-      if (args.limit !== undefined) params.set('limit', String(args.limit))
-      if (args.before !== undefined) params.set('before', args.before)
-      const search = params.toString()
-      return { method: 'GET', path: `/v1/agent/activity${search ? `?${search}` : ''}` }
-    },
+    call: (args) => pageCall('/v1/agent/activity', args),
   }),
   tool({
     name: 'get_usage',

@@ -1,12 +1,16 @@
 // The hosted MCP server at /mcp (the contract's {mcp_url}): streamable HTTP, stateless, behind the
-// same Bearer key as /v1/agent. Each POST gets its own server and transport, so any replica can
-// answer any request; tools call the app itself with the caller's key (src/mcp/tools.ts).
+// same Bearer key as /v1/agent, or a supplier's `sup_` key, which is offered the supplier tools
+// instead (src/mcp/supplier-tools.ts). Each POST gets its own server and transport, so any replica
+// can answer any request; tools call the app itself with the caller's key (src/mcp/tools.ts).
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
 import { Elysia } from 'elysia'
 import { ApiError } from '../../errors.ts'
 import { type Dispatch, mcpServer } from '../../mcp/server.ts'
+import { SUPPLIER_INSTRUCTIONS, SUPPLIER_TOOLS } from '../../mcp/supplier-tools.ts'
 import { TOOLS, type Tool } from '../../mcp/tools.ts'
-import { type AuthDeps, buyerAuth } from '../auth.ts'
+import { type AuthDeps, buyerAuthenticator } from '../auth.ts'
+import { jsonBody } from '../json-body.ts'
+import { supplierAuthenticator } from '../supplier/auth.ts'
 
 export const MCP_PATH = '/mcp'
 
@@ -20,10 +24,39 @@ export interface AppHandle {
 const routeKey = (method: string, path: string) =>
   `${method} ${path.replace(/:[^/]+/g, ':').replace(/(.)\/$/, '$1')}`
 
-/** The tools whose routes the app serves (a route still being built leaves its tool out). */
-function offeredTools(app: AppHandle): Tool[] {
+type Role = 'buyer' | 'supplier'
+
+/** A supplier key opens the supplier tools, a buyer key the buyer's: never both. */
+const isSupplierKey = (request: Request) =>
+  /^Bearer[ ]+sup_/i.test(request.headers.get('authorization') ?? '')
+
+/** Either kind of key, each checked as its own routes check it; the role says which tools it gets. */
+function mcpAuth(deps: AuthDeps) {
+  const buyer = buyerAuthenticator(deps)
+  const supplier = supplierAuthenticator(deps)
+  const role = async (request: Request): Promise<Role> => {
+    if (isSupplierKey(request)) {
+      await supplier(request)
+      return 'supplier'
+    }
+    await buyer(request)
+    return 'buyer'
+  }
+  return new Elysia({ name: 'svc/mcp-auth', seed: deps.keys.prefix }).macro('caller', {
+    parse: [
+      async ({ request }) => {
+        await role(request)
+      },
+      jsonBody,
+    ],
+    resolve: async ({ request }) => ({ role: await role(request) }),
+  })
+}
+
+/** The role's tools whose routes the app serves (a route still being built leaves its tool out). */
+function offeredTools(app: AppHandle, role: Role): Tool[] {
   const served = new Set(app.routes.map((route) => routeKey(route.method, route.path)))
-  return TOOLS.filter((tool) => {
+  return (role === 'supplier' ? SUPPLIER_TOOLS : TOOLS).filter((tool) => {
     const [method, path] = tool.route.split(' ') as [string, string]
     return served.has(routeKey(method, path))
   })
@@ -55,11 +88,15 @@ const notAllowed = () => {
 /** Mounted last, with the app itself: `.use((app) => app.use(mcpRoutes(deps, app)))`. */
 export function mcpRoutes(deps: AuthDeps, app: AppHandle) {
   return new Elysia({ name: 'svc/mcp', seed: deps.keys.prefix })
-    .use(buyerAuth(deps))
+    .use(mcpAuth(deps))
     .post(
       MCP_PATH,
-      async ({ request, body }) => {
-        const server = mcpServer(offeredTools(app), dispatcher(app, request))
+      async ({ request, body, role }) => {
+        const server = mcpServer(
+          offeredTools(app, role),
+          dispatcher(app, request),
+          role === 'supplier' ? SUPPLIER_INSTRUCTIONS : undefined,
+        )
         // JSON answers, not SSE: every tool answers once, and a plain response suits any proxy.
         const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
         await server.connect(transport)
@@ -69,8 +106,8 @@ export function mcpRoutes(deps: AuthDeps, app: AppHandle) {
           await server.close()
         }
       },
-      { buyer: true },
+      { caller: true },
     )
-    .get(MCP_PATH, notAllowed, { buyer: true })
-    .delete(MCP_PATH, notAllowed, { buyer: true })
+    .get(MCP_PATH, notAllowed, { caller: true })
+    .delete(MCP_PATH, notAllowed, { caller: true })
 }

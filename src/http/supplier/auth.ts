@@ -40,16 +40,22 @@ async function authenticate(
   return caller
 }
 
+/** Resolves a request's supplier key (once per request), or throws its 401. */
+export function supplierAuthenticator(deps: AuthDeps): (request: Request) => Promise<SupplierCaller> {
+  const store = new SupplierKeyStore(deps.redis, deps.keys)
+  return (request) => authenticate(store, deps, request)
+}
+
 /** `{ supplier: true }` on a route gives its handler `supplier: { supplierId, keyId }`. */
 export function supplierAuth(deps: AuthDeps) {
-  const store = new SupplierKeyStore(deps.redis, deps.keys)
+  const resolve = supplierAuthenticator(deps)
   return new Elysia({ name: 'svc/supplier-auth', seed: deps.keys.prefix }).macro('supplier', {
     parse: [
       async ({ request }) => {
-        await authenticate(store, deps, request)
+        await resolve(request)
       },
       jsonBody,
     ],
-    resolve: async ({ request }) => ({ supplier: await authenticate(store, deps, request) }),
+    resolve: async ({ request }) => ({ supplier: await resolve(request) }),
   })
 }
