@@ -3,7 +3,7 @@
 // {data: {balances: {DIEM, USD}}}) must answer 200 with balances. The read is bounded in time and
 // size, and nothing the upstream says reaches the client: a refusal is upstream_key_rejected.
 import { ApiError } from '../errors.ts'
-import { upstreamRequest } from '../upstream/client.ts'
+import { UpstreamBodyTooLarge, upstreamRequest } from '../upstream/client.ts'
 import { upstreamKeyRejected } from './results.ts'
 
 export const BALANCE_PATH = '/api_keys/rate_limits'
@@ -13,13 +13,17 @@ const MAX_BYTES = 64 * 1024
 const unavailable = () =>
   new ApiError(503, 'upstream_unavailable', 'the upstream could not be reached to check the key; try again')
 
-export async function checkUpstreamKey(upstreamUrl: string, apiKey: string): Promise<void> {
+export async function checkUpstreamKey(
+  upstreamUrl: string,
+  apiKey: string,
+  timeoutMs = TIMEOUT_MS,
+): Promise<void> {
   let body: unknown
   try {
     const response = await upstreamRequest(`${upstreamUrl}${BALANCE_PATH}`, {
       method: 'GET',
       headers: { authorization: `Bearer ${apiKey}`, accept: 'application/json' },
-      deadline: { ms: TIMEOUT_MS, until: 'end' },
+      deadline: { ms: timeoutMs, until: 'end' },
       maxBodyBytes: MAX_BYTES,
     })
     const status = response.status
@@ -32,7 +36,8 @@ export async function checkUpstreamKey(upstreamUrl: string, apiKey: string): Pro
     body = await response.json()
   } catch (error) {
     if (error instanceof ApiError) throw error
-    if (error instanceof SyntaxError) throw upstreamKeyRejected()
+    // A 200 that is not a balance answer (not JSON, or past the cap) does not vouch for the key.
+    if (error instanceof SyntaxError || error instanceof UpstreamBodyTooLarge) throw upstreamKeyRejected()
     throw unavailable()
   }
   const balances = (body as { data?: { balances?: Record<string, unknown> } } | null)?.data?.balances
