@@ -3,6 +3,7 @@
 import type Redis from 'ioredis'
 import { masters } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
 import { auditSuppliers } from '../suppliers/audit.ts'
 
 export interface AuditFinding {
@@ -237,28 +238,16 @@ async function auditKeys(
 /** What each key was charged over an account's Stream, and whether it holds every entry added. */
 async function chargedByKey(redis: Redis, stream: string) {
   const charged = new Map<string, number>()
-  let start = '-'
-  for (;;) {
-    const entries = (await redis.xrange(stream, start, '+', 'COUNT', 1000)) as [string, string[]][]
-    for (const [, flat] of entries) {
-      let key = ''
-      let cost = 0
-      for (let i = 0; i + 1 < flat.length; i += 2) {
-        if (flat[i] === 'key') key = flat[i + 1]!
-        else if (flat[i] === 'costUsdc') cost = Number(flat[i + 1])
-      }
-      charged.set(key, (charged.get(key) ?? 0) + cost)
+  await forEachEntry(redis, stream, (flat) => {
+    let key = ''
+    let cost = 0
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      if (flat[i] === 'key') key = flat[i + 1]!
+      else if (flat[i] === 'costUsdc') cost = Number(flat[i + 1])
     }
-    if (entries.length < 1000) break
-    start = `(${entries.at(-1)![0]}`
-  }
-  let complete = true
-  if ((await redis.exists(stream)) === 1) {
-    const info = (await redis.xinfo('STREAM', stream)) as unknown[]
-    const field = (name: string) => Number(info[info.indexOf(name) + 1])
-    complete = field('entries-added') === field('length')
-  }
-  return { charged, complete }
+    charged.set(key, (charged.get(key) ?? 0) + cost)
+  })
+  return { charged, complete: await holdsEveryEntry(redis, stream) }
 }
 
 /** Every write-off with its attempt and why (its attempt's record, while retained, says whose). */

@@ -4,6 +4,7 @@
 // paid out + pending + payable with payable never below zero.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
+import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
 
 export interface SupplierFinding {
   subject: string
@@ -13,22 +14,10 @@ export interface SupplierFinding {
 /** The earned micro-USDC summed over a fills Stream, and whether it holds every entry added. */
 async function fillsEarned(redis: Redis, stream: string) {
   let sum = 0
-  let start = '-'
-  for (;;) {
-    const entries = (await redis.xrange(stream, start, '+', 'COUNT', 1000)) as [string, string[]][]
-    for (const [, flat] of entries) {
-      for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === 'earnedUsdc') sum += Number(flat[i + 1])
-    }
-    if (entries.length < 1000) break
-    start = `(${entries.at(-1)![0]}`
-  }
-  let complete = true
-  if ((await redis.exists(stream)) === 1) {
-    const info = (await redis.xinfo('STREAM', stream)) as unknown[]
-    const field = (name: string) => Number(info[info.indexOf(name) + 1])
-    complete = field('entries-added') === field('length')
-  }
-  return { sum, complete }
+  await forEachEntry(redis, stream, (flat) => {
+    for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === 'earnedUsdc') sum += Number(flat[i + 1])
+  })
+  return { sum, complete: await holdsEveryEntry(redis, stream) }
 }
 
 export async function auditSuppliers(redis: Redis, keys: Keyspace): Promise<SupplierFinding[]> {

@@ -33,3 +33,9 @@ export const path = (name: string, description: string) => ({
   description,
   schema: { type: 'string' },
 })
+
+/** The limit and before of a Stream-backed list (activity, fills). */
+export const PAGE_PARAMETERS = [
+  query('limit', 'items per page, 1 to 200 (default 50)', { type: 'integer', minimum: 1, maximum: 200 }),
+  query('before', 'the nextCursor of the previous page', { type: 'string' }),
+]

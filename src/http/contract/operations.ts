@@ -3,7 +3,7 @@
 // openapi.ts); only what a route reads by hand (query strings) is declared here. A route missing
 // from this table fails test/contract/openapi.test.ts.
 import { type ErrorResponseName, errors, headers } from './components.ts'
-import { type Operation, ok, path, query, type Security } from './operation-parts.ts'
+import { type Operation, ok, PAGE_PARAMETERS, path, query, type Security } from './operation-parts.ts'
 import { SUPPLIER_OPERATIONS } from './supplier-operations.ts'
 
 export type { Operation }
@@ -203,10 +203,7 @@ export const OPERATIONS: Record<string, Operation> = {
       'Each item: supportReference, model, keyId, status (completed, incomplete, failed, expired, refused), costUsdc, clearingPriceCents, inputTokens, outputTokens, createdAt (when it ended). Pass nextCursor as before for the next page: no gaps or repeats while new requests are written. Kept for the record retention.',
     tags: ['agent'],
     security: 'apiKey',
-    parameters: [
-      query('limit', 'items per page, 1 to 200 (default 50)', { type: 'integer', minimum: 1, maximum: 200 }),
-      query('before', 'the nextCursor of the previous page', { type: 'string' }),
-    ],
+    parameters: PAGE_PARAMETERS,
     errors: ['BadRequest', 'Unauthorized'],
   },
   'GET /v1/agent/usage': {

@@ -1,6 +1,6 @@
 // The supplier side's operations (/v1/supplier/*, /admin/v1/suppliers) for the OpenAPI document;
 // merged into OPERATIONS (operations.ts).
-import { type Operation, ok, query } from './operation-parts.ts'
+import { type Operation, ok, PAGE_PARAMETERS } from './operation-parts.ts'
 
 export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
   'GET /v1/supplier/nonce': {
@@ -48,10 +48,7 @@ export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
       'Each item: createdAt, model, offerId, burnDiem, clearingPriceCents, earnedUsdc (net of the fee). Never a buyer identity.',
     tags: ['supplier'],
     security: 'supplierKey',
-    parameters: [
-      query('limit', 'items per page, 1 to 200 (default 50)', { type: 'integer', minimum: 1, maximum: 200 }),
-      query('before', 'the nextCursor of the previous page', { type: 'string' }),
-    ],
+    parameters: PAGE_PARAMETERS,
     errors: ['BadRequest', 'Unauthorized'],
   },
   'POST /v1/supplier/offers': {

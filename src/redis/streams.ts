@@ -1,0 +1,28 @@
+// Reading a whole Stream for a check (the audit): every entry's fields in order, a page at a time,
+// and whether the Stream still holds every entry it was ever given (nothing trimmed yet).
+import type Redis from 'ioredis'
+
+const PAGE = 1000
+
+/** Calls `visit` with each entry's flat name, value list, oldest first. */
+export async function forEachEntry(
+  redis: Redis,
+  stream: string,
+  visit: (flat: string[]) => void,
+): Promise<void> {
+  let start = '-'
+  for (;;) {
+    const entries = (await redis.xrange(stream, start, '+', 'COUNT', PAGE)) as [string, string[]][]
+    for (const [, flat] of entries) visit(flat)
+    if (entries.length < PAGE) return
+    start = `(${entries.at(-1)![0]}`
+  }
+}
+
+/** True while the Stream holds every entry added to it (XINFO's entries-added = length), or does not exist. */
+export async function holdsEveryEntry(redis: Redis, stream: string): Promise<boolean> {
+  if ((await redis.exists(stream)) === 0) return true
+  const info = (await redis.xinfo('STREAM', stream)) as unknown[]
+  const field = (name: string) => Number(info[info.indexOf(name) + 1])
+  return field('entries-added') === field('length')
+}
