@@ -25,6 +25,11 @@ describe('gateway config', () => {
     expect(config.defaultMaxPriceCents).toBe(50)
     expect(config.redisPrefix).toBe('svc:{m}')
     expect(config.upstreamUrl).toBe('http://127.0.0.1:9999/api/v1')
+    expect(config.publicUrl).toBe('http://localhost:8080')
+    expect(loadGatewayConfig({ ...valid, PORT: '9000' }).publicUrl).toBe('http://localhost:9000')
+    expect(loadGatewayConfig({ ...valid, SVC_PUBLIC_URL: 'https://svc.example/' }).publicUrl).toBe(
+      'https://svc.example',
+    )
     expect(config.masterKey.length).toBe(32)
     expect(config.records).toEqual({ recordRetentionDays: 30, statsMinRequests: 50 })
     // What a supplier may send: a buffered answer, one stream frame, a video's media
@@ -49,6 +54,7 @@ describe('gateway config', () => {
     ['SVC_MASTER_KEY', { SVC_MASTER_KEY: 'abc' }, '32 bytes'],
     ['SVC_MASTER_KEY', { SVC_MASTER_KEY: undefined }, '32 bytes'],
     ['SVC_UPSTREAM_URL', { SVC_UPSTREAM_URL: 'not a url' }, 'a URL'],
+    ['SVC_PUBLIC_URL', { SVC_PUBLIC_URL: 'ftp://svc.example' }, 'a URL'],
     ['PORT', { PORT: 'eighty' }, 'integer'],
     ['PORT', { PORT: '70000' }, 'integer'],
     ['SVC_DEFAULT_MAX_PRICE_CENTS', { SVC_DEFAULT_MAX_PRICE_CENTS: '29' }, '30 to 80'],

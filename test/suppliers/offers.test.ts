@@ -135,6 +135,10 @@ describe('posting an offer', () => {
       expect({ body, status: result.status }).toEqual({ body, status: 400 })
     }
     expect((await refused(() => post(supplier, { askCents: 40, capacityDiem: '10' }))).status).toBe(400)
+    for (const upstreamApiKey of ['key\r\nx-injected: 1', 'two words', '', 'ключ']) {
+      const result = await refused(() => post(supplier, { upstreamApiKey, askCents: 40, capacityDiem: '10' }))
+      expect({ upstreamApiKey, status: result.status }).toEqual({ upstreamApiKey, status: 400 })
+    }
   })
 })
 

@@ -2,7 +2,14 @@
 // helpers for a success response and a query or path parameter.
 import { type ErrorResponseName, headers } from './components.ts'
 
-export type Security = 'none' | 'apiKey' | 'adminToken' | 'x402' | 'apiKey+x402' | 'supplierKey'
+export type Security =
+  | 'none'
+  | 'apiKey'
+  | 'adminToken'
+  | 'x402'
+  | 'apiKey+x402'
+  | 'supplierKey'
+  | 'apiKey|supplierKey'
 
 export interface Operation {
   summary: string

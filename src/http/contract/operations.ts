@@ -311,21 +311,21 @@ export const OPERATIONS: Record<string, Operation> = {
     description:
       'Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, mint_key, set_key_limit, revoke_key, set_max_price, get_request, list_activity, get_usage, chat. With a supplier key (sup_...) the supplier tools instead: supplier_me, list_offers, post_offer, update_offer, list_fills. A tool error carries the HTTP status and error.code of the route it calls.',
     tags: ['mcp'],
-    security: 'apiKey',
+    security: 'apiKey|supplierKey',
     ok: ok('A JSON-RPC answer', '200', { content: { 'application/json': { schema: { type: 'object' } } } }),
     errors: ['BadRequest', 'Unauthorized'],
   },
   'GET /mcp': {
     summary: 'Not allowed: no standalone stream (stateless)',
     tags: ['mcp'],
-    security: 'apiKey',
+    security: 'apiKey|supplierKey',
     ok: {},
     errors: ['Unauthorized', 'MethodNotAllowed'],
   },
   'DELETE /mcp': {
     summary: 'Not allowed: no session to end (stateless)',
     tags: ['mcp'],
-    security: 'apiKey',
+    security: 'apiKey|supplierKey',
     ok: {},
     errors: ['Unauthorized', 'MethodNotAllowed'],
   },
@@ -339,6 +339,7 @@ const SECURITY: Record<Security, Record<string, string[]>[]> = {
   x402: [{ x402: [] }],
   'apiKey+x402': [{ apiKey: [], x402: [] }],
   supplierKey: [{ supplierKey: [] }],
+  'apiKey|supplierKey': [{ apiKey: [] }, { supplierKey: [] }],
 }
 
 /** The OpenAPI fields this table gives one operation. */

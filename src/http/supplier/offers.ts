@@ -7,6 +7,10 @@ import { capacity, offerFields } from '../admin/offers.ts'
 import type { AuthDeps } from '../auth.ts'
 import { supplierAuth } from './auth.ts'
 
+// A key travels as a Bearer token: visible ASCII only, so nothing a supplier sends can break the
+// request line it rides on.
+const upstreamApiKey = t.String({ minLength: 1, maxLength: 1024, pattern: '^[\\x21-\\x7E]+$' })
+
 export function supplierOfferRoutes(deps: AuthDeps & { masterKey: Uint8Array; upstreamUrl: string }) {
   const offers = new SupplierOfferService(deps.redis, deps.keys, deps.masterKey, deps.upstreamUrl)
   const params = t.Object({ id: t.String({ maxLength: 64 }) })
@@ -27,7 +31,7 @@ export function supplierOfferRoutes(deps: AuthDeps & { masterKey: Uint8Array; up
         supplier: true,
         body: t.Object(
           {
-            upstreamApiKey: offerFields.upstreamApiKey,
+            upstreamApiKey,
             askCents: offerFields.askCents,
             capacityDiem: offerFields.capacityDiem,
             maxInFlight: t.Optional(offerFields.maxInFlight),
