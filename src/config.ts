@@ -84,6 +84,8 @@ export interface GatewayConfig {
    * host as the domain and its origin as the URI. Never taken from a request's Host header.
    */
   publicUrl: string
+  /** Sign-In with Ethereum nonces issued per minute across all replicas (429 past it). */
+  siweNoncesPerMinute: number
   defaultMaxPriceCents: number
   catalogSyncSeconds: number
   disabledModels: string[]
@@ -238,6 +240,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     upstreamUrl: url(env, 'SVC_UPSTREAM_URL', ['http:', 'https:']),
     upstreamApiKey: read(env, 'SVC_UPSTREAM_API_KEY'),
     publicUrl: url(env, 'SVC_PUBLIC_URL', ['http:', 'https:'], `http://localhost:${port}`),
+    siweNoncesPerMinute: integer(env, 'SVC_SIWE_NONCES_PER_MINUTE', 600, 1, 1_000_000),
     defaultMaxPriceCents: integer(env, 'SVC_DEFAULT_MAX_PRICE_CENTS', 50, 30, 80),
     catalogSyncSeconds: integer(env, 'SVC_CATALOG_SYNC_SECONDS', 300, 5, 86_400),
     disabledModels: (read(env, 'SVC_DISABLED_MODELS') ?? '')

@@ -3,29 +3,18 @@
 import type Redis from 'ioredis'
 import { ApiError } from '../errors.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { MinuteFuse } from '../redis/minute-fuse.ts'
 
-export class SignupFuse {
-  constructor(
-    private readonly redis: Redis,
-    private readonly keys: Keyspace,
-    private readonly perMinute: number,
-  ) {}
-
-  /** Takes one settlement slot of this minute, or throws the 429. */
-  async take(now = Date.now()): Promise<void> {
-    const minute = Math.floor(now / 60_000)
-    const key = this.keys.signupFuse(minute)
-    const [[, count]] = (await this.redis.multi().incr(key).pexpire(key, 120_000).exec()) as [[null, number]]
-    if (count > this.perMinute) {
-      const retryAfter = Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000))
-      throw new ApiError(
-        429,
-        'signup_fuse',
-        'too many signups are settling right now; retry after Retry-After',
-        {
+export class SignupFuse extends MinuteFuse {
+  constructor(redis: Redis, keys: Keyspace, perMinute: number) {
+    super(
+      redis,
+      keys.signupFuse,
+      perMinute,
+      (retryAfter) =>
+        new ApiError(429, 'signup_fuse', 'too many signups are settling right now; retry after Retry-After', {
           headers: { 'retry-after': String(retryAfter) },
-        },
-      )
-    }
+        }),
+    )
   }
 }

@@ -99,6 +99,8 @@ export function keyspace(prefix: string) {
     supplierKey: (digest: string) => key(`supkey:${digest}`),
     /** string, one per Sign-In with Ethereum nonce: 5-minute TTL, deleted by the sign-in that uses it */
     siweNonce: (nonce: string) => key(`siwe:nonce:${nonce}`),
+    /** string counter per minute: nonces issued, the fuse that bounds how many can be outstanding */
+    siweNonceFuse: (minute: number) => key(`siwe:fuse:${minute}`),
     /** hash: SHA-256 hex of an upstream key -> the offer it stands in (one non-deleted offer per key) */
     upstreamKeys: key('upstreamKeys'),
     /**

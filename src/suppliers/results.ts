@@ -15,6 +15,16 @@ export const supplierKeyNotFound = () => new ApiError(404, 'api_key_not_found', 
 export const supplierNotFound = (id: string) =>
   new ApiError(404, 'supplier_not_found', `supplier '${id}' not found`)
 
+export const nonceFuseBlown = (retryAfterSeconds: number) =>
+  new ApiError(
+    429,
+    'nonce_rate_limited',
+    'too many sign-in nonces were issued this minute; retry after Retry-After',
+    {
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    },
+  )
+
 export const nonceRefused = () =>
   new ApiError(401, 'siwe_nonce_invalid', 'the nonce is unknown, expired or already used; get a new one')
 

@@ -5,9 +5,10 @@ import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
 import { generateSiweNonce } from 'viem/siwe'
 import type { Keyspace } from '../redis/keys.ts'
+import { MinuteFuse } from '../redis/minute-fuse.ts'
 import { SupplierCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
-import { nonceRefused, supplierKeyCap } from './results.ts'
+import { nonceFuseBlown, nonceRefused, supplierKeyCap } from './results.ts'
 import { verifySignIn } from './siwe.ts'
 import { generateSupplierKey, MAX_ACTIVE_SUPPLIER_KEYS } from './supplier-keys.ts'
 
@@ -27,14 +28,21 @@ export interface SignInResult {
 export const newSupplierId = () => `spl_${randomBytes(12).toString('hex')}`
 
 export class SignInService {
+  private readonly fuse: MinuteFuse
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keyspace,
     private readonly publicUrl: string,
+    noncesPerMinute: number,
     private readonly nonceTtlMs = NONCE_TTL_MS,
-  ) {}
+  ) {
+    // Anyone may ask for a nonce: the fuse bounds how many can stand in Redis at once.
+    this.fuse = new MinuteFuse(redis, keys.siweNonceFuse, noncesPerMinute, nonceFuseBlown)
+  }
 
   async nonce(): Promise<string> {
+    await this.fuse.take()
     const nonce = generateSiweNonce()
     await this.redis.set(this.keys.siweNonce(nonce), '1', 'PX', this.nonceTtlMs)
     return nonce

@@ -168,3 +168,25 @@ describe('sign-in', () => {
     expect(ttl).toBeLessThanOrEqual(5 * 60_000)
   })
 })
+
+describe('nonce fuse', () => {
+  test('past SVC_SIWE_NONCES_PER_MINUTE across replicas, a nonce is a 429 with Retry-After and none is stored', async () => {
+    const fused = await startStack({ env: { SVC_SIWE_NONCES_PER_MINUTE: '3' } })
+    try {
+      const minute = Math.floor(Date.now() / 60_000)
+      // this minute and the next at the cap, so a minute turning during the test changes nothing
+      for (const m of [minute, minute + 1])
+        await fused.redis.set(fused.keys.siweNonceFuse(m), '3', 'PX', 120_000)
+      const response = await fetch(`${fused.url}/v1/supplier/nonce`)
+      expect(response.status).toBe(429)
+      expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('nonce_rate_limited')
+      const stored = await fused.redis.keys(
+        `${fused.keys.prefix.replace(/[{}]/g, (c) => `\\${c}`)}:siwe:nonce:*`,
+      )
+      expect(stored).toEqual([])
+    } finally {
+      await fused.stop()
+    }
+  })
+})

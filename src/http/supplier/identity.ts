@@ -16,8 +16,8 @@ import { supplierAuth } from './auth.ts'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-export function supplierIdentityRoutes(deps: AuthDeps & { publicUrl: string }) {
-  const signIn = new SignInService(deps.redis, deps.keys, deps.publicUrl)
+export function supplierIdentityRoutes(deps: AuthDeps & { publicUrl: string; noncesPerMinute: number }) {
+  const signIn = new SignInService(deps.redis, deps.keys, deps.publicUrl, deps.noncesPerMinute)
   const keys = new SupplierKeyStore(deps.redis, deps.keys)
   const suppliers = new SupplierStore(deps.redis, deps.keys)
   return new Elysia({ name: 'svc/supplier-identity', prefix: '/v1/supplier', seed: deps.keys.prefix })

@@ -7,7 +7,13 @@ import { supplierOfferRoutes } from './offers.ts'
 
 export function supplierRoutes(deps: AppDeps) {
   return new Elysia({ name: 'svc/suppliers', seed: deps.keys.prefix })
-    .use(supplierIdentityRoutes({ ...deps, publicUrl: deps.config.publicUrl }))
+    .use(
+      supplierIdentityRoutes({
+        ...deps,
+        publicUrl: deps.config.publicUrl,
+        noncesPerMinute: deps.config.siweNoncesPerMinute,
+      }),
+    )
     .use(
       supplierOfferRoutes({
         ...deps,
