@@ -6,12 +6,12 @@
 // and query and both failing: no log line and no response holds either key.
 import { afterAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
-import type Redis from 'ioredis'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { createLogger } from '../../src/logger.ts'
 import { freePort } from '../../src/redis/local-server.ts'
 import { adminFetch, createAccount, keyFetch, logCapture } from '../helpers/accounts.ts'
 import { simKey } from '../helpers/buyers.ts'
+import { keep, type Seen, storedValues } from '../helpers/secrets.ts'
 import { startStack } from '../helpers/stack.ts'
 import { challenge, waitFor, xPayment } from '../helpers/x402.ts'
 
@@ -23,35 +23,6 @@ const stack = await startStack({
   logger: createLogger('trace', 'svc-gateway', capture.stream),
 })
 afterAll(() => stack.stop())
-
-interface Seen {
-  what: string
-  text: string
-}
-
-/** Keeps a response's status line, every header and the whole body, as one searchable text. */
-async function keep(seen: Seen[], what: string, response: Response): Promise<Response> {
-  const body = await response.text()
-  const headers = [...response.headers].map(([k, v]) => `${k}: ${v}`).join('\n')
-  seen.push({ what, text: `${response.status}\n${headers}\n\n${body}` })
-  return new Response(body, { status: response.status, headers: response.headers })
-}
-
-/** Every value under a keyspace, as text, whatever the key's type. */
-async function storedValues(redis: Redis, base: string): Promise<string> {
-  const parts: string[] = []
-  for (const key of await redis.keys(`${base.replace(/[{}]/g, (c) => `\\${c}`)}*`)) {
-    const type = await redis.type(key)
-    if (type === 'string') parts.push((await redis.get(key)) ?? '')
-    else if (type === 'hash') parts.push(JSON.stringify(await redis.hgetall(key)))
-    else if (type === 'set') parts.push(JSON.stringify(await redis.smembers(key)))
-    else if (type === 'zset') parts.push(JSON.stringify(await redis.zrange(key, 0, -1, 'WITHSCORES')))
-    else if (type === 'list') parts.push(JSON.stringify(await redis.lrange(key, 0, -1)))
-    else if (type === 'stream') parts.push(JSON.stringify(await redis.xrange(key, '-', '+')))
-    else parts.push(`unread ${type} ${key}`)
-  }
-  return parts.join('\n')
-}
 
 const chatBody = (stream: boolean) => ({
   model: 'llama-3.3-70b',

@@ -1,0 +1,32 @@
+// The secrets scans' tools: every response kept as one searchable text, every value of a keyspace
+// read whatever its type.
+import type Redis from 'ioredis'
+
+export interface Seen {
+  what: string
+  text: string
+}
+
+/** Keeps a response's status line, every header and the whole body, as one searchable text. */
+export async function keep(seen: Seen[], what: string, response: Response): Promise<Response> {
+  const body = await response.text()
+  const headers = [...response.headers].map(([k, v]) => `${k}: ${v}`).join('\n')
+  seen.push({ what, text: `${response.status}\n${headers}\n\n${body}` })
+  return new Response(body, { status: response.status, headers: response.headers })
+}
+
+/** Every value under a keyspace, as text, whatever the key's type. */
+export async function storedValues(redis: Redis, base: string): Promise<string> {
+  const parts: string[] = []
+  for (const key of await redis.keys(`${base.replace(/[{}]/g, (c) => `\\${c}`)}*`)) {
+    const type = await redis.type(key)
+    if (type === 'string') parts.push((await redis.get(key)) ?? '')
+    else if (type === 'hash') parts.push(JSON.stringify(await redis.hgetall(key)))
+    else if (type === 'set') parts.push(JSON.stringify(await redis.smembers(key)))
+    else if (type === 'zset') parts.push(JSON.stringify(await redis.zrange(key, 0, -1, 'WITHSCORES')))
+    else if (type === 'list') parts.push(JSON.stringify(await redis.lrange(key, 0, -1)))
+    else if (type === 'stream') parts.push(JSON.stringify(await redis.xrange(key, '-', '+')))
+    else parts.push(`unread ${type} ${key}`)
+  }
+  return parts.join('\n')
+}
