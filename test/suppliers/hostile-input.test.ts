@@ -1,0 +1,102 @@
+// Hostile input on the supplier routes: random JSON bodies, random sign-in messages and
+// signatures, random queries. Never a 500 or a stack trace, always the error shape, and a refusal
+// changes nothing in Redis.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomUUID } from 'node:crypto'
+import fc from 'fast-check'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { keyFetch } from '../helpers/accounts.ts'
+import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { postSignIn, signInSupplier, siweMessage, type TestSupplier } from '../helpers/suppliers.ts'
+
+let stack: TestStack
+let supplier: TestSupplier
+let offerId: string
+
+beforeAll(async () => {
+  stack = await startStack({ env: { SVC_SIWE_NONCES_PER_MINUTE: '100000' } })
+  supplier = await signInSupplier(stack)
+  const posted = await keyFetch(stack, supplier.apiKey, '/v1/supplier/offers', {
+    method: 'POST',
+    json: { upstreamApiKey: `venice-${randomUUID()}`, askCents: 40, capacityDiem: '10' },
+  })
+  offerId = ((await posted.json()) as { id: string }).id
+})
+afterAll(() => stack.stop())
+
+async function expectShapedRefusal(response: Response) {
+  expect(response.status).toBeGreaterThanOrEqual(400)
+  expect(response.status).toBeLessThan(500)
+  const text = await response.text()
+  expect(text).not.toMatch(/at .*\.ts:\d+|node_modules|Error: /)
+  const body = JSON.parse(text) as { error: { message: string; code: string } }
+  expect(typeof body.error.message).toBe('string')
+  expect(typeof body.error.code).toBe('string')
+}
+
+const snapshot = () => snapshotKeys(stack.redis, stack.keys.prefix)
+
+describe('fuzzing the supplier routes', () => {
+  test('random JSON on sign-in, offers and keys: shaped 4xx that change nothing', async () => {
+    const calls: [string, string, boolean][] = [
+      ['POST', '/v1/supplier/signin', false],
+      ['POST', '/v1/supplier/offers', true],
+      ['PATCH', `/v1/supplier/offers/${offerId}`, true],
+      ['POST', '/v1/supplier/keys', true],
+    ]
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...calls),
+        fc.jsonValue({ maxDepth: 4 }),
+        async ([method, path, keyed], body) => {
+          const before = await snapshot()
+          const response = await keyFetch(stack, keyed ? supplier.apiKey : null, path, { method, json: body })
+          if (response.ok) return // a body that happens to be valid (a key name, an ask) may change things
+          await expectShapedRefusal(response)
+          expect(await snapshot()).toEqual(before)
+        },
+      ),
+      { numRuns: 120 },
+    )
+  })
+
+  test('random and mangled sign-in messages and signatures: shaped 4xx, no supplier made', async () => {
+    const account = privateKeyToAccount(generatePrivateKey())
+    const good = siweMessage(stack, account, 'abcdefgh12345678')
+    const signature = await account.signMessage({ message: good })
+    const mangled = fc
+      .tuple(fc.nat(good.length), fc.nat(40), fc.string({ maxLength: 40 }))
+      .map(([at, cut, text]) => good.slice(0, at) + text + good.slice(at + cut))
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(fc.string({ maxLength: 600 }), mangled),
+        fc.oneof(
+          fc.constant(signature),
+          fc.string({ maxLength: 200 }),
+          fc.uint8Array({ maxLength: 150 }).map((b) => `0x${Buffer.from(b).toString('hex')}`),
+        ),
+        async (message, sig) => {
+          const before = await snapshot()
+          const response = await postSignIn(stack, { message, signature: sig })
+          await expectShapedRefusal(response)
+          expect(await snapshot()).toEqual(before)
+        },
+      ),
+      { numRuns: 150 },
+    )
+  })
+
+  test('random fills queries and offer ids: never a 500', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.string({ maxLength: 60 }), fc.string({ maxLength: 60 }), async (query, id) => {
+        const fills = await keyFetch(stack, supplier.apiKey, `/v1/supplier/fills?${encodeURI(query)}`)
+        expect(fills.status).toBeLessThan(500)
+        await fills.arrayBuffer()
+        const offer = await keyFetch(stack, supplier.apiKey, `/v1/supplier/offers/${encodeURIComponent(id)}`)
+        expect(offer.status).toBeLessThan(500)
+        await offer.arrayBuffer()
+      }),
+      { numRuns: 100 },
+    )
+  })
+})
