@@ -2,6 +2,7 @@
 // Every refusal is a 4xx in the contract's shape and changes nothing in Redis.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { SignInService } from '../../src/suppliers/signin.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { postSignIn, signInSupplier, siweMessage, supplierNonce } from '../helpers/suppliers.ts'
@@ -188,5 +189,19 @@ describe('nonce fuse', () => {
     } finally {
       await fused.stop()
     }
+  })
+})
+
+describe('nonce lifetime', () => {
+  test('a nonce past its time to live signs nobody in', async () => {
+    const service = new SignInService(stack.redis, stack.keys, stack.config.publicUrl, 1_000, 50)
+    const nonce = await service.nonce()
+    const account = newAccount()
+    const message = siweMessage(stack, account, nonce)
+    const signature = await account.signMessage({ message })
+    // Redis expires it: wait until it is gone rather than for a fixed time
+    for (let i = 0; i < 200 && (await stack.redis.exists(stack.keys.siweNonce(nonce))) === 1; i++)
+      await Bun.sleep(10)
+    expect(await refused({ message, signature })).toEqual({ status: 401, code: 'siwe_nonce_invalid' })
   })
 })
