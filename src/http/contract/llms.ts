@@ -55,6 +55,15 @@ model, keyId, status, costUsdc, clearingPriceCents, tokens, createdAt); send bef
 the next page. GET ${baseUrl}/v1/agent/usage?window=24h|7d|30d gives costUsdc and requests per UTC
 day, by model.
 
+## 8. Sell capacity instead (suppliers)
+GET ${baseUrl}/v1/supplier/nonce, then POST ${baseUrl}/v1/supplier/signin {"message", "signature"}
+with an EIP-4361 (Sign-In with Ethereum) message for this gateway's host, signed by your wallet:
+the answer's apiKey (sup_..., shown once) opens /v1/supplier/* and the supplier tools of the MCP
+server, never buyer routes. POST ${baseUrl}/v1/supplier/offers {"upstreamApiKey", "askCents",
+"capacityDiem": "100.000000"} sells an upstream key's capacity at that ask; GET
+${baseUrl}/v1/supplier/me shows earned, paid out, pending and payable USDC; GET
+${baseUrl}/v1/supplier/fills lists what cleared.
+
 ## Errors and what to do
 - 400: fix the request (bad JSON, non-live model, maxPriceCents outside ${MIN_MAX_PRICE_CENTS}..${MAX_MAX_PRICE_CENTS}).
 - 401: missing or bad Bearer key (cookies are refused).
