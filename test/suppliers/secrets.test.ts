@@ -1,4 +1,4 @@
-// Secrets never leave on the supplier side: a whole supplier session (sign-in, a second key, an
+// Secrets never leave on the supplier side: everything a supplier does (sign-in, a second key, an
 // offer posted with an upstream key, one refused, buyer traffic clearing on it, its fills, offers
 // and summary, a revoked key, near-miss keys, the MCP tools) with every log line, every response
 // and every value in Redis kept, then searched. A `sup_` key may appear only in the one response
