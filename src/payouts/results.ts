@@ -30,7 +30,7 @@ export const payoutAbovePayable = (payable: number) =>
 
 export const idempotencyKeyReused = (payoutId: string) =>
   new ApiError(
-    422,
+    409,
     'idempotency_key_reused',
     'this Idempotency-Key was used for a payout of another amount',
     { extra: { payoutId }, headers: NO_RETRY },

@@ -169,3 +169,6 @@ export class PayoutStore {
     return Number(reply[0]) === 1
   }
 }
+
+/** A payout id, as payout-create makes them (and a payout list's cursor). */
+export const PAYOUT_ID = /^po_[0-9a-f]{24}$/

@@ -98,7 +98,7 @@ describe('payout-create', () => {
     expect(again).toEqual({ payout: first.payout, created: false })
     const before = await snapshotKeys(fx.redis, fx.keys.prefix)
     await expect(payouts.create(id, 3_000_000, 'same', MIN)).rejects.toMatchObject({
-      status: 422,
+      status: 409,
       code: 'idempotency_key_reused',
     })
     expect(await snapshotKeys(fx.redis, fx.keys.prefix)).toEqual(before)
