@@ -51,7 +51,10 @@ export async function seedAccount(fx: MarketFixture, confirmed: number, maxPrice
 }
 
 /** A supplier written in the supplier model of src/redis/keys.ts, with a random wallet. */
-export async function seedSupplier(fx: MarketFixture, status = 'active'): Promise<string> {
+export async function seedSupplier(
+  fx: Pick<MarketFixture, 'redis' | 'keys'>,
+  status = 'active',
+): Promise<string> {
   const id = `spl_${randomBytes(12).toString('hex')}`
   const wallet = `0x${randomBytes(20).toString('hex')}`
   await fx.redis.hset(fx.keys.supplier(id), {
