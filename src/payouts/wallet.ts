@@ -18,6 +18,7 @@ import { privateKeyToAccount } from 'viem/accounts'
 import type { FundingConfig } from '../config.ts'
 import type { FundingChain } from '../funding/chain.ts'
 import { shortMessage } from '../funding/relayer.ts'
+import { redactUrls } from '../logger.ts'
 
 const erc20 = parseAbi([
   'function transfer(address to, uint256 value) returns (bool)',
@@ -60,7 +61,8 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
           nonce,
         })
       } catch (error) {
-        if (reverted(error)) throw new TransferRefused(`transfer would revert: ${shortMessage(error)}`)
+        if (reverted(error))
+          throw new TransferRefused(redactUrls(`transfer would revert: ${shortMessage(error)}`))
         throw error
       }
       const rawTx = await account.signTransaction(
@@ -74,7 +76,7 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
         await client.sendRawTransaction({ serializedTransaction: rawTx })
         return null
       } catch (error) {
-        return shortMessage(error)
+        return redactUrls(shortMessage(error))
       }
     },
   }
