@@ -355,7 +355,8 @@ function address(env: Env, name: string, fallback?: string): `0x${string}` {
   return raw as `0x${string}`
 }
 
-function loadFundingConfig(env: Env): FundingConfig | undefined {
+/** The funding network's variables (also read by `audit --chain`); undefined when none is set. */
+export function loadFundingConfig(env: Env = process.env): FundingConfig | undefined {
   if (!FUNDING_VARIABLES.some((name) => read(env, name) !== undefined)) return undefined
   if (read(env, 'SVC_X402_NETWORK') === undefined) {
     throw new ConfigError('SVC_X402_NETWORK', 'one of base, base-sepolia')

@@ -1,5 +1,6 @@
 // End to end on a real local chain: buyers' traffic clears on a self-served offer, then the
-// supplier pays out exactly what it earned and the chain shows exactly that transfer.
+// supplier pays out exactly what it earned and the chain shows exactly that transfer; `svc-gateway
+// audit --chain` (the real CLI) finds it all sound, and names a payout record tampered with.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import type { Address } from 'viem'
@@ -7,6 +8,7 @@ import { parseMicros } from '../../src/money/units.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { fundedBuyer } from '../helpers/buyers.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
+import { runCli } from '../helpers/cli.ts'
 import {
   type PayoutBody,
   payoutEnv,
@@ -79,4 +81,31 @@ test('buyer traffic on a self-served offer, then the supplier pays out exactly i
     payoutPendingUsdc: '0.000000',
     payableUsdc: '0.000000',
   })
+})
+
+test('audit --chain reads every confirmed payout on chain, and names a tampered one', async () => {
+  const env = { REDIS_URL: stack.config.redisUrl, SVC_REDIS_PREFIX: stack.keys.prefix, ...chain.env() }
+  const clean = await runCli(['audit', '--chain'], env)
+  expect(clean.stdout).toContain('audit: 1 confirmed payout(s) read on chain')
+  expect(clean.stdout).toContain('every invariant holds')
+  expect(clean.code).toBe(0)
+
+  const [id] = await stack.redis.zrange(stack.keys.payoutsOpen, 0, -1)
+  expect(id).toBeUndefined()
+  const supplierId = (await stack.redis.smembers(stack.keys.suppliers))[0]!
+  const payoutId = (await stack.redis.zrange(stack.keys.supplierPayouts(supplierId), 0, -1))[0]!
+  // a record that says more was paid than the chain shows: Redis alone still adds up
+  await stack.redis.hincrby(stack.keys.payout(payoutId), 'amount', -1)
+  await stack.redis.hincrby(stack.keys.supplier(supplierId), 'paidOut', -1)
+  const redisOnly = await runCli(['audit'], env)
+  expect(redisOnly.code).toBe(0)
+  const tampered = await runCli(['audit', '--chain'], env)
+  expect(tampered.code).toBe(1)
+  expect(tampered.stdout).toContain(`audit: payout ${payoutId}: its transaction 0x`)
+  expect(tampered.stdout).toContain('holds no transfer of')
+  // pending that no open payout accounts for
+  await stack.redis.hincrby(stack.keys.supplier(supplierId), 'pending', 7)
+  const pending = await runCli(['audit'], env)
+  expect(pending.code).toBe(1)
+  expect(pending.stdout).toContain(`audit: supplier ${supplierId}: pending 7 != its open payouts' 0`)
 })

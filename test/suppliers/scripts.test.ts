@@ -168,6 +168,7 @@ describe('clear appends fills', () => {
     expect(problems).toEqual([
       'offer stray in its offers names supplier none',
       "fills earned 205 != its offers' earned 200",
+      "paid out 1000000 != its confirmed payouts' 0",
       'payable -999800 is below zero (earned 200, paid out 1000000, pending 0)',
     ])
   })
