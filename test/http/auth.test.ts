@@ -17,7 +17,8 @@ import { startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 beforeAll(async () => {
-  stack = await startStack()
+  // The reaper's pass would land inside the command count below; these tests hold no leases.
+  stack = await startStack({ env: { SVC_REAP_INTERVAL_MS: '60000' } })
 })
 afterAll(() => stack.stop())
 
