@@ -86,3 +86,54 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount): Prom
   })
   return log
 }
+
+export interface OpenedPage {
+  page: Page
+  /** Script errors and console errors (a CSP refusal is one): a page under test should have none. */
+  errors: string[]
+  close(): Promise<void>
+}
+
+/** A fresh context (its own sessionStorage) showing `url` as a person in `timezoneId` would see it. */
+export async function openPage(
+  browser: Browser,
+  url: string,
+  options: {
+    width?: number
+    height?: number
+    timezoneId?: string
+    setup?: (page: Page) => Promise<void>
+  } = {},
+): Promise<OpenedPage> {
+  const context = await browser.newContext({
+    viewport: { width: options.width ?? 1280, height: options.height ?? 900 },
+    locale: 'en-US',
+    timezoneId: options.timezoneId ?? 'Asia/Tokyo',
+  })
+  const page = await context.newPage()
+  const errors: string[] = []
+  page.on('pageerror', (error) => errors.push(error.message))
+  // Chromium's own line for each 4xx a page reads on purpose is not a script error.
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+      errors.push(message.text())
+    }
+  })
+  await options.setup?.(page)
+  await page.goto(url)
+  return { page, errors, close: () => context.close() }
+}
+
+/** True when the page needs no sideways scrolling at its viewport's width. */
+export function fitsWidth(page: Page): Promise<boolean> {
+  // A string: the tests compile without the DOM's types.
+  return page.evaluate<boolean>(
+    'document.documentElement.scrollWidth <= document.documentElement.clientWidth',
+  )
+}
+
+/** Writes a full-page screenshot to docs/<name>.png when SVC_SCREENSHOTS is set (how docs/ gets them). */
+export async function screenshotFor(page: Page, name: string): Promise<void> {
+  if (!process.env.SVC_SCREENSHOTS) return
+  await page.screenshot({ path: `${import.meta.dir}/../../docs/${name}.png`, fullPage: true })
+}
