@@ -41,7 +41,7 @@ async function summed() {
   )
   const usdc = (n: number) => (n / 1e6).toFixed(6)
   return {
-    object: 'market_totals',
+    object: 'market_totals' as const,
     spentUsdc: usdc(spent),
     earnedUsdc: usdc(earned),
     feesUsdc: usdc(fees),
