@@ -1,9 +1,9 @@
-// A real browser for the top-up page: Debian's chromium, headless, driven by playwright-core, with
-// an injected EIP-1193 test wallet whose window.ethereum answers like a browser wallet and signs
-// typed data (eth_signTypedData_v4) with a viem local account on the Node side.
+// A real browser for the pages: Debian's chromium, headless, driven by playwright-core, with an
+// injected EIP-1193 test wallet whose window.ethereum answers like a browser wallet and signs typed
+// data (eth_signTypedData_v4) and messages (personal_sign) with a viem local account on the Node side.
 import { existsSync } from 'node:fs'
 import { type Browser, chromium, type Page } from 'playwright-core'
-import type { PrivateKeyAccount } from 'viem'
+import { hexToString, type PrivateKeyAccount } from 'viem'
 import { CHAIN_ID } from './chain.ts'
 
 export const CHROMIUM = '/usr/bin/chromium'
@@ -29,6 +29,8 @@ export async function launchChromium(): Promise<Browser> {
 export interface WalletLog {
   requests: string[]
   signed: { domain: Record<string, unknown>; message: Record<string, unknown> }[]
+  /** Messages signed with personal_sign, as text. */
+  messages: string[]
 }
 
 // Runs in the page before any of its scripts: a minimal injected provider. Only the signature
@@ -56,6 +58,9 @@ function injectedWallet(config: { address: string; chainIdHex: string }) {
         }
         case 'eth_signTypedData_v4':
           return binding('__svcTestWalletSign')(params?.[0] as string, params?.[1] as string)
+        case 'personal_sign':
+          // EIP-1193 order: the message (hex of its bytes), then the address.
+          return binding('__svcTestWalletPersonalSign')(params?.[0] as string, params?.[1] as string)
         default:
           throw fail(4200, `unsupported method ${method}`)
       }
@@ -67,7 +72,7 @@ function injectedWallet(config: { address: string; chainIdHex: string }) {
 
 /** Gives `page` a window.ethereum backed by `account` on the test chain; returns its log. */
 export async function injectWallet(page: Page, account: PrivateKeyAccount): Promise<WalletLog> {
-  const log: WalletLog = { requests: [], signed: [] }
+  const log: WalletLog = { requests: [], signed: [], messages: [] }
   await page.exposeFunction('__svcTestWalletLog', (method: string) => {
     log.requests.push(method)
   })
@@ -79,6 +84,11 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount): Prom
     const { EIP712Domain: _, ...messageTypes } = types
     log.signed.push({ domain, message })
     return account.signTypedData({ domain, types: messageTypes, primaryType, message })
+  })
+  await page.exposeFunction('__svcTestWalletPersonalSign', async (hex: `0x${string}`, address: string) => {
+    if (address.toLowerCase() !== account.address.toLowerCase()) throw new Error('not this wallet')
+    log.messages.push(hexToString(hex))
+    return account.signMessage({ message: { raw: hex } })
   })
   await page.addInitScript(injectedWallet, {
     address: account.address,
