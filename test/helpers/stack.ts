@@ -1,6 +1,7 @@
 // Real parts over real sockets: the simulated supplier and a gateway on free ports, on the shared
 // test redis-server, each stack under its own key prefix so tests never see each other's keys.
 import { randomBytes } from 'node:crypto'
+import { createServer } from 'node:net'
 import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import { type GatewayConfig, loadGatewayConfig } from '../../src/config.ts'
@@ -9,6 +10,16 @@ import { createLogger } from '../../src/logger.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
+
+/** A port free now, for a server that must know its port before it listens. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
 
 export function testRedisUrl(): string {
   const url = process.env.TEST_REDIS_URL

@@ -4,7 +4,6 @@
 // after a buyer's request, sign-out revoking the key; at 375 px nothing scrolls sideways.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
-import { createServer } from 'node:net'
 import type { Browser } from 'playwright-core'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { keyFetch } from '../helpers/accounts.ts'
@@ -17,7 +16,7 @@ import {
   type WalletLog,
 } from '../helpers/browser.ts'
 import { fundedBuyer } from '../helpers/buyers.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import { freePort, startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let browser: Browser
@@ -28,16 +27,6 @@ const usd = new Intl.NumberFormat('en-US', {
   minimumFractionDigits: 2,
   maximumFractionDigits: 6,
 })
-
-/** A port free now: the gateway's public URL must name it before it listens. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-}
 
 beforeAll(async () => {
   const port = await freePort()
