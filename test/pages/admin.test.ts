@@ -116,6 +116,7 @@ describe('the operator page', () => {
 
   test('an account found by its wallet, credited by hand', async () => {
     const { page, errors, close } = await signIn()
+    expect(await page.getByRole('button', { name: 'Credit account' }).isVisible()).toBe(false)
     await page.getByLabel('Account id or wallet').fill(buyer.wallet.toLowerCase())
     await page.getByRole('button', { name: 'Look up' }).click()
     await page.getByRole('button', { name: 'Credit account' }).waitFor()

@@ -107,7 +107,10 @@ describe('the supplier page', () => {
 
     await page.getByLabel(`Ask of ${offer!.id}`).fill('44')
     await page.getByLabel(`Capacity of ${offer!.id}`).fill('30')
-    await page.getByRole('button', { name: `Save offer ${offer!.id}` }).click()
+    await page
+      .getByRole('form', { name: `Change offer ${offer!.id}` })
+      .getByRole('button', { name: 'Save' })
+      .click()
     await page.getByText(`Offer ${offer!.id} saved.`).waitFor()
     expect((await offers())[0]).toMatchObject({ askCents: 44, capacityDiem: '30.000000' })
 

@@ -133,12 +133,13 @@ async function showLadder() {
 
 function statusButton(s: Supplier) {
   const next = s.status === 'active' ? 'suspended' : 'active'
-  const label = `${next === 'suspended' ? 'Suspend' : 'Reinstate'} ${s.supplierId}`
+  const verb = next === 'suspended' ? 'Suspend' : 'Reinstate'
   return h(
     'button',
     {
       type: 'button',
       class: 'quiet',
+      'aria-label': `${verb} ${s.supplierId}`,
       onclick: async () => {
         try {
           await call(`/admin/v1/suppliers/${encodeURIComponent(s.supplierId)}`, 'PATCH', { status: next })
@@ -149,7 +150,7 @@ function statusButton(s: Supplier) {
         }
       },
     },
-    label,
+    verb,
   )
 }
 

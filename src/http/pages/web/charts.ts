@@ -43,7 +43,8 @@ export function barChart(
       animation: false,
       responsive: true,
       maintainAspectRatio: true,
-      aspectRatio: 2,
+      // Wide and low on a desktop, taller on a phone.
+      aspectRatio: window.innerWidth < 600 ? 1.5 : 3,
       plugins: {
         legend: { display: series.length > 1 },
         tooltip: { callbacks: { label: (item) => `${item.dataset.label}: ${format(Number(item.raw))}` } },

@@ -25,19 +25,23 @@ export function offersPanel(call: Call, changed: () => Promise<void>): () => Pro
     const form = h(
       'form',
       { 'aria-label': `Change offer ${o.id}` },
-      h(
-        'label',
-        {},
-        `Ask of ${o.id}`,
-        h('input', { name: 'askCents', type: 'number', min: 30, max: 80, value: o.askCents }),
-      ),
-      h(
-        'label',
-        {},
-        `Capacity of ${o.id}`,
-        h('input', { name: 'capacityDiem', inputmode: 'decimal', value: Number(o.capacityDiem) }),
-      ),
-      h('button', { type: 'submit', class: 'quiet' }, `Save offer ${o.id}`),
+      h('label', { class: 'visually-hidden', for: `ask-${o.id}` }, `Ask of ${o.id}`),
+      h('input', {
+        id: `ask-${o.id}`,
+        name: 'askCents',
+        type: 'number',
+        min: 30,
+        max: 80,
+        value: o.askCents,
+      }),
+      h('label', { class: 'visually-hidden', for: `capacity-${o.id}` }, `Capacity of ${o.id}`),
+      h('input', {
+        id: `capacity-${o.id}`,
+        name: 'capacityDiem',
+        inputmode: 'decimal',
+        value: Number(o.capacityDiem),
+      }),
+      h('button', { type: 'submit', class: 'quiet' }, 'Save'),
     ) as HTMLFormElement
     onSubmit(form, status, async (data) => {
       await call(path(o.id), 'PATCH', {
@@ -58,6 +62,7 @@ export function offersPanel(call: Call, changed: () => Promise<void>): () => Pro
       {
         type: 'button',
         class: 'quiet',
+        'aria-label': `${next === 'paused' ? 'Pause' : 'Resume'} offer ${o.id}`,
         onclick: async () => {
           try {
             await call(path(o.id), 'PATCH', { status: next })
@@ -68,7 +73,7 @@ export function offersPanel(call: Call, changed: () => Promise<void>): () => Pro
           }
         },
       },
-      `${next === 'paused' ? 'Pause' : 'Resume'} offer ${o.id}`,
+      next === 'paused' ? 'Pause' : 'Resume',
     )
   }
 
