@@ -17,6 +17,9 @@
            found. "" for the operator, who may change any offer.
   ARGV[11] on create, SHA-256 hex of the upstream key ("" none): claimed in upstreamKeys for this
            offer, and given up when the offer is deleted
+  ARGV[12] on a supplier's create, the most offers it may have standing (not deleted)
+  ARGV[13] on a supplier's create, the most offers it may ever post (deleted ones keep their
+           earnings, which lua/payout-create.lua sums: this bounds that loop)
 
   Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties), and
   not while their supplier is suspended. A suspended supplier's offer cannot be posted or set
@@ -28,6 +31,7 @@
     {-3}                 the upstream key already stands in another offer
     {-4}                 the offer's supplier is suspended
     {-5}                 unknown supplier on create
+    {-6, limit}          the supplier is at its limit of offers standing or ever posted
 ]]
 
 local mode, id = ARGV[1], ARGV[2]
@@ -40,6 +44,13 @@ if mode == 'create' then
   if supplier_id ~= '' then
     owner = supplier_id
     if rcall('EXISTS', k_supplier(owner)) == 0 then return { -5 } end
+    local posted = rcall('SMEMBERS', k_supplier_offers(owner))
+    if #posted >= int(ARGV[13]) then return { -6, ARGV[13] } end
+    local standing = 0
+    for _, other in ipairs(posted) do
+      if rcall('HGET', k_offer(other), 'status') ~= 'deleted' then standing = standing + 1 end
+    end
+    if standing >= int(ARGV[12]) then return { -6, ARGV[12] } end
   end
   if digest ~= '' and rcall('HEXISTS', K_UPSTREAM_KEYS, digest) == 1 then return { -3 } end
 else

@@ -34,6 +34,7 @@ import {
 import { supplierRoutes } from './http/supplier/routes.ts'
 import { InferenceService } from './inference/service.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
+import type { PayoutService } from './payouts/service.ts'
 import type { Keyspace } from './redis/keys.ts'
 
 export interface AppDeps {
@@ -44,6 +45,8 @@ export interface AppDeps {
   logger: Logger
   /** x402 funding, when configured (SVC_X402_NETWORK ...). */
   funding?: Funding
+  /** Supplier payouts (always present when the gateway starts them; unavailable without a payout wallet). */
+  payouts?: PayoutService
   /** Set while the replica drains on SIGTERM: /readyz says so, so balancers stop sending. */
   lifecycle?: { draining: boolean }
 }

@@ -1,5 +1,6 @@
 // Environment -> typed, validated config. A bad or missing value stops the process with one line
 // that names the variable and what it expected.
+import { parseMicros } from './money/units.ts'
 import { parseRedisTarget } from './redis/target.ts'
 
 export class ConfigError extends Error {
@@ -97,6 +98,51 @@ export interface GatewayConfig {
   records: RecordsConfig
   /** x402 funding; undefined when no SVC_X402_* / chain variable is set (the gateway runs unfunded). */
   funding: FundingConfig | undefined
+  payouts: PayoutConfig
+}
+
+/** Supplier payouts in USDC, sent on the funding network from the operator's payout wallet. */
+export interface PayoutConfig {
+  /** The payout wallet's key; absent, payout requests answer 503 payouts_unavailable. */
+  privateKey: `0x${string}` | undefined
+  /** micro-USDC */
+  minMicros: number
+  /** Below these balances of the payout wallet the log warns: micro-USDC, and wei of gas. */
+  lowUsdcMicros: number
+  lowGasWei: bigint
+  /** How often the sender looks for work, and reads the wallet's balances for /metrics. */
+  intervalMs: number
+  /** The sender lock's time to live (renewed while held). */
+  lockTtlMs: number
+}
+
+function sixDecimals(env: Env, name: string, fallback: string): number {
+  const micros = parseMicros(read(env, name) ?? fallback)
+  if (micros === null || micros < 1)
+    throw new ConfigError(name, 'an amount above zero with at most 6 decimals')
+  return micros
+}
+
+function loadPayoutConfig(env: Env, funding: FundingConfig | undefined): PayoutConfig {
+  const privateKey = read(env, 'SVC_PAYOUT_PRIVATE_KEY')
+  if (privateKey !== undefined && !/^0x[0-9a-fA-F]{64}$/.test(privateKey)) {
+    throw new ConfigError('SVC_PAYOUT_PRIVATE_KEY', 'a 0x-prefixed 32-byte hex private key')
+  }
+  if (privateKey !== undefined && !funding) {
+    throw new ConfigError(
+      'SVC_PAYOUT_PRIVATE_KEY',
+      'set with the funding network (SVC_X402_NETWORK, SVC_CHAIN_RPC_URL ...)',
+    )
+  }
+  const gasMicroEth = sixDecimals(env, 'SVC_PAYOUT_LOW_GAS_ETH', '0.001000')
+  return {
+    privateKey: privateKey as `0x${string}` | undefined,
+    minMicros: sixDecimals(env, 'SVC_PAYOUT_MIN_USDC', '1.000000'),
+    lowUsdcMicros: sixDecimals(env, 'SVC_PAYOUT_LOW_USDC', '100.000000'),
+    lowGasWei: BigInt(gasMicroEth) * 1_000_000_000_000n,
+    intervalMs: integer(env, 'SVC_PAYOUT_INTERVAL_MS', 2_000, 20, 600_000),
+    lockTtlMs: integer(env, 'SVC_PAYOUT_LOCK_MS', 30_000, 200, 600_000),
+  }
 }
 
 /** Admission, leases and clearing: the market's knobs. */
@@ -252,8 +298,13 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     market: loadMarketConfig(env),
     inference: loadInferenceConfig(env),
     records: loadRecordsConfig(env),
-    funding: loadFundingConfig(env),
+    ...fundingAndPayouts(env),
   }
+}
+
+function fundingAndPayouts(env: Env) {
+  const funding = loadFundingConfig(env)
+  return { funding, payouts: loadPayoutConfig(env, funding) }
 }
 
 // --- Funding (x402). Optional as a group: absent, the funding routes answer 404; any one of them
@@ -304,7 +355,8 @@ function address(env: Env, name: string, fallback?: string): `0x${string}` {
   return raw as `0x${string}`
 }
 
-function loadFundingConfig(env: Env): FundingConfig | undefined {
+/** The funding network's variables (also read by `audit --chain`); undefined when none is set. */
+export function loadFundingConfig(env: Env = process.env): FundingConfig | undefined {
   if (!FUNDING_VARIABLES.some((name) => read(env, name) !== undefined)) return undefined
   if (read(env, 'SVC_X402_NETWORK') === undefined) {
     throw new ConfigError('SVC_X402_NETWORK', 'one of base, base-sepolia')

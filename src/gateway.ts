@@ -6,6 +6,7 @@ import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { startFunding } from './funding/start.ts'
 import { startReaper } from './market/reaper.ts'
+import { startPayouts } from './payouts/start.ts'
 import { createRedis, whenReady } from './redis/connection.ts'
 import { keyspace } from './redis/keys.ts'
 
@@ -49,8 +50,18 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const stopReaper = startReaper(redis, keys, config.market.reapIntervalMs, logger, recordRetentionMs)
 
   const funding = startFunding(config, redis, keys, logger)
+  const payouts = startPayouts(config, redis, keys, logger, funding?.funding.chain)
   const lifecycle = { draining: false }
-  const app = createApp({ config, redis, keys, catalog, logger, funding: funding?.funding, lifecycle })
+  const app = createApp({
+    config,
+    redis,
+    keys,
+    catalog,
+    logger,
+    funding: funding?.funding,
+    payouts: payouts.service,
+    lifecycle,
+  })
   // Bun's own limit is a backstop for bodies sent without a length; the app answers 413 first.
   app.listen({
     port: config.port,
@@ -63,6 +74,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const stop = async () => {
     stopSync()
     funding?.stop()
+    payouts.stop()
     stopReaper()
     await app.stop(true)
     redis.disconnect()

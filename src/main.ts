@@ -24,7 +24,8 @@ usage: svc-gateway [command]
             offer create|update|pause|resume|delete|list (see: svc-gateway offer)
   supplier  operator supplier commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX):
             supplier list | show|suspend|reinstate <supplierId>
-  audit     check the money invariants over the whole keyspace; exit 1 naming what is off
+  audit     check the money invariants over the whole keyspace; exit 1 naming what is off;
+            audit --chain also reads every confirmed payout's transfer on chain (the funding variables)
   export    the market's settled attempts as JSON lines on stdout, through a consumer group
             (REDIS_URL, SVC_REDIS_PREFIX): export --group <name> [--once] [--consumer <name>]
   functions the gateway's Redis function libraries, one per deployed version (REDIS_URL):
@@ -45,7 +46,7 @@ async function main(argv: string[]): Promise<void> {
     case 'supplier':
       return supplier(argv.slice(1))
     case 'audit':
-      return audit()
+      return audit(argv.slice(1))
     case 'export':
       return exportSettled(argv.slice(1))
     case 'functions':

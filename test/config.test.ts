@@ -32,6 +32,14 @@ describe('gateway config', () => {
     )
     expect(config.masterKey.length).toBe(32)
     expect(config.records).toEqual({ recordRetentionDays: 30, statsMinRequests: 50 })
+    expect(config.payouts).toEqual({
+      privateKey: undefined,
+      minMicros: 1_000_000,
+      lowUsdcMicros: 100_000_000,
+      lowGasWei: 10n ** 15n,
+      intervalMs: 2_000,
+      lockTtlMs: 30_000,
+    })
     // What a supplier may send: a buffered answer, one stream frame, a video's media
     expect(config.inference.maxUpstreamBodyBytes).toBe(32 * 1024 * 1024)
     expect(config.inference.maxUpstreamFrameBytes).toBe(1024 * 1024)
@@ -66,6 +74,13 @@ describe('gateway config', () => {
     ['SVC_MAX_UPSTREAM_BODY_BYTES', { SVC_MAX_UPSTREAM_BODY_BYTES: '1023' }, 'integer'],
     ['SVC_MAX_UPSTREAM_FRAME_BYTES', { SVC_MAX_UPSTREAM_FRAME_BYTES: '1MB' }, 'integer'],
     ['SVC_MAX_UPSTREAM_VIDEO_BYTES', { SVC_MAX_UPSTREAM_VIDEO_BYTES: '2147483648' }, 'integer'],
+    ['SVC_PAYOUT_PRIVATE_KEY', { SVC_PAYOUT_PRIVATE_KEY: '0x1234' }, '32-byte hex'],
+    // a payout wallet needs the funding network (its RPC and USDC)
+    ['SVC_PAYOUT_PRIVATE_KEY', { SVC_PAYOUT_PRIVATE_KEY: `0x${'22'.repeat(32)}` }, 'SVC_X402_NETWORK'],
+    ['SVC_PAYOUT_MIN_USDC', { SVC_PAYOUT_MIN_USDC: '0' }, 'above zero'],
+    ['SVC_PAYOUT_MIN_USDC', { SVC_PAYOUT_MIN_USDC: '1.0000001' }, '6 decimals'],
+    ['SVC_PAYOUT_LOW_GAS_ETH', { SVC_PAYOUT_LOW_GAS_ETH: 'lots' }, 'above zero'],
+    ['SVC_PAYOUT_LOCK_MS', { SVC_PAYOUT_LOCK_MS: '10' }, 'integer'],
   ]
   for (const [variable, override, expected] of cases) {
     test(`${variable}=${String(Object.values(override)[0])} is refused by name`, () => {

@@ -3,7 +3,7 @@
 -- Set per call by use_keyspace (the scripts' prologue): loaded as a Redis function library, this
 -- file runs once, before any call has KEYS.
 local BASE, K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, K_WRITEOFFS, K_SETTLED
-local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS
+local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS, K_PAYOUTS_OPEN
 local function use_keyspace(base)
   if base == BASE then return end
   BASE = base
@@ -12,6 +12,7 @@ local function use_keyspace(base)
   K_SETTLED = base .. 'settled'
   K_SUPPLIERS, K_SUPPLIER_WALLETS = base .. 'suppliers', base .. 'supplierWallets'
   K_UPSTREAM_KEYS = base .. 'upstreamKeys'
+  K_PAYOUTS_OPEN = base .. 'payouts:open'
 end
 local function k_account(id) return BASE .. 'acct:' .. id end
 local function k_offer(id) return BASE .. 'offer:' .. id end
@@ -25,3 +26,7 @@ local function k_supplier_keys(id) return BASE .. 'supplier:' .. id .. ':keys' e
 local function k_supplier_fills(id) return BASE .. 'supplier:' .. id .. ':fills' end
 local function k_supkey(digest) return BASE .. 'supkey:' .. digest end
 local function k_siwe_nonce(nonce) return BASE .. 'siwe:nonce:' .. nonce end
+local function k_payout(id) return BASE .. 'payout:' .. id end
+local function k_supplier_payouts(id) return BASE .. 'supplier:' .. id .. ':payouts' end
+local function k_payout_key(id, digest) return BASE .. 'supplier:' .. id .. ':payout-key:' .. digest end
+local function k_payout_lock(wallet) return BASE .. 'payout:sender:' .. wallet end

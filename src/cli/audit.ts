@@ -1,17 +1,38 @@
-// `svc-gateway audit`: checks the money invariants over the whole keyspace (REDIS_URL,
-// SVC_REDIS_PREFIX); prints what is off and exits 1, or says all is well and exits 0.
-import { loadStoreConfig } from '../config.ts'
+// `svc-gateway audit [--chain]`: checks the money invariants over the whole keyspace (REDIS_URL,
+// SVC_REDIS_PREFIX); prints what is off and exits 1, or says all is well and exits 0. With
+// --chain it also reads every confirmed payout's receipt from the funding network (the same
+// SVC_X402_NETWORK, SVC_CHAIN_RPC_URL, SVC_USDC_ADDRESS ... as serve).
+import { loadFundingConfig, loadStoreConfig } from '../config.ts'
+import { fundingChain } from '../funding/chain.ts'
 import { auditMarket, listWriteOffs } from '../market/audit.ts'
 import { formatMicros } from '../money/units.ts'
+import { auditPayoutsOnChain } from '../payouts/audit.ts'
 import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
 
-export async function audit(): Promise<void> {
+export async function audit(args: string[] = []): Promise<void> {
+  const unknown = args.filter((a) => a !== '--chain')
+  if (unknown.length) {
+    console.error(`usage: svc-gateway audit [--chain] (unknown: ${unknown.join(' ')})`)
+    process.exitCode = 2
+    return
+  }
   const config = loadStoreConfig()
+  const funding = args.includes('--chain') ? loadFundingConfig() : undefined
+  if (args.includes('--chain') && !funding) {
+    console.error('audit --chain needs the funding network: SVC_X402_NETWORK, SVC_CHAIN_RPC_URL ...')
+    process.exitCode = 2
+    return
+  }
   const redis = createRedis(config.redisUrl, { name: 'svc-audit' })
   try {
     const keys = keyspace(config.redisPrefix)
     const findings = await auditMarket(redis, keys)
+    if (funding) {
+      const onChain = await auditPayoutsOnChain(redis, keys, fundingChain(funding), funding.usdcAddress)
+      console.log(`audit: ${onChain.checked} confirmed payout(s) read on chain`)
+      findings.push(...onChain.findings)
+    }
     for (const w of await listWriteOffs(redis, keys)) {
       const whose = w.accountId ? ` account ${w.accountId}, offer ${w.offerId}` : ''
       console.log(

@@ -1,10 +1,13 @@
-// `limit` and `before` of a Stream-backed list (activity, fills): 1..200, default 50, and a cursor
-// that is a nextCursor from an earlier page; anything else is a 400 naming it.
+// `limit` and `before` of a list (activity, fills, payouts): 1..200, default 50, and a cursor that
+// is a nextCursor from an earlier page (a Stream entry id unless told); anything else is a 400.
 import { badRequest } from '../errors.ts'
 import { ACTIVITY_CURSOR, ACTIVITY_DEFAULT_LIMIT, ACTIVITY_MAX_LIMIT } from '../records/activity.ts'
 
 /** The page a query asks for, or the 400 that says what is wrong with it. */
-export function pageQuery(query: Record<string, string | undefined>): {
+export function pageQuery(
+  query: Record<string, string | undefined>,
+  cursor: RegExp = ACTIVITY_CURSOR,
+): {
   limit: number
   before: string | null
 } {
@@ -14,7 +17,7 @@ export function pageQuery(query: Record<string, string | undefined>): {
     throw badRequest(`limit must be an integer from 1 to ${ACTIVITY_MAX_LIMIT}`, 'invalid_limit')
   }
   const before = query.before ?? null
-  if (before !== null && !ACTIVITY_CURSOR.test(before)) {
+  if (before !== null && !cursor.test(before)) {
     throw badRequest('before must be a nextCursor from an earlier page', 'invalid_cursor')
   }
   return { limit, before }

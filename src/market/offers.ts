@@ -63,6 +63,13 @@ export interface OfferRecord {
 }
 
 export const DEFAULT_MAX_IN_FLIGHT = 64
+/** A supplier's offers standing (not deleted) at once. */
+export const MAX_SUPPLIER_OFFERS = 50
+/**
+ * A supplier's offers ever posted: a deleted offer keeps its earnings, which the payout script sums
+ * over all of them, so this bounds that loop.
+ */
+export const MAX_SUPPLIER_OFFERS_POSTED = 500
 
 export const supplierSuspended = () =>
   new ApiError(
@@ -133,6 +140,8 @@ export class OfferService {
         input.supplier ?? '',
         input.supplierId ?? '',
         input.upstreamKeyDigest ?? '',
+        MAX_SUPPLIER_OFFERS,
+        MAX_SUPPLIER_OFFERS_POSTED,
       ],
     )) as (string | number)[]
     const code = Number(reply[0])
@@ -141,6 +150,16 @@ export class OfferService {
     if (code === OfferCode.SupplierSuspended) throw supplierSuspended()
     if (code === OfferCode.UnknownSupplier)
       throw new ApiError(404, 'supplier_not_found', 'supplier not found')
+    if (code === OfferCode.OfferLimit) {
+      throw new ApiError(
+        409,
+        'offer_limit',
+        Number(reply[1]) === MAX_SUPPLIER_OFFERS
+          ? `a supplier may have ${MAX_SUPPLIER_OFFERS} offers standing; delete one first`
+          : `a supplier may post ${MAX_SUPPLIER_OFFERS_POSTED} offers in all`,
+        { headers: NO_RETRY },
+      )
+    }
     if (code === OfferCode.BelowUsed) {
       throw new ApiError(
         409,

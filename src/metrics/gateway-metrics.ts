@@ -19,4 +19,6 @@ export const metrics = {
     'Burn suppliers reported beyond what could be billed, micro-DIEM: recorded, never paid',
   ),
   openStreams: { value: 0 },
+  /** The payout wallet's balances as last read (src/payouts/balances.ts); null until read. */
+  payoutWallet: { usdcMicros: null as number | null, gasWei: null as bigint | null },
 }

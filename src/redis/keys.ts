@@ -117,6 +117,26 @@ export function keyspace(prefix: string) {
      */
     supplierFills: (supplierId: string) => key(`supplier:${supplierId}:fills`),
 
+    // Payouts: USDC sent on chain from the operator's payout wallet to a supplier's wallet.
+    /**
+     * hash, one per payout: id, supplierId, wallet (to), from (the payout wallet, once signed),
+     * amount (micro-USDC), idempotencyKey (its SHA-256 hex), state (sending|pending|confirmed|failed),
+     * createdAt, updatedAt (ms), nonce, txHash, rawTx (the signed transaction, recorded before it is
+     * broadcast), blockNumber, error. See lua/payout-create.lua and lua/payout-move.lua.
+     */
+    payout: (payoutId: string) => key(`payout:${payoutId}`),
+    /** zset: the supplier's payout ids, scored by createdAt (ms) */
+    supplierPayouts: (supplierId: string) => key(`supplier:${supplierId}:payouts`),
+    /** zset: payouts not final yet (sending or pending), scored by createdAt: the sender's work */
+    payoutsOpen: key('payouts:open'),
+    /**
+     * string, one per Idempotency-Key a supplier used (SHA-256 hex of it) -> payout id. Kept for
+     * ever, as the payout is: a key that expired would let a late retry send a second transfer.
+     */
+    payoutKey: (supplierId: string, digest: string) => key(`supplier:${supplierId}:payout-key:${digest}`),
+    /** string: the payout wallet's sender lock (lower-case address), a fencing token, SET NX PX */
+    payoutSenderLock: (wallet: string) => key(`payout:sender:${wallet}`),
+
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),
   }

@@ -54,6 +54,7 @@ export enum OfferCode {
   UpstreamKeyInUse = -3,
   SupplierSuspended = -4,
   UnknownSupplier = -5,
+  OfferLimit = -6,
 }
 
 /** supplier-signin, supplier-status */
@@ -78,4 +79,24 @@ export enum PaymentCode {
   NoAccount = -1,
   BadAmount = -6,
   PendingShort = -7,
+}
+
+/** payout-create */
+export enum PayoutCreateCode {
+  Ok = 1,
+  UnknownSupplier = -1,
+  Suspended = -2,
+  BelowMinimum = -3,
+  AbovePayable = -4,
+  KeyReused = -5,
+  IdTaken = -6,
+}
+
+/** payout-move, payout-lock */
+export enum PayoutMoveCode {
+  Moved = 1,
+  AlreadySo = 0,
+  UnknownPayout = -1,
+  Illegal = -2,
+  NotHolder = -3,
 }

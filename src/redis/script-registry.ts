@@ -14,6 +14,9 @@ import credit from '../../lua/credit.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
+import payoutCreate from '../../lua/payout-create.lua' with { type: 'text' }
+import payoutLock from '../../lua/payout-lock.lua' with { type: 'text' }
+import payoutMove from '../../lua/payout-move.lua' with { type: 'text' }
 import quote from '../../lua/quote.lua' with { type: 'text' }
 import reap from '../../lua/reap.lua' with { type: 'text' }
 import refuse from '../../lua/refuse.lua' with { type: 'text' }
@@ -69,6 +72,10 @@ export const SCRIPTS = {
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin),
   supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers], supplierStatus),
+  // payouts: a request moves payable to pending; the sender's lock; each step of a transfer
+  payoutCreate: market([LIB.keys, LIB.numbers], payoutCreate),
+  payoutLock: market([LIB.keys, LIB.numbers], payoutLock),
+  payoutMove: market([LIB.keys, LIB.numbers], payoutMove),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

@@ -50,6 +50,26 @@ export async function seedAccount(fx: MarketFixture, confirmed: number, maxPrice
   return id
 }
 
+/** A supplier written in the supplier model of src/redis/keys.ts, with a random wallet. */
+export async function seedSupplier(
+  fx: Pick<MarketFixture, 'redis' | 'keys'>,
+  status = 'active',
+): Promise<string> {
+  const id = `spl_${randomBytes(12).toString('hex')}`
+  const wallet = `0x${randomBytes(20).toString('hex')}`
+  await fx.redis.hset(fx.keys.supplier(id), {
+    id,
+    wallet,
+    status,
+    createdAt: Date.now(),
+    paidOut: 0,
+    pending: 0,
+  })
+  await fx.redis.sadd(fx.keys.suppliers, id)
+  await fx.redis.hset(fx.keys.supplierWallets, wallet, id)
+  return id
+}
+
 export async function postOffer(
   fx: MarketFixture,
   askCents: number,

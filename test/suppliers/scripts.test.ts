@@ -2,7 +2,7 @@
 // digest claim and suspension rules, supplier-status moving offers off and back on the ladder,
 // clear appending fills (on time, late after a reap, never twice), and the audit's supplier checks.
 import { describe, expect, test } from 'bun:test'
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import { auditMarket } from '../../src/market/audit.ts'
 import { reapExpired } from '../../src/market/leases.ts'
@@ -16,6 +16,7 @@ import {
   type MarketFixture,
   postOffer,
   seedAccount,
+  seedSupplier as seedFixtureSupplier,
 } from '../helpers/market.ts'
 
 let fx: MarketFixture
@@ -23,21 +24,7 @@ freshMarketPerTest((fresh) => {
   fx = fresh
 })
 
-async function seedSupplier(status = 'active'): Promise<string> {
-  const id = `spl_${randomBytes(12).toString('hex')}`
-  const wallet = `0x${randomBytes(20).toString('hex')}`
-  await fx.redis.hset(fx.keys.supplier(id), {
-    id,
-    wallet,
-    status,
-    createdAt: Date.now(),
-    paidOut: 0,
-    pending: 0,
-  })
-  await fx.redis.sadd(fx.keys.suppliers, id)
-  await fx.redis.hset(fx.keys.supplierWallets, wallet, id)
-  return id
-}
+const seedSupplier = (status = 'active') => seedFixtureSupplier(fx, status)
 
 function supplierOffer(supplierId: string, askCents = 40, digest: string = randomUUID()) {
   return fx.offers.create({
@@ -181,6 +168,7 @@ describe('clear appends fills', () => {
     expect(problems).toEqual([
       'offer stray in its offers names supplier none',
       "fills earned 205 != its offers' earned 200",
+      "paid out 1000000 != its confirmed payouts' 0",
       'payable -999800 is below zero (earned 200, paid out 1000000, pending 0)',
     ])
   })

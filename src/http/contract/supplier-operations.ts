@@ -1,6 +1,6 @@
 // The supplier side's operations (/v1/supplier/*, /admin/v1/suppliers) for the OpenAPI document;
 // merged into OPERATIONS (operations.ts).
-import { type Operation, ok, PAGE_PARAMETERS } from './operation-parts.ts'
+import { type Operation, ok, PAGE_PARAMETERS, query } from './operation-parts.ts'
 
 export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
   'GET /v1/supplier/nonce': {
@@ -83,6 +83,47 @@ export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
     tags: ['supplier'],
     security: 'supplierKey',
     errors: ['Unauthorized', 'NotFound'],
+  },
+  'POST /v1/supplier/payouts': {
+    summary: "Pay out USDC on chain to the supplier's wallet (Idempotency-Key header required)",
+    description:
+      'Body {amountUsdc}: at least SVC_PAYOUT_MIN_USDC, at most payable. 201 with the payout (state sending; then pending once its transaction is mined, confirmed after SVC_CONFIRMATIONS, or failed: the amount is payable again). The same Idempotency-Key again answers the same payout (200, Idempotent-Replayed: true); with another amount 409 idempotency_key_reused. Refusals change nothing: 400 idempotency_key_required, invalid_idempotency_key, invalid_amount, payout_below_minimum; 403 supplier_suspended; 409 payout_exceeds_payable; 503 payouts_unavailable (no payout wallet configured).',
+    tags: ['supplier'],
+    security: 'supplierKey',
+    parameters: [
+      {
+        name: 'Idempotency-Key',
+        in: 'header',
+        required: true,
+        description: '1 to 255 visible ASCII characters; the same key answers the same payout',
+        schema: { type: 'string', minLength: 1, maxLength: 255 },
+      },
+    ],
+    ok: ok(
+      'The payout: id, amountUsdc, wallet, state, txHash, blockNumber, error, createdAt, updatedAt',
+      '201',
+    ),
+    errors: ['BadRequest', 'Unauthorized', 'Forbidden', 'Conflict', 'ServiceUnavailable'],
+  },
+  'GET /v1/supplier/payouts': {
+    summary: "The supplier's payouts, newest first: object list, data[], nextCursor",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    parameters: PAGE_PARAMETERS,
+    errors: ['BadRequest', 'Unauthorized'],
+  },
+  'GET /v1/supplier/payouts/{id}': {
+    summary: "One of the supplier's payouts (another's is a 404)",
+    tags: ['supplier'],
+    security: 'supplierKey',
+    errors: ['Unauthorized', 'NotFound'],
+  },
+  'GET /admin/v1/payouts': {
+    summary: 'Payouts in flight (sending, pending), oldest first, with supplier and nonce',
+    tags: ['operator'],
+    security: 'adminToken',
+    parameters: [query('state', 'only this state', { type: 'string', enum: ['sending', 'pending'] })],
+    errors: ['BadRequest', 'Unauthorized'],
   },
   'GET /admin/v1/suppliers': {
     summary: 'Every supplier: wallet, status, offer count, earned, paid out, pending, payable',

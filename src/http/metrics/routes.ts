@@ -31,6 +31,7 @@ export function metricsRoutes(deps: { redis: Redis; keys: Keyspace; config: { ad
           ),
           ...renderGauge('svc_open_streams', 'Streams this process is relaying', metrics.openStreams.value),
           ...renderGauge('svc_redis_ping_seconds', 'Round trip of one PING at scrape time', redisSeconds),
+          ...payoutWalletGauges(),
         ].join('\n')
         return new Response(`${text}\n`, {
           headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' },
@@ -38,4 +39,22 @@ export function metricsRoutes(deps: { redis: Redis; keys: Keyspace; config: { ad
       },
       { admin: true },
     )
+}
+
+/** Present once the payout wallet's balances were read (payouts on). */
+function payoutWalletGauges(): string[] {
+  const { usdcMicros, gasWei } = metrics.payoutWallet
+  if (usdcMicros === null || gasWei === null) return []
+  return [
+    ...renderGauge(
+      'svc_payout_wallet_usdc_micros',
+      "The payout wallet's USDC, micro-USDC, as last read",
+      usdcMicros,
+    ),
+    ...renderGauge(
+      'svc_payout_wallet_gas_wei',
+      "The payout wallet's gas (ETH), wei, as last read",
+      Number(gasWei),
+    ),
+  ]
 }

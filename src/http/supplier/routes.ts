@@ -1,9 +1,12 @@
-// The supplier side of the market under /v1/supplier, and the operator's /admin/v1/suppliers.
+// The supplier side of the market under /v1/supplier, and the operator's /admin/v1/suppliers and
+// /admin/v1/payouts.
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
+import { PayoutService } from '../../payouts/service.ts'
 import { adminSupplierRoutes } from '../admin/suppliers.ts'
 import { supplierIdentityRoutes } from './identity.ts'
 import { supplierOfferRoutes } from './offers.ts'
+import { supplierPayoutRoutes } from './payouts.ts'
 
 export function supplierRoutes(deps: AppDeps) {
   return new Elysia({ name: 'svc/suppliers', seed: deps.keys.prefix })
@@ -19,6 +22,13 @@ export function supplierRoutes(deps: AppDeps) {
         ...deps,
         masterKey: deps.config.masterKey,
         upstreamUrl: deps.config.upstreamUrl,
+      }),
+    )
+    .use(
+      supplierPayoutRoutes({
+        ...deps,
+        payouts: deps.payouts ?? new PayoutService(deps.redis, deps.keys, deps.config.payouts),
+        adminToken: deps.config.adminToken,
       }),
     )
     .use(adminSupplierRoutes(deps))

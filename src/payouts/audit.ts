@@ -1,0 +1,85 @@
+// The audit's payout checks. Per supplier (from suppliers/audit.ts): pending is the sum of its
+// open payouts (sending, pending), paid out the sum of its confirmed ones, and the open set holds
+// exactly the open payouts. With --chain: every confirmed payout's receipt is on chain and holds
+// the USDC Transfer(payout wallet -> supplier wallet, amount).
+import type Redis from 'ioredis'
+import type { Address, Hex } from 'viem'
+import { type FundingChain, hasTransfer } from '../funding/chain.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { type Payout, PayoutStore } from './store.ts'
+
+export interface PayoutFinding {
+  subject: string
+  problem: string
+}
+
+const isOpen = (p: Payout) => p.state === 'sending' || p.state === 'pending'
+
+async function supplierPayouts(redis: Redis, keys: Keyspace, supplierId: string): Promise<Payout[]> {
+  return new PayoutStore(redis, keys).many(await redis.zrange(keys.supplierPayouts(supplierId), 0, -1))
+}
+
+/** The supplier's payouts against its pending and paid out (micro-USDC, from its hash). */
+export async function auditSupplierPayouts(
+  redis: Redis,
+  keys: Keyspace,
+  supplierId: string,
+  pending: number,
+  paidOut: number,
+): Promise<PayoutFinding[]> {
+  const findings: PayoutFinding[] = []
+  const subject = `supplier ${supplierId}`
+  const payouts = await supplierPayouts(redis, keys, supplierId)
+  const sum = (list: Payout[]) => list.reduce((total, p) => total + p.amount, 0)
+  const open = sum(payouts.filter(isOpen))
+  const confirmed = sum(payouts.filter((p) => p.state === 'confirmed'))
+  if (open !== pending) findings.push({ subject, problem: `pending ${pending} != its open payouts' ${open}` })
+  if (confirmed !== paidOut) {
+    findings.push({ subject, problem: `paid out ${paidOut} != its confirmed payouts' ${confirmed}` })
+  }
+  for (const p of payouts) {
+    const listed = (await redis.zscore(keys.payoutsOpen, p.id)) !== null
+    if (p.supplierId !== supplierId)
+      findings.push({ subject: `payout ${p.id}`, problem: `names supplier ${p.supplierId}` })
+    if (listed !== isOpen(p)) {
+      findings.push({
+        subject: `payout ${p.id}`,
+        problem: `${p.state} but ${listed ? '' : 'not '}in the open set`,
+      })
+    }
+  }
+  return findings
+}
+
+/** Every confirmed payout's transfer, read from its receipt on chain. */
+export async function auditPayoutsOnChain(
+  redis: Redis,
+  keys: Keyspace,
+  chain: FundingChain,
+  token: Address,
+): Promise<{ checked: number; findings: PayoutFinding[] }> {
+  const findings: PayoutFinding[] = []
+  let checked = 0
+  for (const supplierId of await redis.smembers(keys.suppliers)) {
+    for (const p of await supplierPayouts(redis, keys, supplierId)) {
+      if (p.state !== 'confirmed') continue
+      checked++
+      const subject = `payout ${p.id}`
+      const receipt = p.txHash ? await chain.receipt(p.txHash as Hex) : null
+      if (receipt?.status !== 'success') {
+        findings.push({
+          subject,
+          problem: `confirmed but its transaction ${p.txHash} is not a success on chain`,
+        })
+      } else if (
+        !hasTransfer(receipt, token, (p.from ?? '') as Address, p.wallet as Address, BigInt(p.amount))
+      ) {
+        findings.push({
+          subject,
+          problem: `its transaction ${p.txHash} holds no transfer of ${p.amount} from ${p.from} to ${p.wallet}`,
+        })
+      }
+    }
+  }
+  return { checked, findings }
+}

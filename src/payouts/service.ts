@@ -1,0 +1,81 @@
+// Payouts as the routes and tools use them: a supplier asks (amount and Idempotency-Key checked
+// here, the money rules in lua/payout-create.lua), lists and reads its own; the operator lists
+// those in flight. Without a payout wallet configured every request is a 503 and nothing changes.
+import type Redis from 'ioredis'
+import type { PayoutConfig } from '../config.ts'
+import { badRequest } from '../errors.ts'
+import { parseMicros } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { payoutNotFound, payoutsUnavailable } from './results.ts'
+import { type Payout, type PayoutState, PayoutStore, payoutView } from './store.ts'
+
+/** An Idempotency-Key: 1 to 255 visible ASCII characters. */
+export const IDEMPOTENCY_KEY = /^[\x21-\x7E]{1,255}$/
+
+export class PayoutService {
+  readonly store: PayoutStore
+
+  constructor(
+    redis: Redis,
+    keys: Keyspace,
+    private readonly config: PayoutConfig,
+    /** Wakes the sender after a payout is created (the sender also runs on its interval). */
+    private readonly wake: () => void = () => {},
+  ) {
+    this.store = new PayoutStore(redis, keys)
+  }
+
+  get available(): boolean {
+    return this.config.privateKey !== undefined
+  }
+
+  async request(supplierId: string, amountUsdc: string, idempotencyKey: string | null) {
+    if (!this.available) throw payoutsUnavailable()
+    if (idempotencyKey === null) {
+      throw badRequest(
+        'send an Idempotency-Key header (1 to 255 visible characters)',
+        'idempotency_key_required',
+      )
+    }
+    if (!IDEMPOTENCY_KEY.test(idempotencyKey)) {
+      throw badRequest(
+        'the Idempotency-Key must be 1 to 255 visible ASCII characters',
+        'invalid_idempotency_key',
+      )
+    }
+    const amount = parseMicros(amountUsdc)
+    if (amount === null || amount <= 0) {
+      throw badRequest('amountUsdc must be a positive USDC amount with at most 6 decimals', 'invalid_amount')
+    }
+    const { payout, created } = await this.store.create(
+      supplierId,
+      amount,
+      idempotencyKey,
+      this.config.minMicros,
+    )
+    if (created) this.wake()
+    return { payout: payoutView(payout), created }
+  }
+
+  list(supplierId: string, limit: number, before: string | null) {
+    return this.store.list(supplierId, limit, before)
+  }
+
+  /** A supplier's own payout; another's is a 404. */
+  async get(supplierId: string, id: string) {
+    const payout = await this.store.get(id)
+    if (!payout || payout.supplierId !== supplierId) throw payoutNotFound(id)
+    return payoutView(payout)
+  }
+
+  /** Payouts in flight (sending, pending), oldest first, for the operator; one state when named. */
+  async inFlight(state?: PayoutState) {
+    const open = await this.store.open()
+    return {
+      object: 'list' as const,
+      data: open
+        .filter((p: Payout) => state === undefined || p.state === state)
+        .map((p) => ({ ...payoutView(p), supplierId: p.supplierId, nonce: p.nonce })),
+    }
+  }
+}

@@ -1,0 +1,54 @@
+// Payouts for one replica: the service the routes use and, with a payout wallet configured, the
+// sender (every replica runs it; the sender lock lets one work at a time) and the balance watch.
+import type Redis from 'ioredis'
+import type { Logger } from 'pino'
+import type { GatewayConfig } from '../config.ts'
+import { type FundingChain, fundingChain } from '../funding/chain.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { watchBalances } from './balances.ts'
+import { PayoutSender, type SenderOptions } from './sender.ts'
+import { PayoutService } from './service.ts'
+import { PayoutStore } from './store.ts'
+import { payoutWallet } from './wallet.ts'
+
+export interface Payouts {
+  service: PayoutService
+  sender: PayoutSender | undefined
+  stop(): void
+}
+
+export function startPayouts(
+  config: GatewayConfig,
+  redis: Redis,
+  keys: Keyspace,
+  logger: Logger,
+  chain?: FundingChain,
+  seams: Pick<SenderOptions, 'beforeBroadcast'> = {},
+): Payouts {
+  const { payouts, funding } = config
+  if (!payouts.privateKey || !funding) {
+    return { service: new PayoutService(redis, keys, payouts), sender: undefined, stop() {} }
+  }
+  const onChain = chain ?? fundingChain(funding)
+  const wallet = payoutWallet(payouts.privateKey, funding, onChain)
+  const sender = new PayoutSender(new PayoutStore(redis, keys), wallet, onChain, logger, {
+    confirmations: funding.confirmations,
+    lockTtlMs: payouts.lockTtlMs,
+    receiptTimeoutMs: funding.receiptTimeoutMs,
+    ...seams,
+  })
+  const tick = () => {
+    sender.tick().catch((error: Error) => logger.warn({ err: error.message }, 'payout sender tick failed'))
+  }
+  const timer = setInterval(tick, payouts.intervalMs)
+  const stopBalances = watchBalances(wallet, payouts, logger)
+  return {
+    service: new PayoutService(redis, keys, payouts, tick),
+    sender,
+    stop() {
+      clearInterval(timer)
+      stopBalances()
+      sender.stop()
+    },
+  }
+}

@@ -1,0 +1,174 @@
+// Payouts in Redis: created by lua/payout-create.lua (payable -> pending, in `sending`), moved by
+// lua/payout-move.lua under the payout wallet's sender lock (lua/payout-lock.lua), read here.
+import { createHash, randomBytes } from 'node:crypto'
+import type Redis from 'ioredis'
+import { formatMicros } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { PayoutCreateCode, type PayoutMoveCode } from '../redis/result-codes.ts'
+import { runScript } from '../redis/scripts.ts'
+import { supplierNotFound } from '../suppliers/results.ts'
+import { idempotencyKeyReused, payoutAbovePayable, payoutBelowMinimum, payoutSuspended } from './results.ts'
+
+export type PayoutState = 'sending' | 'pending' | 'confirmed' | 'failed'
+export const PAYOUT_STATES: readonly PayoutState[] = ['sending', 'pending', 'confirmed', 'failed']
+
+export interface Payout {
+  id: string
+  supplierId: string
+  wallet: string
+  from: string | null
+  /** micro-USDC */
+  amount: number
+  state: PayoutState
+  createdAt: number
+  updatedAt: number
+  nonce: number | null
+  txHash: `0x${string}` | null
+  rawTx: `0x${string}` | null
+  blockNumber: number | null
+  error: string | null
+}
+
+export type PayoutStep =
+  | { step: 'signed'; from: string; nonce: number; txHash: string; rawTx: string }
+  | { step: 'included'; txHash: string; blockNumber: bigint }
+  | { step: 'confirmed'; blockNumber: bigint }
+  | { step: 'failed'; error: string }
+
+const orNull = (value: string | undefined) => (value ? value : null)
+
+function parse(raw: Record<string, string>): Payout {
+  return {
+    id: raw.id!,
+    supplierId: raw.supplierId ?? '',
+    wallet: raw.wallet ?? '',
+    from: orNull(raw.from),
+    amount: Number(raw.amount ?? 0),
+    state: (raw.state ?? 'sending') as PayoutState,
+    createdAt: Number(raw.createdAt ?? 0),
+    updatedAt: Number(raw.updatedAt ?? 0),
+    nonce: raw.nonce ? Number(raw.nonce) : null,
+    txHash: orNull(raw.txHash) as Payout['txHash'],
+    rawTx: orNull(raw.rawTx) as Payout['rawTx'],
+    blockNumber: raw.blockNumber ? Number(raw.blockNumber) : null,
+    error: orNull(raw.error),
+  }
+}
+
+/** What a supplier (and the operator) sees of a payout: never the signed transaction itself. */
+export function payoutView(p: Payout) {
+  return {
+    id: p.id,
+    amountUsdc: formatMicros(p.amount),
+    wallet: p.wallet,
+    state: p.state,
+    txHash: p.txHash,
+    blockNumber: p.blockNumber,
+    error: p.error,
+    createdAt: new Date(p.createdAt).toISOString(),
+    updatedAt: new Date(p.updatedAt).toISOString(),
+  }
+}
+
+export const digestIdempotencyKey = (key: string) => createHash('sha256').update(key).digest('hex')
+
+export class PayoutStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+  ) {}
+
+  /** Creates a payout (or finds the one this Idempotency-Key made); throws its refusal. */
+  async create(
+    supplierId: string,
+    amount: number,
+    idempotencyKey: string,
+    minimum: number,
+  ): Promise<{ payout: Payout; created: boolean }> {
+    const digest = digestIdempotencyKey(idempotencyKey)
+    for (;;) {
+      const id = `po_${randomBytes(12).toString('hex')}`
+      const reply = (await runScript(
+        this.redis,
+        'payoutCreate',
+        [this.keys.base],
+        [supplierId, id, amount, digest, minimum],
+      )) as (string | number)[]
+      const code = Number(reply[0])
+      if (code === PayoutCreateCode.IdTaken) continue
+      if (code === PayoutCreateCode.UnknownSupplier) throw supplierNotFound(supplierId)
+      if (code === PayoutCreateCode.Suspended) throw payoutSuspended()
+      if (code === PayoutCreateCode.BelowMinimum) throw payoutBelowMinimum(minimum)
+      if (code === PayoutCreateCode.AbovePayable) throw payoutAbovePayable(Number(reply[1]))
+      if (code === PayoutCreateCode.KeyReused) throw idempotencyKeyReused(String(reply[1]))
+      const payout = await this.get(String(reply[1]))
+      if (!payout) throw new Error(`payout ${reply[1]} vanished`)
+      return { payout, created: Number(reply[2]) === 1 }
+    }
+  }
+
+  async get(id: string): Promise<Payout | null> {
+    const raw = await this.redis.hgetall(this.keys.payout(id))
+    return raw.id ? parse(raw) : null
+  }
+
+  /**
+   * The supplier's payouts, newest first, `limit` of them after the cursor (a payout id from an
+   * earlier page). Payouts are never removed and new ones rank first, so the cursor's rank, read
+   * afresh, always marks where the last page ended.
+   */
+  async list(supplierId: string, limit: number, before: string | null) {
+    const zset = this.keys.supplierPayouts(supplierId)
+    let start = 0
+    if (before !== null) {
+      const rank = await this.redis.zrevrank(zset, before)
+      if (rank === null) return { object: 'list' as const, data: [], nextCursor: null }
+      start = rank + 1
+    }
+    const ids = await this.redis.zrevrange(zset, start, start + limit)
+    const rows = await this.many(ids.slice(0, limit))
+    return {
+      object: 'list' as const,
+      data: rows.map(payoutView),
+      nextCursor: ids.length > limit ? ids[limit - 1]! : null,
+    }
+  }
+
+  /** Open payouts (sending or pending), oldest first: the sender's work. */
+  async open(): Promise<Payout[]> {
+    return this.many(await this.redis.zrange(this.keys.payoutsOpen, 0, -1))
+  }
+
+  async many(ids: string[]): Promise<Payout[]> {
+    if (ids.length === 0) return []
+    const pipeline = this.redis.pipeline()
+    for (const id of ids) pipeline.hgetall(this.keys.payout(id))
+    const rows = ((await pipeline.exec()) ?? []).map(([, raw]) => raw as Record<string, string>)
+    return rows.filter((raw) => raw.id).map(parse)
+  }
+
+  /** Takes one step of a payout under the sender lock; false when the lock is not held with `token`. */
+  async move(id: string, wallet: string, token: string, step: PayoutStep): Promise<PayoutMoveCode> {
+    const args: (string | number)[] = [id, step.step, wallet.toLowerCase(), token]
+    if (step.step === 'signed') args.push(step.from, step.nonce, step.txHash, step.rawTx)
+    if (step.step === 'included') args.push(step.txHash, step.blockNumber.toString())
+    if (step.step === 'confirmed') args.push(step.blockNumber.toString())
+    if (step.step === 'failed') args.push(step.error)
+    const reply = (await runScript(this.redis, 'payoutMove', [this.keys.base], args)) as (string | number)[]
+    return Number(reply[0]) as PayoutMoveCode
+  }
+
+  /** acquire, renew or release the payout wallet's sender lock; true when held (or released). */
+  async lock(mode: 'acquire' | 'renew' | 'release', wallet: string, token: string, ttlMs: number) {
+    const reply = (await runScript(
+      this.redis,
+      'payoutLock',
+      [this.keys.base],
+      [mode, wallet.toLowerCase(), token, ttlMs],
+    )) as number[]
+    return Number(reply[0]) === 1
+  }
+}
+
+/** A payout id, as payout-create makes them (and a payout list's cursor). */
+export const PAYOUT_ID = /^po_[0-9a-f]{24}$/

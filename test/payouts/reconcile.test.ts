@@ -1,0 +1,194 @@
+// The sender and reconciler against a real local chain, one sender at a time as the lock allows:
+// a sender killed after recording its transaction (before or after broadcasting it) is finished by
+// the next one with exactly one transfer on chain; a nonce another transaction took fails the
+// payout and makes it payable again; a sender whose lock was taken over broadcasts nothing.
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import type Redis from 'ioredis'
+import { createWalletClient, getAddress, http } from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
+import { baseSepolia } from 'viem/chains'
+import { type FundingConfig, loadGatewayConfig } from '../../src/config.ts'
+import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
+import { createLogger } from '../../src/logger.ts'
+import { PayoutSender } from '../../src/payouts/sender.ts'
+import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
+import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
+import { createRedis } from '../../src/redis/connection.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { SupplierStore } from '../../src/suppliers/store.ts'
+import { startChain, type TestChain } from '../helpers/chain.ts'
+import { seedSupplier } from '../helpers/market.ts'
+import { payoutEnv, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+
+let chain: TestChain
+let redis: Redis
+let funding: FundingConfig
+let onChain: FundingChain
+let keys: Keyspace
+let store: PayoutStore
+let walletKey: `0x${string}`
+let wallet: PayoutWallet
+const logger = createLogger('silent')
+const CONFIRMATIONS = 1
+
+beforeAll(async () => {
+  chain = await startChain()
+  redis = createRedis(testRedisUrl(), { name: 'svc-test-payouts' })
+  walletKey = (await payoutWalletOn(chain)).key
+  funding = loadGatewayConfig({
+    REDIS_URL: testRedisUrl(),
+    SVC_ADMIN_TOKEN: 'x'.repeat(24),
+    SVC_MASTER_KEY: randomBytes(32).toString('hex'),
+    SVC_UPSTREAM_URL: 'http://127.0.0.1:9',
+    ...payoutEnv(chain, walletKey, CONFIRMATIONS),
+  }).funding!
+  onChain = fundingChain(funding, 20)
+  wallet = payoutWallet(walletKey, funding, onChain)
+})
+afterAll(async () => {
+  redis.disconnect()
+  await chain.stop()
+})
+beforeEach(() => {
+  keys = keyspace(testPrefix())
+  store = new PayoutStore(redis, keys)
+})
+
+function sender(beforeBroadcast?: (payout: Payout) => Promise<void>, over: Partial<PayoutWallet> = {}) {
+  return new PayoutSender(store, { ...wallet, ...over }, onChain, logger, {
+    confirmations: CONFIRMATIONS,
+    lockTtlMs: 300,
+    receiptTimeoutMs: 1_000,
+    beforeBroadcast,
+  })
+}
+
+/** A supplier earning `micros`, and its payout of `amount` in `sending`. */
+async function payoutOf(amount: number, micros = amount) {
+  const supplierId = await seedSupplier({ redis, keys }, 'active')
+  await seedEarnings({ redis, keys }, supplierId, micros)
+  const { payout } = await store.create(supplierId, amount, `key-${supplierId}`, 1)
+  return { supplierId, payout, to: getAddress(payout.wallet) }
+}
+
+const never = () => new Promise<void>(() => {})
+
+async function recorded(id: string): Promise<Payout> {
+  for (let i = 0; i < 400; i++) {
+    const payout = (await store.get(id))!
+    if (payout.rawTx) return payout
+    await Bun.sleep(10)
+  }
+  throw new Error('never recorded')
+}
+
+/** Runs passes of `s` until the payout is final. */
+async function finish(s: PayoutSender, id: string): Promise<Payout> {
+  for (let i = 0; i < 200; i++) {
+    await s.tick()
+    const payout = (await store.get(id))!
+    if (payout.state === 'confirmed' || payout.state === 'failed') return payout
+    await Bun.sleep(20)
+  }
+  throw new Error(`payout ${id} never finished`)
+}
+
+const money = async (supplierId: string) => {
+  const s = await new SupplierStore(redis, keys).require(supplierId)
+  return { paidOut: s.paidOut, pending: s.pending, payable: s.earned - s.paidOut - s.pending }
+}
+
+describe('a sender killed mid-payout', () => {
+  test('after broadcast, before its receipt: the next sender reads the receipt; one transfer', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_250_000)
+    const killed = sender(async (p) => {
+      await wallet.broadcast(p.rawTx!)
+      await never()
+    })
+    void killed.tick()
+    const signed = await recorded(payout.id)
+    killed.stop()
+    const done = await finish(sender(), payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash, nonce: signed.nonce })
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([
+      { to, value: 1_250_000n, tx: signed.txHash! },
+    ])
+    expect(await chain.balanceOf(to)).toBe(1_250_000n)
+    expect(await money(supplierId)).toEqual({ paidOut: 1_250_000, pending: 0, payable: 0 })
+  })
+
+  test('after recording, before broadcasting: the next sender broadcasts the same bytes; one transfer', async () => {
+    const { supplierId, payout, to } = await payoutOf(2_000_000, 3_000_000)
+    const killed = sender(never)
+    void killed.tick()
+    const signed = await recorded(payout.id)
+    killed.stop()
+    expect(await onChain.known(signed.txHash!)).toBe(false)
+    const done = await finish(sender(), payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash })
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([
+      { to, value: 2_000_000n, tx: signed.txHash! },
+    ])
+    expect(await money(supplierId)).toEqual({ paidOut: 2_000_000, pending: 0, payable: 1_000_000 })
+  })
+})
+
+describe('a nonce taken by another transaction', () => {
+  test('the payout fails and its amount is payable again; no transfer', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_000_000)
+    const killed = sender(never)
+    void killed.tick()
+    const signed = await recorded(payout.id)
+    killed.stop()
+    // another transaction of the payout wallet takes that nonce first
+    const account = privateKeyToAccount(walletKey)
+    const other = createWalletClient({
+      account,
+      chain: { ...baseSepolia, rpcUrls: { default: { http: [chain.rpcUrl] } } },
+      transport: http(chain.rpcUrl),
+    })
+    const hash = await other.sendTransaction({ to: account.address, value: 1n, nonce: signed.nonce! })
+    await chain.publicClient.waitForTransactionReceipt({ hash })
+    const done = await finish(sender(), payout.id)
+    expect(done).toMatchObject({ state: 'failed', error: 'its nonce was used by another transaction' })
+    expect(await onChain.receipt(signed.txHash!)).toBeNull()
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([])
+    expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 0, payable: 1_000_000 })
+  })
+})
+
+describe('a sender whose lock was taken over', () => {
+  test('records nothing more and never broadcasts; the new holder finishes the payout', async () => {
+    const { payout, to } = await payoutOf(1_500_000)
+    let broadcasts = 0
+    const countingBroadcast = (raw: `0x${string}`) => {
+      broadcasts++
+      return wallet.broadcast(raw)
+    }
+    let resume: () => void = () => {}
+    const paused = new Promise<void>((r) => {
+      resume = r
+    })
+    const stale = sender(
+      async () => {
+        // a pause long enough for the lock to pass to another holder
+        await redis.set(keys.payoutSenderLock(wallet.address.toLowerCase()), 'another-holder')
+        await paused
+      },
+      { broadcast: countingBroadcast },
+    )
+    const pass = stale.tick()
+    const signed = await recorded(payout.id)
+    resume()
+    await pass
+    expect(broadcasts).toBe(0)
+    expect(await onChain.known(signed.txHash!)).toBe(false)
+    expect((await store.get(payout.id))!.state).toBe('sending')
+    await redis.del(keys.payoutSenderLock(wallet.address.toLowerCase()))
+    const done = await finish(sender(), payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash })
+    expect((await transfersFrom(chain, wallet.address, to)).map((t) => t.value)).toEqual([1_500_000n])
+  })
+})
