@@ -91,6 +91,9 @@ describe('the operator page', () => {
       '45¢',
     ])
     expect(await page.getByRole('img', { name: /^Ladder depth/ }).getAttribute('aria-label')).toContain('38¢')
+    expect(await page.locator('#payouts').textContent()).toBe(
+      'In flight$0.00Payouts in flight: none in flight',
+    )
     await screenshotFor(page, 'admin')
     expect(errors).toEqual([])
     await close()

@@ -75,9 +75,7 @@ describe('the supplier page', () => {
     expect((await keyFetch(stack, key, '/v1/supplier/me')).status).toBe(200)
     expect(await page.context().cookies()).toEqual([])
     expect(await page.evaluate<number>('localStorage.length')).toBe(0)
-    expect(await page.locator('#payouts').textContent()).toContain(
-      'Payouts are not offered by this gateway yet.',
-    )
+    expect(await page.locator('#payouts').textContent()).toBe('Payout history: no payouts yet')
 
     await page.getByRole('button', { name: 'Sign out' }).click()
     await page.getByText('Signed out: the key is revoked and gone from this tab.').waitFor()

@@ -16,6 +16,7 @@ import {
   say,
   table,
   tabSecret,
+  txLink,
   when,
 } from './common.ts'
 
@@ -175,15 +176,35 @@ async function showSuppliers() {
       'no suppliers',
     ),
   )
-  const pending = suppliers.filter((s) => Number(s.payoutPendingUsdc) > 0)
-  const total = pending.reduce((sum, s) => sum + Math.round(Number(s.payoutPendingUsdc) * 1e6), 0)
+}
+
+async function showPayouts() {
+  const open = (
+    await call<{
+      data: {
+        id: string
+        supplierId: string
+        amountUsdc: string
+        state: string
+        txHash: string | null
+        createdAt: string
+      }[]
+    }>('/admin/v1/payouts')
+  ).data
+  const total = open.reduce((sum, p) => sum + Math.round(Number(p.amountUsdc) * 1e6), 0)
   fill(
     byId('payouts'),
     facts([['In flight', money(total / 1e6)]]),
     table(
-      'Payouts in flight by supplier',
-      ['Supplier', 'Pending'],
-      pending.map((s) => [h('code', {}, s.supplierId), money(s.payoutPendingUsdc)]),
+      'Payouts in flight',
+      ['Requested', 'Supplier', 'Amount', 'State', 'Transaction'],
+      open.map((p) => [
+        when(p.createdAt),
+        h('code', {}, p.supplierId),
+        money(p.amountUsdc),
+        p.state,
+        txLink(p.txHash),
+      ]),
       'none in flight',
     ),
   )
@@ -217,7 +238,7 @@ async function showAccount(lookup: string) {
 
 async function showAll() {
   await showHealth()
-  await Promise.all([showTotals(), showLadder(), showSuppliers()])
+  await Promise.all([showTotals(), showLadder(), showSuppliers(), showPayouts()])
 }
 
 function signedIn(on: boolean) {

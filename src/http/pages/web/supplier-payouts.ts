@@ -1,6 +1,6 @@
 // The supplier's payouts: a request for an amount (with an Idempotency-Key, so a retried click
 // never pays twice) and the history, each transaction linked on the configured network's explorer.
-import { ApiFailure, byId, fill, h, money, onSubmit, say, table, txLink, when } from './common.ts'
+import { byId, fill, money, onSubmit, say, table, txLink, when } from './common.ts'
 
 type Call = <T>(path: string, method?: string, body?: unknown, headers?: Record<string, string>) => Promise<T>
 
@@ -17,17 +17,7 @@ export function payoutsPanel(call: Call, changed: () => Promise<void>): () => Pr
   const status = byId('payouts-status')
 
   async function show() {
-    let payouts: Payout[]
-    try {
-      payouts = (await call<{ data: Payout[] }>('/v1/supplier/payouts')).data
-    } catch (error) {
-      if (error instanceof ApiFailure && error.status === 404) {
-        byId('payout-form').hidden = true
-        fill(byId('payouts'), h('p', { class: 'empty' }, 'Payouts are not offered by this gateway yet.'))
-        return
-      }
-      throw error
-    }
+    const payouts = (await call<{ data: Payout[] }>('/v1/supplier/payouts?limit=50')).data
     fill(
       byId('payouts'),
       table(
