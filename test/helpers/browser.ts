@@ -147,3 +147,11 @@ export async function screenshotFor(page: Page, name: string): Promise<void> {
   if (!process.env.SVC_SCREENSHOTS) return
   await page.screenshot({ path: `${import.meta.dir}/../../docs/${name}.png`, fullPage: true })
 }
+
+/** Money as the pages show it to a person in the en-US locale the tests browse in. */
+export const usd = new Intl.NumberFormat('en-US', {
+  style: 'currency',
+  currency: 'USD',
+  minimumFractionDigits: 2,
+  maximumFractionDigits: 6,
+})

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import type { Browser } from 'playwright-core'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
-import { fitsWidth, launchChromium, openPage, screenshotFor } from '../helpers/browser.ts'
+import { fitsWidth, launchChromium, openPage, screenshotFor, usd } from '../helpers/browser.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
@@ -15,12 +15,6 @@ let stack: TestStack
 let browser: Browser
 let buyer: TestAccount
 let supplier: TestSupplier
-const usd = new Intl.NumberFormat('en-US', {
-  style: 'currency',
-  currency: 'USD',
-  minimumFractionDigits: 2,
-  maximumFractionDigits: 6,
-})
 
 beforeAll(async () => {
   stack = await startStack({ env: { SVC_FEE_BPS: '500', SVC_REAP_INTERVAL_MS: '100' } })

@@ -5,19 +5,13 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
-import { fitsWidth, launchChromium, openPage, screenshotFor } from '../helpers/browser.ts'
+import { fitsWidth, launchChromium, openPage, screenshotFor, usd } from '../helpers/browser.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let browser: Browser
 let buyer: TestAccount
-const usd = new Intl.NumberFormat('en-US', {
-  style: 'currency',
-  currency: 'USD',
-  minimumFractionDigits: 2,
-  maximumFractionDigits: 6,
-})
 
 async function chat(apiKey: string) {
   return keyFetch(stack, apiKey, '/v1/chat/completions', {

@@ -13,6 +13,7 @@ import {
   launchChromium,
   openPage,
   screenshotFor,
+  usd,
   type WalletLog,
 } from '../helpers/browser.ts'
 import { fundedBuyer } from '../helpers/buyers.ts'
@@ -21,12 +22,6 @@ import { freePort, startStack, type TestStack } from '../helpers/stack.ts'
 let stack: TestStack
 let browser: Browser
 const account = privateKeyToAccount(generatePrivateKey())
-const usd = new Intl.NumberFormat('en-US', {
-  style: 'currency',
-  currency: 'USD',
-  minimumFractionDigits: 2,
-  maximumFractionDigits: 6,
-})
 
 beforeAll(async () => {
   const port = await freePort()

@@ -3,6 +3,7 @@
 // in flight, and an account found by id or wallet, with a hand credit.
 import { barChart } from './charts.ts'
 import {
+  actionButton,
   api,
   byId,
   cents,
@@ -19,6 +20,7 @@ import {
   txLink,
   when,
 } from './common.ts'
+import { pastedToken } from './session.ts'
 
 interface Offer {
   id: string
@@ -135,24 +137,11 @@ async function showLadder() {
 function statusButton(s: Supplier) {
   const next = s.status === 'active' ? 'suspended' : 'active'
   const verb = next === 'suspended' ? 'Suspend' : 'Reinstate'
-  return h(
-    'button',
-    {
-      type: 'button',
-      class: 'quiet',
-      'aria-label': `${verb} ${s.supplierId}`,
-      onclick: async () => {
-        try {
-          await call(`/admin/v1/suppliers/${encodeURIComponent(s.supplierId)}`, 'PATCH', { status: next })
-          await Promise.all([showSuppliers(), showLadder()])
-          say(byId('suppliers-status'), `${s.supplierId} is now ${next}.`)
-        } catch (error) {
-          say(byId('suppliers-status'), String(error), 'alert')
-        }
-      },
-    },
-    verb,
-  )
+  return actionButton(verb, `${verb} ${s.supplierId}`, byId('suppliers-status'), async () => {
+    await call(`/admin/v1/suppliers/${encodeURIComponent(s.supplierId)}`, 'PATCH', { status: next })
+    await Promise.all([showSuppliers(), showLadder()])
+    say(byId('suppliers-status'), `${s.supplierId} is now ${next}.`)
+  })
 }
 
 async function showSuppliers() {
@@ -241,30 +230,14 @@ async function showAll() {
   await Promise.all([showTotals(), showLadder(), showSuppliers(), showPayouts()])
 }
 
-function signedIn(on: boolean) {
-  byId('signin').hidden = on
-  byId('console').hidden = !on
-}
-
-onSubmit(byId<HTMLFormElement>('signin-form'), byId('signin-status'), async (data) => {
-  token.set(String(data.get('token') ?? '').trim())
-  try {
-    await showHealth()
-  } catch (error) {
-    token.clear()
-    throw error
-  }
-  byId<HTMLInputElement>('admin-token').value = ''
-  signedIn(true)
-  await showAll()
-  byId('health-title').focus()
-})
-
-byId('signout').addEventListener('click', () => {
-  token.clear()
-  signedIn(false)
-  say(byId('signin-status'), 'Signed out: the token is gone from this tab.')
-  byId('admin-token').focus()
+pastedToken({
+  secret: token,
+  input: 'admin-token',
+  content: 'console',
+  focus: 'health-title',
+  what: 'token',
+  check: showHealth,
+  showAll,
 })
 byId('refresh').addEventListener('click', () =>
   showAll().then(
@@ -289,12 +262,3 @@ onSubmit(byId<HTMLFormElement>('credit-form'), byId('account-status'), async (da
   byId<HTMLFormElement>('credit-form').reset()
   say(byId('account-status'), `Credited ${money(amount)} to ${shownAccount}.`)
 })
-
-if (token.get()) {
-  signedIn(true)
-  showAll().catch((error) => {
-    token.clear()
-    signedIn(false)
-    say(byId('signin-status'), `Sign in again: ${String(error)}`, 'alert')
-  })
-}

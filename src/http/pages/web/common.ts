@@ -150,6 +150,26 @@ export function onSubmit(form: HTMLFormElement, status: Element, action: (data: 
   })
 }
 
+/** A button (`text` shown, `name` for assistive technology) running `action`; a failure is said in `status`. */
+export function actionButton(text: string, name: string, status: Element, action: () => Promise<void>) {
+  const button = h(
+    'button',
+    { type: 'button', class: 'quiet', 'aria-label': name },
+    text,
+  ) as HTMLButtonElement
+  button.addEventListener('click', async () => {
+    button.disabled = true
+    try {
+      await action()
+    } catch (error) {
+      say(status, failure(error), 'alert')
+    } finally {
+      button.disabled = false
+    }
+  })
+  return button
+}
+
 export function failure(error: unknown): string {
   if (error instanceof ApiFailure) return `${error.message} (${error.code})`
   return error instanceof Error ? error.message : String(error)

@@ -1,6 +1,6 @@
 // The buyer's API keys on the dashboard: the list with each key's limit, spend and what is left,
 // a limit changed or a key revoked in place, and a new key minted (its plaintext shown this once).
-import { byId, fill, h, money, onSubmit, say, table, when } from './common.ts'
+import { actionButton, byId, fill, h, money, onSubmit, say, table, when } from './common.ts'
 
 type Call = <T>(path: string, method?: string, body?: unknown) => Promise<T>
 
@@ -43,20 +43,12 @@ export function keysPanel(call: Call): () => Promise<void> {
       await showKeys()
       say(byId('keys-status'), `The limit of ${k.name} is now ${raw === '' ? 'none' : money(raw)}.`)
     })
-    const revoke = h(
-      'button',
-      {
-        type: 'button',
-        class: 'quiet',
-        onclick: async () => {
-          if (!confirm(`Revoke ${k.name}? Requests with it stop at once.`)) return
-          await call(`/v1/agent/keys/${encodeURIComponent(k.id)}`, 'DELETE')
-          await showKeys()
-          say(byId('keys-status'), `${k.name} was revoked.`)
-        },
-      },
-      `Revoke ${k.name}`,
-    )
+    const revoke = actionButton(`Revoke ${k.name}`, `Revoke ${k.name}`, byId('keys-status'), async () => {
+      if (!confirm(`Revoke ${k.name}? Requests with it stop at once.`)) return
+      await call(`/v1/agent/keys/${encodeURIComponent(k.id)}`, 'DELETE')
+      await showKeys()
+      say(byId('keys-status'), `${k.name} was revoked.`)
+    })
     return [
       k.name,
       h('code', {}, `${k.keyPrefix}…`),

@@ -18,6 +18,7 @@ import {
   when,
 } from './common.ts'
 import { keysPanel } from './dashboard-keys.ts'
+import { pastedToken } from './session.ts'
 
 interface Me {
   accountId: string
@@ -265,31 +266,14 @@ async function showAll() {
   await Promise.all([showLadder(), showSpend(), showActivity(), showKeys()])
 }
 
-function signedIn(on: boolean) {
-  byId('signin').hidden = on
-  byId('account').hidden = !on
-}
-
-onSubmit(byId<HTMLFormElement>('signin-form'), byId('signin-status'), async (data) => {
-  key.set(String(data.get('key') ?? '').trim())
-  try {
-    await showBalances()
-  } catch (error) {
-    key.clear()
-    throw error
-  }
-  byId<HTMLInputElement>('api-key').value = ''
-  signedIn(true)
-  say(status, 'Signed in.')
-  await showAll()
-  byId('balances-title').focus()
-})
-
-byId('signout').addEventListener('click', () => {
-  key.clear()
-  signedIn(false)
-  say(byId('signin-status'), 'Signed out: the key is gone from this tab.')
-  byId('api-key').focus()
+pastedToken({
+  secret: key,
+  input: 'api-key',
+  content: 'account',
+  focus: 'balances-title',
+  what: 'key',
+  check: showBalances,
+  showAll,
 })
 
 onSubmit(byId<HTMLFormElement>('price-form'), byId('price-status'), async (data) => {
@@ -304,12 +288,3 @@ byId('window').addEventListener('change', () => showSpend().catch((e) => say(sta
 byId('more-activity').addEventListener('click', () =>
   showActivity(true).catch((e) => say(status, String(e), 'alert')),
 )
-
-if (key.get()) {
-  signedIn(true)
-  showAll().catch((error) => {
-    key.clear()
-    signedIn(false)
-    say(byId('signin-status'), `Sign in again: ${String(error)}`, 'alert')
-  })
-}

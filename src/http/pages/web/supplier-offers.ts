@@ -1,6 +1,6 @@
 // The supplier's offers: each one's ask, capacity and earnings with its ask and capacity changed in
 // place, paused or resumed, and a new offer posted on the operator's upstream with the supplier's key.
-import { byId, cents, count, diem, fill, h, money, onSubmit, say, table } from './common.ts'
+import { actionButton, byId, cents, count, diem, fill, h, money, onSubmit, say, table } from './common.ts'
 
 type Call = <T>(path: string, method?: string, body?: unknown) => Promise<T>
 
@@ -57,24 +57,12 @@ export function offersPanel(call: Call, changed: () => Promise<void>): () => Pro
 
   function pauseButton(o: Offer) {
     const next = o.status === 'active' ? 'paused' : 'active'
-    return h(
-      'button',
-      {
-        type: 'button',
-        class: 'quiet',
-        'aria-label': `${next === 'paused' ? 'Pause' : 'Resume'} offer ${o.id}`,
-        onclick: async () => {
-          try {
-            await call(path(o.id), 'PATCH', { status: next })
-            await show()
-            say(status, `Offer ${o.id} is now ${next}.`)
-          } catch (error) {
-            say(status, String(error), 'alert')
-          }
-        },
-      },
-      next === 'paused' ? 'Pause' : 'Resume',
-    )
+    const verb = next === 'paused' ? 'Pause' : 'Resume'
+    return actionButton(verb, `${verb} offer ${o.id}`, status, async () => {
+      await call(path(o.id), 'PATCH', { status: next })
+      await show()
+      say(status, `Offer ${o.id} is now ${next}.`)
+    })
   }
 
   async function show() {

@@ -5,6 +5,7 @@ import { getAddress, stringToHex } from 'viem'
 import { createSiweMessage } from 'viem/siwe'
 import { barChart } from './charts.ts'
 import { api, byId, cents, diem, facts, fill, h, money, say, table, tabSecret, when } from './common.ts'
+import { resume, showSignedIn } from './session.ts'
 import { offersPanel } from './supplier-offers.ts'
 import { payoutsPanel } from './supplier-payouts.ts'
 
@@ -122,11 +123,6 @@ async function showAll() {
   await Promise.all([showOffers(), showFills(), showDaily(), showPayouts()])
 }
 
-function signedIn(on: boolean) {
-  byId('signin').hidden = on
-  byId('console').hidden = !on
-}
-
 async function signIn() {
   const wallet = (window as unknown as { ethereum?: Eip1193 }).ethereum
   if (!wallet) throw new Error('No wallet found: this page needs a browser wallet (EIP-1193).')
@@ -164,7 +160,7 @@ byId('connect').addEventListener('click', async () => {
   try {
     say(byId('signin-status'), 'Waiting for your wallet…')
     await signIn()
-    signedIn(true)
+    showSignedIn('console', true)
     await showAll()
     say(byId('status'), 'Signed in.')
     byId('me-title').focus()
@@ -181,7 +177,7 @@ byId('signout').addEventListener('click', async () => {
   if (id) await call(`/v1/supplier/keys/${encodeURIComponent(id)}`, 'DELETE').catch(() => undefined)
   key.clear()
   keyId.clear()
-  signedIn(false)
+  showSignedIn('console', false)
   say(byId('signin-status'), 'Signed out: the key is revoked and gone from this tab.')
   byId('connect').focus()
 })
@@ -189,11 +185,4 @@ byId('more-fills').addEventListener('click', () =>
   showFills(true).catch((e) => say(byId('status'), String(e), 'alert')),
 )
 
-if (key.get()) {
-  signedIn(true)
-  showAll().catch((error) => {
-    key.clear()
-    signedIn(false)
-    say(byId('signin-status'), `Sign in again: ${String(error)}`, 'alert')
-  })
-}
+resume(key, 'console', showAll)
