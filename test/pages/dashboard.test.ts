@@ -164,6 +164,9 @@ describe('the buyer dashboard', () => {
     await page.getByRole('button', { name: 'Save max price' }).click()
     await page.getByText('Max price saved: 50¢ per dollar.').waitFor()
     expect(await page.locator('#no-supply').count()).toBe(0)
+    expect(await page.locator('#max-marked').textContent()).toBe(
+      '1 of 2 asks are at or below your max price of 50¢: green bars are within it, grey ones above.',
+    )
     expect(await ladder.locator('tbody tr td:last-child').allTextContents()).toEqual(['yes', 'no'])
     expect((await json<{ maxPriceCents: number }>('/v1/agent/me')).maxPriceCents).toBe(50)
     expect(errors).toEqual([])

@@ -112,7 +112,15 @@ async function showLadder() {
   } else if (rows.length === 0) {
     fill(note, h('p', { class: 'warn', id: 'no-supply' }, 'No capacity is routable right now at any price.'))
   } else {
-    fill(note, h('p', {}, `${eligible.length} of ${rows.length} asks are at or below your max price.`))
+    fill(
+      note,
+      h(
+        'p',
+        { id: 'max-marked' },
+        `${eligible.length} of ${rows.length} asks are at or below your max price of ${cents(maxPrice)}: `,
+        'green bars are within it, grey ones above.',
+      ),
+    )
   }
   const canvas = byId<HTMLCanvasElement>('depth-chart')
   barChart(
