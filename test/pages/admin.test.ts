@@ -158,7 +158,7 @@ describe('the operator page', () => {
     await page.keyboard.press('Enter')
     await page.getByRole('table', { name: 'Suppliers' }).waitFor()
     // Focus moves to the first section, so the keyboard carries on from there.
-    await page.waitForFunction("document.activeElement?.id === 'health-title'")
+    await page.locator('#health-title:focus').waitFor()
     expect(await fitsWidth(page)).toBe(true)
     expect(errors).toEqual([])
     await close()

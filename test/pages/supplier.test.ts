@@ -162,4 +162,19 @@ describe('the supplier page', () => {
     expect(errors).toEqual([])
     await close()
   })
+
+  test('by keyboard alone a supplier signs in', async () => {
+    const { page, errors, close } = await openPage(browser, `${stack.url}/supplier`, {
+      setup: async (page) => {
+        await injectWallet(page, account)
+      },
+    })
+    await page.keyboard.press('Tab')
+    expect(await page.evaluate<string>('document.activeElement.id')).toBe('connect')
+    await page.keyboard.press('Enter')
+    await page.locator('#me-title:focus').waitFor()
+    expect(await page.locator('#wallet').textContent()).toBe(account.address)
+    expect(errors).toEqual([])
+    await close()
+  })
 })
