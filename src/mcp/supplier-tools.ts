@@ -1,8 +1,9 @@
 // The MCP tools a supplier key is offered (a buyer key never sees them, nor a supplier key the
 // buyer's): each one call of a /v1/supplier route with the caller's own key, as the buyer tools
-// are (tools.ts). Payout tools join this table beside the payout routes.
+// are (tools.ts).
 import { t } from 'elysia'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS } from '../market/offers.ts'
+import { IDEMPOTENCY_KEY } from '../payouts/service.ts'
 import { noInput, pageCall, pageInput, segment, type Tool, tool } from './tools.ts'
 
 const askCents = t.Number({
@@ -20,7 +21,9 @@ const offerId = t.String({ minLength: 1, maxLength: 64, description: 'the offer 
 
 export const SUPPLIER_INSTRUCTIONS =
   'Sell inference capacity on the gateway. supplier_me shows earned, paid out, pending and payable ' +
-  'USDC; post_offer puts an upstream key on the market at an ask; list_fills shows what cleared. ' +
+  'USDC; post_offer puts an upstream key on the market at an ask; list_fills shows what cleared; ' +
+  'request_payout sends payable USDC to the wallet on chain (one idempotencyKey per payout), ' +
+  'list_payouts follows it. ' +
   'Errors come back as tool errors carrying the HTTP status and the error.code of the API.'
 
 export const SUPPLIER_TOOLS: Tool[] = [
@@ -98,5 +101,39 @@ export const SUPPLIER_TOOLS: Tool[] = [
     input: pageInput,
     route: 'GET /v1/supplier/fills',
     call: (args) => pageCall('/v1/supplier/fills', args),
+  }),
+  tool({
+    name: 'request_payout',
+    description:
+      "Pays out USDC on chain from the operator's payout wallet to the supplier's wallet: at least the minimum, at most payableUsdc (supplier_me). Answers the payout (state sending, then pending once mined, confirmed after the confirmations, or failed: the amount is payable again). The same idempotencyKey again answers the same payout, never a second transfer: retry with the same key, use a new key for a new payout.",
+    input: t.Object(
+      {
+        amountUsdc: t.String({
+          minLength: 1,
+          maxLength: 32,
+          description: 'USDC to pay out as a decimal string with at most 6 decimals ("5.000000")',
+        }),
+        idempotencyKey: t.String({
+          pattern: IDEMPOTENCY_KEY.source,
+          description: 'a key unique to this payout (1 to 255 visible characters), such as a UUID',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+    route: 'POST /v1/supplier/payouts',
+    call: ({ amountUsdc, idempotencyKey }) => ({
+      method: 'POST',
+      path: '/v1/supplier/payouts',
+      body: { amountUsdc },
+      headers: { 'idempotency-key': idempotencyKey },
+    }),
+  }),
+  tool({
+    name: 'list_payouts',
+    description:
+      "The supplier's payouts, newest first: id, amountUsdc, wallet, state (sending, pending, confirmed, failed), txHash, blockNumber, error. For the next page pass the answer's nextCursor as before.",
+    input: pageInput,
+    route: 'GET /v1/supplier/payouts',
+    call: (args) => pageCall('/v1/supplier/payouts', args),
   }),
 ]

@@ -12,6 +12,8 @@ export interface ApiCall {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE'
   path: string
   body?: Record<string, unknown>
+  /** Request headers a route reads besides the caller's key (an Idempotency-Key). */
+  headers?: Record<string, string>
 }
 
 /** A tool's input is always a JSON object (MCP requires type: object). */

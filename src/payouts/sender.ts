@@ -94,7 +94,13 @@ export class PayoutSender {
       await this.step(lease, payout, { step: 'failed', error: error.message })
       return
     }
-    await this.step(lease, payout, { step: 'signed', from: this.wallet.address, ...signed })
+    // Only bytes this pass recorded are broadcast: any other answer means the payout moved on.
+    if (
+      (await this.step(lease, payout, { step: 'signed', from: this.wallet.address, ...signed })) !==
+      PayoutMoveCode.Moved
+    ) {
+      return
+    }
     const recorded = { ...payout, from: this.wallet.address, ...signed }
     await this.options.beforeBroadcast?.(recorded)
     // A holder whose lock lapsed since the record leaves the broadcast to the next holder.
@@ -150,10 +156,11 @@ export class PayoutSender {
     return false
   }
 
-  private async step(lease: Lease, payout: Payout, step: PayoutStep): Promise<void> {
+  private async step(lease: Lease, payout: Payout, step: PayoutStep): Promise<PayoutMoveCode> {
     const code = await this.store.move(payout.id, this.wallet.address, lease.token, step)
     if (code === PayoutMoveCode.NotHolder) throw new LockLost()
     if (code < 0) this.logger.error({ payout: payout.id, step: step.step, code }, 'payout step refused')
+    return code
   }
 }
 

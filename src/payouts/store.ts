@@ -147,7 +147,7 @@ export class PayoutStore {
     return rows.filter((raw) => raw.id).map(parse)
   }
 
-  /** Takes one step of a payout under the sender lock; false when the lock is not held with `token`. */
+  /** Takes one step of a payout under the sender lock: the script's code (NotHolder: the lock is not held with `token`). */
   async move(id: string, wallet: string, token: string, step: PayoutStep): Promise<PayoutMoveCode> {
     const args: (string | number)[] = [id, step.step, wallet.toLowerCase(), token]
     if (step.step === 'signed') args.push(step.from, step.nonce, step.txHash, step.rawTx)

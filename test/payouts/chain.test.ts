@@ -3,6 +3,7 @@
 // chain rises by exactly the amount, /v1/supplier/me moves payable -> pending -> paid out; a
 // transfer the chain refuses ends failed and payable again; every refusal changes nothing.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import fc from 'fast-check'
 import type { Address } from 'viem'
 import { adminFetch, keyFetch } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
@@ -197,6 +198,59 @@ describe('refusals change nothing', () => {
     } finally {
       await plain.stop()
     }
+  })
+})
+
+describe('hostile input on the payout routes', () => {
+  async function expectShapedRefusal(response: Response) {
+    expect(response.status).toBeGreaterThanOrEqual(400)
+    expect(response.status).toBeLessThan(500)
+    const text = await response.text()
+    expect(text).not.toMatch(/at .*\.ts:\d+|node_modules|Error: /)
+    const body = JSON.parse(text) as { error: { message: string; code: string } }
+    expect(typeof body.error.message).toBe('string')
+    expect(typeof body.error.code).toBe('string')
+  }
+
+  test('random bodies, keys and queries from a supplier with nothing payable: shaped 4xx, nothing changed', async () => {
+    const supplier = await signInSupplier(stack)
+    const before = await state()
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.jsonValue({ maxDepth: 3 }),
+          fc.record({ amountUsdc: fc.oneof(fc.string(), fc.double(), fc.integer()) }),
+        ),
+        fc.option(fc.stringMatching(/^[\x21-\x7E][\x20-\x7E]{0,300}$/)),
+        async (body, key) => {
+          const response = await keyFetch(stack, supplier.apiKey, '/v1/supplier/payouts', {
+            method: 'POST',
+            json: body,
+            headers: key === null ? {} : { 'idempotency-key': key },
+          })
+          await expectShapedRefusal(response)
+        },
+      ),
+      { numRuns: 150 },
+    )
+    await fc.assert(
+      fc.asyncProperty(
+        fc.string(),
+        fc.string(), // '.' and '..' are path steps, not ids: fetch resolves them before sending
+        fc.string({ minLength: 1, maxLength: 80 }).filter((id) => id !== '.' && id !== '..'),
+        async (limit, before, id) => {
+          const query = `?limit=${encodeURIComponent(limit)}&before=${encodeURIComponent(before)}`
+          const list = await keyFetch(stack, supplier.apiKey, `/v1/supplier/payouts${query}`)
+          if (list.status !== 200) await expectShapedRefusal(list)
+          else expect(((await list.json()) as { data: unknown[] }).data).toEqual([])
+          await expectShapedRefusal(
+            await keyFetch(stack, supplier.apiKey, `/v1/supplier/payouts/${encodeURIComponent(id)}`),
+          )
+        },
+      ),
+      { numRuns: 100 },
+    )
+    expect(await state()).toEqual(before)
   })
 })
 

@@ -1,11 +1,12 @@
 // The sender and reconciler against a real local chain, one sender at a time as the lock allows:
 // a sender killed after recording its transaction (before or after broadcasting it) is finished by
 // the next one with exactly one transfer on chain; a nonce another transaction took fails the
-// payout and makes it payable again; a sender whose lock was taken over broadcasts nothing.
+// payout and makes it payable again, as does a transfer mined and reverted; a sender whose lock was
+// taken over broadcasts nothing.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
-import { createWalletClient, getAddress, http } from 'viem'
+import { createWalletClient, encodeAbiParameters, getAddress, http, keccak256, numberToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
 import { type FundingConfig, loadGatewayConfig } from '../../src/config.ts'
@@ -154,6 +155,39 @@ describe('a nonce taken by another transaction', () => {
     const done = await finish(sender(), payout.id)
     expect(done).toMatchObject({ state: 'failed', error: 'its nonce was used by another transaction' })
     expect(await onChain.receipt(signed.txHash!)).toBeNull()
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([])
+    expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 0, payable: 1_000_000 })
+  })
+})
+
+describe('a transfer that reverts on chain', () => {
+  test('mined and reverted: the payout fails and its amount is payable again', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_000_000)
+    // TestUsdc's balanceOf mapping is its slot 3 (after name, version, totalSupply)
+    const slot = keccak256(
+      encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [wallet.address, 3n]),
+    )
+    const held = await chain.balanceOf(wallet.address)
+    const read = await chain.publicClient.getStorageAt({ address: chain.usdc, slot })
+    expect(BigInt(read!)).toBe(held)
+    // signed while the wallet held the USDC; emptied before the broadcast, so it reverts when mined
+    const emptied = sender(async () => {
+      await chain.testClient.setStorageAt({
+        address: chain.usdc,
+        index: slot,
+        value: numberToHex(0n, { size: 32 }),
+      })
+    })
+    const done = await finish(emptied, payout.id)
+    await chain.testClient.setStorageAt({
+      address: chain.usdc,
+      index: slot,
+      value: numberToHex(held, { size: 32 }),
+    })
+    expect(done.state).toBe('failed')
+    expect(done.error).toMatch(/^reverted in block \d+$/)
+    const receipt = await onChain.receipt(done.txHash!)
+    expect(receipt?.status).toBe('reverted')
     expect(await transfersFrom(chain, wallet.address, to)).toEqual([])
     expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 0, payable: 1_000_000 })
   })

@@ -14,7 +14,15 @@ import { fundedBuyer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
 
-const SUPPLIER_TOOL_NAMES = ['list_fills', 'list_offers', 'post_offer', 'supplier_me', 'update_offer']
+const SUPPLIER_TOOL_NAMES = [
+  'list_fills',
+  'list_offers',
+  'list_payouts',
+  'post_offer',
+  'request_payout',
+  'supplier_me',
+  'update_offer',
+]
 
 let stack: TestStack
 let supplier: TestSupplier
@@ -138,5 +146,18 @@ describe('supplier tools', () => {
     const meRoute = await (await keyFetch(stack, supplier.apiKey, '/v1/supplier/me')).json()
     expect(me.structuredContent).toEqual(meRoute as Record<string, unknown>)
     expect(me.structuredContent.earnedUsdc).toBe(cost)
+  })
+
+  test('payout tools without a payout wallet: request_payout answers the route 503, its key required', async () => {
+    expect(failure(await call('request_payout', { amountUsdc: '1.000000' })).code).toBe('invalid_arguments')
+    expect(
+      failure(await call('request_payout', { amountUsdc: '1.000000', idempotencyKey: 'a b' })).code,
+    ).toBe('invalid_arguments')
+    expect(failure(await call('request_payout', { amountUsdc: '1.000000', idempotencyKey: 'k-1' }))).toEqual({
+      status: 503,
+      code: 'payouts_unavailable',
+    })
+    const listed = await call('list_payouts', { limit: 5 })
+    expect(listed.structuredContent).toEqual({ object: 'list', data: [], nextCursor: null })
   })
 })

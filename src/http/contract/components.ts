@@ -109,14 +109,14 @@ export const ERROR_RESPONSES = {
     content: json({ $ref: '#/components/schemas/PaymentChallenge' }),
   },
   Forbidden: errorResponse(
-    "payer_mismatch on funding: the paying wallet is not the Bearer account. key_limit_exceeded on inference: the request's worst case would take the key past its spending limit (never a 402: funding does not help); raise it with PATCH /v1/agent/keys/{id} or lower max_tokens",
+    "payer_mismatch on funding: the paying wallet is not the Bearer account. key_limit_exceeded on inference: the request's worst case would take the key past its spending limit (never a 402: funding does not help); raise it with PATCH /v1/agent/keys/{id} or lower max_tokens. supplier_suspended on supplier routes (no offer posted or activated, no payout)",
     'SupportReference',
   ),
   NotFound: errorResponse('Not found: unknown model, key, reference or route'),
   MethodNotAllowed: errorResponse('Method not allowed'),
   Gone: errorResponse('Video media gone: the job was refunded (the supplier failed it) or expired'),
   Conflict: errorResponse(
-    'At the 10-key cap (POST /v1/agent/keys: nothing paid), a key limit below what the key spent and holds (PATCH /v1/agent/keys/{id}: key_limit_below_spent, nothing changed), or on funding: money moved but the request did not finish (credited / reconciling / transaction). Never pay again',
+    'At the 10-key cap (POST /v1/agent/keys: nothing paid), a key limit below what the key spent and holds (PATCH /v1/agent/keys/{id}: key_limit_below_spent, nothing changed), or on funding: money moved but the request did not finish (credited / reconciling / transaction). Never pay again. On supplier routes: upstream_key_in_use, offer_limit, payout_exceeds_payable or idempotency_key_reused (nothing changed)',
   ),
   TooManyRequests: errorResponse(
     'key_concurrency_limit, buyer_concurrency_limit or the signup fuse: wait Retry-After seconds',

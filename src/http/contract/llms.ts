@@ -62,7 +62,10 @@ the answer's apiKey (sup_..., shown once) opens /v1/supplier/* and the supplier 
 server, never buyer routes. POST ${baseUrl}/v1/supplier/offers {"upstreamApiKey", "askCents",
 "capacityDiem": "100.000000"} sells an upstream key's capacity at that ask; GET
 ${baseUrl}/v1/supplier/me shows earned, paid out, pending and payable USDC; GET
-${baseUrl}/v1/supplier/fills lists what cleared.
+${baseUrl}/v1/supplier/fills lists what cleared. POST ${baseUrl}/v1/supplier/payouts
+{"amountUsdc": "5.000000"} with an Idempotency-Key header (retry with the same key: the same payout,
+never a second transfer) sends payable USDC to your wallet on chain; GET
+${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: payable again).
 
 ## Errors and what to do
 - 400: fix the request (bad JSON, non-live model, maxPriceCents outside ${MIN_MAX_PRICE_CENTS}..${MAX_MAX_PRICE_CENTS}).

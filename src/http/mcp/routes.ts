@@ -70,6 +70,7 @@ function dispatcher(app: AppHandle, request: Request): Dispatch {
       new Request(`${origin}${call.path}`, {
         method: call.method,
         headers: {
+          ...call.headers,
           authorization,
           ...(call.body ? { 'content-type': 'application/json' } : {}),
         },

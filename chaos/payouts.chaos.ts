@@ -1,0 +1,175 @@
+// (i) Payouts while replicas die: three replicas share one payout wallet on a real local chain
+// (anvil, the test USDC). A supplier earns from buyer traffic, then asks for payouts spread over
+// the replicas, retrying each on another replica with the same Idempotency-Key when one dies, while
+// replicas are killed -9 and restarted. In the end every payout is confirmed or failed, the chain
+// holds exactly one transfer per confirmed payout and none for a failed one, the supplier's USDC on
+// chain is what was confirmed, and `svc-gateway audit --chain` finds nothing off.
+import { afterAll, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { type Address, getAddress } from 'viem'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { createSiweMessage } from 'viem/siwe'
+import { formatMicros, parseMicros } from '../src/money/units.ts'
+import { createRedis } from '../src/redis/connection.ts'
+import { keyspace } from '../src/redis/keys.ts'
+import { startSim } from '../src/sim/server.ts'
+import { startChain, type TestChain } from '../test/helpers/chain.ts'
+import { runCli } from '../test/helpers/cli.ts'
+import { payoutEnv, payoutWalletOn, transfersFrom } from '../test/helpers/payouts.ts'
+import { testRedisUrl } from '../test/helpers/stack.ts'
+import { type Cluster, call, chat, fundedBuyer, settled, startCluster } from './cluster.ts'
+
+const PUBLIC_URL = 'http://payouts.chaos.test'
+const sim = startSim({ port: 0, outputTokens: 300 })
+const redis = createRedis(testRedisUrl(), { name: 'chaos-i' })
+let cluster: Cluster | undefined
+let chain: TestChain | undefined
+afterAll(async () => {
+  await cluster?.stop()
+  await chain?.stop()
+  await sim.stop()
+  redis.disconnect()
+})
+
+/** A supplier signed in with Ethereum through replica 0: its id, wallet and key. */
+async function supplierOn(c: Cluster) {
+  const account = privateKeyToAccount(generatePrivateKey())
+  const url = c.replicas[0]!.url
+  const { nonce } = (await (await fetch(`${url}/v1/supplier/nonce`)).json()) as { nonce: string }
+  const message = createSiweMessage({
+    domain: new URL(PUBLIC_URL).host,
+    uri: `${PUBLIC_URL}/supplier`,
+    address: account.address,
+    chainId: 84532,
+    nonce,
+    version: '1',
+    issuedAt: new Date(),
+  })
+  const signature = await account.signMessage({ message })
+  const response = await call(url, '/v1/supplier/signin', '', { message, signature })
+  if (response.status !== 200) throw new Error(`signin: ${response.status} ${await response.text()}`)
+  return (await response.json()) as { supplierId: string; wallet: Address; apiKey: string }
+}
+
+/** Asks for a payout on replica `first`, then on the next ones with the same key while replicas die. */
+async function askPayout(c: Cluster, first: number, apiKey: string, amountUsdc: string, key: string) {
+  for (let i = 0; i < 60; i++) {
+    const replica = c.replicas[(first + i) % c.replicas.length]!
+    const response = await fetch(`${replica.url}/v1/supplier/payouts`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${apiKey}`,
+        'content-type': 'application/json',
+        'idempotency-key': key,
+      },
+      body: JSON.stringify({ amountUsdc }),
+      signal: AbortSignal.timeout(5_000),
+    }).catch(() => null)
+    if (response && (response.status === 200 || response.status === 201)) {
+      return ((await response.json()) as { id: string }).id
+    }
+    if (response && response.status < 500)
+      throw new Error(`payout: ${response.status} ${await response.text()}`)
+    await Bun.sleep(100)
+  }
+  throw new Error(`payout ${key} never answered`)
+}
+
+test('payouts while replicas are killed -9: each confirmed or failed, on chain once each, audit clean', async () => {
+  const started = Date.now()
+  chain = await startChain()
+  const wallet = await payoutWalletOn(chain)
+  cluster = await startCluster({
+    redisUrl: testRedisUrl(),
+    sim,
+    replicas: 3,
+    env: {
+      ...payoutEnv(chain, wallet.key),
+      SVC_PUBLIC_URL: PUBLIC_URL,
+      SVC_PAYOUT_MIN_USDC: '0.000001',
+      // a dead holder's lock passes on within a second
+      SVC_PAYOUT_LOCK_MS: '1000',
+    },
+  })
+  const keys = keyspace(cluster.prefix)
+  const supplier = await supplierOn(cluster)
+  const posted = await call(cluster.replicas[0]!.url, '/v1/supplier/offers', supplier.apiKey, {
+    upstreamApiKey: `chaos-${randomBytes(8).toString('hex')}`,
+    askCents: 50,
+    capacityDiem: '500',
+  })
+  expect(posted.status).toBe(201)
+  const buyer = await fundedBuyer(cluster, '50')
+  const traffic = await Promise.all(
+    Array.from({ length: 30 }, (_, i) => chat(cluster!.replicas[i % 3]!, buyer.apiKey, false)),
+  )
+  expect(traffic.every((o) => o.status === 200)).toBe(true)
+  await settled(redis, cluster.prefix, 10_000)
+  const me = (await (
+    await call(cluster.replicas[1]!.url, '/v1/supplier/me', supplier.apiKey, undefined, 'GET')
+  ).json()) as {
+    earnedUsdc: string
+  }
+  const earned = parseMicros(me.earnedUsdc)!
+  const PAYOUTS = 12
+  const each = Math.floor(earned / (PAYOUTS + 1))
+  expect(each).toBeGreaterThan(0)
+  const amount = formatMicros(each)
+
+  // Blocks keep coming (anvil mines only on a transaction otherwise), so confirmations do.
+  let mining = true
+  const miner = (async () => {
+    while (mining) {
+      await chain!.testClient.mine({ blocks: 1 }).catch(() => {})
+      await Bun.sleep(150)
+    }
+  })()
+  const asks = Array.from({ length: PAYOUTS }, (_, i) =>
+    askPayout(cluster!, i % 3, supplier.apiKey, amount, `chaos-payout-${i}`),
+  )
+  const kills: number[] = []
+  // The first kill lands while the first payouts are being signed and sent.
+  for (let k = 0; k < 4; k++) {
+    await Bun.sleep(k === 0 ? 30 : 250)
+    const victim = k % 3
+    kills.push(victim)
+    cluster.replicas[victim]!.child.kill('SIGKILL')
+    await cluster.replicas[victim]!.child.exited
+    await cluster.start(victim)
+  }
+  const ids = await Promise.all(asks)
+  expect(new Set(ids).size).toBe(PAYOUTS)
+
+  const deadline = Date.now() + 60_000
+  while ((await redis.zcard(keys.payoutsOpen)) > 0) {
+    if (Date.now() > deadline) throw new Error('payouts still open after 60 s')
+    await Bun.sleep(100)
+  }
+  mining = false
+  await miner
+
+  const rows = await Promise.all(ids.map((id) => redis.hgetall(keys.payout(id))))
+  const states = rows.map((r) => r.state)
+  expect(states.every((s) => s === 'confirmed' || s === 'failed')).toBe(true)
+  const confirmed = rows.filter((r) => r.state === 'confirmed')
+  const transfers = await transfersFrom(chain, wallet.address)
+  expect(transfers.map((t) => t.tx).sort()).toEqual(confirmed.map((r) => r.txHash as `0x${string}`).sort())
+  expect(transfers.every((t) => t.to === getAddress(supplier.wallet) && t.value === BigInt(each))).toBe(true)
+  expect(await chain.balanceOf(supplier.wallet)).toBe(BigInt(each * confirmed.length))
+  const paidOut = Number(await redis.hget(keys.supplier(supplier.supplierId), 'paidOut'))
+  expect(paidOut).toBe(each * confirmed.length)
+
+  const audit = await runCli(['audit', '--chain'], {
+    REDIS_URL: testRedisUrl(),
+    SVC_REDIS_PREFIX: cluster.prefix,
+    ...chain.env(),
+  })
+  expect(audit.stdout).toContain(`audit: ${confirmed.length} confirmed payout(s) read on chain`)
+  expect(audit.stdout).toContain('every invariant holds')
+  expect(audit.code).toBe(0)
+  console.log(
+    `payouts chaos: ${PAYOUTS} payouts of ${amount} USDC, replicas killed ${JSON.stringify(kills)}, ` +
+      `${confirmed.length} confirmed, ${PAYOUTS - confirmed.length} failed, ${transfers.length} transfers on chain, ` +
+      `${Date.now() - started} ms`,
+  )
+})
