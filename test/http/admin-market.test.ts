@@ -2,6 +2,7 @@
 // buyers were told they paid), health (Redis, this replica seen through its reaper pass), and an
 // account found by its wallet; bad input is a shaped 4xx that changes nothing.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import fc from 'fast-check'
 import { REPLICA_ID } from '../../src/market/replicas.ts'
 import { adminFetch, createAccount, keyFetch, randomWallet } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
@@ -91,6 +92,34 @@ describe('GET /admin/v1/accounts?wallet=', () => {
       expect(response.status).toBe(status)
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe(code)
     }
+    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  })
+})
+
+describe('hostile queries on the operator reads', () => {
+  test('random wallet queries and query strings: a shaped 4xx or the answer, never a 500; nothing changes', async () => {
+    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.string({ maxLength: 80 }),
+          fc.stringMatching(/^[0-9a-fA-F]{38,42}$/).map((h) => `0x${h}`),
+        ),
+        fc.webQueryParameters(),
+        fc.constantFrom('/admin/v1/accounts', '/admin/v1/market', '/admin/v1/health'),
+        async (wallet, extra, path) => {
+          const response = await adminFetch(stack, `${path}?wallet=${encodeURIComponent(wallet)}&${extra}`)
+          expect(response.status).toBeLessThan(500)
+          if (response.status >= 400) {
+            const body = (await response.json()) as { error: { code: string; message: string; type: string } }
+            expect(Object.keys(body.error).sort()).toEqual(
+              expect.arrayContaining(['code', 'message', 'type']),
+            )
+          } else await response.arrayBuffer()
+        },
+      ),
+      { numRuns: 150 },
+    )
     expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
   })
 })

@@ -4,6 +4,7 @@
 // transactions to follows the configured network (none for a chain on this machine).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Elysia } from 'elysia'
+import fc from 'fast-check'
 import type { FundingConfig } from '../../src/config.ts'
 import { explorerTxBase } from '../../src/funding/explorer.ts'
 import { PAGE_CSP, pageRoutes } from '../../src/http/pages/routes.ts'
@@ -65,6 +66,17 @@ describe('the pages', () => {
       }
     })
   }
+
+  test('random asset names: a shaped 404 or 400, never a 500', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.string({ minLength: 1, maxLength: 300 }), async (name) => {
+        const response = await fetch(`${stack.url}/pages/assets/${encodeURIComponent(name)}`)
+        expect([400, 404, 422]).toContain(response.status)
+        expect(((await response.json()) as { error: { code: string } }).error.code).toBeString()
+      }),
+      { numRuns: 150 },
+    )
+  })
 
   test('an unknown asset is a 404 in the error shape', async () => {
     const response = await fetch(`${stack.url}/pages/assets/nothing-here.js`)
