@@ -7,7 +7,7 @@
   supplier earns exactly what the buyer paid less the fee (the offer keeps the fee beside its
   earnings, so buyer spend = earnings + fees, summed over accounts and offers). The lease and slots
   are released, the attempt record keeps it all (it is the request's record from then on), and the
-  request counts once in its model's usage stats for the day.
+  request counts once in its model's usage stats for the day, and in the market's totals.
   Idempotent: clearing a cleared attempt changes nothing (and counts nothing again).
   Includes lib/keys, lib/numbers, lib/attempts.
 
@@ -94,6 +94,15 @@ local written_off = cost - charged
 if written_off > 0 then
   rcall('HINCRBY', account, 'writtenOff', s(written_off))
   rcall('HSET', K_WRITEOFFS, a.id, s(written_off))
+end
+-- The market's running totals beside its offer sequence (GET /admin/v1/market reads them, never a
+-- scan): buyer spend and fees (supplier earnings are spend less fees, as above), write-offs, and
+-- disputed burn (capped like the offer's, so no sum can overflow mid-script).
+if charged > 0 then rcall('HINCRBY', K_MARKET, 'spent', s(charged)) end
+if fee > 0 then rcall('HINCRBY', K_MARKET, 'fees', s(fee)) end
+if written_off > 0 then rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off)) end
+if disputed > 0 then
+  rcall('HSET', K_MARKET, 'disputed', s(capped_sum(int(rcall('HGET', K_MARKET, 'disputed')), disputed)))
 end
 
 -- Each number formatted once, for the record and the reply.

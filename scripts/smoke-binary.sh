@@ -57,5 +57,23 @@ node -e '
     console.log("binary demo billed a cut-off stream on its own token count, cost", cost.costUsdc, "USDC")
   })().catch((e) => { console.error(e); process.exit(1) })
 ' "http://127.0.0.1:$port" "$key" "$sim"
+# The pages are bundled into the binary: each page and every file it links is served by it.
+node -e '
+  const base = process.argv[1]
+  ;(async () => {
+    for (const path of ["/dashboard", "/supplier", "/admin"]) {
+      const r = await fetch(base + path)
+      const html = await r.text()
+      if (r.status !== 200 || !(r.headers.get("content-security-policy") ?? "").includes("script-src \x27self\x27")) throw new Error(path + " " + r.status)
+      const files = [...html.matchAll(/(?:src|href)="(\/pages\/assets\/[^"]+)"/g)].map((m) => m[1])
+      if (files.length < 2) throw new Error(path + ": no bundled files linked")
+      for (const file of files) {
+        const a = await fetch(base + file)
+        if (a.status !== 200 || (await a.arrayBuffer()).byteLength === 0) throw new Error(file + " " + a.status)
+      }
+    }
+    console.log("binary demo served /dashboard, /supplier and /admin with their bundled files")
+  })().catch((e) => { console.error(e); process.exit(1) })
+' "http://127.0.0.1:$port"
 kill -TERM "$pid"
 wait "$pid" 2>/dev/null || true

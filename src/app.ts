@@ -6,6 +6,7 @@ import type { CatalogStore } from './catalog/store.ts'
 import type { GatewayConfig } from './config.ts'
 import { ApiError } from './errors.ts'
 import type { Funding } from './funding/index.ts'
+import { adminMarketRoutes } from './http/admin/market.ts'
 import { adminOfferRoutes } from './http/admin/offers.ts'
 import { adminAccountRoutes } from './http/admin/routes.ts'
 import { agentRoutes } from './http/agent/routes.ts'
@@ -21,6 +22,7 @@ import { videoRoutes } from './http/inference/video.ts'
 import { mcpRoutes } from './http/mcp/routes.ts'
 import { metricsRoutes } from './http/metrics/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
+import { pageRoutes } from './http/pages/routes.ts'
 import { recordsRoutes } from './http/records/routes.ts'
 import {
   beginRequest,
@@ -120,7 +122,9 @@ export function createApp(deps: AppDeps) {
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))
+    .use(adminMarketRoutes(deps))
     .use(supplierRoutes(deps))
+    .use(pageRoutes(deps))
     .use((app) => app.use(mcpRoutes(deps, app)).use(contractRoutes(app)))
 }
 

@@ -37,6 +37,7 @@ export function meView(account: Account, activeApiKeyCount: number, maxActiveApi
     balances: {
       confirmedUsdc: formatMicros(account.balances.confirmed),
       pendingUsdc: formatMicros(account.balances.pending),
+      heldUsdc: formatMicros(account.balances.held),
     },
     maxPriceCents: account.maxPriceCents,
     activeApiKeyCount,

@@ -1,9 +1,10 @@
 // Every replica runs a reaper: it returns what expired leases hold. The script ends each attempt
-// once, so several reapers at once are safe.
+// once, so several reapers at once are safe. Each pass stamps the replica as seen (src/market/replicas.ts).
 import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import { reapExpired } from './leases.ts'
+import { stampReaperPass } from './replicas.ts'
 
 export function startReaper(
   redis: Redis,
@@ -25,6 +26,8 @@ export function startReaper(
         total += reaped
       }
       if (total > 0) logger.warn({ reaped: total }, 'reaped expired leases')
+      // The operator's health view: this replica is alive and its reaper ran.
+      await stampReaperPass(redis, keys, total)
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'reaper pass failed')
     } finally {

@@ -103,7 +103,7 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'agent_me',
     description:
-      'The account behind this key: account id, wallet, confirmed and pending USDC, max price, key count. Use it to confirm the connection.',
+      'The account behind this key: account id, wallet, confirmed, pending and held USDC, max price, key count. Use it to confirm the connection.',
     input: noInput,
     route: 'GET /v1/agent/me',
     call: () => ({ method: 'GET', path: '/v1/agent/me' }),

@@ -58,8 +58,16 @@ export function keyspace(prefix: string) {
      * ended attempt is its request's record (src/records/lookup.ts); it expires by retention.
      */
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
-    /** hash: offerSeq, the posting order of offers (ties on the ladder break by it) */
+    /**
+     * hash: offerSeq, the posting order of offers (ties on the ladder break by it), and the market's
+     * running totals kept by lua/clear.lua: spent and fees and writtenOff (micro-USDC), disputed
+     * (micro-DIEM); supplier earnings are spent - fees
+     */
     market: key('market'),
+    /** zset: replica id -> when it last ran its reaper (ms): the replicas seen */
+    replicas: key('replicas'),
+    /** hash: the last reaper pass of any replica: at (ms), replica, reaped */
+    reaperLastRun: key('reaper'),
     /**
      * hash: attempt id -> micro-USDC written off by its late clear (a result that came after its
      * lease was reaped, for more than the balance held then). Never trimmed: the audit lists them.

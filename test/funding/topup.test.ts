@@ -29,7 +29,7 @@ async function me(key: string) {
   const response = await fetch(`${stack.url}/v1/agent/me`, { headers: { authorization: `Bearer ${key}` } })
   return (await response.json()) as {
     accountId: string
-    balances: { confirmedUsdc: string; pendingUsdc: string }
+    balances: { confirmedUsdc: string; pendingUsdc: string; heldUsdc: string }
   }
 }
 
@@ -110,14 +110,22 @@ describe('in headless Chromium with an injected wallet', () => {
     const apiKey = (await page.textContent('#key-value')) ?? ''
     expect(apiKey.startsWith('svc_')).toBe(true)
     const pending = await me(apiKey)
-    expect(pending.balances).toEqual({ confirmedUsdc: '0.000000', pendingUsdc: '7.500000' })
+    expect(pending.balances).toEqual({
+      confirmedUsdc: '0.000000',
+      pendingUsdc: '7.500000',
+      heldUsdc: '0.000000',
+    })
     const accountId = await stack.redis.hget(stack.keys.wallets, payer.address.toLowerCase())
     expect(accountId).toBe(pending.accountId)
 
     await chain.testClient.mine({ blocks: 2 })
     await page.waitForSelector('#status[data-state="confirmed"]', { timeout: 15_000 })
     expect(await page.textContent('#status')).toContain('7.500000 USDC is spendable')
-    expect((await me(apiKey)).balances).toEqual({ confirmedUsdc: '7.500000', pendingUsdc: '0.000000' })
+    expect((await me(apiKey)).balances).toEqual({
+      confirmedUsdc: '7.500000',
+      pendingUsdc: '0.000000',
+      heldUsdc: '0.000000',
+    })
     expect(errors).toEqual([])
     await page.close()
   }, 20_000)

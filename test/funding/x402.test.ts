@@ -37,7 +37,7 @@ async function me(key: string) {
   return (await response.json()) as {
     accountId: string
     wallet: string
-    balances: { confirmedUsdc: string; pendingUsdc: string }
+    balances: { confirmedUsdc: string; pendingUsdc: string; heldUsdc: string }
   }
 }
 
@@ -162,13 +162,21 @@ describe('signup and refill', () => {
 
     const pending = await me(apiKey)
     expect(pending.wallet).toBe(payer.address)
-    expect(pending.balances).toEqual({ confirmedUsdc: '0.000000', pendingUsdc: '5.000000' })
+    expect(pending.balances).toEqual({
+      confirmedUsdc: '0.000000',
+      pendingUsdc: '5.000000',
+      heldUsdc: '0.000000',
+    })
     await chain.testClient.mine({ blocks: 2 })
     const confirmed = await waitFor(
       () => me(apiKey),
       (m) => m.balances.confirmedUsdc === '5.000000',
     )
-    expect(confirmed.balances).toEqual({ confirmedUsdc: '5.000000', pendingUsdc: '0.000000' })
+    expect(confirmed.balances).toEqual({
+      confirmedUsdc: '5.000000',
+      pendingUsdc: '0.000000',
+      heldUsdc: '0.000000',
+    })
 
     // A second signup from the same wallet uses the same account and mints a named key.
     const again = await pay(signupUrl(), { amountUsdc: '1.000000', name: 'phone' }, payer)

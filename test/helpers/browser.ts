@@ -1,9 +1,9 @@
-// A real browser for the top-up page: Debian's chromium, headless, driven by playwright-core, with
-// an injected EIP-1193 test wallet whose window.ethereum answers like a browser wallet and signs
-// typed data (eth_signTypedData_v4) with a viem local account on the Node side.
+// A real browser for the pages: Debian's chromium, headless, driven by playwright-core, with an
+// injected EIP-1193 test wallet whose window.ethereum answers like a browser wallet and signs typed
+// data (eth_signTypedData_v4) and messages (personal_sign) with a viem local account on the Node side.
 import { existsSync } from 'node:fs'
 import { type Browser, chromium, type Page } from 'playwright-core'
-import type { PrivateKeyAccount } from 'viem'
+import { hexToString, type PrivateKeyAccount } from 'viem'
 import { CHAIN_ID } from './chain.ts'
 
 export const CHROMIUM = '/usr/bin/chromium'
@@ -29,6 +29,8 @@ export async function launchChromium(): Promise<Browser> {
 export interface WalletLog {
   requests: string[]
   signed: { domain: Record<string, unknown>; message: Record<string, unknown> }[]
+  /** Messages signed with personal_sign, as text. */
+  messages: string[]
 }
 
 // Runs in the page before any of its scripts: a minimal injected provider. Only the signature
@@ -56,6 +58,9 @@ function injectedWallet(config: { address: string; chainIdHex: string }) {
         }
         case 'eth_signTypedData_v4':
           return binding('__svcTestWalletSign')(params?.[0] as string, params?.[1] as string)
+        case 'personal_sign':
+          // EIP-1193 order: the message (hex of its bytes), then the address.
+          return binding('__svcTestWalletPersonalSign')(params?.[0] as string, params?.[1] as string)
         default:
           throw fail(4200, `unsupported method ${method}`)
       }
@@ -67,7 +72,7 @@ function injectedWallet(config: { address: string; chainIdHex: string }) {
 
 /** Gives `page` a window.ethereum backed by `account` on the test chain; returns its log. */
 export async function injectWallet(page: Page, account: PrivateKeyAccount): Promise<WalletLog> {
-  const log: WalletLog = { requests: [], signed: [] }
+  const log: WalletLog = { requests: [], signed: [], messages: [] }
   await page.exposeFunction('__svcTestWalletLog', (method: string) => {
     log.requests.push(method)
   })
@@ -80,9 +85,73 @@ export async function injectWallet(page: Page, account: PrivateKeyAccount): Prom
     log.signed.push({ domain, message })
     return account.signTypedData({ domain, types: messageTypes, primaryType, message })
   })
+  await page.exposeFunction('__svcTestWalletPersonalSign', async (hex: `0x${string}`, address: string) => {
+    if (address.toLowerCase() !== account.address.toLowerCase()) throw new Error('not this wallet')
+    log.messages.push(hexToString(hex))
+    return account.signMessage({ message: { raw: hex } })
+  })
   await page.addInitScript(injectedWallet, {
     address: account.address,
     chainIdHex: `0x${CHAIN_ID.toString(16)}`,
   })
   return log
 }
+
+export interface OpenedPage {
+  page: Page
+  /** Script errors and console errors (a CSP refusal is one): a page under test should have none. */
+  errors: string[]
+  close(): Promise<void>
+}
+
+/** A fresh context (its own sessionStorage) showing `url` as a person in `timezoneId` would see it. */
+export async function openPage(
+  browser: Browser,
+  url: string,
+  options: {
+    width?: number
+    height?: number
+    timezoneId?: string
+    setup?: (page: Page) => Promise<void>
+  } = {},
+): Promise<OpenedPage> {
+  const context = await browser.newContext({
+    viewport: { width: options.width ?? 1280, height: options.height ?? 900 },
+    locale: 'en-US',
+    timezoneId: options.timezoneId ?? 'Asia/Tokyo',
+  })
+  const page = await context.newPage()
+  const errors: string[] = []
+  page.on('pageerror', (error) => errors.push(error.message))
+  // Chromium's own line for each 4xx a page reads on purpose is not a script error.
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+      errors.push(message.text())
+    }
+  })
+  await options.setup?.(page)
+  await page.goto(url)
+  return { page, errors, close: () => context.close() }
+}
+
+/** True when the page needs no sideways scrolling at its viewport's width. */
+export function fitsWidth(page: Page): Promise<boolean> {
+  // A string: the tests compile without the DOM's types.
+  return page.evaluate<boolean>(
+    'document.documentElement.scrollWidth <= document.documentElement.clientWidth',
+  )
+}
+
+/** Writes a full-page screenshot to docs/<name>.png when SVC_SCREENSHOTS is set (how docs/ gets them). */
+export async function screenshotFor(page: Page, name: string): Promise<void> {
+  if (!process.env.SVC_SCREENSHOTS) return
+  await page.screenshot({ path: `${import.meta.dir}/../../docs/${name}.png`, fullPage: true })
+}
+
+/** Money as the pages show it to a person in the en-US locale the tests browse in. */
+export const usd = new Intl.NumberFormat('en-US', {
+  style: 'currency',
+  currency: 'USD',
+  minimumFractionDigits: 2,
+  maximumFractionDigits: 6,
+})

@@ -1,6 +1,7 @@
 // Real parts over real sockets: the simulated supplier and a gateway on free ports, on the shared
 // test redis-server, each stack under its own key prefix so tests never see each other's keys.
 import { randomBytes } from 'node:crypto'
+import { createServer } from 'node:net'
 import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import { type GatewayConfig, loadGatewayConfig } from '../../src/config.ts'
@@ -9,6 +10,16 @@ import { createLogger } from '../../src/logger.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
+
+/** A port free now, for a server that must know its port before it listens. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
 
 export function testRedisUrl(): string {
   const url = process.env.TEST_REDIS_URL
@@ -76,12 +87,16 @@ export async function startStack(
 
 /**
  * Every key of a prefix with its value dump, to prove a request changed nothing in Redis. A stream
- * is compared by its entries (a consumer group's bookkeeping is not a change), a hash by its fields.
+ * is compared by its entries (a consumer group's bookkeeping is not a change), a hash by its fields;
+ * the replicas' heartbeat (stamped by every reaper pass) is left out.
  */
 export async function snapshotKeys(redis: Redis, prefix: string): Promise<Record<string, string>> {
   const keys = (await redis.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`)).sort()
+  // Each replica's reaper stamps these on its own clock, whatever the requests do.
+  const heartbeat = new Set([`${prefix}:replicas`, `${prefix}:reaper`])
   const snapshot: Record<string, string> = {}
   for (const key of keys) {
+    if (heartbeat.has(key)) continue
     const type = await redis.type(key)
     if (type === 'stream') {
       snapshot[key] = JSON.stringify(await redis.xrange(key, '-', '+'))

@@ -145,7 +145,7 @@ describe('POST /admin/v1/accounts/{accountId}/credit', () => {
     const me = (await (await keyFetch(stack, account.apiKey, '/v1/agent/me')).json()) as {
       balances: Record<string, string>
     }
-    expect(me.balances).toEqual({ confirmedUsdc: '10.500000', pendingUsdc: '0.000000' })
+    expect(me.balances).toEqual({ confirmedUsdc: '10.500000', pendingUsdc: '0.000000', heldUsdc: '0.000000' })
   })
 
   test('1,000,000 USDC is the most one credit adds', async () => {

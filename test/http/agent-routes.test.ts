@@ -259,9 +259,17 @@ describe('PATCH /v1/agent/max-price', () => {
 })
 
 describe('GET /v1/agent/me', () => {
-  test('account id, wallet, confirmed and pending as 6-decimal strings, max price, key count', async () => {
+  test('account id, wallet, confirmed, pending and held as 6-decimal strings, max price, key count', async () => {
     const account = await createAccount(stack)
-    await stack.redis.hset(stack.keys.account(account.accountId), 'confirmed', '25000000', 'pending', '1')
+    await stack.redis.hset(
+      stack.keys.account(account.accountId),
+      'confirmed',
+      '25000000',
+      'pending',
+      '1',
+      'held',
+      '20',
+    )
     await mint(account, 'second')
     const response = await call(account, '/v1/agent/me')
     expect(response.status).toBe(200)
@@ -269,7 +277,7 @@ describe('GET /v1/agent/me', () => {
     expect(me).toEqual({
       accountId: account.accountId,
       wallet: account.wallet,
-      balances: { confirmedUsdc: '25.000000', pendingUsdc: '0.000001' },
+      balances: { confirmedUsdc: '25.000000', pendingUsdc: '0.000001', heldUsdc: '0.000020' },
       maxPriceCents: 35,
       activeApiKeyCount: 2,
       maxActiveApiKeys: 10,

@@ -1,11 +1,13 @@
 // Operator routes for accounts under /admin/v1/accounts (a fixed interface: other teams script
 // it), behind the admin token: create an account with its first key, credit it by hand (with an
-// audit entry), read it. Key plaintexts appear only in the create answer.
+// audit entry), read it by id or find it by wallet. Key plaintexts appear only in the create answer.
 import { Elysia, t } from 'elysia'
 import { AccountStore, NOTE_MAX } from '../../accounts/accounts.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { accountView, creditView } from '../../accounts/views.ts'
+import { checksumWallet } from '../../accounts/wallet.ts'
 import type { GatewayConfig } from '../../config.ts'
+import { badRequest, notFound } from '../../errors.ts'
 import { type AuthDeps, adminAuth } from '../auth.ts'
 
 export interface AdminDeps extends AuthDeps {
@@ -44,6 +46,19 @@ export function adminAccountRoutes(deps: AdminDeps) {
           note: t.Optional(t.String({ maxLength: NOTE_MAX })),
         }),
       },
+    )
+    .get(
+      '/',
+      async ({ query }) => {
+        const wallet = checksumWallet(query.wallet ?? '')
+        if (!wallet) {
+          throw badRequest('wallet must be an EVM address: 0x and 40 hex characters', 'invalid_wallet')
+        }
+        const account = await accounts.findByWallet(wallet)
+        if (!account) throw notFound('no account has this wallet', 'account_not_found')
+        return accountView(account, await apiKeys.count(account.id))
+      },
+      { admin: true },
     )
     .get(
       '/:accountId',

@@ -12,6 +12,7 @@ Base address: ${baseUrl}
 OpenAI-compatible base address: ${baseUrl}/v1 (model ids: svc/<id> or the bare id)
 MCP server: ${baseUrl}/mcp (streamable HTTP; Authorization: Bearer <API_KEY>; tool agent_me confirms the connection)
 Machine-readable contract: ${baseUrl}/openapi.json
+Pages for people: ${baseUrl}/dashboard (buyers: paste a key), ${baseUrl}/supplier (wallet sign-in), ${baseUrl}/admin (operators)
 Every error: {"error": {"message", "type", "code"}}; branch on error.code.
 
 ## 1. Sign up by payment

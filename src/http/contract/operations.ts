@@ -4,6 +4,7 @@
 // from this table fails test/contract/openapi.test.ts.
 import { type ErrorResponseName, errors, headers } from './components.ts'
 import { type Operation, ok, PAGE_PARAMETERS, path, query, type Security } from './operation-parts.ts'
+import { PAGE_OPERATIONS } from './page-operations.ts'
 import { SUPPLIER_OPERATIONS } from './supplier-operations.ts'
 
 export type { Operation }
@@ -158,7 +159,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
 
   'GET /v1/agent/me': {
-    summary: 'The account: wallet, confirmed and pending USDC, max price, key count',
+    summary: 'The account: wallet, confirmed, pending and held USDC, max price, key count',
     tags: ['agent'],
     security: 'apiKey',
     errors: ['Unauthorized'],
@@ -330,6 +331,7 @@ export const OPERATIONS: Record<string, Operation> = {
     errors: ['Unauthorized', 'MethodNotAllowed'],
   },
   ...SUPPLIER_OPERATIONS,
+  ...PAGE_OPERATIONS,
 }
 
 const SECURITY: Record<Security, Record<string, string[]>[]> = {

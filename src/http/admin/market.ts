@@ -1,0 +1,38 @@
+// The operator's view of the market as a whole under /admin/v1, behind the admin token: running
+// totals (kept by the clear, so one read) and health (Redis, the replicas seen, the reaper).
+import { Elysia } from 'elysia'
+import type Redis from 'ioredis'
+import { replicaHealth } from '../../market/replicas.ts'
+import { marketTotals } from '../../market/totals.ts'
+import type { Keyspace } from '../../redis/keys.ts'
+import { adminAuth } from '../auth.ts'
+
+export interface AdminMarketDeps {
+  redis: Redis
+  keys: Keyspace
+  config: { adminToken: string; market: { reapIntervalMs: number } }
+}
+
+export function adminMarketRoutes(deps: AdminMarketDeps) {
+  // A replica reaps every interval; one silent for five of them (at least 10 s) is not counted as seen.
+  const seenWithinMs = Math.max(10_000, deps.config.market.reapIntervalMs * 5)
+  return new Elysia({ name: 'svc/admin-market', prefix: '/admin/v1', seed: deps.keys.prefix })
+    .use(adminAuth(deps.config.adminToken))
+    .get('/market', () => marketTotals(deps.redis, deps.keys), { admin: true })
+    .get(
+      '/health',
+      async () => {
+        const started = performance.now()
+        await deps.redis.ping()
+        const pingMs = Math.round((performance.now() - started) * 100) / 100
+        const { replicas, reaper } = await replicaHealth(deps.redis, deps.keys, seenWithinMs)
+        return {
+          object: 'health' as const,
+          redis: { status: 'ok' as const, pingMs },
+          replicas: { seenWithinSeconds: seenWithinMs / 1000, count: replicas.length, data: replicas },
+          reaper,
+        }
+      },
+      { admin: true },
+    )
+}

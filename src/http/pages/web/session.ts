@@ -1,0 +1,58 @@
+// Signing in on a page: a token in this tab's sessionStorage, the sign-in part shown until it is
+// there, the page's own part after; a token already in the tab (a reload) signs in at once.
+import { byId, onSubmit, say, type tabSecret } from './common.ts'
+
+type Secret = ReturnType<typeof tabSecret>
+
+/** Shows the page's own part (`content`) when signed in, the sign-in part otherwise. */
+export function showSignedIn(content: string, on: boolean) {
+  byId('signin').hidden = on
+  byId(content).hidden = !on
+}
+
+/** After a reload: a token still in the tab fills the page; one the gateway refuses is forgotten. */
+export function resume(secret: Secret, content: string, showAll: () => Promise<void>) {
+  if (!secret.get()) return
+  showSignedIn(content, true)
+  showAll().catch((error) => {
+    secret.clear()
+    showSignedIn(content, false)
+    say(byId('signin-status'), `Sign in again: ${String(error)}`, 'alert')
+  })
+}
+
+/**
+ * The pasted-token sign-in (#signin-form with its `input`): `check` tries the token before the
+ * page is filled and a refused one is not kept; #signout forgets it.
+ */
+export function pastedToken(options: {
+  secret: Secret
+  input: string
+  content: string
+  focus: string
+  what: string
+  check: () => Promise<void>
+  showAll: () => Promise<void>
+}) {
+  const { secret, content } = options
+  onSubmit(byId<HTMLFormElement>('signin-form'), byId('signin-status'), async (data) => {
+    secret.set(String(data.get(byId<HTMLInputElement>(options.input).name) ?? '').trim())
+    try {
+      await options.check()
+    } catch (error) {
+      secret.clear()
+      throw error
+    }
+    byId<HTMLInputElement>(options.input).value = ''
+    showSignedIn(content, true)
+    await options.showAll()
+    byId(options.focus).focus()
+  })
+  byId('signout').addEventListener('click', () => {
+    secret.clear()
+    showSignedIn(content, false)
+    say(byId('signin-status'), `Signed out: the ${options.what} is gone from this tab.`)
+    byId(options.input).focus()
+  })
+  resume(secret, content, options.showAll)
+}

@@ -1,0 +1,45 @@
+// Which replicas are alive, as the operator sees it: each one's reaper pass stamps the replica's
+// id in a sorted set, so the replicas seen are those that reaped lately, and the last pass of any
+// replica is kept beside them.
+import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
+import type Redis from 'ioredis'
+import type { Keyspace } from '../redis/keys.ts'
+
+/** This process's name among the replicas: host, pid and a random part (pids repeat across hosts). */
+export const REPLICA_ID = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
+
+/** A replica silent this long is taken off the set at the next stamp. */
+const FORGET_MS = 3_600_000
+
+export async function stampReaperPass(redis: Redis, keys: Keyspace, reaped: number): Promise<void> {
+  const now = Date.now()
+  await redis
+    .pipeline()
+    .zadd(keys.replicas, now, REPLICA_ID)
+    .zremrangebyscore(keys.replicas, '-inf', now - FORGET_MS)
+    .hset(keys.reaperLastRun, 'at', now, 'replica', REPLICA_ID, 'reaped', reaped)
+    .exec()
+}
+
+export async function replicaHealth(redis: Redis, keys: Keyspace, withinMs: number) {
+  const now = Date.now()
+  const [seen, last] = await Promise.all([
+    redis.zrangebyscore(keys.replicas, now - withinMs, '+inf', 'WITHSCORES'),
+    redis.hgetall(keys.reaperLastRun),
+  ])
+  const replicas: { id: string; lastSeenAt: string }[] = []
+  for (let i = 0; i < seen.length; i += 2) {
+    replicas.push({ id: seen[i]!, lastSeenAt: new Date(Number(seen[i + 1])).toISOString() })
+  }
+  return {
+    replicas,
+    reaper: last.at
+      ? {
+          lastRunAt: new Date(Number(last.at)).toISOString(),
+          replica: last.replica ?? '',
+          reaped: Number(last.reaped ?? 0),
+        }
+      : null,
+  }
+}
