@@ -3,7 +3,10 @@
   only (the fencing token is checked here, so a sender whose lock lapsed changes nothing):
     signed     sending, no transaction yet: records from, nonce, txHash and the signed rawTx,
                before it is broadcast (a crash after this rebroadcasts the same transaction)
-    included   sending -> pending: its transaction is mined; records the block
+    included   sending -> pending: its transaction is mined; records the block (again, when a
+               reorg mined it in another block)
+    dropped    pending -> sending: a reorg took its transaction out of the chain; the recorded
+               bytes stay, to be broadcast again (the same hash and nonce: never paid twice)
     confirmed  pending -> confirmed: pending -= amount, paidOut += amount
     failed     sending | pending -> failed: pending -= amount (payable again); records why
   Taking a step already taken answers 0 and changes nothing; any other move is refused.
@@ -11,11 +14,11 @@
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  payout id
-  ARGV[2]  step: signed | included | confirmed | failed
+  ARGV[2]  step: signed | included | dropped | confirmed | failed
   ARGV[3]  the payout wallet, lower case (names the lock)
   ARGV[4]  the fencing token the lock must hold
   ARGV[5..] signed: from, nonce, txHash, rawTx; included: txHash, blockNumber;
-            confirmed: blockNumber; failed: error
+            confirmed: blockNumber; failed: error; dropped: txHash
 
   Returns {1} moved, {0} already so, or
     {-1}         unknown payout
@@ -43,9 +46,21 @@ if step == 'signed' then
 end
 
 if step == 'included' then
-  if state == 'pending' and tx == ARGV[5] and p[5] == ARGV[6] then return { 0 } end
+  if state == 'pending' and tx == ARGV[5] then
+    if p[5] == ARGV[6] then return { 0 } end
+    rcall('HSET', payout, 'blockNumber', ARGV[6], 'updatedAt', now)
+    return { 1 }
+  end
   if state ~= 'sending' or not tx or tx ~= ARGV[5] then return { -2, state } end
   rcall('HSET', payout, 'state', 'pending', 'blockNumber', ARGV[6], 'updatedAt', now)
+  return { 1 }
+end
+
+if step == 'dropped' then
+  if state == 'sending' and tx == ARGV[5] and not p[5] then return { 0 } end
+  if state ~= 'pending' or tx ~= ARGV[5] then return { -2, state } end
+  rcall('HSET', payout, 'state', 'sending', 'updatedAt', now)
+  rcall('HDEL', payout, 'blockNumber')
   return { 1 }
 end
 

@@ -7,7 +7,8 @@
 // - a payout with a recorded transaction (a crash, a receipt that did not come in time) is
 //   finished: its receipt read, or its bytes broadcast again (the same hash: never paid twice),
 //   or failed when another transaction took its nonce;
-// - a pending payout with SVC_CONFIRMATIONS confirmations becomes confirmed;
+// - a pending payout with SVC_CONFIRMATIONS confirmations becomes confirmed; one a reorg moved is
+//   counted from its new block, one a reorg took out goes back to sending (the same bytes again);
 // - then, when no transaction of the wallet is unmined, the oldest `sending` payout is signed at
 //   the wallet's pending nonce, recorded (rawTx and hash) and only then broadcast.
 import { randomUUID } from 'node:crypto'
@@ -126,7 +127,16 @@ export class PayoutSender {
   private async finish(lease: Lease, payout: Payout): Promise<boolean> {
     const hash = payout.txHash as Hex
     let block = payout.blockNumber === null ? null : BigInt(payout.blockNumber)
-    if (payout.state === 'sending') {
+    let state = payout.state
+    if (state === 'pending') {
+      const moved = await this.reorged(lease, payout, block)
+      if (moved === 'final') return false
+      if (moved === 'dropped') {
+        state = 'sending'
+        block = null
+      } else block = moved
+    }
+    if (state === 'sending') {
       // The mined nonce is read before the receipt: a receipt missing after it means the
       // transaction was not mined when the nonce already counted another one.
       const mined = await this.wallet.nonce('latest')
@@ -149,18 +159,39 @@ export class PayoutSender {
     }
     const head = await this.chain.blockNumber()
     if (block === null || head - block + 1n < BigInt(this.options.confirmations)) return false
-    // A reorg could have dropped it: confirm only what the chain still holds.
+    // Confirm only what the chain still holds where it was counted; a reorg since is the next
+    // pass's to follow.
     const receipt = await this.chain.receipt(hash)
-    if (receipt?.status !== 'success') {
-      this.logger.error(
-        { payout: payout.id, txHash: hash },
-        'included payout not on chain now; not confirmed',
-      )
-      return false
-    }
+    if (receipt?.status !== 'success' || receipt.blockNumber !== block) return false
     await this.step(lease, payout, { step: 'confirmed', blockNumber: receipt.blockNumber })
     this.logger.info({ payout: payout.id, txHash: hash }, 'payout confirmed')
     return false
+  }
+
+  /**
+   * A pending payout as the chain holds it now: its block (another one after a reorg), 'dropped'
+   * when a reorg took its transaction out (back to sending: the recorded bytes go out again), or
+   * 'final' when it now reverts.
+   */
+  private async reorged(lease: Lease, payout: Payout, block: bigint | null) {
+    const hash = payout.txHash as Hex
+    const receipt = await this.chain.receipt(hash)
+    if (!receipt) {
+      this.logger.warn(
+        { payout: payout.id, txHash: hash },
+        'payout transaction left the chain; sending it again',
+      )
+      await this.step(lease, payout, { step: 'dropped', txHash: hash })
+      return 'dropped' as const
+    }
+    if (receipt.status === 'reverted') {
+      await this.step(lease, payout, { step: 'failed', error: `reverted in block ${receipt.blockNumber}` })
+      return 'final' as const
+    }
+    if (receipt.blockNumber !== block) {
+      await this.step(lease, payout, { step: 'included', txHash: hash, blockNumber: receipt.blockNumber })
+    }
+    return receipt.blockNumber
   }
 
   private async step(lease: Lease, payout: Payout, step: PayoutStep): Promise<PayoutMoveCode> {

@@ -32,6 +32,7 @@ export interface Payout {
 export type PayoutStep =
   | { step: 'signed'; from: string; nonce: number; txHash: string; rawTx: string }
   | { step: 'included'; txHash: string; blockNumber: bigint }
+  | { step: 'dropped'; txHash: string }
   | { step: 'confirmed'; blockNumber: bigint }
   | { step: 'failed'; error: string }
 
@@ -152,6 +153,7 @@ export class PayoutStore {
     const args: (string | number)[] = [id, step.step, wallet.toLowerCase(), token]
     if (step.step === 'signed') args.push(step.from, step.nonce, step.txHash, step.rawTx)
     if (step.step === 'included') args.push(step.txHash, step.blockNumber.toString())
+    if (step.step === 'dropped') args.push(step.txHash)
     if (step.step === 'confirmed') args.push(step.blockNumber.toString())
     if (step.step === 'failed') args.push(step.error)
     const reply = (await runScript(this.redis, 'payoutMove', [this.keys.base], args)) as (string | number)[]

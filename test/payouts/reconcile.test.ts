@@ -2,7 +2,8 @@
 // a sender killed after recording its transaction (before or after broadcasting it) is finished by
 // the next one with exactly one transfer on chain; a nonce another transaction took fails the
 // payout and makes it payable again, as does a transfer mined and reverted; a sender whose lock was
-// taken over broadcasts nothing.
+// taken over broadcasts nothing; a reorg that takes an included transfer out of the chain sends
+// the same bytes again.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
@@ -57,9 +58,13 @@ beforeEach(() => {
   store = new PayoutStore(redis, keys)
 })
 
-function sender(beforeBroadcast?: (payout: Payout) => Promise<void>, over: Partial<PayoutWallet> = {}) {
+function sender(
+  beforeBroadcast?: (payout: Payout) => Promise<void>,
+  over: Partial<PayoutWallet> = {},
+  confirmations = CONFIRMATIONS,
+) {
   return new PayoutSender(store, { ...wallet, ...over }, onChain, logger, {
-    confirmations: CONFIRMATIONS,
+    confirmations,
     lockTtlMs: 300,
     receiptTimeoutMs: 1_000,
     beforeBroadcast,
@@ -224,5 +229,34 @@ describe('a sender whose lock was taken over', () => {
     const done = await finish(sender(), payout.id)
     expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash })
     expect((await transfersFrom(chain, wallet.address, to)).map((t) => t.value)).toEqual([1_500_000n])
+  })
+})
+
+describe('a reorg', () => {
+  test('that takes an included transfer out of the chain: the same bytes go out again; one transfer', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_100_000)
+    const deep = sender(undefined, {}, 3)
+    const snapshot = await chain.testClient.snapshot()
+    await deep.tick()
+    const included = (await store.get(payout.id))!
+    expect(included).toMatchObject({ state: 'pending' })
+    expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_100_000, payable: 0 })
+    await chain.testClient.revert({ id: snapshot })
+    expect(await onChain.receipt(included.txHash!)).toBeNull()
+    // the chain goes on without it, so it can only come back in another block
+    await chain.testClient.mine({ blocks: 2 })
+    let done: Payout | undefined
+    for (let i = 0; i < 50 && !done; i++) {
+      await deep.tick()
+      const now = (await store.get(payout.id))!
+      if (now.state === 'confirmed' || now.state === 'failed') done = now
+      else await chain.testClient.mine({ blocks: 1 })
+    }
+    expect(done).toMatchObject({ state: 'confirmed', txHash: included.txHash, nonce: included.nonce })
+    expect(done!.blockNumber).not.toBe(included.blockNumber)
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([
+      { to, value: 1_100_000n, tx: included.txHash! },
+    ])
+    expect(await money(supplierId)).toEqual({ paidOut: 1_100_000, pending: 0, payable: 0 })
   })
 })

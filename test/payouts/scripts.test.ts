@@ -1,6 +1,6 @@
 // The payout scripts directly against a real Redis: payout-create (every refusal changes nothing,
 // idempotency, payable summed over every offer), payout-move (each step, repeats, illegal moves,
-// the fencing token), payout-lock, offer-put's bound on a supplier's offers, and many concurrent
+// a reorg, the fencing token), payout-lock, offer-put's bound on a supplier's offers, and many concurrent
 // creates against one payable: never more created than payable.
 import { describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
@@ -203,6 +203,47 @@ describe('payout-move', () => {
     )
     expect(await money(id)).toMatchObject({ paidOut: 2_000_000, pending: 0 })
     expect(await fx.redis.zcard(fx.keys.payoutsOpen)).toBe(0)
+  })
+
+  test('a reorg: included again in another block, or dropped back to sending with its bytes kept', async () => {
+    const id = await seedSupplier()
+    await earning(id, 5_000_000)
+    const { payout } = await payouts.create(id, 2_000_000, 'r', MIN)
+    const token = await holdLock()
+    await payouts.move(payout.id, WALLET, token, {
+      step: 'signed',
+      from: WALLET,
+      nonce: 4,
+      txHash: '0xr',
+      rawTx: '0xbytes',
+    })
+    // dropped only from pending, and only for its own transaction
+    const dropped = { step: 'dropped', txHash: '0xr' } as const
+    expect(await payouts.move(payout.id, WALLET, token, dropped)).toBe(PayoutMoveCode.AlreadySo)
+    await payouts.move(payout.id, WALLET, token, { step: 'included', txHash: '0xr', blockNumber: 9n })
+    expect(
+      await payouts.move(payout.id, WALLET, token, { step: 'included', txHash: '0xr', blockNumber: 11n }),
+    ).toBe(PayoutMoveCode.Moved)
+    expect(await payouts.get(payout.id)).toMatchObject({ state: 'pending', blockNumber: 11 })
+    expect(await payouts.move(payout.id, WALLET, token, { step: 'dropped', txHash: '0xother' })).toBe(
+      PayoutMoveCode.Illegal,
+    )
+    expect(await payouts.move(payout.id, WALLET, token, dropped)).toBe(PayoutMoveCode.Moved)
+    expect(await payouts.move(payout.id, WALLET, token, dropped)).toBe(PayoutMoveCode.AlreadySo)
+    expect(await payouts.get(payout.id)).toMatchObject({
+      state: 'sending',
+      blockNumber: null,
+      txHash: '0xr',
+      rawTx: '0xbytes',
+      nonce: 4,
+    })
+    // the money does not move while the transfer is out of the chain
+    expect(await money(id)).toMatchObject({ pending: 2_000_000, paidOut: 0, payable: 3_000_000 })
+    expect(await fx.redis.zscore(fx.keys.payoutsOpen, payout.id)).not.toBeNull()
+    await payouts.move(payout.id, WALLET, token, { step: 'included', txHash: '0xr', blockNumber: 12n })
+    await payouts.move(payout.id, WALLET, token, { step: 'confirmed', blockNumber: 12n })
+    expect(await payouts.move(payout.id, WALLET, token, dropped)).toBe(PayoutMoveCode.Illegal)
+    expect(await money(id)).toEqual({ earned: 5_000_000, paidOut: 2_000_000, pending: 0, payable: 3_000_000 })
   })
 
   test('failed from sending or pending makes the amount payable again, once', async () => {
