@@ -28,6 +28,9 @@ export interface SenderOptions {
   beforeBroadcast?: (payout: Payout) => Promise<void>
 }
 
+/** Payouts sent in one pass at most, one after another. */
+const SENDS_PER_PASS = 20
+
 /** The lock was lost during the pass: stop at once, take no further step. */
 class LockLost extends Error {}
 
@@ -77,13 +80,17 @@ export class PayoutSender {
     for (const payout of await this.store.open()) {
       if (payout.rawTx) unmined = (await this.finish(lease, payout)) || unmined
     }
-    if (unmined) return
-    const next = (await this.store.open()).find((p) => p.state === 'sending' && !p.rawTx)
-    if (next) await this.send(lease, next)
+    // One after another while each is mined in time; a bounded number per pass, so the lock
+    // changes hands now and then.
+    for (let sent = 0; !unmined && sent < SENDS_PER_PASS; sent++) {
+      const next = (await this.store.open()).find((p) => p.state === 'sending' && !p.rawTx)
+      if (!next) return
+      unmined = await this.send(lease, next)
+    }
   }
 
-  /** Signs, records, broadcasts and follows the payout's transfer. */
-  private async send(lease: Lease, payout: Payout): Promise<void> {
+  /** Signs, records, broadcasts and follows the payout's transfer; true while it is not mined. */
+  private async send(lease: Lease, payout: Payout): Promise<boolean> {
     const nonce = await this.wallet.nonce('pending')
     let signed: Awaited<ReturnType<PayoutWallet['sign']>>
     try {
@@ -92,14 +99,14 @@ export class PayoutSender {
       if (!(error instanceof TransferRefused)) throw error
       this.logger.error({ payout: payout.id, err: error.message }, 'payout refused before sending')
       await this.step(lease, payout, { step: 'failed', error: error.message })
-      return
+      return false
     }
     // Only bytes this pass recorded are broadcast: any other answer means the payout moved on.
     if (
       (await this.step(lease, payout, { step: 'signed', from: this.wallet.address, ...signed })) !==
       PayoutMoveCode.Moved
     ) {
-      return
+      return false
     }
     const recorded = { ...payout, from: this.wallet.address, ...signed }
     await this.options.beforeBroadcast?.(recorded)
@@ -109,7 +116,7 @@ export class PayoutSender {
     if (refused)
       this.logger.warn({ payout: payout.id, err: refused }, 'payout broadcast refused; reconciling')
     this.logger.info({ payout: payout.id, txHash: signed.txHash, nonce }, 'payout sent')
-    await this.finish(lease, recorded)
+    return this.finish(lease, recorded)
   }
 
   /**
