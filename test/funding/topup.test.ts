@@ -59,7 +59,7 @@ async function topUpInBrowser(
 }
 
 describe('the top-up routes', () => {
-  test('GET /topup is the page, its one script allowed by hash, framing refused', async () => {
+  test('GET /topup is the page, its one script and one style allowed by hash, framing refused', async () => {
     const response = await fetch(`${stack.url}/topup`)
     expect(response.status).toBe(200)
     expect(response.headers.get('content-type')).toBe('text/html; charset=utf-8')
@@ -71,6 +71,11 @@ describe('the top-up routes', () => {
     expect(csp).toContain(`script-src 'sha256-${hash}'`)
     expect(csp).toContain("frame-ancestors 'none'")
     expect(csp).toContain("connect-src 'self'")
+    const style = /<style>([\s\S]*?)<\/style>/.exec(html)?.[1] ?? ''
+    expect(style).toContain('font')
+    expect(csp).toContain(`style-src 'sha256-${createHash('sha256').update(style).digest('base64')}'`)
+    expect(csp).not.toContain('unsafe-inline')
+    expect(response.headers.get('x-frame-options')).toBe('DENY')
   })
 
   test('an unpaid top-up is the 402 challenge; bad input is 400 and changes nothing', async () => {

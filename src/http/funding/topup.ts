@@ -17,22 +17,25 @@ import pageSource from './topup.html' with { type: 'text' }
 
 // Imported as text (so the compiled binary carries it); bun-types types every .html import as a bundle.
 const page = pageSource as unknown as string
-// The page's one inline script, allowed by its hash: nothing else may run on a page that asks a
-// wallet to sign, and no other site may frame it.
+// The page's one inline script and one inline style, allowed by their hashes: nothing else may run
+// or restyle a page that asks a wallet to sign, and no other site may frame it.
 const script = /<script>([\s\S]*?)<\/script>/.exec(page)?.[1] ?? ''
 const scriptHash = createHash('sha256').update(script).digest('base64')
+const style = /<style>([\s\S]*?)<\/style>/.exec(page)?.[1] ?? ''
+const styleHash = createHash('sha256').update(style).digest('base64')
 const PAGE_HEADERS = {
   'content-type': 'text/html; charset=utf-8',
   'cache-control': 'no-store',
   'content-security-policy': [
     "default-src 'none'",
     `script-src 'sha256-${scriptHash}'`,
-    "style-src 'unsafe-inline'",
+    `style-src 'sha256-${styleHash}'`,
     "connect-src 'self'",
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",
   ].join('; '),
+  'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
 }
