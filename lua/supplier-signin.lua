@@ -16,9 +16,13 @@
   ARGV[8]  key name
   ARGV[9]  most active keys a supplier may hold (10)
 
-  Returns {1, supplierId, created (1|0)} or
+  A key minted here is marked `signin` with the supplier's count of sign-ins: at the cap, a sign-in replaces the oldest such key (a
+  person who signs in from the page and closes the tab is never locked out), and never one the
+  supplier minted by name.
+
+  Returns {1, supplierId, created (1|0), replaced key id or ''} or
     {-1}  the nonce is unknown, expired or used
-    {-2}  the supplier is at the cap of active keys
+    {-2}  the supplier is at the cap of active keys, none of them minted by a sign-in
     {-4}  the key id, key digest or fresh supplier id is taken (retry with fresh ones)
 ]]
 
@@ -26,8 +30,19 @@ local nonce_key = k_siwe_nonce(ARGV[1])
 if rcall('EXISTS', nonce_key) == 0 then return { -1 } end
 local id = rcall('HGET', K_SUPPLIER_WALLETS, ARGV[3])
 local created = 0
+local replaced, replaced_digest = '', nil
 if id then
-  if rcall('HLEN', k_supplier_keys(id)) >= int(ARGV[9]) then return { -2 } end
+  if rcall('HLEN', k_supplier_keys(id)) >= int(ARGV[9]) then
+    local oldest
+    local held = rcall('HGETALL', k_supplier_keys(id))
+    for i = 1, #held, 2 do
+      local order = tonumber(rcall('HGET', k_supkey(held[i + 1]), 'signin'))
+      if order and (not oldest or order < oldest) then
+        oldest, replaced, replaced_digest = order, held[i], held[i + 1]
+      end
+    end
+    if not oldest then return { -2 } end
+  end
 else
   id = ARGV[4]
   if rcall('EXISTS', k_supplier(id)) == 1 then return { -4 } end
@@ -45,6 +60,12 @@ if created == 1 then
   rcall('SADD', K_SUPPLIERS, id)
   rcall('HSET', K_SUPPLIER_WALLETS, ARGV[3], id)
 end
+if replaced_digest then
+  rcall('DEL', k_supkey(replaced_digest))
+  rcall('HDEL', keys_of, replaced)
+end
 rcall('HSET', keys_of, ARGV[5], ARGV[6])
-rcall('HSET', key, 'id', ARGV[5], 'supplierId', id, 'name', ARGV[8], 'prefix', ARGV[7], 'createdAt', now)
-return { 1, id, created }
+local order = rcall('HINCRBY', k_supplier(id), 'signins', 1)
+rcall('HSET', key, 'id', ARGV[5], 'supplierId', id, 'name', ARGV[8], 'prefix', ARGV[7], 'createdAt', now,
+  'signin', order)
+return { 1, id, created, replaced }

@@ -93,7 +93,7 @@ export function keyspace(prefix: string) {
     /** hash, one per video job: its attempt, owner, upstream queue id, state (queued|completed|refunded|expired) */
     videoJob: (jobId: string) => key(`video:${jobId}`),
     // Suppliers: identity, keys and offers (self-served offers carry supplierId on the offer hash).
-    /** hash, one per supplier: id, wallet (checksummed), status (active|suspended), createdAt (ms), paidOut, pending (micro-USDC) */
+    /** hash, one per supplier: id, wallet (checksummed), status (active|suspended), createdAt (ms), paidOut, pending (micro-USDC), signins (sign-ins so far: orders the keys they minted) */
     supplier: (supplierId: string) => key(`supplier:${supplierId}`),
     /** set: every supplier id */
     suppliers: key('suppliers'),
@@ -103,7 +103,7 @@ export function keyspace(prefix: string) {
     supplierOffers: (supplierId: string) => key(`supplier:${supplierId}:offers`),
     /** hash: supplier key id (UUID) -> SHA-256 hex digest of the key, for the supplier's active keys */
     supplierKeys: (supplierId: string) => key(`supplier:${supplierId}:keys`),
-    /** hash, one per active supplier key, by SHA-256 hex of the plaintext: id, supplierId, name, prefix, createdAt, lastUsedAt */
+    /** hash, one per active supplier key, by SHA-256 hex of the plaintext: id, supplierId, name, prefix, createdAt, lastUsedAt, signin (the sign-in that minted it, by order; absent for keys minted by name) */
     supplierKey: (digest: string) => key(`supkey:${digest}`),
     /** string, one per Sign-In with Ethereum nonce: 5-minute TTL, deleted by the sign-in that uses it */
     siweNonce: (nonce: string) => key(`siwe:nonce:${nonce}`),

@@ -23,6 +23,8 @@ export interface SignInResult {
   keyId: string
   keyPrefix: string
   created: boolean
+  /** At the cap: the oldest key a sign-in minted, revoked to make room (else null). */
+  replacedKeyId: string | null
 }
 
 export const newSupplierId = () => `spl_${randomBytes(12).toString('hex')}`
@@ -77,6 +79,7 @@ export class SignInService {
           keyId: key.id,
           keyPrefix: key.prefix,
           created: Number(reply[2]) === 1,
+          replacedKeyId: reply[3] ? String(reply[3]) : null,
         }
       }
       if (code === SupplierCode.Refused) throw nonceRefused()

@@ -59,7 +59,7 @@ describe('supplier keys', () => {
     expect((await keyFetch(stack, b.apiKey, '/v1/supplier/me')).status).toBe(200)
   })
 
-  test('ten active keys at most: the eleventh, minted or signed in, is a 409 that changes nothing', async () => {
+  test('ten active keys at most: the eleventh minted is a 409; a sign-in with ten named keys is a 409 that changes nothing', async () => {
     const supplier = await signInSupplier(stack)
     const mints = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>
@@ -70,6 +70,19 @@ describe('supplier keys', () => {
     const refusedMints = mints.filter((r) => r.status === 409)
     expect(refusedMints).toHaveLength(3)
     expect(await errorCode(refusedMints[0]!)).toBe('api_key_limit')
+    // the sign-in key gives its place to a tenth named one: no key left that a sign-in minted
+    const named = (await mints.find((r) => r.status === 201)!.json()) as { apiKey: string }
+    const own = (await (await keyFetch(stack, named.apiKey, '/v1/supplier/keys')).json()) as {
+      activeApiKeys: { id: string; name: string }[]
+    }
+    const signinKey = own.activeApiKeys.find((k) => !k.name.startsWith('k'))!
+    expect(
+      (await keyFetch(stack, named.apiKey, `/v1/supplier/keys/${signinKey.id}`, { method: 'DELETE' })).status,
+    ).toBe(200)
+    expect(
+      (await keyFetch(stack, named.apiKey, '/v1/supplier/keys', { method: 'POST', json: { name: 'k-last' } }))
+        .status,
+    ).toBe(201)
     const message = siweMessage(stack, supplier.account, await supplierNonce(stack))
     const beforeSignIn = await snapshotKeys(stack.redis, stack.keys.prefix)
     const signIn = await postSignIn(stack, {
@@ -80,6 +93,51 @@ describe('supplier keys', () => {
     expect(await errorCode(signIn)).toBe('api_key_limit')
     expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(beforeSignIn)
     expect(await stack.redis.hlen(stack.keys.supplierKeys(supplier.supplierId))).toBe(10)
+  })
+
+  test('a sign-in at ten keys replaces the oldest key a sign-in minted, never a named one', async () => {
+    const supplier = await signInSupplier(stack)
+    const signInAgain = async () => {
+      const message = siweMessage(stack, supplier.account, await supplierNonce(stack))
+      const response = await postSignIn(stack, {
+        message,
+        signature: await supplier.account.signMessage({ message }),
+      })
+      expect(response.status).toBe(200)
+      return (await response.json()) as { apiKey: string; id: string; replacedKeyId: string | null }
+    }
+    const second = await signInAgain()
+    expect(second.replacedKeyId).toBeNull()
+    for (let i = 0; i < 8; i++) {
+      const minted = await keyFetch(stack, second.apiKey, '/v1/supplier/keys', {
+        method: 'POST',
+        json: { name: `k${i}` },
+      })
+      expect(minted.status).toBe(201)
+    }
+    const firstId = (
+      (await (await keyFetch(stack, second.apiKey, '/v1/supplier/keys')).json()) as {
+        activeApiKeys: { id: string; name: string; createdAt: string }[]
+      }
+    ).activeApiKeys.find((k) => k.id !== second.id && !k.name.startsWith('k'))!.id
+    const third = await signInAgain()
+    expect(third.replacedKeyId).toBe(firstId)
+    expect((await keyFetch(stack, supplier.apiKey, '/v1/supplier/me')).status).toBe(401)
+    expect((await keyFetch(stack, third.apiKey, '/v1/supplier/me')).status).toBe(200)
+    expect(await stack.redis.hlen(stack.keys.supplierKeys(supplier.supplierId))).toBe(10)
+    // next the second sign-in's key goes; the eight named keys stay through any number of sign-ins
+    const fourth = await signInAgain()
+    expect(fourth.replacedKeyId).toBe(second.id)
+    const fifth = await signInAgain()
+    expect(fifth.replacedKeyId).toBe(third.id)
+    const left = (
+      (await (await keyFetch(stack, fifth.apiKey, '/v1/supplier/keys')).json()) as {
+        activeApiKeys: { id: string; name: string }[]
+      }
+    ).activeApiKeys
+    expect(left.filter((k) => k.name.startsWith('k'))).toHaveLength(8)
+    expect(left.map((k) => k.id).sort()).toEqual(expect.arrayContaining([fourth.id, fifth.id].sort()))
+    expect(left).toHaveLength(10)
   })
 })
 

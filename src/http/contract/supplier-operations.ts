@@ -12,7 +12,7 @@ export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
   'POST /v1/supplier/signin': {
     summary: 'Sign in with Ethereum (EIP-4361): supplierId, wallet and a sup_ key shown once',
     description:
-      "The message's domain must be the gateway's host and its URI on the gateway's origin (SVC_PUBLIC_URL); expirationTime and notBefore are honoured; the nonce is used up. One supplier per wallet: signing in again gives the same supplierId and a new key (409 at 10 active keys). Refusals: 400 invalid_siwe_message / invalid_signature_format, 401 siwe_nonce_invalid, siwe_domain_mismatch, siwe_uri_mismatch, siwe_expired, siwe_not_yet_valid, siwe_invalid_signature.",
+      "The message's domain must be the gateway's host and its URI on the gateway's origin (SVC_PUBLIC_URL); expirationTime and notBefore are honoured; the nonce is used up. One supplier per wallet: signing in again gives the same supplierId and a new key. At 10 active keys a sign-in replaces the oldest key a sign-in minted (its id in replacedKeyId; else null) and is a 409 only when all ten were minted by name. Refusals: 400 invalid_siwe_message / invalid_signature_format, 401 siwe_nonce_invalid, siwe_domain_mismatch, siwe_uri_mismatch, siwe_expired, siwe_not_yet_valid, siwe_invalid_signature.",
     tags: ['supplier'],
     security: 'none',
     errors: ['BadRequest', 'Unauthorized', 'Conflict'],

@@ -34,6 +34,7 @@ export function supplierIdentityRoutes(deps: AuthDeps & { publicUrl: string; non
           apiKey: result.apiKey,
           id: result.keyId,
           keyPrefix: result.keyPrefix,
+          replacedKeyId: result.replacedKeyId,
         }
       },
       {
