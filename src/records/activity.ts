@@ -81,37 +81,48 @@ export function listActivity(
 const USAGE_PAGE = 1_000
 
 /**
+ * The UTC days of the window ending today (Redis's clock), oldest first, after handing `visit` each
+ * entry of the Stream from the first day's start, a page at a time.
+ */
+export async function scanWindow(
+  redis: Redis,
+  stream: string,
+  window: StatsWindow,
+  visit: (day: string, fields: Record<string, string>) => void,
+): Promise<string[]> {
+  const [seconds] = await redis.time()
+  const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
+  let start = String(Date.parse(`${days[0]}T00:00:00Z`))
+  for (;;) {
+    const entries = (await redis.xrange(stream, start, '+', 'COUNT', USAGE_PAGE)) as Entry[]
+    for (const [id, flat] of entries) visit(utcDay(entryMs(id)), fieldsOf(flat))
+    if (entries.length < USAGE_PAGE) return days
+    start = `(${entries.at(-1)![0]}`
+  }
+}
+
+/**
  * Per UTC day of the window (today's so far included, as /v1/models/stats), what the account was
  * charged and how many requests it was served, split by model. Refused and failed attempts cost
  * nothing and are not requests served; a request counts once, on the attempt that served it.
  */
 export async function accountUsage(redis: Redis, keys: Keyspace, accountId: string, window: StatsWindow) {
-  const [seconds] = await redis.time()
-  const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
-  const byDay = new Map(days.map((day) => [day, new Map<string, { cost: number; requests: number }>()]))
-  const stream = keys.accountActivity(accountId)
-  let start = String(Date.parse(`${days[0]}T00:00:00Z`))
-  for (;;) {
-    const entries = (await redis.xrange(stream, start, '+', 'COUNT', USAGE_PAGE)) as Entry[]
-    for (const [id, flat] of entries) {
-      const f = fieldsOf(flat)
-      if (f.status !== 'completed' && f.status !== 'incomplete') continue
-      const models = byDay.get(utcDay(entryMs(id)))
-      if (!models) continue
-      const model = f.model || 'unknown'
-      const row = models.get(model) ?? { cost: 0, requests: 0 }
-      row.cost += Number(f.costUsdc ?? 0)
-      row.requests += 1
-      models.set(model, row)
-    }
-    if (entries.length < USAGE_PAGE) break
-    start = `(${entries.at(-1)![0]}`
-  }
+  const byDay = new Map<string, Map<string, { cost: number; requests: number }>>()
+  const days = await scanWindow(redis, keys.accountActivity(accountId), window, (day, f) => {
+    if (f.status !== 'completed' && f.status !== 'incomplete') return
+    const models = byDay.get(day) ?? new Map()
+    byDay.set(day, models)
+    const model = f.model || 'unknown'
+    const row = models.get(model) ?? { cost: 0, requests: 0 }
+    row.cost += Number(f.costUsdc ?? 0)
+    row.requests += 1
+    models.set(model, row)
+  })
   const view = (cost: number, requests: number) => ({ costUsdc: formatMicros(cost), requests })
   let totalCost = 0
   let totalRequests = 0
   const daily = days.map((date) => {
-    const models = [...byDay.get(date)!.entries()].sort(([a], [b]) => a.localeCompare(b))
+    const models = [...(byDay.get(date) ?? new Map()).entries()].sort(([a], [b]) => a.localeCompare(b))
     const cost = models.reduce((sum, [, r]) => sum + r.cost, 0)
     const requests = models.reduce((sum, [, r]) => sum + r.requests, 0)
     totalCost += cost

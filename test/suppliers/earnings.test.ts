@@ -1,5 +1,6 @@
 // Buyer traffic through the real gateway clearing on a self-served offer: the supplier's fills and
-// earnings (GET /v1/supplier/me and the sum of GET /v1/supplier/fills) equal, to the micro-USDC,
+// earnings (GET /v1/supplier/me, the sum of GET /v1/supplier/fills, and GET /v1/supplier/earnings per
+// UTC day) equal, to the micro-USDC,
 // what the buyers were told they were charged less the fee, under concurrency, and a fill never
 // names the buyer.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -162,9 +163,91 @@ describe('a self-served offer earns what its buyers pay less the fee', () => {
     expect(page.nextCursor).toBeNull()
   })
 
+  test('earnings per UTC day sum the fills exactly; a day is the fill time in UTC; the window bounds them', async () => {
+    type Earnings = {
+      object: string
+      window: string
+      earnedUsdc: string
+      burnDiem: string
+      fills: number
+      days: { date: string; earnedUsdc: string; burnDiem: string; fills: number }[]
+    }
+    const earnings = async (query = '') =>
+      (await (await keyFetch(stack, supplier.apiKey, `/v1/supplier/earnings${query}`)).json()) as Earnings
+    const fills = await allFills(supplier.apiKey, 200)
+    const week = await earnings()
+    expect(week).toMatchObject({ object: 'earnings', window: '7d', fills: fills.length })
+    expect(week.days).toHaveLength(7)
+    expect(micros(week.earnedUsdc)).toBe(micros((await me(supplier.apiKey)).earnedUsdc!))
+    const expected = new Map<string, { earned: number; burn: number; fills: number }>()
+    for (const f of fills) {
+      const day = f.createdAt.slice(0, 10)
+      const row = expected.get(day) ?? { earned: 0, burn: 0, fills: 0 }
+      row.earned += micros(f.earnedUsdc)
+      row.burn += micros(f.burnDiem)
+      row.fills += 1
+      expected.set(day, row)
+    }
+    for (const day of week.days) {
+      const want = expected.get(day.date) ?? { earned: 0, burn: 0, fills: 0 }
+      expect([micros(day.earnedUsdc), micros(day.burnDiem), day.fills]).toEqual([
+        want.earned,
+        want.burn,
+        want.fills,
+      ])
+    }
+    // another supplier's fills from 40 and 3 days ago: the one 3 days ago counts on its day in 7d
+    // and 30d, the one 40 days ago in neither
+    const older = await signInSupplier(stack)
+    const daysAgo = (n: number) => Date.now() - n * 86_400_000
+    for (const n of [40, 3]) {
+      await stack.redis.xadd(
+        stack.keys.supplierFills(older.supplierId),
+        `${daysAgo(n)}-0`,
+        ...[
+          'offer',
+          offerId,
+          'model',
+          'llama-3.3-70b',
+          'burnDiem',
+          '1000',
+          'askCents',
+          '43',
+          'earnedUsdc',
+          '420',
+        ],
+      )
+    }
+    const threeDaysAgo = new Date(daysAgo(3)).toISOString().slice(0, 10)
+    for (const window of ['7d', '30d']) {
+      const answer = (await (
+        await keyFetch(stack, older.apiKey, `/v1/supplier/earnings?window=${window}`)
+      ).json()) as Earnings
+      expect(answer).toMatchObject({ fills: 1, earnedUsdc: '0.000420', burnDiem: '0.001000' })
+      expect(answer.days.filter((d) => d.fills > 0)).toEqual([
+        { date: threeDaysAgo, earnedUsdc: '0.000420', burnDiem: '0.001000', fills: 1 },
+      ])
+    }
+    expect((await earnings('?window=24h')).days).toHaveLength(1)
+    for (const query of ['?window=1y', '?window=', '?window=7D']) {
+      const response = await keyFetch(stack, supplier.apiKey, `/v1/supplier/earnings${query}`)
+      expect(response.status).toBe(400)
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('invalid_window')
+    }
+  })
+
   test('another supplier sees no fills and no earnings', async () => {
     const other = await signInSupplier(stack)
     expect(await allFills(other.apiKey)).toEqual([])
     expect((await me(other.apiKey)).earnedUsdc).toBe('0.000000')
+    const earnings = (await (
+      await keyFetch(stack, other.apiKey, '/v1/supplier/earnings?window=30d')
+    ).json()) as {
+      earnedUsdc: string
+      fills: number
+    }
+    expect(earnings).toMatchObject({ earnedUsdc: '0.000000', fills: 0 })
+    const buyer = await keyFetch(stack, buyers[0]!.apiKey, '/v1/supplier/earnings')
+    expect(buyer.status).toBe(401)
   })
 })

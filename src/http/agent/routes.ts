@@ -12,9 +12,8 @@ import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { apiKeyView, meView, spendingView } from '../../accounts/views.ts'
 import { badRequest } from '../../errors.ts'
 import { accountUsage, listActivity } from '../../records/activity.ts'
-import { STATS_WINDOWS, type StatsWindow } from '../../records/stats.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
-import { pageQuery } from '../paging.ts'
+import { pageQuery, windowQuery } from '../paging.ts'
 
 // Money on the wire is a decimal string: a JSON number is a wrong type here, not an amount.
 const limitUsdc = t.String({ pattern: LIMIT_USDC_PATTERN })
@@ -25,8 +24,6 @@ function limitOf(text: string): number {
     throw badRequest('limitUsdc must be a decimal string with at most 6 decimals (e.g. "5.000000")')
   return micros
 }
-
-const WINDOWS = Object.keys(STATS_WINDOWS)
 
 export function agentRoutes(deps: AuthDeps) {
   const accounts = new AccountStore(deps.redis, deps.keys)
@@ -134,11 +131,7 @@ export function agentRoutes(deps: AuthDeps) {
     .get(
       '/usage',
       ({ buyer, query }) => {
-        const window = query.window ?? '7d'
-        if (!WINDOWS.includes(window)) {
-          throw badRequest(`window must be one of ${WINDOWS.join(', ')}`, 'invalid_window')
-        }
-        return accountUsage(deps.redis, deps.keys, buyer.accountId, window as StatsWindow)
+        return accountUsage(deps.redis, deps.keys, buyer.accountId, windowQuery(query))
       },
       { buyer: true },
     )

@@ -63,7 +63,8 @@ the answer's apiKey (sup_..., shown once) opens /v1/supplier/* and the supplier 
 server, never buyer routes. POST ${baseUrl}/v1/supplier/offers {"upstreamApiKey", "askCents",
 "capacityDiem": "100.000000"} sells an upstream key's capacity at that ask; GET
 ${baseUrl}/v1/supplier/me shows earned, paid out, pending and payable USDC; GET
-${baseUrl}/v1/supplier/fills lists what cleared. POST ${baseUrl}/v1/supplier/payouts
+${baseUrl}/v1/supplier/fills lists what cleared, GET ${baseUrl}/v1/supplier/earnings?window=7d
+sums it per UTC day. POST ${baseUrl}/v1/supplier/payouts
 {"amountUsdc": "5.000000"} with an Idempotency-Key header (retry with the same key: the same payout,
 never a second transfer) sends payable USDC to your wallet on chain; GET
 ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: payable again).

@@ -51,6 +51,15 @@ export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
     parameters: PAGE_PARAMETERS,
     errors: ['BadRequest', 'Unauthorized'],
   },
+  'GET /v1/supplier/earnings': {
+    summary: "What the supplier's offers earned per UTC day, from its fills",
+    description:
+      'days[]: date, earnedUsdc (net of the fee), burnDiem, fills; totals beside. A window is that many UTC days, today so far included.',
+    tags: ['supplier'],
+    security: 'supplierKey',
+    parameters: [query('window', '24h, 7d (default) or 30d', { type: 'string', enum: ['24h', '7d', '30d'] })],
+    errors: ['BadRequest', 'Unauthorized'],
+  },
   'POST /v1/supplier/offers': {
     summary: "Post an offer on the operator's upstream; the upstream key is checked, sealed, never shown",
     description:

@@ -2,16 +2,15 @@
 // for anyone else, for an unknown or a malformed reference alike) and GET /v1/models/stats
 // (public). Registered ahead of the catalog routes so /v1/models/stats is never read as a model id.
 import { Elysia } from 'elysia'
-import { badRequest, notFound } from '../../errors.ts'
+import { notFound } from '../../errors.ts'
 import { lookupRequest } from '../../records/lookup.ts'
-import { modelStats, STATS_WINDOWS, type StatsWindow } from '../../records/stats.ts'
+import { modelStats } from '../../records/stats.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
+import { windowQuery } from '../paging.ts'
 
 export interface RecordsRouteDeps extends AuthDeps {
   statsMinRequests: number
 }
-
-const WINDOWS = Object.keys(STATS_WINDOWS)
 
 export function recordsRoutes(deps: RecordsRouteDeps) {
   return new Elysia({ name: 'svc/records', seed: deps.keys.prefix })
@@ -27,14 +26,8 @@ export function recordsRoutes(deps: RecordsRouteDeps) {
       { buyer: true },
     )
     .get('/v1/models/stats', async ({ query, set }) => {
-      const window = query.window ?? '7d'
-      if (!WINDOWS.includes(window)) {
-        throw badRequest(
-          `window must be one of ${WINDOWS.join(', ')}; got '${window.slice(0, 20)}'`,
-          'invalid_window',
-        )
-      }
+      const window = windowQuery(query)
       set.headers['cache-control'] = 'public, max-age=60'
-      return modelStats(deps.redis, deps.keys, window as StatsWindow, deps.statsMinRequests)
+      return modelStats(deps.redis, deps.keys, window, deps.statsMinRequests)
     })
 }

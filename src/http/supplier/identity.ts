@@ -1,8 +1,9 @@
 // Supplier identity under /v1/supplier: a nonce and Sign-In with Ethereum (no key: they make the
 // first one), then behind a `sup_` key the supplier's keys (the buyer key routes' shapes), its
-// summary (GET /me: earned, paid out, pending, payable) and its fills.
+// summary (GET /me: earned, paid out, pending, payable), its fills and its earnings per day.
 import { Elysia, t } from 'elysia'
 import { KEY_NAME_MAX } from '../../accounts/api-keys.ts'
+import { supplierEarnings } from '../../suppliers/earnings.ts'
 import { listFills } from '../../suppliers/fills.ts'
 import { SupplierKeyStore } from '../../suppliers/key-store.ts'
 import { SignInService } from '../../suppliers/signin.ts'
@@ -11,7 +12,7 @@ import { SupplierStore, supplierView } from '../../suppliers/store.ts'
 import { MAX_ACTIVE_SUPPLIER_KEYS } from '../../suppliers/supplier-keys.ts'
 import type { AuthDeps } from '../auth.ts'
 import { jsonBody } from '../json-body.ts'
-import { pageQuery } from '../paging.ts'
+import { pageQuery, windowQuery } from '../paging.ts'
 import { supplierAuth } from './auth.ts'
 
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -51,6 +52,12 @@ export function supplierIdentityRoutes(deps: AuthDeps & { publicUrl: string; non
     .get('/me', async ({ supplier }) => supplierView(await suppliers.require(supplier.supplierId)), {
       supplier: true,
     })
+    .get(
+      '/earnings',
+      ({ supplier, query }) =>
+        supplierEarnings(deps.redis, deps.keys, supplier.supplierId, windowQuery(query)),
+      { supplier: true },
+    )
     .get(
       '/fills',
       ({ supplier, query }) => {

@@ -4,7 +4,21 @@
 import { getAddress, stringToHex } from 'viem'
 import { createSiweMessage } from 'viem/siwe'
 import { barChart } from './charts.ts'
-import { api, byId, cents, diem, facts, fill, h, money, say, table, tabSecret, when } from './common.ts'
+import {
+  api,
+  byId,
+  cents,
+  count,
+  diem,
+  facts,
+  fill,
+  h,
+  money,
+  say,
+  table,
+  tabSecret,
+  when,
+} from './common.ts'
 import { resume, showSignedIn } from './session.ts'
 import { offersPanel } from './supplier-offers.ts'
 import { payoutsPanel } from './supplier-payouts.ts'
@@ -84,30 +98,32 @@ async function showFills(more = false) {
   )
 }
 
-/** Earnings per day in the viewer's zone, from the latest fills (the most one page of them holds). */
+interface Earnings {
+  earnedUsdc: string
+  fills: number
+  days: { date: string; earnedUsdc: string; fills: number }[]
+}
+
+/** Earnings per UTC day over 30 days (the days the gateway sums them in, as the buyer's spend). */
 async function showDaily() {
-  const fills = (await call<{ data: Fill[] }>('/v1/supplier/fills?limit=200')).data
-  const byDay = new Map<string, number>()
-  for (const f of [...fills].reverse()) {
-    const day = new Date(f.createdAt).toLocaleDateString()
-    byDay.set(day, (byDay.get(day) ?? 0) + Math.round(Number(f.earnedUsdc) * 1e6))
-  }
-  const days = [...byDay.keys()]
-  const earned = days.map((day) => byDay.get(day)! / 1e6)
+  const earnings = await call<Earnings>('/v1/supplier/earnings?window=30d')
+  const label = (date: string) =>
+    new Date(`${date}T00:00:00Z`).toLocaleDateString(undefined, { timeZone: 'UTC' })
   barChart(
     byId<HTMLCanvasElement>('daily-chart'),
-    days,
-    [{ label: 'Earned', data: earned }],
-    `Earnings per day: ${days.map((d, i) => `${money(earned[i]!)} on ${d}`).join(', ') || 'none yet'}.`,
+    earnings.days.map((day) => label(day.date)),
+    [{ label: 'Earned', data: earnings.days.map((day) => Number(day.earnedUsdc)) }],
+    `Earnings per day: ${money(earnings.earnedUsdc)} from ${earnings.fills} fills over 30 days.`,
     (value) => money(value),
   )
+  const sold = earnings.days.filter((day) => day.fills > 0).reverse()
   fill(
     byId('daily'),
     table(
       'Earnings per day',
-      ['Day', 'Earned'],
-      days.map((d, i) => [d, money(earned[i]!)]),
-      'no fills yet',
+      ['Day (UTC)', 'Fills', 'Earned'],
+      sold.map((day) => [label(day.date), count(day.fills), money(day.earnedUsdc)]),
+      'no fills in 30 days',
     ),
   )
 }

@@ -1,0 +1,51 @@
+// GET /v1/supplier/earnings: per UTC day of the window, what the supplier's offers earned (net of
+// the fee), how much they burned and how many fills, from its fills Stream like the buyer's usage.
+import type Redis from 'ioredis'
+import { formatMicros } from '../money/units.ts'
+import { scanWindow } from '../records/activity.ts'
+import type { StatsWindow } from '../records/stats.ts'
+import type { Keyspace } from '../redis/keys.ts'
+
+interface Day {
+  earned: number
+  burn: number
+  fills: number
+}
+
+const view = (d: Day) => ({
+  earnedUsdc: formatMicros(d.earned),
+  burnDiem: formatMicros(d.burn),
+  fills: d.fills,
+})
+
+export async function supplierEarnings(
+  redis: Redis,
+  keys: Keyspace,
+  supplierId: string,
+  window: StatsWindow,
+) {
+  const byDay = new Map<string, Day>()
+  const days = await scanWindow(redis, keys.supplierFills(supplierId), window, (day, f) => {
+    const row = byDay.get(day) ?? { earned: 0, burn: 0, fills: 0 }
+    row.earned += Number(f.earnedUsdc ?? 0)
+    row.burn += Number(f.burnDiem ?? 0)
+    row.fills += 1
+    byDay.set(day, row)
+  })
+  const total: Day = { earned: 0, burn: 0, fills: 0 }
+  const daily = days.map((date) => {
+    const row = byDay.get(date) ?? { earned: 0, burn: 0, fills: 0 }
+    total.earned += row.earned
+    total.burn += row.burn
+    total.fills += row.fills
+    return { date, ...view(row) }
+  })
+  return {
+    object: 'earnings' as const,
+    window,
+    from: days[0]!,
+    to: days.at(-1)!,
+    ...view(total),
+    days: daily,
+  }
+}
