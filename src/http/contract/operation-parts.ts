@@ -46,3 +46,8 @@ export const PAGE_PARAMETERS = [
   query('limit', 'items per page, 1 to 200 (default 50)', { type: 'integer', minimum: 1, maximum: 200 }),
   query('before', 'the nextCursor of the previous page', { type: 'string' }),
 ]
+
+/** The window of a summary by UTC day. */
+export const WINDOW_PARAMETERS = [
+  query('window', '24h, 7d (default) or 30d', { type: 'string', enum: ['24h', '7d', '30d'] }),
+]

@@ -3,7 +3,15 @@
 // openapi.ts); only what a route reads by hand (query strings) is declared here. A route missing
 // from this table fails test/contract/openapi.test.ts.
 import { type ErrorResponseName, errors, headers } from './components.ts'
-import { type Operation, ok, PAGE_PARAMETERS, path, query, type Security } from './operation-parts.ts'
+import {
+  type Operation,
+  ok,
+  PAGE_PARAMETERS,
+  path,
+  query,
+  type Security,
+  WINDOW_PARAMETERS,
+} from './operation-parts.ts'
 import { PAGE_OPERATIONS } from './page-operations.ts'
 import { SUPPLIER_OPERATIONS } from './supplier-operations.ts'
 
@@ -67,7 +75,7 @@ export const OPERATIONS: Record<string, Operation> = {
     summary: 'Relative model usage (never raw counts)',
     tags: ['public'],
     security: 'none',
-    parameters: [query('window', 'default 7d', { type: 'string', enum: ['24h', '7d', '30d'] })],
+    parameters: WINDOW_PARAMETERS,
     errors: ['BadRequest'],
   },
   'GET /v1/capacity': {
@@ -213,7 +221,7 @@ export const OPERATIONS: Record<string, Operation> = {
       'days[]: date, costUsdc, requests, models[] (model, costUsdc, requests); totals beside. A window is that many UTC days, today so far included.',
     tags: ['agent'],
     security: 'apiKey',
-    parameters: [query('window', '24h, 7d (default) or 30d', { type: 'string', enum: ['24h', '7d', '30d'] })],
+    parameters: WINDOW_PARAMETERS,
     errors: ['BadRequest', 'Unauthorized'],
   },
   'GET /v1/agent/requests/{supportReference}': {

@@ -1,6 +1,6 @@
 // The supplier side's operations (/v1/supplier/*, /admin/v1/suppliers) for the OpenAPI document;
 // merged into OPERATIONS (operations.ts).
-import { type Operation, ok, PAGE_PARAMETERS, query } from './operation-parts.ts'
+import { type Operation, ok, PAGE_PARAMETERS, query, WINDOW_PARAMETERS } from './operation-parts.ts'
 
 export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
   'GET /v1/supplier/nonce': {
@@ -57,7 +57,7 @@ export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
       'days[]: date, earnedUsdc (net of the fee), burnDiem, fills; totals beside. A window is that many UTC days, today so far included.',
     tags: ['supplier'],
     security: 'supplierKey',
-    parameters: [query('window', '24h, 7d (default) or 30d', { type: 'string', enum: ['24h', '7d', '30d'] })],
+    parameters: WINDOW_PARAMETERS,
     errors: ['BadRequest', 'Unauthorized'],
   },
   'POST /v1/supplier/offers': {
