@@ -38,6 +38,11 @@ export async function demo(): Promise<void> {
   demo API key       ${buyer.apiKey}   (shown once; only its digest is stored)
   offers             ${asks.map((a) => `${a}¢`).join(', ')} per dollar of capacity (buyer max: ${config.defaultMaxPriceCents}¢)
 
+In a browser:
+  ${base}/dashboard  paste the demo API key: balances, spend, activity, keys, the ladder
+  ${base}/admin      paste the admin token: the market, offers, suppliers, accounts, health
+  ${base}/supplier   sign in with a browser wallet to sell capacity
+
 Try it:
   curl ${base}/v1/models
   curl ${base}/v1/models/svc/llama-3.3-70b
