@@ -17,6 +17,7 @@ import {
   transfersFrom,
   waitForPayout,
 } from '../helpers/payouts.ts'
+import { expectShapedRefusal } from '../helpers/refusals.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
 
@@ -202,16 +203,6 @@ describe('refusals change nothing', () => {
 })
 
 describe('hostile input on the payout routes', () => {
-  async function expectShapedRefusal(response: Response) {
-    expect(response.status).toBeGreaterThanOrEqual(400)
-    expect(response.status).toBeLessThan(500)
-    const text = await response.text()
-    expect(text).not.toMatch(/at .*\.ts:\d+|node_modules|Error: /)
-    const body = JSON.parse(text) as { error: { message: string; code: string } }
-    expect(typeof body.error.message).toBe('string')
-    expect(typeof body.error.code).toBe('string')
-  }
-
   test('random bodies, keys and queries from a supplier with nothing payable: shaped 4xx, nothing changed', async () => {
     const supplier = await signInSupplier(stack)
     const before = await state()

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { expectShapedRefusal } from '../helpers/refusals.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
@@ -33,16 +34,6 @@ const moneyKeys = async () =>
       ([k]) => !k.includes(':apikey:') && !k.includes(':capacity:'),
     ),
   )
-
-async function expectShapedRefusal(response: Response) {
-  expect(response.status).toBeGreaterThanOrEqual(400)
-  expect(response.status).toBeLessThan(500)
-  const text = await response.text()
-  expect(text).not.toMatch(/at .*\.ts:\d+|node_modules|Error: /)
-  const body = JSON.parse(text) as { error: { message: string; type: string; code: string } }
-  expect(typeof body.error.message).toBe('string')
-  expect(typeof body.error.code).toBe('string')
-}
 
 describe('limits', () => {
   test('a body over the limit: 413 in the error shape, before it is read', async () => {

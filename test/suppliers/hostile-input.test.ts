@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto'
 import fc from 'fast-check'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { keyFetch } from '../helpers/accounts.ts'
+import { expectShapedRefusal } from '../helpers/refusals.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { postSignIn, signInSupplier, siweMessage, type TestSupplier } from '../helpers/suppliers.ts'
 
@@ -23,16 +24,6 @@ beforeAll(async () => {
   offerId = ((await posted.json()) as { id: string }).id
 })
 afterAll(() => stack.stop())
-
-async function expectShapedRefusal(response: Response) {
-  expect(response.status).toBeGreaterThanOrEqual(400)
-  expect(response.status).toBeLessThan(500)
-  const text = await response.text()
-  expect(text).not.toMatch(/at .*\.ts:\d+|node_modules|Error: /)
-  const body = JSON.parse(text) as { error: { message: string; code: string } }
-  expect(typeof body.error.message).toBe('string')
-  expect(typeof body.error.code).toBe('string')
-}
 
 const snapshot = () => snapshotKeys(stack.redis, stack.keys.prefix)
 
