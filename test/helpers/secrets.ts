@@ -30,3 +30,13 @@ export async function storedValues(redis: Redis, base: string): Promise<string> 
   }
   return parts.join('\n')
 }
+
+/** Where each named secret shows: in the log text, or in any text kept (responses, Redis). */
+export function leaksOf(secrets: Record<string, string>, logs: string, seen: Seen[]): string[] {
+  const leaks: string[] = []
+  for (const [name, secret] of Object.entries(secrets)) {
+    if (logs.includes(secret)) leaks.push(`${name} in the log`)
+    for (const { what, text } of seen) if (text.includes(secret)) leaks.push(`${name} in ${what}`)
+  }
+  return leaks
+}

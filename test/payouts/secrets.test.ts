@@ -8,7 +8,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { createLogger } from '../../src/logger.ts'
 import { keyFetch, logCapture } from '../helpers/accounts.ts'
 import { seedEarnings } from '../helpers/payouts.ts'
-import { keep, type Seen, storedValues } from '../helpers/secrets.ts'
+import { keep, leaksOf, type Seen, storedValues } from '../helpers/secrets.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier } from '../helpers/suppliers.ts'
 import { waitFor } from '../helpers/x402.ts'
@@ -82,16 +82,6 @@ test('a failing RPC: payouts wait and log its host only; no key anywhere', async
   const logs = capture.lines.join('')
   expect(logs).toContain(rpcHost)
   const stored = await storedValues(stack.redis, stack.keys.base)
-  const leaks: string[] = []
-  for (const [name, secret] of Object.entries({
-    rpcKey,
-    rpcQueryKey,
-    payoutKey,
-    payoutKeyBare: payoutKey.slice(2),
-  })) {
-    if (logs.includes(secret)) leaks.push(`${name} in the log`)
-    if (stored.includes(secret)) leaks.push(`${name} in Redis`)
-    for (const { what, text } of seen) if (text.includes(secret)) leaks.push(`${name} in ${what}`)
-  }
-  expect(leaks).toEqual([])
+  const secrets = { rpcKey, rpcQueryKey, payoutKey, payoutKeyBare: payoutKey.slice(2) }
+  expect(leaksOf(secrets, logs, [...seen, { what: 'Redis', text: stored }])).toEqual([])
 }, 30_000)

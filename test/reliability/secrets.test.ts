@@ -11,7 +11,7 @@ import { createLogger } from '../../src/logger.ts'
 import { freePort } from '../../src/redis/local-server.ts'
 import { adminFetch, createAccount, keyFetch, logCapture } from '../helpers/accounts.ts'
 import { simKey } from '../helpers/buyers.ts'
-import { keep, type Seen, storedValues } from '../helpers/secrets.ts'
+import { keep, leaksOf, type Seen, storedValues } from '../helpers/secrets.ts'
 import { startStack } from '../helpers/stack.ts'
 import { challenge, waitFor, xPayment } from '../helpers/x402.ts'
 
@@ -157,11 +157,7 @@ test('no API key, upstream key, master key or admin token in any log line, respo
   }
   const logs = capture.lines.join('')
   expect(capture.lines.length).toBeGreaterThan(10)
-  const leaks: string[] = []
-  for (const [name, secret] of Object.entries(secrets)) {
-    if (logs.includes(secret)) leaks.push(`${name} in the log`)
-    for (const { what, text } of seen) if (text.includes(secret)) leaks.push(`${name} in ${what}`)
-  }
+  const leaks = leaksOf(secrets, logs, seen)
   // The scan sees what it should: the mint response holds its key, the log holds each request.
   expect(mintSeen[0]!.text).toContain(second.apiKey)
   expect(logs).toContain(buffered.headers.get('x-svc-request-id')!)

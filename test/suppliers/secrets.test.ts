@@ -9,7 +9,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { createLogger } from '../../src/logger.ts'
 import { keyFetch, logCapture } from '../helpers/accounts.ts'
 import { fundedBuyer } from '../helpers/buyers.ts'
-import { keep, type Seen, storedValues } from '../helpers/secrets.ts'
+import { keep, leaksOf, type Seen, storedValues } from '../helpers/secrets.ts'
 import { startStack } from '../helpers/stack.ts'
 import { postSignIn, siweMessage, supplierNonce } from '../helpers/suppliers.ts'
 
@@ -91,11 +91,7 @@ test('no supplier key or upstream key in any log line, response or Redis value',
   }
   const logs = capture.lines.join('')
   expect(capture.lines.length).toBeGreaterThan(10)
-  const leaks: string[] = []
-  for (const [name, secret] of Object.entries(secrets)) {
-    if (logs.includes(secret)) leaks.push(`${name} in the log`)
-    for (const { what, text } of seen) if (text.includes(secret)) leaks.push(`${name} in ${what}`)
-  }
+  const leaks = leaksOf(secrets, logs, seen)
   expect(leaks).toEqual([])
   // The scan sees what it should: each minting response holds its key, and only its own.
   expect(minted[0]!.text).toContain(apiKey)
