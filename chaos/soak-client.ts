@@ -74,7 +74,9 @@ function readStream(text: string, outcome: SoakOutcome): void {
       outcome.code = event.code ?? 'not-error-shape'
     }
   }
-  if (outcome.told !== 'cost') outcome.told = outcome.code === 'settle_failed' ? 'nothing' : 'unknown'
+  // settle_failed and provider_error (a stream with no content) both say nothing was charged.
+  if (outcome.told !== 'cost')
+    outcome.told = outcome.code === 'settle_failed' || outcome.code === 'provider_error' ? 'nothing' : 'unknown'
 }
 
 export async function soakRequest(

@@ -43,7 +43,7 @@ const redisKillEveryMs = Number(flags['redis-kill-every']) * 1000
 const abortShare = Number(flags['abort-share'])
 
 /** Stream error codes a client may see at a stream's end. */
-const STREAM_CODES = ['stream_incomplete', 'settle_failed', 'store_unavailable']
+const STREAM_CODES = ['stream_incomplete', 'settle_failed', 'store_unavailable', 'provider_error']
 
 const root = join(import.meta.dir, '..')
 const binary = join(root, flags.binary)

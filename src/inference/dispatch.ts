@@ -122,6 +122,40 @@ function firstBytes(response: UpstreamResponse): Promise<Uint8Array | null> {
   )
 }
 
+/**
+ * Reads on until the supplier's first frame is whole (or the stream ends, breaks, or its first frame
+ * passes the bound), so that a stream whose first frame never ends falls forward before any byte
+ * reaches the client rather than being relayed as an answer with nothing in it. It has what is left
+ * of the call's first-byte time (counted from `started`); past that the stream counts as broken.
+ */
+export async function firstFrame(
+  response: UpstreamResponse,
+  events: UpstreamEvents,
+  started: number,
+  timeoutMs: number,
+): Promise<void> {
+  let late = false
+  const timer = setTimeout(
+    () => {
+      late = true
+      response.cancel()
+    },
+    Math.max(0, timeoutMs - (performance.now() - started)),
+  )
+  try {
+    while (!events.framed()) {
+      const got = await response.read()
+      if (late) return events.end('broken')
+      if (got === null) return events.end('done')
+      events.push(got)
+    }
+  } catch {
+    events.end('broken')
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 /** A buffered answer, whole and well-formed, or null (truncated, not JSON, not the job's shape). */
 async function completeBody(
   response: UpstreamResponse,
@@ -201,6 +235,7 @@ async function callAdmitted(
   admission: Admission,
   failed: string[],
 ): Promise<Dispatched | SupplierFailure> {
+  const started = performance.now()
   const outcome = await callSupplier({
     baseUrl: admission.upstreamBaseUrl,
     apiKey: deps.upstreamKeys.open(admission.upstreamKeyEnc),
@@ -227,6 +262,7 @@ async function callAdmitted(
       return brokenBefore('upstream_no_first_byte')
     }
     const events = new UpstreamEvents(deps.maxFrameBytes, head)
+    if (!events.framed()) await firstFrame(outcome.response, events, started, deps.firstByteTimeoutMs)
     // A supplier whose first frame is an error failed before anything reached the client: the
     // request falls forward at no charge rather than being billed as a stream cut short.
     if (events.brokeBeforeContent()) {

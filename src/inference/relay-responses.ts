@@ -240,9 +240,10 @@ class ResponsesShape implements StreamShape {
 
   end(settlement: StreamSettlement, complete: boolean) {
     const { shape } = this
-    if (settlement === 'not_committed') {
+    if (settlement === 'not_committed' || settlement === 'released') {
       const failed = responseObject(shape, 'failed', this.output(complete ? 'completed' : 'incomplete'), null)
-      return { frames: [this.event('response.failed', { response: failed })], error: 'settle_failed' }
+      const error = settlement === 'released' ? 'provider_error' : 'settle_failed'
+      return { frames: [this.event('response.failed', { response: failed })], error }
     }
     if (settlement === 'unknown') {
       const event = this.event('error', {

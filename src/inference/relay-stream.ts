@@ -10,11 +10,12 @@
 // (backpressure). One object per stream holds the state: per open stream, memory is what counts.
 import type { Logger } from 'pino'
 import type { Admission } from '../market/admission.ts'
+import { release } from '../market/clearing.ts'
 import type { LeaseRenewer } from '../market/lease-renewer.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import { formatMicros, type MicroDiem } from '../money/units.ts'
 import { isRedisUnavailable } from '../redis/connection.ts'
-import { waitsFor } from '../redis/store-retry.ts'
+import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
 import type { UpstreamResponse } from '../upstream/client.ts'
 import { type ClearDeps, type ClearedChat, type ClearedUsage, clearUsage } from './clear-usage.ts'
 import type { Dispatched } from './dispatch.ts'
@@ -34,7 +35,8 @@ export interface StreamTiming {
 }
 
 export interface StreamContext {
-  deps: ClearDeps & { logger: Logger; renewer: LeaseRenewer }
+  /** `cooldownMs`: how long an offer whose stream brought nothing usable is passed over. */
+  deps: ClearDeps & { logger: Logger; renewer: LeaseRenewer; cooldownMs: number }
   timing: StreamTiming
   chat: ClearedChat
   messages: ChatMessageLike[]
@@ -60,9 +62,10 @@ export function sseError(
 
 /**
  * How a stream's clear ended: committed (what it charged), refused by its script (nothing was
- * charged), or unknown (the store stayed away: the reply of a clear that ran may have been lost).
+ * charged), unknown (the store stayed away: the reply of a clear that ran may have been lost), or
+ * released (the supplier sent nothing usable: no text and no usage; nothing was charged).
  */
-export type StreamSettlement = ClearedUsage | 'not_committed' | 'unknown'
+export type StreamSettlement = ClearedUsage | 'not_committed' | 'unknown' | 'released'
 
 /** What a client is told when its stream's outcome could not be learnt, and where to look. */
 export function unknownOutcomeMessage(supportReference: string): string {
@@ -268,6 +271,9 @@ class StreamRelay {
   private async commit(outcome: 'completed' | 'incomplete'): Promise<StreamSettlement> {
     metrics.openStreams.value -= 1
     try {
+      // A supplier that ended with no text and no usage delivered nothing: it is not paid for it.
+      // A client that left is another matter: its prompt was read, so the estimate stands.
+      if (this.usage === null && this.counter === null && !this.cancelled) return await this.releaseUnusable()
       return await clearUsage(this.deps, {
         chat: this.chat,
         messages: this.messages,
@@ -293,6 +299,23 @@ class StreamRelay {
     }
   }
 
+  /** Releases the hold with nothing charged, the offer cooled down as after any supplier failure. */
+  private async releaseUnusable(): Promise<'released'> {
+    await whileStoreAway(
+      () =>
+        release(this.deps.redis, this.deps.keys, {
+          attemptId: this.admission.attemptId,
+          errorCode: 'upstream_no_content',
+          cooldownMs: this.deps.cooldownMs,
+          upstreamBalance: null,
+          final: true,
+          recordRetentionMs: this.deps.recordRetentionMs,
+        }),
+      waitsFor(this.timing.settleWaitMs),
+    )
+    return 'released'
+  }
+
   /** Ends the supplier call: cancelling its body closes the connection, the pending read ends. */
   private stop(): void {
     if (this.stopped) return
@@ -310,6 +333,9 @@ class StreamRelay {
 export function relayStream(ctx: StreamContext, shape: StreamShape): ReadableStream<Uint8Array> {
   return new ReadableStream(new StreamRelay(ctx, shape) as unknown as Bun.DirectUnderlyingSource)
 }
+
+export const NOTHING_USABLE =
+  'the provider ended the stream before any content; nothing was charged; safe to retry'
 
 /** Chat SSE: the supplier's chunks as they are; then usage, the svc.cost frame and [DONE]. */
 class ChatShape implements StreamShape {
@@ -331,6 +357,12 @@ class ChatShape implements StreamShape {
 
   end(settlement: StreamSettlement, complete: boolean, identity: StreamIdentity | null) {
     const ref = { supportReference: this.supportReference }
+    if (settlement === 'released') {
+      return {
+        frames: [sseError('provider_error', NOTHING_USABLE, 'api_error', ref)],
+        error: 'provider_error',
+      }
+    }
     if (settlement === 'not_committed') {
       return {
         frames: [

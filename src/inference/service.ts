@@ -82,7 +82,7 @@ export class InferenceService {
   /** Renews every in-flight attempt's lease from admission until it is cleared or released. */
   readonly renewer: LeaseRenewer
   readonly dispatching: DispatchDeps
-  readonly clearing: ClearDeps & { logger: Logger; renewer: LeaseRenewer }
+  readonly clearing: ClearDeps & { logger: Logger; renewer: LeaseRenewer; cooldownMs: number }
   readonly timing: StreamTiming
 
   constructor(readonly deps: InferenceDeps) {
@@ -110,6 +110,7 @@ export class InferenceService {
       recordRetentionMs,
       logger: deps.logger,
       renewer: this.renewer,
+      cooldownMs: market.cooldownMs,
     }
     this.timing = {
       keepAliveMs: inference.keepAliveMs,

@@ -74,6 +74,7 @@ export class UpstreamEvents {
   private partialBytes = 0
   private carry: Uint8Array | null = null
   private started = false
+  private sawFrame = false
   /** The end is queued: nothing after it is parsed. */
   private over = false
   private readonly queue: UpstreamEvent[] = []
@@ -90,6 +91,11 @@ export class UpstreamEvents {
   brokeBeforeContent(): boolean {
     const first = this.queue[0]
     return first?.kind === 'end' && first.broken
+  }
+
+  /** Whether a whole frame (a comment too) or the end has been parsed. */
+  framed(): boolean {
+    return this.sawFrame || this.over
   }
 
   /** The next event parsed so far, if any. */
@@ -162,6 +168,7 @@ export class UpstreamEvents {
 
   /** One frame: `raw` without its blank line, `whole` with it (passed on as it came when it can be). */
   private frame(raw: string, whole: string): void {
+    this.sawFrame = true
     let data = ''
     // The common frame is one `data: ` line: its text is passed on as it is, no copy made.
     const plain = raw.startsWith('data: ') && !raw.includes('\n') && !raw.includes('\r')

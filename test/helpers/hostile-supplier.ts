@@ -13,6 +13,8 @@ export interface HostileAnswer {
   /** Then this many bytes of `fillByte`, written only as fast as the peer takes them. */
   fill?: number
   fillByte?: string
+  /** The fill (and what follows) waits for this: the body before it is all a first read can get. */
+  gate?: Promise<void>
   /** After the fill, if the peer is still there. */
   tail?: string
   /** Close the connection once it is all sent (a close-delimited body ends there). */
@@ -48,6 +50,8 @@ interface Link {
   fill: Buffer
   tail: Buffer | null
   close: boolean
+  /** The fill waits for the answer's gate. */
+  gated: boolean
 }
 
 function pump(socket: Socket<Link>): void {
@@ -56,6 +60,7 @@ function pump(socket: Socket<Link>): void {
   if (!call) return
   for (;;) {
     if (!link.queued) {
+      if (link.gated) return
       if (link.fillLeft > 0) {
         const n = Math.min(PIECE, link.fillLeft)
         link.fillLeft -= n
@@ -94,6 +99,7 @@ export function hostileSupplier(answer: (call: HostileCall) => HostileAnswer): H
           fill: Buffer.alloc(0),
           tail: null,
           close: false,
+          gated: false,
         }
       },
       data(socket, bytes) {
@@ -116,6 +122,11 @@ export function hostileSupplier(answer: (call: HostileCall) => HostileAnswer): H
         link.fill = Buffer.alloc(Math.min(PIECE, link.fillLeft), plan.fillByte ?? 'a')
         link.tail = plan.tail ? Buffer.from(plan.tail, 'utf8') : null
         link.close = plan.close ?? false
+        link.gated = plan.gate !== undefined
+        plan.gate?.then(() => {
+          link.gated = false
+          pump(socket)
+        })
         pump(socket)
       },
       drain(socket) {

@@ -291,6 +291,92 @@ describe('a stream is relayed only as chat chunks, each frame bounded', () => {
     ])
   })
 
+  test('a first frame with no end: nothing reached the client, so it falls forward at no charge', async () => {
+    answer = () => ({
+      head: httpHead(200, { 'content-type': 'text/event-stream', connection: 'close' }),
+      body: 'data: {"id":"chatcmpl-h","choices":[{"delta":{"content":"',
+      fill: HUGE,
+      close: true,
+    })
+    const before = await balances(stack, buyer.accountId)
+    const response = await chat({ stream: true })
+    expect(response.status).toBe(200)
+    const frames = sseData(await response.text())
+    expect(frames.at(-1)).toBe('[DONE]')
+    const cost = frames.at(-2) as { costUsdc: string; clearingPriceCents: number; supportReference: string }
+    expect(cost.clearingPriceCents).toBe(48)
+    const after = await balances(stack, buyer.accountId)
+    expect(before.confirmed - after.confirmed).toBe(Number(cost.costUsdc.replace('.', '')))
+    expect(after.held).toBe(0)
+    const tried = await attempts(cost.supportReference)
+    expect(tried.map((a) => [a.offerId === hostileOfferId, a.errorCode])).toEqual([
+      [true, 'upstream_stream_error'],
+      [false, null],
+    ])
+    const call = onlyCall()
+    expect(call.closed).toBe(true)
+    expect(call.sent).toBeLessThan(TAKEN_AT_MOST)
+  })
+
+  const roleChunk = `data: ${JSON.stringify({
+    id: 'chatcmpl-h',
+    object: 'chat.completion.chunk',
+    model: 'llama-3.3-70b',
+    choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+  })}`
+
+  /** The stream the buyer got: no cost frame, no [DONE], the error that says nothing was charged. */
+  async function expectNothingCharged(response: Response, before: { confirmed: number }) {
+    expect(response.status).toBe(200)
+    const frames = sseData(await response.text())
+    expect(frames).not.toContain('[DONE]')
+    expect(frames.some((f) => typeof f === 'object' && f.object === 'svc.cost')).toBe(false)
+    const last = frames.at(-1) as { error: { code: string; message: string; supportReference: string } }
+    expect(last.error.code).toBe('provider_error')
+    expect(last.error.message).toContain('nothing was charged')
+    const after = await balances(stack, buyer.accountId)
+    expect(after.confirmed).toBe(before.confirmed)
+    expect(after.held).toBe(0)
+    const tried = await attempts(last.error.supportReference)
+    expect(tried.map((a) => [a.offerId === hostileOfferId, a.errorCode])).toEqual([
+      [true, 'upstream_no_content'],
+    ])
+  }
+
+  test('a role chunk, then a frame with no end: no content reached the client, so nothing is charged', async () => {
+    answer = () => ({
+      head: httpHead(200, { 'content-type': 'text/event-stream', connection: 'close' }),
+      body: `${roleChunk}\n\ndata: {"choices":[{"delta":{"content":"`,
+      fill: HUGE,
+      close: true,
+    })
+    const before = await balances(stack, buyer.accountId)
+    await expectNothingCharged(await chat({ stream: true }), before)
+    expect(onlyCall().sent).toBeLessThan(TAKEN_AT_MOST)
+  })
+
+  test('a role chunk and [DONE] with no usage: an empty answer is not paid for', async () => {
+    answer = () => sseAnswer([roleChunk, 'data: [DONE]'])
+    const before = await balances(stack, buyer.accountId)
+    await expectNothingCharged(await chat({ stream: true }), before)
+  })
+
+  test('the Responses relay: a stream with no content ends failed, nothing charged', async () => {
+    answer = () => sseAnswer([roleChunk, `data: ${JSON.stringify({ error: { message: 'gone' } })}`])
+    const before = await balances(stack, buyer.accountId)
+    const response = await keyFetch(stack, buyer.apiKey, '/v1/responses', {
+      method: 'POST',
+      json: { model: 'llama-3.3-70b', input: 'hello', max_output_tokens: 8, stream: true },
+    })
+    expect(response.status).toBe(200)
+    const text = await response.text()
+    expect(text).toContain('event: response.failed')
+    expect(text).not.toContain('costUsdc')
+    const after = await balances(stack, buyer.accountId)
+    expect(after.confirmed).toBe(before.confirmed)
+    expect(after.held).toBe(0)
+  })
+
   test('the Responses relay emits only its own events whatever the supplier sends', async () => {
     answer = () =>
       sseAnswer([
