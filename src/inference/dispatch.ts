@@ -11,17 +11,16 @@ import { type AdmitRefusal, refusalError } from '../market/refusal-errors.ts'
 import type { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
+import { attemptIdOf, MAX_ATTEMPTS } from '../records/attempt-id.ts'
 import { DEFAULT_RECORD_RETENTION_MS, recordRefusal } from '../records/refusals.ts'
+import { attachSupportReference } from '../records/support-reference.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { UpstreamResponse } from '../upstream/client.ts'
 import { fitChat, type ValidChat } from './chat-request.ts'
 import { admitWaiting } from './key-wait.ts'
 import { callSupplier } from './supplier.ts'
-import { attachSupportReference } from './support-reference.ts'
 import { UpstreamEvents } from './upstream-events.ts'
-
-export const MAX_SUPPLIER_KEYS = 5
 
 export interface DispatchDeps {
   redis: Redis
@@ -197,7 +196,7 @@ async function noSupplier(
       deps.redis,
       deps.keys,
       {
-        attemptId: `${req.supportReference}.${failed.length + 1}`,
+        attemptId: attemptIdOf(req.supportReference, failed.length + 1),
         ...who,
         requestId: req.requestId,
         model: req.job.modelId,
@@ -282,8 +281,8 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
   let requester = req.requester
   let who = 'accountId' in requester ? requester : null
   let job = req.job
-  for (let n = 1; n <= MAX_SUPPLIER_KEYS; n++) {
-    const attemptId = `${req.supportReference}.${n}`
+  for (let n = 1; n <= MAX_ATTEMPTS; n++) {
+    const attemptId = attemptIdOf(req.supportReference, n)
     let result = await admitWaiting(deps, req, job, requester, attemptId, failed)
     if ((result.code === AdmitCode.InsufficientBalance || result.code === AdmitCode.KeyLimit) && job.fit) {
       // Asked for no limit: the limit the balance (and the key's limit) affords at that ask.
@@ -324,7 +323,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       errorCode: f.code,
       cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,
       upstreamBalance: f.balance,
-      final: req.signal.aborted || f.clientError || n === MAX_SUPPLIER_KEYS,
+      final: req.signal.aborted || f.clientError || n === MAX_ATTEMPTS,
       recordRetentionMs: deps.recordRetentionMs,
     })
     // The released attempt is recorded: these errors carry the support reference too.

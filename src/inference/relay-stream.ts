@@ -1,6 +1,7 @@
-// Streamed chat: content chunks pass through as they come; the supplier's usage chunk and [DONE]
-// wait for the clear; then the usage chunk, the svc.cost frame, [DONE]. A stream that ends
-// without usage is billed on estimate, gets its cost frame, then the error `stream_incomplete`.
+// A supplier stream relayed in a wire format (relay-chat-stream.ts, relay-responses.ts): content
+// passes through as it comes; the supplier's usage waits for the clear, then the format's closing
+// frames. A stream that ends without usage is billed on estimate, one with no text and no usage is
+// released (nothing charged).
 // A clear that loses the store is tried again for `settleWaitMs`, the client kept open with
 // keep-alives, so the end it is told is the real one; a clear refused by its script ends with
 // `settle_failed` (nothing charged), and one still unheard after the wait with `store_unavailable`
@@ -13,7 +14,7 @@ import type { Admission } from '../market/admission.ts'
 import { release } from '../market/clearing.ts'
 import type { LeaseRenewer } from '../market/lease-renewer.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
-import { formatMicros, type MicroDiem } from '../money/units.ts'
+import type { MicroDiem } from '../money/units.ts'
 import { isRedisUnavailable } from '../redis/connection.ts'
 import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
 import type { UpstreamResponse } from '../upstream/client.ts'
@@ -48,7 +49,7 @@ export interface StreamContext {
 }
 
 // Frames are strings: the direct stream's sink encodes them as it writes, with no copy of our own.
-const frame = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`
+export const frame = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`
 const KEEP_ALIVE = ': keep-alive\n\n'
 
 export function sseError(
@@ -332,85 +333,4 @@ class StreamRelay {
 /** One supplier stream relayed in a wire format, as a direct stream for the response body. */
 export function relayStream(ctx: StreamContext, shape: StreamShape): ReadableStream<Uint8Array> {
   return new ReadableStream(new StreamRelay(ctx, shape) as unknown as Bun.DirectUnderlyingSource)
-}
-
-export const NOTHING_USABLE =
-  'the provider ended the stream before any content; nothing was charged; safe to retry'
-
-/** Chat SSE: the supplier's chunks as they are; then usage, the svc.cost frame and [DONE]. */
-class ChatShape implements StreamShape {
-  private usageChunk: Record<string, unknown> | null = null
-
-  constructor(
-    private readonly requestId: string,
-    private readonly modelId: string,
-    private readonly supportReference: string,
-  ) {}
-
-  content(raw: string): string {
-    return `${raw}\n\n`
-  }
-
-  usage(chunk: Record<string, unknown>): void {
-    this.usageChunk = chunk
-  }
-
-  end(settlement: StreamSettlement, complete: boolean, identity: StreamIdentity | null) {
-    const ref = { supportReference: this.supportReference }
-    if (settlement === 'released') {
-      return {
-        frames: [sseError('provider_error', NOTHING_USABLE, 'api_error', ref)],
-        error: 'provider_error',
-      }
-    }
-    if (settlement === 'not_committed') {
-      return {
-        frames: [
-          sseError('settle_failed', 'settlement did not commit; nothing was charged', 'api_error', ref),
-        ],
-        error: 'settle_failed',
-      }
-    }
-    if (settlement === 'unknown') {
-      const message = unknownOutcomeMessage(this.supportReference)
-      return {
-        frames: [sseError('store_unavailable', message, 'api_error', ref)],
-        error: 'store_unavailable',
-      }
-    }
-    const frames: string[] = []
-    // The usage chunk and the cost frame belong to the stream's own completion: its id, created and
-    // model, so a client that joins chunks by id (openai-node's stream helpers) keeps one completion.
-    const own = {
-      id: identity?.id ?? `chatcmpl-${this.requestId.slice(4)}`,
-      created: identity?.created ?? Math.floor(Date.now() / 1000),
-      model: identity?.model ?? this.modelId,
-    }
-    if (this.usageChunk) frames.push(frame({ ...this.usageChunk, ...own }))
-    frames.push(
-      frame({
-        ...own,
-        object: 'svc.cost',
-        choices: [],
-        costUsdc: formatMicros(settlement.charged),
-        clearingPriceCents: settlement.askCents,
-        supportReference: this.supportReference,
-      }),
-    )
-    if (complete) {
-      frames.push('data: [DONE]\n\n')
-      return { frames, error: null }
-    }
-    frames.push(
-      sseError(
-        'stream_incomplete',
-        'the stream ended before the provider reported usage; estimated usage was billed',
-      ),
-    )
-    return { frames, error: 'stream_incomplete' }
-  }
-}
-
-export function relayChatStream(ctx: StreamContext): ReadableStream<Uint8Array> {
-  return relayStream(ctx, new ChatShape(ctx.requestId, ctx.chat.model.id, ctx.supportReference))
 }

@@ -11,6 +11,7 @@ import type { Clearing } from '../market/clearing.ts'
 import { LeaseRenewer } from '../market/lease-renewer.ts'
 import { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
 import { formatMicros, type MicroDiem } from '../money/units.ts'
+import { attachSupportReference, newSupportReference } from '../records/support-reference.ts'
 import { isRedisUnavailable } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { type ChatBody, liveTextModel, type ValidChat, validateChat } from './chat-request.ts'
@@ -26,7 +27,6 @@ import {
 import { deliveredImages, type ImageBody, validateImages } from './image-request.ts'
 import { type BufferedResult, relayBuffered } from './relay-buffered.ts'
 import type { StreamContext, StreamTiming } from './relay-stream.ts'
-import { attachSupportReference, newSupportReference } from './support-reference.ts'
 import type { ChatMessageLike } from './tokens.ts'
 
 export interface InferenceDeps {

@@ -4,6 +4,7 @@
 import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { parseAttemptId } from './attempt-id.ts'
 import { lastDays, utcDay } from './days.ts'
 import { STATS_WINDOWS, type StatsWindow } from './stats.ts'
 
@@ -28,7 +29,7 @@ function activityItem([id, flat]: Entry) {
   const f = fieldsOf(flat)
   const attempt = f.attempt ?? ''
   return {
-    supportReference: attempt.slice(0, attempt.lastIndexOf('.')) || attempt,
+    supportReference: parseAttemptId(attempt)?.supportReference ?? attempt,
     model: f.model || null,
     keyId: f.key || null,
     status: f.status ?? '',

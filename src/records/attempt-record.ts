@@ -1,6 +1,7 @@
 // One ended attempt, as its hash holds it (written by lua/clear.lua, release.lua and lib/reap.lua
 // in the script that ended it, or by refusals.ts for a refusal), turned into what a request's
 // record shows. Offer ids only: a supplier's identity, URL or key never gets here.
+import { parseAttemptId } from './attempt-id.ts'
 
 export type AttemptEnd = 'cleared' | 'released' | 'reaped' | 'refused'
 const ENDS: readonly string[] = ['cleared', 'released', 'reaped', 'refused']
@@ -42,16 +43,16 @@ const orNull = (value: string | undefined) => (value === undefined || value === 
 
 /** Reads one attempt hash, or null when it is not an ended attempt (still in flight, or not one). */
 export function endedAttempt(f: Record<string, string>): EndedAttempt | null {
-  const match = /^(sr_[a-z2-7]{20})\.([1-9])$/.exec(f.id ?? '')
-  if (!match || !ENDS.includes(f.state ?? '') || !f.accountId) return null
+  const id = parseAttemptId(f.id ?? '')
+  if (!id || !ENDS.includes(f.state ?? '') || !f.accountId) return null
   const end = f.state as AttemptEnd
   return {
-    supportReference: match[1]!,
+    supportReference: id.supportReference,
     accountId: f.accountId,
     requestId: f.requestId ?? '',
     model: f.model ?? '',
     record: {
-      n: Number(match[2]),
+      n: id.n,
       end,
       offerId: orNull(f.offerId),
       outcome: end === 'cleared' ? (f.outcome ?? 'completed') : null,

@@ -2,11 +2,11 @@
 // (`attempt:<support reference>.<n>`, written by the script that ended each), shown to the
 // account that made the request only.
 import type Redis from 'ioredis'
-import { MAX_SUPPLIER_KEYS } from '../inference/dispatch.ts'
-import { SUPPORT_REFERENCE } from '../inference/support-reference.ts'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { attemptIdOf, MAX_ATTEMPTS } from './attempt-id.ts'
 import { type AttemptRecord, type EndedAttempt, endedAttempt } from './attempt-record.ts'
+import { SUPPORT_REFERENCE } from './support-reference.ts'
 
 export type RequestStatus = 'completed' | 'incomplete' | 'failed' | 'expired' | 'refused'
 
@@ -90,7 +90,7 @@ export async function lookupRequest(
 ): Promise<RequestView | null> {
   if (!SUPPORT_REFERENCE.test(supportReference)) return null
   const pipeline = redis.pipeline()
-  for (let n = 1; n <= MAX_SUPPLIER_KEYS; n++) pipeline.hgetall(keys.attempt(`${supportReference}.${n}`))
+  for (let n = 1; n <= MAX_ATTEMPTS; n++) pipeline.hgetall(keys.attempt(attemptIdOf(supportReference, n)))
   const ended: EndedAttempt[] = []
   for (const [error, row] of (await pipeline.exec()) ?? []) {
     if (error) throw error
