@@ -3,7 +3,7 @@
 // cache_write, completion at output, all at the extended tier once the prompt passes its threshold.
 import type { ExtendedRates, TextPrices, TokenRates } from '../catalog/entry.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { tokenBurn } from '../money/units.ts'
+import { parseMicros, tokenBurn } from '../money/units.ts'
 
 export interface Usage {
   /** Every prompt token, the cached and cache-written ones included. */
@@ -101,4 +101,28 @@ export function readUsage(raw: unknown): Usage | null {
   if (cachedTokens > 0) usage.cachedTokens = cachedTokens
   if (cacheWriteTokens > 0) usage.cacheWriteTokens = cacheWriteTokens
   return usage
+}
+
+/**
+ * The upstream's own cost of a request (`cost.diem`, else `cost.usd`) in micro-DIEM, or null when
+ * there is none or it is unreadable. A number is rounded to the micro, as the wire shows prices.
+ */
+export function readCost(raw: unknown): MicroDiem | null {
+  if (!raw || typeof raw !== 'object') return null
+  const { diem, usd } = raw as Record<string, unknown>
+  const value = diem ?? usd
+  const text = typeof value === 'number' && Number.isFinite(value) ? value.toFixed(6) : value
+  const micros = typeof text === 'string' ? parseMicros(text) : null
+  return micros !== null && micros >= 0 ? (micros as MicroDiem) : null
+}
+
+/**
+ * Each of the at most four sums of a bill (three prompt prices, the completion) is rounded up on
+ * its own: an upstream that rounds once differs by less than this without disagreeing.
+ */
+const ROUNDING_SLACK = 4
+
+/** True when the upstream's cost and the metered burn differ by more than rounding. */
+export function costDisagrees(burn: MicroDiem, upstreamCost: MicroDiem): boolean {
+  return Math.abs(burn - upstreamCost) > ROUNDING_SLACK
 }
