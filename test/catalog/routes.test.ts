@@ -50,6 +50,26 @@ describe('GET /v1/models/{id}', () => {
     }
   })
 
+  test("the upstream's cache prices and long-prompt tier reach the synced row", async () => {
+    const row = (await (await get('/v1/models/svc/glm-4.6')).json()) as Record<string, unknown>
+    expect(row.status).toBe('live')
+    expect(row.pricing).toEqual({
+      currency: 'USD',
+      unit: 'million_tokens',
+      input: '0.850000',
+      output: '2.750000',
+      cache_input: '0.110000',
+      cache_write: '1.050000',
+      extended: {
+        context_token_threshold: 2_000,
+        input: '1.700000',
+        output: '4.125000',
+        cache_input: '0.220000',
+        cache_write: '2.100000',
+      },
+    })
+  })
+
   test('coming_soon answers 200', async () => {
     const response = await get('/v1/models/svc/deepseek-r2-preview')
     expect(response.status).toBe(200)
