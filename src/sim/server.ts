@@ -1,14 +1,11 @@
 // The simulated supplier: a faithful Venice-style upstream (models, buffered and streamed chat with
 // usage, a DIEM balance per key, Venice's error bodies) with fault injection. It is the test double
 // of the upstream only; the demo, the tests and the benchmark all run against it.
-import type { TextPrices } from '../catalog/entry.ts'
-import { mapUpstreamModel } from '../catalog/venice-mapping.ts'
-import { burnOf } from '../inference/meter.ts'
 import { formatMicros } from '../money/units.ts'
 import { answerTokens, type ChatRequestLike, planAnswer, type SimAnswer } from './answer.ts'
+import { listPriceBurn, type SimPrompt, simPrompt } from './billing.ts'
 import { control, rateLimits } from './control.ts'
 import type { SimFault } from './faults.ts'
-import { promptTokens } from './generate.ts'
 import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
 import { generateImages } from './images.ts'
 import { type SimKeyState, SimKeys } from './keys.ts'
@@ -62,41 +59,6 @@ export interface SimServer {
 }
 
 const encoder = new TextEncoder()
-
-/** The prompt as the upstream bills it: all its tokens, of which some read or written to the cache. */
-interface SimPrompt {
-  tokens: number
-  cached: number
-  written: number
-}
-
-/**
- * What the upstream debits for a request: its published prices by its billing rules (cache reads
- * and writes at their prices, the long-prompt tier past its threshold), computed the one way the
- * project computes that bill.
- */
-function listPriceBurn(model: VeniceModel, prompt: SimPrompt, completion: number): number {
-  const prices = mapUpstreamModel(model)?.prices as TextPrices | undefined
-  if (!prices) return 0
-  return burnOf(
-    {
-      promptTokens: prompt.tokens,
-      completionTokens: completion,
-      cachedTokens: prompt.cached,
-      cacheWriteTokens: prompt.written,
-    },
-    prices,
-  )
-}
-
-function simPrompt(model: VeniceModel, messages: { content?: unknown }[], settings: SimSettings): SimPrompt {
-  const tokens = promptTokens(messages)
-  const cachePriced = model.model_spec.pricing?.cache_input !== undefined
-  const conversation = cachePriced && messages.length > 1 ? promptTokens(messages.slice(0, -1)) : 0
-  const written = Math.min(settings.cacheWriteTokens ?? 0, tokens)
-  const cached = Math.min(settings.cachedTokens ?? conversation, tokens - written)
-  return { tokens, cached, written }
-}
 
 interface ChatBody {
   model?: unknown
