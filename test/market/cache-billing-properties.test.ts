@@ -5,7 +5,7 @@
 import { afterAll, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import type { TextPrices, TokenRates } from '../../src/catalog/entry.ts'
-import { type ChatBody, type TextModel, validateChat } from '../../src/inference/chat-request.ts'
+import { type ChatBody, fitChat, type TextModel, validateChat } from '../../src/inference/chat-request.ts'
 import { clearUsage } from '../../src/inference/clear-usage.ts'
 import { readUsage } from '../../src/inference/meter.ts'
 import type { ChatMessageLike } from '../../src/inference/tokens.ts'
@@ -163,5 +163,39 @@ test('burn is the upstream formula for any cache and long-prompt usage, and neve
       }
     }),
     { numRuns: 60 },
+  )
+})
+
+test('a limit fitted to the balance is held within it at every tier, and one token more would not be', () => {
+  fc.assert(
+    fc.property(
+      prices,
+      body,
+      fc.integer({ min: 1, max: 100 }),
+      fc.double({ min: 0.3, max: 1, noNaN: true }),
+      (prices, sent, askCents, share) => {
+        const model: TextModel = {
+          id: 'prop-model',
+          prices,
+          contextTokens: 131_072,
+          maxCompletionTokens: 8_192,
+        }
+        const { max_tokens: _limit, ...unlimited } = sent
+        const chat = validateChat(unlimited as unknown as ChatBody, model, 8_192)
+        // A balance short of the full hold by a random share: where fitting has work to do.
+        const confirmed = Math.floor(share * Math.ceil((chat.burnEstimate * askCents) / 100))
+        const fitted = fitChat(chat, confirmed, askCents)
+        if (!fitted) return
+        expect(fitted.maxTokens).toBeLessThan(chat.maxTokens)
+        expect(Math.ceil((fitted.burnEstimate * askCents) / 100)).toBeLessThanOrEqual(confirmed)
+        const more = validateChat(
+          { ...unlimited, max_tokens: fitted.maxTokens + 1 } as unknown as ChatBody,
+          model,
+          8_192,
+        )
+        expect(Math.ceil((more.burnEstimate * askCents) / 100)).toBeGreaterThan(confirmed)
+      },
+    ),
+    { numRuns: 1_000 },
   )
 })
