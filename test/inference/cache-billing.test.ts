@@ -301,6 +301,7 @@ describe("the upstream's own cost", () => {
       expect(cheaper.status).toBe(200)
       const own = await simOfferAt(liar.url.origin)
       const before = await balances(stack, buyer.accountId)
+      const disagreementsBefore = await disagreements()
       const response = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hello' }] })
       expect(response.status).toBe(200)
       const bill = upstreamBill(usage)
@@ -311,6 +312,7 @@ describe("the upstream's own cost", () => {
       expect(record.burnDiem).toBe(formatMicros(bill))
       expect(record.upstreamCostDiem).toBe('0.500000')
       expect(await stack.redis.hget(stack.keys.attempt(`${reference}.1`), 'upstreamCost')).toBe('500000')
+      expect(await disagreements()).toBe(disagreementsBefore + 1)
       await fetch(`${stack.url}/admin/v1/offers/${own}`, {
         method: 'DELETE',
         headers: { authorization: `Bearer ${stack.config.adminToken}` },
@@ -335,4 +337,13 @@ async function simOfferAt(upstreamBaseUrl: string): Promise<string> {
   })
   expect(response.status).toBe(201)
   return ((await response.json()) as { id: string }).id
+}
+
+/** svc_upstream_cost_disagreements_total as /metrics shows it (0 before the first). */
+async function disagreements(): Promise<number> {
+  const response = await fetch(`${stack.url}/metrics`, {
+    headers: { authorization: `Bearer ${stack.config.adminToken}` },
+  })
+  const match = /^svc_upstream_cost_disagreements_total (\d+)$/m.exec(await response.text())
+  return match ? Number(match[1]) : 0
 }
