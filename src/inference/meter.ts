@@ -36,15 +36,18 @@ function promptRates(rates: TokenRates): { input: number; cacheInput: number; ca
  */
 export function burnOf(usage: Usage, prices: TextPrices): MicroDiem {
   const rates = tierOf(usage.promptTokens, prices)
-  const { input, cacheInput, cacheWrite } = promptRates(rates)
   const cached = usage.cachedTokens ?? 0
   const written = usage.cacheWriteTokens ?? 0
+  let burn = tokenBurn(usage.completionTokens, rates.outputPerMillion) as number
+  // Most answers use no cache: one sum for the prompt, and no map to build on every clear.
+  if (cached === 0 && written === 0)
+    return (burn + tokenBurn(usage.promptTokens, rates.inputPerMillion)) as MicroDiem
+  const { input, cacheInput, cacheWrite } = promptRates(rates)
   const tokensAt = new Map<number, number>()
   const add = (price: number, tokens: number) => tokensAt.set(price, (tokensAt.get(price) ?? 0) + tokens)
   add(input, usage.promptTokens - cached - written)
   add(cacheInput, cached)
   add(cacheWrite, written)
-  let burn = tokenBurn(usage.completionTokens, rates.outputPerMillion) as number
   for (const [price, tokens] of tokensAt) burn += tokenBurn(tokens, price)
   return burn as MicroDiem
 }
