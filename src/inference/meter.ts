@@ -16,7 +16,7 @@ export interface Usage {
 }
 
 /** The tier a prompt of this size is billed at: extended past its threshold, else the base prices. */
-export function tierOf(promptTokens: number, prices: TextPrices): TokenRates {
+function tierOf(promptTokens: number, prices: TextPrices): TokenRates {
   const extended = prices.extended
   return extended && promptTokens > extended.contextTokenThreshold ? extended : prices
 }
