@@ -21,6 +21,8 @@
   ARGV[7]  "1" when the usage was estimated, "0" when metered
   ARGV[8]  outcome: completed | incomplete
   ARGV[9]  how long the ended attempt is kept as the request's record, ms (default 30 days)
+  ARGV[10] the upstream's own cost of the request, micro-DIEM, when it disagrees with the reported
+           burn ("" or absent: it agreed, or none came); recorded on the attempt, never billed
 
   A late clear (the lease was reaped and the hold already returned) charges at most the confirmed
   balance and what the API key's limit has left; the supplier earns only what was charged, and the rest of the cost is written off: on
@@ -114,6 +116,7 @@ if fee > 0 then final[#final + 1], final[#final + 2] = 'fee', s(fee) end
 if written_off > 0 then final[#final + 1], final[#final + 2] = 'writtenOff', s(written_off) end
 if disputed > 0 then final[#final + 1], final[#final + 2] = 'disputed', s(disputed) end
 if ARGV[7] == '1' then final[#final + 1], final[#final + 2] = 'estimated', '1' end
+if ARGV[10] and ARGV[10] ~= '' then final[#final + 1], final[#final + 2] = 'upstreamCost', ARGV[10] end
 if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', '1' end
 end_attempt(a, final, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
 if o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end

@@ -15,19 +15,42 @@ export interface CatalogRow {
   modality: Modality
   capabilities: Record<string, unknown>
   constraints?: Record<string, unknown>
-  /** List prices in USD (= DIEM), 6-decimal strings; informational: the buyer pays burn x ask. */
-  pricing?: Record<string, string>
+  /**
+   * List prices in USD (= DIEM), 6-decimal strings, with the long-prompt tier under `extended`
+   * when the model has one; informational: the buyer pays burn x ask.
+   */
+  pricing?: Record<string, string | Record<string, string | number>>
   context_length?: number
   max_completion_tokens?: number
 }
 
+/**
+ * One tier of text prices, micro-DIEM per million tokens. A cache price the model does not publish
+ * is billed at `inputPerMillion`, as the upstream bills it.
+ */
+export interface TokenRates {
+  inputPerMillion: number
+  outputPerMillion: number
+  /** Prompt tokens read from the upstream's cache. */
+  cacheInputPerMillion?: number
+  /** Prompt tokens written to the upstream's cache. */
+  cacheWritePerMillion?: number
+}
+
+/** The long-prompt tier: once a prompt passes the threshold, every token of the request is at it. */
+export interface ExtendedRates extends TokenRates {
+  contextTokenThreshold: number
+}
+
 /** Integer list prices, micro-DIEM: per million tokens for text, per unit for image and video. */
-export interface ModelPrices {
-  inputPerMillion?: number
-  outputPerMillion?: number
+export interface ModelPrices extends Partial<TokenRates> {
+  extended?: ExtendedRates
   perImage?: number
   perSecond?: number
 }
+
+/** A text model's prices, as billing reads them. */
+export type TextPrices = TokenRates & { extended?: ExtendedRates }
 
 export interface CatalogEntry {
   row: CatalogRow

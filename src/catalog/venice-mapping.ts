@@ -1,12 +1,15 @@
 // Upstream (Venice-shaped) `/models` -> catalog entries. Priced and capped models are `live`, the
 // others `coming_soon`; offline, disabled and unknown-type models are left off the list.
 import { formatMicros, parseMicros } from '../money/units.ts'
-import type { CatalogEntry, CatalogRow, Modality, ModelPrices } from './entry.ts'
+import type { CatalogEntry, CatalogRow, Modality, ModelPrices, TokenRates } from './entry.ts'
 
 interface UpstreamPrice {
   usd?: unknown
   diem?: unknown
 }
+
+/** A `pricing` block: prices by name, and the `extended` block beside them. */
+type Pricing = { [name: string]: unknown }
 
 interface UpstreamModel {
   id?: unknown
@@ -19,7 +22,7 @@ interface UpstreamModel {
     offline?: unknown
     capabilities?: unknown
     constraints?: unknown
-    pricing?: Record<string, UpstreamPrice | undefined>
+    pricing?: Pricing
   }
 }
 
@@ -34,28 +37,69 @@ function positiveInt(value: unknown): number | undefined {
 }
 
 // DIEM is the unit billing counts in (1 DIEM = $1 of list price); usd is the fallback.
-function price(p: UpstreamPrice | undefined): number | undefined {
+function price(value: unknown): number | undefined {
+  const p = isRecord(value) ? (value as UpstreamPrice) : undefined
   const raw = p?.diem ?? p?.usd
   if (typeof raw !== 'number' && typeof raw !== 'string') return undefined
   const micros = parseMicros(raw)
   return micros !== null && micros >= 0 ? micros : undefined
 }
 
-function textPrices(model: UpstreamModel): { prices: ModelPrices; pricing: Record<string, string> } | null {
-  const spec = model.model_spec
-  const input = price(spec?.pricing?.input)
-  const output = price(spec?.pricing?.output)
-  const capped = positiveInt(spec?.availableContextTokens) && positiveInt(spec?.maxCompletionTokens)
-  if (input === undefined || output === undefined || !capped) return null
-  return {
-    prices: { inputPerMillion: input, outputPerMillion: output },
-    pricing: {
-      currency: 'USD',
-      unit: 'million_tokens',
-      input: formatMicros(input),
-      output: formatMicros(output),
-    },
+/** A price that is published but unreadable: the model cannot be billed exactly, so it is not live. */
+const UNREADABLE = Symbol('unreadable')
+
+function optionalPrice(value: unknown): number | undefined | typeof UNREADABLE {
+  if (value === undefined || value === null) return undefined
+  return price(value) ?? UNREADABLE
+}
+
+/** One tier's rates from a pricing block (the model's own, or its `extended` block). */
+function tokenRates(pricing: Pricing | undefined): TokenRates | null {
+  const input = price(pricing?.input)
+  const output = price(pricing?.output)
+  const cacheInput = optionalPrice(pricing?.cache_input)
+  const cacheWrite = optionalPrice(pricing?.cache_write)
+  if (input === undefined || output === undefined) return null
+  if (cacheInput === UNREADABLE || cacheWrite === UNREADABLE) return null
+  const rates: TokenRates = { inputPerMillion: input, outputPerMillion: output }
+  if (cacheInput !== undefined) rates.cacheInputPerMillion = cacheInput
+  if (cacheWrite !== undefined) rates.cacheWritePerMillion = cacheWrite
+  return rates
+}
+
+/** A tier's rates as the catalog row shows them: 6-decimal strings under the upstream's names. */
+function ratesRow(rates: TokenRates): Record<string, string> {
+  const row: Record<string, string> = {
+    input: formatMicros(rates.inputPerMillion),
+    output: formatMicros(rates.outputPerMillion),
   }
+  if (rates.cacheInputPerMillion !== undefined) row.cache_input = formatMicros(rates.cacheInputPerMillion)
+  if (rates.cacheWritePerMillion !== undefined) row.cache_write = formatMicros(rates.cacheWritePerMillion)
+  return row
+}
+
+function textPrices(model: UpstreamModel): { prices: ModelPrices; pricing: CatalogRow['pricing'] } | null {
+  const spec = model.model_spec
+  const base = tokenRates(spec?.pricing)
+  const capped = positiveInt(spec?.availableContextTokens) && positiveInt(spec?.maxCompletionTokens)
+  if (!base || !capped) return null
+  const prices: ModelPrices = { ...base }
+  const pricing: NonNullable<CatalogRow['pricing']> = {
+    currency: 'USD',
+    unit: 'million_tokens',
+    ...ratesRow(base),
+  }
+  const published = spec?.pricing?.extended
+  if (published !== undefined && published !== null) {
+    // Unreadable long-prompt prices would bill long prompts below the upstream's bill: not live.
+    const block = isRecord(published) ? published : undefined
+    const threshold = positiveInt(block?.context_token_threshold)
+    const rates = tokenRates(block)
+    if (!rates || threshold === undefined) return null
+    prices.extended = { contextTokenThreshold: threshold, ...rates }
+    pricing.extended = { context_token_threshold: threshold, ...ratesRow(rates) }
+  }
+  return { prices, pricing }
 }
 
 function unitPrice(model: UpstreamModel, field: string, unit: 'image' | 'second') {

@@ -52,6 +52,13 @@ Try it:
     -H 'Content-Type: application/json' \\
     -d '{"model": "svc/llama-3.3-70b", "messages": [{"role": "user", "content": "Hello"}]}'
 
+Prompt caching (glm-4.6 lists cache and long-prompt prices; the simulated supplier reads the
+conversation so far from its cache, and the X-Svc-Cost-Usdc header bills those tokens at cache_input):
+  curl ${base}/v1/models/svc/glm-4.6
+  curl -i ${base}/v1/chat/completions -H 'Authorization: Bearer ${buyer.apiKey}' \\
+    -H 'Content-Type: application/json' \\
+    -d '{"model": "svc/glm-4.6", "messages": [{"role": "system", "content": "Answer in one line."}, {"role": "user", "content": "Hello"}]}'
+
 OpenAI SDK (npm install openai), streaming, with the cost frame at the end:
   import OpenAI from 'openai'
   const client = new OpenAI({ apiKey: '${buyer.apiKey}', baseURL: '${base}/v1' })

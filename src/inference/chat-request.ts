@@ -1,11 +1,11 @@
 // A chat request, validated and admitted: the live text model it names, the max tokens it may
 // generate, the worst-case burn the market holds for it, and the body the supplier receives.
 import { t } from 'elysia'
-import type { CatalogEntry, ModelPrices } from '../catalog/entry.ts'
+import type { CatalogEntry, TextPrices } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
-import { burnOf } from './meter.ts'
+import { promptWorst, reachableTiers, worstBurn } from './meter.ts'
 import { type ChatMessageLike, promptTokenBound } from './tokens.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
@@ -45,7 +45,7 @@ export type ChatBody = typeof chatBodySchema.static
 
 export interface TextModel {
   id: string
-  prices: Required<Pick<ModelPrices, 'inputPerMillion' | 'outputPerMillion'>>
+  prices: TextPrices
   contextTokens: number
   maxCompletionTokens: number
 }
@@ -55,7 +55,7 @@ export function liveTextModel(entry: CatalogEntry | undefined, requested: string
   const { row, prices } = callableModel(entry, requested, 'text', ['inputPerMillion', 'outputPerMillion'])
   return {
     id: row.id,
-    prices: { inputPerMillion: prices.inputPerMillion, outputPerMillion: prices.outputPerMillion },
+    prices,
     contextTokens: row.context_length ?? Number.MAX_SAFE_INTEGER,
     maxCompletionTokens: row.max_completion_tokens ?? Number.MAX_SAFE_INTEGER,
   }
@@ -69,7 +69,10 @@ export interface ValidChat {
   /** `n`: how many choices the supplier generates, each up to maxTokens. */
   choices: number
   promptTokenBound: number
-  /** The worst case the request allows: the prompt bound and every choice at the limit. */
+  /**
+   * The worst case the request allows: the prompt bound at its dearest prompt price and every
+   * choice at the limit, at the extended tier when the bound can pass its threshold.
+   */
   burnEstimate: MicroDiem
   upstreamBody: Record<string, unknown>
   /** True when the client named no token limit, so the limit may be fitted to the balance. */
@@ -78,10 +81,7 @@ export interface ValidChat {
 
 function withLimit(chat: ValidChat, maxTokens: number, limitField: string): ValidChat {
   const upstreamBody = { ...chat.upstreamBody, [limitField]: maxTokens }
-  const burnEstimate = burnOf(
-    { promptTokens: chat.promptTokenBound, completionTokens: maxTokens * chat.choices },
-    chat.model.prices,
-  )
+  const burnEstimate = worstBurn(chat.promptTokenBound, maxTokens * chat.choices, chat.model.prices)
   return { ...chat, maxTokens, burnEstimate, upstreamBody }
 }
 
@@ -125,14 +125,19 @@ const limitField = (body: ChatBody) =>
  * balance falls short on, or when less than MIN_FITTED_TOKENS would fit.
  */
 export function fitChat(chat: ValidChat, confirmed: number, askCents: number): ValidChat | null {
-  const outputPrice = chat.model.prices.outputPerMillion
-  if (!chat.fittable || outputPrice <= 0 || askCents <= 0) return null
+  if (!chat.fittable || askCents <= 0) return null
   // The most burn the balance pays for at this ask: ceil(burn x ask / 100) <= confirmed.
   const budget = Math.floor((confirmed * 100) / askCents)
-  const promptBurn = burnOf({ promptTokens: chat.promptTokenBound, completionTokens: 0 }, chat.model.prices)
-  if (budget <= promptBurn) return null
-  // Each choice's tokens x choices x price / 1e6, rounded up, stays within what is left.
-  const perChoice = Number((BigInt(budget - promptBurn) * 1_000_000n) / BigInt(outputPrice * chat.choices))
+  // The limit must fit at every tier the prompt can be billed at: the fewest tokens any affords.
+  let perChoice = Number.POSITIVE_INFINITY
+  for (const rates of reachableTiers(chat.promptTokenBound, chat.model.prices)) {
+    const promptBurn = promptWorst(chat.promptTokenBound, rates)
+    if (budget <= promptBurn) return null
+    if (rates.outputPerMillion <= 0) continue
+    // Each choice's tokens x choices x price / 1e6, rounded up, stays within what is left.
+    const left = BigInt(budget - promptBurn) * 1_000_000n
+    perChoice = Math.min(perChoice, Number(left / BigInt(rates.outputPerMillion * chat.choices)))
+  }
   if (perChoice >= chat.maxTokens) return null
   if (perChoice < Math.min(MIN_FITTED_TOKENS, chat.model.maxCompletionTokens)) return null
   return withLimit(

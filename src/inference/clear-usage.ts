@@ -9,7 +9,7 @@ import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
 import type { ValidChat } from './chat-request.ts'
-import { burnOf, type Usage } from './meter.ts'
+import { burnOf, costDisagrees, type Usage } from './meter.ts'
 import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
 
 /**
@@ -43,6 +43,8 @@ export interface ClearUsageInput {
   preBalance: MicroDiem | null
   /** What the supplier reported; null when the answer ended without usage. */
   reported: Usage | null
+  /** The upstream's own cost of the request, when its answer carried one. */
+  upstreamCost?: MicroDiem | null
   /** Output tokens counted as they streamed by (asked for only when nothing was reported). */
   generatedTokens: () => Promise<number>
   outcome: 'completed' | 'incomplete'
@@ -64,6 +66,9 @@ export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promi
   let burn = burnOf(usage, input.chat.model.prices)
   const before = input.preBalance ?? input.admission.upstreamBalance
   if (estimated && before !== null && burn > before) burn = before
+  // The upstream's figure is compared, never billed: the meter's burn is what moves money.
+  const upstreamCost = input.upstreamCost ?? null
+  const disagreed = !estimated && upstreamCost !== null && costDisagrees(burn, upstreamCost)
   const clearing = await clearBurn(
     deps,
     input.admission.attemptId,
@@ -74,6 +79,7 @@ export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promi
       outputTokens: usage.completionTokens,
       estimated,
       outcome: input.outcome,
+      upstreamCost: disagreed ? upstreamCost : null,
     },
     input.storeWaitsMs,
   )
@@ -94,6 +100,7 @@ export async function clearBurn(
     outputTokens: number
     estimated: boolean
     outcome: 'completed' | 'incomplete'
+    upstreamCost?: MicroDiem | null
   },
   storeWaitsMs: readonly number[] = CLEAR_RETRY_WAITS_MS,
 ): Promise<Clearing> {
@@ -115,6 +122,7 @@ export async function clearBurn(
   )
   if (!clearing.replay) {
     metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
+    if (record.upstreamCost != null) metrics.costDisagreements.inc()
     if (clearing.disputed > 0) {
       metrics.disputedClears.inc()
       metrics.disputedBurn.inc({}, clearing.disputed)

@@ -1,22 +1,131 @@
-// Meter: usage -> burn, at the catalog's published per-million-token prices (USD = DIEM).
-import type { ModelPrices } from '../catalog/entry.ts'
+// Meter: usage -> burn, at the catalog's published per-million-token prices (USD = DIEM), by the
+// upstream's own bill: uncached prompt tokens at input, cache reads at cache_input, cache writes at
+// cache_write, completion at output, all at the extended tier once the prompt passes its threshold.
+import type { ExtendedRates, TextPrices, TokenRates } from '../catalog/entry.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { tokenBurn } from '../money/units.ts'
+import { parseMicros, tokenBurn } from '../money/units.ts'
 
 export interface Usage {
+  /** Every prompt token, the cached and cache-written ones included. */
   promptTokens: number
   completionTokens: number
+  /** Prompt tokens read from the upstream's cache (absent: none). */
+  cachedTokens?: number
+  /** Prompt tokens written to the upstream's cache (absent: none). */
+  cacheWriteTokens?: number
 }
 
-export function burnOf(usage: Usage, prices: ModelPrices): MicroDiem {
-  return (tokenBurn(usage.promptTokens, prices.inputPerMillion ?? 0) +
-    tokenBurn(usage.completionTokens, prices.outputPerMillion ?? 0)) as MicroDiem
+/** The tier a prompt of this size is billed at: extended past its threshold, else the base prices. */
+function tierOf(promptTokens: number, prices: TextPrices): TokenRates {
+  const extended = prices.extended
+  return extended && promptTokens > extended.contextTokenThreshold ? extended : prices
 }
 
-/** Usage as an OpenAI-style body reports it, or null when it is missing or malformed. */
+/** The three prompt prices of a tier; one the model does not publish is its input price. */
+function promptRates(rates: TokenRates): { input: number; cacheInput: number; cacheWrite: number } {
+  return {
+    input: rates.inputPerMillion,
+    cacheInput: rates.cacheInputPerMillion ?? rates.inputPerMillion,
+    cacheWrite: rates.cacheWritePerMillion ?? rates.inputPerMillion,
+  }
+}
+
+/**
+ * Burn of one request. Prompt tokens are summed per price and each sum rounded up once, like the
+ * completion: a model without cache prices bills exactly prompt x input + completion x output.
+ */
+export function burnOf(usage: Usage, prices: TextPrices): MicroDiem {
+  const rates = tierOf(usage.promptTokens, prices)
+  const cached = usage.cachedTokens ?? 0
+  const written = usage.cacheWriteTokens ?? 0
+  let burn = tokenBurn(usage.completionTokens, rates.outputPerMillion) as number
+  // Most answers use no cache: one sum for the prompt, and no map to build on every clear.
+  if (cached === 0 && written === 0)
+    return (burn + tokenBurn(usage.promptTokens, rates.inputPerMillion)) as MicroDiem
+  const { input, cacheInput, cacheWrite } = promptRates(rates)
+  const tokensAt = new Map<number, number>()
+  const add = (price: number, tokens: number) => tokensAt.set(price, (tokensAt.get(price) ?? 0) + tokens)
+  add(input, usage.promptTokens - cached - written)
+  add(cacheInput, cached)
+  add(cacheWrite, written)
+  for (const [price, tokens] of tokensAt) burn += tokenBurn(tokens, price)
+  return burn as MicroDiem
+}
+
+/** The tiers a prompt of at most `promptBound` tokens can be billed at. */
+export function reachableTiers(promptBound: number, prices: TextPrices): TokenRates[] {
+  const extended: ExtendedRates | undefined = prices.extended
+  return extended && promptBound > extended.contextTokenThreshold ? [prices, extended] : [prices]
+}
+
+/**
+ * The most `promptBound` prompt tokens can burn at one tier, however the upstream splits them
+ * between uncached, cache reads and cache writes: every token at the dearest of the three prices,
+ * plus one micro-DIEM for each further distinct price (each sum is rounded up on its own).
+ */
+export function promptWorst(promptBound: number, rates: TokenRates): MicroDiem {
+  const prompt = promptRates(rates)
+  const distinct = new Set([prompt.input, prompt.cacheInput, prompt.cacheWrite]).size
+  const dearest = Math.max(prompt.input, prompt.cacheInput, prompt.cacheWrite)
+  return (tokenBurn(promptBound, dearest) + (promptBound > 0 ? distinct - 1 : 0)) as MicroDiem
+}
+
+/** The worst case a request can burn: its prompt bound and completion limit at the dearest tier. */
+export function worstBurn(promptBound: number, completionTokens: number, prices: TextPrices): MicroDiem {
+  let worst = 0
+  for (const rates of reachableTiers(promptBound, prices)) {
+    const burn = promptWorst(promptBound, rates) + tokenBurn(completionTokens, rates.outputPerMillion)
+    if (burn > worst) worst = burn
+  }
+  return worst as MicroDiem
+}
+
+const count = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0
+
+/**
+ * Usage as an OpenAI-style body reports it, or null when it is missing or malformed. Cache counts
+ * are read from `prompt_tokens_details` (or the usage itself); counts that do not fit inside
+ * `prompt_tokens` say nothing true about the prompt, so they are dropped and the whole prompt is
+ * billed at input: a bill the upstream's formula gives for some honest report, and one the hold
+ * covers.
+ */
 export function readUsage(raw: unknown): Usage | null {
   if (!raw || typeof raw !== 'object') return null
-  const { prompt_tokens: prompt, completion_tokens: completion } = raw as Record<string, unknown>
-  const ok = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0
-  return ok(prompt) && ok(completion) ? { promptTokens: prompt, completionTokens: completion } : null
+  const body = raw as Record<string, unknown>
+  const { prompt_tokens: prompt, completion_tokens: completion } = body
+  if (!count(prompt) || !count(completion)) return null
+  const usage: Usage = { promptTokens: prompt, completionTokens: completion }
+  const details = (body.prompt_tokens_details ?? {}) as Record<string, unknown>
+  const cached = details.cached_tokens
+  const written = details.cache_creation_input_tokens ?? body.cache_creation_input_tokens
+  const cachedTokens = count(cached) ? cached : 0
+  const cacheWriteTokens = count(written) ? written : 0
+  if (cachedTokens + cacheWriteTokens > prompt) return usage
+  if (cachedTokens > 0) usage.cachedTokens = cachedTokens
+  if (cacheWriteTokens > 0) usage.cacheWriteTokens = cacheWriteTokens
+  return usage
+}
+
+/**
+ * The upstream's own cost of a request (`cost.diem`, else `cost.usd`) in micro-DIEM, or null when
+ * there is none or it is unreadable. A number is rounded to the micro, as the wire shows prices.
+ */
+export function readCost(raw: unknown): MicroDiem | null {
+  if (!raw || typeof raw !== 'object') return null
+  const { diem, usd } = raw as Record<string, unknown>
+  const value = diem ?? usd
+  const text = typeof value === 'number' && Number.isFinite(value) ? value.toFixed(6) : value
+  const micros = typeof text === 'string' ? parseMicros(text) : null
+  return micros !== null && micros >= 0 ? (micros as MicroDiem) : null
+}
+
+/**
+ * Each of the at most four sums of a bill (three prompt prices, the completion) is rounded up on
+ * its own: an upstream that rounds once differs by less than this without disagreeing.
+ */
+const ROUNDING_SLACK = 4
+
+/** True when the upstream's cost and the metered burn differ by more than rounding. */
+export function costDisagrees(burn: MicroDiem, upstreamCost: MicroDiem): boolean {
+  return Math.abs(burn - upstreamCost) > ROUNDING_SLACK
 }

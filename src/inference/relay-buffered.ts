@@ -5,7 +5,7 @@ import { formatMicros } from '../money/units.ts'
 import type { ValidChat } from './chat-request.ts'
 import { type ClearDeps, type ClearedUsage, clearUsage } from './clear-usage.ts'
 import type { Dispatched } from './dispatch.ts'
-import { readUsage } from './meter.ts'
+import { readCost, readUsage } from './meter.ts'
 import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
 
 export interface BufferedResult {
@@ -38,10 +38,12 @@ export async function relayBuffered(
     admission: dispatched.admission,
     preBalance: dispatched.preBalance,
     reported,
+    upstreamCost: readCost(json.cost),
     generatedTokens: () => generatedTokens(json),
     outcome: 'completed',
   })
-  // The supplier's own cost figure is its list price, not what the buyer pays: it stays upstream.
+  // The supplier's own cost figure is its list price, not what the buyer pays: it is compared
+  // with the burn above and stays upstream.
   const { cost: _listPrice, ...rest } = json
   return {
     body: { ...rest, id: `chatcmpl-${requestId.slice(4)}`, model: chat.model.id },

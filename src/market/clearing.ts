@@ -20,6 +20,8 @@ export interface ClearRequest {
   outcome: 'completed' | 'incomplete'
   /** How long the cleared attempt is kept as its request's record (the script's default: 30 days). */
   recordRetentionMs?: number
+  /** The upstream's own cost when it disagrees with the burn: recorded, never billed. */
+  upstreamCost?: MicroDiem | null
 }
 
 export interface Clearing {
@@ -62,6 +64,7 @@ export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Pr
       req.estimated ? '1' : '0',
       req.outcome,
       req.recordRetentionMs ?? '',
+      req.upstreamCost ?? '',
     ],
   )) as Reply
   const code = n(reply[0])

@@ -18,6 +18,10 @@ export const metrics = {
     'svc_disputed_burn_microdiem_total',
     'Burn suppliers reported beyond what could be billed, micro-DIEM: recorded, never paid',
   ),
+  costDisagreements: new Counter(
+    'svc_upstream_cost_disagreements_total',
+    "Clears where the upstream's own cost of the request differed from the metered burn",
+  ),
   openStreams: { value: 0 },
   /** The payout wallet's balances as last read (src/payouts/balances.ts); null until read. */
   payoutWallet: { usdcMicros: null as number | null, gasWei: null as bigint | null },

@@ -24,6 +24,8 @@ export interface AttemptRecord {
   inputTokens: number
   outputTokens: number
   estimated: boolean
+  /** the upstream's own cost when it disagreed with the burn, micro-DIEM: recorded, never billed */
+  upstreamCost: number | null
   admittedAt: number | null
   endedAt: number
   /** The request's last attempt: no other supplier was tried after it (its record is complete). */
@@ -64,6 +66,7 @@ export function endedAttempt(f: Record<string, string>): EndedAttempt | null {
       inputTokens: int(f.inputTokens),
       outputTokens: int(f.outputTokens),
       estimated: f.estimated === '1',
+      upstreamCost: f.upstreamCost ? Number(f.upstreamCost) : null,
       admittedAt: f.admittedAt ? Number(f.admittedAt) : null,
       endedAt: int(f.endedAt),
       // A release says whether the request fell forward; every other end is the request's last.

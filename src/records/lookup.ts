@@ -65,6 +65,8 @@ function requestView(supportReference: string, first: EndedAttempt, attempts: At
     burnDiem: formatMicros(served?.burn ?? 0),
     // What the supplier reported beyond what this request could be billed: recorded, never paid.
     disputedBurnDiem: formatMicros(served?.disputed ?? 0),
+    // The upstream's own cost when it disagreed with the burn: recorded, never billed.
+    upstreamCostDiem: served?.upstreamCost == null ? null : formatMicros(served.upstreamCost),
     usage: served
       ? {
           inputTokens: served.inputTokens,

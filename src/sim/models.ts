@@ -1,10 +1,32 @@
 // The simulated supplier's model list, in Venice's `/models` shape: `model_spec` with pricing per
-// million tokens as equal usd/diem pairs, capabilities and constraints. One text model has no price
-// or caps (it maps to `coming_soon`); one is offline (it is not listed by the gateway).
+// million tokens as equal usd/diem pairs (cache read and write prices and a long-prompt tier where a
+// model has them), capabilities and constraints. One text model has no price or caps (it maps to
+// `coming_soon`); one is offline (it is not listed by the gateway).
 
-export interface TokenPricing {
-  input: { usd: number; diem: number }
-  output: { usd: number; diem: number }
+/** A price as the upstream lists it: per million tokens (or per unit), equal usd and diem. */
+export interface ListPrice {
+  usd: number
+  diem: number
+}
+
+/** A text model's long-prompt tier: past the threshold, every token of the request is at it. */
+export interface ExtendedPricing {
+  context_token_threshold: number
+  input: ListPrice
+  output: ListPrice
+  cache_input?: ListPrice
+  cache_write?: ListPrice
+}
+
+/** `model_spec.pricing`: tokens for text, `generation` for image, `per_second` for video. */
+export type SimPricing = {
+  input?: ListPrice
+  output?: ListPrice
+  cache_input?: ListPrice
+  cache_write?: ListPrice
+  extended?: ExtendedPricing
+  generation?: ListPrice
+  per_second?: ListPrice
 }
 
 export interface VeniceModel {
@@ -20,7 +42,7 @@ export interface VeniceModel {
     offline?: boolean
     capabilities?: Record<string, boolean | string | number>
     constraints?: Record<string, unknown>
-    pricing?: Record<string, { usd: number; diem: number }>
+    pricing?: SimPricing
     traits?: string[]
   }
 }
@@ -70,6 +92,35 @@ export const SIM_MODELS: VeniceModel[] = [
       constraints: { temperature: { default: 0.6 }, top_p: { default: 0.95 } },
       pricing: { input: { usd: 0.05, diem: 0.05 }, output: { usd: 0.15, diem: 0.15 } },
       traits: ['fastest'],
+    },
+  },
+  {
+    // Prompt caching and a long-prompt tier, as the upstream's larger models publish them; the
+    // threshold is low so that tests and the demo reach it with a few kilobytes of prompt.
+    id: 'glm-4.6',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'text',
+    model_spec: {
+      name: 'GLM 4.6',
+      availableContextTokens: 131_072,
+      maxCompletionTokens: 8_192,
+      capabilities: textCapabilities({ supportsReasoning: false }),
+      constraints: { temperature: { default: 0.7 }, top_p: { default: 0.95 } },
+      pricing: {
+        input: { usd: 0.85, diem: 0.85 },
+        output: { usd: 2.75, diem: 2.75 },
+        cache_input: { usd: 0.11, diem: 0.11 },
+        cache_write: { usd: 1.05, diem: 1.05 },
+        extended: {
+          context_token_threshold: 2_000,
+          input: { usd: 1.7, diem: 1.7 },
+          output: { usd: 4.125, diem: 4.125 },
+          cache_input: { usd: 0.22, diem: 0.22 },
+          cache_write: { usd: 2.1, diem: 2.1 },
+        },
+      },
     },
   },
   {

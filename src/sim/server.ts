@@ -1,11 +1,11 @@
 // The simulated supplier: a faithful Venice-style upstream (models, buffered and streamed chat with
 // usage, a DIEM balance per key, Venice's error bodies) with fault injection. It is the test double
 // of the upstream only; the demo, the tests and the benchmark all run against it.
-import { formatMicros, parseMicros, tokenBurn } from '../money/units.ts'
+import { formatMicros } from '../money/units.ts'
 import { answerTokens, type ChatRequestLike, planAnswer, type SimAnswer } from './answer.ts'
+import { listPriceBurn, type SimPrompt, simPrompt } from './billing.ts'
 import { control, rateLimits } from './control.ts'
 import type { SimFault } from './faults.ts'
-import { promptTokens } from './generate.ts'
 import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
 import { generateImages } from './images.ts'
 import { type SimKeyState, SimKeys } from './keys.ts'
@@ -21,6 +21,13 @@ export interface SimSettings {
   tokensPerSecond: number
   /** Completion length when neither the request nor `x-sim-output-tokens` says otherwise. */
   outputTokens: number
+  /**
+   * Prompt tokens reported read from and written to the cache (each capped at what the prompt has
+   * left). Null: a model with cache prices reads every message but the last from the cache (the
+   * conversation so far) and writes none; a model without reports neither.
+   */
+  cachedTokens: number | null
+  cacheWriteTokens: number | null
   /** DIEM balance (micro) of a key the first time it is seen. */
   defaultBalanceMicroDiem: number
   /** Delay of the `slow_first_byte` fault. */
@@ -35,6 +42,8 @@ export const DEFAULT_SIM_SETTINGS: SimSettings = {
   ttftMs: 0,
   tokensPerSecond: 0,
   outputTokens: 24,
+  cachedTokens: null,
+  cacheWriteTokens: null,
   defaultBalanceMicroDiem: 100_000_000,
   slowFirstByteMs: 3_000,
   videoJobMs: 2_000,
@@ -50,15 +59,6 @@ export interface SimServer {
 }
 
 const encoder = new TextEncoder()
-
-function microPrice(model: VeniceModel, side: 'input' | 'output'): number {
-  const price = model.model_spec.pricing?.[side]?.diem
-  return price === undefined ? 0 : (parseMicros(price) ?? 0)
-}
-
-function listPriceBurn(model: VeniceModel, prompt: number, completion: number): number {
-  return tokenBurn(prompt, microPrice(model, 'input')) + tokenBurn(completion, microPrice(model, 'output'))
-}
 
 interface ChatBody {
   model?: unknown
@@ -77,7 +77,7 @@ interface ChatPlan {
   id: string
   created: number
   model: VeniceModel
-  promptTokens: number
+  prompt: SimPrompt
   answer: SimAnswer
   fault: SimFault | null
   /** For truncate and stall: how many content tokens go out before the fault. */
@@ -138,7 +138,7 @@ export function startSim(
       id: `chatcmpl-${crypto.randomUUID().replaceAll('-', '')}`,
       created: Math.floor(Date.now() / 1000),
       model,
-      promptTokens: promptTokens(body.messages as { content?: unknown }[]),
+      prompt: simPrompt(model, body.messages as { content?: unknown }[], settings),
       answer,
       fault,
       faultAfter: intHeader(request, 'x-sim-fault-after') ?? Math.floor(answerTokens(answer) / 2),
@@ -159,7 +159,7 @@ export function startSim(
     }
     const { answer } = plan
     const completion = answerTokens(answer)
-    const burn = listPriceBurn(plan.model, plan.promptTokens, completion)
+    const burn = listPriceBurn(plan.model, plan.prompt, completion)
     const debited = keys.debit(plan.key, burn)
     const body = JSON.stringify({
       id: plan.id,
@@ -222,7 +222,7 @@ export function startSim(
       finished = true
       if (cancelled) plan.key.cancelledStreams += 1
       // The upstream bills what it generated, whether or not the stream completed.
-      keys.debit(plan.key, listPriceBurn(plan.model, plan.promptTokens, sent))
+      keys.debit(plan.key, listPriceBurn(plan.model, plan.prompt, sent))
     }
 
     const stream = new ReadableStream<Uint8Array>({
@@ -349,12 +349,22 @@ function streamDeltas(answer: SimAnswer): { delta: Record<string, unknown>; toke
   return deltas
 }
 
-/** Usage as OpenAI reports it; reasoning tokens are part of the completion tokens. */
+/**
+ * Usage as the upstream reports it: cache reads and writes are part of the prompt tokens, reasoning
+ * tokens part of the completion tokens.
+ */
 function usageOf(plan: ChatPlan, completion: number): Record<string, unknown> {
+  const { prompt } = plan
   const usage: Record<string, unknown> = {
-    prompt_tokens: plan.promptTokens,
+    prompt_tokens: prompt.tokens,
     completion_tokens: completion,
-    total_tokens: plan.promptTokens + completion,
+    total_tokens: prompt.tokens + completion,
+  }
+  if (prompt.cached > 0 || prompt.written > 0) {
+    usage.prompt_tokens_details = {
+      cached_tokens: prompt.cached,
+      cache_creation_input_tokens: prompt.written,
+    }
   }
   const reasoning = Math.min(plan.answer.reasoning.length, completion)
   if (reasoning > 0) usage.completion_tokens_details = { reasoning_tokens: reasoning }

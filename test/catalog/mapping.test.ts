@@ -47,6 +47,68 @@ describe('catalog mapping', () => {
     }
   })
 
+  test('cache prices and the extended tier map to integer prices and the pricing row', () => {
+    const entry = mapUpstreamModel(
+      text({
+        ...priced,
+        pricing: {
+          ...priced.pricing,
+          cache_input: { usd: 0.07, diem: 0.07 },
+          cache_write: { usd: 0.875, diem: 0.875 },
+          extended: {
+            context_token_threshold: 200_000,
+            input: { usd: 1.4, diem: 1.4 },
+            output: { usd: 5.6, diem: 5.6 },
+            cache_write: { usd: 1.75, diem: 1.75 },
+          },
+        },
+      }),
+    )!
+    expect(entry.row.status).toBe('live')
+    expect(entry.prices).toEqual({
+      inputPerMillion: 700_000,
+      outputPerMillion: 2_800_000,
+      cacheInputPerMillion: 70_000,
+      cacheWritePerMillion: 875_000,
+      extended: {
+        contextTokenThreshold: 200_000,
+        inputPerMillion: 1_400_000,
+        outputPerMillion: 5_600_000,
+        cacheWritePerMillion: 1_750_000,
+      },
+    })
+    expect(entry.row.pricing).toEqual({
+      currency: 'USD',
+      unit: 'million_tokens',
+      input: '0.700000',
+      output: '2.800000',
+      cache_input: '0.070000',
+      cache_write: '0.875000',
+      extended: {
+        context_token_threshold: 200_000,
+        input: '1.400000',
+        output: '5.600000',
+        cache_write: '1.750000',
+      },
+    })
+  })
+
+  test('a published cache or extended price that cannot be read keeps the model off live', () => {
+    const extended = { context_token_threshold: 100, input: { diem: 1 }, output: { diem: 2 } }
+    for (const pricing of [
+      { cache_input: { diem: 'cheap' } },
+      { cache_write: { diem: 0.0000001 } },
+      { extended: 'yes' },
+      { extended: { ...extended, context_token_threshold: 0 } },
+      { extended: { ...extended, output: undefined } },
+      { extended: { ...extended, cache_input: { usd: -1 } } },
+    ]) {
+      const entry = mapUpstreamModel(text({ ...priced, pricing: { ...priced.pricing, ...pricing } }))!
+      expect(entry.row.status).toBe('coming_soon')
+      expect(entry.prices).toBeNull()
+    }
+  })
+
   test('prices with more than six decimals are not guessed at', () => {
     const entry = mapUpstreamModel(
       text({ ...priced, pricing: { input: { diem: 0.0000001 }, output: { diem: 1 } } }),

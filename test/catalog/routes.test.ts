@@ -21,7 +21,7 @@ describe('GET /v1/models', () => {
     const body = (await response.json()) as { object: string; data: Record<string, unknown>[] }
     expect(body.object).toBe('list')
     const ids = body.data.map((m) => m.id)
-    expect(ids).toEqual(['deepseek-r2-preview', 'flux-dev', 'llama-3.3-70b', 'wan-2.1-video'])
+    expect(ids).toEqual(['deepseek-r2-preview', 'flux-dev', 'glm-4.6', 'llama-3.3-70b', 'wan-2.1-video'])
     for (const row of body.data) {
       expect(row.capabilities).toBeDefined()
       expect(['live', 'coming_soon']).toContain(row.status as string)
@@ -48,6 +48,26 @@ describe('GET /v1/models/{id}', () => {
     for (const row of list.data) {
       expect(await (await get(`/v1/models/${row.id}`)).json()).toEqual(row)
     }
+  })
+
+  test("the upstream's cache prices and long-prompt tier reach the synced row", async () => {
+    const row = (await (await get('/v1/models/svc/glm-4.6')).json()) as Record<string, unknown>
+    expect(row.status).toBe('live')
+    expect(row.pricing).toEqual({
+      currency: 'USD',
+      unit: 'million_tokens',
+      input: '0.850000',
+      output: '2.750000',
+      cache_input: '0.110000',
+      cache_write: '1.050000',
+      extended: {
+        context_token_threshold: 2_000,
+        input: '1.700000',
+        output: '4.125000',
+        cache_input: '0.220000',
+        cache_write: '2.100000',
+      },
+    })
   })
 
   test('coming_soon answers 200', async () => {

@@ -64,6 +64,55 @@ describe('models', () => {
   })
 })
 
+describe('cache usage and the long-prompt tier', () => {
+  test('glm-4.6 reports cache reads and writes inside prompt_tokens and bills them at their prices', async () => {
+    sim.settings.cachedTokens = 7
+    sim.settings.cacheWriteTokens = 2
+    try {
+      const key = freshKey()
+      // 400 characters: 100 tokens, plus 3 for the message and 3 for the reply
+      const response = await chat(key, {
+        model: 'glm-4.6',
+        messages: [{ role: 'user', content: 'x'.repeat(400) }],
+      })
+      const body = (await response.json()) as {
+        usage: Record<string, unknown>
+        cost: { diem: number; usd: number }
+      }
+      expect(body.usage).toEqual({
+        prompt_tokens: 106,
+        completion_tokens: 10,
+        total_tokens: 116,
+        prompt_tokens_details: { cached_tokens: 7, cache_creation_input_tokens: 2 },
+      })
+      // 97 x 0.85 = 82.45 -> 83; 7 x 0.11 = 0.77 -> 1; 2 x 1.05 = 2.1 -> 3; 10 x 2.75 = 27.5 -> 28
+      expect(body.cost).toEqual({ diem: 0.000115, usd: 0.000115 })
+      expect((await keyState(key)).balanceDiem).toBe('99.999885')
+    } finally {
+      sim.settings.cachedTokens = null
+      sim.settings.cacheWriteTokens = null
+    }
+  })
+
+  test('past 2,000 prompt tokens every term is at the extended prices; the conversation so far is a cache read', async () => {
+    const key = freshKey()
+    const messages = [
+      { role: 'system', content: 'x'.repeat(8_000) },
+      { role: 'user', content: 'y'.repeat(400) },
+    ]
+    const response = await chat(key, { model: 'glm-4.6', messages })
+    const body = (await response.json()) as { usage: Record<string, unknown>; cost: { diem: number } }
+    // 2,100 + 6 + 3 prompt tokens, of which the system message's 2,000 + 3 + 3 are cached
+    expect(body.usage.prompt_tokens).toBe(2_109)
+    expect(body.usage.prompt_tokens_details).toEqual({ cached_tokens: 2_006, cache_creation_input_tokens: 0 })
+    // 103 x 1.7 = 175.1 -> 176; 2,006 x 0.22 = 441.32 -> 442; 10 x 4.125 = 41.25 -> 42
+    expect(body.cost.diem).toBe(0.00066)
+    // llama publishes no cache prices: no cache counts, the prompt all at input
+    const plain = (await (await chat(key, { messages })).json()) as { usage: Record<string, unknown> }
+    expect(plain.usage.prompt_tokens_details).toBeUndefined()
+  })
+})
+
 describe('buffered chat', () => {
   test('answers with usage, cost and the balance before the request; debits list price', async () => {
     const key = freshKey()

@@ -24,6 +24,7 @@ export function metricsRoutes(deps: { redis: Redis; keys: Keyspace; config: { ad
           ...metrics.fallForwards.render(),
           ...metrics.disputedClears.render(),
           ...metrics.disputedBurn.render(),
+          ...metrics.costDisagreements.render(),
           ...renderGauge(
             'svc_holds_outstanding',
             'Admitted requests holding funds and capacity, all replicas',

@@ -1,0 +1,188 @@
+// The meter against bills computed by hand from the upstream's rules: cache reads and writes at
+// their prices, the long-prompt tier for the whole request past its threshold, fallbacks to input.
+import { describe, expect, test } from 'bun:test'
+import type { TextPrices } from '../../src/catalog/entry.ts'
+import { mapUpstreamModel } from '../../src/catalog/venice-mapping.ts'
+import {
+  burnOf,
+  costDisagrees,
+  readCost,
+  readUsage,
+  type Usage,
+  worstBurn,
+} from '../../src/inference/meter.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
+import { findSimModel } from '../../src/sim/models.ts'
+
+/** glm-4.6 as the simulated supplier publishes it (micro-DIEM per million tokens). */
+const glm: TextPrices = {
+  inputPerMillion: 850_000,
+  outputPerMillion: 2_750_000,
+  cacheInputPerMillion: 110_000,
+  cacheWritePerMillion: 1_050_000,
+  extended: {
+    contextTokenThreshold: 2_000,
+    inputPerMillion: 1_700_000,
+    outputPerMillion: 4_125_000,
+    cacheInputPerMillion: 220_000,
+    cacheWritePerMillion: 2_100_000,
+  },
+}
+const llama: TextPrices = { inputPerMillion: 700_000, outputPerMillion: 2_800_000 }
+
+const usage = (
+  promptTokens: number,
+  completionTokens: number,
+  cachedTokens = 0,
+  cacheWriteTokens = 0,
+): Usage => ({
+  promptTokens,
+  completionTokens,
+  cachedTokens,
+  cacheWriteTokens,
+})
+
+describe('burnOf bills as the upstream does', () => {
+  test('the catalog maps the simulated glm-4.6 to exactly these prices', () => {
+    expect(mapUpstreamModel(findSimModel('glm-4.6')!)!.prices).toEqual(glm)
+  })
+
+  test('uncached at input, cache reads at cache_input, writes at cache_write, completion at output', () => {
+    // 300 x 0.85 = 255; 600 x 0.11 = 66; 100 x 1.05 = 105; 50 x 2.75 = 137.5 -> 138
+    expect(+burnOf(usage(1_000, 50, 600, 100), glm)).toBe(564)
+    // no cache: 1,000 x 0.85 = 850; 50 x 2.75 -> 138
+    expect(+burnOf(usage(1_000, 50), glm)).toBe(988)
+    // all written: 1,000 x 1.05 = 1,050, above the uncached price
+    expect(+burnOf(usage(1_000, 0, 0, 1_000), glm)).toBe(1_050)
+  })
+
+  test('past the threshold every term is at the extended price; at the threshold none is', () => {
+    // 1,000 x 1.7 = 1,700; 1,000 x 0.22 = 220; 1 x 2.1 -> 3; 10 x 4.125 = 41.25 -> 42
+    expect(+burnOf(usage(2_001, 10, 1_000, 1), glm)).toBe(1_965)
+    // 2,000 x 0.85 = 1,700; 10 x 2.75 = 27.5 -> 28
+    expect(+burnOf(usage(2_000, 10), glm)).toBe(1_728)
+    // 2,001 x 1.7 = 3,401.7 -> 3,402; 10 x 4.125 -> 42
+    expect(+burnOf(usage(2_001, 10), glm)).toBe(3_444)
+  })
+
+  test('an unpublished cache price is input (extended input in the extended tier), one sum with it', () => {
+    // llama has no cache prices: 1,000 x 0.7 = 700 whatever the split; 1 x 2.8 -> 3
+    expect(+burnOf(usage(1_000, 1, 500, 250), llama)).toBe(703)
+    expect(+burnOf(usage(1_000, 1), llama)).toBe(703)
+    const plainExtended: TextPrices = {
+      ...llama,
+      cacheInputPerMillion: 70_000,
+      extended: { contextTokenThreshold: 100, inputPerMillion: 1_400_000, outputPerMillion: 5_600_000 },
+    }
+    // 101 tokens, 50 of them cached, all at the extended input 1.4: 141.4 -> 142
+    expect(+burnOf(usage(101, 0, 50), plainExtended)).toBe(142)
+    // below the threshold the cache read has its own price: 50 x 0.7 = 35; 50 x 0.07 = 3.5 -> 4
+    expect(+burnOf(usage(100, 0, 50), plainExtended)).toBe(39)
+  })
+
+  test('a model without cache prices bills what it did before: prompt x input + completion x output', () => {
+    for (const [p, c] of [
+      [0, 0],
+      [1, 1],
+      [12_345, 678],
+    ] as const) {
+      expect(+burnOf(usage(p, c, Math.floor(p / 2)), llama)).toBe(
+        Math.ceil((p * 700_000) / 1e6) + Math.ceil((c * 2_800_000) / 1e6),
+      )
+    }
+  })
+})
+
+describe('worstBurn covers every bill a request can come to', () => {
+  test('the dearest prompt price, plus one micro per further sum, at the dearest reachable tier', () => {
+    // below the threshold: 1,000 x 1.05 = 1,050 + 2 sums more; 100 x 2.75 = 275
+    expect(+worstBurn(1_000, 100, glm)).toBe(1_050 + 2 + 275)
+    // a bound past the threshold: 3,000 x 2.1 = 6,300 + 2; 100 x 4.125 = 412.5 -> 413
+    expect(+worstBurn(3_000, 100, glm)).toBe(6_300 + 2 + 413)
+    // without cache prices, exactly the old hold
+    expect(+worstBurn(1_000, 100, llama)).toBe(700 + 280)
+  })
+
+  test('no split of a prompt within the bound, at either tier, burns more than the hold', () => {
+    for (const bound of [1, 7, 1_999, 2_000, 2_001, 2_500]) {
+      const hold = worstBurn(bound, 33, glm)
+      for (let prompt = Math.max(0, bound - 3); prompt <= bound; prompt++) {
+        for (const [c, w] of [
+          [0, 0],
+          [prompt, 0],
+          [0, prompt],
+          [Math.floor(prompt / 3), Math.floor(prompt / 3)],
+          [1, 1],
+        ] as const) {
+          if (c + w > prompt) continue
+          expect(+burnOf(usage(prompt, 33, c, w), glm)).toBeLessThanOrEqual(hold)
+        }
+      }
+    }
+  })
+})
+
+describe('readUsage', () => {
+  test('reads cached_tokens and cache_creation_input_tokens from prompt_tokens_details', () => {
+    expect(
+      readUsage({
+        prompt_tokens: 100,
+        completion_tokens: 5,
+        prompt_tokens_details: { cached_tokens: 60, cache_creation_input_tokens: 30 },
+      }),
+    ).toEqual({ promptTokens: 100, completionTokens: 5, cachedTokens: 60, cacheWriteTokens: 30 })
+    // writes beside the details, as some upstreams put them
+    expect(readUsage({ prompt_tokens: 100, completion_tokens: 5, cache_creation_input_tokens: 30 })).toEqual({
+      promptTokens: 100,
+      completionTokens: 5,
+      cacheWriteTokens: 30,
+    })
+    expect(readUsage({ prompt_tokens: 100, completion_tokens: 5 })).toEqual({
+      promptTokens: 100,
+      completionTokens: 5,
+    })
+  })
+
+  test('cache counts that are not counts, or do not fit in the prompt, are dropped: all at input', () => {
+    for (const details of [
+      { cached_tokens: 80, cache_creation_input_tokens: 30 },
+      { cached_tokens: 101 },
+      { cache_creation_input_tokens: 1e20 },
+    ]) {
+      const read = readUsage({ prompt_tokens: 100, completion_tokens: 5, prompt_tokens_details: details })
+      expect(read).toEqual({ promptTokens: 100, completionTokens: 5 })
+    }
+    for (const bad of [-1, 1.5, '40', null, Number.NaN]) {
+      const read = readUsage({
+        prompt_tokens: 100,
+        completion_tokens: 5,
+        prompt_tokens_details: { cached_tokens: bad },
+      })
+      expect(read).toEqual({ promptTokens: 100, completionTokens: 5 })
+    }
+    expect(readUsage({ prompt_tokens: 100, completion_tokens: 5, prompt_tokens_details: 'x' })).toEqual({
+      promptTokens: 100,
+      completionTokens: 5,
+    })
+  })
+})
+
+describe("the upstream's own cost", () => {
+  test('read from diem (else usd), rounded to the micro; unreadable is none', () => {
+    expect(readCost({ diem: 0.000564, usd: 0.000564 }) as number | null).toBe(564)
+    expect(readCost({ usd: 0.0012 }) as number | null).toBe(1_200)
+    expect(readCost({ diem: '0.000564' }) as number | null).toBe(564)
+    expect(readCost({ diem: 0.00056449 }) as number | null).toBe(564)
+    expect(readCost({ diem: 1e-7 }) as number | null).toBe(0)
+    for (const bad of [null, undefined, 3, {}, { diem: -1 }, { diem: 'lots' }, { diem: Number.NaN }]) {
+      expect(readCost(bad)).toBeNull()
+    }
+  })
+
+  test('disagrees only beyond the rounding of the bill sums', () => {
+    expect(costDisagrees(564 as MicroDiem, 564 as MicroDiem)).toBe(false)
+    expect(costDisagrees(564 as MicroDiem, 560 as MicroDiem)).toBe(false)
+    expect(costDisagrees(564 as MicroDiem, 559 as MicroDiem)).toBe(true)
+    expect(costDisagrees(564 as MicroDiem, 1_000 as MicroDiem)).toBe(true)
+  })
+})
