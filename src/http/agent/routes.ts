@@ -46,7 +46,7 @@ export function agentRoutes(deps: AuthDeps) {
       '/keys',
       async ({ buyer, body, status }) => {
         const limit = body.limitUsdc === undefined ? null : limitOf(body.limitUsdc)
-        const key = await apiKeys.mint(buyer.accountId, body.name, limit)
+        const key = await apiKeys.mint(buyer.accountId, body.name, limit, buyer.keyId)
         // The one and only time this plaintext leaves the gateway.
         return status(201, {
           apiKey: key.apiKey,
@@ -70,15 +70,20 @@ export function agentRoutes(deps: AuthDeps) {
         if (body.limitUsdc === undefined && body.name === undefined) {
           throw badRequest('send limitUsdc (a decimal string, or null for no limit), name, or both')
         }
-        const key = await apiKeys.change(buyer.accountId, params.id, {
-          limit:
-            body.limitUsdc === undefined
-              ? undefined
-              : body.limitUsdc === null
-                ? null
-                : limitOf(body.limitUsdc),
-          name: body.name,
-        })
+        const key = await apiKeys.change(
+          buyer.accountId,
+          params.id,
+          {
+            limit:
+              body.limitUsdc === undefined
+                ? undefined
+                : body.limitUsdc === null
+                  ? null
+                  : limitOf(body.limitUsdc),
+            name: body.name,
+          },
+          buyer.keyId,
+        )
         return apiKeyView(key)
       },
       {
