@@ -165,6 +165,7 @@ describe('bad input changes nothing', () => {
       { name: 'x', limitUsdc: '' },
       { name: 'x', limitUsdc: null },
       { name: 'x', limitUsdc: '99999999' },
+      { name: 'x', limitUsdc: '1000000.000001' },
     ]
     for (const json of mints) {
       const response = await call(buyer.apiKey, '/v1/agent/keys', { method: 'POST', json })
@@ -176,6 +177,7 @@ describe('bad input changes nothing', () => {
       { limitUsdc: 2 },
       { limitUsdc: 'two' },
       { limitUsdc: '-0.5' },
+      { limitUsdc: '1000000.000001' },
       { name: '' },
       { name: 'x'.repeat(65) },
       { limitUsdc: '1', extra: true },

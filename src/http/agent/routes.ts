@@ -21,7 +21,9 @@ const limitUsdc = t.String({ pattern: LIMIT_USDC_PATTERN })
 function limitOf(text: string): number {
   const micros = parseLimitUsdc(text)
   if (micros === null)
-    throw badRequest('limitUsdc must be a decimal string with at most 6 decimals (e.g. "5.000000")')
+    throw badRequest(
+      'limitUsdc must be a decimal string with at most 6 decimals, up to 1000000 (e.g. "5.000000")',
+    )
   return micros
 }
 
