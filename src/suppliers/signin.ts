@@ -1,7 +1,6 @@
 // Supplier identity: a single-use nonce (5 minutes, in Redis), then a signed EIP-4361 message
 // checked against the gateway's own URL (siwe.ts) and turned into a `sup_` key by one script
 // (lua/supplier-signin.lua): nonce used up, supplier found or created for the wallet, key minted.
-import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
 import { generateSiweNonce } from 'viem/siwe'
 import type { Keyspace } from '../redis/keys.ts'
@@ -10,6 +9,7 @@ import { SupplierCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import { nonceFuseBlown, nonceRefused, supplierKeyCap } from './results.ts'
 import { verifySignIn } from './siwe.ts'
+import { newSupplierId } from './store.ts'
 import { generateSupplierKey, MAX_ACTIVE_SUPPLIER_KEYS } from './supplier-keys.ts'
 
 export const NONCE_TTL_MS = 5 * 60_000
@@ -26,8 +26,6 @@ export interface SignInResult {
   /** At the cap: the oldest key a sign-in minted, revoked to make room (else null). */
   replacedKeyId: string | null
 }
-
-export const newSupplierId = () => `spl_${randomBytes(12).toString('hex')}`
 
 export class SignInService {
   private readonly fuse: MinuteFuse
