@@ -7,7 +7,7 @@ import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'
 import { SupplierCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
-import { nonceFuseBlown, nonceRefused, supplierKeyCap } from './results.ts'
+import { clientNonceFuseBlown, nonceFuseBlown, nonceRefused, supplierKeyCap } from './results.ts'
 import { verifySignIn } from './siwe.ts'
 import { newSupplierId } from './store.ts'
 import { generateSupplierKey, MAX_ACTIVE_SUPPLIER_KEYS } from './supplier-keys.ts'
@@ -29,6 +29,7 @@ export interface SignInResult {
 
 export class SignInService {
   private readonly fuse: MinuteFuse
+  private readonly clientFuse: MinuteFuse
 
   constructor(
     private readonly redis: Redis,
@@ -36,12 +37,22 @@ export class SignInService {
     private readonly publicUrl: string,
     noncesPerMinute: number,
     private readonly nonceTtlMs = NONCE_TTL_MS,
+    noncesPerClientPerMinute = noncesPerMinute,
   ) {
-    // Anyone may ask for a nonce: the fuse bounds how many can stand in Redis at once.
+    // Anyone may ask for a nonce: the fuse bounds how many can stand in Redis at once, and the
+    // per-client count in front of it keeps one client from taking the whole fuse.
     this.fuse = new MinuteFuse(redis, keys.siweNonceFuse, noncesPerMinute, nonceFuseBlown)
+    this.clientFuse = new MinuteFuse(
+      redis,
+      keys.siweNonceClientFuse,
+      noncesPerClientPerMinute,
+      clientNonceFuseBlown,
+    )
   }
 
-  async nonce(): Promise<string> {
+  /** A fresh nonce for `client` (its address; '' when unknown, one count for all of those). */
+  async nonce(client = ''): Promise<string> {
+    await this.clientFuse.take(client)
     await this.fuse.take()
     const nonce = generateSiweNonce()
     await this.redis.set(this.keys.siweNonce(nonce), '1', 'PX', this.nonceTtlMs)

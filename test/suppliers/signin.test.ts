@@ -192,6 +192,36 @@ describe('nonce fuse', () => {
   })
 })
 
+describe('nonce per client', () => {
+  test('one client asking in a loop meets its own 429, and another client still gets nonces', async () => {
+    // Listening on both stacks: 127.0.0.1 and ::1 reach it as two client addresses.
+    const fused = await startStack({
+      env: { HOST: '::', SVC_SIWE_NONCES_PER_MINUTE: '10', SVC_SIWE_NONCES_PER_CLIENT_PER_MINUTE: '3' },
+    })
+    try {
+      const port = fused.url.split(':').at(-1)
+      const nonce = (host: string) => fetch(`http://${host}:${port}/v1/supplier/nonce`)
+      let refusal: Response | null = null
+      for (let i = 0; i < 30 && refusal === null; i++) {
+        const response = await nonce('127.0.0.1')
+        if (response.status !== 200) refusal = response
+      }
+      if (refusal === null) throw new Error('never refused')
+      expect(refusal.status).toBe(429)
+      expect(Number(refusal.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      expect(((await refusal.json()) as { error: { code: string; type: string } }).error).toMatchObject({
+        code: 'nonce_rate_limited',
+        type: 'rate_limit_error',
+      })
+      const other = await nonce('[::1]')
+      expect(other.status).toBe(200)
+      expect(((await other.json()) as { nonce: string }).nonce).toMatch(/^[A-Za-z0-9]{8,}$/)
+    } finally {
+      await fused.stop()
+    }
+  })
+})
+
 describe('nonce lifetime', () => {
   test('a nonce past its time to live signs nobody in', async () => {
     const service = new SignInService(stack.redis, stack.keys, stack.config.publicUrl, 1_000, 50)

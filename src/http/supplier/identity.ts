@@ -17,93 +17,107 @@ import { supplierAuth } from './auth.ts'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-export function supplierIdentityRoutes(deps: AuthDeps & { publicUrl: string; noncesPerMinute: number }) {
-  const signIn = new SignInService(deps.redis, deps.keys, deps.publicUrl, deps.noncesPerMinute)
+export function supplierIdentityRoutes(
+  deps: AuthDeps & { publicUrl: string; noncesPerMinute: number; noncesPerClientPerMinute: number },
+) {
+  const signIn = new SignInService(
+    deps.redis,
+    deps.keys,
+    deps.publicUrl,
+    deps.noncesPerMinute,
+    undefined,
+    deps.noncesPerClientPerMinute,
+  )
   const keys = new SupplierKeyStore(deps.redis, deps.keys)
   const suppliers = new SupplierStore(deps.redis, deps.keys)
-  return new Elysia({ name: 'svc/supplier-identity', prefix: '/v1/supplier', seed: deps.keys.prefix })
-    .use(supplierAuth(deps))
-    .get('/nonce', async () => ({ nonce: await signIn.nonce() }))
-    .post(
-      '/signin',
-      async ({ body }) => {
-        const result = await signIn.signIn(body.message, body.signature)
-        // The one and only time this plaintext leaves the gateway.
-        return {
-          supplierId: result.supplierId,
-          wallet: result.wallet,
-          apiKey: result.apiKey,
-          id: result.keyId,
-          keyPrefix: result.keyPrefix,
-          replacedKeyId: result.replacedKeyId,
-        }
-      },
-      {
-        parse: jsonBody,
-        body: t.Object(
-          {
-            message: t.String({ minLength: 1, maxLength: SIWE_MESSAGE_MAX }),
-            signature: t.String({ minLength: 1, maxLength: 1026 }),
-          },
-          { additionalProperties: false },
-        ),
-      },
-    )
-    .get('/me', async ({ supplier }) => supplierView(await suppliers.require(supplier.supplierId)), {
-      supplier: true,
-    })
-    .get(
-      '/earnings',
-      ({ supplier, query }) =>
-        supplierEarnings(deps.redis, deps.keys, supplier.supplierId, windowQuery(query)),
-      { supplier: true },
-    )
-    .get(
-      '/fills',
-      ({ supplier, query }) => {
-        const { limit, before } = pageQuery(query)
-        return listFills(deps.redis, deps.keys, supplier.supplierId, limit, before)
-      },
-      { supplier: true },
-    )
-    .get(
-      '/keys',
-      async ({ supplier }) => {
-        const active = await keys.list(supplier.supplierId)
-        return {
-          activeApiKeys: active.map((key) => ({
-            id: key.id,
-            name: key.name,
-            keyPrefix: key.prefix,
-            createdAt: iso(key.createdAt),
-            lastUsedAt: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
-          })),
-          activeApiKeyCount: active.length,
-          maxActiveApiKeys: MAX_ACTIVE_SUPPLIER_KEYS,
-        }
-      },
-      { supplier: true },
-    )
-    .post(
-      '/keys',
-      async ({ supplier, body, status }) => {
-        const key = await keys.mint(supplier.supplierId, body.name)
-        return status(201, key)
-      },
-      {
+  return (
+    new Elysia({ name: 'svc/supplier-identity', prefix: '/v1/supplier', seed: deps.keys.prefix })
+      .use(supplierAuth(deps))
+      // The socket's address: no proxy header is trusted, so a client cannot pick its own count.
+      .get('/nonce', async ({ request, server }) => ({
+        nonce: await signIn.nonce(server?.requestIP(request)?.address ?? ''),
+      }))
+      .post(
+        '/signin',
+        async ({ body }) => {
+          const result = await signIn.signIn(body.message, body.signature)
+          // The one and only time this plaintext leaves the gateway.
+          return {
+            supplierId: result.supplierId,
+            wallet: result.wallet,
+            apiKey: result.apiKey,
+            id: result.keyId,
+            keyPrefix: result.keyPrefix,
+            replacedKeyId: result.replacedKeyId,
+          }
+        },
+        {
+          parse: jsonBody,
+          body: t.Object(
+            {
+              message: t.String({ minLength: 1, maxLength: SIWE_MESSAGE_MAX }),
+              signature: t.String({ minLength: 1, maxLength: 1026 }),
+            },
+            { additionalProperties: false },
+          ),
+        },
+      )
+      .get('/me', async ({ supplier }) => supplierView(await suppliers.require(supplier.supplierId)), {
         supplier: true,
-        body: t.Object(
-          { name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }) },
-          { additionalProperties: false },
-        ),
-      },
-    )
-    .delete(
-      '/keys/:id',
-      async ({ supplier, params }) => {
-        await keys.revoke(supplier.supplierId, params.id)
-        return { status: 'ok' as const }
-      },
-      { supplier: true, params: t.Object({ id: t.String({ maxLength: 64 }) }) },
-    )
+      })
+      .get(
+        '/earnings',
+        ({ supplier, query }) =>
+          supplierEarnings(deps.redis, deps.keys, supplier.supplierId, windowQuery(query)),
+        { supplier: true },
+      )
+      .get(
+        '/fills',
+        ({ supplier, query }) => {
+          const { limit, before } = pageQuery(query)
+          return listFills(deps.redis, deps.keys, supplier.supplierId, limit, before)
+        },
+        { supplier: true },
+      )
+      .get(
+        '/keys',
+        async ({ supplier }) => {
+          const active = await keys.list(supplier.supplierId)
+          return {
+            activeApiKeys: active.map((key) => ({
+              id: key.id,
+              name: key.name,
+              keyPrefix: key.prefix,
+              createdAt: iso(key.createdAt),
+              lastUsedAt: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
+            })),
+            activeApiKeyCount: active.length,
+            maxActiveApiKeys: MAX_ACTIVE_SUPPLIER_KEYS,
+          }
+        },
+        { supplier: true },
+      )
+      .post(
+        '/keys',
+        async ({ supplier, body, status }) => {
+          const key = await keys.mint(supplier.supplierId, body.name)
+          return status(201, key)
+        },
+        {
+          supplier: true,
+          body: t.Object(
+            { name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }) },
+            { additionalProperties: false },
+          ),
+        },
+      )
+      .delete(
+        '/keys/:id',
+        async ({ supplier, params }) => {
+          await keys.revoke(supplier.supplierId, params.id)
+          return { status: 'ok' as const }
+        },
+        { supplier: true, params: t.Object({ id: t.String({ maxLength: 64 }) }) },
+      )
+  )
 }
