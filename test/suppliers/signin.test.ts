@@ -118,6 +118,53 @@ describe('sign-in', () => {
     })
   }
 
+  test('a message off the EIP-4361 form is refused (invalid_siwe_message), its nonce still usable', async () => {
+    const account = newAccount()
+    const nonce = await supplierNonce(stack)
+    // Expired: only a parser that skips its Expiration Time line would sign it in.
+    const message = siweMessage(stack, account, nonce, {
+      expirationTime: new Date(Date.now() - 1_000),
+      notBefore: new Date(Date.now() - 60_000),
+    })
+    const lines = message.split('\n')
+    const expiry = lines.findIndex((line) => line.startsWith('Expiration Time: '))
+    const reordered = [...lines]
+    reordered.splice(expiry, 2, lines[expiry + 1]!, lines[expiry]!)
+    const variants = [
+      reordered.join('\n'),
+      `${message}\nsigned elsewhere too`,
+      `${message}\n`,
+      `${message}\nNonce: ${nonce}`,
+      message.replace('Sign in to sell capacity.', 'Sign in\nto sell capacity.'),
+      message.replace(`${account.address}\n\n`, `${account.address}\n`),
+      `${lines[0]}\n${message}`,
+    ]
+    for (const variant of variants) {
+      const signature = await account.signMessage({ message: variant })
+      expect([variant, await refused({ message: variant, signature })]).toEqual([
+        variant,
+        { status: 400, code: 'invalid_siwe_message' },
+      ])
+    }
+    // The standard form with every optional field, and without a statement, signs in.
+    const full = siweMessage(stack, account, nonce, {
+      notBefore: new Date(Date.now() - 60_000),
+      requestId: 'req-1',
+      resources: ['https://gateway.example/terms'],
+    })
+    const signed = await postSignIn(stack, {
+      message: full,
+      signature: await account.signMessage({ message: full }),
+    })
+    expect(signed.status).toBe(200)
+    const bare = siweMessage(stack, account, await supplierNonce(stack), { statement: undefined })
+    const again = await postSignIn(stack, {
+      message: bare,
+      signature: await account.signMessage({ message: bare }),
+    })
+    expect(again.status).toBe(200)
+  })
+
   test('a signature by another wallet, or over another message, is refused', async () => {
     const account = newAccount()
     const message = siweMessage(stack, account, await supplierNonce(stack))
