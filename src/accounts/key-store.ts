@@ -168,13 +168,21 @@ export class ApiKeyStore {
     return this.redis.hlen(this.keys.accountKeys(accountId))
   }
 
-  /** Revokes one of the account's own keys; an unknown or another account's id is a 404. */
-  async revoke(accountId: string, keyId: string): Promise<void> {
+  /**
+   * Revokes one of the account's own keys; an unknown or another account's id is a 404. A limited
+   * `callerKeyId` revoking a key without a limit is a 403.
+   */
+  async revoke(accountId: string, keyId: string, callerKeyId = ''): Promise<void> {
     const accountKeys = this.keys.accountKeys(accountId)
     const digest = await this.redis.hget(accountKeys, keyId)
     if (!digest) throw accountResultError(AccountCode.NoKey)
     const code = Number(
-      await runScript(this.redis, 'revokeKey', [accountKeys, this.keys.apiKey(digest)], [keyId, digest]),
+      await runScript(
+        this.redis,
+        'revokeKey',
+        [accountKeys, this.keys.apiKey(digest), this.keys.account(accountId)],
+        [keyId, digest, callerKeyId],
+      ),
     )
     if (code !== AccountCode.Ok) throw accountResultError(code)
   }

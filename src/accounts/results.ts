@@ -26,7 +26,7 @@ export function accountResultError(code: number): ApiError {
       return new ApiError(
         403,
         'key_limit_binding',
-        'this key has a spending limit: it may lower limits and mint keys with a limit within what it has left, never raise or remove a limit (nothing changed)',
+        'this key has a spending limit: it may lower the limits of limited keys and mint keys with a limit within what it has left; it may not raise or remove a limit, nor change or revoke a key without one (nothing changed)',
         { headers: NO_RETRY },
       )
     case AccountCode.BadAmount:

@@ -211,7 +211,7 @@ describe('a limited key binds the agent that holds it', () => {
     expect(((await response.json()) as ErrorBody).error.code).toBe('key_limit_binding')
   }
 
-  test('it cannot raise or remove any limit, nor mint a key without one or past what it has left', async () => {
+  test('it cannot raise or remove a limit, touch an unlimited key, nor mint a key without a limit or past what it has left', async () => {
     const buyer = await fundedBuyer(stack)
     const agent = await mint(buyer, { name: 'agent', limitUsdc: '1' })
     const sibling = await mint(buyer, { name: 'sibling', limitUsdc: '2' })
@@ -224,6 +224,10 @@ describe('a limited key binds the agent that holds it', () => {
     const own = (await (await call(buyer.apiKey, '/v1/agent/keys')).json()) as { activeApiKeys: KeyView[] }
     const operator = own.activeApiKeys.find((k) => k.limitUsdc === null)!
     await expectBinding(await patch(agent.apiKey, operator.id, { limitUsdc: null }))
+    // An unlimited key is out of its reach: limiting or revoking every one would lock the owner out.
+    await expectBinding(await patch(agent.apiKey, operator.id, { limitUsdc: '0' }))
+    await expectBinding(await patch(agent.apiKey, operator.id, { name: 'mine now' }))
+    await expectBinding(await call(agent.apiKey, `/v1/agent/keys/${operator.id}`, { method: 'DELETE' }))
     const mints = [{ name: 'free' }, { name: 'big', limitUsdc: '1.000001' }]
     for (const json of mints) {
       await expectBinding(await call(agent.apiKey, '/v1/agent/keys', { method: 'POST', json }))
@@ -250,7 +254,8 @@ describe('a limited key binds the agent that holds it', () => {
     await expectBinding(
       await call(child.apiKey, '/v1/agent/keys', { method: 'POST', json: { name: 'x', limitUsdc: '0.6' } }),
     )
-    // The operator's unlimited key keeps every power.
+    // It may revoke a limited key; the operator's unlimited key keeps every power.
+    expect((await call(agent.apiKey, `/v1/agent/keys/${sibling.id}`, { method: 'DELETE' })).status).toBe(200)
     expect((await patch(buyer.apiKey, agent.id, { limitUsdc: null })).status).toBe(200)
     expect(await listed(buyer, agent.id)).toMatchObject({ limitUsdc: null })
   })

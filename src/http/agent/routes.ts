@@ -103,7 +103,7 @@ export function agentRoutes(deps: AuthDeps) {
     .delete(
       '/keys/:id',
       async ({ buyer, params }) => {
-        await apiKeys.revoke(buyer.accountId, params.id)
+        await apiKeys.revoke(buyer.accountId, params.id, buyer.keyId)
         return { status: 'ok' as const }
       },
       { buyer: true, params: t.Object({ id: t.String() }) },

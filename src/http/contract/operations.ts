@@ -190,7 +190,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'PATCH /v1/agent/keys/{id}': {
     summary: "Set one of the account's keys' spending limit (null: none) and/or name",
     description:
-      'limitUsdc is a decimal string; a request whose worst case would take the key past it (spent + held in flight + this hold) gets 403 key_limit_exceeded. A limit below what the key spent and holds is a 409. A caller whose own key has a limit may only lower or set limits (403 key_limit_binding otherwise).',
+      'limitUsdc is a decimal string; a request whose worst case would take the key past it (spent + held in flight + this hold) gets 403 key_limit_exceeded. A limit below what the key spent and holds is a 409. A caller whose own key has a limit may only lower the limits of limited keys (403 key_limit_binding otherwise).',
     tags: ['agent'],
     security: 'apiKey',
     ok: ok('The key as listed, with its limit and spending'),
@@ -198,9 +198,11 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   'DELETE /v1/agent/keys/{id}': {
     summary: "Revoke one of the account's keys (may be the calling key)",
+    description:
+      'A caller whose own key has a limit may not revoke a key without one (403 key_limit_binding).',
     tags: ['agent'],
     security: 'apiKey',
-    errors: ['Unauthorized', 'NotFound'],
+    errors: ['Unauthorized', 'Forbidden', 'NotFound'],
   },
   'PATCH /v1/agent/max-price': {
     summary: 'Set the max price, 30..80 cents per dollar',
