@@ -6,7 +6,7 @@ import { KEY_NAME_MAX } from '../../accounts/api-keys.ts'
 import { supplierEarnings } from '../../suppliers/earnings.ts'
 import { listFills } from '../../suppliers/fills.ts'
 import { SupplierKeyStore } from '../../suppliers/key-store.ts'
-import { SignInService } from '../../suppliers/signin.ts'
+import { NONCE_TTL_MS, SignInService } from '../../suppliers/signin.ts'
 import { SIWE_MESSAGE_MAX } from '../../suppliers/siwe.ts'
 import { SupplierStore, supplierView } from '../../suppliers/store.ts'
 import { MAX_ACTIVE_SUPPLIER_KEYS } from '../../suppliers/supplier-keys.ts'
@@ -25,99 +25,98 @@ export function supplierIdentityRoutes(
     deps.keys,
     deps.publicUrl,
     deps.noncesPerMinute,
-    undefined,
+    NONCE_TTL_MS,
     deps.noncesPerClientPerMinute,
   )
   const keys = new SupplierKeyStore(deps.redis, deps.keys)
   const suppliers = new SupplierStore(deps.redis, deps.keys)
-  return (
-    new Elysia({ name: 'svc/supplier-identity', prefix: '/v1/supplier', seed: deps.keys.prefix })
-      .use(supplierAuth(deps))
+  return new Elysia({ name: 'svc/supplier-identity', prefix: '/v1/supplier', seed: deps.keys.prefix })
+    .use(supplierAuth(deps))
+    .get('/nonce', async ({ request, server }) => {
       // The socket's address: no proxy header is trusted, so a client cannot pick its own count.
-      .get('/nonce', async ({ request, server }) => ({
-        nonce: await signIn.nonce(server?.requestIP(request)?.address ?? ''),
-      }))
-      .post(
-        '/signin',
-        async ({ body }) => {
-          const result = await signIn.signIn(body.message, body.signature)
-          // The one and only time this plaintext leaves the gateway.
-          return {
-            supplierId: result.supplierId,
-            wallet: result.wallet,
-            apiKey: result.apiKey,
-            id: result.keyId,
-            keyPrefix: result.keyPrefix,
-            replacedKeyId: result.replacedKeyId,
-          }
-        },
-        {
-          parse: jsonBody,
-          body: t.Object(
-            {
-              message: t.String({ minLength: 1, maxLength: SIWE_MESSAGE_MAX }),
-              signature: t.String({ minLength: 1, maxLength: 1026 }),
-            },
-            { additionalProperties: false },
-          ),
-        },
-      )
-      .get('/me', async ({ supplier }) => supplierView(await suppliers.require(supplier.supplierId)), {
+      const client = server?.requestIP(request)?.address ?? ''
+      return { nonce: await signIn.nonce(client) }
+    })
+    .post(
+      '/signin',
+      async ({ body }) => {
+        const result = await signIn.signIn(body.message, body.signature)
+        // The one and only time this plaintext leaves the gateway.
+        return {
+          supplierId: result.supplierId,
+          wallet: result.wallet,
+          apiKey: result.apiKey,
+          id: result.keyId,
+          keyPrefix: result.keyPrefix,
+          replacedKeyId: result.replacedKeyId,
+        }
+      },
+      {
+        parse: jsonBody,
+        body: t.Object(
+          {
+            message: t.String({ minLength: 1, maxLength: SIWE_MESSAGE_MAX }),
+            signature: t.String({ minLength: 1, maxLength: 1026 }),
+          },
+          { additionalProperties: false },
+        ),
+      },
+    )
+    .get('/me', async ({ supplier }) => supplierView(await suppliers.require(supplier.supplierId)), {
+      supplier: true,
+    })
+    .get(
+      '/earnings',
+      ({ supplier, query }) =>
+        supplierEarnings(deps.redis, deps.keys, supplier.supplierId, windowQuery(query)),
+      { supplier: true },
+    )
+    .get(
+      '/fills',
+      ({ supplier, query }) => {
+        const { limit, before } = pageQuery(query)
+        return listFills(deps.redis, deps.keys, supplier.supplierId, limit, before)
+      },
+      { supplier: true },
+    )
+    .get(
+      '/keys',
+      async ({ supplier }) => {
+        const active = await keys.list(supplier.supplierId)
+        return {
+          activeApiKeys: active.map((key) => ({
+            id: key.id,
+            name: key.name,
+            keyPrefix: key.prefix,
+            createdAt: iso(key.createdAt),
+            lastUsedAt: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
+          })),
+          activeApiKeyCount: active.length,
+          maxActiveApiKeys: MAX_ACTIVE_SUPPLIER_KEYS,
+        }
+      },
+      { supplier: true },
+    )
+    .post(
+      '/keys',
+      async ({ supplier, body, status }) => {
+        const key = await keys.mint(supplier.supplierId, body.name)
+        return status(201, key)
+      },
+      {
         supplier: true,
-      })
-      .get(
-        '/earnings',
-        ({ supplier, query }) =>
-          supplierEarnings(deps.redis, deps.keys, supplier.supplierId, windowQuery(query)),
-        { supplier: true },
-      )
-      .get(
-        '/fills',
-        ({ supplier, query }) => {
-          const { limit, before } = pageQuery(query)
-          return listFills(deps.redis, deps.keys, supplier.supplierId, limit, before)
-        },
-        { supplier: true },
-      )
-      .get(
-        '/keys',
-        async ({ supplier }) => {
-          const active = await keys.list(supplier.supplierId)
-          return {
-            activeApiKeys: active.map((key) => ({
-              id: key.id,
-              name: key.name,
-              keyPrefix: key.prefix,
-              createdAt: iso(key.createdAt),
-              lastUsedAt: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
-            })),
-            activeApiKeyCount: active.length,
-            maxActiveApiKeys: MAX_ACTIVE_SUPPLIER_KEYS,
-          }
-        },
-        { supplier: true },
-      )
-      .post(
-        '/keys',
-        async ({ supplier, body, status }) => {
-          const key = await keys.mint(supplier.supplierId, body.name)
-          return status(201, key)
-        },
-        {
-          supplier: true,
-          body: t.Object(
-            { name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }) },
-            { additionalProperties: false },
-          ),
-        },
-      )
-      .delete(
-        '/keys/:id',
-        async ({ supplier, params }) => {
-          await keys.revoke(supplier.supplierId, params.id)
-          return { status: 'ok' as const }
-        },
-        { supplier: true, params: t.Object({ id: t.String({ maxLength: 64 }) }) },
-      )
-  )
+        body: t.Object(
+          { name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }) },
+          { additionalProperties: false },
+        ),
+      },
+    )
+    .delete(
+      '/keys/:id',
+      async ({ supplier, params }) => {
+        await keys.revoke(supplier.supplierId, params.id)
+        return { status: 'ok' as const }
+      },
+      { supplier: true, params: t.Object({ id: t.String({ maxLength: 64 }) }) },
+    )
 }
