@@ -23,9 +23,8 @@ export function boundBody(request: Request, maxBytes: number): void {
  */
 async function bodyText(request: Request): Promise<string> {
   const bound = bounds.get(request)
-  if (bound === undefined || request.body === null || request.headers.has('content-length')) {
-    return request.text()
-  }
+  const declared = request.headers.has('content-length') && !request.headers.has('transfer-encoding')
+  if (bound === undefined || request.body === null || declared) return request.text()
   const reader = request.body.getReader()
   const chunks: Uint8Array[] = []
   let size = 0
