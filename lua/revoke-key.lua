@@ -5,15 +5,24 @@
 
   KEYS[1]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
   KEYS[2]  API key hash of the key  (apikey:<digest>)
+  KEYS[3]  account hash             (acct:<accountId>: limit:<keyId>; a supplier's hash for its keys)
   ARGV[1]  key id (UUID)
   ARGV[2]  key digest, as read from KEYS[1]
+  ARGV[3]  the calling key's id ("" for none). A limited caller may not revoke a key without a
+           limit: revoking the account's unlimited keys would leave no key that can lift a limit.
 
   Returns  1 revoked
           -5 no such key on this account (unknown, foreign, or revoked meanwhile)
+          -8 the caller is a limited key and the key has no limit
 ]]
 local rcall = redis.call
 
 if rcall('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return -5 end
+local caller = ARGV[3]
+if caller and caller ~= '' and rcall('HEXISTS', KEYS[3], 'limit:' .. caller) == 1
+    and rcall('HEXISTS', KEYS[3], 'limit:' .. ARGV[1]) == 0 then
+  return -8
+end
 rcall('DEL', KEYS[2])
 rcall('HDEL', KEYS[1], ARGV[1])
 return 1

@@ -12,10 +12,15 @@
   ARGV[2]  key digest, as read from KEYS[2]
   ARGV[3]  the new limit, micro-USDC; "none" removes it; "" leaves it
   ARGV[4]  the new name; "" leaves it
+  ARGV[5]  the calling key's id ("" for none). When that key has a limit, it may only lower the
+           limit of a key that has one: never raise or remove a limit (the budget stays binding),
+           and never touch a key without one (that would leave no key that can lift a limit).
 
   Returns {1, limit ("" none), spent, held}
           {-5}                 no such key on this account (unknown, foreign, or revoked)
           {-7, spent + held}   the limit is below what the key spent and holds
+          {-8}                 the caller is a limited key, and the key has no limit or the
+                               change would raise or remove its limit
 ]]
 local rcall = redis.call
 
@@ -24,6 +29,11 @@ local f_limit, f_spent, f_held = 'limit:' .. ARGV[1], 'spent:' .. ARGV[1], 'held
 local k = rcall('HMGET', KEYS[1], f_limit, f_spent, f_held)
 local spent, held = tonumber(k[2] or '0'), tonumber(k[3] or '0')
 local limit = k[1] or ''
+if ARGV[5] and ARGV[5] ~= '' and rcall('HEXISTS', KEYS[1], 'limit:' .. ARGV[5]) == 1 then
+  if limit == '' or ARGV[3] == 'none' or (ARGV[3] ~= '' and tonumber(ARGV[3]) > tonumber(limit)) then
+    return { -8 }
+  end
+end
 if ARGV[3] == 'none' then
   limit = ''
 elseif ARGV[3] ~= '' then

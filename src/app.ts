@@ -4,7 +4,6 @@ import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { CatalogStore } from './catalog/store.ts'
 import type { GatewayConfig } from './config.ts'
-import { ApiError } from './errors.ts'
 import type { Funding } from './funding/index.ts'
 import { adminMarketRoutes } from './http/admin/market.ts'
 import { adminOfferRoutes } from './http/admin/offers.ts'
@@ -19,6 +18,7 @@ import { chatRoutes } from './http/inference/chat.ts'
 import { imageRoutes } from './http/inference/images.ts'
 import { responsesRoutes } from './http/inference/responses.ts'
 import { videoRoutes } from './http/inference/video.ts'
+import { bodyTooLarge, boundBody } from './http/json-body.ts'
 import { mcpRoutes } from './http/mcp/routes.ts'
 import { metricsRoutes } from './http/metrics/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
@@ -61,16 +61,12 @@ export function createApp(deps: AppDeps) {
       const id = beginRequest(request).id
       set.headers[REQUEST_ID_HEADER] = id
       set.headers[OPENAI_REQUEST_ID_HEADER] = id
-      // Refused by its declared length, before a byte of it is read.
+      // Refused by its declared length, before a byte of it is read; without one, while it is read.
       const length = Number(request.headers.get('content-length') ?? 0)
       if (length > deps.config.maxBodyBytes) {
-        const tooLarge = new ApiError(
-          413,
-          'body_too_large',
-          `request body over ${deps.config.maxBodyBytes} bytes`,
-        )
-        return errorResponse(tooLarge, requestIdHeaders(id))
+        return errorResponse(bodyTooLarge(deps.config.maxBodyBytes), requestIdHeaders(id))
       }
+      boundBody(request, deps.config.maxBodyBytes)
     })
     .use(errorHandler)
     .onAfterResponse({ as: 'global' }, ({ request, set, path, route, responseValue }) => {

@@ -87,6 +87,8 @@ export interface GatewayConfig {
   publicUrl: string
   /** Sign-In with Ethereum nonces issued per minute across all replicas (429 past it). */
   siweNoncesPerMinute: number
+  /** Of those, how many one client address may ask for per minute (429 past it). */
+  siweNoncesPerClientPerMinute: number
   defaultMaxPriceCents: number
   catalogSyncSeconds: number
   disabledModels: string[]
@@ -287,6 +289,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     upstreamApiKey: read(env, 'SVC_UPSTREAM_API_KEY'),
     publicUrl: url(env, 'SVC_PUBLIC_URL', ['http:', 'https:'], `http://localhost:${port}`),
     siweNoncesPerMinute: integer(env, 'SVC_SIWE_NONCES_PER_MINUTE', 600, 1, 1_000_000),
+    siweNoncesPerClientPerMinute: integer(env, 'SVC_SIWE_NONCES_PER_CLIENT_PER_MINUTE', 60, 1, 1_000_000),
     defaultMaxPriceCents: integer(env, 'SVC_DEFAULT_MAX_PRICE_CENTS', 50, 30, 80),
     catalogSyncSeconds: integer(env, 'SVC_CATALOG_SYNC_SECONDS', 300, 5, 86_400),
     disabledModels: (read(env, 'SVC_DISABLED_MODELS') ?? '')

@@ -1,7 +1,7 @@
 // What an API key is: `svc_` and 32 random bytes in base64url (43 characters). Only its SHA-256
 // digest is stored; the plaintext exists in memory at mint and in the mint response, nowhere else.
 import { randomBytes, randomUUID } from 'node:crypto'
-import { parseMicros } from '../money/units.ts'
+import { MICROS_PER_UNIT, parseMicros } from '../money/units.ts'
 
 export const API_KEY_PREFIX = 'svc_'
 /** `keyPrefix` on the wire: enough to tell keys apart in a list, far too little to guess one. */
@@ -45,7 +45,12 @@ export function looksLikeApiKey(value: string): boolean {
 export const LIMIT_USDC_PATTERN = '^[0-9]{1,7}(\\.[0-9]{1,6})?$'
 const LIMIT_USDC = new RegExp(LIMIT_USDC_PATTERN)
 
-/** micro-USDC of a limit (zero allowed: a key that may spend nothing more), or null when malformed. */
+/** The highest spending limit a key may have: 1,000,000 USDC, the most one credit adds. */
+export const MAX_LIMIT = 1_000_000 * MICROS_PER_UNIT
+
+/** micro-USDC of a limit (zero allowed: a key that may spend nothing more), or null when malformed or above MAX_LIMIT. */
 export function parseLimitUsdc(text: string): number | null {
-  return LIMIT_USDC.test(text) ? parseMicros(text) : null
+  if (!LIMIT_USDC.test(text)) return null
+  const micros = parseMicros(text)
+  return micros !== null && micros <= MAX_LIMIT ? micros : null
 }

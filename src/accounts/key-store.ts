@@ -64,8 +64,16 @@ export class ApiKeyStore {
     private readonly keys: Keyspace,
   ) {}
 
-  /** A new key, with a spending limit in micro-USDC when given. */
-  async mint(accountId: string, name: string, limit: number | null = null): Promise<MintedApiKey> {
+  /**
+   * A new key, with a spending limit in micro-USDC when given. `callerKeyId` is the key asking, if
+   * any: a limited caller must give a limit within what it has left, and that much leaves its own.
+   */
+  async mint(
+    accountId: string,
+    name: string,
+    limit: number | null = null,
+    callerKeyId = '',
+  ): Promise<MintedApiKey> {
     for (let attempt = 0; ; attempt++) {
       const key = generateApiKey()
       const code = Number(
@@ -73,7 +81,17 @@ export class ApiKeyStore {
           this.redis,
           'mintKey',
           [this.keys.account(accountId), this.keys.accountKeys(accountId), this.keys.apiKey(key.digest)],
-          [accountId, key.id, key.digest, name, key.prefix, MAX_ACTIVE_API_KEYS, limit ?? ''],
+          [
+            accountId,
+            key.id,
+            key.digest,
+            name,
+            key.prefix,
+            MAX_ACTIVE_API_KEYS,
+            limit ?? '',
+            '',
+            callerKeyId,
+          ],
         ),
       )
       if (code === AccountCode.Ok) {
@@ -113,9 +131,15 @@ export class ApiKeyStore {
 
   /**
    * Sets one of the account's own keys' limit (micro-USDC; null removes it) and/or name. An unknown
-   * or another account's id is a 404; a limit below what the key spent and holds is a 409.
+   * or another account's id is a 404; a limit below what the key spent and holds is a 409; a
+   * limited `callerKeyId` raising or removing any limit is a 403.
    */
-  async change(accountId: string, keyId: string, change: KeyChange): Promise<ApiKeyWithSpending> {
+  async change(
+    accountId: string,
+    keyId: string,
+    change: KeyChange,
+    callerKeyId = '',
+  ): Promise<ApiKeyWithSpending> {
     const accountKeys = this.keys.accountKeys(accountId)
     const digest = await this.redis.hget(accountKeys, keyId)
     if (!digest) throw accountResultError(AccountCode.NoKey)
@@ -124,7 +148,7 @@ export class ApiKeyStore {
       this.redis,
       'setKeyLimit',
       [this.keys.account(accountId), accountKeys, this.keys.apiKey(digest)],
-      [keyId, digest, limitArg, change.name ?? ''],
+      [keyId, digest, limitArg, change.name ?? '', callerKeyId],
     )) as (string | number)[]
     const code = Number(reply[0])
     if (code === AccountCode.LimitBelowSpent) throw limitBelowSpent(Number(reply[1]))
@@ -144,13 +168,21 @@ export class ApiKeyStore {
     return this.redis.hlen(this.keys.accountKeys(accountId))
   }
 
-  /** Revokes one of the account's own keys; an unknown or another account's id is a 404. */
-  async revoke(accountId: string, keyId: string): Promise<void> {
+  /**
+   * Revokes one of the account's own keys; an unknown or another account's id is a 404. A limited
+   * `callerKeyId` revoking a key without a limit is a 403.
+   */
+  async revoke(accountId: string, keyId: string, callerKeyId = ''): Promise<void> {
     const accountKeys = this.keys.accountKeys(accountId)
     const digest = await this.redis.hget(accountKeys, keyId)
     if (!digest) throw accountResultError(AccountCode.NoKey)
     const code = Number(
-      await runScript(this.redis, 'revokeKey', [accountKeys, this.keys.apiKey(digest)], [keyId, digest]),
+      await runScript(
+        this.redis,
+        'revokeKey',
+        [accountKeys, this.keys.apiKey(digest), this.keys.account(accountId)],
+        [keyId, digest, callerKeyId],
+      ),
     )
     if (code !== AccountCode.Ok) throw accountResultError(code)
   }

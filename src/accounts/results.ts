@@ -22,6 +22,13 @@ export function accountResultError(code: number): ApiError {
       })
     case AccountCode.NoKey:
       return new ApiError(404, 'api_key_not_found', 'API key not found')
+    case AccountCode.KeyLimitBinding:
+      return new ApiError(
+        403,
+        'key_limit_binding',
+        'this key has a spending limit: it may lower the limits of limited keys and mint keys with a limit within what it has left; it may not raise or remove a limit, nor change or revoke a key without one (nothing changed)',
+        { headers: NO_RETRY },
+      )
     case AccountCode.BadAmount:
       return new ApiError(400, 'invalid_amount', 'amount is not a positive amount within the limit')
     default:

@@ -1,13 +1,50 @@
 // Request bodies are JSON objects sent as application/json. Anything else is a 400 that says so,
 // before validation sees it: a form post or text body must not slip through as a string or a
 // coerced object, and a parse failure must never become a 500.
-import { badRequest } from '../errors.ts'
+import { ApiError, badRequest } from '../errors.ts'
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/i
 
+export const bodyTooLarge = (maxBytes: number) =>
+  new ApiError(413, 'body_too_large', `request body over ${maxBytes} bytes`)
+
+// Each request's body bound, set by the app as the request arrives (SVC_MAX_BODY_BYTES).
+const bounds = new WeakMap<Request, number>()
+
+/** Bounds what jsonBody reads of this request's body. */
+export function boundBody(request: Request, maxBytes: number): void {
+  bounds.set(request, maxBytes)
+}
+
+/**
+ * The body as text. A declared Content-Length was checked against the bound before any byte was
+ * read; a body without one (chunked) is counted as it streams in and refused at the bound, so it
+ * is never held whole.
+ */
+async function bodyText(request: Request): Promise<string> {
+  const bound = bounds.get(request)
+  const declared = request.headers.has('content-length') && !request.headers.has('transfer-encoding')
+  if (bound === undefined || request.body === null || declared) return request.text()
+  const reader = request.body.getReader()
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > bound) {
+      reader.cancel().catch(() => {})
+      throw bodyTooLarge(bound)
+    }
+    chunks.push(value)
+  }
+  // As request.text() decodes: UTF-8, a byte-order mark dropped, bad bytes replaced.
+  return new TextDecoder().decode(Buffer.concat(chunks))
+}
+
 /** An Elysia parse hook: the body as JSON, null when there is none, a 400 when it is not JSON. */
 export async function jsonBody({ request }: { request: Request }): Promise<unknown> {
-  const text = await request.text()
+  const text = await bodyText(request)
   // No body: validation then answers "request body must be a JSON object" for routes that need one.
   if (text.trim() === '') return null
   const contentType = (request.headers.get('content-type') ?? '').split(';')[0]!.trim()

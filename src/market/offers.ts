@@ -8,6 +8,7 @@ import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { OfferCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import { offerNotFound } from '../suppliers/results.ts'
 import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
 export const ASK_MIN_CENTS = 30
@@ -61,6 +62,9 @@ export interface OfferRecord {
   askCents: number
   status: OfferStatus
 }
+
+/** An offer id, as create makes them; checked before an id from outside becomes part of a key. */
+const OFFER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 export const DEFAULT_MAX_IN_FLIGHT = 64
 /** A supplier's offers standing (not deleted) at once. */
@@ -122,6 +126,7 @@ export class OfferService {
   ) {}
 
   private async put(mode: 'create' | 'update' | 'delete', id: string, input: OfferInput): Promise<void> {
+    if (!OFFER_ID.test(id)) throw offerNotFound(id)
     const sealed =
       input.upstreamApiKey === undefined ? '' : encryptUpstreamKey(this.masterKey, input.upstreamApiKey)
     const reply = (await runScript(
@@ -145,7 +150,7 @@ export class OfferService {
       ],
     )) as (string | number)[]
     const code = Number(reply[0])
-    if (code === OfferCode.UnknownOffer) throw new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
+    if (code === OfferCode.UnknownOffer) throw offerNotFound(id)
     if (code === OfferCode.UpstreamKeyInUse) throw upstreamKeyInUse()
     if (code === OfferCode.SupplierSuspended) throw supplierSuspended()
     if (code === OfferCode.UnknownSupplier)
@@ -193,6 +198,7 @@ export class OfferService {
   }
 
   async get(id: string): Promise<OfferView | null> {
+    if (!OFFER_ID.test(id)) return null
     const raw = await this.redis.hgetall(this.keys.offer(id))
     if (!raw.id || raw.status === 'deleted') return null
     return view(raw)

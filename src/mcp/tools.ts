@@ -140,7 +140,7 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'mint_key',
     description:
-      'Mints a new API key, optionally with a spending limit (give an agent a key that cannot spend more than limitUsdc). The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys.',
+      'Mints a new API key, optionally with a spending limit (give an agent a key that cannot spend more than limitUsdc). The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys. A limited key must give a limitUsdc within what it has left, which leaves its own limit (403 key_limit_binding).',
     input: t.Object(
       {
         name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX, description: 'a label for the key' }),
@@ -158,7 +158,7 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'set_key_limit',
     description:
-      "Sets one of the account's keys' spending limit (limitUsdc; null removes it), by its id from list_keys. A request that would take the key past it gets 403 key_limit_exceeded. Answers the key with limitUsdc, spentUsdc and limitRemainingUsdc.",
+      "Sets one of the account's keys' spending limit (limitUsdc; null removes it), by its id from list_keys. A request that would take the key past it gets 403 key_limit_exceeded. A limited key may only lower the limits of limited keys (403 key_limit_binding). Answers the key with limitUsdc, spentUsdc and limitRemainingUsdc.",
     input: t.Object(
       {
         id: t.String({ minLength: 1, maxLength: 64, description: 'the key id (UUID) from list_keys' }),
@@ -176,7 +176,7 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'revoke_key',
     description:
-      "Revokes one of the account's keys by its id from list_keys. It may be the key this connection uses, after which every call fails with 401. Rotate by mint, store, verify, then revoke.",
+      "Revokes one of the account's keys by its id from list_keys. It may be the key this connection uses, after which every call fails with 401. Rotate by mint, store, verify, then revoke. A limited key may not revoke a key without a limit (403 key_limit_binding).",
     input: t.Object(
       { id: t.String({ minLength: 1, maxLength: 64, description: 'the key id (UUID) from list_keys' }) },
       { additionalProperties: false },

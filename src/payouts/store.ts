@@ -109,6 +109,8 @@ export class PayoutStore {
   }
 
   async get(id: string): Promise<Payout | null> {
+    // Checked before it becomes a key: `sender:<wallet>` would name the sender's lock.
+    if (!PAYOUT_ID.test(id)) return null
     const raw = await this.redis.hgetall(this.keys.payout(id))
     return raw.id ? parse(raw) : null
   }

@@ -109,6 +109,8 @@ export function keyspace(prefix: string) {
     siweNonce: (nonce: string) => key(`siwe:nonce:${nonce}`),
     /** string counter per minute: nonces issued, the fuse that bounds how many can be outstanding */
     siweNonceFuse: (minute: number) => key(`siwe:fuse:${minute}`),
+    /** string counter per minute and client address: nonces it asked for, so one client cannot take the whole fuse */
+    siweNonceClientFuse: (minute: number, client: string) => key(`siwe:client:${minute}:${client}`),
     /** hash: SHA-256 hex of an upstream key -> the offer it stands in (one non-deleted offer per key) */
     upstreamKeys: key('upstreamKeys'),
     /**

@@ -1,21 +1,22 @@
 // A fuse across every replica: at most `perMinute` takes per wall-clock minute, counted in Redis
-// under a key per minute (kept two minutes). Past it, the caller's 429 with Retry-After to the
-// next minute. For what no key can be charged for (a signup, a sign-in nonce).
+// under a key per minute (kept two minutes), one count per scope when the key names one (a
+// client's address). Past it, the caller's 429 with Retry-After to the next minute. For what no
+// key can be charged for (a signup, a sign-in nonce).
 import type Redis from 'ioredis'
 import type { ApiError } from '../errors.ts'
 
 export class MinuteFuse {
   constructor(
     private readonly redis: Redis,
-    private readonly keyOf: (minute: number) => string,
+    private readonly keyOf: (minute: number, scope: string) => string,
     private readonly perMinute: number,
     private readonly refusal: (retryAfterSeconds: number) => ApiError,
   ) {}
 
-  /** Takes one slot of this minute, or throws the refusal. */
-  async take(now = Date.now()): Promise<void> {
+  /** Takes one slot of this minute (of this scope's count), or throws the refusal. */
+  async take(scope = '', now = Date.now()): Promise<void> {
     const minute = Math.floor(now / 60_000)
-    const key = this.keyOf(minute)
+    const key = this.keyOf(minute, scope)
     const [[, count]] = (await this.redis.multi().incr(key).pexpire(key, 120_000).exec()) as [[null, number]]
     if (count > this.perMinute) {
       throw this.refusal(Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000)))

@@ -30,6 +30,7 @@ export enum AccountCode {
   NoKey = -5,
   BadAmount = -6,
   LimitBelowSpent = -7,
+  KeyLimitBinding = -8,
 }
 
 /** clear */

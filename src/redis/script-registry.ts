@@ -48,7 +48,7 @@ export const SCRIPTS = {
   // accounts
   createAccount: standalone(createAccount, 5),
   mintKey: standalone(mintKey, 3),
-  revokeKey: standalone(revokeKey, 2),
+  revokeKey: standalone(revokeKey, 3),
   setKeyLimit: standalone(setKeyLimit, 3),
   touchKey: standalone(touchKey, 1),
   credit: standalone(credit, 2),

@@ -85,7 +85,12 @@ export class SupplierKeyStore {
     const digest = await this.redis.hget(own, keyId)
     if (!digest) throw supplierKeyNotFound()
     const code = Number(
-      await runScript(this.redis, 'revokeKey', [own, this.keys.supplierKey(digest)], [keyId, digest]),
+      await runScript(
+        this.redis,
+        'revokeKey',
+        [own, this.keys.supplierKey(digest), this.keys.supplier(supplierId)],
+        [keyId, digest, ''],
+      ),
     )
     if (code !== AccountCode.Ok) throw supplierKeyNotFound()
   }

@@ -25,6 +25,14 @@ export const nonceFuseBlown = (retryAfterSeconds: number) =>
     },
   )
 
+export const clientNonceFuseBlown = (retryAfterSeconds: number) =>
+  new ApiError(
+    429,
+    'nonce_rate_limited',
+    'this client asked for too many sign-in nonces this minute; retry after Retry-After',
+    { headers: { 'retry-after': String(retryAfterSeconds) } },
+  )
+
 export const nonceRefused = () =>
   new ApiError(401, 'siwe_nonce_invalid', 'the nonce is unknown, expired or already used; get a new one')
 

@@ -1,15 +1,15 @@
 // Supplier identity: a single-use nonce (5 minutes, in Redis), then a signed EIP-4361 message
 // checked against the gateway's own URL (siwe.ts) and turned into a `sup_` key by one script
 // (lua/supplier-signin.lua): nonce used up, supplier found or created for the wallet, key minted.
-import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
 import { generateSiweNonce } from 'viem/siwe'
 import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'
 import { SupplierCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
-import { nonceFuseBlown, nonceRefused, supplierKeyCap } from './results.ts'
+import { clientNonceFuseBlown, nonceFuseBlown, nonceRefused, supplierKeyCap } from './results.ts'
 import { verifySignIn } from './siwe.ts'
+import { newSupplierId } from './store.ts'
 import { generateSupplierKey, MAX_ACTIVE_SUPPLIER_KEYS } from './supplier-keys.ts'
 
 export const NONCE_TTL_MS = 5 * 60_000
@@ -27,10 +27,9 @@ export interface SignInResult {
   replacedKeyId: string | null
 }
 
-export const newSupplierId = () => `spl_${randomBytes(12).toString('hex')}`
-
 export class SignInService {
   private readonly fuse: MinuteFuse
+  private readonly clientFuse: MinuteFuse
 
   constructor(
     private readonly redis: Redis,
@@ -38,12 +37,22 @@ export class SignInService {
     private readonly publicUrl: string,
     noncesPerMinute: number,
     private readonly nonceTtlMs = NONCE_TTL_MS,
+    noncesPerClientPerMinute = noncesPerMinute,
   ) {
-    // Anyone may ask for a nonce: the fuse bounds how many can stand in Redis at once.
+    // Anyone may ask for a nonce: the fuse bounds how many can stand in Redis at once, and the
+    // per-client count in front of it keeps one client from taking the whole fuse.
     this.fuse = new MinuteFuse(redis, keys.siweNonceFuse, noncesPerMinute, nonceFuseBlown)
+    this.clientFuse = new MinuteFuse(
+      redis,
+      keys.siweNonceClientFuse,
+      noncesPerClientPerMinute,
+      clientNonceFuseBlown,
+    )
   }
 
-  async nonce(): Promise<string> {
+  /** A fresh nonce for `client` (its address; '' when unknown, one count for all of those). */
+  async nonce(client = ''): Promise<string> {
+    await this.clientFuse.take(client)
     await this.fuse.take()
     const nonce = generateSiweNonce()
     await this.redis.set(this.keys.siweNonce(nonce), '1', 'PX', this.nonceTtlMs)

@@ -15,8 +15,38 @@ export interface SignedIn {
 
 const refused = (code: string, message: string) => new ApiError(401, code, message)
 
+// EIP-4361's ABNF as one anchored pattern: every line in its order, optional ones only where the
+// grammar has them, nothing after the last. viem's parser searches rather than matches, so alone
+// it would skip a field out of order (an Expiration Time after Not Before) or trailing text.
+const DATE_TIME =
+  '[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})'
+const STRICT_SIWE = new RegExp(
+  [
+    '^(?:[a-zA-Z][a-zA-Z0-9+.-]*://)?(?:[a-zA-Z0-9.-]+|\\[[0-9a-fA-F:.]+\\])(?::[0-9]{1,5})? wants you to sign in with your Ethereum account:\n',
+    '0x[a-fA-F0-9]{40}\n',
+    '\n',
+    "(?:[A-Za-z0-9._~:/?#\\[\\]@!$&'()*+,;= -]+\n)?",
+    '\n',
+    'URI: [^\\s]+\n',
+    'Version: 1\n',
+    'Chain ID: [0-9]+\n',
+    'Nonce: [a-zA-Z0-9]{8,}\n',
+    `Issued At: ${DATE_TIME}`,
+    `(?:\nExpiration Time: ${DATE_TIME})?`,
+    `(?:\nNot Before: ${DATE_TIME})?`,
+    '(?:\nRequest ID: [^\\s]*)?',
+    '(?:\nResources:(?:\n- [^\\s]+)*)?$',
+  ].join(''),
+)
+
 /** The message's fields, or the 400 that says which one is missing or malformed. */
 function parse(message: string) {
+  if (!STRICT_SIWE.test(message)) {
+    throw badRequest(
+      'message is not an EIP-4361 message: its lines must be the standard fields in the standard order, and nothing after the last',
+      'invalid_siwe_message',
+    )
+  }
   const fields = parseSiweMessage(message)
   const missing = (['domain', 'address', 'uri', 'version', 'nonce', 'chainId'] as const).find(
     (field) => fields[field] === undefined,

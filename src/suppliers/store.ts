@@ -1,6 +1,7 @@
 // Suppliers as the API shows them: identity and status from the supplier hash, earnings derived
 // from its offers (earned = sum of the offers' `earned`, net of the fee; the offers keep it), paid
 // out and pending from the supplier hash (payouts move them). payable = earned - paidOut - pending.
+import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -41,6 +42,11 @@ export function adminSupplierView(s: Supplier) {
   return { ...supplierView(s), offerCount: s.offerCount }
 }
 
+const SUPPLIER_ID = /^spl_[0-9a-f]{24}$/
+export const newSupplierId = () => `spl_${randomBytes(12).toString('hex')}`
+/** Checked before an id from outside becomes part of a key: `<id>:offers` would name another key. */
+export const isSupplierId = (value: string) => SUPPLIER_ID.test(value)
+
 export class SupplierStore {
   constructor(
     private readonly redis: Redis,
@@ -48,6 +54,7 @@ export class SupplierStore {
   ) {}
 
   async get(id: string): Promise<Supplier | null> {
+    if (!isSupplierId(id)) return null
     const [raw, offerIds] = await Promise.all([
       this.redis.hgetall(this.keys.supplier(id)),
       this.redis.smembers(this.keys.supplierOffers(id)),
@@ -85,6 +92,7 @@ export class SupplierStore {
 
   /** Suspends or reinstates: its active offers leave or rejoin the ladder in the same script. */
   async setStatus(id: string, status: SupplierStatus): Promise<Supplier> {
+    if (!isSupplierId(id)) throw supplierNotFound(id)
     const reply = (await runScript(this.redis, 'supplierStatus', [this.keys.base], [id, status])) as number[]
     if (Number(reply[0]) !== SupplierCode.Ok) throw supplierNotFound(id)
     return this.require(id)

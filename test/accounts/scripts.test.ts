@@ -48,7 +48,12 @@ async function mint(accountId: string, key = generateApiKey()) {
 
 const revoke = async (accountId: string, keyId: string, digest: string) =>
   Number(
-    await runScript(redis, 'revokeKey', [keys.accountKeys(accountId), keys.apiKey(digest)], [keyId, digest]),
+    await runScript(
+      redis,
+      'revokeKey',
+      [keys.accountKeys(accountId), keys.apiKey(digest), keys.account(accountId)],
+      [keyId, digest, ''],
+    ),
   )
 
 const credit = async (accountId: string, amount: string | number, note = 'by hand') =>

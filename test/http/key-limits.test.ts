@@ -165,6 +165,7 @@ describe('bad input changes nothing', () => {
       { name: 'x', limitUsdc: '' },
       { name: 'x', limitUsdc: null },
       { name: 'x', limitUsdc: '99999999' },
+      { name: 'x', limitUsdc: '1000000.000001' },
     ]
     for (const json of mints) {
       const response = await call(buyer.apiKey, '/v1/agent/keys', { method: 'POST', json })
@@ -176,6 +177,7 @@ describe('bad input changes nothing', () => {
       { limitUsdc: 2 },
       { limitUsdc: 'two' },
       { limitUsdc: '-0.5' },
+      { limitUsdc: '1000000.000001' },
       { name: '' },
       { name: 'x'.repeat(65) },
       { limitUsdc: '1', extra: true },
@@ -198,5 +200,78 @@ describe('bad input changes nothing', () => {
       expect(response.status).toBe(404)
     }
     expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  })
+})
+
+describe('a limited key binds the agent that holds it', () => {
+  const patch = (apiKey: string, id: string, json: unknown) =>
+    call(apiKey, `/v1/agent/keys/${id}`, { method: 'PATCH', json })
+  const expectBinding = async (response: Response) => {
+    expect(response.status).toBe(403)
+    expect(((await response.json()) as ErrorBody).error.code).toBe('key_limit_binding')
+  }
+
+  test('it cannot raise or remove a limit, touch an unlimited key, nor mint a key without a limit or past what it has left', async () => {
+    const buyer = await fundedBuyer(stack)
+    const agent = await mint(buyer, { name: 'agent', limitUsdc: '1' })
+    const sibling = await mint(buyer, { name: 'sibling', limitUsdc: '2' })
+    await waitForLastUsed(stack, agent.apiKey)
+    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    await expectBinding(await patch(agent.apiKey, agent.id, { limitUsdc: null }))
+    await expectBinding(await patch(agent.apiKey, agent.id, { limitUsdc: '1.000001' }))
+    await expectBinding(await patch(agent.apiKey, sibling.id, { limitUsdc: '3' }))
+    await expectBinding(await patch(agent.apiKey, sibling.id, { limitUsdc: null }))
+    const own = (await (await call(buyer.apiKey, '/v1/agent/keys')).json()) as { activeApiKeys: KeyView[] }
+    const operator = own.activeApiKeys.find((k) => k.limitUsdc === null)!
+    await expectBinding(await patch(agent.apiKey, operator.id, { limitUsdc: null }))
+    // An unlimited key is out of its reach: limiting or revoking every one would lock the owner out.
+    await expectBinding(await patch(agent.apiKey, operator.id, { limitUsdc: '0' }))
+    await expectBinding(await patch(agent.apiKey, operator.id, { name: 'mine now' }))
+    await expectBinding(await call(agent.apiKey, `/v1/agent/keys/${operator.id}`, { method: 'DELETE' }))
+    const mints = [{ name: 'free' }, { name: 'big', limitUsdc: '1.000001' }]
+    for (const json of mints) {
+      await expectBinding(await call(agent.apiKey, '/v1/agent/keys', { method: 'POST', json }))
+    }
+    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  })
+
+  test('a key it mints is carved out of its own limit, and binds in turn; an unlimited key lifts it', async () => {
+    const buyer = await fundedBuyer(stack)
+    const agent = await mint(buyer, { name: 'agent', limitUsdc: '1' })
+    const sibling = await mint(buyer, { name: 'sibling', limitUsdc: '2' })
+    expect((await patch(agent.apiKey, agent.id, { limitUsdc: '0.8' })).status).toBe(200)
+    expect((await patch(agent.apiKey, sibling.id, { limitUsdc: '1.5', name: 'lowered' })).status).toBe(200)
+    const child = (await (
+      await call(agent.apiKey, '/v1/agent/keys', {
+        method: 'POST',
+        json: { name: 'child', limitUsdc: '0.5' },
+      })
+    ).json()) as Minted
+    expect(child.limitUsdc).toBe('0.500000')
+    expect(await listed(buyer, agent.id)).toMatchObject({ limitUsdc: '0.300000' })
+    await expectBinding(await patch(child.apiKey, child.id, { limitUsdc: '0.6' }))
+    await expectBinding(await patch(child.apiKey, agent.id, { limitUsdc: null }))
+    await expectBinding(
+      await call(child.apiKey, '/v1/agent/keys', { method: 'POST', json: { name: 'x', limitUsdc: '0.6' } }),
+    )
+    // It may revoke a limited key; the operator's unlimited key keeps every power.
+    expect((await call(agent.apiKey, `/v1/agent/keys/${sibling.id}`, { method: 'DELETE' })).status).toBe(200)
+    expect((await patch(buyer.apiKey, agent.id, { limitUsdc: null })).status).toBe(200)
+    expect(await listed(buyer, agent.id)).toMatchObject({ limitUsdc: null })
+  })
+
+  test('concurrent mints together never pass what the agent has left', async () => {
+    const buyer = await fundedBuyer(stack)
+    const agent = await mint(buyer, { name: 'agent', limitUsdc: '1' })
+    const responses = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        call(agent.apiKey, '/v1/agent/keys', {
+          method: 'POST',
+          json: { name: `child-${i}`, limitUsdc: '0.3' },
+        }),
+      ),
+    )
+    expect(responses.map((r) => r.status).sort()).toEqual([201, 201, 201, 403, 403, 403])
+    expect(await listed(buyer, agent.id)).toMatchObject({ limitUsdc: '0.100000' })
   })
 })

@@ -210,6 +210,22 @@ describe('account tools answer what the routes answer', () => {
     await call('revoke_key', { id: key.id })
   })
 
+  test('a limited key cannot lift its limit nor mint a key without one through the tools', async () => {
+    const owner = await fundedBuyer(stack, '1.000000')
+    const operator = await connect(owner.apiKey)
+    const minted = await call('mint_key', { name: 'agent', limitUsdc: '1' }, operator)
+    await operator.close()
+    const key = minted.structuredContent as { apiKey: string; id: string }
+    const agent = await connect(key.apiKey)
+    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const lift = failure(await call('set_key_limit', { id: key.id, limitUsdc: null }, agent))
+    expect(lift).toMatchObject({ status: 403, code: 'key_limit_binding' })
+    const free = failure(await call('mint_key', { name: 'free' }, agent))
+    expect(free).toMatchObject({ status: 403, code: 'key_limit_binding' })
+    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    await agent.close()
+  })
+
   test('list_activity and get_usage answer as the routes do', async () => {
     const served = await call('chat', { model: 'llama-3.3-70b', prompt: 'hi', max_tokens: 8 })
     const reference = served.structuredContent.supportReference

@@ -47,6 +47,38 @@ describe('limits', () => {
     expect(await moneyKeys()).toEqual(before)
   })
 
+  // In pieces, as a stream: fetch then sends Transfer-Encoding: chunked and no length.
+  const chunked = (json: unknown) => {
+    const bytes = new TextEncoder().encode(JSON.stringify(json))
+    return new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < bytes.length; at += 8192) controller.enqueue(bytes.slice(at, at + 8192))
+        controller.close()
+      },
+    })
+  }
+  const postChunked = (path: string, json: unknown) =>
+    keyFetch(stack, buyer.apiKey, path, {
+      method: 'POST',
+      body: chunked(json),
+      headers: { 'content-type': 'application/json' },
+    })
+
+  test('a chunked body (no Content-Length) past the limit: the same 413, while it is read', async () => {
+    const before = await moneyKeys()
+    const response = await postChunked('/v1/chat/completions', {
+      model: 'llama-3.3-70b',
+      messages: [{ role: 'user', content: 'x'.repeat(100_000) }],
+      max_tokens: 8,
+    })
+    expect(response.status).toBe(413)
+    expect(((await response.json()) as { error: { code: string } }).error.code).toBe('body_too_large')
+    expect(await moneyKeys()).toEqual(before)
+    // Within the limit, a chunked body is read as any other.
+    const minted = await postChunked('/v1/agent/keys', { name: 'chunked '.repeat(8).trim() })
+    expect(minted.status).toBe(201)
+  })
+
   test('JSON nested past 64 levels: 400 json_too_deep', async () => {
     let deep: unknown = 'x'
     for (let i = 0; i < 200; i++) deep = [deep]

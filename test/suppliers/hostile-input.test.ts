@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import fc from 'fast-check'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { keyFetch } from '../helpers/accounts.ts'
+import { adminFetch, keyFetch } from '../helpers/accounts.ts'
 import { expectShapedRefusal } from '../helpers/refusals.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { postSignIn, signInSupplier, siweMessage, type TestSupplier } from '../helpers/suppliers.ts'
@@ -89,5 +89,31 @@ describe('fuzzing the supplier routes', () => {
       }),
       { numRuns: 100 },
     )
+  })
+})
+
+describe('route ids that name other Redis keys', () => {
+  test('a payout id naming the sender lock, a supplier id naming its offer set: 404s that change nothing', async () => {
+    const wallet = '0x000000000000000000000000000000000000dead'
+    await stack.redis.set(stack.keys.payoutSenderLock(wallet), 'token')
+    const before = await snapshot()
+    const payout = await keyFetch(stack, supplier.apiKey, `/v1/supplier/payouts/sender:${wallet}`)
+    expect(payout.status).toBe(404)
+    await expectShapedRefusal(payout)
+    for (const path of [
+      `/admin/v1/suppliers/${supplier.supplierId}:offers`,
+      `/admin/v1/suppliers/${supplier.supplierId}:keys`,
+      `/admin/v1/offers/${offerId}:nope`,
+    ]) {
+      const response = await adminFetch(stack, path)
+      expect([path, response.status]).toEqual([path, 404])
+      await expectShapedRefusal(response)
+    }
+    const suspend = await adminFetch(stack, `/admin/v1/suppliers/${supplier.supplierId}:offers`, {
+      method: 'PATCH',
+      json: { status: 'suspended' },
+    })
+    expect(suspend.status).toBe(404)
+    expect(await snapshot()).toEqual(before)
   })
 })

@@ -118,6 +118,53 @@ describe('sign-in', () => {
     })
   }
 
+  test('a message off the EIP-4361 form is refused (invalid_siwe_message), its nonce still usable', async () => {
+    const account = newAccount()
+    const nonce = await supplierNonce(stack)
+    // Expired: only a parser that skips its Expiration Time line would sign it in.
+    const message = siweMessage(stack, account, nonce, {
+      expirationTime: new Date(Date.now() - 1_000),
+      notBefore: new Date(Date.now() - 60_000),
+    })
+    const lines = message.split('\n')
+    const expiry = lines.findIndex((line) => line.startsWith('Expiration Time: '))
+    const reordered = [...lines]
+    reordered.splice(expiry, 2, lines[expiry + 1]!, lines[expiry]!)
+    const variants = [
+      reordered.join('\n'),
+      `${message}\nsigned elsewhere too`,
+      `${message}\n`,
+      `${message}\nNonce: ${nonce}`,
+      message.replace('Sign in to sell capacity.', 'Sign in\nto sell capacity.'),
+      message.replace(`${account.address}\n\n`, `${account.address}\n`),
+      `${lines[0]}\n${message}`,
+    ]
+    for (const variant of variants) {
+      const signature = await account.signMessage({ message: variant })
+      expect([variant, await refused({ message: variant, signature })]).toEqual([
+        variant,
+        { status: 400, code: 'invalid_siwe_message' },
+      ])
+    }
+    // The standard form with every optional field, and without a statement, signs in.
+    const full = siweMessage(stack, account, nonce, {
+      notBefore: new Date(Date.now() - 60_000),
+      requestId: 'req-1',
+      resources: ['https://gateway.example/terms'],
+    })
+    const signed = await postSignIn(stack, {
+      message: full,
+      signature: await account.signMessage({ message: full }),
+    })
+    expect(signed.status).toBe(200)
+    const bare = siweMessage(stack, account, await supplierNonce(stack), { statement: undefined })
+    const again = await postSignIn(stack, {
+      message: bare,
+      signature: await account.signMessage({ message: bare }),
+    })
+    expect(again.status).toBe(200)
+  })
+
   test('a signature by another wallet, or over another message, is refused', async () => {
     const account = newAccount()
     const message = siweMessage(stack, account, await supplierNonce(stack))
@@ -186,6 +233,36 @@ describe('nonce fuse', () => {
         `${fused.keys.prefix.replace(/[{}]/g, (c) => `\\${c}`)}:siwe:nonce:*`,
       )
       expect(stored).toEqual([])
+    } finally {
+      await fused.stop()
+    }
+  })
+})
+
+describe('nonce per client', () => {
+  test('one client asking in a loop meets its own 429, and another client still gets nonces', async () => {
+    // Listening on both stacks: 127.0.0.1 and ::1 reach it as two client addresses.
+    const fused = await startStack({
+      env: { HOST: '::', SVC_SIWE_NONCES_PER_MINUTE: '10', SVC_SIWE_NONCES_PER_CLIENT_PER_MINUTE: '3' },
+    })
+    try {
+      const port = fused.url.split(':').at(-1)
+      const nonce = (host: string) => fetch(`http://${host}:${port}/v1/supplier/nonce`)
+      let refusal: Response | null = null
+      for (let i = 0; i < 30 && refusal === null; i++) {
+        const response = await nonce('127.0.0.1')
+        if (response.status !== 200) refusal = response
+      }
+      if (refusal === null) throw new Error('never refused')
+      expect(refusal.status).toBe(429)
+      expect(Number(refusal.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+      expect(((await refusal.json()) as { error: { code: string; type: string } }).error).toMatchObject({
+        code: 'nonce_rate_limited',
+        type: 'rate_limit_error',
+      })
+      const other = await nonce('[::1]')
+      expect(other.status).toBe(200)
+      expect(((await other.json()) as { nonce: string }).nonce).toMatch(/^[A-Za-z0-9]{8,}$/)
     } finally {
       await fused.stop()
     }

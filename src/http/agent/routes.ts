@@ -21,7 +21,9 @@ const limitUsdc = t.String({ pattern: LIMIT_USDC_PATTERN })
 function limitOf(text: string): number {
   const micros = parseLimitUsdc(text)
   if (micros === null)
-    throw badRequest('limitUsdc must be a decimal string with at most 6 decimals (e.g. "5.000000")')
+    throw badRequest(
+      'limitUsdc must be a decimal string with at most 6 decimals, up to 1000000 (e.g. "5.000000")',
+    )
   return micros
 }
 
@@ -46,7 +48,7 @@ export function agentRoutes(deps: AuthDeps) {
       '/keys',
       async ({ buyer, body, status }) => {
         const limit = body.limitUsdc === undefined ? null : limitOf(body.limitUsdc)
-        const key = await apiKeys.mint(buyer.accountId, body.name, limit)
+        const key = await apiKeys.mint(buyer.accountId, body.name, limit, buyer.keyId)
         // The one and only time this plaintext leaves the gateway.
         return status(201, {
           apiKey: key.apiKey,
@@ -70,15 +72,20 @@ export function agentRoutes(deps: AuthDeps) {
         if (body.limitUsdc === undefined && body.name === undefined) {
           throw badRequest('send limitUsdc (a decimal string, or null for no limit), name, or both')
         }
-        const key = await apiKeys.change(buyer.accountId, params.id, {
-          limit:
-            body.limitUsdc === undefined
-              ? undefined
-              : body.limitUsdc === null
-                ? null
-                : limitOf(body.limitUsdc),
-          name: body.name,
-        })
+        const key = await apiKeys.change(
+          buyer.accountId,
+          params.id,
+          {
+            limit:
+              body.limitUsdc === undefined
+                ? undefined
+                : body.limitUsdc === null
+                  ? null
+                  : limitOf(body.limitUsdc),
+            name: body.name,
+          },
+          buyer.keyId,
+        )
         return apiKeyView(key)
       },
       {
@@ -96,7 +103,7 @@ export function agentRoutes(deps: AuthDeps) {
     .delete(
       '/keys/:id',
       async ({ buyer, params }) => {
-        await apiKeys.revoke(buyer.accountId, params.id)
+        await apiKeys.revoke(buyer.accountId, params.id, buyer.keyId)
         return { status: 'ok' as const }
       },
       { buyer: true, params: t.Object({ id: t.String() }) },

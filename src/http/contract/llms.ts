@@ -77,6 +77,9 @@ ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: 
 - 403 key_limit_exceeded: this key's spending limit would be passed by the request's worst case
   (requests in flight count); raise the limit (PATCH /v1/agent/keys/<id>) or lower max_tokens.
   Funding does not help. Nothing moved.
+- 403 key_limit_binding: this key has a limit, so it may not raise or remove a limit, change or
+  revoke a key without one, nor mint a key without a limit within what it has left. Ask the
+  account's owner. Nothing changed.
 - 409: on funding, money moved but the request did not finish; never pay again. "credited": true
   means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);
   "reconciling": true means the credit is queued from the chain; otherwise keep "transaction" and

@@ -182,23 +182,27 @@ export const OPERATIONS: Record<string, Operation> = {
     summary: 'Mint an API key (plaintext shown once), with an optional spending limit; 409 at 10 active keys',
     tags: ['agent'],
     security: 'apiKey',
+    description:
+      "A caller whose own key has a limit must give limitUsdc within what it has left; that much leaves the caller's own limit (403 key_limit_binding otherwise).",
     ok: ok('The new key: apiKey, id, name, keyPrefix, limitUsdc, spentUsdc, limitRemainingUsdc', '201'),
-    errors: ['BadRequest', 'Unauthorized', 'Conflict'],
+    errors: ['BadRequest', 'Unauthorized', 'Forbidden', 'Conflict'],
   },
   'PATCH /v1/agent/keys/{id}': {
     summary: "Set one of the account's keys' spending limit (null: none) and/or name",
     description:
-      'limitUsdc is a decimal string; a request whose worst case would take the key past it (spent + held in flight + this hold) gets 403 key_limit_exceeded. A limit below what the key spent and holds is a 409.',
+      'limitUsdc is a decimal string; a request whose worst case would take the key past it (spent + held in flight + this hold) gets 403 key_limit_exceeded. A limit below what the key spent and holds is a 409. A caller whose own key has a limit may only lower the limits of limited keys (403 key_limit_binding otherwise).',
     tags: ['agent'],
     security: 'apiKey',
     ok: ok('The key as listed, with its limit and spending'),
-    errors: ['BadRequest', 'Unauthorized', 'NotFound', 'Conflict'],
+    errors: ['BadRequest', 'Unauthorized', 'Forbidden', 'NotFound', 'Conflict'],
   },
   'DELETE /v1/agent/keys/{id}': {
     summary: "Revoke one of the account's keys (may be the calling key)",
+    description:
+      'A caller whose own key has a limit may not revoke a key without one (403 key_limit_binding).',
     tags: ['agent'],
     security: 'apiKey',
-    errors: ['Unauthorized', 'NotFound'],
+    errors: ['Unauthorized', 'Forbidden', 'NotFound'],
   },
   'PATCH /v1/agent/max-price': {
     summary: 'Set the max price, 30..80 cents per dollar',

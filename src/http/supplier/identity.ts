@@ -6,7 +6,7 @@ import { KEY_NAME_MAX } from '../../accounts/api-keys.ts'
 import { supplierEarnings } from '../../suppliers/earnings.ts'
 import { listFills } from '../../suppliers/fills.ts'
 import { SupplierKeyStore } from '../../suppliers/key-store.ts'
-import { SignInService } from '../../suppliers/signin.ts'
+import { NONCE_TTL_MS, SignInService } from '../../suppliers/signin.ts'
 import { SIWE_MESSAGE_MAX } from '../../suppliers/siwe.ts'
 import { SupplierStore, supplierView } from '../../suppliers/store.ts'
 import { MAX_ACTIVE_SUPPLIER_KEYS } from '../../suppliers/supplier-keys.ts'
@@ -17,13 +17,26 @@ import { supplierAuth } from './auth.ts'
 
 const iso = (ms: number) => new Date(ms).toISOString()
 
-export function supplierIdentityRoutes(deps: AuthDeps & { publicUrl: string; noncesPerMinute: number }) {
-  const signIn = new SignInService(deps.redis, deps.keys, deps.publicUrl, deps.noncesPerMinute)
+export function supplierIdentityRoutes(
+  deps: AuthDeps & { publicUrl: string; noncesPerMinute: number; noncesPerClientPerMinute: number },
+) {
+  const signIn = new SignInService(
+    deps.redis,
+    deps.keys,
+    deps.publicUrl,
+    deps.noncesPerMinute,
+    NONCE_TTL_MS,
+    deps.noncesPerClientPerMinute,
+  )
   const keys = new SupplierKeyStore(deps.redis, deps.keys)
   const suppliers = new SupplierStore(deps.redis, deps.keys)
   return new Elysia({ name: 'svc/supplier-identity', prefix: '/v1/supplier', seed: deps.keys.prefix })
     .use(supplierAuth(deps))
-    .get('/nonce', async () => ({ nonce: await signIn.nonce() }))
+    .get('/nonce', async ({ request, server }) => {
+      // The socket's address: no proxy header is trusted, so a client cannot pick its own count.
+      const client = server?.requestIP(request)?.address ?? ''
+      return { nonce: await signIn.nonce(client) }
+    })
     .post(
       '/signin',
       async ({ body }) => {

@@ -15,6 +15,7 @@ export function supplierRoutes(deps: AppDeps) {
         ...deps,
         publicUrl: deps.config.publicUrl,
         noncesPerMinute: deps.config.siweNoncesPerMinute,
+        noncesPerClientPerMinute: deps.config.siweNoncesPerClientPerMinute,
       }),
     )
     .use(
