@@ -54,7 +54,7 @@ test('the start command installs without dev dependencies, Bun among the product
 })
 
 test("CI runs the README's test command", () => {
-  const [, testCommand] = quickStart()
+  const testCommand = quickStart()[1]!
   expect(testCommand).toContain('npm test')
   const ci = readFileSync(join(ROOT, '.ci/run'), 'utf8')
   expect(ci.split('\n').map((line) => line.split('#')[0]!.trim())).toContain(testCommand)
