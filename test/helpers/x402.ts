@@ -106,7 +106,7 @@ export async function pay(
 
 /**
  * Polls `probe` until `done` holds or `ms` pass; returns the last value for the caller to assert.
- * The default is a hang guard below the suite's 30 s limit, not an expected time: a busy machine
+ * The default is a hang guard below a test's time limit, not an expected time: a busy machine
  * confirms and settles later.
  */
 export async function waitFor<T>(
