@@ -345,6 +345,8 @@ export interface FundingConfig {
   receiptTimeoutMs: number
   /** Settlement calls allowed per minute on signup, across every replica (the global fuse). */
   signupFusePerMinute: number
+  /** The fuse's clock (ms); unset, the wall clock. Never from the environment: tests set it. */
+  fuseClock?: () => number
   watchIntervalMs: number
   /** The terms' maxTimeoutSeconds, and how far ahead an authorization's validBefore may lie. */
   maxTimeoutSeconds: number

@@ -6,7 +6,7 @@ import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'
 
 export class SignupFuse extends MinuteFuse {
-  constructor(redis: Redis, keys: Keyspace, perMinute: number) {
+  constructor(redis: Redis, keys: Keyspace, perMinute: number, clock?: () => number) {
     super(
       redis,
       keys.signupFuse,
@@ -15,6 +15,7 @@ export class SignupFuse extends MinuteFuse {
         new ApiError(429, 'signup_fuse', 'too many signups are settling right now; retry after Retry-After', {
           headers: { 'retry-after': String(retryAfter) },
         }),
+      clock,
     )
   }
 }

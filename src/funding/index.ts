@@ -46,7 +46,7 @@ export function createFunding(config: FundingConfig, redis: Redis, keys: Keyspac
     chain,
     ledger,
     payments: new Payments(config, settler, ledger, chain, logger),
-    fuse: new SignupFuse(redis, keys, config.signupFusePerMinute),
+    fuse: new SignupFuse(redis, keys, config.signupFusePerMinute, config.fuseClock),
   }
 }
 

@@ -6,6 +6,7 @@ import { CatalogStore } from '../../src/catalog/store.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 const redis = createRedis(testRedisUrl(), { name: 'svc-test-catalog' })
 afterAll(() => redis.disconnect())
@@ -16,10 +17,6 @@ async function storeWith(...ids: string[]) {
   const keys = keyspace(testPrefix())
   for (const id of ids) await redis.hset(keys.catalog, id, JSON.stringify(entry(id)))
   return { keys, store: new CatalogStore(redis, keys) }
-}
-
-const until = async (check: () => Promise<boolean>) => {
-  for (let i = 0; i < 200 && !(await check()); i++) await Bun.sleep(10)
 }
 
 test('an expired cache answers at once with what it has, and one background read refreshes it', async () => {

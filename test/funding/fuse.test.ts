@@ -10,6 +10,8 @@ import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
 const FUSE = 3
 const COPIES = 8
+// The fuse counts per clock minute: its clock stands still mid-minute, so no test straddles two.
+const FUSE_NOW = Math.floor(Date.now() / 60_000) * 60_000 + 30_000
 
 let chain: TestChain
 let facilitator: TestFacilitator
@@ -25,6 +27,9 @@ beforeAll(async () => {
       SVC_X402_SIGNUP_FUSE_PER_MINUTE: String(FUSE),
       // No watcher pass during the test: nothing but the requests touches the claims.
       SVC_X402_WATCH_INTERVAL_MS: '600000',
+    },
+    tune: (config) => {
+      config.funding!.fuseClock = () => FUSE_NOW
     },
   })
 }, 30_000)
@@ -84,9 +89,7 @@ test('a payment that fails verification takes no slot; past the fuse the claim i
   expect(await fuseCount()).toBe(before)
 
   // Fill the minute, then one more: 429 with Retry-After, and its authorization is not held.
-  // The fuse counts per clock minute: start this part well inside one.
-  if (Date.now() % 60_000 > 50_000) await Bun.sleep(60_000 - (Date.now() % 60_000))
-  const minute = Math.floor(Date.now() / 60_000)
+  const minute = Math.floor(FUSE_NOW / 60_000)
   const taken = Number((await stack.redis.get(stack.keys.signupFuse(minute))) ?? 0)
   for (let i = taken; i < FUSE; i++) {
     const { response } = await pay(signupUrl(), body, await chain.newPayer(10_000_000n))
@@ -96,6 +99,7 @@ test('a payment that fails verification takes no slot; past the fuse the claim i
   const { response } = await pay(signupUrl(), body, late)
   expect(response.status).toBe(429)
   expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0)
+  expect(response.headers.get('retry-after')).toBe('30') // from the fuse's clock, mid-minute
   expect(await chain.balanceOf(late.address)).toBe(10_000_000n)
   expect(await stack.redis.zcard(stack.keys.paymentsInFlight)).toBe(0)
 })

@@ -44,7 +44,7 @@ test('receipt timeout -> 409 reconciling with the transaction -> credited later,
   await chain.testClient.setAutomine(true)
   const wallet = payer.address.toLowerCase()
   let balances: Record<string, string> = {}
-  for (let i = 0; i < 200; i++) {
+  for (;;) {
     const accountId = await stack.redis.hget(stack.keys.wallets, wallet)
     if (accountId) balances = await stack.redis.hgetall(stack.keys.account(accountId))
     if (balances.funded === '7000000') break

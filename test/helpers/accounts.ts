@@ -4,6 +4,7 @@ import type { DestinationStream } from 'pino'
 import { getAddress } from 'viem'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import type { TestStack } from './stack.ts'
+import { until } from './wait.ts'
 
 export interface TestAccount {
   accountId: string
@@ -56,10 +57,8 @@ export function logCapture(): { stream: DestinationStream; lines: string[] } {
  */
 export async function waitForLastUsed(stack: TestStack, apiKey: string): Promise<void> {
   await keyFetch(stack, apiKey, '/v1/agent/me')
-  const deadline = Date.now() + 2_000
-  while (Date.now() < deadline) {
-    if (await stack.redis.hget(stack.keys.apiKey(digestApiKey(apiKey)), 'lastUsedAt')) return
-    await Bun.sleep(5)
-  }
-  throw new Error('lastUsedAt was never written')
+  await until(
+    async () => (await stack.redis.hget(stack.keys.apiKey(digestApiKey(apiKey)), 'lastUsedAt')) !== null,
+    5,
+  )
 }

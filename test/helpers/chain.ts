@@ -3,12 +3,15 @@
 // network; the EIP-3009 token in contracts/ compiled by npm solc and deployed here; viem local
 // accounts as payers. Nothing is mocked: the gateway settles on this chain.
 //
-// The token is compiled when a test file first asks for a chain (about 0.7 s, once per process)
-// rather than from a committed artifact: the bytecode can never drift from contracts/TestUsdc.sol.
-import { readFileSync } from 'node:fs'
+// The token is compiled from contracts/TestUsdc.sol, never from a committed artifact, so its bytecode
+// cannot drift from the source. Loading the WebAssembly compiler and compiling take seconds of CPU,
+// so the output is cached in the temp folder under the SHA-256 of the compiler's input and version:
+// the first test file of a run (or of the machine) compiles, the others read the file.
+import { createHash } from 'node:crypto'
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import solc from 'solc'
 import {
   type Abi,
   type Address,
@@ -40,11 +43,20 @@ export const usdcAbi = parseAbi([
 
 let compiled: { abi: Abi; bytecode: Hex } | undefined
 
-/** Compiles contracts/TestUsdc.sol with solc-js (memoized for the process). */
+const require = createRequire(import.meta.url)
+
+/** Where the compiled token for this exact input and compiler lives. */
+function artifactPath(input: string): string {
+  const solcVersion = require('solc/package.json').version as string
+  const digest = createHash('sha256').update(solcVersion).update('\0').update(input).digest('hex')
+  return join(tmpdir(), 'svc-gateway-tests', `TestUsdc-${digest}.json`)
+}
+
+/** Compiles contracts/TestUsdc.sol with solc-js, or reads the cached output of the same input. */
 export function compileTestUsdc(): { abi: Abi; bytecode: Hex } {
   if (compiled) return compiled
   const source = readFileSync(join(import.meta.dir, '../../contracts/TestUsdc.sol'), 'utf8')
-  const input = {
+  const input = JSON.stringify({
     language: 'Solidity',
     sources: { 'TestUsdc.sol': { content: source } },
     settings: {
@@ -52,20 +64,31 @@ export function compileTestUsdc(): { abi: Abi; bytecode: Hex } {
       evmVersion: 'cancun',
       outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } },
     },
-  }
-  const output = JSON.parse(solc.compile(JSON.stringify(input)))
+  })
+  const path = artifactPath(input)
+  try {
+    compiled = JSON.parse(readFileSync(path, 'utf8'))
+    return compiled!
+  } catch {}
+  // Loaded only on a cache miss: the compiler alone takes seconds to load.
+  const solc = require('solc') as { compile(input: string): string }
+  const output = JSON.parse(solc.compile(input))
   const errors = (output.errors ?? []).filter((e: { severity: string }) => e.severity === 'error')
   if (errors.length)
     throw new Error(errors.map((e: { formattedMessage: string }) => e.formattedMessage).join('\n'))
   const contract = output.contracts['TestUsdc.sol'].TestUsdc
   compiled = { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` }
+  // Written aside and renamed, so a file running in parallel never reads half an artifact.
+  mkdirSync(dirname(path), { recursive: true })
+  const partial = `${path}.${process.pid}`
+  writeFileSync(partial, JSON.stringify(compiled))
+  renameSync(partial, path)
   return compiled
 }
 
 /** The anvil binary of this platform's optional package, run directly (no Node wrapper process). */
 export function anvilBinary(): string {
   const arch = process.arch === 'x64' ? 'amd64' : process.arch
-  const require = createRequire(import.meta.url)
   const pkg = require.resolve(`@foundry-rs/anvil-${process.platform}-${arch}/package.json`)
   return join(dirname(pkg), 'bin', 'anvil')
 }

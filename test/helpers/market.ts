@@ -31,6 +31,12 @@ export function marketFixture(): MarketFixture {
   }
 }
 
+/** Another market (its own prefix) on `fx`'s connection: a test that makes hundreds opens one. */
+export function marketOn(fx: MarketFixture): MarketFixture {
+  const keys = keyspace(testPrefix())
+  return { redis: fx.redis, keys, offers: new OfferService(fx.redis, keys, randomBytes(32)), close: () => {} }
+}
+
 /** An account holding `confirmed` micro-USDC, funded by exactly that. */
 export async function seedAccount(fx: MarketFixture, confirmed: number, maxPriceCents = 50): Promise<string> {
   const id = `acct_${randomUUID()}`

@@ -5,6 +5,7 @@ import { createSiweMessage } from 'viem/siwe'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { keyFetch } from './accounts.ts'
 import type { TestStack } from './stack.ts'
+import { until } from './wait.ts'
 
 export interface TestSupplier {
   supplierId: string
@@ -65,9 +66,5 @@ export async function signInSupplier(
 async function waitForFirstUse(stack: TestStack, apiKey: string): Promise<void> {
   await keyFetch(stack, apiKey, '/v1/supplier/me')
   const digest = digestApiKey(apiKey)
-  for (let i = 0; i < 400; i++) {
-    if (await stack.redis.hexists(stack.keys.supplierKey(digest), 'lastUsedAt')) return
-    await Bun.sleep(5)
-  }
-  throw new Error('lastUsedAt was never written')
+  await until(async () => (await stack.redis.hexists(stack.keys.supplierKey(digest), 'lastUsedAt')) === 1, 5)
 }

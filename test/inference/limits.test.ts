@@ -6,6 +6,7 @@ import { formatMicros } from '../../src/money/units.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 const stacks: TestStack[] = []
 afterAll(async () => {
@@ -13,6 +14,10 @@ afterAll(async () => {
 })
 
 const body = { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }] }
+
+/** Once the account's first request holds money, it is admitted and in flight. */
+const inFlight = (stack: TestStack, accountId: string) =>
+  until(async () => (await balances(stack, accountId)).held > 0)
 
 async function slowStack(env: Record<string, string>) {
   // A slow first token keeps a request in flight long enough to meet the cap.
@@ -30,7 +35,7 @@ describe('in-flight caps', () => {
       method: 'POST',
       json: { ...body, stream: true },
     })
-    await Bun.sleep(100)
+    await inFlight(stack, buyer.accountId)
     const second = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
     expect(second.status).toBe(429)
     expect(second.headers.get('retry-after')).toBe('1')
@@ -55,7 +60,7 @@ describe('in-flight caps', () => {
       method: 'POST',
       json: { ...body, stream: true },
     })
-    await Bun.sleep(100)
+    await inFlight(stack, buyer.accountId)
     const second = await keyFetch(stack, otherKey, '/v1/chat/completions', { method: 'POST', json: body })
     expect(second.status).toBe(429)
     expect(second.headers.get('retry-after')).toBe('1')
@@ -72,7 +77,7 @@ describe('in-flight caps', () => {
       method: 'POST',
       json: { ...body, stream: true },
     })
-    await Bun.sleep(100)
+    await inFlight(stack, a.accountId)
     const before = await balances(stack, b.accountId)
     const second = await keyFetch(stack, b.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
     expect(second.status).toBe(503)
@@ -98,7 +103,7 @@ describe('in-flight caps', () => {
       json: { ...body, stream: true },
       signal: leave.signal,
     })
-    await Bun.sleep(200)
+    await inFlight(stack, a.accountId)
     const waiting = await Promise.all(
       Array.from({ length: 7 }, () =>
         keyFetch(stack, b.apiKey, '/v1/chat/completions', { method: 'POST', json: body }).then(async (r) => ({

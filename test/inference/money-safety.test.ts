@@ -9,6 +9,7 @@ import { parseMicros } from '../../src/money/units.ts'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, sseData } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 interface Script {
   usage?: { prompt_tokens: number; completion_tokens: number }
@@ -221,7 +222,9 @@ test('a buffered call slower than its lease keeps its hold: no second request is
   await liarOffer(40, { delayMs: 2_000 })
   const buyer = await fundedBuyer(stack, '0.006000')
   const slow = chat(buyer, { max_tokens: 4_000 })
-  await Bun.sleep(1_500)
+  // Its hold in place (however long admission takes here), then longer than the lease.
+  await until(async () => (await balances(stack, buyer.accountId)).held > 0)
+  await Bun.sleep(1_000)
   // The first hold (4,000 tokens at 40 cents: about 4,500 micro-USDC) leaves too little for a second.
   const second = await chat(buyer, { max_tokens: 4_000 })
   expect(second.status).toBe(402)
@@ -232,4 +235,4 @@ test('a buffered call slower than its lease keeps its hold: no second request is
   expect(attempt.lateClear).toBeUndefined()
   expect((await balances(stack, buyer.accountId)).held).toBe(0)
   expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
-}, 10_000)
+}, 60_000) // a hang guard

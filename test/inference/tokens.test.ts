@@ -4,6 +4,7 @@ import { describe, expect, test } from 'bun:test'
 import { countTokens as reference } from 'gpt-tokenizer'
 import { setTokenizerIdleMs, tokenizerStarted } from '../../src/inference/token-count.ts'
 import { OUTPUT_BATCH_CHARS, OutputTokenCounter, promptTokenCount } from '../../src/inference/tokens.ts'
+import { until } from '../helpers/wait.ts'
 
 const AS_TEXT = { disallowedSpecial: new Set<string>() }
 const count = (text: string) => reference(text, AS_TEXT)
@@ -99,7 +100,7 @@ test('an idle worker is let go, and the next count starts a new one that answers
     counter.add('the market clears at the cheapest ask')
     const first = await counter.total()
     expect(tokenizerStarted()).toBe(true)
-    for (let i = 0; i < 100 && tokenizerStarted(); i++) await Bun.sleep(10)
+    await until(() => !tokenizerStarted())
     expect(tokenizerStarted()).toBe(false)
     const again = new OutputTokenCounter()
     again.add('the market clears at the cheapest ask')

@@ -1,8 +1,10 @@
-// The operator's CLI, run as a real process against the test Redis: offer commands and the audit.
+// The operator's CLI, run in-process (test/helpers/cli.ts) against the test Redis: offer commands and
+// the audit.
 import { afterAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import { runCli } from '../helpers/cli.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 const prefix = testPrefix()
@@ -10,21 +12,12 @@ const keys = keyspace(prefix)
 const redis = createRedis(testRedisUrl())
 afterAll(() => redis.disconnect())
 const env = {
-  PATH: process.env.PATH ?? '',
   REDIS_URL: testRedisUrl(),
   SVC_REDIS_PREFIX: prefix,
   SVC_MASTER_KEY: randomBytes(32).toString('hex'),
 }
 
-async function cli(...args: string[]) {
-  const child = Bun.spawn([process.execPath, 'src/main.ts', ...args], { env, stdout: 'pipe', stderr: 'pipe' })
-  const [code, stdout, stderr] = await Promise.all([
-    child.exited,
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-  ])
-  return { code, stdout, stderr }
-}
+const cli = (...args: string[]) => runCli(args, env)
 
 describe('svc-gateway offer and audit', () => {
   test('create, pause, list and delete an offer; the key never printed', async () => {

@@ -82,12 +82,11 @@ async function payoutOf(amount: number, micros = amount) {
 const never = () => new Promise<void>(() => {})
 
 async function recorded(id: string): Promise<Payout> {
-  for (let i = 0; i < 400; i++) {
+  for (;;) {
     const payout = (await store.get(id))!
     if (payout.rawTx) return payout
     await Bun.sleep(10)
   }
-  throw new Error('never recorded')
 }
 
 /** Runs passes of `s` until the payout is final. */

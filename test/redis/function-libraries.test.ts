@@ -10,6 +10,7 @@ import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.t
 import { ScriptLane } from '../../src/redis/script-lane.ts'
 import { LIBRARY } from '../../src/redis/script-registry.ts'
 import { libraryNames, tinyLibrary } from '../helpers/function-libraries.ts'
+import { until } from '../helpers/wait.ts'
 
 const OLD = ['svc_0123456789abcdef', 'svc_fedcba9876543210']
 /** Not a name functionLibrary makes: never listed, never deleted. */
@@ -82,7 +83,7 @@ describe('the gateway libraries in Redis', () => {
     expect(old.name).not.toBe(LIBRARY.name)
     const lane = new ScriptLane(server.url, 'svc-test-old-replica')
     try {
-      for (let i = 0; i < 100 && !lane.ready; i++) await Bun.sleep(10)
+      await until(() => lane.ready)
       expect(await lane.call(old, 'echo', 'return ARGV[1]', [], ['before'])).toBe('before')
       await redis.call('FUNCTION', 'LOAD', LIBRARY.code)
 

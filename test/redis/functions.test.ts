@@ -22,6 +22,7 @@ import {
   seedAccount,
 } from '../helpers/market.ts'
 import { testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let observer: Redis
 const fixtures: MarketFixture[] = []
@@ -38,7 +39,7 @@ async function withLane(): Promise<MarketFixture> {
   const fx = marketFixture()
   fixtures.push(fx)
   await whenReady(fx.redis, 5_000)
-  for (let i = 0; i < 100 && !readyScriptLane(fx.redis); i++) await Bun.sleep(10)
+  await until(() => readyScriptLane(fx.redis) !== undefined)
   expect(readyScriptLane(fx.redis)).toBeDefined()
   return fx
 }
@@ -210,7 +211,7 @@ describe('a Redis without functions (before 7.0)', () => {
     const redis = createRedis(old.url, { name: 'svc-test-no-functions' })
     try {
       await whenReady(redis, 5_000)
-      for (let i = 0; i < 100 && !readyScriptLane(redis); i++) await Bun.sleep(10)
+      await until(() => readyScriptLane(redis) !== undefined)
       expect(readyScriptLane(redis)).toBeDefined()
       for (let i = 0; i < 3; i++) expect(await runScript(redis, 'capacity', ['p:'], [80])).toEqual([])
       expect(await commandCalls(redis, 'evalsha')).toBeGreaterThanOrEqual(2)

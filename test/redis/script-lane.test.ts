@@ -16,6 +16,7 @@ import { SCRIPTS } from '../../src/redis/script-registry.ts'
 import { readyScriptLane, runScript } from '../../src/redis/scripts.ts'
 import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let fx: MarketFixture
 let observer: Redis
@@ -40,7 +41,7 @@ async function clientNames(): Promise<string[]> {
 }
 
 async function laneUp(redis: Redis) {
-  for (let i = 0; i < 100 && !readyScriptLane(redis); i++) await Bun.sleep(10)
+  await until(() => readyScriptLane(redis) !== undefined)
   expect(readyScriptLane(redis)).toBeDefined()
 }
 
@@ -95,7 +96,7 @@ describe('the native script lane', () => {
     await laneUp(fx.redis)
     // Cut only the lane's connection: ioredis's own stays up.
     await observer.client('KILL', 'SKIPME', 'yes', 'ID', String(await laneClientId()))
-    for (let i = 0; i < 100 && readyScriptLane(fx.redis); i++) await Bun.sleep(1)
+    await until(() => readyScriptLane(fx.redis) === undefined, 1)
     expect(readyScriptLane(fx.redis)).toBeUndefined()
     const results = await Promise.all(
       Array.from({ length: 20 }, () => runScript(fx.redis, 'capacity', [fx.keys.base], [80])),
@@ -159,8 +160,7 @@ describe('the native script lane', () => {
     await laneUp(redis)
     expect(await clientNames()).toContain('svc-test-short-lived-scripts')
     redis.disconnect()
-    for (let i = 0; i < 100 && (await clientNames()).includes('svc-test-short-lived-scripts'); i++)
-      await Bun.sleep(10)
+    await until(async () => !(await clientNames()).includes('svc-test-short-lived-scripts'))
     expect(await clientNames()).not.toContain('svc-test-short-lived-scripts')
     expect(readyScriptLane(redis)).toBeUndefined()
   })

@@ -10,6 +10,7 @@ import { startSim } from '../../src/sim/server.ts'
 import { compiledBinary } from '../helpers/binary.ts'
 import { type LoadingRedis, pad, restartLoading } from '../helpers/loading-redis.ts'
 import { startRedisProxy } from '../helpers/redis-proxy.ts'
+import { until } from '../helpers/wait.ts'
 
 const binary = await compiledBinary()
 const redis = await startLocalRedis()
@@ -47,7 +48,7 @@ test('the compiled binary: a command lost in flight, Redis loading, Redis stoppe
     expect((await fetch(`${url}/readyz`)).status).toBe(503)
   }
   const storeBack = async () => {
-    for (let i = 0; i < 200 && (await fetch(`${url}/readyz`)).status !== 200; i++) await Bun.sleep(50)
+    await until(async () => (await fetch(`${url}/readyz`)).status === 200, 50)
     expect((await chat(false)).status).toBe(200)
   }
   expect((await chat(false)).status).toBe(200)

@@ -7,6 +7,7 @@ import { keyFetch } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { type LoadingRedis, pad, restartLoading } from '../helpers/loading-redis.ts'
 import { startStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 const redis = await startLocalRedis()
 const stack = await startStack({ env: { REDIS_URL: redis.url } })
@@ -39,7 +40,7 @@ test('Redis loading its data set: 503 store_unavailable, /readyz 503; loaded: se
   expect((await fetch(`${stack.url}/readyz`)).status).toBe(503)
 
   await loading.loaded()
-  for (let i = 0; i < 200 && (await fetch(`${stack.url}/readyz`)).status !== 200; i++) await Bun.sleep(50)
+  await until(async () => (await fetch(`${stack.url}/readyz`)).status === 200, 50)
   const served = await chat(false)
   expect(served.status).toBe(200)
 }, 60_000)

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { fundedBuyer } from '../helpers/buyers.ts'
+import { runCli } from '../helpers/cli.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
 
@@ -116,19 +117,10 @@ describe('operator: suppliers', () => {
 
   test('the CLI lists, suspends and reinstates the same way', async () => {
     const env = {
-      PATH: process.env.PATH ?? '',
       REDIS_URL: stack.config.redisUrl,
       SVC_REDIS_PREFIX: stack.config.redisPrefix,
     }
-    const cli = async (...args: string[]) => {
-      const child = Bun.spawn([process.execPath, 'src/main.ts', 'supplier', ...args], {
-        env,
-        stdout: 'pipe',
-        stderr: 'pipe',
-      })
-      const [code, stdout] = await Promise.all([child.exited, new Response(child.stdout).text()])
-      return { code, stdout }
-    }
+    const cli = (...args: string[]) => runCli(['supplier', ...args], env)
     const list = await cli('list')
     expect(list.code).toBe(0)
     expect((JSON.parse(list.stdout) as { data: AdminSupplier[] }).data.map((s) => s.supplierId)).toContain(

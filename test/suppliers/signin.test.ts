@@ -6,6 +6,7 @@ import { SignInService } from '../../src/suppliers/signin.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { postSignIn, signInSupplier, siweMessage, supplierNonce } from '../helpers/suppliers.ts'
+import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
 
@@ -277,8 +278,7 @@ describe('nonce lifetime', () => {
     const message = siweMessage(stack, account, nonce)
     const signature = await account.signMessage({ message })
     // Redis expires it: wait until it is gone rather than for a fixed time
-    for (let i = 0; i < 200 && (await stack.redis.exists(stack.keys.siweNonce(nonce))) === 1; i++)
-      await Bun.sleep(10)
+    await until(async () => (await stack.redis.exists(stack.keys.siweNonce(nonce))) === 0)
     expect(await refused({ message, signature })).toEqual({ status: 401, code: 'siwe_nonce_invalid' })
   })
 })

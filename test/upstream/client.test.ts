@@ -25,7 +25,7 @@ afterEach(() => {
 afterAll(() => closeIdleUpstreams())
 
 /** Polls until the condition holds; fails after a bound (a hang guard, not a timing check). */
-async function waitFor(what: string, condition: () => boolean, ms = 5000): Promise<void> {
+async function waitFor(what: string, condition: () => boolean, ms = 20_000): Promise<void> {
   const until = Date.now() + ms
   while (!condition()) {
     if (Date.now() > until) throw new Error(`gave up waiting for ${what}`)
@@ -34,7 +34,7 @@ async function waitFor(what: string, condition: () => boolean, ms = 5000): Promi
 }
 
 /** The promise's outcome, or a failure if it is still pending after the bound. */
-function within<T>(promise: Promise<T>, what: string, ms = 5000): Promise<T> {
+function within<T>(promise: Promise<T>, what: string, ms = 20_000): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined
   const guard = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`still pending: ${what}`)), ms)

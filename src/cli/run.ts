@@ -1,0 +1,84 @@
+// Every subcommand of the one binary, by name: what src/main.ts runs, and what tests run in-process.
+import pkg from '../../package.json' with { type: 'json' }
+import { ConfigError } from '../config.ts'
+import { account } from './account.ts'
+import { audit } from './audit.ts'
+import { demo } from './demo.ts'
+import { exportSettled } from './export.ts'
+import { functions } from './functions.ts'
+import { offer } from './offer.ts'
+import { serve } from './serve.ts'
+import { sim } from './sim.ts'
+import { supplier } from './supplier.ts'
+
+const USAGE = `svc-gateway ${pkg.version}
+usage: svc-gateway [command]
+  serve     run the gateway (default); configured by environment variables
+  sim       run the simulated supplier (Venice-style upstream with fault injection)
+  demo      a local Redis, the simulated supplier and the gateway, ready to call
+  account   operator account commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX):
+            account create --wallet <0x...> | credit <accountId> <amountUsdc> [--note <text>]
+            | show <accountId>
+  offer     operator offer commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY):
+            offer create|update|pause|resume|delete|list (see: svc-gateway offer)
+  supplier  operator supplier commands, straight to Redis (REDIS_URL, SVC_REDIS_PREFIX):
+            supplier list | show|suspend|reinstate <supplierId>
+  audit     check the money invariants over the whole keyspace; exit 1 naming what is off;
+            audit --chain also reads every confirmed payout's transfer on chain (the funding variables)
+  export    the market's settled attempts as JSON lines on stdout, through a consumer group
+            (REDIS_URL, SVC_REDIS_PREFIX): export --group <name> [--once] [--consumer <name>]
+  functions the gateway's Redis function libraries, one per deployed version (REDIS_URL):
+            functions [list] | prune [--dry-run] (deletes every version's but this build's)
+  --version print the version`
+
+async function dispatch(argv: string[]): Promise<void> {
+  const command = argv[0] ?? 'serve'
+  switch (command) {
+    case 'serve':
+      return serve()
+    case 'sim':
+      return sim()
+    case 'demo':
+      return demo()
+    case 'offer':
+      return offer(argv.slice(1))
+    case 'supplier':
+      return supplier(argv.slice(1))
+    case 'audit':
+      return audit(argv.slice(1))
+    case 'export':
+      return exportSettled(argv.slice(1))
+    case 'functions':
+      return functions(argv.slice(1))
+    case 'account':
+      return account(argv.slice(1))
+    case '--version':
+    case 'version':
+      console.log(pkg.version)
+      return
+    case '--help':
+    case 'help':
+      console.log(USAGE)
+      return
+    default:
+      console.error(`unknown command: ${command}\n${USAGE}`)
+      process.exitCode = 2
+  }
+}
+
+/**
+ * Runs one subcommand in this process. A command reports through stdout, stderr and
+ * process.exitCode; a throw is printed here and becomes exit code 2 (configuration) or 1. Returns
+ * true when it threw, so the binary exits at once rather than wait on what the command left open.
+ */
+export async function runCommand(argv: string[]): Promise<boolean> {
+  try {
+    await dispatch(argv)
+    return false
+  } catch (error) {
+    if (error instanceof ConfigError) console.error(error.message)
+    else console.error(`svc-gateway: ${(error as Error)?.message ?? String(error)}`)
+    process.exitCode = error instanceof ConfigError ? 2 : 1
+    return true
+  }
+}

@@ -1,0 +1,7 @@
+// Waiting for a condition, not for a number of milliseconds: on a busy machine the thing waited for
+// comes later, and only the test's own time limit (a hang guard) should end the wait.
+
+/** Resolves once `condition` holds, checking every `everyMs`. */
+export async function until(condition: () => boolean | Promise<boolean>, everyMs = 10): Promise<void> {
+  while (!(await condition())) await Bun.sleep(everyMs)
+}
