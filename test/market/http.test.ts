@@ -155,8 +155,9 @@ describe('GET /v1/capacity', () => {
     expect(body.routableDiem).toBe('13.833333')
     expect(body.usdcToBuyAll).toBe('7.385000')
     expect(body.cheapestPostedCents).toBe(35)
+    // The simulated supplier lists three live text models: llama-3.3-70b, qwen3-4b and glm-4.6.
     expect(body.modalities).toEqual({
-      text: { available: true, liveModels: 2 },
+      text: { available: true, liveModels: 3 },
       image: { available: true, liveModels: 1 },
       video: { available: true, liveModels: 1 },
     })
