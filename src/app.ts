@@ -17,6 +17,7 @@ import { errorResponse } from './http/errors.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
 import { imageRoutes } from './http/inference/images.ts'
+import { messagesRoutes } from './http/inference/messages.ts'
 import { responsesRoutes } from './http/inference/responses.ts'
 import { videoRoutes } from './http/inference/video.ts'
 import { mcpRoutes } from './http/mcp/routes.ts'
@@ -69,7 +70,7 @@ export function createApp(deps: AppDeps) {
           'body_too_large',
           `request body over ${deps.config.maxBodyBytes} bytes`,
         )
-        return errorResponse(tooLarge, requestIdHeaders(id))
+        return errorResponse(tooLarge, requestIdHeaders(id), request)
       }
     })
     .use(errorHandler)
@@ -116,6 +117,7 @@ export function createApp(deps: AppDeps) {
     .use(capacityRoutes(deps))
     .use(chatRoutes(inference))
     .use(responsesRoutes(inference))
+    .use(messagesRoutes(inference))
     .use(imageRoutes(inference))
     .use(videoRoutes(inference))
     .use(metricsRoutes(deps))
