@@ -96,6 +96,25 @@ describe('the stream', () => {
   })
 })
 
+test('silence is filled with ping events, and a stalled supplier ends with the error event', async () => {
+  const local = await startStack({ env: { SVC_STREAM_IDLE_MS: '400', SVC_KEEPALIVE_MS: '100' } })
+  try {
+    const sold = await simOffer(local, 40)
+    const who = await fundedBuyer(local)
+    await simKey(local, sold.upstreamKey, { fault: 'stall', times: 1 })
+    const response = await messages({ ...ASK, stream: true }, { 'x-api-key': who.apiKey }, local)
+    const text = await response.text()
+    expect(text).not.toContain(': keep-alive')
+    const got = events(text)
+    // One ping after message_start, then at least one for the silence.
+    expect(got.filter((e) => e.name === 'ping').length).toBeGreaterThan(1)
+    expect(got.at(-1)!.data).toMatchObject({ type: 'error', error: { code: 'stream_incomplete' } })
+    expect((await balances(local, who.accountId)).held).toBe(0)
+  } finally {
+    await local.stop()
+  }
+})
+
 describe('the key', () => {
   test('x-api-key or Bearer: the same key, the same answer', async () => {
     const ways: Record<string, string>[] = [
@@ -146,6 +165,19 @@ describe('refusals', () => {
       [{ ...ASK, metadata: { tenant: 'x' } }, 'metadata.tenant'],
       [{ ...ASK, thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: 2000 }, 'thinking'],
       [{ ...ASK, output_config: { format: { type: 'xml' } } }, 'output_config.format'],
+      // The catalog says llama-3.3-70b has no vision.
+      [
+        {
+          ...ASK,
+          messages: [
+            {
+              role: 'user',
+              content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }],
+            },
+          ],
+        },
+        'image',
+      ],
     ]
     for (const [body, named] of cases) {
       const response = await messages(body, { 'x-api-key': buyer.apiKey })
