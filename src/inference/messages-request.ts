@@ -306,6 +306,7 @@ export function messagesToChat(body: MessagesBody): TranslatedMessages {
   checkOtherFields(body)
   const needs = noNeeds()
   const messages = chatMessages(body, needs)
+  if (!messages.some((message) => message.role !== 'system')) throw invalid('messages has nothing to answer')
   const chat: Record<string, unknown> = {
     model: body.model,
     messages,

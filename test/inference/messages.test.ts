@@ -162,6 +162,7 @@ describe('refusals', () => {
       [{ ...ASK, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'web_search_20250305'],
       [{ ...ASK, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, 'document'],
       [{ ...ASK, tool_choice: { type: 'sometimes' } }, 'tool_choice'],
+      [{ ...ASK, messages: [{ role: 'user', content: [] }] }, 'messages'],
       [{ ...ASK, metadata: { tenant: 'x' } }, 'metadata.tenant'],
       [{ ...ASK, thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: 2000 }, 'thinking'],
       [{ ...ASK, output_config: { format: { type: 'xml' } } }, 'output_config.format'],
