@@ -5,16 +5,17 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import Anthropic from '@anthropic-ai/sdk'
 import { formatMicros, parseMicros } from '../../src/money/units.ts'
 import type { TestAccount } from '../helpers/accounts.ts'
-import { balances, expectedCost, fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { balances, expectedCost, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let buyer: TestAccount
 let client: Anthropic
+let offer: SimOffer
 
 beforeAll(async () => {
   stack = await startStack({ sim: { outputTokens: 9 } })
-  await simOffer(stack, 40)
+  offer = await simOffer(stack, 40)
   buyer = await fundedBuyer(stack, '5.000000')
   client = new Anthropic({ apiKey: buyer.apiKey, baseURL: stack.url, maxRetries: 0 })
 })
@@ -119,6 +120,23 @@ describe('messages.stream', () => {
     expect(final!.usage.input_tokens).toBeGreaterThan(0)
     expect(cost).toBe(expectedCost({ prompt_tokens: final!.usage.input_tokens, completion_tokens: 9 }, 40))
     expect(parseMicros(costUsdc!)).toBe(cost)
+  })
+
+  test("a stream the supplier cut: the helper rejects with the error event's APIError, its estimate charged", async () => {
+    await simKey(stack, offer.upstreamKey, { fault: 'truncate', times: 1 })
+    let error: unknown
+    const cost = await charged(async () => {
+      const stream = client.messages.stream({
+        model: 'llama-3.3-70b',
+        max_tokens: 100,
+        messages: [{ role: 'user', content: 'Tell me about markets.' }],
+      })
+      error = await stream.finalMessage().catch((e) => e)
+    })
+    expect(error).toBeInstanceOf(Anthropic.APIError)
+    const body = (error as { error: { error: { type: string; code: string; costUsdc: string } } }).error
+    expect(body.error).toMatchObject({ type: 'api_error', code: 'stream_incomplete' })
+    expect(parseMicros(body.error.costUsdc)).toBe(cost)
   })
 })
 
