@@ -81,6 +81,21 @@ describe('messages.create', () => {
     expect(message.usage.output_tokens).toBe(3)
   })
 
+  test('a stop sequence the supplier names: stop_reason stop_sequence, buffered and streamed', async () => {
+    const params = {
+      model: 'llama-3.3-70b',
+      max_tokens: 100,
+      stop_sequences: ['###', 'cheapest'],
+      messages: [{ role: 'user' as const, content: 'hi' }],
+    }
+    const message = await client.messages.create(params)
+    expect(message).toMatchObject({ stop_reason: 'stop_sequence', stop_sequence: 'cheapest' })
+    expect((message.content[0] as Anthropic.TextBlock).text).toBe('the market clears at the')
+    const streamed = await client.messages.stream(params).finalMessage()
+    expect(streamed).toMatchObject({ stop_reason: 'stop_sequence', stop_sequence: 'cheapest' })
+    expect((streamed.content[0] as Anthropic.TextBlock).text).toBe('the market clears at the')
+  })
+
   test('thinking on a reasoning model comes back as a thinking block before the text', async () => {
     const message = await client.messages.create({
       model: 'qwen3-4b',
