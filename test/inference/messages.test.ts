@@ -4,7 +4,7 @@
 // event, and bad bodies refused with nothing changed in Redis.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
-import { stopReason } from '../../src/inference/messages-object.ts'
+import { messagesUsage, stopReason } from '../../src/inference/messages-object.ts'
 import { auditMarket } from '../../src/market/audit.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
@@ -296,6 +296,22 @@ test('stop reasons: a stop sequence only when the supplier names one the request
   expect(stopReason({ finish_reason: 'stop', matched_stop: 2 }, ['###'], false).stop_reason).toBe('end_turn')
   expect(stopReason({ finish_reason: 'length' }, [], true).stop_reason).toBe('max_tokens')
   expect(stopReason({ finish_reason: 'stop' }, [], true).stop_reason).toBe('tool_use')
+})
+
+test('usage: cached prompt tokens the supplier reports are cache reads, the rest input_tokens', () => {
+  const billed = { promptTokens: 100, completionTokens: 7 }
+  expect(messagesUsage(billed, { prompt_tokens_details: { cached_tokens: 60 } })).toEqual({
+    input_tokens: 40,
+    output_tokens: 7,
+    cache_creation_input_tokens: null,
+    cache_read_input_tokens: 60,
+  })
+  // Never more cached than billed; nothing reported: no cache field claimed.
+  expect(messagesUsage(billed, { prompt_tokens_details: { cached_tokens: 500 } }).input_tokens).toBe(0)
+  expect(messagesUsage(billed, { prompt_tokens: 100 })).toMatchObject({
+    input_tokens: 100,
+    cache_read_input_tokens: null,
+  })
 })
 
 test('the audit finds nothing off', async () => {
