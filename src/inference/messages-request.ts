@@ -94,6 +94,12 @@ function textOf(content: unknown, where: string): string {
     .join('\n')
 }
 
+/** A text block's text, or a 400 when it has none. */
+function blockText(block: Block, at: string): string {
+  if (typeof block.text !== 'string') throw invalid(`${at}.text must be a string`)
+  return block.text
+}
+
 function imagePart(block: Block, at: string): Record<string, unknown> {
   const source = block.source
   if (isRecord(source) && source.type === 'base64') {
@@ -122,8 +128,7 @@ function userMessages(content: string | Block[], at: string, needs: ModelNeeds):
   const parts: Record<string, unknown>[] = []
   content.forEach((block, i) => {
     const where = `${at}[${i}]`
-    if (block.type === 'text' && typeof block.text === 'string')
-      parts.push({ type: 'text', text: block.text })
+    if (block.type === 'text') parts.push({ type: 'text', text: blockText(block, where) })
     else if (block.type === 'image') {
       needs.vision = true
       parts.push(imagePart(block, where))
@@ -143,7 +148,7 @@ function assistantMessage(content: string | Block[], at: string): ChatMessage {
   const calls: Record<string, unknown>[] = []
   content.forEach((block, i) => {
     const where = `${at}[${i}]`
-    if (block.type === 'text' && typeof block.text === 'string') text += block.text
+    if (block.type === 'text') text += blockText(block, where)
     else if (block.type === 'tool_use') {
       if (typeof block.id !== 'string' || typeof block.name !== 'string' || !isRecord(block.input)) {
         throw invalid(`${where}: a tool_use needs id, name and an input object`)

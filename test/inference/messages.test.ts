@@ -163,6 +163,10 @@ describe('refusals', () => {
       [{ ...ASK, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, 'document'],
       [{ ...ASK, tool_choice: { type: 'sometimes' } }, 'tool_choice'],
       [{ ...ASK, messages: [{ role: 'user', content: [] }] }, 'messages'],
+      [
+        { ...ASK, messages: [{ role: 'user', content: [{ type: 'text', text: 7 }] }] },
+        'messages[0].content[0].text',
+      ],
       [{ ...ASK, metadata: { tenant: 'x' } }, 'metadata.tenant'],
       [{ ...ASK, thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: 2000 }, 'thinking'],
       [{ ...ASK, output_config: { format: { type: 'xml' } } }, 'output_config.format'],
