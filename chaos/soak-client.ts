@@ -76,7 +76,8 @@ function readStream(text: string, outcome: SoakOutcome): void {
   }
   // settle_failed and provider_error (a stream with no content) both say nothing was charged.
   if (outcome.told !== 'cost')
-    outcome.told = outcome.code === 'settle_failed' || outcome.code === 'provider_error' ? 'nothing' : 'unknown'
+    outcome.told =
+      outcome.code === 'settle_failed' || outcome.code === 'provider_error' ? 'nothing' : 'unknown'
 }
 
 export async function soakRequest(

@@ -16,6 +16,7 @@ import { errorResponse } from './http/errors.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
 import { chatRoutes } from './http/inference/chat.ts'
 import { imageRoutes } from './http/inference/images.ts'
+import { messagesRoutes } from './http/inference/messages.ts'
 import { responsesRoutes } from './http/inference/responses.ts'
 import { videoRoutes } from './http/inference/video.ts'
 import { bodyTooLarge, boundBody } from './http/json-body.ts'
@@ -64,7 +65,7 @@ export function createApp(deps: AppDeps) {
       // Refused by its declared length, before a byte of it is read; without one, while it is read.
       const length = Number(request.headers.get('content-length') ?? 0)
       if (length > deps.config.maxBodyBytes) {
-        return errorResponse(bodyTooLarge(deps.config.maxBodyBytes), requestIdHeaders(id))
+        return errorResponse(bodyTooLarge(deps.config.maxBodyBytes), requestIdHeaders(id), request)
       }
       boundBody(request, deps.config.maxBodyBytes)
     })
@@ -112,6 +113,7 @@ export function createApp(deps: AppDeps) {
     .use(capacityRoutes(deps))
     .use(chatRoutes(inference))
     .use(responsesRoutes(inference))
+    .use(messagesRoutes(inference))
     .use(imageRoutes(inference))
     .use(videoRoutes(inference))
     .use(metricsRoutes(deps))

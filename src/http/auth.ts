@@ -1,4 +1,5 @@
-// Who is calling. `buyer`: a `svc_` key as a Bearer token -> { accountId, keyId }, by one HGETALL
+// Who is calling. `buyer`: a `svc_` key as a Bearer token (or as `x-api-key`, the header Anthropic's
+// clients send) -> { accountId, keyId }, by one HGETALL
 // of the key's digest, on every request (no in-process cache, so a revoke holds on every replica
 // at once). Session cookies are refused outright, even beside a good key. `admin`: the operator
 // token as a Bearer token, compared in constant time.
@@ -45,15 +46,28 @@ export function bearerToken(request: Request, what: string): string {
   return match[1]!
 }
 
-/** The digest of a well-formed Bearer key, or the 401 that says what is wrong (no Redis read). */
-function presentedKeyDigest(request: Request): string {
+/**
+ * A buyer's key: the Bearer token, or the `x-api-key` header Anthropic's clients send. Both at once
+ * must be the same key: which one was meant cannot be guessed.
+ */
+function presentedKey(request: Request): string {
+  const apiKey = request.headers.get('x-api-key')?.trim()
+  if (!apiKey) return bearerToken(request, 'API key')
+  if (request.headers.has('authorization') && bearerToken(request, 'API key') !== apiKey) {
+    throw unauthorized('invalid_api_key', 'Authorization and x-api-key name different keys; send one')
+  }
+  return apiKey
+}
+
+/** The digest of a well-formed buyer key, or the 401 that says what is wrong (no Redis read). */
+export function presentedKeyDigest(request: Request): string {
   refuseCookies(request)
-  const token = bearerToken(request, 'API key')
+  const token = presentedKey(request)
   if (!looksLikeApiKey(token)) throw unauthorized('invalid_api_key', 'invalid API key')
   return digestApiKey(token)
 }
 
-/** A Cookie header is refused outright, even beside a good key: keys travel as Bearer only. */
+/** A Cookie header is refused outright, even beside a good key: keys travel in headers of their own. */
 export function refuseCookies(request: Request): void {
   if (request.headers.has('cookie')) {
     throw unauthorized(

@@ -62,6 +62,6 @@ export const errorHandler = new Elysia({ name: 'svc/error-handler' }).onError(
     if (apiError.status >= 500) (request as Request & { failure?: unknown }).failure = error
     // The log line and the metrics read the status from here.
     set.status = apiError.status
-    return errorResponse(apiError, requestIdHeaders(requestContext(request).id))
+    return errorResponse(apiError, requestIdHeaders(requestContext(request).id), request)
   },
 )

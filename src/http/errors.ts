@@ -1,8 +1,39 @@
-// An ApiError as an HTTP response: the one place the contract's error shape meets the wire.
+// An ApiError as an HTTP response: the one place the contract's error shape meets the wire. Under
+// /v1/messages it is Anthropic's shape, {"type":"error","error":{"type","message",...}}, with the
+// contract's code and extra fields (supportReference, hints) beside Anthropic's own.
 import type { ApiError } from '../errors.ts'
 
-export function errorResponse(error: ApiError, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(error.body()), {
+/** Anthropic's error type for a status; 503 (no capacity now) is its overloaded_error. */
+const ANTHROPIC_TYPE: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  405: 'invalid_request_error',
+  409: 'invalid_request_error',
+  413: 'invalid_request_error',
+  429: 'rate_limit_error',
+  503: 'overloaded_error',
+}
+
+/** The error body in Anthropic's shape. */
+export function anthropicErrorBody(error: ApiError) {
+  const type = ANTHROPIC_TYPE[error.status] ?? (error.status < 500 ? 'invalid_request_error' : 'api_error')
+  return { type: 'error', error: { ...error.body().error, type } }
+}
+
+const speaksAnthropic = (pathname: string) =>
+  pathname === '/v1/messages' || pathname.startsWith('/v1/messages/')
+
+export function errorResponse(
+  error: ApiError,
+  headers: Record<string, string> = {},
+  request?: Request,
+): Response {
+  const anthropic = request !== undefined && speaksAnthropic(new URL(request.url).pathname)
+  const body = anthropic ? anthropicErrorBody(error) : error.body()
+  return new Response(JSON.stringify(body), {
     status: error.status,
     headers: { 'content-type': 'application/json', ...headers, ...error.headers },
   })

@@ -80,6 +80,8 @@ export function unknownOutcomeMessage(supportReference: string): string {
 export interface StreamShape {
   /** Frames before the first content (the Responses preamble). */
   start?(): string[]
+  /** The frame sent on silence, when the format has its own (else an SSE comment). */
+  keepAlive?: string
   /** The frame for one content chunk, or null to send nothing for it. */
   content(frame: string, delta: string): string | null
   /** The supplier's usage chunk, held until the clear commits. */
@@ -253,7 +255,7 @@ class StreamRelay {
         return
       }
     }
-    const written = this.sink!.write(KEEP_ALIVE)
+    const written = this.sink!.write(this.shape.keepAlive ?? KEEP_ALIVE)
     if (written instanceof Promise) {
       this.blocked = true
       written.then(() => {

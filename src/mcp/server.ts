@@ -19,7 +19,8 @@ export type Dispatch = (call: ApiCall, signal: AbortSignal) => Promise<Response>
 const INSTRUCTIONS =
   'Prepaid, OpenAI-compatible inference. agent_me confirms the connection and shows the confirmed ' +
   'balance and max price; chat runs a completion and returns its cost. Errors come back as tool ' +
-  'errors carrying the HTTP status and the error.code of the API (see /llms.txt).'
+  'errors carrying the HTTP status and the error.code of the API (see /llms.txt). Agents that speak ' +
+  "Anthropic's Messages API call POST /v1/messages with the same key (as x-api-key)."
 
 const checkers = new WeakMap<Tool, ReturnType<typeof TypeCompiler.Compile>>()
 function checker(tool: Tool) {

@@ -1,7 +1,8 @@
 // What the simulated supplier answers a chat request with, decided before any byte goes out: the
 // reasoning a reasoning model thinks first, then either a tool call (when the request offers
 // tools) or content (JSON that fits a requested schema, or words). Every piece is one token, and
-// the answer is cut at the request's token limit with finish_reason "length", as a real model is.
+// the answer is cut at the request's token limit with finish_reason "length", as a real model is,
+// or before the first word that is one of its `stop` sequences (named as vLLM does, `stop_reason`).
 import { completionTokens } from './generate.ts'
 import { schemaValue } from './schema-value.ts'
 
@@ -19,6 +20,7 @@ export interface ChatRequestLike {
   tool_choice?: unknown
   response_format?: unknown
   reasoning_effort?: unknown
+  stop?: unknown
 }
 
 export interface SimToolCall {
@@ -33,6 +35,8 @@ export interface SimAnswer {
   content: string[]
   toolCall: SimToolCall | null
   finishReason: 'stop' | 'length' | 'tool_calls'
+  /** The stop sequence the content ended before, when it did. */
+  matchedStop?: string
 }
 
 export const answerTokens = (answer: SimAnswer) =>
@@ -88,6 +92,14 @@ function jsonContent(format: unknown): string | null {
   return null
 }
 
+/** Content cut before its first word that is one of the request's stop sequences. */
+function stopped(content: string[], stop: unknown): { content: string[]; matchedStop?: string } {
+  const sequences = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop : []
+  const at = content.findIndex((token) => sequences.includes(token.trim()))
+  if (at < 0) return { content }
+  return { content: content.slice(0, at), matchedStop: content[at]!.trim() }
+}
+
 /** The whole answer for a request, cut at `maxTokens` (reasoning first, as a model spends them). */
 export function planAnswer(
   request: ChatRequestLike,
@@ -99,7 +111,8 @@ export function planAnswer(
   const reasoning = reasoningModel ? reasoningTokens(REASONING_TOKENS[effort] ?? 4) : []
   const tool = chosenTool(request)
   const json = tool ? null : jsonContent(request.response_format)
-  const content = tool ? [] : json !== null ? jsonPieces(json) : completionTokens(wantedWords)
+  const words = stopped(completionTokens(wantedWords), request.stop)
+  const content = tool ? [] : json !== null ? jsonPieces(json) : words.content
   const toolCall = tool
     ? {
         id: `call_${crypto.randomUUID().replaceAll('-', '').slice(0, 24)}`,
@@ -108,6 +121,7 @@ export function planAnswer(
       }
     : null
   const answer: SimAnswer = { reasoning, content, toolCall, finishReason: tool ? 'tool_calls' : 'stop' }
+  if (!tool && json === null && words.matchedStop !== undefined) answer.matchedStop = words.matchedStop
   if (maxTokens === undefined || answerTokens(answer) <= maxTokens) return answer
   let budget = maxTokens
   const take = (pieces: string[]) => {

@@ -172,6 +172,7 @@ export function startSim(
           message: bufferedMessage(answer),
           logprobs: null,
           finish_reason: answer.finishReason,
+          ...stopReason(answer),
         },
       ],
       usage: usageOf(plan, completion),
@@ -208,7 +209,15 @@ export function startSim(
         object: 'chat.completion.chunk',
         created: plan.created,
         model: plan.model.id,
-        choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+        choices: [
+          {
+            index: 0,
+            delta,
+            logprobs: null,
+            finish_reason: finishReason,
+            ...(finishReason ? stopReason(plan.answer) : {}),
+          },
+        ],
       })}\n\n`
     const gap = settings.tokensPerSecond > 0 ? 1000 / settings.tokensPerSecond : 0
     const deltas = streamDeltas(plan.answer)
@@ -315,6 +324,10 @@ export function startSim(
     stop: () => server.stop(true),
   }
 }
+
+/** The stop sequence an answer ended at, as vLLM names it; nothing when it ended otherwise. */
+const stopReason = (answer: SimAnswer) =>
+  answer.matchedStop === undefined ? {} : { stop_reason: answer.matchedStop }
 
 /** The assistant message of a buffered answer: content, reasoning and the tool call as OpenAI has them. */
 function bufferedMessage(answer: SimAnswer): Record<string, unknown> {

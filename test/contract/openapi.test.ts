@@ -27,7 +27,10 @@ type Document = {
   openapi: string
   servers: { url: string }[]
   paths: Record<string, Record<string, Operation>>
-  components: { responses: Record<string, { headers: Record<string, unknown> }> }
+  components: {
+    responses: Record<string, { headers: Record<string, unknown> }>
+    securitySchemes: Record<string, unknown>
+  }
 }
 
 let stack: TestStack
@@ -160,6 +163,22 @@ describe('/openapi.json', () => {
     expect(Object.keys(unavailable.headers)).toEqual(
       expect.arrayContaining(['X-Svc-Error-Code', 'X-Svc-Cheapest-Posted-Cents', 'X-Svc-Buyer-Max-Cents']),
     )
+    // The Messages API takes the key as x-api-key too, and refuses in Anthropic's shape.
+    const messages = document.paths['/v1/messages']!.post!
+    expect(messages.security).toEqual([{ apiKey: [] }, { anthropicKey: [] }])
+    expect(document.components.securitySchemes.anthropicKey).toMatchObject({
+      in: 'header',
+      name: 'x-api-key',
+    })
+    for (const status of ['400', '401', '402', '429', '503']) {
+      const refusal = messages.responses[status] as unknown as {
+        content: Record<string, { schema: unknown }>
+      }
+      expect(refusal.content['application/json']!.schema).toEqual({
+        $ref: '#/components/schemas/MessagesError',
+      })
+    }
+    expect(Object.keys(messages.responses['503']!.headers!)).toContain('X-Svc-Cheapest-Posted-Cents')
     expect(document.paths['/v1/x402/signup']!.post!.responses['402']!.$ref).toBe(
       '#/components/responses/PaymentChallenge',
     )
@@ -177,6 +196,7 @@ describe('/llms.txt', () => {
     const text = await response.text()
     expect(text).toContain(`Base address: ${stack.url}`)
     expect(text).toContain(`${stack.url}/v1/chat/completions`)
+    expect(text).toContain(`${stack.url}/v1/messages`)
     expect(text).toContain(`${stack.url}/mcp`)
     for (const needle of [
       '/v1/x402/signup',

@@ -46,6 +46,23 @@ describe('Bearer keys', () => {
     expect((await me({ authorization: `bearer ${account.apiKey}` })).status).toBe(200)
   })
 
+  test("x-api-key (Anthropic's clients send it) is the same key; beside a Bearer it must be the same one", async () => {
+    expect((await me({ 'x-api-key': account.apiKey })).status).toBe(200)
+    expect(
+      (await me({ 'x-api-key': account.apiKey, authorization: `Bearer ${account.apiKey}` })).status,
+    ).toBe(200)
+    const other = await createAccount(stack)
+    await expect401(
+      await me({ 'x-api-key': account.apiKey, authorization: `Bearer ${other.apiKey}` }),
+      'invalid_api_key',
+    )
+    await expect401(await me({ 'x-api-key': 'svc_short' }), 'invalid_api_key')
+    await expect401(
+      await me({ 'x-api-key': account.apiKey, cookie: 'session=abc123' }),
+      'cookies_not_accepted',
+    )
+  })
+
   test('no Authorization header: 401 missing_api_key', async () => {
     await expect401(await me({}), 'missing_api_key')
   })

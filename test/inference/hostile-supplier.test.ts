@@ -377,6 +377,29 @@ describe('a stream is relayed only as chat chunks, each frame bounded', () => {
     expect(after.held).toBe(0)
   })
 
+  test("the Messages relay: a stream with no content ends with Anthropic's error event, nothing charged", async () => {
+    answer = () => sseAnswer([roleChunk, 'data: [DONE]'])
+    const before = await balances(stack, buyer.accountId)
+    const response = await keyFetch(stack, buyer.apiKey, '/v1/messages', {
+      method: 'POST',
+      json: { model: 'llama-3.3-70b', messages: MESSAGES, max_tokens: 8, stream: true },
+    })
+    expect(response.status).toBe(200)
+    const text = await response.text()
+    expect(text).toEndWith('\n\n')
+    const last = text.trimEnd().split('\n\n').at(-1)!
+    expect(last).toStartWith('event: error\n')
+    expect(JSON.parse(last.split('data: ')[1]!)).toMatchObject({
+      type: 'error',
+      error: { type: 'api_error', code: 'provider_error' },
+    })
+    expect(text).not.toContain('message_stop')
+    expect(text).not.toContain('costUsdc')
+    const after = await balances(stack, buyer.accountId)
+    expect(after.confirmed).toBe(before.confirmed)
+    expect(after.held).toBe(0)
+  })
+
   test('the Responses relay emits only its own events whatever the supplier sends', async () => {
     answer = () =>
       sseAnswer([

@@ -53,6 +53,8 @@ afterAll(async () => {
 describe('connecting', () => {
   test('the server names itself and lists every tool with an object input schema', async () => {
     expect(client.getServerVersion()?.name).toBe('svc-gateway')
+    // An agent that speaks Anthropic learns the route exists from the instructions.
+    expect(client.getInstructions()).toContain('POST /v1/messages')
     const { tools } = await client.listTools()
     expect(tools.map((tool) => tool.name).sort()).toEqual(
       [

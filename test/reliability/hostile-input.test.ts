@@ -20,6 +20,8 @@ afterAll(() => stack.stop())
 const BUYER_POSTS = [
   '/v1/chat/completions',
   '/v1/responses',
+  '/v1/messages',
+  '/v1/messages/count_tokens',
   '/v1/images/generations',
   '/v1/video/quote',
   '/v1/video/queue',

@@ -1,6 +1,6 @@
 // What the simulated supplier answers, as real models do: a tool call when tools are offered, JSON
 // that fits a requested schema, finish_reason "length" at the limit, reasoning from a reasoning
-// model; buffered and streamed, over real HTTP.
+// model, a stop sequence named when it ended the words; buffered and streamed, over real HTTP.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type SimServer, startSim } from '../../src/sim/server.ts'
 
@@ -151,6 +151,21 @@ describe('limits and reasoning', () => {
     const streamed = await chunks({ max_tokens: 3, tools: [weather] })
     expect(streamed.at(-2)!.choices[0]!.finish_reason).toBe('length')
     expect(streamed.at(-1)!.usage!.completion_tokens).toBe(3)
+  })
+
+  test('a stop sequence ends the words before it, named as stop_reason (vLLM), buffered and streamed', async () => {
+    const body = (await (await chat({ stop: ['cheapest'] })).json()) as {
+      choices: { message: { content: string }; finish_reason: string; stop_reason?: string }[]
+      usage: { completion_tokens: number }
+    }
+    expect(body.choices[0]).toMatchObject({ finish_reason: 'stop', stop_reason: 'cheapest' })
+    expect(body.choices[0]!.message.content).toBe('the market clears at the')
+    expect(body.usage.completion_tokens).toBe(5)
+    const streamed = await chunks({ stop: 'cheapest' })
+    expect(streamed.at(-2)!.choices[0]).toMatchObject({ finish_reason: 'stop', stop_reason: 'cheapest' })
+    // Without a match, no stop_reason at all.
+    const plain = (await (await chat({ stop: ['###'] })).json()) as { choices: Record<string, unknown>[] }
+    expect(plain.choices[0]!.stop_reason).toBeUndefined()
   })
 
   test('a reasoning model reasons first (reasoning_content), counted as reasoning tokens', async () => {

@@ -31,6 +31,22 @@ const errorSchema = t.Object(
   { description: 'Every error: {"error": {"message", "type", "code", ...}}' },
 )
 
+/** The error shape under /v1/messages: Anthropic's, with the contract's fields beside its own. */
+const messagesErrorSchema = t.Object({
+  type: t.Literal('error'),
+  error: t.Object(
+    {
+      type: t.String({
+        description:
+          'invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, rate_limit_error, api_error, overloaded_error',
+      }),
+      message: t.String(),
+      code: t.String({ description: 'the contract code, as on chat' }),
+    },
+    { additionalProperties: true },
+  ),
+})
+
 const paymentChallengeSchema = t.Object(
   {
     x402Version: t.Number(),
@@ -166,7 +182,11 @@ export function errors(...names: ErrorResponseName[]) {
 }
 
 export const COMPONENTS = {
-  schemas: { Error: errorSchema, PaymentChallenge: paymentChallengeSchema },
+  schemas: {
+    Error: errorSchema,
+    MessagesError: messagesErrorSchema,
+    PaymentChallenge: paymentChallengeSchema,
+  },
   headers: HEADERS,
   responses: ERROR_RESPONSES,
   securitySchemes: {
@@ -180,6 +200,12 @@ export const COMPONENTS = {
       type: 'http',
       scheme: 'bearer',
       description: 'A supplier key from Sign-In with Ethereum: Authorization: Bearer sup_...',
+    },
+    anthropicKey: {
+      type: 'apiKey',
+      in: 'header',
+      name: 'x-api-key',
+      description: "The same svc_ API key, as Anthropic's clients send it (/v1/messages)",
     },
     x402: {
       type: 'apiKey',

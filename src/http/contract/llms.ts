@@ -38,6 +38,11 @@ POST ${baseUrl}/v1/responses {"model", "input"} is the stateless Responses form:
 function_call / function_call_output items, text.format and reasoning.effort work as on OpenAI;
 what cannot be honoured is a 400 naming the field; nothing is stored (send whole input each turn).
 Tools and structured output on chat pass through to the supplier.
+POST ${baseUrl}/v1/messages {"model", "max_tokens", "messages"} is Anthropic's Messages API on the
+same key (x-api-key or Bearer), balance and market: point an Anthropic client's base URL at
+${baseUrl}. Text, image, tool_use and tool_result blocks, tools, tool_choice, stop_sequences and
+thinking work as on Anthropic; errors come in Anthropic's shape with the same code; the streamed
+cost rides on message_delta. POST ${baseUrl}/v1/messages/count_tokens counts a prompt for free.
 
 ## 5. Read the cost
 Buffered: headers X-Svc-Cost-Usdc, X-Svc-Clearing-Price-Cents, X-Svc-Support-Reference,

@@ -62,7 +62,7 @@ export function openApiDocument(app: AnyElysia) {
       title: 'svc gateway',
       version: pkg.version,
       description:
-        'A prepaid, OpenAI-compatible inference marketplace: fund a USDC balance by x402, call chat or responses with an svc_ key, and each request clears at the cheapest eligible offer at or below your max price. Errors: {"error": {"message", "type", "code"}}. A guide for agents: /llms.txt.',
+        'A prepaid, OpenAI-compatible inference marketplace: fund a USDC balance by x402, call chat, responses or the Anthropic messages API with an svc_ key, and each request clears at the cheapest eligible offer at or below your max price. Errors: {"error": {"message", "type", "code"}} (under /v1/messages, the Anthropic shape {"type": "error", "error": {...}}). A guide for agents: /llms.txt.',
     },
     tags: [
       { name: 'public', description: 'No key needed' },

@@ -10,6 +10,7 @@ export type Security =
   | 'apiKey+x402'
   | 'supplierKey'
   | 'apiKey|supplierKey'
+  | 'apiKey|anthropicKey'
 
 export interface Operation {
   summary: string

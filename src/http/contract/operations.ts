@@ -3,6 +3,7 @@
 // openapi.ts); only what a route reads by hand (query strings) is declared here. A route missing
 // from this table fails test/contract/openapi.test.ts.
 import { type ErrorResponseName, errors, headers } from './components.ts'
+import { MESSAGES_OPERATIONS } from './messages-operations.ts'
 import {
   type Operation,
   ok,
@@ -342,6 +343,7 @@ export const OPERATIONS: Record<string, Operation> = {
     ok: {},
     errors: ['Unauthorized', 'MethodNotAllowed'],
   },
+  ...MESSAGES_OPERATIONS,
   ...SUPPLIER_OPERATIONS,
   ...PAGE_OPERATIONS,
 }
@@ -354,6 +356,7 @@ const SECURITY: Record<Security, Record<string, string[]>[]> = {
   'apiKey+x402': [{ apiKey: [], x402: [] }],
   supplierKey: [{ supplierKey: [] }],
   'apiKey|supplierKey': [{ apiKey: [] }, { supplierKey: [] }],
+  'apiKey|anthropicKey': [{ apiKey: [] }, { anthropicKey: [] }],
 }
 
 /** The OpenAPI fields this table gives one operation. */

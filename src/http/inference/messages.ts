@@ -1,0 +1,81 @@
+// POST /v1/messages: Anthropic's Messages API, a facade over the same pipeline as chat (same key,
+// hold, market, fall-forward, metering and cost headers). POST /v1/messages/count_tokens counts a
+// prompt with the gateway's tokenizer: the key is checked, nothing is held or written.
+import { Elysia } from 'elysia'
+import { ApiKeyStore } from '../../accounts/key-store.ts'
+import { liveTextModel } from '../../inference/chat-request.ts'
+import { messageContent, messageObject, messagesUsage } from '../../inference/messages-object.ts'
+import {
+  checkCapabilities,
+  countTokensBodySchema,
+  messagesBodySchema,
+  messagesToChat,
+  promptOf,
+} from '../../inference/messages-request.ts'
+import { costHeaders } from '../../inference/relay-buffered.ts'
+import { relayMessagesStream } from '../../inference/relay-messages.ts'
+import type { InferenceService } from '../../inference/service.ts'
+import { countTokens } from '../../inference/token-count.ts'
+import { type ChatMessageLike, promptTokenCount } from '../../inference/tokens.ts'
+import { formatMicros } from '../../money/units.ts'
+import { SUPPORT_REFERENCE_HEADER } from '../../records/support-reference.ts'
+import { buyerKeyAuth, unauthorized } from '../auth.ts'
+import { ownResponse } from '../own-response.ts'
+import { callOf, noteCost } from './call.ts'
+
+export function messagesRoutes(service: InferenceService) {
+  const { deps } = service
+  const keyStore = new ApiKeyStore(deps.redis, deps.keys)
+  return new Elysia({ name: 'svc/messages', seed: deps.keys.prefix })
+    .use(buyerKeyAuth(deps))
+    .post(
+      '/v1/messages',
+      async ({ body, buyerKey, request, set }) => {
+        // A field that cannot be honoured, by the facade or by the model, is refused before any hold.
+        const translated = messagesToChat(body)
+        const entry = await deps.catalog.get(body.model)
+        if (entry) checkCapabilities(translated.needs, entry)
+        const begun = await service.beginChat(translated.chat, buyerKey, callOf(request))
+        const shape = {
+          id: `msg_${begun.call.requestId.slice(4)}`,
+          model: begun.chat.model.id,
+          stopSequences: translated.stopSequences,
+        }
+        const reference = { [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference }
+        if (!begun.chat.stream) {
+          const { body: chat, settlement } = await service.clearBuffered(begun)
+          noteCost(request, formatMicros(settlement.charged))
+          const { content, ...stop } = messageContent(shape, chat)
+          const message = messageObject(shape, content, stop, messagesUsage(settlement.usage, chat.usage))
+          return ownResponse(set, JSON.stringify(message), {
+            'content-type': 'application/json',
+            ...reference,
+            ...costHeaders(settlement),
+          })
+        }
+        return ownResponse(set, relayMessagesStream(service.streamContext(begun), shape), {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          ...reference,
+        })
+      },
+      { buyerKey: true, body: messagesBodySchema },
+    )
+    .post(
+      '/v1/messages/count_tokens',
+      async ({ body, buyerKey }) => {
+        // Read only: a count is not a use of the key, so not even its lastUsedAt is written.
+        if (!(await keyStore.resolve(buyerKey.apiKeyDigest))) {
+          throw unauthorized('invalid_api_key', 'invalid API key')
+        }
+        liveTextModel(await deps.catalog.get(body.model), body.model)
+        const { messages, tools } = promptOf(body)
+        const counts = await Promise.all([
+          promptTokenCount(messages as ChatMessageLike[]),
+          tools ? countTokens(JSON.stringify(tools)) : 0,
+        ])
+        return { input_tokens: counts[0] + counts[1] }
+      },
+      { buyerKey: true, body: countTokensBodySchema },
+    )
+}

@@ -1,0 +1,149 @@
+// Anthropic's Messages API, answer side: a `message` with its content blocks (thinking, text,
+// tool_use), its stop reason and usage, made from a supplier's chat answer.
+import { reasoningText } from './responses-object.ts'
+
+export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal'
+
+/** What a message says about its request: its id, model and the stop sequences it was given. */
+export interface MessageShape {
+  id: string
+  model: string
+  stopSequences: string[]
+}
+
+export type ContentBlock = Record<string, unknown> & { type: string }
+
+/** Usage as Anthropic reports it; the counts are the ones billed. */
+export interface MessagesUsage {
+  input_tokens: number
+  output_tokens: number
+  cache_creation_input_tokens: number | null
+  cache_read_input_tokens: number | null
+}
+
+const count = (value: unknown) =>
+  typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : null
+
+/**
+ * The billed counts in Anthropic's terms: input_tokens are the prompt tokens not read from a
+ * cache, cache_read_input_tokens the ones that were (when the supplier says), so their sum is
+ * the prompt billed.
+ */
+export function messagesUsage(
+  billed: { promptTokens: number; completionTokens: number },
+  supplierUsage: unknown,
+): MessagesUsage {
+  const usage = (supplierUsage ?? {}) as { prompt_tokens_details?: { cached_tokens?: unknown } }
+  const reported = count(usage.prompt_tokens_details?.cached_tokens)
+  const cached = reported === null ? null : Math.min(reported, billed.promptTokens)
+  return {
+    input_tokens: billed.promptTokens - (cached ?? 0),
+    output_tokens: billed.completionTokens,
+    cache_creation_input_tokens: null,
+    cache_read_input_tokens: cached,
+  }
+}
+
+/**
+ * Why the answer stopped, and the stop sequence that stopped it. A supplier's plain `stop` is a
+ * stop sequence only when it names the one it matched (vLLM's `stop_reason`, SGLang's
+ * `matched_stop`) and that is one the request gave; otherwise it is the model's own end_turn.
+ */
+export function stopReason(
+  choice: { finish_reason?: unknown; stop_reason?: unknown; matched_stop?: unknown },
+  stopSequences: string[],
+  calledTools: boolean,
+): { stop_reason: StopReason; stop_sequence: string | null } {
+  const finish = choice.finish_reason
+  if (finish === 'length') return { stop_reason: 'max_tokens', stop_sequence: null }
+  if (finish === 'content_filter') return { stop_reason: 'refusal', stop_sequence: null }
+  if (finish === 'tool_calls' || finish === 'function_call' || calledTools) {
+    return { stop_reason: 'tool_use', stop_sequence: null }
+  }
+  const matched = [choice.stop_reason, choice.matched_stop].find(
+    (value): value is string => typeof value === 'string' && stopSequences.includes(value),
+  )
+  if (matched !== undefined) return { stop_reason: 'stop_sequence', stop_sequence: matched }
+  return { stop_reason: 'end_turn', stop_sequence: null }
+}
+
+/** A tool call's arguments as the parsed input Anthropic gives; text that is no JSON object is kept whole. */
+export function toolInput(args: string): Record<string, unknown> {
+  if (args.trim() === '') return {}
+  try {
+    const input = JSON.parse(args)
+    if (typeof input === 'object' && input !== null && !Array.isArray(input)) return input
+  } catch {}
+  return { arguments: args }
+}
+
+export const thinkingBlock = (thinking: string): ContentBlock => ({
+  type: 'thinking',
+  thinking,
+  signature: '',
+})
+export const textBlock = (text: string): ContentBlock => ({ type: 'text', text, citations: null })
+export const toolUseBlock = (id: string, name: string, input: Record<string, unknown>): ContentBlock => ({
+  type: 'tool_use',
+  id,
+  name,
+  input,
+})
+
+/** The id of a tool call the supplier gave none. */
+export const toolUseId = (shape: MessageShape, index: number) => `toolu_${shape.id.slice(4)}_${index}`
+
+interface ChatChoice {
+  finish_reason?: unknown
+  message?: {
+    content?: unknown
+    refusal?: unknown
+    reasoning_content?: unknown
+    reasoning?: unknown
+    tool_calls?: { id?: unknown; function?: { name?: unknown; arguments?: unknown } }[]
+  }
+}
+
+/** The content blocks of a buffered chat answer (thinking, text, tool_use) and why it stopped. */
+export function messageContent(shape: MessageShape, chat: Record<string, unknown>) {
+  const choice = ((chat.choices as ChatChoice[] | undefined)?.[0] ?? {}) as ChatChoice
+  const message = choice.message ?? {}
+  const content: ContentBlock[] = []
+  const reasoning = reasoningText(message)
+  if (reasoning) content.push(thinkingBlock(reasoning))
+  const text = typeof message.content === 'string' ? message.content : ''
+  const refusal = typeof message.refusal === 'string' ? message.refusal : ''
+  if (text || refusal) content.push(textBlock(text || refusal))
+  const calls = Array.isArray(message.tool_calls) ? message.tool_calls : []
+  calls.forEach((call, i) => {
+    const id = typeof call.id === 'string' ? call.id : toolUseId(shape, i)
+    const name = typeof call.function?.name === 'string' ? call.function.name : ''
+    const args = typeof call.function?.arguments === 'string' ? call.function.arguments : ''
+    content.push(toolUseBlock(id, name, toolInput(args)))
+  })
+  const stop = stopReason(
+    refusal && !text ? { finish_reason: 'content_filter' } : choice,
+    shape.stopSequences,
+    calls.length > 0,
+  )
+  return { content, ...stop }
+}
+
+/** A `message` in Anthropic's shape. */
+export function messageObject(
+  shape: MessageShape,
+  content: ContentBlock[],
+  stop: { stop_reason: StopReason | null; stop_sequence: string | null },
+  usage: MessagesUsage,
+) {
+  return {
+    id: shape.id,
+    type: 'message',
+    role: 'assistant',
+    model: shape.model,
+    content,
+    stop_reason: stop.stop_reason,
+    stop_sequence: stop.stop_sequence,
+    usage,
+  }
+}

@@ -1,0 +1,358 @@
+// Anthropic's Messages API, request side: a Messages request becomes the supplier's chat call.
+// Every field is carried over to its chat equivalent or refused with a 400 that names it. Hints
+// that change nothing in the answer (cache_control, service_tier 'auto') are accepted; the
+// model's earlier thinking blocks are dropped, as a chat supplier takes no reasoning back.
+import { t } from 'elysia'
+import type { CatalogEntry } from '../catalog/entry.ts'
+import { badRequest } from '../errors.ts'
+import type { ChatBody } from './chat-request.ts'
+
+const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
+const blocks = t.Array(t.Object({}, { additionalProperties: true }), { maxItems: 4096 })
+
+const messageSchema = t.Object(
+  {
+    role: t.Union([t.Literal('user'), t.Literal('assistant')]),
+    content: t.Union([t.String(), blocks]),
+  },
+  { additionalProperties: true },
+)
+
+/** What count_tokens reads: the prompt, without the answer's limits. */
+const promptFields = {
+  model: t.String({ minLength: 1, maxLength: 256 }),
+  messages: t.Array(messageSchema, { minItems: 1, maxItems: 4096 }),
+  system: t.Optional(t.Union([t.String(), blocks])),
+}
+
+export const countTokensBodySchema = t.Object(promptFields, { additionalProperties: true })
+
+export const messagesBodySchema = t.Object(
+  {
+    ...promptFields,
+    max_tokens: wholePositive,
+    stream: t.Optional(t.Boolean()),
+    temperature: t.Optional(t.Number({ minimum: 0, maximum: 2 })),
+    top_p: t.Optional(t.Number({ minimum: 0, maximum: 1 })),
+    top_k: t.Optional(t.Number({ multipleOf: 1, minimum: 0 })),
+    stop_sequences: t.Optional(t.Array(t.String({ minLength: 1 }), { maxItems: 16 })),
+  },
+  { additionalProperties: true },
+)
+
+export type MessagesBody = typeof messagesBodySchema.static & Record<string, unknown>
+type PromptBody = typeof countTokensBodySchema.static & Record<string, unknown>
+
+const invalid = (message: string) => badRequest(message, 'invalid_request')
+const unsupported = (message: string) => badRequest(message, 'unsupported_parameter')
+
+/** Fields the facade honours (or accepts as hints); any other is refused by name. */
+const KNOWN_FIELDS = new Set([
+  'model',
+  'messages',
+  'system',
+  'max_tokens',
+  'stream',
+  'temperature',
+  'top_p',
+  'top_k',
+  'stop_sequences',
+  'tools',
+  'tool_choice',
+  'metadata',
+  'thinking',
+  'output_config',
+  'cache_control',
+  'service_tier',
+])
+
+type Block = Record<string, unknown>
+type ChatMessage = Record<string, unknown> & { role: string }
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** What a request needs of its model beyond text, for the capability check. */
+export interface ModelNeeds {
+  vision: boolean
+  tools: boolean
+  reasoning: boolean
+  schema: boolean
+}
+
+function textOf(content: unknown, where: string): string {
+  if (typeof content === 'string') return content
+  if (!Array.isArray(content)) throw invalid(`${where} must be a string or an array of text blocks`)
+  return content
+    .map((block, i) => {
+      if (!isRecord(block) || block.type !== 'text' || typeof block.text !== 'string') {
+        const type = isRecord(block) ? block.type : typeof block
+        throw unsupported(`${where}[${i}] of type '${type}' is not supported here (text is)`)
+      }
+      return block.text
+    })
+    .join('\n')
+}
+
+/** A text block's text, or a 400 when it has none. */
+function blockText(block: Block, at: string): string {
+  if (typeof block.text !== 'string') throw invalid(`${at}.text must be a string`)
+  return block.text
+}
+
+function imagePart(block: Block, at: string): Record<string, unknown> {
+  const source = block.source
+  if (isRecord(source) && source.type === 'base64') {
+    if (typeof source.media_type !== 'string' || typeof source.data !== 'string') {
+      throw invalid(`${at}.source needs media_type and data`)
+    }
+    return { type: 'image_url', image_url: { url: `data:${source.media_type};base64,${source.data}` } }
+  }
+  if (isRecord(source) && source.type === 'url' && typeof source.url === 'string') {
+    return { type: 'image_url', image_url: { url: source.url } }
+  }
+  throw unsupported(`${at}.source must be base64 or url (file sources need stored files)`)
+}
+
+/** A tool's result as a chat tool message; an error result says so in its text. */
+function toolResult(block: Block, at: string): ChatMessage {
+  if (typeof block.tool_use_id !== 'string') throw invalid(`${at}: a tool_result needs its tool_use_id`)
+  const text = block.content == null ? '' : textOf(block.content, `${at}.content`)
+  const content = block.is_error === true ? `Error: ${text}` : text
+  return { role: 'tool', tool_call_id: block.tool_use_id, content }
+}
+
+function userMessages(content: string | Block[], at: string, needs: ModelNeeds): ChatMessage[] {
+  if (typeof content === 'string') return [{ role: 'user', content }]
+  const results: ChatMessage[] = []
+  const parts: Record<string, unknown>[] = []
+  content.forEach((block, i) => {
+    const where = `${at}[${i}]`
+    if (block.type === 'text') parts.push({ type: 'text', text: blockText(block, where) })
+    else if (block.type === 'image') {
+      needs.vision = true
+      parts.push(imagePart(block, where))
+    } else if (block.type === 'tool_result') results.push(toolResult(block, where))
+    else {
+      throw unsupported(`${where} of type '${block.type}' is not supported (text, image, tool_result are)`)
+    }
+  })
+  // Tool results answer the calls of the turn before, so they come first, as Anthropic requires.
+  if (parts.length > 0) results.push({ role: 'user', content: parts })
+  return results
+}
+
+function assistantMessage(content: string | Block[], at: string): ChatMessage {
+  if (typeof content === 'string') return { role: 'assistant', content }
+  let text = ''
+  const calls: Record<string, unknown>[] = []
+  content.forEach((block, i) => {
+    const where = `${at}[${i}]`
+    if (block.type === 'text') text += blockText(block, where)
+    else if (block.type === 'tool_use') {
+      if (typeof block.id !== 'string' || typeof block.name !== 'string' || !isRecord(block.input)) {
+        throw invalid(`${where}: a tool_use needs id, name and an input object`)
+      }
+      const fn = { name: block.name, arguments: JSON.stringify(block.input) }
+      calls.push({ id: block.id, type: 'function', function: fn })
+    } else if (block.type !== 'thinking' && block.type !== 'redacted_thinking') {
+      throw unsupported(`${where} of type '${block.type}' is not supported (text, tool_use, thinking are)`)
+    }
+  })
+  const message: ChatMessage = { role: 'assistant', content: calls.length > 0 && !text ? null : text }
+  if (calls.length > 0) message.tool_calls = calls
+  return message
+}
+
+function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
+  const messages: ChatMessage[] = []
+  if (body.system != null) {
+    const system = textOf(body.system, 'system')
+    if (system) messages.push({ role: 'system', content: system })
+  }
+  body.messages.forEach((message, i) => {
+    const at = `messages[${i}].content`
+    const content = message.content as string | Block[]
+    if (message.role === 'user') messages.push(...userMessages(content, at, needs))
+    else messages.push(assistantMessage(content, at))
+  })
+  return messages
+}
+
+const SERVER_TOOL = /_\d{8}$/
+
+function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unknown>[] | undefined {
+  if (tools == null) return undefined
+  if (!Array.isArray(tools)) throw invalid('tools must be an array')
+  return tools.map((tool, i) => {
+    if (!isRecord(tool)) throw invalid(`tools[${i}] must be an object`)
+    if (tool.type != null && tool.type !== 'custom') {
+      const hint = SERVER_TOOL.test(String(tool.type)) ? ': server tools are not run here' : ''
+      throw unsupported(`tools[${i}] of type '${tool.type}' is not supported${hint}; custom tools are`)
+    }
+    if (typeof tool.name !== 'string' || tool.name === '') throw invalid(`tools[${i}].name is required`)
+    if (!isRecord(tool.input_schema)) throw invalid(`tools[${i}].input_schema must be a JSON schema object`)
+    needs.tools = true
+    const fn: Record<string, unknown> = { name: tool.name, parameters: tool.input_schema }
+    if (typeof tool.description === 'string') fn.description = tool.description
+    if (typeof tool.strict === 'boolean') fn.strict = tool.strict
+    return { type: 'function', function: fn }
+  })
+}
+
+/** tool_choice as chat has it, with parallel_tool_calls when the request turns them off. */
+function chatToolChoice(choice: unknown): Record<string, unknown> {
+  if (choice == null) return {}
+  if (!isRecord(choice)) throw invalid('tool_choice must be an object')
+  const parallel = choice.disable_parallel_tool_use === true ? { parallel_tool_calls: false } : {}
+  if (choice.type === 'auto') return { tool_choice: 'auto', ...parallel }
+  if (choice.type === 'any') return { tool_choice: 'required', ...parallel }
+  if (choice.type === 'none') return { tool_choice: 'none' }
+  if (choice.type === 'tool' && typeof choice.name === 'string') {
+    return { tool_choice: { type: 'function', function: { name: choice.name } }, ...parallel }
+  }
+  throw unsupported("tool_choice must be {type: 'auto' | 'any' | 'none'} or {type: 'tool', name}")
+}
+
+/** A thinking budget as the supplier's reasoning effort: the nearest of its three levels. */
+export function effortOfBudget(budget: number): string {
+  if (budget < 4096) return 'low'
+  return budget < 16384 ? 'medium' : 'high'
+}
+
+/** The supplier's reasoning effort `thinking` and `output_config.effort` ask for; null for its default. */
+function reasoningEffort(body: MessagesBody, needs: ModelNeeds): string | null {
+  let effort: string | null = null
+  const thinking = body.thinking
+  if (thinking != null) {
+    if (!isRecord(thinking)) throw invalid('thinking must be an object')
+    if (thinking.type === 'enabled') {
+      const budget = thinking.budget_tokens
+      if (
+        typeof budget !== 'number' ||
+        !Number.isInteger(budget) ||
+        budget < 1 ||
+        budget >= body.max_tokens
+      ) {
+        throw invalid('thinking.budget_tokens must be a whole number below max_tokens')
+      }
+      needs.reasoning = true
+      effort = effortOfBudget(budget)
+    } else if (thinking.type === 'adaptive') needs.reasoning = true
+    else if (thinking.type !== 'disabled') {
+      throw unsupported(
+        `thinking of type '${thinking.type}' is not supported (enabled, adaptive, disabled are)`,
+      )
+    }
+  }
+  const config = body.output_config
+  if (isRecord(config) && config.effort != null) {
+    if (!['low', 'medium', 'high'].includes(config.effort as string)) {
+      throw unsupported("output_config.effort must be 'low', 'medium' or 'high'")
+    }
+    needs.reasoning = true
+    effort = config.effort as string
+  }
+  return effort
+}
+
+/** output_config.format as the supplier's response_format. */
+function responseFormat(config: unknown, needs: ModelNeeds): Record<string, unknown> {
+  if (config == null) return {}
+  if (!isRecord(config)) throw invalid('output_config must be an object')
+  for (const key of Object.keys(config)) {
+    if (key !== 'format' && key !== 'effort') throw unsupported(`output_config.${key} is not supported`)
+  }
+  const format = config.format
+  if (format == null) return {}
+  if (!isRecord(format) || format.type !== 'json_schema' || !isRecord(format.schema)) {
+    throw unsupported("output_config.format must be {type: 'json_schema', schema}")
+  }
+  needs.schema = true
+  return {
+    response_format: {
+      type: 'json_schema',
+      json_schema: { name: 'output', schema: format.schema, strict: true },
+    },
+  }
+}
+
+function metadataUser(metadata: unknown): Record<string, unknown> {
+  if (metadata == null) return {}
+  if (!isRecord(metadata)) throw invalid('metadata must be an object')
+  for (const key of Object.keys(metadata)) {
+    if (key !== 'user_id') throw unsupported(`metadata.${key} is not supported (user_id is)`)
+  }
+  const user = metadata.user_id
+  if (user == null) return {}
+  if (typeof user !== 'string' || user.length > 256) throw invalid('metadata.user_id must be a string')
+  return { user }
+}
+
+function checkOtherFields(body: Record<string, unknown>): void {
+  for (const key of Object.keys(body)) {
+    if (!KNOWN_FIELDS.has(key)) throw unsupported(`${key} is not supported on /v1/messages`)
+  }
+  if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only') {
+    throw unsupported(`service_tier '${body.service_tier}' is not supported`)
+  }
+}
+
+export interface TranslatedMessages {
+  chat: ChatBody
+  needs: ModelNeeds
+  stopSequences: string[]
+}
+
+const noNeeds = (): ModelNeeds => ({ vision: false, tools: false, reasoning: false, schema: false })
+
+/** The supplier's chat body for a Messages request, or a 400 naming what cannot be honoured. */
+export function messagesToChat(body: MessagesBody): TranslatedMessages {
+  checkOtherFields(body)
+  const needs = noNeeds()
+  const messages = chatMessages(body, needs)
+  if (!messages.some((message) => message.role !== 'system')) throw invalid('messages has nothing to answer')
+  const chat: Record<string, unknown> = {
+    model: body.model,
+    messages,
+    stream: body.stream === true,
+    max_tokens: body.max_tokens,
+  }
+  // Prompt fields (tools, tool_choice, response_format) sit where the hold counts them.
+  const tools = chatTools(body.tools, needs)
+  if (tools && tools.length > 0) chat.tools = tools
+  Object.assign(chat, chatToolChoice(body.tool_choice), responseFormat(body.output_config, needs))
+  const effort = reasoningEffort(body, needs)
+  if (effort !== null) chat.reasoning_effort = effort
+  for (const field of ['temperature', 'top_p', 'top_k'] as const) {
+    if (body[field] != null) chat[field] = body[field]
+  }
+  const stopSequences = body.stop_sequences ?? []
+  if (stopSequences.length > 0) chat.stop = stopSequences
+  Object.assign(chat, metadataUser(body.metadata))
+  return { chat: chat as ChatBody, needs, stopSequences }
+}
+
+/** The chat messages and prompt fields of a count_tokens request (its tools count too). */
+export function promptOf(body: PromptBody): { messages: ChatMessage[]; tools: unknown } {
+  const needs = noNeeds()
+  return { messages: chatMessages(body, needs), tools: chatTools(body.tools, needs) }
+}
+
+const CAPABILITY: Record<keyof ModelNeeds, [string, string]> = {
+  vision: ['supportsVision', 'image blocks'],
+  tools: ['supportsFunctionCalling', 'tools'],
+  reasoning: ['supportsReasoning', 'thinking'],
+  schema: ['supportsResponseSchema', 'output_config.format'],
+}
+
+/** A 400 naming the field the model cannot honour; a capability the catalog does not state passes. */
+export function checkCapabilities(needs: ModelNeeds, entry: CatalogEntry | undefined): void {
+  const capabilities = entry?.row.capabilities ?? {}
+  for (const need of Object.keys(CAPABILITY) as (keyof ModelNeeds)[]) {
+    const [capability, field] = CAPABILITY[need]
+    if (needs[need] && capabilities[capability] === false) {
+      throw unsupported(`${field}: model '${entry!.row.id}' does not support ${field}`)
+    }
+  }
+}

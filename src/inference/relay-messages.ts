@@ -1,0 +1,199 @@
+// Streamed Messages: Anthropic's events in Anthropic's order, each with an `event:` line equal to
+// its JSON type. message_start and a ping open the stream; the supplier's chat chunks become
+// content blocks as they come (thinking, text, each tool_use), each opened by content_block_start,
+// filled by its deltas and closed by content_block_stop before the next opens. message_delta (stop
+// reason, billed usage, and the cost as extra fields an Anthropic client ignores) and
+// message_stop wait for the clear, as chat's [DONE] does. A stream that ended short, a clear that
+// did not commit, or one whose outcome is not known ends with Anthropic's `error` event instead.
+// Silence is filled with `ping` events.
+import { formatMicros } from '../money/units.ts'
+import type { ClearedUsage } from './clear-usage.ts'
+import {
+  type MessageShape,
+  messageObject,
+  messagesUsage,
+  stopReason,
+  textBlock,
+  thinkingBlock,
+  toolUseBlock,
+  toolUseId,
+} from './messages-object.ts'
+import { NOTHING_USABLE } from './relay-chat-stream.ts'
+import {
+  relayStream,
+  type StreamContext,
+  type StreamSettlement,
+  type StreamShape,
+  unknownOutcomeMessage,
+} from './relay-stream.ts'
+import { reasoningText } from './responses-object.ts'
+
+const event = (type: string, payload: Record<string, unknown> = {}) =>
+  `event: ${type}\ndata: ${JSON.stringify({ type, ...payload })}\n\n`
+
+/** Anthropic's error event, with the contract's code and support reference beside its message. */
+export function messagesErrorEvent(
+  type: string,
+  code: string,
+  message: string,
+  extra: Record<string, unknown> = {},
+): string {
+  return event('error', { error: { type, message, code, ...extra } })
+}
+
+interface ToolCallDelta {
+  index?: unknown
+  id?: unknown
+  function?: { name?: unknown; arguments?: unknown }
+}
+
+/** The block open now: its index on the wire, and for a tool_use the supplier's call index. */
+interface OpenBlock {
+  kind: 'thinking' | 'text' | 'tool_use'
+  index: number
+  call?: number
+}
+
+class MessagesShape implements StreamShape {
+  readonly keepAlive = event('ping')
+  private blocks = 0
+  private current: OpenBlock | null = null
+  private calledTools = false
+  private finish: { finish_reason?: unknown; stop_reason?: unknown; matched_stop?: unknown } = {}
+  private supplierUsage: unknown = null
+
+  constructor(
+    private readonly shape: MessageShape,
+    private readonly supportReference: string,
+  ) {}
+
+  start(): string[] {
+    const usage = {
+      input_tokens: 0,
+      output_tokens: 0,
+      cache_creation_input_tokens: null,
+      cache_read_input_tokens: null,
+    }
+    const message = messageObject(this.shape, [], { stop_reason: null, stop_sequence: null }, usage)
+    return [event('message_start', { message }), this.keepAlive]
+  }
+
+  private close(): string {
+    if (!this.current) return ''
+    const out = event('content_block_stop', { index: this.current.index })
+    this.current = null
+    return out
+  }
+
+  private open(kind: OpenBlock['kind'], block: Record<string, unknown>, call?: number): string {
+    const out = this.close()
+    this.current = { kind, index: this.blocks++, call }
+    return out + event('content_block_start', { index: this.current.index, content_block: block })
+  }
+
+  private delta(delta: Record<string, unknown>): string {
+    return event('content_block_delta', { index: this.current!.index, delta })
+  }
+
+  private thinking(text: string): string {
+    const out = this.current?.kind === 'thinking' ? '' : this.open('thinking', thinkingBlock(''))
+    return out + this.delta({ type: 'thinking_delta', thinking: text })
+  }
+
+  private text(text: string): string {
+    const out = this.current?.kind === 'text' ? '' : this.open('text', textBlock(''))
+    return out + this.delta({ type: 'text_delta', text })
+  }
+
+  private toolCall(call: ToolCallDelta): string {
+    const index = typeof call.index === 'number' ? call.index : 0
+    let out = ''
+    if (this.current?.kind !== 'tool_use' || this.current.call !== index) {
+      // A call opens with its id and name; pieces of a call already closed have no block left.
+      if (typeof call.function?.name !== 'string') return ''
+      this.calledTools = true
+      const id = typeof call.id === 'string' ? call.id : toolUseId(this.shape, index)
+      out = this.open('tool_use', toolUseBlock(id, call.function.name, {}), index)
+    }
+    const piece = call.function?.arguments
+    if (typeof piece !== 'string' || piece === '') return out
+    return out + this.delta({ type: 'input_json_delta', partial_json: piece })
+  }
+
+  content(frame: string): string | null {
+    let chunk: { choices?: (Record<string, unknown> & { delta?: Record<string, unknown> })[] }
+    try {
+      chunk = JSON.parse(frame.slice(frame.indexOf('{'), frame.lastIndexOf('}') + 1))
+    } catch {
+      return null
+    }
+    const choice = chunk.choices?.[0]
+    if (!choice) return null
+    if (choice.finish_reason != null) this.finish = choice as typeof this.finish
+    const delta = choice.delta ?? {}
+    let out = ''
+    const reasoning = reasoningText(delta)
+    if (reasoning) out += this.thinking(reasoning)
+    if (typeof delta.content === 'string' && delta.content) out += this.text(delta.content)
+    if (Array.isArray(delta.tool_calls)) {
+      for (const call of delta.tool_calls as ToolCallDelta[]) out += this.toolCall(call)
+    }
+    return out || null
+  }
+
+  usage(chunk: Record<string, unknown>): void {
+    this.supplierUsage = chunk.usage
+  }
+
+  private cost(settlement: ClearedUsage) {
+    return {
+      costUsdc: formatMicros(settlement.charged),
+      clearingPriceCents: settlement.askCents,
+      supportReference: this.supportReference,
+    }
+  }
+
+  end(settlement: StreamSettlement, complete: boolean) {
+    const ref = { supportReference: this.supportReference }
+    if (settlement === 'released') {
+      return {
+        frames: [messagesErrorEvent('api_error', 'provider_error', NOTHING_USABLE, ref)],
+        error: 'provider_error',
+      }
+    }
+    if (settlement === 'not_committed') {
+      const message = 'settlement did not commit; nothing was charged'
+      return {
+        frames: [messagesErrorEvent('api_error', 'settle_failed', message, ref)],
+        error: 'settle_failed',
+      }
+    }
+    if (settlement === 'unknown') {
+      const message = unknownOutcomeMessage(this.supportReference)
+      return {
+        frames: [messagesErrorEvent('api_error', 'store_unavailable', message, ref)],
+        error: 'store_unavailable',
+      }
+    }
+    const frames = [this.close()]
+    if (!complete) {
+      // Billed on estimate: the cost is final, but the answer is not whole.
+      const message = 'the stream ended before the provider reported usage; estimated usage was billed'
+      frames.push(messagesErrorEvent('api_error', 'stream_incomplete', message, this.cost(settlement)))
+      return { frames, error: 'stream_incomplete' }
+    }
+    frames.push(
+      event('message_delta', {
+        delta: stopReason(this.finish, this.shape.stopSequences, this.calledTools),
+        usage: messagesUsage(settlement.usage, this.supplierUsage),
+        ...this.cost(settlement),
+      }),
+      event('message_stop'),
+    )
+    return { frames, error: null }
+  }
+}
+
+export function relayMessagesStream(ctx: StreamContext, shape: MessageShape): ReadableStream<Uint8Array> {
+  return relayStream(ctx, new MessagesShape(shape, ctx.supportReference))
+}

@@ -1,0 +1,112 @@
+// The Messages request as the supplier's chat call: each Anthropic field lands on its chat
+// equivalent (images as image_url parts, tool results as tool messages ahead of the turn's text,
+// tool_choice, thinking as reasoning effort, stop sequences, metadata.user_id as user).
+import { expect, test } from 'bun:test'
+import { type MessagesBody, messagesToChat } from '../../src/inference/messages-request.ts'
+
+/** The translation, its chat body read as the plain record the supplier receives. */
+function translate(body: Record<string, unknown>) {
+  const translated = messagesToChat({
+    model: 'llama-3.3-70b',
+    max_tokens: 100,
+    ...body,
+  } as unknown as MessagesBody)
+  return { ...translated, chat: translated.chat as Record<string, unknown> }
+}
+
+test('blocks become chat messages: images, tool_use, tool results first, errors said so', () => {
+  const { chat, needs } = translate({
+    system: 'Be brief.',
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is this?' },
+          { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } },
+          { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } },
+        ],
+      },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'thinking', thinking: 'hmm', signature: 's' },
+          { type: 'text', text: 'Looking.' },
+          { type: 'tool_use', id: 'toolu_1', name: 'look', input: { at: 'a' } },
+        ],
+      },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'and?' },
+          {
+            type: 'tool_result',
+            tool_use_id: 'toolu_1',
+            content: [{ type: 'text', text: 'blurry' }],
+            is_error: true,
+          },
+        ],
+      },
+    ],
+  })
+  expect(needs.vision).toBe(true)
+  expect(chat.messages).toEqual([
+    { role: 'system', content: 'Be brief.' },
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'What is this?' },
+        { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+        { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
+      ],
+    },
+    {
+      role: 'assistant',
+      content: 'Looking.',
+      tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'look', arguments: '{"at":"a"}' } }],
+    },
+    { role: 'tool', tool_call_id: 'toolu_1', content: 'Error: blurry' },
+    { role: 'user', content: [{ type: 'text', text: 'and?' }] },
+  ])
+})
+
+test('tools, tool_choice, sampling, stop sequences, metadata and thinking', () => {
+  const tools = [{ name: 'look', description: 'Look', input_schema: { type: 'object' } }]
+  const base = { messages: [{ role: 'user', content: 'hi' }], tools }
+  const { chat, stopSequences } = translate({
+    ...base,
+    tool_choice: { type: 'any', disable_parallel_tool_use: true },
+    temperature: 0.2,
+    top_p: 0.9,
+    top_k: 5,
+    stop_sequences: ['END'],
+    metadata: { user_id: 'u1' },
+  })
+  expect(chat).toMatchObject({
+    max_tokens: 100,
+    tools: [
+      { type: 'function', function: { name: 'look', description: 'Look', parameters: { type: 'object' } } },
+    ],
+    tool_choice: 'required',
+    parallel_tool_calls: false,
+    temperature: 0.2,
+    top_p: 0.9,
+    top_k: 5,
+    stop: ['END'],
+    user: 'u1',
+  })
+  expect(stopSequences).toEqual(['END'])
+  expect(translate({ ...base, tool_choice: { type: 'tool', name: 'look' } }).chat.tool_choice).toEqual({
+    type: 'function',
+    function: { name: 'look' },
+  })
+  expect(translate({ ...base, tool_choice: { type: 'none' } }).chat.tool_choice).toBe('none')
+  const thinking = (budget: number) =>
+    translate({ ...base, max_tokens: 40_000, thinking: { type: 'enabled', budget_tokens: budget } })
+  expect(thinking(1024).chat.reasoning_effort).toBe('low')
+  expect(thinking(8000).chat.reasoning_effort).toBe('medium')
+  expect(thinking(20_000).chat.reasoning_effort).toBe('high')
+  expect(thinking(1024).needs.reasoning).toBe(true)
+  expect(() => translate({ ...base, thinking: { type: 'enabled', budget_tokens: 100 } })).toThrow(
+    'budget_tokens',
+  )
+})

@@ -1,0 +1,323 @@
+// POST /v1/messages on the wire: Anthropic's event sequence with the cost on message_delta, the key
+// as x-api-key or Bearer (cookies still refused), refusals in Anthropic's error shape with the
+// contract's code and hints (400, 429 with retry-after, 503), a cut stream ending with the error
+// event, and bad bodies refused with nothing changed in Redis.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import fc from 'fast-check'
+import { messagesUsage, stopReason } from '../../src/inference/messages-object.ts'
+import { auditMarket } from '../../src/market/audit.ts'
+import { parseMicros } from '../../src/money/units.ts'
+import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { balances, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
+import { expectShapedRefusal } from '../helpers/refusals.ts'
+import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+
+let stack: TestStack
+let buyer: TestAccount
+let offer: SimOffer
+
+beforeAll(async () => {
+  stack = await startStack({ sim: { outputTokens: 9 } })
+  offer = await simOffer(stack, 40)
+  buyer = await fundedBuyer(stack, '5.000000')
+})
+afterAll(() => stack.stop())
+
+const ASK = { model: 'llama-3.3-70b', max_tokens: 50, messages: [{ role: 'user', content: 'hello' }] }
+
+function messages(body: Record<string, unknown>, headers: Record<string, string> = {}, target = stack) {
+  return fetch(`${target.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
+    body: JSON.stringify(body),
+  })
+}
+
+function events(text: string) {
+  return text
+    .trimEnd()
+    .split('\n\n')
+    .map((frame) => {
+      const [name, data] = frame.split('\n')
+      return { name: name!.slice(7), data: JSON.parse(data!.slice(6)) as Record<string, unknown> }
+    })
+}
+
+// Money and market keys only: lastUsedAt on the key and the capacity snapshot move on their own.
+const moneyKeys = async () =>
+  Object.fromEntries(
+    Object.entries(await snapshotKeys(stack.redis, stack.keys.prefix)).filter(
+      ([k]) => !k.includes(':apikey:') && !k.includes(':capacity:'),
+    ),
+  )
+
+describe('the stream', () => {
+  test("Anthropic's events in order, the cost on message_delta equal to the charge, nothing held", async () => {
+    const before = await balances(stack, buyer.accountId)
+    const response = await messages({ ...ASK, stream: true }, { 'x-api-key': buyer.apiKey })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toStartWith('text/event-stream')
+    const got = events(await response.text())
+    for (const { name, data } of got) expect(data.type).toBe(name)
+    const names = got.map((e) => e.name)
+    expect(names.slice(0, 3)).toEqual(['message_start', 'ping', 'content_block_start'])
+    expect(names.slice(-3)).toEqual(['content_block_stop', 'message_delta', 'message_stop'])
+    expect(names.filter((n) => n === 'content_block_delta')).toHaveLength(9)
+    const delta = got.find((e) => e.name === 'message_delta')!.data as {
+      delta: unknown
+      usage: { input_tokens: number; output_tokens: number }
+      costUsdc: string
+      clearingPriceCents: number
+      supportReference: string
+    }
+    expect(delta.delta).toEqual({ stop_reason: 'end_turn', stop_sequence: null })
+    expect(delta.usage.output_tokens).toBe(9)
+    expect(delta.clearingPriceCents).toBe(40)
+    expect(delta.supportReference).toBe(response.headers.get('x-svc-support-reference')!)
+    const after = await balances(stack, buyer.accountId)
+    expect(parseMicros(delta.costUsdc)).toBe(before.confirmed - after.confirmed)
+    expect(after.held).toBe(0)
+  })
+
+  test('cut by the supplier: the error event after the blocks, its estimate charged and said', async () => {
+    await simKey(stack, offer.upstreamKey, { fault: 'truncate', times: 1 })
+    const before = await balances(stack, buyer.accountId)
+    const response = await messages({ ...ASK, stream: true }, { 'x-api-key': buyer.apiKey })
+    const got = events(await response.text())
+    expect(got.map((e) => e.name)).not.toContain('message_stop')
+    expect(got.map((e) => e.name)).not.toContain('message_delta')
+    const last = got.at(-1)!
+    expect(last.name).toBe('error')
+    const error = (last.data as { error: { type: string; code: string; costUsdc: string } }).error
+    expect(error).toMatchObject({ type: 'api_error', code: 'stream_incomplete' })
+    const after = await balances(stack, buyer.accountId)
+    expect(parseMicros(error.costUsdc)).toBe(before.confirmed - after.confirmed)
+    expect(after.held).toBe(0)
+  })
+})
+
+test('silence is filled with ping events, and a stalled supplier ends with the error event', async () => {
+  const local = await startStack({ env: { SVC_STREAM_IDLE_MS: '400', SVC_KEEPALIVE_MS: '100' } })
+  try {
+    const sold = await simOffer(local, 40)
+    const who = await fundedBuyer(local)
+    await simKey(local, sold.upstreamKey, { fault: 'stall', times: 1 })
+    const response = await messages({ ...ASK, stream: true }, { 'x-api-key': who.apiKey }, local)
+    const text = await response.text()
+    expect(text).not.toContain(': keep-alive')
+    const got = events(text)
+    // One ping after message_start, then at least one for the silence.
+    expect(got.filter((e) => e.name === 'ping').length).toBeGreaterThan(1)
+    expect(got.at(-1)!.data).toMatchObject({ type: 'error', error: { code: 'stream_incomplete' } })
+    expect((await balances(local, who.accountId)).held).toBe(0)
+  } finally {
+    await local.stop()
+  }
+})
+
+describe('the key', () => {
+  test('x-api-key or Bearer: the same key, the same answer', async () => {
+    const ways: Record<string, string>[] = [
+      { 'x-api-key': buyer.apiKey },
+      { authorization: `Bearer ${buyer.apiKey}` },
+    ]
+    for (const headers of ways) {
+      const response = await messages(ASK, headers)
+      expect(response.status).toBe(200)
+      expect(((await response.json()) as { type: string }).type).toBe('message')
+    }
+  })
+
+  test('refused in Anthropic shape: no key, a cookie beside a good key, two different keys', async () => {
+    const other = await fundedBuyer(stack)
+    const before = await moneyKeys()
+    for (const [headers, code] of [
+      [{}, 'missing_api_key'],
+      [{ 'x-api-key': buyer.apiKey, cookie: 'session=1' }, 'cookies_not_accepted'],
+      [{ 'x-api-key': buyer.apiKey, authorization: `Bearer ${other.apiKey}` }, 'invalid_api_key'],
+      [{ 'x-api-key': `svc_${'0'.repeat(48)}` }, 'invalid_api_key'],
+    ] as const) {
+      for (const path of ['/v1/messages', '/v1/messages/count_tokens']) {
+        const response = await fetch(`${stack.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify(ASK),
+        })
+        expect(response.status).toBe(401)
+        const body = await response.json()
+        expect(body).toMatchObject({ type: 'error', error: { type: 'authentication_error', code } })
+      }
+    }
+    const after = await moneyKeys()
+    for (const key of Object.keys(before)) expect(after[key]).toBe(before[key]!)
+  })
+})
+
+describe('refusals', () => {
+  test('what cannot be honoured is a 400 naming it, and nothing changes in Redis', async () => {
+    const before = await moneyKeys()
+    const cases: [Record<string, unknown>, string][] = [
+      [{ ...ASK, max_tokens: undefined }, 'max_tokens'],
+      [{ ...ASK, mcp_servers: [] }, 'mcp_servers'],
+      [{ ...ASK, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'web_search_20250305'],
+      [{ ...ASK, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, 'document'],
+      [{ ...ASK, tool_choice: { type: 'sometimes' } }, 'tool_choice'],
+      [{ ...ASK, messages: [{ role: 'user', content: [] }] }, 'messages'],
+      [
+        { ...ASK, messages: [{ role: 'user', content: [{ type: 'text', text: 7 }] }] },
+        'messages[0].content[0].text',
+      ],
+      [{ ...ASK, metadata: { tenant: 'x' } }, 'metadata.tenant'],
+      [{ ...ASK, thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: 2000 }, 'thinking'],
+      [{ ...ASK, output_config: { format: { type: 'xml' } } }, 'output_config.format'],
+      // The catalog says llama-3.3-70b has no vision.
+      [
+        {
+          ...ASK,
+          messages: [
+            {
+              role: 'user',
+              content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }],
+            },
+          ],
+        },
+        'image',
+      ],
+    ]
+    for (const [body, named] of cases) {
+      const response = await messages(body, { 'x-api-key': buyer.apiKey })
+      expect(response.status).toBe(400)
+      const refusal = (await response.json()) as { type: string; error: { type: string; message: string } }
+      expect(refusal.type).toBe('error')
+      expect(refusal.error.type).toBe('invalid_request_error')
+      expect(refusal.error.message).toContain(named)
+    }
+    expect(await moneyKeys()).toEqual(before)
+  })
+
+  test("503 as overloaded_error with the contract's hints; the buyer's max price is the remedy", async () => {
+    const capped = await fundedBuyer(stack)
+    const patched = await keyFetch(stack, capped.apiKey, '/v1/agent/max-price', {
+      method: 'PATCH',
+      json: { maxPriceCents: 30 },
+    })
+    expect(patched.status).toBe(200)
+    const response = await messages(ASK, { 'x-api-key': capped.apiKey })
+    expect(response.status).toBe(503)
+    expect(response.headers.get('x-svc-error-code')).toBe('no_eligible_supply')
+    expect(await response.json()).toMatchObject({
+      type: 'error',
+      error: {
+        type: 'overloaded_error',
+        code: 'no_eligible_supply',
+        buyerMaxCents: 30,
+        cheapestPostedCents: 40,
+      },
+    })
+  })
+
+  test('429 with retry-after while the key has a completion in flight', async () => {
+    const local = await startStack({
+      sim: { ttftMs: 300, outputTokens: 3 },
+      env: { SVC_KEY_MAX_IN_FLIGHT: '1' },
+    })
+    try {
+      await simOffer(local, 40)
+      const who = await fundedBuyer(local)
+      // A stream waits for its first token: in flight from its hold until then.
+      const first = messages({ ...ASK, stream: true }, { 'x-api-key': who.apiKey }, local)
+      while ((await balances(local, who.accountId)).held === 0) await Bun.sleep(5)
+      const second = await messages(ASK, { 'x-api-key': who.apiKey }, local)
+      expect(second.status).toBe(429)
+      expect(second.headers.get('retry-after')).toBe('1')
+      expect(await second.json()).toMatchObject({
+        type: 'error',
+        error: { type: 'rate_limit_error', code: 'key_concurrency_limit' },
+      })
+      expect(
+        (await (await first).text()).endsWith('event: message_stop\ndata: {"type":"message_stop"}\n\n'),
+      ).toBe(true)
+    } finally {
+      await local.stop()
+    }
+  })
+
+  test('near-miss bodies (right fields, wrong values): shaped 4xx, or served', async () => {
+    const block = fc.oneof(
+      fc.record({
+        type: fc.constantFrom('text', 'image', 'tool_use', 'tool_result', 'x'),
+        text: fc.string(),
+      }),
+      fc.jsonValue({ maxDepth: 2 }),
+    )
+    const near = fc.record(
+      {
+        model: fc.oneof(fc.constantFrom('llama-3.3-70b', 'svc/llama-3.3-70b', 'flux-dev', ''), fc.string()),
+        max_tokens: fc.oneof(fc.integer({ min: -5, max: 20_000 }), fc.double(), fc.string()),
+        messages: fc.oneof(
+          fc.array(
+            fc.record({
+              role: fc.oneof(fc.constantFrom('user', 'assistant', 'system'), fc.integer()),
+              content: fc.oneof(fc.string(), fc.array(block, { maxLength: 3 }), fc.constant(null)),
+            }),
+            { maxLength: 3 },
+          ),
+          fc.string(),
+        ),
+        system: fc.oneof(fc.string(), fc.array(block, { maxLength: 2 }), fc.integer()),
+        tools: fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 2 }),
+        tool_choice: fc.jsonValue({ maxDepth: 2 }),
+        stop_sequences: fc.jsonValue({ maxDepth: 1 }),
+        thinking: fc.jsonValue({ maxDepth: 2 }),
+      },
+      { requiredKeys: [] },
+    )
+    await fc.assert(
+      fc.asyncProperty(near, async (body) => {
+        const response = await messages(body, { 'x-api-key': buyer.apiKey })
+        if (response.status === 200) {
+          await response.arrayBuffer()
+          return
+        }
+        await expectShapedRefusal(response.clone() as Response)
+        expect(((await response.json()) as { type: string }).type).toBe('error')
+      }),
+      { numRuns: 150 },
+    )
+    expect((await balances(stack, buyer.accountId)).held).toBe(0)
+  })
+})
+
+test('stop reasons: a stop sequence only when the supplier names one the request gave', () => {
+  expect(stopReason({ finish_reason: 'stop' }, ['###'], false)).toEqual({
+    stop_reason: 'end_turn',
+    stop_sequence: null,
+  })
+  expect(stopReason({ finish_reason: 'stop', stop_reason: '###' }, ['###'], false)).toEqual({
+    stop_reason: 'stop_sequence',
+    stop_sequence: '###',
+  })
+  expect(stopReason({ finish_reason: 'stop', matched_stop: 2 }, ['###'], false).stop_reason).toBe('end_turn')
+  expect(stopReason({ finish_reason: 'length' }, [], true).stop_reason).toBe('max_tokens')
+  expect(stopReason({ finish_reason: 'stop' }, [], true).stop_reason).toBe('tool_use')
+})
+
+test('usage: cached prompt tokens the supplier reports are cache reads, the rest input_tokens', () => {
+  const billed = { promptTokens: 100, completionTokens: 7 }
+  expect(messagesUsage(billed, { prompt_tokens_details: { cached_tokens: 60 } })).toEqual({
+    input_tokens: 40,
+    output_tokens: 7,
+    cache_creation_input_tokens: null,
+    cache_read_input_tokens: 60,
+  })
+  // Never more cached than billed; nothing reported: no cache field claimed.
+  expect(messagesUsage(billed, { prompt_tokens_details: { cached_tokens: 500 } }).input_tokens).toBe(0)
+  expect(messagesUsage(billed, { prompt_tokens: 100 })).toMatchObject({
+    input_tokens: 100,
+    cache_read_input_tokens: null,
+  })
+})
+
+test('the audit finds nothing off', async () => {
+  expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+})
