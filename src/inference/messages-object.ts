@@ -1,5 +1,6 @@
 // Anthropic's Messages API, answer side: a `message` with its content blocks (thinking, text,
 // tool_use), its stop reason and usage, made from a supplier's chat answer.
+import type { Usage } from './meter.ts'
 import { reasoningText } from './responses-object.ts'
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal'
@@ -21,26 +22,19 @@ export interface MessagesUsage {
   cache_read_input_tokens: number | null
 }
 
-const count = (value: unknown) =>
-  typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : null
-
 /**
- * The billed counts in Anthropic's terms: input_tokens are the prompt tokens not read from a
- * cache, cache_read_input_tokens the ones that were (when the supplier says), so their sum is
- * the prompt billed.
+ * The billed usage in Anthropic's terms: input_tokens are the prompt tokens billed at the input
+ * price, cache_read_input_tokens and cache_creation_input_tokens the ones billed as cache reads and
+ * writes (null when the supplier reported none), so the three add up to the prompt billed.
  */
-export function messagesUsage(
-  billed: { promptTokens: number; completionTokens: number },
-  supplierUsage: unknown,
-): MessagesUsage {
-  const usage = (supplierUsage ?? {}) as { prompt_tokens_details?: { cached_tokens?: unknown } }
-  const reported = count(usage.prompt_tokens_details?.cached_tokens)
-  const cached = reported === null ? null : Math.min(reported, billed.promptTokens)
+export function messagesUsage(billed: Usage): MessagesUsage {
+  const read = billed.cachedTokens ?? 0
+  const written = billed.cacheWriteTokens ?? 0
   return {
-    input_tokens: billed.promptTokens - (cached ?? 0),
+    input_tokens: billed.promptTokens - read - written,
     output_tokens: billed.completionTokens,
-    cache_creation_input_tokens: null,
-    cache_read_input_tokens: cached,
+    cache_creation_input_tokens: billed.cacheWriteTokens ?? null,
+    cache_read_input_tokens: billed.cachedTokens ?? null,
   }
 }
 

@@ -60,7 +60,6 @@ class MessagesShape implements StreamShape {
   private current: OpenBlock | null = null
   private calledTools = false
   private finish: { finish_reason?: unknown; stop_reason?: unknown; matched_stop?: unknown } = {}
-  private supplierUsage: unknown = null
 
   constructor(
     private readonly shape: MessageShape,
@@ -141,10 +140,6 @@ class MessagesShape implements StreamShape {
     return out || null
   }
 
-  usage(chunk: Record<string, unknown>): void {
-    this.supplierUsage = chunk.usage
-  }
-
   private cost(settlement: ClearedUsage) {
     return {
       costUsdc: formatMicros(settlement.charged),
@@ -185,7 +180,7 @@ class MessagesShape implements StreamShape {
     frames.push(
       event('message_delta', {
         delta: stopReason(this.finish, this.shape.stopSequences, this.calledTools),
-        usage: messagesUsage(settlement.usage, this.supplierUsage),
+        usage: messagesUsage(settlement.usage),
         ...this.cost(settlement),
       }),
       event('message_stop'),

@@ -126,6 +126,36 @@ describe('cache reads and writes', () => {
     expect(bill).toBeLessThan(upstreamBill({ ...usage!, prompt_tokens_details: {} }))
   })
 
+  test('Messages: the same bill, and the usage names the cache reads and writes', async () => {
+    stack.sim.settings.cachedTokens = 250
+    stack.sim.settings.cacheWriteTokens = 30
+    let message: { usage: Record<string, number | null> } | null = null
+    await expectCharged(async () => {
+      const response = await post('/v1/messages', {
+        max_tokens: 64,
+        messages: [{ role: 'user', content: promptOf(450) }],
+      })
+      expect(response.status).toBe(200)
+      message = (await response.json()) as { usage: Record<string, number | null> }
+      const { input_tokens, cache_read_input_tokens, cache_creation_input_tokens, output_tokens } =
+        message.usage as Record<string, number>
+      return {
+        charged: response.headers.get('x-svc-cost-usdc')!,
+        reference: response.headers.get('x-svc-support-reference')!,
+        usage: {
+          prompt_tokens: input_tokens! + cache_read_input_tokens! + cache_creation_input_tokens!,
+          completion_tokens: output_tokens!,
+          prompt_tokens_details: {
+            cached_tokens: cache_read_input_tokens!,
+            cache_creation_input_tokens: cache_creation_input_tokens!,
+          },
+        },
+      }
+    })
+    expect(message!.usage.cache_read_input_tokens).toBe(250)
+    expect(message!.usage.cache_creation_input_tokens).toBe(30)
+  })
+
   test('streamed: the svc.cost frame carries the same bill', async () => {
     stack.sim.settings.cachedTokens = 200
     stack.sim.settings.cacheWriteTokens = 100

@@ -302,18 +302,20 @@ test('stop reasons: a stop sequence only when the supplier names one the request
   expect(stopReason({ finish_reason: 'stop' }, [], true).stop_reason).toBe('tool_use')
 })
 
-test('usage: cached prompt tokens the supplier reports are cache reads, the rest input_tokens', () => {
-  const billed = { promptTokens: 100, completionTokens: 7 }
-  expect(messagesUsage(billed, { prompt_tokens_details: { cached_tokens: 60 } })).toEqual({
-    input_tokens: 40,
+test('usage: prompt tokens billed as cache reads and writes are named so, the rest input_tokens', () => {
+  expect(
+    messagesUsage({ promptTokens: 100, completionTokens: 7, cachedTokens: 60, cacheWriteTokens: 15 }),
+  ).toEqual({
+    input_tokens: 25,
     output_tokens: 7,
-    cache_creation_input_tokens: null,
+    cache_creation_input_tokens: 15,
     cache_read_input_tokens: 60,
   })
-  // Never more cached than billed; nothing reported: no cache field claimed.
-  expect(messagesUsage(billed, { prompt_tokens_details: { cached_tokens: 500 } }).input_tokens).toBe(0)
-  expect(messagesUsage(billed, { prompt_tokens: 100 })).toMatchObject({
+  // Nothing billed from a cache: no cache field claimed.
+  expect(messagesUsage({ promptTokens: 100, completionTokens: 7 })).toEqual({
     input_tokens: 100,
+    output_tokens: 7,
+    cache_creation_input_tokens: null,
     cache_read_input_tokens: null,
   })
 })

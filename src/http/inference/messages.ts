@@ -46,7 +46,7 @@ export function messagesRoutes(service: InferenceService) {
           const { body: chat, settlement } = await service.clearBuffered(begun)
           noteCost(request, formatMicros(settlement.charged))
           const { content, ...stop } = messageContent(shape, chat)
-          const message = messageObject(shape, content, stop, messagesUsage(settlement.usage, chat.usage))
+          const message = messageObject(shape, content, stop, messagesUsage(settlement.usage))
           return ownResponse(set, JSON.stringify(message), {
             'content-type': 'application/json',
             ...reference,
