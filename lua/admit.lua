@@ -8,7 +8,7 @@
   ARGV[3]  API key id (the buyer's key, for its in-flight cap)
   ARGV[4]  burn estimate, micro-DIEM: the request's worst case (prompt + max output at list price)
   ARGV[5]  per-key in-flight cap
-  ARGV[6]  per-wallet in-flight cap
+  ARGV[6]  per-account in-flight cap (SVC_WALLET_MAX_IN_FLIGHT)
   ARGV[7]  lease length, ms
   ARGV[8]  offer ids this request already tried, comma-separated ("" for none)
   ARGV[9]  default max price, cents (when the account has none set)
@@ -52,7 +52,7 @@ local account_id = ARGV[2]
 local key_id = ARGV[3]
 local estimate = int(ARGV[4])
 local key_cap = int(ARGV[5])
-local wallet_cap = int(ARGV[6])
+local account_cap = int(ARGV[6])
 local lease_ms = int(ARGV[7])
 local default_max = int(ARGV[9])
 
@@ -85,7 +85,7 @@ if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return reply({ -10 }) end
 local key_slot, wallet_slot = 'k:' .. key_id, 'a:' .. account_id
 local counts = rcall('HMGET', K_INFLIGHT, key_slot, wallet_slot)
 if int(counts[1]) >= key_cap then return reply({ -2 }) end
-if int(counts[2]) >= wallet_cap then return reply({ -3 }) end
+if int(counts[2]) >= account_cap then return reply({ -3 }) end
 local group = ARGV[12] or ''
 local group_count = 0
 if group ~= '' then

@@ -1,5 +1,5 @@
 --[[
-  clear: settle one admitted attempt from its reported burn. Billable burn is the reported burn
+  clear: end one admitted attempt that was served from its reported burn. Billable burn is the reported burn
   capped at the attempt's hold (the worst case admit held for) and at what the offer has left;
   what the supplier reported beyond it is recorded as disputed and never paid. The buyer pays
   cost = ceil(billable x ask / 100) micro-USDC out of the hold (never more: the hold is that
@@ -51,7 +51,7 @@ local fee_bps = int(ARGV[3])
 local ask = int(a.askCents)
 local offer = k_offer(a.offerId)
 -- Read once: the unwind below writes from the same row.
-local o = rcall('HMGET', offer, unpack(OFFER_SETTLE_FIELDS))
+local o = rcall('HMGET', offer, unpack(OFFER_CLEAR_FIELDS))
 local reported = int(ARGV[2])
 local burn = reported
 local held = int(a.holdDiem)

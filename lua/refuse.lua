@@ -1,7 +1,7 @@
 --[[
   refuse: record a request refused at admission (402, 403, 429, 503) as an ended attempt of its
   own (state `refused`), so it resolves by its support reference like any other and goes on the
-  settled-attempt Streams. No money moves. Writing it again (a retried record) overwrites the
+  ended-attempt Streams. No money moves. Writing it again (a retried record) overwrites the
   record and appends again.
   Includes lib/keys, lib/numbers, lib/attempts.
 

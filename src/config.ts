@@ -180,7 +180,7 @@ export interface InferenceConfig {
    * How long a stream whose clear lost the store keeps trying it, its client kept open with
    * keep-alives, before ending with an outcome it could not learn.
    */
-  streamSettleWaitMs: number
+  streamClearWaitMs: number
   /** A video job not retrieved within this long expires: its hold comes back, its media answers 410. */
   videoJobTtlMs: number
   /** On SIGTERM: how long open requests and streams may take to finish before they are cut. */
@@ -217,7 +217,7 @@ function loadInferenceConfig(env: Env): InferenceConfig {
     firstByteTimeoutMs: integer(env, 'SVC_FIRST_BYTE_TIMEOUT_MS', 30_000, 50, 600_000),
     streamIdleMs: integer(env, 'SVC_STREAM_IDLE_MS', 60_000, 100, 3_600_000),
     keepAliveMs: integer(env, 'SVC_KEEPALIVE_MS', 15_000, 50, 600_000),
-    streamSettleWaitMs: integer(env, 'SVC_STREAM_SETTLE_WAIT_MS', 30_000, 0, 600_000),
+    streamClearWaitMs: integer(env, 'SVC_STREAM_SETTLE_WAIT_MS', 30_000, 0, 600_000),
     videoJobTtlMs: integer(env, 'SVC_VIDEO_JOB_TTL_SECONDS', 3_600, 1, 7 * 86_400) * 1000,
     shutdownGraceMs: integer(env, 'SVC_SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
     maxUpstreamBodyBytes: integer(env, 'SVC_MAX_UPSTREAM_BODY_BYTES', 32 * MIB, 1024, 1024 * MIB),

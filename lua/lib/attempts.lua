@@ -40,12 +40,12 @@ end
 
 -- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
 -- charge: micro-USDC moved from the hold to spent (0 on failure).
--- For a clear, the offer also records what it settled, in the same write: o is its row as clear
--- read it (OFFER_SETTLE_FIELDS: read once per clear; its supplierId says whose fill it is), then burn, earned, fee, balance (the
+-- For a clear, the offer also records what it cleared, in the same write: o is its row as clear
+-- read it (OFFER_CLEAR_FIELDS: read once per clear; its supplierId says whose fill it is), then burn, earned, fee, balance (the
 -- upstream balance, '' unknown) and disputed (burn reported beyond what was billed). Positional,
 -- not a table: this runs on every clear. Otherwise only (a, charge).
 -- Returns the account's confirmed balance after.
-local OFFER_SETTLE_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
+local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
   'supplierId' }
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
   local account = k_account(a.accountId)
@@ -61,12 +61,12 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed
   rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge),
     key_held, s(kh), key_spent, s(int(b[5]) + charge))
   local offer = k_offer(a.offerId)
-  local settled = o ~= nil
-  if not settled then o = rcall('HMGET', offer, 'held', 'inflight') end
+  local cleared = o ~= nil
+  if not cleared then o = rcall('HMGET', offer, 'held', 'inflight') end
   -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
   if o[1] then
     local held, inflight = s(int(o[1]) - int(a.holdDiem)), s(int(o[2]) - 1)
-    if not settled then
+    if not cleared then
       rcall('HSET', offer, 'held', held, 'inflight', inflight)
     elseif fee == 0 and balance == '' and disputed == 0 then
       -- the usual clear: no fee field, no balance reported, nothing disputed
@@ -117,9 +117,9 @@ end
 -- Every ended attempt also goes on two Streams, in the same script: its account's (what GET
 -- /v1/agent/activity and /usage read), trimmed by the record retention (MINID: at least as long
 -- as the attempt's own record), and the market's (what `svc-gateway export` tails), trimmed to
--- about SETTLED_MAXLEN entries (an exporter further behind than that loses the oldest).
+-- about ENDED_MAXLEN entries (an exporter further behind than that loses the oldest).
 -- Every entry has the same fields in the same order, so a Stream stores their names once per node.
-local SETTLED_MAXLEN = '1000000'
+local ENDED_MAXLEN = '1000000'
 
 -- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
 -- the record kept for the retention. `a` itself is not updated: no caller reads it after.
@@ -133,7 +133,7 @@ local function end_attempt(a, final, now, status, cost, input_tokens, output_tok
     'status', status, 'costUsdc', cost, 'askCents', a.askCents or '', 'inputTokens', input_tokens,
     'outputTokens', output_tokens, 'offer', a.offerId or '', 'errorCode', error_code }
   rcall('XADD', k_activity(a.accountId), 'MINID', '~', s(now - int(record_ttl_ms)), '*', unpack(entry))
-  rcall('XADD', K_SETTLED, 'MAXLEN', '~', SETTLED_MAXLEN, '*', unpack(entry))
+  rcall('XADD', K_ENDED, 'MAXLEN', '~', ENDED_MAXLEN, '*', unpack(entry))
 end
 
 -- Usage stats: a served request counts once in its model's bucket for the day it ended.

@@ -1,5 +1,5 @@
 -- lib/reap: ends attempts whose lease expired (their replica stopped renewing): everything they
--- held goes back, and the attempt is marked reaped so a late clear can still be settled honestly.
+-- held goes back, and the attempt is marked reaped so a late clear can still be charged honestly.
 -- A reaped attempt is kept as its request's record (lib/attempts end_attempt).
 local function reap_expired(now, limit)
   local expired = rcall('ZRANGEBYSCORE', K_LEASES, '-inf', s(now), 'LIMIT', '0', s(limit))

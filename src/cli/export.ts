@@ -1,4 +1,4 @@
-// `svc-gateway export --group NAME [--once] [--consumer NAME]`: the market's settled-attempt Stream
+// `svc-gateway export --group NAME [--once] [--consumer NAME]`: the market's ended-attempt Stream
 // (`settled`) as JSON lines on stdout, for a warehouse, through a Redis consumer group (REDIS_URL,
 // SVC_REDIS_PREFIX). Each line is acknowledged once it is written, so a restarted export resumes
 // where the last one stopped: first the entries it was given and never acknowledged (its pending
@@ -122,7 +122,7 @@ export async function runExport(
   options: ExportOptions,
   stopped: () => boolean,
 ) {
-  const stream = keys.settled
+  const stream = keys.endedAttempts
   const { group, consumer } = options
   await ensureGroup(redis, stream, group)
   const lost = await trimmedUnread(redis, stream, group)

@@ -37,7 +37,7 @@ export interface DispatchDeps {
   logger: Logger
   /**
    * Renews the lease of every admitted attempt from its admission on, so a slow supplier call never
-   * outlives it. Dispatch lets go of a failed attempt; whoever settles a dispatched one lets go of it.
+   * outlives it. Dispatch lets go of a failed attempt; whoever clears a dispatched one lets go of it.
    */
   renewer: LeaseRenewer
   /** How long an ended attempt is kept as its request's record. */

@@ -30,7 +30,7 @@ export async function admitWaiting(
           : { accountId: requester.accountId, apiKeyId: requester.apiKeyId }),
         burnEstimate: job.burnEstimate,
         keyCap: deps.market.keyMaxInFlight,
-        walletCap: deps.market.walletMaxInFlight,
+        accountCap: deps.market.walletMaxInFlight,
         leaseMs: job.leaseMs ?? deps.market.leaseMs,
         tried,
         defaultMaxPriceCents: deps.defaultMaxPriceCents,

@@ -1,4 +1,4 @@
-// Buffered chat: the supplier's JSON, settled, with our ids and the cost headers.
+// Buffered chat: the supplier's JSON, cleared, with our ids and the cost headers.
 
 import type { Clearing } from '../market/clearing.ts'
 import { formatMicros } from '../money/units.ts'
@@ -10,7 +10,7 @@ import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
 
 export interface BufferedResult {
   body: Record<string, unknown>
-  settlement: ClearedUsage
+  clearing: ClearedUsage
 }
 
 /** Output tokens of a buffered answer that came without usage, by the tokenizer. */
@@ -32,7 +32,7 @@ export async function relayBuffered(
 ): Promise<BufferedResult> {
   const json = dispatched.json!
   const reported = readUsage(json.usage)
-  const settlement = await clearUsage(deps, {
+  const clearing = await clearUsage(deps, {
     chat,
     messages,
     admission: dispatched.admission,
@@ -47,14 +47,14 @@ export async function relayBuffered(
   const { cost: _listPrice, ...rest } = json
   return {
     body: { ...rest, id: `chatcmpl-${requestId.slice(4)}`, model: chat.model.id },
-    settlement,
+    clearing,
   }
 }
 
-export function costHeaders(settlement: Clearing): Record<string, string> {
+export function costHeaders(clearing: Clearing): Record<string, string> {
   return {
-    'x-svc-cost-usdc': formatMicros(settlement.charged),
-    'x-svc-clearing-price-cents': String(settlement.askCents),
-    'x-balance-remaining': formatMicros(settlement.confirmedAfter),
+    'x-svc-cost-usdc': formatMicros(clearing.charged),
+    'x-svc-clearing-price-cents': String(clearing.askCents),
+    'x-balance-remaining': formatMicros(clearing.confirmedAfter),
   }
 }

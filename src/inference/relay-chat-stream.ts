@@ -4,8 +4,8 @@ import { formatMicros } from '../money/units.ts'
 import {
   frame,
   relayStream,
+  type StreamClearing,
   type StreamContext,
-  type StreamSettlement,
   type StreamShape,
   sseError,
   unknownOutcomeMessage,
@@ -33,15 +33,15 @@ class ChatShape implements StreamShape {
     this.usageChunk = chunk
   }
 
-  end(settlement: StreamSettlement, complete: boolean, identity: StreamIdentity | null) {
+  end(clearing: StreamClearing, complete: boolean, identity: StreamIdentity | null) {
     const ref = { supportReference: this.supportReference }
-    if (settlement === 'released') {
+    if (clearing === 'released') {
       return {
         frames: [sseError('provider_error', NOTHING_USABLE, 'api_error', ref)],
         error: 'provider_error',
       }
     }
-    if (settlement === 'not_committed') {
+    if (clearing === 'not_committed') {
       return {
         frames: [
           sseError('settle_failed', 'settlement did not commit; nothing was charged', 'api_error', ref),
@@ -49,7 +49,7 @@ class ChatShape implements StreamShape {
         error: 'settle_failed',
       }
     }
-    if (settlement === 'unknown') {
+    if (clearing === 'unknown') {
       const message = unknownOutcomeMessage(this.supportReference)
       return {
         frames: [sseError('store_unavailable', message, 'api_error', ref)],
@@ -70,8 +70,8 @@ class ChatShape implements StreamShape {
         ...own,
         object: 'svc.cost',
         choices: [],
-        costUsdc: formatMicros(settlement.charged),
-        clearingPriceCents: settlement.askCents,
+        costUsdc: formatMicros(clearing.charged),
+        clearingPriceCents: clearing.askCents,
         supportReference: this.supportReference,
       }),
     )

@@ -21,8 +21,8 @@ import {
 import { NOTHING_USABLE } from './relay-chat-stream.ts'
 import {
   relayStream,
+  type StreamClearing,
   type StreamContext,
-  type StreamSettlement,
   type StreamShape,
   unknownOutcomeMessage,
 } from './relay-stream.ts'
@@ -140,30 +140,30 @@ class MessagesShape implements StreamShape {
     return out || null
   }
 
-  private cost(settlement: ClearedUsage) {
+  private cost(clearing: ClearedUsage) {
     return {
-      costUsdc: formatMicros(settlement.charged),
-      clearingPriceCents: settlement.askCents,
+      costUsdc: formatMicros(clearing.charged),
+      clearingPriceCents: clearing.askCents,
       supportReference: this.supportReference,
     }
   }
 
-  end(settlement: StreamSettlement, complete: boolean) {
+  end(clearing: StreamClearing, complete: boolean) {
     const ref = { supportReference: this.supportReference }
-    if (settlement === 'released') {
+    if (clearing === 'released') {
       return {
         frames: [messagesErrorEvent('api_error', 'provider_error', NOTHING_USABLE, ref)],
         error: 'provider_error',
       }
     }
-    if (settlement === 'not_committed') {
+    if (clearing === 'not_committed') {
       const message = 'settlement did not commit; nothing was charged'
       return {
         frames: [messagesErrorEvent('api_error', 'settle_failed', message, ref)],
         error: 'settle_failed',
       }
     }
-    if (settlement === 'unknown') {
+    if (clearing === 'unknown') {
       const message = unknownOutcomeMessage(this.supportReference)
       return {
         frames: [messagesErrorEvent('api_error', 'store_unavailable', message, ref)],
@@ -174,14 +174,14 @@ class MessagesShape implements StreamShape {
     if (!complete) {
       // Billed on estimate: the cost is final, but the answer is not whole.
       const message = 'the stream ended before the provider reported usage; estimated usage was billed'
-      frames.push(messagesErrorEvent('api_error', 'stream_incomplete', message, this.cost(settlement)))
+      frames.push(messagesErrorEvent('api_error', 'stream_incomplete', message, this.cost(clearing)))
       return { frames, error: 'stream_incomplete' }
     }
     frames.push(
       event('message_delta', {
         delta: stopReason(this.finish, this.shape.stopSequences, this.calledTools),
-        usage: messagesUsage(settlement.usage),
-        ...this.cost(settlement),
+        usage: messagesUsage(clearing.usage),
+        ...this.cost(clearing),
       }),
       event('message_stop'),
     )

@@ -2,7 +2,7 @@
 // sequence_number and an `event:` line equal to its JSON type. The supplier's chat chunks become
 // output items as they come: reasoning, the message, each function call, each opened with
 // output_item.added, filled by its deltas and closed with its .done events before the next opens.
-// Cost rides flat on response.completed / response.incomplete; a settlement that does not commit
+// Cost rides flat on response.completed / response.incomplete; a clearing that does not commit
 // is response.failed. One whose outcome could not be learnt (the store stayed away) is OpenAI's
 // `error` event, code store_unavailable, naming the request's record: not response.failed, which
 // says nothing was charged. No [DONE], no svc.cost frame.
@@ -10,8 +10,8 @@ import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
 import {
   relayStream,
+  type StreamClearing,
   type StreamContext,
-  type StreamSettlement,
   type StreamShape,
   unknownOutcomeMessage,
 } from './relay-stream.ts'
@@ -192,10 +192,10 @@ class ResponsesShape implements StreamShape {
     return out + this.event('response.function_call_arguments.delta', { ...this.where(item), delta: piece })
   }
 
-  private cost(settlement: ClearedUsage) {
+  private cost(clearing: ClearedUsage) {
     return {
-      costUsdc: formatMicros(settlement.charged),
-      clearingPriceCents: settlement.askCents,
+      costUsdc: formatMicros(clearing.charged),
+      clearingPriceCents: clearing.askCents,
       supportReference: this.supportReference,
     }
   }
@@ -238,14 +238,14 @@ class ResponsesShape implements StreamShape {
     return this.items.map((item) => item.done ?? this.item(item, status))
   }
 
-  end(settlement: StreamSettlement, complete: boolean) {
+  end(clearing: StreamClearing, complete: boolean) {
     const { shape } = this
-    if (settlement === 'not_committed' || settlement === 'released') {
+    if (clearing === 'not_committed' || clearing === 'released') {
       const failed = responseObject(shape, 'failed', this.output(complete ? 'completed' : 'incomplete'), null)
-      const error = settlement === 'released' ? 'provider_error' : 'settle_failed'
+      const error = clearing === 'released' ? 'provider_error' : 'settle_failed'
       return { frames: [this.event('response.failed', { response: failed })], error }
     }
-    if (settlement === 'unknown') {
+    if (clearing === 'unknown') {
       const event = this.event('error', {
         code: 'store_unavailable',
         message: unknownOutcomeMessage(this.supportReference),
@@ -261,11 +261,11 @@ class ResponsesShape implements StreamShape {
     if (this.items.length === 0) frames.push(this.open('message')[1])
     for (const item of this.items) frames.push(this.close(item, status))
     if (!reason) {
-      const usage = responsesUsage(settlement.usage, this.supplierUsage)
+      const usage = responsesUsage(clearing.usage, this.supplierUsage)
       frames.push(
         this.event('response.completed', {
           response: responseObject(shape, 'completed', this.output(status), usage),
-          ...this.cost(settlement),
+          ...this.cost(clearing),
         }),
       )
       return { frames, error: null }
@@ -275,7 +275,7 @@ class ResponsesShape implements StreamShape {
     frames.push(
       this.event('response.incomplete', {
         response: responseObject(shape, 'incomplete', this.output(status), null, reason),
-        ...this.cost(settlement),
+        ...this.cost(clearing),
       }),
     )
     return { frames, error: complete ? null : 'stream_incomplete' }

@@ -2,7 +2,7 @@
 // passes through as it comes; the supplier's usage waits for the clear, then the format's closing
 // frames. A stream that ends without usage is billed on estimate, one with no text and no usage is
 // released (nothing charged).
-// A clear that loses the store is tried again for `settleWaitMs`, the client kept open with
+// A clear that loses the store is tried again for `clearWaitMs`, the client kept open with
 // keep-alives, so the end it is told is the real one; a clear refused by its script ends with
 // `settle_failed` (nothing charged), and one still unheard after the wait with `store_unavailable`
 // (not known: the request's record says).
@@ -32,7 +32,7 @@ export interface StreamTiming {
   idleMs: number
   leaseMs: number
   /** A clear that lost the store is tried again this long before the stream ends without knowing. */
-  settleWaitMs: number
+  clearWaitMs: number
 }
 
 export interface StreamContext {
@@ -44,8 +44,8 @@ export interface StreamContext {
   dispatched: Dispatched
   requestId: string
   supportReference: string
-  /** Called once the stream has ended and settled (or failed to). */
-  onFinish?: (result: { settlement: ClearedUsage | null; error: string | null }) => void
+  /** Called once the stream has ended and cleared (or failed to). */
+  onFinish?: (result: { clearing: ClearedUsage | null; error: string | null }) => void
 }
 
 // Frames are strings: the direct stream's sink encodes them as it writes, with no copy of our own.
@@ -66,7 +66,7 @@ export function sseError(
  * charged), unknown (the store stayed away: the reply of a clear that ran may have been lost), or
  * released (the supplier sent nothing usable: no text and no usage; nothing was charged).
  */
-export type StreamSettlement = ClearedUsage | 'not_committed' | 'unknown' | 'released'
+export type StreamClearing = ClearedUsage | 'not_committed' | 'unknown' | 'released'
 
 /** What a client is told when its stream's outcome could not be learnt, and where to look. */
 export function unknownOutcomeMessage(supportReference: string): string {
@@ -86,9 +86,9 @@ export interface StreamShape {
   content(frame: string, delta: string): string | null
   /** The supplier's usage chunk, held until the clear commits. */
   usage?(chunk: Record<string, unknown>): void
-  /** The closing frames once settled, and the error to log. */
+  /** The closing frames once cleared, and the error to log. */
   end(
-    settlement: StreamSettlement,
+    clearing: StreamClearing,
     complete: boolean,
     identity: StreamIdentity | null,
   ): { frames: string[]; error: string | null }
@@ -98,8 +98,8 @@ export interface StreamShape {
 type Sink = ReadableStreamDirectController
 
 /**
- * Relays one supplier stream in a wire format and settles it once: content as it comes, keep-alives
- * on silence, a stalled supplier given up on after the idle time, one settlement at the end or when
+ * Relays one supplier stream in a wire format and clears it once: content as it comes, keep-alives
+ * on silence, a stalled supplier given up on after the idle time, one clearing at the end or when
  * the client leaves. It is the direct stream's underlying source itself (`pull`, `cancel`), and it
  * keeps only what it needs of the request: the supplier's answer to read, not the dispatch record.
  */
@@ -123,14 +123,14 @@ class StreamRelay {
   /** When the pending supplier read began (ms since the epoch); 0 when none is pending. */
   private waitingSince = 0
   private usage: Usage | null = null
-  private settled: Promise<StreamSettlement> | null = null
+  private cleared: Promise<StreamClearing> | null = null
   /** Silence counted since the last content, and when the last silence was noticed. */
   private silentMs = 0
   private silenceAt = 0
   /** A keep-alive the client has not taken yet: no more silences are counted until it has. */
   private blocked = false
   /** The supplier is done and the clear is being tried: the client waits on us, not on it. */
-  private settling = false
+  private awaitingClear = false
   /** The supplier read was cancelled (stall or client gone): what it brings is dropped. */
   private stopped = false
   private closed = false
@@ -214,15 +214,15 @@ class StreamRelay {
     this.upstream.cancel()
     const complete = this.usage !== null
     // Keep-alives go on while the clear is tried (the clock stays on until pull() returns).
-    this.settling = true
+    this.awaitingClear = true
     this.waitingSince = Date.now()
-    const settlement = await this.settle(complete ? 'completed' : 'incomplete')
+    const clearing = await this.clearOnce(complete ? 'completed' : 'incomplete')
     this.waitingSince = 0
     this.clock.remove(this)
     if (this.cancelled) return
-    const { frames, error } = this.shape.end(settlement, complete, this.events.identity)
+    const { frames, error } = this.shape.end(clearing, complete, this.events.identity)
     for (const f of frames) sink.write(f)
-    this.finish(settlement, error)
+    this.finish(clearing, error)
     sink.close()
   }
 
@@ -232,8 +232,8 @@ class StreamRelay {
     this.cancelled = true
     this.clock.remove(this)
     this.stop()
-    const settlement = await this.settle(this.usage ? 'completed' : 'incomplete')
-    this.finish(settlement, settlement === 'unknown' ? 'store_unavailable' : 'client_closed')
+    const clearing = await this.clearOnce(this.usage ? 'completed' : 'incomplete')
+    this.finish(clearing, clearing === 'unknown' ? 'store_unavailable' : 'client_closed')
   }
 
   /**
@@ -243,15 +243,15 @@ class StreamRelay {
   tick(now: number): void {
     const since = this.waitingSince
     if (since === 0 || this.blocked || this.closed || this.cancelled) return
-    const wait = this.settling
+    const wait = this.awaitingClear
       ? this.timing.keepAliveMs
       : Math.min(this.timing.keepAliveMs, this.timing.idleMs - this.silentMs)
     if (now - Math.max(since, this.silenceAt) < wait) return
     this.silenceAt = now
-    if (!this.settling) {
+    if (!this.awaitingClear) {
       this.silentMs += wait
       if (this.silentMs >= this.timing.idleMs) {
-        this.stop() // a stalled supplier is a truncated one: the pending read ends, then the settlement
+        this.stop() // a stalled supplier is a truncated one: the pending read ends, then the clearing
         return
       }
     }
@@ -266,12 +266,12 @@ class StreamRelay {
   }
 
   /** Settles once, whatever calls it first (the end of the stream or the client leaving). */
-  private settle(outcome: 'completed' | 'incomplete'): Promise<StreamSettlement> {
-    this.settled ??= this.commit(outcome)
-    return this.settled
+  private clearOnce(outcome: 'completed' | 'incomplete'): Promise<StreamClearing> {
+    this.cleared ??= this.commit(outcome)
+    return this.cleared
   }
 
-  private async commit(outcome: 'completed' | 'incomplete'): Promise<StreamSettlement> {
+  private async commit(outcome: 'completed' | 'incomplete'): Promise<StreamClearing> {
     metrics.openStreams.value -= 1
     try {
       // A supplier that ended with no text and no usage delivered nothing: it is not paid for it.
@@ -286,14 +286,14 @@ class StreamRelay {
         generatedTokens: () => this.counter?.total() ?? Promise.resolve(0),
         outcome,
         // The clear is idempotent and the client is still here: try it as long as it may wait.
-        storeWaitsMs: waitsFor(this.timing.settleWaitMs),
+        storeWaitsMs: waitsFor(this.timing.clearWaitMs),
       })
     } catch (error) {
       // Either way the lease is left: the reaper returns the hold of a clear that did not run.
       const unknown = isRedisUnavailable(error)
       this.deps.logger.error(
         { requestId: this.requestId, err: (error as Error).message, outcomeKnown: !unknown },
-        unknown ? 'stream settlement unknown: store unavailable' : 'stream settlement failed',
+        unknown ? 'stream clearing unknown: store unavailable' : 'stream clearing failed',
       )
       return unknown ? 'unknown' : 'not_committed'
     } finally {
@@ -314,7 +314,7 @@ class StreamRelay {
           final: true,
           recordRetentionMs: this.deps.recordRetentionMs,
         }),
-      waitsFor(this.timing.settleWaitMs),
+      waitsFor(this.timing.clearWaitMs),
     )
     return 'released'
   }
@@ -326,9 +326,9 @@ class StreamRelay {
     this.upstream.cancel()
   }
 
-  private finish(settlement: StreamSettlement, error: string | null): void {
+  private finish(clearing: StreamClearing, error: string | null): void {
     this.closed = true
-    this.onFinish?.({ settlement: typeof settlement === 'string' ? null : settlement, error })
+    this.onFinish?.({ clearing: typeof clearing === 'string' ? null : clearing, error })
   }
 }
 

@@ -82,7 +82,7 @@ export class InferenceService {
   /** Renews every in-flight attempt's lease from admission until it is cleared or released. */
   readonly renewer: LeaseRenewer
   readonly dispatching: DispatchDeps
-  readonly clearing: ClearDeps & { logger: Logger; renewer: LeaseRenewer; cooldownMs: number }
+  readonly clearDeps: ClearDeps & { logger: Logger; renewer: LeaseRenewer; cooldownMs: number }
   readonly timing: StreamTiming
 
   constructor(readonly deps: InferenceDeps) {
@@ -103,7 +103,7 @@ export class InferenceService {
       renewer: this.renewer,
       recordRetentionMs,
     }
-    this.clearing = {
+    this.clearDeps = {
       redis: deps.redis,
       keys: deps.keys,
       feeBps: market.feeBps,
@@ -116,7 +116,7 @@ export class InferenceService {
       keepAliveMs: inference.keepAliveMs,
       idleMs: inference.streamIdleMs,
       leaseMs: market.leaseMs,
-      settleWaitMs: inference.streamSettleWaitMs,
+      clearWaitMs: inference.streamClearWaitMs,
     }
   }
 
@@ -140,7 +140,7 @@ export class InferenceService {
   async clearBuffered(begun: Begun): Promise<BufferedResult> {
     try {
       return await relayBuffered(
-        this.clearing,
+        this.clearDeps,
         begun.chat,
         begun.messages,
         begun.dispatched,
@@ -159,7 +159,7 @@ export class InferenceService {
     const { logger } = this.deps
     const { requestId, supportReference } = begun.call
     return {
-      deps: this.clearing,
+      deps: this.clearDeps,
       timing: this.timing,
       // Only what clearing reads: the supplier's body (every field the client sent) is not kept.
       chat: { model: begun.chat.model, maxTokens: begun.chat.maxTokens, choices: begun.chat.choices },
@@ -167,15 +167,15 @@ export class InferenceService {
       dispatched: begun.dispatched,
       requestId,
       supportReference,
-      onFinish: ({ settlement, error }) => {
+      onFinish: ({ clearing, error }) => {
         logger.info(
           {
             requestId,
             supportReference,
-            costUsdc: settlement ? formatMicros(settlement.charged) : null,
+            costUsdc: clearing ? formatMicros(clearing.charged) : null,
             streamError: error,
           },
-          'stream settled',
+          'stream cleared',
         )
       },
     }
@@ -202,7 +202,7 @@ export class InferenceService {
     const delivered = Math.min(deliveredImages(json) ?? 0, images.count)
     try {
       const clearing = await clearBurn(
-        this.clearing,
+        this.clearDeps,
         dispatched.admission.attemptId,
         dispatched.preBalance ?? dispatched.admission.upstreamBalance,
         (images.perImage * delivered) as MicroDiem,

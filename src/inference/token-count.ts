@@ -12,7 +12,7 @@ const IN_BINARY = import.meta.url.startsWith('file:///$bunfs/')
 const WORKER_URL = new URL(IN_BINARY ? './inference/token-worker.ts' : './token-worker.ts', import.meta.url)
   .href
 
-/** A count not answered by then fails (the settlement with it: no charge), rather than hang a stream's end. */
+/** A count not answered by then fails (the clear with it: no charge), rather than hang a stream's end. */
 let countTimeoutMs = 10_000
 
 let idleMs = 60_000

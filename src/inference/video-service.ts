@@ -175,7 +175,7 @@ export class VideoService {
       if (media === 'broken') throw providerError('the provider did not answer; poll again')
       if (job.state !== 'queued') return { kind: 'media', media, clearing: null }
       const clearing = await clearBurn(
-        this.inference.clearing,
+        this.inference.clearDeps,
         job.attemptId,
         job.preBalance < 0 ? null : (job.preBalance as MicroDiem),
         job.burn as MicroDiem,

@@ -15,7 +15,7 @@ export interface AdmitRequest {
   apiKeyDigest?: string
   burnEstimate: MicroDiem
   keyCap: number
-  walletCap: number
+  accountCap: number
   leaseMs: number
   tried: string[]
   defaultMaxPriceCents: number
@@ -60,7 +60,7 @@ export async function admit(
       req.apiKeyId,
       req.burnEstimate,
       req.keyCap,
-      req.walletCap,
+      req.accountCap,
       req.leaseMs,
       req.tried.join(','),
       req.defaultMaxPriceCents,

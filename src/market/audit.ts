@@ -182,7 +182,7 @@ const KEY_FIELD = /^(limit|spent|held):(.+)$/
 /**
  * Per API key of an account (the account hash's limit:/spent:/held:<keyId> fields): what it holds
  * is what its open attempts hold; what it spent never passes its limit; and what it spent is what
- * its ended attempts were charged, summed over the account's settled-attempt Stream. Attempt
+ * its ended attempts were charged, summed over the account's ended-attempt Stream. Attempt
  * hashes and Stream entries both expire with the record retention, so the sum is checked as equal
  * while the Stream still holds every entry it was given (XINFO's entries-added = length), and
  * as at most the key's spent once older entries were trimmed.

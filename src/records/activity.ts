@@ -1,5 +1,5 @@
 // GET /v1/agent/activity and GET /v1/agent/usage: the account's ended attempts, read from its
-// settled-attempt Stream (`acct:<id>:activity`, appended by the script that ends each attempt, so
+// ended-attempt Stream (`acct:<id>:activity`, appended by the script that ends each attempt, so
 // an attempt is on it the moment its response is in).
 import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'

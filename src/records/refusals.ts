@@ -1,7 +1,7 @@
 // A request refused at admission (402, 403, 429, 503) never had an attempt admitted, so no script
 // ends one: lua/refuse.lua writes its refusal as an ended attempt of its own (state `refused`), so
 // that the request can be resolved by its support reference like any other and goes on the
-// settled-attempt Streams. No money moves.
+// ended-attempt Streams. No money moves.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'

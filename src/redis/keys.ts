@@ -83,9 +83,10 @@ export function keyspace(prefix: string) {
     accountActivity: (accountId: string) => key(`acct:${accountId}:activity`),
     /**
      * stream: every ended attempt of the market, the same entries as the accounts' Streams, trimmed
-     * to about SETTLED_MAXLEN (lua/lib/attempts.lua: 1,000,000) entries. `svc-gateway export` tails it.
+     * to about ENDED_MAXLEN (lua/lib/attempts.lua: 1,000,000) entries. `svc-gateway export` tails it.
+     * (Its Redis name, `settled`, predates the word; it stays so that no stream is left behind.)
      */
-    settled: key('settled'),
+    endedAttempts: key('settled'),
     /** hash, one per UTC day (YYYY-MM-DD): model id -> requests served that day (counted by clear) */
     statsDay: (day: string) => key(`stats:${day}`),
     /** string: the capacity snapshot JSON for one max price, cached 30 s for every replica */

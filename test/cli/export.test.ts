@@ -22,7 +22,7 @@ interface Line {
   costUsdc: string
 }
 
-async function settledMarket(count: number) {
+async function clearedMarket(count: number) {
   const fx = marketFixture()
   fixtures.push(fx)
   await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
@@ -35,7 +35,7 @@ async function settledMarket(count: number) {
     await Promise.all(Array.from({ length: Math.min(100, count - i) }, settle))
   const env = { REDIS_URL: testRedisUrl(), SVC_REDIS_PREFIX: fx.keys.prefix }
   const ids = async () =>
-    ((await fx.redis.xrange(fx.keys.settled, '-', '+')) as [string, string[]][]).map(([id]) => id)
+    ((await fx.redis.xrange(fx.keys.endedAttempts, '-', '+')) as [string, string[]][]).map(([id]) => id)
   return { fx, acct, env, settle, ids }
 }
 
@@ -46,8 +46,8 @@ const lines = (stdout: string) =>
     .map((l) => JSON.parse(l) as Line)
 
 describe('svc-gateway export', () => {
-  test('--once writes every settled attempt once, in order, and the next run only what is new', async () => {
-    const market = await settledMarket(30)
+  test('--once writes every ended attempt once, in order, and the next run only what is new', async () => {
+    const market = await clearedMarket(30)
     const first = await runCli(['export', '--group', 'warehouse', '--once'], market.env)
     expect(first.code).toBe(0)
     const out = lines(first.stdout)
@@ -63,7 +63,7 @@ describe('svc-gateway export', () => {
       35,
     )
     // Nothing pending: every line written was acknowledged.
-    const pending = (await market.fx.redis.xpending(market.fx.keys.settled, 'warehouse')) as [
+    const pending = (await market.fx.redis.xpending(market.fx.keys.endedAttempts, 'warehouse')) as [
       number,
       ...unknown[],
     ]
@@ -71,7 +71,7 @@ describe('svc-gateway export', () => {
   })
 
   test('killed part-way and run again: nothing lost, at most the line in flight repeated', async () => {
-    const market = await settledMarket(3_000)
+    const market = await clearedMarket(3_000)
     const child = Bun.spawn(
       [process.execPath, join(import.meta.dir, '../../src/main.ts'), 'export', '--group', 'wh'],
       {
@@ -110,10 +110,10 @@ describe('svc-gateway export', () => {
   })
 
   test('entries trimmed before a group read them are counted on stderr, and the rest exported', async () => {
-    const market = await settledMarket(10)
+    const market = await clearedMarket(10)
     expect(lines((await runCli(['export', '--group', 'wh', '--once'], market.env)).stdout)).toHaveLength(10)
     for (let i = 0; i < 10; i++) await market.settle()
-    await market.fx.redis.xtrim(market.fx.keys.settled, 'MAXLEN', 4)
+    await market.fx.redis.xtrim(market.fx.keys.endedAttempts, 'MAXLEN', 4)
     const late = await runCli(['export', '--group', 'wh', '--once'], market.env)
     expect(late.stderr).toContain(
       'export: 6 settled attempts were trimmed from the Stream before group wh read them',
@@ -122,7 +122,7 @@ describe('svc-gateway export', () => {
   })
 
   test('a missing or malformed group is a usage error (exit 2) that creates nothing', async () => {
-    const market = await settledMarket(1)
+    const market = await clearedMarket(1)
     for (const args of [
       ['export'],
       ['export', '--group'],
@@ -133,6 +133,6 @@ describe('svc-gateway export', () => {
       expect([args.join(' '), result.code]).toEqual([args.join(' '), 2])
       expect(result.stderr).toContain('usage: svc-gateway export')
     }
-    expect(await market.fx.redis.xinfo('GROUPS', market.fx.keys.settled)).toEqual([])
+    expect(await market.fx.redis.xinfo('GROUPS', market.fx.keys.endedAttempts)).toEqual([])
   })
 })

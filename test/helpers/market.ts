@@ -103,7 +103,7 @@ export function admitFor(
     apiKeyId: 'key-1',
     burnEstimate: 1_000 as MicroDiem,
     keyCap: 1_000_000,
-    walletCap: 1_000_000,
+    accountCap: 1_000_000,
     leaseMs: 60_000,
     tried: [],
     defaultMaxPriceCents: 50,

@@ -89,7 +89,7 @@ test('random market sequences keep every invariant', async () => {
             const r = await admitFor(fx, accounts[o.account]!, {
               apiKeyId: `k${o.key}`,
               keyCap: 3,
-              walletCap: 4,
+              accountCap: 4,
               burnEstimate: o.estimate as MicroDiem,
               leaseMs: o.leaseMs,
             })

@@ -33,7 +33,7 @@ describe('lua key names', () => {
   test('lib/keys builds the same names as src/redis/keys.ts', async () => {
     const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, k_stats_day('D'), k_apikey('K') }`
     const names = await fx.redis.eval(
-      script.replace("k_apikey('K') }", "k_apikey('K'), K_WRITEOFFS, K_SETTLED, k_activity('A') }"),
+      script.replace("k_apikey('K') }", "k_apikey('K'), K_WRITEOFFS, K_ENDED, k_activity('A') }"),
       1,
       fx.keys.base,
     )
@@ -49,7 +49,7 @@ describe('lua key names', () => {
       fx.keys.statsDay('D'),
       fx.keys.apiKey('K'),
       fx.keys.writeoffs,
-      fx.keys.settled,
+      fx.keys.endedAttempts,
       fx.keys.accountActivity('A'),
     ])
   })
@@ -194,13 +194,13 @@ describe('admit', () => {
   test('429 codes: the per-key and per-wallet caps', async () => {
     await postOffer(fx, 40, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    admitted(await admitFor(fx, acct, { apiKeyId: 'k1', keyCap: 1, walletCap: 2 }))
-    expect(await admitFor(fx, acct, { apiKeyId: 'k1', keyCap: 1, walletCap: 2 })).toEqual({
+    admitted(await admitFor(fx, acct, { apiKeyId: 'k1', keyCap: 1, accountCap: 2 }))
+    expect(await admitFor(fx, acct, { apiKeyId: 'k1', keyCap: 1, accountCap: 2 })).toEqual({
       code: AdmitCode.KeyConcurrency,
       ...by(acct, 'k1'),
     })
-    admitted(await admitFor(fx, acct, { apiKeyId: 'k2', keyCap: 1, walletCap: 2 }))
-    expect(await admitFor(fx, acct, { apiKeyId: 'k3', keyCap: 1, walletCap: 2 })).toEqual({
+    admitted(await admitFor(fx, acct, { apiKeyId: 'k2', keyCap: 1, accountCap: 2 }))
+    expect(await admitFor(fx, acct, { apiKeyId: 'k3', keyCap: 1, accountCap: 2 })).toEqual({
       code: AdmitCode.BuyerConcurrency,
       ...by(acct, 'k3'),
     })

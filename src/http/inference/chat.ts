@@ -19,12 +19,12 @@ export function chatRoutes(service: InferenceService) {
       const begun = await service.beginChat(body, buyerKey, callOf(request))
       const reference = { [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference }
       if (!begun.chat.stream) {
-        const { body: answer, settlement } = await service.clearBuffered(begun)
-        noteCost(request, formatMicros(settlement.charged))
+        const { body: answer, clearing } = await service.clearBuffered(begun)
+        noteCost(request, formatMicros(clearing.charged))
         return ownResponse(set, JSON.stringify(answer), {
           'content-type': 'application/json',
           ...reference,
-          ...costHeaders(settlement),
+          ...costHeaders(clearing),
         })
       }
       // Cost and balance headers are not sent: the head goes out before the relay.

@@ -43,14 +43,14 @@ export function messagesRoutes(service: InferenceService) {
         }
         const reference = { [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference }
         if (!begun.chat.stream) {
-          const { body: chat, settlement } = await service.clearBuffered(begun)
-          noteCost(request, formatMicros(settlement.charged))
+          const { body: chat, clearing } = await service.clearBuffered(begun)
+          noteCost(request, formatMicros(clearing.charged))
           const { content, ...stop } = messageContent(shape, chat)
-          const message = messageObject(shape, content, stop, messagesUsage(settlement.usage))
+          const message = messageObject(shape, content, stop, messagesUsage(clearing.usage))
           return ownResponse(set, JSON.stringify(message), {
             'content-type': 'application/json',
             ...reference,
-            ...costHeaders(settlement),
+            ...costHeaders(clearing),
           })
         }
         return ownResponse(set, relayMessagesStream(service.streamContext(begun), shape), {

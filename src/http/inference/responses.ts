@@ -39,21 +39,21 @@ export function responsesRoutes(service: InferenceService) {
         const begun = await service.beginChat(translated.chat, buyerKey, callOf(request))
         const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
         if (!begun.chat.stream) {
-          const { body: chat, settlement } = await service.clearBuffered(begun)
-          noteCost(request, formatMicros(settlement.charged))
+          const { body: chat, clearing } = await service.clearBuffered(begun)
+          noteCost(request, formatMicros(clearing.charged))
           const reason = incompleteReason(finishReason(chat))
           const status = reason ? 'incomplete' : 'completed'
           const response = responseObject(
             shape,
             status,
             outputItems(shape, chat, status),
-            responsesUsage(settlement.usage, chat.usage),
+            responsesUsage(clearing.usage, chat.usage),
             reason,
           )
           return ownResponse(set, JSON.stringify(response), {
             'content-type': 'application/json',
             [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference,
-            ...costHeaders(settlement),
+            ...costHeaders(clearing),
           })
         }
         return ownResponse(set, relayResponsesStream(service.streamContext(begun), shape), {

@@ -1,4 +1,4 @@
-// The settled-attempt Streams, on a real Redis: every script that ends an attempt (clear, release,
+// The ended-attempt Streams, on a real Redis: every script that ends an attempt (clear, release,
 // reap, refuse) appends it, once, to its account's Stream and to the market's, in the same call.
 import { describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
@@ -28,7 +28,7 @@ const rows = async (key: string) =>
     return row
   })
 
-describe('the settled-attempt Streams', () => {
+describe('the ended-attempt Streams', () => {
   test('clear, release, reap and refuse each append the attempt once to both Streams', async () => {
     const offer = await postOffer(fx, 50, 1_000_000_000)
     const acct = await seedAccount(fx, 1_000_000)
@@ -65,7 +65,7 @@ describe('the settled-attempt Streams', () => {
     )
 
     const account = await rows(fx.keys.accountActivity(acct))
-    expect(account).toEqual(await rows(fx.keys.settled))
+    expect(account).toEqual(await rows(fx.keys.endedAttempts))
     expect(account).toEqual([
       {
         attempt: served.attemptId,
@@ -109,6 +109,6 @@ describe('the settled-attempt Streams', () => {
     for (const acct of [a, b, a]) await clearFor(fx, admitted(await admitFor(fx, acct)).attemptId, 100)
     expect((await rows(fx.keys.accountActivity(a))).map((r) => r.account)).toEqual([a, a])
     expect((await rows(fx.keys.accountActivity(b))).map((r) => r.account)).toEqual([b])
-    expect((await rows(fx.keys.settled)).map((r) => r.account)).toEqual([a, b, a])
+    expect((await rows(fx.keys.endedAttempts)).map((r) => r.account)).toEqual([a, b, a])
   })
 })
