@@ -48,3 +48,62 @@ test(`no source file is past ${MAX_LINES} lines`, () => {
     .map((f) => `${f.name}: ${f.lines}`)
   expect(long).toEqual([])
 })
+
+/**
+ * The services in layers, lowest first: a module imports only from its own folder or a lower
+ * layer, so no import runs back up (market knows nothing of suppliers, records nothing of
+ * inference). Folders in one layer do not import each other. The entry points compose the rest.
+ */
+const LAYERS: string[][] = [
+  ['money', 'errors', 'logger', 'timing'],
+  ['metrics', 'redis'],
+  ['config', 'records', 'accounts', 'catalog', 'upstream', 'sim'],
+  ['market'],
+  ['suppliers', 'funding'],
+  ['payouts', 'inference'],
+  ['mcp'],
+  ['http'],
+  ['app'],
+  ['gateway'],
+  ['cli'],
+  ['main'],
+]
+
+const layerOf = (folder: string) => LAYERS.findIndex((layer) => layer.includes(folder))
+/** src/x/... -> "x"; src/x.ts -> "x"; outside src -> null. */
+const folderOf = (path: string) => {
+  const parts = relative(SRC, path).split('/')
+  return parts[0] === '..' ? null : parts[0]!.replace(/\.ts$/, '')
+}
+
+function upwardImports(files: { name: string; source: string }[]): string[] {
+  const offenders: string[] = []
+  for (const { name, source } of files) {
+    const from = folderOf(join(ROOT, name))!
+    for (const { path } of transpiler.scanImports(source.replace(/^#!.*\n/, ''))) {
+      if (!path.startsWith('.')) continue
+      const to = folderOf(resolve(dirname(join(ROOT, name)), path))
+      if (to === null || to === from) continue
+      if (layerOf(to) >= layerOf(from)) offenders.push(`${name} imports src/${to}`)
+    }
+  }
+  return offenders
+}
+
+test('every folder of src/ has its layer, and no import runs back up', () => {
+  const folders = readdirSync(SRC).map((entry) => entry.replace(/\.ts$/, ''))
+  expect(folders.filter((folder) => layerOf(folder) < 0)).toEqual([])
+  const files = sourceFiles(SRC).map((file) => ({
+    name: relative(ROOT, file),
+    source: readFileSync(file, 'utf8'),
+  }))
+  expect(upwardImports(files)).toEqual([])
+})
+
+test('the layer check sees an import that runs back up (it is not vacuous)', () => {
+  const file = {
+    name: 'src/market/audit.ts',
+    source: "import { x } from '../suppliers/audit.ts'\nexport const y = x",
+  }
+  expect(upwardImports([file])).toEqual(['src/market/audit.ts imports src/suppliers'])
+})

@@ -2,13 +2,25 @@
 // SVC_REDIS_PREFIX); prints what is off and exits 1, or says all is well and exits 0. With
 // --chain it also reads every confirmed payout's receipt from the funding network (the same
 // SVC_X402_NETWORK, SVC_CHAIN_RPC_URL, SVC_USDC_ADDRESS ... as serve).
+
+import type Redis from 'ioredis'
 import { loadFundingConfig, loadStoreConfig } from '../config.ts'
 import { fundingChain } from '../funding/chain.ts'
-import { auditMarket, listWriteOffs } from '../market/audit.ts'
+import { type AuditFinding, auditMarket, listWriteOffs } from '../market/audit.ts'
 import { formatMicros } from '../money/units.ts'
-import { auditPayoutsOnChain } from '../payouts/audit.ts'
+import { auditPayouts, auditPayoutsOnChain } from '../payouts/audit.ts'
 import { createRedis } from '../redis/connection.ts'
-import { keyspace } from '../redis/keys.ts'
+import { type Keyspace, keyspace } from '../redis/keys.ts'
+import { auditSuppliers } from '../suppliers/audit.ts'
+
+/** Every invariant of the store: the market's, each supplier's and each supplier's payouts'. */
+export async function auditAll(redis: Redis, keys: Keyspace): Promise<AuditFinding[]> {
+  return [
+    ...(await auditMarket(redis, keys)),
+    ...(await auditSuppliers(redis, keys)),
+    ...(await auditPayouts(redis, keys)),
+  ]
+}
 
 export async function audit(args: string[] = []): Promise<void> {
   const unknown = args.filter((a) => a !== '--chain')
@@ -27,7 +39,7 @@ export async function audit(args: string[] = []): Promise<void> {
   const redis = createRedis(config.redisUrl, { name: 'svc-audit' })
   try {
     const keys = keyspace(config.redisPrefix)
-    const findings = await auditMarket(redis, keys)
+    const findings = await auditAll(redis, keys)
     if (funding) {
       const onChain = await auditPayoutsOnChain(redis, keys, fundingChain(funding), funding.usdcAddress)
       console.log(`audit: ${onChain.checked} confirmed payout(s) read on chain`)

@@ -1,10 +1,10 @@
-// `svc-gateway audit`: checks DESIGN.md's invariants over the whole keyspace and names what is off.
+// The market's half of `svc-gateway audit` (cli/audit.ts composes it with the suppliers' and the
+// payouts'): checks DESIGN.md's invariants over the whole keyspace and names what is off.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
 import type Redis from 'ioredis'
 import { masters } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
-import { auditSuppliers } from '../suppliers/audit.ts'
 
 export interface AuditFinding {
   subject: string
@@ -173,7 +173,6 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
   const listed = (await redis.hvals(keys.writeoffs)).reduce((sum, amount) => sum + Number(amount), 0)
   if (listed !== accountWrittenOff)
     off('market', `accounts' written off ${accountWrittenOff} != the write-off list's ${listed}`)
-  findings.push(...(await auditSuppliers(redis, keys)))
   return findings
 }
 

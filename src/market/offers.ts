@@ -8,7 +8,6 @@ import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { OfferCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
-import { offerNotFound } from '../suppliers/results.ts'
 import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
 export const ASK_MIN_CENTS = 30
@@ -74,6 +73,8 @@ export const MAX_SUPPLIER_OFFERS = 50
  * over all of them, so this bounds that loop.
  */
 export const MAX_SUPPLIER_OFFERS_POSTED = 500
+
+export const offerNotFound = (id: string) => new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
 
 export const supplierSuspended = () =>
   new ApiError(

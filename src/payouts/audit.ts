@@ -1,4 +1,4 @@
-// The audit's payout checks. Per supplier (from suppliers/audit.ts): pending is the sum of its
+// The audit's payout checks (composed by `svc-gateway audit`, cli/audit.ts). Per supplier: pending is the sum of its
 // open payouts (sending, pending), paid out the sum of its confirmed ones, and the open set holds
 // exactly the open payouts. With --chain: every confirmed payout's receipt is on chain and holds
 // the USDC Transfer(payout wallet -> supplier wallet, amount).
@@ -82,4 +82,16 @@ export async function auditPayoutsOnChain(
     }
   }
   return { checked, findings }
+}
+
+/** Every supplier's payouts against its pending and paid out. */
+export async function auditPayouts(redis: Redis, keys: Keyspace): Promise<PayoutFinding[]> {
+  const findings: PayoutFinding[] = []
+  for (const id of await redis.smembers(keys.suppliers)) {
+    const [pending, paidOut] = await redis.hmget(keys.supplier(id), 'pending', 'paidOut')
+    findings.push(
+      ...(await auditSupplierPayouts(redis, keys, id, Number(pending ?? 0), Number(paidOut ?? 0))),
+    )
+  }
+  return findings
 }

@@ -1,10 +1,7 @@
 // What the simulated supplier bills a chat request: the prompt split as its cache saw it, and the
 // debit by the upstream's published billing rules.
-import type { TextPrices } from '../catalog/entry.ts'
-import { mapUpstreamModel } from '../catalog/venice-mapping.ts'
-import { burnOf } from '../inference/meter.ts'
 import { promptTokens } from './generate.ts'
-import type { VeniceModel } from './models.ts'
+import type { ListPrice, VeniceModel } from './models.ts'
 import type { SimSettings } from './server.ts'
 
 /** The prompt as the upstream bills it: all its tokens, of which some read or written to the cache. */
@@ -14,31 +11,31 @@ export interface SimPrompt {
   written: number
 }
 
-// The models are constants: each one's prices are read once, not on every request.
-const prices = new Map<VeniceModel, TextPrices | undefined>()
-
-function pricesOf(model: VeniceModel): TextPrices | undefined {
-  if (!prices.has(model)) prices.set(model, mapUpstreamModel(model)?.prices as TextPrices | undefined)
-  return prices.get(model)
-}
+/** A list price per million tokens in micro-DIEM (the list has at most six decimals). */
+const perMillion = (price: ListPrice) => Math.round(price.diem * 1_000_000)
 
 /**
- * What the upstream debits for a request: its published prices by its billing rules (cache reads
- * and writes at their prices, the long-prompt tier past its threshold), computed the one way the
- * project computes that bill.
+ * What the upstream debits for a request, from its own published list (written here apart from the
+ * gateway's meter, so that the tests compare two readings of the rules, not one with itself): the
+ * uncached prompt at `input`, cache reads at `cache_input`, cache writes at `cache_write` (either
+ * missing: `input`), the completion at `output`, all at the `extended` tier once the prompt passes
+ * its threshold. The prompt tokens at each price are summed, and each sum's micro-DIEM (and the
+ * completion's) rounded up.
  */
 export function listPriceBurn(model: VeniceModel, prompt: SimPrompt, completion: number): number {
-  const prices = pricesOf(model)
-  if (!prices) return 0
-  return burnOf(
-    {
-      promptTokens: prompt.tokens,
-      completionTokens: completion,
-      cachedTokens: prompt.cached,
-      cacheWriteTokens: prompt.written,
-    },
-    prices,
-  )
+  const pricing = model.model_spec.pricing
+  if (!pricing?.input || !pricing.output) return 0
+  const extended = pricing.extended
+  const tier = extended && prompt.tokens > extended.context_token_threshold ? extended : pricing
+  const input = perMillion(tier.input!)
+  const tokensAt = new Map<number, number>()
+  const add = (price: number, tokens: number) => tokensAt.set(price, (tokensAt.get(price) ?? 0) + tokens)
+  add(input, prompt.tokens - prompt.cached - prompt.written)
+  add(tier.cache_input ? perMillion(tier.cache_input) : input, prompt.cached)
+  add(tier.cache_write ? perMillion(tier.cache_write) : input, prompt.written)
+  let burn = Math.ceil((completion * perMillion(tier.output!)) / 1_000_000)
+  for (const [price, tokens] of tokensAt) burn += Math.ceil((tokens * price) / 1_000_000)
+  return burn
 }
 
 /** The prompt's split: the settings' counts when set, else the conversation so far on a cache-priced model. */

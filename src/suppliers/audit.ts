@@ -1,10 +1,8 @@
-// The audit's supplier half (run by `svc-gateway audit` through market/audit.ts): per supplier,
+// The audit's supplier checks (composed by `svc-gateway audit`, cli/audit.ts): per supplier,
 // every offer it posted names it, its fills add up to its offers' earnings (equal while its fills
 // Stream holds every entry it was given, at most that once retention trimmed it), and earned =
-// paid out + pending + payable with payable never below zero, and its payouts add up to its pending
-// and paid out (payouts/audit.ts).
+// paid out + pending + payable with payable never below zero.
 import type Redis from 'ioredis'
-import { auditSupplierPayouts } from '../payouts/audit.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
 
@@ -54,7 +52,6 @@ export async function auditSuppliers(redis: Redis, keys: Keyspace): Promise<Supp
       if (!Number.isSafeInteger(value) || value < 0)
         off(`${field} is not a whole amount at or above zero: ${value}`)
     }
-    findings.push(...(await auditSupplierPayouts(redis, keys, id, pending, paidOut)))
     const payable = earned - paidOut - pending
     if (payable < 0)
       off(`payable ${payable} is below zero (earned ${earned}, paid out ${paidOut}, pending ${pending})`)

@@ -9,12 +9,12 @@ import {
   DEFAULT_MAX_IN_FLIGHT,
   OfferService,
   type OfferView,
+  offerNotFound,
   supplierSuspended,
   upstreamKeyInUse,
 } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
-import { offerNotFound } from './results.ts'
 import { checkUpstreamKey } from './upstream-key-check.ts'
 
 export interface SupplierOfferInput {

@@ -36,8 +36,6 @@ export const clientNonceFuseBlown = (retryAfterSeconds: number) =>
 export const nonceRefused = () =>
   new ApiError(401, 'siwe_nonce_invalid', 'the nonce is unknown, expired or already used; get a new one')
 
-export const offerNotFound = (id: string) => new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
-
 export const upstreamKeyRejected = () =>
   new ApiError(
     400,

@@ -3,7 +3,7 @@
 // key_limit_exceeded recorded as the request's refused attempt, history kept after a revoke, and
 // every bad input a 400 (or 404) that changes nothing in Redis.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import { keyFetch, type TestAccount, waitForLastUsed } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
@@ -106,7 +106,7 @@ describe('spending through a limited key', () => {
       costUsdc: string
     }
     expect(record).toMatchObject({ status: 'refused', errorCode: 'key_limit_exceeded', costUsdc: '0.000000' })
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 
   test('raising the limit lets the key spend again; null removes it; a revoked key keeps its history', async () => {

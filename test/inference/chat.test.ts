@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { countTokens } from 'gpt-tokenizer'
 import OpenAI from 'openai'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import type { TestAccount } from '../helpers/accounts.ts'
 import {
@@ -106,7 +106,7 @@ describe('buffered chat', () => {
       expect(await balances(local, who.accountId)).toEqual(before)
       const tried = await Promise.all(offers.map((o) => simKeyState(local, o.upstreamKey)))
       expect(tried.map((t) => t.requests)).toEqual([1, 1, 1, 1, 1, 0]) // five keys, then give up
-      expect(await auditMarket(local.redis, local.keys)).toEqual([])
+      expect(await auditAll(local.redis, local.keys)).toEqual([])
     } finally {
       await local.stop()
     }
@@ -408,6 +408,6 @@ describe('refusals', () => {
 
   test('after everything, the audit finds nothing off', async () => {
     await Bun.sleep(50)
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 })

@@ -1,7 +1,7 @@
 // Every fault of the simulated supplier, through the gateway: the contract's outcome and the exact
 // balance change (nothing for a failure before any byte; an estimate for a stream cut short).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import {
@@ -129,6 +129,6 @@ describe('admitted limits reach the supplier', () => {
   })
 
   test('the audit finds nothing off', async () => {
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 })

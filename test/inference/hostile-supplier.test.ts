@@ -4,8 +4,8 @@
 // charge; a stream is relayed only as chat chunks; the supplier's words never reach the buyer.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import type { Server } from 'bun'
+import { auditAll } from '../../src/cli/audit.ts'
 import { createLogger } from '../../src/logger.ts'
-import { auditMarket } from '../../src/market/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import { adminFetch, keyFetch, logCapture, type TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, simOffer, sseData } from '../helpers/buyers.ts'
@@ -534,5 +534,5 @@ describe('video retrieve', () => {
 })
 
 test('the audit finds nothing off', async () => {
-  expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+  expect(await auditAll(stack.redis, stack.keys)).toEqual([])
 })

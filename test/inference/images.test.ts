@@ -2,7 +2,7 @@
 // image delivered at the clearing price, one image job in flight per wallet.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
@@ -119,6 +119,6 @@ describe('images', () => {
   })
 
   test('the audit finds nothing off', async () => {
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 })

@@ -1,7 +1,7 @@
 // Limits over real HTTP: the per-key and per-wallet in-flight caps, the bounded wait for a busy
 // supplier key, and many concurrent paid requests from one balance.
 import { afterAll, describe, expect, test } from 'bun:test'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
@@ -165,6 +165,6 @@ describe('concurrency', () => {
     const after = await balances(stack, buyer.accountId)
     expect(formatMicros(before.confirmed - after.confirmed)).toBe(formatMicros(total))
     expect(after.held).toBe(0)
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 })

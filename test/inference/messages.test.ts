@@ -4,8 +4,8 @@
 // event, and bad bodies refused with nothing changed in Redis.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
+import { auditAll } from '../../src/cli/audit.ts'
 import { messagesUsage, stopReason } from '../../src/inference/messages-object.ts'
-import { auditMarket } from '../../src/market/audit.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
@@ -321,5 +321,5 @@ test('usage: prompt tokens billed as cache reads and writes are named so, the re
 })
 
 test('the audit finds nothing off', async () => {
-  expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+  expect(await auditAll(stack.redis, stack.keys)).toEqual([])
 })

@@ -4,7 +4,7 @@
 // books balance without a write-off.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, sseData } from '../helpers/buyers.ts'
@@ -118,7 +118,7 @@ describe('a supplier that inflates its usage is paid the hold at most', () => {
     expect((await balances(stack, buyer.accountId)).spent).toBe(charged)
     const metrics = await (await adminFetch(stack, '/metrics')).text()
     expect(metrics).toMatch(/^svc_disputed_clears_total [1-9]/m)
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 
   test('10,000,000 prompt tokens on a stream: the cost frame is the hold, the rest disputed', async () => {
@@ -131,7 +131,7 @@ describe('a supplier that inflates its usage is paid the hold at most', () => {
     expect(parseMicros(cost.costUsdc)).toBe(Number(attempt.holdUsdc))
     expect(Number(attempt.disputed)).toBeGreaterThan(0)
     expect(parseMicros((await offerView(offer.id)).earnedUsdc!)).toBe(parseMicros(cost.costUsdc))
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 })
 
@@ -147,7 +147,7 @@ describe('the hold covers what the request allows', () => {
     expect(parseMicros(response.headers.get('x-svc-cost-usdc')!)).toBe(
       expectedCost({ prompt_tokens: 9, completion_tokens: 500 }, 40),
     )
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 
   test('12,000 bytes of digits hold at least 12,000 prompt tokens', async () => {
@@ -234,5 +234,5 @@ test('a buffered call slower than its lease keeps its hold: no second request is
   expect(attempt.state).toBe('cleared')
   expect(attempt.lateClear).toBeUndefined()
   expect((await balances(stack, buyer.accountId)).held).toBe(0)
-  expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+  expect(await auditAll(stack.redis, stack.keys)).toEqual([])
 }, 60_000) // a hang guard

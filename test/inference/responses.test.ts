@@ -2,7 +2,7 @@
 // responses.stream() against the gateway, OpenAI's event order, cost on the final event.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import type { TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
@@ -197,6 +197,6 @@ describe('not stored, and bad input', () => {
   }
 
   test('the audit finds nothing off', async () => {
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 })

@@ -1,7 +1,7 @@
 // Video end to end: quote (no-wait select), queue (hold the worst case), retrieve (status, then the
 // MP4, cleared on the first success), a refund to the micro-USDC, 410 after expiry.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
@@ -135,7 +135,7 @@ describe('video', () => {
     expect(expired.status).toBe(410)
     expect(((await expired.json()) as { error: { code: string } }).error.code).toBe('video_expired')
     expect(await balances(brief, who.accountId)).toEqual(before)
-    expect(await auditMarket(brief.redis, brief.keys)).toEqual([])
+    expect(await auditAll(brief.redis, brief.keys)).toEqual([])
   })
 
   for (const [why, body, code] of [
@@ -152,6 +152,6 @@ describe('video', () => {
   }
 
   test('the audit finds nothing off', async () => {
-    expect(await auditMarket(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 })

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
 import type Redis from 'ioredis'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { createRedis, whenReady } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
@@ -142,7 +142,7 @@ describe('Cluster', () => {
       const after = await balances(probe, buyer.accountId)
       expect(after.confirmed).toBeLessThan(before.confirmed)
       expect(after.spent).toBe(before.confirmed - after.confirmed)
-      expect(await auditMarket(cluster, keyspace(stack.config.redisPrefix))).toEqual([])
+      expect(await auditAll(cluster, keyspace(stack.config.redisPrefix))).toEqual([])
     } finally {
       cluster.disconnect()
       await stack.stop()
@@ -218,7 +218,7 @@ describe('Sentinel', () => {
       const direct = createRedis(`redis://127.0.0.1:${master.port}`)
       expect(await direct.exists(stack.keys.account(buyer.accountId))).toBe(1)
       direct.disconnect()
-      expect(await auditMarket(viaSentinel, keyspace(stack.config.redisPrefix))).toEqual([])
+      expect(await auditAll(viaSentinel, keyspace(stack.config.redisPrefix))).toEqual([])
     } finally {
       viaSentinel.disconnect()
       await stack.stop()

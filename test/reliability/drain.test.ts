@@ -2,7 +2,7 @@
 // ([DONE], charged once), then exits 0.
 import { afterAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
-import { auditMarket } from '../../src/market/audit.ts'
+import { auditAll } from '../../src/cli/audit.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
@@ -88,5 +88,5 @@ test('SIGTERM drains: the open stream completes and settles, new work is refused
   const acct = await redis.hgetall(keys.account(account.accountId))
   expect(Number(acct.spent)).toBeGreaterThan(0)
   expect(acct.held).toBe('0')
-  expect(await auditMarket(redis, keys)).toEqual([])
+  expect(await auditAll(redis, keys)).toEqual([])
 }, 40_000)
