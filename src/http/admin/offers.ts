@@ -20,6 +20,17 @@ export const offerFields = {
   supplier: t.String({ minLength: 1, maxLength: 128 }),
 }
 
+/** What an offer's owner (an operator or its supplier) may change on it, each optional. */
+export const offerChanges = {
+  askCents: t.Optional(offerFields.askCents),
+  capacityDiem: t.Optional(offerFields.capacityDiem),
+  status: t.Optional(t.Union([t.Literal('active'), t.Literal('paused')])),
+}
+
+/** A PATCH body of `fields`: nothing else, and at least one of them. */
+export const patchBody = <F extends Parameters<typeof t.Object>[0]>(fields: F) =>
+  t.Object(fields, { additionalProperties: false, minProperties: 1 })
+
 function baseUrl(raw: string): string {
   try {
     const url = new URL(raw)
@@ -109,18 +120,13 @@ export function adminOfferRoutes(deps: {
     .patch('/:id', async ({ params, body }) => offers.update(params.id, input(body)), {
       admin: true,
       params,
-      body: t.Object(
-        {
-          upstreamBaseUrl: t.Optional(offerFields.upstreamBaseUrl),
-          upstreamApiKey: t.Optional(offerFields.upstreamApiKey),
-          askCents: t.Optional(offerFields.askCents),
-          capacityDiem: t.Optional(offerFields.capacityDiem),
-          maxInFlight: t.Optional(offerFields.maxInFlight),
-          supplier: t.Optional(offerFields.supplier),
-          status: t.Optional(t.Union([t.Literal('active'), t.Literal('paused')])),
-        },
-        { additionalProperties: false, minProperties: 1 },
-      ),
+      body: patchBody({
+        ...offerChanges,
+        upstreamBaseUrl: t.Optional(offerFields.upstreamBaseUrl),
+        upstreamApiKey: t.Optional(offerFields.upstreamApiKey),
+        maxInFlight: t.Optional(offerFields.maxInFlight),
+        supplier: t.Optional(offerFields.supplier),
+      }),
     })
     .delete(
       '/:id',

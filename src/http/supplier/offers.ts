@@ -3,7 +3,7 @@
 // supplier's offer, or an operator's, is a 404.
 import { Elysia, t } from 'elysia'
 import { SupplierOfferService } from '../../suppliers/offers.ts'
-import { capacity, offerFields } from '../admin/offers.ts'
+import { capacity, offerChanges, offerFields, patchBody } from '../admin/offers.ts'
 import type { AuthDeps } from '../auth.ts'
 import { supplierAuth } from './auth.ts'
 
@@ -60,14 +60,7 @@ export function supplierOfferRoutes(deps: AuthDeps & { masterKey: Uint8Array; up
       {
         supplier: true,
         params,
-        body: t.Object(
-          {
-            askCents: t.Optional(offerFields.askCents),
-            capacityDiem: t.Optional(offerFields.capacityDiem),
-            status: t.Optional(t.Union([t.Literal('active'), t.Literal('paused')])),
-          },
-          { additionalProperties: false, minProperties: 1 },
-        ),
+        body: patchBody(offerChanges),
       },
     )
     .delete(
