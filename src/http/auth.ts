@@ -100,18 +100,29 @@ export function buyerAuthenticator(deps: AuthDeps): (request: Request) => Promis
   return (request) => authenticateBuyer(store, deps.logger, request)
 }
 
-/** The `buyer` macro: `{ buyer: true }` on a route gives its handler `buyer: { accountId, keyId }`. */
-export function buyerAuth(deps: AuthDeps) {
-  const authenticate = buyerAuthenticator(deps)
-  return new Elysia({ name: 'svc/buyer-auth', seed: deps.keys.prefix }).macro('buyer', {
+/**
+ * A macro's phases for a caller found from its key: authenticated before the body is read (a 401
+ * costs no body), then handed to the handler as `name` (the authenticator answers once per request).
+ */
+export function callerMacro<N extends string, C>(name: N, authenticate: (request: Request) => Promise<C>) {
+  return {
     parse: [
-      async ({ request }) => {
+      async ({ request }: { request: Request }) => {
         await authenticate(request)
       },
       jsonBody,
     ],
-    resolve: async ({ request }) => ({ buyer: await authenticate(request) }),
-  })
+    resolve: async ({ request }: { request: Request }) =>
+      ({ [name]: await authenticate(request) }) as Record<N, C>,
+  }
+}
+
+/** The `buyer` macro: `{ buyer: true }` on a route gives its handler `buyer: { accountId, keyId }`. */
+export function buyerAuth(deps: AuthDeps) {
+  return new Elysia({ name: 'svc/buyer-auth', seed: deps.keys.prefix }).macro(
+    'buyer',
+    callerMacro('buyer', buyerAuthenticator(deps)),
+  )
 }
 
 // The digest found in the parse phase, for the resolve phase of the same request.

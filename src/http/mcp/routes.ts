@@ -8,8 +8,7 @@ import { ApiError } from '../../errors.ts'
 import { type Dispatch, mcpServer } from '../../mcp/server.ts'
 import { SUPPLIER_INSTRUCTIONS, SUPPLIER_TOOLS } from '../../mcp/supplier-tools.ts'
 import { TOOLS, type Tool } from '../../mcp/tools.ts'
-import { type AuthDeps, buyerAuthenticator } from '../auth.ts'
-import { jsonBody } from '../json-body.ts'
+import { type AuthDeps, buyerAuthenticator, callerMacro } from '../auth.ts'
 import { supplierAuthenticator } from '../supplier/auth.ts'
 
 export const MCP_PATH = '/mcp'
@@ -42,15 +41,10 @@ function mcpAuth(deps: AuthDeps) {
     await buyer(request)
     return 'buyer'
   }
-  return new Elysia({ name: 'svc/mcp-auth', seed: deps.keys.prefix }).macro('caller', {
-    parse: [
-      async ({ request }) => {
-        await role(request)
-      },
-      jsonBody,
-    ],
-    resolve: async ({ request }) => ({ role: await role(request) }),
-  })
+  return new Elysia({ name: 'svc/mcp-auth', seed: deps.keys.prefix }).macro(
+    'caller',
+    callerMacro('role', role),
+  )
 }
 
 /** The role's tools whose routes the app serves (a route still being built leaves its tool out). */

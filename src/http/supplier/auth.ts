@@ -6,8 +6,7 @@ import { digestApiKey } from '../../accounts/api-keys.ts'
 import { LastUsedThrottle } from '../../accounts/last-used.ts'
 import { SupplierKeyStore } from '../../suppliers/key-store.ts'
 import { looksLikeSupplierKey } from '../../suppliers/supplier-keys.ts'
-import { type AuthDeps, bearerToken, refuseCookies, unauthorized } from '../auth.ts'
-import { jsonBody } from '../json-body.ts'
+import { type AuthDeps, bearerToken, callerMacro, refuseCookies, unauthorized } from '../auth.ts'
 
 export interface SupplierCaller {
   supplierId: string
@@ -48,14 +47,8 @@ export function supplierAuthenticator(deps: AuthDeps): (request: Request) => Pro
 
 /** `{ supplier: true }` on a route gives its handler `supplier: { supplierId, keyId }`. */
 export function supplierAuth(deps: AuthDeps) {
-  const resolve = supplierAuthenticator(deps)
-  return new Elysia({ name: 'svc/supplier-auth', seed: deps.keys.prefix }).macro('supplier', {
-    parse: [
-      async ({ request }) => {
-        await resolve(request)
-      },
-      jsonBody,
-    ],
-    resolve: async ({ request }) => ({ supplier: await resolve(request) }),
-  })
+  return new Elysia({ name: 'svc/supplier-auth', seed: deps.keys.prefix }).macro(
+    'supplier',
+    callerMacro('supplier', supplierAuthenticator(deps)),
+  )
 }
