@@ -4,7 +4,7 @@ import type { Address } from 'viem'
 import type { AccountStore, CreatedAccount } from '../accounts/accounts.ts'
 import { ApiError } from '../errors.ts'
 import type { CreditResult } from './ledger.ts'
-import type { Payments, SettledPayment } from './payments.ts'
+import type { Payments, PayOptions, SettledPayment } from './payments.ts'
 
 /** The payer's account, created (with its first key, named `keyName`) when the wallet has none. */
 export async function accountForPayer(
@@ -45,4 +45,26 @@ export async function creditPayer(
     throw payments.creditFailed(settled, error)
   }
   return { ...account, credit: await payments.credit(settled, account.accountId) }
+}
+
+/**
+ * A payment from any wallet, with no key (signup, top-up): settled behind the global fuse and
+ * credited to the payer's account, created when the wallet has none.
+ */
+export async function payFromAnyWallet(
+  payments: Payments,
+  fuse: { take(): Promise<void> },
+  accounts: AccountStore,
+  payment: Pick<PayOptions, 'kind' | 'terms' | 'headers'> & { maxPriceCents: number; keyName?: string },
+): Promise<Awaited<ReturnType<typeof creditPayer>> & { settled: SettledPayment }> {
+  const settled = await payments.settle({
+    kind: payment.kind,
+    terms: payment.terms,
+    headers: payment.headers,
+    // No key to charge a refusal to: one global fuse on settlement calls.
+    beforeSettle: () => fuse.take(),
+    accountId: async (payer) => (await accounts.findByWallet(payer))?.id,
+  })
+  const account = await creditPayer(payments, accounts, settled, payment.maxPriceCents, payment.keyName)
+  return { ...account, settled }
 }

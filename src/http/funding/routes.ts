@@ -8,7 +8,7 @@ import { KEY_NAME_MAX, keyPrefix } from '../../accounts/api-keys.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { balancesView } from '../../accounts/views.ts'
 import { ApiError } from '../../errors.ts'
-import { creditPayer } from '../../funding/accounts.ts'
+import { payFromAnyWallet } from '../../funding/accounts.ts'
 import type { Funding } from '../../funding/index.ts'
 import { moneyMoved } from '../../funding/payments.ts'
 import { formatMicros } from '../../money/units.ts'
@@ -42,15 +42,15 @@ function paidRoutes(deps: FundingRouteDeps) {
       '/signup',
       async ({ body, request, status, set }) => {
         const amount = fundingAmount(body.amountUsdc)
-        const settled = await payments.settle({
+        const keyName = body.name ?? FIRST_KEY_NAME
+        const account = await payFromAnyWallet(payments, fuse, accounts, {
           kind: 'signup',
           terms: termsFor(request, amount, 'svc signup'),
           headers: request.headers,
-          beforeSettle: () => fuse.take(),
-          accountId: async (payer) => (await accounts.findByWallet(payer))?.id,
+          maxPriceCents: deps.defaultMaxPriceCents,
+          keyName,
         })
-        const keyName = body.name ?? FIRST_KEY_NAME
-        const account = await creditPayer(payments, accounts, settled, deps.defaultMaxPriceCents, keyName)
+        const { settled } = account
         Object.assign(set.headers, settled.responseHeaders)
         let key: { apiKey: string; name: string; keyPrefix: string }
         if (account.created) {

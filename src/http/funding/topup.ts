@@ -8,7 +8,7 @@ import { AccountStore } from '../../accounts/accounts.ts'
 import { keyPrefix } from '../../accounts/api-keys.ts'
 import { balancesView } from '../../accounts/views.ts'
 import { badRequest, notFound } from '../../errors.ts'
-import { creditPayer } from '../../funding/accounts.ts'
+import { payFromAnyWallet } from '../../funding/accounts.ts'
 import { paymentId } from '../../funding/ledger.ts'
 import { formatMicros } from '../../money/units.ts'
 import type { FundingRouteDeps } from './routes.ts'
@@ -55,15 +55,13 @@ export function topupRoutes(deps: FundingRouteDeps) {
       '/v1/x402/topup',
       async ({ body, request, set }) => {
         const amount = fundingAmount(body.amountUsdc)
-        const settled = await payments.settle({
+        const account = await payFromAnyWallet(payments, fuse, accounts, {
           kind: 'topup',
           terms: termsFor(request, amount, 'svc top-up'),
           headers: request.headers,
-          // No key, like signup: one global fuse on settlement calls.
-          beforeSettle: () => fuse.take(),
-          accountId: async (payer) => (await accounts.findByWallet(payer))?.id,
+          maxPriceCents: deps.defaultMaxPriceCents,
         })
-        const account = await creditPayer(payments, accounts, settled, deps.defaultMaxPriceCents)
+        const { settled } = account
         Object.assign(set.headers, settled.responseHeaders)
         const after = await accounts.require(account.accountId)
         const { confirmedUsdc, pendingUsdc } = balancesView(after.balances)
