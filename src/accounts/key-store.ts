@@ -1,22 +1,15 @@
-// API keys in Redis: mint (under the cap, in lua/mint-key.lua), list, set a key's spending limit
-// or name (lua/set-key-limit.lua), revoke (lua/revoke-key.lua) and resolve, which is one HGETALL by digest so that a revoked key fails on the very next request
-// on every replica: there is no cache of key -> account to outlive a revoke.
+// API keys of an account (OwnedKeys, owned-keys.ts) with what only they have: a spending limit, and
+// the spent and held beside it on the account's hash. A limit or name is set by
+// lua/set-key-limit.lua; a limited caller's budget binds what it mints, changes and revokes.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
-import { generateApiKey, MAX_ACTIVE_API_KEYS } from './api-keys.ts'
+import { API_KEY_PREFIX, MAX_ACTIVE_API_KEYS } from './api-keys.ts'
+import { type NewKey, type OwnedKeyRecord, OwnedKeys } from './owned-keys.ts'
 import { accountResultError, limitBelowSpent } from './results.ts'
 
-export interface ApiKeyRecord {
-  id: string
-  accountId: string
-  name: string
-  prefix: string
-  createdAt: number
-  lastUsedAt: number | null
-}
-
+export type ApiKeyRecord = OwnedKeyRecord<'accountId'>
 /** A key's spending: micro-USDC, kept on its account's hash (they outlive a revoke). */
 export interface KeySpending {
   /** null: no limit */
@@ -35,34 +28,24 @@ export interface KeyChange {
   name?: string
 }
 
-export interface MintedApiKey extends KeySpending {
-  id: string
-  /** The plaintext: returned to the caller once, never stored, never logged. */
-  apiKey: string
-  name: string
-  keyPrefix: string
-}
-
-// A fresh UUID and 32 random bytes colliding is not going to happen; one retry covers it anyway.
-const MINT_ATTEMPTS = 2
-
-function toRecord(raw: Record<string, string>): ApiKeyRecord | null {
-  if (!raw.id || !raw.accountId) return null
-  return {
-    id: raw.id,
-    accountId: raw.accountId,
-    name: raw.name ?? '',
-    prefix: raw.prefix ?? '',
-    createdAt: Number(raw.createdAt),
-    lastUsedAt: raw.lastUsedAt ? Number(raw.lastUsedAt) : null,
-  }
-}
+export interface MintedApiKey extends NewKey, KeySpending {}
 
 export class ApiKeyStore {
+  private readonly owned: OwnedKeys<'accountId'>
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keyspace,
-  ) {}
+  ) {
+    this.owned = new OwnedKeys(redis, {
+      field: 'accountId',
+      keyPrefix: API_KEY_PREFIX,
+      cap: MAX_ACTIVE_API_KEYS,
+      ownerHash: keys.account,
+      ownerKeys: keys.accountKeys,
+      keyByDigest: keys.apiKey,
+    })
+  }
 
   /**
    * A new key, with a spending limit in micro-USDC when given. `callerKeyId` is the key asking, if
@@ -74,42 +57,14 @@ export class ApiKeyStore {
     limit: number | null = null,
     callerKeyId = '',
   ): Promise<MintedApiKey> {
-    for (let attempt = 0; ; attempt++) {
-      const key = generateApiKey()
-      const code = Number(
-        await runScript(
-          this.redis,
-          'mintKey',
-          [this.keys.account(accountId), this.keys.accountKeys(accountId), this.keys.apiKey(key.digest)],
-          [
-            accountId,
-            key.id,
-            key.digest,
-            name,
-            key.prefix,
-            MAX_ACTIVE_API_KEYS,
-            limit ?? '',
-            '',
-            callerKeyId,
-          ],
-        ),
-      )
-      if (code === AccountCode.Ok) {
-        return { id: key.id, apiKey: key.plaintext, name, keyPrefix: key.prefix, limit, spent: 0, held: 0 }
-      }
-      if (code !== AccountCode.IdTaken || attempt + 1 >= MINT_ATTEMPTS) throw accountResultError(code)
-    }
+    const minted = await this.owned.mint(accountId, name, limit, callerKeyId)
+    if ('refused' in minted) throw accountResultError(minted.refused)
+    return { ...minted, limit, spent: 0, held: 0 }
   }
 
   /** The account's active keys, oldest first, with their spending: the plaintext is not stored. */
   async list(accountId: string): Promise<ApiKeyWithSpending[]> {
-    const digests = Object.values(await this.redis.hgetall(this.keys.accountKeys(accountId)))
-    // Auto-pipelining sends these together: one round trip however many keys.
-    const raws = await Promise.all(digests.map((digest) => this.redis.hgetall(this.keys.apiKey(digest))))
-    const records = raws
-      .map(toRecord)
-      .filter((record): record is ApiKeyRecord => record !== null)
-      .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
+    const records = await this.owned.list(accountId)
     const spending = await this.spending(
       accountId,
       records.map((r) => r.id),
@@ -140,14 +95,13 @@ export class ApiKeyStore {
     change: KeyChange,
     callerKeyId = '',
   ): Promise<ApiKeyWithSpending> {
-    const accountKeys = this.keys.accountKeys(accountId)
-    const digest = await this.redis.hget(accountKeys, keyId)
+    const digest = await this.owned.digestOf(accountId, keyId)
     if (!digest) throw accountResultError(AccountCode.NoKey)
     const limitArg = change.limit === undefined ? '' : change.limit === null ? 'none' : change.limit
     const reply = (await runScript(
       this.redis,
       'setKeyLimit',
-      [this.keys.account(accountId), accountKeys, this.keys.apiKey(digest)],
+      [this.keys.account(accountId), this.keys.accountKeys(accountId), this.keys.apiKey(digest)],
       [keyId, digest, limitArg, change.name ?? '', callerKeyId],
     )) as (string | number)[]
     const code = Number(reply[0])
@@ -165,7 +119,7 @@ export class ApiKeyStore {
   }
 
   count(accountId: string): Promise<number> {
-    return this.redis.hlen(this.keys.accountKeys(accountId))
+    return this.owned.count(accountId)
   }
 
   /**
@@ -173,27 +127,17 @@ export class ApiKeyStore {
    * `callerKeyId` revoking a key without a limit is a 403.
    */
   async revoke(accountId: string, keyId: string, callerKeyId = ''): Promise<void> {
-    const accountKeys = this.keys.accountKeys(accountId)
-    const digest = await this.redis.hget(accountKeys, keyId)
-    if (!digest) throw accountResultError(AccountCode.NoKey)
-    const code = Number(
-      await runScript(
-        this.redis,
-        'revokeKey',
-        [accountKeys, this.keys.apiKey(digest), this.keys.account(accountId)],
-        [keyId, digest, callerKeyId],
-      ),
-    )
+    const code = await this.owned.revoke(accountId, keyId, callerKeyId)
     if (code !== AccountCode.Ok) throw accountResultError(code)
   }
 
   /** The active key with this digest, or null: one HGETALL, the only Redis read auth makes. */
-  async resolve(digest: string): Promise<ApiKeyRecord | null> {
-    return toRecord(await this.redis.hgetall(this.keys.apiKey(digest)))
+  resolve(digest: string): Promise<ApiKeyRecord | null> {
+    return this.owned.resolve(digest)
   }
 
   /** Sets lastUsedAt (Redis time) if the key still exists; see last-used.ts for how rarely. */
-  async touch(digest: string): Promise<void> {
-    await runScript(this.redis, 'touchKey', [this.keys.apiKey(digest)], [])
+  touch(digest: string): Promise<void> {
+    return this.owned.touch(digest)
   }
 }

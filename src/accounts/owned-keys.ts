@@ -1,0 +1,132 @@
+// Keys in Redis for either owner, an account (`svc_` API keys) or a supplier (`sup_` keys): the same
+// scripts on the owner's own hashes. Minted under the owner's cap (lua/mint-key.lua), listed, revoked
+// (lua/revoke-key.lua), touched (lua/touch-key.lua), and resolved by one HGETALL by digest, so a
+// revoked key fails on the very next request on every replica: no cache outlives a revoke.
+import type Redis from 'ioredis'
+import { AccountCode } from '../redis/result-codes.ts'
+import { runScript } from '../redis/scripts.ts'
+import { generateApiKey } from './api-keys.ts'
+
+/** Whose keys, and where they live. */
+export interface KeyOwner<F extends 'accountId' | 'supplierId'> {
+  /** The key hash's field naming its owner. */
+  field: F
+  /** `svc_` or `sup_`. */
+  keyPrefix: string
+  /** Active keys per owner at most. */
+  cap: number
+  ownerHash(ownerId: string): string
+  ownerKeys(ownerId: string): string
+  keyByDigest(digest: string): string
+}
+
+export type OwnedKeyRecord<F extends string> = {
+  id: string
+  name: string
+  prefix: string
+  createdAt: number
+  lastUsedAt: number | null
+} & Record<F, string>
+
+/** A key just minted: its plaintext goes to the caller once, never stored, never logged. */
+export interface NewKey {
+  id: string
+  apiKey: string
+  name: string
+  keyPrefix: string
+}
+
+// A fresh UUID and 32 random bytes colliding is not going to happen; one retry covers it anyway.
+const MINT_ATTEMPTS = 2
+
+export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
+  constructor(
+    private readonly redis: Redis,
+    private readonly owner: KeyOwner<F>,
+  ) {}
+
+  private toRecord(raw: Record<string, string>): OwnedKeyRecord<F> | null {
+    const ownerId = raw[this.owner.field]
+    if (!raw.id || !ownerId) return null
+    return {
+      id: raw.id,
+      [this.owner.field]: ownerId,
+      name: raw.name ?? '',
+      prefix: raw.prefix ?? '',
+      createdAt: Number(raw.createdAt),
+      lastUsedAt: raw.lastUsedAt ? Number(raw.lastUsedAt) : null,
+    } as OwnedKeyRecord<F>
+  }
+
+  /**
+   * Mints a key: the key, or the script's refusal code. `limit` (micro-USDC, API keys only) and
+   * `callerKeyId` (a limited caller's budget binds what it mints) as lua/mint-key.lua takes them.
+   */
+  async mint(
+    ownerId: string,
+    name: string,
+    limit: number | null = null,
+    callerKeyId = '',
+  ): Promise<NewKey | { refused: number }> {
+    const { owner } = this
+    for (let attempt = 0; ; attempt++) {
+      const key = generateApiKey(owner.keyPrefix)
+      const code = Number(
+        await runScript(
+          this.redis,
+          'mintKey',
+          [owner.ownerHash(ownerId), owner.ownerKeys(ownerId), owner.keyByDigest(key.digest)],
+          [ownerId, key.id, key.digest, name, key.prefix, owner.cap, limit ?? '', owner.field, callerKeyId],
+        ),
+      )
+      if (code === AccountCode.Ok) return { id: key.id, apiKey: key.plaintext, name, keyPrefix: key.prefix }
+      if (code !== AccountCode.IdTaken || attempt + 1 >= MINT_ATTEMPTS) return { refused: code }
+    }
+  }
+
+  /** The owner's active keys, oldest first: the plaintext is not stored. */
+  async list(ownerId: string): Promise<OwnedKeyRecord<F>[]> {
+    const digests = Object.values(await this.redis.hgetall(this.owner.ownerKeys(ownerId)))
+    // Auto-pipelining sends these together: one round trip however many keys.
+    const raws = await Promise.all(
+      digests.map((digest) => this.redis.hgetall(this.owner.keyByDigest(digest))),
+    )
+    return raws
+      .map((raw) => this.toRecord(raw))
+      .filter((record): record is OwnedKeyRecord<F> => record !== null)
+      .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
+  }
+
+  /** The digest of one of the owner's own keys, or null (unknown, another owner's, revoked). */
+  digestOf(ownerId: string, keyId: string): Promise<string | null> {
+    return this.redis.hget(this.owner.ownerKeys(ownerId), keyId)
+  }
+
+  /** Revokes one of the owner's own keys: the script's code (Ok, or why not); NoKey when not its own. */
+  async revoke(ownerId: string, keyId: string, callerKeyId = ''): Promise<number> {
+    const digest = await this.digestOf(ownerId, keyId)
+    if (!digest) return AccountCode.NoKey
+    return Number(
+      await runScript(
+        this.redis,
+        'revokeKey',
+        [this.owner.ownerKeys(ownerId), this.owner.keyByDigest(digest), this.owner.ownerHash(ownerId)],
+        [keyId, digest, callerKeyId],
+      ),
+    )
+  }
+
+  count(ownerId: string): Promise<number> {
+    return this.redis.hlen(this.owner.ownerKeys(ownerId))
+  }
+
+  /** The active key with this digest, or null: one HGETALL, the only Redis read auth makes. */
+  async resolve(digest: string): Promise<OwnedKeyRecord<F> | null> {
+    return this.toRecord(await this.redis.hgetall(this.owner.keyByDigest(digest)))
+  }
+
+  /** Sets lastUsedAt (Redis time) if the key still exists; see last-used.ts for how rarely. */
+  async touch(digest: string): Promise<void> {
+    await runScript(this.redis, 'touchKey', [this.owner.keyByDigest(digest)], [])
+  }
+}
