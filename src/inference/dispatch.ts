@@ -312,7 +312,17 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     try {
       call = await callAdmitted(deps, req, job, admission, failed)
     } catch (error) {
+      // Not a supplier's failure but ours (an upstream key that does not open, a bug): the attempt
+      // ends here with nothing charged, rather than hold until the reaper takes its lease.
       deps.renewer.remove(attemptId)
+      await release(deps.redis, deps.keys, {
+        attemptId,
+        errorCode: 'gateway_error',
+        cooldownMs: 0,
+        upstreamBalance: null,
+        final: true,
+        recordRetentionMs: deps.recordRetentionMs,
+      }).catch(() => {})
       throw error
     }
     if ('admission' in call) return call

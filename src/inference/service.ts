@@ -7,15 +7,19 @@ import type { Logger } from 'pino'
 import type { CatalogStore } from '../catalog/store.ts'
 import type { GatewayConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
-import type { Clearing } from '../market/clearing.ts'
+import { type Clearing, release } from '../market/clearing.ts'
 import { LeaseRenewer } from '../market/lease-renewer.ts'
 import { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
 import { formatMicros, type MicroDiem } from '../money/units.ts'
-import { attachSupportReference, newSupportReference } from '../records/support-reference.ts'
+import {
+  attachSupportReference,
+  newSupportReference,
+  SUPPORT_REFERENCE_HEADER,
+} from '../records/support-reference.ts'
 import { isRedisUnavailable } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { type ChatBody, liveTextModel, type ValidChat, validateChat } from './chat-request.ts'
-import { type ClearDeps, clearBurn } from './clear-usage.ts'
+import { type ClearDeps, type ClearedUsage, clearBurn } from './clear-usage.ts'
 import {
   chatJob,
   type DispatchDeps,
@@ -25,7 +29,7 @@ import {
   type UpstreamJob,
 } from './dispatch.ts'
 import { deliveredImages, type ImageBody, validateImages } from './image-request.ts'
-import { type BufferedResult, relayBuffered } from './relay-buffered.ts'
+import { type BufferedResult, costHeaders, relayBuffered } from './relay-buffered.ts'
 import type { StreamContext, StreamTiming } from './relay-stream.ts'
 import type { ChatMessageLike } from './tokens.ts'
 
@@ -57,7 +61,26 @@ export interface Begun {
   dispatched: Dispatched
 }
 
-/** One image per wallet in flight, always. */
+/** A chat's wire format (chat, Responses, Messages): how its answer is written, buffered or streamed. */
+export interface ChatFormat {
+  /** The buffered answer, from the supplier's chat completion (cleared) and what the clear charged. */
+  buffered(chat: Record<string, unknown>, clearing: ClearedUsage): unknown
+  /** The streamed answer: the relay, in this format, of the supplier's stream. */
+  stream(context: StreamContext): ReadableStream<Uint8Array>
+}
+
+/** What a route sends for a chat: the body (JSON text or a stream) and its headers. */
+export interface ChatAnswer {
+  body: string | ReadableStream<Uint8Array>
+  headers: Record<string, string>
+  /** What the request was charged, for its log line; null for a stream (it logs its own end). */
+  costUsdc: string | null
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json' }
+const STREAM_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' }
+
+/** One image per account in flight, always. */
 export const IMAGE_CAP_GROUP = { name: 'img', cap: 1 }
 
 /**
@@ -128,7 +151,7 @@ export class InferenceService {
     return dispatch(this.dispatching, { requester, ...call, job })
   }
 
-  async beginChat(body: ChatBody, requester: Requester, call: InferenceCall): Promise<Begun> {
+  private async beginChat(body: ChatBody, requester: Requester, call: InferenceCall): Promise<Begun> {
     const model = liveTextModel(await this.deps.catalog.get(body.model), body.model)
     const job = chatJob(validateChat(body, model, this.deps.config.inference.defaultMaxTokens))
     const dispatched = await this.dispatch(call, requester, job)
@@ -136,8 +159,77 @@ export class InferenceService {
     return { call, chat: dispatched.job.chat!, messages: body.messages as ChatMessageLike[], dispatched }
   }
 
+  /**
+   * Runs a chat to its end, the one owner of its attempt: admitted and dispatched, then its format
+   * made (`format`, which may refuse what the admitted chat cannot be written as), then cleared and
+   * written (buffered) or handed to the stream relay, which owns its own end. Anything thrown after
+   * admission and before the clear or the relay releases the attempt: no lease renewed for ever,
+   * no hold left.
+   */
+  async answerChat(
+    body: ChatBody,
+    requester: Requester,
+    call: InferenceCall,
+    format: (begun: Begun) => ChatFormat,
+  ): Promise<ChatAnswer> {
+    const begun = await this.beginChat(body, requester, call)
+    const reference = { [SUPPORT_REFERENCE_HEADER]: call.supportReference }
+    let written: ChatFormat
+    try {
+      written = format(begun)
+    } catch (error) {
+      await this.abandon(begun, error)
+      throw error
+    }
+    if (begun.chat.stream) {
+      const context = this.streamContext(begun)
+      let stream: ReadableStream<Uint8Array>
+      try {
+        stream = written.stream(context)
+      } catch (error) {
+        await this.abandon(begun, error)
+        throw error
+      }
+      return { body: stream, headers: { ...STREAM_HEADERS, ...reference }, costUsdc: null }
+    }
+    const { body: chat, clearing } = await this.clearBuffered(begun)
+    return {
+      body: JSON.stringify(written.buffered(chat, clearing)),
+      headers: { ...JSON_HEADERS, ...reference, ...costHeaders(clearing) },
+      costUsdc: formatMicros(clearing.charged),
+    }
+  }
+
+  /**
+   * Ends an admitted attempt that will not be cleared: the supplier's answer dropped, the lease no
+   * longer renewed, the hold released with nothing charged. Released by the reaper instead when the
+   * store is away now.
+   */
+  private async abandon(begun: Begun, cause: unknown): Promise<void> {
+    const { attemptId } = begun.dispatched.admission
+    begun.dispatched.response.cancel()
+    this.renewer.remove(attemptId)
+    this.deps.logger.error(
+      { requestId: begun.call.requestId, err: (cause as Error)?.message },
+      'chat abandoned',
+    )
+    await release(this.deps.redis, this.deps.keys, {
+      attemptId,
+      errorCode: 'gateway_error',
+      cooldownMs: 0,
+      upstreamBalance: null,
+      final: true,
+      recordRetentionMs: this.clearDeps.recordRetentionMs,
+    }).catch((error: Error) => {
+      this.deps.logger.warn(
+        { requestId: begun.call.requestId, err: error.message },
+        'abandoned attempt left to the reaper',
+      )
+    })
+  }
+
   /** Clears a buffered answer, or throws clearFailure's error. */
-  async clearBuffered(begun: Begun): Promise<BufferedResult> {
+  private async clearBuffered(begun: Begun): Promise<BufferedResult> {
     try {
       return await relayBuffered(
         this.clearDeps,
@@ -154,7 +246,7 @@ export class InferenceService {
   }
 
   /** What a stream relay needs from a begun chat. */
-  streamContext(begun: Begun): StreamContext {
+  private streamContext(begun: Begun): StreamContext {
     // The log line's closure holds these, not the request: that is freed while the stream runs.
     const { logger } = this.deps
     const { requestId, supportReference } = begun.call

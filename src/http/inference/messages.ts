@@ -12,16 +12,12 @@ import {
   messagesToChat,
   promptOf,
 } from '../../inference/messages-request.ts'
-import { costHeaders } from '../../inference/relay-buffered.ts'
 import { relayMessagesStream } from '../../inference/relay-messages.ts'
-import type { InferenceService } from '../../inference/service.ts'
+import type { ChatFormat, InferenceService } from '../../inference/service.ts'
 import { countTokens } from '../../inference/token-count.ts'
 import { type ChatMessageLike, promptTokenCount } from '../../inference/tokens.ts'
-import { formatMicros } from '../../money/units.ts'
-import { SUPPORT_REFERENCE_HEADER } from '../../records/support-reference.ts'
 import { buyerKeyAuth, unauthorized } from '../auth.ts'
-import { ownResponse } from '../own-response.ts'
-import { callOf, noteCost } from './call.ts'
+import { sendAnswer } from './call.ts'
 
 export function messagesRoutes(service: InferenceService) {
   const { deps } = service
@@ -35,29 +31,22 @@ export function messagesRoutes(service: InferenceService) {
         const translated = messagesToChat(body)
         const entry = await deps.catalog.get(body.model)
         if (entry) checkCapabilities(translated.needs, entry)
-        const begun = await service.beginChat(translated.chat, buyerKey, callOf(request))
-        const shape = {
-          id: `msg_${begun.call.requestId.slice(4)}`,
-          model: begun.chat.model.id,
-          stopSequences: translated.stopSequences,
-        }
-        const reference = { [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference }
-        if (!begun.chat.stream) {
-          const { body: chat, clearing } = await service.clearBuffered(begun)
-          noteCost(request, formatMicros(clearing.charged))
-          const { content, ...stop } = messageContent(shape, chat)
-          const message = messageObject(shape, content, stop, messagesUsage(clearing.usage))
-          return ownResponse(set, JSON.stringify(message), {
-            'content-type': 'application/json',
-            ...reference,
-            ...costHeaders(clearing),
-          })
-        }
-        return ownResponse(set, relayMessagesStream(service.streamContext(begun), shape), {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache',
-          ...reference,
-        })
+        return sendAnswer(request, set, (call) =>
+          service.answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
+            const shape = {
+              id: `msg_${begun.call.requestId.slice(4)}`,
+              model: begun.chat.model.id,
+              stopSequences: translated.stopSequences,
+            }
+            return {
+              buffered: (chat, clearing) => {
+                const { content, ...stop } = messageContent(shape, chat)
+                return messageObject(shape, content, stop, messagesUsage(clearing.usage))
+              },
+              stream: (context) => relayMessagesStream(context, shape),
+            }
+          }),
+        )
       },
       { buyerKey: true, body: messagesBodySchema },
     )

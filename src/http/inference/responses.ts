@@ -2,7 +2,6 @@
 // /v1/responses and GET /v1/responses/{id} answer 404: nothing is stored.
 import { Elysia } from 'elysia'
 import { notFound } from '../../errors.ts'
-import { costHeaders } from '../../inference/relay-buffered.ts'
 import { relayResponsesStream } from '../../inference/relay-responses.ts'
 import {
   incompleteReason,
@@ -11,12 +10,9 @@ import {
   responsesUsage,
 } from '../../inference/responses-object.ts'
 import { responseShape, responsesBodySchema, responsesToChat } from '../../inference/responses-request.ts'
-import type { InferenceService } from '../../inference/service.ts'
-import { formatMicros } from '../../money/units.ts'
-import { SUPPORT_REFERENCE_HEADER } from '../../records/support-reference.ts'
+import type { ChatFormat, InferenceService } from '../../inference/service.ts'
 import { buyerKeyAuth } from '../auth.ts'
-import { ownResponse } from '../own-response.ts'
-import { callOf, noteCost } from './call.ts'
+import { sendAnswer } from './call.ts'
 
 const notStored = () => {
   throw notFound('responses are not stored; this endpoint is stateless', 'not_found')
@@ -33,34 +29,28 @@ export function responsesRoutes(service: InferenceService) {
     .get('/v1/responses/:id', notStored)
     .post(
       '/v1/responses',
-      async ({ body, buyerKey, request, set }) => {
+      ({ body, buyerKey, request, set }) => {
         // A field that cannot be honoured is refused here, before anything is held.
         const translated = responsesToChat(body)
-        const begun = await service.beginChat(translated.chat, buyerKey, callOf(request))
-        const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
-        if (!begun.chat.stream) {
-          const { body: chat, clearing } = await service.clearBuffered(begun)
-          noteCost(request, formatMicros(clearing.charged))
-          const reason = incompleteReason(finishReason(chat))
-          const status = reason ? 'incomplete' : 'completed'
-          const response = responseObject(
-            shape,
-            status,
-            outputItems(shape, chat, status),
-            responsesUsage(clearing.usage, chat.usage),
-            reason,
-          )
-          return ownResponse(set, JSON.stringify(response), {
-            'content-type': 'application/json',
-            [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference,
-            ...costHeaders(clearing),
-          })
-        }
-        return ownResponse(set, relayResponsesStream(service.streamContext(begun), shape), {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache',
-          [SUPPORT_REFERENCE_HEADER]: begun.call.supportReference,
-        })
+        return sendAnswer(request, set, (call) =>
+          service.answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
+            const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
+            return {
+              buffered: (chat, clearing) => {
+                const reason = incompleteReason(finishReason(chat))
+                const status = reason ? 'incomplete' : 'completed'
+                return responseObject(
+                  shape,
+                  status,
+                  outputItems(shape, chat, status),
+                  responsesUsage(clearing.usage, chat.usage),
+                  reason,
+                )
+              },
+              stream: (context) => relayResponsesStream(context, shape),
+            }
+          }),
+        )
       },
       { buyerKey: true, body: responsesBodySchema },
     )
