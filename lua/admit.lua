@@ -20,7 +20,7 @@
   ARGV[14] the API key's SHA-256 digest ("" when ARGV[2] and ARGV[3] are given): the key is then
            resolved here, in the same call as the admission (one round trip fewer per request),
            and its lastUsedAt written at most once a minute
-  ARGV[15] how long an attempt reaped here is kept as its request's record, ms (default 30 days)
+  ARGV[15] how long an attempt reaped here is kept as its request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
 
   Every reply but {-11} ends with the account id and the API key id it was made for.
 

@@ -20,7 +20,7 @@
   ARGV[6]  output tokens
   ARGV[7]  "1" when the usage was estimated, "0" when metered
   ARGV[8]  outcome: completed | incomplete
-  ARGV[9]  how long the ended attempt is kept as the request's record, ms (default 30 days)
+  ARGV[9]  how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
   ARGV[10] the upstream's own cost of the request, micro-DIEM, when it disagrees with the reported
            burn ("" or absent: it agreed, or none came); recorded on the attempt, never billed
 

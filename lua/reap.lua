@@ -5,7 +5,7 @@
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  the most leases to reap in this call
-  ARGV[2]  how long a reaped attempt is kept as the request's record, ms (default 30 days)
+  ARGV[2]  how long a reaped attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
 
   Returns the number of leases reaped.
 ]]

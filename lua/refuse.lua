@@ -12,7 +12,7 @@
   ARGV[4]  request id
   ARGV[5]  model id
   ARGV[6]  the contract's error code the buyer got
-  ARGV[7]  how long the record is kept, ms (default 30 days)
+  ARGV[7]  how long the record is kept, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
 
   Returns 1.
 ]]

@@ -11,7 +11,7 @@
   ARGV[4]  the supplier key's upstream balance, micro-DIEM ("" unknown)
   ARGV[5]  "1" when no other supplier will be tried for this request (kept as the attempt's
            `final`: its record is then complete), "0" when the request falls forward
-  ARGV[6]  how long the ended attempt is kept as the request's record, ms (default 30 days)
+  ARGV[6]  how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
 
   Returns {1, confirmedAfter} released; {0} already ended (no-op); {-1} unknown attempt.
 ]]

@@ -106,12 +106,13 @@ end
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
 -- attempt hashes themselves, so an attempt's record is written in the same script that ends it
 -- and nothing is copied afterwards. It is kept for the record retention (SVC_RECORD_RETENTION_DAYS),
--- which each script that ends attempts sets first from its ARGV ('' for the default, 30 days):
+-- which each script that ends attempts sets first from its ARGV (the default is the caller's):
 -- as a Redis function it is shared between calls, so none may rely on an earlier one's. Long
 -- enough too for any replayed clear to find it (and be a no-op) and for a late result after a reap.
 local record_ttl_ms
 local function keep_records_for(ms)
-  if ms and ms ~= '' then record_ttl_ms = s(int(ms)) else record_ttl_ms = '2592000000' end
+  if not ms or int(ms) <= 0 then error('the record retention, ms, is required') end
+  record_ttl_ms = s(int(ms))
 end
 
 -- Every ended attempt also goes on two Streams, in the same script: its account's (what GET

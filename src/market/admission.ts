@@ -2,6 +2,7 @@
 // request's worst case (lua/admit.lua). This module only shapes arguments and results.
 import type Redis from 'ioredis'
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
+import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
@@ -69,7 +70,7 @@ export async function admit(
       req.capGroup?.name ?? '',
       req.capGroup?.cap ?? 0,
       req.apiKeyDigest ?? '',
-      req.recordRetentionMs ?? '',
+      req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
     ],
   )) as Reply
   const code = n(reply[0]) as AdmitCode

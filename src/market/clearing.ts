@@ -3,6 +3,7 @@
 // results.
 import type Redis from 'ioredis'
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
+import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { ClearCode, ReleaseCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
@@ -63,7 +64,7 @@ export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Pr
       req.outputTokens,
       req.estimated ? '1' : '0',
       req.outcome,
-      req.recordRetentionMs ?? '',
+      req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
       req.upstreamCost ?? '',
     ],
   )) as Reply
@@ -105,7 +106,7 @@ export async function release(redis: Redis, keys: Keyspace, req: ReleaseRequest)
       req.cooldownMs,
       req.upstreamBalance === null ? '' : req.upstreamBalance,
       req.final ? '1' : '0',
-      req.recordRetentionMs ?? '',
+      req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
     ],
   )) as Reply
   return n(reply[0]) === ReleaseCode.Released

@@ -1,6 +1,7 @@
 // The lease scripts' typed wrappers: renew pushes an in-flight attempt's lease forward, reap ends
 // the attempts whose lease expired (lua/renew.lua, lua/reap.lua).
 import type Redis from 'ioredis'
+import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { RenewCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
@@ -20,5 +21,7 @@ export async function reapExpired(
   limit = 100,
   recordRetentionMs?: number,
 ): Promise<number> {
-  return Number(await runScript(redis, 'reap', [keys.base], [limit, recordRetentionMs ?? '']))
+  return Number(
+    await runScript(redis, 'reap', [keys.base], [limit, recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS]),
+  )
 }

@@ -31,51 +31,65 @@ import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
 import { LIB, MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
 
+// Each script declares how many KEYS and ARGV it takes, as its header block numbers them (a test
+// reads the headers); runScript refuses a call that passes another count. A variadic script takes
+// its declared ARGV and then more, as its header says (a payout's step and that step's values, the
+// catalog's rows).
+
 /** A script that includes no library: its EVAL form is its body. */
-const standalone = (lua: string, keys: number) => ({ lua, body: lua, market: false, keys })
+const standalone = (lua: string, keys: number, argv: number, variadic = false) => ({
+  lua,
+  body: lua,
+  market: false,
+  keys,
+  argv,
+  variadic,
+})
 
 /** A market script: the libraries it calls, the prologue, then its body; one key, the keyspace base. */
-const market = (libs: string[], body: string) => ({
+const market = (libs: string[], body: string, argv: number, variadic = false) => ({
   lua: [...libs, MARKET_PROLOGUE, body].join('\n'),
   body,
   market: true,
   keys: 1,
+  argv,
+  variadic,
 })
 // Each EVAL form carries only the libraries it calls: every one runs its definitions on every call.
 const ending = [LIB.keys, LIB.numbers, LIB.attempts]
 
 export const SCRIPTS = {
   // accounts
-  createAccount: standalone(createAccount, 5),
-  mintKey: standalone(mintKey, 3),
-  revokeKey: standalone(revokeKey, 3),
-  setKeyLimit: standalone(setKeyLimit, 3),
-  touchKey: standalone(touchKey, 1),
-  credit: standalone(credit, 2),
+  createAccount: standalone(createAccount, 5, 8),
+  mintKey: standalone(mintKey, 3, 9),
+  revokeKey: standalone(revokeKey, 3, 3),
+  setKeyLimit: standalone(setKeyLimit, 3, 5),
+  touchKey: standalone(touchKey, 1, 0),
+  credit: standalone(credit, 2, 5),
   // catalog
-  catalogReplace: standalone(catalogReplace, 2),
+  catalogReplace: standalone(catalogReplace, 2, 2, true),
   // the market: every script takes one key, the keyspace base, from which lib/keys builds the rest
-  admit: market(MARKET_LIBS, admit),
-  clear: market(ending, clear),
-  release: market(ending, release),
-  reap: market([...ending, LIB.reap], reap),
-  refuse: market(ending, refuse),
-  renew: market([LIB.keys, LIB.numbers], renew),
-  offerPut: market([LIB.keys, LIB.numbers, LIB.offers], offerPut),
-  capacity: market([LIB.keys, LIB.numbers, LIB.offers], capacity),
-  quote: market([LIB.keys, LIB.numbers, LIB.offers, LIB.pick], quote),
+  admit: market(MARKET_LIBS, admit, 15),
+  clear: market(ending, clear, 10),
+  release: market(ending, release, 6),
+  reap: market([...ending, LIB.reap], reap, 2),
+  refuse: market(ending, refuse, 7),
+  renew: market([LIB.keys, LIB.numbers], renew, 2),
+  offerPut: market([LIB.keys, LIB.numbers, LIB.offers], offerPut, 13),
+  capacity: market([LIB.keys, LIB.numbers, LIB.offers], capacity, 1),
+  quote: market([LIB.keys, LIB.numbers, LIB.offers, LIB.pick], quote, 3),
   // funding (x402): claim an authorization, release a claim that moved no money, credit, confirm
-  claimPayment: standalone(claimPayment, 2),
-  releasePayment: standalone(releasePayment, 2),
-  creditPayment: standalone(creditPayment, 5),
-  confirmPayment: standalone(confirmPayment, 3),
+  claimPayment: standalone(claimPayment, 2, 6),
+  releasePayment: standalone(releasePayment, 2, 1),
+  creditPayment: standalone(creditPayment, 5, 6),
+  confirmPayment: standalone(confirmPayment, 3, 2),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
-  supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin),
-  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers], supplierStatus),
+  supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, 9),
+  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers], supplierStatus, 2),
   // payouts: a request moves payable to pending; the sender's lock; each step of a transfer
-  payoutCreate: market([LIB.keys, LIB.numbers], payoutCreate),
-  payoutLock: market([LIB.keys, LIB.numbers], payoutLock),
-  payoutMove: market([LIB.keys, LIB.numbers], payoutMove),
+  payoutCreate: market([LIB.keys, LIB.numbers], payoutCreate, 5),
+  payoutLock: market([LIB.keys, LIB.numbers], payoutLock, 4),
+  payoutMove: market([LIB.keys, LIB.numbers], payoutMove, 4, true),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

@@ -59,9 +59,15 @@ export function runScript(
   keys: string[],
   args: ScriptArg[],
 ): Promise<unknown> {
-  if (keys.length !== SCRIPTS[name].keys) throw new Error(`${name} takes ${SCRIPTS[name].keys} keys`)
+  const script = SCRIPTS[name]
+  if (
+    keys.length !== script.keys ||
+    args.length < script.argv ||
+    (!script.variadic && args.length > script.argv)
+  )
+    throw new Error(`${name} takes ${script.keys} keys and ${script.argv} arguments`)
   const lane = readyScriptLane(redis)
-  if (lane) return lane.call(LIBRARY, name, SCRIPTS[name].lua, keys, args)
+  if (lane) return lane.call(LIBRARY, name, script.lua, keys, args)
   const command = (redis as unknown as Record<ScriptName, ScriptCommand>)[name]
   return command.call(redis, ...keys, ...args)
 }

@@ -76,7 +76,7 @@ describe("an ended attempt is its request's record, written by the script that e
     expect(await servedToday()).toEqual({ 'llama-3.3-70b': '1' })
   })
 
-  test('without a retention the scripts keep a record 30 days', async () => {
+  test('without a retention a record is kept 30 days: the one default, in TypeScript', async () => {
     await postOffer(fx, 45, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
     const adm = admitted(await admitFor(fx, acct))

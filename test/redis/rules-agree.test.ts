@@ -1,5 +1,6 @@
 // Rules written in both Lua and TypeScript agree: the cost at an ask (the hold and the charge in
-// lua/, the quote and the capacity figures in src/), the default record retention, the UTC day.
+// lua/, the quote and the capacity figures in src/), the record retention's one default, the UTC
+// day, and each script's KEYS and ARGV as its header numbers them.
 import { afterAll, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import libAttempts from '../../lua/lib/attempts.lua' with { type: 'text' }
@@ -9,6 +10,8 @@ import { costAtAsk, type MicroDiem } from '../../src/money/units.ts'
 import { utcDay } from '../../src/records/days.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../../src/records/refusals.ts'
 import { createRedis } from '../../src/redis/connection.ts'
+import { SCRIPTS } from '../../src/redis/script-registry.ts'
+import { runScript } from '../../src/redis/scripts.ts'
 import { testRedisUrl } from '../helpers/stack.ts'
 
 const redis = createRedis(testRedisUrl(), { name: 'svc-test-rules' })
@@ -37,12 +40,35 @@ test('ceil(burn x ask / 100): the scripts and costAtAsk agree to the micro-USDC'
   )
 })
 
-test('the default record retention is the same in the scripts and in TypeScript', async () => {
-  const ttl = await redis.eval(
-    `${libKeys}\n${libNumbers}\n${libAttempts}\nbind_globals()\nkeep_records_for('')\nreturn record_ttl_ms`,
-    0,
-  )
-  expect(Number(ttl)).toBe(DEFAULT_RECORD_RETENTION_MS)
+test('the record retention has one default, in TypeScript: the scripts refuse to guess one', async () => {
+  const keep = (ms: string) =>
+    redis.eval(
+      `${libKeys}\n${libNumbers}\n${libAttempts}\nbind_globals()\nkeep_records_for(ARGV[1])\nreturn record_ttl_ms`,
+      0,
+      ms,
+    )
+  await expect(keep('')).rejects.toThrow('record retention')
+  expect(Number(await keep(String(DEFAULT_RECORD_RETENTION_MS)))).toBe(DEFAULT_RECORD_RETENTION_MS)
+})
+
+test('every script takes the KEYS and ARGV its header block numbers, as the registry declares', () => {
+  const off: string[] = []
+  for (const [name, script] of Object.entries(SCRIPTS)) {
+    const header = script.body.slice(0, script.body.indexOf(']]'))
+    const numbered = (word: string) =>
+      [...header.matchAll(new RegExp(`^ {2}${word}\\[(\\d+)\\]`, 'gm'))].map((m) => Number(m[1]))
+    const contiguous = (list: number[], count: number) =>
+      list.length === count && list.every((n, i) => n === i + 1)
+    if (!contiguous(numbered('ARGV'), script.argv))
+      off.push(`${name}: ARGV ${numbered('ARGV')} vs ${script.argv}`)
+    if (!contiguous(numbered('KEYS'), script.keys))
+      off.push(`${name}: KEYS ${numbered('KEYS')} vs ${script.keys}`)
+  }
+  expect(off).toEqual([])
+})
+
+test('a call with another count of arguments is refused before it reaches Redis', () => {
+  expect(() => runScript(redis, 'renew', ['base'], ['attempt'])).toThrow('renew takes 1 keys and 2 arguments')
 })
 
 test('utc_day names the same day as utcDay', async () => {

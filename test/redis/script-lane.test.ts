@@ -66,6 +66,7 @@ describe('the native script lane', () => {
       '',
       0,
       '',
+      86_400_000,
     ]
     const first = randomUUID()
     const viaLane = (await runScript(fx.redis, 'admit', [fx.keys.base], args(first))) as unknown[]
@@ -137,7 +138,7 @@ describe('the native script lane', () => {
         redis,
         'admit',
         [keys.base],
-        [randomUUID(), 'acct-none', 'key-1', 1_000, 10, 10, 60_000, '', 50, 'm', 'r', '', 0, ''],
+        [randomUUID(), 'acct-none', 'key-1', 1_000, 10, 10, 60_000, '', 50, 'm', 'r', '', 0, '', 86_400_000],
       )) as unknown[]
       expect(refused[0]).toBe(-1)
       // Redis sees both connections on its socket, none over TCP
@@ -205,7 +206,8 @@ describe('a store that goes away', () => {
     lane.close()
     expect(isRedisUnavailable(refused)).toBe(true)
     await laneUp(fx.redis)
-    const scriptError = await runScript(fx.redis, 'admit', [fx.keys.base], ['only one argument']).catch(
+    // Reap without its record retention: the script itself refuses (the default lives in TypeScript).
+    const scriptError = await runScript(fx.redis, 'reap', [fx.keys.base], [10, '']).catch(
       (error: unknown) => error,
     )
     expect(scriptError).toBeInstanceOf(Error)
