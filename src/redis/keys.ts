@@ -122,7 +122,8 @@ export function keyspace(prefix: string) {
      * hash, one per payout: id, supplierId, wallet (to), from (the payout wallet, once signed),
      * amount (micro-USDC), idempotencyKey (its SHA-256 hex), state (sending|pending|confirmed|failed),
      * createdAt, updatedAt (ms), nonce, txHash, rawTx (the signed transaction, recorded before it is
-     * broadcast), blockNumber, error. See lua/payout-create.lua and lua/payout-move.lua.
+     * broadcast), hashes (every hash signed at that nonce, comma-separated), signedBlock (the head
+     * when first signed), blockNumber, error. See lua/payout-create.lua and lua/payout-move.lua.
      */
     payout: (payoutId: string) => key(`payout:${payoutId}`),
     /** zset: the supplier's payout ids, scored by createdAt (ms) */
