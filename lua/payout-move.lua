@@ -3,7 +3,8 @@
   only (the fencing token is checked here, so a sender whose lock lapsed changes nothing):
     signed     sending, no transaction yet, the supplier not suspended: records from, nonce,
                txHash, the signed rawTx and the block it was signed at, before it is broadcast (a
-               crash after this rebroadcasts the same transaction); hashes starts with txHash
+               crash after this rebroadcasts the same transaction); hashes starts with txHash;
+               the wallet's next nonce is raised past it
     bumped     sending, signed: the same nonce signed again with a higher fee; its hash is added to
                hashes (every hash signed is kept: only one of them can ever be mined) and it
                becomes txHash and rawTx, the bytes broadcast from now on
@@ -60,6 +61,8 @@ if step == 'signed' then
   if suspended then return { -4 } end
   rcall('HSET', payout, 'from', ARGV[5], 'nonce', ARGV[6], 'txHash', ARGV[7], 'rawTx', ARGV[8],
     'signedBlock', ARGV[9], 'hashes', ARGV[7], 'updatedAt', now)
+  local next_nonce = k_payout_next_nonce(ARGV[3])
+  if int(rcall('GET', next_nonce)) <= int(ARGV[6]) then rcall('SET', next_nonce, s(int(ARGV[6]) + 1)) end
   return { 1 }
 end
 

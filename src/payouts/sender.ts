@@ -13,7 +13,7 @@
 // - a pending payout with SVC_CONFIRMATIONS confirmations becomes confirmed; one a reorg moved is
 //   counted from its new block, one a reorg took out goes back to sending (the same bytes again);
 // - then, when no transaction of the wallet is unmined, the oldest `sending` payout is signed at
-//   the wallet's pending nonce, recorded (rawTx and hash) and only then broadcast; a suspended
+//   the wallet's pending nonce (never below one already signed), recorded (rawTx and hash) and only then broadcast; a suspended
 //   supplier's is withheld instead (back to payable), its status read just before signing.
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
@@ -101,7 +101,11 @@ export class PayoutSender {
     // A payout asked before a suspension is not sent after it (payout-move checks again).
     if (await this.store.suspended(payout.supplierId)) return this.withhold(lease, payout)
     const signedBlock = await this.chain.blockNumber()
-    const nonce = await this.wallet.nonce('pending')
+    // A node behind may count fewer: never below a nonce a payout was signed at.
+    const nonce = Math.max(
+      await this.wallet.nonce('pending'),
+      await this.store.nextNonce(this.wallet.address),
+    )
     let signed: Awaited<ReturnType<PayoutWallet['sign']>>
     try {
       signed = await this.wallet.sign(payout.wallet as Address, BigInt(payout.amount), nonce)

@@ -158,6 +158,11 @@ export class PayoutStore {
     return rows.filter((raw) => raw.id).map(parse)
   }
 
+  /** The wallet's next nonce as its signed payouts count it (0 before any). */
+  async nextNonce(wallet: string): Promise<number> {
+    return Number((await this.redis.get(this.keys.payoutNextNonce(wallet.toLowerCase()))) ?? 0)
+  }
+
   /** Whether the supplier is suspended now (its unsigned payouts are withheld). */
   async suspended(supplierId: string): Promise<boolean> {
     return (await this.redis.hget(this.keys.supplier(supplierId), 'status')) === 'suspended'

@@ -137,6 +137,11 @@ export function keyspace(prefix: string) {
     payoutKey: (supplierId: string, digest: string) => key(`supplier:${supplierId}:payout-key:${digest}`),
     /** string: the payout wallet's sender lock (lower-case address), a fencing token, SET NX PX */
     payoutSenderLock: (wallet: string) => key(`payout:sender:${wallet}`),
+    /**
+     * string: the payout wallet's (lower-case address) next nonce as its signed payouts count it,
+     * raised by payout-move signed: a node answering from behind cannot make a nonce used twice.
+     */
+    payoutNextNonce: (wallet: string) => key(`payout:next-nonce:${wallet}`),
 
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),

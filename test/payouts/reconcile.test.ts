@@ -309,6 +309,29 @@ describe('an RPC whose nodes lag', () => {
   })
 })
 
+describe('an RPC whose nodes lag', () => {
+  test('nonces read from a node behind: the next payout is signed past the last one, not at its nonce', async () => {
+    const a = await payoutOf(1_000_000)
+    const behind = new PayoutSender(store, laggingWallet, laggingChain, logger, {
+      confirmations: CONFIRMATIONS,
+      lockTtlMs: 300,
+      receiptTimeoutMs: 1_000,
+      bumpAfterMs: 60_000,
+    })
+    // a node one block behind: it counts the wallet's transactions of every block but the newest
+    await chain.testClient.mine({ blocks: 2 })
+    rpc.set({ nonces: { blocks: 1, share: 1 } })
+    const first = await finish(behind, a.payout.id)
+    expect(first.state).toBe('confirmed')
+    expect(await wallet.nonce('latest')).toBe(first.nonce! + 1)
+    const b = await payoutOf(2_000_000)
+    const second = await finish(behind, b.payout.id)
+    expect(rpc.lagged.eth_getTransactionCount).toBeGreaterThan(0)
+    expect(second).toMatchObject({ state: 'confirmed', nonce: first.nonce! + 1 })
+    expect((await transfersFrom(chain, wallet.address, b.to)).map((t) => t.tx)).toEqual([second.txHash!])
+  })
+})
+
 describe('a transfer stuck unmined', () => {
   test('is re-signed at its nonce with a higher fee; the one mined confirms it; audit --chain finds it', async () => {
     const { supplierId, payout, to } = await payoutOf(1_300_000)

@@ -63,12 +63,13 @@ async function holdLock(): Promise<string> {
 
 describe('lua key names', () => {
   test('the payout names in lib/keys are those of src/redis/keys.ts', async () => {
-    const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_payout('P'), k_supplier_payouts('S'), k_payout_key('S', 'D'), k_payout_lock('W'), K_PAYOUTS_OPEN }`
+    const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_payout('P'), k_supplier_payouts('S'), k_payout_key('S', 'D'), k_payout_lock('W'), k_payout_next_nonce('W'), K_PAYOUTS_OPEN }`
     expect(await fx.redis.eval(script, 1, fx.keys.base)).toEqual([
       fx.keys.payout('P'),
       fx.keys.supplierPayouts('S'),
       fx.keys.payoutKey('S', 'D'),
       fx.keys.payoutSenderLock('W'),
+      fx.keys.payoutNextNonce('W'),
       fx.keys.payoutsOpen,
     ])
   })
@@ -181,6 +182,7 @@ describe('payout-move', () => {
     } as const
     expect(await payouts.move(payout.id, WALLET, token, signed)).toBe(PayoutMoveCode.Moved)
     expect(await payouts.move(payout.id, WALLET, token, signed)).toBe(PayoutMoveCode.AlreadySo)
+    expect(await payouts.nextNonce(WALLET)).toBe(8)
     expect(await payouts.move(payout.id, WALLET, token, { ...signed, txHash: '0xother' })).toBe(
       PayoutMoveCode.Illegal,
     )
