@@ -1,10 +1,17 @@
 --[[
   payout-move: one step of a payout's life, taken by the holder of the payout wallet's sender lock
   only (the fencing token is checked here, so a sender whose lock lapsed changes nothing):
-    signed     sending, no transaction yet: records from, nonce, txHash and the signed rawTx,
-               before it is broadcast (a crash after this rebroadcasts the same transaction)
-    included   sending -> pending: its transaction is mined; records the block (again, when a
-               reorg mined it in another block)
+    signed     sending, no transaction yet, the supplier not suspended: records from, nonce,
+               txHash, the signed rawTx and the block it was signed at, before it is broadcast (a
+               crash after this rebroadcasts the same transaction); hashes starts with txHash;
+               the wallet's next nonce is raised past it
+    bumped     sending, signed: the same nonce signed again with a higher fee; its hash is added to
+               hashes (every hash signed is kept: only one of them can ever be mined) and it
+               becomes txHash and rawTx, the bytes broadcast from now on
+    withheld   sending, never signed, the supplier suspended -> failed: pending -= amount
+               (payable again); a signed payout is never withheld (its transfer may be mined)
+    included   sending -> pending: one of its hashes is mined; records it as txHash and the block
+               (again, when a reorg mined it in another block)
     dropped    pending -> sending: a reorg took its transaction out of the chain; the recorded
                bytes stay, to be broadcast again (the same hash and nonce: never paid twice)
     confirmed  pending -> confirmed: pending -= amount, paidOut += amount
@@ -14,33 +21,55 @@
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  payout id
-  ARGV[2]  step: signed | included | dropped | confirmed | failed
+  ARGV[2]  step: signed | bumped | withheld | included | dropped | confirmed | failed
   ARGV[3]  the payout wallet, lower case (names the lock)
   ARGV[4]  the fencing token the lock must hold
-  ARGV[5..] signed: from, nonce, txHash, rawTx; included: txHash, blockNumber;
-            confirmed: blockNumber; failed: error; dropped: txHash
+  ARGV[5..] signed: from, nonce, txHash, rawTx, signedBlock; bumped: txHash, rawTx;
+            withheld: error; included: txHash, blockNumber; confirmed: blockNumber;
+            failed: error; dropped: txHash
 
   Returns {1} moved, {0} already so, or
     {-1}         unknown payout
     {-2, state}  not a legal step from its state
     {-3}         the lock is not held with this token
+    {-4}         signed or withheld: the supplier is (signed) or is not (withheld) suspended
 ]]
 
 local id, step = ARGV[1], ARGV[2]
 if rcall('GET', k_payout_lock(ARGV[3])) ~= ARGV[4] then return { -3 } end
 local payout = k_payout(id)
-local p = rcall('HMGET', payout, 'state', 'txHash', 'amount', 'supplierId', 'blockNumber')
+local p = rcall('HMGET', payout, 'state', 'txHash', 'amount', 'supplierId', 'blockNumber', 'hashes')
 local state, tx = p[1], p[2]
 if not state then return { -1 } end
 local now = s(now_ms())
+local supplier = k_supplier(p[4])
+local suspended = rcall('HGET', supplier, 'status') == 'suspended'
+
+-- Whether the payout signed this hash (a payout signed before hashes were kept has its txHash).
+local function signed_hash(hash)
+  local hashes = p[6] or tx
+  if not hashes then return false end
+  return string.find(',' .. hashes .. ',', ',' .. hash .. ',', 1, true) ~= nil
+end
 
 if step == 'signed' then
   if tx then
-    if state ~= 'failed' and tx == ARGV[7] then return { 0 } end
+    if state ~= 'failed' and signed_hash(ARGV[7]) then return { 0 } end
     return { -2, state }
   end
   if state ~= 'sending' then return { -2, state } end
+  if suspended then return { -4 } end
   rcall('HSET', payout, 'from', ARGV[5], 'nonce', ARGV[6], 'txHash', ARGV[7], 'rawTx', ARGV[8],
+    'signedBlock', ARGV[9], 'hashes', ARGV[7], 'updatedAt', now)
+  local next_nonce = k_payout_next_nonce(ARGV[3])
+  if int(rcall('GET', next_nonce)) <= int(ARGV[6]) then rcall('SET', next_nonce, s(int(ARGV[6]) + 1)) end
+  return { 1 }
+end
+
+if step == 'bumped' then
+  if not tx or state ~= 'sending' then return { -2, state } end
+  if signed_hash(ARGV[5]) then return { 0 } end
+  rcall('HSET', payout, 'txHash', ARGV[5], 'rawTx', ARGV[6], 'hashes', (p[6] or tx) .. ',' .. ARGV[5],
     'updatedAt', now)
   return { 1 }
 end
@@ -51,8 +80,8 @@ if step == 'included' then
     rcall('HSET', payout, 'blockNumber', ARGV[6], 'updatedAt', now)
     return { 1 }
   end
-  if state ~= 'sending' or not tx or tx ~= ARGV[5] then return { -2, state } end
-  rcall('HSET', payout, 'state', 'pending', 'blockNumber', ARGV[6], 'updatedAt', now)
+  if state ~= 'sending' or not signed_hash(ARGV[5]) then return { -2, state } end
+  rcall('HSET', payout, 'state', 'pending', 'txHash', ARGV[5], 'blockNumber', ARGV[6], 'updatedAt', now)
   return { 1 }
 end
 
@@ -65,7 +94,17 @@ if step == 'dropped' then
 end
 
 local amount = int(p[3])
-local supplier = k_supplier(p[4])
+
+if step == 'withheld' then
+  if state == 'failed' and not tx then return { 0 } end
+  if state ~= 'sending' or tx then return { -2, state } end
+  if not suspended then return { -4 } end
+  rcall('HSET', payout, 'state', 'failed', 'error', ARGV[5], 'updatedAt', now)
+  rcall('HINCRBY', supplier, 'pending', s(-amount))
+  rcall('ZREM', K_PAYOUTS_OPEN, id)
+  return { 1 }
+end
+
 if step == 'confirmed' then
   if state == 'confirmed' then return { 0 } end
   if state ~= 'pending' then return { -2, state } end

@@ -116,6 +116,8 @@ export interface PayoutConfig {
   intervalMs: number
   /** The sender lock's time to live (renewed while held). */
   lockTtlMs: number
+  /** How long a payout's transaction may stay unmined before it is re-signed with a higher fee. */
+  bumpAfterMs: number
 }
 
 function sixDecimals(env: Env, name: string, fallback: string): number {
@@ -144,6 +146,7 @@ function loadPayoutConfig(env: Env, funding: FundingConfig | undefined): PayoutC
     lowGasWei: BigInt(gasMicroEth) * 1_000_000_000_000n,
     intervalMs: integer(env, 'SVC_PAYOUT_INTERVAL_MS', 2_000, 20, 600_000),
     lockTtlMs: integer(env, 'SVC_PAYOUT_LOCK_MS', 30_000, 200, 600_000),
+    bumpAfterMs: integer(env, 'SVC_PAYOUT_BUMP_MS', 180_000, 100, 86_400_000),
   }
 }
 

@@ -39,6 +39,7 @@ describe('gateway config', () => {
       lowGasWei: 10n ** 15n,
       intervalMs: 2_000,
       lockTtlMs: 30_000,
+      bumpAfterMs: 180_000,
     })
     // What a supplier may send: a buffered answer, one stream frame, a video's media
     expect(config.inference.maxUpstreamBodyBytes).toBe(32 * 1024 * 1024)

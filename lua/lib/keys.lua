@@ -30,3 +30,4 @@ local function k_payout(id) return BASE .. 'payout:' .. id end
 local function k_supplier_payouts(id) return BASE .. 'supplier:' .. id .. ':payouts' end
 local function k_payout_key(id, digest) return BASE .. 'supplier:' .. id .. ':payout-key:' .. digest end
 local function k_payout_lock(wallet) return BASE .. 'payout:sender:' .. wallet end
+local function k_payout_next_nonce(wallet) return BASE .. 'payout:next-nonce:' .. wallet end

@@ -68,10 +68,13 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
         throw error
       }
     },
-    /** Waits for a receipt at most `timeoutMs`; null when it did not come in time. */
+    /** Waits for a receipt at most `timeoutMs`; null when it did not come in time (or never can). */
     async waitForReceipt(hash: Hex, timeoutMs: number): Promise<Receipt | null> {
       try {
-        return toReceipt(await client.waitForTransactionReceipt({ hash, timeout: timeoutMs }))
+        const receipt = await client.waitForTransactionReceipt({ hash, timeout: timeoutMs })
+        // viem answers a replacement's receipt when another transaction took the nonce: not this one's
+        if (receipt.transactionHash.toLowerCase() !== hash.toLowerCase()) return null
+        return toReceipt(receipt)
       } catch (error) {
         if (error instanceof WaitForTransactionReceiptTimeoutError) return null
         throw error

@@ -1,10 +1,11 @@
 // The audit's payout checks (composed by `svc-gateway audit`, cli/audit.ts). Per supplier: pending is the sum of its
 // open payouts (sending, pending), paid out the sum of its confirmed ones, and the open set holds
 // exactly the open payouts. With --chain: every confirmed payout's receipt is on chain and holds
-// the USDC Transfer(payout wallet -> supplier wallet, amount).
+// the USDC Transfer(payout wallet -> supplier wallet, amount). A payout re-signed with a higher fee
+// has several hashes at one nonce: the transfer may be any of them, and only that one is mined.
 import type Redis from 'ioredis'
 import type { Address, Hex } from 'viem'
-import { type FundingChain, hasTransfer } from '../funding/chain.ts'
+import { type FundingChain, hasTransfer, type Receipt } from '../funding/chain.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { type Payout, PayoutStore } from './store.ts'
 
@@ -65,18 +66,28 @@ export async function auditPayoutsOnChain(
       if (p.state !== 'confirmed') continue
       checked++
       const subject = `payout ${p.id}`
-      const receipt = p.txHash ? await chain.receipt(p.txHash as Hex) : null
-      if (receipt?.status !== 'success') {
+      const mined: { hash: Hex; receipt: Receipt }[] = []
+      for (const hash of p.hashes) {
+        const receipt = await chain.receipt(hash)
+        if (receipt) mined.push({ hash, receipt })
+      }
+      const paid = mined.find((m) => m.receipt.status === 'success')
+      if (!paid) {
         findings.push({
           subject,
-          problem: `confirmed but its transaction ${p.txHash} is not a success on chain`,
+          problem: `confirmed but none of its transactions [${p.hashes.join(', ')}] is a success on chain`,
         })
       } else if (
-        !hasTransfer(receipt, token, (p.from ?? '') as Address, p.wallet as Address, BigInt(p.amount))
+        !hasTransfer(paid.receipt, token, (p.from ?? '') as Address, p.wallet as Address, BigInt(p.amount))
       ) {
         findings.push({
           subject,
-          problem: `its transaction ${p.txHash} holds no transfer of ${p.amount} from ${p.from} to ${p.wallet}`,
+          problem: `its transaction ${paid.hash} holds no transfer of ${p.amount} from ${p.from} to ${p.wallet}`,
+        })
+      } else if (mined.length !== 1 || paid.hash !== p.txHash) {
+        findings.push({
+          subject,
+          problem: `its mined transactions are [${mined.map((m) => m.hash).join(', ')}], its record ${p.txHash}`,
         })
       }
     }

@@ -5,12 +5,16 @@
 //
 // A pass, oldest payout first:
 // - a payout with a recorded transaction (a crash, a receipt that did not come in time) is
-//   finished: its receipt read, or its bytes broadcast again (the same hash: never paid twice),
-//   or failed when another transaction took its nonce;
+//   finished: the receipts of every hash it signed read, or its bytes broadcast again (the same
+//   hash: never paid twice), re-signed at the same nonce with a higher fee once unmined for
+//   SVC_PAYOUT_BUMP_MS, or failed when the chain proves it can never be mined: another
+//   transaction of the wallet holds its nonce, found in a block and confirmed. A missing receipt
+//   alone proves nothing (a node behind, a load balancer): reads that disagree mean wait;
 // - a pending payout with SVC_CONFIRMATIONS confirmations becomes confirmed; one a reorg moved is
 //   counted from its new block, one a reorg took out goes back to sending (the same bytes again);
 // - then, when no transaction of the wallet is unmined, the oldest `sending` payout is signed at
-//   the wallet's pending nonce, recorded (rawTx and hash) and only then broadcast.
+//   the wallet's pending nonce (never below one already signed), recorded (rawTx and hash) and only then broadcast; a suspended
+//   supplier's is withheld instead (back to payable), its status read just before signing.
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Address, Hex } from 'viem'
@@ -25,6 +29,8 @@ export interface SenderOptions {
   lockTtlMs: number
   /** How long one pass waits for a receipt before leaving the payout to the next pass. */
   receiptTimeoutMs: number
+  /** How long a transaction may stay unmined before it is re-signed with a higher fee. */
+  bumpAfterMs: number
   /** Test seam: runs after a transaction is recorded and before it is broadcast. */
   beforeBroadcast?: (payout: Payout) => Promise<void>
 }
@@ -92,7 +98,14 @@ export class PayoutSender {
 
   /** Signs, records, broadcasts and follows the payout's transfer; true while it is not mined. */
   private async send(lease: Lease, payout: Payout): Promise<boolean> {
-    const nonce = await this.wallet.nonce('pending')
+    // A payout asked before a suspension is not sent after it (payout-move checks again).
+    if (await this.store.suspended(payout.supplierId)) return this.withhold(lease, payout)
+    const signedBlock = await this.chain.blockNumber()
+    // A node behind may count fewer: never below a nonce a payout was signed at.
+    const nonce = Math.max(
+      await this.wallet.nonce('pending'),
+      await this.store.nextNonce(this.wallet.address),
+    )
     let signed: Awaited<ReturnType<PayoutWallet['sign']>>
     try {
       signed = await this.wallet.sign(payout.wallet as Address, BigInt(payout.amount), nonce)
@@ -103,13 +116,22 @@ export class PayoutSender {
       return false
     }
     // Only bytes this pass recorded are broadcast: any other answer means the payout moved on.
-    if (
-      (await this.step(lease, payout, { step: 'signed', from: this.wallet.address, ...signed })) !==
-      PayoutMoveCode.Moved
-    ) {
-      return false
+    const code = await this.step(lease, payout, {
+      step: 'signed',
+      from: this.wallet.address,
+      signedBlock,
+      ...signed,
+    })
+    if (code === PayoutMoveCode.Suspension) return this.withhold(lease, payout)
+    if (code !== PayoutMoveCode.Moved) return false
+    const recorded: Payout = {
+      ...payout,
+      from: this.wallet.address,
+      ...signed,
+      hashes: [signed.txHash],
+      signedBlock: Number(signedBlock),
+      updatedAt: Date.now(),
     }
-    const recorded = { ...payout, from: this.wallet.address, ...signed }
     await this.options.beforeBroadcast?.(recorded)
     // A holder whose lock lapsed since the record leaves the broadcast to the next holder.
     await lease.check()
@@ -125,7 +147,7 @@ export class PayoutSender {
    * mined (no other transaction of the wallet may be sent then).
    */
   private async finish(lease: Lease, payout: Payout): Promise<boolean> {
-    const hash = payout.txHash as Hex
+    let hash = payout.txHash as Hex
     let block = payout.blockNumber === null ? null : BigInt(payout.blockNumber)
     let state = payout.state
     if (state === 'pending') {
@@ -137,25 +159,11 @@ export class PayoutSender {
       } else block = moved
     }
     if (state === 'sending') {
-      // The mined nonce is read before the receipt: a receipt missing after it means the
-      // transaction was not mined when the nonce already counted another one.
-      const mined = await this.wallet.nonce('latest')
-      let receipt = await this.chain.receipt(hash)
-      if (!receipt && mined > (payout.nonce ?? 0)) {
-        await this.step(lease, payout, { step: 'failed', error: 'its nonce was used by another transaction' })
-        return false
-      }
-      if (!receipt) {
-        await this.wallet.broadcast(payout.rawTx as Hex)
-        receipt = await this.chain.waitForReceipt(hash, this.options.receiptTimeoutMs)
-        if (!receipt) return true
-      }
-      if (receipt.status === 'reverted') {
-        await this.step(lease, payout, { step: 'failed', error: `reverted in block ${receipt.blockNumber}` })
-        return false
-      }
-      block = receipt.blockNumber
-      await this.step(lease, payout, { step: 'included', txHash: hash, blockNumber: block })
+      const mined = await this.mined(lease, payout)
+      if (mined === 'failed') return false
+      if (mined === 'unmined') return true
+      hash = mined.hash
+      block = mined.blockNumber
     }
     const head = await this.chain.blockNumber()
     if (block === null || head - block + 1n < BigInt(this.options.confirmations)) return false
@@ -165,6 +173,99 @@ export class PayoutSender {
     if (receipt?.status !== 'success' || receipt.blockNumber !== block) return false
     await this.step(lease, payout, { step: 'confirmed', blockNumber: receipt.blockNumber })
     this.logger.info({ payout: payout.id, txHash: hash }, 'payout confirmed')
+    return false
+  }
+
+  /**
+   * A signed payout's transaction as the chain shows it now: the hash mined and its block
+   * (recorded as included), 'failed' (reverted, or its nonce held by another transaction,
+   * confirmed), or 'unmined': broadcast again (re-signed with a higher fee once it waited
+   * bumpAfterMs) and not mined within receiptTimeoutMs, or mined by the chain's word but not yet
+   * by every read.
+   */
+  private async mined(lease: Lease, payout: Payout) {
+    // Every hash signed at the nonce is a candidate; only one of them can ever be mined.
+    let found = await this.receiptOfAny(payout.hashes)
+    if (!found) {
+      let hash = payout.txHash as Hex
+      if ((await this.wallet.nonce('latest')) > (payout.nonce ?? 0)) {
+        const holder = await this.wallet.nonceHolder(payout.nonce ?? 0, BigInt(payout.signedBlock ?? 0))
+        if (!holder) return 'unmined' as const
+        if (!payout.hashes.includes(holder.hash)) return this.nonceTaken(lease, payout, holder)
+        // mined by the block's word: its receipt is awaited like any other's
+        hash = holder.hash
+      } else if (Date.now() - payout.updatedAt >= this.options.bumpAfterMs) {
+        hash = (await this.bump(lease, payout)).txHash as Hex
+      } else await this.wallet.broadcast(payout.rawTx as Hex)
+      const receipt = await this.chain.waitForReceipt(hash, this.options.receiptTimeoutMs)
+      if (!receipt) return 'unmined' as const
+      found = { hash, receipt }
+    }
+    if (found.receipt.status === 'reverted') {
+      await this.step(lease, payout, {
+        step: 'failed',
+        error: `reverted in block ${found.receipt.blockNumber}`,
+      })
+      return 'failed' as const
+    }
+    await this.step(lease, payout, {
+      step: 'included',
+      txHash: found.hash,
+      blockNumber: found.receipt.blockNumber,
+    })
+    return { hash: found.hash, blockNumber: found.receipt.blockNumber }
+  }
+
+  private async receiptOfAny(hashes: Hex[]) {
+    for (const hash of hashes) {
+      const receipt = await this.chain.receipt(hash)
+      if (receipt) return { hash, receipt }
+    }
+    return null
+  }
+
+  /**
+   * Another transaction of the wallet holds the payout's nonce: failed once that one has its
+   * confirmations (the payout's own can then never be mined); until then 'unmined'.
+   */
+  private async nonceTaken(lease: Lease, payout: Payout, holder: { hash: Hex; blockNumber: bigint }) {
+    const head = await this.chain.blockNumber()
+    if (head - holder.blockNumber + 1n < BigInt(this.options.confirmations)) return 'unmined' as const
+    this.logger.warn({ payout: payout.id, holder: holder.hash }, 'payout nonce held by another transaction')
+    await this.step(lease, payout, { step: 'failed', error: 'its nonce was used by another transaction' })
+    return 'failed' as const
+  }
+
+  /** Re-signs the payout at its nonce with a higher fee, records the hash, then broadcasts it. */
+  private async bump(lease: Lease, payout: Payout): Promise<Payout> {
+    const bumped = await this.wallet.bump(payout.rawTx as Hex)
+    const code = await this.step(lease, payout, {
+      step: 'bumped',
+      txHash: bumped.txHash,
+      rawTx: bumped.rawTx,
+    })
+    if (code !== PayoutMoveCode.Moved) return payout
+    await lease.check()
+    const refused = await this.wallet.broadcast(bumped.rawTx)
+    this.logger.info(
+      { payout: payout.id, txHash: bumped.txHash, nonce: bumped.nonce, refused },
+      'payout re-signed with a higher fee',
+    )
+    return {
+      ...payout,
+      txHash: bumped.txHash,
+      rawTx: bumped.rawTx,
+      hashes: [...payout.hashes, bumped.txHash],
+    }
+  }
+
+  /** The supplier is suspended: its unsigned payout goes back to payable. */
+  private async withhold(lease: Lease, payout: Payout): Promise<boolean> {
+    await this.step(lease, payout, { step: 'withheld', error: 'the supplier is suspended' })
+    this.logger.warn(
+      { payout: payout.id, supplier: payout.supplierId },
+      'payout withheld: supplier suspended',
+    )
     return false
   }
 
@@ -197,7 +298,8 @@ export class PayoutSender {
   private async step(lease: Lease, payout: Payout, step: PayoutStep): Promise<PayoutMoveCode> {
     const code = await this.store.move(payout.id, this.wallet.address, lease.token, step)
     if (code === PayoutMoveCode.NotHolder) throw new LockLost()
-    if (code < 0) this.logger.error({ payout: payout.id, step: step.step, code }, 'payout step refused')
+    if (code < 0 && code !== PayoutMoveCode.Suspension)
+      this.logger.error({ payout: payout.id, step: step.step, code }, 'payout step refused')
     return code
   }
 }

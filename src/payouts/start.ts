@@ -35,6 +35,7 @@ export function startPayouts(
     confirmations: funding.confirmations,
     lockTtlMs: payouts.lockTtlMs,
     receiptTimeoutMs: funding.receiptTimeoutMs,
+    bumpAfterMs: payouts.bumpAfterMs,
     ...seams,
   })
   const tick = () => {

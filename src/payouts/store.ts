@@ -23,14 +23,22 @@ export interface Payout {
   createdAt: number
   updatedAt: number
   nonce: number | null
+  /** The mined transaction's hash once included; before, the last one signed. */
   txHash: `0x${string}` | null
+  /** Every hash signed for the payout (one nonce, so only one can ever be mined), oldest first. */
+  hashes: `0x${string}`[]
+  /** The bytes broadcast: the last transaction signed. */
   rawTx: `0x${string}` | null
+  /** The head when it was first signed: its nonce's holder can only be mined after. */
+  signedBlock: number | null
   blockNumber: number | null
   error: string | null
 }
 
 export type PayoutStep =
-  | { step: 'signed'; from: string; nonce: number; txHash: string; rawTx: string }
+  | { step: 'signed'; from: string; nonce: number; txHash: string; rawTx: string; signedBlock: bigint }
+  | { step: 'bumped'; txHash: string; rawTx: string }
+  | { step: 'withheld'; error: string }
   | { step: 'included'; txHash: string; blockNumber: bigint }
   | { step: 'dropped'; txHash: string }
   | { step: 'confirmed'; blockNumber: bigint }
@@ -50,7 +58,9 @@ function parse(raw: Record<string, string>): Payout {
     updatedAt: Number(raw.updatedAt ?? 0),
     nonce: raw.nonce ? Number(raw.nonce) : null,
     txHash: orNull(raw.txHash) as Payout['txHash'],
+    hashes: (raw.hashes || raw.txHash || '').split(',').filter(Boolean) as Payout['hashes'],
     rawTx: orNull(raw.rawTx) as Payout['rawTx'],
+    signedBlock: raw.signedBlock ? Number(raw.signedBlock) : null,
     blockNumber: raw.blockNumber ? Number(raw.blockNumber) : null,
     error: orNull(raw.error),
   }
@@ -150,10 +160,23 @@ export class PayoutStore {
     return rows.filter((raw) => raw.id).map(parse)
   }
 
+  /** The wallet's next nonce as its signed payouts count it (0 before any). */
+  async nextNonce(wallet: string): Promise<number> {
+    return Number((await this.redis.get(this.keys.payoutNextNonce(wallet.toLowerCase()))) ?? 0)
+  }
+
+  /** Whether the supplier is suspended now (its unsigned payouts are withheld). */
+  async suspended(supplierId: string): Promise<boolean> {
+    return (await this.redis.hget(this.keys.supplier(supplierId), 'status')) === 'suspended'
+  }
+
   /** Takes one step of a payout under the sender lock: the script's code (NotHolder: the lock is not held with `token`). */
   async move(id: string, wallet: string, token: string, step: PayoutStep): Promise<PayoutMoveCode> {
     const args: (string | number)[] = [id, step.step, wallet.toLowerCase(), token]
-    if (step.step === 'signed') args.push(step.from, step.nonce, step.txHash, step.rawTx)
+    if (step.step === 'signed')
+      args.push(step.from, step.nonce, step.txHash, step.rawTx, step.signedBlock.toString())
+    if (step.step === 'bumped') args.push(step.txHash, step.rawTx)
+    if (step.step === 'withheld') args.push(step.error)
     if (step.step === 'included') args.push(step.txHash, step.blockNumber.toString())
     if (step.step === 'dropped') args.push(step.txHash)
     if (step.step === 'confirmed') args.push(step.blockNumber.toString())

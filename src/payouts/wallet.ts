@@ -13,6 +13,7 @@ import {
   keccak256,
   type PrivateKeyAccount,
   parseAbi,
+  parseTransaction,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import type { FundingConfig } from '../config.ts'
@@ -24,6 +25,9 @@ const erc20 = parseAbi([
   'function transfer(address to, uint256 value) returns (bool)',
   'function balanceOf(address) view returns (uint256)',
 ])
+
+/** Fees a replacement must exceed its predecessor's by, as nodes require: at least 10 %. */
+const raise = (fee: bigint) => fee + fee / 10n + 1n
 
 /** The transfer would revert (the node's gas estimate ran it): nothing was signed. */
 export class TransferRefused extends Error {}
@@ -70,6 +74,55 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
       )
       return { nonce, txHash: keccak256(rawTx), rawTx }
     },
+    /**
+     * The same transaction signed again with higher fees (its tip and max fee raised by more than
+     * 10 %, and at least what the node asks now): a replacement at its nonce.
+     */
+    async bump(rawTx: Hex): Promise<SignedTransfer> {
+      const before = parseTransaction(rawTx)
+      if (before.type !== 'eip1559' || before.nonce === undefined) {
+        throw new Error(`cannot raise the fee of a ${before.type} transaction`)
+      }
+      const now = await client.estimateFeesPerGas()
+      const tip = highest(raise(before.maxPriorityFeePerGas ?? 0n), now.maxPriorityFeePerGas)
+      const rawBumped = await account.signTransaction({
+        type: 'eip1559',
+        chainId: before.chainId,
+        nonce: before.nonce,
+        to: before.to,
+        data: before.data,
+        value: before.value,
+        gas: before.gas,
+        maxPriorityFeePerGas: tip,
+        maxFeePerGas: highest(raise(before.maxFeePerGas ?? 0n), now.maxFeePerGas, tip),
+      })
+      return { nonce: before.nonce, txHash: keccak256(rawBumped), rawTx: rawBumped }
+    },
+    /**
+     * The transaction of this wallet mined at `nonce`, found without an index: the first block
+     * from `fromBlock` to the head whose state counts past the nonce (a binary search over
+     * historical nonces, a few reads), then that block's transaction from the wallet at that nonce.
+     * Null while the chain does not show one (not mined yet, or a node answering from behind).
+     */
+    async nonceHolder(nonce: number, fromBlock: bigint): Promise<{ hash: Hex; blockNumber: bigint } | null> {
+      const countAt = (blockNumber: bigint) =>
+        client.getTransactionCount({ address: account.address, blockNumber })
+      const head = await chain.blockNumber()
+      if ((await countAt(head)) <= nonce) return null
+      // low counts at most `nonce`, high past it: the holder is in the block right after low
+      let low = fromBlock > 0n && (await countAt(fromBlock - 1n)) <= nonce ? fromBlock - 1n : -1n
+      let high = head
+      while (high - low > 1n) {
+        const middle = (low + high) / 2n
+        if ((await countAt(middle)) > nonce) high = middle
+        else low = middle
+      }
+      const block = await client.getBlock({ blockNumber: high, includeTransactions: true })
+      const holder = block.transactions.find(
+        (tx) => tx.from.toLowerCase() === account.address.toLowerCase() && tx.nonce === nonce,
+      )
+      return holder ? { hash: holder.hash, blockNumber: high } : null
+    },
     /** Broadcasts signed bytes; a node that refuses them (known already, nonce used) is not an error here. */
     async broadcast(rawTx: Hex): Promise<string | null> {
       try {
@@ -80,6 +133,12 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
       }
     },
   }
+}
+
+function highest(...fees: bigint[]): bigint {
+  let top = 0n
+  for (const fee of fees) if (fee > top) top = fee
+  return top
 }
 
 function reverted(error: unknown): boolean {

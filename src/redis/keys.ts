@@ -125,7 +125,8 @@ export function keyspace(prefix: string) {
      * hash, one per payout: id, supplierId, wallet (to), from (the payout wallet, once signed),
      * amount (micro-USDC), idempotencyKey (its SHA-256 hex), state (sending|pending|confirmed|failed),
      * createdAt, updatedAt (ms), nonce, txHash, rawTx (the signed transaction, recorded before it is
-     * broadcast), blockNumber, error. See lua/payout-create.lua and lua/payout-move.lua.
+     * broadcast), hashes (every hash signed at that nonce, comma-separated), signedBlock (the head
+     * when first signed), blockNumber, error. See lua/payout-create.lua and lua/payout-move.lua.
      */
     payout: (payoutId: string) => key(`payout:${payoutId}`),
     /** zset: the supplier's payout ids, scored by createdAt (ms) */
@@ -139,6 +140,11 @@ export function keyspace(prefix: string) {
     payoutKey: (supplierId: string, digest: string) => key(`supplier:${supplierId}:payout-key:${digest}`),
     /** string: the payout wallet's sender lock (lower-case address), a fencing token, SET NX PX */
     payoutSenderLock: (wallet: string) => key(`payout:sender:${wallet}`),
+    /**
+     * string: the payout wallet's (lower-case address) next nonce as its signed payouts count it,
+     * raised by payout-move signed: a node answering from behind cannot make a nonce used twice.
+     */
+    payoutNextNonce: (wallet: string) => key(`payout:next-nonce:${wallet}`),
 
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),

@@ -100,4 +100,6 @@ export enum PayoutMoveCode {
   UnknownPayout = -1,
   Illegal = -2,
   NotHolder = -3,
+  /** signed: the supplier is suspended; withheld: it is not. */
+  Suspension = -4,
 }

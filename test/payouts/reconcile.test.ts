@@ -13,6 +13,7 @@ import { baseSepolia } from 'viem/chains'
 import { type FundingConfig, loadGatewayConfig } from '../../src/config.ts'
 import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
 import { createLogger } from '../../src/logger.ts'
+import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
 import { PayoutSender } from '../../src/payouts/sender.ts'
 import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
@@ -20,6 +21,7 @@ import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
+import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
 import { seedSupplier } from '../helpers/market.ts'
 import { payoutEnv, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
@@ -32,6 +34,10 @@ let keys: Keyspace
 let store: PayoutStore
 let walletKey: `0x${string}`
 let wallet: PayoutWallet
+let rpc: LaggingRpc
+/** The chain and the payout wallet as a sender behind the lagging RPC reads them. */
+let laggingChain: FundingChain
+let laggingWallet: PayoutWallet
 const logger = createLogger('silent')
 const CONFIRMATIONS = 1
 
@@ -48,12 +54,18 @@ beforeAll(async () => {
   }).funding!
   onChain = fundingChain(funding, 20)
   wallet = payoutWallet(walletKey, funding, onChain)
+  rpc = startLaggingRpc(chain.rpcUrl)
+  const behind = { ...funding, chainRpcUrl: rpc.url }
+  laggingChain = fundingChain(behind, 20)
+  laggingWallet = payoutWallet(walletKey, behind, laggingChain)
 })
 afterAll(async () => {
+  rpc.stop()
   redis.disconnect()
   await chain.stop()
 })
 beforeEach(() => {
+  rpc.set({})
   keys = keyspace(testPrefix())
   store = new PayoutStore(redis, keys)
 })
@@ -62,11 +74,13 @@ function sender(
   beforeBroadcast?: (payout: Payout) => Promise<void>,
   over: Partial<PayoutWallet> = {},
   confirmations = CONFIRMATIONS,
+  bumpAfterMs = 60_000,
 ) {
   return new PayoutSender(store, { ...wallet, ...over }, onChain, logger, {
     confirmations,
     lockTtlMs: 300,
     receiptTimeoutMs: 1_000,
+    bumpAfterMs,
     beforeBroadcast,
   })
 }
@@ -257,5 +271,127 @@ describe('a reorg', () => {
       { to, value: 1_100_000n, tx: included.txHash! },
     ])
     expect(await money(supplierId)).toEqual({ paidOut: 1_100_000, pending: 0, payable: 0 })
+  })
+})
+
+describe('an RPC whose nodes lag', () => {
+  test('a receipt read null while the mined nonce is past: the payout waits, is never payable twice', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_000_000)
+    const behind = new PayoutSender(store, laggingWallet, laggingChain, logger, {
+      confirmations: CONFIRMATIONS,
+      lockTtlMs: 300,
+      receiptTimeoutMs: 200,
+      bumpAfterMs: 60_000,
+    })
+    // every receipt comes from a node far behind; the mined nonce from one at the head
+    rpc.set({ receipts: { blocks: 1_000, share: 1 } })
+    await behind.tick()
+    const sent = (await store.get(payout.id))!
+    expect(sent.rawTx).not.toBeNull()
+    expect(await onChain.receipt(sent.txHash!)).not.toBeNull()
+    expect(await wallet.nonce('latest')).toBeGreaterThan(sent.nonce!)
+    await behind.tick()
+    await behind.tick()
+    expect((await store.get(payout.id))!.state).toBe('sending')
+    expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_000_000, payable: 0 })
+    await expect(store.create(supplierId, 1_000_000, `again-${supplierId}`, 1)).rejects.toMatchObject({
+      code: 'payout_exceeds_payable',
+    })
+    expect(rpc.lagged.eth_getTransactionReceipt).toBeGreaterThan(0)
+    rpc.set({})
+    const done = await finish(behind, payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', txHash: sent.txHash })
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([
+      { to, value: 1_000_000n, tx: sent.txHash! },
+    ])
+    expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+  })
+})
+
+describe('an RPC whose nodes lag', () => {
+  test('nonces read from a node behind: the next payout is signed past the last one, not at its nonce', async () => {
+    const a = await payoutOf(1_000_000)
+    const behind = new PayoutSender(store, laggingWallet, laggingChain, logger, {
+      confirmations: CONFIRMATIONS,
+      lockTtlMs: 300,
+      receiptTimeoutMs: 1_000,
+      bumpAfterMs: 60_000,
+    })
+    // a node one block behind: it counts the wallet's transactions of every block but the newest
+    await chain.testClient.mine({ blocks: 2 })
+    rpc.set({ nonces: { blocks: 1, share: 1 } })
+    const first = await finish(behind, a.payout.id)
+    expect(first.state).toBe('confirmed')
+    expect(await wallet.nonce('latest')).toBe(first.nonce! + 1)
+    const b = await payoutOf(2_000_000)
+    const second = await finish(behind, b.payout.id)
+    expect(rpc.lagged.eth_getTransactionCount).toBeGreaterThan(0)
+    expect(second).toMatchObject({ state: 'confirmed', nonce: first.nonce! + 1 })
+    expect((await transfersFrom(chain, wallet.address, b.to)).map((t) => t.tx)).toEqual([second.txHash!])
+  })
+})
+
+describe('a transfer stuck unmined', () => {
+  test('is re-signed at its nonce with a higher fee; the one mined confirms it; audit --chain finds it', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_300_000)
+    // blocks stop coming: the transaction waits in the node's pool as one on a low fee would
+    await chain.testClient.setAutomine(false)
+    try {
+      const bumping = sender(undefined, {}, CONFIRMATIONS, 100)
+      let stuck = (await store.get(payout.id))!
+      for (let pass = 0; pass < 20 && stuck.hashes.length < 2; pass++) {
+        await bumping.tick()
+        stuck = (await store.get(payout.id))!
+        expect(stuck.state).toBe('sending')
+      }
+      expect(stuck.hashes).toHaveLength(2)
+      const [first, second] = stuck.hashes
+      expect(stuck).toMatchObject({ txHash: second, nonce: expect.any(Number) })
+      expect(second).not.toBe(first)
+      await chain.testClient.mine({ blocks: 1 })
+      const done = await finish(bumping, payout.id)
+      expect(done).toMatchObject({ state: 'confirmed', txHash: second, nonce: stuck.nonce })
+      expect(done.hashes.slice(0, 2)).toEqual([first!, second!])
+      expect(await onChain.receipt(first!)).toBeNull()
+      expect(await transfersFrom(chain, wallet.address, to)).toEqual([{ to, value: 1_300_000n, tx: second! }])
+      expect(await money(supplierId)).toEqual({ paidOut: 1_300_000, pending: 0, payable: 0 })
+      expect(await auditPayoutsOnChain(redis, keys, onChain, chain.usdc)).toEqual({
+        checked: 1,
+        findings: [],
+      })
+    } finally {
+      await chain.testClient.setAutomine(true)
+    }
+  })
+})
+
+describe('a supplier suspended after asking', () => {
+  test('its unsigned payout is never signed and is payable again', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_000_000)
+    await new SupplierStore(redis, keys).setStatus(supplierId, 'suspended')
+    const done = await finish(sender(), payout.id)
+    expect(done).toMatchObject({
+      state: 'failed',
+      error: 'the supplier is suspended',
+      txHash: null,
+      rawTx: null,
+    })
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([])
+    expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 0, payable: 1_000_000 })
+  })
+
+  test('its payout signed before the suspension is still finished: it may be mined', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_000_000)
+    const killed = sender(never)
+    void killed.tick()
+    const signed = await recorded(payout.id)
+    killed.stop()
+    await new SupplierStore(redis, keys).setStatus(supplierId, 'suspended')
+    const done = await finish(sender(), payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash })
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([
+      { to, value: 1_000_000n, tx: signed.txHash! },
+    ])
+    expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
   })
 })

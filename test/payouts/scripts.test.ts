@@ -63,12 +63,13 @@ async function holdLock(): Promise<string> {
 
 describe('lua key names', () => {
   test('the payout names in lib/keys are those of src/redis/keys.ts', async () => {
-    const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_payout('P'), k_supplier_payouts('S'), k_payout_key('S', 'D'), k_payout_lock('W'), K_PAYOUTS_OPEN }`
+    const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_payout('P'), k_supplier_payouts('S'), k_payout_key('S', 'D'), k_payout_lock('W'), k_payout_next_nonce('W'), K_PAYOUTS_OPEN }`
     expect(await fx.redis.eval(script, 1, fx.keys.base)).toEqual([
       fx.keys.payout('P'),
       fx.keys.supplierPayouts('S'),
       fx.keys.payoutKey('S', 'D'),
       fx.keys.payoutSenderLock('W'),
+      fx.keys.payoutNextNonce('W'),
       fx.keys.payoutsOpen,
     ])
   })
@@ -171,9 +172,17 @@ describe('payout-move', () => {
     await earning(id, 5_000_000)
     const { payout } = await payouts.create(id, 2_000_000, 'k', MIN)
     const token = await holdLock()
-    const signed = { step: 'signed', from: WALLET, nonce: 7, txHash: '0xabc', rawTx: '0xraw' } as const
+    const signed = {
+      step: 'signed',
+      from: WALLET,
+      nonce: 7,
+      txHash: '0xabc',
+      rawTx: '0xraw',
+      signedBlock: 5n,
+    } as const
     expect(await payouts.move(payout.id, WALLET, token, signed)).toBe(PayoutMoveCode.Moved)
     expect(await payouts.move(payout.id, WALLET, token, signed)).toBe(PayoutMoveCode.AlreadySo)
+    expect(await payouts.nextNonce(WALLET)).toBe(8)
     expect(await payouts.move(payout.id, WALLET, token, { ...signed, txHash: '0xother' })).toBe(
       PayoutMoveCode.Illegal,
     )
@@ -216,6 +225,7 @@ describe('payout-move', () => {
       nonce: 4,
       txHash: '0xr',
       rawTx: '0xbytes',
+      signedBlock: 5n,
     })
     // dropped only from pending, and only for its own transaction
     const dropped = { step: 'dropped', txHash: '0xr' } as const
@@ -258,6 +268,7 @@ describe('payout-move', () => {
       nonce: 1,
       txHash: '0xb',
       rawTx: '0x',
+      signedBlock: 5n,
     })
     await payouts.move(b.id, WALLET, token, { step: 'included', txHash: '0xb', blockNumber: 3n })
     expect(await money(id)).toMatchObject({ pending: 3_000_000, payable: 2_000_000 })
@@ -279,6 +290,7 @@ describe('payout-move', () => {
         nonce: 2,
         txHash: '0xa',
         rawTx: '0x',
+        signedBlock: 5n,
       }),
     ).toBe(PayoutMoveCode.Illegal)
     expect(await payouts.move(b.id, WALLET, token, { step: 'confirmed', blockNumber: 3n })).toBe(
@@ -289,12 +301,100 @@ describe('payout-move', () => {
     )
   })
 
+  test('bumped: another hash at the same nonce is kept beside the first; any of them may be included', async () => {
+    const id = await seedSupplier()
+    await earning(id, 5_000_000)
+    const { payout } = await payouts.create(id, 2_000_000, 'bump', MIN)
+    const token = await holdLock()
+    const bumped = { step: 'bumped', txHash: '0xb2', rawTx: '0xbytes2' } as const
+    // nothing signed yet: nothing to bump
+    expect(await payouts.move(payout.id, WALLET, token, bumped)).toBe(PayoutMoveCode.Illegal)
+    const signed = {
+      step: 'signed',
+      from: WALLET,
+      nonce: 3,
+      txHash: '0xb1',
+      rawTx: '0xbytes1',
+      signedBlock: 8n,
+    } as const
+    await payouts.move(payout.id, WALLET, token, signed)
+    expect(await payouts.move(payout.id, WALLET, token, bumped)).toBe(PayoutMoveCode.Moved)
+    expect(await payouts.move(payout.id, WALLET, token, bumped)).toBe(PayoutMoveCode.AlreadySo)
+    expect(await payouts.move(payout.id, WALLET, token, signed)).toBe(PayoutMoveCode.AlreadySo)
+    expect(await payouts.get(payout.id)).toMatchObject({
+      state: 'sending',
+      nonce: 3,
+      signedBlock: 8,
+      txHash: '0xb2',
+      rawTx: '0xbytes2',
+      hashes: ['0xb1', '0xb2'],
+    })
+    expect(
+      await payouts.move(payout.id, WALLET, token, { step: 'included', txHash: '0xb3', blockNumber: 9n }),
+    ).toBe(PayoutMoveCode.Illegal)
+    // the first one mined: it becomes the payout's transaction
+    expect(
+      await payouts.move(payout.id, WALLET, token, { step: 'included', txHash: '0xb1', blockNumber: 9n }),
+    ).toBe(PayoutMoveCode.Moved)
+    expect(await payouts.get(payout.id)).toMatchObject({ state: 'pending', txHash: '0xb1', blockNumber: 9 })
+    expect(await payouts.move(payout.id, WALLET, token, { ...bumped, txHash: '0xb4' })).toBe(
+      PayoutMoveCode.Illegal,
+    )
+    expect(await money(id)).toMatchObject({ pending: 2_000_000, paidOut: 0, payable: 3_000_000 })
+  })
+
+  test('withheld: a suspended supplier unsigned payout is payable again, once; a signed one never', async () => {
+    const id = await seedSupplier()
+    await earning(id, 5_000_000)
+    const token = await holdLock()
+    const unsigned = (await payouts.create(id, 2_000_000, 'w1', MIN)).payout
+    const signed = (await payouts.create(id, 1_000_000, 'w2', MIN)).payout
+    const signing = {
+      step: 'signed',
+      from: WALLET,
+      nonce: 1,
+      txHash: '0xw',
+      rawTx: '0x',
+      signedBlock: 5n,
+    } as const
+    await payouts.move(signed.id, WALLET, token, signing)
+    const withheld = { step: 'withheld', error: 'the supplier is suspended' } as const
+    // an active supplier's payout is not withheld
+    const before = await snapshotKeys(fx.redis, fx.keys.prefix)
+    expect(await payouts.move(unsigned.id, WALLET, token, withheld)).toBe(PayoutMoveCode.Suspension)
+    expect(await snapshotKeys(fx.redis, fx.keys.prefix)).toEqual(before)
+    await fx.redis.hset(fx.keys.supplier(id), 'status', 'suspended')
+    // a suspended supplier's payout is not signed
+    const other = (await payouts.get(unsigned.id))!
+    expect(await payouts.move(other.id, WALLET, token, { ...signing, txHash: '0xx' })).toBe(
+      PayoutMoveCode.Suspension,
+    )
+    expect(await payouts.move(unsigned.id, WALLET, token, withheld)).toBe(PayoutMoveCode.Moved)
+    expect(await payouts.move(unsigned.id, WALLET, token, withheld)).toBe(PayoutMoveCode.AlreadySo)
+    expect(await payouts.get(unsigned.id)).toMatchObject({
+      state: 'failed',
+      error: 'the supplier is suspended',
+      txHash: null,
+    })
+    expect(await payouts.move(signed.id, WALLET, token, withheld)).toBe(PayoutMoveCode.Illegal)
+    expect(await payouts.get(signed.id)).toMatchObject({ state: 'sending', txHash: '0xw', rawTx: '0x' })
+    expect(await money(id)).toEqual({ earned: 5_000_000, paidOut: 0, pending: 1_000_000, payable: 4_000_000 })
+    expect(await fx.redis.zscore(fx.keys.payoutsOpen, unsigned.id)).toBeNull()
+  })
+
   test('without the lock, or with a stale token, nothing moves', async () => {
     const id = await seedSupplier()
     await earning(id, 5_000_000)
     const { payout } = await payouts.create(id, 2_000_000, 'k', MIN)
     const before = await snapshotKeys(fx.redis, fx.keys.prefix)
-    const step = { step: 'signed', from: WALLET, nonce: 1, txHash: '0x1', rawTx: '0x' } as const
+    const step = {
+      step: 'signed',
+      from: WALLET,
+      nonce: 1,
+      txHash: '0x1',
+      rawTx: '0x',
+      signedBlock: 5n,
+    } as const
     expect(await payouts.move(payout.id, WALLET, 'no-lock', step)).toBe(PayoutMoveCode.NotHolder)
     const stale = randomUUID()
     expect(await payouts.lock('acquire', WALLET, stale, 30)).toBe(true)
