@@ -281,6 +281,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   if (adminToken.length < 24) throw new ConfigError('SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
   const redisPrefix = keyPrefix(env)
   const port = integer(env, 'PORT', 8080, 0, 65535)
+  const funding = loadFundingConfig(env)
   return {
     port,
     host: read(env, 'HOST') ?? '0.0.0.0',
@@ -304,13 +305,9 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     market: loadMarketConfig(env),
     inference: loadInferenceConfig(env),
     records: loadRecordsConfig(env),
-    ...fundingAndPayouts(env),
+    funding,
+    payouts: loadPayoutConfig(env, funding),
   }
-}
-
-function fundingAndPayouts(env: Env) {
-  const funding = loadFundingConfig(env)
-  return { funding, payouts: loadPayoutConfig(env, funding) }
 }
 
 // --- Funding (x402). Optional as a group: absent, the funding routes answer 404; any one of them
