@@ -6,7 +6,7 @@
   ARGV[1]  attempt id (new, unique)
   ARGV[2]  account id
   ARGV[3]  API key id (the buyer's key, for its in-flight cap)
-  ARGV[4]  burn estimate, micro-DIEM: the request's worst case (prompt + max output at list price)
+  ARGV[4]  the hold, micro-DIEM: the request's worst case (prompt + max output at list price)
   ARGV[5]  per-key in-flight cap
   ARGV[6]  per-account in-flight cap (SVC_WALLET_MAX_IN_FLIGHT)
   ARGV[7]  lease length, ms

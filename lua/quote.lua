@@ -5,7 +5,7 @@
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  account id
-  ARGV[2]  burn estimate, micro-DIEM
+  ARGV[2]  the hold, micro-DIEM (the request's worst case)
   ARGV[3]  default max price, cents (when the account has none set)
 
   Returns {1, askCents} or admit's refusals: {-1} unknown account, {-4}, {-5, ...}, {-6, ...},

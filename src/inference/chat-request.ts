@@ -73,7 +73,7 @@ export interface ValidChat {
    * The worst case the request allows: the prompt bound at its dearest prompt price and every
    * choice at the limit, at the extended tier when the bound can pass its threshold.
    */
-  burnEstimate: MicroDiem
+  holdDiem: MicroDiem
   upstreamBody: Record<string, unknown>
   /** True when the client named no token limit, so the limit may be fitted to the balance. */
   fittable: boolean
@@ -81,8 +81,8 @@ export interface ValidChat {
 
 function withLimit(chat: ValidChat, maxTokens: number, limitField: string): ValidChat {
   const upstreamBody = { ...chat.upstreamBody, [limitField]: maxTokens }
-  const burnEstimate = worstBurn(chat.promptTokenBound, maxTokens * chat.choices, chat.model.prices)
-  return { ...chat, maxTokens, burnEstimate, upstreamBody }
+  const holdDiem = worstBurn(chat.promptTokenBound, maxTokens * chat.choices, chat.model.prices)
+  return { ...chat, maxTokens, holdDiem, upstreamBody }
 }
 
 export function validateChat(body: ChatBody, model: TextModel, defaultMaxTokens: number): ValidChat {
@@ -109,7 +109,7 @@ export function validateChat(body: ChatBody, model: TextModel, defaultMaxTokens:
     maxTokens,
     choices: body.n ?? 1,
     promptTokenBound: promptBound,
-    burnEstimate: 0 as MicroDiem,
+    holdDiem: 0 as MicroDiem,
     upstreamBody,
     fittable: asked === null,
   }

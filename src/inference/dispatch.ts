@@ -48,7 +48,7 @@ export interface DispatchDeps {
 export interface UpstreamJob {
   modelId: string
   /** The worst case the market holds for this request. */
-  burnEstimate: MicroDiem
+  holdDiem: MicroDiem
   /** Under the supplier's base URL. */
   path: string
   body: Record<string, unknown>
@@ -71,7 +71,7 @@ export interface UpstreamJob {
 export function chatJob(chat: ValidChat): UpstreamJob {
   return {
     modelId: chat.model.id,
-    burnEstimate: chat.burnEstimate,
+    holdDiem: chat.holdDiem,
     path: '/chat/completions',
     body: chat.upstreamBody,
     stream: chat.stream,

@@ -29,7 +29,7 @@ export interface ValidImages {
   modelId: string
   count: number
   perImage: MicroDiem
-  burnEstimate: MicroDiem
+  holdDiem: MicroDiem
   upstreamBody: Record<string, unknown>
 }
 
@@ -60,7 +60,7 @@ export function validateImages(body: ImageBody, entry: CatalogEntry | undefined)
     modelId: row.id,
     count,
     perImage: prices.perImage as MicroDiem,
-    burnEstimate: (prices.perImage * count) as MicroDiem,
+    holdDiem: (prices.perImage * count) as MicroDiem,
     upstreamBody: { ...withoutStream(body), model: row.id, n: count, response_format: 'b64_json' },
   }
 }

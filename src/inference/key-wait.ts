@@ -28,7 +28,7 @@ export async function admitWaiting(
         ...('apiKeyDigest' in requester
           ? { accountId: '', apiKeyId: '', apiKeyDigest: requester.apiKeyDigest }
           : { accountId: requester.accountId, apiKeyId: requester.apiKeyId }),
-        burnEstimate: job.burnEstimate,
+        holdDiem: job.holdDiem,
         keyCap: deps.market.keyMaxInFlight,
         accountCap: deps.market.walletMaxInFlight,
         leaseMs: job.leaseMs ?? deps.market.leaseMs,

@@ -282,7 +282,7 @@ export class InferenceService {
     const images = validateImages(body, await this.deps.catalog.get(body.model))
     const dispatched = await this.dispatch(call, requester, {
       modelId: images.modelId,
-      burnEstimate: images.burnEstimate,
+      holdDiem: images.holdDiem,
       path: '/images/generations',
       body: images.upstreamBody,
       stream: false,

@@ -23,7 +23,7 @@ export type VideoBody = typeof videoBodySchema.static
 export interface ValidVideo {
   modelId: string
   seconds: number
-  burnEstimate: MicroDiem
+  holdDiem: MicroDiem
   upstreamBody: Record<string, unknown>
 }
 
@@ -40,7 +40,7 @@ export function validateVideo(body: VideoBody, entry: CatalogEntry | undefined):
   return {
     modelId: row.id,
     seconds,
-    burnEstimate: (prices.perSecond * seconds) as MicroDiem,
+    holdDiem: (prices.perSecond * seconds) as MicroDiem,
     upstreamBody: { ...body, model: row.id, duration: `${seconds}s` },
   }
 }

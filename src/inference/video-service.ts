@@ -52,7 +52,7 @@ export class VideoService {
   async quote(accountId: string, body: VideoBody): Promise<{ video: ValidVideo; askCents: number }> {
     const video = await this.validate(body)
     const { redis, keys, config } = this.inference.deps
-    const result = await quote(redis, keys, accountId, video.burnEstimate, config.defaultMaxPriceCents)
+    const result = await quote(redis, keys, accountId, video.holdDiem, config.defaultMaxPriceCents)
     if (result.code === AdmitCode.Admitted) return { video, askCents: result.askCents }
     if (result.code === AdmitCode.KeysBusy) {
       throw new ApiError(503, 'keys_busy', 'every eligible supplier key is in flight; retry shortly', {
@@ -71,7 +71,7 @@ export class VideoService {
     const video = await this.validate(body)
     const dispatched = await this.inference.dispatch(call, requester, {
       modelId: video.modelId,
-      burnEstimate: video.burnEstimate,
+      holdDiem: video.holdDiem,
       path: '/video/queue',
       body: video.upstreamBody,
       stream: false,
@@ -90,7 +90,7 @@ export class VideoService {
       accountId: requester.accountId,
       model: video.modelId,
       seconds: video.seconds,
-      burn: video.burnEstimate,
+      burn: video.holdDiem,
       offerId: admission.offerId,
       upstreamBaseUrl: admission.upstreamBaseUrl,
       upstreamKeyEnc: admission.upstreamKeyEnc,

@@ -14,7 +14,7 @@ export interface AdmitRequest {
   accountId: string
   apiKeyId: string
   apiKeyDigest?: string
-  burnEstimate: MicroDiem
+  holdDiem: MicroDiem
   keyCap: number
   accountCap: number
   leaseMs: number
@@ -59,7 +59,7 @@ export async function admit(
       req.attemptId,
       req.accountId,
       req.apiKeyId,
-      req.burnEstimate,
+      req.holdDiem,
       req.keyCap,
       req.accountCap,
       req.leaseMs,

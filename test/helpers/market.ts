@@ -101,7 +101,7 @@ export function admitFor(
     attemptId: randomUUID(),
     accountId,
     apiKeyId: 'key-1',
-    burnEstimate: 1_000 as MicroDiem,
+    holdDiem: 1_000 as MicroDiem,
     keyCap: 1_000_000,
     accountCap: 1_000_000,
     leaseMs: 60_000,

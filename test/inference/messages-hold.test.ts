@@ -50,5 +50,5 @@ test('system, tools, output schema, tool_use inputs and tool results are in the 
   const held = validateChat(chat, model, 1024)
   expect(held.maxTokens).toBe(300)
   expect(held.promptTokenBound).toBe(bound)
-  expect(held.burnEstimate).toBe(burnOf({ promptTokens: bound, completionTokens: 300 }, model.prices))
+  expect(held.holdDiem).toBe(burnOf({ promptTokens: bound, completionTokens: 300 }, model.prices))
 })

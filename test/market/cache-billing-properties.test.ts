@@ -132,7 +132,7 @@ test('burn is the upstream formula for any cache and long-prompt usage, and neve
           prompt_tokens_details: { cached_tokens: cached, cache_creation_input_tokens: written },
         })
         const admission = admitted(
-          await admitFor(fx, accountId, { burnEstimate: chat.burnEstimate, model: model.id }),
+          await admitFor(fx, accountId, { holdDiem: chat.holdDiem, model: model.id }),
         )
         const upstreamCost = r.costOff === null ? honest : Math.max(0, honest + r.costOff)
         const clearing = await clearUsage(
@@ -151,7 +151,7 @@ test('burn is the upstream formula for any cache and long-prompt usage, and neve
         // The burn the script billed is the upstream's bill, all of it within the hold.
         expect(clearing.burn as number).toBe(honest)
         expect(clearing.disputed as number).toBe(0)
-        expect(honest).toBeLessThanOrEqual(chat.burnEstimate)
+        expect(honest).toBeLessThanOrEqual(chat.holdDiem)
         expect(honest).toBeLessThanOrEqual(admission.holdDiem as number)
         expect(clearing.charged as number).toBe(Math.ceil((honest * askCents) / 100))
         const attempt = await fx.redis.hgetall(fx.keys.attempt(admission.attemptId))
@@ -183,17 +183,17 @@ test('a limit fitted to the balance is held within it at every tier, and one tok
         const { max_tokens: _limit, ...unlimited } = sent
         const chat = validateChat(unlimited as unknown as ChatBody, model, 8_192)
         // A balance short of the full hold by a random share: where fitting has work to do.
-        const confirmed = Math.floor(share * Math.ceil((chat.burnEstimate * askCents) / 100))
+        const confirmed = Math.floor(share * Math.ceil((chat.holdDiem * askCents) / 100))
         const fitted = fitChat(chat, confirmed, askCents)
         if (!fitted) return
         expect(fitted.maxTokens).toBeLessThan(chat.maxTokens)
-        expect(Math.ceil((fitted.burnEstimate * askCents) / 100)).toBeLessThanOrEqual(confirmed)
+        expect(Math.ceil((fitted.holdDiem * askCents) / 100)).toBeLessThanOrEqual(confirmed)
         const more = validateChat(
           { ...unlimited, max_tokens: fitted.maxTokens + 1 } as unknown as ChatBody,
           model,
           8_192,
         )
-        expect(Math.ceil((more.burnEstimate * askCents) / 100)).toBeGreaterThan(confirmed)
+        expect(Math.ceil((more.holdDiem * askCents) / 100)).toBeGreaterThan(confirmed)
       },
     ),
     { numRuns: 1_000 },

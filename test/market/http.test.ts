@@ -216,7 +216,7 @@ describe('GET /v1/capacity', () => {
         const { snapshot } = await capacitySnapshot(router.redis, router.keys, catalog, max)
         const acct = await seedAccount(router, 10_000_000, max)
         for (const estimate of [1, 2_000, 2_001, 500_000, 900_001]) {
-          const result = await admitFor(router, acct, { burnEstimate: estimate as never })
+          const result = await admitFor(router, acct, { holdDiem: estimate as never })
           const depth = snapshot.prices.map((p) => Number(p.routableDiem.replace('.', '')))
           if (result.code === AdmitCode.Admitted) {
             const adm = result as Admission

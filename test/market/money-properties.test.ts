@@ -260,12 +260,12 @@ test('every clear of a random request and report moves money within the hold and
         const messages = req.body.messages as ChatMessageLike[]
         const admission = admitted(
           await admitFor(fx, accountId, {
-            burnEstimate: chat.burnEstimate,
+            holdDiem: chat.holdDiem,
             leaseMs: req.late ? 5 : 60_000,
             model: model.id,
           }),
         )
-        expect(Number(admission.holdUsdc)).toBe(ceilDiv(chat.burnEstimate * askCents, 100))
+        expect(Number(admission.holdUsdc)).toBe(ceilDiv(chat.holdDiem * askCents, 100))
         const { burn, estimated } = await reportedBurn(req.report, chat, messages, admission)
         const reported = asReported(burn)
         const holdDiem = admission.holdDiem as number
@@ -279,7 +279,7 @@ test('every clear of a random request and report moves money within the hold and
             const keep = Math.floor(req.late.drain * ceilDiv(billable * askCents, 100))
             const estimate = Math.floor(((now.confirmed - keep) * 100) / askCents)
             if (estimate > 0) {
-              const b = admitted(await admitFor(fx, accountId, { burnEstimate: estimate as MicroDiem }))
+              const b = admitted(await admitFor(fx, accountId, { holdDiem: estimate as MicroDiem }))
               blockers.push(b.attemptId)
             }
           }

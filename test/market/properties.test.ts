@@ -90,7 +90,7 @@ test('random market sequences keep every invariant', async () => {
               apiKeyId: `k${o.key}`,
               keyCap: 3,
               accountCap: 4,
-              burnEstimate: o.estimate as MicroDiem,
+              holdDiem: o.estimate as MicroDiem,
               leaseMs: o.leaseMs,
             })
             if (r.code === AdmitCode.Admitted) open.push(r)

@@ -99,7 +99,7 @@ describe('admit', () => {
     const cheap = await postOffer(fx, 35, 5_000_000)
     await postOffer(fx, 40, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    const result = admitted(await admitFor(fx, acct, { burnEstimate: 1_001 as MicroDiem }))
+    const result = admitted(await admitFor(fx, acct, { holdDiem: 1_001 as MicroDiem }))
     expect(result.offerId).toBe(cheap)
     expect(result.askCents).toBe(35)
     expect(result.holdUsdc as number).toBe(Math.ceil((1_001 * 35) / 100))
@@ -134,9 +134,9 @@ describe('admit', () => {
     const big = await postOffer(fx, 40, 5_000_000)
     await fx.redis.hset(fx.keys.offer(small), 'balance', '1500')
     const acct = await seedAccount(fx, 1_000_000)
-    expect(admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })).offerId).toBe(small)
+    expect(admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem })).offerId).toBe(small)
     // 500 routable left on the small one: the next 1,000 goes to the bigger
-    expect(admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })).offerId).toBe(big)
+    expect(admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem })).offerId).toBe(big)
   })
 
   test('pool_empty when nothing is posted', async () => {
@@ -162,7 +162,7 @@ describe('admit', () => {
     await postOffer(fx, 45, 4_000)
     await postOffer(fx, 60, 9_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    expect(await admitFor(fx, acct, { burnEstimate: 5_000 as MicroDiem })).toEqual({
+    expect(await admitFor(fx, acct, { holdDiem: 5_000 as MicroDiem })).toEqual({
       code: AdmitCode.InsufficientRoutable,
       ...by(acct),
       eligibleRoutable: 7_000,
@@ -210,7 +210,7 @@ describe('admit', () => {
     await postOffer(fx, 50, 50_000_000)
     const acct = await seedAccount(fx, 499)
     const before = await account(acct)
-    expect(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })).toEqual({
+    expect(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem })).toEqual({
       code: AdmitCode.InsufficientBalance,
       ...by(acct),
       needed: 500,
@@ -264,7 +264,7 @@ describe('clear', () => {
   test('charges ceil(burn x ask / 100), returns the rest, credits the supplier; idempotent', async () => {
     const o = await postOffer(fx, 45, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 10_000 as MicroDiem }))
+    const adm = admitted(await admitFor(fx, acct, { holdDiem: 10_000 as MicroDiem }))
     expect(adm.holdUsdc as number).toBe(4_500)
     const result = await clearOf(adm.attemptId, 3_333)
     expect(result).toEqual({
@@ -293,7 +293,7 @@ describe('clear', () => {
   test('a platform fee splits the cost; buyer spend = earnings + fees', async () => {
     const o = await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 10_000 as MicroDiem }))
+    const adm = admitted(await admitFor(fx, acct, { holdDiem: 10_000 as MicroDiem }))
     await clearOf(adm.attemptId, 10_000, { feeBps: 250 })
     expect(await offer(o)).toMatchObject({ earned: String(5_000 - 125), fees: '125' })
     expect((await account(acct)).spent).toBe('5000')
@@ -308,7 +308,7 @@ describe('clear', () => {
   test('bills at most the hold: burn reported beyond it is disputed, never paid or written off', async () => {
     const o = await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem }))
+    const adm = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
     const result = await clearOf(adm.attemptId, 3_000)
     expect(result).toMatchObject({
       charged: 500,
@@ -336,7 +336,7 @@ describe('clear', () => {
   test('a supplier reporting past a safe integer is only disputed; the charge stays the hold', async () => {
     await postOffer(fx, 80, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000, 80)
-    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 13 as MicroDiem }))
+    const adm = admitted(await admitFor(fx, acct, { holdDiem: 13 as MicroDiem }))
     const result = await clearOf(adm.attemptId, 2 ** 60)
     expect(result).toMatchObject({ charged: 11, burn: 13, disputed: Number.MAX_SAFE_INTEGER - 13 } as never)
     expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
@@ -345,7 +345,7 @@ describe('clear', () => {
   test('burn is capped at what the offer has left: it never burns more than it posted', async () => {
     const o = await postOffer(fx, 50, 2_000)
     const acct = await seedAccount(fx, 1_000_000)
-    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 2_000 as MicroDiem }))
+    const adm = admitted(await admitFor(fx, acct, { holdDiem: 2_000 as MicroDiem }))
     const result = await clearOf(adm.attemptId, 5_000)
     expect(result.burn).toBe(2_000 as never)
     expect((await offer(o)).burned).toBe('2000')
@@ -423,11 +423,11 @@ describe('release, renew, reap', () => {
   test('a late clear after a reap charges what the balance can pay; the supplier earns only that', async () => {
     const o = await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000)
-    const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, burnEstimate: 1_800 as MicroDiem }))
+    const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 1_800 as MicroDiem }))
     await Bun.sleep(80)
     expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
     // The buyer spends meanwhile: another request clears 400, so only 600 of the 1,000 is left.
-    const other = admitted(await admitFor(fx, acct, { burnEstimate: 800 as MicroDiem }))
+    const other = admitted(await admitFor(fx, acct, { holdDiem: 800 as MicroDiem }))
     expect((await clearOf(other.attemptId, 800, { feeBps: 1_000 })).charged).toBe(400 as never)
     const late = await clearOf(adm.attemptId, 1_800, { feeBps: 1_000 })
     expect(late.cost).toBe(900 as never)
@@ -463,7 +463,7 @@ describe('under concurrency', () => {
     await postOffer(fx, 50, 1_000_000_000, { maxInFlight: 100_000 })
     const acct = await seedAccount(fx, 100 * 500)
     const results = await Promise.all(
-      Array.from({ length: 1_000 }, () => admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem })),
+      Array.from({ length: 1_000 }, () => admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem })),
     )
     expect(results.filter((r) => r.code === AdmitCode.Admitted)).toHaveLength(100)
     expect(results.filter((r) => r.code === AdmitCode.InsufficientBalance)).toHaveLength(900)

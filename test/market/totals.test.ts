@@ -65,19 +65,19 @@ describe('market totals', () => {
   test('clears with a fee, a disputed report and a late clear that writes off; replays count once', async () => {
     await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    const plain = admitted(await admitFor(fx, acct, { burnEstimate: 2_000 as MicroDiem }))
+    const plain = admitted(await admitFor(fx, acct, { holdDiem: 2_000 as MicroDiem }))
     await clearFor(fx, plain.attemptId, 2_000, { feeBps: 250 })
-    const disputed = admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem }))
+    const disputed = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
     await clearFor(fx, disputed.attemptId, 3_000)
     // Replays change nothing, totals included.
     await clearFor(fx, plain.attemptId, 2_000, { feeBps: 250 })
     await clearFor(fx, disputed.attemptId, 3_000)
 
     const poor = await seedAccount(fx, 1_000)
-    const late = admitted(await admitFor(fx, poor, { leaseMs: 50, burnEstimate: 1_800 as MicroDiem }))
+    const late = admitted(await admitFor(fx, poor, { leaseMs: 50, holdDiem: 1_800 as MicroDiem }))
     while ((await reapExpired(fx.redis, fx.keys)) === 0) await Bun.sleep(20)
     // Meanwhile the buyer spends 700 of its 1,000, so the late clear finds 300.
-    const meanwhile = admitted(await admitFor(fx, poor, { burnEstimate: 1_400 as MicroDiem }))
+    const meanwhile = admitted(await admitFor(fx, poor, { holdDiem: 1_400 as MicroDiem }))
     await clearFor(fx, meanwhile.attemptId, 1_400)
     const result = await clearFor(fx, late.attemptId, 1_800, { feeBps: 1_000 })
     expect(result).toMatchObject({ cost: 900, charged: 300, writtenOff: 600 } as never)
@@ -100,7 +100,7 @@ describe('market totals', () => {
     const accounts = await Promise.all(Array.from({ length: 8 }, () => seedAccount(fx, 50_000_000, 80)))
     const work = Array.from({ length: 200 }, async (_, i) => {
       const adm = admitted(
-        await admitFor(fx, accounts[i % accounts.length]!, { burnEstimate: (1_000 + i * 37) as MicroDiem }),
+        await admitFor(fx, accounts[i % accounts.length]!, { holdDiem: (1_000 + i * 37) as MicroDiem }),
       )
       // Some report more than held (disputed), some less; every third pays a fee.
       await clearFor(fx, adm.attemptId, 900 + i * 41, { feeBps: i % 3 === 0 ? 500 : 0 })

@@ -48,7 +48,7 @@ describe("an ended attempt is its request's record, written by the script that e
     await postOffer(fx, 45, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
     const adm = admitted(
-      await admitFor(fx, acct, { attemptId: 'sr_aaaaaaaaaaaaaaaaaaaa.1', burnEstimate: 10_000 as MicroDiem }),
+      await admitFor(fx, acct, { attemptId: 'sr_aaaaaaaaaaaaaaaaaaaa.1', holdDiem: 10_000 as MicroDiem }),
     )
     expect(await ttl(adm.attemptId)).toBe(-1)
     await clearOf(adm.attemptId, 3_333)

@@ -114,7 +114,7 @@ describe('clear appends fills', () => {
     const id = await seedSupplier()
     const offer = await supplierOffer(id, 40)
     const acct = await seedAccount(fx, 1_000_000)
-    const adm = admitted(await admitFor(fx, acct, { burnEstimate: 1_000 as MicroDiem }))
+    const adm = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
     const cleared = await clearFor(fx, adm.attemptId, 777, { feeBps: 500 })
     await clearFor(fx, adm.attemptId, 777, { feeBps: 500 })
     const entries = (await fills(id)) as [string, string[]][]
@@ -142,7 +142,7 @@ describe('clear appends fills', () => {
     const id = await seedSupplier()
     await supplierOffer(id, 50)
     const acct = await seedAccount(fx, 300)
-    const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, burnEstimate: 500 as MicroDiem }))
+    const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 500 as MicroDiem }))
     await Bun.sleep(80)
     expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
     await fx.redis.hincrby(fx.keys.account(acct), 'confirmed', -200)

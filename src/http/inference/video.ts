@@ -33,7 +33,7 @@ export function videoRoutes(inference: InferenceService) {
           object: 'video.quote',
           model: job.modelId,
           seconds: job.seconds,
-          quoteUsdc: formatMicros(costAtAsk(job.burnEstimate, askCents)),
+          quoteUsdc: formatMicros(costAtAsk(job.holdDiem, askCents)),
           clearingPriceCents: askCents,
         }
       },
