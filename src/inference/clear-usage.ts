@@ -1,5 +1,5 @@
 // Clearing a request: usage -> burn -> the clear script. Metered usage when the supplier reported it; else an
-// estimate from the tokenizer, capped at the admitted max_tokens and the supplier key's pre-call
+// estimate from the tokenizer, capped at the admitted max_tokens and the upstream key's pre-call
 // balance, as the contract says.
 import type Redis from 'ioredis'
 import type { Admission } from '../market/admission.ts'
@@ -87,7 +87,7 @@ export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promi
 }
 
 /**
- * Clears an attempt at a known burn. The supplier key's balance after it is its balance before
+ * Clears an attempt at a known burn. The upstream key's balance after it is its balance before
  * (reported by the upstream, else the last known) less this burn.
  */
 export async function clearBurn(

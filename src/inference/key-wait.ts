@@ -1,11 +1,11 @@
-// Admission for a request that may wait for a busy supplier key (SVC_KEY_WAIT_MS): admit again and
+// Admission for a request that may wait for a busy offer (SVC_KEY_WAIT_MS): admit again and
 // again until it is admitted, refused for another reason, out of time, or its client left.
 import { admit } from '../market/admission.ts'
 import type { AdmitRefusal } from '../market/refusal-errors.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { DispatchDeps, DispatchRequest, Requester, UpstreamJob } from './dispatch.ts'
 
-// A request waiting for a busy supplier key asks again after a short wait that doubles up to a
+// A request waiting for a busy offer asks again after a short wait that doubles up to a
 // ceiling, so a crowd of waiters does not poll Redis at the pace of the first.
 const KEY_WAIT_FIRST_MS = 15
 const KEY_WAIT_MAX_MS = 250
@@ -58,7 +58,7 @@ export async function admitWaiting(
   }
 }
 
-/** Requests of each wallet waiting for a supplier key in this process. */
+/** Requests of each wallet waiting for an offer in this process. */
 class Waiters {
   private readonly counts = new Map<string, number>()
 

@@ -20,7 +20,7 @@ export interface VideoJob {
   upstreamBaseUrl: string
   /** Sealed, as on the offer. */
   upstreamKeyEnc: string
-  /** The supplier key's balance before the job, micro-DIEM; -1 when unknown. */
+  /** The upstream key's balance before the job, micro-DIEM; -1 when unknown. */
   preBalance: number
   queueId: string
   state: VideoJobState
