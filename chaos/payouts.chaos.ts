@@ -3,7 +3,10 @@
 // the replicas, retrying each on another replica with the same Idempotency-Key when one dies, while
 // replicas are killed -9 and restarted. In the end every payout is confirmed or failed, the chain
 // holds exactly one transfer per confirmed payout and none for a failed one, the supplier's USDC on
-// chain is what was confirmed, and `svc-gateway audit --chain` finds nothing off.
+// chain is what was confirmed, and `svc-gateway audit --chain` finds nothing off. The replicas
+// run once on the chain itself and once through a lagging RPC (test/helpers/lagging-rpc.ts:
+// receipts and the wallet's nonces read from a node behind, answers dropped and reordered): a
+// payout whose receipt a read misses must still never be failed and paid again.
 import { afterAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { type Address, getAddress } from 'viem'
@@ -15,6 +18,7 @@ import { keyspace } from '../src/redis/keys.ts'
 import { startSim } from '../src/sim/server.ts'
 import { startChain, type TestChain } from '../test/helpers/chain.ts'
 import { runCli } from '../test/helpers/cli.ts'
+import { type Misbehaviour, startLaggingRpc } from '../test/helpers/lagging-rpc.ts'
 import { payoutEnv, payoutWalletOn, transfersFrom } from '../test/helpers/payouts.ts'
 import { testRedisUrl } from '../test/helpers/stack.ts'
 import { type Cluster, call, chat, fundedBuyer, settled, startCluster } from './cluster.ts'
@@ -22,11 +26,7 @@ import { type Cluster, call, chat, fundedBuyer, settled, startCluster } from './
 const PUBLIC_URL = 'http://payouts.chaos.test'
 const sim = startSim({ port: 0, outputTokens: 300 })
 const redis = createRedis(testRedisUrl(), { name: 'chaos-i' })
-let cluster: Cluster | undefined
-let chain: TestChain | undefined
 afterAll(async () => {
-  await cluster?.stop()
-  await chain?.stop()
   await sim.stop()
   redis.disconnect()
 })
@@ -76,21 +76,53 @@ async function askPayout(c: Cluster, first: number, apiKey: string, amountUsdc: 
 }
 
 test('payouts while replicas are killed -9: each confirmed or failed, on chain once each, audit clean', async () => {
+  await payoutsUnderKills({})
+})
+
+test('payouts while replicas are killed -9 behind a lagging RPC: each confirmed or failed, on chain once each, audit clean', async () => {
+  await payoutsUnderKills({
+    receipts: { blocks: 3, share: 0.5 },
+    nonces: { blocks: 3, share: 0.5 },
+    drop: 0.05,
+    reorderMs: 20,
+  })
+})
+
+async function payoutsUnderKills(misbehaviour: Misbehaviour) {
+  let chain: TestChain | undefined
+  const started: { cluster?: Cluster } = {}
+  let rpc: ReturnType<typeof startLaggingRpc> | undefined
+  try {
+    chain = await startChain()
+    rpc = startLaggingRpc(chain.rpcUrl, 7)
+    rpc.set(misbehaviour)
+    await scenario(chain, rpc.url, started)
+  } finally {
+    await started.cluster?.stop()
+    rpc?.stop()
+    await chain?.stop()
+  }
+  console.log(`payouts chaos: reads answered from behind ${JSON.stringify(rpc?.lagged)}`)
+}
+
+async function scenario(chain: TestChain, rpcUrl: string, run: { cluster?: Cluster }) {
   const started = Date.now()
-  chain = await startChain()
   const wallet = await payoutWalletOn(chain)
-  cluster = await startCluster({
+  const cluster = await startCluster({
     redisUrl: testRedisUrl(),
     sim,
     replicas: 3,
     env: {
       ...payoutEnv(chain, wallet.key),
+      // the replicas read and send through it; the test and the audit read the chain itself
+      SVC_CHAIN_RPC_URL: rpcUrl,
       SVC_PUBLIC_URL: PUBLIC_URL,
       SVC_PAYOUT_MIN_USDC: '0.000001',
       // a dead holder's lock passes on within a second
       SVC_PAYOUT_LOCK_MS: '1000',
     },
   })
+  run.cluster = cluster
   const keys = keyspace(cluster.prefix)
   const supplier = await supplierOn(cluster)
   const posted = await call(cluster.replicas[0]!.url, '/v1/supplier/offers', supplier.apiKey, {
@@ -101,7 +133,7 @@ test('payouts while replicas are killed -9: each confirmed or failed, on chain o
   expect(posted.status).toBe(201)
   const buyer = await fundedBuyer(cluster, '50')
   const traffic = await Promise.all(
-    Array.from({ length: 30 }, (_, i) => chat(cluster!.replicas[i % 3]!, buyer.apiKey, false)),
+    Array.from({ length: 30 }, (_, i) => chat(cluster.replicas[i % 3]!, buyer.apiKey, false)),
   )
   expect(traffic.every((o) => o.status === 200)).toBe(true)
   await settled(redis, cluster.prefix, 10_000)
@@ -120,12 +152,12 @@ test('payouts while replicas are killed -9: each confirmed or failed, on chain o
   let mining = true
   const miner = (async () => {
     while (mining) {
-      await chain!.testClient.mine({ blocks: 1 }).catch(() => {})
+      await chain.testClient.mine({ blocks: 1 }).catch(() => {})
       await Bun.sleep(150)
     }
   })()
   const asks = Array.from({ length: PAYOUTS }, (_, i) =>
-    askPayout(cluster!, i % 3, supplier.apiKey, amount, `chaos-payout-${i}`),
+    askPayout(cluster, i % 3, supplier.apiKey, amount, `chaos-payout-${i}`),
   )
   const kills: number[] = []
   // The first kill lands while the first payouts are being signed and sent.
@@ -172,4 +204,4 @@ test('payouts while replicas are killed -9: each confirmed or failed, on chain o
       `${confirmed.length} confirmed, ${PAYOUTS - confirmed.length} failed, ${transfers.length} transfers on chain, ` +
       `${Date.now() - started} ms`,
   )
-})
+}
