@@ -12,6 +12,7 @@ import {
   randomFaults,
   reconcile,
   runAudit,
+  setFault,
   settled,
   simOffer,
   startCluster,
@@ -60,9 +61,17 @@ test('kill -9 one of three replicas mid-stream: leases reaped, holds back, nothi
   await cluster.replicas[0]!.child.exited
   // Every lease open at the kill ends: the survivors' by settling, the dead replica's by reaping.
   const reapedWithinMs = await leasesGone(leasesAtKill, 15_000)
+  const injected = faults.stop()
+  // Faults a client sees, whatever the random ones happened to hit: the next six requests on the
+  // cheapest offer are cut after their first tokens (a streamed one ends stream_incomplete, a
+  // buffered one falls forward).
+  await setFault(sim, upstreamKeys[0]!, 'truncate', 6)
   const wait = 6_000 - (Date.now() - killedAt)
   if (wait > 0) await Bun.sleep(wait)
-  const injected = faults.stop()
+  // ... and the load runs on until the six were served (a slow machine serves fewer per second).
+  const faultOf = async () =>
+    ((await (await fetch(`${sim.url}/sim/keys/${upstreamKeys[0]}`)).json()) as { fault: string | null }).fault
+  while ((await faultOf()) !== null) await Bun.sleep(50)
   for (const key of upstreamKeys)
     await fetch(`${sim.url}/sim/keys/${key}`, { method: 'PUT', body: '{"fault":null}' })
   const outcomes = await load.stop()
