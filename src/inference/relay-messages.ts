@@ -20,6 +20,7 @@ import {
 } from './messages-object.ts'
 import { NOTHING_USABLE } from './relay-chat-stream.ts'
 import {
+  firstChoice,
   relayStream,
   type StreamClearing,
   type StreamContext,
@@ -120,13 +121,7 @@ class MessagesShape implements StreamShape {
   }
 
   content(frame: string): string | null {
-    let chunk: { choices?: (Record<string, unknown> & { delta?: Record<string, unknown> })[] }
-    try {
-      chunk = JSON.parse(frame.slice(frame.indexOf('{'), frame.lastIndexOf('}') + 1))
-    } catch {
-      return null
-    }
-    const choice = chunk.choices?.[0]
+    const choice = firstChoice(frame)
     if (!choice) return null
     if (choice.finish_reason != null) this.finish = choice as typeof this.finish
     const delta = choice.delta ?? {}

@@ -9,6 +9,7 @@
 import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
 import {
+  firstChoice,
   relayStream,
   type StreamClearing,
   type StreamContext,
@@ -209,13 +210,7 @@ class ResponsesShape implements StreamShape {
   }
 
   content(frame: string): string | null {
-    let chunk: { choices?: { delta?: Record<string, unknown>; finish_reason?: unknown }[] }
-    try {
-      chunk = JSON.parse(frame.slice(frame.indexOf('{'), frame.lastIndexOf('}') + 1))
-    } catch {
-      return null
-    }
-    const choice = chunk.choices?.[0]
+    const choice = firstChoice(frame)
     if (!choice) return null
     if (choice.finish_reason != null) this.finishReason = choice.finish_reason
     const delta = choice.delta ?? {}

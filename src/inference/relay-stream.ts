@@ -94,6 +94,23 @@ export interface StreamShape {
   ): { frames: string[]; error: string | null }
 }
 
+/** One choice of a supplier's chat chunk, as the wire formats read it. */
+export type ChunkChoice = Record<string, unknown> & {
+  delta?: Record<string, unknown>
+  finish_reason?: unknown
+}
+
+/** The first choice of a content frame's chunk, or null when it has none (or is not JSON). */
+export function firstChoice(frame: string): ChunkChoice | null {
+  let chunk: { choices?: ChunkChoice[] }
+  try {
+    chunk = JSON.parse(frame.slice(frame.indexOf('{'), frame.lastIndexOf('}') + 1))
+  } catch {
+    return null
+  }
+  return chunk.choices?.[0] ?? null
+}
+
 /** Bun's controller of a `type: "direct"` stream (bun-types has it as a global interface). */
 type Sink = ReadableStreamDirectController
 

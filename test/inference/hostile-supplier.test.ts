@@ -161,6 +161,22 @@ describe('a buffered answer is read within its bound', () => {
   })
 })
 
+/** A stream the hostile offer failed before any byte, served whole by the honest backup at its ask. */
+async function expectStreamFellForward(text: string, before: { confirmed: number }) {
+  const frames = sseData(text)
+  expect(frames.at(-1)).toBe('[DONE]')
+  const cost = frames.at(-2) as { costUsdc: string; clearingPriceCents: number; supportReference: string }
+  // Served by the honest backup: charged there, and only there.
+  expect(cost.clearingPriceCents).toBe(48)
+  const after = await balances(stack, buyer.accountId)
+  expect(before.confirmed - after.confirmed).toBe(Number(cost.costUsdc.replace('.', '')))
+  const tried = await attempts(cost.supportReference)
+  expect(tried.map((a) => [a.offerId === hostileOfferId, a.errorCode])).toEqual([
+    [true, 'upstream_stream_error'],
+    [false, null],
+  ])
+}
+
 describe('a stream is relayed only as chat chunks, each frame bounded', () => {
   /** The stream's frames, its svc.cost frame, and the balance change matching it. */
   async function relayed(before: { confirmed: number }) {
@@ -277,18 +293,7 @@ describe('a stream is relayed only as chat chunks, each frame bounded', () => {
     const text = await response.text()
     expect(text).not.toContain('never')
     expect(text).not.toContain('overloaded')
-    const frames = sseData(text)
-    expect(frames.at(-1)).toBe('[DONE]')
-    const cost = frames.at(-2) as { costUsdc: string; clearingPriceCents: number; supportReference: string }
-    // Served by the honest backup: charged there, and only there.
-    expect(cost.clearingPriceCents).toBe(48)
-    const after = await balances(stack, buyer.accountId)
-    expect(before.confirmed - after.confirmed).toBe(Number(cost.costUsdc.replace('.', '')))
-    const tried = await attempts(cost.supportReference)
-    expect(tried.map((a) => [a.offerId === hostileOfferId, a.errorCode])).toEqual([
-      [true, 'upstream_stream_error'],
-      [false, null],
-    ])
+    await expectStreamFellForward(text, before)
   })
 
   test('a first frame with no end: nothing reached the client, so it falls forward at no charge', async () => {
@@ -301,18 +306,8 @@ describe('a stream is relayed only as chat chunks, each frame bounded', () => {
     const before = await balances(stack, buyer.accountId)
     const response = await chat({ stream: true })
     expect(response.status).toBe(200)
-    const frames = sseData(await response.text())
-    expect(frames.at(-1)).toBe('[DONE]')
-    const cost = frames.at(-2) as { costUsdc: string; clearingPriceCents: number; supportReference: string }
-    expect(cost.clearingPriceCents).toBe(48)
-    const after = await balances(stack, buyer.accountId)
-    expect(before.confirmed - after.confirmed).toBe(Number(cost.costUsdc.replace('.', '')))
-    expect(after.held).toBe(0)
-    const tried = await attempts(cost.supportReference)
-    expect(tried.map((a) => [a.offerId === hostileOfferId, a.errorCode])).toEqual([
-      [true, 'upstream_stream_error'],
-      [false, null],
-    ])
+    await expectStreamFellForward(await response.text(), before)
+    expect((await balances(stack, buyer.accountId)).held).toBe(0)
     const call = onlyCall()
     expect(call.closed).toBe(true)
     expect(call.sent).toBeLessThan(TAKEN_AT_MOST)
