@@ -8,7 +8,7 @@
 // and supplier, its own key prefix and buyer; rounds alternate between all targets and the medians
 // close the output: an A/B of a change on this noisy machine, in one sitting. `@tcp` has that
 // gateway reach Redis over loopback TCP instead of the Unix socket (tcp=dist/svc-gateway@tcp).
-import { readFileSync } from 'node:fs'
+import { cpuMs } from './procs.ts'
 import { BenchStack, fundedBuyer, postOffer, type RedisTransport, type Target, targets } from './stack.ts'
 import { median } from './stats.ts'
 import { runWrk } from './wrk.ts'
@@ -21,15 +21,6 @@ const builds = others.map((arg) => {
     throw new Error(`expected name=binary[@tcp], got ${arg}`)
   return { name, binary, over: over as RedisTransport }
 })
-const TICK_MS = 1000 / 100 // USER_HZ
-
-/** CPU time of a process so far, ms (its threads included). */
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS
-}
-
 /** Redis's top-level commands so far (commands a script calls are counted apart, under their own names). */
 function redisCalls(port: number): Record<string, number> {
   const info = Bun.spawnSync(['redis-cli', '-p', String(port), 'info', 'commandstats']).stdout.toString()

@@ -1,6 +1,6 @@
 // Child processes of the benchmark: started with their output in a log file, waited for over HTTP,
 // measured by their resident memory, stopped on exit.
-import { openSync } from 'node:fs'
+import { openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
 
@@ -76,4 +76,13 @@ export function commandOutput(cmd: string[]): string {
   } catch {
     return ''
   }
+}
+
+const TICK_MS = 1000 / 100 // USER_HZ
+
+/** CPU time of a process so far, ms (its threads included). */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS
 }

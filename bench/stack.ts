@@ -1,10 +1,11 @@
 // What the benchmark runs on loopback: a real redis-server, simulated suppliers, the compiled
 // gateway and the peer gateway, each its own process; then an offer and a funded account made
 // through the operator API, as an operator would.
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { RedisClient } from 'bun'
 import { freePort, type LocalRedis, startLocalRedis } from '../src/redis/local-server.ts'
 import { randomWallet } from '../test/helpers/accounts.ts'
 import { type Service, spawnService, stopAll, waitForHttp } from './procs.ts'
@@ -16,13 +17,15 @@ export const PEER_ENTRY = join(ROOT, 'bench/node_modules/@portkey-ai/gateway/bui
 /** Bun's fetch allows 256 requests at once unless told otherwise; open streams need thousands. */
 const FETCH_LIMIT = { BUN_CONFIG_MAX_HTTP_REQUESTS: '8192' }
 
-export type TargetName = 'direct' | 'peer' | 'gateway'
+export type TargetName = 'direct' | 'floor' | 'peer' | 'gateway'
 /**
  * How the gateway reaches the bench's Redis: its Unix socket, as `svc-gateway demo` does with the
  * Redis it starts (one machine), or loopback TCP, as a Redis elsewhere would be reached.
  */
 export type RedisTransport = 'unix' | 'tcp'
 export const TARGETS: readonly TargetName[] = ['direct', 'peer', 'gateway']
+/** With the floor (bench/floor-gateway.ts) beside them, where latency and CPU are compared. */
+export const WITH_FLOOR: readonly TargetName[] = ['direct', 'floor', 'peer', 'gateway']
 
 /** One way to send the same chat request: its full URL and the headers it needs. */
 export interface Target {
@@ -103,6 +106,53 @@ export class BenchStack {
     return { url, service, adminToken }
   }
 
+  /**
+   * The floor (bench/floor-gateway.ts) under Bun, on the bench's Redis over its Unix socket as the
+   * gateway reaches it, with one account for `apiKey` and one offer, funded far beyond the run.
+   */
+  async startFloor(
+    name: string,
+    upstreamUrl: string,
+    apiKey: string,
+  ): Promise<{ url: string; service: Service }> {
+    const base = `bench:{${name}}:`
+    const redis = new RedisClient(this.redis.url)
+    await redis.send('HSET', [
+      `${base}floor:acct:${floorAccount(apiKey)}`,
+      'confirmed',
+      '1000000000000000',
+      'held',
+      '0',
+    ])
+    await redis.send('HSET', [
+      `${base}floor:offer:o`,
+      'posted',
+      '1000000000000000',
+      'held',
+      '0',
+      'burned',
+      '0',
+      'earned',
+      '0',
+    ])
+    await redis.send('ZADD', [`${base}floor:ladder`, '50', 'o'])
+    redis.close()
+    const port = freePort()
+    const service = spawnService(name, [process.execPath, join(ROOT, 'bench/floor-gateway.ts')], {
+      logDir: this.logDir,
+      env: {
+        ...FETCH_LIMIT,
+        PORT: String(port),
+        UPSTREAM_URL: upstreamUrl,
+        REDIS_URL: this.redis.socketUrl,
+        FLOOR_BASE: base,
+      },
+    })
+    const url = `http://127.0.0.1:${port}`
+    await waitForHttp(service, url)
+    return { url, service }
+  }
+
   /** The peer: Portkey's gateway from bench/node_modules, run under Bun. */
   async startPeer(name: string): Promise<{ url: string; service: Service }> {
     const port = freePort()
@@ -161,6 +211,9 @@ export async function simFault(sim: Sim, key: string, fault: string | null): Pro
 
 const CHAT_PATH = '/v1/chat/completions'
 
+/** The floor's account for a key: the key's digest, as bench/floor-gateway.ts looks it up. */
+const floorAccount = (apiKey: string) => createHash('sha256').update(apiKey).digest('hex')
+
 /** The three ways to send one chat request: to the supplier, through the peer, through the gateway. */
 export function targets(
   sim: Sim,
@@ -168,6 +221,7 @@ export function targets(
   peer: { url: string; service: Service },
   gateway: BenchGateway,
   buyer: Buyer,
+  floor?: { url: string; service: Service },
 ): Record<TargetName, Target> {
   const json = { 'content-type': 'application/json' }
   return {
@@ -176,6 +230,13 @@ export function targets(
       url: `${sim.url}/chat/completions`,
       headers: { ...json, authorization: `Bearer ${upstreamKey}` },
       pid: sim.service.pid,
+    },
+    // Without a floor started, a target no scenario lists.
+    floor: {
+      name: 'floor',
+      url: `${floor?.url ?? sim.url}${CHAT_PATH}`,
+      headers: { ...json, authorization: `Bearer ${buyer.apiKey}` },
+      pid: floor?.service.pid ?? 0,
     },
     peer: {
       name: 'peer',
