@@ -11,6 +11,57 @@ interface ProfileNode {
   children?: number[]
 }
 
+/**
+ * The phases of a paid request, by the source file of the innermost of our frames on a sample's
+ * stack (first rule that matches); samples with none of ours are the runtime's own: the event loop,
+ * sockets, the HTTP server and garbage collection, outside any of our calls.
+ */
+const PHASES: [phase: string, file: RegExp][] = [
+  ['response', /src\/http\/own-response\.ts|src\/http\/inference\/call\.ts/],
+  ['logging and metrics', /src\/logger\.ts|src\/metrics\/|src\/http\/request-context\.ts/],
+  ['clear', /src\/inference\/clear-usage\.ts|src\/market\/clearing\.ts|src\/inference\/meter\.ts/],
+  ['relay', /src\/inference\/relay-|src\/inference\/upstream-events\.ts/],
+  ['supplier call and parse', /src\/upstream\/|src\/inference\/supplier\.ts/],
+  ['admit', /src\/market\/admission\.ts|src\/inference\/key-wait\.ts/],
+  [
+    'validation',
+    /src\/inference\/[a-z-]+-request\.ts|src\/inference\/tokens\.ts|src\/inference\/callable-model\.ts/,
+  ],
+  ['auth', /src\/http\/auth\.ts/],
+  [
+    'accept and parse',
+    /src\/http\/json-body\.ts|src\/app\.ts|src\/http\/error-handler\.ts|node_modules\/elysia/,
+  ],
+  ['the call itself', /src\/inference\/(service|dispatch)\.ts|src\/http\/inference\//],
+]
+
+/** Non-idle samples by phase, as shares. */
+export function phasesOf(path: string): { phase: string; samples: number; share: number }[] {
+  const profile = JSON.parse(readFileSync(path, 'utf8')) as { nodes: ProfileNode[]; samples: number[] }
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const parent = new Map<number, number>()
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
+  const counts = new Map<string, number>()
+  let busy = 0
+  for (const id of profile.samples) {
+    if (byId.get(id)!.callFrame.functionName === '(idle)') continue
+    busy += 1
+    let phase = 'runtime (no frame of ours)'
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const url = byId.get(at)!.callFrame.url
+      const rule = PHASES.find(([, file]) => file.test(url))
+      if (rule) {
+        phase = rule[0]
+        break
+      }
+    }
+    counts.set(phase, (counts.get(phase) ?? 0) + 1)
+  }
+  return [...counts.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([phase, samples]) => ({ phase, samples, share: samples / busy }))
+}
+
 export function summarizeProfile(path: string, top = 25): string {
   const profile = JSON.parse(readFileSync(path, 'utf8')) as { nodes: ProfileNode[]; samples: number[] }
   const byId = new Map(profile.nodes.map((n) => [n.id, n]))
@@ -47,6 +98,8 @@ export function summarizeProfile(path: string, top = 25): string {
       .map(([k, n]) => `  ${pct(n).padStart(6)}  ${n.toString().padStart(6)}  ${k}`)
   return [
     `${profile.samples.length} samples, ${busy} not idle (percentages are of those)`,
+    'by phase:',
+    ...phasesOf(path).map((p) => `  ${(100 * p.share).toFixed(1).padStart(5)}%  ${p.phase}`),
     'self:',
     ...list(self, () => true),
     'inclusive, our code (src/):',

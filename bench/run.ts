@@ -592,7 +592,10 @@ async function main(): Promise<void> {
     await postOffer(gateway2, slowSim, upstreamKey, 50)
     const buyer2 = await fundedBuyer(gateway2)
     const openTargets = targets(slowSim, upstreamKey, peer2, gateway2, buyer2)
-    await preflight(TARGETS.map((name) => openTargets[name]), false)
+    await preflight(
+      TARGETS.map((name) => openTargets[name]),
+      false,
+    )
     const open = {} as PerTarget<OpenStreams>
     for (const name of TARGETS) {
       open[name] = await openStreams(openTargets[name], settings.openStreams, settings.openTokens)

@@ -43,12 +43,12 @@ export async function relayBuffered(
     outcome: 'completed',
   })
   // The supplier's own cost figure is its list price, not what the buyer pays: it is compared
-  // with the burn above and stays upstream.
-  const { cost: _listPrice, ...rest } = json
-  return {
-    body: { ...rest, id: `chatcmpl-${requestId.slice(4)}`, model: chat.model.id },
-    clearing,
-  }
+  // with the burn above and stays upstream (an undefined field is not serialised). The answer is
+  // the supplier's object, rewritten in place rather than copied.
+  if (json.cost !== undefined) json.cost = undefined
+  json.id = `chatcmpl-${requestId.slice(4)}`
+  json.model = chat.model.id
+  return { body: json, clearing }
 }
 
 export function costHeaders(clearing: Clearing): Record<string, string> {

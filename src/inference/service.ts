@@ -77,7 +77,7 @@ export interface ChatAnswer {
   costUsdc: string | null
 }
 
-const JSON_HEADERS = { 'content-type': 'application/json' }
+const JSON_CONTENT_TYPE = 'application/json'
 const STREAM_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' }
 
 /** One image per account in flight, always. */
@@ -193,10 +193,13 @@ export class InferenceService {
       return { body: stream, headers: { ...STREAM_HEADERS, ...reference }, costUsdc: null }
     }
     const { body: chat, clearing } = await this.clearBuffered(begun)
+    const headers = costHeaders(clearing)
+    headers['content-type'] = JSON_CONTENT_TYPE
+    headers[SUPPORT_REFERENCE_HEADER] = call.supportReference
     return {
       body: JSON.stringify(written.buffered(chat, clearing)),
-      headers: { ...JSON_HEADERS, ...reference, ...costHeaders(clearing) },
-      costUsdc: formatMicros(clearing.charged),
+      headers,
+      costUsdc: headers['x-svc-cost-usdc']!,
     }
   }
 

@@ -138,17 +138,20 @@ export class ResponseParser {
   }
 
   private onHead(text: string): void {
-    const lines = text.split('\r\n')
-    const match = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0]!)
-    if (!match) throw new MalformedResponse(`bad status line: ${lines[0]!.slice(0, 40)}`)
+    let end = text.indexOf('\r\n')
+    if (end < 0) end = text.length
+    const match = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(text.slice(0, end))
+    if (!match) throw new MalformedResponse(`bad status line: ${text.slice(0, 40)}`)
     const status = Number(match[2])
     const headers = new Map<string, string>()
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i]!
-      const colon = line.indexOf(':')
-      if (colon <= 0) throw new MalformedResponse('bad header line')
-      const name = line.slice(0, colon).trim().toLowerCase()
-      const value = line.slice(colon + 1).trim()
+    // Line by line without splitting the head first: a head is parsed on every supplier call.
+    for (let at = end + 2; at < text.length; at = end + 2) {
+      end = text.indexOf('\r\n', at)
+      if (end < 0) end = text.length
+      const colon = text.indexOf(':', at)
+      if (colon <= at || colon > end) throw new MalformedResponse('bad header line')
+      const name = text.slice(at, colon).trim().toLowerCase()
+      const value = text.slice(colon + 1, end).trim()
       const seen = headers.get(name)
       headers.set(name, seen === undefined ? value : `${seen}, ${value}`)
     }
@@ -184,16 +187,16 @@ export class ResponseParser {
   }
 }
 
+// Searched natively: feed makes every input a Buffer.
+const HEAD_END = Buffer.from('\r\n\r\n')
+const LINE_END = Buffer.from('\r\n')
+
 function headEnd(bytes: Uint8Array, from: number): number {
-  for (let i = from; i + 3 < bytes.length; i++) {
-    if (bytes[i] === CR && bytes[i + 1] === LF && bytes[i + 2] === CR && bytes[i + 3] === LF) return i
-  }
-  return -1
+  return (bytes as Buffer).indexOf(HEAD_END, from)
 }
 
 function lineEnd(bytes: Uint8Array, from: number): number {
-  for (let i = from; i + 1 < bytes.length; i++) if (bytes[i] === CR && bytes[i + 1] === LF) return i
-  return -1
+  return (bytes as Buffer).indexOf(LINE_END, from)
 }
 
 // The bytes are a Buffer (feed makes them one): decoded in place, without taking their `.buffer`
