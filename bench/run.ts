@@ -23,6 +23,7 @@ import {
   BenchStack,
   type Buyer,
   fundedBuyer,
+  GATEWAY_BINARY,
   PEER_ENTRY,
   postOffer,
   ROOT,
@@ -651,6 +652,15 @@ async function main(): Promise<void> {
     await stack.stop()
   }
 
+  // Scale-out last, on its own processes: the operator's `sizing` command, from the compiled binary.
+  say('scale-out: Redis masters x replicas')
+  const sizing = Bun.spawn([GATEWAY_BINARY, 'sizing', '--seconds', quick ? '1' : '3'], {
+    stdout: 'pipe',
+    stderr: 'inherit',
+  })
+  const scaleOut = (await new Response(sizing.stdout).text()).trim()
+  if ((await sizing.exited) !== 0) throw new Error('svc-gateway sizing failed')
+
   const generated = [
     `## Results${quick ? ' (quick mode)' : ''}, ${new Date().toISOString()}`,
     '',
@@ -661,6 +671,10 @@ async function main(): Promise<void> {
     checksTable(checks),
     '',
     ...tables.flatMap((t) => [markdownTable(t), '']),
+    '### Scale-out: Redis masters and gateway replicas (`svc-gateway sizing`)',
+    '',
+    scaleOut,
+    '',
   ].join('\n')
   console.log(generated)
   if (!quick) {

@@ -9,6 +9,7 @@ import { functions } from './functions.ts'
 import { offer } from './offer.ts'
 import { serve } from './serve.ts'
 import { sim } from './sim.ts'
+import { sizing } from './sizing.ts'
 import { supplier } from './supplier.ts'
 
 const USAGE = `svc-gateway ${pkg.version}
@@ -29,6 +30,9 @@ usage: svc-gateway [command]
             (REDIS_URL, SVC_REDIS_PREFIX): export --group <name> [--once] [--consumer <name>]
   functions the gateway's Redis function libraries, one per deployed version (REDIS_URL):
             functions [list] | prune [--dry-run] (deletes every version's but this build's)
+  sizing    paid requests/s and Redis CPU per request on this machine, for 1 and 3 Redis masters
+            and 1, 2, 4, 8 replicas (starts its own; needs redis-server and redis-cli):
+            sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5]
   --version print the version`
 
 async function dispatch(argv: string[]): Promise<void> {
@@ -52,6 +56,8 @@ async function dispatch(argv: string[]): Promise<void> {
       return functions(argv.slice(1))
     case 'account':
       return account(argv.slice(1))
+    case 'sizing':
+      return sizing(argv.slice(1))
     case '--version':
     case 'version':
       console.log(pkg.version)

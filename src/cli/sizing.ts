@@ -1,0 +1,312 @@
+// `svc-gateway sizing`: what this machine's Redis carries, to size a deployment. For each number of
+// Redis masters (a single redis-server, or a local Cluster) and each number of gateway replicas, it
+// starts them and the simulated supplier as processes of this binary, drives buffered paid chat
+// through every replica at once, and prints a table: paid requests/s, Redis CPU per paid request,
+// and the busiest master's share of the Redis CPU (where one master does all the work, adding
+// masters adds nothing). Needs redis-server and redis-cli on PATH; touches nothing it did not start.
+//   svc-gateway sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5]
+import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Subprocess } from 'bun'
+import Redis from 'ioredis'
+import { AccountStore } from '../accounts/accounts.ts'
+import { loadGatewayConfig } from '../config.ts'
+import { OfferService } from '../market/offers.ts'
+import type { MicroDiem } from '../money/units.ts'
+import { createRedis } from '../redis/connection.ts'
+import { keyspace } from '../redis/keys.ts'
+import { startLocalCluster } from '../redis/local-cluster.ts'
+import { freePort, startLocalRedis } from '../redis/local-server.ts'
+
+export interface SizingOptions {
+  masters: number[]
+  replicas: number[]
+  /** Concurrent clients per replica. */
+  clients: number
+  seconds: number
+}
+
+export interface SizingRow {
+  masters: number
+  replicas: number
+  requestsPerSecond: number
+  failed: number
+  /** Redis CPU (user + system, every master) per paid request, µs. */
+  redisUsPerRequest: number
+  /** The busiest master's part of the Redis CPU, 0..1. */
+  busiestShare: number
+}
+
+const MODEL = 'llama-3.3-70b'
+const BODY = JSON.stringify({
+  model: MODEL,
+  messages: [{ role: 'user', content: 'Size the deployment.' }],
+  max_tokens: 16,
+})
+const WARM_SECONDS = 1
+
+/** This binary (or, from source, Bun and the entry) with `args`. */
+function self(args: string[]): string[] {
+  const entry = join(import.meta.dir, '../main.ts')
+  return existsSync(entry) ? [process.execPath, entry, ...args] : [process.execPath, ...args]
+}
+
+function list(value: string | undefined, fallback: number[], name: string): number[] {
+  if (value === undefined) return fallback
+  const numbers = value.split(',').map((n) => Number(n.trim()))
+  if (numbers.length === 0 || numbers.some((n) => !Number.isInteger(n) || n < 1 || n > 64))
+    throw new Error(`--${name}: a comma-separated list of whole numbers from 1 to 64`)
+  return numbers
+}
+
+export function sizingOptions(argv: string[]): SizingOptions {
+  const flags = new Map<string, string>()
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (!arg.startsWith('--')) throw new Error(`unexpected argument: ${arg}`)
+    const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined]
+    const value = inline ?? argv[++i]
+    if (value === undefined) throw new Error(`--${name} needs a value`)
+    flags.set(name, value)
+  }
+  for (const name of flags.keys())
+    if (!['masters', 'replicas', 'clients', 'seconds'].includes(name))
+      throw new Error(`unknown option --${name}`)
+  const [clients] = list(flags.get('clients'), [32], 'clients')
+  const [seconds] = list(flags.get('seconds'), [5], 'seconds')
+  return {
+    masters: list(flags.get('masters'), [1, 3], 'masters'),
+    replicas: list(flags.get('replicas'), [1, 2, 4, 8], 'replicas'),
+    clients: clients!,
+    seconds: seconds!,
+  }
+}
+
+/** `sizing load <url> <apiKey> <clients> <seconds>`: one replica's load; prints {ok, failed}. */
+async function load([url, apiKey, clients, seconds]: string[]): Promise<void> {
+  const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+  const end = performance.now() + Number(seconds) * 1000
+  let ok = 0
+  let failed = 0
+  const client = async () => {
+    while (performance.now() < end) {
+      try {
+        const response = await fetch(url!, { method: 'POST', headers, body: BODY })
+        await response.arrayBuffer()
+        if (response.status === 200) ok++
+        else failed++
+      } catch {
+        failed++
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: Number(clients) }, client))
+  console.log(JSON.stringify({ ok, failed }))
+}
+
+async function waitForHttp(proc: Subprocess, url: string): Promise<void> {
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`${url}: the process exited (${proc.exitCode})`)
+    if (
+      await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return
+    if (Date.now() > deadline) throw new Error(`${url} did not answer`)
+    await Bun.sleep(50)
+  }
+}
+
+async function stopAll(procs: Subprocess[]): Promise<void> {
+  for (const p of procs) p.kill('SIGTERM')
+  await Promise.all(
+    procs.map((p) => Promise.race([p.exited, Bun.sleep(5_000).then(() => p.kill('SIGKILL'))])),
+  )
+}
+
+/** Each master's CPU time so far (user + system), seconds. */
+async function cpuSeconds(ports: number[]): Promise<number[]> {
+  return Promise.all(
+    ports.map(async (port) => {
+      const redis = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 })
+      try {
+        const info = await redis.info('cpu')
+        const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0)
+        return field('used_cpu_user') + field('used_cpu_sys')
+      } finally {
+        redis.disconnect()
+      }
+    }),
+  )
+}
+
+/** A fresh keyspace on `redisUrl` with one roomy offer on the supplier and one funded key. */
+async function market(redisUrl: string, prefix: string, masterKey: string, upstreamUrl: string) {
+  const config = loadGatewayConfig({
+    REDIS_URL: redisUrl,
+    SVC_REDIS_PREFIX: prefix,
+    SVC_ADMIN_TOKEN: randomBytes(16).toString('hex'),
+    SVC_MASTER_KEY: masterKey,
+    SVC_UPSTREAM_URL: upstreamUrl,
+  })
+  const redis = createRedis(config.redisUrl, { name: 'svc-sizing' })
+  try {
+    const keys = keyspace(config.redisPrefix)
+    await new OfferService(redis, keys, config.masterKey).create({
+      upstreamBaseUrl: upstreamUrl,
+      upstreamApiKey: `sizing-${randomBytes(8).toString('hex')}`,
+      askCents: 50,
+      capacity: 1_000_000_000_000 as MicroDiem,
+      maxInFlight: 100_000,
+      supplier: 'sizing',
+    })
+    const accounts = new AccountStore(redis, keys)
+    const wallet = `0x${randomBytes(20).toString('hex')}`
+    const created = await accounts.create(wallet, config.defaultMaxPriceCents)
+    await accounts.credit(created.account.id, '100000.000000', 'sizing', 'sizing')
+    return created.apiKey
+  } finally {
+    redis.disconnect()
+  }
+}
+
+/** One cell of the table: `replicas` gateways on one Redis topology, loaded together. */
+async function measure(
+  redis: { url: string; ports: number[] },
+  upstreamUrl: string,
+  replicas: number,
+  options: SizingOptions,
+): Promise<Omit<SizingRow, 'masters'>> {
+  const masterKey = randomBytes(32).toString('hex')
+  const prefix = `sizing:{s${randomBytes(4).toString('hex')}}`
+  const apiKey = await market(redis.url, prefix, masterKey, upstreamUrl)
+  const gateways = Array.from({ length: replicas }, () => {
+    const port = freePort()
+    const proc = Bun.spawn(self(['serve']), {
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        REDIS_URL: redis.url,
+        SVC_REDIS_PREFIX: prefix,
+        SVC_ADMIN_TOKEN: randomBytes(16).toString('hex'),
+        SVC_MASTER_KEY: masterKey,
+        SVC_UPSTREAM_URL: upstreamUrl,
+        LOG_LEVEL: 'warn',
+        // One key carries the load: its caps must not be what is measured.
+        SVC_KEY_MAX_IN_FLIGHT: '100000',
+        SVC_WALLET_MAX_IN_FLIGHT: '100000',
+      },
+      stdout: 'ignore',
+      stderr: 'ignore',
+    })
+    return { proc, url: `http://127.0.0.1:${port}` }
+  })
+  try {
+    await Promise.all(gateways.map((g) => waitForHttp(g.proc, `${g.url}/readyz`)))
+    const drive = async (seconds: number) => {
+      const loads = gateways.map((g) =>
+        Bun.spawn(
+          self([
+            'sizing',
+            'load',
+            `${g.url}/v1/chat/completions`,
+            apiKey,
+            String(options.clients),
+            String(seconds),
+          ]),
+          { stdout: 'pipe', stderr: 'inherit' },
+        ),
+      )
+      const counts = await Promise.all(
+        loads.map(
+          async (p) => JSON.parse(await new Response(p.stdout).text()) as { ok: number; failed: number },
+        ),
+      )
+      return counts.reduce((sum, c) => ({ ok: sum.ok + c.ok, failed: sum.failed + c.failed }), {
+        ok: 0,
+        failed: 0,
+      })
+    }
+    await drive(WARM_SECONDS)
+    const before = await cpuSeconds(redis.ports)
+    const { ok, failed } = await drive(options.seconds)
+    const after = await cpuSeconds(redis.ports)
+    const spent = after.map((a, i) => a - before[i]!)
+    const total = spent.reduce((sum, s) => sum + s, 0)
+    return {
+      replicas,
+      requestsPerSecond: ok / options.seconds,
+      failed,
+      redisUsPerRequest: ok > 0 ? (total * 1e6) / ok : 0,
+      busiestShare: total > 0 ? Math.max(...spent) / total : 0,
+    }
+  } finally {
+    await stopAll(gateways.map((g) => g.proc))
+  }
+}
+
+export async function measureSizing(options: SizingOptions, progress = (_line: string) => {}) {
+  const simPort = freePort()
+  const sim = Bun.spawn(self(['sim']), {
+    env: { ...process.env, SIM_PORT: String(simPort), SIM_HOST: '127.0.0.1', SIM_BALANCE_DIEM: '1000000000' },
+    stdout: 'ignore',
+    stderr: 'inherit',
+  })
+  const upstreamUrl = `http://127.0.0.1:${simPort}`
+  const rows: SizingRow[] = []
+  try {
+    await waitForHttp(sim, `${upstreamUrl}/models`)
+    for (const masters of options.masters) {
+      const single = masters === 1 ? await startLocalRedis() : null
+      const cluster = single ? null : await startLocalCluster(masters)
+      const redis = single
+        ? { url: single.url, ports: [single.port] }
+        : { url: cluster!.url, ports: cluster!.nodes.map((n) => n.port) }
+      try {
+        for (const replicas of options.replicas) {
+          progress(
+            `${masters} master${masters > 1 ? 's' : ''}, ${replicas} replica${replicas > 1 ? 's' : ''}`,
+          )
+          rows.push({ masters, ...(await measure(redis, upstreamUrl, replicas, options)) })
+        }
+      } finally {
+        await single?.stop()
+        cluster?.stop()
+      }
+    }
+  } finally {
+    await stopAll([sim])
+  }
+  return rows
+}
+
+const fixed = (n: number, digits: number) =>
+  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
+
+export function sizingTable(rows: SizingRow[], options: SizingOptions): string {
+  return [
+    `Buffered paid chat (max_tokens 16), ${options.clients} clients per replica, ${options.seconds} s per row.`,
+    '',
+    '| Redis masters | replicas | paid requests/s | failed | Redis CPU µs per request | busiest master |',
+    '|---|---|---|---|---|---|',
+    ...rows.map(
+      (r) =>
+        `| ${r.masters} | ${r.replicas} | ${fixed(r.requestsPerSecond, 0)} | ${r.failed} | ${fixed(r.redisUsPerRequest, 1)} | ${fixed(100 * r.busiestShare, 1)} % |`,
+    ),
+    '',
+    'One Redis core carries about 1,000,000 ÷ (Redis CPU µs per request) paid requests/s when nothing',
+    'else on the machine competes for it; plan each master at well below that.',
+  ].join('\n')
+}
+
+export async function sizing(argv: string[]): Promise<void> {
+  if (argv[0] === 'load') return load(argv.slice(1))
+  const options = sizingOptions(argv)
+  const rows = await measureSizing(options, (line) => console.error(`[sizing] ${line}`))
+  console.log(sizingTable(rows, options))
+}

@@ -1,0 +1,41 @@
+// `svc-gateway sizing` on real processes: a single redis-server and a three-master Cluster, two
+// gateway replicas each, the simulated supplier; every row served paid requests, none failed, and
+// the Redis CPU was read from every master.
+import { describe, expect, test } from 'bun:test'
+import { measureSizing, sizingOptions, sizingTable } from '../../src/cli/sizing.ts'
+
+describe('sizing', () => {
+  test('options: the defaults, and a clear refusal of what is not a list of counts', () => {
+    expect(sizingOptions([])).toEqual({ masters: [1, 3], replicas: [1, 2, 4, 8], clients: 32, seconds: 5 })
+    expect(sizingOptions(['--masters', '3', '--replicas=2,4', '--seconds', '2'])).toMatchObject({
+      masters: [3],
+      replicas: [2, 4],
+      seconds: 2,
+    })
+    expect(() => sizingOptions(['--masters', '0'])).toThrow(/--masters/)
+    expect(() => sizingOptions(['--replicas', 'two'])).toThrow(/--replicas/)
+    expect(() => sizingOptions(['--rounds', '2'])).toThrow(/unknown option --rounds/)
+    expect(() => sizingOptions(['--clients'])).toThrow(/needs a value/)
+  })
+
+  test('one and three masters under two replicas: paid requests served, Redis CPU per request and the busiest master', async () => {
+    const options = { masters: [1, 3], replicas: [2], clients: 4, seconds: 1 }
+    const rows = await measureSizing(options)
+    expect(rows.map((r) => [r.masters, r.replicas])).toEqual([
+      [1, 2],
+      [3, 2],
+    ])
+    for (const row of rows) {
+      expect(row.failed).toBe(0)
+      expect(row.requestsPerSecond).toBeGreaterThan(0)
+      expect(row.redisUsPerRequest).toBeGreaterThan(0)
+    }
+    expect(rows[0]!.busiestShare).toBe(1)
+    // Three masters share the CPU somehow; no master carries less than nothing or more than all.
+    expect(rows[1]!.busiestShare).toBeGreaterThanOrEqual(1 / 3)
+    expect(rows[1]!.busiestShare).toBeLessThanOrEqual(1)
+    const table = sizingTable(rows, options)
+    expect(table).toContain('| 1 | 2 |')
+    expect(table).toContain('| 3 | 2 |')
+  })
+})
