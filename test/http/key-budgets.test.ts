@@ -8,7 +8,15 @@ import OpenAI from 'openai'
 import { type LimitReset, periodEnd, periodStart } from '../../src/accounts/budget-periods.ts'
 import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
-import { keyFetch, type TestAccount, waitForLastUsed } from '../helpers/accounts.ts'
+import {
+  keyFetch,
+  type ListedKey,
+  listedKey,
+  type MintedKey,
+  mintKey,
+  type TestAccount,
+  waitForLastUsed,
+} from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
@@ -19,29 +27,14 @@ beforeAll(async () => {
 })
 afterAll(() => stack.stop())
 
-interface KeyView {
-  id: string
-  limitUsdc: string | null
-  limitReset: LimitReset | null
-  spentUsdc: string
-  periodSpentUsdc: string | null
-  limitResetsAt: string | null
-  limitRemainingUsdc: string | null
-}
-type Minted = KeyView & { apiKey: string }
+type KeyView = ListedKey
+type Minted = MintedKey
 type ErrorBody = { error: { code: string } & Record<string, unknown> }
 
 const call = (apiKey: string, path: string, init: RequestInit & { json?: unknown } = {}) =>
   keyFetch(stack, apiKey, path, init)
-const mint = async (buyer: TestAccount, json: Record<string, unknown>) => {
-  const response = await call(buyer.apiKey, '/v1/agent/keys', { method: 'POST', json })
-  expect(response.status).toBe(201)
-  return (await response.json()) as Minted
-}
-const listed = async (buyer: TestAccount, id: string) => {
-  const list = (await (await call(buyer.apiKey, '/v1/agent/keys')).json()) as { activeApiKeys: KeyView[] }
-  return list.activeApiKeys.find((k) => k.id === id)!
-}
+const mint = (buyer: TestAccount, json: Record<string, unknown>) => mintKey(stack, buyer.apiKey, json)
+const listed = async (buyer: TestAccount, id: string) => (await listedKey(stack, buyer.apiKey, id))!
 const patch = (apiKey: string, id: string, json: unknown) =>
   call(apiKey, `/v1/agent/keys/${id}`, { method: 'PATCH', json })
 
