@@ -127,6 +127,9 @@ if acct[4] then
   local p = rcall('HMGET', account, 'reset:' .. key_id, 'pstart:' .. key_id, 'pspent:' .. key_id)
   if p[1] then
     local start = period_start(p[1], now)
+    -- A clock behind the period last counted (a failover to a lagging Redis) counts in that one:
+    -- a period never rolls back, so its spent is never forgotten.
+    if p[2] and int(p[2]) > start then start = int(p[2]) end
     period = s(start)
     rolled = p[2] ~= period
     used = rolled and 0 or int(p[3])

@@ -27,7 +27,8 @@ export function periodEnd(kind: LimitReset, start: number): number {
 /**
  * A periodic budget as it stands at `now`: what the key spent in its current period and when that
  * ends. The account hash keeps the spent of the period it last counted in (pstart:/pspent:<keyId>,
- * rolled forward lazily by admit): once that period ended, the current one has spent nothing yet.
+ * rolled forward lazily by admit): once that period ended, the current one has spent nothing yet;
+ * a clock behind it still reads that period, as admit counts in it (a period never rolls back).
  */
 export function currentPeriod(
   kind: LimitReset,
@@ -35,7 +36,7 @@ export function currentPeriod(
   counted: string | null | undefined,
   now: number,
 ): { periodSpent: number; resetsAt: number } {
-  const start = periodStart(kind, now)
+  const start = Math.max(periodStart(kind, now), Number(countedFrom ?? 0))
   return {
     periodSpent: countedFrom === String(start) ? Number(counted ?? 0) : 0,
     resetsAt: periodEnd(kind, start),

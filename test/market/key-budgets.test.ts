@@ -121,6 +121,25 @@ describe('a periodic budget across its UTC boundary', () => {
   })
 })
 
+describe('a clock that goes back', () => {
+  test('counts in the period last counted: a period never rolls back, so its spent is never forgotten', async () => {
+    const acct = await budgetedAccount(2 * HOLD, 'daily')
+    await spendAt(acct, at('2026-03-11T00:00:10.000Z'))
+    await spendAt(acct, at('2026-03-11T00:00:20.000Z'))
+    // A failover to a Redis whose clock is a minute behind: still the 11th's budget, and spent.
+    const refused = (await admitFor(fx, acct, { now: at('2026-03-10T23:59:30.000Z') })) as AdmitRefusal
+    expect(refused).toMatchObject({
+      code: AdmitCode.KeyLimit,
+      used: 2 * HOLD,
+      resetsAt: at('2026-03-12T00:00:00.000Z'),
+    })
+    expect(await budget(acct)).toMatchObject({
+      periodStart: '2026-03-11T00:00:00.000Z',
+      periodSpent: 2 * HOLD,
+    })
+  })
+})
+
 describe('a clear counts in the period its request was admitted in', () => {
   test('cleared after the boundary, once the key rolled on: in the ended period, so not in the new one', async () => {
     const acct = await budgetedAccount(2 * HOLD, 'daily')
