@@ -176,6 +176,25 @@ describe('setting a budget', () => {
     ).toEqual([null, null])
   })
 
+  test('a limit below what the key spent in its period is a 409 that changes nothing; once the period moved on it is not', async () => {
+    const buyer = await fundedBuyer(stack)
+    const key = await mint(buyer, { name: 'agent', limitUsdc: '1', limitReset: 'daily' })
+    const client = new OpenAI({ apiKey: key.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
+    await routes.chat(client)()
+    await waitForLastUsed(stack, key.apiKey)
+    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const below = await patch(buyer.apiKey, key.id, { limitUsdc: '0' })
+    expect(below.status).toBe(409)
+    expect(((await below.json()) as ErrorBody).error.code).toBe('key_limit_below_spent')
+    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    await movePeriodBack(buyer.accountId, key.id)
+    expect(await (await patch(buyer.apiKey, key.id, { limitUsdc: '0' })).json()).toMatchObject({
+      limitUsdc: '0.000000',
+      limitReset: 'daily',
+      periodSpentUsdc: '0.000000',
+    })
+  })
+
   test('an unknown limitReset, or one without a limit, is a 400 that changes nothing', async () => {
     const buyer = await fundedBuyer(stack)
     const unlimited = await mint(buyer, { name: 'free' })
