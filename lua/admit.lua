@@ -21,6 +21,8 @@
            resolved here, in the same call as the admission (one round trip fewer per request),
            and its lastUsedAt written at most once a minute
   ARGV[15] how long an attempt reaped here is kept as its request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
+  ARGV[16] the time now, ms ("" or absent: Redis TIME, as the gateway always sends): a test sets it
+           to stand on either side of a budget period's boundary
 
   Every reply but {-11} ends with the account id and the API key id it was made for.
 
@@ -39,12 +41,19 @@
     {-9, needed, confirmed, askCents} confirmed balance cannot cover the worst case at that ask
     {-10}                             attempt id already used
     {-11}                             no such API key (never minted, or revoked)
-    {-12, limit, usedThroughKey, needed, askCents, confirmed}
-                                      the key's spending limit: what it spent and holds now plus
-                                      this hold would pass it
+    {-12, limit, usedThroughKey, needed, askCents, confirmed, resetsAt}
+                                      the key's spending limit: what it spent (in the current
+                                      period, for a periodic budget) and holds now plus this hold
+                                      would pass it; resetsAt: when the period ends, ms ("" for a
+                                      lifetime limit)
 
   A key's limit, spent and held live on its account's hash (limit:<keyId>, spent:<keyId>,
-  held:<keyId>), read in the one HMGET of the account below: a limit costs admit no extra call.
+  held:<keyId>), read in the one HMGET of the account below: a key without a limit costs admit no
+  extra call. A limited key's budget period is read in one more: reset:<keyId> (daily, weekly or
+  monthly; absent for a lifetime limit), and what it spent in its current period, pspent:<keyId>,
+  counted from pstart:<keyId>. A period that moved on is rolled forward here, lazily: its spent
+  starts again at 0. The attempt keeps the period it was admitted in (`period`), so a clear counts
+  in that period's spent (lib/attempts count_in_period).
 ]]
 
 local attempt_id = ARGV[1]
@@ -56,7 +65,7 @@ local account_cap = int(ARGV[6])
 local lease_ms = int(ARGV[7])
 local default_max = int(ARGV[9])
 
-local now = now_ms()
+local now = (ARGV[16] and ARGV[16] ~= '') and int(ARGV[16]) or now_ms()
 local digest = ARGV[14] or ''
 if digest ~= '' then
   local k = rcall('HMGET', k_apikey(digest), 'accountId', 'id', 'lastUsedAt')
@@ -111,16 +120,37 @@ local hold_s = s(hold)
 -- The key's limit counts its holds in flight, so concurrent requests can never take it past the
 -- limit; checked before the balance, since funding would not help.
 local key_held = int(acct[6])
+-- A periodic budget: the start of the period this admission counts in, and whether it rolls on here.
+local period, rolled = nil, false
 if acct[4] then
-  local used = int(acct[5]) + key_held
-  if used + hold > int(acct[4]) then return reply({ -12, acct[4], s(used), hold_s, chosen.ask, s(confirmed) }) end
+  local used, resets_at = int(acct[5]), ''
+  local p = rcall('HMGET', account, 'reset:' .. key_id, 'pstart:' .. key_id, 'pspent:' .. key_id)
+  if p[1] then
+    local start = period_start(p[1], now)
+    -- A clock behind the period last counted (a failover to a lagging Redis) counts in that one:
+    -- a period never rolls back, so its spent is never forgotten.
+    if p[2] and int(p[2]) > start then start = int(p[2]) end
+    period = s(start)
+    rolled = p[2] ~= period
+    used = rolled and 0 or int(p[3])
+    resets_at = s(period_end(p[1], start))
+  end
+  used = used + key_held
+  if used + hold > int(acct[4]) then
+    return reply({ -12, acct[4], s(used), hold_s, chosen.ask, s(confirmed), resets_at })
+  end
 end
 if confirmed < hold then return reply({ -9, hold_s, s(confirmed), chosen.ask }) end
 
 -- Each hash written once from what was read above (one call each on the hot path).
 -- Each number formatted once, for the writes and the reply.
 local confirmed_s, estimate_s = s(confirmed - hold), s(estimate)
-rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold), key_held_field, s(key_held + hold))
+if rolled then
+  rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold), key_held_field, s(key_held + hold),
+    'pstart:' .. key_id, period, 'pspent:' .. key_id, '0')
+else
+  rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold), key_held_field, s(key_held + hold))
+end
 local offer = k_offer(chosen.id)
 rcall('HSET', offer, 'held', s(chosen.held + estimate), 'inflight', s(chosen.inflight + 1))
 local slots = { key_slot, s(int(counts[1]) + 1), wallet_slot, s(int(counts[2]) + 1) }
@@ -136,6 +166,7 @@ local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', account_id
 -- Usually empty, and then not written: every field is a listpack entry read back at the clear.
 if ARGV[8] ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', ARGV[8] end
 if group ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'capGroup', group end
+if period then attempt[#attempt + 1], attempt[#attempt + 2] = 'period', period end
 rcall('HSET', k_attempt(attempt_id), unpack(attempt))
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)

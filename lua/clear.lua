@@ -25,7 +25,8 @@
            burn ("" or absent: it agreed, or none came); recorded on the attempt, never billed
 
   A late clear (the lease was reaped and the hold already returned) charges at most the confirmed
-  balance and what the API key's limit has left; the supplier earns only what was charged, and the rest of the cost is written off: on
+  balance and what the API key's limit has left (for a periodic budget, in the period the request
+  was admitted in; nothing once that period has ended, since its spent is no longer kept); the supplier earns only what was charged, and the rest of the cost is written off: on
   the account, on the attempt, and in the write-off list (attempt id -> amount) the audit reads.
   A clear on an offer with a supplierId is also appended to supplier:<id>:fills (offer, model,
   burn, ask, earned): the supplier's fills, never the buyer's identity.
@@ -75,7 +76,9 @@ else
   confirmed = int(b[1])
   charged = math.min(cost, confirmed)
   if b[2] then
-    local left = int(b[2]) - int(b[3]) - int(b[4])
+    local used = int(b[3])
+    if a.period then used = spent_in_period(account, a) end
+    local left = used and int(b[2]) - used - int(b[4]) or 0
     if left < 0 then left = 0 end
     if charged > left then charged = left end
   end
@@ -85,6 +88,7 @@ else
     rcall('HINCRBY', account, 'confirmed', s(-charged))
     rcall('HINCRBY', account, 'spent', s(charged))
     rcall('HINCRBY', account, key_spent, s(charged))
+    count_in_period(account, a, charged)
   end
   rcall('HINCRBY', offer, 'burned', s(burn))
   rcall('HINCRBY', offer, 'earned', s(charged - fee))

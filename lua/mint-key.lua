@@ -17,17 +17,22 @@
            KEYS[1] being the supplier hash)
   ARGV[9]  the calling key's id ("" for none: an operator or a supplier). When that key has a
            limit, the new key must have one that fits in what the caller has left (limit - spent
-           - held), and the caller's limit drops by it: a budget handed to an agent binds every key
-           the agent mints, and concurrent mints cannot together pass it.
+           - held; spent in its current period for a periodic budget), and the caller's limit drops
+           by it: a budget handed to an agent binds every key the agent mints, and concurrent mints
+           cannot together pass it. The new key's budget may not reset more often than the
+           caller's (daily, then weekly, then monthly, then never): a key that resets sooner
+           could spend its limit again within one of the caller's periods.
+  ARGV[10] the new key's limitReset: daily, weekly or monthly ("" for a lifetime limit, and always
+           "" without a limit), kept as reset:<keyId>; its period starts at its first admission
 
   Returns  1 minted
           -1 no such account
           -2 the account is at the cap of active keys
           -4 the key id or digest is already taken (retry with fresh ones)
-          -8 the caller is a limited key and the new key's limit is missing or above its remainder
-  Times come from Redis TIME, in milliseconds.
+          -8 the caller is a limited key and the new key's limit is missing, above its remainder,
+             or resets sooner than the caller's
+  Times come from Redis TIME, in milliseconds. Includes lib/numbers (a budget period's start).
 ]]
-local rcall = redis.call
 
 if rcall('HGET', KEYS[1], 'id') ~= ARGV[1] then return -1 end
 if rcall('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -2 end
@@ -36,10 +41,20 @@ if rcall('HEXISTS', KEYS[2], ARGV[2]) == 1 or rcall('EXISTS', KEYS[3]) == 1 then
 local caller = ARGV[9]
 local carved = nil
 if caller and caller ~= '' then
-  local c = rcall('HMGET', KEYS[1], 'limit:' .. caller, 'spent:' .. caller, 'held:' .. caller)
+  local c = rcall('HMGET', KEYS[1], 'limit:' .. caller, 'spent:' .. caller, 'held:' .. caller, 'reset:' .. caller,
+    'pstart:' .. caller, 'pspent:' .. caller)
   if c[1] then
     if not ARGV[7] or ARGV[7] == '' then return -8 end
-    local left = tonumber(c[1]) - tonumber(c[2] or '0') - tonumber(c[3] or '0')
+    -- how often a budget resets: the lower, the more it can spend over time
+    local every = { daily = 1, weekly = 2, monthly = 3 }
+    local never = 4
+    if (every[ARGV[10]] or never) < (every[c[4]] or never) then return -8 end
+    local spent = tonumber(c[2] or '0')
+    if c[4] then
+      spent = 0
+      if c[5] == string.format('%d', period_start(c[4], now_ms())) then spent = tonumber(c[6]) end
+    end
+    local left = tonumber(c[1]) - spent - tonumber(c[3] or '0')
     if tonumber(ARGV[7]) > left then return -8 end
     carved = string.format('%d', tonumber(c[1]) - tonumber(ARGV[7]))
   end
@@ -54,5 +69,6 @@ if not owner or owner == '' then owner = 'accountId' end
 rcall('HSET', KEYS[3],
   'id', ARGV[2], owner, ARGV[1], 'name', ARGV[4], 'prefix', ARGV[5], 'createdAt', now)
 if ARGV[7] and ARGV[7] ~= '' then rcall('HSET', KEYS[1], 'limit:' .. ARGV[2], ARGV[7]) end
+if ARGV[10] and ARGV[10] ~= '' then rcall('HSET', KEYS[1], 'reset:' .. ARGV[2], ARGV[10]) end
 if carved then rcall('HSET', KEYS[1], 'limit:' .. caller, carved) end
 return 1

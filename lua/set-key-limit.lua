@@ -1,45 +1,80 @@
 --[[
-  set-key-limit: change an active key's spending limit and/or name. Only if the key id is this
-  account's and still maps to the digest the caller read (as revoke-key), so a foreign or revoked
-  id changes nothing. A limit below what the key already spent plus what it holds in flight is
-  refused: the limit would be passed at once, and the audit's "never above its limit" would no
-  longer say anything.
+  set-key-limit: change an active key's spending limit, its limitReset and/or name. Only if the key
+  id is this account's and still maps to the digest the caller read (as revoke-key), so a foreign
+  or revoked id changes nothing. A limit below what the key already spent (in its current period,
+  for a periodic budget) plus what it holds in flight is refused: the limit would be passed at
+  once, and the audit's "never above its limit" would no longer say anything.
 
-  KEYS[1]  account hash             (acct:<accountId>: limit:<keyId>, spent:<keyId>, held:<keyId>)
+  KEYS[1]  account hash             (acct:<accountId>: limit:<keyId>, spent:<keyId>, held:<keyId>,
+                                     and for a periodic budget reset:, pstart:, pspent:<keyId>)
   KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
   KEYS[3]  API key hash of the key  (apikey:<digest>)
   ARGV[1]  key id (UUID)
   ARGV[2]  key digest, as read from KEYS[2]
-  ARGV[3]  the new limit, micro-USDC; "none" removes it; "" leaves it
+  ARGV[3]  the new limit, micro-USDC; "none" removes it (and its limitReset); "" leaves it
   ARGV[4]  the new name; "" leaves it
   ARGV[5]  the calling key's id ("" for none). When that key has a limit, it may only lower the
-           limit of a key that has one: never raise or remove a limit (the budget stays binding),
-           and never touch a key without one (that would leave no key that can lift a limit).
+           limit of a key that has one: never raise or remove a limit, nor change how often it
+           resets (the budget stays binding), and never touch a key without one (that would leave
+           no key that can lift a limit).
+  ARGV[6]  the new limitReset: daily, weekly or monthly; "none" makes the limit a lifetime one;
+           "" leaves it. A budget that changes its period counts what the key spent in the period
+           it had as spent in the new one (from lifetime: nothing).
 
-  Returns {1, limit ("" none), spent, held}
+  Returns {1, limit ("" none), spent, held, limitReset ("" lifetime or none), periodSpent,
+           periodStart ("" none)}
           {-5}                 no such key on this account (unknown, foreign, or revoked)
           {-7, spent + held}   the limit is below what the key spent and holds
           {-8}                 the caller is a limited key, and the key has no limit or the
-                               change would raise or remove its limit
+                               change would raise or remove its limit or change its limitReset
+          {-9}                 a limitReset for a key left without a limit
+  Includes lib/numbers (a budget period's start, from Redis TIME).
 ]]
-local rcall = redis.call
 
 if rcall('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return { -5 } end
-local f_limit, f_spent, f_held = 'limit:' .. ARGV[1], 'spent:' .. ARGV[1], 'held:' .. ARGV[1]
-local k = rcall('HMGET', KEYS[1], f_limit, f_spent, f_held)
-local spent, held = tonumber(k[2] or '0'), tonumber(k[3] or '0')
-local limit = k[1] or ''
+local id = ARGV[1]
+local f_limit, f_spent, f_held = 'limit:' .. id, 'spent:' .. id, 'held:' .. id
+local f_reset, f_pstart, f_pspent = 'reset:' .. id, 'pstart:' .. id, 'pspent:' .. id
+local k = rcall('HMGET', KEYS[1], f_limit, f_spent, f_held, f_reset, f_pstart, f_pspent)
+local spent, held = number(k[2] or '0'), number(k[3] or '0')
+local limit, reset = k[1] or '', k[4] or ''
+local new_reset = reset
+if ARGV[6] == 'none' or ARGV[3] == 'none' then
+  new_reset = ''
+elseif ARGV[6] ~= '' then
+  new_reset = ARGV[6]
+end
+if ARGV[3] == 'none' and ARGV[6] ~= '' and ARGV[6] ~= 'none' then return { -9 } end
 if ARGV[5] and ARGV[5] ~= '' and rcall('HEXISTS', KEYS[1], 'limit:' .. ARGV[5]) == 1 then
-  if limit == '' or ARGV[3] == 'none' or (ARGV[3] ~= '' and tonumber(ARGV[3]) > tonumber(limit)) then
+  if limit == '' or ARGV[3] == 'none' or (ARGV[3] ~= '' and number(ARGV[3]) > number(limit))
+      or new_reset ~= reset then
     return { -8 }
   end
 end
 if ARGV[3] == 'none' then
   limit = ''
 elseif ARGV[3] ~= '' then
-  if tonumber(ARGV[3]) < spent + held then return { -7, string.format('%d', spent + held) } end
   limit = ARGV[3]
 end
+if limit == '' and new_reset ~= '' then return { -9 } end
+
+-- What the key spent in the period it has now (0 once that period ended), carried into the new one.
+local period_spent, period = 0, ''
+if new_reset ~= '' then
+  local now = now_ms()
+  if reset ~= '' and k[5] == format('%d', period_start(reset, now)) then period_spent = number(k[6]) end
+  period = format('%d', period_start(new_reset, now))
+end
+if limit ~= '' and (ARGV[3] ~= '' or new_reset ~= reset) then
+  local used = (new_reset ~= '' and period_spent or spent) + held
+  if number(limit) < used then return { -7, format('%d', used) } end
+end
+
 if ARGV[4] ~= '' then rcall('HSET', KEYS[3], 'name', ARGV[4]) end
 if limit == '' then rcall('HDEL', KEYS[1], f_limit) else rcall('HSET', KEYS[1], f_limit, limit) end
-return { 1, limit, string.format('%d', spent), string.format('%d', held) }
+if new_reset == '' then
+  rcall('HDEL', KEYS[1], f_reset, f_pstart, f_pspent)
+else
+  rcall('HSET', KEYS[1], f_reset, new_reset, f_pstart, period, f_pspent, format('%d', period_spent))
+end
+return { 1, limit, format('%d', spent), format('%d', held), new_reset, format('%d', period_spent), period }

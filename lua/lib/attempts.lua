@@ -38,6 +38,23 @@ local function release_slots(a)
   if #gone > 0 then rcall('HDEL', K_INFLIGHT, unpack(gone)) end
 end
 
+-- A periodic key's charge counts in the period its attempt was admitted in (the attempt's period,
+-- lua/admit.lua): while that is still the key's current period, in its pspent; once the key rolled
+-- on to a later period, in none, since no later period admitted it (the ended period's spent is
+-- no longer read by anything). Exact either way: never in a period that did not admit it.
+local function count_in_period(account, a, charge)
+  if a.period and charge > 0 and rcall('HGET', account, 'pstart:' .. a.keyId) == a.period then
+    rcall('HINCRBY', account, 'pspent:' .. a.keyId, s(charge))
+  end
+end
+
+-- What a periodic key spent in the attempt's period, or nil once the key rolled on past it.
+local function spent_in_period(account, a)
+  local p = rcall('HMGET', account, 'pstart:' .. a.keyId, 'pspent:' .. a.keyId)
+  if p[1] ~= a.period then return nil end
+  return int(p[2])
+end
+
 -- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
 -- charge: micro-USDC moved from the hold to spent (0 on failure).
 -- For a clear, the offer also records what it cleared, in the same write: o is its row as clear
@@ -60,6 +77,7 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed
   if kh < 0 then kh = 0 end
   rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge),
     key_held, s(kh), key_spent, s(int(b[5]) + charge))
+  count_in_period(account, a, charge)
   local offer = k_offer(a.offerId)
   local cleared = o ~= nil
   if not cleared then o = rcall('HMGET', offer, 'held', 'inflight') end
@@ -92,10 +110,10 @@ end
 -- is read there (read_cleared).
 local function read_attempt(id)
   local f = rcall('HMGET', k_attempt(id), 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc',
-    'holdDiem', 'model', 'capGroup')
+    'holdDiem', 'model', 'capGroup', 'period')
   if not f[1] then return nil end
   return { id = id, state = f[1], accountId = f[2], keyId = f[3], offerId = f[4], askCents = f[5],
-    holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9] }
+    holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9], period = f[10] }
 end
 
 -- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed (false when none).

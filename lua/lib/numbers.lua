@@ -58,10 +58,11 @@ local function now_ms()
   return t[1] * 1000 + floor(t[2] / 1000)
 end
 
--- The UTC day of a time in ms, as YYYY-MM-DD (the civil calendar from a day count; Redis's Lua has
--- no os.date). Usage stats are bucketed by it.
-local function utc_day(ms)
-  local z = floor(ms / 86400000) + 719468
+-- The UTC civil date of a time in ms: year, month, day (from a day count; Redis's Lua has no
+-- os.date).
+local DAY_MS = 86400000
+local function civil(ms)
+  local z = floor(ms / DAY_MS) + 719468
   local era = floor(z / 146097)
   local doe = z - era * 146097
   local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
@@ -69,6 +70,39 @@ local function utc_day(ms)
   local mp = floor((5 * doy + 2) / 153)
   local d = doy - floor((153 * mp + 2) / 5) + 1
   local m = mp < 10 and mp + 3 or mp - 9
-  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
+  return yoe + era * 400 + (m <= 2 and 1 or 0), m, d
+end
+
+-- The UTC day of a time in ms, as YYYY-MM-DD. Usage stats are bucketed by it.
+local function utc_day(ms)
+  local y, m, d = civil(ms)
   return format('%04d-%02d-%02d', y, m, d)
+end
+
+-- A key budget's period (limitReset) around a time in ms: when it started, 00:00 UTC of the day,
+-- of the week's Monday, or of the month's 1st (src/accounts/budget-periods.ts says the same).
+local function period_start(kind, ms)
+  local day = floor(ms / DAY_MS)
+  -- day 0, 1970-01-01, was a Thursday: three days after a Monday
+  if kind == 'weekly' then
+    day = day - (day + 3) % 7
+  elseif kind == 'monthly' then
+    local _, _, d = civil(ms)
+    day = day - (d - 1)
+  end
+  return day * DAY_MS
+end
+
+-- When the period that started at `start` ends: the next one's start.
+local function period_end(kind, start)
+  if kind == 'daily' then return start + DAY_MS end
+  if kind == 'weekly' then return start + 7 * DAY_MS end
+  local y, m = civil(start)
+  local days = 31
+  if m == 2 then
+    days = (y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0)) and 29 or 28
+  elseif m == 4 or m == 6 or m == 9 or m == 11 then
+    days = 30
+  end
+  return start + days * DAY_MS
 end

@@ -1,11 +1,13 @@
-// API keys of an account (OwnedKeys, owned-keys.ts) with what only they have: a spending limit, and
-// the spent and held beside it on the account's hash. A limit or name is set by
-// lua/set-key-limit.lua; a limited caller's budget binds what it mints, changes and revokes.
+// API keys of an account (OwnedKeys, owned-keys.ts) with what only they have: a spending limit
+// (lifetime, or reset daily, weekly or monthly: budget-periods.ts), and the spent and held beside it
+// on the account's hash. A limit, its reset or a name is set by lua/set-key-limit.lua; a limited
+// caller's budget binds what it mints, changes and revokes.
 import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import { API_KEY_PREFIX, MAX_ACTIVE_API_KEYS } from './api-keys.ts'
+import { currentPeriod, isLimitReset, type LimitReset, periodEnd } from './budget-periods.ts'
 import { type NewKey, type OwnedKeyRecord, OwnedKeys } from './owned-keys.ts'
 import { accountResultError, limitBelowSpent } from './results.ts'
 
@@ -18,14 +20,28 @@ export interface KeySpending {
   spent: number
   /** held by its requests in flight */
   held: number
+  /** how often the limit resets; null: a lifetime limit (or none) */
+  reset: LimitReset | null
+  /** charged through the key in its current period (0 without a periodic limit) */
+  periodSpent: number
+  /** when the current period ends, ms; null without a periodic limit */
+  resetsAt: number | null
 }
 
 export type ApiKeyWithSpending = ApiKeyRecord & KeySpending
 
-/** What PATCH /v1/agent/keys/{id} changes: a limit (null removes it), a name, or both. */
+/** What PATCH /v1/agent/keys/{id} changes: a limit (null removes it), its reset, a name. */
 export interface KeyChange {
   limit?: number | null
+  /** null: the limit becomes a lifetime one */
+  reset?: LimitReset | null
   name?: string
+}
+
+/** Redis's clock, ms: a budget's period is the scripts' (Redis TIME), whatever this host's says. */
+async function redisNow(redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time()
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
 }
 
 export interface MintedApiKey extends NewKey, KeySpending {}
@@ -48,18 +64,21 @@ export class ApiKeyStore {
   }
 
   /**
-   * A new key, with a spending limit in micro-USDC when given. `callerKeyId` is the key asking, if
-   * any: a limited caller must give a limit within what it has left, and that much leaves its own.
+   * A new key, with a spending limit in micro-USDC when given, reset as `reset` says (null: a
+   * lifetime limit). `callerKeyId` is the key asking, if any: a limited caller must give a limit
+   * within what it has left, reset no more often than its own, and that much leaves its own.
    */
   async mint(
     accountId: string,
     name: string,
     limit: number | null = null,
     callerKeyId = '',
+    reset: LimitReset | null = null,
   ): Promise<MintedApiKey> {
-    const minted = await this.owned.mint(accountId, name, limit, callerKeyId)
+    const minted = await this.owned.mint(accountId, name, limit, callerKeyId, reset ?? '')
     if ('refused' in minted) throw accountResultError(minted.refused)
-    return { ...minted, limit, spent: 0, held: 0 }
+    const period = reset === null ? null : currentPeriod(reset, null, null, await redisNow(this.redis))
+    return { ...minted, limit, spent: 0, held: 0, reset, periodSpent: 0, resetsAt: period?.resetsAt ?? null }
   }
 
   /** The account's active keys, oldest first, with their spending: the plaintext is not stored. */
@@ -72,22 +91,41 @@ export class ApiKeyStore {
     return records.map((record, i) => ({ ...record, ...spending[i]! }))
   }
 
-  /** Each key's limit, spent and held, from the account hash's limit:/spent:/held:<keyId> fields. */
+  /**
+   * Each key's limit, spent and held, from the account hash's limit:/spent:/held:<keyId> fields,
+   * and a periodic limit's current period from reset:/pstart:/pspent:<keyId> at Redis's time.
+   */
   async spending(accountId: string, keyIds: string[]): Promise<KeySpending[]> {
     if (keyIds.length === 0) return []
-    const fields = keyIds.flatMap((id) => [`limit:${id}`, `spent:${id}`, `held:${id}`])
-    const values = await this.redis.hmget(this.keys.account(accountId), ...fields)
-    return keyIds.map((_, i) => ({
-      limit: values[3 * i] == null ? null : Number(values[3 * i]),
-      spent: Number(values[3 * i + 1] ?? 0),
-      held: Number(values[3 * i + 2] ?? 0),
-    }))
+    const FIELDS = ['limit', 'spent', 'held', 'reset', 'pstart', 'pspent']
+    const fields = keyIds.flatMap((id) => FIELDS.map((field) => `${field}:${id}`))
+    const [values, now] = await Promise.all([
+      this.redis.hmget(this.keys.account(accountId), ...fields),
+      redisNow(this.redis),
+    ])
+    return keyIds.map((_, i) => {
+      const [limit, spent, held, reset, pstart, pspent] = values.slice(
+        FIELDS.length * i,
+        FIELDS.length * (i + 1),
+      )
+      const kind = isLimitReset(reset) ? reset : null
+      const period = kind === null ? null : currentPeriod(kind, pstart, pspent, now)
+      return {
+        limit: limit == null ? null : Number(limit),
+        spent: Number(spent ?? 0),
+        held: Number(held ?? 0),
+        reset: kind,
+        periodSpent: period?.periodSpent ?? 0,
+        resetsAt: period?.resetsAt ?? null,
+      }
+    })
   }
 
   /**
-   * Sets one of the account's own keys' limit (micro-USDC; null removes it) and/or name. An unknown
-   * or another account's id is a 404; a limit below what the key spent and holds is a 409; a
-   * limited `callerKeyId` raising or removing any limit is a 403.
+   * Sets one of the account's own keys' limit (micro-USDC; null removes it, and its reset), how
+   * often it resets, and/or its name. An unknown or another account's id is a 404; a limit below
+   * what the key spent (in its period) and holds is a 409; a limited `callerKeyId` raising or
+   * removing any limit, or changing its reset, is a 403; a reset left without a limit is a 400.
    */
   async change(
     accountId: string,
@@ -98,11 +136,12 @@ export class ApiKeyStore {
     const digest = await this.owned.digestOf(accountId, keyId)
     if (!digest) throw accountResultError(AccountCode.NoKey)
     const limitArg = change.limit === undefined ? '' : change.limit === null ? 'none' : change.limit
+    const resetArg = change.reset === undefined ? '' : change.reset === null ? 'none' : change.reset
     const reply = (await runScript(
       this.redis,
       'setKeyLimit',
       [this.keys.account(accountId), this.keys.accountKeys(accountId), this.keys.apiKey(digest)],
-      [keyId, digest, limitArg, change.name ?? '', callerKeyId],
+      [keyId, digest, limitArg, change.name ?? '', callerKeyId, resetArg],
     )) as (string | number)[]
     const code = Number(reply[0])
     if (code === AccountCode.LimitBelowSpent) throw limitBelowSpent(Number(reply[1]))
@@ -110,11 +149,15 @@ export class ApiKeyStore {
     const record = await this.resolve(digest)
     // Revoked between the change and this read: as if it had been revoked first.
     if (!record) throw accountResultError(AccountCode.NoKey)
+    const reset = isLimitReset(reply[4]) ? reply[4] : null
     return {
       ...record,
       limit: reply[1] === '' ? null : Number(reply[1]),
       spent: Number(reply[2]),
       held: Number(reply[3]),
+      reset,
+      periodSpent: Number(reply[5]),
+      resetsAt: reset === null ? null : periodEnd(reset, Number(reply[6])),
     }
   }
 

@@ -60,13 +60,15 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
 
   /**
    * Mints a key: the key, or the script's refusal code. `limit` (micro-USDC, API keys only) and
-   * `callerKeyId` (a limited caller's budget binds what it mints) as lua/mint-key.lua takes them.
+   * `callerKeyId` (a limited caller's budget binds what it mints) and `reset` (how often the limit
+   * resets, '' for never) as lua/mint-key.lua takes them.
    */
   async mint(
     ownerId: string,
     name: string,
     limit: number | null = null,
     callerKeyId = '',
+    reset = '',
   ): Promise<NewKey | { refused: number }> {
     const { owner } = this
     for (let attempt = 0; ; attempt++) {
@@ -76,7 +78,18 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
           this.redis,
           'mintKey',
           [owner.ownerHash(ownerId), owner.ownerKeys(ownerId), owner.keyByDigest(key.digest)],
-          [ownerId, key.id, key.digest, name, key.prefix, owner.cap, limit ?? '', owner.field, callerKeyId],
+          [
+            ownerId,
+            key.id,
+            key.digest,
+            name,
+            key.prefix,
+            owner.cap,
+            limit ?? '',
+            owner.field,
+            callerKeyId,
+            reset,
+          ],
         ),
       )
       if (code === AccountCode.Ok) return { id: key.id, apiKey: key.plaintext, name, keyPrefix: key.prefix }

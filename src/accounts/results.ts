@@ -1,6 +1,6 @@
 // The result codes of the account scripts (lua/create-account, mint-key, revoke-key, credit) and
 // the contract error each one becomes. One table, so a code means the same thing everywhere.
-import { ApiError, NO_RETRY } from '../errors.ts'
+import { ApiError, badRequest, NO_RETRY } from '../errors.ts'
 import { formatMicros } from '../money/units.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { MAX_ACTIVE_API_KEYS } from './api-keys.ts'
@@ -26,9 +26,11 @@ export function accountResultError(code: number): ApiError {
       return new ApiError(
         403,
         'key_limit_binding',
-        'this key has a spending limit: it may lower the limits of limited keys and mint keys with a limit within what it has left; it may not raise or remove a limit, nor change or revoke a key without one (nothing changed)',
+        "this key has a spending limit: it may lower the limits of limited keys and mint keys with a limit within what it has left that resets no more often than its own; it may not raise or remove a limit, change a limit's limitReset, nor change or revoke a key without one (nothing changed)",
         { headers: NO_RETRY },
       )
+    case AccountCode.ResetWithoutLimit:
+      return badRequest('limitReset needs a limit: send limitUsdc with it (nothing changed)')
     case AccountCode.BadAmount:
       return new ApiError(400, 'invalid_amount', 'amount is not a positive amount within the limit')
     default:

@@ -67,14 +67,19 @@ export function apiKeyView(key: ApiKeyRecord & KeySpending) {
 }
 
 /**
- * A key's limit, what it spent, and what its limit still lets new requests hold: the limit less
- * what it spent and what its requests in flight hold (admission counts both).
+ * A key's limit and how often it resets, what it spent (ever, and in the current period of a
+ * periodic limit, with when that period ends), and what its limit still lets new requests hold:
+ * the limit less what it spent (in the period) and what its requests in flight hold (admission
+ * counts both).
  */
 export function spendingView(key: KeySpending) {
+  const counted = key.reset === null ? key.spent : key.periodSpent
   return {
     limitUsdc: key.limit === null ? null : formatMicros(key.limit),
+    limitReset: key.reset,
     spentUsdc: formatMicros(key.spent),
-    limitRemainingUsdc:
-      key.limit === null ? null : formatMicros(Math.max(0, key.limit - key.spent - key.held)),
+    periodSpentUsdc: key.reset === null ? null : formatMicros(key.periodSpent),
+    limitResetsAt: key.resetsAt === null ? null : iso(key.resetsAt),
+    limitRemainingUsdc: key.limit === null ? null : formatMicros(Math.max(0, key.limit - counted - key.held)),
   }
 }

@@ -26,6 +26,8 @@ export interface AdmitRequest {
   capGroup?: { name: string; cap: number }
   /** How long an attempt this call reaps on the way is kept as its request's record. */
   recordRetentionMs?: number
+  /** The time now, ms, in place of Redis TIME: only a test sets it, to cross a budget period. */
+  now?: number
 }
 
 export interface Admission {
@@ -71,6 +73,7 @@ export async function admit(
       req.capGroup?.cap ?? 0,
       req.apiKeyDigest ?? '',
       req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+      req.now ?? '',
     ],
   )) as Reply
   const code = n(reply[0]) as AdmitCode
@@ -117,6 +120,7 @@ export function refusalOf(reply: (string | number)[]): AdmitRefusal {
         needed: n(reply[3]),
         askCents: n(reply[4]),
         confirmed: n(reply[5]),
+        resetsAt: reply[6] === '' || reply[6] === undefined ? null : n(reply[6]),
       }
     default:
       return { code } as AdmitRefusal

@@ -176,11 +176,12 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
   return findings
 }
 
-const KEY_FIELD = /^(limit|spent|held):(.+)$/
+const KEY_FIELD = /^(limit|spent|held|reset|pspent):(.+)$/
 
 /**
  * Per API key of an account (the account hash's limit:/spent:/held:<keyId> fields): what it holds
- * is what its open attempts hold; what it spent never passes its limit; and what it spent is what
+ * is what its open attempts hold; what it spent never passes its limit (a periodic limit's: what
+ * it spent in the period it last counted, reset:/pspent:<keyId>); and what it spent is what
  * its ended attempts were charged, summed over the account's ended-attempt Stream. Attempt
  * hashes and Stream entries both expire with the record retention, so the sum is checked as equal
  * while the Stream still holds every entry it was given (XINFO's entries-added = length), and
@@ -194,9 +195,10 @@ async function auditKeys(
   heldByKey: Map<string, number>,
 ): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
-  const perKey = new Map<string, { limit: number | null; spent: number; held: number }>()
+  type KeyRow = { limit: number | null; spent: number; held: number; reset: string | null; pspent: number }
+  const perKey = new Map<string, KeyRow>()
   const of = (keyId: string) => {
-    const k = perKey.get(keyId) ?? { limit: null, spent: 0, held: 0 }
+    const k = perKey.get(keyId) ?? { limit: null, spent: 0, held: 0, reset: null, pspent: 0 }
     perKey.set(keyId, k)
     return k
   }
@@ -205,7 +207,8 @@ async function auditKeys(
     if (!match) continue
     const k = of(match[2]!)
     if (match[1] === 'limit') k.limit = Number(value)
-    else k[match[1] as 'spent' | 'held'] = Number(value)
+    else if (match[1] === 'reset') k.reset = value
+    else k[match[1] as 'spent' | 'held' | 'pspent'] = Number(value)
   }
   for (const [whose] of heldByKey) {
     const [account, keyId] = whose.split('|')
@@ -219,6 +222,7 @@ async function auditKeys(
     for (const [field, value] of [
       ['spent', k.spent],
       ['held', k.held],
+      ['period spent', k.pspent],
       ['limit', k.limit ?? 0],
     ] as const) {
       if (!Number.isSafeInteger(value) || value < 0)
@@ -226,7 +230,10 @@ async function auditKeys(
     }
     const open = heldByKey.get(`${accountId}|${keyId}`) ?? 0
     if (k.held !== open) off(`held ${k.held} != holds of its open attempts ${open}`)
-    if (k.limit !== null && k.spent > k.limit) off(`spent ${k.spent} is above its limit ${k.limit}`)
+    if (k.limit !== null && k.reset === null && k.spent > k.limit)
+      off(`spent ${k.spent} is above its limit ${k.limit}`)
+    if (k.limit !== null && k.reset !== null && k.pspent > k.limit)
+      off(`spent ${k.pspent} in its ${k.reset} period is above its limit ${k.limit}`)
     const sum = charged.get(keyId) ?? 0
     if (complete && sum !== k.spent) off(`spent ${k.spent} != its attempts' charges ${sum}`)
     if (!complete && sum > k.spent) off(`its retained attempts' charges ${sum} exceed its spent ${k.spent}`)

@@ -22,6 +22,8 @@ export type AdmitRefusal =
       needed: number
       askCents: number
       confirmed: number
+      /** when a periodic limit's period ends, ms; null for a lifetime limit */
+      resetsAt: number | null
     }
   | {
       code:
@@ -111,16 +113,19 @@ export function refusalError(refusal: AdmitRefusal): ApiError {
       )
     case AdmitCode.KeyLimit: {
       const remaining = formatMicros(Math.max(0, refusal.limit - refusal.used))
+      const resetsAt = refusal.resetsAt === null ? null : new Date(refusal.resetsAt).toISOString()
+      const period = resetsAt === null ? '' : ` in this period, which resets at ${resetsAt}`
       // Never a 402: funding the account would not lift the key's limit.
       return new ApiError(
         403,
         'key_limit_exceeded',
-        `this request's worst case of ${formatMicros(refusal.needed)} USDC would take this key past its spending limit of ${formatMicros(refusal.limit)} USDC (${remaining} USDC left); raise it with PATCH /v1/agent/keys/{id} or send a smaller max_tokens`,
+        `this request's worst case of ${formatMicros(refusal.needed)} USDC would take this key past its spending limit of ${formatMicros(refusal.limit)} USDC (${remaining} USDC left${period}); raise it with PATCH /v1/agent/keys/{id} or send a smaller max_tokens`,
         {
           extra: {
             limitUsdc: formatMicros(refusal.limit),
             limitRemainingUsdc: remaining,
             requiredUsdc: formatMicros(refusal.needed),
+            ...(resetsAt === null ? {} : { limitResetsAt: resetsAt }),
           },
           headers: NO_RETRY,
         },

@@ -5,6 +5,7 @@
 import { type Static, type TSchema, t } from 'elysia'
 import { MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../accounts/accounts.ts'
 import { KEY_NAME_MAX, LIMIT_USDC_PATTERN } from '../accounts/api-keys.ts'
+import { LIMIT_RESETS } from '../accounts/budget-periods.ts'
 import { chatMessageSchema } from '../inference/chat-request.ts'
 
 /** One request to the app, on the caller's behalf. */
@@ -73,8 +74,29 @@ const chatInput = t.Object(
 
 const limitUsdc = t.String({
   pattern: LIMIT_USDC_PATTERN,
-  description: 'the most this key may spend, ever, in USDC as a decimal string ("5.000000")',
+  description:
+    'the most this key may spend, in USDC as a decimal string ("5.000000"): ever, or in each period of its limitReset',
 })
+const limitReset = t.Union(
+  LIMIT_RESETS.map((kind) => t.Literal(kind)),
+  {
+    description:
+      "how often the limit resets: daily, weekly (Mondays) or monthly (the 1st), at 00:00 UTC; without it the limit is for the key's lifetime",
+  },
+)
+const keyId = t.String({ minLength: 1, maxLength: 64, description: 'the key id (UUID) from list_keys' })
+
+/** What list_key_budgets answers of each key: its limit and where its period stands. */
+const BUDGET_FIELDS = [
+  'id',
+  'name',
+  'limitUsdc',
+  'limitReset',
+  'spentUsdc',
+  'periodSpentUsdc',
+  'limitResetsAt',
+  'limitRemainingUsdc',
+] as const
 
 /** A Stream-backed list's page: limit and the previous page's nextCursor. */
 export const pageInput = t.Object(
@@ -140,11 +162,12 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'mint_key',
     description:
-      'Mints a new API key, optionally with a spending limit (give an agent a key that cannot spend more than limitUsdc). The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys. A limited key must give a limitUsdc within what it has left, which leaves its own limit (403 key_limit_binding).',
+      'Mints a new API key, optionally with a spending limit (give an agent a key that cannot spend more than limitUsdc), for its lifetime or, with limitReset, per day, week or month ("at most $5 a day"). The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys. A limited key must give a limitUsdc within what it has left, reset no more often than its own, which leaves its own limit (403 key_limit_binding).',
     input: t.Object(
       {
         name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX, description: 'a label for the key' }),
         limitUsdc: t.Optional(limitUsdc),
+        limitReset: t.Optional(limitReset),
       },
       { additionalProperties: false },
     ),
@@ -152,16 +175,20 @@ export const TOOLS: Tool[] = [
     call: (args) => ({
       method: 'POST',
       path: '/v1/agent/keys',
-      body: { name: args.name, ...(args.limitUsdc === undefined ? {} : { limitUsdc: args.limitUsdc }) },
+      body: {
+        name: args.name,
+        ...(args.limitUsdc === undefined ? {} : { limitUsdc: args.limitUsdc }),
+        ...(args.limitReset === undefined ? {} : { limitReset: args.limitReset }),
+      },
     }),
   }),
   tool({
     name: 'set_key_limit',
     description:
-      "Sets one of the account's keys' spending limit (limitUsdc; null removes it), by its id from list_keys. A request that would take the key past it gets 403 key_limit_exceeded. A limited key may only lower the limits of limited keys (403 key_limit_binding). Answers the key with limitUsdc, spentUsdc and limitRemainingUsdc.",
+      "Sets one of the account's keys' spending limit (limitUsdc; null removes it, and its reset), by its id from list_keys, keeping how often it resets (set_key_budget changes that). A request that would take the key past it gets 403 key_limit_exceeded. A limited key may only lower the limits of limited keys (403 key_limit_binding). Answers the key with limitUsdc, spentUsdc and limitRemainingUsdc.",
     input: t.Object(
       {
-        id: t.String({ minLength: 1, maxLength: 64, description: 'the key id (UUID) from list_keys' }),
+        id: keyId,
         limitUsdc: t.Union([limitUsdc, t.Null()]),
       },
       { additionalProperties: false },
@@ -174,13 +201,40 @@ export const TOOLS: Tool[] = [
     }),
   }),
   tool({
+    name: 'list_key_budgets',
+    description:
+      "Each active key's budget: limitUsdc, limitReset (daily, weekly, monthly, or null for a lifetime limit), spentUsdc (ever), periodSpentUsdc (in the current period), limitResetsAt (when the period ends, UTC) and limitRemainingUsdc (what new requests may still hold).",
+    input: noInput,
+    route: 'GET /v1/agent/keys',
+    call: () => ({ method: 'GET', path: '/v1/agent/keys' }),
+    present: (body) => {
+      const keys = (body.activeApiKeys ?? []) as Record<string, unknown>[]
+      const budgets = keys.map((key) =>
+        Object.fromEntries(BUDGET_FIELDS.map((field) => [field, key[field] ?? null])),
+      )
+      return { content: [JSON.stringify(budgets)], data: { budgets } }
+    },
+  }),
+  tool({
+    name: 'set_key_budget',
+    description:
+      "Sets one of the account's keys' budget, by its id from list_keys: at most limitUsdc per limitReset period (daily, weekly from Monday, monthly from the 1st, at 00:00 UTC), or for its lifetime with limitReset null. A limit below what the key spent in the period and holds is a 409. A limited key may only lower limits and never change a reset (403 key_limit_binding). Answers the key with its budget.",
+    input: t.Object(
+      { id: keyId, limitUsdc, limitReset: t.Union([limitReset, t.Null()]) },
+      { additionalProperties: false },
+    ),
+    route: 'PATCH /v1/agent/keys/:id',
+    call: (args) => ({
+      method: 'PATCH',
+      path: `/v1/agent/keys/${segment(args.id)}`,
+      body: { limitUsdc: args.limitUsdc, limitReset: args.limitReset },
+    }),
+  }),
+  tool({
     name: 'revoke_key',
     description:
       "Revokes one of the account's keys by its id from list_keys. It may be the key this connection uses, after which every call fails with 401. Rotate by mint, store, verify, then revoke. A limited key may not revoke a key without a limit (403 key_limit_binding).",
-    input: t.Object(
-      { id: t.String({ minLength: 1, maxLength: 64, description: 'the key id (UUID) from list_keys' }) },
-      { additionalProperties: false },
-    ),
+    input: t.Object({ id: keyId }, { additionalProperties: false }),
     route: 'DELETE /v1/agent/keys/:id',
     call: (args) => ({ method: 'DELETE', path: `/v1/agent/keys/${segment(args.id)}` }),
   }),

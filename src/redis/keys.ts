@@ -28,7 +28,9 @@ export function keyspace(prefix: string) {
      * hash, one per account: id, wallet (checksummed), createdAt (ms), maxPriceCents,
      * and micro-USDC: confirmed (spendable), pending, held, spent, funded, writtenOff; per API key
      * (revoked ones too) limit:<keyId> (its spending limit, absent for none), spent:<keyId> and
-     * held:<keyId> (what was charged through it and what its requests in flight hold).
+     * held:<keyId> (what was charged through it and what its requests in flight hold); for a
+     * periodic limit reset:<keyId> (daily, weekly, monthly), pstart:<keyId> (the start, ms, of
+     * the period it last counted) and pspent:<keyId> (what was charged in that period).
      * Invariant: funded = confirmed + pending + held + spent (writtenOff is outside it).
      */
     account: (accountId: string) => key(`acct:${accountId}`),

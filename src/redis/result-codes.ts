@@ -31,6 +31,7 @@ export enum AccountCode {
   BadAmount = -6,
   LimitBelowSpent = -7,
   KeyLimitBinding = -8,
+  ResetWithoutLimit = -9,
 }
 
 /** clear */

@@ -55,21 +55,23 @@ const market = (libs: string[], body: string, argv: number, variadic = false) =>
   argv,
   variadic,
 })
+/** An account script that reads the calendar (a key budget's period): lib/numbers, bound, first. */
+const withNumbers = (body: string) => [LIB.numbers, 'bind_globals()', body].join('\n')
 // Each EVAL form carries only the libraries it calls: every one runs its definitions on every call.
 const ending = [LIB.keys, LIB.numbers, LIB.attempts]
 
 export const SCRIPTS = {
   // accounts
   createAccount: standalone(createAccount, 5, 8),
-  mintKey: standalone(mintKey, 3, 9),
+  mintKey: standalone(withNumbers(mintKey), 3, 10),
   revokeKey: standalone(revokeKey, 3, 3),
-  setKeyLimit: standalone(setKeyLimit, 3, 5),
+  setKeyLimit: standalone(withNumbers(setKeyLimit), 3, 6),
   touchKey: standalone(touchKey, 1, 0),
   credit: standalone(credit, 2, 5),
   // catalog
   catalogReplace: standalone(catalogReplace, 2, 2, true),
   // the market: every script takes one key, the keyspace base, from which lib/keys builds the rest
-  admit: market(MARKET_LIBS, admit, 15),
+  admit: market(MARKET_LIBS, admit, 16),
   clear: market(ending, clear, 10),
   release: market(ending, release, 6),
   reap: market([...ending, LIB.reap], reap, 2),

@@ -41,7 +41,7 @@ async function mint(accountId: string, key = generateApiKey()) {
     redis,
     'mintKey',
     [keys.account(accountId), keys.accountKeys(accountId), keys.apiKey(key.digest)],
-    [accountId, key.id, key.digest, 'k', key.prefix, MAX_ACTIVE_API_KEYS, '', '', ''],
+    [accountId, key.id, key.digest, 'k', key.prefix, MAX_ACTIVE_API_KEYS, '', '', '', ''],
   )
   return { code: Number(code), key }
 }

@@ -13,6 +13,7 @@ import { OPERATIONS } from '../../src/http/contract/operations.ts'
 import { createLogger } from '../../src/logger.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import { createAccount, keyFetch } from '../helpers/accounts.ts'
 import { startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 type Operation = {
@@ -143,6 +144,42 @@ describe('/openapi.json', () => {
     expect(maxPrice.properties).toEqual({
       maxPriceCents: { type: 'number', multipleOf: 1, minimum: 30, maximum: 80 },
     })
+  })
+
+  test('a key as the agent routes answer it is the ApiKey schema: its budget, limitReset and period included', async () => {
+    const schemas = (document.components as unknown as { schemas: Record<string, Record<string, unknown>> })
+      .schemas
+    const apiKey = schemas.ApiKey as { properties: Record<string, { anyOf?: { const?: unknown }[] }> }
+    const list = document.paths['/v1/agent/keys']!.get!.responses['200'] as unknown as {
+      content: Record<string, { schema: { properties: { activeApiKeys: { items: { $ref: string } } } } }>
+    }
+    expect(list.content['application/json']!.schema.properties.activeApiKeys.items.$ref).toBe(
+      '#/components/schemas/ApiKey',
+    )
+    expect(apiKey.properties.limitReset!.anyOf!.map((s) => s.const ?? null)).toEqual([
+      'daily',
+      'weekly',
+      'monthly',
+      null,
+    ])
+    const account = await createAccount(stack)
+    const minted = await keyFetch(stack, account.apiKey, '/v1/agent/keys', {
+      method: 'POST',
+      json: { name: 'budget', limitUsdc: '1', limitReset: 'weekly' },
+    })
+    expect(minted.status).toBe(201)
+    const served = (await (await keyFetch(stack, account.apiKey, '/v1/agent/keys')).json()) as {
+      activeApiKeys: Record<string, unknown>[]
+    }
+    for (const key of served.activeApiKeys) {
+      expect(Object.keys(key).sort()).toEqual(Object.keys(apiKey.properties).sort())
+    }
+    const body = (op: Operation) =>
+      op.requestBody!.content['application/json']!.schema as {
+        properties: Record<string, unknown>
+      }
+    expect(body(document.paths['/v1/agent/keys']!.post!).properties).toHaveProperty('limitReset')
+    expect(body(document.paths['/v1/agent/keys/{id}']!.patch!).properties).toHaveProperty('limitReset')
   })
 
   test('inference routes answer the 402, 429 and 503 in the error shape with the X-Svc-* headers', () => {

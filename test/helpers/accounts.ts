@@ -1,4 +1,5 @@
 // Accounts for tests, made the way an operator makes them: through /admin/v1/accounts over HTTP.
+import { expect } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import type { DestinationStream } from 'pino'
 import { getAddress } from 'viem'
@@ -61,4 +62,41 @@ export async function waitForLastUsed(stack: TestStack, apiKey: string): Promise
     async () => (await stack.redis.hget(stack.keys.apiKey(digestApiKey(apiKey)), 'lastUsedAt')) !== null,
     5,
   )
+}
+
+/** An API key as GET /v1/agent/keys lists it: its limit, reset and spending. */
+export interface ListedKey {
+  id: string
+  name: string
+  keyPrefix: string
+  limitUsdc: string | null
+  limitReset: 'daily' | 'weekly' | 'monthly' | null
+  spentUsdc: string
+  periodSpentUsdc: string | null
+  limitResetsAt: string | null
+  limitRemainingUsdc: string | null
+}
+export type MintedKey = ListedKey & { apiKey: string }
+
+/** A key minted through POST /v1/agent/keys with `apiKey`, which must answer 201. */
+export async function mintKey(
+  stack: TestStack,
+  apiKey: string,
+  json: Record<string, unknown>,
+): Promise<MintedKey> {
+  const response = await keyFetch(stack, apiKey, '/v1/agent/keys', { method: 'POST', json })
+  expect(response.status).toBe(201)
+  return (await response.json()) as MintedKey
+}
+
+/** Key `id` as GET /v1/agent/keys lists it with `apiKey` (undefined once revoked). */
+export async function listedKey(
+  stack: TestStack,
+  apiKey: string,
+  id: string,
+): Promise<ListedKey | undefined> {
+  const list = (await (await keyFetch(stack, apiKey, '/v1/agent/keys')).json()) as {
+    activeApiKeys: ListedKey[]
+  }
+  return list.activeApiKeys.find((k) => k.id === id)
 }

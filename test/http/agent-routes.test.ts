@@ -47,8 +47,11 @@ describe('GET /v1/agent/keys', () => {
       'keyPrefix',
       'lastUsedAt',
       'limitRemainingUsdc',
+      'limitReset',
+      'limitResetsAt',
       'limitUsdc',
       'name',
+      'periodSpentUsdc',
       'spentUsdc',
     ])
     expect(key!.id).toMatch(/^[0-9a-f-]{36}$/)

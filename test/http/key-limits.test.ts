@@ -5,7 +5,15 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
-import { keyFetch, type TestAccount, waitForLastUsed } from '../helpers/accounts.ts'
+import {
+  keyFetch,
+  type ListedKey,
+  listedKey,
+  type MintedKey,
+  mintKey,
+  type TestAccount,
+  waitForLastUsed,
+} from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
@@ -16,28 +24,14 @@ beforeAll(async () => {
 })
 afterAll(() => stack.stop())
 
-interface KeyView {
-  id: string
-  name: string
-  keyPrefix: string
-  limitUsdc: string | null
-  spentUsdc: string
-  limitRemainingUsdc: string | null
-}
-type Minted = KeyView & { apiKey: string }
+type KeyView = ListedKey
+type Minted = MintedKey
 type ErrorBody = { error: { message: string; type: string; code: string } & Record<string, unknown> }
 
 const call = (apiKey: string, path: string, init: RequestInit & { json?: unknown } = {}) =>
   keyFetch(stack, apiKey, path, init)
-const mint = async (buyer: TestAccount, json: Record<string, unknown>) => {
-  const response = await call(buyer.apiKey, '/v1/agent/keys', { method: 'POST', json })
-  expect(response.status).toBe(201)
-  return (await response.json()) as Minted
-}
-const listed = async (buyer: TestAccount, id: string) => {
-  const list = (await (await call(buyer.apiKey, '/v1/agent/keys')).json()) as { activeApiKeys: KeyView[] }
-  return list.activeApiKeys.find((k) => k.id === id)
-}
+const mint = (buyer: TestAccount, json: Record<string, unknown>) => mintKey(stack, buyer.apiKey, json)
+const listed = (buyer: TestAccount, id: string) => listedKey(stack, buyer.apiKey, id)
 // At 40 cents, the model's most output (8,192 tokens at 2.8 DIEM a million) holds about 0.0092 USDC.
 const chat = (apiKey: string, maxTokens: number | null = 16) =>
   call(apiKey, '/v1/chat/completions', {

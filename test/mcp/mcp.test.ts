@@ -65,9 +65,11 @@ describe('connecting', () => {
         'get_usage',
         'list_activity',
         'list_keys',
+        'list_key_budgets',
         'list_models',
         'mint_key',
         'revoke_key',
+        'set_key_budget',
         'set_key_limit',
         'set_max_price',
       ].sort(),
@@ -209,6 +211,56 @@ describe('account tools answer what the routes answer', () => {
     expect(failure(await call('set_key_limit', { id: key.id, limitUsdc: 5 })).code).toBe('invalid_arguments')
     expect(failure(await call('set_key_limit', { id: crypto.randomUUID(), limitUsdc: '1' })).status).toBe(404)
     await agent.close()
+    await call('revoke_key', { id: key.id })
+  })
+
+  test('mint_key takes a limitReset, list_key_budgets reads each budget as GET /v1/agent/keys shows it, set_key_budget sets one', async () => {
+    const minted = await call('mint_key', { name: 'daily-agent', limitUsdc: '0.5', limitReset: 'daily' })
+    const key = minted.structuredContent as { apiKey: string; id: string }
+    expect(minted.structuredContent).toMatchObject({
+      limitUsdc: '0.500000',
+      limitReset: 'daily',
+      periodSpentUsdc: '0.000000',
+    })
+    const agent = await connect(key.apiKey)
+    expect(
+      (await call('chat', { model: 'llama-3.3-70b', prompt: 'hi', max_tokens: 8 }, agent)).isError,
+    ).toBeFalsy()
+    await agent.close()
+
+    const budgets = (await call('list_key_budgets')).structuredContent.budgets as Record<string, unknown>[]
+    const route = (await (await keyFetch(stack, buyer.apiKey, '/v1/agent/keys')).json()) as {
+      activeApiKeys: Record<string, unknown>[]
+    }
+    const listed = route.activeApiKeys.find((k) => k.id === key.id)!
+    const budget = budgets.find((b) => b.id === key.id)!
+    expect(budget).toEqual({
+      id: key.id,
+      name: 'daily-agent',
+      limitUsdc: '0.500000',
+      limitReset: 'daily',
+      spentUsdc: listed.spentUsdc,
+      periodSpentUsdc: listed.spentUsdc,
+      limitResetsAt: listed.limitResetsAt,
+      limitRemainingUsdc: listed.limitRemainingUsdc,
+    })
+    expect(budget.spentUsdc).not.toBe('0.000000')
+    expect(budgets).toHaveLength(route.activeApiKeys.length)
+
+    const weekly = await call('set_key_budget', { id: key.id, limitUsdc: '2', limitReset: 'weekly' })
+    expect(weekly.structuredContent).toMatchObject({ limitUsdc: '2.000000', limitReset: 'weekly' })
+    expect(new Date(weekly.structuredContent.limitResetsAt as string).getUTCDay()).toBe(1)
+    const lifetime = await call('set_key_budget', { id: key.id, limitUsdc: '2', limitReset: null })
+    expect(lifetime.structuredContent).toMatchObject({ limitReset: null, limitResetsAt: null })
+    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    expect(
+      failure(await call('set_key_budget', { id: key.id, limitUsdc: '2', limitReset: 'hourly' })).code,
+    ).toBe('invalid_arguments')
+    expect(failure(await call('mint_key', { name: 'x', limitReset: 'daily' }))).toMatchObject({
+      status: 400,
+      code: 'invalid_request',
+    })
+    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
     await call('revoke_key', { id: key.id })
   })
 

@@ -106,11 +106,12 @@ describe('the buyer dashboard', () => {
     await close()
   })
 
-  test('mints a key with a limit (shown once), changes its limit and revokes it', async () => {
+  test('mints a key with a daily limit (shown once), shows its period, changes its limit and reset, and revokes it', async () => {
     const { page, errors, close } = await signIn()
     page.on('dialog', (dialog) => dialog.accept())
     await page.getByLabel('Key name').fill('batch jobs')
     await page.getByLabel('Spending limit (USDC, optional)').fill('2.5')
+    await page.getByLabel('Limit resets').selectOption('daily')
     await page.getByRole('button', { name: 'Create key' }).click()
     const shown = page.locator('#minted-key')
     await shown.waitFor()
@@ -120,16 +121,35 @@ describe('the buyer dashboard', () => {
     const keysTable = page.getByRole('table', { name: 'Active keys' })
     const row = keysTable.locator('tr', { hasText: 'batch jobs' })
     await row.waitFor()
-    expect(await row.locator('td').nth(2).textContent()).toBe('$2.50')
+    expect(await row.locator('td').nth(2).textContent()).toBe('$2.50 a day')
+    // Spent this period, and when the period resets: the next 00:00 UTC, in the viewer's zone.
+    expect(await row.locator('td').nth(4).textContent()).toBe('$0.00')
+    const daily = await json<{ activeApiKeys: { name: string; limitResetsAt: string | null }[] }>(
+      '/v1/agent/keys',
+    )
+    const resetsAt = daily.activeApiKeys.find((k) => k.name === 'batch jobs')!.limitResetsAt!
+    expect(resetsAt).toEndWith('T00:00:00.000Z')
+    expect(await row.locator('td').nth(6).textContent()).toBe(
+      await page.evaluate((iso) => new Date(iso).toLocaleString(), resetsAt),
+    )
 
     await page.getByLabel('New limit for batch jobs (USDC, empty for none)').fill('1.5')
+    await page.getByLabel('Limit of batch jobs resets').selectOption('weekly')
+    await page.getByRole('button', { name: 'Set limit of batch jobs' }).click()
+    await page.getByText('The limit of batch jobs is now $1.50 a week.').waitFor()
+    const keys = await json<{
+      activeApiKeys: { name: string; limitUsdc: string | null; limitReset: string | null }[]
+    }>('/v1/agent/keys')
+    expect(keys.activeApiKeys.find((k) => k.name === 'batch jobs')).toMatchObject({
+      limitUsdc: '1.500000',
+      limitReset: 'weekly',
+    })
+    expect(await keysTable.locator('tr', { hasText: 'batch jobs' }).locator('td').nth(2).textContent()).toBe(
+      '$1.50 a week',
+    )
+    await page.getByLabel('Limit of batch jobs resets').selectOption('')
     await page.getByRole('button', { name: 'Set limit of batch jobs' }).click()
     await page.getByText('The limit of batch jobs is now $1.50.').waitFor()
-    const keys = await json<{ activeApiKeys: { name: string; limitUsdc: string | null }[] }>('/v1/agent/keys')
-    expect(keys.activeApiKeys.find((k) => k.name === 'batch jobs')?.limitUsdc).toBe('1.500000')
-    expect(await keysTable.locator('tr', { hasText: 'batch jobs' }).locator('td').nth(2).textContent()).toBe(
-      '$1.50',
-    )
 
     await page.getByRole('button', { name: 'Revoke batch jobs' }).click()
     await page.getByText('batch jobs was revoked.').waitFor()

@@ -1,11 +1,12 @@
 // Rules written in both Lua and TypeScript agree: the cost at an ask (the hold and the charge in
 // lua/, the quote and the capacity figures in src/), the record retention's one default, the UTC
-// day, and each script's KEYS and ARGV as its header numbers them.
+// day, a key budget's period, and each script's KEYS and ARGV as its header numbers them.
 import { afterAll, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import libAttempts from '../../lua/lib/attempts.lua' with { type: 'text' }
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
+import { LIMIT_RESETS, periodEnd, periodStart } from '../../src/accounts/budget-periods.ts'
 import { costAtAsk, type MicroDiem } from '../../src/money/units.ts'
 import { utcDay } from '../../src/records/days.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../../src/records/refusals.ts'
@@ -78,4 +79,30 @@ test('utc_day names the same day as utcDay', async () => {
     ...times,
   )
   expect(days).toEqual(times.map(utcDay))
+})
+
+test('period_start and period_end bound the same daily, weekly and monthly periods as periodStart and periodEnd', async () => {
+  // Edges of days, ISO weeks and months (leap and century years among them), then any times.
+  const edges = [0, 951_782_400_000, 951_868_799_999, 1_709_164_800_000, 1_773_619_200_000, 1_773_619_199_999]
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(fc.integer({ min: 0, max: 4_102_444_800_000 }), { minLength: 1, maxLength: 40 }),
+      async (random) => {
+        const times = [...edges, ...random]
+        for (const kind of LIMIT_RESETS) {
+          const bounds = (await lua(
+            'local out = {} for i = 2, #ARGV do local s0 = period_start(ARGV[1], tonumber(ARGV[i])) out[#out + 1] = { s(s0), s(period_end(ARGV[1], s0)) } end return out',
+            kind,
+            ...times,
+          )) as string[][]
+          const expected = times.map((ms) => {
+            const start = periodStart(kind, ms)
+            return [String(start), String(periodEnd(kind, start))]
+          })
+          expect(bounds).toEqual(expected)
+        }
+      },
+    ),
+    { numRuns: 20 },
+  )
 })

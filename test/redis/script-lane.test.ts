@@ -67,6 +67,7 @@ describe('the native script lane', () => {
       0,
       '',
       86_400_000,
+      '',
     ]
     const first = randomUUID()
     const viaLane = (await runScript(fx.redis, 'admit', [fx.keys.base], args(first))) as unknown[]
@@ -138,7 +139,24 @@ describe('the native script lane', () => {
         redis,
         'admit',
         [keys.base],
-        [randomUUID(), 'acct-none', 'key-1', 1_000, 10, 10, 60_000, '', 50, 'm', 'r', '', 0, '', 86_400_000],
+        [
+          randomUUID(),
+          'acct-none',
+          'key-1',
+          1_000,
+          10,
+          10,
+          60_000,
+          '',
+          50,
+          'm',
+          'r',
+          '',
+          0,
+          '',
+          86_400_000,
+          '',
+        ],
       )) as unknown[]
       expect(refused[0]).toBe(-1)
       // Redis sees both connections on its socket, none over TCP

@@ -1,5 +1,6 @@
 // The buyer's self-service routes under /v1/agent, all behind a Bearer key: API keys (list, mint
-// with an optional spending limit, change a key's limit or name, revoke), the max price, and the account summary (also what the MCP tool agent_me answers).
+// with an optional spending limit, lifetime or reset daily, weekly or monthly, change a key's limit,
+// its reset or its name, revoke), the max price, and the account summary (also what the MCP tool agent_me answers).
 import { Elysia, t } from 'elysia'
 import { AccountStore, MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../../accounts/accounts.ts'
 import {
@@ -8,6 +9,7 @@ import {
   MAX_ACTIVE_API_KEYS,
   parseLimitUsdc,
 } from '../../accounts/api-keys.ts'
+import { LIMIT_RESETS } from '../../accounts/budget-periods.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { apiKeyView, meView, spendingView } from '../../accounts/views.ts'
 import { badRequest } from '../../errors.ts'
@@ -17,6 +19,8 @@ import { pageQuery, windowQuery } from '../paging.ts'
 
 // Money on the wire is a decimal string: a JSON number is a wrong type here, not an amount.
 const limitUsdc = t.String({ pattern: LIMIT_USDC_PATTERN })
+const limitReset = t.Union(LIMIT_RESETS.map((kind) => t.Literal(kind)))
+const RESET_WITHOUT_LIMIT = 'limitReset needs a limit: send limitUsdc with it (nothing changed)'
 
 function limitOf(text: string): number {
   const micros = parseLimitUsdc(text)
@@ -47,8 +51,16 @@ export function agentRoutes(deps: AuthDeps) {
     .post(
       '/keys',
       async ({ buyer, body, status }) => {
+        if (body.limitReset !== undefined && body.limitUsdc === undefined)
+          throw badRequest(RESET_WITHOUT_LIMIT)
         const limit = body.limitUsdc === undefined ? null : limitOf(body.limitUsdc)
-        const key = await apiKeys.mint(buyer.accountId, body.name, limit, buyer.keyId)
+        const key = await apiKeys.mint(
+          buyer.accountId,
+          body.name,
+          limit,
+          buyer.keyId,
+          body.limitReset ?? null,
+        )
         // The one and only time this plaintext leaves the gateway.
         return status(201, {
           apiKey: key.apiKey,
@@ -63,15 +75,20 @@ export function agentRoutes(deps: AuthDeps) {
         body: t.Object({
           name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }),
           limitUsdc: t.Optional(limitUsdc),
+          limitReset: t.Optional(limitReset),
         }),
       },
     )
     .patch(
       '/keys/:id',
       async ({ buyer, params, body }) => {
-        if (body.limitUsdc === undefined && body.name === undefined) {
-          throw badRequest('send limitUsdc (a decimal string, or null for no limit), name, or both')
+        if (body.limitUsdc === undefined && body.limitReset === undefined && body.name === undefined) {
+          throw badRequest(
+            'send limitUsdc (a decimal string, or null for no limit), limitReset (daily, weekly, monthly, or null for a lifetime limit), name, or any of them',
+          )
         }
+        if (body.limitUsdc === null && typeof body.limitReset === 'string')
+          throw badRequest(RESET_WITHOUT_LIMIT)
         const key = await apiKeys.change(
           buyer.accountId,
           params.id,
@@ -82,6 +99,7 @@ export function agentRoutes(deps: AuthDeps) {
                 : body.limitUsdc === null
                   ? null
                   : limitOf(body.limitUsdc),
+            reset: body.limitReset,
             name: body.name,
           },
           buyer.keyId,
@@ -94,6 +112,7 @@ export function agentRoutes(deps: AuthDeps) {
         body: t.Object(
           {
             limitUsdc: t.Optional(t.Union([limitUsdc, t.Null()])),
+            limitReset: t.Optional(t.Union([limitReset, t.Null()])),
             name: t.Optional(t.String({ minLength: 1, maxLength: KEY_NAME_MAX })),
           },
           { additionalProperties: false },

@@ -1,6 +1,7 @@
 // The shared parts of the OpenAPI document: the error shape, the X-Svc-* headers, the security
 // schemes and one reusable response per error status of the contract (section 7).
 import { t } from 'elysia'
+import { LIMIT_RESETS } from '../../accounts/budget-periods.ts'
 
 const errorSchema = t.Object(
   {
@@ -106,6 +107,45 @@ export function headers(...names: HeaderName[]) {
 }
 
 const json = (schema: unknown) => ({ 'application/json': { schema } })
+
+const usdc = (description: string) => t.String({ description: `${description}, USDC as a decimal string` })
+const orNull = <S extends ReturnType<typeof t.String>>(schema: S) => t.Union([schema, t.Null()])
+
+/** A key's spending limit and where it stands (accounts/views.ts spendingView). */
+const keyBudgetSchema = t.Object({
+  limitUsdc: orNull(
+    usdc("the spending limit (null: none): for the key's lifetime, or per period of limitReset"),
+  ),
+  limitReset: t.Union([...LIMIT_RESETS.map((kind) => t.Literal(kind)), t.Null()], {
+    description:
+      'how often the limit resets, at 00:00 UTC: daily, weekly (each Monday, ISO weeks) or monthly (the 1st); null: a lifetime limit (or none)',
+  }),
+  spentUsdc: usdc('charged through the key, ever'),
+  periodSpentUsdc: orNull(usdc('charged in the current period of a periodic limit (null without one)')),
+  limitResetsAt: orNull(
+    t.String({
+      format: 'date-time',
+      description: 'when the current period ends (null without a periodic limit)',
+    }),
+  ),
+  limitRemainingUsdc: orNull(
+    usdc(
+      'what new requests may still hold: the limit less what was spent (in the period) and what is held in flight',
+    ),
+  ),
+})
+
+/** An active key as GET /v1/agent/keys lists it and PATCH answers it. */
+const apiKeySchema = t.Composite([
+  t.Object({
+    id: t.String(),
+    name: t.String(),
+    keyPrefix: t.String({ description: 'the first 12 characters of the key' }),
+    createdAt: t.String({ format: 'date-time' }),
+    lastUsedAt: t.Union([t.String({ format: 'date-time' }), t.Null()]),
+  }),
+  keyBudgetSchema,
+])
 const errorResponse = (description: string, ...extra: HeaderName[]) => ({
   description,
   headers: headers(...extra),
@@ -125,7 +165,7 @@ export const ERROR_RESPONSES = {
     content: json({ $ref: '#/components/schemas/PaymentChallenge' }),
   },
   Forbidden: errorResponse(
-    "payer_mismatch on funding: the paying wallet is not the Bearer account. key_limit_exceeded on inference: the request's worst case would take the key past its spending limit (never a 402: funding does not help); raise it with PATCH /v1/agent/keys/{id} or lower max_tokens. key_limit_binding on /v1/agent/keys: a limited key may not raise or remove a limit, change or revoke a key without one, nor mint a key without a limit within what it has left (nothing changed). supplier_suspended on supplier routes (no offer posted or activated, no payout)",
+    "payer_mismatch on funding: the paying wallet is not the Bearer account. key_limit_exceeded on inference: the request's worst case would take the key past its spending limit (never a 402: funding does not help); raise it with PATCH /v1/agent/keys/{id} or lower max_tokens. key_limit_binding on /v1/agent/keys: a limited key may not raise or remove a limit, change a limitReset, change or revoke a key without one, nor mint a key without a limit within what it has left that resets no more often than its own (nothing changed). supplier_suspended on supplier routes (no offer posted or activated, no payout)",
     'SupportReference',
   ),
   NotFound: errorResponse('Not found: unknown model, key, reference or route'),
@@ -186,6 +226,7 @@ export const COMPONENTS = {
     Error: errorSchema,
     MessagesError: messagesErrorSchema,
     PaymentChallenge: paymentChallengeSchema,
+    ApiKey: apiKeySchema,
   },
   headers: HEADERS,
   responses: ERROR_RESPONSES,

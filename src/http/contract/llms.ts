@@ -52,8 +52,11 @@ ${baseUrl}/v1/agent/requests/<supportReference>. Price paid = metered burn x cle
 
 ## 6. Give an agent its own key with a spending limit
 POST ${baseUrl}/v1/agent/keys {"name": "agent-1", "limitUsdc": "5.000000"}; change it with
-PATCH ${baseUrl}/v1/agent/keys/<id> {"limitUsdc": "10.000000"} (null: no limit). GET
-${baseUrl}/v1/agent/keys shows each key's limitUsdc, spentUsdc and limitRemainingUsdc.
+PATCH ${baseUrl}/v1/agent/keys/<id> {"limitUsdc": "10.000000"} (null: no limit). Add
+"limitReset": "daily" (or "weekly", "monthly") for a budget per period, from 00:00 UTC (weeks from
+Monday, months from the 1st): {"limitUsdc": "5.000000", "limitReset": "daily"} is at most $5 a
+day. GET ${baseUrl}/v1/agent/keys shows each key's limitUsdc, limitReset, spentUsdc,
+periodSpentUsdc, limitResetsAt and limitRemainingUsdc.
 
 ## 7. See what was spent
 GET ${baseUrl}/v1/agent/activity?limit=50 lists every request's attempts, newest first (supportReference,
@@ -82,8 +85,9 @@ ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: 
 - 403 key_limit_exceeded: this key's spending limit would be passed by the request's worst case
   (requests in flight count); raise the limit (PATCH /v1/agent/keys/<id>) or lower max_tokens.
   Funding does not help. Nothing moved.
-- 403 key_limit_binding: this key has a limit, so it may not raise or remove a limit, change or
-  revoke a key without one, nor mint a key without a limit within what it has left. Ask the
+- 403 key_limit_binding: this key has a limit, so it may not raise or remove a limit, change a
+  limitReset, change or revoke a key without one, nor mint a key without a limit within what it
+  has left that resets no more often than its own. Ask the
   account's owner. Nothing changed.
 - 409: on funding, money moved but the request did not finish; never pay again. "credited": true
   means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);

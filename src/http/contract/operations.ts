@@ -174,27 +174,49 @@ export const OPERATIONS: Record<string, Operation> = {
     errors: ['Unauthorized'],
   },
   'GET /v1/agent/keys': {
-    summary: 'Active API keys (metadata only), each with limitUsdc, spentUsdc and limitRemainingUsdc',
+    summary:
+      'Active API keys (metadata only), each with its limit and limitReset, what it spent (ever and in the current period), when the period resets, and what it has left',
     tags: ['agent'],
     security: 'apiKey',
+    ok: ok('The active keys, their count and the cap', '200', {
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            properties: {
+              activeApiKeys: { type: 'array', items: { $ref: '#/components/schemas/ApiKey' } },
+              activeApiKeyCount: { type: 'number' },
+              maxActiveApiKeys: { type: 'number' },
+            },
+          },
+        },
+      },
+    }),
     errors: ['Unauthorized'],
   },
   'POST /v1/agent/keys': {
-    summary: 'Mint an API key (plaintext shown once), with an optional spending limit; 409 at 10 active keys',
+    summary:
+      'Mint an API key (plaintext shown once), with an optional spending limit, for its lifetime or reset daily, weekly or monthly; 409 at 10 active keys',
     tags: ['agent'],
     security: 'apiKey',
     description:
-      "A caller whose own key has a limit must give limitUsdc within what it has left; that much leaves the caller's own limit (403 key_limit_binding otherwise).",
-    ok: ok('The new key: apiKey, id, name, keyPrefix, limitUsdc, spentUsdc, limitRemainingUsdc', '201'),
+      "limitReset (daily, weekly, monthly: at 00:00 UTC, weeks from Monday, months from the 1st) makes limitUsdc a budget per period; it needs a limitUsdc (400 otherwise). A caller whose own key has a limit must give limitUsdc within what it has left, reset no more often than its own; that much leaves the caller's own limit (403 key_limit_binding otherwise).",
+    ok: ok(
+      'The new key: apiKey, id, name, keyPrefix, limitUsdc, limitReset, spentUsdc, periodSpentUsdc, limitResetsAt, limitRemainingUsdc',
+      '201',
+    ),
     errors: ['BadRequest', 'Unauthorized', 'Forbidden', 'Conflict'],
   },
   'PATCH /v1/agent/keys/{id}': {
-    summary: "Set one of the account's keys' spending limit (null: none) and/or name",
+    summary:
+      "Set one of the account's keys' spending limit (null: none), its limitReset (null: lifetime) and/or name",
     description:
-      'limitUsdc is a decimal string; a request whose worst case would take the key past it (spent + held in flight + this hold) gets 403 key_limit_exceeded. A limit below what the key spent and holds is a 409. A caller whose own key has a limit may only lower the limits of limited keys (403 key_limit_binding otherwise).',
+      'limitUsdc is a decimal string; a request whose worst case would take the key past it (spent, in the current period for a periodic limit, + held in flight + this hold) gets 403 key_limit_exceeded, with limitResetsAt for a periodic limit. limitReset daily, weekly or monthly resets it at 00:00 UTC (weeks from Monday, months from the 1st); a changed reset counts what the key spent in its current period in the new one. A limitReset on a key left without a limit is a 400; removing the limit removes its reset. A limit below what the key spent (in the period) and holds is a 409. A caller whose own key has a limit may only lower the limits of limited keys and never change a limitReset (403 key_limit_binding otherwise).',
     tags: ['agent'],
     security: 'apiKey',
-    ok: ok('The key as listed, with its limit and spending'),
+    ok: ok('The key as listed, with its limit and spending', '200', {
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/ApiKey' } } },
+    }),
     errors: ['BadRequest', 'Unauthorized', 'Forbidden', 'NotFound', 'Conflict'],
   },
   'DELETE /v1/agent/keys/{id}': {
@@ -323,7 +345,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /mcp': {
     summary: 'MCP server: streamable HTTP, stateless, JSON-RPC 2.0',
     description:
-      'Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, mint_key, set_key_limit, revoke_key, set_max_price, get_request, list_activity, get_usage, chat. With a supplier key (sup_...) the supplier tools instead: supplier_me, list_offers, post_offer, update_offer, list_fills, request_payout, list_payouts. A tool error carries the HTTP status and error.code of the route it calls.',
+      'Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, list_key_budgets, mint_key, set_key_limit, set_key_budget, revoke_key, set_max_price, get_request, list_activity, get_usage, chat. With a supplier key (sup_...) the supplier tools instead: supplier_me, list_offers, post_offer, update_offer, list_fills, request_payout, list_payouts. A tool error carries the HTTP status and error.code of the route it calls.',
     tags: ['mcp'],
     security: 'apiKey|supplierKey',
     ok: ok('A JSON-RPC answer', '200', { content: { 'application/json': { schema: { type: 'object' } } } }),
