@@ -113,7 +113,10 @@ describe("an ended attempt is its request's record, written by the script that e
     const live = admitted(await admitFor(fx, acct))
     const adm = admitted(await admitFor(fx, acct, { leaseMs: 20 }))
     let reaped = 0
-    await until(async () => (reaped = await reapExpired(fx.redis, fx.keys, 100, HOUR)) > 0)
+    await until(async () => {
+      reaped = await reapExpired(fx.redis, fx.keys, 100, HOUR)
+      return reaped > 0
+    })
     expect(reaped).toBe(1)
     expect(await reapExpired(fx.redis, fx.keys, 100, HOUR)).toBe(0)
     expect((await attempt(adm.attemptId)).state).toBe('reaped')
