@@ -52,10 +52,10 @@ Bun.serve({
     }
     if (typeof body.model !== 'string') return refuse(400, 'model is required')
     const attemptId = `f${process.pid}.${++sequence}`
-    const estimate = 100 + Number(body.max_tokens ?? 1000)
+    const holdDiem = 100 + Number(body.max_tokens ?? 1000)
     // An unknown key has no balance to compare: the script errors, and that is a 401.
     const admitted = await redis
-      .send('EVALSHA', [admitSha, '1', base, attemptId, account, String(estimate)])
+      .send('EVALSHA', [admitSha, '1', base, attemptId, account, String(holdDiem)])
       .catch(() => null)
     if (admitted === null) return refuse(401, 'unknown key')
     if (admitted !== 1) return refuse(402, 'insufficient balance')
@@ -69,8 +69,8 @@ Bun.serve({
       await redis.send('EVALSHA', [clearSha, '1', base, attemptId, String(burnOf(out))])
       return new Response(out, { status: answer.status, headers: { 'content-type': 'application/json' } })
     }
-    // Streamed: relayed as it comes; cleared at the end at the estimate (the floor parses no frames).
-    const clear = () => redis.send('EVALSHA', [clearSha, '1', base, attemptId, String(estimate)])
+    // Streamed: relayed as it comes; cleared at the end at the hold (the floor parses no frames).
+    const clear = () => redis.send('EVALSHA', [clearSha, '1', base, attemptId, String(holdDiem)])
     const relay = new TransformStream<Uint8Array, Uint8Array>({ flush: () => clear().then(() => {}) })
     return new Response(answer.body!.pipeThrough(relay), {
       status: answer.status,

@@ -59,7 +59,7 @@
 local attempt_id = ARGV[1]
 local account_id = ARGV[2]
 local key_id = ARGV[3]
-local estimate = int(ARGV[4])
+local hold_diem = int(ARGV[4])
 local key_cap = int(ARGV[5])
 local account_cap = int(ARGV[6])
 local lease_ms = int(ARGV[7])
@@ -110,11 +110,11 @@ if ARGV[8] ~= '' then
   for id in string.gmatch(ARGV[8], '[^,]+') do tried[id] = true end
 end
 
-local chosen, refusal = pick_offer(max_cents, estimate, tried, now)
+local chosen, refusal = pick_offer(max_cents, hold_diem, tried, now)
 if not chosen then return reply(refusal) end
 
 -- The buyer's worst case at this ask must be covered by confirmed balance alone.
-local hold = ceil_div(estimate * chosen.ask, 100)
+local hold = ceil_div(hold_diem * chosen.ask, 100)
 local confirmed = int(acct[1])
 local hold_s = s(hold)
 -- The key's limit counts its holds in flight, so concurrent requests can never take it past the
@@ -144,7 +144,7 @@ if confirmed < hold then return reply({ -9, hold_s, s(confirmed), chosen.ask }) 
 
 -- Each hash written once from what was read above (one call each on the hot path).
 -- Each number formatted once, for the writes and the reply.
-local confirmed_s, estimate_s = s(confirmed - hold), s(estimate)
+local confirmed_s, hold_diem_s = s(confirmed - hold), s(hold_diem)
 if rolled then
   rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold), key_held_field, s(key_held + hold),
     'pstart:' .. key_id, period, 'pspent:' .. key_id, '0')
@@ -152,7 +152,7 @@ else
   rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold), key_held_field, s(key_held + hold))
 end
 local offer = k_offer(chosen.id)
-rcall('HSET', offer, 'held', s(chosen.held + estimate), 'inflight', s(chosen.inflight + 1))
+rcall('HSET', offer, 'held', s(chosen.held + hold_diem), 'inflight', s(chosen.inflight + 1))
 local slots = { key_slot, s(int(counts[1]) + 1), wallet_slot, s(int(counts[2]) + 1) }
 if group ~= '' then
   slots[5], slots[6] = group .. ':' .. account_id, s(group_count + 1)
@@ -161,7 +161,7 @@ rcall('HSET', K_INFLIGHT, unpack(slots))
 local deadline_s = s(now + lease_ms)
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,
-  'offerId', chosen.id, 'askCents', s(chosen.ask), 'holdUsdc', hold_s, 'holdDiem', estimate_s,
+  'offerId', chosen.id, 'askCents', s(chosen.ask), 'holdUsdc', hold_s, 'holdDiem', hold_diem_s,
   'model', ARGV[10], 'requestId', ARGV[11], 'admittedAt', s(now) }
 -- Usually empty, and then not written: every field is a listpack entry read back at the clear.
 if ARGV[8] ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', ARGV[8] end
@@ -170,5 +170,5 @@ if period then attempt[#attempt + 1], attempt[#attempt + 2] = 'period', period e
 rcall('HSET', k_attempt(attempt_id), unpack(attempt))
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)
-return reply({ 1, chosen.id, chosen.ask, hold_s, estimate_s, deadline_s, confirmed_s,
+return reply({ 1, chosen.id, chosen.ask, hold_s, hold_diem_s, deadline_s, confirmed_s,
   chosen.upstream_base_url, chosen.upstream_key_enc, balance })

@@ -3,7 +3,7 @@
 -- KEYS[1] keyspace base; ARGV: attempt id, burn (micro-DIEM).
 local base = KEYS[1]
 local attempt = base .. 'floor:attempt:' .. ARGV[1]
-local t = redis.call('HMGET', attempt, 'account', 'offer', 'hold', 'estimate')
+local t = redis.call('HMGET', attempt, 'account', 'offer', 'hold', 'holdDiem')
 local account = base .. 'floor:acct:' .. t[1]
 local offer = base .. 'floor:offer:' .. t[2]
 local burn = tonumber(ARGV[2])

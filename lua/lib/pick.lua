@@ -1,7 +1,7 @@
 -- lib/pick: the router's choice, shared by admit (which then holds) and the video quote (which
 -- only looks): the cheapest live offer at or below the buyer's max whose routable capacity covers
--- the estimate, not tried yet, below its in-flight cap. Without one, the refusal admit returns.
-local function pick_offer(max_cents, estimate, tried, now)
+-- the hold (micro-DIEM), not tried yet, below its in-flight cap. Without one, the refusal admit returns.
+local function pick_offer(max_cents, hold_diem, tried, now)
   local at_price = 0          -- live offers at or below max
   local eligible_routable = 0 -- their routable capacity
   local max_eligible = 0      -- the largest of them
@@ -14,14 +14,14 @@ local function pick_offer(max_cents, estimate, tried, now)
       local r = routable(o)
       eligible_routable = eligible_routable + r
       if r > max_eligible then max_eligible = r end
-      if r >= estimate then
+      if r >= hold_diem then
         big_enough = big_enough + 1
         if not tried[id] then
           untried = untried + 1
           if o.inflight < o.max_in_flight then return o, nil end
         end
       end
-    elseif o and o.status == 'active' and not tried[id] and routable(o) >= estimate then
+    elseif o and o.status == 'active' and not tried[id] and routable(o) >= hold_diem then
       -- cooling down: it will be back shortly, so this is "busy", not "no supply"
       at_price = at_price + 1
       big_enough = big_enough + 1
