@@ -3,25 +3,25 @@
   Includes lib/keys, lib/numbers, lib/offers, lib/attempts, lib/reap, lib/pick.
 
   KEYS[1]  keyspace base ("<prefix>:"); the script builds the documented names of lib/keys from it
-  ARGV[1]  attempt id (new, unique)
-  ARGV[2]  account id
-  ARGV[3]  API key id (the buyer's key, for its in-flight cap)
-  ARGV[4]  the hold, micro-DIEM: the request's worst case (prompt + max output at list price)
-  ARGV[5]  per-key in-flight cap
-  ARGV[6]  per-account in-flight cap (SVC_WALLET_MAX_IN_FLIGHT)
-  ARGV[7]  lease length, ms
-  ARGV[8]  offer ids this request already tried, comma-separated ("" for none)
-  ARGV[9]  default max price, cents (when the account has none set)
-  ARGV[10] model id (kept on the attempt)
-  ARGV[11] request id (kept on the attempt)
-  ARGV[12] cap group: an extra per-wallet in-flight count with its own cap ("" for none; "img" for
+  ARGV[1]  attemptId: attempt id (new, unique)
+  ARGV[2]  accountId: account id
+  ARGV[3]  apiKeyId: API key id (the buyer's key, for its in-flight cap)
+  ARGV[4]  holdDiem: the hold, micro-DIEM: the request's worst case (prompt + max output at list price)
+  ARGV[5]  keyCap: per-key in-flight cap
+  ARGV[6]  accountCap: per-account in-flight cap (SVC_WALLET_MAX_IN_FLIGHT)
+  ARGV[7]  leaseMs: lease length, ms
+  ARGV[8]  tried: offer ids this request already tried, comma-separated ("" for none)
+  ARGV[9]  defaultMaxPriceCents: default max price, cents (when the account has none set)
+  ARGV[10] model: model id (kept on the attempt)
+  ARGV[11] requestId: request id (kept on the attempt)
+  ARGV[12] capGroup: cap group: an extra per-wallet in-flight count with its own cap ("" for none; "img" for
            images)
-  ARGV[13] the cap group's cap
-  ARGV[14] the API key's SHA-256 digest ("" when ARGV[2] and ARGV[3] are given): the key is then
+  ARGV[13] capGroupCap: the cap group's cap
+  ARGV[14] apiKeyDigest: the API key's SHA-256 digest ("" when ARGV[2] and ARGV[3] are given): the key is then
            resolved here, in the same call as the admission (one round trip fewer per request),
            and its lastUsedAt written at most once a minute
-  ARGV[15] how long an attempt reaped here is kept as its request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
-  ARGV[16] the time now, ms ("" or absent: Redis TIME, as the gateway always sends): a test sets it
+  ARGV[15] recordRetentionMs: how long an attempt reaped here is kept as its request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
+  ARGV[16] now: the time now, ms ("" or absent: Redis TIME, as the gateway always sends): a test sets it
            to stand on either side of a budget period's boundary
 
   Every reply but {-11} ends with the account id and the API key id it was made for.

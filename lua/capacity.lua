@@ -4,7 +4,7 @@
   Includes lib/keys, lib/numbers, lib/offers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  max price, cents (80 for the whole corridor)
+  ARGV[1]  maxPriceCents: max price, cents (80 for the whole corridor)
 
   Returns a flat list: askCents, routable micro-DIEM, askCents, routable, ... cheapest first, for
   live offers at or below the max with routable capacity above zero.

@@ -3,8 +3,8 @@
 
   KEYS[1]  catalog hash (model id -> entry JSON)
   KEYS[2]  catalog meta hash
-  ARGV[1]  synced-at, milliseconds
-  ARGV[2]  source URL (informational)
+  ARGV[1]  syncedAt: synced-at, milliseconds
+  ARGV[2]  sourceUrl: source URL (informational)
   ARGV[3..] id, entry JSON, id, entry JSON, ...
 
   Returns the number of entries written.

@@ -6,12 +6,12 @@
 
   KEYS[1]  authorization hash       (x402:auth:<authorizationId>)
   KEYS[2]  payments-in-flight zset  (authorization id -> claim time, ms)
-  ARGV[1]  authorization id         (<chainId>:<token>:<payer>:<nonce>, lower case)
-  ARGV[2]  kind                     (signup | refill | topup)
-  ARGV[3]  account id               (empty when a signup's account does not exist yet)
-  ARGV[4]  payer wallet, checksummed
-  ARGV[5]  amount, integer micro-USDC, positive
-  ARGV[6]  block number to search from for the transfer (empty: recorded later, before settling)
+  ARGV[1]  authorizationId: authorization id         (<chainId>:<token>:<payer>:<nonce>, lower case)
+  ARGV[2]  kind: kind                     (signup | refill | topup)
+  ARGV[3]  accountId: account id               (empty when a signup's account does not exist yet)
+  ARGV[4]  payer: payer wallet, checksummed
+  ARGV[5]  amount: amount, integer micro-USDC, positive
+  ARGV[6]  fromBlock: block number to search from for the transfer (empty: recorded later, before settling)
 
   Returns  { 1 }                    claimed by this call
            { 0, state, tx }         already claimed, sent or credited (tx may be empty)

@@ -12,16 +12,16 @@
   Includes lib/keys, lib/numbers, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  attempt id
-  ARGV[2]  reported burn, micro-DIEM (metered, or estimated when the stream ended without usage)
-  ARGV[3]  platform fee, basis points (0..10000)
-  ARGV[4]  the supplier key's upstream balance after this request, micro-DIEM ("" unknown)
-  ARGV[5]  input tokens
-  ARGV[6]  output tokens
-  ARGV[7]  "1" when the usage was estimated, "0" when metered
-  ARGV[8]  outcome: completed | incomplete
-  ARGV[9]  how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
-  ARGV[10] the upstream's own cost of the request, micro-DIEM, when it disagrees with the reported
+  ARGV[1]  attemptId: attempt id
+  ARGV[2]  burn: reported burn, micro-DIEM (metered, or estimated when the stream ended without usage)
+  ARGV[3]  feeBps: platform fee, basis points (0..10000)
+  ARGV[4]  upstreamBalance: the supplier key's upstream balance after this request, micro-DIEM ("" unknown)
+  ARGV[5]  inputTokens: input tokens
+  ARGV[6]  outputTokens: output tokens
+  ARGV[7]  estimated: "1" when the usage was estimated, "0" when metered
+  ARGV[8]  outcome: outcome: completed | incomplete
+  ARGV[9]  recordRetentionMs: how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
+  ARGV[10] upstreamCost: the upstream's own cost of the request, micro-DIEM, when it disagrees with the reported
            burn ("" or absent: it agreed, or none came); recorded on the attempt, never billed
 
   A late clear (the lease was reaped and the hold already returned) charges at most the confirmed

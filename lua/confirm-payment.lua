@@ -6,8 +6,8 @@
   KEYS[1]  payment hash             (x402:payment:<paymentId>)
   KEYS[2]  account hash             (acct:<accountId>)
   KEYS[3]  unconfirmed zset         (payment id -> block number)
-  ARGV[1]  payment id
-  ARGV[2]  account id               (must be the payment's)
+  ARGV[1]  paymentId: payment id
+  ARGV[2]  accountId: account id               (must be the payment's)
 
   Returns  { 1, confirmed, pending } confirmed; balances after, integer micro-USDC strings
            { 0 }                     nothing to do (unknown or already confirmed); dropped from the zset

@@ -7,14 +7,14 @@
   KEYS[3]  wallets hash             (lower-case wallet -> account id)
   KEYS[4]  accounts set
   KEYS[5]  API key hash of the first key (apikey:<digest>)
-  ARGV[1]  account id
-  ARGV[2]  wallet, checksummed
-  ARGV[3]  wallet, lower case
-  ARGV[4]  max price, integer cents
-  ARGV[5]  first key's id (UUID)
-  ARGV[6]  first key's digest (SHA-256 hex of the plaintext)
-  ARGV[7]  first key's name
-  ARGV[8]  first key's prefix (its first 12 characters)
+  ARGV[1]  accountId: account id
+  ARGV[2]  wallet: wallet, checksummed
+  ARGV[3]  walletLower: wallet, lower case
+  ARGV[4]  maxPriceCents: max price, integer cents
+  ARGV[5]  keyId: first key's id (UUID)
+  ARGV[6]  keyDigest: first key's digest (SHA-256 hex of the plaintext)
+  ARGV[7]  keyName: first key's name
+  ARGV[8]  keyPrefix: first key's prefix (its first 12 characters)
 
   Returns  1 created
           -3 the wallet already has an account

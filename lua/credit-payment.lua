@@ -9,12 +9,12 @@
   KEYS[3]  authorization hash       (x402:auth:<authorizationId>)
   KEYS[4]  payments-in-flight zset  (authorization ids not yet credited)
   KEYS[5]  unconfirmed zset         (payment id -> block number, for the confirmations watcher)
-  ARGV[1]  account id
-  ARGV[2]  amount, integer micro-USDC, positive
-  ARGV[3]  payment id               (<chainId>:<txHash>, lower case)
-  ARGV[4]  authorization id         (<chainId>:<token>:<payer>:<nonce>, lower case)
-  ARGV[5]  block number that included the transfer
-  ARGV[6]  payer wallet, checksummed
+  ARGV[1]  accountId: account id
+  ARGV[2]  amount: amount, integer micro-USDC, positive
+  ARGV[3]  paymentId: payment id               (<chainId>:<txHash>, lower case)
+  ARGV[4]  authorizationId: authorization id         (<chainId>:<token>:<payer>:<nonce>, lower case)
+  ARGV[5]  blockNumber: block number that included the transfer
+  ARGV[6]  payer: payer wallet, checksummed
 
   Returns  { 1, pending, funded }   credited; balances after, integer micro-USDC strings
            { 0, paymentId }         already credited (this payment, or this authorization)

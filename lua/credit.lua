@@ -5,11 +5,11 @@
 
   KEYS[1]  account hash             (acct:<accountId>)
   KEYS[2]  audit stream
-  ARGV[1]  account id
-  ARGV[2]  amount, integer micro-USDC, positive
-  ARGV[3]  the largest amount one credit may add, integer micro-USDC
-  ARGV[4]  note (free text, may be empty)
-  ARGV[5]  actor (who credited: admin-api, cli ...)
+  ARGV[1]  accountId: account id
+  ARGV[2]  amount: amount, integer micro-USDC, positive
+  ARGV[3]  maxAmount: the largest amount one credit may add, integer micro-USDC
+  ARGV[4]  note: note (free text, may be empty)
+  ARGV[5]  actor: actor (who credited: admin-api, cli ...)
 
   Returns  { 1, confirmed, pending, held, spent, funded, writtenOff, audit entry id }
            (balances after the credit, integer micro-USDC strings)

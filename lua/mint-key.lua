@@ -5,24 +5,24 @@
   KEYS[1]  account hash             (acct:<accountId>, or supplier:<supplierId>)
   KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
   KEYS[3]  API key hash of the new key (apikey:<digest>)
-  ARGV[1]  account id
-  ARGV[2]  key id (UUID)
-  ARGV[3]  key digest (SHA-256 hex of the plaintext)
-  ARGV[4]  key name
-  ARGV[5]  key prefix (its first 12 characters)
-  ARGV[6]  most active keys an account may hold (10)
-  ARGV[7]  the key's spending limit, micro-USDC ("" for none): kept on the account hash as
+  ARGV[1]  accountId: account id
+  ARGV[2]  keyId: key id (UUID)
+  ARGV[3]  keyDigest: key digest (SHA-256 hex of the plaintext)
+  ARGV[4]  keyName: key name
+  ARGV[5]  keyPrefix: key prefix (its first 12 characters)
+  ARGV[6]  maxKeys: most active keys an account may hold (10)
+  ARGV[7]  limit: the key's spending limit, micro-USDC ("" for none): kept on the account hash as
            limit:<keyId>, beside the key's spent and held (lua/admit.lua enforces it)
-  ARGV[8]  the key hash's owner field: accountId (default) or supplierId (a supplier key,
+  ARGV[8]  owner: the key hash's owner field: accountId (default) or supplierId (a supplier key,
            KEYS[1] being the supplier hash)
-  ARGV[9]  the calling key's id ("" for none: an operator or a supplier). When that key has a
+  ARGV[9]  callerKeyId: the calling key's id ("" for none: an operator or a supplier). When that key has a
            limit, the new key must have one that fits in what the caller has left (limit - spent
            - held; spent in its current period for a periodic budget), and the caller's limit drops
            by it: a budget handed to an agent binds every key the agent mints, and concurrent mints
            cannot together pass it. The new key's budget may not reset more often than the
            caller's (daily, then weekly, then monthly, then never): a key that resets sooner
            could spend its limit again within one of the caller's periods.
-  ARGV[10] the new key's limitReset: daily, weekly or monthly ("" for a lifetime limit, and always
+  ARGV[10] limitReset: the new key's limitReset: daily, weekly or monthly ("" for a lifetime limit, and always
            "" without a limit), kept as reset:<keyId>; its period starts at its first admission
 
   Returns  1 minted

@@ -3,22 +3,22 @@
   Includes lib/keys, lib/numbers, lib/offers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  mode: create | update | delete
-  ARGV[2]  offer id
-  ARGV[3]  upstream base URL ("" keeps)
-  ARGV[4]  upstream key, encrypted ("" keeps)
-  ARGV[5]  ask, cents 30..80 ("" keeps)
-  ARGV[6]  posted capacity, micro-DIEM ("" keeps)
-  ARGV[7]  per-key in-flight cap ("" keeps)
-  ARGV[8]  status: active | paused ("" keeps)
-  ARGV[9]  supplier label ("" keeps)
-  ARGV[10] supplier id: on create, the self-served offer's owner (kept as supplierId, and the
+  ARGV[1]  mode: mode: create | update | delete
+  ARGV[2]  offerId: offer id
+  ARGV[3]  upstreamBaseUrl: upstream base URL ("" keeps)
+  ARGV[4]  upstreamKeyEnc: upstream key, encrypted ("" keeps)
+  ARGV[5]  askCents: ask, cents 30..80 ("" keeps)
+  ARGV[6]  capacity: posted capacity, micro-DIEM ("" keeps)
+  ARGV[7]  maxInFlight: per-key in-flight cap ("" keeps)
+  ARGV[8]  status: status: active | paused ("" keeps)
+  ARGV[9]  supplier: supplier label ("" keeps)
+  ARGV[10] supplierId: supplier id: on create, the self-served offer's owner (kept as supplierId, and the
            offer joins supplier:<id>:offers); on update / delete, only that supplier's offer is
            found. "" for the operator, who may change any offer.
-  ARGV[11] on create, SHA-256 hex of the upstream key ("" none): claimed in upstreamKeys for this
+  ARGV[11] upstreamKeyDigest: on create, SHA-256 hex of the upstream key ("" none): claimed in upstreamKeys for this
            offer, and given up when the offer is deleted
-  ARGV[12] on a supplier's create, the most offers it may have standing (not deleted)
-  ARGV[13] on a supplier's create, the most offers it may ever post (deleted ones keep their
+  ARGV[12] maxStanding: on a supplier's create, the most offers it may have standing (not deleted)
+  ARGV[13] maxEver: on a supplier's create, the most offers it may ever post (deleted ones keep their
            earnings, which lua/payout-create.lua sums: this bounds that loop)
 
   Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties), and

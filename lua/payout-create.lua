@@ -9,11 +9,11 @@
   Includes lib/keys, lib/numbers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  supplier id
-  ARGV[2]  a fresh payout id, used when the key is new
-  ARGV[3]  amount, micro-USDC (a positive integer)
-  ARGV[4]  SHA-256 hex of the Idempotency-Key
-  ARGV[5]  the minimum payout, micro-USDC
+  ARGV[1]  supplierId: supplier id
+  ARGV[2]  payoutId: a fresh payout id, used when the key is new
+  ARGV[3]  amount: amount, micro-USDC (a positive integer)
+  ARGV[4]  idempotencyDigest: SHA-256 hex of the Idempotency-Key
+  ARGV[5]  minimum: the minimum payout, micro-USDC
 
   The loop over the supplier's offers is bounded: offer-put refuses a supplier's offer past
   MAX_POSTED (lua/offer-put.lua).

@@ -5,10 +5,10 @@
   Includes lib/keys, lib/numbers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  acquire | renew | release
-  ARGV[2]  the payout wallet, lower case
-  ARGV[3]  the fencing token
-  ARGV[4]  time to live, ms (acquire, renew)
+  ARGV[1]  action: acquire | renew | release
+  ARGV[2]  wallet: the payout wallet, lower case
+  ARGV[3]  token: the fencing token
+  ARGV[4]  ttlMs: time to live, ms (acquire, renew)
 
   Returns {1} held (acquired, renewed) or released; {0} held by another (or lapsed).
 ]]

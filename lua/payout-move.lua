@@ -20,10 +20,10 @@
   Includes lib/keys, lib/numbers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  payout id
-  ARGV[2]  step: signed | bumped | withheld | included | dropped | confirmed | failed
-  ARGV[3]  the payout wallet, lower case (names the lock)
-  ARGV[4]  the fencing token the lock must hold
+  ARGV[1]  payoutId: payout id
+  ARGV[2]  step: step: signed | bumped | withheld | included | dropped | confirmed | failed
+  ARGV[3]  wallet: the payout wallet, lower case (names the lock)
+  ARGV[4]  token: the fencing token the lock must hold
   ARGV[5..] signed: from, nonce, txHash, rawTx, signedBlock; bumped: txHash, rawTx;
             withheld: error; included: txHash, blockNumber; confirmed: blockNumber;
             failed: error; dropped: txHash

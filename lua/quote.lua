@@ -4,9 +4,9 @@
   Includes lib/keys, lib/numbers, lib/offers, lib/pick.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  account id
-  ARGV[2]  the hold, micro-DIEM (the request's worst case)
-  ARGV[3]  default max price, cents (when the account has none set)
+  ARGV[1]  accountId: account id
+  ARGV[2]  holdDiem: the hold, micro-DIEM (the request's worst case)
+  ARGV[3]  defaultMaxPriceCents: default max price, cents (when the account has none set)
 
   Returns {1, askCents} or admit's refusals: {-1} unknown account, {-4}, {-5, ...}, {-6, ...},
   {-7} every eligible supplier key is in flight (keys_busy), {-8}.

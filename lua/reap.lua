@@ -4,8 +4,8 @@
   Includes lib/keys, lib/numbers, lib/attempts, lib/reap.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  the most leases to reap in this call
-  ARGV[2]  how long a reaped attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
+  ARGV[1]  limit: the most leases to reap in this call
+  ARGV[2]  recordRetentionMs: how long a reaped attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
 
   Returns the number of leases reaped.
 ]]

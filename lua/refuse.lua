@@ -6,13 +6,13 @@
   Includes lib/keys, lib/numbers, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  attempt id (`<support reference>.<n>`)
-  ARGV[2]  account id
-  ARGV[3]  API key id
-  ARGV[4]  request id
-  ARGV[5]  model id
-  ARGV[6]  the contract's error code the buyer got
-  ARGV[7]  how long the record is kept, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
+  ARGV[1]  attemptId: attempt id (`<support reference>.<n>`)
+  ARGV[2]  accountId: account id
+  ARGV[3]  apiKeyId: API key id
+  ARGV[4]  requestId: request id
+  ARGV[5]  model: model id
+  ARGV[6]  errorCode: the contract's error code the buyer got
+  ARGV[7]  recordRetentionMs: how long the record is kept, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
 
   Returns 1.
 ]]

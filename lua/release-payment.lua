@@ -5,7 +5,7 @@
 
   KEYS[1]  authorization hash       (x402:auth:<authorizationId>)
   KEYS[2]  payments-in-flight zset
-  ARGV[1]  authorization id
+  ARGV[1]  authorizationId: authorization id
 
   Returns  1 released
            0 nothing to release (unknown, or already credited)

@@ -5,13 +5,13 @@
   Includes lib/keys, lib/numbers, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  attempt id
-  ARGV[2]  error code (kept on the attempt)
-  ARGV[3]  cool-down of the offer, ms (0 for none)
-  ARGV[4]  the supplier key's upstream balance, micro-DIEM ("" unknown)
-  ARGV[5]  "1" when no other supplier will be tried for this request (kept as the attempt's
+  ARGV[1]  attemptId: attempt id
+  ARGV[2]  errorCode: error code (kept on the attempt)
+  ARGV[3]  cooldownMs: cool-down of the offer, ms (0 for none)
+  ARGV[4]  upstreamBalance: the supplier key's upstream balance, micro-DIEM ("" unknown)
+  ARGV[5]  final: "1" when no other supplier will be tried for this request (kept as the attempt's
            `final`: its record is then complete), "0" when the request falls forward
-  ARGV[6]  how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
+  ARGV[6]  recordRetentionMs: how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
 
   Returns {1, confirmedAfter} released; {0} already ended (no-op); {-1} unknown attempt.
 ]]

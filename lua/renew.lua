@@ -4,8 +4,8 @@
   Includes lib/keys, lib/numbers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  attempt id
-  ARGV[2]  lease length from now, ms
+  ARGV[1]  attemptId: attempt id
+  ARGV[2]  leaseMs: lease length from now, ms
 
   Returns 1 renewed; 0 the lease is gone (reaped or ended).
 ]]

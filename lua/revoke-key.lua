@@ -6,9 +6,9 @@
   KEYS[1]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
   KEYS[2]  API key hash of the key  (apikey:<digest>)
   KEYS[3]  account hash             (acct:<accountId>: limit:<keyId>; a supplier's hash for its keys)
-  ARGV[1]  key id (UUID)
-  ARGV[2]  key digest, as read from KEYS[1]
-  ARGV[3]  the calling key's id ("" for none). A limited caller may not revoke a key without a
+  ARGV[1]  keyId: key id (UUID)
+  ARGV[2]  keyDigest: key digest, as read from KEYS[1]
+  ARGV[3]  callerKeyId: the calling key's id ("" for none). A limited caller may not revoke a key without a
            limit: revoking the account's unlimited keys would leave no key that can lift a limit.
 
   Returns  1 revoked

@@ -9,15 +9,15 @@
                                      and for a periodic budget reset:, pstart:, pspent:<keyId>)
   KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
   KEYS[3]  API key hash of the key  (apikey:<digest>)
-  ARGV[1]  key id (UUID)
-  ARGV[2]  key digest, as read from KEYS[2]
-  ARGV[3]  the new limit, micro-USDC; "none" removes it (and its limitReset); "" leaves it
-  ARGV[4]  the new name; "" leaves it
-  ARGV[5]  the calling key's id ("" for none). When that key has a limit, it may only lower the
+  ARGV[1]  keyId: key id (UUID)
+  ARGV[2]  keyDigest: key digest, as read from KEYS[2]
+  ARGV[3]  limit: the new limit, micro-USDC; "none" removes it (and its limitReset); "" leaves it
+  ARGV[4]  name: the new name; "" leaves it
+  ARGV[5]  callerKeyId: the calling key's id ("" for none). When that key has a limit, it may only lower the
            limit of a key that has one: never raise or remove a limit, nor change how often it
            resets (the budget stays binding), and never touch a key without one (that would leave
            no key that can lift a limit).
-  ARGV[6]  the new limitReset: daily, weekly or monthly; "none" makes the limit a lifetime one;
+  ARGV[6]  limitReset: the new limitReset: daily, weekly or monthly; "none" makes the limit a lifetime one;
            "" leaves it. A budget that changes its period counts what the key spent in the period
            it had as spent in the new one (from lifetime: nothing).
 

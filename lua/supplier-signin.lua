@@ -6,15 +6,15 @@
   Includes lib/keys, lib/numbers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  nonce (from GET /v1/supplier/nonce)
-  ARGV[2]  wallet, checksummed
-  ARGV[3]  wallet, lower case (the supplierWallets field)
-  ARGV[4]  a fresh supplier id, used when the wallet has no supplier yet
-  ARGV[5]  key id (UUID)
-  ARGV[6]  key digest (SHA-256 hex of the plaintext)
-  ARGV[7]  key prefix (its first 12 characters)
-  ARGV[8]  key name
-  ARGV[9]  most active keys a supplier may hold (10)
+  ARGV[1]  nonce: nonce (from GET /v1/supplier/nonce)
+  ARGV[2]  wallet: wallet, checksummed
+  ARGV[3]  walletLower: wallet, lower case (the supplierWallets field)
+  ARGV[4]  supplierId: a fresh supplier id, used when the wallet has no supplier yet
+  ARGV[5]  keyId: key id (UUID)
+  ARGV[6]  keyDigest: key digest (SHA-256 hex of the plaintext)
+  ARGV[7]  keyPrefix: key prefix (its first 12 characters)
+  ARGV[8]  keyName: key name
+  ARGV[9]  maxKeys: most active keys a supplier may hold (10)
 
   A key minted here is marked `signin` with the supplier's count of sign-ins: at the cap, a sign-in replaces the oldest such key (a
   person who signs in from the page and closes the tab is never locked out), and never one the

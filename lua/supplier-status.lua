@@ -5,8 +5,8 @@
   Includes lib/keys, lib/numbers, lib/offers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  supplier id
-  ARGV[2]  status: active | suspended
+  ARGV[1]  supplierId: supplier id
+  ARGV[2]  status: status: active | suspended
 
   Returns {1, offers moved on or off the ladder} or
     {-1}  unknown supplier

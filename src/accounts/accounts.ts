@@ -131,7 +131,16 @@ export class AccountStore {
           this.keys.accounts,
           this.keys.apiKey(key.digest),
         ],
-        [accountId, wallet, walletKey(wallet), maxPriceCents, key.id, key.digest, firstKeyName, key.prefix],
+        {
+          accountId,
+          wallet,
+          walletLower: walletKey(wallet),
+          maxPriceCents,
+          keyId: key.id,
+          keyDigest: key.digest,
+          keyName: firstKeyName,
+          keyPrefix: key.prefix,
+        },
       ),
     )
     if (code !== AccountCode.Ok) throw accountResultError(code)
@@ -176,12 +185,13 @@ export class AccountStore {
     }
     if (note.length > NOTE_MAX) throw badRequest(`note must be at most ${NOTE_MAX} characters`)
     if (!isAccountId(accountId)) throw accountNotFound()
-    const result = (await runScript(
-      this.redis,
-      'credit',
-      [this.keys.account(accountId), this.keys.audit],
-      [accountId, amount, MAX_CREDIT, note, actor],
-    )) as (number | string)[]
+    const result = (await runScript(this.redis, 'credit', [this.keys.account(accountId), this.keys.audit], {
+      accountId,
+      amount,
+      maxAmount: MAX_CREDIT,
+      note,
+      actor,
+    })) as (number | string)[]
     const code = Number(result[0])
     if (code !== AccountCode.Ok) throw accountResultError(code)
     return {

@@ -141,7 +141,14 @@ export class ApiKeyStore {
       this.redis,
       'setKeyLimit',
       [this.keys.account(accountId), this.keys.accountKeys(accountId), this.keys.apiKey(digest)],
-      [keyId, digest, limitArg, change.name ?? '', callerKeyId, resetArg],
+      {
+        keyId,
+        keyDigest: digest,
+        limit: limitArg,
+        name: change.name ?? '',
+        callerKeyId,
+        limitReset: resetArg,
+      },
     )) as (string | number)[]
     const code = Number(reply[0])
     if (code === AccountCode.LimitBelowSpent) throw limitBelowSpent(Number(reply[1]))

@@ -78,18 +78,18 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
           this.redis,
           'mintKey',
           [owner.ownerHash(ownerId), owner.ownerKeys(ownerId), owner.keyByDigest(key.digest)],
-          [
-            ownerId,
-            key.id,
-            key.digest,
-            name,
-            key.prefix,
-            owner.cap,
-            limit ?? '',
-            owner.field,
+          {
+            accountId: ownerId,
+            keyId: key.id,
+            keyDigest: key.digest,
+            keyName: name,
+            keyPrefix: key.prefix,
+            maxKeys: owner.cap,
+            limit: limit ?? '',
+            owner: owner.field,
             callerKeyId,
-            reset,
-          ],
+            limitReset: reset,
+          },
         ),
       )
       if (code === AccountCode.Ok) return { id: key.id, apiKey: key.plaintext, name, keyPrefix: key.prefix }
@@ -124,7 +124,7 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
         this.redis,
         'revokeKey',
         [this.owner.ownerKeys(ownerId), this.owner.keyByDigest(digest), this.owner.ownerHash(ownerId)],
-        [keyId, digest, callerKeyId],
+        { keyId, keyDigest: digest, callerKeyId },
       ),
     )
   }
@@ -140,6 +140,6 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
 
   /** Sets lastUsedAt (Redis time) if the key still exists; see last-used.ts for how rarely. */
   async touch(digest: string): Promise<void> {
-    await runScript(this.redis, 'touchKey', [this.owner.keyByDigest(digest)], [])
+    await runScript(this.redis, 'touchKey', [this.owner.keyByDigest(digest)], {})
   }
 }

@@ -28,10 +28,16 @@ export class CatalogStore {
   ) {}
 
   async replace(entries: CatalogEntry[], source: string): Promise<number> {
-    const args: string[] = [String(Date.now()), source]
-    for (const entry of entries) args.push(entry.row.id, JSON.stringify(entry))
+    const rows: string[] = []
+    for (const entry of entries) rows.push(entry.row.id, JSON.stringify(entry))
     const count = Number(
-      await runScript(this.redis, 'catalogReplace', [this.keys.catalog, this.keys.catalogMeta], args),
+      await runScript(
+        this.redis,
+        'catalogReplace',
+        [this.keys.catalog, this.keys.catalogMeta],
+        { syncedAt: Date.now(), sourceUrl: source },
+        rows,
+      ),
     )
     this.generation += 1
     this.cache = null

@@ -78,14 +78,14 @@ export class PaymentLedger {
       this.redis,
       'claimPayment',
       [this.keys.authorization(claim.authorizationId), this.keys.paymentsInFlight],
-      [
-        claim.authorizationId,
-        claim.kind,
-        claim.accountId ?? '',
-        claim.payer,
-        claim.amount,
-        claim.fromBlock?.toString() ?? '',
-      ],
+      {
+        authorizationId: claim.authorizationId,
+        kind: claim.kind,
+        accountId: claim.accountId ?? '',
+        payer: claim.payer,
+        amount: claim.amount,
+        fromBlock: claim.fromBlock?.toString() ?? '',
+      },
     )) as [number, string?, string?]
     if (result[0] === PaymentCode.Done) return { claimed: true }
     if (result[0] === PaymentCode.AlreadyDone)
@@ -113,7 +113,7 @@ export class PaymentLedger {
       this.redis,
       'releasePayment',
       [this.keys.authorization(authorizationId), this.keys.paymentsInFlight],
-      [authorizationId],
+      { authorizationId },
     )
     return released === PaymentCode.Done
   }
@@ -130,14 +130,14 @@ export class PaymentLedger {
         this.keys.paymentsInFlight,
         this.keys.paymentsUnconfirmed,
       ],
-      [
-        credit.accountId,
-        credit.amount,
-        id,
-        credit.authorizationId,
-        credit.blockNumber.toString(),
-        credit.payer,
-      ],
+      {
+        accountId: credit.accountId,
+        amount: credit.amount,
+        paymentId: id,
+        authorizationId: credit.authorizationId,
+        blockNumber: credit.blockNumber.toString(),
+        payer: credit.payer,
+      },
     )) as [number, string?, string?]
     switch (result[0]) {
       case PaymentCode.Done:
@@ -160,7 +160,7 @@ export class PaymentLedger {
       this.redis,
       'confirmPayment',
       [this.keys.payment(paymentIdValue), this.keys.account(accountId), this.keys.paymentsUnconfirmed],
-      [paymentIdValue, accountId],
+      { paymentId: paymentIdValue, accountId },
     )) as [number, string?, string?]
     if (result[0] === PaymentCode.Done) {
       return {

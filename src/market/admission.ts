@@ -53,29 +53,24 @@ export async function admit(
   keys: Keyspace,
   req: AdmitRequest,
 ): Promise<Admission | AdmitRefusal> {
-  const reply = (await runScript(
-    redis,
-    'admit',
-    [keys.base],
-    [
-      req.attemptId,
-      req.accountId,
-      req.apiKeyId,
-      req.holdDiem,
-      req.keyCap,
-      req.accountCap,
-      req.leaseMs,
-      req.tried.join(','),
-      req.defaultMaxPriceCents,
-      req.model,
-      req.requestId,
-      req.capGroup?.name ?? '',
-      req.capGroup?.cap ?? 0,
-      req.apiKeyDigest ?? '',
-      req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
-      req.now ?? '',
-    ],
-  )) as Reply
+  const reply = (await runScript(redis, 'admit', [keys.base], {
+    attemptId: req.attemptId,
+    accountId: req.accountId,
+    apiKeyId: req.apiKeyId,
+    holdDiem: req.holdDiem,
+    keyCap: req.keyCap,
+    accountCap: req.accountCap,
+    leaseMs: req.leaseMs,
+    tried: req.tried.join(','),
+    defaultMaxPriceCents: req.defaultMaxPriceCents,
+    model: req.model,
+    requestId: req.requestId,
+    capGroup: req.capGroup?.name ?? '',
+    capGroupCap: req.capGroup?.cap ?? 0,
+    apiKeyDigest: req.apiKeyDigest ?? '',
+    recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+    now: req.now ?? '',
+  })) as Reply
   const code = n(reply[0]) as AdmitCode
   if (code === AdmitCode.UnknownKey) return { code }
   // Every other reply ends with whose request it was (admit resolves a digest to them).
@@ -138,12 +133,11 @@ export async function quote(
   burn: MicroDiem,
   defaultMaxPriceCents: number,
 ): Promise<{ code: AdmitCode.Admitted; askCents: number } | AdmitRefusal> {
-  const reply = (await runScript(
-    redis,
-    'quote',
-    [keys.base],
-    [accountId, burn, defaultMaxPriceCents],
-  )) as Reply
+  const reply = (await runScript(redis, 'quote', [keys.base], {
+    accountId,
+    holdDiem: burn,
+    defaultMaxPriceCents,
+  })) as Reply
   if (n(reply[0]) === AdmitCode.Admitted) return { code: AdmitCode.Admitted, askCents: n(reply[1]) }
   return refusalOf(reply)
 }

@@ -32,7 +32,7 @@ export async function ladderDepth(
   keys: Keyspace,
   maxPriceCents: number,
 ): Promise<Map<number, number>> {
-  const flat = (await runScript(redis, 'capacity', [keys.base], [maxPriceCents])) as (string | number)[]
+  const flat = (await runScript(redis, 'capacity', [keys.base], { maxPriceCents })) as (string | number)[]
   const depth = new Map<number, number>()
   for (let i = 0; i < flat.length; i += 2) {
     const ask = Number(flat[i])

@@ -50,24 +50,19 @@ export class ClearingError extends Error {
 }
 
 export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Promise<Clearing> {
-  const reply = (await runScript(
-    redis,
-    'clear',
-    [keys.base],
-    [
-      req.attemptId,
-      // A supplier may report any count: past a safe integer it is only more disputed burn.
-      Math.min(req.burn, Number.MAX_SAFE_INTEGER),
-      req.feeBps,
-      req.upstreamBalanceAfter === null ? '' : req.upstreamBalanceAfter,
-      req.inputTokens,
-      req.outputTokens,
-      req.estimated ? '1' : '0',
-      req.outcome,
-      req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
-      req.upstreamCost ?? '',
-    ],
-  )) as Reply
+  const reply = (await runScript(redis, 'clear', [keys.base], {
+    attemptId: req.attemptId,
+    // A supplier may report any count: past a safe integer it is only more disputed burn.
+    burn: Math.min(req.burn, Number.MAX_SAFE_INTEGER),
+    feeBps: req.feeBps,
+    upstreamBalance: req.upstreamBalanceAfter === null ? '' : req.upstreamBalanceAfter,
+    inputTokens: req.inputTokens,
+    outputTokens: req.outputTokens,
+    estimated: req.estimated ? '1' : '0',
+    outcome: req.outcome,
+    recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+    upstreamCost: req.upstreamCost ?? '',
+  })) as Reply
   const code = n(reply[0])
   if (code === ClearCode.UnknownAttempt) throw new ClearingError(req.attemptId, 'unknown_attempt')
   if (code === ClearCode.Released) throw new ClearingError(req.attemptId, 'released')
@@ -96,18 +91,13 @@ export interface ReleaseRequest {
 
 /** Returns true when this call released the attempt, false when it had already ended. */
 export async function release(redis: Redis, keys: Keyspace, req: ReleaseRequest): Promise<boolean> {
-  const reply = (await runScript(
-    redis,
-    'release',
-    [keys.base],
-    [
-      req.attemptId,
-      req.errorCode,
-      req.cooldownMs,
-      req.upstreamBalance === null ? '' : req.upstreamBalance,
-      req.final ? '1' : '0',
-      req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
-    ],
-  )) as Reply
+  const reply = (await runScript(redis, 'release', [keys.base], {
+    attemptId: req.attemptId,
+    errorCode: req.errorCode,
+    cooldownMs: req.cooldownMs,
+    upstreamBalance: req.upstreamBalance === null ? '' : req.upstreamBalance,
+    final: req.final ? '1' : '0',
+    recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+  })) as Reply
   return n(reply[0]) === ReleaseCode.Released
 }

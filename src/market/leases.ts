@@ -12,7 +12,7 @@ export async function renewLease(
   attemptId: string,
   leaseMs: number,
 ): Promise<boolean> {
-  return Number(await runScript(redis, 'renew', [keys.base], [attemptId, leaseMs])) === RenewCode.Renewed
+  return Number(await runScript(redis, 'renew', [keys.base], { attemptId, leaseMs })) === RenewCode.Renewed
 }
 
 export async function reapExpired(
@@ -22,6 +22,9 @@ export async function reapExpired(
   recordRetentionMs?: number,
 ): Promise<number> {
   return Number(
-    await runScript(redis, 'reap', [keys.base], [limit, recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS]),
+    await runScript(redis, 'reap', [keys.base], {
+      limit,
+      recordRetentionMs: recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+    }),
   )
 }

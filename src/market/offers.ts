@@ -130,26 +130,21 @@ export class OfferService {
     if (!OFFER_ID.test(id)) throw offerNotFound(id)
     const sealed =
       input.upstreamApiKey === undefined ? '' : encryptUpstreamKey(this.masterKey, input.upstreamApiKey)
-    const reply = (await runScript(
-      this.redis,
-      'offerPut',
-      [this.keys.base],
-      [
-        mode,
-        id,
-        input.upstreamBaseUrl ?? '',
-        sealed,
-        input.askCents ?? '',
-        input.capacity ?? '',
-        input.maxInFlight ?? '',
-        input.status ?? '',
-        input.supplier ?? '',
-        input.supplierId ?? '',
-        input.upstreamKeyDigest ?? '',
-        MAX_SUPPLIER_OFFERS,
-        MAX_SUPPLIER_OFFERS_POSTED,
-      ],
-    )) as (string | number)[]
+    const reply = (await runScript(this.redis, 'offerPut', [this.keys.base], {
+      mode,
+      offerId: id,
+      upstreamBaseUrl: input.upstreamBaseUrl ?? '',
+      upstreamKeyEnc: sealed,
+      askCents: input.askCents ?? '',
+      capacity: input.capacity ?? '',
+      maxInFlight: input.maxInFlight ?? '',
+      status: input.status ?? '',
+      supplier: input.supplier ?? '',
+      supplierId: input.supplierId ?? '',
+      upstreamKeyDigest: input.upstreamKeyDigest ?? '',
+      maxStanding: MAX_SUPPLIER_OFFERS,
+      maxEver: MAX_SUPPLIER_OFFERS_POSTED,
+    })) as (string | number)[]
     const code = Number(reply[0])
     if (code === OfferCode.UnknownOffer) throw offerNotFound(id)
     if (code === OfferCode.UpstreamKeyInUse) throw upstreamKeyInUse()

@@ -99,12 +99,13 @@ export class PayoutStore {
     const digest = digestIdempotencyKey(idempotencyKey)
     for (;;) {
       const id = `po_${randomBytes(12).toString('hex')}`
-      const reply = (await runScript(
-        this.redis,
-        'payoutCreate',
-        [this.keys.base],
-        [supplierId, id, amount, digest, minimum],
-      )) as (string | number)[]
+      const reply = (await runScript(this.redis, 'payoutCreate', [this.keys.base], {
+        supplierId,
+        payoutId: id,
+        amount,
+        idempotencyDigest: digest,
+        minimum,
+      })) as (string | number)[]
       const code = Number(reply[0])
       if (code === PayoutCreateCode.IdTaken) continue
       if (code === PayoutCreateCode.UnknownSupplier) throw supplierNotFound(supplierId)
@@ -172,27 +173,34 @@ export class PayoutStore {
 
   /** Takes one step of a payout under the sender lock: the script's code (NotHolder: the lock is not held with `token`). */
   async move(id: string, wallet: string, token: string, step: PayoutStep): Promise<PayoutMoveCode> {
-    const args: (string | number)[] = [id, step.step, wallet.toLowerCase(), token]
+    // The step's own values follow the named arguments, as payout-move's header lists them.
+    const values: (string | number)[] = []
     if (step.step === 'signed')
-      args.push(step.from, step.nonce, step.txHash, step.rawTx, step.signedBlock.toString())
-    if (step.step === 'bumped') args.push(step.txHash, step.rawTx)
-    if (step.step === 'withheld') args.push(step.error)
-    if (step.step === 'included') args.push(step.txHash, step.blockNumber.toString())
-    if (step.step === 'dropped') args.push(step.txHash)
-    if (step.step === 'confirmed') args.push(step.blockNumber.toString())
-    if (step.step === 'failed') args.push(step.error)
-    const reply = (await runScript(this.redis, 'payoutMove', [this.keys.base], args)) as (string | number)[]
+      values.push(step.from, step.nonce, step.txHash, step.rawTx, step.signedBlock.toString())
+    if (step.step === 'bumped') values.push(step.txHash, step.rawTx)
+    if (step.step === 'withheld') values.push(step.error)
+    if (step.step === 'included') values.push(step.txHash, step.blockNumber.toString())
+    if (step.step === 'dropped') values.push(step.txHash)
+    if (step.step === 'confirmed') values.push(step.blockNumber.toString())
+    if (step.step === 'failed') values.push(step.error)
+    const reply = (await runScript(
+      this.redis,
+      'payoutMove',
+      [this.keys.base],
+      { payoutId: id, step: step.step, wallet: wallet.toLowerCase(), token },
+      values,
+    )) as (string | number)[]
     return Number(reply[0]) as PayoutMoveCode
   }
 
   /** acquire, renew or release the payout wallet's sender lock; true when held (or released). */
   async lock(mode: 'acquire' | 'renew' | 'release', wallet: string, token: string, ttlMs: number) {
-    const reply = (await runScript(
-      this.redis,
-      'payoutLock',
-      [this.keys.base],
-      [mode, wallet.toLowerCase(), token, ttlMs],
-    )) as number[]
+    const reply = (await runScript(this.redis, 'payoutLock', [this.keys.base], {
+      action: mode,
+      wallet: wallet.toLowerCase(),
+      token,
+      ttlMs,
+    })) as number[]
     return Number(reply[0]) === 1
   }
 }

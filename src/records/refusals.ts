@@ -26,18 +26,13 @@ export async function recordRefusal(
   refusal: Refusal,
   retentionMs: number,
 ): Promise<void> {
-  await runScript(
-    redis,
-    'refuse',
-    [keys.base],
-    [
-      refusal.attemptId,
-      refusal.accountId,
-      refusal.apiKeyId,
-      refusal.requestId,
-      refusal.model,
-      refusal.errorCode,
-      retentionMs,
-    ],
-  )
+  await runScript(redis, 'refuse', [keys.base], {
+    attemptId: refusal.attemptId,
+    accountId: refusal.accountId,
+    apiKeyId: refusal.apiKeyId,
+    requestId: refusal.requestId,
+    model: refusal.model,
+    errorCode: refusal.errorCode,
+    recordRetentionMs: retentionMs,
+  })
 }

@@ -31,13 +31,18 @@ import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
 import { LIB, MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
 
-// Each script declares how many KEYS and ARGV it takes, as its header block numbers them (a test
-// reads the headers); runScript refuses a call that passes another count. A variadic script takes
-// its declared ARGV and then more, as its header says (a payout's step and that step's values, the
-// catalog's rows).
+// Each script declares how many KEYS it takes and its ARGV by name, in order, as its header block
+// numbers and names them (a test reads the headers); a caller passes the ARGV as an object by those
+// names, and runScript writes them in the declared order. A variadic script takes its declared ARGV
+// and then more, as its header says (a payout's step and that step's values, the catalog's rows).
 
 /** A script that includes no library: its EVAL form is its body. */
-const standalone = (lua: string, keys: number, argv: number, variadic = false) => ({
+const standalone = <const A extends readonly string[]>(
+  lua: string,
+  keys: number,
+  argv: A,
+  variadic = false,
+) => ({
   lua,
   body: lua,
   market: false,
@@ -47,7 +52,12 @@ const standalone = (lua: string, keys: number, argv: number, variadic = false) =
 })
 
 /** A market script: the libraries it calls, the prologue, then its body; one key, the keyspace base. */
-const market = (libs: string[], body: string, argv: number, variadic = false) => ({
+const market = <const A extends readonly string[]>(
+  libs: string[],
+  body: string,
+  argv: A,
+  variadic = false,
+) => ({
   lua: [...libs, MARKET_PROLOGUE, body].join('\n'),
   body,
   market: true,
@@ -62,36 +72,154 @@ const ending = [LIB.keys, LIB.numbers, LIB.attempts]
 
 export const SCRIPTS = {
   // accounts
-  createAccount: standalone(createAccount, 5, 8),
-  mintKey: standalone(withNumbers(mintKey), 3, 10),
-  revokeKey: standalone(revokeKey, 3, 3),
-  setKeyLimit: standalone(withNumbers(setKeyLimit), 3, 6),
-  touchKey: standalone(touchKey, 1, 0),
-  credit: standalone(credit, 2, 5),
+  createAccount: standalone(createAccount, 5, [
+    'accountId',
+    'wallet',
+    'walletLower',
+    'maxPriceCents',
+    'keyId',
+    'keyDigest',
+    'keyName',
+    'keyPrefix',
+  ]),
+  mintKey: standalone(withNumbers(mintKey), 3, [
+    'accountId',
+    'keyId',
+    'keyDigest',
+    'keyName',
+    'keyPrefix',
+    'maxKeys',
+    'limit',
+    'owner',
+    'callerKeyId',
+    'limitReset',
+  ]),
+  revokeKey: standalone(revokeKey, 3, ['keyId', 'keyDigest', 'callerKeyId']),
+  setKeyLimit: standalone(withNumbers(setKeyLimit), 3, [
+    'keyId',
+    'keyDigest',
+    'limit',
+    'name',
+    'callerKeyId',
+    'limitReset',
+  ]),
+  touchKey: standalone(touchKey, 1, []),
+  credit: standalone(credit, 2, ['accountId', 'amount', 'maxAmount', 'note', 'actor']),
   // catalog
-  catalogReplace: standalone(catalogReplace, 2, 2, true),
+  catalogReplace: standalone(catalogReplace, 2, ['syncedAt', 'sourceUrl'], true),
   // the market: every script takes one key, the keyspace base, from which lib/keys builds the rest
-  admit: market(MARKET_LIBS, admit, 16),
-  clear: market(ending, clear, 10),
-  release: market(ending, release, 6),
-  reap: market([...ending, LIB.reap], reap, 2),
-  refuse: market(ending, refuse, 7),
-  renew: market([LIB.keys, LIB.numbers], renew, 2),
-  offerPut: market([LIB.keys, LIB.numbers, LIB.offers], offerPut, 13),
-  capacity: market([LIB.keys, LIB.numbers, LIB.offers], capacity, 1),
-  quote: market([LIB.keys, LIB.numbers, LIB.offers, LIB.pick], quote, 3),
+  admit: market(MARKET_LIBS, admit, [
+    'attemptId',
+    'accountId',
+    'apiKeyId',
+    'holdDiem',
+    'keyCap',
+    'accountCap',
+    'leaseMs',
+    'tried',
+    'defaultMaxPriceCents',
+    'model',
+    'requestId',
+    'capGroup',
+    'capGroupCap',
+    'apiKeyDigest',
+    'recordRetentionMs',
+    'now',
+  ]),
+  clear: market(ending, clear, [
+    'attemptId',
+    'burn',
+    'feeBps',
+    'upstreamBalance',
+    'inputTokens',
+    'outputTokens',
+    'estimated',
+    'outcome',
+    'recordRetentionMs',
+    'upstreamCost',
+  ]),
+  release: market(ending, release, [
+    'attemptId',
+    'errorCode',
+    'cooldownMs',
+    'upstreamBalance',
+    'final',
+    'recordRetentionMs',
+  ]),
+  reap: market([...ending, LIB.reap], reap, ['limit', 'recordRetentionMs']),
+  refuse: market(ending, refuse, [
+    'attemptId',
+    'accountId',
+    'apiKeyId',
+    'requestId',
+    'model',
+    'errorCode',
+    'recordRetentionMs',
+  ]),
+  renew: market([LIB.keys, LIB.numbers], renew, ['attemptId', 'leaseMs']),
+  offerPut: market([LIB.keys, LIB.numbers, LIB.offers], offerPut, [
+    'mode',
+    'offerId',
+    'upstreamBaseUrl',
+    'upstreamKeyEnc',
+    'askCents',
+    'capacity',
+    'maxInFlight',
+    'status',
+    'supplier',
+    'supplierId',
+    'upstreamKeyDigest',
+    'maxStanding',
+    'maxEver',
+  ]),
+  capacity: market([LIB.keys, LIB.numbers, LIB.offers], capacity, ['maxPriceCents']),
+  quote: market([LIB.keys, LIB.numbers, LIB.offers, LIB.pick], quote, [
+    'accountId',
+    'holdDiem',
+    'defaultMaxPriceCents',
+  ]),
   // funding (x402): claim an authorization, release a claim that moved no money, credit, confirm
-  claimPayment: standalone(claimPayment, 2, 6),
-  releasePayment: standalone(releasePayment, 2, 1),
-  creditPayment: standalone(creditPayment, 5, 6),
-  confirmPayment: standalone(confirmPayment, 3, 2),
+  claimPayment: standalone(claimPayment, 2, [
+    'authorizationId',
+    'kind',
+    'accountId',
+    'payer',
+    'amount',
+    'fromBlock',
+  ]),
+  releasePayment: standalone(releasePayment, 2, ['authorizationId']),
+  creditPayment: standalone(creditPayment, 5, [
+    'accountId',
+    'amount',
+    'paymentId',
+    'authorizationId',
+    'blockNumber',
+    'payer',
+  ]),
+  confirmPayment: standalone(confirmPayment, 3, ['paymentId', 'accountId']),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
-  supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, 9),
-  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers], supplierStatus, 2),
+  supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, [
+    'nonce',
+    'wallet',
+    'walletLower',
+    'supplierId',
+    'keyId',
+    'keyDigest',
+    'keyPrefix',
+    'keyName',
+    'maxKeys',
+  ]),
+  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers], supplierStatus, ['supplierId', 'status']),
   // payouts: a request moves payable to pending; the sender's lock; each step of a transfer
-  payoutCreate: market([LIB.keys, LIB.numbers], payoutCreate, 5),
-  payoutLock: market([LIB.keys, LIB.numbers], payoutLock, 4),
-  payoutMove: market([LIB.keys, LIB.numbers], payoutMove, 4, true),
+  payoutCreate: market([LIB.keys, LIB.numbers], payoutCreate, [
+    'supplierId',
+    'payoutId',
+    'amount',
+    'idempotencyDigest',
+    'minimum',
+  ]),
+  payoutLock: market([LIB.keys, LIB.numbers], payoutLock, ['action', 'wallet', 'token', 'ttlMs']),
+  payoutMove: market([LIB.keys, LIB.numbers], payoutMove, ['payoutId', 'step', 'wallet', 'token'], true),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

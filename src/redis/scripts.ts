@@ -52,22 +52,33 @@ export const replyNumber = (value: string | number | undefined) => Number(value 
 type ScriptArg = string | number
 type ScriptCommand = (...args: ScriptArg[]) => Promise<unknown>
 
-/** Runs a registered script: its KEYS then its ARGV, as its header block documents them. */
-export function runScript(
+/** A script's ARGV by the names its registry entry (and its header block) declares. */
+export type ScriptArgs<N extends ScriptName> = Record<(typeof SCRIPTS)[N]['argv'][number], ScriptArg>
+
+/**
+ * Runs a registered script: its KEYS, then its ARGV by name, written in the declared order; a
+ * variadic script's further values follow in `rest`.
+ */
+export function runScript<N extends ScriptName>(
   redis: Redis,
-  name: ScriptName,
+  name: N,
   keys: string[],
-  args: ScriptArg[],
+  args: ScriptArgs<N>,
+  rest: ScriptArg[] = [],
 ): Promise<unknown> {
   const script = SCRIPTS[name]
-  if (
-    keys.length !== script.keys ||
-    args.length < script.argv ||
-    (!script.variadic && args.length > script.argv)
-  )
-    throw new Error(`${name} takes ${script.keys} keys and ${script.argv} arguments`)
+  if (keys.length !== script.keys) throw new Error(`${name} takes ${script.keys} keys`)
+  if (rest.length > 0 && !script.variadic) throw new Error(`${name} takes no values beyond its arguments`)
+  const named = args as Record<string, ScriptArg | undefined>
+  const argv: ScriptArg[] = []
+  for (const arg of script.argv) {
+    const value = named[arg]
+    if (value === undefined) throw new Error(`${name}: ${arg} is missing`)
+    argv.push(value)
+  }
+  for (const value of rest) argv.push(value)
   const lane = readyScriptLane(redis)
-  if (lane) return lane.call(LIBRARY, name, script.lua, keys, args)
+  if (lane) return lane.call(LIBRARY, name, script.lua, keys, argv)
   const command = (redis as unknown as Record<ScriptName, ScriptCommand>)[name]
-  return command.call(redis, ...keys, ...args)
+  return command.call(redis, ...keys, ...argv)
 }

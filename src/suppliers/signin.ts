@@ -63,22 +63,17 @@ export class SignInService {
     const { wallet, nonce } = await verifySignIn(message, signature, this.publicUrl, now)
     for (let attempt = 0; ; attempt++) {
       const key = generateSupplierKey()
-      const reply = (await runScript(
-        this.redis,
-        'supplierSignin',
-        [this.keys.base],
-        [
-          nonce,
-          wallet,
-          wallet.toLowerCase(),
-          newSupplierId(),
-          key.id,
-          key.digest,
-          key.prefix,
-          'signin',
-          MAX_ACTIVE_SUPPLIER_KEYS,
-        ],
-      )) as (string | number)[]
+      const reply = (await runScript(this.redis, 'supplierSignin', [this.keys.base], {
+        nonce,
+        wallet,
+        walletLower: wallet.toLowerCase(),
+        supplierId: newSupplierId(),
+        keyId: key.id,
+        keyDigest: key.digest,
+        keyPrefix: key.prefix,
+        keyName: 'signin',
+        maxKeys: MAX_ACTIVE_SUPPLIER_KEYS,
+      })) as (string | number)[]
       const code = Number(reply[0])
       if (code === SupplierCode.Ok) {
         return {

@@ -93,7 +93,10 @@ export class SupplierStore {
   /** Suspends or reinstates: its active offers leave or rejoin the ladder in the same script. */
   async setStatus(id: string, status: SupplierStatus): Promise<Supplier> {
     if (!isSupplierId(id)) throw supplierNotFound(id)
-    const reply = (await runScript(this.redis, 'supplierStatus', [this.keys.base], [id, status])) as number[]
+    const reply = (await runScript(this.redis, 'supplierStatus', [this.keys.base], {
+      supplierId: id,
+      status,
+    })) as number[]
     if (Number(reply[0]) !== SupplierCode.Ok) throw supplierNotFound(id)
     return this.require(id)
   }

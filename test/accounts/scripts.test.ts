@@ -31,7 +31,16 @@ async function createAccount(wallet = randomWallet(), accountId = newAccountId()
       keys.accounts,
       keys.apiKey(key.digest),
     ],
-    [accountId, wallet, wallet.toLowerCase(), 50, key.id, key.digest, 'default', key.prefix],
+    {
+      accountId,
+      wallet,
+      walletLower: wallet.toLowerCase(),
+      maxPriceCents: 50,
+      keyId: key.id,
+      keyDigest: key.digest,
+      keyName: 'default',
+      keyPrefix: key.prefix,
+    },
   )
   return { code: Number(code), accountId, wallet, key }
 }
@@ -41,7 +50,18 @@ async function mint(accountId: string, key = generateApiKey()) {
     redis,
     'mintKey',
     [keys.account(accountId), keys.accountKeys(accountId), keys.apiKey(key.digest)],
-    [accountId, key.id, key.digest, 'k', key.prefix, MAX_ACTIVE_API_KEYS, '', '', '', ''],
+    {
+      accountId,
+      keyId: key.id,
+      keyDigest: key.digest,
+      keyName: 'k',
+      keyPrefix: key.prefix,
+      maxKeys: MAX_ACTIVE_API_KEYS,
+      limit: '',
+      owner: '',
+      callerKeyId: '',
+      limitReset: '',
+    },
   )
   return { code: Number(code), key }
 }
@@ -52,17 +72,18 @@ const revoke = async (accountId: string, keyId: string, digest: string) =>
       redis,
       'revokeKey',
       [keys.accountKeys(accountId), keys.apiKey(digest), keys.account(accountId)],
-      [keyId, digest, ''],
+      { keyId, keyDigest: digest, callerKeyId: '' },
     ),
   )
 
 const credit = async (accountId: string, amount: string | number, note = 'by hand') =>
-  (await runScript(
-    redis,
-    'credit',
-    [keys.account(accountId), keys.audit],
-    [accountId, amount, 1_000_000_000_000, note, 'test'],
-  )) as (number | string)[]
+  (await runScript(redis, 'credit', [keys.account(accountId), keys.audit], {
+    accountId,
+    amount,
+    maxAmount: 1_000_000_000_000,
+    note,
+    actor: 'test',
+  })) as (number | string)[]
 
 describe('create-account', () => {
   test('writes the account with zero balances, its first key, the wallet index and the set', async () => {

@@ -91,7 +91,7 @@ describe('the function library', () => {
     await observer.call('FUNCTION', 'LOAD', other.code)
     try {
       await observer.call('FUNCTION', 'DELETE', LIBRARY.name).catch(() => {})
-      expect(await runScript(fx.redis, 'capacity', [fx.keys.base], [80])).toBeArray()
+      expect(await runScript(fx.redis, 'capacity', [fx.keys.base], { maxPriceCents: 80 })).toBeArray()
       expect(await libraries()).toEqual(expect.arrayContaining([LIBRARY.name, other.name]))
       // The other version's functions still answer, from its own library.
       expect(await observer.call('FCALL', functionName(other, 'capacity'), 1, fx.keys.base, 80)).toBeArray()
@@ -151,8 +151,11 @@ describe('functions and EVAL forms agree', () => {
     await go('reap', reapExpired(fx.redis, fx.keys, 10))
     await go('late clear', clearFor(fx, a5, 300))
     await go('refused', admitFor(fx, 'acct_nobody'))
-    await go('capacity', runScript(fx.redis, 'capacity', [fx.keys.base], [80]))
-    await go('quote', runScript(fx.redis, 'quote', [fx.keys.base], [accountId, 1_000, 50]))
+    await go('capacity', runScript(fx.redis, 'capacity', [fx.keys.base], { maxPriceCents: 80 }))
+    await go(
+      'quote',
+      runScript(fx.redis, 'quote', [fx.keys.base], { accountId, holdDiem: 1_000, defaultMaxPriceCents: 50 }),
+    )
 
     const stored: Record<string, unknown> = {
       account: await fx.redis.hgetall(fx.keys.account(accountId)),
@@ -213,7 +216,8 @@ describe('a Redis without functions (before 7.0)', () => {
       await whenReady(redis, 5_000)
       await until(() => readyScriptLane(redis) !== undefined)
       expect(readyScriptLane(redis)).toBeDefined()
-      for (let i = 0; i < 3; i++) expect(await runScript(redis, 'capacity', ['p:'], [80])).toEqual([])
+      for (let i = 0; i < 3; i++)
+        expect(await runScript(redis, 'capacity', ['p:'], { maxPriceCents: 80 })).toEqual([])
       expect(await commandCalls(redis, 'evalsha')).toBeGreaterThanOrEqual(2)
     } finally {
       redis.disconnect()

@@ -52,24 +52,35 @@ test('the record retention has one default, in TypeScript: the scripts refuse to
   expect(Number(await keep(String(DEFAULT_RECORD_RETENTION_MS)))).toBe(DEFAULT_RECORD_RETENTION_MS)
 })
 
-test('every script takes the KEYS and ARGV its header block numbers, as the registry declares', () => {
+test('every script takes the KEYS its header block numbers and the ARGV it names, as the registry declares', () => {
   const off: string[] = []
   for (const [name, script] of Object.entries(SCRIPTS)) {
     const header = script.body.slice(0, script.body.indexOf(']]'))
-    const numbered = (word: string) =>
-      [...header.matchAll(new RegExp(`^ {2}${word}\\[(\\d+)\\]`, 'gm'))].map((m) => Number(m[1]))
-    const contiguous = (list: number[], count: number) =>
-      list.length === count && list.every((n, i) => n === i + 1)
-    if (!contiguous(numbered('ARGV'), script.argv))
-      off.push(`${name}: ARGV ${numbered('ARGV')} vs ${script.argv}`)
-    if (!contiguous(numbered('KEYS'), script.keys))
-      off.push(`${name}: KEYS ${numbered('KEYS')} vs ${script.keys}`)
+    const keys = [...header.matchAll(/^ {2}KEYS\[(\d+)\]/gm)].map((m) => Number(m[1]))
+    if (keys.length !== script.keys || keys.some((n, i) => n !== i + 1))
+      off.push(`${name}: KEYS ${keys} vs ${script.keys}`)
+    // `ARGV[n]  name: what it is`, numbered from 1 with no gap, the names in the registry's order.
+    const argv = [...header.matchAll(/^ {2}ARGV\[(\d+)\]\s+(\w+):/gm)]
+    if (argv.some((m, i) => Number(m[1]) !== i + 1))
+      off.push(`${name}: ARGV numbered ${argv.map((m) => m[1])}`)
+    const named = argv.map((m) => m[2])
+    if (named.join() !== script.argv.join()) off.push(`${name}: ARGV ${named} vs ${script.argv}`)
+    // Only a variadic script's header goes on past its named ARGV (ARGV[n..]).
+    if (/^ {2}ARGV\[\d+\.\.\]/m.test(header) !== script.variadic) off.push(`${name}: variadic`)
   }
   expect(off).toEqual([])
 })
 
-test('a call with another count of arguments is refused before it reaches Redis', () => {
-  expect(() => runScript(redis, 'renew', ['base'], ['attempt'])).toThrow('renew takes 1 keys and 2 arguments')
+test("a call missing an argument, or with values past a fixed script's, is refused before it reaches Redis", () => {
+  expect(() => runScript(redis, 'renew', ['base'], { attemptId: 'attempt' } as never)).toThrow(
+    'renew: leaseMs is missing',
+  )
+  expect(() => runScript(redis, 'renew', ['base'], { attemptId: 'a', leaseMs: 1 }, ['more'])).toThrow(
+    'renew takes no values beyond its arguments',
+  )
+  expect(() => runScript(redis, 'renew', ['base', 'other'], { attemptId: 'a', leaseMs: 1 })).toThrow(
+    'renew takes 1 keys',
+  )
 })
 
 test('utc_day names the same day as utcDay', async () => {

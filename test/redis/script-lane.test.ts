@@ -13,10 +13,30 @@ import { keyspace } from '../../src/redis/keys.ts'
 import { startLocalRedis } from '../../src/redis/local-server.ts'
 import { ScriptLane } from '../../src/redis/script-lane.ts'
 import { SCRIPTS } from '../../src/redis/script-registry.ts'
-import { readyScriptLane, runScript } from '../../src/redis/scripts.ts'
+import { readyScriptLane, runScript, type ScriptArgs } from '../../src/redis/scripts.ts'
 import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
+
+/** An admission's arguments by name: key-1 of `accountId`, a 1,000 micro-DIEM hold, no digest. */
+const admitArgs = (attemptId: string, accountId: string): ScriptArgs<'admit'> => ({
+  attemptId,
+  accountId,
+  apiKeyId: 'key-1',
+  holdDiem: 1_000,
+  keyCap: 10,
+  accountCap: 10,
+  leaseMs: 60_000,
+  tried: '',
+  defaultMaxPriceCents: 50,
+  model: 'm',
+  requestId: 'r',
+  capGroup: '',
+  capGroupCap: 0,
+  apiKeyDigest: '',
+  recordRetentionMs: 86_400_000,
+  now: '',
+})
 
 let fx: MarketFixture
 let observer: Redis
@@ -51,29 +71,18 @@ describe('the native script lane', () => {
     expect(await clientNames()).toContain('svc-test-market-scripts')
     const offerId = await postOffer(fx, 45, 5_000_000)
     const accountId = await seedAccount(fx, 1_000_000)
-    const args = (attemptId: string) => [
-      attemptId,
-      accountId,
-      'key-1',
-      1_000,
-      10,
-      10,
-      60_000,
-      '',
-      50,
-      'm',
-      'r',
-      '',
-      0,
-      '',
-      86_400_000,
-      '',
-    ]
+    const args = (attemptId: string) => admitArgs(attemptId, accountId)
     const first = randomUUID()
     const viaLane = (await runScript(fx.redis, 'admit', [fx.keys.base], args(first))) as unknown[]
-    // The same script through ioredis itself (the command defineCommand registered).
+    // The same script through ioredis itself (the command defineCommand registered), its ARGV
+    // written in the registry's order as runScript writes them.
     const direct = (fx.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown[]>>).admit!
-    const viaIoredis = await direct.call(fx.redis, fx.keys.base, ...args(randomUUID()))
+    const named = args(randomUUID())
+    const viaIoredis = await direct.call(
+      fx.redis,
+      fx.keys.base,
+      ...SCRIPTS.admit.argv.map((arg) => named[arg]),
+    )
     expect(viaLane[0]).toBe(1)
     expect(viaLane[1]).toBe(offerId)
     expect(viaLane.map((v) => typeof v)).toEqual(viaIoredis.map((v) => typeof v))
@@ -101,7 +110,9 @@ describe('the native script lane', () => {
     await until(() => readyScriptLane(fx.redis) === undefined, 1)
     expect(readyScriptLane(fx.redis)).toBeUndefined()
     const results = await Promise.all(
-      Array.from({ length: 20 }, () => runScript(fx.redis, 'capacity', [fx.keys.base], [80])),
+      Array.from({ length: 20 }, () =>
+        runScript(fx.redis, 'capacity', [fx.keys.base], { maxPriceCents: 80 }),
+      ),
     )
     for (const r of results) expect(Array.isArray(r)).toBe(true)
     await laneUp(fx.redis)
@@ -139,24 +150,7 @@ describe('the native script lane', () => {
         redis,
         'admit',
         [keys.base],
-        [
-          randomUUID(),
-          'acct-none',
-          'key-1',
-          1_000,
-          10,
-          10,
-          60_000,
-          '',
-          50,
-          'm',
-          'r',
-          '',
-          0,
-          '',
-          86_400_000,
-          '',
-        ],
+        admitArgs(randomUUID(), 'acct-none'),
       )) as unknown[]
       expect(refused[0]).toBe(-1)
       // Redis sees both connections on its socket, none over TCP
@@ -225,9 +219,10 @@ describe('a store that goes away', () => {
     expect(isRedisUnavailable(refused)).toBe(true)
     await laneUp(fx.redis)
     // Reap without its record retention: the script itself refuses (the default lives in TypeScript).
-    const scriptError = await runScript(fx.redis, 'reap', [fx.keys.base], [10, '']).catch(
-      (error: unknown) => error,
-    )
+    const scriptError = await runScript(fx.redis, 'reap', [fx.keys.base], {
+      limit: 10,
+      recordRetentionMs: '',
+    }).catch((error: unknown) => error)
     expect(scriptError).toBeInstanceOf(Error)
     expect(isRedisUnavailable(scriptError)).toBe(false)
   })
