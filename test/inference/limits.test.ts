@@ -124,11 +124,17 @@ describe('in-flight caps', () => {
     await simOffer(stack, 40, { maxInFlight: 1 })
     const a = await fundedBuyer(stack)
     const b = await fundedBuyer(stack)
-    const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
-    await Bun.sleep(50)
+    // A stream holds the key until its slow first token and the rest have gone out.
+    const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { ...body, stream: true },
+    })
+    await inFlight(stack, a.accountId)
     const second = await keyFetch(stack, b.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
     expect(second.status).toBe(200)
-    expect((await first).status).toBe(200)
+    const streamed = await first
+    expect(streamed.status).toBe(200)
+    expect(await streamed.text()).toContain('data: [DONE]')
   })
 })
 
