@@ -3,7 +3,7 @@
 // The first worker to ask starts the keeper (a lock file decides which); the keeper writes where its
 // service answers and stops it once the run's coordinator (every worker's parent) has exited.
 import { spawn } from 'node:child_process'
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs'
+import { closeSync, existsSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { until } from './wait.ts'
@@ -41,4 +41,39 @@ export async function runScoped<T>(
     throw new Error(`${name} for this run did not start: ${written.error}`)
   }
   return written as T
+}
+
+/**
+ * The keeper's side: starts the service, writes what `runScoped` reads to `file`, and stops it
+ * once the coordinator `pid` has exited. Usage of a keeper script: <coordinator pid> <file>.
+ */
+export async function keepForRun(start: () => Promise<{ value: unknown; stop(): Promise<void> }>) {
+  const [coordinator, file] = [Number(process.argv[2]), process.argv[3]!]
+  const write = (value: unknown) => {
+    writeFileSync(`${file}.tmp`, JSON.stringify(value))
+    renameSync(`${file}.tmp`, file)
+  }
+  try {
+    const service = await start()
+    write(service.value)
+    const watch = setInterval(async () => {
+      if (alive(coordinator)) return
+      clearInterval(watch)
+      await service.stop().catch(() => {})
+      for (const path of [file, `${file}.lock`]) rmSync(path, { force: true })
+      process.exit(0)
+    }, 500)
+  } catch (error) {
+    write({ error: String(error) })
+    process.exit(1)
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
 }
