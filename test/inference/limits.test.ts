@@ -69,13 +69,20 @@ describe('in-flight caps', () => {
   })
 
   test('every eligible supplier key busy past the wait: 503 key_wait_timeout; nothing charged', async () => {
-    const stack = await slowStack({ SVC_KEY_WAIT_MS: '100' })
+    // The first stream holds the only key for seconds: the wait below ends before it does.
+    const stack = await startStack({
+      sim: { ttftMs: 5_000, outputTokens: 3 },
+      env: { SVC_KEY_WAIT_MS: '100' },
+    })
+    stacks.push(stack)
     await simOffer(stack, 40, { maxInFlight: 1 })
     const a = await fundedBuyer(stack)
     const b = await fundedBuyer(stack)
+    const leave = new AbortController()
     const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', {
       method: 'POST',
       json: { ...body, stream: true },
+      signal: leave.signal,
     })
     await inFlight(stack, a.accountId)
     const before = await balances(stack, b.accountId)
@@ -84,7 +91,8 @@ describe('in-flight caps', () => {
     expect(second.headers.get('x-svc-error-code')).toBe('key_wait_timeout')
     expect(((await second.json()) as { error: { code: string } }).error.code).toBe('key_wait_timeout')
     expect(await balances(stack, b.accountId)).toEqual(before)
-    await (await first).text()
+    leave.abort()
+    await first.catch(() => {})
   })
 
   test('requests waiting for a busy key count against the wallet cap: the rest are 429 at once', async () => {
