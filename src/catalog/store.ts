@@ -25,6 +25,8 @@ export class CatalogStore {
     private readonly keys: Keyspace,
     /** Syncs from the upstream; called when Redis holds no catalog at all. */
     private readonly refill?: () => Promise<unknown>,
+    /** The clock the cache ages by (a test moves it instead of waiting). */
+    private readonly now: () => number = Date.now,
   ) {}
 
   async replace(entries: CatalogEntry[], source: string): Promise<number> {
@@ -49,7 +51,7 @@ export class CatalogStore {
     const cached = this.cache
     if (!cached) return this.reload()
     // Expired: refreshed in the background; a failed read is tried again by the next caller.
-    if (Date.now() - cached.at >= CACHE_MS) this.reload().catch(() => {})
+    if (this.now() - cached.at >= CACHE_MS) this.reload().catch(() => {})
     return cached.entries
   }
 
@@ -65,7 +67,7 @@ export class CatalogStore {
 
   private async load(): Promise<Map<string, CatalogEntry>> {
     const generation = this.generation
-    const now = Date.now()
+    const now = this.now()
     let raw = await this.redis.hgetall(this.keys.catalog)
     if (Object.keys(raw).length === 0 && this.refill && now - this.lastRefill > REFILL_EVERY_MS) {
       this.lastRefill = now

@@ -25,6 +25,8 @@ export interface SizingOptions {
   /** Concurrent clients per replica. */
   clients: number
   seconds: number
+  /** Seconds of load before the measured ones, so the measured run finds warm processes; 0 skips it. */
+  warmSeconds?: number
 }
 
 export interface SizingRow {
@@ -232,7 +234,8 @@ async function measure(
         failed: 0,
       })
     }
-    await drive(WARM_SECONDS)
+    const warm = options.warmSeconds ?? WARM_SECONDS
+    if (warm > 0) await drive(warm)
     const before = await cpuSeconds(redis.ports)
     const { ok, failed } = await drive(options.seconds)
     const after = await cpuSeconds(redis.ports)

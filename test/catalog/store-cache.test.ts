@@ -16,15 +16,17 @@ const entry = (id: string) => ({ row: { id }, prices: null }) as unknown as Cata
 async function storeWith(...ids: string[]) {
   const keys = keyspace(testPrefix())
   for (const id of ids) await redis.hset(keys.catalog, id, JSON.stringify(entry(id)))
-  return { keys, store: new CatalogStore(redis, keys) }
+  const clock = { now: 1_000_000 }
+  return { keys, clock, store: new CatalogStore(redis, keys, undefined, () => clock.now) }
 }
 
 test('an expired cache answers at once with what it has, and one background read refreshes it', async () => {
-  const { keys, store } = await storeWith('model-a')
+  const { keys, clock, store } = await storeWith('model-a')
   const first = await store.all()
   await redis.hset(keys.catalog, 'model-b', JSON.stringify(entry('model-b')))
+  clock.now += 999
   expect(await store.all()).toBe(first) // fresh: Redis not read
-  await Bun.sleep(1_050)
+  clock.now += 1
   // Expired: the caller gets the cached map, not a wait on Redis.
   expect(await store.all()).toBe(first)
   await until(async () => (await store.all()) !== first)

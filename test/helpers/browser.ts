@@ -5,10 +5,11 @@ import { existsSync } from 'node:fs'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { hexToString, type PrivateKeyAccount } from 'viem'
 import { CHAIN_ID } from './chain.ts'
+import { parallelRun, runScoped } from './run-scope.ts'
 
 export const CHROMIUM = '/usr/bin/chromium'
 
-const FLAGS = [
+export const CHROMIUM_FLAGS = [
   '--headless',
   '--no-sandbox',
   '--disable-gpu',
@@ -18,11 +19,19 @@ const FLAGS = [
   '--no-first-run',
 ]
 
+/**
+ * A browser for this file: in a parallel run, a connection to the run's one chromium (its contexts
+ * close with the connection); otherwise one launched for the file. `close()` ends either.
+ */
 export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`${CHROMIUM} is missing: run scripts/ensure-chromium.sh (Debian's chromium package)`)
   }
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS })
+  const run = parallelRun()
+  if (!run) return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS })
+  const keeper = `${import.meta.dir}/browser-keeper.ts`
+  const { wsEndpoint } = await runScoped<{ wsEndpoint: string }>('browser', keeper, run)
+  return chromium.connect(wsEndpoint)
 }
 
 /** What the wallet was asked to do, for assertions. */

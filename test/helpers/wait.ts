@@ -5,3 +5,14 @@
 export async function until(condition: () => boolean | Promise<boolean>, everyMs = 10): Promise<void> {
   while (!(await condition())) await Bun.sleep(everyMs)
 }
+
+/** Resolves once Redis's clock (the one its scripts read with TIME) is past `deadlineMs`. */
+export async function untilRedisPasses(
+  redis: { time(): Promise<unknown[]> },
+  deadlineMs: number,
+): Promise<void> {
+  await until(async () => {
+    const [seconds, micros] = await redis.time()
+    return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000) > deadlineMs
+  })
+}

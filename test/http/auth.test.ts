@@ -2,6 +2,7 @@
 // replica, one Redis command per request to resolve a key, and no plaintext key in any response
 // or log line after mint.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomUUID } from 'node:crypto'
 import { digestApiKey, generateApiKey } from '../../src/accounts/api-keys.ts'
 import { startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
@@ -14,6 +15,7 @@ import {
   waitForLastUsed,
 } from '../helpers/accounts.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
 beforeAll(async () => {
@@ -130,8 +132,16 @@ describe('Bearer keys', () => {
     monitor.on('monitor', (_time: string, args: string[]) => {
       if (args.some((a) => a.startsWith(stack.keys.prefix))) seen.push(args)
     })
+    // Redis's monitor feed is in the order commands ran: a marker read seen there means every
+    // command before it was seen too, however late the feed arrives on a busy machine.
+    const marker = `${stack.keys.prefix}:monitor-marker`
+    const markerSeen = async () => {
+      const id = randomUUID()
+      await stack.redis.exists(`${marker}:${id}`)
+      await until(() => seen.some((args) => args[1] === `${marker}:${id}`))
+    }
     try {
-      await Bun.sleep(20)
+      await markerSeen()
       // An unknown key id: auth, then one read of the account's keys, then the 404.
       const response = await keyFetch(
         stack,
@@ -142,12 +152,13 @@ describe('Bearer keys', () => {
         },
       )
       expect(response.status).toBe(404)
-      await Bun.sleep(50)
+      await markerSeen()
     } finally {
       monitor.disconnect()
     }
-    expect(seen.map((args) => args[0]!.toLowerCase())).toEqual(['hgetall', 'hget'])
-    expect(seen[0]![1]).toStartWith(`${stack.keys.prefix}:apikey:`)
+    const between = seen.slice(seen.findIndex((args) => args[1]?.startsWith(marker)) + 1, -1)
+    expect(between.map((args) => args[0]!.toLowerCase())).toEqual(['hgetall', 'hget'])
+    expect(between[0]![1]).toStartWith(`${stack.keys.prefix}:apikey:`)
   })
 
   test('lastUsedAt is not written on every request', async () => {
@@ -216,7 +227,8 @@ describe('plaintext keys after mint', () => {
       }
       await record(await keyFetch(logged, minted.apiKey, `/v1/agent/keys/${minted.id}`, { method: 'DELETE' }))
       await record(await keyFetch(logged, minted.apiKey, '/v1/agent/me'))
-      await Bun.sleep(50)
+      // Each request's access line is written after its response is sent.
+      await until(() => logs.lines.filter((line) => line.includes('"msg":"request')).length >= seen.length)
 
       expect(seen.length).toBe(18)
       expect(logs.lines.length).toBeGreaterThanOrEqual(20)

@@ -17,6 +17,7 @@ import {
   sseData,
 } from '../helpers/buyers.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
 let buyer: TestAccount
@@ -267,13 +268,8 @@ describe('streamed chat', () => {
       seen += new TextDecoder().decode((await reader.read()).value)
     controller.abort()
     // settlement is asynchronous to the disconnect: wait for the hold to come back
-    const deadline = Date.now() + 3_000
-    let after = await balances(stack, who.accountId)
-    while (after.held !== 0 && Date.now() < deadline) {
-      await Bun.sleep(20)
-      after = await balances(stack, who.accountId)
-    }
-    expect(after.held).toBe(0)
+    await until(async () => (await balances(stack, who.accountId)).held === 0, 20)
+    const after = await balances(stack, who.accountId)
     const charged = before.confirmed - after.confirmed
     expect(charged).toBeGreaterThan(0)
     expect(charged).toBe(after.spent - before.spent)
@@ -407,7 +403,8 @@ describe('refusals', () => {
   })
 
   test('after everything, the audit finds nothing off', async () => {
-    await Bun.sleep(50)
+    // Settlements end after their responses: once no lease is left, every attempt has ended.
+    await until(async () => (await stack.redis.zcard(stack.keys.leases)) === 0)
     expect(await auditAll(stack.redis, stack.keys)).toEqual([])
   })
 })

@@ -24,9 +24,10 @@ beforeAll(async () => {
   stack = await startStack({
     sim: { outputTokens: 8, slowFirstByteMs: 2_000 },
     env: {
-      SVC_FIRST_BYTE_TIMEOUT_MS: '300',
-      SVC_UPSTREAM_TIMEOUT_MS: '1000', // a buffered call slower than this falls forward
-      SVC_STREAM_IDLE_MS: '400',
+      // Limits a healthy local supplier meets on a busy machine, and the 2 s slow first byte does not.
+      SVC_FIRST_BYTE_TIMEOUT_MS: '1000',
+      SVC_UPSTREAM_TIMEOUT_MS: '1500', // a buffered call slower than this falls forward
+      SVC_STREAM_IDLE_MS: '1000',
       SVC_KEEPALIVE_MS: '100',
       SVC_OFFER_COOLDOWN_MS: '0',
       SVC_DEFAULT_MAX_TOKENS: '5',

@@ -7,6 +7,7 @@ import { formatMicros } from '../../src/money/units.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
 let buyer: TestAccount
@@ -58,7 +59,8 @@ describe('images', () => {
       method: 'POST',
       json: { model: 'flux-dev', prompt: 'slow one' },
     })
-    await Bun.sleep(150)
+    // The first job admitted (its hold in place) before the second asks.
+    await until(async () => (await balances(stack, buyer.accountId)).held > 0)
     const second = await keyFetch(stack, buyer.apiKey, '/v1/images/generations', {
       method: 'POST',
       json: { model: 'flux-dev', prompt: 'second' },

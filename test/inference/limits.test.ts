@@ -69,13 +69,20 @@ describe('in-flight caps', () => {
   })
 
   test('every eligible supplier key busy past the wait: 503 key_wait_timeout; nothing charged', async () => {
-    const stack = await slowStack({ SVC_KEY_WAIT_MS: '100' })
+    // The first stream holds the only key for seconds: the wait below ends before it does.
+    const stack = await startStack({
+      sim: { ttftMs: 5_000, outputTokens: 3 },
+      env: { SVC_KEY_WAIT_MS: '100' },
+    })
+    stacks.push(stack)
     await simOffer(stack, 40, { maxInFlight: 1 })
     const a = await fundedBuyer(stack)
     const b = await fundedBuyer(stack)
+    const leave = new AbortController()
     const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', {
       method: 'POST',
       json: { ...body, stream: true },
+      signal: leave.signal,
     })
     await inFlight(stack, a.accountId)
     const before = await balances(stack, b.accountId)
@@ -84,7 +91,8 @@ describe('in-flight caps', () => {
     expect(second.headers.get('x-svc-error-code')).toBe('key_wait_timeout')
     expect(((await second.json()) as { error: { code: string } }).error.code).toBe('key_wait_timeout')
     expect(await balances(stack, b.accountId)).toEqual(before)
-    await (await first).text()
+    leave.abort()
+    await first.catch(() => {})
   })
 
   test('requests waiting for a busy key count against the wallet cap: the rest are 429 at once', async () => {
@@ -124,11 +132,17 @@ describe('in-flight caps', () => {
     await simOffer(stack, 40, { maxInFlight: 1 })
     const a = await fundedBuyer(stack)
     const b = await fundedBuyer(stack)
-    const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
-    await Bun.sleep(50)
+    // A stream holds the key until its slow first token and the rest have gone out.
+    const first = keyFetch(stack, a.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { ...body, stream: true },
+    })
+    await inFlight(stack, a.accountId)
     const second = await keyFetch(stack, b.apiKey, '/v1/chat/completions', { method: 'POST', json: body })
     expect(second.status).toBe(200)
-    expect((await first).status).toBe(200)
+    const streamed = await first
+    expect(streamed.status).toBe(200)
+    expect(await streamed.text()).toContain('data: [DONE]')
   })
 })
 

@@ -8,11 +8,12 @@ import { startStack, type TestStack } from '../helpers/stack.ts'
 let stack: TestStack
 let buyer: TestAccount
 
-// 12 tokens at 20 a second: the stream lasts about 0.6 s, three times the 200 ms first-byte timeout.
+// 12 tokens at 10 a second: the stream lasts about 1.2 s, more than twice the 500 ms first-byte
+// timeout, which the first frame meets even on a busy machine.
 beforeAll(async () => {
   stack = await startStack({
-    sim: { outputTokens: 12, tokensPerSecond: 20 },
-    env: { SVC_FIRST_BYTE_TIMEOUT_MS: '200' },
+    sim: { outputTokens: 12, tokensPerSecond: 10 },
+    env: { SVC_FIRST_BYTE_TIMEOUT_MS: '500' },
   })
   await simOffer(stack, 40)
   buyer = await fundedBuyer(stack, '1.000000')

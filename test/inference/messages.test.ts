@@ -97,7 +97,7 @@ describe('the stream', () => {
 })
 
 test('silence is filled with ping events, and a stalled supplier ends with the error event', async () => {
-  const local = await startStack({ env: { SVC_STREAM_IDLE_MS: '400', SVC_KEEPALIVE_MS: '100' } })
+  const local = await startStack({ env: { SVC_STREAM_IDLE_MS: '1000', SVC_KEEPALIVE_MS: '100' } })
   try {
     const sold = await simOffer(local, 40)
     const who = await fundedBuyer(local)

@@ -16,6 +16,7 @@ import {
   postOffer,
   seedAccount,
 } from '../helpers/market.ts'
+import { untilRedisPasses } from '../helpers/wait.ts'
 
 let fx: MarketFixture
 freshMarketPerTest((fresh) => {
@@ -398,10 +399,12 @@ describe('release, renew, reap', () => {
   test('reap returns expired leases; renew keeps a live one', async () => {
     await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    const short = admitted(await admitFor(fx, acct, { leaseMs: 100 }))
+    // Renewed before the short lease is admitted: an admit reaps expired leases, so none may follow
+    // the short one, and a renew finds a lease that expired but is not yet reaped still there.
     const renewed = admitted(await admitFor(fx, acct, { leaseMs: 100 }))
     expect(await renewLease(fx.redis, fx.keys, renewed.attemptId, 60_000)).toBe(true)
-    await Bun.sleep(150)
+    const short = admitted(await admitFor(fx, acct, { leaseMs: 100 }))
+    await untilRedisPasses(fx.redis, short.leaseDeadline)
     expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
     expect(await renewLease(fx.redis, fx.keys, short.attemptId, 60_000)).toBe(false)
     expect((await fx.redis.hgetall(fx.keys.attempt(short.attemptId))).state).toBe('reaped')
@@ -424,7 +427,7 @@ describe('release, renew, reap', () => {
     const o = await postOffer(fx, 50, 5_000_000)
     const acct = await seedAccount(fx, 1_000)
     const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 1_800 as MicroDiem }))
-    await Bun.sleep(80)
+    await untilRedisPasses(fx.redis, adm.leaseDeadline)
     expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
     // The buyer spends meanwhile: another request clears 400, so only 600 of the 1,000 is left.
     const other = admitted(await admitFor(fx, acct, { holdDiem: 800 as MicroDiem }))
@@ -452,8 +455,8 @@ describe('release, renew, reap', () => {
   test('admit reaps expired leases before it decides', async () => {
     await postOffer(fx, 50, 5_000_000, { maxInFlight: 1 })
     const acct = await seedAccount(fx, 1_000_000)
-    admitted(await admitFor(fx, acct, { leaseMs: 30 }))
-    await Bun.sleep(60)
+    const expiring = admitted(await admitFor(fx, acct, { leaseMs: 30 }))
+    await untilRedisPasses(fx.redis, expiring.leaseDeadline)
     admitted(await admitFor(fx, acct))
   })
 })

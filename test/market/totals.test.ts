@@ -14,6 +14,7 @@ import {
   postOffer,
   seedAccount,
 } from '../helpers/market.ts'
+import { untilRedisPasses } from '../helpers/wait.ts'
 
 let fx: MarketFixture
 freshMarketPerTest((fresh) => {
@@ -75,7 +76,8 @@ describe('market totals', () => {
 
     const poor = await seedAccount(fx, 1_000)
     const late = admitted(await admitFor(fx, poor, { leaseMs: 50, holdDiem: 1_800 as MicroDiem }))
-    while ((await reapExpired(fx.redis, fx.keys)) === 0) await Bun.sleep(20)
+    await untilRedisPasses(fx.redis, late.leaseDeadline)
+    expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
     // Meanwhile the buyer spends 700 of its 1,000, so the late clear finds 300.
     const meanwhile = admitted(await admitFor(fx, poor, { holdDiem: 1_400 as MicroDiem }))
     await clearFor(fx, meanwhile.attemptId, 1_400)

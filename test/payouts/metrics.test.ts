@@ -6,6 +6,7 @@ import { adminFetch, logCapture } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { payoutEnv, payoutWalletOn } from '../helpers/payouts.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let chain: TestChain
 let stack: TestStack
@@ -30,13 +31,11 @@ afterAll(async () => {
 })
 
 test('/metrics shows the payout wallet USDC and gas; the log warns of low USDC only', async () => {
-  const deadline = Date.now() + 10_000
   let text = ''
-  while (Date.now() < deadline) {
+  await until(async () => {
     text = await (await adminFetch(stack, '/metrics')).text()
-    if (text.includes('svc_payout_wallet_usdc_micros')) break
-    await Bun.sleep(50)
-  }
+    return text.includes('svc_payout_wallet_usdc_micros')
+  }, 50)
   expect(text).toContain('svc_payout_wallet_usdc_micros 5000000\n')
   expect(text).toContain(`svc_payout_wallet_gas_wei ${10 ** 19}\n`)
   const warnings = capture.lines.map((line) => JSON.parse(line)).filter((l) => l.level === 40)

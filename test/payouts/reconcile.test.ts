@@ -95,10 +95,15 @@ async function payoutOf(amount: number, micros = amount) {
 
 const never = () => new Promise<void>(() => {})
 
-async function recorded(id: string): Promise<Payout> {
+/**
+ * The payout once `s` has signed and recorded it. A pass that lost its short lock before the
+ * record (a busy machine can stall a renewal past it) ends; `s` is ticked again until one records.
+ */
+async function recorded(id: string, s: PayoutSender): Promise<Payout> {
   for (;;) {
     const payout = (await store.get(id))!
     if (payout.rawTx) return payout
+    void s.tick()
     await Bun.sleep(10)
   }
 }
@@ -126,8 +131,7 @@ describe('a sender killed mid-payout', () => {
       await wallet.broadcast(p.rawTx!)
       await never()
     })
-    void killed.tick()
-    const signed = await recorded(payout.id)
+    const signed = await recorded(payout.id, killed)
     killed.stop()
     const done = await finish(sender(), payout.id)
     expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash, nonce: signed.nonce })
@@ -141,8 +145,7 @@ describe('a sender killed mid-payout', () => {
   test('after recording, before broadcasting: the next sender broadcasts the same bytes; one transfer', async () => {
     const { supplierId, payout, to } = await payoutOf(2_000_000, 3_000_000)
     const killed = sender(never)
-    void killed.tick()
-    const signed = await recorded(payout.id)
+    const signed = await recorded(payout.id, killed)
     killed.stop()
     expect(await onChain.known(signed.txHash!)).toBe(false)
     const done = await finish(sender(), payout.id)
@@ -158,8 +161,7 @@ describe('a nonce taken by another transaction', () => {
   test('the payout fails and its amount is payable again; no transfer', async () => {
     const { supplierId, payout, to } = await payoutOf(1_000_000)
     const killed = sender(never)
-    void killed.tick()
-    const signed = await recorded(payout.id)
+    const signed = await recorded(payout.id, killed)
     killed.stop()
     // another transaction of the payout wallet takes that nonce first
     const account = privateKeyToAccount(walletKey)
@@ -232,7 +234,7 @@ describe('a sender whose lock was taken over', () => {
       { broadcast: countingBroadcast },
     )
     const pass = stale.tick()
-    const signed = await recorded(payout.id)
+    const signed = await recorded(payout.id, stale)
     resume()
     await pass
     expect(broadcasts).toBe(0)
@@ -383,8 +385,7 @@ describe('a supplier suspended after asking', () => {
   test('its payout signed before the suspension is still finished: it may be mined', async () => {
     const { supplierId, payout, to } = await payoutOf(1_000_000)
     const killed = sender(never)
-    void killed.tick()
-    const signed = await recorded(payout.id)
+    const signed = await recorded(payout.id, killed)
     killed.stop()
     await new SupplierStore(redis, keys).setStatus(supplierId, 'suspended')
     const done = await finish(sender(), payout.id)

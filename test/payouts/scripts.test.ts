@@ -17,6 +17,7 @@ import {
   seedSupplier as seedFixtureSupplier,
 } from '../helpers/market.ts'
 import { snapshotKeys } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let fx: MarketFixture
 let payouts: PayoutStore
@@ -398,7 +399,7 @@ describe('payout-move', () => {
     expect(await payouts.move(payout.id, WALLET, 'no-lock', step)).toBe(PayoutMoveCode.NotHolder)
     const stale = randomUUID()
     expect(await payouts.lock('acquire', WALLET, stale, 30)).toBe(true)
-    await Bun.sleep(60)
+    await until(async () => (await fx.redis.exists(fx.keys.payoutSenderLock(WALLET.toLowerCase()))) === 0)
     const fresh = await holdLock()
     const afterLock = await snapshotKeys(fx.redis, fx.keys.prefix)
     expect(await payouts.move(payout.id, WALLET, stale, step)).toBe(PayoutMoveCode.NotHolder)

@@ -16,7 +16,7 @@ import {
   postOffer,
   seedAccount,
 } from '../helpers/market.ts'
-import { until } from '../helpers/wait.ts'
+import { untilRedisPasses } from '../helpers/wait.ts'
 
 let fx: MarketFixture
 freshMarketPerTest((fresh) => {
@@ -112,12 +112,8 @@ describe("an ended attempt is its request's record, written by the script that e
     // The long lease first: an admit reaps expired leases, so none may follow the short one.
     const live = admitted(await admitFor(fx, acct))
     const adm = admitted(await admitFor(fx, acct, { leaseMs: 20 }))
-    let reaped = 0
-    await until(async () => {
-      reaped = await reapExpired(fx.redis, fx.keys, 100, HOUR)
-      return reaped > 0
-    })
-    expect(reaped).toBe(1)
+    await untilRedisPasses(fx.redis, adm.leaseDeadline)
+    expect(await reapExpired(fx.redis, fx.keys, 100, HOUR)).toBe(1)
     expect(await reapExpired(fx.redis, fx.keys, 100, HOUR)).toBe(0)
     expect((await attempt(adm.attemptId)).state).toBe('reaped')
     const kept = await ttl(adm.attemptId)

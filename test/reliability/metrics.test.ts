@@ -3,6 +3,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { keyFetch } from '../helpers/accounts.ts'
 import { fundedBuyer, simKey, simOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
 beforeAll(async () => {
@@ -36,17 +37,20 @@ test('requests by route template and status, latency, clears, fall-forwards, gau
   })
   expect(chat.status).toBe(200)
   await fetch(`${stack.url}/v1/models/no-such-model`)
-  await Bun.sleep(50)
-  const after = await scrape()
-
   const ok = 'svc_http_requests_total{method="POST",route="/v1/chat/completions",status="200"}'
+  const notFound = 'svc_http_requests_total{method="GET",route="/v1/models/*",status="404"}'
+  const clears = 'svc_clears_total{usage="metered"}'
+  // A request is counted after its response is sent: wait until both are.
+  let after = ''
+  await until(async () => {
+    after = await scrape()
+    return value(after, ok) > value(before, ok) && value(after, notFound) >= 1
+  })
+
   expect(value(after, ok) - value(before, ok)).toBe(1)
   // a 404 is counted under its route template, not the raw path
-  expect(
-    value(after, 'svc_http_requests_total{method="GET",route="/v1/models/*",status="404"}'),
-  ).toBeGreaterThanOrEqual(1)
+  expect(value(after, notFound)).toBeGreaterThanOrEqual(1)
   expect(after).not.toContain('no-such-model')
-  const clears = 'svc_clears_total{usage="metered"}'
   expect(value(after, clears) - value(before, clears)).toBe(1)
   const ff = 'svc_fall_forwards_total{code="upstream_503"}'
   expect(value(after, ff) - value(before, ff)).toBe(1)

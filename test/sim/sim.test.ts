@@ -2,6 +2,7 @@
 // and each fault is checked here over real HTTP.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { type SimServer, startSim } from '../../src/sim/server.ts'
+import { until } from '../helpers/wait.ts'
 
 let sim: SimServer
 beforeAll(() => {
@@ -290,16 +291,17 @@ describe('faults', () => {
     const reader = response.body!.getReader()
     const decoder = new TextDecoder()
     let seen = ''
-    const deadline = Date.now() + 2_000
-    while (sseData(seen).length < 3 && Date.now() < deadline) {
-      const { value } = await reader.read()
+    while (sseData(seen).length < 3) {
+      const { value, done } = await reader.read()
+      if (done) break
       seen += decoder.decode(value)
     }
     expect(sseData(seen)).toHaveLength(3) // role + 2 content chunks
     const next = await Promise.race([reader.read().then(() => 'byte'), Bun.sleep(300).then(() => 'silence')])
     expect(next).toBe('silence')
     controller.abort()
-    await Bun.sleep(50)
+    // The sim sees the cancel once the closed connection reaches it.
+    await until(async () => (await keyState(key)).cancelledStreams > 0)
     const state = await keyState(key)
     expect(state.cancelledStreams).toBe(1)
     expect(state.balanceDiem).not.toBe('100.000000')

@@ -18,6 +18,7 @@ import {
   seedAccount,
   seedSupplier as seedFixtureSupplier,
 } from '../helpers/market.ts'
+import { untilRedisPasses } from '../helpers/wait.ts'
 
 let fx: MarketFixture
 freshMarketPerTest((fresh) => {
@@ -143,7 +144,7 @@ describe('clear appends fills', () => {
     await supplierOffer(id, 50)
     const acct = await seedAccount(fx, 300)
     const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 500 as MicroDiem }))
-    await Bun.sleep(80)
+    await untilRedisPasses(fx.redis, adm.leaseDeadline)
     expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
     await fx.redis.hincrby(fx.keys.account(acct), 'confirmed', -200)
     await fx.redis.hincrby(fx.keys.account(acct), 'funded', -200)

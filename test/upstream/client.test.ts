@@ -749,6 +749,9 @@ describe('abort', () => {
 describe('deadline', () => {
   const timed = (url: string, ms: number, until: 'body' | 'end') =>
     upstreamRequest(url, { method: 'GET', headers: {}, deadline: { ms, until } })
+  // A deadline that what a local server sends at once meets even on a busy machine; the tests that
+  // wait for it to pass (a stall) take that long.
+  const IN_TIME = 500
   const isTimeout = (error: unknown) => (error as Error).name === 'TimeoutError'
 
   test('no head in time: rejects with a TimeoutError, the connection closes', async () => {
@@ -763,7 +766,7 @@ describe('deadline', () => {
     const server = rawServer((connection) =>
       connection.send('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\ndata\r\n'),
     )
-    const response = await timed(`${server.url}/`, 150, 'end')
+    const response = await timed(`${server.url}/`, IN_TIME, 'end')
     expect(Buffer.from((await response.read())!).toString()).toBe('data')
     expect(isTimeout(await rejection(response.read(), 'the stalled read'))).toBe(true)
     await waitFor('the server to see the close', () => server.closed === 1)
@@ -771,9 +774,9 @@ describe('deadline', () => {
 
   test("until 'end': a whole answer in time ends it; the connection is pooled and never cut", async () => {
     const server = rawServer((connection, request) => connection.send(answer(200, `answer ${request.index}`)))
-    expect(await (await timed(`${server.url}/`, 100, 'end')).text()).toBe('answer 0')
+    expect(await (await timed(`${server.url}/`, IN_TIME, 'end')).text()).toBe('answer 0')
     // Well past the deadline, the pooled connection is still open and carries the next request.
-    await Bun.sleep(250)
+    await Bun.sleep(IN_TIME + 150)
     expect(server.closed).toBe(0)
     expect(await (await get(`${server.url}/`)).text()).toBe('answer 1')
     expect(server.accepted).toBe(1)
@@ -783,7 +786,7 @@ describe('deadline', () => {
     const server = rawServer((connection) =>
       connection.send('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n'),
     )
-    const response = await timed(`${server.url}/`, 150, 'body')
+    const response = await timed(`${server.url}/`, IN_TIME, 'body')
     expect(response.status).toBe(200)
     expect(isTimeout(await rejection(response.read(), 'the first read'))).toBe(true)
     await waitFor('the server to see the close', () => server.closed === 1)
@@ -795,10 +798,10 @@ describe('deadline', () => {
       stream = connection
       connection.send('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfirst\r\n')
     })
-    const response = await timed(`${server.url}/`, 100, 'body')
+    const response = await timed(`${server.url}/`, IN_TIME, 'body')
     expect(Buffer.from((await response.read())!).toString()).toBe('first')
     const pending = response.read()
-    await Bun.sleep(250)
+    await Bun.sleep(IN_TIME + 150)
     stream!.send('4\r\nlast\r\n0\r\n\r\n')
     expect(Buffer.from((await within(pending, 'the late read'))!).toString()).toBe('last')
     expect(await response.read()).toBeNull()
@@ -809,7 +812,7 @@ describe('deadline', () => {
     const server = rawServer((connection) =>
       connection.send('HTTP/1.1 503 X\r\ncontent-length: 100\r\n\r\n{"error":'),
     )
-    const response = await timed(`${server.url}/`, 150, 'body')
+    const response = await timed(`${server.url}/`, IN_TIME, 'body')
     expect(response.status).toBe(503)
     expect(isTimeout(await rejection(response.text(), 'the stalled error body'))).toBe(true)
     await waitFor('the server to see the close', () => server.closed === 1)
