@@ -26,6 +26,9 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
     maxRetriesPerRequest: options.failFast ? 0 : 2,
     enableOfflineQueue: !options.failFast,
     lazyConnect: false,
+    // While Redis loads its data set, ioredis checks again after the load's estimated time (up to
+    // 10 s): the scripts wait for it too (readyScriptLane), so it looks again four times a second.
+    maxLoadingRetryTime: 250,
   }
   const target = parseRedisTarget(url)
   let redis: Redis

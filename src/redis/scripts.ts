@@ -38,10 +38,16 @@ export function attachScriptLane(redis: Redis, lane: ScriptLane): void {
   }) as Redis['quit']
 }
 
-/** The connection's native lane while it is up, else undefined (ioredis then carries the script). */
+/**
+ * The connection's native lane while both it and the ioredis connection are up, else undefined
+ * (ioredis then carries the script, and refuses it as it refuses every other command). One
+ * readiness for both: after a restart or a data set load, ioredis turns ready only once its own
+ * check finds Redis loaded, while the lane's socket is open all along; a lane that served scripts
+ * sooner had a replica serve paid requests while its account reads still answered 503.
+ */
 export function readyScriptLane(redis: Redis): ScriptLane | undefined {
   const lane = lanes.get(redis)
-  return lane?.ready ? lane : undefined
+  return lane?.ready && redis.status === 'ready' ? lane : undefined
 }
 
 /** A script's reply: a code first, then its values, as its header block documents them. */

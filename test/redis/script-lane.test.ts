@@ -167,6 +167,31 @@ describe('the native script lane', () => {
     }
   })
 
+  test('a script and a command agree on whether the store is up while ioredis reconnects', async () => {
+    const redis = createRedis(testRedisUrl(), { name: 'svc-test-together', failFast: true })
+    try {
+      await whenReady(redis, 5_000)
+      await laneUp(redis)
+      // ioredis drops its connection and dials again; the lane's socket stays open throughout.
+      redis.disconnect(true)
+      await until(() => redis.status !== 'ready', 1)
+      const read = redis.get('svc-test:none').then(
+        () => 'served',
+        (error) => (isRedisUnavailable(error) ? 'away' : String(error)),
+      )
+      const script = runScript(redis, 'touchKey', [`${testPrefix()}:apikey:none`], []).then(
+        () => 'served',
+        (error) => (isRedisUnavailable(error) ? 'away' : String(error)),
+      )
+      expect(await read).toBe('away')
+      expect(await script).toBe('away')
+      await whenReady(redis, 5_000)
+      await laneUp(redis)
+    } finally {
+      redis.disconnect()
+    }
+  })
+
   test("the lane's connection ends with the ioredis one", async () => {
     const redis = createRedis(testRedisUrl(), { name: 'svc-test-short-lived' })
     await whenReady(redis, 5_000)

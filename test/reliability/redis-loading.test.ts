@@ -47,3 +47,22 @@ test('Redis loading its data set: 503 store_unavailable, /readyz 503; loaded: se
   const served = await chat(false)
   expect(served.status).toBe(200)
 }, 60_000)
+
+test('just after the load, a replica that serves a paid request also serves the account read', async () => {
+  const buyer = await fundedBuyer(stack)
+  const chat = () =>
+    keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+      method: 'POST',
+      json: { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }] },
+      signal: AbortSignal.timeout(5_000),
+    })
+  // The server now running is the one the first test restarted: that one is saved and killed.
+  const running = loading
+  loading = await restartLoading({ ...redis, kill: () => running?.stop() ?? redis.kill() })
+  await loading.loaded()
+  // The first paid request served after the load: the account read right behind it must not
+  // find the store away (both ride the same readiness, whichever connection carries them).
+  await until(async () => (await chat()).status === 200, 50)
+  const me = await keyFetch(stack, buyer.apiKey, '/v1/agent/me', { signal: AbortSignal.timeout(5_000) })
+  expect(me.status).toBe(200)
+}, 60_000)
