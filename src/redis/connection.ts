@@ -14,7 +14,14 @@ export interface RedisOptions {
   failFast?: boolean
   /** Where connection errors go (ioredis reconnects by itself; this only reports). */
   onError?: (error: Error) => void
+  /**
+   * How scripts run on a single Redis: `functions` (the default) as FCALLs on the native lane,
+   * `scripts` as EVALSHA through ioredis, the form Sentinel and Cluster always use.
+   */
+  scriptForm?: ScriptForm
 }
+
+export type ScriptForm = 'functions' | 'scripts'
 
 /**
  * The one way the project opens Redis: scripts registered, commands pipelined automatically, and
@@ -35,7 +42,7 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
   let lane: ScriptLane | null = null
   if (target.kind === 'single') {
     redis = new Redis(url, { ...common, enableAutoPipelining: true })
-    lane = nativeLane(url, `${common.connectionName}-scripts`)
+    if (options.scriptForm !== 'scripts') lane = nativeLane(url, `${common.connectionName}-scripts`)
   } else if (target.kind === 'sentinel') {
     redis = new Redis({
       ...common,

@@ -8,10 +8,12 @@ import { type ClearRequest, clear } from '../../src/market/clearing.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { createRedis } from '../../src/redis/connection.ts'
+import { createRedis, type ScriptForm } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { readyScriptLane } from '../../src/redis/scripts.ts'
 import { testPrefix, testRedisUrl } from './stack.ts'
+import { until } from './wait.ts'
 
 export interface MarketFixture {
   redis: Redis
@@ -20,8 +22,11 @@ export interface MarketFixture {
   close(): void
 }
 
-export function marketFixture(): MarketFixture {
-  const redis = createRedis(testRedisUrl(), { name: 'svc-test-market' })
+/** Both ways a script runs on a single Redis: FCALL on the native lane, EVALSHA through ioredis. */
+export const SCRIPT_FORMS: ScriptForm[] = ['functions', 'scripts']
+
+export function marketFixture(scriptForm: ScriptForm = 'functions'): MarketFixture {
+  const redis = createRedis(testRedisUrl(), { name: 'svc-test-market', scriptForm })
   const keys = keyspace(testPrefix())
   return {
     redis,
@@ -134,11 +139,13 @@ export function clearFor(
 }
 
 /** A fresh keyspace for every test of the calling file (handed to `use`), all closed at its end. */
-export function freshMarketPerTest(use: (fx: MarketFixture) => void): void {
+export function freshMarketPerTest(use: (fx: MarketFixture) => void, scriptForm?: ScriptForm): void {
   const fixtures: MarketFixture[] = []
-  beforeEach(() => {
-    const fx = marketFixture()
+  beforeEach(async () => {
+    const fx = marketFixture(scriptForm)
     fixtures.push(fx)
+    // Functions only once the lane is up: sooner, ioredis would carry the first scripts.
+    if (scriptForm === 'functions') await until(() => readyScriptLane(fx.redis) !== undefined)
     use(fx)
   })
   afterAll(() => {
