@@ -63,6 +63,9 @@ test('every script takes the KEYS its header block numbers and the ARGV it names
     const argv = [...header.matchAll(/^ {2}ARGV\[(\d+)\]\s+(\w+):/gm)]
     if (argv.some((m, i) => Number(m[1]) !== i + 1))
       off.push(`${name}: ARGV numbered ${argv.map((m) => m[1])}`)
+    // Every numbered line is a named one: a line in another form would otherwise go unchecked.
+    const numbered = [...header.matchAll(/^ {2}ARGV\[(\d+)\]/gm)].length
+    if (numbered !== argv.length) off.push(`${name}: ${numbered - argv.length} ARGV lines without a name`)
     const named = argv.map((m) => m[2])
     if (named.join() !== script.argv.join()) off.push(`${name}: ARGV ${named} vs ${script.argv}`)
     // Only a variadic script's header goes on past its named ARGV (ARGV[n..]).
