@@ -101,6 +101,24 @@ export interface GatewayConfig {
   /** x402 funding; undefined when no SVC_X402_* / chain variable is set (the gateway runs unfunded). */
   funding: FundingConfig | undefined
   payouts: PayoutConfig
+  webhooks: WebhookConfig
+}
+
+/** Webhook delivery: each replica's consumer of the owners' event streams (src/webhooks/consumer.ts). */
+export interface WebhookConfig {
+  /**
+   * Test-only (SVC_WEBHOOK_ALLOW_LOOPBACK=1): lets endpoints on loopback (a test's own receiver).
+   * Off by default; never set it in production. Private, link-local and the rest stay refused.
+   */
+  allowLoopback: boolean
+  /** How long one POST may take before it counts as failed. */
+  timeoutMs: number
+  /** The wait before the first retry; each next one waits twice as long. */
+  backoffMs: number
+  /** Attempts per event and endpoint before the delivery is marked failed. */
+  maxAttempts: number
+  /** How often the consumer looks for new events and retries that are due. */
+  pollMs: number
 }
 
 /** Supplier payouts in USDC, sent on the funding network from the operator's payout wallet. */
@@ -307,6 +325,13 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     records: loadRecordsConfig(env),
     funding,
     payouts: loadPayoutConfig(env, funding),
+    webhooks: {
+      allowLoopback: oneOf(env, 'SVC_WEBHOOK_ALLOW_LOOPBACK', ['0', '1'], '0') === '1',
+      timeoutMs: integer(env, 'SVC_WEBHOOK_TIMEOUT_MS', 5_000, 100, 30_000),
+      backoffMs: integer(env, 'SVC_WEBHOOK_BACKOFF_MS', 10_000, 100, 3_600_000),
+      maxAttempts: integer(env, 'SVC_WEBHOOK_MAX_ATTEMPTS', 8, 1, 20),
+      pollMs: integer(env, 'SVC_WEBHOOK_POLL_MS', 1_000, 50, 60_000),
+    },
   }
 }
 

@@ -5,6 +5,7 @@ import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { PaymentCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import { accountOwner } from '../webhooks/events.ts'
 
 export type PaymentKind = 'signup' | 'refill' | 'topup'
 
@@ -159,7 +160,13 @@ export class PaymentLedger {
     const result = (await runScript(
       this.redis,
       'confirmPayment',
-      [this.keys.payment(paymentIdValue), this.keys.account(accountId), this.keys.paymentsUnconfirmed],
+      [
+        this.keys.payment(paymentIdValue),
+        this.keys.account(accountId),
+        this.keys.paymentsUnconfirmed,
+        this.keys.webhookHooks(accountOwner(accountId)),
+        this.keys.webhookEvents(accountOwner(accountId)),
+      ],
       [paymentIdValue, accountId],
     )) as [number, string?, string?]
     if (result[0] === PaymentCode.Done) {

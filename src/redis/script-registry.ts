@@ -28,6 +28,8 @@ import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
 import supplierSignin from '../../lua/supplier-signin.lua' with { type: 'text' }
 import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
+import webhookDelete from '../../lua/webhook-delete.lua' with { type: 'text' }
+import webhookPut from '../../lua/webhook-put.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
 import { LIB, MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
 
@@ -72,7 +74,7 @@ export const SCRIPTS = {
   catalogReplace: standalone(catalogReplace, 2, 2, true),
   // the market: every script takes one key, the keyspace base, from which lib/keys builds the rest
   admit: market(MARKET_LIBS, admit, 16),
-  clear: market(ending, clear, 10),
+  clear: market([...ending, LIB.events], clear, 10),
   release: market(ending, release, 6),
   reap: market([...ending, LIB.reap], reap, 2),
   refuse: market(ending, refuse, 7),
@@ -84,14 +86,17 @@ export const SCRIPTS = {
   claimPayment: standalone(claimPayment, 2, 6),
   releasePayment: standalone(releasePayment, 2, 1),
   creditPayment: standalone(creditPayment, 5, 6),
-  confirmPayment: standalone(confirmPayment, 3, 2),
+  confirmPayment: standalone(confirmPayment, 5, 2),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, 9),
-  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers], supplierStatus, 2),
+  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers, LIB.events], supplierStatus, 2),
   // payouts: a request moves payable to pending; the sender's lock; each step of a transfer
   payoutCreate: market([LIB.keys, LIB.numbers], payoutCreate, 5),
   payoutLock: market([LIB.keys, LIB.numbers], payoutLock, 4),
-  payoutMove: market([LIB.keys, LIB.numbers], payoutMove, 4, true),
+  payoutMove: market([LIB.keys, LIB.numbers, LIB.events], payoutMove, 4, true),
+  // webhooks: an owner registers or removes an endpoint (the scripts above write its events)
+  webhookPut: standalone(webhookPut, 4, 6, true),
+  webhookDelete: standalone(webhookDelete, 3, 2),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS
