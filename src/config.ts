@@ -1,57 +1,11 @@
 // Environment -> typed, validated config. A bad or missing value stops the process with one line
 // that names the variable and what it expected.
+
+import { ConfigError, type Env, integer, oneOf, read, required, url } from './config-env.ts'
 import { parseMicros } from './money/units.ts'
 import { parseRedisTarget } from './redis/target.ts'
 
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    readonly expected: string,
-  ) {
-    super(`config: ${variable} must be ${expected}`)
-  }
-}
-
-type Env = Record<string, string | undefined>
-
-function read(env: Env, name: string): string | undefined {
-  const value = env[name]?.trim()
-  return value === '' ? undefined : value
-}
-
-function required(env: Env, name: string, expected: string): string {
-  const value = read(env, name)
-  if (value === undefined) throw new ConfigError(name, expected)
-  return value
-}
-
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = read(env, name)
-  if (raw === undefined) return fallback
-  if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `an integer from ${min} to ${max}`)
-  const value = Number(raw)
-  if (value < min || value > max) throw new ConfigError(name, `an integer from ${min} to ${max}`)
-  return value
-}
-
-function url(env: Env, name: string, schemes: string[], fallback?: string): string {
-  const raw = read(env, name) ?? fallback
-  const expected = `a URL (${schemes.map((s) => `${s}//`).join(' or ')}...)`
-  if (raw === undefined) throw new ConfigError(name, expected)
-  try {
-    const parsed = new URL(raw)
-    if (!schemes.includes(parsed.protocol)) throw new Error('scheme')
-  } catch {
-    throw new ConfigError(name, expected)
-  }
-  return raw.replace(/\/+$/, '')
-}
-
-function oneOf<T extends string>(env: Env, name: string, options: readonly T[], fallback: T): T {
-  const raw = read(env, name) ?? fallback
-  if (!options.includes(raw as T)) throw new ConfigError(name, `one of ${options.join(', ')}`)
-  return raw as T
-}
+export { ConfigError } from './config-env.ts'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]

@@ -5,7 +5,6 @@ import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { PaymentCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
-import { accountOwner } from '../webhooks/events.ts'
 
 export type PaymentKind = 'signup' | 'refill' | 'topup'
 
@@ -164,8 +163,8 @@ export class PaymentLedger {
         this.keys.payment(paymentIdValue),
         this.keys.account(accountId),
         this.keys.paymentsUnconfirmed,
-        this.keys.webhookHooks(accountOwner(accountId)),
-        this.keys.webhookEvents(accountOwner(accountId)),
+        this.keys.webhookHooks(`acct:${accountId}`),
+        this.keys.webhookEvents(`acct:${accountId}`),
       ],
       [paymentIdValue, accountId],
     )) as [number, string?, string?]
