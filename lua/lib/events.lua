@@ -12,10 +12,12 @@ local function usdc(micros)
   return string.format('%d.%06d', math.floor(micros / 1000000), micros % 1000000)
 end
 
--- owner: 'acct:<id>' or 'supplier:<id>'; data: a table of strings (money as decimal strings).
-local function emit_event(owner, type, now, data)
-  if not rcall('HGET', k_hooks(owner), 't:' .. type) then return end
-  rcall('XADD', k_events(owner), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', type, 'at', s(now),
+-- owner: 'acct:<id>' or 'supplier:<id>'; now: ms, a number or already a string (payout-move's);
+-- data: a table of strings (money as decimal strings).
+local function emit_event(owner, kind, now, data)
+  if not rcall('HGET', k_hooks(owner), 't:' .. kind) then return end
+  local at = type(now) == 'string' and now or s(now)
+  rcall('XADD', k_events(owner), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', kind, 'at', at,
     'data', cjson.encode(data))
 end
 
