@@ -9,7 +9,7 @@
   are released, the attempt record keeps it all (it is the request's record from then on), and the
   request counts once in its model's usage stats for the day, and in the market's totals.
   Idempotent: clearing a cleared attempt changes nothing (and counts nothing again).
-  Includes lib/keys, lib/numbers, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/attempts, lib/events (balance.low, key.budget.80/100).
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attemptId: attempt id
@@ -125,5 +125,6 @@ if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', 
 end_attempt(a, final, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
 if o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
 count_served(a.model, now)
+emit_clear_events(a, charged, confirmed, now)
 return { 1, charged_s, cost_s, burn_s, ask, s(confirmed), written_off > 0 and s(written_off) or '0', 0,
   disputed > 0 and s(disputed) or '0' }

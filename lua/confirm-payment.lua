@@ -6,6 +6,8 @@
   KEYS[1]  payment hash             (x402:payment:<paymentId>)
   KEYS[2]  account hash             (acct:<accountId>)
   KEYS[3]  unconfirmed zset         (payment id -> block number)
+  KEYS[4]  the account's webhook hooks hash    (acct:<accountId>:hooks, as lua/lib/events.lua)
+  KEYS[5]  the account's webhook event stream  (acct:<accountId>:events)
   ARGV[1]  paymentId: payment id
   ARGV[2]  accountId: account id               (must be the payment's)
 
@@ -13,7 +15,8 @@
            { 0 }                     nothing to do (unknown or already confirmed); dropped from the zset
            { -1 }                    the account is not the payment's
            { -7 }                    pending is below the amount (never driven negative; left for the audit)
-  Times come from Redis TIME, in milliseconds.
+  Times come from Redis TIME, in milliseconds. A confirmation writes funding.confirmed to the
+  account's event stream in the same call when one of its endpoints subscribes (as lib/events).
 ]]
 local rcall = redis.call
 
@@ -34,4 +37,12 @@ rcall('HINCRBY', KEYS[2], 'confirmed', amount)
 rcall('HSET', KEYS[1], 'state', 'confirmed', 'confirmedAt', now)
 rcall('ZREM', KEYS[3], ARGV[1])
 local b = rcall('HMGET', KEYS[2], 'confirmed', 'pending')
+if rcall('HGET', KEYS[4], 't:funding.confirmed') then
+  local function usdc(micros)
+    micros = tonumber(micros)
+    return string.format('%d.%06d', math.floor(micros / 1000000), micros % 1000000)
+  end
+  rcall('XADD', KEYS[5], 'MAXLEN', '~', 10000, '*', 'type', 'funding.confirmed', 'at', now, 'data',
+    cjson.encode({ paymentId = ARGV[1], amountUsdc = usdc(amount), confirmedUsdc = usdc(b[1]) }))
+end
 return { 1, b[1], b[2] }

@@ -17,7 +17,8 @@
     confirmed  pending -> confirmed: pending -= amount, paidOut += amount
     failed     sending | pending -> failed: pending -= amount (payable again); records why
   Taking a step already taken answers 0 and changes nothing; any other move is refused.
-  Includes lib/keys, lib/numbers.
+  confirmed writes payout.confirmed; failed and withheld write payout.failed (lib/events).
+  Includes lib/keys, lib/numbers, lib/events.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  payoutId: payout id
@@ -102,6 +103,7 @@ if step == 'withheld' then
   rcall('HSET', payout, 'state', 'failed', 'error', ARGV[5], 'updatedAt', now)
   rcall('HINCRBY', supplier, 'pending', s(-amount))
   rcall('ZREM', K_PAYOUTS_OPEN, id)
+  emit_event('supplier:' .. p[4], 'payout.failed', now, { payoutId = id, amountUsdc = usdc(amount), error = ARGV[5] })
   return { 1 }
 end
 
@@ -112,6 +114,8 @@ if step == 'confirmed' then
   rcall('HINCRBY', supplier, 'pending', s(-amount))
   rcall('HINCRBY', supplier, 'paidOut', s(amount))
   rcall('ZREM', K_PAYOUTS_OPEN, id)
+  emit_event('supplier:' .. p[4], 'payout.confirmed', now,
+    { payoutId = id, amountUsdc = usdc(amount), txHash = tx, blockNumber = ARGV[5] })
   return { 1 }
 end
 
@@ -121,6 +125,7 @@ if step == 'failed' then
   rcall('HSET', payout, 'state', 'failed', 'error', ARGV[5], 'updatedAt', now)
   rcall('HINCRBY', supplier, 'pending', s(-amount))
   rcall('ZREM', K_PAYOUTS_OPEN, id)
+  emit_event('supplier:' .. p[4], 'payout.failed', now, { payoutId = id, amountUsdc = usdc(amount), error = ARGV[5] })
   return { 1 }
 end
 return { -2, state }

@@ -33,10 +33,12 @@ import {
   requestIdHeaders,
 } from './http/request-context.ts'
 import { supplierRoutes } from './http/supplier/routes.ts'
+import { agentWebhookRoutes, supplierWebhookRoutes } from './http/webhooks/routes.ts'
 import { InferenceService } from './inference/service.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
 import type { PayoutService } from './payouts/service.ts'
 import type { Keyspace } from './redis/keys.ts'
+import { webhookParts } from './webhooks/endpoints.ts'
 
 export interface AppDeps {
   config: GatewayConfig
@@ -55,6 +57,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps) {
   const { logger } = deps
   const inference = new InferenceService(deps)
+  const webhooks = webhookParts(deps.redis, deps.keys, deps.config.masterKey, deps.config.webhooks)
   // normalize off: schemas that say additionalProperties: false refuse unknown fields instead of
   // silently dropping them; every other schema lets extra fields through untouched.
   return new Elysia({ name: 'svc/app', normalize: false })
@@ -122,6 +125,8 @@ export function createApp(deps: AppDeps) {
     .use(adminAccountRoutes(deps))
     .use(adminMarketRoutes(deps))
     .use(supplierRoutes(deps))
+    .use(agentWebhookRoutes({ ...deps, ...webhooks }))
+    .use(supplierWebhookRoutes({ ...deps, ...webhooks }))
     .use(pageRoutes(deps))
     .use((app) => app.use(mcpRoutes(deps, app)).use(contractRoutes(app)))
 }

@@ -1,57 +1,11 @@
 // Environment -> typed, validated config. A bad or missing value stops the process with one line
 // that names the variable and what it expected.
+
+import { ConfigError, type Env, integer, oneOf, read, required, url } from './config-env.ts'
 import { parseMicros } from './money/units.ts'
 import { parseRedisTarget } from './redis/target.ts'
 
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    readonly expected: string,
-  ) {
-    super(`config: ${variable} must be ${expected}`)
-  }
-}
-
-type Env = Record<string, string | undefined>
-
-function read(env: Env, name: string): string | undefined {
-  const value = env[name]?.trim()
-  return value === '' ? undefined : value
-}
-
-function required(env: Env, name: string, expected: string): string {
-  const value = read(env, name)
-  if (value === undefined) throw new ConfigError(name, expected)
-  return value
-}
-
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = read(env, name)
-  if (raw === undefined) return fallback
-  if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `an integer from ${min} to ${max}`)
-  const value = Number(raw)
-  if (value < min || value > max) throw new ConfigError(name, `an integer from ${min} to ${max}`)
-  return value
-}
-
-function url(env: Env, name: string, schemes: string[], fallback?: string): string {
-  const raw = read(env, name) ?? fallback
-  const expected = `a URL (${schemes.map((s) => `${s}//`).join(' or ')}...)`
-  if (raw === undefined) throw new ConfigError(name, expected)
-  try {
-    const parsed = new URL(raw)
-    if (!schemes.includes(parsed.protocol)) throw new Error('scheme')
-  } catch {
-    throw new ConfigError(name, expected)
-  }
-  return raw.replace(/\/+$/, '')
-}
-
-function oneOf<T extends string>(env: Env, name: string, options: readonly T[], fallback: T): T {
-  const raw = read(env, name) ?? fallback
-  if (!options.includes(raw as T)) throw new ConfigError(name, `one of ${options.join(', ')}`)
-  return raw as T
-}
+export { ConfigError } from './config-env.ts'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
@@ -101,6 +55,24 @@ export interface GatewayConfig {
   /** x402 funding; undefined when no SVC_X402_* / chain variable is set (the gateway runs unfunded). */
   funding: FundingConfig | undefined
   payouts: PayoutConfig
+  webhooks: WebhookConfig
+}
+
+/** Webhook delivery: each replica's consumer of the owners' event streams (src/webhooks/consumer.ts). */
+export interface WebhookConfig {
+  /**
+   * Test-only (SVC_WEBHOOK_ALLOW_LOOPBACK=1): lets endpoints on loopback (a test's own receiver).
+   * Off by default; never set it in production. Private, link-local and the rest stay refused.
+   */
+  allowLoopback: boolean
+  /** How long one POST may take before it counts as failed. */
+  timeoutMs: number
+  /** The wait before the first retry; each next one waits twice as long. */
+  backoffMs: number
+  /** Attempts per event and endpoint before the delivery is marked failed. */
+  maxAttempts: number
+  /** How often the consumer looks for new events and retries that are due. */
+  pollMs: number
 }
 
 /** Supplier payouts in USDC, sent on the funding network from the operator's payout wallet. */
@@ -307,6 +279,13 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     records: loadRecordsConfig(env),
     funding,
     payouts: loadPayoutConfig(env, funding),
+    webhooks: {
+      allowLoopback: oneOf(env, 'SVC_WEBHOOK_ALLOW_LOOPBACK', ['0', '1'], '0') === '1',
+      timeoutMs: integer(env, 'SVC_WEBHOOK_TIMEOUT_MS', 5_000, 100, 30_000),
+      backoffMs: integer(env, 'SVC_WEBHOOK_BACKOFF_MS', 10_000, 100, 3_600_000),
+      maxAttempts: integer(env, 'SVC_WEBHOOK_MAX_ATTEMPTS', 8, 1, 20),
+      pollMs: integer(env, 'SVC_WEBHOOK_POLL_MS', 1_000, 50, 60_000),
+    },
   }
 }
 

@@ -9,6 +9,8 @@ import { startReaper } from './market/reaper.ts'
 import { startPayouts } from './payouts/start.ts'
 import { createRedis, whenReady } from './redis/connection.ts'
 import { keyspace } from './redis/keys.ts'
+import { startWebhookConsumer, WebhookConsumer } from './webhooks/consumer.ts'
+import { webhookParts } from './webhooks/endpoints.ts'
 
 export interface RunningGateway {
   url: string
@@ -49,6 +51,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
   const stopReaper = startReaper(redis, keys, config.market.reapIntervalMs, logger, recordRetentionMs)
 
+  const webhooks = webhookParts(redis, keys, config.masterKey, config.webhooks)
+  const stopWebhooks = startWebhookConsumer(
+    new WebhookConsumer(redis, keys, webhooks.webhooks, webhooks.deliveries, config.webhooks),
+    config.webhooks.pollMs,
+    logger,
+  )
+
   const funding = startFunding(config, redis, keys, logger)
   const payouts = startPayouts(config, redis, keys, logger, funding?.funding.chain)
   const lifecycle = { draining: false }
@@ -76,6 +85,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     funding?.stop()
     payouts.stop()
     stopReaper()
+    // The pass in flight finishes (its deliveries logged) before Redis goes.
+    await stopWebhooks()
     await app.stop(true)
     redis.disconnect()
   }

@@ -56,11 +56,11 @@ test(`no source file is past ${MAX_LINES} lines`, () => {
  */
 const LAYERS: string[][] = [
   ['money', 'errors', 'logger', 'timing'],
-  ['metrics', 'redis'],
+  ['metrics', 'redis', 'config-env'],
   ['config', 'records', 'accounts', 'catalog', 'upstream', 'sim'],
   ['market'],
   ['suppliers', 'funding'],
-  ['payouts', 'inference'],
+  ['payouts', 'inference', 'webhooks'],
   ['mcp'],
   ['http'],
   ['app'],

@@ -159,7 +159,13 @@ export class PaymentLedger {
     const result = (await runScript(
       this.redis,
       'confirmPayment',
-      [this.keys.payment(paymentIdValue), this.keys.account(accountId), this.keys.paymentsUnconfirmed],
+      [
+        this.keys.payment(paymentIdValue),
+        this.keys.account(accountId),
+        this.keys.paymentsUnconfirmed,
+        this.keys.webhookHooks(`acct:${accountId}`),
+        this.keys.webhookEvents(`acct:${accountId}`),
+      ],
       { paymentId: paymentIdValue, accountId },
     )) as [number, string?, string?]
     if (result[0] === PaymentCode.Done) {

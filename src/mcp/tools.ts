@@ -275,6 +275,25 @@ export const TOOLS: Tool[] = [
     call: (args) => pageCall('/v1/agent/activity', args),
   }),
   tool({
+    name: 'list_webhooks',
+    description:
+      "The account's webhook endpoints (url, events, balanceThresholdUsdc; never a secret). Register one with POST /v1/agent/webhooks: the secret is shown there once.",
+    input: noInput,
+    route: 'GET /v1/agent/webhooks',
+    call: () => ({ method: 'GET', path: '/v1/agent/webhooks' }),
+  }),
+  tool({
+    name: 'list_webhook_events',
+    description:
+      'The events sent to one webhook endpoint, newest first (its delivery log, last 100 tries): eventId, type, attempt, ok, httpStatus, error, at.',
+    input: t.Object(
+      { id: t.String({ minLength: 1, maxLength: 64, description: 'the endpoint id from list_webhooks' }) },
+      { additionalProperties: false },
+    ),
+    route: 'GET /v1/agent/webhooks/:id/deliveries',
+    call: (args) => ({ method: 'GET', path: `/v1/agent/webhooks/${segment(args.id)}/deliveries` }),
+  }),
+  tool({
     name: 'get_usage',
     description:
       'What the account spent and how many requests it was served, per UTC day and by model, over 24h, 7d or 30d.',

@@ -148,6 +148,24 @@ export function keyspace(prefix: string) {
      */
     payoutNextNonce: (wallet: string) => key(`payout:next-nonce:${wallet}`),
 
+    // Webhooks. An owner is `acct:<accountId>` or `supplier:<supplierId>`; its keys sit under its
+    // own name, so they move with the owner when the market is sharded by owner.
+    /** hash: endpoint id -> endpoint JSON (url, events, thresholdUsdc, sealed secret, createdAt) */
+    webhooks: (owner: string) => key(`${owner}:webhooks`),
+    /**
+     * hash the event-writing scripts read (lua/lib/events.lua): t:<event type> -> how many endpoints
+     * subscribe to it, low:<endpoint id> -> that endpoint's balance threshold (micro-USDC)
+     */
+    webhookHooks: (owner: string) => key(`${owner}:hooks`),
+    /** stream: the owner's events (type, at, data JSON), read by the replicas' consumer group */
+    webhookEvents: (owner: string) => key(`${owner}:events`),
+    /** list: an endpoint's delivery log, newest first, bounded (src/webhooks/delivery-log.ts) */
+    webhookLog: (owner: string, endpointId: string) => key(`${owner}:webhook:${endpointId}:log`),
+    /** hash: "<event id>" -> tries so far, "<event id>:end" -> delivered | failed, per endpoint */
+    webhookTries: (owner: string, endpointId: string) => key(`${owner}:webhook:${endpointId}:tries`),
+    /** set: every owner with an endpoint: the streams the delivery consumers read */
+    webhookOwners: key('webhooks:owners'),
+
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),
   }

@@ -28,6 +28,8 @@ import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
 import supplierSignin from '../../lua/supplier-signin.lua' with { type: 'text' }
 import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
+import webhookDelete from '../../lua/webhook-delete.lua' with { type: 'text' }
+import webhookPut from '../../lua/webhook-put.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
 import { LIB, MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
 
@@ -126,7 +128,7 @@ export const SCRIPTS = {
     'recordRetentionMs',
     'now',
   ]),
-  clear: market(ending, clear, [
+  clear: market([...ending, LIB.events], clear, [
     'attemptId',
     'burn',
     'feeBps',
@@ -196,7 +198,7 @@ export const SCRIPTS = {
     'blockNumber',
     'payer',
   ]),
-  confirmPayment: standalone(confirmPayment, 3, ['paymentId', 'accountId']),
+  confirmPayment: standalone(confirmPayment, 5, ['paymentId', 'accountId']),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, [
     'nonce',
@@ -209,7 +211,10 @@ export const SCRIPTS = {
     'keyName',
     'maxKeys',
   ]),
-  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers], supplierStatus, ['supplierId', 'status']),
+  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers, LIB.events], supplierStatus, [
+    'supplierId',
+    'status',
+  ]),
   // payouts: a request moves payable to pending; the sender's lock; each step of a transfer
   payoutCreate: market([LIB.keys, LIB.numbers], payoutCreate, [
     'supplierId',
@@ -219,7 +224,20 @@ export const SCRIPTS = {
     'minimum',
   ]),
   payoutLock: market([LIB.keys, LIB.numbers], payoutLock, ['action', 'wallet', 'token', 'ttlMs']),
-  payoutMove: market([LIB.keys, LIB.numbers], payoutMove, ['payoutId', 'step', 'wallet', 'token'], true),
+  payoutMove: market(
+    [LIB.keys, LIB.numbers, LIB.events],
+    payoutMove,
+    ['payoutId', 'step', 'wallet', 'token'],
+    true,
+  ),
+  // webhooks: an owner registers or removes an endpoint (the scripts above write its events)
+  webhookPut: standalone(
+    webhookPut,
+    4,
+    ['endpointId', 'endpoint', 'maxEndpoints', 'owner', 'balanceThreshold', 'group'],
+    true,
+  ),
+  webhookDelete: standalone(webhookDelete, 3, ['endpointId', 'owner']),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

@@ -67,6 +67,8 @@ describe('connecting', () => {
         'list_keys',
         'list_key_budgets',
         'list_models',
+        'list_webhook_events',
+        'list_webhooks',
         'mint_key',
         'revoke_key',
         'set_key_budget',
@@ -300,6 +302,14 @@ describe('account tools answer what the routes answer', () => {
     const usage = await call('get_usage', { window: '24h' })
     expect(usage.structuredContent).toMatchObject({ object: 'usage', window: '24h' })
     expect(failure(await call('get_usage', { window: '1h' })).code).toBe('invalid_arguments')
+  })
+
+  test('list_webhooks and list_webhook_events answer as their routes do; an unknown endpoint is a 404', async () => {
+    const listed = await call('list_webhooks')
+    const route = await keyFetch(stack, buyer.apiKey, '/v1/agent/webhooks')
+    expect(listed.structuredContent).toEqual((await route.json()) as Record<string, unknown>)
+    expect(failure(await call('list_webhook_events', { id: 'wh_000000000000000000000000' })).status).toBe(404)
+    expect(failure(await call('list_webhook_events', {})).code).toBe('invalid_arguments')
   })
 
   test('a key revoked through its own MCP connection fails the next call with 401', async () => {

@@ -3,7 +3,7 @@
 // a reorg, the fencing token), payout-lock, offer-put's bound on a supplier's offers, and many concurrent
 // creates against one payable: never more created than payable.
 import { describe, expect, test } from 'bun:test'
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import fc from 'fast-check'
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import { MAX_SUPPLIER_OFFERS } from '../../src/market/offers.ts'
@@ -11,6 +11,7 @@ import type { MicroDiem } from '../../src/money/units.ts'
 import { PayoutStore } from '../../src/payouts/store.ts'
 import { PayoutMoveCode } from '../../src/redis/result-codes.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
+import { WebhookStore } from '../../src/webhooks/endpoints.ts'
 import {
   freshMarketPerTest,
   type MarketFixture,
@@ -439,5 +440,44 @@ describe('offer-put bounds a supplier offers', () => {
     expect(await snapshotKeys(fx.redis, fx.keys.prefix)).toEqual(before)
     await fx.offers.remove(ids[0]!, id)
     expect(await earning(id, 0)).toBeString()
+  })
+})
+
+describe('payout events', () => {
+  test('confirmed and failed write their event once, in the step that takes them; refused steps none', async () => {
+    const id = await seedSupplier()
+    await earning(id, 5_000_000)
+    const store = new WebhookStore(fx.redis, fx.keys, randomBytes(32), { allowLoopback: true })
+    await store.create(`supplier:${id}`, {
+      url: 'http://127.0.0.1:9/',
+      events: ['payout.confirmed', 'payout.failed'],
+    })
+    const token = await holdLock()
+    const events = async () =>
+      (await fx.redis.xrange(fx.keys.webhookEvents(`supplier:${id}`), '-', '+')).map(([, f]) => [
+        f[1],
+        JSON.parse(f[5] as string).payoutId,
+        JSON.parse(f[5] as string).amountUsdc,
+      ])
+    const sign = (txHash: string) =>
+      ({ step: 'signed', from: WALLET, nonce: 1, txHash, rawTx: '0xraw', signedBlock: 5n }) as const
+
+    const { payout: a } = await payouts.create(id, 2_000_000, 'a', MIN)
+    await payouts.move(a.id, WALLET, token, sign('0xa'))
+    await payouts.move(a.id, WALLET, token, { step: 'included', txHash: '0xa', blockNumber: 9n })
+    expect(await events()).toEqual([])
+    for (let i = 0; i < 2; i++)
+      await payouts.move(a.id, WALLET, token, { step: 'confirmed', blockNumber: 9n })
+    expect(await payouts.move(a.id, WALLET, token, { step: 'failed', error: 'x' })).toBe(
+      PayoutMoveCode.Illegal,
+    )
+
+    const { payout: b } = await payouts.create(id, 1_000_000, 'b', MIN)
+    await payouts.move(b.id, WALLET, token, sign('0xb'))
+    for (let i = 0; i < 2; i++) await payouts.move(b.id, WALLET, token, { step: 'failed', error: 'reverted' })
+    expect(await events()).toEqual([
+      ['payout.confirmed', a.id, '2.000000'],
+      ['payout.failed', b.id, '1.000000'],
+    ])
   })
 })

@@ -15,6 +15,7 @@ import {
 } from './operation-parts.ts'
 import { PAGE_OPERATIONS } from './page-operations.ts'
 import { SUPPLIER_OPERATIONS } from './supplier-operations.ts'
+import { WEBHOOK_OPERATIONS } from './webhook-operations.ts'
 
 export type { Operation }
 
@@ -367,6 +368,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   ...MESSAGES_OPERATIONS,
   ...SUPPLIER_OPERATIONS,
+  ...WEBHOOK_OPERATIONS,
   ...PAGE_OPERATIONS,
 }
 

@@ -1,0 +1,59 @@
+-- lib/events: webhook events, appended to their owner's stream by the script that causes them, in
+-- the same call: an event is never lost, nor written for something that did not happen. Written
+-- only when one of the owner's endpoints subscribes to the type: one HGET of the owner's hooks hash
+-- (kept by lua/webhook-put.lua and webhook-delete.lua: t:<type> -> endpoints, low:<id> -> threshold).
+-- One stream per owner, under the owner's own name (acct:<id>, supplier:<id>): when the market is
+-- sharded by owner its events move with it, and one owner's backlog never delays another's.
+-- Includes lib/keys, lib/numbers. Capped near EVENTS_MAXLEN: a stream is trimmed, never unbounded.
+local EVENTS_MAXLEN = 10000
+
+-- Micro-USDC as the wire's decimal string ("12.345678").
+local function usdc(micros)
+  return string.format('%d.%06d', math.floor(micros / 1000000), micros % 1000000)
+end
+
+-- owner: 'acct:<id>' or 'supplier:<id>'; now: ms, a number or already a string (payout-move's);
+-- data: a table of strings (money as decimal strings).
+local function emit_event(owner, kind, now, data)
+  if not rcall('HGET', k_hooks(owner), 't:' .. kind) then return end
+  local at = type(now) == 'string' and now or s(now)
+  rcall('XADD', k_events(owner), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', kind, 'at', at,
+    'data', cjson.encode(data))
+end
+
+-- After a clear charged `charged` and left `confirmed` spendable: balance.low for each endpoint's
+-- threshold that the request took the balance below (once per crossing: it must be back above it
+-- before it fires again), and key.budget.80 / .100 as the key's spent first reaches each share
+-- of its limit (a periodic key counts its current period's spent).
+local function emit_clear_events(a, charged, confirmed, now)
+  if charged <= 0 then return end
+  local owner = 'acct:' .. a.accountId
+  local hooks = k_hooks(owner)
+  local h = rcall('HMGET', hooks, 't:balance.low', 't:key.budget.80', 't:key.budget.100')
+  if h[1] then
+    local fields = rcall('HGETALL', hooks)
+    for i = 1, #fields, 2 do
+      local threshold = string.sub(fields[i], 1, 4) == 'low:' and int(fields[i + 1])
+      if threshold and confirmed + charged >= threshold and confirmed < threshold then
+        emit_event(owner, 'balance.low', now, { thresholdUsdc = usdc(threshold), balanceUsdc = usdc(confirmed) })
+      end
+    end
+  end
+  if not (h[2] or h[3]) then return end
+  local account = k_account(a.accountId)
+  local b = rcall('HMGET', account, 'limit:' .. a.keyId, 'spent:' .. a.keyId, 'pstart:' .. a.keyId,
+    'pspent:' .. a.keyId)
+  if not b[1] then return end
+  local limit, spent = int(b[1]), int(b[2])
+  if a.period then
+    if b[3] ~= a.period then return end
+    spent = int(b[4])
+  end
+  for _, pct in ipairs({ 80, 100 }) do
+    local mark = math.ceil(limit * pct / 100)
+    if spent - charged < mark and spent >= mark then
+      emit_event(owner, 'key.budget.' .. pct, now,
+        { keyId = a.keyId, limitUsdc = usdc(limit), spentUsdc = usdc(spent), percent = pct })
+    end
+  end
+end

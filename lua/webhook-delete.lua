@@ -1,0 +1,24 @@
+--[[
+  webhook-delete: an owner removes one of its webhook endpoints: its record, its event types'
+  counts in the hooks hash (a type no endpoint subscribes to any more is no longer written), its
+  threshold, and the owner from the consumers' list once it has none left.
+
+  KEYS[1]  endpoints hash            (<owner>:webhooks)
+  KEYS[2]  hooks hash                (<owner>:hooks)
+  KEYS[3]  owners set                (webhooks:owners)
+  ARGV[1]  endpointId: endpoint id
+  ARGV[2]  owner: owner                     (acct:<id> | supplier:<id>)
+
+  Returns { 1 } removed, or { 0 } no such endpoint of this owner.
+]]
+local rcall = redis.call
+
+local json = rcall('HGET', KEYS[1], ARGV[1])
+if not json then return { 0 } end
+for _, type in ipairs(cjson.decode(json).events) do
+  if rcall('HINCRBY', KEYS[2], 't:' .. type, -1) <= 0 then rcall('HDEL', KEYS[2], 't:' .. type) end
+end
+rcall('HDEL', KEYS[2], 'low:' .. ARGV[1])
+rcall('HDEL', KEYS[1], ARGV[1])
+if rcall('HLEN', KEYS[1]) == 0 then rcall('SREM', KEYS[3], ARGV[2]) end
+return { 1 }

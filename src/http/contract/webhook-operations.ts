@@ -1,0 +1,64 @@
+// The webhook routes' operations for the OpenAPI document, the same for a buyer account
+// (/v1/agent, svc_ key) and a supplier (/v1/supplier, sup_ key); merged into OPERATIONS.
+import { type Operation, ok, type Security } from './operation-parts.ts'
+
+const SIGNING =
+  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 under the endpoint secret over "<id>.<timestamp>.<raw body>". At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed.'
+
+function webhookOperations(
+  prefix: string,
+  tag: string,
+  security: Security,
+  events: string,
+): Record<string, Operation> {
+  return {
+    [`POST ${prefix}/webhooks`]: {
+      summary: `Register a webhook endpoint for events (${events}); the signing secret is shown once; 409 past 5`,
+      description: `url must be a public http(s) URL: one that resolves to loopback, private, link-local, unique-local, multicast or unspecified addresses is a 400 (checked again at each delivery). balance.low needs balanceThresholdUsdc (a decimal string) and fires when a request takes the confirmed balance below it. ${SIGNING}`,
+      tags: [tag],
+      security,
+      ok: ok('The endpoint: id, url, events, balanceThresholdUsdc, createdAt, secret', '201'),
+      errors: ['BadRequest', 'Unauthorized', 'Conflict'],
+    },
+    [`GET ${prefix}/webhooks`]: {
+      summary: 'The webhook endpoints (never their secrets)',
+      tags: [tag],
+      security,
+      errors: ['Unauthorized'],
+    },
+    [`DELETE ${prefix}/webhooks/{id}`]: {
+      summary: 'Remove a webhook endpoint: no more events are written for it',
+      tags: [tag],
+      security,
+      errors: ['Unauthorized', 'NotFound'],
+    },
+    [`GET ${prefix}/webhooks/{id}/deliveries`]: {
+      summary:
+        "The endpoint's delivery log, newest first (last 100 tries): event, attempt, outcome, HTTP status",
+      tags: [tag],
+      security,
+      errors: ['Unauthorized', 'NotFound'],
+    },
+    [`POST ${prefix}/webhooks/{id}/deliveries/{eventId}/replay`]: {
+      summary: 'Send one event to the endpoint again, now; answers the try as logged',
+      tags: [tag],
+      security,
+      errors: ['Unauthorized', 'NotFound'],
+    },
+  }
+}
+
+export const WEBHOOK_OPERATIONS: Record<string, Operation> = {
+  ...webhookOperations(
+    '/v1/agent',
+    'agent',
+    'apiKey',
+    'balance.low, key.budget.80, key.budget.100, funding.confirmed',
+  ),
+  ...webhookOperations(
+    '/v1/supplier',
+    'supplier',
+    'supplierKey',
+    'payout.confirmed, payout.failed, supplier.suspended, supplier.reinstated',
+  ),
+}

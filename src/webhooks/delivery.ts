@@ -1,0 +1,110 @@
+// Sending one event to one endpoint, signed, and the endpoint's delivery log the owner reads
+// (bounded, newest first) and replays from. The consumer (consumer.ts) decides when to send.
+import type Redis from 'ioredis'
+import type { WebhookConfig } from '../config.ts'
+import { notFound } from '../errors.ts'
+import { formatMicros } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import type { StoredEndpoint, WebhookStore } from './endpoints.ts'
+import { eventId, type Owner, streamIdOf } from './events.ts'
+import { postEvent } from './post.ts'
+import { signedHeaders } from './signing.ts'
+
+export const DELIVERY_LOG_LENGTH = 100
+
+/** An event as read from its owner's stream. */
+export interface StoredEvent {
+  id: string
+  type: string
+  createdAt: number
+  data: Record<string, unknown>
+}
+
+export interface DeliveryRecord {
+  eventId: string
+  type: string
+  attempt: number
+  at: number
+  ok: boolean
+  httpStatus: number | null
+  error: string | null
+  replay: boolean
+}
+
+/** A stream entry's fields (type, at, data) as the event. */
+export function eventOf(streamId: string, fields: string[]): StoredEvent {
+  const map: Record<string, string> = {}
+  for (let i = 0; i + 1 < fields.length; i += 2) map[fields[i] as string] = fields[i + 1] as string
+  return {
+    id: eventId(streamId),
+    type: map.type ?? '',
+    createdAt: Number(map.at ?? 0),
+    data: JSON.parse(map.data ?? '{}') as Record<string, unknown>,
+  }
+}
+
+/** Whether the endpoint is one the event goes to: subscribed, and for balance.low its own threshold. */
+export function wants(endpoint: StoredEndpoint, event: StoredEvent): boolean {
+  if (!endpoint.events.includes(event.type)) return false
+  if (event.type !== 'balance.low') return true
+  return endpoint.threshold !== null && event.data.thresholdUsdc === formatMicros(endpoint.threshold)
+}
+
+export class WebhookDeliveries {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+    private readonly store: WebhookStore,
+    private readonly config: WebhookConfig,
+  ) {}
+
+  /** POSTs the event, signed with the endpoint's secret, and logs the attempt. */
+  async send(owner: Owner, endpoint: StoredEndpoint, event: StoredEvent, attempt: number, replay = false) {
+    const body = JSON.stringify({
+      id: event.id,
+      type: event.type,
+      createdAt: event.createdAt,
+      data: event.data,
+    })
+    const timestamp = Math.floor(Date.now() / 1000)
+    const headers = signedHeaders(this.store.secretOf(endpoint), event.id, timestamp, body)
+    const outcome = await postEvent(endpoint.url, headers, body, this.config, this.config.timeoutMs)
+    const record: DeliveryRecord = {
+      eventId: event.id,
+      type: event.type,
+      attempt,
+      at: Date.now(),
+      replay,
+      ...outcome,
+    }
+    const log = this.keys.webhookLog(owner, endpoint.id)
+    await this.redis
+      .multi()
+      .lpush(log, JSON.stringify(record))
+      .ltrim(log, 0, DELIVERY_LOG_LENGTH - 1)
+      .exec()
+    return record
+  }
+
+  async log(owner: Owner, endpointId: string): Promise<DeliveryRecord[]> {
+    const rows = await this.redis.lrange(this.keys.webhookLog(owner, endpointId), 0, DELIVERY_LOG_LENGTH - 1)
+    return rows.map((row) => JSON.parse(row) as DeliveryRecord)
+  }
+
+  /** Sends one event again, now, whatever its earlier outcome: the receiver dedups by id. */
+  async replay(owner: Owner, endpoint: StoredEndpoint, id: string): Promise<DeliveryRecord> {
+    const streamId = streamIdOf(id)
+    const entries = streamId
+      ? ((await this.redis.xrange(this.keys.webhookEvents(owner), streamId, streamId)) as [
+          string,
+          string[],
+        ][])
+      : []
+    const entry = entries[0]
+    if (!entry) throw notFound('no such event (or trimmed from the stream)', 'event_not_found')
+    const event = eventOf(entry[0], entry[1])
+    if (!endpoint.events.includes(event.type))
+      throw notFound('this endpoint does not subscribe to that event', 'event_not_found')
+    return this.send(owner, endpoint, event, 0, true)
+  }
+}

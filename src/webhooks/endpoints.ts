@@ -1,0 +1,146 @@
+// An owner's webhook endpoints: register (URL checked public after DNS, secret made here, sealed
+// under SVC_MASTER_KEY and shown once), list, remove. Registration and removal are one script each
+// (lua/webhook-put.lua, lua/webhook-delete.lua); a refusal writes nothing.
+import { randomBytes } from 'node:crypto'
+import type Redis from 'ioredis'
+import type { WebhookConfig } from '../config.ts'
+import { ApiError, badRequest, notFound } from '../errors.ts'
+import { decryptUpstreamKey, encryptUpstreamKey } from '../market/upstream-key-crypto.ts'
+import { formatMicros, parseMicros } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { runScript } from '../redis/scripts.ts'
+import {
+  type AddressPolicy,
+  parseWebhookUrl,
+  resolvePublicAddress,
+  WEBHOOK_URL_MAX,
+} from './address-check.ts'
+import { WebhookDeliveries } from './delivery.ts'
+import { DELIVERY_GROUP, eventsFor, type Owner } from './events.ts'
+
+export const MAX_WEBHOOKS_PER_OWNER = 5
+export const WEBHOOK_ID = /^wh_[0-9a-f]{24}$/
+
+/** An endpoint as stored: the secret sealed, the threshold in micro-USDC. */
+export interface StoredEndpoint {
+  id: string
+  url: string
+  events: string[]
+  threshold: number | null
+  sealedSecret: string
+  createdAt: number
+}
+
+export interface EndpointInput {
+  url: string
+  events: string[]
+  balanceThresholdUsdc?: string
+}
+
+export function endpointView(endpoint: StoredEndpoint) {
+  return {
+    id: endpoint.id,
+    url: endpoint.url,
+    events: endpoint.events,
+    balanceThresholdUsdc: endpoint.threshold === null ? null : formatMicros(endpoint.threshold),
+    createdAt: endpoint.createdAt,
+  }
+}
+
+export class WebhookStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keyspace,
+    private readonly masterKey: Uint8Array,
+    private readonly policy: AddressPolicy,
+  ) {}
+
+  async create(owner: Owner, input: EndpointInput) {
+    const events = [...new Set(input.events)]
+    const allowed = eventsFor(owner)
+    const unknown = events.filter((type) => !allowed.includes(type))
+    if (events.length === 0 || unknown.length > 0)
+      throw badRequest(`events must be a non-empty list of: ${allowed.join(', ')}`, 'invalid_events')
+    let threshold: number | null = null
+    if (input.balanceThresholdUsdc !== undefined) {
+      threshold = parseMicros(input.balanceThresholdUsdc)
+      if (typeof input.balanceThresholdUsdc !== 'string' || threshold === null || threshold <= 0)
+        throw badRequest('balanceThresholdUsdc must be a positive decimal string (e.g. "5.000000")')
+    }
+    if (events.includes('balance.low') !== (threshold !== null))
+      throw badRequest('balance.low and balanceThresholdUsdc go together: send both or neither')
+    if (input.url.length > WEBHOOK_URL_MAX)
+      throw badRequest(`url must be at most ${WEBHOOK_URL_MAX} characters`)
+    const url = parseWebhookUrl(input.url)
+    await resolvePublicAddress(url, this.policy)
+
+    const secret = `whsec_${randomBytes(32).toString('base64url')}`
+    const endpoint: StoredEndpoint = {
+      id: `wh_${randomBytes(12).toString('hex')}`,
+      url: url.href,
+      events,
+      threshold,
+      sealedSecret: encryptUpstreamKey(this.masterKey, secret),
+      createdAt: Date.now(),
+    }
+    const result = (await runScript(
+      this.redis,
+      'webhookPut',
+      [
+        this.keys.webhooks(owner),
+        this.keys.webhookHooks(owner),
+        this.keys.webhookEvents(owner),
+        this.keys.webhookOwners,
+      ],
+      {
+        endpointId: endpoint.id,
+        endpoint: JSON.stringify(endpoint),
+        maxEndpoints: MAX_WEBHOOKS_PER_OWNER,
+        owner,
+        balanceThreshold: threshold === null ? '' : threshold,
+        group: DELIVERY_GROUP,
+      },
+      events,
+    )) as [number]
+    if (result[0] === -1)
+      throw new ApiError(
+        409,
+        'too_many_webhooks',
+        `at most ${MAX_WEBHOOKS_PER_OWNER} webhook endpoints per owner`,
+      )
+    // The one and only time the secret leaves the gateway.
+    return { ...endpointView(endpoint), secret }
+  }
+
+  async list(owner: Owner): Promise<StoredEndpoint[]> {
+    const all = await this.redis.hvals(this.keys.webhooks(owner))
+    return all.map((json) => JSON.parse(json) as StoredEndpoint).sort((a, b) => a.createdAt - b.createdAt)
+  }
+
+  async get(owner: Owner, id: string): Promise<StoredEndpoint> {
+    const json = WEBHOOK_ID.test(id) ? await this.redis.hget(this.keys.webhooks(owner), id) : null
+    if (!json) throw notFound('no such webhook endpoint', 'webhook_not_found')
+    return JSON.parse(json) as StoredEndpoint
+  }
+
+  async remove(owner: Owner, id: string): Promise<void> {
+    const result = (await runScript(
+      this.redis,
+      'webhookDelete',
+      [this.keys.webhooks(owner), this.keys.webhookHooks(owner), this.keys.webhookOwners],
+      { endpointId: id, owner },
+    )) as [number]
+    if (result[0] !== 1) throw notFound('no such webhook endpoint', 'webhook_not_found')
+  }
+
+  /** The endpoint's signing secret, for a delivery. */
+  secretOf(endpoint: StoredEndpoint): string {
+    return decryptUpstreamKey(this.masterKey, endpoint.sealedSecret)
+  }
+}
+
+/** The store and the deliveries a replica's routes and consumer share. */
+export function webhookParts(redis: Redis, keys: Keyspace, masterKey: Uint8Array, config: WebhookConfig) {
+  const store = new WebhookStore(redis, keys, masterKey, config)
+  return { webhooks: store, deliveries: new WebhookDeliveries(redis, keys, store, config) }
+}

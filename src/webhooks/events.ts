@@ -1,0 +1,24 @@
+// The event types a webhook endpoint may subscribe to, and who may: an account's and a supplier's.
+export const ACCOUNT_EVENTS = ['balance.low', 'key.budget.80', 'key.budget.100', 'funding.confirmed'] as const
+export const SUPPLIER_EVENTS = [
+  'payout.confirmed',
+  'payout.failed',
+  'supplier.suspended',
+  'supplier.reinstated',
+] as const
+export type EventType = (typeof ACCOUNT_EVENTS)[number] | (typeof SUPPLIER_EVENTS)[number]
+
+/** A webhook owner's name, as its keys and the Lua scripts spell it. */
+export type Owner = `acct:${string}` | `supplier:${string}`
+export const accountOwner = (accountId: string): Owner => `acct:${accountId}`
+export const supplierOwner = (supplierId: string): Owner => `supplier:${supplierId}`
+export const ownerKind = (owner: Owner) => (owner.startsWith('acct:') ? 'account' : 'supplier')
+export const eventsFor = (owner: Owner): readonly string[] =>
+  ownerKind(owner) === 'account' ? ACCOUNT_EVENTS : SUPPLIER_EVENTS
+
+/** The consumer group every replica reads the owners' event streams with. */
+export const DELIVERY_GROUP = 'deliver'
+
+/** A stream entry id as the event id the receiver dedups by. */
+export const eventId = (streamId: string) => `evt_${streamId}`
+export const streamIdOf = (id: string) => (/^evt_\d+-\d+$/.test(id) ? id.slice(4) : null)

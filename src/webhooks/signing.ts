@@ -1,0 +1,31 @@
+// The signature a receiver checks, in the Standard Webhooks scheme: HMAC-SHA256 with the endpoint's
+// secret over "<id>.<timestamp>.<raw body>", base64, sent as "v1,<signature>" in svc-webhook-signature
+// next to svc-webhook-id and svc-webhook-timestamp (Unix seconds). The id lets the receiver drop a
+// repeat (delivery is at least once); the timestamp lets it refuse an old replay.
+import { createHmac, timingSafeEqual } from 'node:crypto'
+
+export function sign(secret: string, id: string, timestamp: number, body: string): string {
+  return `v1,${createHmac('sha256', secret).update(`${id}.${timestamp}.${body}`).digest('base64')}`
+}
+
+export function signedHeaders(secret: string, id: string, timestamp: number, body: string) {
+  return {
+    'content-type': 'application/json',
+    'svc-webhook-id': id,
+    'svc-webhook-timestamp': String(timestamp),
+    'svc-webhook-signature': sign(secret, id, timestamp, body),
+  }
+}
+
+/** What a receiver runs: whether the headers sign this raw body under this secret. */
+export function verify(
+  secret: string,
+  id: string,
+  timestamp: string,
+  body: string,
+  signature: string,
+): boolean {
+  const expected = Buffer.from(sign(secret, id, Number(timestamp), body))
+  const given = Buffer.from(signature)
+  return expected.length === given.length && timingSafeEqual(expected, given)
+}

@@ -1,0 +1,99 @@
+// Events out, at least once, signed: a receiver of the test's own on loopback (allowed by the
+// test-only setting) that times out once, answers 500 once, then accepts. Each event is found
+// exactly once after dedup by id, every signature is valid, and a refused or no-op request
+// delivers nothing.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { verify } from '../../src/webhooks/signing.ts'
+import { adminFetch, keyFetch } from '../helpers/accounts.ts'
+import { startStack, type TestStack } from '../helpers/stack.ts'
+import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
+import { until } from '../helpers/wait.ts'
+import { registerWebhook, startReceiver } from './helpers.ts'
+
+describe('webhook delivery', () => {
+  let stack: TestStack
+  let supplier: TestSupplier
+  const receiver = startReceiver(['hang', 500])
+  beforeAll(async () => {
+    stack = await startStack({
+      env: { SVC_WEBHOOK_ALLOW_LOOPBACK: '1' },
+      tune: (config) => {
+        config.webhooks.timeoutMs = 300
+        config.webhooks.backoffMs = 100
+        config.webhooks.pollMs = 50
+      },
+    })
+    supplier = await signInSupplier(stack)
+  })
+  afterAll(async () => {
+    await stack.stop()
+    await receiver.stop()
+  })
+
+  const setStatus = (id: string, status: string) =>
+    adminFetch(stack, `/admin/v1/suppliers/${id}`, { method: 'PATCH', json: { status } })
+
+  test('a timeout and a 500 are retried; each event arrives once after dedup, signed', async () => {
+    const created = await registerWebhook(stack, supplier.apiKey, '/v1/supplier', {
+      url: receiver.url,
+      events: ['supplier.suspended', 'supplier.reinstated'],
+    })
+    expect(created.status).toBe(201)
+    const endpoint = (await created.json()) as { id: string; secret: string }
+
+    // Refused and no-op requests: an unknown supplier (404), a status it already has.
+    expect((await setStatus('sup_unknown', 'suspended')).status).toBe(404)
+    expect((await setStatus(supplier.supplierId, 'active')).status).toBe(200)
+    expect((await setStatus(supplier.supplierId, 'suspended')).status).toBe(200)
+    expect((await setStatus(supplier.supplierId, 'suspended')).status).toBe(200)
+    expect((await setStatus(supplier.supplierId, 'active')).status).toBe(200)
+
+    await until(() => receiver.unique().length >= 2 && receiver.received.length >= 4)
+    // The stream is fully acknowledged once both are in.
+    await until(async () => {
+      const pending = (await stack.redis.xpending(
+        stack.keys.webhookEvents(`supplier:${supplier.supplierId}`),
+        'deliver',
+      )) as [number]
+      return pending[0] === 0
+    })
+    const events = receiver.unique().map((r) => {
+      expect(verify(endpoint.secret, r.id, r.timestamp, r.body, r.signature)).toBe(true)
+      const body = JSON.parse(r.body) as { id: string; type: string; data: { supplierId: string } }
+      expect(body.id).toBe(r.id)
+      expect(body.data.supplierId).toBe(supplier.supplierId)
+      return body.type
+    })
+    expect(events).toEqual(['supplier.suspended', 'supplier.reinstated'])
+    // Four tries in all: one timed out, one answered 500, and each event was then accepted.
+    expect(receiver.received.length).toBe(4)
+    // A wrong secret does not verify.
+    const first = receiver.received[0]!
+    expect(verify('whsec_wrong', first.id, first.timestamp, first.body, first.signature)).toBe(false)
+
+    // The owner's delivery log, newest first, says it all; a replay sends the event again.
+    const log = (await (
+      await keyFetch(stack, supplier.apiKey, `/v1/supplier/webhooks/${endpoint.id}/deliveries`)
+    ).json()) as {
+      deliveries: { eventId: string; ok: boolean; httpStatus: number | null; attempt: number }[]
+    }
+    const outcomes = log.deliveries.map((d) => `${d.ok ? 'ok' : 'failed'} ${d.httpStatus}`).sort()
+    expect(outcomes).toEqual(['failed 500', 'failed null', 'ok 200', 'ok 200'])
+    for (const { id } of receiver.unique()) {
+      const tries = log.deliveries.filter((d) => d.eventId === id)
+      expect(tries[0]!.ok).toBe(true) // newest first: the last try was accepted
+      expect(tries.map((d) => d.attempt)).toEqual(tries.map((_, i) => tries.length - i))
+    }
+    const replay = await keyFetch(
+      stack,
+      supplier.apiKey,
+      `/v1/supplier/webhooks/${endpoint.id}/deliveries/${first.id}/replay`,
+      { method: 'POST' },
+    )
+    expect(replay.status).toBe(200)
+    expect(((await replay.json()) as { ok: boolean; replay: boolean }).ok).toBe(true)
+    expect(receiver.received.length).toBe(5)
+    expect(receiver.received[4]!.id).toBe(first.id)
+    expect(receiver.unique().length).toBe(2)
+  })
+})
