@@ -7,6 +7,7 @@ import {
   http,
   type PublicClient,
   parseAbi,
+  TransactionNotFoundError,
   TransactionReceiptNotFoundError,
   WaitForTransactionReceiptTimeoutError,
 } from 'viem'
@@ -115,8 +116,12 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
       try {
         await client.getTransaction({ hash })
         return true
-      } catch {
-        return false
+      } catch (error) {
+        // Only the node's own "no such transaction" says it is gone. A call that failed (a node
+        // down, lagging or timing out) says nothing: the reconciler must not release the claim of
+        // a transfer that may still be mined, so that is an error it retries later.
+        if (error instanceof TransactionNotFoundError) return false
+        throw error
       }
     },
   }

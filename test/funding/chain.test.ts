@@ -4,6 +4,9 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createWalletClient, http, parseAbi, toHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
+import { loadFundingConfig } from '../../src/config.ts'
+import { fundingChain } from '../../src/funding/chain.ts'
+import { freePort } from '../../src/redis/local-server.ts'
 import { CHAIN_ID, startChain, type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
 import { authorizationTypes } from '../helpers/x402.ts'
 
@@ -74,4 +77,23 @@ test('transferWithAuthorization moves the amount once; a replay reverts', async 
       account: relayer.account,
     }),
   ).rejects.toThrow(/authorization is used/)
+})
+
+test('the funding chain knows a pending transaction, not a made-up one, and a node that fails says neither', async () => {
+  const config = loadFundingConfig(chain.env(1))!
+  const known = fundingChain(config).known
+  const payer = await chain.newPayer(1_000_000n)
+  await chain.testClient.setBalance({ address: payer.address, value: 10n ** 18n })
+  await chain.testClient.setAutomine(false)
+  try {
+    const wallet = createWalletClient({ account: payer, chain: baseSepolia, transport: http(chain.rpcUrl) })
+    const pending = await wallet.sendTransaction({ to: chain.payTo, value: 0n })
+    expect(await known(pending)).toBe(true)
+    expect(await known(toHex(crypto.getRandomValues(new Uint8Array(32))))).toBe(false)
+    // A node that does not answer: an error, never "gone", so no claim is released on its word.
+    const down = fundingChain({ ...config, chainRpcUrl: `http://127.0.0.1:${freePort()}` }).known
+    await expect(down(pending)).rejects.toThrow()
+  } finally {
+    await chain.testClient.setAutomine(true)
+  }
 })
