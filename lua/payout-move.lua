@@ -96,15 +96,20 @@ end
 
 local amount = int(p[3])
 
-if step == 'withheld' then
-  if state == 'failed' and not tx then return { 0 } end
-  if state ~= 'sending' or tx then return { -2, state } end
-  if not suspended then return { -4 } end
+-- Withheld or failed: the payout ends unpaid, its amount payable again, once.
+local function fail_payout()
   rcall('HSET', payout, 'state', 'failed', 'error', ARGV[5], 'updatedAt', now)
   rcall('HINCRBY', supplier, 'pending', s(-amount))
   rcall('ZREM', K_PAYOUTS_OPEN, id)
   emit_event('supplier:' .. p[4], 'payout.failed', now, { payoutId = id, amountUsdc = usdc(amount), error = ARGV[5] })
   return { 1 }
+end
+
+if step == 'withheld' then
+  if state == 'failed' and not tx then return { 0 } end
+  if state ~= 'sending' or tx then return { -2, state } end
+  if not suspended then return { -4 } end
+  return fail_payout()
 end
 
 if step == 'confirmed' then
@@ -122,10 +127,6 @@ end
 if step == 'failed' then
   if state == 'failed' then return { 0 } end
   if state ~= 'sending' and state ~= 'pending' then return { -2, state } end
-  rcall('HSET', payout, 'state', 'failed', 'error', ARGV[5], 'updatedAt', now)
-  rcall('HINCRBY', supplier, 'pending', s(-amount))
-  rcall('ZREM', K_PAYOUTS_OPEN, id)
-  emit_event('supplier:' .. p[4], 'payout.failed', now, { payoutId = id, amountUsdc = usdc(amount), error = ARGV[5] })
-  return { 1 }
+  return fail_payout()
 end
 return { -2, state }
