@@ -3,7 +3,7 @@
 // build's (src/redis/function-libraries.ts).
 import { parseArgs } from 'node:util'
 import { loadStoreConfig } from '../config.ts'
-import { createRedis, isRedisUnavailable } from '../redis/connection.ts'
+import { createRedis, isRedisUnavailable, masters } from '../redis/connection.ts'
 import {
   listGatewayLibraries,
   type PruneResult,
@@ -11,7 +11,6 @@ import {
   type StoredLibrary,
 } from '../redis/function-libraries.ts'
 import { LIBRARY } from '../redis/script-registry.ts'
-import { parseRedisTarget } from '../redis/target.ts'
 
 export const FUNCTIONS_USAGE = `usage:
   svc-gateway functions [list]            the gateway's libraries in Redis, this build's marked
@@ -27,11 +26,6 @@ export async function functions(args: string[]): Promise<void> {
     return
   }
   const config = loadStoreConfig()
-  if (parseRedisTarget(config.redisUrl).kind === 'cluster') {
-    // The native lane, the only caller of functions, runs on a single Redis (connection.ts).
-    console.log('functions: on a Cluster the gateway runs its scripts as EVAL and loads no library')
-    return
-  }
   let connectError: Error | undefined
   const redis = createRedis(config.redisUrl, {
     name: 'svc-cli',
@@ -40,8 +34,22 @@ export async function functions(args: string[]): Promise<void> {
     },
   })
   try {
-    if (command.name === 'list') printList(await listGatewayLibraries(redis, LIBRARY.name))
-    else printPrune(await pruneGatewayLibraries(redis, LIBRARY.name, command), command.dryRun)
+    // A Cluster loads the library on every master (cluster-functions.ts): each is read or pruned.
+    const nodes = await masters(redis)
+    if (command.name === 'list') {
+      printList(mergeLists(await Promise.all(nodes.map((node) => listGatewayLibraries(node, LIBRARY.name)))))
+    } else {
+      const results = await Promise.all(
+        nodes.map((node) => pruneGatewayLibraries(node, LIBRARY.name, command)),
+      )
+      printPrune(
+        {
+          stale: mergeLists(results.map((result) => result.stale)),
+          kept: mergeLists(results.map((result) => result.kept)),
+        },
+        command.dryRun,
+      )
+    }
   } catch (error) {
     // main prints the message and exits 1; the reason ioredis saw is clearer than its retry error.
     if (isRedisUnavailable(error)) {
@@ -68,6 +76,13 @@ function parse(args: string[]): Command | null {
   } catch {
     return null
   }
+}
+
+/** One entry per library name, whichever masters hold it (they hold the same code). */
+function mergeLists(lists: StoredLibrary[][]): StoredLibrary[] {
+  const byName = new Map<string, StoredLibrary>()
+  for (const library of lists.flat()) byName.set(library.name, library)
+  return [...byName.values()].sort((a, b) => a.name.localeCompare(b.name))
 }
 
 function bytes(library: StoredLibrary): string {

@@ -1,7 +1,8 @@
 // The scripts as one Redis function library: FUNCTION LOAD once, then an FCALL per call. Loaded
 // once, the libraries' definitions (lua/lib/*.lua) run once, not on every call as in a script's
-// EVAL form; the hot pair costs Redis that much less. Only the native lane (script-lane.ts) calls
-// functions; ioredis (Sentinel, Cluster, a lane that is down) keeps the EVAL forms.
+// EVAL form; the hot pair costs Redis that much less. The native lane (script-lane.ts) and a
+// Cluster (cluster-functions.ts) call functions; ioredis elsewhere (Sentinel, a lane that is down)
+// keeps the EVAL forms.
 //
 // Redis persists and replicates functions (RDB, AOF, replicas), unlike the script cache: so a
 // library outlives the gateway that loaded it. Its name is derived from its code, so two versions

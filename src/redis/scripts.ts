@@ -3,6 +3,7 @@
 // connection's native script lane when it has one (script-lane.ts), there as a Redis function
 // (functions.ts).
 import type Redis from 'ioredis'
+import { clusterCall, isCluster } from './cluster-functions.ts'
 import type { ScriptLane } from './script-lane.ts'
 import { LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
 
@@ -86,5 +87,8 @@ export function runScript<N extends ScriptName>(
   const lane = readyScriptLane(redis)
   if (lane) return lane.call(LIBRARY, name, script.lua, keys, argv)
   const command = (redis as unknown as Record<ScriptName, ScriptCommand>)[name]
-  return command.call(redis, ...keys, ...argv)
+  if (!isCluster(redis)) return command.call(redis, ...keys, ...argv)
+  return clusterCall(redis, LIBRARY, name, keys, argv).then((reply) =>
+    reply === undefined ? command.call(redis, ...keys, ...argv) : reply,
+  )
 }

@@ -7,6 +7,7 @@ import { freePort, type LocalRedis, startLocalRedis } from '../../src/redis/loca
 import { LIBRARY } from '../../src/redis/script-registry.ts'
 import { runCli } from '../helpers/cli.ts'
 import { libraryNames, tinyLibrary } from '../helpers/function-libraries.ts'
+import { startRedisCluster } from '../helpers/redis-cluster.ts'
 
 const OLD = 'svc_0123456789abcdef'
 
@@ -93,14 +94,29 @@ describe('svc-gateway functions', () => {
     }
   })
 
-  test('a Cluster: nothing to list or prune, Redis not asked', async () => {
-    const result = await cli(`redis+cluster://127.0.0.1:${freePort()}`, 'prune')
-    expect(result).toEqual({
-      code: 0,
-      stdout: 'functions: on a Cluster the gateway runs its scripts as EVAL and loads no library\n',
-      stderr: '',
-    })
-  })
+  test('a Cluster: every master listed and pruned', async () => {
+    const cluster = await startRedisCluster()
+    const nodes = cluster.nodes.map((node) => new Redis(node.port, '127.0.0.1'))
+    try {
+      for (const node of nodes) {
+        for (const code of [LIBRARY.code, tinyLibrary(OLD)]) await node.call('FUNCTION', 'LOAD', code)
+      }
+      const listed = await cli(cluster.url)
+      expect(listed.stdout.trim().split('\n').sort()).toEqual(
+        [
+          `${LIBRARY.name}  ${Buffer.byteLength(LIBRARY.code)} bytes  (this build)`,
+          `${OLD}  ${Buffer.byteLength(tinyLibrary(OLD))} bytes`,
+        ].sort(),
+      )
+      const pruned = await cli(cluster.url, 'prune')
+      expect(pruned.code).toBe(0)
+      expect(pruned.stdout).toContain(`deleted ${OLD}  `)
+      for (const node of nodes) expect(await libraryNames(node)).toEqual([LIBRARY.name])
+    } finally {
+      for (const node of nodes) node.disconnect()
+      await cluster.stop()
+    }
+  }, 60_000)
 
   test('usage errors exit 2', async () => {
     for (const args of [['frobnicate'], ['list', '--dry-run'], ['prune', 'now'], ['prune', '--force']]) {

@@ -7,11 +7,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
-import type Redis from 'ioredis'
+import Redis from 'ioredis'
 import { auditAll } from '../../src/cli/audit.ts'
 import { createRedis, whenReady } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
+import { LIBRARY } from '../../src/redis/script-registry.ts'
 import { parseRedisTarget } from '../../src/redis/target.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
@@ -123,6 +124,24 @@ async function keysOn(node: RedisServer, prefix: string): Promise<number> {
   }
 }
 
+/** Whether a master holds the gateway's function library, and how many FCALLs and EVALSHAs it ran. */
+async function scriptStats(port: number) {
+  const direct = new Redis(port, '127.0.0.1', { lazyConnect: true })
+  try {
+    const libraries = (await direct.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY.name)) as unknown[]
+    const info = await direct.info('commandstats')
+    const calls = (command: string) =>
+      Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
+    return {
+      library: libraries.length === 1,
+      fcalls: calls('fcall'),
+      evalshas: calls('evalsha') + calls('eval'),
+    }
+  } finally {
+    direct.disconnect()
+  }
+}
+
 describe('Cluster', () => {
   let redisCluster: RedisCluster
   beforeAll(async () => {
@@ -143,6 +162,11 @@ describe('Cluster', () => {
       expect(after.confirmed).toBeLessThan(before.confirmed)
       expect(after.spent).toBe(before.confirmed - after.confirmed)
       expect(await auditAll(cluster, keyspace(stack.config.redisPrefix))).toEqual([])
+      // The scripts ran as functions of the library loaded on every master, never as EVALSHA.
+      const stats = await Promise.all(redisCluster.nodes.map((n) => scriptStats(n.port)))
+      expect(stats.every((s) => s.library)).toBe(true)
+      expect(stats.reduce((sum, s) => sum + s.fcalls, 0)).toBeGreaterThan(0)
+      expect(stats.reduce((sum, s) => sum + s.evalshas, 0)).toBe(0)
     } finally {
       cluster.disconnect()
       await stack.stop()
