@@ -3,8 +3,9 @@
 // after the measured pairs. Instructions, unlike time, do not move with the load of a shared
 // machine: an A/B of a Lua change reads in one run of each side, a few thousand instructions apart.
 //   bun bench/pair-instructions.ts [pairs=500]   (needs valgrind, redis-server, redis-cli)
+// With CALLGRIND_OUT=<file> the measured dump is kept there, for callgrind_annotate.
 import { randomUUID } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Admission } from '../src/market/admission.ts'
@@ -71,6 +72,7 @@ try {
   fx.close()
   const dump = readdirSync(dir).find((name) => /^out\.\d+\.\d+$/.test(name))
   if (!dump) throw new Error('callgrind wrote no dump')
+  if (process.env.CALLGRIND_OUT) copyFileSync(join(dir, dump), process.env.CALLGRIND_OUT)
   const total = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1])
   console.log(`${Math.round(total / pairs)} Redis instructions per admit + clear pair (${pairs} pairs)`)
 } finally {

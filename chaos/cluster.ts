@@ -251,7 +251,9 @@ export async function settled(redis: Redis, prefix: string, ms: number): Promise
   while (Date.now() - started < ms) {
     const keys = keyspace(prefix)
     const leases = await redis.zcard(keys.leases)
-    const inflight = await redis.hlen(keys.inflight)
+    const accounts = await redis.smembers(keys.accounts)
+    const counts = await Promise.all(accounts.map((id) => redis.hget(keys.account(id), 'inflight')))
+    const inflight = counts.reduce((sum, count) => sum + Number(count ?? 0), 0)
     if (leases === 0 && inflight === 0) return Date.now() - started
     await Bun.sleep(100)
   }

@@ -78,7 +78,7 @@ test('500 streams dropped at once: no leaked slot or hold', async () => {
 
   const sockets = await Promise.all(Array.from({ length: STREAMS }, () => openStream(url, buyer.apiKey)))
   const opened = Date.now() - started
-  expect(await redis.hget(keys.inflight, `k:${buyer.keyId}`)).toBe(String(STREAMS))
+  expect(await redis.hget(keys.account(buyer.accountId), `inflight:${buyer.keyId}`)).toBe(String(STREAMS))
   expect(Number(await redis.hget(keys.account(buyer.accountId), 'held'))).toBeGreaterThan(0)
 
   const dropped = Date.now()
@@ -95,7 +95,7 @@ test('500 streams dropped at once: no leaked slot or hold', async () => {
       `upstream streams cancelled ${upstream.cancelledStreams}`,
   )
   expect(account.held).toBe('0')
-  expect(await redis.hlen(keys.inflight)).toBe(0)
+  expect([account.inflight, account[`inflight:${buyer.keyId}`]]).toEqual(['0', '0'])
   expect(await redis.zcard(keys.leases)).toBe(0)
   expect(upstream.cancelledStreams).toBe(STREAMS)
   const audit = await runAudit(cluster.redisUrl, cluster.prefix)

@@ -41,15 +41,20 @@ async function burst(cluster: Cluster, apiKeys: string[], perReplica: number) {
   return counts
 }
 
-/** The highest in-flight count the inflight hash shows for `field` while `work` runs. */
-async function peakInFlight(prefix: string, field: string, work: Promise<unknown>): Promise<number> {
+/** The highest in-flight count the account hash shows in `field` while `work` runs. */
+async function peakInFlight(
+  prefix: string,
+  accountId: string,
+  field: string,
+  work: Promise<unknown>,
+): Promise<number> {
   let peak = 0
   let done = false
   void work.finally(() => {
     done = true
   })
   while (!done) {
-    peak = Math.max(peak, Number((await redis.hget(keyspace(prefix).inflight, field)) ?? 0))
+    peak = Math.max(peak, Number((await redis.hget(keyspace(prefix).account(accountId), field)) ?? 0))
     await Bun.sleep(20)
   }
   return peak
@@ -71,7 +76,8 @@ test('three replicas: caps hold across replicas, a revoke holds everywhere at on
   let keyBurst: Record<string, number> = {}
   const keyPeak = await peakInFlight(
     cluster.prefix,
-    `k:${buyer.keyId}`,
+    buyer.accountId,
+    `inflight:${buyer.keyId}`,
     (async () => {
       keyBurst = await burst(cluster!, [buyer.apiKey], 4)
     })(),
@@ -88,7 +94,8 @@ test('three replicas: caps hold across replicas, a revoke holds everywhere at on
   let walletBurst: Record<string, number> = {}
   const walletPeak = await peakInFlight(
     cluster.prefix,
-    `a:${buyer.accountId}`,
+    buyer.accountId,
+    'inflight',
     (async () => {
       walletBurst = await burst(cluster!, [buyer.apiKey, ...extra], 2)
     })(),

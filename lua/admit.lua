@@ -84,21 +84,22 @@ keep_records_for(ARGV[15])
 reap_expired(now, 20)
 
 local account = k_account(account_id)
-local key_held_field = 'held:' .. key_id
+local key_held_field, key_inflight_field = 'held:' .. key_id, 'inflight:' .. key_id
+-- The in-flight counts sit on the account hash beside its money: the same read and the same write.
 local acct = rcall('HMGET', account, 'confirmed', 'maxPriceCents', 'held', 'limit:' .. key_id, 'spent:' .. key_id,
-  key_held_field)
+  key_held_field, 'inflight', key_inflight_field)
 -- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
 if not acct[1] then return reply({ -1 }) end
 if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return reply({ -10 }) end
 
-local key_slot, wallet_slot = 'k:' .. key_id, 'a:' .. account_id
-local counts = rcall('HMGET', K_INFLIGHT, key_slot, wallet_slot)
-if int(counts[1]) >= key_cap then return reply({ -2 }) end
-if int(counts[2]) >= account_cap then return reply({ -3 }) end
+local key_count, account_count = int(acct[8]), int(acct[7])
+if key_count >= key_cap then return reply({ -2 }) end
+if account_count >= account_cap then return reply({ -3 }) end
 local group = ARGV[12] or ''
-local group_count = 0
+local group_field, group_count = nil, 0
 if group ~= '' then
-  group_count = int(rcall('HGET', K_INFLIGHT, group .. ':' .. account_id))
+  group_field = 'group:' .. group
+  group_count = int(rcall('HGET', account, group_field))
   if group_count >= int(ARGV[13]) then return reply({ -3 }) end
 end
 
@@ -145,19 +146,23 @@ if confirmed < hold then return reply({ -9, hold_s, s(confirmed), chosen.ask }) 
 -- Each hash written once from what was read above (one call each on the hot path).
 -- Each number formatted once, for the writes and the reply.
 local confirmed_s, hold_diem_s = s(confirmed - hold), s(hold_diem)
-if rolled then
-  rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold), key_held_field, s(key_held + hold),
-    'pstart:' .. key_id, period, 'pspent:' .. key_id, '0')
+local held_s, key_held_s = s(int(acct[3]) + hold), s(key_held + hold)
+local account_count_s, key_count_s = s(account_count + 1), s(key_count + 1)
+if rolled or group_field then
+  local fields = { 'confirmed', confirmed_s, 'held', held_s, key_held_field, key_held_s, 'inflight', account_count_s,
+    key_inflight_field, key_count_s }
+  if rolled then
+    fields[#fields + 1], fields[#fields + 2] = 'pstart:' .. key_id, period
+    fields[#fields + 1], fields[#fields + 2] = 'pspent:' .. key_id, '0'
+  end
+  if group_field then fields[#fields + 1], fields[#fields + 2] = group_field, s(group_count + 1) end
+  rcall('HSET', account, unpack(fields))
 else
-  rcall('HSET', account, 'confirmed', confirmed_s, 'held', s(int(acct[3]) + hold), key_held_field, s(key_held + hold))
+  rcall('HSET', account, 'confirmed', confirmed_s, 'held', held_s, key_held_field, key_held_s, 'inflight',
+    account_count_s, key_inflight_field, key_count_s)
 end
 local offer = k_offer(chosen.id)
 rcall('HSET', offer, 'held', s(chosen.held + hold_diem), 'inflight', s(chosen.inflight + 1))
-local slots = { key_slot, s(int(counts[1]) + 1), wallet_slot, s(int(counts[2]) + 1) }
-if group ~= '' then
-  slots[5], slots[6] = group .. ':' .. account_id, s(group_count + 1)
-end
-rcall('HSET', K_INFLIGHT, unpack(slots))
 local deadline_s = s(now + lease_ms)
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', account_id, 'keyId', key_id,

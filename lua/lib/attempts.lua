@@ -4,40 +4,6 @@
 -- Each hash is read once and written once: every call counts on the hot path, and inside one
 -- script a read-then-write is as atomic as HINCRBY.
 
--- The attempt's in-flight counts come down by one; a count at zero is removed. Written out field
--- by field (no tables, no unpack): this runs on every clear.
-local function release_slots(a)
-  local kf, af = 'k:' .. a.keyId, 'a:' .. a.accountId
-  local lf = a.capGroup
-  if lf == '' then lf = nil end
-  local c
-  if lf then
-    lf = lf .. ':' .. a.accountId
-    c = rcall('HMGET', K_INFLIGHT, kf, af, lf)
-  else
-    c = rcall('HMGET', K_INFLIGHT, kf, af)
-  end
-  local nk, na = int(c[1]) - 1, int(c[2]) - 1
-  local nl = lf and int(c[3]) - 1 or 0
-  if nk > 0 and na > 0 and (nl > 0 or not lf) then
-    -- the usual case: nothing reaches zero
-    if lf then
-      rcall('HSET', K_INFLIGHT, kf, s(nk), af, s(na), lf, s(nl))
-    else
-      rcall('HSET', K_INFLIGHT, kf, s(nk), af, s(na))
-    end
-    return
-  end
-  local set, gone = {}, {}
-  if nk > 0 then set[#set + 1], set[#set + 2] = kf, s(nk) else gone[#gone + 1] = kf end
-  if na > 0 then set[#set + 1], set[#set + 2] = af, s(na) else gone[#gone + 1] = af end
-  if lf then
-    if nl > 0 then set[#set + 1], set[#set + 2] = lf, s(nl) else gone[#gone + 1] = lf end
-  end
-  if #set > 0 then rcall('HSET', K_INFLIGHT, unpack(set)) end
-  if #gone > 0 then rcall('HDEL', K_INFLIGHT, unpack(gone)) end
-end
-
 -- A periodic key's charge counts in the period its attempt was admitted in (the attempt's period,
 -- lua/admit.lua): while that is still the key's current period, in its pspent; once the key rolled
 -- on to a later period, in none, since no later period admitted it (the ended period's spent is
@@ -69,14 +35,22 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed
   local hold = int(a.holdUsdc)
   -- The key's own held and spent (its limit counts both) sit on the account hash beside the
   -- account's: the same read and the same write.
-  local key_held, key_spent = 'held:' .. a.keyId, 'spent:' .. a.keyId
-  local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent)
+  -- Its in-flight counts too (a count at zero stays, as '0': one field per key, never an extra call).
+  local key_held, key_spent, key_inflight = 'held:' .. a.keyId, 'spent:' .. a.keyId, 'inflight:' .. a.keyId
+  local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent, 'inflight', key_inflight)
   local confirmed = int(b[2]) + hold - charge
   local kh = int(b[4]) - hold
   -- an attempt admitted before keys kept their holds has none to give back
   if kh < 0 then kh = 0 end
+  local an, kn = int(b[6]) - 1, int(b[7]) - 1
+  if an < 0 then an = 0 end
+  if kn < 0 then kn = 0 end
   rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge),
-    key_held, s(kh), key_spent, s(int(b[5]) + charge))
+    key_held, s(kh), key_spent, s(int(b[5]) + charge), 'inflight', s(an), key_inflight, s(kn))
+  if a.capGroup and a.capGroup ~= '' then
+    local group_field = 'group:' .. a.capGroup
+    if int(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
+  end
   count_in_period(account, a, charge)
   local offer = k_offer(a.offerId)
   local cleared = o ~= nil
@@ -100,7 +74,6 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed
       rcall('HSET', offer, unpack(fields))
     end
   end
-  release_slots(a)
   rcall('ZREM', K_LEASES, a.id)
   return confirmed
 end

@@ -2,13 +2,13 @@
 -- The same names as src/redis/keys.ts (a test checks that the two agree).
 -- Set per call by use_keyspace (the scripts' prologue): loaded as a Redis function library, this
 -- file runs once, before any call has KEYS.
-local BASE, K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, K_WRITEOFFS, K_ENDED
+local BASE, K_LADDER, K_OFFERS, K_LEASES, K_MARKET, K_WRITEOFFS, K_ENDED
 local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS, K_PAYOUTS_OPEN
 local function use_keyspace(base)
   if base == BASE then return end
   BASE = base
   K_LADDER, K_OFFERS, K_LEASES = base .. 'ladder', base .. 'offers', base .. 'leases'
-  K_INFLIGHT, K_MARKET, K_WRITEOFFS = base .. 'inflight', base .. 'market', base .. 'writeoffs'
+  K_MARKET, K_WRITEOFFS = base .. 'market', base .. 'writeoffs'
   K_ENDED = base .. 'settled'
   K_SUPPLIERS, K_SUPPLIER_WALLETS = base .. 'suppliers', base .. 'supplierWallets'
   K_UPSTREAM_KEYS = base .. 'upstreamKeys'

@@ -71,9 +71,9 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
     add(heldByKey, `${a.accountId}|${a.keyId}`, num(a, 'holdUsdc'))
     add(heldByOffer, a.offerId!, num(a, 'holdDiem'))
     add(slotsByOffer, a.offerId!, 1)
-    add(inflight, `k:${a.keyId}`, 1)
-    add(inflight, `a:${a.accountId}`, 1)
-    if (a.capGroup) add(inflight, `${a.capGroup}:${a.accountId}`, 1)
+    add(inflight, `${a.accountId}|inflight`, 1)
+    add(inflight, `${a.accountId}|inflight:${a.keyId}`, 1)
+    if (a.capGroup) add(inflight, `${a.accountId}|group:${a.capGroup}`, 1)
   }
   // Cleared attempts: billed within the hold (a late clear within the balance), the rest disputed.
   for (const a of attempts) {
@@ -118,6 +118,17 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
       off(subject, `held ${num(row, 'held')} != holds of its open attempts ${held}`)
     spent += num(row, 'spent')
     accountWrittenOff += num(row, 'writtenOff')
+    // Its in-flight counts (inflight, inflight:<keyId>, group:<name>) are its open attempts.
+    for (const [field, value] of Object.entries(row)) {
+      if (!IN_FLIGHT_FIELD.test(field)) continue
+      const open = inflight.get(`${row.id}|${field}`) ?? 0
+      if (Number(value) !== open) off(subject, `${field} ${value} != its open attempts ${open}`)
+    }
+    for (const [counted, open] of inflight) {
+      const [accountId, field] = counted.split('|') as [string, string]
+      if (accountId === row.id && row[field] === undefined)
+        off(subject, `${field} missing; ${open} open attempts`)
+    }
   })
   for (const [i, row] of accounts.entries()) {
     if (row.id)
@@ -154,16 +165,6 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
     fees += num(row, 'fees')
   })
 
-  const counters = await redis.hgetall(keys.inflight)
-  for (const [field, value] of Object.entries(counters)) {
-    if (Number(value) !== (inflight.get(field) ?? 0)) {
-      off(`in-flight ${field}`, `count ${value} != open attempts ${inflight.get(field) ?? 0}`)
-    }
-  }
-  for (const [field, count] of inflight) {
-    if (counters[field] === undefined) off(`in-flight ${field}`, `missing; ${count} open attempts`)
-  }
-
   // Market: what buyers paid is what suppliers earned plus fees, summed over every account and every
   // offer (deleted offers included): each clear adds what it charged to both sides, so a clear half
   // applied, applied twice on one side, or paying a supplier what no buyer paid, shows here.
@@ -175,6 +176,8 @@ export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFi
     off('market', `accounts' written off ${accountWrittenOff} != the write-off list's ${listed}`)
   return findings
 }
+
+const IN_FLIGHT_FIELD = /^(inflight(:.+)?|group:.+)$/
 
 const KEY_FIELD = /^(limit|spent|held|reset|pspent):(.+)$/
 

@@ -30,7 +30,9 @@ export function keyspace(prefix: string) {
      * (revoked ones too) limit:<keyId> (its spending limit, absent for none), spent:<keyId> and
      * held:<keyId> (what was charged through it and what its requests in flight hold); for a
      * periodic limit reset:<keyId> (daily, weekly, monthly), pstart:<keyId> (the start, ms, of
-     * the period it last counted) and pspent:<keyId> (what was charged in that period).
+     * the period it last counted) and pspent:<keyId> (what was charged in that period). The
+     * requests in flight: inflight (the account's), inflight:<keyId> (each key's), group:<name>
+     * (a cap group's, e.g. group:img), kept by admit and the scripts that end an attempt.
      * Invariant: funded = confirmed + pending + held + spent (writtenOff is outside it).
      */
     account: (accountId: string) => key(`acct:${accountId}`),
@@ -52,8 +54,6 @@ export function keyspace(prefix: string) {
     ladder: key('ladder'),
     /** zset: attempt id -> lease deadline (ms, Redis time) */
     leases: key('leases'),
-    /** hash: in-flight counts, `k:<apiKeyId>` and `a:<accountId>` */
-    inflight: key('inflight'),
     /**
      * hash, one per attempt (`<support reference>.<n>`): its hold, offer, state
      * (admitted|cleared|released|reaped, or refused when admission refused the request), cost. An

@@ -121,6 +121,23 @@ describe('admit with a key limit', () => {
 })
 
 describe('audit per key', () => {
+  test('names an in-flight count on the account hash that is not its open attempts', async () => {
+    await postOffer(fx, 50, 1_000_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    admitted(await admitFor(fx, acct, { apiKeyId: 'key-2' }))
+    const account = fx.keys.account(acct)
+    expect(await fx.redis.hmget(account, 'inflight', 'inflight:key-2')).toEqual(['1', '1'])
+    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+
+    await fx.redis.hset(account, 'inflight:key-2', 2)
+    await fx.redis.hdel(account, 'inflight')
+    const problems = (await auditMarket(fx.redis, fx.keys)).map((f) => `${f.subject}: ${f.problem}`)
+    expect(problems).toEqual([
+      `account ${acct}: inflight:key-2 2 != its open attempts 1`,
+      `account ${acct}: inflight missing; 1 open attempts`,
+    ])
+  })
+
   test("names a key whose spent is not its attempts' charges, is above its limit, or holds what no attempt does", async () => {
     await postOffer(fx, 50, 1_000_000_000)
     const acct = await seedAccount(fx, 1_000_000)

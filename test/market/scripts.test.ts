@@ -37,7 +37,7 @@ describe('the Lua libraries', () => {
 
   describe('lua key names', () => {
     test('lib/keys builds the same names as src/redis/keys.ts', async () => {
-      const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_INFLIGHT, K_MARKET, k_stats_day('D'), k_apikey('K') }`
+      const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_MARKET, k_stats_day('D'), k_apikey('K') }`
       const names = await fx.redis.eval(
         script.replace("k_apikey('K') }", "k_apikey('K'), K_WRITEOFFS, K_ENDED, k_activity('A') }"),
         1,
@@ -50,7 +50,6 @@ describe('the Lua libraries', () => {
         fx.keys.ladder,
         fx.keys.offers,
         fx.keys.leases,
-        fx.keys.inflight,
         fx.keys.market,
         fx.keys.statsDay('D'),
         fx.keys.apiKey('K'),
@@ -264,7 +263,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       expect(Number(touched)).toBeGreaterThan(0)
       admitted(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'd1' }))
       expect(await fx.redis.hget(fx.keys.apiKey('d1'), 'lastUsedAt')).toBe(touched)
-      expect(await fx.redis.hget(fx.keys.inflight, 'k:key-9')).toBe('2')
+      expect(await fx.redis.hget(fx.keys.account(acct), 'inflight:key-9')).toBe('2')
     })
 
     test('an unknown or revoked key is refused before anything is read or held', async () => {
@@ -407,7 +406,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       const a = await account(acct)
       expect([a.confirmed, a.held, a.spent]).toEqual(['1000000', '0', '0'])
       expect(Number((await offer(o)).cooldownUntil)).toBeGreaterThan(Date.now())
-      expect(await fx.redis.hgetall(fx.keys.inflight)).toEqual({})
+      expect([a.inflight, a['inflight:key-1']]).toEqual(['0', '0'])
       expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
     })
 

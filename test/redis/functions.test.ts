@@ -161,7 +161,6 @@ describe('functions and EVAL forms agree', () => {
       account: await fx.redis.hgetall(fx.keys.account(accountId)),
       cheap: await fx.redis.hgetall(fx.keys.offer(cheap)),
       dear: await fx.redis.hgetall(fx.keys.offer(dear)),
-      inflight: await fx.redis.hgetall(fx.keys.inflight),
       leases: await fx.redis.zcard(fx.keys.leases),
     }
     for (const [i, id] of attempts.entries()) {
