@@ -378,7 +378,6 @@ async function main(): Promise<void> {
     const buyer: Buyer = await fundedBuyer(gateway)
     const floor = await stack.startFloor('floor', sim.url, buyer.apiKey)
     const byName = targets(sim, upstreamKey, peer, gateway, buyer, floor)
-    const list = TARGETS.map((name) => byName[name])
     const withFloor = WITH_FLOOR.map((name) => byName[name])
     say(`logs in ${stack.logDir}`)
     await preflight(withFloor)
