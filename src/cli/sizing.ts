@@ -4,7 +4,9 @@
 // through every replica at once, and prints a table: paid requests/s, Redis CPU per paid request,
 // and the busiest master's share of the Redis CPU (where one master does all the work, adding
 // masters adds nothing). Needs redis-server and redis-cli on PATH; touches nothing it did not start.
-//   svc-gateway sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5]
+// With --io-threads N each Redis reads and writes its sockets on N threads (redis.conf's io-threads,
+// with io-threads-do-reads), leaving its main thread the commands and scripts alone.
+//   svc-gateway sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5] [--io-threads 1]
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
@@ -27,6 +29,8 @@ export interface SizingOptions {
   seconds: number
   /** Seconds of load before the measured ones, so the measured run finds warm processes; 0 skips it. */
   warmSeconds?: number
+  /** Redis's I/O threads (1: the main thread does all, Redis's default). */
+  ioThreads?: number
 }
 
 export interface SizingRow {
@@ -36,6 +40,8 @@ export interface SizingRow {
   failed: number
   /** Redis CPU (user + system, every master) per paid request, µs. */
   redisUsPerRequest: number
+  /** The part of it on the masters' main threads (what I/O threads cannot take over), µs. */
+  mainThreadUsPerRequest: number
   /** The busiest master's part of the Redis CPU, 0..1. */
   busiestShare: number
 }
@@ -73,15 +79,17 @@ export function sizingOptions(argv: string[]): SizingOptions {
     flags.set(name, value)
   }
   for (const name of flags.keys())
-    if (!['masters', 'replicas', 'clients', 'seconds'].includes(name))
+    if (!['masters', 'replicas', 'clients', 'seconds', 'io-threads'].includes(name))
       throw new Error(`unknown option --${name}`)
   const [clients] = list(flags.get('clients'), [32], 'clients')
   const [seconds] = list(flags.get('seconds'), [5], 'seconds')
+  const [ioThreads] = list(flags.get('io-threads'), [1], 'io-threads')
   return {
     masters: list(flags.get('masters'), [1, 3], 'masters'),
     replicas: list(flags.get('replicas'), [1, 2, 4, 8], 'replicas'),
     clients: clients!,
     seconds: seconds!,
+    ioThreads: ioThreads!,
   }
 }
 
@@ -130,15 +138,18 @@ async function stopAll(procs: Subprocess[]): Promise<void> {
   )
 }
 
-/** Each master's CPU time so far (user + system), seconds. */
-async function cpuSeconds(ports: number[]): Promise<number[]> {
+/** Each master's CPU time so far (user + system), seconds: all of it, and its main thread's. */
+async function cpuSeconds(ports: number[]): Promise<{ all: number; main: number }[]> {
   return Promise.all(
     ports.map(async (port) => {
       const redis = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 })
       try {
         const info = await redis.info('cpu')
         const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0)
-        return field('used_cpu_user') + field('used_cpu_sys')
+        return {
+          all: field('used_cpu_user') + field('used_cpu_sys'),
+          main: field('used_cpu_user_main_thread') + field('used_cpu_sys_main_thread'),
+        }
       } finally {
         redis.disconnect()
       }
@@ -239,13 +250,15 @@ async function measure(
     const before = await cpuSeconds(redis.ports)
     const { ok, failed } = await drive(options.seconds)
     const after = await cpuSeconds(redis.ports)
-    const spent = after.map((a, i) => a - before[i]!)
+    const spent = after.map((a, i) => a.all - before[i]!.all)
     const total = spent.reduce((sum, s) => sum + s, 0)
+    const main = after.reduce((sum, a, i) => sum + a.main - before[i]!.main, 0)
     return {
       replicas,
       requestsPerSecond: ok / options.seconds,
       failed,
       redisUsPerRequest: ok > 0 ? (total * 1e6) / ok : 0,
+      mainThreadUsPerRequest: ok > 0 ? (main * 1e6) / ok : 0,
       busiestShare: total > 0 ? Math.max(...spent) / total : 0,
     }
   } finally {
@@ -264,9 +277,11 @@ export async function measureSizing(options: SizingOptions, progress = (_line: s
   const rows: SizingRow[] = []
   try {
     await waitForHttp(sim, `${upstreamUrl}/models`)
+    const threads = options.ioThreads ?? 1
+    const redisArgs = threads > 1 ? ['--io-threads', String(threads), '--io-threads-do-reads', 'yes'] : []
     for (const masters of options.masters) {
-      const single = masters === 1 ? await startLocalRedis() : null
-      const cluster = single ? null : await startLocalCluster(masters)
+      const single = masters === 1 ? await startLocalRedis(redisArgs) : null
+      const cluster = single ? null : await startLocalCluster(masters, redisArgs)
       const redis = single
         ? { url: single.url, ports: [single.port] }
         : { url: cluster!.url, ports: cluster!.nodes.map((n) => n.port) }
@@ -293,13 +308,14 @@ const fixed = (n: number, digits: number) =>
 
 export function sizingTable(rows: SizingRow[], options: SizingOptions): string {
   return [
-    `Buffered paid chat (max_tokens 16), ${options.clients} clients per replica, ${options.seconds} s per row.`,
+    `Buffered paid chat (max_tokens 16), ${options.clients} clients per replica, ${options.seconds} s per row, ` +
+      `${options.ioThreads ?? 1} Redis I/O thread${(options.ioThreads ?? 1) > 1 ? 's' : ''}.`,
     '',
-    '| Redis masters | replicas | paid requests/s | failed | Redis CPU µs per request | busiest master |',
-    '|---|---|---|---|---|---|',
+    '| Redis masters | replicas | paid requests/s | failed | Redis CPU µs per request | of it on main threads | busiest master |',
+    '|---|---|---|---|---|---|---|',
     ...rows.map(
       (r) =>
-        `| ${r.masters} | ${r.replicas} | ${fixed(r.requestsPerSecond, 0)} | ${r.failed} | ${fixed(r.redisUsPerRequest, 1)} | ${fixed(100 * r.busiestShare, 1)} % |`,
+        `| ${r.masters} | ${r.replicas} | ${fixed(r.requestsPerSecond, 0)} | ${r.failed} | ${fixed(r.redisUsPerRequest, 1)} | ${fixed(r.mainThreadUsPerRequest, 1)} | ${fixed(100 * r.busiestShare, 1)} % |`,
     ),
     '',
     'One Redis core carries about 1,000,000 ÷ (Redis CPU µs per request) paid requests/s when nothing',

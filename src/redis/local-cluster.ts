@@ -52,9 +52,18 @@ async function waitFor(what: string, check: () => Promise<boolean>, ms = 15_000)
   throw new Error(`timed out waiting for ${what}`)
 }
 
-export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
+/** `extraArgs`: further redis-server options for every node (as sizing's I/O threads). */
+export async function startLocalCluster(masters = 3, extraArgs: string[] = []): Promise<LocalCluster> {
   const nodes = Array.from({ length: masters }, () =>
-    clusterNode(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--appendonly', 'no']),
+    clusterNode([
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      'nodes.conf',
+      '--appendonly',
+      'no',
+      ...extraArgs,
+    ]),
   )
   const stop = () => {
     for (const n of nodes) n.stop()

@@ -6,7 +6,14 @@ import { measureSizing, sizingOptions, sizingTable } from '../../src/cli/sizing.
 
 describe('sizing', () => {
   test('options: the defaults, and a clear refusal of what is not a list of counts', () => {
-    expect(sizingOptions([])).toEqual({ masters: [1, 3], replicas: [1, 2, 4, 8], clients: 32, seconds: 5 })
+    expect(sizingOptions([])).toEqual({
+      masters: [1, 3],
+      replicas: [1, 2, 4, 8],
+      clients: 32,
+      seconds: 5,
+      ioThreads: 1,
+    })
+    expect(sizingOptions(['--io-threads', '4']).ioThreads).toBe(4)
     expect(sizingOptions(['--masters', '3', '--replicas=2,4', '--seconds', '2'])).toMatchObject({
       masters: [3],
       replicas: [2, 4],
@@ -31,6 +38,9 @@ describe('sizing', () => {
       expect(row.failed).toBe(0)
       expect(row.requestsPerSecond).toBeGreaterThan(0)
       expect(row.redisUsPerRequest).toBeGreaterThan(0)
+      // The main threads do part of the work, never more than all of it (read a moment apart).
+      expect(row.mainThreadUsPerRequest).toBeGreaterThan(0)
+      expect(row.mainThreadUsPerRequest).toBeLessThanOrEqual(row.redisUsPerRequest + 1)
     }
     expect(rows[0]!.busiestShare).toBe(1)
     // Three masters share the CPU somehow; no master carries less than nothing or more than all.
