@@ -21,16 +21,9 @@ local function spent_in_period(account, a)
   return int(p[2])
 end
 
--- Returns the attempt's hold to the buyer and its capacity and slot to the offer.
--- charge: micro-USDC moved from the hold to spent (0 on failure).
--- For a clear, the offer also records what it cleared, in the same write: o is its row as clear
--- read it (OFFER_CLEAR_FIELDS: read once per clear; its supplierId says whose fill it is), then burn, earned, fee, balance (the
--- upstream balance, '' unknown) and disputed (burn reported beyond what was billed). Positional,
--- not a table: this runs on every clear. Otherwise only (a, charge).
--- Returns the account's confirmed balance after.
-local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
-  'supplierId' }
-local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
+-- The account's side of ending an attempt: its hold back to the buyer, `charge` (micro-USDC) of it
+-- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after.
+local function unwind_hold(a, charge)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
   -- The key's own held and spent (its limit counts both) sit on the account hash beside the
@@ -52,28 +45,47 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed
     if int(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
   end
   count_in_period(account, a, charge)
-  local offer = k_offer(a.offerId)
+  return confirmed
+end
+
+-- The offer's side: the capacity it held for the attempt (hold_diem) and its slot back. For a
+-- clear, it also records what it cleared, in the same write: o is its row as the clear read it
+-- (OFFER_CLEAR_FIELDS: read once per clear; its supplierId says whose fill it is), then burn,
+-- earned, fee, balance (the upstream balance, '' unknown) and disputed (burn reported beyond what
+-- was billed). Positional, not a table: this runs on every clear. Otherwise only (offer_id, hold_diem).
+local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
+  'supplierId' }
+local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, balance, disputed)
+  local offer = k_offer(offer_id)
   local cleared = o ~= nil
   if not cleared then o = rcall('HMGET', offer, 'held', 'inflight') end
   -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
-  if o[1] then
-    local held, inflight = s(int(o[1]) - int(a.holdDiem)), s(int(o[2]) - 1)
-    if not cleared then
-      rcall('HSET', offer, 'held', held, 'inflight', inflight)
-    elseif fee == 0 and balance == '' and disputed == 0 then
-      -- the usual clear: no fee field, no balance reported, nothing disputed
-      rcall('HSET', offer, 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
-        s(int(o[4]) + earned))
-    else
-      local fields = { 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
-        s(int(o[4]) + earned) }
-      -- usually none: no field for it
-      if fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + fee) end
-      if balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', balance end
-      if disputed > 0 then fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), disputed)) end
-      rcall('HSET', offer, unpack(fields))
-    end
+  if not o[1] then return end
+  local held, inflight = s(int(o[1]) - int(hold_diem)), s(int(o[2]) - 1)
+  if not cleared then
+    rcall('HSET', offer, 'held', held, 'inflight', inflight)
+  elseif fee == 0 and balance == '' and disputed == 0 then
+    -- the usual clear: no fee field, no balance reported, nothing disputed
+    rcall('HSET', offer, 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
+      s(int(o[4]) + earned))
+  else
+    local fields = { 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
+      s(int(o[4]) + earned) }
+    -- usually none: no field for it
+    if fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + fee) end
+    if balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', balance end
+    if disputed > 0 then fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), disputed)) end
+    rcall('HSET', offer, unpack(fields))
   end
+end
+
+-- Both sides at once, where the account and the offer share a server (admit held both in one
+-- call): the hold, the offer's capacity and slot, and the lease.
+-- charge: micro-USDC moved from the hold to spent (0 on failure); the rest as unwind_reservation.
+-- Returns the account's confirmed balance after.
+local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
+  local confirmed = unwind_hold(a, charge)
+  unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed)
   rcall('ZREM', K_LEASES, a.id)
   return confirmed
 end

@@ -2,6 +2,7 @@
 // after those it calls, and the prologue every market script runs first.
 import libAttempts from '../../lua/lib/attempts.lua' with { type: 'text' }
 import libEvents from '../../lua/lib/events.lua' with { type: 'text' }
+import libHolds from '../../lua/lib/holds.lua' with { type: 'text' }
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import libOffers from '../../lua/lib/offers.lua' with { type: 'text' }
@@ -12,6 +13,7 @@ import libReap from '../../lua/lib/reap.lua' with { type: 'text' }
 export const LIB = {
   attempts: libAttempts,
   events: libEvents,
+  holds: libHolds,
   keys: libKeys,
   numbers: libNumbers,
   offers: libOffers,
@@ -20,6 +22,15 @@ export const LIB = {
 } as const
 
 /** Every library, in an order where each comes after those it calls. */
-export const MARKET_LIBS = [libKeys, libNumbers, libOffers, libAttempts, libReap, libPick, libEvents]
+export const MARKET_LIBS = [
+  libKeys,
+  libNumbers,
+  libOffers,
+  libAttempts,
+  libReap,
+  libPick,
+  libHolds,
+  libEvents,
+]
 /** What every market script runs first: the per-call state of lib/numbers and lib/keys. */
 export const MARKET_PROLOGUE = 'bind_globals()\nuse_keyspace(KEYS[1])'

@@ -1,0 +1,112 @@
+-- lib/holds: the account's side of an admission, shared by admit (which picks the offer and holds
+-- both sides in one call, where they share a server) and hold (the account's step alone, once the
+-- offer's side was reserved on its own slot). Includes lib/keys, lib/numbers.
+--
+-- The request being held is this library's state, set by open_hold and read by the functions after
+-- it in the same call (Redis runs one call at a time): no table per request, so nothing more for
+-- Lua's collector to sweep on every admission.
+local H_account_id, H_key_id, H_account, H_acct, H_key_held_field, H_key_inflight_field
+local H_key_count, H_account_count, H_group_field, H_group_count, H_period, H_rolled
+
+-- Opens the account for one request: resolves the key's digest (when given), reads the account's
+-- money, max price, the key's limit, held and in-flight counts in one call, and checks the attempt
+-- id is new and the in-flight caps. Returns the account id, the key id, the account's max price
+-- (0: none set) and nil, or the ids (when known) and a refusal: {-11} no such key, {-1} no such
+-- account, {-10} attempt id used, {-2} / {-3} an in-flight cap reached.
+-- group: a cap group ('' for none) with its own cap, group_cap.
+local function open_hold(attempt_id, account_id, key_id, digest, key_cap, account_cap, group, group_cap, now)
+  if digest ~= '' then
+    local k = rcall('HMGET', k_apikey(digest), 'accountId', 'id', 'lastUsedAt')
+    if not k[1] then return nil, nil, 0, { -11 } end
+    account_id, key_id = k[1], k[2]
+    if now - int(k[3]) >= 60000 then rcall('HSET', k_apikey(digest), 'lastUsedAt', s(now)) end
+  end
+  H_account_id, H_key_id, H_account = account_id, key_id, k_account(account_id)
+  H_key_held_field, H_key_inflight_field = 'held:' .. key_id, 'inflight:' .. key_id
+  H_group_field, H_group_count, H_period, H_rolled = nil, 0, nil, false
+  -- The in-flight counts sit on the account hash beside its money: the same read and the same write.
+  local acct = rcall('HMGET', H_account, 'confirmed', 'maxPriceCents', 'held', 'limit:' .. key_id,
+    'spent:' .. key_id, H_key_held_field, 'inflight', H_key_inflight_field)
+  H_acct = acct
+  -- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
+  if not acct[1] then return account_id, key_id, 0, { -1 } end
+  if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return account_id, key_id, 0, { -10 } end
+  H_key_count, H_account_count = int(acct[8]), int(acct[7])
+  if H_key_count >= key_cap then return account_id, key_id, 0, { -2 } end
+  if H_account_count >= account_cap then return account_id, key_id, 0, { -3 } end
+  if group ~= '' then
+    H_group_field = 'group:' .. group
+    H_group_count = int(rcall('HGET', H_account, H_group_field))
+    if H_group_count >= group_cap then return account_id, key_id, 0, { -3 } end
+  end
+  return account_id, key_id, int(acct[2]), nil
+end
+
+-- Whether the opened account can hold this request at `ask` (cents per dollar): its key's limit
+-- first (funding would not help), then its confirmed balance. Returns the hold (micro-USDC), or nil
+-- and the refusal. A periodic limit's period is noted for write_hold and write_attempt.
+local function check_hold(ask, hold_diem, now)
+  local acct, key_id = H_acct, H_key_id
+  -- The buyer's worst case at this ask must be covered by confirmed balance alone.
+  local hold = ceil_div(hold_diem * ask, 100)
+  local confirmed = int(acct[1])
+  -- The key's limit counts its holds in flight, so concurrent requests can never take it past the
+  -- limit.
+  if acct[4] then
+    local used, resets_at = int(acct[5]), ''
+    local p = rcall('HMGET', H_account, 'reset:' .. key_id, 'pstart:' .. key_id, 'pspent:' .. key_id)
+    if p[1] then
+      local start = period_start(p[1], now)
+      -- A clock behind the period last counted (a failover to a lagging Redis) counts in that one:
+      -- a period never rolls back, so its spent is never forgotten.
+      if p[2] and int(p[2]) > start then start = int(p[2]) end
+      H_period = s(start)
+      H_rolled = p[2] ~= H_period
+      used = H_rolled and 0 or int(p[3])
+      resets_at = s(period_end(p[1], start))
+    end
+    used = used + int(acct[6])
+    if used + hold > int(acct[4]) then
+      return nil, { -12, acct[4], s(used), s(hold), ask, s(confirmed), resets_at }
+    end
+  end
+  if confirmed < hold then return nil, { -9, s(hold), s(confirmed), ask } end
+  return hold, nil
+end
+
+-- Holds `hold` on the opened account: confirmed to held, on the key too, its in-flight counts up
+-- (and its budget period rolled on, where check_hold found it ended). One write. Returns confirmed
+-- after, as a string.
+local function write_hold(hold)
+  local acct = H_acct
+  local confirmed_s = s(int(acct[1]) - hold)
+  local held_s, key_held_s = s(int(acct[3]) + hold), s(int(acct[6]) + hold)
+  local account_count_s, key_count_s = s(H_account_count + 1), s(H_key_count + 1)
+  if H_rolled or H_group_field then
+    local fields = { 'confirmed', confirmed_s, 'held', held_s, H_key_held_field, key_held_s, 'inflight',
+      account_count_s, H_key_inflight_field, key_count_s }
+    if H_rolled then
+      fields[#fields + 1], fields[#fields + 2] = 'pstart:' .. H_key_id, H_period
+      fields[#fields + 1], fields[#fields + 2] = 'pspent:' .. H_key_id, '0'
+    end
+    if H_group_field then fields[#fields + 1], fields[#fields + 2] = H_group_field, s(H_group_count + 1) end
+    rcall('HSET', H_account, unpack(fields))
+  else
+    rcall('HSET', H_account, 'confirmed', confirmed_s, 'held', held_s, H_key_held_field, key_held_s, 'inflight',
+      account_count_s, H_key_inflight_field, key_count_s)
+  end
+  return confirmed_s
+end
+
+-- The attempt's record, admitted: whose it is, the offer and ask it holds at, the hold on both
+-- sides. tried (offer ids already tried, ''), group ('') and the budget period go on only when set.
+local function write_attempt(attempt_id, offer_id, ask, hold_s, hold_diem_s, model, request_id, now, tried, group)
+  local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', H_account_id, 'keyId', H_key_id,
+    'offerId', offer_id, 'askCents', s(ask), 'holdUsdc', hold_s, 'holdDiem', hold_diem_s,
+    'model', model, 'requestId', request_id, 'admittedAt', s(now) }
+  -- Usually empty, and then not written: every field is a listpack entry read back at the clear.
+  if tried ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', tried end
+  if group ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'capGroup', group end
+  if H_period then attempt[#attempt + 1], attempt[#attempt + 2] = 'period', H_period end
+  rcall('HSET', k_attempt(attempt_id), unpack(attempt))
+end
