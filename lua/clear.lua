@@ -23,6 +23,11 @@
   ARGV[9]  recordRetentionMs: how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
   ARGV[10] upstreamCost: the upstream's own cost of the request, micro-DIEM, when it disagrees with the reported
            burn ("" or absent: it agreed, or none came); recorded on the attempt, never billed
+  ARGV[11] offerApart: "1" when the offer's side lives apart (reserved on its own slot by
+           lua/reserve.lua): then nothing here reads or writes the offer, the billable burn is
+           capped by the hold alone (the reservation kept that much of the offer's capacity), and
+           the caller settles the offer with lua/settle.lua from this reply; "0" (admit's attempts)
+           clears both sides here
 
   A late clear (the lease was reaped and the hold already returned) charges at most the confirmed
   balance and what the API key's limit has left (for a periodic budget, in the period the request
@@ -31,7 +36,7 @@
   A clear on an offer with a supplierId is also appended to supplier:<id>:fills (offer, model,
   burn, ask, earned): the supplier's fills, never the buyer's identity.
 
-  Returns {1, charged, cost, burn, askCents, confirmedAfter, writtenOff, replay(0|1), disputed} or
+  Returns {1, charged, cost, burn, askCents, confirmedAfter, writtenOff, replay(0|1), disputed, fee} or
     {-1}   unknown attempt
     {-2}   the attempt was released (failed): nothing to clear
 ]]
@@ -42,7 +47,8 @@ if not a then return { -1 } end
 local account = k_account(a.accountId)
 if a.state == 'cleared' then
   local c = read_cleared(a)
-  return { 1, c[1], c[2], c[3], int(a.askCents), rcall('HGET', account, 'confirmed'), c[4] or '0', 1, c[5] or '0' }
+  return { 1, c[1], c[2], c[3], int(a.askCents), rcall('HGET', account, 'confirmed'), c[4] or '0', 1, c[5] or '0',
+    c[6] or '0' }
 end
 if a.state == 'released' then return { -2 } end
 
@@ -50,16 +56,19 @@ local now = now_ms()
 keep_records_for(ARGV[9])
 local fee_bps = int(ARGV[3])
 local ask = int(a.askCents)
+local apart = ARGV[11] == '1'
 local offer = k_offer(a.offerId)
 -- Read once: the unwind below writes from the same row.
-local o = rcall('HMGET', offer, unpack(OFFER_CLEAR_FIELDS))
+local o = not apart and rcall('HMGET', offer, unpack(OFFER_CLEAR_FIELDS)) or nil
 local reported = int(ARGV[2])
 local burn = reported
 local held = int(a.holdDiem)
 if burn > held then burn = held end
-local left = int(o[5]) - int(o[3])
-if left < 0 then left = 0 end
-if burn > left then burn = left end
+if o then
+  local left = int(o[5]) - int(o[3])
+  if left < 0 then left = 0 end
+  if burn > left then burn = left end
+end
 local disputed = reported - burn
 
 local cost = ceil_div(burn * ask, 100)
@@ -67,7 +76,11 @@ local charged, confirmed, fee
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
   fee = idiv(charged * fee_bps, 10000)
-  confirmed = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
+  if apart then
+    confirmed = unwind_hold(a, charged)
+  else
+    confirmed = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
+  end
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero, and
   -- never more than the key's limit has left (its spent and held count, as at admission)
@@ -90,11 +103,13 @@ else
     rcall('HINCRBY', account, key_spent, s(charged))
     count_in_period(account, a, charged)
   end
-  rcall('HINCRBY', offer, 'burned', s(burn))
-  rcall('HINCRBY', offer, 'earned', s(charged - fee))
-  if fee > 0 then rcall('HINCRBY', offer, 'fees', s(fee)) end
-  if disputed > 0 then rcall('HSET', offer, 'disputed', s(capped_sum(int(o[7]), disputed))) end
-  if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
+  if o then
+    rcall('HINCRBY', offer, 'burned', s(burn))
+    rcall('HINCRBY', offer, 'earned', s(charged - fee))
+    if fee > 0 then rcall('HINCRBY', offer, 'fees', s(fee)) end
+    if disputed > 0 then rcall('HSET', offer, 'disputed', s(capped_sum(int(o[7]), disputed))) end
+    if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
+  end
 end
 local written_off = cost - charged
 if written_off > 0 then
@@ -123,8 +138,8 @@ if ARGV[7] == '1' then final[#final + 1], final[#final + 2] = 'estimated', '1' e
 if ARGV[10] and ARGV[10] ~= '' then final[#final + 1], final[#final + 2] = 'upstreamCost', ARGV[10] end
 if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', '1' end
 end_attempt(a, final, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
-if o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
+if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
 count_served(a.model, now)
 emit_clear_events(a, charged, confirmed, now)
 return { 1, charged_s, cost_s, burn_s, ask, s(confirmed), written_off > 0 and s(written_off) or '0', 0,
-  disputed > 0 and s(disputed) or '0' }
+  disputed > 0 and s(disputed) or '0', s(fee) }

@@ -12,6 +12,9 @@
   ARGV[5]  final: "1" when no other supplier will be tried for this request (kept as the attempt's
            `final`: its record is then complete), "0" when the request falls forward
   ARGV[6]  recordRetentionMs: how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
+  ARGV[7]  offerApart: "1" when the offer's side lives apart (lua/reserve.lua): only the account's
+           hold goes back here, and the caller voids the reservation (lua/void.lua), which also
+           cools the offer down; "0": both sides here
 
   Returns {1, confirmedAfter} released; {0} already ended (no-op); {-1} unknown attempt.
 ]]
@@ -20,13 +23,16 @@ keep_records_for(ARGV[6])
 local a = read_attempt(ARGV[1])
 if not a then return { -1 } end
 local now = now_ms()
-local offer = k_offer(a.offerId)
-local cooldown = int(ARGV[3])
-if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now + cooldown)) end
-if ARGV[4] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'balance', ARGV[4]) end
+local apart = ARGV[7] == '1'
+if not apart then
+  local offer = k_offer(a.offerId)
+  local cooldown = int(ARGV[3])
+  if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now + cooldown)) end
+  if ARGV[4] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'balance', ARGV[4]) end
+end
 if a.state ~= 'admitted' then return { 0 } end
 
-local confirmed = unwind_attempt(a, 0)
+local confirmed = apart and unwind_hold(a, 0) or unwind_attempt(a, 0)
 end_attempt(a, { 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now),
   'final', ARGV[5] == '1' and '1' or '0' }, now, 'failed', '0', '', '', ARGV[2])
 return { 1, s(confirmed) }

@@ -101,9 +101,9 @@ local function read_attempt(id)
     holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9], period = f[10] }
 end
 
--- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed (false when none).
+-- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed, fee (false when none).
 local function read_cleared(a)
-  return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed')
+  return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed', 'fee')
 end
 
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the

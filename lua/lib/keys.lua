@@ -15,8 +15,10 @@ local function use_keyspace(base)
   K_PAYOUTS_OPEN = base .. 'payouts:open'
 end
 local function k_account(id) return BASE .. 'acct:' .. id end
+local function k_account_keys(id) return BASE .. 'acct:' .. id .. ':keys' end
 local function k_offer(id) return BASE .. 'offer:' .. id end
 local function k_attempt(id) return BASE .. 'attempt:' .. id end
+local function k_reservation(id) return BASE .. 'reservation:' .. id end
 local function k_apikey(digest) return BASE .. 'apikey:' .. digest end
 local function k_stats_day(day) return BASE .. 'stats:' .. day end
 local function k_activity(account_id) return BASE .. 'acct:' .. account_id .. ':activity' end

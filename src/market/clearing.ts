@@ -23,6 +23,8 @@ export interface ClearRequest {
   recordRetentionMs?: number
   /** The upstream's own cost when it disagrees with the burn: recorded, never billed. */
   upstreamCost?: MicroDiem | null
+  /** The offer's side lives apart and is settled by the caller (market/two-phase.ts). */
+  offerApart?: boolean
 }
 
 export interface Clearing {
@@ -38,6 +40,8 @@ export interface Clearing {
   disputed: MicroDiem
   /** True when this attempt had been cleared already: nothing changed this time. */
   replay: boolean
+  /** The platform's fee out of what was charged, micro-USDC (the supplier earns the rest). */
+  fee: MicroUsdc
 }
 
 export class ClearingError extends Error {
@@ -62,6 +66,7 @@ export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Pr
     outcome: req.outcome,
     recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
     upstreamCost: req.upstreamCost ?? '',
+    offerApart: req.offerApart ? '1' : '0',
   })) as Reply
   const code = n(reply[0])
   if (code === ClearCode.UnknownAttempt) throw new ClearingError(req.attemptId, 'unknown_attempt')
@@ -75,6 +80,7 @@ export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Pr
     writtenOff: n(reply[6]) as MicroUsdc,
     replay: n(reply[7]) === 1,
     disputed: n(reply[8]) as MicroDiem,
+    fee: n(reply[9]) as MicroUsdc,
   }
 }
 
@@ -87,6 +93,8 @@ export interface ReleaseRequest {
   final?: boolean
   /** How long the released attempt is kept as its request's record. */
   recordRetentionMs?: number
+  /** The offer's side lives apart and is voided by the caller (market/two-phase.ts). */
+  offerApart?: boolean
 }
 
 /** Returns true when this call released the attempt, false when it had already ended. */
@@ -98,6 +106,7 @@ export async function release(redis: Redis, keys: Keyspace, req: ReleaseRequest)
     upstreamBalance: req.upstreamBalance === null ? '' : req.upstreamBalance,
     final: req.final ? '1' : '0',
     recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+    offerApart: req.offerApart ? '1' : '0',
   })) as Reply
   return n(reply[0]) === ReleaseCode.Released
 }

@@ -61,6 +61,12 @@ export function keyspace(prefix: string) {
      */
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
     /**
+     * hash, one per attempt whose offer was reserved apart from its account's hold (on a Cluster,
+     * under the offer's base; lua/reserve.lua): state (reserved|settled|voided), offerId, accountId,
+     * holdDiem, askCents, reservedAt; then burnDiem, earnedUsdc, feeUsdc once settled.
+     */
+    reservation: (attemptId: string) => key(`reservation:${attemptId}`),
+    /**
      * hash: offerSeq, the posting order of offers (ties on the ladder break by it), and the market's
      * running totals kept by lua/clear.lua: spent and fees and writtenOff (micro-USDC), disputed
      * (micro-DIEM); supplier earnings are spent - fees

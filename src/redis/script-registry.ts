@@ -12,6 +12,8 @@ import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
 import createAccount from '../../lua/create-account.lua' with { type: 'text' }
 import credit from '../../lua/credit.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
+import expire from '../../lua/expire.lua' with { type: 'text' }
+import hold from '../../lua/hold.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
 import payoutCreate from '../../lua/payout-create.lua' with { type: 'text' }
@@ -23,11 +25,14 @@ import refuse from '../../lua/refuse.lua' with { type: 'text' }
 import release from '../../lua/release.lua' with { type: 'text' }
 import releasePayment from '../../lua/release-payment.lua' with { type: 'text' }
 import renew from '../../lua/renew.lua' with { type: 'text' }
+import reserve from '../../lua/reserve.lua' with { type: 'text' }
 import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
+import settle from '../../lua/settle.lua' with { type: 'text' }
 import supplierSignin from '../../lua/supplier-signin.lua' with { type: 'text' }
 import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
+import voidReservation from '../../lua/void.lua' with { type: 'text' }
 import webhookDelete from '../../lua/webhook-delete.lua' with { type: 'text' }
 import webhookPut from '../../lua/webhook-put.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
@@ -139,6 +144,7 @@ export const SCRIPTS = {
     'outcome',
     'recordRetentionMs',
     'upstreamCost',
+    'offerApart',
   ]),
   release: market(ending, release, [
     'attemptId',
@@ -147,8 +153,51 @@ export const SCRIPTS = {
     'upstreamBalance',
     'final',
     'recordRetentionMs',
+    'offerApart',
   ]),
   reap: market([...ending, LIB.reap], reap, ['limit', 'recordRetentionMs']),
+  // The two sides of a request held apart, each on its own slot (a Cluster): the offer's reserve,
+  // settle and void, the account's hold and expire (its clear and release are clear's and release's
+  // with offerApart).
+  reserve: market([LIB.keys, LIB.numbers, LIB.offers], reserve, [
+    'attemptId',
+    'offerId',
+    'holdDiem',
+    'maxCents',
+    'leaseMs',
+    'accountId',
+    'now',
+  ]),
+  hold: market([LIB.keys, LIB.numbers, LIB.holds], hold, [
+    'attemptId',
+    'accountId',
+    'apiKeyId',
+    'apiKeyDigest',
+    'holdDiem',
+    'keyCap',
+    'accountCap',
+    'capGroup',
+    'capGroupCap',
+    'offerId',
+    'askCents',
+    'defaultMaxPriceCents',
+    'model',
+    'requestId',
+    'tried',
+    'now',
+  ]),
+  void: market([...ending], voidReservation, ['attemptId', 'cooldownMs', 'upstreamBalance']),
+  settle: market([...ending], settle, [
+    'attemptId',
+    'burn',
+    'earned',
+    'fee',
+    'disputed',
+    'upstreamBalance',
+    'model',
+    'recordRetentionMs',
+  ]),
+  expire: market([...ending], expire, ['attemptId', 'recordRetentionMs']),
   refuse: market(ending, refuse, [
     'attemptId',
     'accountId',

@@ -291,6 +291,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
         writtenOff: 0,
         disputed: 0,
         replay: false,
+        fee: 0,
       } as never)
       const a = await account(acct)
       expect([a.confirmed, a.held, a.spent]).toEqual(['998500', '0', '1500'])
@@ -309,8 +310,10 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       const o = await postOffer(fx, 50, 5_000_000)
       const acct = await seedAccount(fx, 1_000_000)
       const adm = admitted(await admitFor(fx, acct, { holdDiem: 10_000 as MicroDiem }))
-      await clearOf(adm.attemptId, 10_000, { feeBps: 250 })
+      expect((await clearOf(adm.attemptId, 10_000, { feeBps: 250 })).fee).toBe(125 as never)
       expect(await offer(o)).toMatchObject({ earned: String(5_000 - 125), fees: '125' })
+      // A replayed clear says the same fee.
+      expect((await clearOf(adm.attemptId, 10_000, { feeBps: 250 })).fee).toBe(125 as never)
       expect((await account(acct)).spent).toBe('5000')
       expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
       // A fee kept twice breaks the balance the audit checks.

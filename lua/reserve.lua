@@ -1,0 +1,46 @@
+--[[
+  reserve: the offer's side of an admission where the account's is held apart (on a Cluster, the
+  offer and the account live on slots of their own): the capacity one request may use, reserved on
+  one offer the caller chose from its view of the ladder. The view may be stale: the offer is
+  checked here against its own state (live, at or below the buyer's max, room for the hold, below
+  its in-flight cap), and a refusal costs the caller a try at the next offer, never a reservation at
+  a wrong price or past capacity. The reservation's lease is the offer's: lib/reap's reaper of the
+  offer's base finds it, as admit's lease. Pending until settle (cleared) or void (failed, refused).
+  Includes lib/keys, lib/numbers, lib/offers.
+
+  KEYS[1]  the offer's keyspace base
+  ARGV[1]  attemptId: attempt id (new, unique)
+  ARGV[2]  offerId: the offer chosen
+  ARGV[3]  holdDiem: the hold, micro-DIEM: the request's worst case
+  ARGV[4]  maxCents: the buyer's max price, cents per dollar
+  ARGV[5]  leaseMs: lease length, ms
+  ARGV[6]  accountId: whose request it is (kept on the reservation, for the reaper)
+  ARGV[7]  now: the time now, ms ("": Redis TIME)
+
+  Returns {1, askCents, leaseDeadline, upstreamBaseUrl, upstreamKeyEnc, upstreamBalance ("" unknown)}
+  or admit's refusals for this one offer:
+    {-4}                               no such offer, or deleted
+    {-5, maxCents, askCents, "0"}      its ask is above the buyer's max
+    {-6, routable, routable}           it lacks the capacity for the hold
+    {-7}                               at its in-flight cap, paused or cooling down
+    {-10}                              attempt id already reserved here
+]]
+local attempt_id, offer_id = ARGV[1], ARGV[2]
+local hold_diem, max_cents = int(ARGV[3]), int(ARGV[4])
+local now = ARGV[7] ~= '' and int(ARGV[7]) or now_ms()
+local o = read_offer(offer_id)
+if not o or o.status == 'deleted' then return { -4 } end
+if o.ask > max_cents then return { -5, s(max_cents), o.ask, '0' } end
+if not is_live(o, now) or o.inflight >= o.max_in_flight then return { -7 } end
+local r = routable(o)
+if r < hold_diem then return { -6, s(r), s(r) } end
+local reservation = k_reservation(attempt_id)
+if rcall('EXISTS', reservation) == 1 then return { -10 } end
+
+local hold_diem_s, deadline_s = s(hold_diem), s(now + int(ARGV[5]))
+rcall('HSET', k_offer(offer_id), 'held', s(o.held + hold_diem), 'inflight', s(o.inflight + 1))
+rcall('HSET', reservation, 'state', 'reserved', 'offerId', offer_id, 'accountId', ARGV[6], 'holdDiem', hold_diem_s,
+  'askCents', s(o.ask), 'reservedAt', s(now))
+rcall('ZADD', K_LEASES, deadline_s, attempt_id)
+local balance = o.balance == nil and '' or s(o.balance)
+return { 1, o.ask, deadline_s, o.upstream_base_url, o.upstream_key_enc, balance }

@@ -1,0 +1,26 @@
+--[[
+  void: end a reservation that will not be cleared (its hold was refused, the request failed, or
+  its attempt was reaped): the capacity and the slot go back to the offer. Optionally cools the
+  offer down and records the supplier key's balance, as release does. Idempotent: a reservation
+  already settled or voided is left as it is.
+  Includes lib/keys, lib/numbers, lib/attempts.
+
+  KEYS[1]  the offer's keyspace base
+  ARGV[1]  attemptId: attempt id
+  ARGV[2]  cooldownMs: cool-down of the offer, ms (0 for none)
+  ARGV[3]  upstreamBalance: the supplier key's upstream balance, micro-DIEM ("" unknown)
+
+  Returns {1} voided; {0} already ended; {-1} no such reservation.
+]]
+local reservation = k_reservation(ARGV[1])
+local r = rcall('HMGET', reservation, 'state', 'offerId', 'holdDiem')
+if not r[1] then return { -1 } end
+local offer = k_offer(r[2])
+local cooldown = int(ARGV[2])
+if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now_ms() + cooldown)) end
+if ARGV[3] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'balance', ARGV[3]) end
+if r[1] ~= 'reserved' then return { 0 } end
+unwind_reservation(r[2], r[3])
+rcall('HSET', reservation, 'state', 'voided')
+rcall('ZREM', K_LEASES, ARGV[1])
+return { 1 }
