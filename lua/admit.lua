@@ -64,15 +64,10 @@ local group = ARGV[12] or ''
 keep_records_for(ARGV[15])
 reap_expired(now, 20)
 
-local account_id, key_id, max_cents, refusal = open_hold(attempt_id, ARGV[2], ARGV[3], ARGV[14] or '', int(ARGV[5]),
-  int(ARGV[6]), group, int(ARGV[13]), now)
-if refusal and refusal[1] == -11 then return refusal end
+local max_cents, refusal = open_hold(attempt_id, ARGV[2], ARGV[3], ARGV[14] or '', int(ARGV[5]), int(ARGV[6]),
+  group, int(ARGV[13]), now)
 -- Whose request this was goes at the end of every reply, for the caller's records.
-local function reply(t)
-  t[#t + 1] = account_id
-  t[#t + 1] = key_id
-  return t
-end
+local reply = owned
 if refusal then return reply(refusal) end
 
 if max_cents == 0 then max_cents = int(ARGV[9]) end

@@ -32,14 +32,9 @@ local attempt_id, hold_diem, ask = ARGV[1], int(ARGV[5]), int(ARGV[11])
 local now = ARGV[16] ~= '' and int(ARGV[16]) or now_ms()
 local group = ARGV[8]
 if ARGV[4] ~= '' and rcall('HGET', k_account_keys(ARGV[2]), ARGV[3]) ~= ARGV[4] then return { -11 } end
-local account_id, key_id, max_cents, refusal = open_hold(attempt_id, ARGV[2], ARGV[3], '', int(ARGV[6]),
-  int(ARGV[7]), group, int(ARGV[9]), now)
-if refusal and refusal[1] == -11 then return refusal end
-local function reply(t)
-  t[#t + 1] = account_id
-  t[#t + 1] = key_id
-  return t
-end
+local max_cents, refusal = open_hold(attempt_id, ARGV[2], ARGV[3], '', int(ARGV[6]), int(ARGV[7]), group,
+  int(ARGV[9]), now)
+local reply = owned
 if refusal then return reply(refusal) end
 if max_cents == 0 then max_cents = int(ARGV[12]) end
 if ask > max_cents then return reply({ -5, s(max_cents), ask, '0' }) end

@@ -10,14 +10,14 @@ local H_key_count, H_account_count, H_group_field, H_group_count, H_period, H_ro
 
 -- Opens the account for one request: resolves the key's digest (when given), reads the account's
 -- money, max price, the key's limit, held and in-flight counts in one call, and checks the attempt
--- id is new and the in-flight caps. Returns the account id, the key id, the account's max price
--- (0: none set) and nil, or the ids (when known) and a refusal: {-11} no such key, {-1} no such
--- account, {-10} attempt id used, {-2} / {-3} an in-flight cap reached.
+-- id is new and the in-flight caps. Returns the account's max price (0: none set) and nil, or 0
+-- and a refusal: {-11} no such key, {-1} no such account, {-10} attempt id used, {-2} / {-3} an
+-- in-flight cap reached.
 -- group: a cap group ('' for none) with its own cap, group_cap.
 local function open_hold(attempt_id, account_id, key_id, digest, key_cap, account_cap, group, group_cap, now)
   if digest ~= '' then
     local k = rcall('HMGET', k_apikey(digest), 'accountId', 'id', 'lastUsedAt')
-    if not k[1] then return nil, nil, 0, { -11 } end
+    if not k[1] then return 0, { -11 } end
     account_id, key_id = k[1], k[2]
     if now - int(k[3]) >= 60000 then rcall('HSET', k_apikey(digest), 'lastUsedAt', s(now)) end
   end
@@ -29,17 +29,26 @@ local function open_hold(attempt_id, account_id, key_id, digest, key_cap, accoun
     'spent:' .. key_id, H_key_held_field, 'inflight', H_key_inflight_field)
   H_acct = acct
   -- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
-  if not acct[1] then return account_id, key_id, 0, { -1 } end
-  if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return account_id, key_id, 0, { -10 } end
+  if not acct[1] then return 0, { -1 } end
+  if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return 0, { -10 } end
   H_key_count, H_account_count = int(acct[8]), int(acct[7])
-  if H_key_count >= key_cap then return account_id, key_id, 0, { -2 } end
-  if H_account_count >= account_cap then return account_id, key_id, 0, { -3 } end
+  if H_key_count >= key_cap then return 0, { -2 } end
+  if H_account_count >= account_cap then return 0, { -3 } end
   if group ~= '' then
     H_group_field = 'group:' .. group
     H_group_count = int(rcall('HGET', H_account, H_group_field))
-    if H_group_count >= group_cap then return account_id, key_id, 0, { -3 } end
+    if H_group_count >= group_cap then return 0, { -3 } end
   end
-  return account_id, key_id, int(acct[2]), nil
+  return int(acct[2]), nil
+end
+
+-- A reply with whose request it was at its end (the account and key open_hold found), for the
+-- caller's records; a {-11} (no such key) names no one.
+local function owned(t)
+  if t[1] == -11 then return t end
+  t[#t + 1] = H_account_id
+  t[#t + 1] = H_key_id
+  return t
 end
 
 -- Whether the opened account can hold this request at `ask` (cents per dollar): its key's limit

@@ -1,0 +1,221 @@
+// A paid request's money in two steps, one per owner, for a market whose accounts and offers live
+// on slots of their own (a Redis Cluster, where one script reaches one slot), in the manner of
+// TigerBeetle's pending, post and void transfers:
+//   admission  reserve the offer's capacity (lua/reserve.lua), then hold the account's worst case
+//              (lua/hold.lua); a refused hold voids the reservation (lua/void.lua);
+//   clear      charge the account (lua/clear.lua, offerApart), then post the reservation with what
+//              was billed (lua/settle.lua);
+//   failure    release the account's hold (lua/release.lua, offerApart), then void the reservation.
+// Every step is idempotent by attempt id, and the lease is the reservation's: a replica that dies
+// between two steps leaves a reservation whose lease runs out, and reapOffer finishes it from the
+// account's side (lua/expire.lua): what was cleared is settled, anything else voided. On a single
+// Redis admit and clear hold both sides in one call instead (admission.ts, clearing.ts).
+import { createHash } from 'node:crypto'
+import type Redis from 'ioredis'
+import type { MicroDiem, MicroUsdc } from '../money/units.ts'
+import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
+import { type Keyspace, keyspace } from '../redis/keys.ts'
+import { AdmitCode } from '../redis/result-codes.ts'
+import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
+import { type Admission, type AdmitRequest, refusalOf } from './admission.ts'
+import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
+import type { AdmitRefusal } from './refusal-errors.ts'
+
+/** The keyspaces of a market's owners: each account's shard and each offer on a hash tag of its own. */
+export interface Owners {
+  account(accountId: string): Keyspace
+  offer(offerId: string): Keyspace
+}
+
+/**
+ * Accounts spread over 4,096 shards by their id's hash (an account's keys, holds and attempts sit
+ * under its shard's tag); each offer under its own. The prefix's own tag, if any, is kept inside
+ * each owner's (`svc:{m}` gives `svc:{m/a.3f2}` and `svc:{m/o.<offer id>}`), so two prefixes never
+ * share an owner's keys.
+ */
+export function ownerKeyspaces(prefix: string): Owners {
+  const tagged = (owner: string) =>
+    /\{[^}]*\}/.test(prefix) ? prefix.replace(/\{([^}]*)\}/, `{$1/${owner}}`) : `${prefix}:{${owner}}`
+  return {
+    account: (accountId) => keyspace(tagged(`a.${accountShard(accountId)}`)),
+    offer: (offerId) => keyspace(tagged(`o.${offerId}`)),
+  }
+}
+
+export function accountShard(accountId: string): string {
+  return createHash('sha1').update(accountId).digest('hex').slice(0, 3)
+}
+
+/** admit's request, but for one offer the caller chose, with the key's owner already resolved. */
+export interface AdmitApartRequest extends Omit<AdmitRequest, 'apiKeyDigest' | 'recordRetentionMs'> {
+  /** Checked against the account's active keys, so a key revoked since it was resolved is refused. */
+  apiKeyDigest?: string
+  /** The offer chosen from the caller's view of the ladder, and the buyer's max as it knows it. */
+  offerId: string
+  maxCents: number
+}
+
+export async function admitApart(
+  redis: Redis,
+  owners: Owners,
+  req: AdmitApartRequest,
+): Promise<Admission | AdmitRefusal> {
+  const offer = owners.offer(req.offerId)
+  const reserved = (await runScript(redis, 'reserve', [offer.base], {
+    attemptId: req.attemptId,
+    offerId: req.offerId,
+    holdDiem: req.holdDiem,
+    maxCents: req.maxCents,
+    leaseMs: req.leaseMs,
+    accountId: req.accountId,
+    now: req.now ?? '',
+  })) as Reply
+  if (n(reserved[0]) !== AdmitCode.Admitted) return refusalOf(reserved)
+  const held = (await runScript(redis, 'hold', [owners.account(req.accountId).base], {
+    attemptId: req.attemptId,
+    accountId: req.accountId,
+    apiKeyId: req.apiKeyId,
+    apiKeyDigest: req.apiKeyDigest ?? '',
+    holdDiem: req.holdDiem,
+    keyCap: req.keyCap,
+    accountCap: req.accountCap,
+    capGroup: req.capGroup?.name ?? '',
+    capGroupCap: req.capGroup?.cap ?? 0,
+    offerId: req.offerId,
+    askCents: n(reserved[1]),
+    defaultMaxPriceCents: req.defaultMaxPriceCents,
+    model: req.model,
+    requestId: req.requestId,
+    tried: req.tried.join(','),
+    now: req.now ?? '',
+  })) as Reply
+  const code = n(held[0])
+  if (code !== AdmitCode.Admitted) {
+    await voidReservation(redis, owners, req.attemptId, req.offerId, 0, null)
+    if (code === AdmitCode.UnknownKey) return { code }
+    const who = { accountId: String(held[held.length - 2]), apiKeyId: String(held[held.length - 1]) }
+    return Object.assign(refusalOf(held.slice(0, -2)), { who })
+  }
+  return {
+    code: AdmitCode.Admitted,
+    attemptId: req.attemptId,
+    accountId: req.accountId,
+    apiKeyId: req.apiKeyId,
+    offerId: req.offerId,
+    askCents: n(reserved[1]),
+    holdUsdc: n(held[1]) as MicroUsdc,
+    holdDiem: req.holdDiem,
+    leaseDeadline: n(reserved[2]),
+    confirmedAfter: n(held[2]) as MicroUsdc,
+    upstreamBaseUrl: String(reserved[3]),
+    upstreamKeyEnc: String(reserved[4]),
+    upstreamBalance: reserved[5] === '' || reserved[5] === undefined ? null : (n(reserved[5]) as MicroDiem),
+  }
+}
+
+/** Whose attempt it is: the account charged, the offer settled, the model on the supplier's fill. */
+export interface AttemptOwners {
+  accountId: string
+  offerId: string
+  model: string
+}
+
+export async function clearApart(
+  redis: Redis,
+  owners: Owners,
+  who: AttemptOwners,
+  req: ClearRequest,
+): Promise<Clearing> {
+  const clearing = await clear(redis, owners.account(who.accountId), { ...req, offerApart: true })
+  await settle(redis, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
+  return clearing
+}
+
+/** Returns true when this call released the account's hold; the reservation is voided either way. */
+export async function releaseApart(
+  redis: Redis,
+  owners: Owners,
+  who: AttemptOwners,
+  req: ReleaseRequest,
+): Promise<boolean> {
+  const released = await release(redis, owners.account(who.accountId), { ...req, offerApart: true })
+  await voidReservation(redis, owners, req.attemptId, who.offerId, req.cooldownMs, req.upstreamBalance)
+  return released
+}
+
+/**
+ * Finishes the offer's reservations whose lease ran out (at most `limit`): each attempt the
+ * account still holds is reaped and its reservation voided; one cleared on the account's side but
+ * never settled (its replica died between the two steps) is settled with what was billed. Returns
+ * how many it finished.
+ */
+export async function reapOffer(
+  redis: Redis,
+  owners: Owners,
+  offerId: string,
+  limit = 100,
+  recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
+): Promise<number> {
+  const offer = owners.offer(offerId)
+  const [seconds, micros] = await redis.time()
+  const now = Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000)
+  const due = await redis.zrangebyscore(offer.leases, '-inf', now, 'LIMIT', 0, limit)
+  for (const attemptId of due) {
+    const accountId = await redis.hget(offer.reservation(attemptId), 'accountId')
+    const ended = accountId
+      ? ((await runScript(redis, 'expire', [owners.account(accountId).base], {
+          attemptId,
+          recordRetentionMs,
+        })) as Reply)
+      : [0]
+    if (n(ended[0]) === 2) {
+      const billed = {
+        burn: n(ended[1]) as MicroDiem,
+        charged: (n(ended[2]) + n(ended[3])) as MicroUsdc,
+        fee: n(ended[3]) as MicroUsdc,
+        disputed: n(ended[4]) as MicroDiem,
+      }
+      const who = { accountId: accountId!, offerId, model: String(ended[5]) }
+      await settle(redis, owners, attemptId, who, billed, null, recordRetentionMs)
+    } else {
+      await voidReservation(redis, owners, attemptId, offerId, 0, null)
+    }
+  }
+  return due.length
+}
+
+async function settle(
+  redis: Redis,
+  owners: Owners,
+  attemptId: string,
+  who: AttemptOwners,
+  billed: Pick<Clearing, 'burn' | 'charged' | 'fee' | 'disputed'>,
+  upstreamBalance: MicroDiem | null,
+  recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
+): Promise<void> {
+  await runScript(redis, 'settle', [owners.offer(who.offerId).base], {
+    attemptId,
+    burn: billed.burn,
+    earned: billed.charged - billed.fee,
+    fee: billed.fee,
+    disputed: billed.disputed,
+    upstreamBalance: upstreamBalance ?? '',
+    model: who.model,
+    recordRetentionMs,
+  })
+}
+
+async function voidReservation(
+  redis: Redis,
+  owners: Owners,
+  attemptId: string,
+  offerId: string,
+  cooldownMs: number,
+  upstreamBalance: MicroDiem | null,
+): Promise<void> {
+  await runScript(redis, 'void', [owners.offer(offerId).base], {
+    attemptId,
+    cooldownMs,
+    upstreamBalance: upstreamBalance ?? '',
+  })
+}

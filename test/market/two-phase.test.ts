@@ -1,0 +1,329 @@
+// The two sides of a paid request held apart, each step on its own slot, on a real three-master
+// Redis Cluster: accounts spread over shards and an offer under a tag of its own, so that one
+// request's steps run on different masters. Money stays exact across the pair: what the account
+// was charged is what the offer earned, a refused hold leaves no reservation, stale views of the
+// ladder cost a refusal and never a reservation at a wrong price or past capacity, and a replica
+// that stops between two steps leaves a reservation the reaper finishes from the account's side.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes, randomUUID } from 'node:crypto'
+import type Redis from 'ioredis'
+import type { Admission } from '../../src/market/admission.ts'
+import { clear } from '../../src/market/clearing.ts'
+import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
+import {
+  type AdmitApartRequest,
+  admitApart,
+  clearApart,
+  type Owners,
+  ownerKeyspaces,
+  reapOffer,
+  releaseApart,
+} from '../../src/market/two-phase.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
+import { createRedis, whenReady } from '../../src/redis/connection.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { runScript } from '../../src/redis/scripts.ts'
+import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
+import { untilRedisPasses } from '../helpers/wait.ts'
+
+let cluster: RedisCluster
+let redis: Redis
+let owners: Owners
+
+beforeAll(async () => {
+  cluster = await startRedisCluster()
+  redis = createRedis(cluster.url, { name: 'svc-test-two-phase' })
+  await whenReady(redis, 15_000)
+  owners = ownerKeyspaces(`t${randomBytes(4).toString('hex')}:{m}`)
+})
+afterAll(() => {
+  redis.disconnect()
+  cluster.stop()
+})
+
+async function seedOffer(ask: number, capacity: number, maxInFlight = 1_000_000): Promise<string> {
+  const id = randomUUID()
+  await redis.hset(owners.offer(id).offer(id), {
+    id,
+    status: 'active',
+    askCents: ask,
+    capacity,
+    burned: 0,
+    held: 0,
+    earned: 0,
+    fees: 0,
+    maxInFlight,
+    inflight: 0,
+    cooldownUntil: 0,
+    upstreamBaseUrl: 'http://127.0.0.1:1',
+    upstreamKeyEnc: 'sealed',
+    supplierId: 'spl_two_phase',
+  })
+  return id
+}
+
+async function seedAccount(confirmed: number, maxPriceCents = 50) {
+  const accountId = `acct_${randomBytes(12).toString('hex')}`
+  const keys = owners.account(accountId)
+  await redis.hset(keys.account(accountId), {
+    id: accountId,
+    maxPriceCents,
+    confirmed,
+    pending: 0,
+    held: 0,
+    spent: 0,
+    funded: confirmed,
+    writtenOff: 0,
+  })
+  const digest = randomBytes(32).toString('hex')
+  await redis.hset(keys.accountKeys(accountId), 'key-1', digest)
+  return { accountId, digest }
+}
+
+function request(
+  buyer: { accountId: string; digest: string },
+  offerId: string,
+  over: Partial<AdmitApartRequest> = {},
+): AdmitApartRequest {
+  return {
+    attemptId: randomUUID(),
+    accountId: buyer.accountId,
+    apiKeyId: 'key-1',
+    apiKeyDigest: buyer.digest,
+    offerId,
+    maxCents: 50,
+    holdDiem: 1_000 as MicroDiem,
+    keyCap: 1_000_000,
+    accountCap: 1_000_000,
+    leaseMs: 60_000,
+    tried: [],
+    defaultMaxPriceCents: 50,
+    model: 'llama-3.3-70b',
+    requestId: 'req_test',
+    ...over,
+  }
+}
+
+const clearRequest = (attemptId: string, burn: number, feeBps = 0) => ({
+  attemptId,
+  burn: burn as MicroDiem,
+  feeBps,
+  upstreamBalanceAfter: null,
+  inputTokens: 10,
+  outputTokens: 20,
+  estimated: false,
+  outcome: 'completed' as const,
+})
+
+function admitted(result: Admission | AdmitRefusal): Admission {
+  expect(result.code).toBe(AdmitCode.Admitted)
+  return result as Admission
+}
+
+const account = (accountId: string) => redis.hgetall(owners.account(accountId).account(accountId))
+const offer = (offerId: string) => redis.hgetall(owners.offer(offerId).offer(offerId))
+const reservation = (offerId: string, attemptId: string) =>
+  redis.hgetall(owners.offer(offerId).reservation(attemptId))
+const slotOf = async (key: string) => Number(await redis.call('CLUSTER', 'KEYSLOT', key))
+
+describe('two steps on two slots', () => {
+  test("an account's keys share its shard's slot, an offer's its own; the shards spread over every master", async () => {
+    const accountId = `acct_${randomBytes(12).toString('hex')}`
+    const keys = owners.account(accountId)
+    const slots = await Promise.all(
+      [
+        keys.account(accountId),
+        keys.accountKeys(accountId),
+        keys.attempt('a.1'),
+        keys.accountActivity(accountId),
+      ].map(slotOf),
+    )
+    expect(new Set(slots).size).toBe(1)
+    const offerId = randomUUID()
+    const offerSlots = await Promise.all(
+      [
+        owners.offer(offerId).offer(offerId),
+        owners.offer(offerId).leases,
+        owners.offer(offerId).reservation('a.1'),
+      ].map(slotOf),
+    )
+    expect(new Set(offerSlots).size).toBe(1)
+    expect(offerSlots[0]).not.toBe(slots[0])
+    // 60 accounts land on all three masters.
+    const ranges = (await redis.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][]
+    const masterOf = (slot: number) => ranges.find(([from, to]) => slot >= from && slot <= to)![2][1]
+    const ids = Array.from({ length: 60 }, () => `acct_${randomBytes(12).toString('hex')}`)
+    const masters = new Set(
+      await Promise.all(ids.map(async (id) => masterOf(await slotOf(owners.account(id).account(id))))),
+    )
+    expect(masters.size).toBe(3)
+  })
+
+  test('admit, then clear: the account pays burn x ask, the offer earns it less the fee, once', async () => {
+    const offerId = await seedOffer(45, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const adm = admitted(
+      await admitApart(redis, owners, request(buyer, offerId, { holdDiem: 10_000 as MicroDiem })),
+    )
+    expect([adm.askCents, adm.holdUsdc]).toEqual([45, 4_500 as never])
+    expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'reserved', holdDiem: '10000' })
+    expect(await offer(offerId)).toMatchObject({ held: '10000', inflight: '1' })
+    expect(await account(buyer.accountId)).toMatchObject({ confirmed: '995500', held: '4500', inflight: '1' })
+
+    const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
+    const cleared = await clearApart(redis, owners, who, clearRequest(adm.attemptId, 3_333, 1_000))
+    expect([cleared.charged, cleared.fee, cleared.burn]).toEqual([1_500, 150, 3_333] as never)
+    // A retried clear changes nothing on either side.
+    expect((await clearApart(redis, owners, who, clearRequest(adm.attemptId, 3_333, 1_000))).replay).toBe(
+      true,
+    )
+    expect(await account(buyer.accountId)).toMatchObject({
+      confirmed: '998500',
+      held: '0',
+      spent: '1500',
+      inflight: '0',
+    })
+    expect(await offer(offerId)).toMatchObject({
+      held: '0',
+      inflight: '0',
+      burned: '3333',
+      earned: '1350',
+      fees: '150',
+    })
+    expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'settled', burnDiem: '3333' })
+    expect(await redis.zcard(owners.offer(offerId).leases)).toBe(0)
+    expect(await redis.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(1)
+  })
+
+  test('a refused hold voids its reservation: the offer has nothing held for it', async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const poor = await seedAccount(100)
+    const refused = await admitApart(redis, owners, request(poor, offerId))
+    expect(refused.code).toBe(AdmitCode.InsufficientBalance)
+    expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0' })
+    expect(await redis.zcard(owners.offer(offerId).leases)).toBe(0)
+    // A key revoked since the caller resolved it: refused, nothing held.
+    const buyer = await seedAccount(1_000_000)
+    const revoked = await admitApart(redis, owners, request({ ...buyer, digest: 'f'.repeat(64) }, offerId))
+    expect(revoked.code).toBe(AdmitCode.UnknownKey)
+    expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0' })
+    expect(await account(buyer.accountId)).toMatchObject({ confirmed: '1000000', held: '0' })
+  })
+
+  test("a stale view costs a refusal: an ask raised past the buyer's max, capacity gone, a full offer", async () => {
+    const offerId = await seedOffer(40, 1_500, 1)
+    const buyer = await seedAccount(1_000_000, 45)
+    await redis.hset(owners.offer(offerId).offer(offerId), 'askCents', 60)
+    expect(await admitApart(redis, owners, request(buyer, offerId))).toMatchObject({
+      code: AdmitCode.NoEligibleSupply,
+    })
+    // The buyer's own max is the account's, whatever the caller's view says.
+    await redis.hset(owners.offer(offerId).offer(offerId), 'askCents', 48)
+    expect((await admitApart(redis, owners, request(buyer, offerId, { maxCents: 80 }))).code).toBe(
+      AdmitCode.NoEligibleSupply,
+    )
+    await redis.hset(owners.offer(offerId).offer(offerId), 'askCents', 40)
+    admitted(await admitApart(redis, owners, request(buyer, offerId)))
+    // At its in-flight cap, then without room for a second hold once the cap is lifted.
+    expect((await admitApart(redis, owners, request(buyer, offerId))).code).toBe(AdmitCode.KeysBusy)
+    await redis.hset(owners.offer(offerId).offer(offerId), 'maxInFlight', 10)
+    expect((await admitApart(redis, owners, request(buyer, offerId))).code).toBe(
+      AdmitCode.InsufficientRoutable,
+    )
+    expect(await offer(offerId)).toMatchObject({ held: '1000', inflight: '1' })
+    expect(await account(buyer.accountId)).toMatchObject({ held: '400', inflight: '1' })
+  })
+
+  test('a failure releases the hold and voids the reservation, cooling the offer down', async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const adm = admitted(await admitApart(redis, owners, request(buyer, offerId)))
+    const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
+    const failure = {
+      attemptId: adm.attemptId,
+      errorCode: 'upstream_error',
+      cooldownMs: 60_000,
+      upstreamBalance: null,
+    }
+    expect(await releaseApart(redis, owners, who, failure)).toBe(true)
+    expect(await releaseApart(redis, owners, who, failure)).toBe(false)
+    expect(await account(buyer.accountId)).toMatchObject({ confirmed: '1000000', held: '0', inflight: '0' })
+    const o = await offer(offerId)
+    expect([o.held, o.inflight]).toEqual(['0', '0'])
+    expect(Number(o.cooldownUntil)).toBeGreaterThan(Date.now())
+    expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'voided' })
+  })
+
+  test('a replica gone between two steps: the reaper finishes what it left, from the account side', async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const short = { leaseMs: 20 }
+    // Gone after the clear's first step: charged, never settled.
+    const cleared = admitted(await admitApart(redis, owners, request(buyer, offerId, short)))
+    await clear(redis, owners.account(buyer.accountId), {
+      ...clearRequest(cleared.attemptId, 600),
+      offerApart: true,
+    })
+    // Gone while the supplier answered: admitted, never ended.
+    const open = admitted(await admitApart(redis, owners, request(buyer, offerId, short)))
+    // Gone after reserving: no hold was ever made.
+    const lone = randomUUID()
+    await runScript(redis, 'reserve', [owners.offer(offerId).base], {
+      attemptId: lone,
+      offerId,
+      holdDiem: 1_000,
+      maxCents: 50,
+      leaseMs: 20,
+      accountId: buyer.accountId,
+      now: '',
+    })
+    expect(await offer(offerId)).toMatchObject({ held: '3000', inflight: '3' })
+
+    await untilRedisPasses(redis, Math.max(cleared.leaseDeadline, open.leaseDeadline) + 50)
+    expect(await reapOffer(redis, owners, offerId)).toBe(3)
+    expect(await reapOffer(redis, owners, offerId)).toBe(0)
+    expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '600', earned: '300' })
+    expect(await account(buyer.accountId)).toMatchObject({
+      confirmed: '999700',
+      held: '0',
+      spent: '300',
+      inflight: '0',
+    })
+    expect((await reservation(offerId, cleared.attemptId)).state).toBe('settled')
+    expect((await reservation(offerId, open.attemptId)).state).toBe('voided')
+    expect((await reservation(offerId, lone)).state).toBe('voided')
+    const attempt = await redis.hget(owners.account(buyer.accountId).attempt(open.attemptId), 'state')
+    expect(attempt).toBe('reaped')
+  })
+
+  test('200 concurrent admits from 20 accounts on one offer with room for 50 holds: exactly 50, and exact money after', async () => {
+    const offerId = await seedOffer(50, 50_000)
+    const buyers = await Promise.all(Array.from({ length: 20 }, () => seedAccount(1_000_000)))
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => admitApart(redis, owners, request(buyers[i % 20]!, offerId))),
+    )
+    const admittedOnes = results.filter((r) => r.code === AdmitCode.Admitted) as Admission[]
+    expect(admittedOnes.length).toBe(50)
+    expect(results.filter((r) => r.code === AdmitCode.InsufficientRoutable).length).toBe(150)
+    await Promise.all(
+      admittedOnes.map((a) =>
+        clearApart(
+          redis,
+          owners,
+          { accountId: a.accountId, offerId, model: 'm' },
+          clearRequest(a.attemptId, 700, 500),
+        ),
+      ),
+    )
+    const o = await offer(offerId)
+    const accounts = await Promise.all(buyers.map((b) => account(b.accountId)))
+    const spent = accounts.reduce((sum, a) => sum + Number(a.spent), 0)
+    expect(spent).toBe(50 * 350)
+    expect(Number(o.earned) + Number(o.fees)).toBe(spent)
+    expect([o.held, o.inflight, o.burned]).toEqual(['0', '0', String(50 * 700)])
+    for (const a of accounts) {
+      expect(Number(a.confirmed) + Number(a.held) + Number(a.spent)).toBe(Number(a.funded))
+      expect([a.held, a.inflight]).toEqual(['0', '0'])
+    }
+  })
+})
