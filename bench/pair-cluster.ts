@@ -15,6 +15,7 @@ import { createRedis, whenReady } from '../src/redis/connection.ts'
 import { keyspace } from '../src/redis/keys.ts'
 import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
+import { admitRequest, meteredClear } from '../test/helpers/market.ts'
 
 const seconds = Number(process.argv[2] ?? 5)
 const concurrency = Number(process.argv[3] ?? 64)
@@ -61,26 +62,6 @@ async function drive(pair: (i: number) => Promise<void>) {
   }
 }
 
-const request = {
-  holdDiem: 1_000 as MicroDiem,
-  keyCap: 1_000_000,
-  accountCap: 1_000_000,
-  leaseMs: 60_000,
-  tried: [],
-  defaultMaxPriceCents: 50,
-  model: 'llama-3.3-70b',
-  requestId: 'req_bench',
-}
-const clearing = (attemptId: string) => ({
-  attemptId,
-  burn: 700 as MicroDiem,
-  feeBps: 0,
-  upstreamBalanceAfter: null,
-  inputTokens: 10,
-  outputTokens: 20,
-  estimated: false,
-  outcome: 'completed' as const,
-})
 const BIG = 1_000_000_000_000
 
 try {
@@ -104,13 +85,11 @@ try {
   }
   const single = await drive(async (i) => {
     const admitted = await admit(redis, keys, {
-      ...request,
-      attemptId: randomUUID(),
-      accountId: oneTag[i % ACCOUNTS]!,
-      apiKeyId: 'key-1',
+      ...admitRequest(oneTag[i % ACCOUNTS]!),
+      requestId: 'req_bench',
     })
     if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${admitted.code}`)
-    await clear(redis, keys, clearing((admitted as Admission).attemptId))
+    await clear(redis, keys, meteredClear((admitted as Admission).attemptId, 700))
   })
 
   // Two-phase: accounts over their shards, offers under their own tags.
@@ -154,10 +133,7 @@ try {
     const accountId = apart[i % ACCOUNTS]!
     const offerId = offerIds[i % offerCount]!
     const admitted = await admitApart(redis, owners, {
-      ...request,
-      attemptId: randomUUID(),
-      accountId,
-      apiKeyId: 'key-1',
+      ...admitRequest(accountId),
       offerId,
       maxCents: 50,
     })
@@ -166,7 +142,7 @@ try {
       redis,
       owners,
       { accountId, offerId, model: 'llama-3.3-70b' },
-      clearing(admitted.attemptId),
+      meteredClear(admitted.attemptId, 700),
     )
   })
   console.log(JSON.stringify({ seconds, concurrency, offers: offerCount, oneTag: single, twoPhase }, null, 1))

@@ -97,12 +97,9 @@ export async function postOffer(
   return offer.id
 }
 
-export function admitFor(
-  fx: MarketFixture,
-  accountId: string,
-  over: Partial<AdmitRequest> = {},
-): Promise<Admission | AdmitRefusal> {
-  return admit(fx.redis, fx.keys, {
+/** An admission's request for key-1 of `accountId`: a 1,000 micro-DIEM hold, caps out of the way. */
+export function admitRequest(accountId: string, over: Partial<AdmitRequest> = {}): AdmitRequest {
+  return {
     attemptId: randomUUID(),
     accountId,
     apiKeyId: 'key-1',
@@ -115,17 +112,24 @@ export function admitFor(
     model: 'llama-3.3-70b',
     requestId: 'req_test',
     ...over,
-  })
+  }
 }
 
-/** Clears an attempt from a metered burn (10 tokens in, 20 out, completed), as the relay would. */
-export function clearFor(
+export function admitFor(
   fx: MarketFixture,
+  accountId: string,
+  over: Partial<AdmitRequest> = {},
+): Promise<Admission | AdmitRefusal> {
+  return admit(fx.redis, fx.keys, admitRequest(accountId, over))
+}
+
+/** A clear from a metered burn (10 tokens in, 20 out, completed), as the relay would ask it. */
+export function meteredClear(
   attemptId: string,
   burn: number,
   extra: Partial<ClearRequest> = {},
-) {
-  return clear(fx.redis, fx.keys, {
+): ClearRequest {
+  return {
     attemptId,
     burn: burn as MicroDiem,
     feeBps: 0,
@@ -135,7 +139,17 @@ export function clearFor(
     estimated: false,
     outcome: 'completed',
     ...extra,
-  })
+  }
+}
+
+/** Clears an attempt from a metered burn (10 tokens in, 20 out, completed), as the relay would. */
+export function clearFor(
+  fx: MarketFixture,
+  attemptId: string,
+  burn: number,
+  extra: Partial<ClearRequest> = {},
+) {
+  return clear(fx.redis, fx.keys, meteredClear(attemptId, burn, extra))
 }
 
 /** A fresh keyspace for every test of the calling file (handed to `use`), all closed at its end. */

@@ -23,6 +23,7 @@ import type { MicroDiem } from '../../src/money/units.ts'
 import { createRedis, whenReady } from '../../src/redis/connection.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
+import { admitRequest, meteredClear } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { untilRedisPasses } from '../helpers/wait.ts'
 
@@ -85,35 +86,11 @@ function request(
   offerId: string,
   over: Partial<AdmitApartRequest> = {},
 ): AdmitApartRequest {
-  return {
-    attemptId: randomUUID(),
-    accountId: buyer.accountId,
-    apiKeyId: 'key-1',
-    apiKeyDigest: buyer.digest,
-    offerId,
-    maxCents: 50,
-    holdDiem: 1_000 as MicroDiem,
-    keyCap: 1_000_000,
-    accountCap: 1_000_000,
-    leaseMs: 60_000,
-    tried: [],
-    defaultMaxPriceCents: 50,
-    model: 'llama-3.3-70b',
-    requestId: 'req_test',
-    ...over,
-  }
+  return { ...admitRequest(buyer.accountId), apiKeyDigest: buyer.digest, offerId, maxCents: 50, ...over }
 }
 
-const clearRequest = (attemptId: string, burn: number, feeBps = 0) => ({
-  attemptId,
-  burn: burn as MicroDiem,
-  feeBps,
-  upstreamBalanceAfter: null,
-  inputTokens: 10,
-  outputTokens: 20,
-  estimated: false,
-  outcome: 'completed' as const,
-})
+const clearRequest = (attemptId: string, burn: number, feeBps = 0) =>
+  meteredClear(attemptId, burn, { feeBps })
 
 function admitted(result: Admission | AdmitRefusal): Admission {
   expect(result.code).toBe(AdmitCode.Admitted)
