@@ -9,6 +9,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import type { Admission } from '../../src/market/admission.ts'
 import { clear } from '../../src/market/clearing.ts'
+import { admitCheapest, LadderView } from '../../src/market/ladder-view.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import {
   type AdmitApartRequest,
@@ -21,6 +22,7 @@ import {
 } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { createRedis, whenReady } from '../../src/redis/connection.ts'
+import { keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import { admitRequest, meteredClear } from '../helpers/market.ts'
@@ -30,12 +32,14 @@ import { untilRedisPasses } from '../helpers/wait.ts'
 let cluster: RedisCluster
 let redis: Redis
 let owners: Owners
+let prefix: string
 
 beforeAll(async () => {
   cluster = await startRedisCluster()
   redis = createRedis(cluster.url, { name: 'svc-test-two-phase' })
   await whenReady(redis, 15_000)
-  owners = ownerKeyspaces(`t${randomBytes(4).toString('hex')}:{m}`)
+  prefix = `t${randomBytes(4).toString('hex')}:{m}`
+  owners = ownerKeyspaces(prefix)
 })
 afterAll(() => {
   redis.disconnect()
@@ -302,5 +306,52 @@ describe('two steps on two slots', () => {
       expect(Number(a.confirmed) + Number(a.held) + Number(a.spent)).toBe(Number(a.funded))
       expect([a.held, a.inflight]).toEqual(['0', '0'])
     }
+  })
+})
+
+describe('the cheapest offer from a view that may be stale', () => {
+  test('each admission goes to the cheapest offer that can take it now, whatever the view said', async () => {
+    const market = keyspace(`${prefix}x`)
+    const cheap = await seedOffer(40, 1_500)
+    const middle = await seedOffer(45, 5_000_000)
+    const dear = await seedOffer(50, 5_000_000)
+    for (const [i, id] of [cheap, middle, dear].entries()) {
+      await redis.zadd(market.ladder, [40, 45, 50][i]! * 1e9 + i, id)
+    }
+    const view = new LadderView(redis, market, owners)
+    await view.refresh()
+    expect(view.current.map((o) => [o.ask, o.routable])).toEqual([
+      [40, 1_500],
+      [45, 5_000_000],
+      [50, 5_000_000],
+    ])
+    const buyer = await seedAccount(1_000_000, 48)
+    const ask = async () => {
+      const result = await admitCheapest(redis, owners, view, request(buyer, ''))
+      return result.code === AdmitCode.Admitted ? (result as Admission).askCents : result.code
+    }
+    // The view is read once: the cheapest takes one hold, then has no room and is passed over.
+    expect(await ask()).toBe(40)
+    expect(await ask()).toBe(45)
+    // The middle offer raised its ask past the buyer's max since the view was read: never sold at it.
+    await redis.hset(owners.offer(middle).offer(middle), 'askCents', 60)
+    expect(await ask()).toBe(AdmitCode.KeysBusy)
+    expect(await offer(middle)).toMatchObject({ inflight: '1' })
+    // Read again, the view knows: nothing at or below 48 has room.
+    await view.refresh()
+    expect(await ask()).toBe(AdmitCode.InsufficientRoutable)
+    // Back at 45 and read again: sold there, and the dear offer never held anything.
+    await redis.hset(owners.offer(middle).offer(middle), 'askCents', 45)
+    await view.refresh()
+    expect(await ask()).toBe(45)
+    expect(await offer(dear)).toMatchObject({ held: '0', inflight: '0' })
+    // Nothing at the buyer's price: the view's refusal names the cheapest posted above it.
+    const stingy = await seedAccount(1_000_000, 30)
+    const refused = await admitCheapest(redis, owners, view, { ...request(stingy, ''), maxCents: 30 })
+    expect(refused).toMatchObject({
+      code: AdmitCode.NoEligibleSupply,
+      buyerMaxCents: 30,
+      cheapestPostedCents: 40,
+    })
   })
 })

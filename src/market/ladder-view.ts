@@ -1,0 +1,149 @@
+// A replica's view of the ladder for a market whose offers live on slots of their own: the
+// offers in ask order (the ladder, on the market's own slot) and each one's state as last read
+// from its own slot. The view is only a guess at which offer to try first: admitCheapest reserves
+// on the offer itself (lua/reserve.lua checks it against its own state), so a stale view costs a
+// try at the next offer, never a reservation at a wrong price or past capacity.
+import type Redis from 'ioredis'
+import type { MicroDiem } from '../money/units.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { AdmitCode } from '../redis/result-codes.ts'
+import type { Admission } from './admission.ts'
+import type { AdmitRefusal } from './refusal-errors.ts'
+import { type AdmitApartRequest, admitApart, type Owners } from './two-phase.ts'
+
+/** One offer as the view last read it. */
+export interface OfferInView {
+  id: string
+  ask: number
+  /** What it could hold for new requests, micro-DIEM (lib/offers routable). */
+  routable: number
+  /** Posted and not paused (an active offer may be cooling down). */
+  active: boolean
+  /** Active and not cooling down. */
+  live: boolean
+  /** At its in-flight cap. */
+  full: boolean
+}
+
+const FIELDS = [
+  'status',
+  'askCents',
+  'capacity',
+  'burned',
+  'held',
+  'balance',
+  'maxInFlight',
+  'inflight',
+  'cooldownUntil',
+]
+
+export class LadderView {
+  private offers: OfferInView[] = []
+
+  constructor(
+    private readonly redis: Redis,
+    /** The keyspace of the ladder itself (the market's own tag). */
+    private readonly market: Keyspace,
+    private readonly owners: Owners,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /** The offers as the view holds them, cheapest first. */
+  get current(): readonly OfferInView[] {
+    return this.offers
+  }
+
+  /** Reads the ladder, then every offer on it from its own slot (one pipelined read per offer). */
+  async refresh(): Promise<void> {
+    const ids = await this.redis.zrange(this.market.ladder, 0, -1)
+    const rows = await Promise.all(
+      ids.map((id) => this.redis.hmget(this.owners.offer(id).offer(id), ...FIELDS)),
+    )
+    const now = this.clock()
+    const num = (value: string | null | undefined) => Number(value ?? 0)
+    this.offers = ids.flatMap((id, i) => {
+      const [status, ask, capacity, burned, held, balance, maxInFlight, inflight, cooldownUntil] = rows[i]!
+      if (!status) return []
+      let left = num(capacity) - num(burned)
+      if (balance !== null && balance !== '' && num(balance) < left) left = num(balance)
+      return [
+        {
+          id,
+          ask: num(ask),
+          routable: Math.max(0, left - num(held)),
+          active: status === 'active',
+          live: status === 'active' && num(cooldownUntil) <= now,
+          full: num(inflight) >= num(maxInFlight),
+        },
+      ]
+    })
+  }
+}
+
+/** What the offer's own reservation refuses: another offer may still take the request. */
+const OFFER_REFUSALS = new Set<AdmitCode>([
+  AdmitCode.PoolEmpty,
+  AdmitCode.NoEligibleSupply,
+  AdmitCode.InsufficientRoutable,
+  AdmitCode.KeysBusy,
+])
+
+/**
+ * admit's choice for a market held apart: the view's cheapest live offer at or below the buyer's
+ * max that could hold the request and was not tried, reserved and held (admitApart); an offer that
+ * refuses its reservation (the view was stale) is passed over for the next. Without an offer left,
+ * the refusal admit gives for the view's ladder.
+ */
+export async function admitCheapest(
+  redis: Redis,
+  owners: Owners,
+  view: LadderView,
+  req: Omit<AdmitApartRequest, 'offerId'>,
+): Promise<Admission | AdmitRefusal> {
+  const tried = new Set(req.tried)
+  // The caller's idea of the buyer's max may be stale too: the account's own, once a hold names it,
+  // rules the offers after.
+  let maxCents = req.maxCents
+  for (const offer of view.current) {
+    if (offer.ask > maxCents || tried.has(offer.id)) continue
+    if (!offer.live || offer.full || offer.routable < req.holdDiem) continue
+    const result = await admitApart(redis, owners, { ...req, maxCents, offerId: offer.id })
+    if (!OFFER_REFUSALS.has(result.code)) return result
+    if (result.code === AdmitCode.NoEligibleSupply) maxCents = Math.min(maxCents, result.buyerMaxCents)
+  }
+  return refusalOfView(view.current, maxCents, req.holdDiem, tried)
+}
+
+/** lib/pick's refusals, from the view: what the buyer is told when no offer took the request. */
+function refusalOfView(
+  offers: readonly OfferInView[],
+  maxCents: number,
+  holdDiem: MicroDiem,
+  tried: Set<string>,
+): AdmitRefusal {
+  // A cooling offer counts at its price (it will be back shortly: busy, not no supply); above the
+  // max only live ones count, as lib/pick counts them.
+  const atPrice = offers.filter((o) => o.active && o.ask <= maxCents)
+  if (atPrice.length === 0) {
+    const above = offers.filter((o) => o.live && o.ask > maxCents)
+    if (above.length === 0) return { code: AdmitCode.PoolEmpty }
+    return {
+      code: AdmitCode.NoEligibleSupply,
+      buyerMaxCents: maxCents,
+      cheapestPostedCents: above[0]!.ask,
+      routableAboveMax: above.reduce((sum, o) => sum + o.routable, 0),
+    }
+  }
+  const bigEnough = atPrice.filter((o) => o.routable >= holdDiem)
+  if (bigEnough.length === 0) {
+    return {
+      code: AdmitCode.InsufficientRoutable,
+      eligibleRoutable: atPrice.reduce((sum, o) => sum + o.routable, 0),
+      maxEligibleOffer: Math.max(...atPrice.map((o) => o.routable)),
+    }
+  }
+  if (bigEnough.every((o) => tried.has(o.id))) return { code: AdmitCode.SupplyExhausted }
+  // Offers big enough exist, but each is full, cooling, or refused its reservation since the view
+  // was read.
+  return { code: AdmitCode.KeysBusy }
+}
