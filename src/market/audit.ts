@@ -23,8 +23,14 @@ export interface WriteOff {
 
 const MONEY_FIELDS = ['confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff'] as const
 
-async function scanHashes(redis: Redis, pattern: string): Promise<Record<string, string>[]> {
-  const rows: Record<string, string>[] = []
+export async function scanHashes(redis: Redis, pattern: string): Promise<Record<string, string>[]>
+export async function scanHashes(
+  redis: Redis,
+  pattern: string,
+  withKeys: true,
+): Promise<{ key: string; row: Record<string, string> }[]>
+export async function scanHashes(redis: Redis, pattern: string, withKeys = false) {
+  const rows: { key: string; row: Record<string, string> }[] = []
   // SCAN walks one server; on a Cluster every master is walked (the hash tag puts ours on one).
   for (const node of await masters(redis)) {
     let cursor = '0'
@@ -34,10 +40,12 @@ async function scanHashes(redis: Redis, pattern: string): Promise<Record<string,
       if (keys.length === 0) continue
       const pipeline = redis.pipeline()
       for (const key of keys) pipeline.hgetall(key)
-      for (const [, row] of (await pipeline.exec()) ?? []) rows.push(row as Record<string, string>)
+      const replies = (await pipeline.exec()) ?? []
+      for (const [i, [, row]] of replies.entries())
+        rows.push({ key: keys[i]!, row: row as Record<string, string> })
     } while (cursor !== '0')
   }
-  return rows
+  return withKeys ? rows : rows.map(({ row }) => row)
 }
 
 async function hashesOf(redis: Redis, keys: string[]): Promise<Record<string, string>[]> {

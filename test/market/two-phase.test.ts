@@ -4,10 +4,11 @@
 // was charged is what the offer earned, a refused hold leaves no reservation, stale views of the
 // ladder cost a refusal and never a reservation at a wrong price or past capacity, and a replica
 // that stops between two steps leaves a reservation the reaper finishes from the account's side.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import type { Admission } from '../../src/market/admission.ts'
+import { auditApart } from '../../src/market/audit-apart.ts'
 import { clear } from '../../src/market/clearing.ts'
 import { admitCheapest, LadderView } from '../../src/market/ladder-view.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
@@ -40,6 +41,10 @@ beforeAll(async () => {
   await whenReady(redis, 15_000)
   prefix = `t${randomBytes(4).toString('hex')}:{m}`
   owners = ownerKeyspaces(prefix)
+})
+// Whatever a test did, every pair across slots still agrees.
+afterEach(async () => {
+  expect(await auditApart(redis, prefix)).toEqual([])
 })
 afterAll(() => {
   redis.disconnect()
@@ -353,5 +358,50 @@ describe('the cheapest offer from a view that may be stale', () => {
       buyerMaxCents: 30,
       cheapestPostedCents: 40,
     })
+  })
+})
+
+describe('the audit across slots', () => {
+  test('names a clear never settled, a settlement that disagrees, and a hold its offer does not know', async () => {
+    const auditPrefix = `t${randomBytes(4).toString('hex')}:{m}`
+    const own = ownerKeyspaces(auditPrefix)
+    const saved = owners
+    owners = own
+    try {
+      const offerId = await seedOffer(50, 5_000_000)
+      const buyer = await seedAccount(1_000_000)
+      const settled = admitted(await admitApart(redis, own, request(buyer, offerId)))
+      const who = { accountId: buyer.accountId, offerId, model: 'm' }
+      await clearApart(redis, own, who, clearRequest(settled.attemptId, 800, 1_000))
+      // One left open: admitted on its account, reserved on its offer.
+      admitted(await admitApart(redis, own, request(buyer, offerId)))
+      expect(await auditApart(redis, auditPrefix)).toEqual([])
+
+      // The clear's first step only: the charge is in transit, and its reservation is named.
+      const transit = admitted(await admitApart(redis, own, request(buyer, offerId)))
+      await clear(redis, own.account(buyer.accountId), {
+        ...clearRequest(transit.attemptId, 600),
+        offerApart: true,
+      })
+      expect(await auditApart(redis, auditPrefix)).toEqual([
+        {
+          subject: `attempt ${transit.attemptId}`,
+          problem: 'cleared on its account but its reservation is not settled',
+        },
+      ])
+      await clearApart(redis, own, who, clearRequest(transit.attemptId, 600))
+      expect(await auditApart(redis, auditPrefix)).toEqual([])
+
+      // A settlement that disagrees with its clear, and an offer that lost track of a hold.
+      await redis.hset(own.offer(offerId).reservation(settled.attemptId), 'burnDiem', 801)
+      await redis.hincrby(own.offer(offerId).offer(offerId), 'held', -1_000)
+      const problems = (await auditApart(redis, auditPrefix)).map((f) => `${f.subject}: ${f.problem}`)
+      expect(problems).toEqual([
+        `attempt ${settled.attemptId}: settled burn 801 != cleared burn 800`,
+        `offer ${offerId}: held 0 != its pending reservations 1000`,
+      ])
+    } finally {
+      owners = saved
+    }
   })
 })

@@ -1,0 +1,94 @@
+// The audit of a market held apart (two-phase.ts): every owner's slot on its own, and the pairs
+// across slots by attempt id. A reservation pending on an offer is an attempt admitted on its
+// account, and the other way round; a settled reservation is a cleared attempt with the same burn,
+// and what the supplier earned plus the fee is what the account was charged; an offer holds and
+// counts exactly its pending reservations, an account exactly its admitted attempts. Summed over
+// the market, what buyers paid is what suppliers earned plus fees plus what is in transit (charged
+// on the account, not yet settled on the offer). Read without a snapshot: run it when quiet.
+import type Redis from 'ioredis'
+import { type AuditFinding, scanHashes } from './audit.ts'
+
+/** The keys of every owner under `prefix` (ownerKeyspaces' tags), matched by a glob. */
+function ownerGlob(prefix: string, owner: 'a' | 'o', suffix: string): string {
+  const tagged = /\{[^}]*\}/.test(prefix)
+    ? prefix.replace(/\{([^}]*)\}/, `{$1/${owner}.*}`)
+    : `${prefix}:{${owner}.*}`
+  return `${tagged.replace(/[?[\]\\]/g, (c) => `\\${c}`)}:${suffix}`
+}
+
+/** The id at the end of a key, after `marker`. */
+const idAfter = (key: string, marker: string) => key.slice(key.lastIndexOf(marker) + marker.length)
+
+export async function auditApart(redis: Redis, prefix: string): Promise<AuditFinding[]> {
+  const findings: AuditFinding[] = []
+  const off = (subject: string, problem: string) => findings.push({ subject, problem })
+  const num = (row: Record<string, string> | undefined, field: string) => Number(row?.[field] ?? 0)
+
+  const reservations = new Map<string, Record<string, string>>()
+  for (const { key, row } of await scanHashes(redis, ownerGlob(prefix, 'o', 'reservation:*'), true))
+    reservations.set(idAfter(key, ':reservation:'), row)
+  const attempts = new Map<string, Record<string, string>>()
+  for (const { key, row } of await scanHashes(redis, ownerGlob(prefix, 'a', 'attempt:*'), true))
+    attempts.set(idAfter(key, ':attempt:'), row)
+
+  // Pairs by attempt id.
+  let inTransit = 0
+  const heldByOffer = new Map<string, number>()
+  const slotsByOffer = new Map<string, number>()
+  const heldByAccount = new Map<string, number>()
+  for (const [id, r] of reservations) {
+    const a = attempts.get(id)
+    const subject = `attempt ${id}`
+    if (r.state === 'reserved') {
+      heldByOffer.set(r.offerId!, (heldByOffer.get(r.offerId!) ?? 0) + num(r, 'holdDiem'))
+      slotsByOffer.set(r.offerId!, (slotsByOffer.get(r.offerId!) ?? 0) + 1)
+      if (a?.state === 'cleared') {
+        off(subject, 'cleared on its account but its reservation is not settled')
+        inTransit += num(a, 'costUsdc')
+      } else if (a?.state !== 'admitted')
+        off(subject, `reserved on its offer, ${a ? a.state : 'never held'} on its account`)
+    } else if (r.state === 'settled') {
+      if (a?.state !== 'cleared')
+        off(subject, `settled on its offer, ${a ? a.state : 'missing'} on its account`)
+      else {
+        if (num(a, 'burn') !== num(r, 'burnDiem'))
+          off(subject, `settled burn ${r.burnDiem} != cleared burn ${a.burn ?? 0}`)
+        if (num(r, 'earnedUsdc') + num(r, 'feeUsdc') !== num(a, 'costUsdc'))
+          off(subject, `earned ${r.earnedUsdc} + fee ${r.feeUsdc} != charged ${a.costUsdc ?? 0}`)
+      }
+    } else if (r.state === 'voided' && (a?.state === 'admitted' || a?.state === 'cleared')) {
+      off(subject, `voided on its offer, ${a.state} on its account`)
+    }
+  }
+  for (const [id, a] of attempts) {
+    if (a.state === 'admitted')
+      heldByAccount.set(a.accountId!, (heldByAccount.get(a.accountId!) ?? 0) + num(a, 'holdUsdc'))
+    if ((a.state === 'admitted' || a.state === 'cleared') && !reservations.has(id))
+      off(`attempt ${id}`, `${a.state} on its account with no reservation on its offer`)
+  }
+
+  // Each offer holds and counts its pending reservations; each account its admitted attempts.
+  let earned = 0
+  for (const { row: o } of await scanHashes(redis, ownerGlob(prefix, 'o', 'offer:*'), true)) {
+    const subject = `offer ${o.id}`
+    if (num(o, 'held') !== (heldByOffer.get(o.id!) ?? 0))
+      off(subject, `held ${o.held} != its pending reservations ${heldByOffer.get(o.id!) ?? 0}`)
+    if (num(o, 'inflight') !== (slotsByOffer.get(o.id!) ?? 0))
+      off(subject, `inflight ${o.inflight} != its pending reservations ${slotsByOffer.get(o.id!) ?? 0}`)
+    earned += num(o, 'earned') + num(o, 'fees')
+  }
+  let spent = 0
+  for (const { key, row: a } of await scanHashes(redis, ownerGlob(prefix, 'a', 'acct:*'), true)) {
+    if (!/:acct:[^:]+$/.test(key)) continue
+    const subject = `account ${a.id}`
+    const sum = num(a, 'confirmed') + num(a, 'pending') + num(a, 'held') + num(a, 'spent')
+    if (sum !== num(a, 'funded'))
+      off(subject, `funded ${a.funded} != confirmed + pending + held + spent ${sum}`)
+    if (num(a, 'held') !== (heldByAccount.get(a.id!) ?? 0))
+      off(subject, `held ${a.held} != holds of its admitted attempts ${heldByAccount.get(a.id!) ?? 0}`)
+    spent += num(a, 'spent')
+  }
+  if (spent !== earned + inTransit)
+    off('market', `buyer spend ${spent} != supplier earnings and fees ${earned} + in transit ${inTransit}`)
+  return findings
+}
