@@ -1,8 +1,9 @@
 // The money pair on a local three-master Cluster, both ways: today's admit + clear under the
 // prefix's one hash tag (every key on one master), and the two-phase steps (src/market/two-phase.ts)
 // with accounts over their shards and the offers under tags of their own. For each: pairs/s from
-// one client process, Redis CPU per pair over all masters, and the busiest master's share.
-//   bun bench/pair-cluster.ts [seconds=5] [concurrency=64] [offers=3]   (needs redis-server, redis-cli)
+// `workers` client processes, Redis CPU per pair over all masters, and the busiest master's share.
+//   bun bench/pair-cluster.ts [seconds=5] [concurrency=64] [offers=3] [workers=1]
+// (needs redis-server and redis-cli; a worker is this script run again with `worker <json>`)
 import { randomBytes, randomUUID } from 'node:crypto'
 import Redis from 'ioredis'
 import { AccountStore } from '../src/accounts/accounts.ts'
@@ -17,9 +18,62 @@ import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
 import { admitRequest, meteredClear } from '../test/helpers/market.ts'
 
+interface Work {
+  url: string
+  mode: 'oneTag' | 'twoPhase'
+  prefix: string
+  accounts: string[]
+  offers: string[]
+  seconds: number
+  concurrency: number
+}
+
+const BIG = 1_000_000_000_000
+
+/** One client process: pairs for `seconds`, `concurrency` at a time; prints how many. */
+async function worker(work: Work): Promise<void> {
+  const redis = createRedis(work.url, { name: 'svc-bench-pair-worker' })
+  await whenReady(redis, 15_000)
+  const keys = keyspace(work.prefix)
+  const owners = ownerKeyspaces(work.prefix)
+  const end = performance.now() + work.seconds * 1000
+  let pairs = 0
+  await Promise.all(
+    Array.from({ length: work.concurrency }, async (_, slot) => {
+      for (let i = slot; performance.now() < end; i += work.concurrency) {
+        const accountId = work.accounts[i % work.accounts.length]!
+        if (work.mode === 'oneTag') {
+          const admitted = await admit(redis, keys, { ...admitRequest(accountId), requestId: 'req_bench' })
+          if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${admitted.code}`)
+          await clear(redis, keys, meteredClear((admitted as Admission).attemptId, 700))
+        } else {
+          const offerId = work.offers[i % work.offers.length]!
+          const admitted = await admitApart(redis, owners, {
+            ...admitRequest(accountId),
+            offerId,
+            maxCents: 50,
+          })
+          if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${admitted.code}`)
+          const who = { accountId, offerId, model: 'llama-3.3-70b' }
+          await clearApart(redis, owners, who, meteredClear(admitted.attemptId, 700))
+        }
+        pairs++
+      }
+    }),
+  )
+  redis.disconnect()
+  console.log(JSON.stringify({ pairs }))
+}
+
+if (process.argv[2] === 'worker') {
+  await worker(JSON.parse(process.argv[3]!) as Work)
+  process.exit(0)
+}
+
 const seconds = Number(process.argv[2] ?? 5)
 const concurrency = Number(process.argv[3] ?? 64)
 const offerCount = Number(process.argv[4] ?? 3)
+const workers = Number(process.argv[5] ?? 1)
 const ACCOUNTS = 60
 
 const cluster = await startLocalCluster(3)
@@ -41,18 +95,19 @@ async function cpu(): Promise<number[]> {
   )
 }
 
-async function drive(pair: (i: number) => Promise<void>) {
+async function drive(work: Omit<Work, 'url' | 'seconds' | 'concurrency'>) {
+  const full: Work = { ...work, url: cluster.url, seconds, concurrency }
   const before = await cpu()
-  const end = performance.now() + seconds * 1000
-  let pairs = 0
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, worker) => {
-      while (performance.now() < end) {
-        await pair(worker + pairs)
-        pairs++
-      }
+  const procs = Array.from({ length: workers }, () =>
+    Bun.spawn([process.execPath, import.meta.path, 'worker', JSON.stringify(full)], {
+      stdout: 'pipe',
+      stderr: 'inherit',
     }),
   )
+  const counts = await Promise.all(
+    procs.map(async (p) => (JSON.parse(await new Response(p.stdout).text()) as { pairs: number }).pairs),
+  )
+  const pairs = counts.reduce((sum, c) => sum + c, 0)
   const spent = (await cpu()).map((after, i) => after - before[i]!)
   const total = spent.reduce((sum, s) => sum + s, 0)
   return {
@@ -62,11 +117,10 @@ async function drive(pair: (i: number) => Promise<void>) {
   }
 }
 
-const BIG = 1_000_000_000_000
-
 try {
   // One hash tag: the market as it runs today.
-  const keys = keyspace(`bench${randomBytes(3).toString('hex')}:{m}`)
+  const onePrefix = `bench${randomBytes(3).toString('hex')}:{m}`
+  const keys = keyspace(onePrefix)
   const offers = new OfferService(redis, keys, randomBytes(32))
   for (let i = 0; i < offerCount; i++)
     await offers.create({
@@ -74,7 +128,7 @@ try {
       upstreamApiKey: `bench-${randomUUID()}`,
       askCents: 50,
       capacity: BIG as MicroDiem,
-      maxInFlight: 100_000,
+      maxInFlight: 1_000_000,
     })
   const accounts = new AccountStore(redis, keys)
   const oneTag: string[] = []
@@ -83,17 +137,11 @@ try {
     await accounts.credit(created.account.id, '1000000.000000', 'bench', 'bench')
     oneTag.push(created.account.id)
   }
-  const single = await drive(async (i) => {
-    const admitted = await admit(redis, keys, {
-      ...admitRequest(oneTag[i % ACCOUNTS]!),
-      requestId: 'req_bench',
-    })
-    if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${admitted.code}`)
-    await clear(redis, keys, meteredClear((admitted as Admission).attemptId, 700))
-  })
+  const single = await drive({ mode: 'oneTag', prefix: onePrefix, accounts: oneTag, offers: [] })
 
   // Two-phase: accounts over their shards, offers under their own tags.
-  const owners = ownerKeyspaces(`bench${randomBytes(3).toString('hex')}:{m}`)
+  const apartPrefix = `bench${randomBytes(3).toString('hex')}:{m}`
+  const owners = ownerKeyspaces(apartPrefix)
   const offerIds: string[] = []
   for (let i = 0; i < offerCount; i++) {
     const id = randomUUID()
@@ -106,7 +154,7 @@ try {
       held: 0,
       earned: 0,
       fees: 0,
-      maxInFlight: 100_000,
+      maxInFlight: 1_000_000,
       inflight: 0,
       cooldownUntil: 0,
       upstreamBaseUrl: 'http://127.0.0.1:1',
@@ -129,23 +177,10 @@ try {
     })
     apart.push(id)
   }
-  const twoPhase = await drive(async (i) => {
-    const accountId = apart[i % ACCOUNTS]!
-    const offerId = offerIds[i % offerCount]!
-    const admitted = await admitApart(redis, owners, {
-      ...admitRequest(accountId),
-      offerId,
-      maxCents: 50,
-    })
-    if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${admitted.code}`)
-    await clearApart(
-      redis,
-      owners,
-      { accountId, offerId, model: 'llama-3.3-70b' },
-      meteredClear(admitted.attemptId, 700),
-    )
-  })
-  console.log(JSON.stringify({ seconds, concurrency, offers: offerCount, oneTag: single, twoPhase }, null, 1))
+  const twoPhase = await drive({ mode: 'twoPhase', prefix: apartPrefix, accounts: apart, offers: offerIds })
+  console.log(
+    JSON.stringify({ seconds, concurrency, offers: offerCount, workers, oneTag: single, twoPhase }, null, 1),
+  )
 } finally {
   redis.disconnect()
   cluster.stop()
