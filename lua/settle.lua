@@ -15,7 +15,7 @@
   ARGV[5]  disputed: burn reported beyond what was billed, micro-DIEM
   ARGV[6]  upstreamBalance: the supplier key's upstream balance after, micro-DIEM ("" unknown)
   ARGV[7]  model: model id (for the supplier's fill)
-  ARGV[8]  recordRetentionMs: how long the supplier's fill is kept, ms
+  ARGV[8]  recordRetentionMs: how long the supplier's fill and the settled reservation are kept, ms
 
   Returns {1} settled; {0} already settled; {-1} no such reservation.
 ]]
@@ -40,5 +40,6 @@ elseif o[1] then
   if ARGV[6] ~= '' then rcall('HSET', offer, 'balance', ARGV[6]) end
 end
 rcall('HSET', reservation, 'state', 'settled', 'burnDiem', ARGV[2], 'earnedUsdc', ARGV[3], 'feeUsdc', ARGV[4])
+rcall('PEXPIRE', reservation, record_ttl_ms)
 if o[8] then append_fill(o[8], r[2], ARGV[7], ARGV[2], r[4], ARGV[3], now) end
 return { 1 }

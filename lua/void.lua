@@ -1,6 +1,7 @@
 --[[
   void: end a reservation that will not be cleared (its hold was refused, the request failed, or
-  its attempt was reaped): the capacity and the slot go back to the offer. Optionally cools the
+  its attempt was reaped): the capacity and the slot go back to the offer. The ended reservation is
+  kept as long as its attempt's record, for a replayed step and the audit, then expires. Optionally cools the
   offer down and records the supplier key's balance, as release does. Idempotent: a reservation
   already settled or voided is left as it is.
   Includes lib/keys, lib/numbers, lib/attempts.
@@ -9,6 +10,7 @@
   ARGV[1]  attemptId: attempt id
   ARGV[2]  cooldownMs: cool-down of the offer, ms (0 for none)
   ARGV[3]  upstreamBalance: the supplier key's upstream balance, micro-DIEM ("" unknown)
+  ARGV[4]  recordRetentionMs: how long the ended reservation is kept (as its attempt's record is), ms
 
   Returns {1} voided; {0} already ended; {-1} no such reservation.
 ]]
@@ -22,5 +24,6 @@ if ARGV[3] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'bala
 if r[1] ~= 'reserved' then return { 0 } end
 unwind_reservation(r[2], r[3])
 rcall('HSET', reservation, 'state', 'voided')
+rcall('PEXPIRE', reservation, s(int(ARGV[4])))
 rcall('ZREM', K_LEASES, ARGV[1])
 return { 1 }

@@ -47,7 +47,7 @@ export function accountShard(accountId: string): string {
 }
 
 /** admit's request, but for one offer the caller chose, with the key's owner already resolved. */
-export interface AdmitApartRequest extends Omit<AdmitRequest, 'apiKeyDigest' | 'recordRetentionMs'> {
+export interface AdmitApartRequest extends Omit<AdmitRequest, 'apiKeyDigest'> {
   /** Checked against the account's active keys, so a key revoked since it was resolved is refused. */
   apiKeyDigest?: string
   /** The offer chosen from the caller's view of the ladder, and the buyer's max as it knows it. */
@@ -91,7 +91,7 @@ export async function admitApart(
   })) as Reply
   const code = n(held[0])
   if (code !== AdmitCode.Admitted) {
-    await voidReservation(redis, owners, req.attemptId, req.offerId, 0, null)
+    await voidReservation(redis, owners, req.attemptId, req.offerId, 0, null, req.recordRetentionMs)
     if (code === AdmitCode.UnknownKey) return { code }
     const who = { accountId: String(held[held.length - 2]), apiKeyId: String(held[held.length - 1]) }
     return Object.assign(refusalOf(held.slice(0, -2)), { who })
@@ -139,7 +139,15 @@ export async function releaseApart(
   req: ReleaseRequest,
 ): Promise<boolean> {
   const released = await release(redis, owners.account(who.accountId), { ...req, offerApart: true })
-  await voidReservation(redis, owners, req.attemptId, who.offerId, req.cooldownMs, req.upstreamBalance)
+  await voidReservation(
+    redis,
+    owners,
+    req.attemptId,
+    who.offerId,
+    req.cooldownMs,
+    req.upstreamBalance,
+    req.recordRetentionMs,
+  )
   return released
 }
 
@@ -178,7 +186,7 @@ export async function reapOffer(
       const who = { accountId: accountId!, offerId, model: String(ended[5]) }
       await settle(redis, owners, attemptId, who, billed, null, recordRetentionMs)
     } else {
-      await voidReservation(redis, owners, attemptId, offerId, 0, null)
+      await voidReservation(redis, owners, attemptId, offerId, 0, null, recordRetentionMs)
     }
   }
   return due.length
@@ -212,10 +220,12 @@ async function voidReservation(
   offerId: string,
   cooldownMs: number,
   upstreamBalance: MicroDiem | null,
+  recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
 ): Promise<void> {
   await runScript(redis, 'void', [owners.offer(offerId).base], {
     attemptId,
     cooldownMs,
     upstreamBalance: upstreamBalance ?? '',
+    recordRetentionMs,
   })
 }

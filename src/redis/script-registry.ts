@@ -186,7 +186,12 @@ export const SCRIPTS = {
     'tried',
     'now',
   ]),
-  void: market([...ending], voidReservation, ['attemptId', 'cooldownMs', 'upstreamBalance']),
+  void: market([...ending], voidReservation, [
+    'attemptId',
+    'cooldownMs',
+    'upstreamBalance',
+    'recordRetentionMs',
+  ]),
   settle: market([...ending], settle, [
     'attemptId',
     'burn',

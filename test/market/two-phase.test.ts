@@ -177,6 +177,12 @@ describe('two steps on two slots', () => {
       fees: '150',
     })
     expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'settled', burnDiem: '3333' })
+    // Kept as long as the attempt's record, then gone with it.
+    const ttl = await redis.pttl(owners.offer(offerId).reservation(adm.attemptId))
+    expect(ttl).toBeGreaterThan(0)
+    expect(
+      Math.abs(ttl - (await redis.pttl(owners.account(buyer.accountId).attempt(adm.attemptId)))),
+    ).toBeLessThan(60_000)
     expect(await redis.zcard(owners.offer(offerId).leases)).toBe(0)
     expect(await redis.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(1)
   })
@@ -238,6 +244,7 @@ describe('two steps on two slots', () => {
     expect([o.held, o.inflight]).toEqual(['0', '0'])
     expect(Number(o.cooldownUntil)).toBeGreaterThan(Date.now())
     expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'voided' })
+    expect(await redis.pttl(owners.offer(offerId).reservation(adm.attemptId))).toBeGreaterThan(0)
   })
 
   test('a replica gone between two steps: the reaper finishes what it left, from the account side', async () => {
