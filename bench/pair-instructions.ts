@@ -2,7 +2,9 @@
 // market tests' own fixtures driving pairs at it, the counters zeroed after a warm-up and dumped
 // after the measured pairs. Instructions, unlike time, do not move with the load of a shared
 // machine: an A/B of a Lua change reads in one run of each side, a few thousand instructions apart.
-//   bun bench/pair-instructions.ts [pairs=500]   (needs valgrind, redis-server, redis-cli)
+//   bun bench/pair-instructions.ts [pairs=500] [apart]   (needs valgrind, redis-server, redis-cli)
+// With `apart`, the pair is the two-phase steps (src/market/two-phase.ts: reserve, hold, clear,
+// settle), their owners' keys on the one server.
 // With CALLGRIND_OUT=<file> the measured dump is kept there, for callgrind_annotate.
 import { randomUUID } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -13,6 +15,7 @@ import { freePort } from '../src/redis/local-server.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
 
 const pairs = Number(process.argv[2] ?? 500)
+const apart = process.argv[3] === 'apart'
 const WARM_PAIRS = 300
 const CONCURRENCY = 8
 
@@ -51,11 +54,29 @@ try {
   )
   const fx = marketFixture()
   const accountId = await seedAccount(fx, 1_000_000_000_000)
-  await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
-  const pair = async () => {
+  const offerId = await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
+  let pair = async () => {
     const admitted = await admitFor(fx, accountId, { attemptId: randomUUID() })
     if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
     await clearFor(fx, (admitted as Admission).attemptId, 700)
+  }
+  if (apart) {
+    // The same account and offer, moved under their owners' tags.
+    const { admitApart, clearApart, ownerKeyspaces } = await import('../src/market/two-phase.ts')
+    const { admitRequest, meteredClear } = await import('../test/helpers/market.ts')
+    const owners = ownerKeyspaces(fx.keys.prefix)
+    await fx.redis.copy(fx.keys.account(accountId), owners.account(accountId).account(accountId))
+    await fx.redis.copy(fx.keys.offer(offerId), owners.offer(offerId).offer(offerId))
+    pair = async () => {
+      const admitted = await admitApart(fx.redis, owners, {
+        ...admitRequest(accountId),
+        offerId,
+        maxCents: 50,
+      })
+      if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
+      const who = { accountId, offerId, model: 'llama-3.3-70b' }
+      await clearApart(fx.redis, owners, who, meteredClear(admitted.attemptId, 700))
+    }
   }
   for (let i = 0; i < WARM_PAIRS; i++) await pair()
   callgrind('--zero')
@@ -74,7 +95,8 @@ try {
   if (!dump) throw new Error('callgrind wrote no dump')
   if (process.env.CALLGRIND_OUT) copyFileSync(join(dir, dump), process.env.CALLGRIND_OUT)
   const total = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1])
-  console.log(`${Math.round(total / pairs)} Redis instructions per admit + clear pair (${pairs} pairs)`)
+  const what = apart ? 'reserve + hold, clear + settle' : 'admit + clear'
+  console.log(`${Math.round(total / pairs)} Redis instructions per ${what} pair (${pairs} pairs)`)
 } finally {
   cli('shutdown', 'nosave')
   await Promise.race([redis.exited, Bun.sleep(5_000)])
