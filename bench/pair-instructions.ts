@@ -4,7 +4,7 @@
 // machine: an A/B of a Lua change reads in one run of each side, a few thousand instructions apart.
 //   bun bench/pair-instructions.ts [pairs=500] [apart]   (needs valgrind, redis-server, redis-cli)
 // With `apart`, the pair is the two-phase steps (src/market/two-phase.ts: reserve, hold, clear,
-// settle), their owners' keys on the one server.
+// post), their owners' keys on the one server.
 // With CALLGRIND_OUT=<file> the measured dump is kept there, for callgrind_annotate.
 import { randomUUID } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -95,7 +95,7 @@ try {
   if (!dump) throw new Error('callgrind wrote no dump')
   if (process.env.CALLGRIND_OUT) copyFileSync(join(dir, dump), process.env.CALLGRIND_OUT)
   const total = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1])
-  const what = apart ? 'reserve + hold, clear + settle' : 'admit + clear'
+  const what = apart ? 'reserve + hold, clear + post' : 'admit + clear'
   console.log(`${Math.round(total / pairs)} Redis instructions per ${what} pair (${pairs} pairs)`)
 } finally {
   cli('shutdown', 'nosave')

@@ -26,7 +26,7 @@
   ARGV[11] offerApart: "1" when the offer's side lives apart (reserved on its own slot by
            lua/reserve.lua): then nothing here reads or writes the offer, the billable burn is
            capped by the hold alone (the reservation kept that much of the offer's capacity), and
-           the caller settles the offer with lua/settle.lua from this reply; "0" (admit's attempts)
+           the caller posts the offer's side with lua/post.lua from this reply; "0" (admit's attempts)
            clears both sides here
 
   A late clear (the lease was reaped and the hold already returned) charges at most the confirmed

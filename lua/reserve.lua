@@ -5,7 +5,7 @@
   checked here against its own state (live, at or below the buyer's max, room for the hold, below
   its in-flight cap), and a refusal costs the caller a try at the next offer, never a reservation at
   a wrong price or past capacity. The reservation's lease is the offer's: lib/reap's reaper of the
-  offer's base finds it, as admit's lease. Pending until settle (cleared) or void (failed, refused).
+  offer's base finds it, as admit's lease. Pending until post (cleared) or void (failed, refused).
   Includes lib/keys, lib/numbers, lib/offers.
 
   KEYS[1]  the offer's keyspace base

@@ -3,7 +3,7 @@
   its attempt was reaped): the capacity and the slot go back to the offer. The ended reservation is
   kept as long as its attempt's record, for a replayed step and the audit, then expires. Optionally cools the
   offer down and records the supplier key's balance, as release does. Idempotent: a reservation
-  already settled or voided is left as it is.
+  already posted or voided is left as it is.
   Includes lib/keys, lib/numbers, lib/attempts.
 
   KEYS[1]  the offer's keyspace base

@@ -1,10 +1,10 @@
 // The audit of a market held apart (two-phase.ts): every owner's slot on its own, and the pairs
 // across slots by attempt id. A reservation pending on an offer is an attempt admitted on its
-// account, and the other way round; a settled reservation is a cleared attempt with the same burn,
+// account, and the other way round; a posted reservation is a cleared attempt with the same burn,
 // and what the supplier earned plus the fee is what the account was charged; an offer holds and
 // counts exactly its pending reservations, an account exactly its admitted attempts. Summed over
 // the market, what buyers paid is what suppliers earned plus fees plus what is in transit (charged
-// on the account, not yet settled on the offer). Read without a snapshot: run it when quiet.
+// on the account, not yet posted on the offer). Read without a snapshot: run it when quiet.
 import type Redis from 'ioredis'
 import { type AuditFinding, scanHashes } from './audit.ts'
 
@@ -43,16 +43,16 @@ export async function auditApart(redis: Redis, prefix: string): Promise<AuditFin
       heldByOffer.set(r.offerId!, (heldByOffer.get(r.offerId!) ?? 0) + num(r, 'holdDiem'))
       slotsByOffer.set(r.offerId!, (slotsByOffer.get(r.offerId!) ?? 0) + 1)
       if (a?.state === 'cleared') {
-        off(subject, 'cleared on its account but its reservation is not settled')
+        off(subject, 'cleared on its account but its reservation is not posted')
         inTransit += num(a, 'costUsdc')
       } else if (a?.state !== 'admitted')
         off(subject, `reserved on its offer, ${a ? a.state : 'never held'} on its account`)
-    } else if (r.state === 'settled') {
+    } else if (r.state === 'posted') {
       if (a?.state !== 'cleared')
-        off(subject, `settled on its offer, ${a ? a.state : 'missing'} on its account`)
+        off(subject, `posted on its offer, ${a ? a.state : 'missing'} on its account`)
       else {
         if (num(a, 'burn') !== num(r, 'burnDiem'))
-          off(subject, `settled burn ${r.burnDiem} != cleared burn ${a.burn ?? 0}`)
+          off(subject, `posted burn ${r.burnDiem} != cleared burn ${a.burn ?? 0}`)
         if (num(r, 'earnedUsdc') + num(r, 'feeUsdc') !== num(a, 'costUsdc'))
           off(subject, `earned ${r.earnedUsdc} + fee ${r.feeUsdc} != charged ${a.costUsdc ?? 0}`)
       }

@@ -4,11 +4,11 @@
 //   admission  reserve the offer's capacity (lua/reserve.lua), then hold the account's worst case
 //              (lua/hold.lua); a refused hold voids the reservation (lua/void.lua);
 //   clear      charge the account (lua/clear.lua, offerApart), then post the reservation with what
-//              was billed (lua/settle.lua);
+//              was billed (lua/post.lua);
 //   failure    release the account's hold (lua/release.lua, offerApart), then void the reservation.
 // Every step is idempotent by attempt id, and the lease is the reservation's: a replica that dies
 // between two steps leaves a reservation whose lease runs out, and reapOffer finishes it from the
-// account's side (lua/expire.lua): what was cleared is settled, anything else voided. On a single
+// account's side (lua/reap-hold.lua): what was cleared is posted, anything else voided. On a single
 // Redis admit and clear hold both sides in one call instead (admission.ts, clearing.ts).
 import { createHash } from 'node:crypto'
 import type Redis from 'ioredis'
@@ -113,7 +113,7 @@ export async function admitApart(
   }
 }
 
-/** Whose attempt it is: the account charged, the offer settled, the model on the supplier's fill. */
+/** Whose attempt it is: the account charged, the offer posted, the model on the supplier's fill. */
 export interface AttemptOwners {
   accountId: string
   offerId: string
@@ -127,7 +127,7 @@ export async function clearApart(
   req: ClearRequest,
 ): Promise<Clearing> {
   const clearing = await clear(redis, owners.account(who.accountId), { ...req, offerApart: true })
-  await settle(redis, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
+  await post(redis, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
   return clearing
 }
 
@@ -154,7 +154,7 @@ export async function releaseApart(
 /**
  * Finishes the offer's reservations whose lease ran out (at most `limit`): each attempt the
  * account still holds is reaped and its reservation voided; one cleared on the account's side but
- * never settled (its replica died between the two steps) is settled with what was billed. Returns
+ * never posted (its replica died between the two steps) is posted with what was billed. Returns
  * how many it finished.
  */
 export async function reapOffer(
@@ -171,7 +171,7 @@ export async function reapOffer(
   for (const attemptId of due) {
     const accountId = await redis.hget(offer.reservation(attemptId), 'accountId')
     const ended = accountId
-      ? ((await runScript(redis, 'expire', [owners.account(accountId).base], {
+      ? ((await runScript(redis, 'reapHold', [owners.account(accountId).base], {
           attemptId,
           recordRetentionMs,
         })) as Reply)
@@ -184,7 +184,7 @@ export async function reapOffer(
         disputed: n(ended[4]) as MicroDiem,
       }
       const who = { accountId: accountId!, offerId, model: String(ended[5]) }
-      await settle(redis, owners, attemptId, who, billed, null, recordRetentionMs)
+      await post(redis, owners, attemptId, who, billed, null, recordRetentionMs)
     } else {
       await voidReservation(redis, owners, attemptId, offerId, 0, null, recordRetentionMs)
     }
@@ -192,7 +192,7 @@ export async function reapOffer(
   return due.length
 }
 
-async function settle(
+async function post(
   redis: Redis,
   owners: Owners,
   attemptId: string,
@@ -201,7 +201,7 @@ async function settle(
   upstreamBalance: MicroDiem | null,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
 ): Promise<void> {
-  await runScript(redis, 'settle', [owners.offer(who.offerId).base], {
+  await runScript(redis, 'post', [owners.offer(who.offerId).base], {
     attemptId,
     burn: billed.burn,
     earned: billed.charged - billed.fee,

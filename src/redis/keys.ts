@@ -62,8 +62,8 @@ export function keyspace(prefix: string) {
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
     /**
      * hash, one per attempt whose offer was reserved apart from its account's hold (on a Cluster,
-     * under the offer's base; lua/reserve.lua): state (reserved|settled|voided), offerId, accountId,
-     * holdDiem, askCents, reservedAt; then burnDiem, earnedUsdc, feeUsdc once settled.
+     * under the offer's base; lua/reserve.lua): state (reserved|posted|voided), offerId, accountId,
+     * holdDiem, askCents, reservedAt; then burnDiem, earnedUsdc, feeUsdc once posted.
      */
     reservation: (attemptId: string) => key(`reservation:${attemptId}`),
     /**

@@ -12,7 +12,7 @@ import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
 import createAccount from '../../lua/create-account.lua' with { type: 'text' }
 import credit from '../../lua/credit.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
-import expire from '../../lua/expire.lua' with { type: 'text' }
+import reapHold from '../../lua/reap-hold.lua' with { type: 'text' }
 import hold from '../../lua/hold.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
@@ -28,7 +28,7 @@ import renew from '../../lua/renew.lua' with { type: 'text' }
 import reserve from '../../lua/reserve.lua' with { type: 'text' }
 import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
-import settle from '../../lua/settle.lua' with { type: 'text' }
+import post from '../../lua/post.lua' with { type: 'text' }
 import supplierSignin from '../../lua/supplier-signin.lua' with { type: 'text' }
 import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
@@ -157,7 +157,7 @@ export const SCRIPTS = {
   ]),
   reap: market([...ending, LIB.reap], reap, ['limit', 'recordRetentionMs']),
   // The two sides of a request held apart, each on its own slot (a Cluster): the offer's reserve,
-  // settle and void, the account's hold and expire (its clear and release are clear's and release's
+  // post and void, the account's hold and reapHold (its clear and release are clear's and release's
   // with offerApart).
   reserve: market([LIB.keys, LIB.numbers, LIB.offers], reserve, [
     'attemptId',
@@ -192,7 +192,7 @@ export const SCRIPTS = {
     'upstreamBalance',
     'recordRetentionMs',
   ]),
-  settle: market([...ending], settle, [
+  post: market([...ending], post, [
     'attemptId',
     'burn',
     'earned',
@@ -202,7 +202,7 @@ export const SCRIPTS = {
     'model',
     'recordRetentionMs',
   ]),
-  expire: market([...ending], expire, ['attemptId', 'recordRetentionMs']),
+  reapHold: market([...ending], reapHold, ['attemptId', 'recordRetentionMs']),
   refuse: market(ending, refuse, [
     'attemptId',
     'accountId',

@@ -176,7 +176,7 @@ describe('two steps on two slots', () => {
       earned: '1350',
       fees: '150',
     })
-    expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'settled', burnDiem: '3333' })
+    expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'posted', burnDiem: '3333' })
     // Kept as long as the attempt's record, then gone with it.
     const ttl = await redis.pttl(owners.offer(offerId).reservation(adm.attemptId))
     expect(ttl).toBeGreaterThan(0)
@@ -251,7 +251,7 @@ describe('two steps on two slots', () => {
     const offerId = await seedOffer(50, 5_000_000)
     const buyer = await seedAccount(1_000_000)
     const short = { leaseMs: 20 }
-    // Gone after the clear's first step: charged, never settled.
+    // Gone after the clear's first step: charged, never posted.
     const cleared = admitted(await admitApart(redis, owners, request(buyer, offerId, short)))
     await clear(redis, owners.account(buyer.accountId), {
       ...clearRequest(cleared.attemptId, 600),
@@ -282,7 +282,7 @@ describe('two steps on two slots', () => {
       spent: '300',
       inflight: '0',
     })
-    expect((await reservation(offerId, cleared.attemptId)).state).toBe('settled')
+    expect((await reservation(offerId, cleared.attemptId)).state).toBe('posted')
     expect((await reservation(offerId, open.attemptId)).state).toBe('voided')
     expect((await reservation(offerId, lone)).state).toBe('voided')
     const attempt = await redis.hget(owners.account(buyer.accountId).attempt(open.attemptId), 'state')
@@ -369,7 +369,7 @@ describe('the cheapest offer from a view that may be stale', () => {
 })
 
 describe('the audit across slots', () => {
-  test('names a clear never settled, a settlement that disagrees, and a hold its offer does not know', async () => {
+  test('names a clear never posted, a posting that disagrees, and a hold its offer does not know', async () => {
     const auditPrefix = `t${randomBytes(4).toString('hex')}:{m}`
     const own = ownerKeyspaces(auditPrefix)
     const saved = owners
@@ -377,9 +377,9 @@ describe('the audit across slots', () => {
     try {
       const offerId = await seedOffer(50, 5_000_000)
       const buyer = await seedAccount(1_000_000)
-      const settled = admitted(await admitApart(redis, own, request(buyer, offerId)))
+      const posted = admitted(await admitApart(redis, own, request(buyer, offerId)))
       const who = { accountId: buyer.accountId, offerId, model: 'm' }
-      await clearApart(redis, own, who, clearRequest(settled.attemptId, 800, 1_000))
+      await clearApart(redis, own, who, clearRequest(posted.attemptId, 800, 1_000))
       // One left open: admitted on its account, reserved on its offer.
       admitted(await admitApart(redis, own, request(buyer, offerId)))
       expect(await auditApart(redis, auditPrefix)).toEqual([])
@@ -393,18 +393,18 @@ describe('the audit across slots', () => {
       expect(await auditApart(redis, auditPrefix)).toEqual([
         {
           subject: `attempt ${transit.attemptId}`,
-          problem: 'cleared on its account but its reservation is not settled',
+          problem: 'cleared on its account but its reservation is not posted',
         },
       ])
       await clearApart(redis, own, who, clearRequest(transit.attemptId, 600))
       expect(await auditApart(redis, auditPrefix)).toEqual([])
 
-      // A settlement that disagrees with its clear, and an offer that lost track of a hold.
-      await redis.hset(own.offer(offerId).reservation(settled.attemptId), 'burnDiem', 801)
+      // A posting that disagrees with its clear, and an offer that lost track of a hold.
+      await redis.hset(own.offer(offerId).reservation(posted.attemptId), 'burnDiem', 801)
       await redis.hincrby(own.offer(offerId).offer(offerId), 'held', -1_000)
       const problems = (await auditApart(redis, auditPrefix)).map((f) => `${f.subject}: ${f.problem}`)
       expect(problems).toEqual([
-        `attempt ${settled.attemptId}: settled burn 801 != cleared burn 800`,
+        `attempt ${posted.attemptId}: posted burn 801 != cleared burn 800`,
         `offer ${offerId}: held 0 != its pending reservations 1000`,
       ])
     } finally {

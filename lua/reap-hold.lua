@@ -1,7 +1,7 @@
 --[[
-  expire: the account's side of reaping a reservation whose lease ran out (its replica stopped
+  reap-hold: the account's side of reaping a reservation whose lease ran out (its replica stopped
   renewing): an attempt still admitted is reaped (its hold goes back, as lib/reap does); one that
-  was cleared tells the reaper what to settle on the offer, so a replica that died between the two
+  was cleared tells the reaper what to post on the offer, so a replica that died between the two
   steps of a clear leaves nothing half done. Idempotent.
   Includes lib/keys, lib/numbers, lib/attempts.
 
@@ -10,7 +10,7 @@
   ARGV[2]  recordRetentionMs: how long a reaped attempt is kept as the request's record, ms
 
   Returns {1} reaped here (void the reservation); {2, burn, earned, fee, disputed, model} cleared
-  (settle it with these); {0} released or reaped already, or never held (void it).
+  (post it with these); {0} released or reaped already, or never held (void it).
 ]]
 local a = read_attempt(ARGV[1])
 if not a then return { 0 } end

@@ -1,10 +1,10 @@
 --[[
-  settle: the offer's side of a clear whose account was charged apart (lua/clear.lua with
+  post: the offer's side of a clear whose account was charged apart (lua/clear.lua with
   offerApart): the reservation posts what the account side billed. The capacity it held and its
   slot go back, the burn is recorded, the supplier earns what the buyer paid less the fee, and a
   self-served offer's fill is appended. A reservation the reaper voided first (a late clear: the
   capacity went back already) still records the burn and the earnings. Idempotent by attempt id:
-  a settled reservation is left as it is.
+  a posted reservation is left as it is.
   Includes lib/keys, lib/numbers, lib/attempts.
 
   KEYS[1]  the offer's keyspace base
@@ -15,15 +15,15 @@
   ARGV[5]  disputed: burn reported beyond what was billed, micro-DIEM
   ARGV[6]  upstreamBalance: the supplier key's upstream balance after, micro-DIEM ("" unknown)
   ARGV[7]  model: model id (for the supplier's fill)
-  ARGV[8]  recordRetentionMs: how long the supplier's fill and the settled reservation are kept, ms
+  ARGV[8]  recordRetentionMs: how long the supplier's fill and the posted reservation are kept, ms
 
-  Returns {1} settled; {0} already settled; {-1} no such reservation.
+  Returns {1} posted; {0} already posted; {-1} no such reservation.
 ]]
 local id = ARGV[1]
 local reservation = k_reservation(id)
 local r = rcall('HMGET', reservation, 'state', 'offerId', 'holdDiem', 'askCents')
 if not r[1] then return { -1 } end
-if r[1] == 'settled' then return { 0 } end
+if r[1] == 'posted' then return { 0 } end
 keep_records_for(ARGV[8])
 local now = now_ms()
 local burn, earned, fee, disputed = int(ARGV[2]), int(ARGV[3]), int(ARGV[4]), int(ARGV[5])
@@ -39,7 +39,7 @@ elseif o[1] then
   if disputed > 0 then rcall('HSET', offer, 'disputed', s(capped_sum(int(o[7]), disputed))) end
   if ARGV[6] ~= '' then rcall('HSET', offer, 'balance', ARGV[6]) end
 end
-rcall('HSET', reservation, 'state', 'settled', 'burnDiem', ARGV[2], 'earnedUsdc', ARGV[3], 'feeUsdc', ARGV[4])
+rcall('HSET', reservation, 'state', 'posted', 'burnDiem', ARGV[2], 'earnedUsdc', ARGV[3], 'feeUsdc', ARGV[4])
 rcall('PEXPIRE', reservation, record_ttl_ms)
 if o[8] then append_fill(o[8], r[2], ARGV[7], ARGV[2], r[4], ARGV[3], now) end
 return { 1 }
