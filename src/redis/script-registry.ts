@@ -12,15 +12,16 @@ import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
 import createAccount from '../../lua/create-account.lua' with { type: 'text' }
 import credit from '../../lua/credit.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
-import reapHold from '../../lua/reap-hold.lua' with { type: 'text' }
 import hold from '../../lua/hold.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
 import payoutCreate from '../../lua/payout-create.lua' with { type: 'text' }
 import payoutLock from '../../lua/payout-lock.lua' with { type: 'text' }
 import payoutMove from '../../lua/payout-move.lua' with { type: 'text' }
+import post from '../../lua/post.lua' with { type: 'text' }
 import quote from '../../lua/quote.lua' with { type: 'text' }
 import reap from '../../lua/reap.lua' with { type: 'text' }
+import reapHold from '../../lua/reap-hold.lua' with { type: 'text' }
 import refuse from '../../lua/refuse.lua' with { type: 'text' }
 import release from '../../lua/release.lua' with { type: 'text' }
 import releasePayment from '../../lua/release-payment.lua' with { type: 'text' }
@@ -28,7 +29,6 @@ import renew from '../../lua/renew.lua' with { type: 'text' }
 import reserve from '../../lua/reserve.lua' with { type: 'text' }
 import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
-import post from '../../lua/post.lua' with { type: 'text' }
 import supplierSignin from '../../lua/supplier-signin.lua' with { type: 'text' }
 import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
