@@ -8,6 +8,7 @@ import { auditAll } from '../../src/cli/audit.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, sseData } from '../helpers/buyers.ts'
+import { lockstep } from '../helpers/lockstep.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -55,18 +56,21 @@ function lyingSupplier() {
 
 let stack: TestStack
 let liar: ReturnType<typeof lyingSupplier>
+// A 600 ms lease, renewed then reaped every 50 ms in that order: a slow machine delays both alike.
+const rounds = lockstep(50)
 
 beforeAll(async () => {
   liar = lyingSupplier()
   stack = await startStack({
-    env: { SVC_REAP_INTERVAL_MS: '50' },
     tune: (config) => {
       config.market.leaseMs = 600
+      config.market.every = rounds.every
     },
   })
 })
 afterAll(async () => {
   await stack.stop()
+  rounds.stop()
   liar.stop()
 })
 
