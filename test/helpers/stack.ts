@@ -1,5 +1,7 @@
 // Real parts over real sockets: the simulated supplier and a gateway on free ports, on the shared
 // test redis-server, each stack under its own key prefix so tests never see each other's keys.
+
+import { afterAll } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import type Redis from 'ioredis'
@@ -9,6 +11,7 @@ import { type RunningGateway, startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
 import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
 
 /** A port free now, for a server that must know its port before it listens. */
@@ -25,6 +28,18 @@ export function testRedisUrl(): string {
   const url = process.env.TEST_REDIS_URL
   if (!url) throw new Error('test/preload.ts did not start redis')
   return url
+}
+
+/**
+ * A redis-server for this file alone, from here on its test redis: for a file that reads or changes
+ * what the whole server holds (its client list, its functions, its command counts), which other
+ * files sharing the run's server would blur. Call it at the top of the file.
+ */
+export async function ownRedis(): Promise<LocalRedis> {
+  const redis = await startLocalRedis()
+  process.env.TEST_REDIS_URL = redis.url
+  afterAll(() => redis.stop())
+  return redis
 }
 
 /** A prefix with a fresh hash tag: the whole keyspace of one test stack. */
