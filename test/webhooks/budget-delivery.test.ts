@@ -8,20 +8,14 @@ import { formatMicros, parseMicros } from '../../src/money/units.ts'
 import { verify } from '../../src/webhooks/signing.ts'
 import { mintKey } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
-import { registerWebhook, startReceiver } from './helpers.ts'
+import { registerWebhook, startReceiver, startWebhookStack } from './helpers.ts'
 
 let stack: TestStack
 const receiver = startReceiver()
 beforeAll(async () => {
-  stack = await startStack({
-    env: { SVC_WEBHOOK_ALLOW_LOOPBACK: '1' },
-    tune: (config) => {
-      config.webhooks.backoffMs = 100
-      config.webhooks.pollMs = 50
-    },
-  })
+  stack = await startWebhookStack()
   await simOffer(stack, 40)
 })
 afterAll(async () => {
