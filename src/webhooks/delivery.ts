@@ -7,7 +7,7 @@ import { formatMicros } from '../money/units.ts'
 import { pageStream } from '../records/activity.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { StoredEndpoint, WebhookStore } from './endpoints.ts'
-import { eventId, type Owner, streamIdOf } from './events.ts'
+import { type DeliveryRecord, eventId, type Owner, streamIdOf } from './events.ts'
 import { postEvent } from './post.ts'
 import { signedHeaders } from './signing.ts'
 
@@ -19,17 +19,6 @@ export interface StoredEvent {
   type: string
   createdAt: number
   data: Record<string, unknown>
-}
-
-export interface DeliveryRecord {
-  eventId: string
-  type: string
-  attempt: number
-  at: number
-  ok: boolean
-  httpStatus: number | null
-  error: string | null
-  replay: boolean
 }
 
 /** A stream entry's fields (type, at, data) as the event. */
