@@ -1,13 +1,15 @@
-// The dashboard's Webhooks section in headless Chromium, worked as a person would: an endpoint
-// registered through the page (its signing secret shown this once), an event delivered to the
-// test's own loopback receiver and seen in the endpoint's delivery log, replayed, then removed.
+// The Webhooks sections in headless Chromium, worked as a person would: on the dashboard an
+// endpoint registered through the page (its signing secret shown this once), an event delivered to
+// the test's own loopback receiver and seen in the endpoint's delivery log, replayed, then removed;
+// on the supplier page the same for a supplier's event.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { verify } from '../../src/webhooks/signing.ts'
-import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
-import { launchChromium, openPage } from '../helpers/browser.ts'
+import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { injectWallet, launchChromium, openPage } from '../helpers/browser.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
-import type { TestStack } from '../helpers/stack.ts'
+import { freePort, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { startReceiver, startWebhookStack } from '../webhooks/helpers.ts'
 
@@ -17,7 +19,9 @@ let buyer: TestAccount
 const receiver = startReceiver()
 
 beforeAll(async () => {
-  stack = await startWebhookStack()
+  // The supplier page's sign-in message names the public URL: the stack listens where it says.
+  const port = await freePort()
+  stack = await startWebhookStack({ PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}` })
   browser = await launchChromium()
   await simOffer(stack, 40)
   buyer = await fundedBuyer(stack, '10.000000')
@@ -98,4 +102,52 @@ test('registers an endpoint (secret shown once), shows a delivered event in its 
   expect(await page.locator('#deliveries-section').isHidden()).toBe(true)
   expect(errors).toEqual([])
   await close()
+}, 60_000)
+
+test("the supplier page: registers an endpoint (secret shown once) and shows a supplier's event delivered", async () => {
+  const own = startReceiver()
+  const account = privateKeyToAccount(generatePrivateKey())
+  const { page, errors, close } = await openPage(browser, `${stack.url}/supplier`, {
+    width: 1280,
+    setup: async (p) => {
+      await injectWallet(p, account)
+    },
+  })
+  try {
+    await page.getByRole('button', { name: 'Connect wallet and sign in' }).click()
+    await page.locator('#webhooks').getByText('Endpoints: none registered').waitFor()
+    await page.getByLabel('URL (public https)').fill(own.url)
+    await page.getByLabel('supplier.suspended', { exact: true }).check()
+    expect(await page.getByLabel('Balance threshold (USDC, for balance.low)').count()).toBe(0)
+    await page.getByRole('button', { name: 'Register endpoint' }).click()
+    const secret = (await page.locator('#webhook-secret-value').textContent()) ?? ''
+    expect(secret).toMatch(/^whsec_/)
+    await page.getByRole('table', { name: 'Endpoints' }).waitFor()
+
+    const key = await page.evaluate<string>("sessionStorage.getItem('svc.supplier.key')")
+    const me = (await (await keyFetch(stack, key, '/v1/supplier/me')).json()) as { supplierId: string }
+    const suspended = await adminFetch(stack, `/admin/v1/suppliers/${me.supplierId}`, {
+      method: 'PATCH',
+      json: { status: 'suspended' },
+    })
+    expect(suspended.status).toBe(200)
+    await until(() => own.received.length === 1)
+    const sent = own.received[0]!
+    expect(verify(secret, sent.id, sent.timestamp, sent.body, sent.signature)).toBe(true)
+    await until(async () => {
+      const listed = (await (await keyFetch(stack, key, '/v1/supplier/events')).json()) as {
+        data: { deliveries: { state: string }[] }[]
+      }
+      return listed.data[0]?.deliveries[0]?.state === 'delivered'
+    })
+    await page.getByRole('button', { name: `Delivery log of ${own.url}` }).click()
+    const log = page.getByRole('table', { name: 'Deliveries, newest first' })
+    await log.waitFor()
+    const row = await log.locator('tbody tr').first().locator('td').allTextContents()
+    expect(row.slice(0, 4)).toEqual([sent.id, 'supplier.suspended', '1', 'delivered (200)'])
+    expect(errors).toEqual([])
+  } finally {
+    await close()
+    await own.stop()
+  }
 }, 60_000)

@@ -60,9 +60,9 @@ export function registerWebhook(
 }
 
 /** A stack that delivers to loopback (the test-only setting), retrying and polling fast. */
-export function startWebhookStack(): Promise<TestStack> {
+export function startWebhookStack(env: Record<string, string> = {}): Promise<TestStack> {
   return startStack({
-    env: { SVC_WEBHOOK_ALLOW_LOOPBACK: '1' },
+    env: { ...env, SVC_WEBHOOK_ALLOW_LOOPBACK: '1' },
     tune: (config) => {
       config.webhooks.backoffMs = 100
       config.webhooks.pollMs = 50
