@@ -285,13 +285,10 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'list_webhook_events',
     description:
-      'The events sent to one webhook endpoint, newest first (its delivery log, last 100 tries): eventId, type, attempt, ok, httpStatus, error, at.',
-    input: t.Object(
-      { id: t.String({ minLength: 1, maxLength: 64, description: 'the endpoint id from list_webhooks' }) },
-      { additionalProperties: false },
-    ),
-    route: 'GET /v1/agent/webhooks/:id/deliveries',
-    call: (args) => ({ method: 'GET', path: `/v1/agent/webhooks/${segment(args.id)}/deliveries` }),
+      "The account's recent webhook events, newest first: id, type, at, data, and each endpoint's delivery state (delivered, failing, unknown) with its last try. For the next page pass the answer's nextCursor as before.",
+    input: pageInput,
+    route: 'GET /v1/agent/events',
+    call: (args) => pageCall('/v1/agent/events', args),
   }),
   tool({
     name: 'get_usage',

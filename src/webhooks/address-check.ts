@@ -8,6 +8,12 @@ import { badRequest } from '../errors.ts'
 export interface AddressPolicy {
   /** Test-only (SVC_WEBHOOK_ALLOW_LOOPBACK): loopback, and nothing else non-public, is allowed. */
   allowLoopback: boolean
+  /** Every address a host name resolves to: DNS unless a test injects its own. */
+  resolve?: (host: string) => Promise<string[]>
+}
+
+async function resolveByDns(host: string): Promise<string[]> {
+  return (await lookup(host, { all: true, verbatim: true })).map((entry) => entry.address)
 }
 
 export const WEBHOOK_URL_MAX = 2048
@@ -86,7 +92,8 @@ export function parseWebhookUrl(text: string): URL {
 
 /**
  * Resolves the URL's host (every address DNS gives) and answers the one to connect to, or throws a
- * 400 when any address is not public: a name that resolves partly private is refused whole.
+ * 400 when any address is not public: a name that resolves partly private is refused whole. A
+ * delivery connects to the address answered, never resolving again (no DNS-rebinding window).
  */
 export async function resolvePublicAddress(url: URL, policy: AddressPolicy): Promise<string> {
   const host = url.hostname.replace(/^\[|\]$/g, '')
@@ -94,7 +101,7 @@ export async function resolvePublicAddress(url: URL, policy: AddressPolicy): Pro
   if (isIP(host)) addresses = [host]
   else {
     try {
-      addresses = (await lookup(host, { all: true, verbatim: true })).map((entry) => entry.address)
+      addresses = await (policy.resolve ?? resolveByDns)(host)
     } catch {
       throw badRequest(`url host ${host} does not resolve`, 'invalid_webhook_url')
     }

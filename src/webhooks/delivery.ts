@@ -4,9 +4,10 @@ import type Redis from 'ioredis'
 import type { WebhookConfig } from '../config.ts'
 import { notFound } from '../errors.ts'
 import { formatMicros } from '../money/units.ts'
+import { pageStream } from '../records/activity.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { StoredEndpoint, WebhookStore } from './endpoints.ts'
-import { eventId, type Owner, streamIdOf } from './events.ts'
+import { type DeliveryRecord, eventId, type Owner, streamIdOf } from './events.ts'
 import { postEvent } from './post.ts'
 import { signedHeaders } from './signing.ts'
 
@@ -18,17 +19,6 @@ export interface StoredEvent {
   type: string
   createdAt: number
   data: Record<string, unknown>
-}
-
-export interface DeliveryRecord {
-  eventId: string
-  type: string
-  attempt: number
-  at: number
-  ok: boolean
-  httpStatus: number | null
-  error: string | null
-  replay: boolean
 }
 
 /** A stream entry's fields (type, at, data) as the event. */
@@ -89,6 +79,44 @@ export class WebhookDeliveries {
   async log(owner: Owner, endpointId: string): Promise<DeliveryRecord[]> {
     const rows = await this.redis.lrange(this.keys.webhookLog(owner, endpointId), 0, DELIVERY_LOG_LENGTH - 1)
     return rows.map((row) => JSON.parse(row) as DeliveryRecord)
+  }
+
+  /**
+   * The owner's events, newest first, a page of the stream (GET /v1/agent/events, /v1/supplier/events):
+   * each with, for every endpoint that wants it, its last try where the endpoint's log still has one.
+   */
+  async events(owner: Owner, limit: number, before: string | null) {
+    const endpoints = await this.store.list(owner)
+    const logs = await Promise.all(endpoints.map((endpoint) => this.log(owner, endpoint.id)))
+    // Each log is newest first: the first record of an event is its last try.
+    const last = logs.map((log) => {
+      const byEvent = new Map<string, DeliveryRecord>()
+      for (const record of log) if (!byEvent.has(record.eventId)) byEvent.set(record.eventId, record)
+      return byEvent
+    })
+    return pageStream(this.redis, this.keys.webhookEvents(owner), limit, before, ([streamId, fields]) => {
+      const event = eventOf(streamId, fields)
+      return {
+        id: event.id,
+        type: event.type,
+        at: new Date(event.createdAt).toISOString(),
+        data: event.data,
+        deliveries: endpoints.flatMap((endpoint, i) => {
+          if (!wants(endpoint, event)) return []
+          const record = last[i]!.get(event.id)
+          return [
+            {
+              endpointId: endpoint.id,
+              state: record ? (record.ok ? 'delivered' : 'failing') : 'unknown',
+              attempt: record?.attempt ?? null,
+              httpStatus: record?.httpStatus ?? null,
+              error: record?.error ?? null,
+              at: record ? new Date(record.at).toISOString() : null,
+            },
+          ]
+        }),
+      }
+    })
   }
 
   /** Sends one event again, now, whatever its earlier outcome: the receiver dedups by id. */

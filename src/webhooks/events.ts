@@ -22,3 +22,15 @@ export const DELIVERY_GROUP = 'deliver'
 /** A stream entry id as the event id the receiver dedups by. */
 export const eventId = (streamId: string) => `evt_${streamId}`
 export const streamIdOf = (id: string) => (/^evt_\d+-\d+$/.test(id) ? id.slice(4) : null)
+
+/** One try of one event at one endpoint, as its delivery log keeps it (and the pages read it). */
+export interface DeliveryRecord {
+  eventId: string
+  type: string
+  attempt: number
+  at: number
+  ok: boolean
+  httpStatus: number | null
+  error: string | null
+  replay: boolean
+}

@@ -1,6 +1,9 @@
 // One POST of a signed event to an endpoint: the host re-resolved and checked public first (DNS
-// may have moved since registration), no redirect followed (a 3xx is a failure), a short timeout,
-// and at most RESPONSE_READ_LIMIT bytes of the answer read.
+// may have moved since registration), then the connection made to the address checked, not to a
+// second resolution of the name (which DNS could point elsewhere meanwhile): the URL's host rides
+// in the Host header and, for https, in TLS SNI with the certificate verified for that name. No
+// redirect followed (a 3xx is a failure), a short timeout, at most RESPONSE_READ_LIMIT bytes read.
+import { isIP } from 'node:net'
 import { ApiError } from '../errors.ts'
 import { type AddressPolicy, resolvePublicAddress } from './address-check.ts'
 
@@ -31,8 +34,10 @@ export async function postEvent(
   policy: AddressPolicy,
   timeoutMs: number,
 ): Promise<PostOutcome> {
+  const target = new URL(url)
+  let address: string
   try {
-    await resolvePublicAddress(new URL(url), policy)
+    address = await resolvePublicAddress(target, policy)
   } catch (error) {
     return {
       ok: false,
@@ -41,10 +46,16 @@ export async function postEvent(
     }
   }
   try {
-    const response = await fetch(url, {
+    const connect = new URL(target)
+    connect.hostname = isIP(address) === 6 ? `[${address}]` : address
+    // A name's certificate is checked against the name; an IP literal URL is checked as itself.
+    const name = target.hostname.replace(/^\[|\]$/g, '')
+    const tls = target.protocol === 'https:' && !isIP(name) ? { tls: { serverName: name } } : {}
+    const response = await fetch(connect, {
       method: 'POST',
-      headers,
+      headers: { ...headers, host: target.host },
       body,
+      ...tls,
       redirect: 'manual',
       signal: AbortSignal.timeout(timeoutMs),
     })

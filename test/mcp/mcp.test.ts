@@ -304,12 +304,16 @@ describe('account tools answer what the routes answer', () => {
     expect(failure(await call('get_usage', { window: '1h' })).code).toBe('invalid_arguments')
   })
 
-  test('list_webhooks and list_webhook_events answer as their routes do; an unknown endpoint is a 404', async () => {
+  test('list_webhooks and list_webhook_events answer as their routes do; a bad page is refused', async () => {
     const listed = await call('list_webhooks')
     const route = await keyFetch(stack, buyer.apiKey, '/v1/agent/webhooks')
     expect(listed.structuredContent).toEqual((await route.json()) as Record<string, unknown>)
-    expect(failure(await call('list_webhook_events', { id: 'wh_000000000000000000000000' })).status).toBe(404)
-    expect(failure(await call('list_webhook_events', {})).code).toBe('invalid_arguments')
+    const events = await call('list_webhook_events', { limit: 5 })
+    const eventsRoute = await keyFetch(stack, buyer.apiKey, '/v1/agent/events?limit=5')
+    expect(events.structuredContent).toEqual((await eventsRoute.json()) as Record<string, unknown>)
+    expect(events.structuredContent).toMatchObject({ object: 'list', nextCursor: null })
+    expect(failure(await call('list_webhook_events', { limit: 0 })).code).toBe('invalid_arguments')
+    expect(failure(await call('list_webhook_events', { before: 'nope' })).status).toBe(400)
   })
 
   test('a key revoked through its own MCP connection fails the next call with 401', async () => {

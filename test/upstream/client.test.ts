@@ -1,8 +1,6 @@
 // The supplier HTTP/1.1 client against real servers on 127.0.0.1: Bun.serve for ordinary HTTP, and
 // raw TCP servers (Bun.listen) for hand-written byte streams and servers that misbehave.
 import { afterAll, afterEach, describe, expect, test } from 'bun:test'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import type { Server, Socket, TCPSocketListener } from 'bun'
@@ -13,6 +11,7 @@ import {
   type UpstreamResponse,
   upstreamRequest,
 } from '../../src/upstream/client.ts'
+import { selfSignedCert } from '../helpers/tls.ts'
 
 // ---- helpers ----
 
@@ -943,32 +942,10 @@ describe('failures to connect and refused answers', () => {
 })
 
 describe('TLS', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'upstream-tls-'))
-  afterAll(() => rmSync(dir, { recursive: true, force: true }))
-  const keyPath = join(dir, 'key.pem')
-  const certPath = join(dir, 'cert.pem')
-  const made = Bun.spawnSync([
-    '/usr/bin/openssl',
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    keyPath,
-    '-out',
-    certPath,
-    '-days',
-    '1',
-    '-subj',
-    '/CN=localhost',
-    '-addext',
-    'subjectAltName=DNS:localhost',
-  ])
-  const tls = () => {
-    if (made.exitCode !== 0) throw new Error(`openssl failed: ${made.stderr.toString()}`)
-    return { cert: readFileSync(certPath, 'utf8'), key: readFileSync(keyPath, 'utf8') }
-  }
+  const cert = selfSignedCert('localhost')
+  afterAll(() => cert.remove())
+  const tls = () => cert.tls()
+  const certPath = cert.certPath
 
   test('a self-signed certificate is refused with UpstreamConnectionError; nothing reaches the handler', async () => {
     let handled = 0

@@ -4,20 +4,14 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { formatMicros } from '../../src/money/units.ts'
 import { verify } from '../../src/webhooks/signing.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
-import { registerWebhook, startReceiver } from './helpers.ts'
+import { registerWebhook, startReceiver, startWebhookStack } from './helpers.ts'
 
 let stack: TestStack
 const receiver = startReceiver()
 beforeAll(async () => {
-  stack = await startStack({
-    env: { SVC_WEBHOOK_ALLOW_LOOPBACK: '1' },
-    tune: (config) => {
-      config.webhooks.backoffMs = 100
-      config.webhooks.pollMs = 50
-    },
-  })
+  stack = await startWebhookStack()
   await simOffer(stack, 40)
 })
 afterAll(async () => {

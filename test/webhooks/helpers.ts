@@ -3,7 +3,7 @@
 // 200, and keeps every request it got.
 
 import { keyFetch } from '../helpers/accounts.ts'
-import type { TestStack } from '../helpers/stack.ts'
+import { startStack, type TestStack } from '../helpers/stack.ts'
 
 export interface Received {
   id: string
@@ -57,4 +57,15 @@ export function registerWebhook(
   json: unknown,
 ) {
   return keyFetch(stack, apiKey, `${path}/webhooks`, { method: 'POST', json })
+}
+
+/** A stack that delivers to loopback (the test-only setting), retrying and polling fast. */
+export function startWebhookStack(env: Record<string, string> = {}): Promise<TestStack> {
+  return startStack({
+    env: { ...env, SVC_WEBHOOK_ALLOW_LOOPBACK: '1' },
+    tune: (config) => {
+      config.webhooks.backoffMs = 100
+      config.webhooks.pollMs = 50
+    },
+  })
 }

@@ -1,6 +1,6 @@
 // The webhook routes' operations for the OpenAPI document, the same for a buyer account
 // (/v1/agent, svc_ key) and a supplier (/v1/supplier, sup_ key); merged into OPERATIONS.
-import { type Operation, ok, type Security } from './operation-parts.ts'
+import { type Operation, ok, PAGE_PARAMETERS, type Security } from './operation-parts.ts'
 
 const SIGNING =
   'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 under the endpoint secret over "<id>.<timestamp>.<raw body>". At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed.'
@@ -38,6 +38,15 @@ function webhookOperations(
       tags: [tag],
       security,
       errors: ['Unauthorized', 'NotFound'],
+    },
+    [`GET ${prefix}/events`]: {
+      summary: 'The recent events, newest first, with their delivery state: object list, data[], nextCursor',
+      description:
+        "Each item: id (what a delivery's svc-webhook-id says), type, at, data, and deliveries[]: for each endpoint the event goes to, endpointId, state (delivered, failing: retries go on, unknown: no try logged yet or no longer in the log), attempt, httpStatus, error, at (of the last try). Written only while an endpoint subscribes to the type; the stream keeps about the last 10,000. Pass nextCursor as before for the next page.",
+      tags: [tag],
+      security,
+      parameters: PAGE_PARAMETERS,
+      errors: ['BadRequest', 'Unauthorized'],
     },
     [`POST ${prefix}/webhooks/{id}/deliveries/{eventId}/replay`]: {
       summary: 'Send one event to the endpoint again, now; answers the try as logged',

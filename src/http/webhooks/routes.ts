@@ -1,6 +1,7 @@
 // Webhook endpoints, the same routes for a buyer account (/v1/agent/webhooks, its svc_ key) and a
 // supplier (/v1/supplier/webhooks, its sup_ key): register (the secret shown once), list, remove,
-// read an endpoint's delivery log and replay one event to it.
+// read an endpoint's delivery log and replay one event to it; and the owner's recent events
+// (/v1/agent/events, /v1/supplier/events) with each endpoint's delivery state.
 import { Elysia, t } from 'elysia'
 import { WEBHOOK_URL_MAX } from '../../webhooks/address-check.ts'
 import type { WebhookDeliveries } from '../../webhooks/delivery.ts'
@@ -8,6 +9,7 @@ import type { WebhookStore } from '../../webhooks/endpoints.ts'
 import { endpointView } from '../../webhooks/endpoints.ts'
 import { accountOwner, type Owner, supplierOwner } from '../../webhooks/events.ts'
 import { type AuthDeps, buyerAuthenticator, callerMacro } from '../auth.ts'
+import { pageQuery } from '../paging.ts'
 import { supplierAuthenticator } from '../supplier/auth.ts'
 
 export interface WebhookRouteDeps extends AuthDeps {
@@ -57,6 +59,14 @@ function routesFor(
         return { deliveries: await deliveries.log(owner, endpoint.id) }
       },
       { owner: true, params: idParams },
+    )
+    .get(
+      '/events',
+      ({ owner, query }) => {
+        const { limit, before } = pageQuery(query)
+        return deliveries.events(owner, limit, before)
+      },
+      { owner: true },
     )
     .post(
       '/webhooks/:id/deliveries/:eventId/replay',

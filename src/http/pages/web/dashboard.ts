@@ -19,6 +19,7 @@ import {
 } from './common.ts'
 import { keysPanel } from './dashboard-keys.ts'
 import { pastedToken } from './session.ts'
+import { webhooksPanel } from './webhooks-panel.ts'
 
 interface Me {
   accountId: string
@@ -74,6 +75,7 @@ const status = byId('status')
 let activityCursor: string | null = null
 let maxPrice = 0
 const showKeys = keysPanel(call)
+const showWebhooks = webhooksPanel(call, '/v1/agent')
 
 async function showBalances() {
   const me = await call<Me>('/v1/agent/me')
@@ -271,7 +273,7 @@ async function showRecord(reference: string) {
 
 async function showAll() {
   await showBalances()
-  await Promise.all([showLadder(), showSpend(), showActivity(), showKeys()])
+  await Promise.all([showLadder(), showSpend(), showActivity(), showKeys(), showWebhooks()])
 }
 
 pastedToken({

@@ -22,6 +22,7 @@ import {
 import { resume, showSignedIn } from './session.ts'
 import { offersPanel } from './supplier-offers.ts'
 import { payoutsPanel } from './supplier-payouts.ts'
+import { webhooksPanel } from './webhooks-panel.ts'
 
 interface Fill {
   createdAt: string
@@ -133,10 +134,11 @@ const refreshMoney = async () => {
 }
 const showOffers = offersPanel(call, refreshMoney)
 const showPayouts = payoutsPanel(call, refreshMoney)
+const showWebhooks = webhooksPanel(call, '/v1/supplier')
 
 async function showAll() {
   await showMe()
-  await Promise.all([showOffers(), showFills(), showDaily(), showPayouts()])
+  await Promise.all([showOffers(), showFills(), showDaily(), showPayouts(), showWebhooks()])
 }
 
 async function signIn() {

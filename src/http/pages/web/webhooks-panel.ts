@@ -1,0 +1,146 @@
+// The owner's webhook endpoints on the buyer dashboard and the supplier page (the same routes under
+// /v1/agent and /v1/supplier): the list, an endpoint registered (its signing secret shown this
+// once) or removed, an endpoint's delivery log read, and one of its events sent again.
+import { ACCOUNT_EVENTS, type DeliveryRecord, SUPPLIER_EVENTS } from '../../../webhooks/events.ts'
+import { actionButton, byId, fill, h, money, onSubmit, say, table, when } from './common.ts'
+
+type Call = <T>(path: string, method?: string, body?: unknown) => Promise<T>
+
+interface Endpoint {
+  id: string
+  url: string
+  events: string[]
+  balanceThresholdUsdc: string | null
+  createdAt: string
+}
+
+/** Wires the webhooks panel of `prefix`'s owner to `call`; returns what redraws it. */
+export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'): () => Promise<void> {
+  const path = (id: string) => `${prefix}/webhooks/${encodeURIComponent(id)}`
+  const account = prefix === '/v1/agent'
+  const types = account ? ACCOUNT_EVENTS : SUPPLIER_EVENTS
+  // The section's body, the same on both pages (each page's HTML holds only its heading).
+  byId('webhooks-section').append(
+    h('div', { id: 'webhooks' }),
+    h('p', { id: 'webhooks-status', class: 'status', role: 'status' }),
+    h('h3', {}, 'New endpoint'),
+    h(
+      'form',
+      { id: 'webhook-form' },
+      h(
+        'label',
+        {},
+        'URL (public https) ',
+        h('input', { name: 'url', type: 'url', maxlength: 2048, required: true }),
+      ),
+      h(
+        'fieldset',
+        {},
+        h('legend', {}, 'Events'),
+        ...types.map((type) =>
+          h('label', {}, h('input', { type: 'checkbox', name: 'events', value: type }), ` ${type}`),
+        ),
+      ),
+      account &&
+        h(
+          'label',
+          {},
+          'Balance threshold (USDC, for balance.low) ',
+          h('input', { name: 'balanceThresholdUsdc', inputmode: 'decimal', pattern: '\\d+(\\.\\d{1,6})?' }),
+        ),
+      h('button', { type: 'submit' }, 'Register endpoint'),
+    ),
+    h('div', { id: 'webhook-secret' }),
+    h(
+      'section',
+      { id: 'deliveries-section', 'aria-labelledby': 'deliveries-title', hidden: true },
+      h('h3', { id: 'deliveries-title' }, 'Delivery log'),
+      h('div', { id: 'deliveries' }),
+    ),
+  )
+  const status = byId('webhooks-status')
+
+  async function showDeliveries(endpoint: Endpoint) {
+    const { deliveries } = await call<{ deliveries: DeliveryRecord[] }>(`${path(endpoint.id)}/deliveries`)
+    const section = byId('deliveries-section')
+    section.hidden = false
+    fill(byId('deliveries-title'), `Delivery log of ${endpoint.url}`)
+    fill(
+      byId('deliveries'),
+      table(
+        'Deliveries, newest first',
+        ['Event', 'Type', 'Try', 'Outcome', 'When', 'Replay'],
+        deliveries.map((d) => [
+          h('code', {}, d.eventId),
+          d.type,
+          d.replay ? 'replay' : d.attempt,
+          d.ok ? `delivered (${d.httpStatus})` : `failed: ${d.error ?? d.httpStatus}`,
+          when(d.at),
+          actionButton('Replay', `Replay ${d.eventId}`, status, async () => {
+            const sent = await call<DeliveryRecord>(
+              `${path(endpoint.id)}/deliveries/${encodeURIComponent(d.eventId)}/replay`,
+              'POST',
+            )
+            await showDeliveries(endpoint)
+            say(
+              status,
+              sent.ok
+                ? `${d.eventId} was sent again and accepted.`
+                : `${d.eventId} was sent again: ${sent.error}.`,
+            )
+          }),
+        ]),
+        'no deliveries yet',
+      ),
+    )
+  }
+
+  async function showWebhooks() {
+    const { webhooks } = await call<{ webhooks: Endpoint[] }>(`${prefix}/webhooks`)
+    fill(
+      byId('webhooks'),
+      table(
+        'Endpoints',
+        ['URL', 'Events', 'Balance threshold', 'Created', 'Log', 'Remove'],
+        webhooks.map((endpoint) => [
+          h('code', {}, endpoint.url),
+          endpoint.events.join(', '),
+          endpoint.balanceThresholdUsdc === null ? '–' : money(endpoint.balanceThresholdUsdc),
+          when(endpoint.createdAt),
+          actionButton('Delivery log', `Delivery log of ${endpoint.url}`, status, () =>
+            showDeliveries(endpoint),
+          ),
+          actionButton('Remove', `Remove ${endpoint.url}`, status, async () => {
+            if (!confirm(`Remove ${endpoint.url}? No more events are sent to it.`)) return
+            await call(path(endpoint.id), 'DELETE')
+            byId('deliveries-section').hidden = true
+            await showWebhooks()
+            say(status, `${endpoint.url} was removed.`)
+          }),
+        ]),
+        'none registered',
+      ),
+    )
+  }
+
+  onSubmit(byId<HTMLFormElement>('webhook-form'), status, async (data) => {
+    const threshold = String(data.get('balanceThresholdUsdc') ?? '').trim()
+    const created = await call<Endpoint & { secret: string }>(`${prefix}/webhooks`, 'POST', {
+      url: String(data.get('url') ?? '').trim(),
+      events: data.getAll('events').map(String),
+      ...(threshold === '' ? {} : { balanceThresholdUsdc: threshold }),
+    })
+    fill(
+      byId('webhook-secret'),
+      h(
+        'div',
+        { class: 'once', role: 'status' },
+        h('p', {}, `The signing secret of ${created.url}, shown this once: copy it now.`),
+        h('code', { id: 'webhook-secret-value' }, created.secret),
+      ),
+    )
+    byId<HTMLFormElement>('webhook-form').reset()
+    await showWebhooks()
+  })
+  return showWebhooks
+}

@@ -1,0 +1,153 @@
+// The Webhooks sections in headless Chromium, worked as a person would: on the dashboard an
+// endpoint registered through the page (its signing secret shown this once), an event delivered to
+// the test's own loopback receiver and seen in the endpoint's delivery log, replayed, then removed;
+// on the supplier page the same for a supplier's event.
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import type { Browser } from 'playwright-core'
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { verify } from '../../src/webhooks/signing.ts'
+import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { injectWallet, launchChromium, openPage } from '../helpers/browser.ts'
+import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { freePort, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
+import { startReceiver, startWebhookStack } from '../webhooks/helpers.ts'
+
+let stack: TestStack
+let browser: Browser
+let buyer: TestAccount
+const receiver = startReceiver()
+
+beforeAll(async () => {
+  // The supplier page's sign-in message names the public URL: the stack listens where it says.
+  const port = await freePort()
+  stack = await startWebhookStack({ PORT: String(port), SVC_PUBLIC_URL: `http://127.0.0.1:${port}` })
+  browser = await launchChromium()
+  await simOffer(stack, 40)
+  buyer = await fundedBuyer(stack, '10.000000')
+}, 30_000)
+afterAll(async () => {
+  await browser?.close()
+  await stack?.stop()
+  await receiver.stop()
+})
+
+test('registers an endpoint (secret shown once), shows a delivered event in its log, replays it and removes it', async () => {
+  const { page, errors, close } = await openPage(browser, `${stack.url}/dashboard`, { width: 1280 })
+  await page.getByLabel('API key', { exact: true }).fill(buyer.apiKey)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('heading', { name: 'Webhooks' }).waitFor()
+  await page.locator('#webhooks').getByText('Endpoints: none registered').waitFor()
+
+  await page.getByLabel('URL (public https)').fill(receiver.url)
+  await page.getByLabel('balance.low', { exact: true }).check()
+  await page.getByLabel('Balance threshold (USDC, for balance.low)').fill('9.999999')
+  await page.getByRole('button', { name: 'Register endpoint' }).click()
+  const secret = (await page.locator('#webhook-secret-value').textContent()) ?? ''
+  expect(secret).toMatch(/^whsec_/)
+  const endpoints = page.getByRole('table', { name: 'Endpoints' })
+  await endpoints.waitFor()
+  expect(await endpoints.locator('tbody tr').first().locator('td').allTextContents()).toEqual([
+    receiver.url,
+    'balance.low',
+    '$9.999999',
+    expect.any(String),
+    'Delivery log',
+    'Remove',
+  ])
+  // The API never shows the secret again.
+  expect(
+    JSON.stringify(await (await keyFetch(stack, buyer.apiKey, '/v1/agent/webhooks')).json()),
+  ).not.toContain(secret)
+
+  // A paid request takes the balance below the threshold: balance.low goes out, signed.
+  const response = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
+    method: 'POST',
+    json: { model: 'llama-3.3-70b', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] },
+  })
+  expect(response.status).toBe(200)
+  await until(() => receiver.received.length === 1)
+  const sent = receiver.received[0]!
+  expect(verify(secret, sent.id, sent.timestamp, sent.body, sent.signature)).toBe(true)
+  await until(async () => {
+    const id = (
+      (await (await keyFetch(stack, buyer.apiKey, '/v1/agent/webhooks')).json()) as {
+        webhooks: { id: string }[]
+      }
+    ).webhooks[0]!.id
+    const log = (await (
+      await keyFetch(stack, buyer.apiKey, `/v1/agent/webhooks/${id}/deliveries`)
+    ).json()) as {
+      deliveries: unknown[]
+    }
+    return log.deliveries.length === 1
+  })
+
+  await page.getByRole('button', { name: `Delivery log of ${receiver.url}` }).click()
+  const log = page.getByRole('table', { name: 'Deliveries, newest first' })
+  await log.waitFor()
+  const row = await log.locator('tbody tr').first().locator('td').allTextContents()
+  expect(row.slice(0, 4)).toEqual([sent.id, 'balance.low', '1', 'delivered (200)'])
+
+  await page.getByRole('button', { name: `Replay ${sent.id}` }).click()
+  await page.locator('#webhooks-status').getByText(`${sent.id} was sent again and accepted.`).waitFor()
+  expect(receiver.received).toHaveLength(2)
+  expect(receiver.received[1]!.id).toBe(sent.id)
+  expect(await log.locator('tbody tr').first().locator('td').nth(2).textContent()).toBe('replay')
+
+  page.once('dialog', (dialog) => dialog.accept())
+  await page.getByRole('button', { name: `Remove ${receiver.url}` }).click()
+  await page.locator('#webhooks-status').getByText(`${receiver.url} was removed.`).waitFor()
+  await page.locator('#webhooks').getByText('Endpoints: none registered').waitFor()
+  expect(await page.locator('#deliveries-section').isHidden()).toBe(true)
+  expect(errors).toEqual([])
+  await close()
+}, 60_000)
+
+test("the supplier page: registers an endpoint (secret shown once) and shows a supplier's event delivered", async () => {
+  const own = startReceiver()
+  const account = privateKeyToAccount(generatePrivateKey())
+  const { page, errors, close } = await openPage(browser, `${stack.url}/supplier`, {
+    width: 1280,
+    setup: async (p) => {
+      await injectWallet(p, account)
+    },
+  })
+  try {
+    await page.getByRole('button', { name: 'Connect wallet and sign in' }).click()
+    await page.locator('#webhooks').getByText('Endpoints: none registered').waitFor()
+    await page.getByLabel('URL (public https)').fill(own.url)
+    await page.getByLabel('supplier.suspended', { exact: true }).check()
+    expect(await page.getByLabel('Balance threshold (USDC, for balance.low)').count()).toBe(0)
+    await page.getByRole('button', { name: 'Register endpoint' }).click()
+    const secret = (await page.locator('#webhook-secret-value').textContent()) ?? ''
+    expect(secret).toMatch(/^whsec_/)
+    await page.getByRole('table', { name: 'Endpoints' }).waitFor()
+
+    const key = await page.evaluate<string>("sessionStorage.getItem('svc.supplier.key')")
+    const me = (await (await keyFetch(stack, key, '/v1/supplier/me')).json()) as { supplierId: string }
+    const suspended = await adminFetch(stack, `/admin/v1/suppliers/${me.supplierId}`, {
+      method: 'PATCH',
+      json: { status: 'suspended' },
+    })
+    expect(suspended.status).toBe(200)
+    await until(() => own.received.length === 1)
+    const sent = own.received[0]!
+    expect(verify(secret, sent.id, sent.timestamp, sent.body, sent.signature)).toBe(true)
+    await until(async () => {
+      const listed = (await (await keyFetch(stack, key, '/v1/supplier/events')).json()) as {
+        data: { deliveries: { state: string }[] }[]
+      }
+      return listed.data[0]?.deliveries[0]?.state === 'delivered'
+    })
+    await page.getByRole('button', { name: `Delivery log of ${own.url}` }).click()
+    const log = page.getByRole('table', { name: 'Deliveries, newest first' })
+    await log.waitFor()
+    const row = await log.locator('tbody tr').first().locator('td').allTextContents()
+    expect(row.slice(0, 4)).toEqual([sent.id, 'supplier.suspended', '1', 'delivered (200)'])
+    expect(errors).toEqual([])
+  } finally {
+    await close()
+    await own.stop()
+  }
+}, 60_000)

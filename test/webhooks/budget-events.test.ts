@@ -1,0 +1,146 @@
+// key.budget.80 and key.budget.100 in the money scripts, on a real Redis with the clock injected into
+// admit: written by the clear that first takes a key's spent to 80% and to 100% of its limit, once
+// each; again in a new period of a periodic budget, never again for a lifetime one; never by a clear
+// that charges nothing nor for a refused request.
+import { describe, expect, test } from 'bun:test'
+import type { LimitReset } from '../../src/accounts/budget-periods.ts'
+import { formatMicros, type MicroDiem } from '../../src/money/units.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
+import {
+  admitFor,
+  admitted,
+  clearFor,
+  freshMarketPerTest,
+  type MarketFixture,
+  postOffer,
+  seedAccount,
+} from '../helpers/market.ts'
+
+let fx: MarketFixture
+freshMarketPerTest((fresh) => {
+  fx = fresh
+})
+
+const KEY = 'key-1'
+// At 50 cents, a 1,000 micro-DIEM worst case holds 500 micro-USDC; cleared at 1,000 it charges 500.
+const HOLD = 500
+// Five full clears reach the limit: the fourth reaches 80% (2,000), the fifth 100%.
+const LIMIT = 5 * HOLD
+const DAY = Date.parse('2026-03-10T12:00:00.000Z')
+const NEXT_DAY = DAY + 86_400_000
+
+/** An account whose key-1 has LIMIT (periodic when `reset`), and an endpoint for the budget events. */
+async function budgetedAccount(reset?: LimitReset) {
+  await postOffer(fx, 50, 1_000_000_000, { maxInFlight: 100_000 })
+  const acct = await seedAccount(fx, 1_000_000_000)
+  await fx.redis.hset(fx.keys.account(acct), `limit:${KEY}`, LIMIT)
+  if (reset) await fx.redis.hset(fx.keys.account(acct), `reset:${KEY}`, reset)
+  // As lua/webhook-put.lua counts an endpoint's event types.
+  await fx.redis.hset(fx.keys.webhookHooks(`acct:${acct}`), 't:key.budget.80', 1, 't:key.budget.100', 1)
+  return acct
+}
+
+interface Written {
+  type: string
+  data: { keyId: string; limitUsdc: string; spentUsdc: string; percent: number }
+}
+
+async function written(acct: string): Promise<Written[]> {
+  const entries = await fx.redis.xrange(fx.keys.webhookEvents(`acct:${acct}`), '-', '+')
+  return entries.map(([, fields]) => {
+    const map = Object.fromEntries(fields.flatMap((_, i) => (i % 2 ? [] : [[fields[i], fields[i + 1]]])))
+    expect(Number(map.at)).toBeGreaterThan(0)
+    return { type: map.type as string, data: JSON.parse(map.data as string) }
+  })
+}
+
+const types = async (acct: string) => (await written(acct)).map((e) => e.type)
+
+/** Admits (at `now` where given) and clears at `burn` (1,000: the full hold, 500 micro-USDC). */
+async function spend(acct: string, now?: number, burn = 1_000) {
+  const a = admitted(await admitFor(fx, acct, now === undefined ? {} : { now }))
+  return clearFor(fx, a.attemptId, burn)
+}
+
+const budgetEvent = (pct: 80 | 100, spent: number) => ({
+  type: `key.budget.${pct}`,
+  data: { keyId: KEY, limitUsdc: '0.002500', spentUsdc: formatMicros(spent), percent: pct },
+})
+
+describe('a lifetime limit', () => {
+  test('80 and 100 are written once each, by the clears that first reach them; a refusal writes nothing', async () => {
+    const acct = await budgetedAccount()
+    for (let i = 0; i < 3; i++) await spend(acct)
+    expect(await written(acct)).toEqual([])
+    await spend(acct)
+    expect(await written(acct)).toEqual([budgetEvent(80, 2000)])
+    await spend(acct)
+    expect(await written(acct)).toEqual([budgetEvent(80, 2000), budgetEvent(100, 2500)])
+    // Spent up: the next request is refused, and writes nothing.
+    const refused = await admitFor(fx, acct)
+    expect(refused.code).toBe(AdmitCode.KeyLimit)
+    expect(await types(acct)).toEqual(['key.budget.80', 'key.budget.100'])
+  })
+
+  test('a clear that charges nothing writes nothing; one that passes a mark writes it once', async () => {
+    const acct = await budgetedAccount()
+    for (let i = 0; i < 3; i++) await spend(acct)
+    // Charges 0 with the key's spent just short of 80%: nothing crossed.
+    const free = await spend(acct, undefined, 0)
+    expect(Number(free.charged)).toBe(0)
+    expect(await written(acct)).toEqual([])
+    await spend(acct, undefined, 900) // 1,950: short of 80% still
+    expect(await written(acct)).toEqual([])
+    // A clear that takes spent past a mark without landing on it writes it, once.
+    await spend(acct)
+    expect(await written(acct)).toEqual([budgetEvent(80, 2450)])
+    // Past 80% now: a smaller request that charges nothing writes nothing either.
+    const small = admitted(await admitFor(fx, acct, { holdDiem: 100 as MicroDiem }))
+    expect(Number((await clearFor(fx, small.attemptId, 0)).charged)).toBe(0)
+    expect(await types(acct)).toEqual(['key.budget.80'])
+  })
+
+  test('with no endpoint for the budget events, nothing is written', async () => {
+    const acct = await budgetedAccount()
+    await fx.redis.del(fx.keys.webhookHooks(`acct:${acct}`))
+    for (let i = 0; i < 5; i++) await spend(acct)
+    expect(await fx.redis.exists(fx.keys.webhookEvents(`acct:${acct}`))).toBe(0)
+  })
+})
+
+describe('a periodic limit', () => {
+  test('80 and 100 once each in a period, and again in the next; never for a refusal', async () => {
+    const acct = await budgetedAccount('daily')
+    for (let i = 0; i < 5; i++) await spend(acct, DAY)
+    expect(await written(acct)).toEqual([budgetEvent(80, 2000), budgetEvent(100, 2500)])
+    const refused = await admitFor(fx, acct, { now: DAY + 1 })
+    expect(refused.code).toBe(AdmitCode.KeyLimit)
+    expect(await types(acct)).toHaveLength(2)
+
+    // The next day the key spends from nothing: each mark is reached, and written, once more.
+    for (let i = 0; i < 3; i++) await spend(acct, NEXT_DAY)
+    expect(await types(acct)).toHaveLength(2)
+    await spend(acct, NEXT_DAY)
+    await spend(acct, NEXT_DAY)
+    expect(await written(acct)).toEqual([
+      budgetEvent(80, 2000),
+      budgetEvent(100, 2500),
+      budgetEvent(80, 2000),
+      budgetEvent(100, 2500),
+    ])
+    expect((await admitFor(fx, acct, { now: NEXT_DAY + 1 })).code).toBe(AdmitCode.KeyLimit)
+    expect(await types(acct)).toHaveLength(4)
+  })
+
+  test('a clear admitted in a period that has ended writes nothing for the new one', async () => {
+    const acct = await budgetedAccount('daily')
+    for (let i = 0; i < 3; i++) await spend(acct, DAY)
+    // Admitted the day before; the next day's first admission rolls the key's period on.
+    const late = admitted(await admitFor(fx, acct, { now: DAY }))
+    const today = admitted(await admitFor(fx, acct, { now: NEXT_DAY }))
+    await clearFor(fx, late.attemptId, 1_000)
+    expect(await written(acct)).toEqual([])
+    await clearFor(fx, today.attemptId, 1_000)
+    expect(await written(acct)).toEqual([])
+  })
+})
