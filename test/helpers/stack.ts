@@ -37,8 +37,15 @@ export function testRedisUrl(): string {
  */
 export async function ownRedis(): Promise<LocalRedis> {
   const redis = await startLocalRedis()
+  // Files run one after another in one process (bun test without --parallel) get the run's server
+  // back once this one stops.
+  const previous = process.env.TEST_REDIS_URL
   process.env.TEST_REDIS_URL = redis.url
-  afterAll(() => redis.stop())
+  afterAll(async () => {
+    await redis.stop()
+    if (previous === undefined) delete process.env.TEST_REDIS_URL
+    else process.env.TEST_REDIS_URL = previous
+  })
   return redis
 }
 
