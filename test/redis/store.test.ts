@@ -6,12 +6,17 @@ import { randomBytes } from 'node:crypto'
 import Redis from 'ioredis'
 import type { Admission } from '../../src/market/admission.ts'
 import { OfferService } from '../../src/market/offers.ts'
+import { isRedisUnavailable } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import { startLocalRedis } from '../../src/redis/local-server.ts'
 import { LIBRARY } from '../../src/redis/script-registry.ts'
+import { runScript } from '../../src/redis/scripts.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
+import { pad, restartLoading } from '../helpers/loading-redis.ts'
 import { admitFor, clearFor, type MarketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 let cluster: RedisCluster
 const stores: Store[] = []
@@ -76,4 +81,38 @@ test('a single-Redis store and a Cluster store run the same scripts and read the
   expect(loaded).toEqual([1, 1, 1])
   expect(single.lane).toBeDefined()
   expect(onCluster.lane).toBeUndefined()
+}, 60_000)
+
+test('after a restart that loads the data set, scripts and reads come back together', async () => {
+  const local = await startLocalRedis()
+  const store = createStore(local.url, { name: 'svc-test-store-loading', failFast: true })
+  stores.push(store)
+  const keys = keyspace(testPrefix())
+  const served = (call: () => Promise<unknown>) =>
+    call().then(
+      () => 'served',
+      (error) => (isRedisUnavailable(error) ? 'away' : String(error)),
+    )
+  const script = () => served(() => runScript(store, 'capacity', [keys.base], { maxPriceCents: 80 }))
+  const read = () => served(() => store.hgetall(keys.account('none')))
+  let loading: Awaited<ReturnType<typeof restartLoading>> | null = null
+  try {
+    await store.whenReady(5_000)
+    await until(() => store.lane !== undefined)
+    await pad(local.url, 5_000)
+    loading = await restartLoading(local)
+    expect([await script(), await read()]).toEqual(['away', 'away'])
+    // The lane's socket may be open again long before Redis has loaded: it serves no script then.
+    expect(store.lane).toBeUndefined()
+    await loading.loaded()
+    // The first script served after the load: the read right behind it finds the store up too.
+    await until(async () => (await script()) === 'served', 5)
+    expect(await read()).toBe('served')
+    await until(() => store.lane !== undefined)
+    expect(await script()).toBe('served')
+  } finally {
+    store.close()
+    await loading?.stop()
+    await local.stop()
+  }
 }, 60_000)
