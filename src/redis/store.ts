@@ -171,8 +171,8 @@ function singleStore(redis: Redis, lane: ScriptLane | null): Store {
   return {
     ...commandsOf(redis),
     sendScript(name, keys, argv) {
-      const ready = readyLane()
-      if (ready) return ready.call(LIBRARY, name, SCRIPTS[name].lua, keys, argv)
+      const onLane = readyLane()
+      if (onLane) return onLane.call(LIBRARY, name, SCRIPTS[name].lua, keys, argv)
       return evalsha(name, keys, argv)
     },
     get ready() {
