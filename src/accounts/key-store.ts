@@ -2,7 +2,6 @@
 // (lifetime, or reset daily, weekly or monthly: budget-periods.ts), and the spent and held beside it
 // on the account's hash. A limit, its reset or a name is set by lua/set-key-limit.lua; a limited
 // caller's budget binds what it mints, changes and revokes.
-
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'

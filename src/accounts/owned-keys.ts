@@ -2,7 +2,6 @@
 // scripts on the owner's own hashes. Minted under the owner's cap (lua/mint-key.lua), listed, revoked
 // (lua/revoke-key.lua), touched (lua/touch-key.lua), and resolved by one HGETALL by digest, so a
 // revoked key fails on the very next request on every replica: no cache outlives a revoke.
-
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'

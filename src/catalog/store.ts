@@ -2,7 +2,6 @@
 // go through a short in-process cache because every inference request needs its model's prices.
 // An expired cache is still served while one read of Redis refreshes it in the background: no
 // request waits on that read, and a burst of requests at expiry makes one read, not one each.
-
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'

@@ -1,6 +1,5 @@
 // The signup's global fuse: signup cannot attribute callers (no key yet), so settlement calls are
 // capped per minute across every replica, counted in Redis. Past the cap: 429 with Retry-After.
-
 import { ApiError } from '../errors.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'

@@ -1,6 +1,5 @@
 // Builds the funding parts from config: the chain reader, the settler (self-facilitated by the
 // relayer key, or a remote facilitator), the ledger, the payments service and the signup fuse.
-
 import type { Logger } from 'pino'
 import type { Address, Hex } from 'viem'
 import type { FundingConfig } from '../config.ts'

@@ -1,6 +1,5 @@
 // The Redis side of funding: claims on authorizations (the "payment in flight" records), credits
 // of settled payments to pending, and their confirmation. Every money move is one Lua script.
-
 import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { PaymentCode } from '../redis/result-codes.ts'

@@ -1,5 +1,4 @@
 // Funding for one replica: its parts, and the confirmations watcher and reconciler running.
-
 import type { Logger } from 'pino'
 import { AccountStore } from '../accounts/accounts.ts'
 import type { GatewayConfig } from '../config.ts'

@@ -1,7 +1,6 @@
 // Clearing a request: usage -> burn -> the clear script. Metered usage when the supplier reported it; else an
 // estimate from the tokenizer, capped at the admitted max_tokens and the upstream key's pre-call
 // balance, as the contract says.
-
 import type { Admission } from '../market/admission.ts'
 import { type Clearing, clear } from '../market/clearing.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'

@@ -1,6 +1,5 @@
 // Dispatch: admit -> call the supplier -> on a failure before any byte, release that hold, cool
 // the offer down, and admit the next cheapest offer not yet tried: up to five offers.
-
 import type { Logger } from 'pino'
 import type { MarketConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'

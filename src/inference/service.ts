@@ -2,7 +2,6 @@
 // answer. It resolves the model and the hold's worst case, dispatches with fall-forward (every
 // attempt's lease renewed from admission by its one renewer), and clears. Routes translate their
 // wire shapes around it; it knows nothing of HTTP.
-
 import type { Logger } from 'pino'
 import type { CatalogStore } from '../catalog/store.ts'
 import type { GatewayConfig } from '../config.ts'

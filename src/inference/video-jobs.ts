@@ -2,7 +2,6 @@
 // first MP4), refunded (release: the supplier failed or rejected it) or expired (release). The
 // job record ties the buyer's job id to its attempt and the supplier's queue id; the money moves
 // only through the idempotent clear and release scripts, so racing polls charge once.
-
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 

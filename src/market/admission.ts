@@ -1,6 +1,5 @@
 // The admission script's typed wrapper: admit picks the cheapest eligible offer and holds the
 // request's worst case (lua/admit.lua). This module only shapes arguments and results.
-
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'

@@ -1,7 +1,6 @@
 // The market's half of `svc-gateway audit` (cli/audit.ts composes it with the suppliers' and the
 // payouts'): checks DESIGN.md's invariants over the whole keyspace and names what is off.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
-
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'

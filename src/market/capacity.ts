@@ -1,7 +1,6 @@
 // The capacity snapshot of GET /v1/capacity: the ladder grouped by ask, as the router sees it (the
 // capacity script shares admit's eligibility rule), cached 30 s in Redis so every replica answers
 // the same snapshot.
-
 import type { Modality } from '../catalog/entry.ts'
 import type { CatalogStore } from '../catalog/store.ts'
 import { costAtAsk, formatMicros, type MicroDiem } from '../money/units.ts'

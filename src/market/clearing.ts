@@ -1,7 +1,6 @@
 // The clearing scripts' typed wrappers: clear charges an attempt from its burn, release ends a
 // failed one with no charge (lua/clear.lua, lua/release.lua). This module only shapes arguments and
 // results.
-
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'

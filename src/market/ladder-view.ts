@@ -3,7 +3,6 @@
 // from its own slot. The view is only a guess at which offer to try first: admitCheapest reserves
 // on the offer itself (lua/reserve.lua checks it against its own state), so a stale view costs a
 // try at the next offer, never a reservation at a wrong price or past capacity.
-
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'

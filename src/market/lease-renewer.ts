@@ -1,7 +1,6 @@
 // One timer per process renews the leases of every stream it relays, in one pipelined batch,
 // instead of a timer per stream: fewer timers and closures held per open stream, and one round
 // trip for all of them. A lease lives as long as its stream; only a dead replica's are reaped.
-
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { TickingSet } from '../timing/ticking-set.ts'

@@ -1,6 +1,5 @@
 // The lease scripts' typed wrappers: renew pushes an in-flight attempt's lease forward, reap ends
 // the attempts whose lease expired (lua/renew.lua, lua/reap.lua).
-
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { RenewCode } from '../redis/result-codes.ts'

@@ -1,6 +1,5 @@
 // Every replica runs a reaper: it returns what expired leases hold. The script ends each attempt
 // once, so several reapers at once are safe. Each pass stamps the replica as seen (src/market/replicas.ts).
-
 import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'

@@ -1,7 +1,6 @@
 // The market's running totals, kept by the clear itself (lua/clear.lua) on the market hash: what
 // buyers were charged, the platform's fees, what late clears wrote off and the burn suppliers
 // reported beyond what could be billed. One read, however large the market.
-
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'

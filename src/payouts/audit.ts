@@ -3,7 +3,6 @@
 // exactly the open payouts. With --chain: every confirmed payout's receipt is on chain and holds
 // the USDC Transfer(payout wallet -> supplier wallet, amount). A payout re-signed with a higher fee
 // has several hashes at one nonce: the transfer may be any of them, and only that one is mined.
-
 import type { Address, Hex } from 'viem'
 import { type FundingChain, hasTransfer, type Receipt } from '../funding/chain.ts'
 import type { Keyspace } from '../redis/keys.ts'

@@ -1,7 +1,6 @@
 // Payouts as the routes and tools use them: a supplier asks (amount and Idempotency-Key checked
 // here, the money rules in lua/payout-create.lua), lists and reads its own; the operator lists
 // those in flight. Without a payout wallet configured every request is a 503 and nothing changes.
-
 import type { PayoutConfig } from '../config.ts'
 import { badRequest } from '../errors.ts'
 import { parseMicros } from '../money/units.ts'

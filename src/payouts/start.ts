@@ -1,6 +1,5 @@
 // Payouts for one replica: the service the routes use and, with a payout wallet configured, the
 // sender (every replica runs it; the sender lock lets one work at a time) and the balance watch.
-
 import type { Logger } from 'pino'
 import type { GatewayConfig } from '../config.ts'
 import { type FundingChain, fundingChain } from '../funding/chain.ts'

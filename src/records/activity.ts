@@ -1,7 +1,6 @@
 // GET /v1/agent/activity and GET /v1/agent/usage: the account's ended attempts, read from its
 // ended-attempt Stream (`acct:<id>:activity`, appended by the script that ends each attempt, so
 // an attempt is on it the moment its response is in).
-
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'

@@ -1,7 +1,6 @@
 // GET /v1/agent/requests/{support_reference}: a request's record, read from its ended attempts
 // (`attempt:<support reference>.<n>`, written by the script that ended each), shown to the
 // account that made the request only.
-
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'

@@ -2,7 +2,6 @@
 // ends one: lua/refuse.lua writes its refusal as an ended attempt of its own (state `refused`), so
 // that the request can be resolved by its support reference like any other and goes on the
 // ended-attempt Streams. No money moves.
-
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'

@@ -1,7 +1,6 @@
 // GET /v1/models/stats: each model's share of the requests served in a window, from the daily
 // buckets lua/clear.lua counts in (HINCRBY per day per model as each request clears). Shares only, never a
 // count; below the privacy threshold nothing but hasSufficientVolume: false.
-
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { lastDays } from './days.ts'

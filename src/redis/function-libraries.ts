@@ -4,7 +4,6 @@
 // calls is harmless: its next call finds the function missing, loads the library again and is sent
 // again (script-lane.ts). Libraries of any other name are never listed or touched: another
 // application may share the Redis.
-
 import { GATEWAY_LIBRARY_NAME } from './functions.ts'
 import type { Commands } from './store.ts'
 

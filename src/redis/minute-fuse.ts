@@ -2,7 +2,6 @@
 // under a key per minute (kept two minutes), one count per scope when the key names one (a
 // client's address). Past it, the caller's 429 with Retry-After to the next minute. For what no
 // key can be charged for (a signup, a sign-in nonce).
-
 import type { ApiError } from '../errors.ts'
 import type { Store } from './store.ts'
 

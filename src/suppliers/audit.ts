@@ -2,7 +2,6 @@
 // every offer it posted names it, its fills add up to its offers' earnings (equal while its fills
 // Stream holds every entry it was given, at most that once retention trimmed it), and earned =
 // paid out + pending + payable with payable never below zero.
-
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'

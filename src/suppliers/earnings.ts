@@ -1,6 +1,5 @@
 // GET /v1/supplier/earnings: per UTC day of the window, what the supplier's offers earned (net of
 // the fee), how much they burned and how many fills, from its fills Stream like the buyer's usage.
-
 import { formatMicros } from '../money/units.ts'
 import { scanWindow } from '../records/activity.ts'
 import type { StatsWindow } from '../records/stats.ts'

@@ -1,7 +1,6 @@
 // GET /v1/supplier/fills: the clears on a supplier's offers, newest first, read from its fills
 // Stream (`supplier:<id>:fills`, appended by lua/clear.lua in the call that clears). Offer, model,
 // burn, price and earnings only: a fill never names the buyer.
-
 import { formatMicros } from '../money/units.ts'
 import { type Entry, entryMs, fieldsOf, pageStream } from '../records/activity.ts'
 import type { Keyspace } from '../redis/keys.ts'

@@ -1,6 +1,5 @@
 // Supplier keys: the sign-in mints the first (lua/supplier-signin.lua); more are minted, listed,
 // revoked and resolved as an account's API keys are (OwnedKeys), on the supplier's own hashes.
-
 import { type NewKey, type OwnedKeyRecord, OwnedKeys } from '../accounts/owned-keys.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'

@@ -3,7 +3,6 @@
 // upstream's balance endpoint before the offer stands, sealed at rest as every offer's is, and
 // claimed by digest in the same script that writes the offer (lua/offer-put.lua), so one upstream
 // key stands in one non-deleted offer only. A supplier sees and changes its own offers only.
-
 import { digestApiKey } from '../accounts/api-keys.ts'
 import {
   DEFAULT_MAX_IN_FLIGHT,

@@ -1,7 +1,6 @@
 // Supplier identity: a single-use nonce (5 minutes, in Redis), then a signed EIP-4361 message
 // checked against the gateway's own URL (siwe.ts) and turned into a `sup_` key by one script
 // (lua/supplier-signin.lua): nonce used up, supplier found or created for the wallet, key minted.
-
 import { generateSiweNonce } from 'viem/siwe'
 import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'

@@ -1,6 +1,5 @@
 // Sending one event to one endpoint, signed, and the endpoint's delivery log the owner reads
 // (bounded, newest first) and replays from. The consumer (consumer.ts) decides when to send.
-
 import type { WebhookConfig } from '../config.ts'
 import { notFound } from '../errors.ts'
 import { formatMicros } from '../money/units.ts'
