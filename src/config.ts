@@ -4,6 +4,7 @@
 import { ConfigError, type Env, integer, oneOf, read, required, url } from './config-env.ts'
 import { parseMicros } from './money/units.ts'
 import { parseRedisTarget } from './redis/target.ts'
+import type { Every } from './timing/every.ts'
 
 export { ConfigError } from './config-env.ts'
 
@@ -137,6 +138,8 @@ export interface MarketConfig {
   keyWaitMs: number
   /** How long an offer sits out after its upstream failed before any byte. */
   cooldownMs: number
+  /** What runs the lease renewer and the reaper (a timer unless a test drives them). */
+  every?: Every
 }
 
 /** The supplier call and the relay. */

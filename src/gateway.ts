@@ -49,7 +49,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   }
   const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
-  const stopReaper = startReaper(redis, keys, config.market.reapIntervalMs, logger, recordRetentionMs)
+  const { reapIntervalMs, every } = config.market
+  const stopReaper = startReaper(redis, keys, reapIntervalMs, logger, recordRetentionMs, every)
 
   const webhooks = webhookParts(redis, keys, config.masterKey, config.webhooks)
   const stopWebhooks = startWebhookConsumer(

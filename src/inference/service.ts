@@ -111,7 +111,7 @@ export class InferenceService {
   constructor(readonly deps: InferenceDeps) {
     const { inference, market } = deps.config
     const recordRetentionMs = deps.config.records.recordRetentionDays * 86_400_000
-    this.renewer = new LeaseRenewer(deps.redis, deps.keys, market.leaseMs)
+    this.renewer = new LeaseRenewer(deps.redis, deps.keys, market.leaseMs, market.every)
     this.dispatching = {
       redis: deps.redis,
       keys: deps.keys,

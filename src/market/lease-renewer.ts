@@ -3,6 +3,7 @@
 // trip for all of them. A lease lives as long as its stream; only a dead replica's are reaped.
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
+import { type Every, onTimer } from '../timing/every.ts'
 import { TickingSet } from '../timing/ticking-set.ts'
 import { renewLease } from './leases.ts'
 
@@ -10,10 +11,12 @@ export class LeaseRenewer {
   // Auto-pipelining sends each round's renewals together; a lease already reaped simply is not renewed.
   private readonly open: TickingSet<string>
 
-  constructor(redis: Store, keys: Keyspace, leaseMs: number) {
-    this.open = new TickingSet(Math.floor(leaseMs / 3), (id) => {
-      renewLease(redis, keys, id, leaseMs).catch(() => {})
-    })
+  constructor(redis: Store, keys: Keyspace, leaseMs: number, every: Every = onTimer) {
+    this.open = new TickingSet(
+      Math.floor(leaseMs / 3),
+      (id) => renewLease(redis, keys, id, leaseMs).catch(() => {}),
+      every,
+    )
   }
 
   add(attemptId: string): void {

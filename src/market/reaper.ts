@@ -3,6 +3,7 @@
 import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
+import { type Every, onTimer } from '../timing/every.ts'
 import { reapExpired } from './leases.ts'
 import { stampReaperPass } from './replicas.ts'
 
@@ -12,9 +13,10 @@ export function startReaper(
   intervalMs: number,
   logger: Logger,
   recordRetentionMs?: number,
+  every: Every = onTimer,
 ): () => void {
   let running = false
-  const timer = setInterval(async () => {
+  return every(intervalMs, async () => {
     if (running) return
     running = true
     try {
@@ -33,7 +35,5 @@ export function startReaper(
     } finally {
       running = false
     }
-  }, intervalMs)
-  timer.unref()
-  return () => clearInterval(timer)
+  })
 }

@@ -22,6 +22,7 @@ const COMMANDS = [
   'dumpBuffer',
   'eval',
   'exists',
+  'flushdb',
   'get',
   'hdel',
   'hexists',

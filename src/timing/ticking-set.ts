@@ -1,29 +1,39 @@
 // A set whose members one interval visits while it has any: the way the process keeps one timer
 // for many open streams (their silences, their leases) instead of a timer each.
+import { type Every, onTimer } from './every.ts'
+
 export class TickingSet<T> {
   private readonly members = new Set<T>()
-  private timer: Timer | null = null
+  private stop: (() => void) | null = null
 
   constructor(
     private readonly periodMs: number,
-    private readonly visit: (member: T, now: number) => void,
+    private readonly visit: (member: T, now: number) => unknown,
+    private readonly every: Every = onTimer,
   ) {}
 
   add(member: T): void {
     this.members.add(member)
-    if (this.timer) return
-    this.timer = setInterval(() => {
-      const now = Date.now()
-      for (const m of this.members) this.visit(m, now)
-    }, this.periodMs)
-    this.timer.unref()
+    if (this.stop) return
+    this.stop = this.every(this.periodMs, () => this.visitAll())
   }
 
   remove(member: T): void {
     this.members.delete(member)
-    if (this.members.size === 0 && this.timer) {
-      clearInterval(this.timer)
-      this.timer = null
+    if (this.members.size === 0 && this.stop) {
+      this.stop()
+      this.stop = null
     }
+  }
+
+  /** Visits every member; settles once the visits that returned a promise have. */
+  private visitAll(): Promise<unknown> | undefined {
+    const now = Date.now()
+    const pending: unknown[] = []
+    for (const m of this.members) {
+      const visited = this.visit(m, now)
+      if (visited instanceof Promise) pending.push(visited)
+    }
+    return pending.length > 0 ? Promise.all(pending) : undefined
   }
 }

@@ -1,5 +1,7 @@
 // Real parts over real sockets: the simulated supplier and a gateway on free ports, on the shared
 // test redis-server, each stack under its own key prefix so tests never see each other's keys.
+
+import { afterAll } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import type { Logger } from 'pino'
@@ -7,6 +9,7 @@ import { type GatewayConfig, loadGatewayConfig } from '../../src/config.ts'
 import { type RunningGateway, startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
@@ -25,6 +28,18 @@ export function testRedisUrl(): string {
   const url = process.env.TEST_REDIS_URL
   if (!url) throw new Error('test/preload.ts did not start redis')
   return url
+}
+
+/**
+ * A redis-server for this file alone, from here on its test redis: for a file that reads or changes
+ * what the whole server holds (its client list, its functions, its command counts), which other
+ * files sharing the run's server would blur. Call it at the top of the file.
+ */
+export async function ownRedis(): Promise<LocalRedis> {
+  const redis = await startLocalRedis()
+  process.env.TEST_REDIS_URL = redis.url
+  afterAll(() => redis.stop())
+  return redis
 }
 
 /** A prefix with a fresh hash tag: the whole keyspace of one test stack. */
@@ -91,26 +106,23 @@ export async function startStack(
  * the replicas' heartbeat (stamped by every reaper pass) is left out.
  */
 export async function snapshotKeys(redis: Store, prefix: string): Promise<Record<string, string>> {
-  const keys = (await redis.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`)).sort()
   // Each replica's reaper stamps these on its own clock, whatever the requests do.
   const heartbeat = new Set([`${prefix}:replicas`, `${prefix}:reaper`])
-  const snapshot: Record<string, string> = {}
-  for (const key of keys) {
-    if (heartbeat.has(key)) continue
-    const type = await redis.type(key)
-    if (type === 'stream') {
-      snapshot[key] = JSON.stringify(await redis.xrange(key, '-', '+'))
-      continue
-    }
-    // By content: a large hash's DUMP order moves when a read rehashes it, though nothing changed.
-    if (type === 'hash') {
-      snapshot[key] = JSON.stringify(
-        Object.entries(await redis.hgetall(key)).sort(([a], [b]) => a.localeCompare(b)),
-      )
-      continue
-    }
-    const dump = await redis.dumpBuffer(key)
-    snapshot[key] = dump ? dump.toString('hex') : ''
-  }
-  return snapshot
+  const keys = (await redis.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`))
+    .filter((key) => !heartbeat.has(key))
+    .sort()
+  // Each step's commands sent together: two round trips, not two a key (fuzz tests take thousands).
+  const types = await Promise.all(keys.map((key) => redis.type(key)))
+  const values = await Promise.all(
+    keys.map(async (key, i) => {
+      if (types[i] === 'stream') return JSON.stringify(await redis.xrange(key, '-', '+'))
+      // By content: a large hash's DUMP order moves when a read rehashes it, though nothing changed.
+      if (types[i] === 'hash') {
+        return JSON.stringify(Object.entries(await redis.hgetall(key)).sort(([a], [b]) => a.localeCompare(b)))
+      }
+      const dump = await redis.dumpBuffer(key)
+      return dump ? dump.toString('hex') : ''
+    }),
+  )
+  return Object.fromEntries(keys.map((key, i) => [key, values[i]!]))
 }

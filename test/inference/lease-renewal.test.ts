@@ -3,24 +3,30 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, simKey, simOffer, sseData } from '../helpers/buyers.ts'
+import { lockstep } from '../helpers/lockstep.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let buyer: TestAccount
 
 // 30 tokens at 20 a second: 1.5 s, past a 600 ms lease reaped every 50 ms (a slow image: 1.5 s too).
+// Each round renews, then reaps: however late a round runs, a renewal is never the one left behind.
+const rounds = lockstep(50)
 beforeAll(async () => {
   stack = await startStack({
     sim: { outputTokens: 30, tokensPerSecond: 20, slowFirstByteMs: 1_500 },
-    env: { SVC_REAP_INTERVAL_MS: '50' },
     tune: (config) => {
       config.market.leaseMs = 600
+      config.market.every = rounds.every
     },
   })
   await simOffer(stack, 40)
   buyer = await fundedBuyer(stack, '1.000000')
 })
-afterAll(() => stack.stop())
+afterAll(async () => {
+  await stack.stop()
+  rounds.stop()
+})
 
 test('two streams longer than the lease are renewed, never reaped, and cleared normally', async () => {
   const before = await balances(stack, buyer.accountId)

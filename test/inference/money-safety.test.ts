@@ -8,6 +8,7 @@ import { auditAll } from '../../src/cli/audit.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, sseData } from '../helpers/buyers.ts'
+import { lockstep } from '../helpers/lockstep.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -55,18 +56,21 @@ function lyingSupplier() {
 
 let stack: TestStack
 let liar: ReturnType<typeof lyingSupplier>
+// A 600 ms lease, renewed then reaped every 50 ms in that order: a slow machine delays both alike.
+const rounds = lockstep(50)
 
 beforeAll(async () => {
   liar = lyingSupplier()
   stack = await startStack({
-    env: { SVC_REAP_INTERVAL_MS: '50' },
     tune: (config) => {
       config.market.leaseMs = 600
+      config.market.every = rounds.every
     },
   })
 })
 afterAll(async () => {
   await stack.stop()
+  rounds.stop()
   liar.stop()
 })
 
@@ -224,7 +228,12 @@ test('a buffered call slower than its lease keeps its hold: no second request is
   const slow = chat(buyer, { max_tokens: 4_000 })
   // Its hold in place (however long admission takes here), then longer than the lease.
   await until(async () => (await balances(stack, buyer.accountId)).held > 0)
-  await Bun.sleep(1_000)
+  // A reaper pass begun after the lease's first deadline: unrenewed, the hold would be gone by now.
+  const [, deadline] = await stack.redis.zrange(stack.keys.leases, 0, 0, 'WITHSCORES')
+  const passAt = async () => Number(await stack.redis.hget(stack.keys.reaperLastRun, 'at'))
+  await until(async () => (await passAt()) > Number(deadline))
+  const seen = await passAt()
+  await until(async () => (await passAt()) > seen)
   // The first hold (4,000 tokens at 40 cents: about 4,500 micro-USDC) leaves too little for a second.
   const second = await chat(buyer, { max_tokens: 4_000 })
   expect(second.status).toBe(402)

@@ -16,8 +16,11 @@ import { runScript, type ScriptArgs } from '../../src/redis/scripts.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { ownRedis, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
+
+// It reads and kills connections by name off the client list: a server of its own.
+await ownRedis()
 
 /** An admission's arguments by name: key-1 of `accountId`, a 1,000 micro-DIEM hold, no digest. */
 const admitArgs = (attemptId: string, accountId: string): ScriptArgs<'admit'> => ({
