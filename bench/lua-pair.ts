@@ -5,10 +5,9 @@
 // must do, to show what ratio to the trivial script any such design could reach.
 //   argv: JSON {seconds, rounds, concurrency}; prints `RESULT {...}`.
 import { randomUUID } from 'node:crypto'
-import type Redis from 'ioredis'
 import type { Admission } from '../src/market/admission.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
-import { readyScriptLane } from '../src/redis/scripts.ts'
+import type { Store } from '../src/redis/store.ts'
 import { admitFor, clearFor, marketFixture, postOffer, seedAccount } from '../test/helpers/market.ts'
 import floorAdmit from './floor-lua/admit.lua' with { type: 'text' }
 import floorClear from './floor-lua/clear.lua' with { type: 'text' }
@@ -35,10 +34,8 @@ interface Job {
   concurrency: number
 }
 
-type Trivial = Redis & { benchTrivial(key: string): Promise<unknown> }
-
 /** Redis's count and total microseconds of script calls so far: EVALSHA and FCALL alike. */
-async function evalshaStats(redis: Redis): Promise<{ calls: number; usec: number }> {
+async function evalshaStats(redis: Store): Promise<{ calls: number; usec: number }> {
   const info = (await redis.info('commandstats')) as string
   const total = { calls: 0, usec: 0 }
   for (const match of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+),usec=(\d+)/g)) {
@@ -49,7 +46,7 @@ async function evalshaStats(redis: Redis): Promise<{ calls: number; usec: number
 }
 
 /** Redis microseconds per call of `run` (one call = `scripts` script calls), and the calls per second. */
-async function measured(redis: Redis, scripts: number, run: () => Promise<number>) {
+async function measured(redis: Store, scripts: number, run: () => Promise<number>) {
   const before = await evalshaStats(redis)
   const perSecond = await run()
   const after = await evalshaStats(redis)
@@ -74,8 +71,7 @@ async function rate(concurrency: number, seconds: number, call: () => Promise<vo
 
 async function main(job: Job): Promise<LuaPairResult> {
   const fx = marketFixture()
-  const redis = fx.redis as Trivial
-  redis.defineCommand('benchTrivial', { numberOfKeys: 1, lua: 'return 1' })
+  const redis = fx.redis
   const accountId = await seedAccount(fx, 1_000_000_000_000)
   await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
 
@@ -85,7 +81,7 @@ async function main(job: Job): Promise<LuaPairResult> {
   await redis.hset(`${base}floor:offer:o`, 'posted', 1e15, 'held', 0, 'burned', 0, 'earned', 0)
   await redis.zadd(`${base}floor:ladder`, 50, 'o')
   const script = (lua: string, args: string[]) => {
-    const lane = readyScriptLane(redis)
+    const lane = redis.lane
     return lane ? lane.run(lua, [base], args) : redis.eval(lua, 1, base, ...args)
   }
   const floor = async () => {
@@ -101,8 +97,7 @@ async function main(job: Job): Promise<LuaPairResult> {
   }
   // The same client as the pair's scripts: the native lane when the connection has one.
   const trivial = async () => {
-    const lane = readyScriptLane(redis)
-    await (lane ? lane.run('return 1', [fx.keys.base], []) : redis.benchTrivial(fx.keys.base))
+    await script('return 1', [])
   }
 
   // Warm-up: scripts and the function library loaded, connection and JIT warm.

@@ -12,10 +12,10 @@ import { clear } from '../src/market/clearing.ts'
 import { OfferService } from '../src/market/offers.ts'
 import { admitApart, clearApart, ownerKeyspaces } from '../src/market/two-phase.ts'
 import type { MicroDiem } from '../src/money/units.ts'
-import { createRedis, whenReady } from '../src/redis/connection.ts'
 import { keyspace } from '../src/redis/keys.ts'
 import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
+import { createStore } from '../src/redis/store.ts'
 import { admitRequest, meteredClear } from '../test/helpers/market.ts'
 
 interface Work {
@@ -32,8 +32,8 @@ const BIG = 1_000_000_000_000
 
 /** One client process: pairs for `seconds`, `concurrency` at a time; prints how many. */
 async function worker(work: Work): Promise<void> {
-  const redis = createRedis(work.url, { name: 'svc-bench-pair-worker' })
-  await whenReady(redis, 15_000)
+  const redis = createStore(work.url, { name: 'svc-bench-pair-worker' })
+  await redis.whenReady(15_000)
   const keys = keyspace(work.prefix)
   const owners = ownerKeyspaces(work.prefix)
   const end = performance.now() + work.seconds * 1000
@@ -61,7 +61,7 @@ async function worker(work: Work): Promise<void> {
       }
     }),
   )
-  redis.disconnect()
+  redis.close()
   console.log(JSON.stringify({ pairs }))
 }
 
@@ -77,8 +77,8 @@ const workers = Number(process.argv[5] ?? 1)
 const ACCOUNTS = 60
 
 const cluster = await startLocalCluster(3)
-const redis = createRedis(cluster.url, { name: 'svc-bench-pair-cluster' })
-await whenReady(redis, 15_000)
+const redis = createStore(cluster.url, { name: 'svc-bench-pair-cluster' })
+await redis.whenReady(15_000)
 
 async function cpu(): Promise<number[]> {
   return Promise.all(
@@ -182,6 +182,6 @@ try {
     JSON.stringify({ seconds, concurrency, offers: offerCount, workers, oneTag: single, twoPhase }, null, 1),
   )
 } finally {
-  redis.disconnect()
+  redis.close()
   cluster.stop()
 }

@@ -3,10 +3,10 @@
 // `svc-gateway audit` run as the real CLI.
 import { randomBytes } from 'node:crypto'
 import type { Subprocess } from 'bun'
-import type Redis from 'ioredis'
 import { parseMicros } from '../src/money/units.ts'
 import { keyspace } from '../src/redis/keys.ts'
 import { freePort } from '../src/redis/local-server.ts'
+import type { Store } from '../src/redis/store.ts'
 import type { SimServer } from '../src/sim/server.ts'
 import { randomWallet } from '../test/helpers/accounts.ts'
 import { runCli } from '../test/helpers/cli.ts'
@@ -233,7 +233,7 @@ export async function runAudit(redisUrl: string, prefix: string): Promise<{ code
 }
 
 /** Every attempt hash of the keyspace (the record of each admitted request). */
-export async function attempts(redis: Redis, prefix: string): Promise<Record<string, string>[]> {
+export async function attempts(redis: Store, prefix: string): Promise<Record<string, string>[]> {
   const pattern = `${keyspace(prefix).base.replace(/[{}]/g, (c) => `\\${c}`)}attempt:*`
   const rows: Record<string, string>[] = []
   let cursor = '0'
@@ -246,7 +246,7 @@ export async function attempts(redis: Redis, prefix: string): Promise<Record<str
 }
 
 /** Waits until no lease is open and no in-flight count is left (reaped or settled), or throws. */
-export async function settled(redis: Redis, prefix: string, ms: number): Promise<number> {
+export async function settled(redis: Store, prefix: string, ms: number): Promise<number> {
   const started = Date.now()
   while (Date.now() - started < ms) {
     const keys = keyspace(prefix)
@@ -323,7 +323,7 @@ export function randomFaults(sim: SimServer, upstreamKeys: string[], everyMs: nu
  * client. Returns the cleared attempts no client heard of, and every attempt's state count.
  */
 export async function reconcile(
-  redis: Redis,
+  redis: Store,
   prefix: string,
   outcomes: Outcome[],
   mayBeUnheard: (o: Outcome) => boolean,
@@ -354,7 +354,7 @@ export async function reconcile(
 }
 
 /** The sum of every account's spent (micro-USDC). */
-export async function spentOf(redis: Redis, prefix: string): Promise<number> {
+export async function spentOf(redis: Store, prefix: string): Promise<number> {
   const keys = keyspace(prefix)
   let spent = 0
   for (const id of await redis.smembers(keys.accounts))

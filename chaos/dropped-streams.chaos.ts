@@ -3,8 +3,8 @@
 // leak): every slot and hold comes back, the upstream streams are cancelled, the audit is clean.
 import { afterAll, expect, test } from 'bun:test'
 import type { Socket } from 'bun'
-import { createRedis } from '../src/redis/connection.ts'
 import { keyspace } from '../src/redis/keys.ts'
+import { createStore } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
 import { testRedisUrl } from '../test/helpers/stack.ts'
 import { type Cluster, fundedBuyer, MODEL, runAudit, settled, simOffer, startCluster } from './cluster.ts'
@@ -12,12 +12,12 @@ import { type Cluster, fundedBuyer, MODEL, runAudit, settled, simOffer, startClu
 const STREAMS = 500
 // Slow tokens: each stream would run for a minute if nobody dropped it.
 const sim = startSim({ port: 0, tokensPerSecond: 2, outputTokens: 120 })
-const redis = createRedis(testRedisUrl(), { name: 'chaos-c' })
+const redis = createStore(testRedisUrl(), { name: 'chaos-c' })
 let cluster: Cluster | undefined
 afterAll(async () => {
   await cluster?.stop()
   await sim.stop()
-  redis.disconnect()
+  redis.close()
 })
 
 /**

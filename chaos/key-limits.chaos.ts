@@ -3,8 +3,8 @@
 // the rest is 403 key_limit_exceeded, what the key spent is exactly what its clients were told they
 // were charged and never above the limit, and the audit (per key included) holds.
 import { afterAll, expect, test } from 'bun:test'
-import { createRedis } from '../src/redis/connection.ts'
 import { keyspace } from '../src/redis/keys.ts'
+import { createStore } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
 import { testRedisUrl } from '../test/helpers/stack.ts'
 import {
@@ -20,12 +20,12 @@ import {
 
 // Slow buffered answers: every request of the burst is in flight at once.
 const sim = startSim({ port: 0, latencyMs: 2_000 })
-const redis = createRedis(testRedisUrl(), { name: 'chaos-h' })
+const redis = createStore(testRedisUrl(), { name: 'chaos-h' })
 let cluster: Cluster | undefined
 afterAll(async () => {
   await cluster?.stop()
   await sim.stop()
-  redis.disconnect()
+  redis.close()
 })
 
 // At 40 cents a request of the burst (max_tokens 64) holds well under 0.0001 USDC.

@@ -13,8 +13,8 @@ import { type Address, getAddress } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { createSiweMessage } from 'viem/siwe'
 import { formatMicros, parseMicros } from '../src/money/units.ts'
-import { createRedis } from '../src/redis/connection.ts'
 import { keyspace } from '../src/redis/keys.ts'
+import { createStore } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
 import { startChain, type TestChain } from '../test/helpers/chain.ts'
 import { runCli } from '../test/helpers/cli.ts'
@@ -25,10 +25,10 @@ import { type Cluster, call, chat, fundedBuyer, settled, startCluster } from './
 
 const PUBLIC_URL = 'http://payouts.chaos.test'
 const sim = startSim({ port: 0, outputTokens: 300 })
-const redis = createRedis(testRedisUrl(), { name: 'chaos-i' })
+const redis = createStore(testRedisUrl(), { name: 'chaos-i' })
 afterAll(async () => {
   await sim.stop()
-  redis.disconnect()
+  redis.close()
 })
 
 /** A supplier signed in with Ethereum through replica 0: its id, wallet and key. */

@@ -6,8 +6,8 @@ import { afterAll, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createRedis } from '../src/redis/connection.ts'
 import { freePort, type LocalRedis, startLocalRedis } from '../src/redis/local-server.ts'
+import { createStore } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
 import {
   type Cluster,
@@ -70,7 +70,7 @@ test('kill -9 an AOF redis-server under load and restart it: acknowledged clears
   const reconnectMs = await allReady(cluster, 15_000)
   await Bun.sleep(4_000)
   const outcomes = await load.stop()
-  const redis = createRedis(server.url, { name: 'chaos-b' })
+  const redis = createStore(server.url, { name: 'chaos-b' })
   try {
     const settleMs = await settled(redis, cluster.prefix, 20_000)
     // Only a request in flight at the kill may have been cleared (fsynced) without its client
@@ -106,7 +106,7 @@ test('kill -9 an AOF redis-server under load and restart it: acknowledged clears
     expect(audit.output).toContain('every invariant holds')
     expect(audit.code).toBe(0)
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }, 120_000)
 

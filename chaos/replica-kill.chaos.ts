@@ -2,8 +2,8 @@
 // killed -9 mid-stream. Its leases are reaped by the others, its holds return, and every request
 // any client saw end was charged exactly what its client was told: nothing twice, nothing lost.
 import { afterAll, expect, test } from 'bun:test'
-import { createRedis } from '../src/redis/connection.ts'
 import { keyspace } from '../src/redis/keys.ts'
+import { createStore } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
 import { testRedisUrl } from '../test/helpers/stack.ts'
 import {
@@ -20,12 +20,12 @@ import {
 } from './cluster.ts'
 
 const sim = startSim({ port: 0, tokensPerSecond: 40, outputTokens: 40 })
-const redis = createRedis(testRedisUrl(), { name: 'chaos-a' })
+const redis = createStore(testRedisUrl(), { name: 'chaos-a' })
 let cluster: Cluster | undefined
 afterAll(async () => {
   await cluster?.stop()
   await sim.stop()
-  redis.disconnect()
+  redis.close()
 })
 
 async function leasesGone(ids: string[], ms: number): Promise<number> {

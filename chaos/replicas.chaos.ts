@@ -2,8 +2,8 @@
 // a key revoked on one replica is refused on every replica at once, and the capacity snapshot is
 // the same from each.
 import { afterAll, expect, test } from 'bun:test'
-import { createRedis } from '../src/redis/connection.ts'
 import { keyspace } from '../src/redis/keys.ts'
+import { createStore } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
 import { testRedisUrl } from '../test/helpers/stack.ts'
 import {
@@ -19,12 +19,12 @@ import {
 
 // Slow buffered answers, so every request of a burst is in flight at once.
 const sim = startSim({ port: 0, latencyMs: 3_000 })
-const redis = createRedis(testRedisUrl(), { name: 'chaos-d' })
+const redis = createStore(testRedisUrl(), { name: 'chaos-d' })
 let cluster: Cluster | undefined
 afterAll(async () => {
   await cluster?.stop()
   await sim.stop()
-  redis.disconnect()
+  redis.close()
 })
 
 /** Fires `perReplica` requests on each replica at once with each key; counts how they ended. */

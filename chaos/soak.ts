@@ -11,8 +11,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { parseMicros } from '../src/money/units.ts'
-import { createRedis } from '../src/redis/connection.ts'
 import { freePort, type LocalRedis, startLocalRedis } from '../src/redis/local-server.ts'
+import { createStore } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
 import {
   type Buyer,
@@ -139,7 +139,7 @@ const injected = faults.stop()
 await redisDown
 await Promise.all(restarts)
 
-const observer = createRedis(server.url, { name: 'soak-observer' })
+const observer = createStore(server.url, { name: 'soak-observer' })
 const violations: string[] = []
 try {
   await settled(observer, cluster.prefix, 60_000)
@@ -220,7 +220,7 @@ try {
   for (const [name, value] of rows) console.log(`| ${name} | ${value} |`)
   for (const v of violations.slice(0, 50)) console.log(`violation: ${v}`)
 } finally {
-  observer.disconnect()
+  observer.close()
   await cluster.stop()
   await sim.stop()
   await server.stop()

@@ -1,6 +1,5 @@
 // createApp(deps): the Elysia app, built the same way by `serve`, `demo` and the tests.
 import { Elysia } from 'elysia'
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { CatalogStore } from './catalog/store.ts'
 import type { GatewayConfig } from './config.ts'
@@ -38,11 +37,12 @@ import { InferenceService } from './inference/service.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
 import type { PayoutService } from './payouts/service.ts'
 import type { Keyspace } from './redis/keys.ts'
+import type { Store } from './redis/store.ts'
 import { webhookParts } from './webhooks/endpoints.ts'
 
 export interface AppDeps {
   config: GatewayConfig
-  redis: Redis
+  redis: Store
   keys: Keyspace
   catalog: CatalogStore
   logger: Logger

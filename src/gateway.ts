@@ -7,8 +7,8 @@ import type { GatewayConfig } from './config.ts'
 import { startFunding } from './funding/start.ts'
 import { startReaper } from './market/reaper.ts'
 import { startPayouts } from './payouts/start.ts'
-import { createRedis, whenReady } from './redis/connection.ts'
 import { keyspace } from './redis/keys.ts'
+import { createStore } from './redis/store.ts'
 import { startWebhookConsumer, WebhookConsumer } from './webhooks/consumer.ts'
 import { webhookParts } from './webhooks/endpoints.ts'
 
@@ -23,7 +23,7 @@ export interface RunningGateway {
 
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
   let lastReported = 0
-  const redis = createRedis(config.redisUrl, {
+  const redis = createStore(config.redisUrl, {
     failFast: true,
     onError: (error) => {
       // ioredis retries on its own; one line every few seconds says so without flooding the log.
@@ -32,7 +32,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       logger.warn({ err: error.message }, 'redis unreachable; requests answer 503 until it is back')
     },
   })
-  await whenReady(redis, 15_000)
+  await redis.whenReady(15_000)
   const keys = keyspace(config.redisPrefix)
   const source = {
     upstreamUrl: config.upstreamUrl,
@@ -89,7 +89,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     // The pass in flight finishes (its deliveries logged) before Redis goes.
     await stopWebhooks()
     await app.stop(true)
-    redis.disconnect()
+    redis.close()
   }
   return {
     url: `http://${host}:${server.port}`,

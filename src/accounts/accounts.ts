@@ -2,12 +2,12 @@
 // and credit by hand (lua/credit.lua, audit entry included). Knows nothing of HTTP; the admin
 // routes, the agent routes and the CLI all call these.
 import { randomBytes } from 'node:crypto'
-import type Redis from 'ioredis'
 import { ApiError, badRequest } from '../errors.ts'
 import { MICROS_PER_UNIT, type MicroUsdc, parseMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { generateApiKey } from './api-keys.ts'
 import { accountResultError } from './results.ts'
 import { checksumWallet, walletKey } from './wallet.ts'
@@ -100,7 +100,7 @@ const accountNotFound = () => accountResultError(AccountCode.NoAccount)
 
 export class AccountStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
   ) {}
 

@@ -2,10 +2,10 @@
 // (lifetime, or reset daily, weekly or monthly: budget-periods.ts), and the spent and held beside it
 // on the account's hash. A limit, its reset or a name is set by lua/set-key-limit.lua; a limited
 // caller's budget binds what it mints, changes and revokes.
-import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { API_KEY_PREFIX, MAX_ACTIVE_API_KEYS } from './api-keys.ts'
 import { currentPeriod, isLimitReset, type LimitReset, periodEnd } from './budget-periods.ts'
 import { type NewKey, type OwnedKeyRecord, OwnedKeys } from './owned-keys.ts'
@@ -39,7 +39,7 @@ export interface KeyChange {
 }
 
 /** Redis's clock, ms: a budget's period is the scripts' (Redis TIME), whatever this host's says. */
-async function redisNow(redis: Redis): Promise<number> {
+async function redisNow(redis: Store): Promise<number> {
   const [seconds, micros] = await redis.time()
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
 }
@@ -50,7 +50,7 @@ export class ApiKeyStore {
   private readonly owned: OwnedKeys<'accountId'>
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
   ) {
     this.owned = new OwnedKeys(redis, {

@@ -2,9 +2,9 @@
 // scripts on the owner's own hashes. Minted under the owner's cap (lua/mint-key.lua), listed, revoked
 // (lua/revoke-key.lua), touched (lua/touch-key.lua), and resolved by one HGETALL by digest, so a
 // revoked key fails on the very next request on every replica: no cache outlives a revoke.
-import type Redis from 'ioredis'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { generateApiKey } from './api-keys.ts'
 
 /** Whose keys, and where they live. */
@@ -41,7 +41,7 @@ const MINT_ATTEMPTS = 2
 
 export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly owner: KeyOwner<F>,
   ) {}
 

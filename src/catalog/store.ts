@@ -2,9 +2,9 @@
 // go through a short in-process cache because every inference request needs its model's prices.
 // An expired cache is still served while one read of Redis refreshes it in the background: no
 // request waits on that read, and a burst of requests at expiry makes one read, not one each.
-import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { bareModelId, type CatalogEntry } from './entry.ts'
 
 const CACHE_MS = 1_000
@@ -21,7 +21,7 @@ export class CatalogStore {
   private lastRefill = 0
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
     /** Syncs from the upstream; called when Redis holds no catalog at all. */
     private readonly refill?: () => Promise<unknown>,

@@ -6,8 +6,8 @@ import { AccountStore } from '../accounts/accounts.ts'
 import { ApiKeyStore } from '../accounts/key-store.ts'
 import { accountView, creditView } from '../accounts/views.ts'
 import { loadStoreConfig } from '../config.ts'
-import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
+import { createStore } from '../redis/store.ts'
 import { runOperatorCommand, UsageError } from './operator-command.ts'
 
 export const ACCOUNT_USAGE = `usage:
@@ -30,7 +30,7 @@ function parse(args: string[]) {
 /** Runs one account command; prints its JSON on stdout, or an error in the API's shape on stderr. */
 export async function account(args: string[]): Promise<void> {
   const config = loadStoreConfig()
-  const redis = createRedis(config.redisUrl, { name: 'svc-cli' })
+  const redis = createStore(config.redisUrl, { name: 'svc-cli' })
   const keys = keyspace(config.redisPrefix)
   try {
     await runOperatorCommand(ACCOUNT_USAGE, () => {
@@ -40,7 +40,7 @@ export async function account(args: string[]): Promise<void> {
       return run(command, rest, values, stores, config)
     })
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }
 

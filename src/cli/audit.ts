@@ -3,18 +3,18 @@
 // --chain it also reads every confirmed payout's receipt from the funding network (the same
 // SVC_X402_NETWORK, SVC_CHAIN_RPC_URL, SVC_USDC_ADDRESS ... as serve).
 
-import type Redis from 'ioredis'
 import { loadFundingConfig, loadStoreConfig } from '../config.ts'
 import { fundingChain } from '../funding/chain.ts'
 import { type AuditFinding, auditMarket, listWriteOffs } from '../market/audit.ts'
 import { formatMicros } from '../money/units.ts'
 import { auditPayouts, auditPayoutsOnChain } from '../payouts/audit.ts'
-import { createRedis } from '../redis/connection.ts'
 import { type Keyspace, keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
+import { createStore } from '../redis/store.ts'
 import { auditSuppliers } from '../suppliers/audit.ts'
 
 /** Every invariant of the store: the market's, each supplier's and each supplier's payouts'. */
-export async function auditAll(redis: Redis, keys: Keyspace): Promise<AuditFinding[]> {
+export async function auditAll(redis: Store, keys: Keyspace): Promise<AuditFinding[]> {
   return [
     ...(await auditMarket(redis, keys)),
     ...(await auditSuppliers(redis, keys)),
@@ -36,7 +36,7 @@ export async function audit(args: string[] = []): Promise<void> {
     process.exitCode = 2
     return
   }
-  const redis = createRedis(config.redisUrl, { name: 'svc-audit' })
+  const redis = createStore(config.redisUrl, { name: 'svc-audit' })
   try {
     const keys = keyspace(config.redisPrefix)
     const findings = await auditAll(redis, keys)
@@ -59,6 +59,6 @@ export async function audit(args: string[] = []): Promise<void> {
     console.log(`audit: ${findings.length} finding(s)`)
     process.exitCode = 1
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }

@@ -5,14 +5,14 @@ import { getAddress } from 'viem'
 import { AccountStore } from '../accounts/accounts.ts'
 import type { GatewayConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
-import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
+import { createStore } from '../redis/store.ts'
 
 export const DEMO_WALLET = '0x000000000000000000000000000000000000dEaD'
 export const DEMO_CREDIT_USDC = '25.000000'
 
 export async function createDemoAccount(config: GatewayConfig) {
-  const redis = createRedis(config.redisUrl, { name: 'svc-demo' })
+  const redis = createStore(config.redisUrl, { name: 'svc-demo' })
   try {
     const accounts = new AccountStore(redis, keyspace(config.redisPrefix))
     const created = await accounts
@@ -27,6 +27,6 @@ export async function createDemoAccount(config: GatewayConfig) {
     await accounts.credit(created.account.id, DEMO_CREDIT_USDC, 'demo', 'demo')
     return { accountId: created.account.id, wallet: created.account.wallet, apiKey: created.apiKey }
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }

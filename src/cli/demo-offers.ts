@@ -4,14 +4,14 @@ import { randomBytes } from 'node:crypto'
 import type { GatewayConfig } from '../config.ts'
 import { OfferService } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
+import { createStore } from '../redis/store.ts'
 
 export const DEMO_ASKS = [38, 45, 62] as const
 const DEMO_CAPACITY = 100_000_000 as MicroDiem // 100 DIEM each
 
 export async function seedDemoOffers(config: GatewayConfig, upstreamUrl: string): Promise<number[]> {
-  const redis = createRedis(config.redisUrl, { name: 'svc-demo' })
+  const redis = createStore(config.redisUrl, { name: 'svc-demo' })
   try {
     const offers = new OfferService(redis, keyspace(config.redisPrefix), config.masterKey)
     for (const askCents of DEMO_ASKS) {
@@ -25,6 +25,6 @@ export async function seedDemoOffers(config: GatewayConfig, upstreamUrl: string)
     }
     return [...DEMO_ASKS]
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }

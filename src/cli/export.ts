@@ -6,11 +6,11 @@
 // line again; a line's `id` (the Stream entry id, unique and increasing) tells repeats apart.
 // `--once` exits when caught up; otherwise it waits for new entries until SIGINT or SIGTERM.
 import { parseArgs } from 'node:util'
-import type Redis from 'ioredis'
 import { loadStoreConfig } from '../config.ts'
 import { formatMicros } from '../money/units.ts'
-import { createRedis } from '../redis/connection.ts'
 import { type Keyspace, keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
+import { createStore } from '../redis/store.ts'
 
 export const EXPORT_USAGE = `usage: svc-gateway export --group NAME [--once] [--consumer NAME]
   the market's settled attempts as JSON lines on stdout, through the consumer group NAME
@@ -82,7 +82,7 @@ function writeLine(line: string): Promise<void> {
   })
 }
 
-async function ensureGroup(redis: Redis, stream: string, group: string): Promise<void> {
+async function ensureGroup(redis: Store, stream: string, group: string): Promise<void> {
   try {
     // From the oldest entry still kept: a new warehouse gets everything there is.
     await redis.xgroup('CREATE', stream, group, '0', 'MKSTREAM')
@@ -92,7 +92,7 @@ async function ensureGroup(redis: Redis, stream: string, group: string): Promise
 }
 
 /** Writes and acknowledges one batch; false when asked to stop part-way. */
-async function emit(redis: Redis, stream: string, group: string, entries: Entry[], stopped: () => boolean) {
+async function emit(redis: Store, stream: string, group: string, entries: Entry[], stopped: () => boolean) {
   for (const entry of entries) {
     if (stopped()) return false
     await writeLine(exportLine(entry))
@@ -106,7 +106,7 @@ async function emit(redis: Redis, stream: string, group: string, entries: Entry[
  * entries ever added less those still kept less those the group has read. Null when Redis cannot
  * say (a group created at an arbitrary id has no read count).
  */
-export async function trimmedUnread(redis: Redis, stream: string, group: string): Promise<number | null> {
+export async function trimmedUnread(redis: Store, stream: string, group: string): Promise<number | null> {
   const info = (await redis.xinfo('STREAM', stream)) as unknown[]
   const groups = (await redis.xinfo('GROUPS', stream)) as unknown[][]
   const row = groups.find((g) => g[g.indexOf('name') + 1] === group)
@@ -117,7 +117,7 @@ export async function trimmedUnread(redis: Redis, stream: string, group: string)
 }
 
 export async function runExport(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   options: ExportOptions,
   stopped: () => boolean,
@@ -189,7 +189,7 @@ export async function exportSettled(args: string[]): Promise<void> {
     return
   }
   const config = loadStoreConfig()
-  const redis = createRedis(config.redisUrl, { name: 'svc-export' })
+  const redis = createStore(config.redisUrl, { name: 'svc-export' })
   let stop = false
   const onSignal = () => {
     stop = true
@@ -201,6 +201,6 @@ export async function exportSettled(args: string[]): Promise<void> {
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)
-    redis.disconnect()
+    redis.close()
   }
 }

@@ -3,7 +3,7 @@
 // build's (src/redis/function-libraries.ts).
 import { parseArgs } from 'node:util'
 import { loadStoreConfig } from '../config.ts'
-import { createRedis, isRedisUnavailable, masters } from '../redis/connection.ts'
+import { isRedisUnavailable } from '../redis/connection.ts'
 import {
   listGatewayLibraries,
   type PruneResult,
@@ -11,6 +11,7 @@ import {
   type StoredLibrary,
 } from '../redis/function-libraries.ts'
 import { LIBRARY } from '../redis/script-registry.ts'
+import { createStore } from '../redis/store.ts'
 
 export const FUNCTIONS_USAGE = `usage:
   svc-gateway functions [list]            the gateway's libraries in Redis, this build's marked
@@ -27,7 +28,7 @@ export async function functions(args: string[]): Promise<void> {
   }
   const config = loadStoreConfig()
   let connectError: Error | undefined
-  const redis = createRedis(config.redisUrl, {
+  const redis = createStore(config.redisUrl, {
     name: 'svc-cli',
     onError: (error) => {
       connectError = error
@@ -35,7 +36,7 @@ export async function functions(args: string[]): Promise<void> {
   })
   try {
     // A Cluster loads the library on every master (cluster-functions.ts): each is read or pruned.
-    const nodes = await masters(redis)
+    const nodes = await redis.masters()
     if (command.name === 'list') {
       printList(mergeLists(await Promise.all(nodes.map((node) => listGatewayLibraries(node, LIBRARY.name)))))
     } else {
@@ -57,7 +58,7 @@ export async function functions(args: string[]): Promise<void> {
     }
     throw new Error(`functions: ${(error as Error).message}`)
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }
 

@@ -5,8 +5,8 @@ import { parseArgs } from 'node:util'
 import { loadStoreConfig, masterKey } from '../config.ts'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS, type OfferInput, OfferService } from '../market/offers.ts'
 import { type MicroDiem, parseMicros } from '../money/units.ts'
-import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
+import { createStore } from '../redis/store.ts'
 import { runOperatorCommand, UsageError } from './operator-command.ts'
 
 export const OFFER_USAGE = `usage:
@@ -103,7 +103,7 @@ export async function offer(args: string[]): Promise<void> {
     return
   }
   const config = loadStoreConfig()
-  const redis = createRedis(config.redisUrl, { name: 'svc-cli' })
+  const redis = createStore(config.redisUrl, { name: 'svc-cli' })
   try {
     await runOperatorCommand(OFFER_USAGE, () => {
       const offers = new OfferService(redis, keyspace(config.redisPrefix), masterKey())
@@ -111,6 +111,6 @@ export async function offer(args: string[]): Promise<void> {
       return run(offers, command, id, parsed.values)
     })
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }

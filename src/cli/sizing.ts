@@ -16,10 +16,10 @@ import { AccountStore } from '../accounts/accounts.ts'
 import { loadGatewayConfig } from '../config.ts'
 import { OfferService } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
 import { startLocalCluster } from '../redis/local-cluster.ts'
 import { freePort, startLocalRedis } from '../redis/local-server.ts'
+import { createStore } from '../redis/store.ts'
 
 export interface SizingOptions {
   masters: number[]
@@ -166,7 +166,7 @@ async function market(redisUrl: string, prefix: string, masterKey: string, upstr
     SVC_MASTER_KEY: masterKey,
     SVC_UPSTREAM_URL: upstreamUrl,
   })
-  const redis = createRedis(config.redisUrl, { name: 'svc-sizing' })
+  const redis = createStore(config.redisUrl, { name: 'svc-sizing' })
   try {
     const keys = keyspace(config.redisPrefix)
     await new OfferService(redis, keys, config.masterKey).create({
@@ -183,7 +183,7 @@ async function market(redisUrl: string, prefix: string, masterKey: string, upstr
     await accounts.credit(created.account.id, '100000.000000', 'sizing', 'sizing')
     return created.apiKey
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }
 

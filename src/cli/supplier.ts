@@ -2,8 +2,8 @@
 // service as /admin/v1/suppliers, printing the same JSON. Config from the environment: REDIS_URL,
 // SVC_REDIS_PREFIX.
 import { loadStoreConfig } from '../config.ts'
-import { createRedis } from '../redis/connection.ts'
 import { keyspace } from '../redis/keys.ts'
+import { createStore } from '../redis/store.ts'
 import { adminSupplierView, SupplierStore } from '../suppliers/store.ts'
 import { runOperatorCommand, UsageError } from './operator-command.ts'
 
@@ -32,13 +32,13 @@ async function run(suppliers: SupplierStore, command: string | undefined, id: st
 
 export async function supplier(args: string[]): Promise<void> {
   const config = loadStoreConfig()
-  const redis = createRedis(config.redisUrl, { name: 'svc-cli' })
+  const redis = createStore(config.redisUrl, { name: 'svc-cli' })
   try {
     await runOperatorCommand(SUPPLIER_USAGE, () => {
       const [command, id] = args
       return run(new SupplierStore(redis, keyspace(config.redisPrefix)), command, id)
     })
   } finally {
-    redis.disconnect()
+    redis.close()
   }
 }

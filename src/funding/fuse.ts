@@ -1,12 +1,12 @@
 // The signup's global fuse: signup cannot attribute callers (no key yet), so settlement calls are
 // capped per minute across every replica, counted in Redis. Past the cap: 429 with Retry-After.
-import type Redis from 'ioredis'
 import { ApiError } from '../errors.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'
+import type { Store } from '../redis/store.ts'
 
 export class SignupFuse extends MinuteFuse {
-  constructor(redis: Redis, keys: Keyspace, perMinute: number, clock?: () => number) {
+  constructor(redis: Store, keys: Keyspace, perMinute: number, clock?: () => number) {
     super(
       redis,
       keys.signupFuse,

@@ -1,10 +1,10 @@
 // Builds the funding parts from config: the chain reader, the settler (self-facilitated by the
 // relayer key, or a remote facilitator), the ledger, the payments service and the signup fuse.
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { Address, Hex } from 'viem'
 import type { FundingConfig } from '../config.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { type FundingChain, fundingChain } from './chain.ts'
 import { SignupFuse } from './fuse.ts'
 import { PaymentLedger } from './ledger.ts'
@@ -35,7 +35,7 @@ function relayerFor(config: FundingConfig, chain: FundingChain, key: Hex): Relay
   return relayer
 }
 
-export function createFunding(config: FundingConfig, redis: Redis, keys: Keyspace, logger: Logger): Funding {
+export function createFunding(config: FundingConfig, redis: Store, keys: Keyspace, logger: Logger): Funding {
   const chain = fundingChain(config, Math.min(250, Math.max(20, Math.floor(config.receiptTimeoutMs / 10))))
   const settler: Settler = config.relayerPrivateKey
     ? new SelfSettler(config, chain, relayerFor(config, chain, config.relayerPrivateKey))

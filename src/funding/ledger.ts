@@ -1,10 +1,10 @@
 // The Redis side of funding: claims on authorizations (the "payment in flight" records), credits
 // of settled payments to pending, and their confirmation. Every money move is one Lua script.
-import type Redis from 'ioredis'
 import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { PaymentCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 
 export type PaymentKind = 'signup' | 'refill' | 'topup'
 
@@ -69,7 +69,7 @@ export interface InFlightPayment {
 
 export class PaymentLedger {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
   ) {}
 

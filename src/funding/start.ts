@@ -1,15 +1,15 @@
 // Funding for one replica: its parts, and the confirmations watcher and reconciler running.
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import { AccountStore } from '../accounts/accounts.ts'
 import type { GatewayConfig } from '../config.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { accountForPayer } from './accounts.ts'
 import { createFunding, type Funding, startFundingWatch, watchDeps } from './index.ts'
 
 export function startFunding(
   config: GatewayConfig,
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   logger: Logger,
 ): { funding: Funding; stop(): void } | undefined {

@@ -9,13 +9,13 @@
 // JSON (json-body.ts) by the same parse chain, so the order is fixed in one place.
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { Elysia } from 'elysia'
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import { digestApiKey, looksLikeApiKey } from '../accounts/api-keys.ts'
 import { ApiKeyStore } from '../accounts/key-store.ts'
 import { LastUsedThrottle } from '../accounts/last-used.ts'
 import { ApiError } from '../errors.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { jsonBody } from './json-body.ts'
 
 export interface Caller {
@@ -24,7 +24,7 @@ export interface Caller {
 }
 
 export interface AuthDeps {
-  redis: Redis
+  redis: Store
   keys: Keyspace
   logger: Logger
 }

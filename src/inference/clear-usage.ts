@@ -1,12 +1,12 @@
 // Clearing a request: usage -> burn -> the clear script. Metered usage when the supplier reported it; else an
 // estimate from the tokenizer, capped at the admitted max_tokens and the upstream key's pre-call
 // balance, as the contract says.
-import type Redis from 'ioredis'
 import type { Admission } from '../market/admission.ts'
 import { type Clearing, clear } from '../market/clearing.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
 import type { ValidChat } from './chat-request.ts'
 import { burnOf, costDisagrees, type Usage } from './meter.ts'
@@ -20,7 +20,7 @@ import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
 const CLEAR_RETRY_WAITS_MS = [50, 150, 300] as const
 
 export interface ClearDeps {
-  redis: Redis
+  redis: Store
   keys: Keyspace
   feeBps: number
   /** How long a cleared attempt is kept as its request's record. */

@@ -1,6 +1,5 @@
 // Dispatch: admit -> call the supplier -> on a failure before any byte, release that hold, cool
 // the offer down, and admit the next cheapest offer not yet tried: up to five offers.
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { MarketConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
@@ -16,6 +15,7 @@ import { DEFAULT_RECORD_RETENTION_MS, recordRefusal } from '../records/refusals.
 import { attachSupportReference } from '../records/support-reference.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
+import type { Store } from '../redis/store.ts'
 import type { UpstreamResponse } from '../upstream/client.ts'
 import { fitChat, type ValidChat } from './chat-request.ts'
 import { admitWaiting } from './key-wait.ts'
@@ -23,7 +23,7 @@ import { callSupplier } from './supplier.ts'
 import { UpstreamEvents } from './upstream-events.ts'
 
 export interface DispatchDeps {
-  redis: Redis
+  redis: Store
   keys: Keyspace
   market: MarketConfig
   defaultMaxPriceCents: number

@@ -2,7 +2,6 @@
 // answer. It resolves the model and the hold's worst case, dispatches with fall-forward (every
 // attempt's lease renewed from admission by its one renewer), and clears. Routes translate their
 // wire shapes around it; it knows nothing of HTTP.
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { CatalogStore } from '../catalog/store.ts'
 import type { GatewayConfig } from '../config.ts'
@@ -18,6 +17,7 @@ import {
 } from '../records/support-reference.ts'
 import { isRedisUnavailable } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { type ChatBody, liveTextModel, type ValidChat, validateChat } from './chat-request.ts'
 import { type ClearDeps, type ClearedUsage, clearBurn } from './clear-usage.ts'
 import {
@@ -34,7 +34,7 @@ import type { StreamContext, StreamTiming } from './relay-stream.ts'
 import type { ChatMessageLike } from './tokens.ts'
 
 export interface InferenceDeps {
-  redis: Redis
+  redis: Store
   keys: Keyspace
   catalog: CatalogStore
   config: GatewayConfig

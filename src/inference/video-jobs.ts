@@ -2,8 +2,8 @@
 // first MP4), refunded (release: the supplier failed or rejected it) or expired (release). The
 // job record ties the buyer's job id to its attempt and the supplier's queue id; the money moves
 // only through the idempotent clear and release scripts, so racing polls charge once.
-import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 
 export type VideoJobState = 'queued' | 'completed' | 'refunded' | 'expired'
 
@@ -33,7 +33,7 @@ const KEEP_AFTER_EXPIRY_MS = 86_400_000
 
 export class VideoJobs {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
   ) {}
 

@@ -1,11 +1,11 @@
 // The admission script's typed wrapper: admit picks the cheapest eligible offer and holds the
 // request's worst case (lua/admit.lua). This module only shapes arguments and results.
-import type Redis from 'ioredis'
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 
 export interface AdmitRequest {
@@ -49,7 +49,7 @@ export interface Admission {
 }
 
 export async function admit(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   req: AdmitRequest,
 ): Promise<Admission | AdmitRefusal> {
@@ -127,7 +127,7 @@ export function refusalOf(reply: (string | number)[]): AdmitRefusal {
  * or the refusal (KeysBusy when every eligible key is in flight).
  */
 export async function quote(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   accountId: string,
   burn: MicroDiem,

@@ -5,7 +5,7 @@
 // counts exactly its pending reservations, an account exactly its admitted attempts. Summed over
 // the market, what buyers paid is what suppliers earned plus fees plus what is in transit (charged
 // on the account, not yet posted on the offer). Read without a snapshot: run it when quiet.
-import type Redis from 'ioredis'
+import type { Store } from '../redis/store.ts'
 import { type AuditFinding, scanHashes } from './audit.ts'
 
 /** The keys of every owner under `prefix` (ownerKeyspaces' tags), matched by a glob. */
@@ -19,7 +19,7 @@ function ownerGlob(prefix: string, owner: 'a' | 'o', suffix: string): string {
 /** The id at the end of a key, after `marker`. */
 const idAfter = (key: string, marker: string) => key.slice(key.lastIndexOf(marker) + marker.length)
 
-export async function auditApart(redis: Redis, prefix: string): Promise<AuditFinding[]> {
+export async function auditApart(redis: Store, prefix: string): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
   const num = (row: Record<string, string> | undefined, field: string) => Number(row?.[field] ?? 0)

@@ -1,9 +1,8 @@
 // The market's half of `svc-gateway audit` (cli/audit.ts composes it with the suppliers' and the
 // payouts'): checks DESIGN.md's invariants over the whole keyspace and names what is off.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
-import type Redis from 'ioredis'
-import { masters } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
 
 export interface AuditFinding {
@@ -23,16 +22,16 @@ export interface WriteOff {
 
 const MONEY_FIELDS = ['confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff'] as const
 
-export async function scanHashes(redis: Redis, pattern: string): Promise<Record<string, string>[]>
+export async function scanHashes(redis: Store, pattern: string): Promise<Record<string, string>[]>
 export async function scanHashes(
-  redis: Redis,
+  redis: Store,
   pattern: string,
   withKeys: true,
 ): Promise<{ key: string; row: Record<string, string> }[]>
-export async function scanHashes(redis: Redis, pattern: string, withKeys = false) {
+export async function scanHashes(redis: Store, pattern: string, withKeys = false) {
   const rows: { key: string; row: Record<string, string> }[] = []
   // SCAN walks one server; on a Cluster every master is walked (the hash tag puts ours on one).
-  for (const node of await masters(redis)) {
+  for (const node of await redis.masters()) {
     let cursor = '0'
     do {
       const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
@@ -48,7 +47,7 @@ export async function scanHashes(redis: Redis, pattern: string, withKeys = false
   return withKeys ? rows : rows.map(({ row }) => row)
 }
 
-async function hashesOf(redis: Redis, keys: string[]): Promise<Record<string, string>[]> {
+async function hashesOf(redis: Store, keys: string[]): Promise<Record<string, string>[]> {
   if (keys.length === 0) return []
   const pipeline = redis.pipeline()
   for (const key of keys) pipeline.hgetall(key)
@@ -59,7 +58,7 @@ function escapeGlob(text: string): string {
   return text.replace(/[*?[\]{}\\]/g, (c) => `\\${c}`)
 }
 
-export async function auditMarket(redis: Redis, keys: Keyspace): Promise<AuditFinding[]> {
+export async function auditMarket(redis: Store, keys: Keyspace): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
   const num = (row: Record<string, string>, field: string) => Number(row[field] ?? 0)
@@ -199,7 +198,7 @@ const KEY_FIELD = /^(limit|spent|held|reset|pspent):(.+)$/
  * as at most the key's spent once older entries were trimmed.
  */
 async function auditKeys(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   accountId: string,
   row: Record<string, string>,
@@ -253,7 +252,7 @@ async function auditKeys(
 }
 
 /** What each key was charged over an account's Stream, and whether it holds every entry added. */
-async function chargedByKey(redis: Redis, stream: string) {
+async function chargedByKey(redis: Store, stream: string) {
   const charged = new Map<string, number>()
   await forEachEntry(redis, stream, (flat) => {
     let key = ''
@@ -268,7 +267,7 @@ async function chargedByKey(redis: Redis, stream: string) {
 }
 
 /** Every write-off with its attempt and why (its attempt's record, while retained, says whose). */
-export async function listWriteOffs(redis: Redis, keys: Keyspace): Promise<WriteOff[]> {
+export async function listWriteOffs(redis: Store, keys: Keyspace): Promise<WriteOff[]> {
   const entries = Object.entries(await redis.hgetall(keys.writeoffs))
   const records = await hashesOf(
     redis,

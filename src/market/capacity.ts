@@ -1,12 +1,12 @@
 // The capacity snapshot of GET /v1/capacity: the ladder grouped by ask, as the router sees it (the
 // capacity script shares admit's eligibility rule), cached 30 s in Redis so every replica answers
 // the same snapshot.
-import type Redis from 'ioredis'
 import type { Modality } from '../catalog/entry.ts'
 import type { CatalogStore } from '../catalog/store.ts'
 import { costAtAsk, formatMicros, type MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { ASK_MAX_CENTS } from './offers.ts'
 
 export const CAPACITY_CACHE_SECONDS = 30
@@ -28,7 +28,7 @@ export interface CapacitySnapshot {
 
 /** Routable micro-DIEM by ask, cheapest first, for live offers at or below the max. */
 export async function ladderDepth(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   maxPriceCents: number,
 ): Promise<Map<number, number>> {
@@ -51,7 +51,7 @@ async function modalities(catalog: CatalogStore): Promise<CapacitySnapshot['moda
 }
 
 async function compute(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   catalog: CatalogStore,
   max: number,
@@ -82,7 +82,7 @@ async function compute(
 
 /** The snapshot for a max price (or the whole corridor), from the shared cache when fresh. */
 export async function capacitySnapshot(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   catalog: CatalogStore,
   maxPriceCents: number | null,

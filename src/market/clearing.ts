@@ -1,12 +1,12 @@
 // The clearing scripts' typed wrappers: clear charges an attempt from its burn, release ends a
 // failed one with no charge (lua/clear.lua, lua/release.lua). This module only shapes arguments and
 // results.
-import type Redis from 'ioredis'
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { ClearCode, ReleaseCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 
 export interface ClearRequest {
   attemptId: string
@@ -53,7 +53,7 @@ export class ClearingError extends Error {
   }
 }
 
-export async function clear(redis: Redis, keys: Keyspace, req: ClearRequest): Promise<Clearing> {
+export async function clear(redis: Store, keys: Keyspace, req: ClearRequest): Promise<Clearing> {
   const reply = (await runScript(redis, 'clear', [keys.base], {
     attemptId: req.attemptId,
     // A supplier may report any count: past a safe integer it is only more disputed burn.
@@ -98,7 +98,7 @@ export interface ReleaseRequest {
 }
 
 /** Returns true when this call released the attempt, false when it had already ended. */
-export async function release(redis: Redis, keys: Keyspace, req: ReleaseRequest): Promise<boolean> {
+export async function release(redis: Store, keys: Keyspace, req: ReleaseRequest): Promise<boolean> {
   const reply = (await runScript(redis, 'release', [keys.base], {
     attemptId: req.attemptId,
     errorCode: req.errorCode,

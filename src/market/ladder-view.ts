@@ -3,10 +3,10 @@
 // from its own slot. The view is only a guess at which offer to try first: admitCheapest reserves
 // on the offer itself (lua/reserve.lua checks it against its own state), so a stale view costs a
 // try at the next offer, never a reservation at a wrong price or past capacity.
-import type Redis from 'ioredis'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
+import type { Store } from '../redis/store.ts'
 import type { Admission } from './admission.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 import { type AdmitApartRequest, admitApart, type Owners } from './two-phase.ts'
@@ -41,7 +41,7 @@ export class LadderView {
   private offers: OfferInView[] = []
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     /** The keyspace of the ladder itself (the market's own tag). */
     private readonly market: Keyspace,
     private readonly owners: Owners,
@@ -95,7 +95,7 @@ const OFFER_REFUSALS = new Set<AdmitCode>([
  * the refusal admit gives for the view's ladder.
  */
 export async function admitCheapest(
-  redis: Redis,
+  redis: Store,
   owners: Owners,
   view: LadderView,
   req: Omit<AdmitApartRequest, 'offerId'>,

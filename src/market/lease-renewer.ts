@@ -1,8 +1,8 @@
 // One timer per process renews the leases of every stream it relays, in one pipelined batch,
 // instead of a timer per stream: fewer timers and closures held per open stream, and one round
 // trip for all of them. A lease lives as long as its stream; only a dead replica's are reaped.
-import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
 import { TickingSet } from '../timing/ticking-set.ts'
 import { renewLease } from './leases.ts'
@@ -11,7 +11,7 @@ export class LeaseRenewer {
   // Auto-pipelining sends each round's renewals together; a lease already reaped simply is not renewed.
   private readonly open: TickingSet<string>
 
-  constructor(redis: Redis, keys: Keyspace, leaseMs: number, every: Every = onTimer) {
+  constructor(redis: Store, keys: Keyspace, leaseMs: number, every: Every = onTimer) {
     this.open = new TickingSet(
       Math.floor(leaseMs / 3),
       (id) => renewLease(redis, keys, id, leaseMs).catch(() => {}),

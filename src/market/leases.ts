@@ -1,13 +1,13 @@
 // The lease scripts' typed wrappers: renew pushes an in-flight attempt's lease forward, reap ends
 // the attempts whose lease expired (lua/renew.lua, lua/reap.lua).
-import type Redis from 'ioredis'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { RenewCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 
 export async function renewLease(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   attemptId: string,
   leaseMs: number,
@@ -16,7 +16,7 @@ export async function renewLease(
 }
 
 export async function reapExpired(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   limit = 100,
   recordRetentionMs?: number,

@@ -2,12 +2,12 @@
 // Creation and every change go through lua/offer-put.lua, so an offer and its ladder place move
 // together.
 import { randomUUID } from 'node:crypto'
-import type Redis from 'ioredis'
 import { ApiError, NO_RETRY } from '../errors.ts'
 import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { OfferCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
 export const ASK_MIN_CENTS = 30
@@ -121,7 +121,7 @@ function view(raw: Record<string, string>): OfferView {
 
 export class OfferService {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
     private readonly masterKey: Uint8Array,
   ) {}

@@ -1,14 +1,14 @@
 // Every replica runs a reaper: it returns what expired leases hold. The script ends each attempt
 // once, so several reapers at once are safe. Each pass stamps the replica as seen (src/market/replicas.ts).
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
 import { reapExpired } from './leases.ts'
 import { stampReaperPass } from './replicas.ts'
 
 export function startReaper(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   intervalMs: number,
   logger: Logger,

@@ -3,8 +3,8 @@
 // replica is kept beside them.
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
-import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 
 /** This process's name among the replicas: host, pid and a random part (pids repeat across hosts). */
 export const REPLICA_ID = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
@@ -12,7 +12,7 @@ export const REPLICA_ID = `${hostname()}:${process.pid}:${randomBytes(3).toStrin
 /** A replica silent this long is taken off the set at the next stamp. */
 const FORGET_MS = 3_600_000
 
-export async function stampReaperPass(redis: Redis, keys: Keyspace, reaped: number): Promise<void> {
+export async function stampReaperPass(redis: Store, keys: Keyspace, reaped: number): Promise<void> {
   const now = Date.now()
   await redis
     .pipeline()
@@ -22,7 +22,7 @@ export async function stampReaperPass(redis: Redis, keys: Keyspace, reaped: numb
     .exec()
 }
 
-export async function replicaHealth(redis: Redis, keys: Keyspace, withinMs: number) {
+export async function replicaHealth(redis: Store, keys: Keyspace, withinMs: number) {
   const now = Date.now()
   const [seen, last] = await Promise.all([
     redis.zrangebyscore(keys.replicas, now - withinMs, '+inf', 'WITHSCORES'),

@@ -11,12 +11,12 @@
 // account's side (lua/reap-hold.lua): what was cleared is posted, anything else voided. On a single
 // Redis admit and clear hold both sides in one call instead (admission.ts, clearing.ts).
 import { createHash } from 'node:crypto'
-import type Redis from 'ioredis'
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import { type Keyspace, keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { type Admission, type AdmitRequest, refusalOf } from './admission.ts'
 import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
@@ -56,7 +56,7 @@ export interface AdmitApartRequest extends Omit<AdmitRequest, 'apiKeyDigest'> {
 }
 
 export async function admitApart(
-  redis: Redis,
+  redis: Store,
   owners: Owners,
   req: AdmitApartRequest,
 ): Promise<Admission | AdmitRefusal> {
@@ -121,7 +121,7 @@ export interface AttemptOwners {
 }
 
 export async function clearApart(
-  redis: Redis,
+  redis: Store,
   owners: Owners,
   who: AttemptOwners,
   req: ClearRequest,
@@ -133,7 +133,7 @@ export async function clearApart(
 
 /** Returns true when this call released the account's hold; the reservation is voided either way. */
 export async function releaseApart(
-  redis: Redis,
+  redis: Store,
   owners: Owners,
   who: AttemptOwners,
   req: ReleaseRequest,
@@ -158,7 +158,7 @@ export async function releaseApart(
  * how many it finished.
  */
 export async function reapOffer(
-  redis: Redis,
+  redis: Store,
   owners: Owners,
   offerId: string,
   limit = 100,
@@ -193,7 +193,7 @@ export async function reapOffer(
 }
 
 async function post(
-  redis: Redis,
+  redis: Store,
   owners: Owners,
   attemptId: string,
   who: AttemptOwners,
@@ -214,7 +214,7 @@ async function post(
 }
 
 async function voidReservation(
-  redis: Redis,
+  redis: Store,
   owners: Owners,
   attemptId: string,
   offerId: string,

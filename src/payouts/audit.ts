@@ -3,10 +3,10 @@
 // exactly the open payouts. With --chain: every confirmed payout's receipt is on chain and holds
 // the USDC Transfer(payout wallet -> supplier wallet, amount). A payout re-signed with a higher fee
 // has several hashes at one nonce: the transfer may be any of them, and only that one is mined.
-import type Redis from 'ioredis'
 import type { Address, Hex } from 'viem'
 import { type FundingChain, hasTransfer, type Receipt } from '../funding/chain.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { type Payout, PayoutStore } from './store.ts'
 
 export interface PayoutFinding {
@@ -16,13 +16,13 @@ export interface PayoutFinding {
 
 const isOpen = (p: Payout) => p.state === 'sending' || p.state === 'pending'
 
-async function supplierPayouts(redis: Redis, keys: Keyspace, supplierId: string): Promise<Payout[]> {
+async function supplierPayouts(redis: Store, keys: Keyspace, supplierId: string): Promise<Payout[]> {
   return new PayoutStore(redis, keys).many(await redis.zrange(keys.supplierPayouts(supplierId), 0, -1))
 }
 
 /** The supplier's payouts against its pending and paid out (micro-USDC, from its hash). */
 export async function auditSupplierPayouts(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   supplierId: string,
   pending: number,
@@ -54,7 +54,7 @@ export async function auditSupplierPayouts(
 
 /** Every confirmed payout's transfer, read from its receipt on chain. */
 export async function auditPayoutsOnChain(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   chain: FundingChain,
   token: Address,
@@ -96,7 +96,7 @@ export async function auditPayoutsOnChain(
 }
 
 /** Every supplier's payouts against its pending and paid out. */
-export async function auditPayouts(redis: Redis, keys: Keyspace): Promise<PayoutFinding[]> {
+export async function auditPayouts(redis: Store, keys: Keyspace): Promise<PayoutFinding[]> {
   const findings: PayoutFinding[] = []
   for (const id of await redis.smembers(keys.suppliers)) {
     const [pending, paidOut] = await redis.hmget(keys.supplier(id), 'pending', 'paidOut')

@@ -1,11 +1,11 @@
 // Payouts as the routes and tools use them: a supplier asks (amount and Idempotency-Key checked
 // here, the money rules in lua/payout-create.lua), lists and reads its own; the operator lists
 // those in flight. Without a payout wallet configured every request is a 503 and nothing changes.
-import type Redis from 'ioredis'
 import type { PayoutConfig } from '../config.ts'
 import { badRequest } from '../errors.ts'
 import { parseMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { payoutNotFound, payoutsUnavailable } from './results.ts'
 import { type Payout, type PayoutState, PayoutStore, payoutView } from './store.ts'
 
@@ -16,7 +16,7 @@ export class PayoutService {
   readonly store: PayoutStore
 
   constructor(
-    redis: Redis,
+    redis: Store,
     keys: Keyspace,
     private readonly config: PayoutConfig,
     /** Wakes the sender after a payout is created (the sender also runs on its interval). */

@@ -1,10 +1,10 @@
 // Payouts for one replica: the service the routes use and, with a payout wallet configured, the
 // sender (every replica runs it; the sender lock lets one work at a time) and the balance watch.
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { GatewayConfig } from '../config.ts'
 import { type FundingChain, fundingChain } from '../funding/chain.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { watchBalances } from './balances.ts'
 import { PayoutSender, type SenderOptions } from './sender.ts'
 import { PayoutService } from './service.ts'
@@ -19,7 +19,7 @@ export interface Payouts {
 
 export function startPayouts(
   config: GatewayConfig,
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   logger: Logger,
   chain?: FundingChain,

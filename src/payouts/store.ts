@@ -1,11 +1,11 @@
 // Payouts in Redis: created by lua/payout-create.lua (payable -> pending, in `sending`), moved by
 // lua/payout-move.lua under the payout wallet's sender lock (lua/payout-lock.lua), read here.
 import { createHash, randomBytes } from 'node:crypto'
-import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { PayoutCreateCode, type PayoutMoveCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { supplierNotFound } from '../suppliers/results.ts'
 import { idempotencyKeyReused, payoutAbovePayable, payoutBelowMinimum, payoutSuspended } from './results.ts'
 
@@ -85,7 +85,7 @@ export const digestIdempotencyKey = (key: string) => createHash('sha256').update
 
 export class PayoutStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
   ) {}
 

@@ -1,9 +1,9 @@
 // GET /v1/agent/activity and GET /v1/agent/usage: the account's ended attempts, read from its
 // ended-attempt Stream (`acct:<id>:activity`, appended by the script that ends each attempt, so
 // an attempt is on it the moment its response is in).
-import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { parseAttemptId } from './attempt-id.ts'
 import { lastDays, utcDay } from './days.ts'
 import { STATS_WINDOWS, type StatsWindow } from './stats.ts'
@@ -47,7 +47,7 @@ function activityItem([id, flat]: Entry) {
  * read while others are written never skips nor repeats one: the next page starts below this one's last.
  */
 export async function pageStream<T>(
-  redis: Redis,
+  redis: Store,
   stream: string,
   limit: number,
   before: string | null,
@@ -70,7 +70,7 @@ export async function pageStream<T>(
 
 /** The account's ended attempts, newest first (GET /v1/agent/activity). */
 export function listActivity(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   accountId: string,
   limit: number,
@@ -86,7 +86,7 @@ const USAGE_PAGE = 1_000
  * entry of the Stream from the first day's start, a page at a time.
  */
 export async function scanWindow(
-  redis: Redis,
+  redis: Store,
   stream: string,
   window: StatsWindow,
   visit: (day: string, fields: Record<string, string>) => void,
@@ -107,7 +107,7 @@ export async function scanWindow(
  * charged and how many requests it was served, split by model. Refused and failed attempts cost
  * nothing and are not requests served; a request counts once, on the attempt that served it.
  */
-export async function accountUsage(redis: Redis, keys: Keyspace, accountId: string, window: StatsWindow) {
+export async function accountUsage(redis: Store, keys: Keyspace, accountId: string, window: StatsWindow) {
   const byDay = new Map<string, Map<string, { cost: number; requests: number }>>()
   const days = await scanWindow(redis, keys.accountActivity(accountId), window, (day, f) => {
     if (f.status !== 'completed' && f.status !== 'incomplete') return

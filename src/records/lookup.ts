@@ -1,9 +1,9 @@
 // GET /v1/agent/requests/{support_reference}: a request's record, read from its ended attempts
 // (`attempt:<support reference>.<n>`, written by the script that ended each), shown to the
 // account that made the request only.
-import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { attemptIdOf, MAX_ATTEMPTS } from './attempt-id.ts'
 import { type AttemptRecord, type EndedAttempt, endedAttempt } from './attempt-record.ts'
 import { SUPPORT_REFERENCE } from './support-reference.ts'
@@ -85,7 +85,7 @@ export type RequestView = ReturnType<typeof requestView>
 
 /** The request's record when it exists and belongs to the account; null otherwise (a 404 alike). */
 export async function lookupRequest(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   accountId: string,
   supportReference: string,

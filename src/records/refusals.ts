@@ -2,9 +2,9 @@
 // ends one: lua/refuse.lua writes its refusal as an ended attempt of its own (state `refused`), so
 // that the request can be resolved by its support reference like any other and goes on the
 // ended-attempt Streams. No money moves.
-import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 
 /** What the scripts keep an ended attempt for when not told (SVC_RECORD_RETENTION_DAYS's default). */
 export const DEFAULT_RECORD_RETENTION_MS = 30 * 86_400_000
@@ -21,7 +21,7 @@ export interface Refusal {
 }
 
 export async function recordRefusal(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   refusal: Refusal,
   retentionMs: number,

@@ -1,8 +1,8 @@
 // GET /v1/models/stats: each model's share of the requests served in a window, from the daily
 // buckets lua/clear.lua counts in (HINCRBY per day per model as each request clears). Shares only, never a
 // count; below the privacy threshold nothing but hasSufficientVolume: false.
-import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { lastDays } from './days.ts'
 
 /** A window is this many UTC days, today's (so far) included. */
@@ -31,7 +31,7 @@ export function apportion(counts: number[]): number[] {
 
 const share = (parts: number) => parts / SHARE_PARTS
 
-export async function modelStats(redis: Redis, keys: Keyspace, window: StatsWindow, minRequests: number) {
+export async function modelStats(redis: Store, keys: Keyspace, window: StatsWindow, minRequests: number) {
   const [seconds] = await redis.time()
   const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
   const pipeline = redis.pipeline()

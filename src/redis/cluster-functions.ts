@@ -3,51 +3,44 @@
 // every call (see BENCHMARKS.md, "Functions on every master"). The library is loaded on every master
 // the first time a call finds it missing there (a new cluster, a master added or failed over to a
 // node that never had it, FUNCTION FLUSH); a missing function ran nothing, so the call is sent again.
-import { Cluster } from 'ioredis'
-import type { FunctionLibrary } from './functions.ts'
-import { functionName } from './functions.ts'
+import type { Cluster } from 'ioredis'
+import { type FunctionLibrary, functionName } from './functions.ts'
 
 type Arg = string | number
 
-/** The load under way per cluster client, shared by every call that found the function missing. */
-const loading = new WeakMap<Cluster, Promise<void>>()
-/** Clusters whose Redis has no functions (before 7.0): their scripts stay EVALSHA. */
-const withoutFunctions = new WeakSet<Cluster>()
+export class ClusterFunctions {
+  /** The load under way, shared by every call that found the function missing. */
+  private loading: Promise<void> | null = null
+  /** Cleared when this cluster's Redis has no functions (before 7.0): its scripts stay EVALSHA. */
+  private functions = true
 
-export function isCluster(client: unknown): client is Cluster {
-  return client instanceof Cluster
-}
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly library: FunctionLibrary,
+  ) {}
 
-/** FCALL of `script`, or undefined when this cluster runs no functions (the caller uses EVALSHA). */
-export async function clusterCall(
-  cluster: Cluster,
-  library: FunctionLibrary,
-  script: string,
-  keys: string[],
-  args: Arg[],
-): Promise<unknown> {
-  if (withoutFunctions.has(cluster)) return undefined
-  const command: Arg[] = [functionName(library, script), keys.length, ...keys, ...args]
-  try {
-    return await cluster.call('FCALL', ...command)
-  } catch (error) {
-    const message = (error as Error).message
-    if (/unknown command\W+FCALL/i.test(message)) {
-      withoutFunctions.add(cluster)
-      return undefined
+  /** FCALL of `script`, or undefined when this cluster runs no functions (the caller uses EVALSHA). */
+  async call(script: string, keys: string[], args: Arg[]): Promise<unknown> {
+    if (!this.functions) return undefined
+    const command: Arg[] = [functionName(this.library, script), keys.length, ...keys, ...args]
+    try {
+      return await this.cluster.call('FCALL', ...command)
+    } catch (error) {
+      const message = (error as Error).message
+      if (/unknown command\W+FCALL/i.test(message)) {
+        this.functions = false
+        return undefined
+      }
+      if (!/Function not found/i.test(message)) throw error
+      await this.loadOnMasters()
+      return this.cluster.call('FCALL', ...command)
     }
-    if (!/Function not found/i.test(message)) throw error
-    await loadOnMasters(cluster, library)
-    return cluster.call('FCALL', ...command)
   }
-}
 
-function loadOnMasters(cluster: Cluster, library: FunctionLibrary): Promise<void> {
-  let load = loading.get(cluster)
-  if (!load) {
-    load = Promise.all(
-      cluster.nodes('master').map((node) =>
-        node.call('FUNCTION', 'LOAD', library.code).then(
+  private loadOnMasters(): Promise<void> {
+    this.loading ??= Promise.all(
+      this.cluster.nodes('master').map((node) =>
+        node.call('FUNCTION', 'LOAD', this.library.code).then(
           () => {},
           (error: Error) => {
             // Another replica of the same version loaded it first.
@@ -57,8 +50,9 @@ function loadOnMasters(cluster: Cluster, library: FunctionLibrary): Promise<void
       ),
     )
       .then(() => {})
-      .finally(() => loading.delete(cluster))
-    loading.set(cluster, load)
+      .finally(() => {
+        this.loading = null
+      })
+    return this.loading
   }
-  return load
 }

@@ -4,8 +4,8 @@
 // calls is harmless: its next call finds the function missing, loads the library again and is sent
 // again (script-lane.ts). Libraries of any other name are never listed or touched: another
 // application may share the Redis.
-import type Redis from 'ioredis'
 import { GATEWAY_LIBRARY_NAME } from './functions.ts'
+import type { Commands } from './store.ts'
 
 export interface StoredLibrary {
   name: string
@@ -23,7 +23,7 @@ export interface PruneResult {
 }
 
 /** The gateway libraries in Redis, by name; the one named `currentName` marked current. */
-export async function listGatewayLibraries(redis: Redis, currentName: string): Promise<StoredLibrary[]> {
+export async function listGatewayLibraries(redis: Commands, currentName: string): Promise<StoredLibrary[]> {
   let reply: unknown
   try {
     // Redis matches LIBRARYNAME as a glob without case, so the regex below still decides; the
@@ -48,7 +48,7 @@ export async function listGatewayLibraries(redis: Redis, currentName: string): P
 
 /** Deletes every gateway library but `currentName` (nothing when `dryRun`) and says which. */
 export async function pruneGatewayLibraries(
-  redis: Redis,
+  redis: Commands,
   currentName: string,
   { dryRun }: { dryRun: boolean },
 ): Promise<PruneResult> {

@@ -2,12 +2,12 @@
 // under a key per minute (kept two minutes), one count per scope when the key names one (a
 // client's address). Past it, the caller's 429 with Retry-After to the next minute. For what no
 // key can be charged for (a signup, a sign-in nonce).
-import type Redis from 'ioredis'
 import type { ApiError } from '../errors.ts'
+import type { Store } from './store.ts'
 
 export class MinuteFuse {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keyOf: (minute: number, scope: string) => string,
     private readonly perMinute: number,
     private readonly refusal: (retryAfterSeconds: number) => ApiError,

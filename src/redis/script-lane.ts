@@ -4,9 +4,10 @@
 // work serves more requests per second (see BENCHMARKS.md, "Scripts over Bun's native Redis client").
 // ioredis keeps everything else, and Sentinel and Cluster, which Bun's client does not speak.
 //
-// The lane only carries a script while its connection is up; otherwise the script goes through
-// ioredis as before, whose own rules (fail fast on a serving connection, queue for the tools) then
-// apply, so the lane can never make Redis look less available than it is.
+// The store (store.ts) owns the lane beside its ioredis connection and hands it a script only
+// while both are up; otherwise the script goes through ioredis, whose own rules (fail fast on a
+// serving connection, queue for the tools) then apply, so the lane can never make Redis look less
+// or more available than the store's reads find it.
 import { RedisClient } from 'bun'
 import { type FunctionLibrary, functionName } from './functions.ts'
 

@@ -1,12 +1,12 @@
 // Reading a whole Stream for a check (the audit): every entry's fields in order, a page at a time,
 // and whether the Stream still holds every entry it was ever given (nothing trimmed yet).
-import type Redis from 'ioredis'
+import type { Store } from './store.ts'
 
 const PAGE = 1000
 
 /** Calls `visit` with each entry's flat name, value list, oldest first. */
 export async function forEachEntry(
-  redis: Redis,
+  redis: Store,
   stream: string,
   visit: (flat: string[]) => void,
 ): Promise<void> {
@@ -20,7 +20,7 @@ export async function forEachEntry(
 }
 
 /** True while the Stream holds every entry added to it (XINFO's entries-added = length), or does not exist. */
-export async function holdsEveryEntry(redis: Redis, stream: string): Promise<boolean> {
+export async function holdsEveryEntry(redis: Store, stream: string): Promise<boolean> {
   if ((await redis.exists(stream)) === 0) return true
   const info = (await redis.xinfo('STREAM', stream)) as unknown[]
   const field = (name: string) => Number(info[info.indexOf(name) + 1])

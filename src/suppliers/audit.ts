@@ -2,8 +2,8 @@
 // every offer it posted names it, its fills add up to its offers' earnings (equal while its fills
 // Stream holds every entry it was given, at most that once retention trimmed it), and earned =
 // paid out + pending + payable with payable never below zero.
-import type Redis from 'ioredis'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
 
 export interface SupplierFinding {
@@ -12,7 +12,7 @@ export interface SupplierFinding {
 }
 
 /** The earned micro-USDC summed over a fills Stream, and whether it holds every entry added. */
-async function fillsEarned(redis: Redis, stream: string) {
+async function fillsEarned(redis: Store, stream: string) {
   let sum = 0
   await forEachEntry(redis, stream, (flat) => {
     for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === 'earnedUsdc') sum += Number(flat[i + 1])
@@ -20,7 +20,7 @@ async function fillsEarned(redis: Redis, stream: string) {
   return { sum, complete: await holdsEveryEntry(redis, stream) }
 }
 
-export async function auditSuppliers(redis: Redis, keys: Keyspace): Promise<SupplierFinding[]> {
+export async function auditSuppliers(redis: Store, keys: Keyspace): Promise<SupplierFinding[]> {
   const findings: SupplierFinding[] = []
   for (const id of await redis.smembers(keys.suppliers)) {
     const subject = `supplier ${id}`

@@ -1,10 +1,10 @@
 // GET /v1/supplier/earnings: per UTC day of the window, what the supplier's offers earned (net of
 // the fee), how much they burned and how many fills, from its fills Stream like the buyer's usage.
-import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'
 import { scanWindow } from '../records/activity.ts'
 import type { StatsWindow } from '../records/stats.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 
 interface Day {
   earned: number
@@ -19,7 +19,7 @@ const view = (d: Day) => ({
 })
 
 export async function supplierEarnings(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   supplierId: string,
   window: StatsWindow,

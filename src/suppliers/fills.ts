@@ -1,10 +1,10 @@
 // GET /v1/supplier/fills: the clears on a supplier's offers, newest first, read from its fills
 // Stream (`supplier:<id>:fills`, appended by lua/clear.lua in the call that clears). Offer, model,
 // burn, price and earnings only: a fill never names the buyer.
-import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'
 import { type Entry, entryMs, fieldsOf, pageStream } from '../records/activity.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 
 function fillItem([id, flat]: Entry) {
   const f = fieldsOf(flat)
@@ -19,7 +19,7 @@ function fillItem([id, flat]: Entry) {
 }
 
 export function listFills(
-  redis: Redis,
+  redis: Store,
   keys: Keyspace,
   supplierId: string,
   limit: number,

@@ -1,9 +1,9 @@
 // Supplier keys: the sign-in mints the first (lua/supplier-signin.lua); more are minted, listed,
 // revoked and resolved as an account's API keys are (OwnedKeys), on the supplier's own hashes.
-import type Redis from 'ioredis'
 import { type NewKey, type OwnedKeyRecord, OwnedKeys } from '../accounts/owned-keys.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
+import type { Store } from '../redis/store.ts'
 import { supplierKeyCap, supplierKeyNotFound } from './results.ts'
 import { MAX_ACTIVE_SUPPLIER_KEYS, SUPPLIER_KEY_PREFIX } from './supplier-keys.ts'
 
@@ -13,7 +13,7 @@ export type MintedSupplierKey = NewKey
 export class SupplierKeyStore {
   private readonly owned: OwnedKeys<'supplierId'>
 
-  constructor(redis: Redis, keys: Keyspace) {
+  constructor(redis: Store, keys: Keyspace) {
     this.owned = new OwnedKeys(redis, {
       field: 'supplierId',
       keyPrefix: SUPPLIER_KEY_PREFIX,

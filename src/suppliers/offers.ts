@@ -3,7 +3,6 @@
 // upstream's balance endpoint before the offer stands, sealed at rest as every offer's is, and
 // claimed by digest in the same script that writes the offer (lua/offer-put.lua), so one upstream
 // key stands in one non-deleted offer only. A supplier sees and changes its own offers only.
-import type Redis from 'ioredis'
 import { digestApiKey } from '../accounts/api-keys.ts'
 import {
   DEFAULT_MAX_IN_FLIGHT,
@@ -15,6 +14,7 @@ import {
 } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import { checkUpstreamKey } from './upstream-key-check.ts'
 
 export interface SupplierOfferInput {
@@ -55,7 +55,7 @@ export class SupplierOfferService {
   private readonly offers: OfferService
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
     masterKey: Uint8Array,
     private readonly upstreamUrl: string,

@@ -1,12 +1,12 @@
 // Supplier identity: a single-use nonce (5 minutes, in Redis), then a signed EIP-4361 message
 // checked against the gateway's own URL (siwe.ts) and turned into a `sup_` key by one script
 // (lua/supplier-signin.lua): nonce used up, supplier found or created for the wallet, key minted.
-import type Redis from 'ioredis'
 import { generateSiweNonce } from 'viem/siwe'
 import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'
 import { SupplierCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { clientNonceFuseBlown, nonceFuseBlown, nonceRefused, supplierKeyCap } from './results.ts'
 import { verifySignIn } from './siwe.ts'
 import { newSupplierId } from './store.ts'
@@ -32,7 +32,7 @@ export class SignInService {
   private readonly clientFuse: MinuteFuse
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
     private readonly publicUrl: string,
     noncesPerMinute: number,

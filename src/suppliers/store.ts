@@ -2,11 +2,11 @@
 // from its offers (earned = sum of the offers' `earned`, net of the fee; the offers keep it), paid
 // out and pending from the supplier hash (payouts move them). payable = earned - paidOut - pending.
 import { randomBytes } from 'node:crypto'
-import type Redis from 'ioredis'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { SupplierCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import { supplierNotFound } from './results.ts'
 
 export type SupplierStatus = 'active' | 'suspended'
@@ -49,7 +49,7 @@ export const isSupplierId = (value: string) => SUPPLIER_ID.test(value)
 
 export class SupplierStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
   ) {}
 

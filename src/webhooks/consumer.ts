@@ -4,10 +4,10 @@
 // left pending (a retry not yet due, a replica gone) is claimed back with XAUTOCLAIM once idle;
 // retries wait backoffMs, then twice that, and so on. Delivery is at least once: receivers dedup by id.
 import { hostname } from 'node:os'
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import type { WebhookConfig } from '../config.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import type { WebhookDeliveries } from './delivery.ts'
 import { eventOf, wants } from './delivery.ts'
 import type { WebhookStore } from './endpoints.ts'
@@ -20,7 +20,7 @@ export class WebhookConsumer {
   private readonly name = `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
     private readonly store: WebhookStore,
     private readonly deliveries: WebhookDeliveries,

@@ -1,11 +1,11 @@
 // Sending one event to one endpoint, signed, and the endpoint's delivery log the owner reads
 // (bounded, newest first) and replays from. The consumer (consumer.ts) decides when to send.
-import type Redis from 'ioredis'
 import type { WebhookConfig } from '../config.ts'
 import { notFound } from '../errors.ts'
 import { formatMicros } from '../money/units.ts'
 import { pageStream } from '../records/activity.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
 import type { StoredEndpoint, WebhookStore } from './endpoints.ts'
 import { type DeliveryRecord, eventId, type Owner, streamIdOf } from './events.ts'
 import { postEvent } from './post.ts'
@@ -42,7 +42,7 @@ export function wants(endpoint: StoredEndpoint, event: StoredEvent): boolean {
 
 export class WebhookDeliveries {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
     private readonly store: WebhookStore,
     private readonly config: WebhookConfig,

@@ -2,13 +2,13 @@
 // under SVC_MASTER_KEY and shown once), list, remove. Registration and removal are one script each
 // (lua/webhook-put.lua, lua/webhook-delete.lua); a refusal writes nothing.
 import { randomBytes } from 'node:crypto'
-import type Redis from 'ioredis'
 import type { WebhookConfig } from '../config.ts'
 import { ApiError, badRequest, notFound } from '../errors.ts'
 import { decryptUpstreamKey, encryptUpstreamKey } from '../market/upstream-key-crypto.ts'
 import { formatMicros, parseMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
 import {
   type AddressPolicy,
   parseWebhookUrl,
@@ -49,7 +49,7 @@ export function endpointView(endpoint: StoredEndpoint) {
 
 export class WebhookStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Store,
     private readonly keys: Keyspace,
     private readonly masterKey: Uint8Array,
     private readonly policy: AddressPolicy,
@@ -140,7 +140,7 @@ export class WebhookStore {
 }
 
 /** The store and the deliveries a replica's routes and consumer share. */
-export function webhookParts(redis: Redis, keys: Keyspace, masterKey: Uint8Array, config: WebhookConfig) {
+export function webhookParts(redis: Store, keys: Keyspace, masterKey: Uint8Array, config: WebhookConfig) {
   const store = new WebhookStore(redis, keys, masterKey, config)
   return { webhooks: store, deliveries: new WebhookDeliveries(redis, keys, store, config) }
 }

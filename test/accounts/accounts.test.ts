@@ -1,19 +1,19 @@
 // The account services against the real Redis: wallet rules, the credit amount, the max price.
 import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
-import type Redis from 'ioredis'
 import { AccountStore, MAX_CREDIT, parseCreditAmount as parseCredit } from '../../src/accounts/accounts.ts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import { checksumWallet } from '../../src/accounts/wallet.ts'
 import { ApiError } from '../../src/errors.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { randomWallet } from '../helpers/accounts.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const redis: Redis = createRedis(testRedisUrl(), { name: 'svc-test' })
-afterAll(() => redis.disconnect())
+const redis: Store = createStore(testRedisUrl(), { name: 'svc-test' })
+afterAll(() => redis.close())
 let keys: Keyspace
 let accounts: AccountStore
 beforeEach(() => {

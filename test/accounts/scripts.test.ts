@@ -2,18 +2,18 @@
 // audit entry, and the invariant funded = confirmed + pending + held + spent.
 import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
-import type Redis from 'ioredis'
 import { newAccountId } from '../../src/accounts/accounts.ts'
 import { generateApiKey, MAX_ACTIVE_API_KEYS } from '../../src/accounts/api-keys.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AccountCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { randomWallet } from '../helpers/accounts.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const redis: Redis = createRedis(testRedisUrl(), { name: 'svc-test' })
-afterAll(() => redis.disconnect())
+const redis: Store = createStore(testRedisUrl(), { name: 'svc-test' })
+afterAll(() => redis.close())
 let keys: Keyspace
 beforeEach(() => {
   keys = keyspace(testPrefix())

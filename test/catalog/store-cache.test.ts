@@ -3,13 +3,13 @@
 import { afterAll, expect, test } from 'bun:test'
 import type { CatalogEntry } from '../../src/catalog/entry.ts'
 import { CatalogStore } from '../../src/catalog/store.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
-const redis = createRedis(testRedisUrl(), { name: 'svc-test-catalog' })
-afterAll(() => redis.disconnect())
+const redis = createStore(testRedisUrl(), { name: 'svc-test-catalog' })
+afterAll(() => redis.close())
 
 const entry = (id: string) => ({ row: { id }, prices: null }) as unknown as CatalogEntry
 

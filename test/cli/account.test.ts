@@ -1,15 +1,15 @@
 // `svc-gateway account ...` run as a process, against the real Redis, through the same services
 // as the admin API: JSON out, the API's error shape on stderr, usage errors exit 2.
 import { afterAll, describe, expect, test } from 'bun:test'
-import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { randomWallet } from '../helpers/accounts.ts'
 import { runCli } from '../helpers/cli.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 const prefix = testPrefix()
-const redis = createRedis(testRedisUrl(), { name: 'svc-test' })
-afterAll(() => redis.disconnect())
+const redis = createStore(testRedisUrl(), { name: 'svc-test' })
+afterAll(() => redis.close())
 
 function cli(...args: string[]) {
   return runCli(['account', ...args], {

@@ -3,7 +3,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { compileErrors, validate } from '@readme/openapi-parser'
-import type Redis from 'ioredis'
 import { createApp } from '../../src/app.ts'
 import { CatalogStore } from '../../src/catalog/store.ts'
 import { loadGatewayConfig } from '../../src/config.ts'
@@ -11,8 +10,9 @@ import { createFunding } from '../../src/funding/index.ts'
 import { openApiPath } from '../../src/http/contract/openapi.ts'
 import { OPERATIONS } from '../../src/http/contract/operations.ts'
 import { createLogger } from '../../src/logger.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { createAccount, keyFetch } from '../helpers/accounts.ts'
 import { startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
@@ -35,7 +35,7 @@ type Document = {
 }
 
 let stack: TestStack
-let redis: Redis
+let redis: Store
 let app: ReturnType<typeof createApp>
 let document: Document
 
@@ -62,12 +62,12 @@ function everyRouteApp() {
 
 beforeAll(async () => {
   stack = await startStack()
-  redis = createRedis(testRedisUrl(), { name: 'svc-test' })
+  redis = createStore(testRedisUrl(), { name: 'svc-test' })
   app = everyRouteApp()
   document = (await (await app.handle(new Request('http://gateway.test/openapi.json'))).json()) as Document
 })
 afterAll(async () => {
-  redis.disconnect()
+  redis.close()
   await stack.stop()
 })
 

@@ -4,21 +4,21 @@
 // test feels it), made to refuse writes (maxmemory, noeviction) while the transaction waits in
 // anvil's mempool, after the hash was recorded and before the receipt comes back.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import type Redis from 'ioredis'
-import { createRedis } from '../../src/redis/connection.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, waitFor, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let local: LocalRedis
-let redis: Redis
+let redis: Store
 let stack: TestStack
 beforeAll(async () => {
   chain = await startChain()
   local = await startLocalRedis(['--maxmemory-policy', 'noeviction'])
-  redis = createRedis(local.url, { name: 'svc-test' })
+  redis = createStore(local.url, { name: 'svc-test' })
   stack = await startStack({
     env: {
       ...chain.env(1),
@@ -30,7 +30,7 @@ beforeAll(async () => {
 }, 30_000)
 afterAll(async () => {
   await stack?.stop()
-  redis?.disconnect()
+  redis?.close()
   await local?.stop()
   await chain?.stop()
 })

@@ -5,12 +5,12 @@ import { afterAll, beforeEach, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const redis = createRedis(testRedisUrl(), { name: 'svc-test-ledger' })
-afterAll(() => redis.disconnect())
+const redis = createStore(testRedisUrl(), { name: 'svc-test-ledger' })
+afterAll(() => redis.close())
 
 let keys: Keyspace
 let ledger: PaymentLedger

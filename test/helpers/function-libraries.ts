@@ -1,5 +1,5 @@
 // Function libraries for the prune tests: tiny stand-ins for other versions' and other apps'.
-import type Redis from 'ioredis'
+import type { Commands } from '../../src/redis/store.ts'
 
 /** A valid library registering one function, `<name>_ping`, that answers its own name. */
 export function tinyLibrary(name: string): string {
@@ -7,7 +7,7 @@ export function tinyLibrary(name: string): string {
 }
 
 /** The names of every library Redis has, sorted. */
-export async function libraryNames(redis: Redis): Promise<string[]> {
+export async function libraryNames(redis: Commands): Promise<string[]> {
   const list = (await redis.call('FUNCTION', 'LIST')) as unknown[][]
   return list.map((entry) => String(entry[1])).sort()
 }

@@ -2,21 +2,20 @@
 // written in the account model of src/redis/keys.ts, offers posted through the real OfferService.
 import { afterAll, beforeEach, expect } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
-import type Redis from 'ioredis'
 import { type Admission, type AdmitRequest, admit } from '../../src/market/admission.ts'
 import { type ClearRequest, clear } from '../../src/market/clearing.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { createRedis, type ScriptForm } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
-import { readyScriptLane } from '../../src/redis/scripts.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore, type ScriptForm } from '../../src/redis/store.ts'
 import { testPrefix, testRedisUrl } from './stack.ts'
 import { until } from './wait.ts'
 
 export interface MarketFixture {
-  redis: Redis
+  redis: Store
   keys: Keyspace
   offers: OfferService
   close(): void
@@ -26,13 +25,13 @@ export interface MarketFixture {
 export const SCRIPT_FORMS: ScriptForm[] = ['functions', 'scripts']
 
 export function marketFixture(scriptForm: ScriptForm = 'functions'): MarketFixture {
-  const redis = createRedis(testRedisUrl(), { name: 'svc-test-market', scriptForm })
+  const redis = createStore(testRedisUrl(), { name: 'svc-test-market', scriptForm })
   const keys = keyspace(testPrefix())
   return {
     redis,
     keys,
     offers: new OfferService(redis, keys, randomBytes(32)),
-    close: () => redis.disconnect(),
+    close: () => redis.close(),
   }
 }
 
@@ -159,7 +158,7 @@ export function freshMarketPerTest(use: (fx: MarketFixture) => void, scriptForm?
     const fx = marketFixture(scriptForm)
     fixtures.push(fx)
     // Functions only once the lane is up: sooner, ioredis would carry the first scripts.
-    if (scriptForm === 'functions') await until(() => readyScriptLane(fx.redis) !== undefined)
+    if (scriptForm === 'functions') await until(() => fx.redis.lane !== undefined)
     use(fx)
   })
   afterAll(() => {

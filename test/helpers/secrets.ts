@@ -1,6 +1,6 @@
 // The secrets scans' tools: every response kept as one searchable text, every value of a keyspace
 // read whatever its type.
-import type Redis from 'ioredis'
+import type { Store } from '../../src/redis/store.ts'
 
 export interface Seen {
   what: string
@@ -16,7 +16,7 @@ export async function keep(seen: Seen[], what: string, response: Response): Prom
 }
 
 /** Every value under a keyspace, as text, whatever the key's type. */
-export async function storedValues(redis: Redis, base: string): Promise<string> {
+export async function storedValues(redis: Store, base: string): Promise<string> {
   const parts: string[] = []
   for (const key of await redis.keys(`${base.replace(/[{}]/g, (c) => `\\${c}`)}*`)) {
     const type = await redis.type(key)

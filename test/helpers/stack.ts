@@ -4,14 +4,14 @@
 import { afterAll } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
-import type Redis from 'ioredis'
 import type { Logger } from 'pino'
 import { type GatewayConfig, loadGatewayConfig } from '../../src/config.ts'
 import { type RunningGateway, startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
 
 /** A port free now, for a server that must know its port before it listens. */
@@ -57,7 +57,7 @@ export function testPrefix(): string {
 export interface TestStack {
   gateway: RunningGateway
   sim: SimServer
-  redis: Redis
+  redis: Store
   keys: Keyspace
   config: GatewayConfig
   url: string
@@ -91,7 +91,7 @@ export async function startStack(
   })
   options.tune?.(config)
   const gateway = await startGateway(config, options.logger ?? createLogger(config.logLevel))
-  const redis = createRedis(testRedisUrl(), { name: 'svc-test' })
+  const redis = createStore(testRedisUrl(), { name: 'svc-test' })
   return {
     gateway,
     sim,
@@ -102,7 +102,7 @@ export async function startStack(
     async stop() {
       await gateway.stop()
       await sim.stop()
-      redis.disconnect()
+      redis.close()
     },
   }
 }
@@ -112,7 +112,7 @@ export async function startStack(
  * is compared by its entries (a consumer group's bookkeeping is not a change), a hash by its fields;
  * the replicas' heartbeat (stamped by every reaper pass) is left out.
  */
-export async function snapshotKeys(redis: Redis, prefix: string): Promise<Record<string, string>> {
+export async function snapshotKeys(redis: Store, prefix: string): Promise<Record<string, string>> {
   // Each replica's reaper stamps these on its own clock, whatever the requests do.
   const heartbeat = new Set([`${prefix}:replicas`, `${prefix}:reaper`])
   const keys = (await redis.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`))

@@ -3,6 +3,7 @@
 // or log line after mint.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
+import Redis from 'ioredis'
 import { digestApiKey, generateApiKey } from '../../src/accounts/api-keys.ts'
 import { startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
@@ -14,7 +15,7 @@ import {
   type TestAccount,
   waitForLastUsed,
 } from '../helpers/accounts.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import { startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
@@ -127,7 +128,8 @@ describe('Bearer keys', () => {
   test('resolving a key is one Redis command: HGETALL of its digest', async () => {
     const own = await createAccount(stack)
     await waitForLastUsed(stack, own.apiKey)
-    const monitor = await stack.redis.monitor()
+    // MONITOR takes a connection of its own.
+    const monitor = await new Redis(testRedisUrl()).monitor()
     const seen: string[][] = []
     monitor.on('monitor', (_time: string, args: string[]) => {
       if (args.some((a) => a.startsWith(stack.keys.prefix))) seen.push(args)

@@ -2,15 +2,15 @@
 // the audit.
 import { afterAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
-import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { runCli } from '../helpers/cli.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 const prefix = testPrefix()
 const keys = keyspace(prefix)
-const redis = createRedis(testRedisUrl())
-afterAll(() => redis.disconnect())
+const redis = createStore(testRedisUrl())
+afterAll(() => redis.close())
 const env = {
   REDIS_URL: testRedisUrl(),
   SVC_REDIS_PREFIX: prefix,

@@ -7,7 +7,6 @@ import { ClearingError, type ClearRequest, release } from '../../src/market/clea
 import { reapExpired, renewLease } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
-import { readyScriptLane } from '../../src/redis/scripts.ts'
 import {
   admitFor,
   admitted,
@@ -105,7 +104,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
   freshMarketPerTest(fresh, form)
 
   test('the scripts run in this form', () => {
-    expect(readyScriptLane(fx.redis) !== undefined).toBe(form === 'functions')
+    expect(fx.redis.lane !== undefined).toBe(form === 'functions')
   })
 
   describe('admit', () => {

@@ -6,7 +6,6 @@
 // that stops between two steps leaves a reservation the reaper finishes from the account's side.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
-import type Redis from 'ioredis'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { clear } from '../../src/market/clearing.ts'
@@ -22,23 +21,24 @@ import {
   releaseApart,
 } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { createRedis, whenReady } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { admitRequest, meteredClear } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { untilRedisPasses } from '../helpers/wait.ts'
 
 let cluster: RedisCluster
-let redis: Redis
+let redis: Store
 let owners: Owners
 let prefix: string
 
 beforeAll(async () => {
   cluster = await startRedisCluster()
-  redis = createRedis(cluster.url, { name: 'svc-test-two-phase' })
-  await whenReady(redis, 15_000)
+  redis = createStore(cluster.url, { name: 'svc-test-two-phase' })
+  await redis.whenReady(15_000)
   prefix = `t${randomBytes(4).toString('hex')}:{m}`
   owners = ownerKeyspaces(prefix)
 })
@@ -47,7 +47,7 @@ afterEach(async () => {
   expect(await auditApart(redis, prefix)).toEqual([])
 })
 afterAll(() => {
-  redis.disconnect()
+  redis.close()
   cluster.stop()
 })
 

@@ -6,7 +6,6 @@
 // the same bytes again.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
-import type Redis from 'ioredis'
 import { createWalletClient, encodeAbiParameters, getAddress, http, keccak256, numberToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
@@ -17,8 +16,9 @@ import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
 import { PayoutSender } from '../../src/payouts/sender.ts'
 import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
@@ -27,7 +27,7 @@ import { payoutEnv, payoutWalletOn, seedEarnings, transfersFrom } from '../helpe
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 let chain: TestChain
-let redis: Redis
+let redis: Store
 let funding: FundingConfig
 let onChain: FundingChain
 let keys: Keyspace
@@ -43,7 +43,7 @@ const CONFIRMATIONS = 1
 
 beforeAll(async () => {
   chain = await startChain()
-  redis = createRedis(testRedisUrl(), { name: 'svc-test-payouts' })
+  redis = createStore(testRedisUrl(), { name: 'svc-test-payouts' })
   walletKey = (await payoutWalletOn(chain)).key
   funding = loadGatewayConfig({
     REDIS_URL: testRedisUrl(),
@@ -61,7 +61,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   rpc.stop()
-  redis.disconnect()
+  redis.close()
   await chain.stop()
 })
 beforeEach(() => {

@@ -4,14 +4,14 @@
 // down) answer and write exactly as the functions do; and a Redis without functions still works.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
-import type Redis from 'ioredis'
 import { release } from '../../src/market/clearing.ts'
 import { reapExpired } from '../../src/market/leases.ts'
-import { createRedis, whenReady } from '../../src/redis/connection.ts'
 import { functionLibrary, functionName } from '../../src/redis/functions.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { LIBRARY, SCRIPTS } from '../../src/redis/script-registry.ts'
-import { readyScriptLane, runScript } from '../../src/redis/scripts.ts'
+import { runScript } from '../../src/redis/scripts.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import {
   admitFor,
   admitted,
@@ -27,23 +27,23 @@ import { until } from '../helpers/wait.ts'
 // It flushes the server's functions and counts its loads: a server of its own.
 await ownRedis()
 
-let observer: Redis
+let observer: Store
 const fixtures: MarketFixture[] = []
 
 beforeAll(() => {
-  observer = createRedis(testRedisUrl(), { name: 'svc-test-functions-observer' })
+  observer = createStore(testRedisUrl(), { name: 'svc-test-functions-observer' })
 })
 afterAll(() => {
   for (const fx of fixtures) fx.close()
-  observer.disconnect()
+  observer.close()
 })
 
 async function withLane(): Promise<MarketFixture> {
   const fx = marketFixture()
   fixtures.push(fx)
-  await whenReady(fx.redis, 5_000)
-  await until(() => readyScriptLane(fx.redis) !== undefined)
-  expect(readyScriptLane(fx.redis)).toBeDefined()
+  await fx.redis.whenReady(5_000)
+  await until(() => fx.redis.lane !== undefined)
+  expect(fx.redis.lane).toBeDefined()
   return fx
 }
 
@@ -53,7 +53,7 @@ async function libraries(): Promise<string[]> {
 }
 
 /** Calls and usec of one command in INFO commandstats (`function|load`, `fcall`, ...). */
-async function commandCalls(redis: Redis, name: string): Promise<number> {
+async function commandCalls(redis: Store, name: string): Promise<number> {
   const info = (await redis.info('commandstats')) as string
   const escaped = name.replace('|', '\\|')
   const match = new RegExp(`cmdstat_${escaped}:calls=(\\d+)`).exec(info)
@@ -183,8 +183,8 @@ describe('functions and EVAL forms agree', () => {
   test('a mixed workload: the same replies and the same stored data', async () => {
     const viaFunctions = await withLane()
     const viaEval = await withLane()
-    readyScriptLane(viaEval.redis)!.close()
-    expect(readyScriptLane(viaEval.redis)).toBeUndefined()
+    viaEval.redis.lane!.close()
+    expect(viaEval.redis.lane).toBeUndefined()
 
     const evalsBefore = await commandCalls(observer, 'evalsha')
     const a = await workload(viaFunctions)
@@ -213,16 +213,16 @@ describe('a Redis without functions (before 7.0)', () => {
   afterAll(() => old.stop())
 
   test('the lane runs the EVAL forms instead', async () => {
-    const redis = createRedis(old.url, { name: 'svc-test-no-functions' })
+    const redis = createStore(old.url, { name: 'svc-test-no-functions' })
     try {
-      await whenReady(redis, 5_000)
-      await until(() => readyScriptLane(redis) !== undefined)
-      expect(readyScriptLane(redis)).toBeDefined()
+      await redis.whenReady(5_000)
+      await until(() => redis.lane !== undefined)
+      expect(redis.lane).toBeDefined()
       for (let i = 0; i < 3; i++)
         expect(await runScript(redis, 'capacity', ['p:'], { maxPriceCents: 80 })).toEqual([])
       expect(await commandCalls(redis, 'evalsha')).toBeGreaterThanOrEqual(2)
     } finally {
-      redis.disconnect()
+      redis.close()
     }
   })
 })

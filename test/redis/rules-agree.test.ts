@@ -10,13 +10,13 @@ import { LIMIT_RESETS, periodEnd, periodStart } from '../../src/accounts/budget-
 import { costAtAsk, type MicroDiem } from '../../src/money/units.ts'
 import { utcDay } from '../../src/records/days.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../../src/records/refusals.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { SCRIPTS } from '../../src/redis/script-registry.ts'
 import { runScript } from '../../src/redis/scripts.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { testRedisUrl } from '../helpers/stack.ts'
 
-const redis = createRedis(testRedisUrl(), { name: 'svc-test-rules' })
-afterAll(() => redis.disconnect())
+const redis = createStore(testRedisUrl(), { name: 'svc-test-rules' })
+afterAll(() => redis.close())
 
 const lua = (body: string, ...args: (string | number)[]) =>
   redis.eval(`${libNumbers}\nbind_globals()\n${body}`, 0, ...args.map(String))

@@ -4,16 +4,17 @@
 // ioredis; and the lane's connection ends with the ioredis one.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
-import type Redis from 'ioredis'
 import { clearFailure } from '../../src/inference/service.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { createRedis, isRedisUnavailable, whenReady } from '../../src/redis/connection.ts'
+import { isRedisUnavailable } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { startLocalRedis } from '../../src/redis/local-server.ts'
 import { ScriptLane } from '../../src/redis/script-lane.ts'
 import { SCRIPTS } from '../../src/redis/script-registry.ts'
-import { readyScriptLane, runScript, type ScriptArgs } from '../../src/redis/scripts.ts'
+import { runScript, type ScriptArgs } from '../../src/redis/scripts.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { ownRedis, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
@@ -42,16 +43,16 @@ const admitArgs = (attemptId: string, accountId: string): ScriptArgs<'admit'> =>
 })
 
 let fx: MarketFixture
-let observer: Redis
+let observer: Store
 
 beforeAll(async () => {
   fx = marketFixture()
-  observer = createRedis(testRedisUrl(), { name: 'svc-test-observer' })
-  await whenReady(fx.redis, 5_000)
+  observer = createStore(testRedisUrl(), { name: 'svc-test-observer' })
+  await fx.redis.whenReady(5_000)
 })
 afterAll(() => {
   fx.close()
-  observer.disconnect()
+  observer.close()
 })
 
 /** The names of the connections Redis has right now. */
@@ -63,9 +64,9 @@ async function clientNames(): Promise<string[]> {
     .filter(Boolean)
 }
 
-async function laneUp(redis: Redis) {
-  await until(() => readyScriptLane(redis) !== undefined)
-  expect(readyScriptLane(redis)).toBeDefined()
+async function laneUp(redis: Store) {
+  await until(() => redis.lane !== undefined)
+  expect(redis.lane).toBeDefined()
 }
 
 describe('the native script lane', () => {
@@ -77,15 +78,12 @@ describe('the native script lane', () => {
     const args = (attemptId: string) => admitArgs(attemptId, accountId)
     const first = randomUUID()
     const viaLane = (await runScript(fx.redis, 'admit', [fx.keys.base], args(first))) as unknown[]
-    // The same script through ioredis itself (the command defineCommand registered), its ARGV
-    // written in the registry's order as runScript writes them.
-    const direct = (fx.redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown[]>>).admit!
-    const named = args(randomUUID())
-    const viaIoredis = await direct.call(
-      fx.redis,
-      fx.keys.base,
-      ...SCRIPTS.admit.argv.map((arg) => named[arg]),
-    )
+    // The same script as EVALSHA through ioredis, on a store of the other form.
+    const evalsha = createStore(testRedisUrl(), { name: 'svc-test-evalsha', scriptForm: 'scripts' })
+    const viaIoredis = (await runScript(evalsha, 'admit', [fx.keys.base], args(randomUUID())).finally(() =>
+      evalsha.close(),
+    )) as unknown[]
+    expect(evalsha.lane).toBeUndefined()
     expect(viaLane[0]).toBe(1)
     expect(viaLane[1]).toBe(offerId)
     expect(viaLane.map((v) => typeof v)).toEqual(viaIoredis.map((v) => typeof v))
@@ -96,7 +94,7 @@ describe('the native script lane', () => {
 
   test('after SCRIPT FLUSH a script is sent again whole and still runs', async () => {
     await laneUp(fx.redis)
-    const lane = readyScriptLane(fx.redis)!
+    const lane = fx.redis.lane!
     await observer.script('FLUSH')
     const sha = new Bun.CryptoHasher('sha1').update(SCRIPTS.capacity.lua).digest('hex')
     expect(await observer.script('EXISTS', sha)).toEqual([0])
@@ -110,8 +108,8 @@ describe('the native script lane', () => {
     await laneUp(fx.redis)
     // Cut only the lane's connection: ioredis's own stays up.
     await observer.client('KILL', 'SKIPME', 'yes', 'ID', String(await laneClientId()))
-    await until(() => readyScriptLane(fx.redis) === undefined, 1)
-    expect(readyScriptLane(fx.redis)).toBeUndefined()
+    await until(() => fx.redis.lane === undefined, 1)
+    expect(fx.redis.lane).toBeUndefined()
     const results = await Promise.all(
       Array.from({ length: 20 }, () =>
         runScript(fx.redis, 'capacity', [fx.keys.base], { maxPriceCents: 80 }),
@@ -122,9 +120,9 @@ describe('the native script lane', () => {
   })
 
   test("a database in the URL is the lane's too: a script writes where ioredis reads", async () => {
-    const redis = createRedis(`${testRedisUrl()}/5`, { name: 'svc-test-db5' })
+    const redis = createStore(`${testRedisUrl()}/5`, { name: 'svc-test-db5' })
     try {
-      await whenReady(redis, 5_000)
+      await redis.whenReady(5_000)
       await laneUp(redis)
       const keys = keyspace(testPrefix())
       const offers = new OfferService(redis, keys, randomBytes(32))
@@ -137,15 +135,15 @@ describe('the native script lane', () => {
       expect((await redis.hgetall(keys.offer(offer.id))).askCents).toBe('40')
       expect(await observer.exists(keys.offer(offer.id))).toBe(0)
     } finally {
-      redis.disconnect()
+      redis.close()
     }
   })
 
   test('a Redis on this machine reached over its Unix socket (redis+unix://): both connections there, scripts on the lane', async () => {
     const local = await startLocalRedis()
-    const redis = createRedis(local.socketUrl, { name: 'svc-test-socket' })
+    const redis = createStore(local.socketUrl, { name: 'svc-test-socket' })
     try {
-      await whenReady(redis, 5_000)
+      await redis.whenReady(5_000)
       await laneUp(redis)
       // The lane answers a script (an unknown account is refused by the admission itself)
       const keys = keyspace('svc:{socket}')
@@ -165,19 +163,19 @@ describe('the native script lane', () => {
       ])
       for (const line of ours) expect(line).toContain(`laddr=${local.dir}/redis.sock`)
     } finally {
-      redis.disconnect()
+      redis.close()
       await local.stop()
     }
   })
 
   test('a script and a command agree on whether the store is up while ioredis reconnects', async () => {
-    const redis = createRedis(testRedisUrl(), { name: 'svc-test-together', failFast: true })
+    const redis = createStore(testRedisUrl(), { name: 'svc-test-together', failFast: true })
     try {
-      await whenReady(redis, 5_000)
+      await redis.whenReady(5_000)
       await laneUp(redis)
-      // ioredis drops its connection and dials again; the lane's socket stays open throughout.
-      redis.disconnect(true)
-      await until(() => redis.status !== 'ready', 1)
+      // Redis drops the command connection, which dials again; the lane's socket stays open throughout.
+      await observer.client('KILL', 'ID', String(await clientId('svc-test-together')))
+      await until(() => !redis.ready, 1)
       const read = redis.get('svc-test:none').then(
         () => 'served',
         (error) => (isRedisUnavailable(error) ? 'away' : String(error)),
@@ -188,22 +186,24 @@ describe('the native script lane', () => {
       )
       expect(await read).toBe('away')
       expect(await script).toBe('away')
-      await whenReady(redis, 5_000)
+      await redis.whenReady(5_000)
       await laneUp(redis)
     } finally {
-      redis.disconnect()
+      redis.close()
     }
   })
 
-  test("the lane's connection ends with the ioredis one", async () => {
-    const redis = createRedis(testRedisUrl(), { name: 'svc-test-short-lived' })
-    await whenReady(redis, 5_000)
+  test('close() ends both connections: none of the store is left in CLIENT LIST', async () => {
+    const redis = createStore(testRedisUrl(), { name: 'svc-test-short-lived' })
+    await redis.whenReady(5_000)
     await laneUp(redis)
-    expect(await clientNames()).toContain('svc-test-short-lived-scripts')
-    redis.disconnect()
-    await until(async () => !(await clientNames()).includes('svc-test-short-lived-scripts'))
-    expect(await clientNames()).not.toContain('svc-test-short-lived-scripts')
-    expect(readyScriptLane(redis)).toBeUndefined()
+    const ours = async () => (await clientNames()).filter((name) => name.startsWith('svc-test-short-lived'))
+    expect((await ours()).sort()).toEqual(['svc-test-short-lived', 'svc-test-short-lived-scripts'])
+    redis.close()
+    await until(async () => (await ours()).length === 0)
+    expect(await ours()).toEqual([])
+    expect(redis.ready).toBe(false)
+    expect(redis.lane).toBeUndefined()
   })
 })
 
@@ -216,10 +216,10 @@ test('a tool whose Redis is down exits once it disconnects: the lane, still reco
     [
       process.execPath,
       '-e',
-      `import { createRedis } from ${JSON.stringify(`${import.meta.dir}/../../src/redis/connection.ts`)}
-       const redis = createRedis('redis://127.0.0.1:${port}', { name: 'svc-test-down' })
+      `import { createStore } from ${JSON.stringify(`${import.meta.dir}/../../src/redis/store.ts`)}
+       const redis = createStore('redis://127.0.0.1:${port}', { name: 'svc-test-down' })
        await Bun.sleep(300)
-       redis.disconnect()
+       redis.close()
        console.log('disconnected')`,
     ],
     { stdout: 'pipe', stderr: 'pipe' },
@@ -233,9 +233,11 @@ test('a tool whose Redis is down exits once it disconnects: the lane, still reco
   expect(code).toBe(0)
 }, 15_000)
 
-async function laneClientId(): Promise<number> {
+const laneClientId = () => clientId('svc-test-market-scripts')
+
+async function clientId(name: string): Promise<number> {
   const list = (await observer.client('LIST')) as string
-  const line = list.split('\n').find((l) => l.includes('name=svc-test-market-scripts'))!
+  const line = list.split('\n').find((l) => l.includes(`name=${name} `))!
   return Number(/id=(\d+)/.exec(line)![1])
 }
 

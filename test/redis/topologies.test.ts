@@ -9,10 +9,10 @@ import { join } from 'node:path'
 import type { Subprocess } from 'bun'
 import Redis from 'ioredis'
 import { auditAll } from '../../src/cli/audit.ts'
-import { createRedis, whenReady } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
 import { LIBRARY } from '../../src/redis/script-registry.ts'
+import { createStore, type Store } from '../../src/redis/store.ts'
 import { parseRedisTarget } from '../../src/redis/target.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
@@ -78,7 +78,7 @@ describe('REDIS_URL forms', () => {
  * One account with one admitted attempt holding 100 of its 1000 micro-USDC and 30 micro-DIEM of an
  * offer, its in-flight counts set: sound when `funded` is 1000 and the attempt `leased`.
  */
-async function seedOpenAttempt(redis: Redis, keys: Keyspace, options: { funded: number; leased: boolean }) {
+async function seedOpenAttempt(redis: Store, keys: Keyspace, options: { funded: number; leased: boolean }) {
   await redis.hset(keys.account('acct_1'), {
     id: 'acct_1',
     confirmed: 900,
@@ -118,11 +118,11 @@ async function seedOpenAttempt(redis: Redis, keys: Keyspace, options: { funded: 
 
 /** How many keys of a prefix one node holds, asked of that node alone. */
 async function keysOn(node: RedisServer, prefix: string): Promise<number> {
-  const direct = createRedis(`redis://127.0.0.1:${node.port}`, { name: 'svc-test-direct' })
+  const direct = createStore(`redis://127.0.0.1:${node.port}`, { name: 'svc-test-direct' })
   try {
     return (await direct.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`)).length
   } finally {
-    direct.disconnect()
+    direct.close()
   }
 }
 
@@ -155,8 +155,8 @@ describe('Cluster', () => {
     const url = redisCluster.url
     const stack = await startStack({ env: { REDIS_URL: url } })
     // The helpers read balances through stack.redis: point it at the cluster too.
-    const cluster = createRedis(url, { name: 'svc-test-cluster' })
-    await whenReady(cluster, 10_000)
+    const cluster = createStore(url, { name: 'svc-test-cluster' })
+    await cluster.whenReady(10_000)
     try {
       const probe = { ...stack, redis: cluster }
       const { buyer, before } = await paidChats(probe)
@@ -170,7 +170,7 @@ describe('Cluster', () => {
       expect(stats.reduce((sum, s) => sum + s.fcalls, 0)).toBeGreaterThan(0)
       expect(stats.reduce((sum, s) => sum + s.evalshas, 0)).toBe(0)
     } finally {
-      cluster.disconnect()
+      cluster.close()
       await stack.stop()
     }
   }, 60_000)
@@ -179,13 +179,13 @@ describe('Cluster', () => {
     const [, second, third] = redisCluster.nodes
     const clean = await prefixOn(second!)
     const broken = await prefixOn(third!)
-    const seeder = createRedis(redisCluster.url, { name: 'svc-test-seed' })
-    await whenReady(seeder, 10_000)
+    const seeder = createStore(redisCluster.url, { name: 'svc-test-seed' })
+    await seeder.whenReady(10_000)
     try {
       await seedOpenAttempt(seeder, keyspace(clean), { funded: 1000, leased: true })
       await seedOpenAttempt(seeder, keyspace(broken), { funded: 999, leased: false })
     } finally {
-      seeder.disconnect()
+      seeder.close()
     }
     // Each keyspace really is all on its own master (6 keys clean, 5 broken: no lease), none on the first.
     expect(await Promise.all(redisCluster.nodes.map((n) => keysOn(n, clean)))).toEqual([0, 6, 0])
@@ -234,19 +234,19 @@ describe('Sentinel', () => {
     )
     const url = `redis+sentinel://127.0.0.1:${sentinelPort}/svcmain`
     const stack = await startStack({ env: { REDIS_URL: url } })
-    const viaSentinel = createRedis(url, { name: 'svc-test-sentinel' })
-    await whenReady(viaSentinel, 10_000)
+    const viaSentinel = createStore(url, { name: 'svc-test-sentinel' })
+    await viaSentinel.whenReady(10_000)
     try {
       const probe = { ...stack, redis: viaSentinel }
       const { buyer, before } = await paidChats(probe)
       expect((await balances(probe, buyer.accountId)).confirmed).toBeLessThan(before.confirmed)
       // and it really is that master that holds the money
-      const direct = createRedis(`redis://127.0.0.1:${master.port}`)
+      const direct = createStore(`redis://127.0.0.1:${master.port}`)
       expect(await direct.exists(stack.keys.account(buyer.accountId))).toBe(1)
-      direct.disconnect()
+      direct.close()
       expect(await auditAll(viaSentinel, keyspace(stack.config.redisPrefix))).toEqual([])
     } finally {
-      viaSentinel.disconnect()
+      viaSentinel.close()
       await stack.stop()
     }
   }, 60_000)

@@ -3,18 +3,18 @@
 import { afterAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { auditAll } from '../../src/cli/audit.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { startSim } from '../../src/sim/server.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 const sim = startSim({ port: 0, tokensPerSecond: 25, outputTokens: 25 })
-const redis = createRedis(testRedisUrl())
+const redis = createStore(testRedisUrl())
 afterAll(async () => {
   await sim.stop()
-  redis.disconnect()
+  redis.close()
 })
 
 test('SIGTERM drains: the open stream completes and settles, new work is refused, exit 0', async () => {

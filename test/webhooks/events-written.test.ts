@@ -5,13 +5,13 @@ import { afterAll, beforeEach, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { createRedis } from '../../src/redis/connection.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { WebhookStore } from '../../src/webhooks/endpoints.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const redis = createRedis(testRedisUrl(), { name: 'svc-test-events' })
-afterAll(() => redis.disconnect())
+const redis = createStore(testRedisUrl(), { name: 'svc-test-events' })
+afterAll(() => redis.close())
 
 const PAYER = '0x1111111111111111111111111111111111111111'
 const TOKEN = '0x2222222222222222222222222222222222222222'

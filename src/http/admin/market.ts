@@ -1,14 +1,14 @@
 // The operator's view of the market as a whole under /admin/v1, behind the admin token: running
 // totals (kept by the clear, so one read) and health (Redis, the replicas seen, the reaper).
 import { Elysia } from 'elysia'
-import type Redis from 'ioredis'
 import { replicaHealth } from '../../market/replicas.ts'
 import { marketTotals } from '../../market/totals.ts'
 import type { Keyspace } from '../../redis/keys.ts'
+import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
 
 export interface AdminMarketDeps {
-  redis: Redis
+  redis: Store
   keys: Keyspace
   config: { adminToken: string; market: { reapIntervalMs: number } }
 }

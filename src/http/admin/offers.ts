@@ -1,11 +1,11 @@
 // Operator routes for offers under /admin/v1/offers (a fixed interface: scripts drive it), behind
 // the admin token. The upstream key goes in on create or update and never comes out.
 import { Elysia, t } from 'elysia'
-import type Redis from 'ioredis'
 import { badRequest, notFound } from '../../errors.ts'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS, type OfferInput, OfferService } from '../../market/offers.ts'
 import { type MicroDiem, parseMicros } from '../../money/units.ts'
 import type { Keyspace } from '../../redis/keys.ts'
+import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
 
 const MAX_CAPACITY_MICRO_DIEM = 1_000_000 * 1_000_000 // a million DIEM per offer keeps every product exact
@@ -71,7 +71,7 @@ function input(body: {
 }
 
 export function adminOfferRoutes(deps: {
-  redis: Redis
+  redis: Store
   keys: Keyspace
   config: { adminToken: string; masterKey: Uint8Array }
 }) {

@@ -2,12 +2,12 @@
 // with wallet, status, offer count, earned, paid out, pending, payable), one supplier, and
 // suspension (its offers leave the ladder at once; payouts read the same status).
 import { Elysia, t } from 'elysia'
-import type Redis from 'ioredis'
 import type { Keyspace } from '../../redis/keys.ts'
+import type { Store } from '../../redis/store.ts'
 import { adminSupplierView, SupplierStore } from '../../suppliers/store.ts'
 import { adminAuth } from '../auth.ts'
 
-export function adminSupplierRoutes(deps: { redis: Redis; keys: Keyspace; config: { adminToken: string } }) {
+export function adminSupplierRoutes(deps: { redis: Store; keys: Keyspace; config: { adminToken: string } }) {
   const suppliers = new SupplierStore(deps.redis, deps.keys)
   const params = t.Object({ id: t.String({ maxLength: 64 }) })
   return new Elysia({ name: 'svc/admin-suppliers', prefix: '/admin/v1/suppliers', seed: deps.keys.prefix })

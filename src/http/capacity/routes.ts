@@ -1,11 +1,11 @@
 // GET /v1/capacity: public, no supplier identity, a pre-flight view of the ladder.
 import { Elysia } from 'elysia'
-import type Redis from 'ioredis'
 import type { CatalogStore } from '../../catalog/store.ts'
 import { badRequest } from '../../errors.ts'
 import { CAPACITY_CACHE_SECONDS, capacitySnapshot } from '../../market/capacity.ts'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS } from '../../market/offers.ts'
 import type { Keyspace } from '../../redis/keys.ts'
+import type { Store } from '../../redis/store.ts'
 
 /** maxPriceCents: absent, or an integer 30..80; anything else is refused, never clamped. */
 export function parseMaxPriceCents(raw: string | undefined): number | null {
@@ -19,7 +19,7 @@ export function parseMaxPriceCents(raw: string | undefined): number | null {
   return Number(raw)
 }
 
-export function capacityRoutes(deps: { redis: Redis; keys: Keyspace; catalog: CatalogStore }) {
+export function capacityRoutes(deps: { redis: Store; keys: Keyspace; catalog: CatalogStore }) {
   return new Elysia({ name: 'svc/capacity', seed: deps.keys.prefix }).get(
     '/v1/capacity',
     async ({ query, set }) => {

@@ -1,13 +1,13 @@
 // GET /metrics: Prometheus text, behind the operator token (it tells holds and traffic). Counters
 // and histograms come from this process; holds outstanding and Redis latency are read at scrape.
 import { Elysia } from 'elysia'
-import type Redis from 'ioredis'
 import { metrics } from '../../metrics/gateway-metrics.ts'
 import { renderGauge } from '../../metrics/registry.ts'
 import type { Keyspace } from '../../redis/keys.ts'
+import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
 
-export function metricsRoutes(deps: { redis: Redis; keys: Keyspace; config: { adminToken: string } }) {
+export function metricsRoutes(deps: { redis: Store; keys: Keyspace; config: { adminToken: string } }) {
   return new Elysia({ name: 'svc/metrics', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
     .get(

@@ -1,0 +1,255 @@
+// The store: one object that owns the project's connections to Redis and both forms its scripts
+// run in. ioredis carries reads and plain commands (and Sentinel and Cluster, which Bun's client does
+// not speak); on a single Redis a native lane (script-lane.ts) carries the scripts as FCALLs. The
+// two are one store: the lane serves only while ioredis is ready too, so after a restart or a data
+// set load scripts and reads come back together, and close() ends both.
+import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
+import { ClusterFunctions } from './cluster-functions.ts'
+import { ScriptLane } from './script-lane.ts'
+import { LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
+import { parseRedisTarget } from './target.ts'
+
+/**
+ * The commands the project sends, by name. Both a single Redis and a Cluster client have each of
+ * them (commandsOf below takes either): the store hands them to the connection it owns.
+ */
+const COMMANDS = [
+  'call',
+  'copy',
+  'client',
+  'config',
+  'del',
+  'dumpBuffer',
+  'eval',
+  'exists',
+  'flushdb',
+  'get',
+  'hdel',
+  'hexists',
+  'hget',
+  'hgetall',
+  'hincrby',
+  'hkeys',
+  'hlen',
+  'hmget',
+  'hset',
+  'hsetnx',
+  'hvals',
+  'info',
+  'keys',
+  'lrange',
+  'mget',
+  'multi',
+  'pipeline',
+  'ping',
+  'pttl',
+  'sadd',
+  'scan',
+  'scard',
+  'script',
+  'set',
+  'sismember',
+  'smembers',
+  'time',
+  'ttl',
+  'type',
+  'xack',
+  'xadd',
+  'xautoclaim',
+  'xgroup',
+  'xinfo',
+  'xlen',
+  'xpending',
+  'xrange',
+  'xreadgroup',
+  'xrevrange',
+  'xtrim',
+  'zadd',
+  'zcard',
+  'zrange',
+  'zrangebyscore',
+  'zrevrange',
+  'zrevrank',
+  'zmscore',
+  'zscore',
+] as const
+
+/** The commands of one Redis server or of a whole Cluster, as the project sends them. */
+export type Commands = Pick<Redis, (typeof COMMANDS)[number]>
+
+type ScriptArg = string | number
+
+export interface Store extends Commands {
+  /** Runs a registered script with its KEYS and ARGV in order (runScript in scripts.ts names them). */
+  sendScript(name: ScriptName, keys: string[], argv: ScriptArg[]): Promise<unknown>
+  /** True while the command connection is ready. */
+  readonly ready: boolean
+  /** The native lane while it and the command connection are both up, else undefined. */
+  readonly lane: ScriptLane | undefined
+  /** Resolves once the store is ready, or rejects after `ms` (a gateway must not serve before). */
+  whenReady(ms: number): Promise<void>
+  /** Every master of a Cluster, or the one server itself (for SCAN and FUNCTION, which are per node). */
+  masters(): Promise<Commands[]>
+  /** Ends every connection the store opened, for good. */
+  close(): void
+}
+
+export interface StoreOptions {
+  /** Shown in CLIENT LIST, to tell replicas and roles apart. */
+  name?: string
+  /**
+   * Serving connections fail fast while Redis is unreachable (a 503 at once) rather than queue
+   * requests behind a dead connection; commands and tools keep the queue so they can start first
+   * and connect after.
+   */
+  failFast?: boolean
+  /** Where connection errors go (ioredis reconnects by itself; this only reports). */
+  onError?: (error: Error) => void
+  /**
+   * How scripts run on a single Redis: `functions` (the default) as FCALLs on the native lane,
+   * `scripts` as EVALSHA through ioredis, the form Sentinel always uses.
+   */
+  scriptForm?: ScriptForm
+}
+
+export type ScriptForm = 'functions' | 'scripts'
+
+/** The one way the project opens Redis: a single server, a Sentinel group or a Cluster by its URL. */
+export function createStore(url: string, options: StoreOptions = {}): Store {
+  const common: IORedisOptions = {
+    connectionName: options.name ?? 'svc-gateway',
+    maxRetriesPerRequest: options.failFast ? 0 : 2,
+    enableOfflineQueue: !options.failFast,
+    lazyConnect: false,
+    // While Redis loads its data set, ioredis checks again after the load's estimated time (up to
+    // 10 s): the lane waits for it too (the store's `lane`), so it looks again four times a second.
+    maxLoadingRetryTime: 250,
+  }
+  const target = parseRedisTarget(url)
+  if (target.kind === 'cluster') {
+    const cluster = new Cluster(target.nodes, {
+      enableAutoPipelining: true,
+      enableOfflineQueue: common.enableOfflineQueue,
+      redisOptions: { ...common, password: target.password, ...(target.tls ? { tls: {} } : {}) },
+    })
+    // Without a listener ioredis prints "Unhandled error event" on every failed reconnect.
+    cluster.on('error', options.onError ?? (() => {}))
+    return clusterStore(cluster)
+  }
+  if (target.kind === 'sentinel') {
+    const redis = new Redis({
+      ...common,
+      enableAutoPipelining: true,
+      sentinels: target.nodes,
+      name: target.name,
+      password: target.password,
+      ...(target.tls ? { tls: {} } : {}),
+    })
+    redis.on('error', options.onError ?? (() => {}))
+    return singleStore(redis, null)
+  }
+  const redis = new Redis(url, { ...common, enableAutoPipelining: true })
+  redis.on('error', options.onError ?? (() => {}))
+  const lane = options.scriptForm === 'scripts' ? null : nativeLane(url, `${common.connectionName}-scripts`)
+  return singleStore(redis, lane)
+}
+
+/** A single server (or a Sentinel's master): scripts on the lane while it is up, else EVALSHA. */
+function singleStore(redis: Redis, lane: ScriptLane | null): Store {
+  const evalsha = registerScripts(redis)
+  const ready = () => redis.status === 'ready'
+  // One readiness for both: after a restart or a data set load, ioredis turns ready only once its
+  // own check finds Redis loaded, while the lane's socket is open all along; a lane that served
+  // scripts sooner had a replica serve paid requests while its account reads still answered 503.
+  const readyLane = () => (lane?.ready && ready() ? lane : undefined)
+  return {
+    ...commandsOf(redis),
+    sendScript(name, keys, argv) {
+      const onLane = readyLane()
+      if (onLane) return onLane.call(LIBRARY, name, SCRIPTS[name].lua, keys, argv)
+      return evalsha(name, keys, argv)
+    },
+    get ready() {
+      return ready()
+    },
+    get lane() {
+      return readyLane()
+    },
+    whenReady: (ms) => untilReady(redis, ms),
+    masters: async () => [redis],
+    close() {
+      lane?.close()
+      redis.disconnect()
+    },
+  }
+}
+
+/** A Cluster: scripts as FCALLs routed by their keys, EVALSHA where Redis has no functions. */
+function clusterStore(cluster: Cluster): Store {
+  const evalsha = registerScripts(cluster)
+  const functions = new ClusterFunctions(cluster, LIBRARY)
+  return {
+    ...commandsOf(cluster),
+    async sendScript(name, keys, argv) {
+      const reply = await functions.call(name, keys, argv)
+      return reply === undefined ? evalsha(name, keys, argv) : reply
+    },
+    get ready() {
+      return cluster.status === 'ready'
+    },
+    lane: undefined,
+    whenReady: (ms) => untilReady(cluster, ms),
+    async masters() {
+      // A fresh Cluster client knows no node until its first slots refresh: asked sooner, it lists
+      // none, and a SCAN over that list walks nothing and finds nothing wrong.
+      await untilReady(cluster, 15_000)
+      return cluster.nodes('master')
+    },
+    close: () => cluster.disconnect(),
+  }
+}
+
+/** The commands of `client`, bound to it: either kind of client has every one (by its type). */
+function commandsOf(client: Commands): Commands {
+  const commands: Record<string, unknown> = {}
+  const methods = client as unknown as Record<string, (...args: unknown[]) => unknown>
+  for (const name of COMMANDS) commands[name] = methods[name]!.bind(client)
+  return commands as unknown as Commands
+}
+
+/** Each script as an ioredis command (EVALSHA, EVAL after a SCRIPT FLUSH), and how to run one. */
+function registerScripts(client: Redis | Cluster) {
+  for (const [name, { lua, keys }] of Object.entries(SCRIPTS))
+    client.defineCommand(name, { lua, numberOfKeys: keys })
+  const commands = client as unknown as Record<ScriptName, (...args: ScriptArg[]) => Promise<unknown>>
+  return (name: ScriptName, keys: string[], argv: ScriptArg[]) =>
+    commands[name].call(client, ...keys, ...argv)
+}
+
+/**
+ * A native lane for a redis://, rediss:// or redis+unix:// URL (what both clients read alike); null,
+ * ioredis alone, for anything else (a bare socket path, ioredis's own forms).
+ */
+function nativeLane(url: string, name: string): ScriptLane | null {
+  if (!/^(rediss?|redis\+unix):\/\//.test(url)) return null
+  try {
+    return new ScriptLane(url, name)
+  } catch {
+    return null
+  }
+}
+
+function untilReady(client: Redis | Cluster, ms: number): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve()
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.off('ready', ready)
+      reject(new Error(`redis not ready after ${ms} ms (${client.status})`))
+    }, ms)
+    function ready() {
+      clearTimeout(timer)
+      resolve()
+    }
+    client.once('ready', ready)
+  })
+}

@@ -1,0 +1,118 @@
+// The store (src/redis/store.ts) over a single Redis and over a Cluster of three masters: the same
+// paid pair (admit, clear) run through one interface leaves the same money in the same keys, read
+// back through that interface; the Cluster's ran as FCALLs of the library on its masters.
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import Redis from 'ioredis'
+import type { Admission } from '../../src/market/admission.ts'
+import { OfferService } from '../../src/market/offers.ts'
+import { isRedisUnavailable } from '../../src/redis/connection.ts'
+import { keyspace } from '../../src/redis/keys.ts'
+import { startLocalRedis } from '../../src/redis/local-server.ts'
+import { LIBRARY } from '../../src/redis/script-registry.ts'
+import { runScript } from '../../src/redis/scripts.ts'
+import { createStore, type Store } from '../../src/redis/store.ts'
+import { pad, restartLoading } from '../helpers/loading-redis.ts'
+import { admitFor, clearFor, type MarketFixture, postOffer, seedAccount } from '../helpers/market.ts'
+import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
+
+let cluster: RedisCluster
+const stores: Store[] = []
+beforeAll(async () => {
+  cluster = await startRedisCluster()
+})
+afterAll(() => {
+  for (const store of stores) store.close()
+  cluster?.stop()
+})
+
+async function open(url: string, name: string): Promise<Store> {
+  const store = createStore(url, { name })
+  stores.push(store)
+  await store.whenReady(15_000)
+  return store
+}
+
+/** One paid pair on `store`: an account of 1 USDC, an offer at 40 cents, 1,000 held, 700 burned. */
+async function paidPair(store: Store) {
+  const keys = keyspace(testPrefix())
+  const fx: MarketFixture = {
+    redis: store,
+    keys,
+    offers: new OfferService(store, keys, randomBytes(32)),
+    close() {},
+  }
+  const accountId = await seedAccount(fx, 1_000_000)
+  const offerId = await postOffer(fx, 40, 5_000_000)
+  const admitted = (await admitFor(fx, accountId)) as Admission
+  const held = await store.hmget(keys.account(accountId), 'confirmed', 'held')
+  const cleared = await clearFor(fx, admitted.attemptId, 700)
+  const account = await store.hmget(keys.account(accountId), 'confirmed', 'held', 'spent')
+  return {
+    admitted: { offer: admitted.offerId === offerId, askCents: admitted.askCents },
+    held,
+    cleared: { charged: cleared.charged, burn: cleared.burn, confirmedAfter: cleared.confirmedAfter },
+    account,
+  }
+}
+
+test('a single-Redis store and a Cluster store run the same scripts and read the same money', async () => {
+  const single = await open(testRedisUrl(), 'svc-test-store-single')
+  const onCluster = await open(cluster.url, 'svc-test-store-cluster')
+  const [a, b] = [await paidPair(single), await paidPair(onCluster)]
+  expect(a.admitted.offer).toBe(true)
+  expect(Number(a.held[1])).toBeGreaterThan(0)
+  expect(a.cleared.charged).toBeGreaterThan(0)
+  expect(Number(a.account[2])).toBe(a.cleared.charged)
+  expect(b).toEqual(a)
+  // The Cluster's scripts ran as functions of the library loaded on its masters.
+  const loaded = await Promise.all(
+    cluster.nodes.map(async (node) => {
+      const direct = new Redis(node.port, '127.0.0.1')
+      try {
+        return ((await direct.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY.name)) as unknown[]).length
+      } finally {
+        direct.disconnect()
+      }
+    }),
+  )
+  expect(loaded).toEqual([1, 1, 1])
+  expect(single.lane).toBeDefined()
+  expect(onCluster.lane).toBeUndefined()
+}, 60_000)
+
+test('after a restart that loads the data set, scripts and reads come back together', async () => {
+  const local = await startLocalRedis()
+  const store = createStore(local.url, { name: 'svc-test-store-loading', failFast: true })
+  stores.push(store)
+  const keys = keyspace(testPrefix())
+  const served = (call: () => Promise<unknown>) =>
+    call().then(
+      () => 'served',
+      (error) => (isRedisUnavailable(error) ? 'away' : String(error)),
+    )
+  const script = () => served(() => runScript(store, 'capacity', [keys.base], { maxPriceCents: 80 }))
+  const read = () => served(() => store.hgetall(keys.account('none')))
+  let loading: Awaited<ReturnType<typeof restartLoading>> | null = null
+  try {
+    await store.whenReady(5_000)
+    await until(() => store.lane !== undefined)
+    await pad(local.url, 5_000)
+    loading = await restartLoading(local)
+    expect([await script(), await read()]).toEqual(['away', 'away'])
+    // The lane's socket may be open again long before Redis has loaded: it serves no script then.
+    expect(store.lane).toBeUndefined()
+    await loading.loaded()
+    // The first script served after the load: the read right behind it finds the store up too.
+    await until(async () => (await script()) === 'served', 5)
+    expect(await read()).toBe('served')
+    await until(() => store.lane !== undefined)
+    expect(await script()).toBe('served')
+  } finally {
+    store.close()
+    await loading?.stop()
+    await local.stop()
+  }
+}, 60_000)
