@@ -72,6 +72,8 @@ end
 
 if ARGV[4] ~= '' then rcall('HSET', KEYS[3], 'name', ARGV[4]) end
 if limit == '' then rcall('HDEL', KEYS[1], f_limit) else rcall('HSET', KEYS[1], f_limit, limit) end
+-- A changed limit is a new budget: its key.budget.100 may be written again (lib/events).
+if ARGV[3] ~= '' or new_reset ~= reset then rcall('HDEL', KEYS[1], 'b100:' .. ARGV[1]) end
 if new_reset == '' then
   rcall('HDEL', KEYS[1], f_reset, f_pstart, f_pspent)
 else

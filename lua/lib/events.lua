@@ -23,8 +23,14 @@ end
 
 -- After a clear charged `charged` and left `confirmed` spendable: balance.low for each endpoint's
 -- threshold that the request took the balance below (once per crossing: it must be back above it
--- before it fires again), and key.budget.80 / .100 as the key's spent first reaches each share
--- of its limit (a periodic key counts its current period's spent).
+-- before it fires again), key.budget.80 as the key's spent first reaches 80 % of its limit (a
+-- periodic key counts its current period's spent), and key.budget.100 once the key's budget is
+-- used up: its spent reached the limit, or what is left of it (less its other requests in flight)
+-- can no longer hold a request like the one just cleared, which would be refused from now on.
+-- Since every request holds its worst case, a key is refused before its spent quite reaches the
+-- limit: "used up" is what its owner needs to hear. Written once per budget, marked on the account
+-- hash as b100:<keyId>, which a new period (lib/holds write_hold) and a changed limit
+-- (lua/set-key-limit.lua) remove.
 local function emit_clear_events(a, charged, confirmed, now)
   if charged <= 0 then return end
   local owner = 'acct:' .. a.accountId
@@ -41,19 +47,24 @@ local function emit_clear_events(a, charged, confirmed, now)
   end
   if not (h[2] or h[3]) then return end
   local account = k_account(a.accountId)
+  local marker = 'b100:' .. a.keyId
   local b = rcall('HMGET', account, 'limit:' .. a.keyId, 'spent:' .. a.keyId, 'pstart:' .. a.keyId,
-    'pspent:' .. a.keyId)
+    'pspent:' .. a.keyId, 'held:' .. a.keyId, marker)
   if not b[1] then return end
   local limit, spent = int(b[1]), int(b[2])
   if a.period then
     if b[3] ~= a.period then return end
     spent = int(b[4])
   end
-  for _, pct in ipairs({ 80, 100 }) do
-    local mark = math.ceil(limit * pct / 100)
-    if spent - charged < mark and spent >= mark then
-      emit_event(owner, 'key.budget.' .. pct, now,
-        { keyId = a.keyId, limitUsdc = usdc(limit), spentUsdc = usdc(spent), percent = pct })
-    end
+  local data = { keyId = a.keyId, limitUsdc = usdc(limit), spentUsdc = usdc(spent) }
+  local mark = math.ceil(limit * 80 / 100)
+  if h[2] and spent - charged < mark and spent >= mark then
+    data.percent = 80
+    emit_event(owner, 'key.budget.80', now, data)
+  end
+  if h[3] and not b[6] and (spent >= limit or limit - spent - int(b[5]) < int(a.holdUsdc)) then
+    rcall('HSET', account, marker, '1')
+    data.percent = 100
+    emit_event(owner, 'key.budget.100', now, data)
   end
 end

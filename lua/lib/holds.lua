@@ -100,6 +100,8 @@ local function write_hold(hold)
     end
     if H_group_field then fields[#fields + 1], fields[#fields + 2] = H_group_field, s(H_group_count + 1) end
     rcall('HSET', H_account, unpack(fields))
+    -- A new period is a new budget: its key.budget.100 may be written again (lib/events).
+    if H_rolled then rcall('HDEL', H_account, 'b100:' .. H_key_id) end
   else
     rcall('HSET', H_account, 'confirmed', confirmed_s, 'held', held_s, H_key_held_field, key_held_s, 'inflight',
       account_count_s, H_key_inflight_field, key_count_s)

@@ -6,6 +6,7 @@ import { describe, expect, test } from 'bun:test'
 import type { LimitReset } from '../../src/accounts/budget-periods.ts'
 import { formatMicros, type MicroDiem } from '../../src/money/units.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { runScript } from '../../src/redis/scripts.ts'
 import {
   admitFor,
   admitted,
@@ -91,13 +92,46 @@ describe('a lifetime limit', () => {
     expect(await written(acct)).toEqual([])
     await spend(acct, undefined, 900) // 1,950: short of 80% still
     expect(await written(acct)).toEqual([])
-    // A clear that takes spent past a mark without landing on it writes it, once.
+    // A clear that takes spent past a mark without landing on it writes it, once; the 50 left can
+    // no longer hold a request like it (500): the budget is used up, and 100 is written with it.
     await spend(acct)
-    expect(await written(acct)).toEqual([budgetEvent(80, 2450)])
-    // Past 80% now: a smaller request that charges nothing writes nothing either.
+    expect(await written(acct)).toEqual([budgetEvent(80, 2450), budgetEvent(100, 2450)])
+    expect((await admitFor(fx, acct)).code).toBe(AdmitCode.KeyLimit)
+    // A smaller request still fits; it charges nothing and writes nothing.
     const small = admitted(await admitFor(fx, acct, { holdDiem: 100 as MicroDiem }))
     expect(Number((await clearFor(fx, small.attemptId, 0)).charged)).toBe(0)
-    expect(await types(acct)).toEqual(['key.budget.80'])
+    expect(await types(acct)).toEqual(['key.budget.80', 'key.budget.100'])
+  })
+
+  test('100 once per limit: a raised limit used up again writes it again', async () => {
+    const acct = await budgetedAccount()
+    for (let i = 0; i < 5; i++) await spend(acct)
+    expect(await types(acct)).toEqual(['key.budget.80', 'key.budget.100'])
+    // The owner raises the limit (lua/set-key-limit.lua): a new budget, used up, is written again.
+    await fx.redis.hset(fx.keys.accountKeys(acct), KEY, 'digest-1')
+    const raised = await runScript(
+      fx.redis,
+      'setKeyLimit',
+      [fx.keys.account(acct), fx.keys.accountKeys(acct), fx.keys.apiKey('digest-1')],
+      {
+        keyId: KEY,
+        keyDigest: 'digest-1',
+        limit: LIMIT + 2 * HOLD,
+        name: '',
+        callerKeyId: '',
+        limitReset: '',
+      },
+    )
+    expect(Number((raised as unknown[])[0])).toBe(1)
+    // 3,000 of 3,500: past the new 80 % mark, and 500 left still holds a request like it.
+    await spend(acct)
+    expect(await types(acct)).toEqual(['key.budget.80', 'key.budget.100', 'key.budget.80'])
+    await spend(acct)
+    expect((await written(acct)).at(-1)).toEqual({
+      type: 'key.budget.100',
+      data: { keyId: KEY, limitUsdc: '0.003500', spentUsdc: '0.003500', percent: 100 },
+    })
+    expect(await types(acct)).toHaveLength(4)
   })
 
   test('with no endpoint for the budget events, nothing is written', async () => {
