@@ -128,8 +128,12 @@ describe('Bearer keys', () => {
   test('resolving a key is one Redis command: HGETALL of its digest', async () => {
     const own = await createAccount(stack)
     await waitForLastUsed(stack, own.apiKey)
-    // MONITOR takes a connection of its own.
-    const monitor = await new Redis(testRedisUrl()).monitor()
+    // MONITOR takes a connection of its own, on no database of its own (it sees every database's
+    // commands): ioredis selecting one before MONITOR can take the feed's first line as SELECT's reply.
+    const server = new URL(testRedisUrl())
+    server.pathname = ''
+    const client = new Redis(server.toString(), { lazyConnect: true })
+    const monitor = await client.monitor()
     const seen: string[][] = []
     monitor.on('monitor', (_time: string, args: string[]) => {
       if (args.some((a) => a.startsWith(stack.keys.prefix))) seen.push(args)
@@ -157,6 +161,7 @@ describe('Bearer keys', () => {
       await markerSeen()
     } finally {
       monitor.disconnect()
+      client.disconnect()
     }
     const between = seen.slice(seen.findIndex((args) => args[1]?.startsWith(marker)) + 1, -1)
     expect(between.map((args) => args[0]!.toLowerCase())).toEqual(['hgetall', 'hget'])
