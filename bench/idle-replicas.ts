@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import Redis from 'ioredis'
 import { freePort, startLocalRedis } from '../src/redis/local-server.ts'
+import { serverCpu } from '../src/redis/server-cpu.ts'
 
 const counts = (process.argv[2] ?? '1,4,8').split(',').map(Number)
 const seconds = Number(process.argv[3] ?? 10)
@@ -12,11 +13,7 @@ const main = new URL('../src/main.ts', import.meta.url).pathname
 
 const server = await startLocalRedis()
 const direct = new Redis(server.url)
-const cpu = async () => {
-  const info = await direct.info('cpu')
-  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0)
-  return field('used_cpu_user') + field('used_cpu_sys')
-}
+const cpu = async () => (await serverCpu([server.port]))[0]!.all
 try {
   for (const n of counts) {
     const prefix = `idle:{i${randomBytes(4).toString('hex')}}`

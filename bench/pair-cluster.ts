@@ -5,7 +5,6 @@
 //   bun bench/pair-cluster.ts [seconds=5] [concurrency=64] [offers=3] [workers=1]
 // (needs redis-server and redis-cli; a worker is this script run again with `worker <json>`)
 import { randomBytes, randomUUID } from 'node:crypto'
-import Redis from 'ioredis'
 import { AccountStore } from '../src/accounts/accounts.ts'
 import { type Admission, admit } from '../src/market/admission.ts'
 import { clear } from '../src/market/clearing.ts'
@@ -15,6 +14,7 @@ import type { MicroDiem } from '../src/money/units.ts'
 import { keyspace } from '../src/redis/keys.ts'
 import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
+import { serverCpu } from '../src/redis/server-cpu.ts'
 import { createStore } from '../src/redis/store.ts'
 import { admitRequest, meteredClear } from '../test/helpers/market.ts'
 
@@ -80,20 +80,7 @@ const cluster = await startLocalCluster(3)
 const redis = createStore(cluster.url, { name: 'svc-bench-pair-cluster' })
 await redis.whenReady(15_000)
 
-async function cpu(): Promise<number[]> {
-  return Promise.all(
-    cluster.nodes.map(async (node) => {
-      const direct = new Redis(node.port, '127.0.0.1')
-      try {
-        const info = await direct.info('cpu')
-        const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0)
-        return field('used_cpu_user') + field('used_cpu_sys')
-      } finally {
-        direct.disconnect()
-      }
-    }),
-  )
-}
+const cpu = async () => (await serverCpu(cluster.nodes.map((node) => node.port))).map((c) => c.all)
 
 async function drive(work: Omit<Work, 'url' | 'seconds' | 'concurrency'>) {
   const full: Work = { ...work, url: cluster.url, seconds, concurrency }

@@ -11,7 +11,6 @@ import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Subprocess } from 'bun'
-import Redis from 'ioredis'
 import { AccountStore } from '../accounts/accounts.ts'
 import { loadGatewayConfig } from '../config.ts'
 import { OfferService } from '../market/offers.ts'
@@ -19,6 +18,7 @@ import type { MicroDiem } from '../money/units.ts'
 import { keyspace } from '../redis/keys.ts'
 import { startLocalCluster } from '../redis/local-cluster.ts'
 import { freePort, startLocalRedis } from '../redis/local-server.ts'
+import { serverCpu } from '../redis/server-cpu.ts'
 import { createStore } from '../redis/store.ts'
 
 export interface SizingOptions {
@@ -138,25 +138,6 @@ async function stopAll(procs: Subprocess[]): Promise<void> {
   )
 }
 
-/** Each master's CPU time so far (user + system), seconds: all of it, and its main thread's. */
-async function cpuSeconds(ports: number[]): Promise<{ all: number; main: number }[]> {
-  return Promise.all(
-    ports.map(async (port) => {
-      const redis = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 })
-      try {
-        const info = await redis.info('cpu')
-        const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0)
-        return {
-          all: field('used_cpu_user') + field('used_cpu_sys'),
-          main: field('used_cpu_user_main_thread') + field('used_cpu_sys_main_thread'),
-        }
-      } finally {
-        redis.disconnect()
-      }
-    }),
-  )
-}
-
 /** A fresh keyspace on `redisUrl` with one roomy offer on the supplier and one funded key. */
 async function market(redisUrl: string, prefix: string, masterKey: string, upstreamUrl: string) {
   const config = loadGatewayConfig({
@@ -247,9 +228,9 @@ async function measure(
     }
     const warm = options.warmSeconds ?? WARM_SECONDS
     if (warm > 0) await drive(warm)
-    const before = await cpuSeconds(redis.ports)
+    const before = await serverCpu(redis.ports)
     const { ok, failed } = await drive(options.seconds)
-    const after = await cpuSeconds(redis.ports)
+    const after = await serverCpu(redis.ports)
     const spent = after.map((a, i) => a.all - before[i]!.all)
     const total = spent.reduce((sum, s) => sum + s, 0)
     const main = after.reduce((sum, a, i) => sum + a.main - before[i]!.main, 0)

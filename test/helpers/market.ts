@@ -41,9 +41,13 @@ export function marketOn(fx: MarketFixture): MarketFixture {
   return { redis: fx.redis, keys, offers: new OfferService(fx.redis, keys, randomBytes(32)), close: () => {} }
 }
 
-/** An account holding `confirmed` micro-USDC, funded by exactly that. */
-export async function seedAccount(fx: MarketFixture, confirmed: number, maxPriceCents = 50): Promise<string> {
-  const id = `acct_${randomUUID()}`
+/** An account holding `confirmed` micro-USDC, funded by exactly that (`id`: its id, else a new one). */
+export async function seedAccount(
+  fx: Pick<MarketFixture, 'redis' | 'keys'>,
+  confirmed: number,
+  maxPriceCents = 50,
+  id = `acct_${randomUUID()}`,
+): Promise<string> {
   await fx.redis.hset(fx.keys.account(id), {
     id,
     wallet: `0x${randomBytes(20).toString('hex')}`,

@@ -26,7 +26,7 @@ import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
-import { admitRequest, meteredClear } from '../helpers/market.ts'
+import { admitRequest, meteredClear, seedAccount as seedMarketAccount } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { untilRedisPasses } from '../helpers/wait.ts'
 
@@ -72,19 +72,11 @@ async function seedOffer(ask: number, capacity: number, maxInFlight = 1_000_000)
   return id
 }
 
+/** An account under its shard's tag, with key-1 active. */
 async function seedAccount(confirmed: number, maxPriceCents = 50) {
   const accountId = `acct_${randomBytes(12).toString('hex')}`
   const keys = owners.account(accountId)
-  await redis.hset(keys.account(accountId), {
-    id: accountId,
-    maxPriceCents,
-    confirmed,
-    pending: 0,
-    held: 0,
-    spent: 0,
-    funded: confirmed,
-    writtenOff: 0,
-  })
+  await seedMarketAccount({ redis, keys }, confirmed, maxPriceCents, accountId)
   const digest = randomBytes(32).toString('hex')
   await redis.hset(keys.accountKeys(accountId), 'key-1', digest)
   return { accountId, digest }

@@ -1,0 +1,29 @@
+// The CPU time a local redis-server has spent so far, as INFO reports it: what sizing and the
+// benchmarks measure Redis's work per request by.
+import Redis from 'ioredis'
+
+export interface ServerCpu {
+  /** User + system seconds of the whole process (its I/O threads too). */
+  all: number
+  /** Of it, the main thread's: what I/O threads cannot take over. */
+  main: number
+}
+
+/** Each server's CPU time so far, by its loopback port. */
+export function serverCpu(ports: number[]): Promise<ServerCpu[]> {
+  return Promise.all(
+    ports.map(async (port) => {
+      const redis = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 })
+      try {
+        const info = await redis.info('cpu')
+        const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0)
+        return {
+          all: field('used_cpu_user') + field('used_cpu_sys'),
+          main: field('used_cpu_user_main_thread') + field('used_cpu_sys_main_thread'),
+        }
+      } finally {
+        redis.disconnect()
+      }
+    }),
+  )
+}
