@@ -3,7 +3,6 @@
 // or log line after mint.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
-import Redis from 'ioredis'
 import { digestApiKey, generateApiKey } from '../../src/accounts/api-keys.ts'
 import { startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
@@ -15,6 +14,7 @@ import {
   type TestAccount,
   waitForLastUsed,
 } from '../helpers/accounts.ts'
+import { watchCommands } from '../helpers/monitor.ts'
 import { startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -128,23 +128,16 @@ describe('Bearer keys', () => {
   test('resolving a key is one Redis command: HGETALL of its digest', async () => {
     const own = await createAccount(stack)
     await waitForLastUsed(stack, own.apiKey)
-    // MONITOR takes a connection of its own, on no database of its own (it sees every database's
-    // commands): ioredis selecting one before MONITOR can take the feed's first line as SELECT's reply.
-    const server = new URL(testRedisUrl())
-    server.pathname = ''
-    const client = new Redis(server.toString(), { lazyConnect: true })
-    const monitor = await client.monitor()
-    const seen: string[][] = []
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      if (args.some((a) => a.startsWith(stack.keys.prefix))) seen.push(args)
-    })
+    // The run's server is shared: only this stack's commands count.
+    const feed = await watchCommands(testRedisUrl())
+    const mine = () => feed.seen.filter((args) => args.some((a) => a.startsWith(stack.keys.prefix)))
     // Redis's monitor feed is in the order commands ran: a marker read seen there means every
     // command before it was seen too, however late the feed arrives on a busy machine.
     const marker = `${stack.keys.prefix}:monitor-marker`
     const markerSeen = async () => {
       const id = randomUUID()
       await stack.redis.exists(`${marker}:${id}`)
-      await until(() => seen.some((args) => args[1] === `${marker}:${id}`))
+      await until(() => feed.seen.some((args) => args[1] === `${marker}:${id}`))
     }
     try {
       await markerSeen()
@@ -160,9 +153,9 @@ describe('Bearer keys', () => {
       expect(response.status).toBe(404)
       await markerSeen()
     } finally {
-      monitor.disconnect()
-      client.disconnect()
+      feed.stop()
     }
+    const seen = mine()
     const between = seen.slice(seen.findIndex((args) => args[1]?.startsWith(marker)) + 1, -1)
     expect(between.map((args) => args[0]!.toLowerCase())).toEqual(['hgetall', 'hget'])
     expect(between[0]![1]).toStartWith(`${stack.keys.prefix}:apikey:`)

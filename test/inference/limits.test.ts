@@ -96,10 +96,12 @@ describe('in-flight caps', () => {
   })
 
   test('requests waiting for a busy key count against the wallet cap: the rest are 429 at once', async () => {
-    // The first stream holds the only key for seconds: every wait below ends before it does.
+    // The first stream holds the only key for a minute: every wait below ends before it does, and
+    // each wait lasts long enough that all seven requests arrive while the first three still wait,
+    // however slowly a busy machine lets them arrive.
     const stack = await startStack({
-      sim: { ttftMs: 5_000, outputTokens: 3 },
-      env: { SVC_KEY_WAIT_MS: '300', SVC_WALLET_MAX_IN_FLIGHT: '3' },
+      sim: { ttftMs: 60_000, outputTokens: 3 },
+      env: { SVC_KEY_WAIT_MS: '3000', SVC_WALLET_MAX_IN_FLIGHT: '3' },
     })
     stacks.push(stack)
     await simOffer(stack, 40, { maxInFlight: 1 })
