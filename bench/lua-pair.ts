@@ -35,8 +35,8 @@ interface Job {
 }
 
 /** Redis's count and total microseconds of script calls so far: EVALSHA and FCALL alike. */
-async function evalshaStats(redis: Store): Promise<{ calls: number; usec: number }> {
-  const info = (await redis.info('commandstats')) as string
+async function evalshaStats(store: Store): Promise<{ calls: number; usec: number }> {
+  const info = (await store.info('commandstats')) as string
   const total = { calls: 0, usec: 0 }
   for (const match of info.matchAll(/cmdstat_(?:evalsha|fcall):calls=(\d+),usec=(\d+)/g)) {
     total.calls += Number(match[1])
@@ -46,10 +46,10 @@ async function evalshaStats(redis: Store): Promise<{ calls: number; usec: number
 }
 
 /** Redis microseconds per call of `run` (one call = `scripts` script calls), and the calls per second. */
-async function measured(redis: Store, scripts: number, run: () => Promise<number>) {
-  const before = await evalshaStats(redis)
+async function measured(store: Store, scripts: number, run: () => Promise<number>) {
+  const before = await evalshaStats(store)
   const perSecond = await run()
-  const after = await evalshaStats(redis)
+  const after = await evalshaStats(store)
   const calls = (after.calls - before.calls) / scripts
   return { perSecond, usPerCall: calls > 0 ? (after.usec - before.usec) / calls : Number.NaN }
 }
@@ -71,18 +71,18 @@ async function rate(concurrency: number, seconds: number, call: () => Promise<vo
 
 async function main(job: Job): Promise<LuaPairResult> {
   const fx = marketFixture()
-  const redis = fx.redis
+  const store = fx.store
   const accountId = await seedAccount(fx, 1_000_000_000_000)
   await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
 
   // The floor's state: one account and one offer, funded far beyond the run.
   const base = fx.keys.base
-  await redis.hset(`${base}floor:acct:a`, 'confirmed', 1e15, 'held', 0)
-  await redis.hset(`${base}floor:offer:o`, 'posted', 1e15, 'held', 0, 'burned', 0, 'earned', 0)
-  await redis.zadd(`${base}floor:ladder`, 50, 'o')
+  await store.hset(`${base}floor:acct:a`, 'confirmed', 1e15, 'held', 0)
+  await store.hset(`${base}floor:offer:o`, 'posted', 1e15, 'held', 0, 'burned', 0, 'earned', 0)
+  await store.zadd(`${base}floor:ladder`, 50, 'o')
   const script = (lua: string, args: string[]) => {
-    const lane = redis.lane
-    return lane ? lane.run(lua, [base], args) : redis.eval(lua, 1, base, ...args)
+    const lane = store.lane
+    return lane ? lane.run(lua, [base], args) : store.eval(lua, 1, base, ...args)
   }
   const floor = async () => {
     const attemptId = randomUUID()
@@ -107,9 +107,9 @@ async function main(job: Job): Promise<LuaPairResult> {
   const rounds: (LuaPairResult['rounds'][number] & { usPair: number; usTrivial: number; usFloor: number })[] =
     []
   for (let r = 0; r < job.rounds; r++) {
-    const t = await measured(redis, 1, () => rate(job.concurrency, job.seconds, trivial))
-    const p = await measured(redis, 2, () => rate(job.concurrency, job.seconds, pair))
-    const f = await measured(redis, 2, () => rate(job.concurrency, job.seconds, floor))
+    const t = await measured(store, 1, () => rate(job.concurrency, job.seconds, trivial))
+    const p = await measured(store, 2, () => rate(job.concurrency, job.seconds, pair))
+    const f = await measured(store, 2, () => rate(job.concurrency, job.seconds, floor))
     rounds.push({
       pairs: p.perSecond,
       trivial: t.perSecond,

@@ -32,8 +32,8 @@ const BIG = 1_000_000_000_000
 
 /** One client process: pairs for `seconds`, `concurrency` at a time; prints how many. */
 async function worker(work: Work): Promise<void> {
-  const redis = createStore(work.url, { name: 'svc-bench-pair-worker' })
-  await redis.whenReady(15_000)
+  const store = createStore(work.url, { name: 'svc-bench-pair-worker' })
+  await store.whenReady(15_000)
   const keys = keyspace(work.prefix)
   const owners = ownerKeyspaces(work.prefix)
   const end = performance.now() + work.seconds * 1000
@@ -43,25 +43,25 @@ async function worker(work: Work): Promise<void> {
       for (let i = slot; performance.now() < end; i += work.concurrency) {
         const accountId = work.accounts[i % work.accounts.length]!
         if (work.mode === 'oneTag') {
-          const admitted = await admit(redis, keys, { ...admitRequest(accountId), requestId: 'req_bench' })
+          const admitted = await admit(store, keys, { ...admitRequest(accountId), requestId: 'req_bench' })
           if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${admitted.code}`)
-          await clear(redis, keys, meteredClear((admitted as Admission).attemptId, 700))
+          await clear(store, keys, meteredClear((admitted as Admission).attemptId, 700))
         } else {
           const offerId = work.offers[i % work.offers.length]!
-          const admitted = await admitApart(redis, owners, {
+          const admitted = await admitApart(store, owners, {
             ...admitRequest(accountId),
             offerId,
             maxCents: 50,
           })
           if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${admitted.code}`)
           const who = { accountId, offerId, model: 'llama-3.3-70b' }
-          await clearApart(redis, owners, who, meteredClear(admitted.attemptId, 700))
+          await clearApart(store, owners, who, meteredClear(admitted.attemptId, 700))
         }
         pairs++
       }
     }),
   )
-  redis.close()
+  store.close()
   console.log(JSON.stringify({ pairs }))
 }
 
@@ -77,8 +77,8 @@ const workers = Number(process.argv[5] ?? 1)
 const ACCOUNTS = 60
 
 const cluster = await startLocalCluster(3)
-const redis = createStore(cluster.url, { name: 'svc-bench-pair-cluster' })
-await redis.whenReady(15_000)
+const store = createStore(cluster.url, { name: 'svc-bench-pair-cluster' })
+await store.whenReady(15_000)
 
 const cpu = async () => (await serverCpu(cluster.nodes.map((node) => node.port))).map((c) => c.all)
 
@@ -108,7 +108,7 @@ try {
   // One hash tag: the market as it runs today.
   const onePrefix = `bench${randomBytes(3).toString('hex')}:{m}`
   const keys = keyspace(onePrefix)
-  const offers = new OfferService(redis, keys, randomBytes(32))
+  const offers = new OfferService(store, keys, randomBytes(32))
   for (let i = 0; i < offerCount; i++)
     await offers.create({
       upstreamBaseUrl: 'http://127.0.0.1:1',
@@ -117,7 +117,7 @@ try {
       capacity: BIG as MicroDiem,
       maxInFlight: 1_000_000,
     })
-  const accounts = new AccountStore(redis, keys)
+  const accounts = new AccountStore(store, keys)
   const oneTag: string[] = []
   for (let i = 0; i < ACCOUNTS; i++) {
     const created = await accounts.create(`0x${randomBytes(20).toString('hex')}`, 50)
@@ -132,7 +132,7 @@ try {
   const offerIds: string[] = []
   for (let i = 0; i < offerCount; i++) {
     const id = randomUUID()
-    await redis.hset(owners.offer(id).offer(id), {
+    await store.hset(owners.offer(id).offer(id), {
       id,
       status: 'active',
       askCents: 50,
@@ -152,7 +152,7 @@ try {
   const apart: string[] = []
   for (let i = 0; i < ACCOUNTS; i++) {
     const id = `acct_${randomBytes(12).toString('hex')}`
-    await redis.hset(owners.account(id).account(id), {
+    await store.hset(owners.account(id).account(id), {
       id,
       maxPriceCents: 50,
       confirmed: BIG,
@@ -169,6 +169,6 @@ try {
     JSON.stringify({ seconds, concurrency, offers: offerCount, workers, oneTag: single, twoPhase }, null, 1),
   )
 } finally {
-  redis.close()
+  store.close()
   cluster.stop()
 }

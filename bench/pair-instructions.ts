@@ -21,7 +21,7 @@ const CONCURRENCY = 8
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-callgrind-'))
 const port = freePort()
-const redis = Bun.spawn(
+const store = Bun.spawn(
   [
     'valgrind',
     '--tool=callgrind',
@@ -40,7 +40,7 @@ const cli = (...args: string[]) =>
   Bun.spawnSync(['redis-cli', '-p', String(port), ...args])
     .stdout.toString()
     .trim()
-const callgrind = (...args: string[]) => Bun.spawnSync(['callgrind_control', ...args, String(redis.pid)])
+const callgrind = (...args: string[]) => Bun.spawnSync(['callgrind_control', ...args, String(store.pid)])
 
 try {
   for (let i = 0; cli('ping') !== 'PONG'; i++) {
@@ -65,17 +65,17 @@ try {
     const { admitApart, clearApart, ownerKeyspaces } = await import('../src/market/two-phase.ts')
     const { admitRequest, meteredClear } = await import('../test/helpers/market.ts')
     const owners = ownerKeyspaces(fx.keys.prefix)
-    await fx.redis.copy(fx.keys.account(accountId), owners.account(accountId).account(accountId))
-    await fx.redis.copy(fx.keys.offer(offerId), owners.offer(offerId).offer(offerId))
+    await fx.store.copy(fx.keys.account(accountId), owners.account(accountId).account(accountId))
+    await fx.store.copy(fx.keys.offer(offerId), owners.offer(offerId).offer(offerId))
     pair = async () => {
-      const admitted = await admitApart(fx.redis, owners, {
+      const admitted = await admitApart(fx.store, owners, {
         ...admitRequest(accountId),
         offerId,
         maxCents: 50,
       })
       if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
       const who = { accountId, offerId, model: 'llama-3.3-70b' }
-      await clearApart(fx.redis, owners, who, meteredClear(admitted.attemptId, 700))
+      await clearApart(fx.store, owners, who, meteredClear(admitted.attemptId, 700))
     }
   }
   for (let i = 0; i < WARM_PAIRS; i++) await pair()
@@ -99,7 +99,7 @@ try {
   console.log(`${Math.round(total / pairs)} Redis instructions per ${what} pair (${pairs} pairs)`)
 } finally {
   cli('shutdown', 'nosave')
-  await Promise.race([redis.exited, Bun.sleep(5_000)])
-  redis.kill('SIGKILL')
+  await Promise.race([store.exited, Bun.sleep(5_000)])
+  store.kill('SIGKILL')
   rmSync(dir, { recursive: true, force: true })
 }

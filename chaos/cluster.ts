@@ -233,26 +233,26 @@ export async function runAudit(redisUrl: string, prefix: string): Promise<{ code
 }
 
 /** Every attempt hash of the keyspace (the record of each admitted request). */
-export async function attempts(redis: Store, prefix: string): Promise<Record<string, string>[]> {
+export async function attempts(store: Store, prefix: string): Promise<Record<string, string>[]> {
   const pattern = `${keyspace(prefix).base.replace(/[{}]/g, (c) => `\\${c}`)}attempt:*`
   const rows: Record<string, string>[] = []
   let cursor = '0'
   do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
+    const [next, keys] = await store.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
     cursor = next
-    for (const key of keys) rows.push(await redis.hgetall(key))
+    for (const key of keys) rows.push(await store.hgetall(key))
   } while (cursor !== '0')
   return rows
 }
 
 /** Waits until no lease is open and no in-flight count is left (reaped or settled), or throws. */
-export async function settled(redis: Store, prefix: string, ms: number): Promise<number> {
+export async function settled(store: Store, prefix: string, ms: number): Promise<number> {
   const started = Date.now()
   while (Date.now() - started < ms) {
     const keys = keyspace(prefix)
-    const leases = await redis.zcard(keys.leases)
-    const accounts = await redis.smembers(keys.accounts)
-    const counts = await Promise.all(accounts.map((id) => redis.hget(keys.account(id), 'inflight')))
+    const leases = await store.zcard(keys.leases)
+    const accounts = await store.smembers(keys.accounts)
+    const counts = await Promise.all(accounts.map((id) => store.hget(keys.account(id), 'inflight')))
     const inflight = counts.reduce((sum, count) => sum + Number(count ?? 0), 0)
     if (leases === 0 && inflight === 0) return Date.now() - started
     await Bun.sleep(100)
@@ -323,12 +323,12 @@ export function randomFaults(sim: SimServer, upstreamKeys: string[], everyMs: nu
  * client. Returns the cleared attempts no client heard of, and every attempt's state count.
  */
 export async function reconcile(
-  redis: Store,
+  store: Store,
   prefix: string,
   outcomes: Outcome[],
   mayBeUnheard: (o: Outcome) => boolean,
 ) {
-  const rows = await attempts(redis, prefix)
+  const rows = await attempts(store, prefix)
   const chargedByRequest = new Map<string, number>()
   const states: Record<string, number> = {}
   for (const a of rows) {
@@ -348,16 +348,16 @@ export async function reconcile(
     }
   }
   const unheard = [...chargedByRequest].filter(([id, charged]) => charged > 0 && !acked.has(id))
-  const accountsSpent = await spentOf(redis, prefix)
+  const accountsSpent = await spentOf(store, prefix)
   const totalCharged = [...chargedByRequest.values()].reduce((a, b) => a + b, 0)
   return { states, mismatches, unheard, accountsSpent, totalCharged }
 }
 
 /** The sum of every account's spent (micro-USDC). */
-export async function spentOf(redis: Store, prefix: string): Promise<number> {
+export async function spentOf(store: Store, prefix: string): Promise<number> {
   const keys = keyspace(prefix)
   let spent = 0
-  for (const id of await redis.smembers(keys.accounts))
-    spent += Number(await redis.hget(keys.account(id), 'spent'))
+  for (const id of await store.smembers(keys.accounts))
+    spent += Number(await store.hget(keys.account(id), 'spent'))
   return spent
 }

@@ -12,12 +12,12 @@ import { type Cluster, fundedBuyer, MODEL, runAudit, settled, simOffer, startClu
 const STREAMS = 500
 // Slow tokens: each stream would run for a minute if nobody dropped it.
 const sim = startSim({ port: 0, tokensPerSecond: 2, outputTokens: 120 })
-const redis = createStore(testRedisUrl(), { name: 'chaos-c' })
+const store = createStore(testRedisUrl(), { name: 'chaos-c' })
 let cluster: Cluster | undefined
 afterAll(async () => {
   await cluster?.stop()
   await sim.stop()
-  redis.close()
+  store.close()
 })
 
 /**
@@ -78,14 +78,14 @@ test('500 streams dropped at once: no leaked slot or hold', async () => {
 
   const sockets = await Promise.all(Array.from({ length: STREAMS }, () => openStream(url, buyer.apiKey)))
   const opened = Date.now() - started
-  expect(await redis.hget(keys.account(buyer.accountId), `inflight:${buyer.keyId}`)).toBe(String(STREAMS))
-  expect(Number(await redis.hget(keys.account(buyer.accountId), 'held'))).toBeGreaterThan(0)
+  expect(await store.hget(keys.account(buyer.accountId), `inflight:${buyer.keyId}`)).toBe(String(STREAMS))
+  expect(Number(await store.hget(keys.account(buyer.accountId), 'held'))).toBeGreaterThan(0)
 
   const dropped = Date.now()
   for (const socket of sockets) socket.terminate()
-  const settleMs = await settled(redis, cluster.prefix, 30_000)
+  const settleMs = await settled(store, cluster.prefix, 30_000)
 
-  const account = await redis.hgetall(keys.account(buyer.accountId))
+  const account = await store.hgetall(keys.account(buyer.accountId))
   const upstream = (await (await fetch(`${sim.url}/sim/keys/${upstreamKey}`)).json()) as {
     cancelledStreams: number
   }
@@ -96,7 +96,7 @@ test('500 streams dropped at once: no leaked slot or hold', async () => {
   )
   expect(account.held).toBe('0')
   expect([account.inflight, account[`inflight:${buyer.keyId}`]]).toEqual(['0', '0'])
-  expect(await redis.zcard(keys.leases)).toBe(0)
+  expect(await store.zcard(keys.leases)).toBe(0)
   expect(upstream.cancelledStreams).toBe(STREAMS)
   const audit = await runAudit(cluster.redisUrl, cluster.prefix)
   expect(audit.output).toContain('every invariant holds')

@@ -20,12 +20,12 @@ import {
 
 // Slow buffered answers: every request of the burst is in flight at once.
 const sim = startSim({ port: 0, latencyMs: 2_000 })
-const redis = createStore(testRedisUrl(), { name: 'chaos-h' })
+const store = createStore(testRedisUrl(), { name: 'chaos-h' })
 let cluster: Cluster | undefined
 afterAll(async () => {
   await cluster?.stop()
   await sim.stop()
-  redis.close()
+  store.close()
 })
 
 // At 40 cents a request of the burst (max_tokens 64) holds well under 0.0001 USDC.
@@ -54,7 +54,7 @@ test('three replicas: one limited key is never taken past its limit by a concurr
   let done = false
   const watch = (async () => {
     while (!done) {
-      const [h, s] = await redis.hmget(keyspace(cluster!.prefix).account(buyer.accountId), held, spent)
+      const [h, s] = await store.hmget(keyspace(cluster!.prefix).account(buyer.accountId), held, spent)
       peak = Math.max(peak, Number(h ?? 0) + Number(s ?? 0))
       await Bun.sleep(20)
     }
@@ -82,7 +82,7 @@ test('three replicas: one limited key is never taken past its limit by a concurr
   expect(charged).toBeLessThanOrEqual(LIMIT_MICROS)
   expect(peak).toBeLessThanOrEqual(LIMIT_MICROS)
 
-  const settleMs = await settled(redis, cluster.prefix, 20_000)
+  const settleMs = await settled(store, cluster.prefix, 20_000)
   console.log(
     `(h) one key limited to ${LIMIT} USDC, 60 at once over 3 replicas: ${JSON.stringify(counts)}; ` +
       `spent ${listed.spentUsdc} (= charges acknowledged to clients), peak spent + held ${peak} micro-USDC; ` +

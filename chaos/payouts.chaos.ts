@@ -25,10 +25,10 @@ import { type Cluster, call, chat, fundedBuyer, settled, startCluster } from './
 
 const PUBLIC_URL = 'http://payouts.chaos.test'
 const sim = startSim({ port: 0, outputTokens: 300 })
-const redis = createStore(testRedisUrl(), { name: 'chaos-i' })
+const store = createStore(testRedisUrl(), { name: 'chaos-i' })
 afterAll(async () => {
   await sim.stop()
-  redis.close()
+  store.close()
 })
 
 /** A supplier signed in with Ethereum through replica 0: its id, wallet and key. */
@@ -136,7 +136,7 @@ async function scenario(chain: TestChain, rpcUrl: string, run: { cluster?: Clust
     Array.from({ length: 30 }, (_, i) => chat(cluster.replicas[i % 3]!, buyer.apiKey, false)),
   )
   expect(traffic.every((o) => o.status === 200)).toBe(true)
-  await settled(redis, cluster.prefix, 10_000)
+  await settled(store, cluster.prefix, 10_000)
   const me = (await (
     await call(cluster.replicas[1]!.url, '/v1/supplier/me', supplier.apiKey, undefined, 'GET')
   ).json()) as {
@@ -173,14 +173,14 @@ async function scenario(chain: TestChain, rpcUrl: string, run: { cluster?: Clust
   expect(new Set(ids).size).toBe(PAYOUTS)
 
   const deadline = Date.now() + 60_000
-  while ((await redis.zcard(keys.payoutsOpen)) > 0) {
+  while ((await store.zcard(keys.payoutsOpen)) > 0) {
     if (Date.now() > deadline) throw new Error('payouts still open after 60 s')
     await Bun.sleep(100)
   }
   mining = false
   await miner
 
-  const rows = await Promise.all(ids.map((id) => redis.hgetall(keys.payout(id))))
+  const rows = await Promise.all(ids.map((id) => store.hgetall(keys.payout(id))))
   const states = rows.map((r) => r.state)
   expect(states.every((s) => s === 'confirmed' || s === 'failed')).toBe(true)
   const confirmed = rows.filter((r) => r.state === 'confirmed')
@@ -188,7 +188,7 @@ async function scenario(chain: TestChain, rpcUrl: string, run: { cluster?: Clust
   expect(transfers.map((t) => t.tx).sort()).toEqual(confirmed.map((r) => r.txHash as `0x${string}`).sort())
   expect(transfers.every((t) => t.to === getAddress(supplier.wallet) && t.value === BigInt(each))).toBe(true)
   expect(await chain.balanceOf(supplier.wallet)).toBe(BigInt(each * confirmed.length))
-  const paidOut = Number(await redis.hget(keys.supplier(supplier.supplierId), 'paidOut'))
+  const paidOut = Number(await store.hget(keys.supplier(supplier.supplierId), 'paidOut'))
   expect(paidOut).toBe(each * confirmed.length)
 
   const audit = await runCli(['audit', '--chain'], {

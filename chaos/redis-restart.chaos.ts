@@ -70,13 +70,13 @@ test('kill -9 an AOF redis-server under load and restart it: acknowledged clears
   const reconnectMs = await allReady(cluster, 15_000)
   await Bun.sleep(4_000)
   const outcomes = await load.stop()
-  const redis = createStore(server.url, { name: 'chaos-b' })
+  const store = createStore(server.url, { name: 'chaos-b' })
   try {
-    const settleMs = await settled(redis, cluster.prefix, 20_000)
+    const settleMs = await settled(store, cluster.prefix, 20_000)
     // Only a request in flight at the kill may have been cleared (fsynced) without its client
     // hearing the cost: the reply died with the server.
     const atKill = (o: (typeof outcomes)[number]) => o.startedAt <= killedAt && o.endedAt >= killedAt
-    const result = await reconcile(redis, cluster.prefix, outcomes, atKill)
+    const result = await reconcile(store, cluster.prefix, outcomes, atKill)
     const acked = outcomes.filter((o) => o.ackedCost !== null)
     const ackedBeforeKill = acked.filter((o) => o.endedAt < killedAt)
     const ackedSum = acked.reduce((sum, o) => sum + o.ackedCost!, 0)
@@ -106,7 +106,7 @@ test('kill -9 an AOF redis-server under load and restart it: acknowledged clears
     expect(audit.output).toContain('every invariant holds')
     expect(audit.code).toBe(0)
   } finally {
-    redis.close()
+    store.close()
   }
 }, 120_000)
 

@@ -20,19 +20,19 @@ import {
 } from './cluster.ts'
 
 const sim = startSim({ port: 0, tokensPerSecond: 40, outputTokens: 40 })
-const redis = createStore(testRedisUrl(), { name: 'chaos-a' })
+const store = createStore(testRedisUrl(), { name: 'chaos-a' })
 let cluster: Cluster | undefined
 afterAll(async () => {
   await cluster?.stop()
   await sim.stop()
-  redis.close()
+  store.close()
 })
 
 async function leasesGone(ids: string[], ms: number): Promise<number> {
   const started = Date.now()
   const leases = keyspace(cluster!.prefix).leases
   while (Date.now() - started < ms) {
-    const scores = ids.length ? await redis.zmscore(leases, ...ids) : []
+    const scores = ids.length ? await store.zmscore(leases, ...ids) : []
     if (scores.every((score) => score === null)) return Date.now() - started
     await Bun.sleep(50)
   }
@@ -54,7 +54,7 @@ test('kill -9 one of three replicas mid-stream: leases reaped, holds back, nothi
   // Mid-stream: wait until replica 0 has requests open, then kill it without warning.
   while (load.openOn(0) < 2) await Bun.sleep(10)
   const openAtKill = load.openOn(0)
-  const leasesAtKill = await redis.zrange(keyspace(cluster.prefix).leases, 0, -1)
+  const leasesAtKill = await store.zrange(keyspace(cluster.prefix).leases, 0, -1)
   const killedAt = Date.now()
   cluster.replicas[0]!.child.kill('SIGKILL')
   dead.push(0)
@@ -75,9 +75,9 @@ test('kill -9 one of three replicas mid-stream: leases reaped, holds back, nothi
   for (const key of upstreamKeys)
     await fetch(`${sim.url}/sim/keys/${key}`, { method: 'PUT', body: '{"fault":null}' })
   const outcomes = await load.stop()
-  const settleMs = await settled(redis, cluster.prefix, 20_000)
+  const settleMs = await settled(store, cluster.prefix, 20_000)
 
-  const result = await reconcile(redis, cluster.prefix, outcomes, (o) => o.replica === 0)
+  const result = await reconcile(store, cluster.prefix, outcomes, (o) => o.replica === 0)
   const onDead = outcomes.filter((o) => o.replica === 0)
   console.log(
     `(a) ${outcomes.length} requests (${outcomes.filter((o) => o.stream).length} streamed, ` +

@@ -19,12 +19,12 @@ import {
 
 // Slow buffered answers, so every request of a burst is in flight at once.
 const sim = startSim({ port: 0, latencyMs: 3_000 })
-const redis = createStore(testRedisUrl(), { name: 'chaos-d' })
+const store = createStore(testRedisUrl(), { name: 'chaos-d' })
 let cluster: Cluster | undefined
 afterAll(async () => {
   await cluster?.stop()
   await sim.stop()
-  redis.close()
+  store.close()
 })
 
 /** Fires `perReplica` requests on each replica at once with each key; counts how they ended. */
@@ -54,7 +54,7 @@ async function peakInFlight(
     done = true
   })
   while (!done) {
-    peak = Math.max(peak, Number((await redis.hget(keyspace(prefix).account(accountId), field)) ?? 0))
+    peak = Math.max(peak, Number((await store.hget(keyspace(prefix).account(accountId), field)) ?? 0))
     await Bun.sleep(20)
   }
   return peak
@@ -136,7 +136,7 @@ test('three replicas: caps hold across replicas, a revoke holds everywhere at on
   expect(snapshots[1]).toEqual(snapshots[0])
   expect(snapshots[2]).toEqual(snapshots[0])
 
-  const settleMs = await settled(redis, cluster.prefix, 20_000)
+  const settleMs = await settled(store, cluster.prefix, 20_000)
   console.log(
     `(d) key cap 2 across 3 replicas: ${JSON.stringify(keyBurst)} (peak ${keyPeak}); wallet cap 3: ` +
       `${JSON.stringify(walletBurst)} (peak ${walletPeak}); revoke refused on 3/3 at once; ` +

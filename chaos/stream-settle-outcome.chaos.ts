@@ -183,7 +183,7 @@ test('a clear its script refuses still ends with settle_failed, and nothing is c
     if ((await warm.text()).endsWith('data: [DONE]\n\n')) break
     await Bun.sleep(100)
   }
-  const spentBefore = await stack.redis.hget(stack.keys.account(buyer.accountId), 'spent')
+  const spentBefore = await stack.store.hget(stack.keys.account(buyer.accountId), 'spent')
   proxy.refuse(CLEAR, 'ERR user_script:1: refused')
   const response = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
     method: 'POST',
@@ -192,5 +192,5 @@ test('a clear its script refuses still ends with settle_failed, and nothing is c
   const data = frames(await response.text()) as { error?: { code: string; message: string } }[]
   expect(data.at(-1)!.error!.code).toBe('settle_failed')
   expect(data.at(-1)!.error!.message).toContain('nothing was charged')
-  expect(await stack.redis.hget(stack.keys.account(buyer.accountId), 'spent')).toBe(spentBefore)
+  expect(await stack.store.hget(stack.keys.account(buyer.accountId), 'spent')).toBe(spentBefore)
 })

@@ -42,7 +42,7 @@ import { webhookParts } from './webhooks/endpoints.ts'
 
 export interface AppDeps {
   config: GatewayConfig
-  redis: Store
+  store: Store
   keys: Keyspace
   catalog: CatalogStore
   logger: Logger
@@ -57,7 +57,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps) {
   const { logger } = deps
   const inference = new InferenceService(deps)
-  const webhooks = webhookParts(deps.redis, deps.keys, deps.config.masterKey, deps.config.webhooks)
+  const webhooks = webhookParts(deps.store, deps.keys, deps.config.masterKey, deps.config.webhooks)
   // normalize off: schemas that say additionalProperties: false refuse unknown fields instead of
   // silently dropping them; every other schema lets extra fields through untouched.
   return new Elysia({ name: 'svc/app', normalize: false })
@@ -103,7 +103,7 @@ export function createApp(deps: AppDeps) {
         return { status: 'draining' }
       }
       try {
-        await deps.redis.ping()
+        await deps.store.ping()
         return { status: 'ready' }
       } catch {
         set.status = 503

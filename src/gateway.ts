@@ -23,7 +23,7 @@ export interface RunningGateway {
 
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
   let lastReported = 0
-  const redis = createStore(config.redisUrl, {
+  const store = createStore(config.redisUrl, {
     failFast: true,
     onError: (error) => {
       // ioredis retries on its own; one line every few seconds says so without flooding the log.
@@ -32,14 +32,14 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       logger.warn({ err: error.message }, 'redis unreachable; requests answer 503 until it is back')
     },
   })
-  await redis.whenReady(15_000)
+  await store.whenReady(15_000)
   const keys = keyspace(config.redisPrefix)
   const source = {
     upstreamUrl: config.upstreamUrl,
     upstreamApiKey: config.upstreamApiKey,
     disabledModels: config.disabledModels,
   }
-  const catalog: CatalogStore = new CatalogStore(redis, keys, () => syncCatalog(catalog, source))
+  const catalog: CatalogStore = new CatalogStore(store, keys, () => syncCatalog(catalog, source))
   try {
     const count = await syncCatalog(catalog, source)
     logger.info({ count }, 'catalog synced')
@@ -50,21 +50,21 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
   const { reapIntervalMs, every } = config.market
-  const stopReaper = startReaper(redis, keys, reapIntervalMs, logger, recordRetentionMs, every)
+  const stopReaper = startReaper(store, keys, reapIntervalMs, logger, recordRetentionMs, every)
 
-  const webhooks = webhookParts(redis, keys, config.masterKey, config.webhooks)
+  const webhooks = webhookParts(store, keys, config.masterKey, config.webhooks)
   const stopWebhooks = startWebhookConsumer(
-    new WebhookConsumer(redis, keys, webhooks.webhooks, webhooks.deliveries, config.webhooks),
+    new WebhookConsumer(store, keys, webhooks.webhooks, webhooks.deliveries, config.webhooks),
     config.webhooks.pollMs,
     logger,
   )
 
-  const funding = startFunding(config, redis, keys, logger)
-  const payouts = startPayouts(config, redis, keys, logger, funding?.funding.chain)
+  const funding = startFunding(config, store, keys, logger)
+  const payouts = startPayouts(config, store, keys, logger, funding?.funding.chain)
   const lifecycle = { draining: false }
   const app = createApp({
     config,
-    redis,
+    store,
     keys,
     catalog,
     logger,
@@ -89,7 +89,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     // The pass in flight finishes (its deliveries logged) before Redis goes.
     await stopWebhooks()
     await app.stop(true)
-    redis.close()
+    store.close()
   }
   return {
     url: `http://${host}:${server.port}`,

@@ -100,7 +100,7 @@ const accountNotFound = () => accountResultError(AccountCode.NoAccount)
 
 export class AccountStore {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
   ) {}
 
@@ -122,7 +122,7 @@ export class AccountStore {
     const key = generateApiKey()
     const code = Number(
       await runScript(
-        this.redis,
+        this.store,
         'createAccount',
         [
           this.keys.account(accountId),
@@ -149,7 +149,7 @@ export class AccountStore {
 
   async get(accountId: string): Promise<Account | null> {
     if (!isAccountId(accountId)) return null
-    return toAccount(await this.redis.hgetall(this.keys.account(accountId)))
+    return toAccount(await this.store.hgetall(this.keys.account(accountId)))
   }
 
   /** The account, or a 404. */
@@ -162,7 +162,7 @@ export class AccountStore {
   async findByWallet(walletInput: string): Promise<Account | null> {
     const wallet = checksumWallet(walletInput)
     if (!wallet) return null
-    const accountId = await this.redis.hget(this.keys.wallets, walletKey(wallet))
+    const accountId = await this.store.hget(this.keys.wallets, walletKey(wallet))
     return accountId ? this.get(accountId) : null
   }
 
@@ -170,7 +170,7 @@ export class AccountStore {
   async setMaxPrice(accountId: string, maxPriceCents: number): Promise<void> {
     checkMaxPrice(maxPriceCents)
     await this.require(accountId)
-    await this.redis.hset(this.keys.account(accountId), 'maxPriceCents', maxPriceCents)
+    await this.store.hset(this.keys.account(accountId), 'maxPriceCents', maxPriceCents)
   }
 
   /** Adds a hand credit to confirmed (and funded), with its audit entry, in one script. */
@@ -185,7 +185,7 @@ export class AccountStore {
     }
     if (note.length > NOTE_MAX) throw badRequest(`note must be at most ${NOTE_MAX} characters`)
     if (!isAccountId(accountId)) throw accountNotFound()
-    const result = (await runScript(this.redis, 'credit', [this.keys.account(accountId), this.keys.audit], {
+    const result = (await runScript(this.store, 'credit', [this.keys.account(accountId), this.keys.audit], {
       accountId,
       amount,
       maxAmount: MAX_CREDIT,

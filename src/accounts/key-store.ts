@@ -39,8 +39,8 @@ export interface KeyChange {
 }
 
 /** Redis's clock, ms: a budget's period is the scripts' (Redis TIME), whatever this host's says. */
-async function redisNow(redis: Store): Promise<number> {
-  const [seconds, micros] = await redis.time()
+async function redisNow(store: Store): Promise<number> {
+  const [seconds, micros] = await store.time()
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
 }
 
@@ -50,10 +50,10 @@ export class ApiKeyStore {
   private readonly owned: OwnedKeys<'accountId'>
 
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
   ) {
-    this.owned = new OwnedKeys(redis, {
+    this.owned = new OwnedKeys(store, {
       field: 'accountId',
       keyPrefix: API_KEY_PREFIX,
       cap: MAX_ACTIVE_API_KEYS,
@@ -77,7 +77,7 @@ export class ApiKeyStore {
   ): Promise<MintedApiKey> {
     const minted = await this.owned.mint(accountId, name, limit, callerKeyId, reset ?? '')
     if ('refused' in minted) throw accountResultError(minted.refused)
-    const period = reset === null ? null : currentPeriod(reset, null, null, await redisNow(this.redis))
+    const period = reset === null ? null : currentPeriod(reset, null, null, await redisNow(this.store))
     return { ...minted, limit, spent: 0, held: 0, reset, periodSpent: 0, resetsAt: period?.resetsAt ?? null }
   }
 
@@ -100,8 +100,8 @@ export class ApiKeyStore {
     const FIELDS = ['limit', 'spent', 'held', 'reset', 'pstart', 'pspent']
     const fields = keyIds.flatMap((id) => FIELDS.map((field) => `${field}:${id}`))
     const [values, now] = await Promise.all([
-      this.redis.hmget(this.keys.account(accountId), ...fields),
-      redisNow(this.redis),
+      this.store.hmget(this.keys.account(accountId), ...fields),
+      redisNow(this.store),
     ])
     return keyIds.map((_, i) => {
       const [limit, spent, held, reset, pstart, pspent] = values.slice(
@@ -138,7 +138,7 @@ export class ApiKeyStore {
     const limitArg = change.limit === undefined ? '' : change.limit === null ? 'none' : change.limit
     const resetArg = change.reset === undefined ? '' : change.reset === null ? 'none' : change.reset
     const reply = (await runScript(
-      this.redis,
+      this.store,
       'setKeyLimit',
       [this.keys.account(accountId), this.keys.accountKeys(accountId), this.keys.apiKey(digest)],
       {

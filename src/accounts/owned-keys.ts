@@ -41,7 +41,7 @@ const MINT_ATTEMPTS = 2
 
 export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly owner: KeyOwner<F>,
   ) {}
 
@@ -75,7 +75,7 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
       const key = generateApiKey(owner.keyPrefix)
       const code = Number(
         await runScript(
-          this.redis,
+          this.store,
           'mintKey',
           [owner.ownerHash(ownerId), owner.ownerKeys(ownerId), owner.keyByDigest(key.digest)],
           {
@@ -99,10 +99,10 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
 
   /** The owner's active keys, oldest first: the plaintext is not stored. */
   async list(ownerId: string): Promise<OwnedKeyRecord<F>[]> {
-    const digests = Object.values(await this.redis.hgetall(this.owner.ownerKeys(ownerId)))
+    const digests = Object.values(await this.store.hgetall(this.owner.ownerKeys(ownerId)))
     // Auto-pipelining sends these together: one round trip however many keys.
     const raws = await Promise.all(
-      digests.map((digest) => this.redis.hgetall(this.owner.keyByDigest(digest))),
+      digests.map((digest) => this.store.hgetall(this.owner.keyByDigest(digest))),
     )
     return raws
       .map((raw) => this.toRecord(raw))
@@ -112,7 +112,7 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
 
   /** The digest of one of the owner's own keys, or null (unknown, another owner's, revoked). */
   digestOf(ownerId: string, keyId: string): Promise<string | null> {
-    return this.redis.hget(this.owner.ownerKeys(ownerId), keyId)
+    return this.store.hget(this.owner.ownerKeys(ownerId), keyId)
   }
 
   /** Revokes one of the owner's own keys: the script's code (Ok, or why not); NoKey when not its own. */
@@ -121,7 +121,7 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
     if (!digest) return AccountCode.NoKey
     return Number(
       await runScript(
-        this.redis,
+        this.store,
         'revokeKey',
         [this.owner.ownerKeys(ownerId), this.owner.keyByDigest(digest), this.owner.ownerHash(ownerId)],
         { keyId, keyDigest: digest, callerKeyId },
@@ -130,16 +130,16 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
   }
 
   count(ownerId: string): Promise<number> {
-    return this.redis.hlen(this.owner.ownerKeys(ownerId))
+    return this.store.hlen(this.owner.ownerKeys(ownerId))
   }
 
   /** The active key with this digest, or null: one HGETALL, the only Redis read auth makes. */
   async resolve(digest: string): Promise<OwnedKeyRecord<F> | null> {
-    return this.toRecord(await this.redis.hgetall(this.owner.keyByDigest(digest)))
+    return this.toRecord(await this.store.hgetall(this.owner.keyByDigest(digest)))
   }
 
   /** Sets lastUsedAt (Redis time) if the key still exists; see last-used.ts for how rarely. */
   async touch(digest: string): Promise<void> {
-    await runScript(this.redis, 'touchKey', [this.owner.keyByDigest(digest)], {})
+    await runScript(this.store, 'touchKey', [this.owner.keyByDigest(digest)], {})
   }
 }

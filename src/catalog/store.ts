@@ -21,7 +21,7 @@ export class CatalogStore {
   private lastRefill = 0
 
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
     /** Syncs from the upstream; called when Redis holds no catalog at all. */
     private readonly refill?: () => Promise<unknown>,
@@ -34,7 +34,7 @@ export class CatalogStore {
     for (const entry of entries) rows.push(entry.row.id, JSON.stringify(entry))
     const count = Number(
       await runScript(
-        this.redis,
+        this.store,
         'catalogReplace',
         [this.keys.catalog, this.keys.catalogMeta],
         { syncedAt: Date.now(), sourceUrl: source },
@@ -68,7 +68,7 @@ export class CatalogStore {
   private async load(): Promise<Map<string, CatalogEntry>> {
     const generation = this.generation
     const now = this.now()
-    let raw = await this.redis.hgetall(this.keys.catalog)
+    let raw = await this.store.hgetall(this.keys.catalog)
     if (Object.keys(raw).length === 0 && this.refill && now - this.lastRefill > REFILL_EVERY_MS) {
       this.lastRefill = now
       this.refilling ??= this.refill()
@@ -77,7 +77,7 @@ export class CatalogStore {
           this.refilling = null
         })
       await this.refilling
-      raw = await this.redis.hgetall(this.keys.catalog)
+      raw = await this.store.hgetall(this.keys.catalog)
     }
     const entries = new Map<string, CatalogEntry>()
     for (const id of Object.keys(raw).sort()) entries.set(id, JSON.parse(raw[id]!) as CatalogEntry)

@@ -30,17 +30,17 @@ function parse(args: string[]) {
 /** Runs one account command; prints its JSON on stdout, or an error in the API's shape on stderr. */
 export async function account(args: string[]): Promise<void> {
   const config = loadStoreConfig()
-  const redis = createStore(config.redisUrl, { name: 'svc-cli' })
+  const store = createStore(config.redisUrl, { name: 'svc-cli' })
   const keys = keyspace(config.redisPrefix)
   try {
     await runOperatorCommand(ACCOUNT_USAGE, () => {
       const { values, positionals } = parse(args)
       const [command, ...rest] = positionals
-      const stores = { accounts: new AccountStore(redis, keys), apiKeys: new ApiKeyStore(redis, keys) }
+      const stores = { accounts: new AccountStore(store, keys), apiKeys: new ApiKeyStore(store, keys) }
       return run(command, rest, values, stores, config)
     })
   } finally {
-    redis.close()
+    store.close()
   }
 }
 

@@ -14,11 +14,11 @@ import { createStore } from '../redis/store.ts'
 import { auditSuppliers } from '../suppliers/audit.ts'
 
 /** Every invariant of the store: the market's, each supplier's and each supplier's payouts'. */
-export async function auditAll(redis: Store, keys: Keyspace): Promise<AuditFinding[]> {
+export async function auditAll(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
   return [
-    ...(await auditMarket(redis, keys)),
-    ...(await auditSuppliers(redis, keys)),
-    ...(await auditPayouts(redis, keys)),
+    ...(await auditMarket(store, keys)),
+    ...(await auditSuppliers(store, keys)),
+    ...(await auditPayouts(store, keys)),
   ]
 }
 
@@ -36,16 +36,16 @@ export async function audit(args: string[] = []): Promise<void> {
     process.exitCode = 2
     return
   }
-  const redis = createStore(config.redisUrl, { name: 'svc-audit' })
+  const store = createStore(config.redisUrl, { name: 'svc-audit' })
   try {
     const keys = keyspace(config.redisPrefix)
-    const findings = await auditAll(redis, keys)
+    const findings = await auditAll(store, keys)
     if (funding) {
-      const onChain = await auditPayoutsOnChain(redis, keys, fundingChain(funding), funding.usdcAddress)
+      const onChain = await auditPayoutsOnChain(store, keys, fundingChain(funding), funding.usdcAddress)
       console.log(`audit: ${onChain.checked} confirmed payout(s) read on chain`)
       findings.push(...onChain.findings)
     }
-    for (const w of await listWriteOffs(redis, keys)) {
+    for (const w of await listWriteOffs(store, keys)) {
       const whose = w.accountId ? ` account ${w.accountId}, offer ${w.offerId}` : ''
       console.log(
         `audit: write-off ${formatMicros(w.amount)} USDC, attempt ${w.attemptId}${whose}: ${w.reason}`,
@@ -59,6 +59,6 @@ export async function audit(args: string[] = []): Promise<void> {
     console.log(`audit: ${findings.length} finding(s)`)
     process.exitCode = 1
   } finally {
-    redis.close()
+    store.close()
   }
 }

@@ -12,9 +12,9 @@ export const DEMO_WALLET = '0x000000000000000000000000000000000000dEaD'
 export const DEMO_CREDIT_USDC = '25.000000'
 
 export async function createDemoAccount(config: GatewayConfig) {
-  const redis = createStore(config.redisUrl, { name: 'svc-demo' })
+  const store = createStore(config.redisUrl, { name: 'svc-demo' })
   try {
-    const accounts = new AccountStore(redis, keyspace(config.redisPrefix))
+    const accounts = new AccountStore(store, keyspace(config.redisPrefix))
     const created = await accounts
       .create(DEMO_WALLET, config.defaultMaxPriceCents)
       .catch((error: unknown) => {
@@ -27,6 +27,6 @@ export async function createDemoAccount(config: GatewayConfig) {
     await accounts.credit(created.account.id, DEMO_CREDIT_USDC, 'demo', 'demo')
     return { accountId: created.account.id, wallet: created.account.wallet, apiKey: created.apiKey }
   } finally {
-    redis.close()
+    store.close()
   }
 }

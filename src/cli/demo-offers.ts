@@ -11,9 +11,9 @@ export const DEMO_ASKS = [38, 45, 62] as const
 const DEMO_CAPACITY = 100_000_000 as MicroDiem // 100 DIEM each
 
 export async function seedDemoOffers(config: GatewayConfig, upstreamUrl: string): Promise<number[]> {
-  const redis = createStore(config.redisUrl, { name: 'svc-demo' })
+  const store = createStore(config.redisUrl, { name: 'svc-demo' })
   try {
-    const offers = new OfferService(redis, keyspace(config.redisPrefix), config.masterKey)
+    const offers = new OfferService(store, keyspace(config.redisPrefix), config.masterKey)
     for (const askCents of DEMO_ASKS) {
       await offers.create({
         upstreamBaseUrl: upstreamUrl,
@@ -25,6 +25,6 @@ export async function seedDemoOffers(config: GatewayConfig, upstreamUrl: string)
     }
     return [...DEMO_ASKS]
   } finally {
-    redis.close()
+    store.close()
   }
 }

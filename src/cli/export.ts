@@ -82,21 +82,21 @@ function writeLine(line: string): Promise<void> {
   })
 }
 
-async function ensureGroup(redis: Store, stream: string, group: string): Promise<void> {
+async function ensureGroup(store: Store, stream: string, group: string): Promise<void> {
   try {
     // From the oldest entry still kept: a new warehouse gets everything there is.
-    await redis.xgroup('CREATE', stream, group, '0', 'MKSTREAM')
+    await store.xgroup('CREATE', stream, group, '0', 'MKSTREAM')
   } catch (error) {
     if (!/BUSYGROUP/.test((error as Error).message)) throw error
   }
 }
 
 /** Writes and acknowledges one batch; false when asked to stop part-way. */
-async function emit(redis: Store, stream: string, group: string, entries: Entry[], stopped: () => boolean) {
+async function emit(store: Store, stream: string, group: string, entries: Entry[], stopped: () => boolean) {
   for (const entry of entries) {
     if (stopped()) return false
     await writeLine(exportLine(entry))
-    await redis.xack(stream, group, entry[0])
+    await store.xack(stream, group, entry[0])
   }
   return true
 }
@@ -106,9 +106,9 @@ async function emit(redis: Store, stream: string, group: string, entries: Entry[
  * entries ever added less those still kept less those the group has read. Null when Redis cannot
  * say (a group created at an arbitrary id has no read count).
  */
-export async function trimmedUnread(redis: Store, stream: string, group: string): Promise<number | null> {
-  const info = (await redis.xinfo('STREAM', stream)) as unknown[]
-  const groups = (await redis.xinfo('GROUPS', stream)) as unknown[][]
+export async function trimmedUnread(store: Store, stream: string, group: string): Promise<number | null> {
+  const info = (await store.xinfo('STREAM', stream)) as unknown[]
+  const groups = (await store.xinfo('GROUPS', stream)) as unknown[][]
   const row = groups.find((g) => g[g.indexOf('name') + 1] === group)
   const read = row?.[row.indexOf('entries-read') + 1]
   if (typeof read !== 'number') return null
@@ -117,15 +117,15 @@ export async function trimmedUnread(redis: Store, stream: string, group: string)
 }
 
 export async function runExport(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   options: ExportOptions,
   stopped: () => boolean,
 ) {
   const stream = keys.endedAttempts
   const { group, consumer } = options
-  await ensureGroup(redis, stream, group)
-  const lost = await trimmedUnread(redis, stream, group)
+  await ensureGroup(store, stream, group)
+  const lost = await trimmedUnread(store, stream, group)
   if (lost)
     console.error(
       `export: ${lost} settled attempts were trimmed from the Stream before group ${group} read them`,
@@ -133,7 +133,7 @@ export async function runExport(
   // First what this consumer was given and never acknowledged: the lines a crash may have cut.
   let after = '0'
   for (;;) {
-    const reply = (await redis.xreadgroup(
+    const reply = (await store.xreadgroup(
       'GROUP',
       group,
       consumer,
@@ -151,18 +151,18 @@ export async function runExport(
       console.error(
         `export: ${trimmed.length} pending entries were trimmed before export: ${trimmed.join(' ')}`,
       )
-      await redis.xack(stream, group, ...trimmed)
+      await store.xack(stream, group, ...trimmed)
     }
     const entries = given.filter(([, fields]) => fields !== null)
-    if (!(await emit(redis, stream, group, entries, stopped))) return
+    if (!(await emit(store, stream, group, entries, stopped))) return
     after = given.at(-1)![0]
   }
   // Then new entries, until caught up (--once) or stopped.
   while (!stopped()) {
     const reply = (
       options.once
-        ? await redis.xreadgroup('GROUP', group, consumer, 'COUNT', BATCH, 'STREAMS', stream, '>')
-        : await redis.xreadgroup(
+        ? await store.xreadgroup('GROUP', group, consumer, 'COUNT', BATCH, 'STREAMS', stream, '>')
+        : await store.xreadgroup(
             'GROUP',
             group,
             consumer,
@@ -177,7 +177,7 @@ export async function runExport(
     ) as ReadReply
     const entries = reply?.[0]?.[1] ?? []
     if (entries.length === 0 && options.once) return
-    if (!(await emit(redis, stream, group, entries, stopped))) return
+    if (!(await emit(store, stream, group, entries, stopped))) return
   }
 }
 
@@ -189,7 +189,7 @@ export async function exportSettled(args: string[]): Promise<void> {
     return
   }
   const config = loadStoreConfig()
-  const redis = createStore(config.redisUrl, { name: 'svc-export' })
+  const store = createStore(config.redisUrl, { name: 'svc-export' })
   let stop = false
   const onSignal = () => {
     stop = true
@@ -197,10 +197,10 @@ export async function exportSettled(args: string[]): Promise<void> {
   process.on('SIGINT', onSignal)
   process.on('SIGTERM', onSignal)
   try {
-    await runExport(redis, keyspace(config.redisPrefix), options, () => stop)
+    await runExport(store, keyspace(config.redisPrefix), options, () => stop)
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)
-    redis.close()
+    store.close()
   }
 }

@@ -28,7 +28,7 @@ export async function functions(args: string[]): Promise<void> {
   }
   const config = loadStoreConfig()
   let connectError: Error | undefined
-  const redis = createStore(config.redisUrl, {
+  const store = createStore(config.redisUrl, {
     name: 'svc-cli',
     onError: (error) => {
       connectError = error
@@ -36,7 +36,7 @@ export async function functions(args: string[]): Promise<void> {
   })
   try {
     // A Cluster loads the library on every master (cluster-functions.ts): each is read or pruned.
-    const nodes = await redis.masters()
+    const nodes = await store.masters()
     if (command.name === 'list') {
       printList(mergeLists(await Promise.all(nodes.map((node) => listGatewayLibraries(node, LIBRARY.name)))))
     } else {
@@ -58,7 +58,7 @@ export async function functions(args: string[]): Promise<void> {
     }
     throw new Error(`functions: ${(error as Error).message}`)
   } finally {
-    redis.close()
+    store.close()
   }
 }
 

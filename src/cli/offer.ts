@@ -103,14 +103,14 @@ export async function offer(args: string[]): Promise<void> {
     return
   }
   const config = loadStoreConfig()
-  const redis = createStore(config.redisUrl, { name: 'svc-cli' })
+  const store = createStore(config.redisUrl, { name: 'svc-cli' })
   try {
     await runOperatorCommand(OFFER_USAGE, () => {
-      const offers = new OfferService(redis, keyspace(config.redisPrefix), masterKey())
+      const offers = new OfferService(store, keyspace(config.redisPrefix), masterKey())
       const [command, id] = parsed.positionals
       return run(offers, command, id, parsed.values)
     })
   } finally {
-    redis.close()
+    store.close()
   }
 }

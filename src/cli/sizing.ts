@@ -147,10 +147,10 @@ async function market(redisUrl: string, prefix: string, masterKey: string, upstr
     SVC_MASTER_KEY: masterKey,
     SVC_UPSTREAM_URL: upstreamUrl,
   })
-  const redis = createStore(config.redisUrl, { name: 'svc-sizing' })
+  const store = createStore(config.redisUrl, { name: 'svc-sizing' })
   try {
     const keys = keyspace(config.redisPrefix)
-    await new OfferService(redis, keys, config.masterKey).create({
+    await new OfferService(store, keys, config.masterKey).create({
       upstreamBaseUrl: upstreamUrl,
       upstreamApiKey: `sizing-${randomBytes(8).toString('hex')}`,
       askCents: 50,
@@ -158,13 +158,13 @@ async function market(redisUrl: string, prefix: string, masterKey: string, upstr
       maxInFlight: 100_000,
       supplier: 'sizing',
     })
-    const accounts = new AccountStore(redis, keys)
+    const accounts = new AccountStore(store, keys)
     const wallet = `0x${randomBytes(20).toString('hex')}`
     const created = await accounts.create(wallet, config.defaultMaxPriceCents)
     await accounts.credit(created.account.id, '100000.000000', 'sizing', 'sizing')
     return created.apiKey
   } finally {
-    redis.close()
+    store.close()
   }
 }
 

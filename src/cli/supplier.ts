@@ -32,13 +32,13 @@ async function run(suppliers: SupplierStore, command: string | undefined, id: st
 
 export async function supplier(args: string[]): Promise<void> {
   const config = loadStoreConfig()
-  const redis = createStore(config.redisUrl, { name: 'svc-cli' })
+  const store = createStore(config.redisUrl, { name: 'svc-cli' })
   try {
     await runOperatorCommand(SUPPLIER_USAGE, () => {
       const [command, id] = args
-      return run(new SupplierStore(redis, keyspace(config.redisPrefix)), command, id)
+      return run(new SupplierStore(store, keyspace(config.redisPrefix)), command, id)
     })
   } finally {
-    redis.close()
+    store.close()
   }
 }

@@ -6,9 +6,9 @@ import { MinuteFuse } from '../redis/minute-fuse.ts'
 import type { Store } from '../redis/store.ts'
 
 export class SignupFuse extends MinuteFuse {
-  constructor(redis: Store, keys: Keyspace, perMinute: number, clock?: () => number) {
+  constructor(store: Store, keys: Keyspace, perMinute: number, clock?: () => number) {
     super(
-      redis,
+      store,
       keys.signupFuse,
       perMinute,
       (retryAfter) =>

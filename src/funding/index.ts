@@ -35,18 +35,18 @@ function relayerFor(config: FundingConfig, chain: FundingChain, key: Hex): Relay
   return relayer
 }
 
-export function createFunding(config: FundingConfig, redis: Store, keys: Keyspace, logger: Logger): Funding {
+export function createFunding(config: FundingConfig, store: Store, keys: Keyspace, logger: Logger): Funding {
   const chain = fundingChain(config, Math.min(250, Math.max(20, Math.floor(config.receiptTimeoutMs / 10))))
   const settler: Settler = config.relayerPrivateKey
     ? new SelfSettler(config, chain, relayerFor(config, chain, config.relayerPrivateKey))
     : new RemoteSettler(config, chain)
-  const ledger = new PaymentLedger(redis, keys)
+  const ledger = new PaymentLedger(store, keys)
   return {
     config,
     chain,
     ledger,
     payments: new Payments(config, settler, ledger, chain, logger),
-    fuse: new SignupFuse(redis, keys, config.signupFusePerMinute, config.fuseClock),
+    fuse: new SignupFuse(store, keys, config.signupFusePerMinute, config.fuseClock),
   }
 }
 

@@ -69,13 +69,13 @@ export interface InFlightPayment {
 
 export class PaymentLedger {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
   ) {}
 
   async claim(claim: Claim): Promise<ClaimResult> {
     const result = (await runScript(
-      this.redis,
+      this.store,
       'claimPayment',
       [this.keys.authorization(claim.authorizationId), this.keys.paymentsInFlight],
       {
@@ -95,22 +95,22 @@ export class PaymentLedger {
 
   /** The chain's head just before settling: the transfer, if any, is in a later block. */
   async recordFromBlock(authorizationId: string, block: bigint): Promise<void> {
-    await this.redis.hset(this.keys.authorization(authorizationId), 'fromBlock', block.toString())
+    await this.store.hset(this.keys.authorization(authorizationId), 'fromBlock', block.toString())
   }
 
   /** Records the transaction hash on the claim, before the transaction is broadcast. */
   async markSent(authorizationId: string, transaction: string): Promise<void> {
-    await this.redis.hset(this.keys.authorization(authorizationId), 'state', 'sent', 'tx', transaction)
+    await this.store.hset(this.keys.authorization(authorizationId), 'state', 'sent', 'tx', transaction)
   }
 
   /** Sets the account on a claim made before the account existed (signup). */
   async setAccount(authorizationId: string, accountId: string): Promise<void> {
-    await this.redis.hset(this.keys.authorization(authorizationId), 'accountId', accountId)
+    await this.store.hset(this.keys.authorization(authorizationId), 'accountId', accountId)
   }
 
   async release(authorizationId: string): Promise<boolean> {
     const released = await runScript(
-      this.redis,
+      this.store,
       'releasePayment',
       [this.keys.authorization(authorizationId), this.keys.paymentsInFlight],
       { authorizationId },
@@ -121,7 +121,7 @@ export class PaymentLedger {
   async credit(credit: Credit): Promise<CreditResult> {
     const id = paymentId(credit.chainId, credit.transaction)
     const result = (await runScript(
-      this.redis,
+      this.store,
       'creditPayment',
       [
         this.keys.account(credit.accountId),
@@ -157,7 +157,7 @@ export class PaymentLedger {
 
   async confirm(paymentIdValue: string, accountId: string): Promise<ConfirmResult> {
     const result = (await runScript(
-      this.redis,
+      this.store,
       'confirmPayment',
       [
         this.keys.payment(paymentIdValue),
@@ -181,7 +181,7 @@ export class PaymentLedger {
 
   /** Payments credited in blocks up to `block`, oldest first: those now confirmed enough. */
   unconfirmedUpTo(block: bigint, limit = 100): Promise<string[]> {
-    return this.redis.zrangebyscore(
+    return this.store.zrangebyscore(
       this.keys.paymentsUnconfirmed,
       '-inf',
       block.toString(),
@@ -192,20 +192,20 @@ export class PaymentLedger {
   }
 
   async paymentAccount(paymentIdValue: string): Promise<string | null> {
-    return this.redis.hget(this.keys.payment(paymentIdValue), 'accountId')
+    return this.store.hget(this.keys.payment(paymentIdValue), 'accountId')
   }
 
   async payment(paymentIdValue: string): Promise<Record<string, string>> {
-    return this.redis.hgetall(this.keys.payment(paymentIdValue))
+    return this.store.hgetall(this.keys.payment(paymentIdValue))
   }
 
   async authorization(authorizationIdValue: string): Promise<InFlightPayment | null> {
-    const record = await this.redis.hgetall(this.keys.authorization(authorizationIdValue))
+    const record = await this.store.hgetall(this.keys.authorization(authorizationIdValue))
     return record.state ? (record as unknown as InFlightPayment) : null
   }
 
   /** Claims older than `before` (ms) not yet credited: the reconciler's work, oldest first. */
   inFlightBefore(before: number, limit = 100): Promise<string[]> {
-    return this.redis.zrangebyscore(this.keys.paymentsInFlight, '-inf', String(before), 'LIMIT', 0, limit)
+    return this.store.zrangebyscore(this.keys.paymentsInFlight, '-inf', String(before), 'LIMIT', 0, limit)
   }
 }

@@ -9,13 +9,13 @@ import { createFunding, type Funding, startFundingWatch, watchDeps } from './ind
 
 export function startFunding(
   config: GatewayConfig,
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   logger: Logger,
 ): { funding: Funding; stop(): void } | undefined {
   if (!config.funding) return undefined
-  const funding = createFunding(config.funding, redis, keys, logger)
-  const accounts = new AccountStore(redis, keys)
+  const funding = createFunding(config.funding, store, keys, logger)
+  const accounts = new AccountStore(store, keys)
   // A signup settled without its account (receipt timeout) is credited to the payer's account,
   // created here if need be; its first key is never shown, and the payer mints one by signing up again.
   const resolveAccount = async (payer: `0x${string}`) =>

@@ -24,7 +24,7 @@ export interface Caller {
 }
 
 export interface AuthDeps {
-  redis: Store
+  store: Store
   keys: Keyspace
   logger: Logger
 }
@@ -96,7 +96,7 @@ async function authenticateBuyer(store: ApiKeyStore, logger: Logger, request: Re
 
 /** Resolves a request's buyer key (once per request), or throws its 401. */
 export function buyerAuthenticator(deps: AuthDeps): (request: Request) => Promise<Caller> {
-  const store = new ApiKeyStore(deps.redis, deps.keys)
+  const store = new ApiKeyStore(deps.store, deps.keys)
   return (request) => authenticateBuyer(store, deps.logger, request)
 }
 

@@ -20,7 +20,7 @@ import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
 const CLEAR_RETRY_WAITS_MS = [50, 150, 300] as const
 
 export interface ClearDeps {
-  redis: Store
+  store: Store
   keys: Keyspace
   feeBps: number
   /** How long a cleared attempt is kept as its request's record. */
@@ -110,7 +110,7 @@ export async function clearBurn(
   // replayed for its result rather than left unheard.
   const clearing = await whileStoreAway(
     () =>
-      clear(deps.redis, deps.keys, {
+      clear(deps.store, deps.keys, {
         attemptId,
         burn,
         feeBps: deps.feeBps,

@@ -23,7 +23,7 @@ import { callSupplier } from './supplier.ts'
 import { UpstreamEvents } from './upstream-events.ts'
 
 export interface DispatchDeps {
-  redis: Store
+  store: Store
   keys: Keyspace
   market: MarketConfig
   defaultMaxPriceCents: number
@@ -193,7 +193,7 @@ async function noSupplier(
   if (!who || (!afterFailures && !RECORDED_REFUSALS.includes(error.status))) return error
   try {
     await recordRefusal(
-      deps.redis,
+      deps.store,
       deps.keys,
       {
         attemptId: attemptIdOf(req.supportReference, failed.length + 1),
@@ -315,7 +315,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       // Not a supplier's failure but ours (an upstream key that does not open, a bug): the attempt
       // ends here with nothing charged, rather than hold until the reaper takes its lease.
       deps.renewer.remove(attemptId)
-      await release(deps.redis, deps.keys, {
+      await release(deps.store, deps.keys, {
         attemptId,
         errorCode: 'gateway_error',
         cooldownMs: 0,
@@ -328,7 +328,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     if ('admission' in call) return call
     const f = call
     deps.renewer.remove(attemptId)
-    await release(deps.redis, deps.keys, {
+    await release(deps.store, deps.keys, {
       attemptId,
       errorCode: f.code,
       cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,

@@ -23,7 +23,7 @@ export async function admitWaiting(
   let waiting: string | null = null
   try {
     for (;;) {
-      const result = await admit(deps.redis, deps.keys, {
+      const result = await admit(deps.store, deps.keys, {
         attemptId,
         ...('apiKeyDigest' in requester
           ? { accountId: '', apiKeyId: '', apiKeyDigest: requester.apiKeyDigest }

@@ -323,7 +323,7 @@ class StreamRelay {
   private async releaseUnusable(): Promise<'released'> {
     await whileStoreAway(
       () =>
-        release(this.deps.redis, this.deps.keys, {
+        release(this.deps.store, this.deps.keys, {
           attemptId: this.admission.attemptId,
           errorCode: 'upstream_no_content',
           cooldownMs: this.deps.cooldownMs,

@@ -34,7 +34,7 @@ import type { StreamContext, StreamTiming } from './relay-stream.ts'
 import type { ChatMessageLike } from './tokens.ts'
 
 export interface InferenceDeps {
-  redis: Store
+  store: Store
   keys: Keyspace
   catalog: CatalogStore
   config: GatewayConfig
@@ -111,9 +111,9 @@ export class InferenceService {
   constructor(readonly deps: InferenceDeps) {
     const { inference, market } = deps.config
     const recordRetentionMs = deps.config.records.recordRetentionDays * 86_400_000
-    this.renewer = new LeaseRenewer(deps.redis, deps.keys, market.leaseMs, market.every)
+    this.renewer = new LeaseRenewer(deps.store, deps.keys, market.leaseMs, market.every)
     this.dispatching = {
-      redis: deps.redis,
+      store: deps.store,
       keys: deps.keys,
       market,
       defaultMaxPriceCents: deps.config.defaultMaxPriceCents,
@@ -127,7 +127,7 @@ export class InferenceService {
       recordRetentionMs,
     }
     this.clearDeps = {
-      redis: deps.redis,
+      store: deps.store,
       keys: deps.keys,
       feeBps: market.feeBps,
       recordRetentionMs,
@@ -216,7 +216,7 @@ export class InferenceService {
       { requestId: begun.call.requestId, err: (cause as Error)?.message },
       'chat abandoned',
     )
-    await release(this.deps.redis, this.deps.keys, {
+    await release(this.deps.store, this.deps.keys, {
       attemptId,
       errorCode: 'gateway_error',
       cooldownMs: 0,

@@ -33,13 +33,13 @@ const KEEP_AFTER_EXPIRY_MS = 86_400_000
 
 export class VideoJobs {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
   ) {}
 
   async create(job: VideoJob): Promise<void> {
     const key = this.keys.videoJob(job.id)
-    await this.redis
+    await this.store
       .multi()
       .hset(key, { ...job })
       .pexpireat(key, job.expiresAt + KEEP_AFTER_EXPIRY_MS)
@@ -47,7 +47,7 @@ export class VideoJobs {
   }
 
   async get(id: string): Promise<VideoJob | null> {
-    const raw = await this.redis.hgetall(this.keys.videoJob(id))
+    const raw = await this.store.hgetall(this.keys.videoJob(id))
     if (!raw.id) return null
     return {
       ...(raw as unknown as VideoJob),
@@ -64,6 +64,6 @@ export class VideoJobs {
   /** Moves a queued job on; false when another poll moved it first. */
   async settle(id: string, state: Exclude<VideoJobState, 'queued'>): Promise<boolean> {
     // HSETNX: the first outcome written is the job's outcome, whatever races it.
-    return (await this.redis.hsetnx(this.keys.videoJob(id), 'endedAs', state)) === 1
+    return (await this.store.hsetnx(this.keys.videoJob(id), 'endedAs', state)) === 1
   }
 }

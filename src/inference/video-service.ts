@@ -40,7 +40,7 @@ export class VideoService {
 
   constructor(private readonly inference: InferenceService) {
     const { deps } = inference
-    this.jobs = new VideoJobs(deps.redis, deps.keys)
+    this.jobs = new VideoJobs(deps.store, deps.keys)
     this.ttlMs = deps.config.inference.videoJobTtlMs
   }
 
@@ -51,8 +51,8 @@ export class VideoService {
   /** The price of a job at the ask it would clear at now (503 keys_busy when every key is busy). */
   async quote(accountId: string, body: VideoBody): Promise<{ video: ValidVideo; askCents: number }> {
     const video = await this.validate(body)
-    const { redis, keys, config } = this.inference.deps
-    const result = await quote(redis, keys, accountId, video.holdDiem, config.defaultMaxPriceCents)
+    const { store, keys, config } = this.inference.deps
+    const result = await quote(store, keys, accountId, video.holdDiem, config.defaultMaxPriceCents)
     if (result.code === AdmitCode.Admitted) return { video, askCents: result.askCents }
     if (result.code === AdmitCode.KeysBusy) {
       throw new ApiError(503, 'keys_busy', 'every eligible supplier key is in flight; retry shortly', {
@@ -122,8 +122,8 @@ export class VideoService {
 
   /** Ends a queued job without a charge (refund or expiry); the hold comes back in full. */
   private async endUncharged(job: VideoJob, outcome: 'refunded' | 'expired'): Promise<void> {
-    const { redis, keys } = this.inference.deps
-    await release(redis, keys, {
+    const { store, keys } = this.inference.deps
+    await release(store, keys, {
       attemptId: job.attemptId,
       errorCode: outcome === 'refunded' ? 'video_refunded' : 'video_expired',
       cooldownMs: 0,

@@ -49,11 +49,11 @@ export interface Admission {
 }
 
 export async function admit(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   req: AdmitRequest,
 ): Promise<Admission | AdmitRefusal> {
-  const reply = (await runScript(redis, 'admit', [keys.base], {
+  const reply = (await runScript(store, 'admit', [keys.base], {
     attemptId: req.attemptId,
     accountId: req.accountId,
     apiKeyId: req.apiKeyId,
@@ -127,13 +127,13 @@ export function refusalOf(reply: (string | number)[]): AdmitRefusal {
  * or the refusal (KeysBusy when every eligible key is in flight).
  */
 export async function quote(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   accountId: string,
   burn: MicroDiem,
   defaultMaxPriceCents: number,
 ): Promise<{ code: AdmitCode.Admitted; askCents: number } | AdmitRefusal> {
-  const reply = (await runScript(redis, 'quote', [keys.base], {
+  const reply = (await runScript(store, 'quote', [keys.base], {
     accountId,
     holdDiem: burn,
     defaultMaxPriceCents,

@@ -19,16 +19,16 @@ function ownerGlob(prefix: string, owner: 'a' | 'o', suffix: string): string {
 /** The id at the end of a key, after `marker`. */
 const idAfter = (key: string, marker: string) => key.slice(key.lastIndexOf(marker) + marker.length)
 
-export async function auditApart(redis: Store, prefix: string): Promise<AuditFinding[]> {
+export async function auditApart(store: Store, prefix: string): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
   const num = (row: Record<string, string> | undefined, field: string) => Number(row?.[field] ?? 0)
 
   const reservations = new Map<string, Record<string, string>>()
-  for (const { key, row } of await scanHashes(redis, ownerGlob(prefix, 'o', 'reservation:*'), true))
+  for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'o', 'reservation:*'), true))
     reservations.set(idAfter(key, ':reservation:'), row)
   const attempts = new Map<string, Record<string, string>>()
-  for (const { key, row } of await scanHashes(redis, ownerGlob(prefix, 'a', 'attempt:*'), true))
+  for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'a', 'attempt:*'), true))
     attempts.set(idAfter(key, ':attempt:'), row)
 
   // Pairs by attempt id.
@@ -69,7 +69,7 @@ export async function auditApart(redis: Store, prefix: string): Promise<AuditFin
 
   // Each offer holds and counts its pending reservations; each account its admitted attempts.
   let earned = 0
-  for (const { row: o } of await scanHashes(redis, ownerGlob(prefix, 'o', 'offer:*'), true)) {
+  for (const { row: o } of await scanHashes(store, ownerGlob(prefix, 'o', 'offer:*'), true)) {
     const subject = `offer ${o.id}`
     if (num(o, 'held') !== (heldByOffer.get(o.id!) ?? 0))
       off(subject, `held ${o.held} != its pending reservations ${heldByOffer.get(o.id!) ?? 0}`)
@@ -78,7 +78,7 @@ export async function auditApart(redis: Store, prefix: string): Promise<AuditFin
     earned += num(o, 'earned') + num(o, 'fees')
   }
   let spent = 0
-  for (const { key, row: a } of await scanHashes(redis, ownerGlob(prefix, 'a', 'acct:*'), true)) {
+  for (const { key, row: a } of await scanHashes(store, ownerGlob(prefix, 'a', 'acct:*'), true)) {
     if (!/:acct:[^:]+$/.test(key)) continue
     const subject = `account ${a.id}`
     const sum = num(a, 'confirmed') + num(a, 'pending') + num(a, 'held') + num(a, 'spent')

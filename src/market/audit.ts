@@ -22,22 +22,22 @@ export interface WriteOff {
 
 const MONEY_FIELDS = ['confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff'] as const
 
-export async function scanHashes(redis: Store, pattern: string): Promise<Record<string, string>[]>
+export async function scanHashes(store: Store, pattern: string): Promise<Record<string, string>[]>
 export async function scanHashes(
-  redis: Store,
+  store: Store,
   pattern: string,
   withKeys: true,
 ): Promise<{ key: string; row: Record<string, string> }[]>
-export async function scanHashes(redis: Store, pattern: string, withKeys = false) {
+export async function scanHashes(store: Store, pattern: string, withKeys = false) {
   const rows: { key: string; row: Record<string, string> }[] = []
   // SCAN walks one server; on a Cluster every master is walked (the hash tag puts ours on one).
-  for (const node of await redis.masters()) {
+  for (const node of await store.masters()) {
     let cursor = '0'
     do {
       const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
       cursor = next
       if (keys.length === 0) continue
-      const pipeline = redis.pipeline()
+      const pipeline = store.pipeline()
       for (const key of keys) pipeline.hgetall(key)
       const replies = (await pipeline.exec()) ?? []
       for (const [i, [, row]] of replies.entries())
@@ -47,9 +47,9 @@ export async function scanHashes(redis: Store, pattern: string, withKeys = false
   return withKeys ? rows : rows.map(({ row }) => row)
 }
 
-async function hashesOf(redis: Store, keys: string[]): Promise<Record<string, string>[]> {
+async function hashesOf(store: Store, keys: string[]): Promise<Record<string, string>[]> {
   if (keys.length === 0) return []
-  const pipeline = redis.pipeline()
+  const pipeline = store.pipeline()
   for (const key of keys) pipeline.hgetall(key)
   return ((await pipeline.exec()) ?? []).map(([, row]) => row as Record<string, string>)
 }
@@ -58,13 +58,13 @@ function escapeGlob(text: string): string {
   return text.replace(/[*?[\]{}\\]/g, (c) => `\\${c}`)
 }
 
-export async function auditMarket(redis: Store, keys: Keyspace): Promise<AuditFinding[]> {
+export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
   const num = (row: Record<string, string>, field: string) => Number(row[field] ?? 0)
 
   // What in-flight attempts hold, by account, offer, key.
-  const attempts = await scanHashes(redis, `${escapeGlob(keys.base)}attempt:*`)
+  const attempts = await scanHashes(store, `${escapeGlob(keys.base)}attempt:*`)
   const open = attempts.filter((a) => a.state === 'admitted')
   const heldByAccount = new Map<string, number>()
   const heldByKey = new Map<string, number>()
@@ -93,7 +93,7 @@ export async function auditMarket(redis: Store, keys: Keyspace): Promise<AuditFi
     if (num(a, 'writtenOff') > 0 && !a.lateClear)
       off(subject, `written off ${a.writtenOff} without a reaped lease`)
   }
-  const leased = new Set(await redis.zrange(keys.leases, 0, -1))
+  const leased = new Set(await store.zrange(keys.leases, 0, -1))
   for (const a of open) if (!leased.has(a.id!)) off(`attempt ${a.id}`, 'admitted but has no lease')
   const openIds = new Set(open.map((a) => a.id))
   for (const id of leased) if (!openIds.has(id)) off(`lease ${id}`, 'lease without an admitted attempt')
@@ -101,9 +101,9 @@ export async function auditMarket(redis: Store, keys: Keyspace): Promise<AuditFi
   // Accounts: funded = confirmed + pending + held + spent, nothing below zero.
   let spent = 0
   let accountWrittenOff = 0
-  const accountIds = await redis.smembers(keys.accounts)
+  const accountIds = await store.smembers(keys.accounts)
   const accounts = await hashesOf(
-    redis,
+    store,
     accountIds.map((id) => keys.account(id)),
   )
   accounts.forEach((row, i) => {
@@ -139,16 +139,16 @@ export async function auditMarket(redis: Store, keys: Keyspace): Promise<AuditFi
   })
   for (const [i, row] of accounts.entries()) {
     if (row.id)
-      for (const finding of await auditKeys(redis, keys, accountIds[i]!, row, heldByKey))
+      for (const finding of await auditKeys(store, keys, accountIds[i]!, row, heldByKey))
         findings.push(finding)
   }
 
   // Offers: burned never above posted; holds and slots match the open attempts.
   let earned = 0
   let fees = 0
-  const offerIds = await redis.smembers(keys.offers)
+  const offerIds = await store.smembers(keys.offers)
   const offers = await hashesOf(
-    redis,
+    store,
     offerIds.map((id) => keys.offer(id)),
   )
   offers.forEach((row, i) => {
@@ -178,7 +178,7 @@ export async function auditMarket(redis: Store, keys: Keyspace): Promise<AuditFi
   if (spent !== earned + fees)
     off('market', `buyer spend ${spent} != supplier earnings ${earned} + fees ${fees}`)
   // Every write-off is listed, once, by the clear that made it.
-  const listed = (await redis.hvals(keys.writeoffs)).reduce((sum, amount) => sum + Number(amount), 0)
+  const listed = (await store.hvals(keys.writeoffs)).reduce((sum, amount) => sum + Number(amount), 0)
   if (listed !== accountWrittenOff)
     off('market', `accounts' written off ${accountWrittenOff} != the write-off list's ${listed}`)
   return findings
@@ -198,7 +198,7 @@ const KEY_FIELD = /^(limit|spent|held|reset|pspent):(.+)$/
  * as at most the key's spent once older entries were trimmed.
  */
 async function auditKeys(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   accountId: string,
   row: Record<string, string>,
@@ -224,7 +224,7 @@ async function auditKeys(
     const [account, keyId] = whose.split('|')
     if (account === accountId) of(keyId!)
   }
-  const { charged, complete } = await chargedByKey(redis, keys.accountActivity(accountId))
+  const { charged, complete } = await chargedByKey(store, keys.accountActivity(accountId))
   for (const keyId of charged.keys()) of(keyId)
   for (const [keyId, k] of perKey) {
     const subject = `key ${keyId} of account ${accountId}`
@@ -252,9 +252,9 @@ async function auditKeys(
 }
 
 /** What each key was charged over an account's Stream, and whether it holds every entry added. */
-async function chargedByKey(redis: Store, stream: string) {
+async function chargedByKey(store: Store, stream: string) {
   const charged = new Map<string, number>()
-  await forEachEntry(redis, stream, (flat) => {
+  await forEachEntry(store, stream, (flat) => {
     let key = ''
     let cost = 0
     for (let i = 0; i + 1 < flat.length; i += 2) {
@@ -263,14 +263,14 @@ async function chargedByKey(redis: Store, stream: string) {
     }
     charged.set(key, (charged.get(key) ?? 0) + cost)
   })
-  return { charged, complete: await holdsEveryEntry(redis, stream) }
+  return { charged, complete: await holdsEveryEntry(store, stream) }
 }
 
 /** Every write-off with its attempt and why (its attempt's record, while retained, says whose). */
-export async function listWriteOffs(redis: Store, keys: Keyspace): Promise<WriteOff[]> {
-  const entries = Object.entries(await redis.hgetall(keys.writeoffs))
+export async function listWriteOffs(store: Store, keys: Keyspace): Promise<WriteOff[]> {
+  const entries = Object.entries(await store.hgetall(keys.writeoffs))
   const records = await hashesOf(
-    redis,
+    store,
     entries.map(([attemptId]) => keys.attempt(attemptId)),
   )
   return entries.map(([attemptId, amount], i) => ({

@@ -28,11 +28,11 @@ export interface CapacitySnapshot {
 
 /** Routable micro-DIEM by ask, cheapest first, for live offers at or below the max. */
 export async function ladderDepth(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   maxPriceCents: number,
 ): Promise<Map<number, number>> {
-  const flat = (await runScript(redis, 'capacity', [keys.base], { maxPriceCents })) as (string | number)[]
+  const flat = (await runScript(store, 'capacity', [keys.base], { maxPriceCents })) as (string | number)[]
   const depth = new Map<number, number>()
   for (let i = 0; i < flat.length; i += 2) {
     const ask = Number(flat[i])
@@ -51,12 +51,12 @@ async function modalities(catalog: CatalogStore): Promise<CapacitySnapshot['moda
 }
 
 async function compute(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   catalog: CatalogStore,
   max: number,
 ): Promise<CapacitySnapshot> {
-  const depth = await ladderDepth(redis, keys, max)
+  const depth = await ladderDepth(store, keys, max)
   let routable = 0
   let usdc = 0
   const prices: CapacityRow[] = []
@@ -82,20 +82,20 @@ async function compute(
 
 /** The snapshot for a max price (or the whole corridor), from the shared cache when fresh. */
 export async function capacitySnapshot(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   catalog: CatalogStore,
   maxPriceCents: number | null,
 ): Promise<{ snapshot: CapacitySnapshot; ageSeconds: number }> {
   const cacheKey = keys.capacitySnapshot(maxPriceCents ?? 'all')
-  const cached = await redis.get(cacheKey)
+  const cached = await store.get(cacheKey)
   if (cached) return fromCache(cached)
-  const snapshot = await compute(redis, keys, catalog, maxPriceCents ?? ASK_MAX_CENTS)
+  const snapshot = await compute(store, keys, catalog, maxPriceCents ?? ASK_MAX_CENTS)
   const text = JSON.stringify(snapshot)
   // First writer wins, so replicas that computed at the same moment all answer its snapshot.
-  const stored = await redis.set(cacheKey, text, 'EX', CAPACITY_CACHE_SECONDS, 'NX')
+  const stored = await store.set(cacheKey, text, 'EX', CAPACITY_CACHE_SECONDS, 'NX')
   if (stored === 'OK') return { snapshot, ageSeconds: 0 }
-  return fromCache((await redis.get(cacheKey)) ?? text)
+  return fromCache((await store.get(cacheKey)) ?? text)
 }
 
 function fromCache(text: string): { snapshot: CapacitySnapshot; ageSeconds: number } {

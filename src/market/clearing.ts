@@ -53,8 +53,8 @@ export class ClearingError extends Error {
   }
 }
 
-export async function clear(redis: Store, keys: Keyspace, req: ClearRequest): Promise<Clearing> {
-  const reply = (await runScript(redis, 'clear', [keys.base], {
+export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Promise<Clearing> {
+  const reply = (await runScript(store, 'clear', [keys.base], {
     attemptId: req.attemptId,
     // A supplier may report any count: past a safe integer it is only more disputed burn.
     burn: Math.min(req.burn, Number.MAX_SAFE_INTEGER),
@@ -98,8 +98,8 @@ export interface ReleaseRequest {
 }
 
 /** Returns true when this call released the attempt, false when it had already ended. */
-export async function release(redis: Store, keys: Keyspace, req: ReleaseRequest): Promise<boolean> {
-  const reply = (await runScript(redis, 'release', [keys.base], {
+export async function release(store: Store, keys: Keyspace, req: ReleaseRequest): Promise<boolean> {
+  const reply = (await runScript(store, 'release', [keys.base], {
     attemptId: req.attemptId,
     errorCode: req.errorCode,
     cooldownMs: req.cooldownMs,

@@ -41,7 +41,7 @@ export class LadderView {
   private offers: OfferInView[] = []
 
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     /** The keyspace of the ladder itself (the market's own tag). */
     private readonly market: Keyspace,
     private readonly owners: Owners,
@@ -55,9 +55,9 @@ export class LadderView {
 
   /** Reads the ladder, then every offer on it from its own slot (one pipelined read per offer). */
   async refresh(): Promise<void> {
-    const ids = await this.redis.zrange(this.market.ladder, 0, -1)
+    const ids = await this.store.zrange(this.market.ladder, 0, -1)
     const rows = await Promise.all(
-      ids.map((id) => this.redis.hmget(this.owners.offer(id).offer(id), ...FIELDS)),
+      ids.map((id) => this.store.hmget(this.owners.offer(id).offer(id), ...FIELDS)),
     )
     const now = this.clock()
     const num = (value: string | null | undefined) => Number(value ?? 0)
@@ -95,7 +95,7 @@ const OFFER_REFUSALS = new Set<AdmitCode>([
  * the refusal admit gives for the view's ladder.
  */
 export async function admitCheapest(
-  redis: Store,
+  store: Store,
   owners: Owners,
   view: LadderView,
   req: Omit<AdmitApartRequest, 'offerId'>,
@@ -107,7 +107,7 @@ export async function admitCheapest(
   for (const offer of view.current) {
     if (offer.ask > maxCents || tried.has(offer.id)) continue
     if (!offer.live || offer.full || offer.routable < req.holdDiem) continue
-    const result = await admitApart(redis, owners, { ...req, maxCents, offerId: offer.id })
+    const result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id })
     if (!OFFER_REFUSALS.has(result.code)) return result
     if (result.code === AdmitCode.NoEligibleSupply) maxCents = Math.min(maxCents, result.buyerMaxCents)
   }

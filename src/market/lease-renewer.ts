@@ -11,10 +11,10 @@ export class LeaseRenewer {
   // Auto-pipelining sends each round's renewals together; a lease already reaped simply is not renewed.
   private readonly open: TickingSet<string>
 
-  constructor(redis: Store, keys: Keyspace, leaseMs: number, every: Every = onTimer) {
+  constructor(store: Store, keys: Keyspace, leaseMs: number, every: Every = onTimer) {
     this.open = new TickingSet(
       Math.floor(leaseMs / 3),
-      (id) => renewLease(redis, keys, id, leaseMs).catch(() => {}),
+      (id) => renewLease(store, keys, id, leaseMs).catch(() => {}),
       every,
     )
   }

@@ -7,22 +7,22 @@ import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
 
 export async function renewLease(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   attemptId: string,
   leaseMs: number,
 ): Promise<boolean> {
-  return Number(await runScript(redis, 'renew', [keys.base], { attemptId, leaseMs })) === RenewCode.Renewed
+  return Number(await runScript(store, 'renew', [keys.base], { attemptId, leaseMs })) === RenewCode.Renewed
 }
 
 export async function reapExpired(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   limit = 100,
   recordRetentionMs?: number,
 ): Promise<number> {
   return Number(
-    await runScript(redis, 'reap', [keys.base], {
+    await runScript(store, 'reap', [keys.base], {
       limit,
       recordRetentionMs: recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
     }),

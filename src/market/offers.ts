@@ -121,7 +121,7 @@ function view(raw: Record<string, string>): OfferView {
 
 export class OfferService {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
     private readonly masterKey: Uint8Array,
   ) {}
@@ -130,7 +130,7 @@ export class OfferService {
     if (!OFFER_ID.test(id)) throw offerNotFound(id)
     const sealed =
       input.upstreamApiKey === undefined ? '' : encryptUpstreamKey(this.masterKey, input.upstreamApiKey)
-    const reply = (await runScript(this.redis, 'offerPut', [this.keys.base], {
+    const reply = (await runScript(this.store, 'offerPut', [this.keys.base], {
       mode,
       offerId: id,
       upstreamBaseUrl: input.upstreamBaseUrl ?? '',
@@ -195,17 +195,17 @@ export class OfferService {
 
   async get(id: string): Promise<OfferView | null> {
     if (!OFFER_ID.test(id)) return null
-    const raw = await this.redis.hgetall(this.keys.offer(id))
+    const raw = await this.store.hgetall(this.keys.offer(id))
     if (!raw.id || raw.status === 'deleted') return null
     return view(raw)
   }
 
   /** Every offer not deleted, cheapest first; only a supplier's own when `supplierId` is given. */
   async list(supplierId?: string): Promise<OfferView[]> {
-    const ids = await this.redis.smembers(
+    const ids = await this.store.smembers(
       supplierId === undefined ? this.keys.offers : this.keys.supplierOffers(supplierId),
     )
-    const pipeline = this.redis.pipeline()
+    const pipeline = this.store.pipeline()
     for (const id of ids) pipeline.hgetall(this.keys.offer(id))
     const rows = ((await pipeline.exec()) ?? []).map(([, raw]) => raw as Record<string, string>)
     return rows
@@ -216,7 +216,7 @@ export class OfferService {
 
   /** The routing facts of one offer, with its sealed key (for the supplier call only). */
   async record(id: string): Promise<OfferRecord | null> {
-    const [baseUrl, sealed, ask, status] = await this.redis.hmget(
+    const [baseUrl, sealed, ask, status] = await this.store.hmget(
       this.keys.offer(id),
       'upstreamBaseUrl',
       'upstreamKeyEnc',

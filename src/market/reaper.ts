@@ -8,7 +8,7 @@ import { reapExpired } from './leases.ts'
 import { stampReaperPass } from './replicas.ts'
 
 export function startReaper(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   intervalMs: number,
   logger: Logger,
@@ -21,15 +21,15 @@ export function startReaper(
     running = true
     try {
       // Drain in batches so one call never holds Redis for long.
-      let reaped = await reapExpired(redis, keys, 100, recordRetentionMs)
+      let reaped = await reapExpired(store, keys, 100, recordRetentionMs)
       let total = reaped
       while (reaped === 100) {
-        reaped = await reapExpired(redis, keys, 100, recordRetentionMs)
+        reaped = await reapExpired(store, keys, 100, recordRetentionMs)
         total += reaped
       }
       if (total > 0) logger.warn({ reaped: total }, 'reaped expired leases')
       // The operator's health view: this replica is alive and its reaper ran.
-      await stampReaperPass(redis, keys, total)
+      await stampReaperPass(store, keys, total)
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'reaper pass failed')
     } finally {

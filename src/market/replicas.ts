@@ -12,9 +12,9 @@ export const REPLICA_ID = `${hostname()}:${process.pid}:${randomBytes(3).toStrin
 /** A replica silent this long is taken off the set at the next stamp. */
 const FORGET_MS = 3_600_000
 
-export async function stampReaperPass(redis: Store, keys: Keyspace, reaped: number): Promise<void> {
+export async function stampReaperPass(store: Store, keys: Keyspace, reaped: number): Promise<void> {
   const now = Date.now()
-  await redis
+  await store
     .pipeline()
     .zadd(keys.replicas, now, REPLICA_ID)
     .zremrangebyscore(keys.replicas, '-inf', now - FORGET_MS)
@@ -22,11 +22,11 @@ export async function stampReaperPass(redis: Store, keys: Keyspace, reaped: numb
     .exec()
 }
 
-export async function replicaHealth(redis: Store, keys: Keyspace, withinMs: number) {
+export async function replicaHealth(store: Store, keys: Keyspace, withinMs: number) {
   const now = Date.now()
   const [seen, last] = await Promise.all([
-    redis.zrangebyscore(keys.replicas, now - withinMs, '+inf', 'WITHSCORES'),
-    redis.hgetall(keys.reaperLastRun),
+    store.zrangebyscore(keys.replicas, now - withinMs, '+inf', 'WITHSCORES'),
+    store.hgetall(keys.reaperLastRun),
   ])
   const replicas: { id: string; lastSeenAt: string }[] = []
   for (let i = 0; i < seen.length; i += 2) {

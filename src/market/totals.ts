@@ -5,9 +5,9 @@ import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
-export async function marketTotals(redis: Store, keys: Keyspace) {
+export async function marketTotals(store: Store, keys: Keyspace) {
   const [spent, fees, writtenOff, disputed] = (
-    await redis.hmget(keys.market, 'spent', 'fees', 'writtenOff', 'disputed')
+    await store.hmget(keys.market, 'spent', 'fees', 'writtenOff', 'disputed')
   ).map((value) => Number(value ?? 0)) as [number, number, number, number]
   return {
     object: 'market_totals' as const,

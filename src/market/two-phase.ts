@@ -56,12 +56,12 @@ export interface AdmitApartRequest extends Omit<AdmitRequest, 'apiKeyDigest'> {
 }
 
 export async function admitApart(
-  redis: Store,
+  store: Store,
   owners: Owners,
   req: AdmitApartRequest,
 ): Promise<Admission | AdmitRefusal> {
   const offer = owners.offer(req.offerId)
-  const reserved = (await runScript(redis, 'reserve', [offer.base], {
+  const reserved = (await runScript(store, 'reserve', [offer.base], {
     attemptId: req.attemptId,
     offerId: req.offerId,
     holdDiem: req.holdDiem,
@@ -71,7 +71,7 @@ export async function admitApart(
     now: req.now ?? '',
   })) as Reply
   if (n(reserved[0]) !== AdmitCode.Admitted) return refusalOf(reserved)
-  const held = (await runScript(redis, 'hold', [owners.account(req.accountId).base], {
+  const held = (await runScript(store, 'hold', [owners.account(req.accountId).base], {
     attemptId: req.attemptId,
     accountId: req.accountId,
     apiKeyId: req.apiKeyId,
@@ -91,7 +91,7 @@ export async function admitApart(
   })) as Reply
   const code = n(held[0])
   if (code !== AdmitCode.Admitted) {
-    await voidReservation(redis, owners, req.attemptId, req.offerId, 0, null, req.recordRetentionMs)
+    await voidReservation(store, owners, req.attemptId, req.offerId, 0, null, req.recordRetentionMs)
     if (code === AdmitCode.UnknownKey) return { code }
     const who = { accountId: String(held[held.length - 2]), apiKeyId: String(held[held.length - 1]) }
     return Object.assign(refusalOf(held.slice(0, -2)), { who })
@@ -121,26 +121,26 @@ export interface AttemptOwners {
 }
 
 export async function clearApart(
-  redis: Store,
+  store: Store,
   owners: Owners,
   who: AttemptOwners,
   req: ClearRequest,
 ): Promise<Clearing> {
-  const clearing = await clear(redis, owners.account(who.accountId), { ...req, offerApart: true })
-  await post(redis, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
+  const clearing = await clear(store, owners.account(who.accountId), { ...req, offerApart: true })
+  await post(store, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
   return clearing
 }
 
 /** Returns true when this call released the account's hold; the reservation is voided either way. */
 export async function releaseApart(
-  redis: Store,
+  store: Store,
   owners: Owners,
   who: AttemptOwners,
   req: ReleaseRequest,
 ): Promise<boolean> {
-  const released = await release(redis, owners.account(who.accountId), { ...req, offerApart: true })
+  const released = await release(store, owners.account(who.accountId), { ...req, offerApart: true })
   await voidReservation(
-    redis,
+    store,
     owners,
     req.attemptId,
     who.offerId,
@@ -158,20 +158,20 @@ export async function releaseApart(
  * how many it finished.
  */
 export async function reapOffer(
-  redis: Store,
+  store: Store,
   owners: Owners,
   offerId: string,
   limit = 100,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
 ): Promise<number> {
   const offer = owners.offer(offerId)
-  const [seconds, micros] = await redis.time()
+  const [seconds, micros] = await store.time()
   const now = Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000)
-  const due = await redis.zrangebyscore(offer.leases, '-inf', now, 'LIMIT', 0, limit)
+  const due = await store.zrangebyscore(offer.leases, '-inf', now, 'LIMIT', 0, limit)
   for (const attemptId of due) {
-    const accountId = await redis.hget(offer.reservation(attemptId), 'accountId')
+    const accountId = await store.hget(offer.reservation(attemptId), 'accountId')
     const ended = accountId
-      ? ((await runScript(redis, 'reapHold', [owners.account(accountId).base], {
+      ? ((await runScript(store, 'reapHold', [owners.account(accountId).base], {
           attemptId,
           recordRetentionMs,
         })) as Reply)
@@ -184,16 +184,16 @@ export async function reapOffer(
         disputed: n(ended[4]) as MicroDiem,
       }
       const who = { accountId: accountId!, offerId, model: String(ended[5]) }
-      await post(redis, owners, attemptId, who, billed, null, recordRetentionMs)
+      await post(store, owners, attemptId, who, billed, null, recordRetentionMs)
     } else {
-      await voidReservation(redis, owners, attemptId, offerId, 0, null, recordRetentionMs)
+      await voidReservation(store, owners, attemptId, offerId, 0, null, recordRetentionMs)
     }
   }
   return due.length
 }
 
 async function post(
-  redis: Store,
+  store: Store,
   owners: Owners,
   attemptId: string,
   who: AttemptOwners,
@@ -201,7 +201,7 @@ async function post(
   upstreamBalance: MicroDiem | null,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
 ): Promise<void> {
-  await runScript(redis, 'post', [owners.offer(who.offerId).base], {
+  await runScript(store, 'post', [owners.offer(who.offerId).base], {
     attemptId,
     burn: billed.burn,
     earned: billed.charged - billed.fee,
@@ -214,7 +214,7 @@ async function post(
 }
 
 async function voidReservation(
-  redis: Store,
+  store: Store,
   owners: Owners,
   attemptId: string,
   offerId: string,
@@ -222,7 +222,7 @@ async function voidReservation(
   upstreamBalance: MicroDiem | null,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
 ): Promise<void> {
-  await runScript(redis, 'void', [owners.offer(offerId).base], {
+  await runScript(store, 'void', [owners.offer(offerId).base], {
     attemptId,
     cooldownMs,
     upstreamBalance: upstreamBalance ?? '',

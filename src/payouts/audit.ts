@@ -16,13 +16,13 @@ export interface PayoutFinding {
 
 const isOpen = (p: Payout) => p.state === 'sending' || p.state === 'pending'
 
-async function supplierPayouts(redis: Store, keys: Keyspace, supplierId: string): Promise<Payout[]> {
-  return new PayoutStore(redis, keys).many(await redis.zrange(keys.supplierPayouts(supplierId), 0, -1))
+async function supplierPayouts(store: Store, keys: Keyspace, supplierId: string): Promise<Payout[]> {
+  return new PayoutStore(store, keys).many(await store.zrange(keys.supplierPayouts(supplierId), 0, -1))
 }
 
 /** The supplier's payouts against its pending and paid out (micro-USDC, from its hash). */
 export async function auditSupplierPayouts(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   supplierId: string,
   pending: number,
@@ -30,7 +30,7 @@ export async function auditSupplierPayouts(
 ): Promise<PayoutFinding[]> {
   const findings: PayoutFinding[] = []
   const subject = `supplier ${supplierId}`
-  const payouts = await supplierPayouts(redis, keys, supplierId)
+  const payouts = await supplierPayouts(store, keys, supplierId)
   const sum = (list: Payout[]) => list.reduce((total, p) => total + p.amount, 0)
   const open = sum(payouts.filter(isOpen))
   const confirmed = sum(payouts.filter((p) => p.state === 'confirmed'))
@@ -39,7 +39,7 @@ export async function auditSupplierPayouts(
     findings.push({ subject, problem: `paid out ${paidOut} != its confirmed payouts' ${confirmed}` })
   }
   for (const p of payouts) {
-    const listed = (await redis.zscore(keys.payoutsOpen, p.id)) !== null
+    const listed = (await store.zscore(keys.payoutsOpen, p.id)) !== null
     if (p.supplierId !== supplierId)
       findings.push({ subject: `payout ${p.id}`, problem: `names supplier ${p.supplierId}` })
     if (listed !== isOpen(p)) {
@@ -54,15 +54,15 @@ export async function auditSupplierPayouts(
 
 /** Every confirmed payout's transfer, read from its receipt on chain. */
 export async function auditPayoutsOnChain(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   chain: FundingChain,
   token: Address,
 ): Promise<{ checked: number; findings: PayoutFinding[] }> {
   const findings: PayoutFinding[] = []
   let checked = 0
-  for (const supplierId of await redis.smembers(keys.suppliers)) {
-    for (const p of await supplierPayouts(redis, keys, supplierId)) {
+  for (const supplierId of await store.smembers(keys.suppliers)) {
+    for (const p of await supplierPayouts(store, keys, supplierId)) {
       if (p.state !== 'confirmed') continue
       checked++
       const subject = `payout ${p.id}`
@@ -96,12 +96,12 @@ export async function auditPayoutsOnChain(
 }
 
 /** Every supplier's payouts against its pending and paid out. */
-export async function auditPayouts(redis: Store, keys: Keyspace): Promise<PayoutFinding[]> {
+export async function auditPayouts(store: Store, keys: Keyspace): Promise<PayoutFinding[]> {
   const findings: PayoutFinding[] = []
-  for (const id of await redis.smembers(keys.suppliers)) {
-    const [pending, paidOut] = await redis.hmget(keys.supplier(id), 'pending', 'paidOut')
+  for (const id of await store.smembers(keys.suppliers)) {
+    const [pending, paidOut] = await store.hmget(keys.supplier(id), 'pending', 'paidOut')
     findings.push(
-      ...(await auditSupplierPayouts(redis, keys, id, Number(pending ?? 0), Number(paidOut ?? 0))),
+      ...(await auditSupplierPayouts(store, keys, id, Number(pending ?? 0), Number(paidOut ?? 0))),
     )
   }
   return findings

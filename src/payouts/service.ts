@@ -16,13 +16,13 @@ export class PayoutService {
   readonly store: PayoutStore
 
   constructor(
-    redis: Store,
+    store: Store,
     keys: Keyspace,
     private readonly config: PayoutConfig,
     /** Wakes the sender after a payout is created (the sender also runs on its interval). */
     private readonly wake: () => void = () => {},
   ) {
-    this.store = new PayoutStore(redis, keys)
+    this.store = new PayoutStore(store, keys)
   }
 
   get available(): boolean {

@@ -19,7 +19,7 @@ export interface Payouts {
 
 export function startPayouts(
   config: GatewayConfig,
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   logger: Logger,
   chain?: FundingChain,
@@ -27,11 +27,11 @@ export function startPayouts(
 ): Payouts {
   const { payouts, funding } = config
   if (!payouts.privateKey || !funding) {
-    return { service: new PayoutService(redis, keys, payouts), sender: undefined, stop() {} }
+    return { service: new PayoutService(store, keys, payouts), sender: undefined, stop() {} }
   }
   const onChain = chain ?? fundingChain(funding)
   const wallet = payoutWallet(payouts.privateKey, funding, onChain)
-  const sender = new PayoutSender(new PayoutStore(redis, keys), wallet, onChain, logger, {
+  const sender = new PayoutSender(new PayoutStore(store, keys), wallet, onChain, logger, {
     confirmations: funding.confirmations,
     lockTtlMs: payouts.lockTtlMs,
     receiptTimeoutMs: funding.receiptTimeoutMs,
@@ -44,7 +44,7 @@ export function startPayouts(
   const timer = setInterval(tick, payouts.intervalMs)
   const stopBalances = watchBalances(wallet, payouts, logger)
   return {
-    service: new PayoutService(redis, keys, payouts, tick),
+    service: new PayoutService(store, keys, payouts, tick),
     sender,
     stop() {
       clearInterval(timer)

@@ -85,7 +85,7 @@ export const digestIdempotencyKey = (key: string) => createHash('sha256').update
 
 export class PayoutStore {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
   ) {}
 
@@ -99,7 +99,7 @@ export class PayoutStore {
     const digest = digestIdempotencyKey(idempotencyKey)
     for (;;) {
       const id = `po_${randomBytes(12).toString('hex')}`
-      const reply = (await runScript(this.redis, 'payoutCreate', [this.keys.base], {
+      const reply = (await runScript(this.store, 'payoutCreate', [this.keys.base], {
         supplierId,
         payoutId: id,
         amount,
@@ -122,7 +122,7 @@ export class PayoutStore {
   async get(id: string): Promise<Payout | null> {
     // Checked before it becomes a key: `sender:<wallet>` would name the sender's lock.
     if (!PAYOUT_ID.test(id)) return null
-    const raw = await this.redis.hgetall(this.keys.payout(id))
+    const raw = await this.store.hgetall(this.keys.payout(id))
     return raw.id ? parse(raw) : null
   }
 
@@ -135,11 +135,11 @@ export class PayoutStore {
     const zset = this.keys.supplierPayouts(supplierId)
     let start = 0
     if (before !== null) {
-      const rank = await this.redis.zrevrank(zset, before)
+      const rank = await this.store.zrevrank(zset, before)
       if (rank === null) return { object: 'list' as const, data: [], nextCursor: null }
       start = rank + 1
     }
-    const ids = await this.redis.zrevrange(zset, start, start + limit)
+    const ids = await this.store.zrevrange(zset, start, start + limit)
     const rows = await this.many(ids.slice(0, limit))
     return {
       object: 'list' as const,
@@ -150,12 +150,12 @@ export class PayoutStore {
 
   /** Open payouts (sending or pending), oldest first: the sender's work. */
   async open(): Promise<Payout[]> {
-    return this.many(await this.redis.zrange(this.keys.payoutsOpen, 0, -1))
+    return this.many(await this.store.zrange(this.keys.payoutsOpen, 0, -1))
   }
 
   async many(ids: string[]): Promise<Payout[]> {
     if (ids.length === 0) return []
-    const pipeline = this.redis.pipeline()
+    const pipeline = this.store.pipeline()
     for (const id of ids) pipeline.hgetall(this.keys.payout(id))
     const rows = ((await pipeline.exec()) ?? []).map(([, raw]) => raw as Record<string, string>)
     return rows.filter((raw) => raw.id).map(parse)
@@ -163,12 +163,12 @@ export class PayoutStore {
 
   /** The wallet's next nonce as its signed payouts count it (0 before any). */
   async nextNonce(wallet: string): Promise<number> {
-    return Number((await this.redis.get(this.keys.payoutNextNonce(wallet.toLowerCase()))) ?? 0)
+    return Number((await this.store.get(this.keys.payoutNextNonce(wallet.toLowerCase()))) ?? 0)
   }
 
   /** Whether the supplier is suspended now (its unsigned payouts are withheld). */
   async suspended(supplierId: string): Promise<boolean> {
-    return (await this.redis.hget(this.keys.supplier(supplierId), 'status')) === 'suspended'
+    return (await this.store.hget(this.keys.supplier(supplierId), 'status')) === 'suspended'
   }
 
   /** Takes one step of a payout under the sender lock: the script's code (NotHolder: the lock is not held with `token`). */
@@ -184,7 +184,7 @@ export class PayoutStore {
     if (step.step === 'confirmed') values.push(step.blockNumber.toString())
     if (step.step === 'failed') values.push(step.error)
     const reply = (await runScript(
-      this.redis,
+      this.store,
       'payoutMove',
       [this.keys.base],
       { payoutId: id, step: step.step, wallet: wallet.toLowerCase(), token },
@@ -195,7 +195,7 @@ export class PayoutStore {
 
   /** acquire, renew or release the payout wallet's sender lock; true when held (or released). */
   async lock(mode: 'acquire' | 'renew' | 'release', wallet: string, token: string, ttlMs: number) {
-    const reply = (await runScript(this.redis, 'payoutLock', [this.keys.base], {
+    const reply = (await runScript(this.store, 'payoutLock', [this.keys.base], {
       action: mode,
       wallet: wallet.toLowerCase(),
       token,

@@ -47,13 +47,13 @@ function activityItem([id, flat]: Entry) {
  * read while others are written never skips nor repeats one: the next page starts below this one's last.
  */
 export async function pageStream<T>(
-  redis: Store,
+  store: Store,
   stream: string,
   limit: number,
   before: string | null,
   item: (entry: Entry) => T,
 ) {
-  const entries = (await redis.xrevrange(
+  const entries = (await store.xrevrange(
     stream,
     before === null ? '+' : `(${before}`,
     '-',
@@ -70,13 +70,13 @@ export async function pageStream<T>(
 
 /** The account's ended attempts, newest first (GET /v1/agent/activity). */
 export function listActivity(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   accountId: string,
   limit: number,
   before: string | null,
 ) {
-  return pageStream(redis, keys.accountActivity(accountId), limit, before, activityItem)
+  return pageStream(store, keys.accountActivity(accountId), limit, before, activityItem)
 }
 
 const USAGE_PAGE = 1_000
@@ -86,16 +86,16 @@ const USAGE_PAGE = 1_000
  * entry of the Stream from the first day's start, a page at a time.
  */
 export async function scanWindow(
-  redis: Store,
+  store: Store,
   stream: string,
   window: StatsWindow,
   visit: (day: string, fields: Record<string, string>) => void,
 ): Promise<string[]> {
-  const [seconds] = await redis.time()
+  const [seconds] = await store.time()
   const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
   let start = String(Date.parse(`${days[0]}T00:00:00Z`))
   for (;;) {
-    const entries = (await redis.xrange(stream, start, '+', 'COUNT', USAGE_PAGE)) as Entry[]
+    const entries = (await store.xrange(stream, start, '+', 'COUNT', USAGE_PAGE)) as Entry[]
     for (const [id, flat] of entries) visit(utcDay(entryMs(id)), fieldsOf(flat))
     if (entries.length < USAGE_PAGE) return days
     start = `(${entries.at(-1)![0]}`
@@ -107,9 +107,9 @@ export async function scanWindow(
  * charged and how many requests it was served, split by model. Refused and failed attempts cost
  * nothing and are not requests served; a request counts once, on the attempt that served it.
  */
-export async function accountUsage(redis: Store, keys: Keyspace, accountId: string, window: StatsWindow) {
+export async function accountUsage(store: Store, keys: Keyspace, accountId: string, window: StatsWindow) {
   const byDay = new Map<string, Map<string, { cost: number; requests: number }>>()
-  const days = await scanWindow(redis, keys.accountActivity(accountId), window, (day, f) => {
+  const days = await scanWindow(store, keys.accountActivity(accountId), window, (day, f) => {
     if (f.status !== 'completed' && f.status !== 'incomplete') return
     const models = byDay.get(day) ?? new Map()
     byDay.set(day, models)

@@ -85,13 +85,13 @@ export type RequestView = ReturnType<typeof requestView>
 
 /** The request's record when it exists and belongs to the account; null otherwise (a 404 alike). */
 export async function lookupRequest(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   accountId: string,
   supportReference: string,
 ): Promise<RequestView | null> {
   if (!SUPPORT_REFERENCE.test(supportReference)) return null
-  const pipeline = redis.pipeline()
+  const pipeline = store.pipeline()
   for (let n = 1; n <= MAX_ATTEMPTS; n++) pipeline.hgetall(keys.attempt(attemptIdOf(supportReference, n)))
   const ended: EndedAttempt[] = []
   for (const [error, row] of (await pipeline.exec()) ?? []) {

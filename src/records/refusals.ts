@@ -21,12 +21,12 @@ export interface Refusal {
 }
 
 export async function recordRefusal(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   refusal: Refusal,
   retentionMs: number,
 ): Promise<void> {
-  await runScript(redis, 'refuse', [keys.base], {
+  await runScript(store, 'refuse', [keys.base], {
     attemptId: refusal.attemptId,
     accountId: refusal.accountId,
     apiKeyId: refusal.apiKeyId,

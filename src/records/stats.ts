@@ -31,10 +31,10 @@ export function apportion(counts: number[]): number[] {
 
 const share = (parts: number) => parts / SHARE_PARTS
 
-export async function modelStats(redis: Store, keys: Keyspace, window: StatsWindow, minRequests: number) {
-  const [seconds] = await redis.time()
+export async function modelStats(store: Store, keys: Keyspace, window: StatsWindow, minRequests: number) {
+  const [seconds] = await store.time()
   const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
-  const pipeline = redis.pipeline()
+  const pipeline = store.pipeline()
   for (const day of days) pipeline.hgetall(keys.statsDay(day))
   const buckets = ((await pipeline.exec()) ?? []).map(([error, row]) => {
     if (error) throw error

@@ -23,12 +23,12 @@ export interface PruneResult {
 }
 
 /** The gateway libraries in Redis, by name; the one named `currentName` marked current. */
-export async function listGatewayLibraries(redis: Commands, currentName: string): Promise<StoredLibrary[]> {
+export async function listGatewayLibraries(store: Commands, currentName: string): Promise<StoredLibrary[]> {
   let reply: unknown
   try {
     // Redis matches LIBRARYNAME as a glob without case, so the regex below still decides; the
     // pattern only spares sending other applications' code.
-    reply = await redis.call('FUNCTION', 'LIST', 'LIBRARYNAME', 'svc_*', 'WITHCODE')
+    reply = await store.call('FUNCTION', 'LIST', 'LIBRARYNAME', 'svc_*', 'WITHCODE')
   } catch (error) {
     if (/unknown command\W+FUNCTION/i.test((error as Error).message)) {
       throw new Error('this Redis has no FUNCTION command (functions came with Redis 7.0)')
@@ -48,15 +48,15 @@ export async function listGatewayLibraries(redis: Commands, currentName: string)
 
 /** Deletes every gateway library but `currentName` (nothing when `dryRun`) and says which. */
 export async function pruneGatewayLibraries(
-  redis: Commands,
+  store: Commands,
   currentName: string,
   { dryRun }: { dryRun: boolean },
 ): Promise<PruneResult> {
-  const libraries = await listGatewayLibraries(redis, currentName)
+  const libraries = await listGatewayLibraries(store, currentName)
   const stale = libraries.filter((library) => !library.current)
   if (!dryRun) {
     for (const { name } of stale) {
-      await redis.call('FUNCTION', 'DELETE', name).catch((error: Error) => {
+      await store.call('FUNCTION', 'DELETE', name).catch((error: Error) => {
         // Gone since the list (another prune at the same time): what was asked for.
         if (!/library not found/i.test(error.message)) throw error
       })

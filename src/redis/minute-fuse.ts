@@ -7,7 +7,7 @@ import type { Store } from './store.ts'
 
 export class MinuteFuse {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keyOf: (minute: number, scope: string) => string,
     private readonly perMinute: number,
     private readonly refusal: (retryAfterSeconds: number) => ApiError,
@@ -19,7 +19,7 @@ export class MinuteFuse {
   async take(scope = '', now = this.clock()): Promise<void> {
     const minute = Math.floor(now / 60_000)
     const key = this.keyOf(minute, scope)
-    const [[, count]] = (await this.redis.multi().incr(key).pexpire(key, 120_000).exec()) as [[null, number]]
+    const [[, count]] = (await this.store.multi().incr(key).pexpire(key, 120_000).exec()) as [[null, number]]
     if (count > this.perMinute) {
       throw this.refusal(Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000)))
     }

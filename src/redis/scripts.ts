@@ -18,7 +18,7 @@ export type ScriptArgs<N extends ScriptName> = Record<(typeof SCRIPTS)[N]['argv'
  * variadic script's further values follow in `rest`.
  */
 export function runScript<N extends ScriptName>(
-  redis: Store,
+  store: Store,
   name: N,
   keys: string[],
   args: ScriptArgs<N>,
@@ -35,5 +35,5 @@ export function runScript<N extends ScriptName>(
     argv.push(value)
   }
   for (const value of rest) argv.push(value)
-  return redis.sendScript(name, keys, argv)
+  return store.sendScript(name, keys, argv)
 }

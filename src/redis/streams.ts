@@ -6,13 +6,13 @@ const PAGE = 1000
 
 /** Calls `visit` with each entry's flat name, value list, oldest first. */
 export async function forEachEntry(
-  redis: Store,
+  store: Store,
   stream: string,
   visit: (flat: string[]) => void,
 ): Promise<void> {
   let start = '-'
   for (;;) {
-    const entries = (await redis.xrange(stream, start, '+', 'COUNT', PAGE)) as [string, string[]][]
+    const entries = (await store.xrange(stream, start, '+', 'COUNT', PAGE)) as [string, string[]][]
     for (const [, flat] of entries) visit(flat)
     if (entries.length < PAGE) return
     start = `(${entries.at(-1)![0]}`
@@ -20,9 +20,9 @@ export async function forEachEntry(
 }
 
 /** True while the Stream holds every entry added to it (XINFO's entries-added = length), or does not exist. */
-export async function holdsEveryEntry(redis: Store, stream: string): Promise<boolean> {
-  if ((await redis.exists(stream)) === 0) return true
-  const info = (await redis.xinfo('STREAM', stream)) as unknown[]
+export async function holdsEveryEntry(store: Store, stream: string): Promise<boolean> {
+  if ((await store.exists(stream)) === 0) return true
+  const info = (await store.xinfo('STREAM', stream)) as unknown[]
   const field = (name: string) => Number(info[info.indexOf(name) + 1])
   return field('entries-added') === field('length')
 }

@@ -12,32 +12,32 @@ export interface SupplierFinding {
 }
 
 /** The earned micro-USDC summed over a fills Stream, and whether it holds every entry added. */
-async function fillsEarned(redis: Store, stream: string) {
+async function fillsEarned(store: Store, stream: string) {
   let sum = 0
-  await forEachEntry(redis, stream, (flat) => {
+  await forEachEntry(store, stream, (flat) => {
     for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === 'earnedUsdc') sum += Number(flat[i + 1])
   })
-  return { sum, complete: await holdsEveryEntry(redis, stream) }
+  return { sum, complete: await holdsEveryEntry(store, stream) }
 }
 
-export async function auditSuppliers(redis: Store, keys: Keyspace): Promise<SupplierFinding[]> {
+export async function auditSuppliers(store: Store, keys: Keyspace): Promise<SupplierFinding[]> {
   const findings: SupplierFinding[] = []
-  for (const id of await redis.smembers(keys.suppliers)) {
+  for (const id of await store.smembers(keys.suppliers)) {
     const subject = `supplier ${id}`
     const off = (problem: string) => findings.push({ subject, problem })
-    const row = await redis.hgetall(keys.supplier(id))
+    const row = await store.hgetall(keys.supplier(id))
     if (!row.id) {
       off('listed in suppliers but has no hash')
       continue
     }
-    const offerIds = await redis.smembers(keys.supplierOffers(id))
+    const offerIds = await store.smembers(keys.supplierOffers(id))
     let earned = 0
     for (const offerId of offerIds) {
-      const [owner, offerEarned] = await redis.hmget(keys.offer(offerId), 'supplierId', 'earned')
+      const [owner, offerEarned] = await store.hmget(keys.offer(offerId), 'supplierId', 'earned')
       if (owner !== id) off(`offer ${offerId} in its offers names supplier ${owner ?? 'none'}`)
       earned += Number(offerEarned ?? 0)
     }
-    const fills = await fillsEarned(redis, keys.supplierFills(id))
+    const fills = await fillsEarned(store, keys.supplierFills(id))
     if (fills.complete && fills.sum !== earned)
       off(`fills earned ${fills.sum} != its offers' earned ${earned}`)
     if (!fills.complete && fills.sum > earned) {
@@ -55,7 +55,7 @@ export async function auditSuppliers(redis: Store, keys: Keyspace): Promise<Supp
     const payable = earned - paidOut - pending
     if (payable < 0)
       off(`payable ${payable} is below zero (earned ${earned}, paid out ${paidOut}, pending ${pending})`)
-    if ((await redis.hget(keys.supplierWallets, (row.wallet ?? '').toLowerCase())) !== id) {
+    if ((await store.hget(keys.supplierWallets, (row.wallet ?? '').toLowerCase())) !== id) {
       off(`its wallet ${row.wallet} does not map back to it`)
     }
   }

@@ -19,13 +19,13 @@ const view = (d: Day) => ({
 })
 
 export async function supplierEarnings(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   supplierId: string,
   window: StatsWindow,
 ) {
   const byDay = new Map<string, Day>()
-  const days = await scanWindow(redis, keys.supplierFills(supplierId), window, (day, f) => {
+  const days = await scanWindow(store, keys.supplierFills(supplierId), window, (day, f) => {
     const row = byDay.get(day) ?? { earned: 0, burn: 0, fills: 0 }
     row.earned += Number(f.earnedUsdc ?? 0)
     row.burn += Number(f.burnDiem ?? 0)

@@ -19,11 +19,11 @@ function fillItem([id, flat]: Entry) {
 }
 
 export function listFills(
-  redis: Store,
+  store: Store,
   keys: Keyspace,
   supplierId: string,
   limit: number,
   before: string | null,
 ) {
-  return pageStream(redis, keys.supplierFills(supplierId), limit, before, fillItem)
+  return pageStream(store, keys.supplierFills(supplierId), limit, before, fillItem)
 }

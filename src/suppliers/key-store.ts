@@ -13,8 +13,8 @@ export type MintedSupplierKey = NewKey
 export class SupplierKeyStore {
   private readonly owned: OwnedKeys<'supplierId'>
 
-  constructor(redis: Store, keys: Keyspace) {
-    this.owned = new OwnedKeys(redis, {
+  constructor(store: Store, keys: Keyspace) {
+    this.owned = new OwnedKeys(store, {
       field: 'supplierId',
       keyPrefix: SUPPLIER_KEY_PREFIX,
       cap: MAX_ACTIVE_SUPPLIER_KEYS,

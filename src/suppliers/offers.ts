@@ -55,20 +55,20 @@ export class SupplierOfferService {
   private readonly offers: OfferService
 
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
     masterKey: Uint8Array,
     private readonly upstreamUrl: string,
   ) {
-    this.offers = new OfferService(redis, keys, masterKey)
+    this.offers = new OfferService(store, keys, masterKey)
   }
 
   async post(supplierId: string, input: SupplierOfferInput): Promise<SupplierOfferView> {
     const digest = digestApiKey(input.upstreamApiKey)
     // Refused without asking the upstream when the answer is known already; offer-put decides.
     const [status, claimed] = await Promise.all([
-      this.redis.hget(this.keys.supplier(supplierId), 'status'),
-      this.redis.hexists(this.keys.upstreamKeys, digest),
+      this.store.hget(this.keys.supplier(supplierId), 'status'),
+      this.store.hexists(this.keys.upstreamKeys, digest),
     ])
     if (status === 'suspended') throw supplierSuspended()
     if (claimed) throw upstreamKeyInUse()

@@ -32,7 +32,7 @@ export class SignInService {
   private readonly clientFuse: MinuteFuse
 
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
     private readonly publicUrl: string,
     noncesPerMinute: number,
@@ -41,9 +41,9 @@ export class SignInService {
   ) {
     // Anyone may ask for a nonce: the fuse bounds how many can stand in Redis at once, and the
     // per-client count in front of it keeps one client from taking the whole fuse.
-    this.fuse = new MinuteFuse(redis, keys.siweNonceFuse, noncesPerMinute, nonceFuseBlown)
+    this.fuse = new MinuteFuse(store, keys.siweNonceFuse, noncesPerMinute, nonceFuseBlown)
     this.clientFuse = new MinuteFuse(
-      redis,
+      store,
       keys.siweNonceClientFuse,
       noncesPerClientPerMinute,
       clientNonceFuseBlown,
@@ -55,7 +55,7 @@ export class SignInService {
     await this.clientFuse.take(client)
     await this.fuse.take()
     const nonce = generateSiweNonce()
-    await this.redis.set(this.keys.siweNonce(nonce), '1', 'PX', this.nonceTtlMs)
+    await this.store.set(this.keys.siweNonce(nonce), '1', 'PX', this.nonceTtlMs)
     return nonce
   }
 
@@ -63,7 +63,7 @@ export class SignInService {
     const { wallet, nonce } = await verifySignIn(message, signature, this.publicUrl, now)
     for (let attempt = 0; ; attempt++) {
       const key = generateSupplierKey()
-      const reply = (await runScript(this.redis, 'supplierSignin', [this.keys.base], {
+      const reply = (await runScript(this.store, 'supplierSignin', [this.keys.base], {
         nonce,
         wallet,
         walletLower: wallet.toLowerCase(),

@@ -49,18 +49,18 @@ export const isSupplierId = (value: string) => SUPPLIER_ID.test(value)
 
 export class SupplierStore {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
   ) {}
 
   async get(id: string): Promise<Supplier | null> {
     if (!isSupplierId(id)) return null
     const [raw, offerIds] = await Promise.all([
-      this.redis.hgetall(this.keys.supplier(id)),
-      this.redis.smembers(this.keys.supplierOffers(id)),
+      this.store.hgetall(this.keys.supplier(id)),
+      this.store.smembers(this.keys.supplierOffers(id)),
     ])
     if (!raw.id) return null
-    const pipeline = this.redis.pipeline()
+    const pipeline = this.store.pipeline()
     for (const offerId of offerIds) pipeline.hmget(this.keys.offer(offerId), 'earned', 'status')
     const rows = ((await pipeline.exec()) ?? []).map(([, row]) => row as (string | null)[])
     return {
@@ -83,7 +83,7 @@ export class SupplierStore {
 
   /** Every supplier, oldest first. */
   async list(): Promise<Supplier[]> {
-    const ids = await this.redis.smembers(this.keys.suppliers)
+    const ids = await this.store.smembers(this.keys.suppliers)
     const all = await Promise.all(ids.map((id) => this.get(id)))
     return all
       .filter((s): s is Supplier => s !== null)
@@ -93,7 +93,7 @@ export class SupplierStore {
   /** Suspends or reinstates: its active offers leave or rejoin the ladder in the same script. */
   async setStatus(id: string, status: SupplierStatus): Promise<Supplier> {
     if (!isSupplierId(id)) throw supplierNotFound(id)
-    const reply = (await runScript(this.redis, 'supplierStatus', [this.keys.base], {
+    const reply = (await runScript(this.store, 'supplierStatus', [this.keys.base], {
       supplierId: id,
       status,
     })) as number[]

@@ -20,20 +20,20 @@ export class WebhookConsumer {
   private readonly name = `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
 
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
-    private readonly store: WebhookStore,
+    private readonly webhooks: WebhookStore,
     private readonly deliveries: WebhookDeliveries,
     private readonly config: WebhookConfig,
   ) {}
 
   /** One pass: new events, then those pending long enough to be due again. Answers events handled. */
   async pass(): Promise<number> {
-    const owners = (await this.redis.smembers(this.keys.webhookOwners)) as Owner[]
+    const owners = (await this.store.smembers(this.keys.webhookOwners)) as Owner[]
     let handled = 0
     for (const owner of owners) {
       const stream = this.keys.webhookEvents(owner)
-      const fresh = (await this.redis.xreadgroup(
+      const fresh = (await this.store.xreadgroup(
         'GROUP',
         DELIVERY_GROUP,
         this.name,
@@ -45,7 +45,7 @@ export class WebhookConsumer {
       )) as [string, Entry[]][] | null
       // A claim must outlast a delivery in flight elsewhere, or two replicas send the same try.
       const minIdle = Math.max(this.config.backoffMs, this.config.timeoutMs * 2)
-      const claimed = (await this.redis.xautoclaim(
+      const claimed = (await this.store.xautoclaim(
         stream,
         DELIVERY_GROUP,
         this.name,
@@ -57,7 +57,7 @@ export class WebhookConsumer {
       for (const entry of [...(fresh?.[0]?.[1] ?? []), ...claimed[1]]) {
         // A trimmed entry comes back from XAUTOCLAIM without fields: nothing left to send.
         if (entry[1]) await this.handle(owner, stream, entry)
-        else await this.redis.xack(stream, DELIVERY_GROUP, entry[0])
+        else await this.store.xack(stream, DELIVERY_GROUP, entry[0])
         handled++
       }
     }
@@ -68,10 +68,10 @@ export class WebhookConsumer {
   private async handle(owner: Owner, stream: string, [streamId, fields]: Entry): Promise<void> {
     const event = eventOf(streamId, fields)
     let waiting = false
-    for (const endpoint of await this.store.list(owner)) {
+    for (const endpoint of await this.webhooks.list(owner)) {
       if (!wants(endpoint, event)) continue
       const tries = this.keys.webhookTries(owner, endpoint.id)
-      const [count, last, end] = await this.redis.hmget(tries, event.id, `${event.id}:at`, `${event.id}:end`)
+      const [count, last, end] = await this.store.hmget(tries, event.id, `${event.id}:at`, `${event.id}:end`)
       if (end) continue
       const attempts = Number(count ?? 0)
       const dueAt = attempts === 0 ? 0 : Number(last) + this.config.backoffMs * 2 ** (attempts - 1)
@@ -81,14 +81,14 @@ export class WebhookConsumer {
       }
       const record = await this.deliveries.send(owner, endpoint, event, attempts + 1)
       const finished = record.ok || attempts + 1 >= this.config.maxAttempts
-      await this.redis.hset(tries, event.id, attempts + 1, `${event.id}:at`, Date.now())
-      if (finished) await this.redis.hset(tries, `${event.id}:end`, record.ok ? 'delivered' : 'failed')
+      await this.store.hset(tries, event.id, attempts + 1, `${event.id}:at`, Date.now())
+      if (finished) await this.store.hset(tries, `${event.id}:end`, record.ok ? 'delivered' : 'failed')
       else waiting = true
     }
     if (waiting) return
-    await this.redis.xack(stream, DELIVERY_GROUP, streamId)
-    for (const endpoint of await this.store.list(owner))
-      await this.redis.hdel(
+    await this.store.xack(stream, DELIVERY_GROUP, streamId)
+    for (const endpoint of await this.webhooks.list(owner))
+      await this.store.hdel(
         this.keys.webhookTries(owner, endpoint.id),
         event.id,
         `${event.id}:at`,

@@ -42,9 +42,9 @@ export function wants(endpoint: StoredEndpoint, event: StoredEvent): boolean {
 
 export class WebhookDeliveries {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
-    private readonly store: WebhookStore,
+    private readonly webhooks: WebhookStore,
     private readonly config: WebhookConfig,
   ) {}
 
@@ -57,7 +57,7 @@ export class WebhookDeliveries {
       data: event.data,
     })
     const timestamp = Math.floor(Date.now() / 1000)
-    const headers = signedHeaders(this.store.secretOf(endpoint), event.id, timestamp, body)
+    const headers = signedHeaders(this.webhooks.secretOf(endpoint), event.id, timestamp, body)
     const outcome = await postEvent(endpoint.url, headers, body, this.config, this.config.timeoutMs)
     const record: DeliveryRecord = {
       eventId: event.id,
@@ -68,7 +68,7 @@ export class WebhookDeliveries {
       ...outcome,
     }
     const log = this.keys.webhookLog(owner, endpoint.id)
-    await this.redis
+    await this.store
       .multi()
       .lpush(log, JSON.stringify(record))
       .ltrim(log, 0, DELIVERY_LOG_LENGTH - 1)
@@ -77,7 +77,7 @@ export class WebhookDeliveries {
   }
 
   async log(owner: Owner, endpointId: string): Promise<DeliveryRecord[]> {
-    const rows = await this.redis.lrange(this.keys.webhookLog(owner, endpointId), 0, DELIVERY_LOG_LENGTH - 1)
+    const rows = await this.store.lrange(this.keys.webhookLog(owner, endpointId), 0, DELIVERY_LOG_LENGTH - 1)
     return rows.map((row) => JSON.parse(row) as DeliveryRecord)
   }
 
@@ -86,7 +86,7 @@ export class WebhookDeliveries {
    * each with, for every endpoint that wants it, its last try where the endpoint's log still has one.
    */
   async events(owner: Owner, limit: number, before: string | null) {
-    const endpoints = await this.store.list(owner)
+    const endpoints = await this.webhooks.list(owner)
     const logs = await Promise.all(endpoints.map((endpoint) => this.log(owner, endpoint.id)))
     // Each log is newest first: the first record of an event is its last try.
     const last = logs.map((log) => {
@@ -94,7 +94,7 @@ export class WebhookDeliveries {
       for (const record of log) if (!byEvent.has(record.eventId)) byEvent.set(record.eventId, record)
       return byEvent
     })
-    return pageStream(this.redis, this.keys.webhookEvents(owner), limit, before, ([streamId, fields]) => {
+    return pageStream(this.store, this.keys.webhookEvents(owner), limit, before, ([streamId, fields]) => {
       const event = eventOf(streamId, fields)
       return {
         id: event.id,
@@ -123,7 +123,7 @@ export class WebhookDeliveries {
   async replay(owner: Owner, endpoint: StoredEndpoint, id: string): Promise<DeliveryRecord> {
     const streamId = streamIdOf(id)
     const entries = streamId
-      ? ((await this.redis.xrange(this.keys.webhookEvents(owner), streamId, streamId)) as [
+      ? ((await this.store.xrange(this.keys.webhookEvents(owner), streamId, streamId)) as [
           string,
           string[],
         ][])

@@ -49,7 +49,7 @@ export function endpointView(endpoint: StoredEndpoint) {
 
 export class WebhookStore {
   constructor(
-    private readonly redis: Store,
+    private readonly store: Store,
     private readonly keys: Keyspace,
     private readonly masterKey: Uint8Array,
     private readonly policy: AddressPolicy,
@@ -84,7 +84,7 @@ export class WebhookStore {
       createdAt: Date.now(),
     }
     const result = (await runScript(
-      this.redis,
+      this.store,
       'webhookPut',
       [
         this.keys.webhooks(owner),
@@ -113,19 +113,19 @@ export class WebhookStore {
   }
 
   async list(owner: Owner): Promise<StoredEndpoint[]> {
-    const all = await this.redis.hvals(this.keys.webhooks(owner))
+    const all = await this.store.hvals(this.keys.webhooks(owner))
     return all.map((json) => JSON.parse(json) as StoredEndpoint).sort((a, b) => a.createdAt - b.createdAt)
   }
 
   async get(owner: Owner, id: string): Promise<StoredEndpoint> {
-    const json = WEBHOOK_ID.test(id) ? await this.redis.hget(this.keys.webhooks(owner), id) : null
+    const json = WEBHOOK_ID.test(id) ? await this.store.hget(this.keys.webhooks(owner), id) : null
     if (!json) throw notFound('no such webhook endpoint', 'webhook_not_found')
     return JSON.parse(json) as StoredEndpoint
   }
 
   async remove(owner: Owner, id: string): Promise<void> {
     const result = (await runScript(
-      this.redis,
+      this.store,
       'webhookDelete',
       [this.keys.webhooks(owner), this.keys.webhookHooks(owner), this.keys.webhookOwners],
       { endpointId: id, owner },
@@ -140,7 +140,7 @@ export class WebhookStore {
 }
 
 /** The store and the deliveries a replica's routes and consumer share. */
-export function webhookParts(redis: Store, keys: Keyspace, masterKey: Uint8Array, config: WebhookConfig) {
-  const store = new WebhookStore(redis, keys, masterKey, config)
-  return { webhooks: store, deliveries: new WebhookDeliveries(redis, keys, store, config) }
+export function webhookParts(store: Store, keys: Keyspace, masterKey: Uint8Array, config: WebhookConfig) {
+  const webhooks = new WebhookStore(store, keys, masterKey, config)
+  return { webhooks, deliveries: new WebhookDeliveries(store, keys, webhooks, config) }
 }

@@ -12,13 +12,13 @@ import { createStore } from '../../src/redis/store.ts'
 import { randomWallet } from '../helpers/accounts.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const redis: Store = createStore(testRedisUrl(), { name: 'svc-test' })
-afterAll(() => redis.close())
+const store: Store = createStore(testRedisUrl(), { name: 'svc-test' })
+afterAll(() => store.close())
 let keys: Keyspace
 let accounts: AccountStore
 beforeEach(() => {
   keys = keyspace(testPrefix())
-  accounts = new AccountStore(redis, keys)
+  accounts = new AccountStore(store, keys)
 })
 
 async function rejects(promise: Promise<unknown>, status: number, code?: string): Promise<ApiError> {
@@ -57,12 +57,12 @@ describe('wallets', () => {
     await rejects(accounts.create(checksummed, 50), 409, 'wallet_taken')
     await rejects(accounts.create(`0x${checksummed.slice(2).toUpperCase()}`, 50), 409, 'wallet_taken')
     expect((await accounts.findByWallet(checksummed.toLowerCase()))?.id).toBe(account.id)
-    expect(await redis.scard(keys.accounts)).toBe(1)
+    expect(await store.scard(keys.accounts)).toBe(1)
   })
 
   test('a bad wallet is a 400 and writes nothing', async () => {
     await rejects(accounts.create('0x5AAeb6053F3E94C9b9A09f33669435E7Ef1BeAed', 50), 400)
-    expect(await snapshotKeys(redis, keys.prefix)).toEqual({})
+    expect(await snapshotKeys(store, keys.prefix)).toEqual({})
   })
 })
 
@@ -80,10 +80,10 @@ describe('create', () => {
       funded: zero,
       writtenOff: zero,
     })
-    const key = await new ApiKeyStore(redis, keys).resolve(digestApiKey(apiKey))
+    const key = await new ApiKeyStore(store, keys).resolve(digestApiKey(apiKey))
     expect(key).toMatchObject({ accountId: account.id, name: 'default', prefix: apiKey.slice(0, 12) })
     // Only the digest is stored: the plaintext appears in no key or value.
-    for (const [name, dump] of Object.entries(await snapshotKeys(redis, keys.prefix))) {
+    for (const [name, dump] of Object.entries(await snapshotKeys(store, keys.prefix))) {
       expect(name).not.toContain(apiKey)
       expect(Buffer.from(dump, 'hex').toString('latin1')).not.toContain(apiKey.slice(4))
     }
@@ -91,7 +91,7 @@ describe('create', () => {
 
   test('the first key takes the name it is given, else "default"', async () => {
     const { apiKey } = await accounts.create(randomWallet(), 50, 'laptop')
-    const key = await new ApiKeyStore(redis, keys).resolve(digestApiKey(apiKey))
+    const key = await new ApiKeyStore(store, keys).resolve(digestApiKey(apiKey))
     expect(key?.name).toBe('laptop')
   })
 })
@@ -127,12 +127,12 @@ describe('credit amounts', () => {
 
   test('a bad amount, a long note or an unknown account changes nothing', async () => {
     const { account } = await accounts.create(randomWallet(), 50)
-    const before = await snapshotKeys(redis, keys.prefix)
+    const before = await snapshotKeys(store, keys.prefix)
     await rejects(accounts.credit(account.id, '1.0000001', '', 'test'), 400, 'invalid_amount')
     await rejects(accounts.credit(account.id, '1', 'x'.repeat(501), 'test'), 400)
     await rejects(accounts.credit('acct_000000000000000000000000', '1', '', 'test'), 404, 'account_not_found')
     await rejects(accounts.credit('nope', '1', '', 'test'), 404, 'account_not_found')
-    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 })
 
@@ -142,11 +142,11 @@ describe('max price', () => {
     await accounts.setMaxPrice(account.id, 30)
     expect((await accounts.require(account.id)).maxPriceCents).toBe(30)
     await accounts.setMaxPrice(account.id, 80)
-    const before = await snapshotKeys(redis, keys.prefix)
+    const before = await snapshotKeys(store, keys.prefix)
     for (const bad of [29, 81, 50.5, Number.NaN, 0, -50]) {
       await rejects(accounts.setMaxPrice(account.id, bad), 400, 'invalid_max_price')
     }
     await rejects(accounts.setMaxPrice('acct_000000000000000000000000', 50), 404)
-    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 })

@@ -12,8 +12,8 @@ import { createStore } from '../../src/redis/store.ts'
 import { randomWallet } from '../helpers/accounts.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const redis: Store = createStore(testRedisUrl(), { name: 'svc-test' })
-afterAll(() => redis.close())
+const store: Store = createStore(testRedisUrl(), { name: 'svc-test' })
+afterAll(() => store.close())
 let keys: Keyspace
 beforeEach(() => {
   keys = keyspace(testPrefix())
@@ -22,7 +22,7 @@ beforeEach(() => {
 async function createAccount(wallet = randomWallet(), accountId = newAccountId()) {
   const key = generateApiKey()
   const code = await runScript(
-    redis,
+    store,
     'createAccount',
     [
       keys.account(accountId),
@@ -47,7 +47,7 @@ async function createAccount(wallet = randomWallet(), accountId = newAccountId()
 
 async function mint(accountId: string, key = generateApiKey()) {
   const code = await runScript(
-    redis,
+    store,
     'mintKey',
     [keys.account(accountId), keys.accountKeys(accountId), keys.apiKey(key.digest)],
     {
@@ -69,7 +69,7 @@ async function mint(accountId: string, key = generateApiKey()) {
 const revoke = async (accountId: string, keyId: string, digest: string) =>
   Number(
     await runScript(
-      redis,
+      store,
       'revokeKey',
       [keys.accountKeys(accountId), keys.apiKey(digest), keys.account(accountId)],
       { keyId, keyDigest: digest, callerKeyId: '' },
@@ -77,7 +77,7 @@ const revoke = async (accountId: string, keyId: string, digest: string) =>
   )
 
 const credit = async (accountId: string, amount: string | number, note = 'by hand') =>
-  (await runScript(redis, 'credit', [keys.account(accountId), keys.audit], {
+  (await runScript(store, 'credit', [keys.account(accountId), keys.audit], {
     accountId,
     amount,
     maxAmount: 1_000_000_000_000,
@@ -89,36 +89,36 @@ describe('create-account', () => {
   test('writes the account with zero balances, its first key, the wallet index and the set', async () => {
     const { code, accountId, wallet, key } = await createAccount()
     expect(code).toBe(AccountCode.Ok)
-    const account = await redis.hgetall(keys.account(accountId))
+    const account = await store.hgetall(keys.account(accountId))
     expect(account).toMatchObject({ id: accountId, wallet, maxPriceCents: '50' })
     for (const field of ['confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff']) {
       expect(account[field]).toBe('0')
     }
     expect(Math.abs(Number(account.createdAt) - Date.now())).toBeLessThan(5_000)
-    expect(await redis.hgetall(keys.accountKeys(accountId))).toEqual({ [key.id]: key.digest })
-    expect(await redis.hgetall(keys.apiKey(key.digest))).toEqual({
+    expect(await store.hgetall(keys.accountKeys(accountId))).toEqual({ [key.id]: key.digest })
+    expect(await store.hgetall(keys.apiKey(key.digest))).toEqual({
       id: key.id,
       accountId,
       name: 'default',
       prefix: key.prefix,
       createdAt: account.createdAt!,
     })
-    expect(await redis.hget(keys.wallets, wallet.toLowerCase())).toBe(accountId)
-    expect(await redis.smembers(keys.accounts)).toEqual([accountId])
+    expect(await store.hget(keys.wallets, wallet.toLowerCase())).toBe(accountId)
+    expect(await store.smembers(keys.accounts)).toEqual([accountId])
   })
 
   test('a wallet that has an account already gets -3 and nothing is written', async () => {
     const { wallet } = await createAccount()
-    const before = await snapshotKeys(redis, keys.prefix)
+    const before = await snapshotKeys(store, keys.prefix)
     expect((await createAccount(wallet)).code).toBe(AccountCode.WalletTaken)
-    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 
   test('an account id already in use gets -4 and nothing is written', async () => {
     const { accountId } = await createAccount()
-    const before = await snapshotKeys(redis, keys.prefix)
+    const before = await snapshotKeys(store, keys.prefix)
     expect((await createAccount(randomWallet(), accountId)).code).toBe(AccountCode.IdTaken)
-    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 })
 
@@ -126,12 +126,12 @@ describe('mint-key', () => {
   test('mints up to the cap, then answers -2 and writes nothing', async () => {
     const { accountId } = await createAccount()
     for (let i = 1; i < MAX_ACTIVE_API_KEYS; i++) expect((await mint(accountId)).code).toBe(AccountCode.Ok)
-    expect(await redis.hlen(keys.accountKeys(accountId))).toBe(MAX_ACTIVE_API_KEYS)
-    const before = await snapshotKeys(redis, keys.prefix)
+    expect(await store.hlen(keys.accountKeys(accountId))).toBe(MAX_ACTIVE_API_KEYS)
+    const before = await snapshotKeys(store, keys.prefix)
     const { code, key } = await mint(accountId)
     expect(code).toBe(AccountCode.KeyCap)
-    expect(await redis.exists(keys.apiKey(key.digest))).toBe(0)
-    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+    expect(await store.exists(keys.apiKey(key.digest))).toBe(0)
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 
   test('revoking one below the cap makes room for exactly one more', async () => {
@@ -147,15 +147,15 @@ describe('mint-key', () => {
     const { accountId } = await createAccount()
     // acct:<id>:keys exists, but it is the keys hash, not an account.
     expect((await mint(`${accountId}:keys`)).code).toBe(AccountCode.NoAccount)
-    expect(await redis.hlen(keys.accountKeys(accountId))).toBe(1)
+    expect(await store.hlen(keys.accountKeys(accountId))).toBe(1)
   })
 
   test('a digest already in use gets -4 and the existing key is untouched', async () => {
     const { accountId, key } = await createAccount()
-    const before = await snapshotKeys(redis, keys.prefix)
+    const before = await snapshotKeys(store, keys.prefix)
     const clash = { ...generateApiKey(), digest: key.digest }
     expect((await mint(accountId, clash)).code).toBe(AccountCode.IdTaken)
-    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 })
 
@@ -164,23 +164,23 @@ describe('revoke-key', () => {
     const { accountId, key } = await createAccount()
     const second = (await mint(accountId)).key
     expect(await revoke(accountId, key.id, key.digest)).toBe(AccountCode.Ok)
-    expect(await redis.exists(keys.apiKey(key.digest))).toBe(0)
-    expect(await redis.hgetall(keys.accountKeys(accountId))).toEqual({ [second.id]: second.digest })
+    expect(await store.exists(keys.apiKey(key.digest))).toBe(0)
+    expect(await store.hgetall(keys.accountKeys(accountId))).toEqual({ [second.id]: second.digest })
   })
 
   test('a foreign key id gets -5 and the other account keeps its key', async () => {
     const mine = await createAccount()
     const theirs = await createAccount()
-    const before = await snapshotKeys(redis, keys.prefix)
+    const before = await snapshotKeys(store, keys.prefix)
     expect(await revoke(mine.accountId, theirs.key.id, theirs.key.digest)).toBe(AccountCode.NoKey)
-    expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 
   test('an unknown id, a stale digest and a second revoke all get -5', async () => {
     const { accountId, key } = await createAccount()
     expect(await revoke(accountId, randomUUID(), key.digest)).toBe(AccountCode.NoKey)
     expect(await revoke(accountId, key.id, generateApiKey().digest)).toBe(AccountCode.NoKey)
-    expect(await redis.exists(keys.apiKey(key.digest))).toBe(1)
+    expect(await store.exists(keys.apiKey(key.digest))).toBe(1)
     expect(await revoke(accountId, key.id, key.digest)).toBe(AccountCode.Ok)
     expect(await revoke(accountId, key.id, key.digest)).toBe(AccountCode.NoKey)
   })
@@ -189,12 +189,12 @@ describe('revoke-key', () => {
 describe('touch-key', () => {
   test('sets lastUsedAt on a live key and never brings a revoked one back', async () => {
     const { accountId, key } = await createAccount()
-    expect(Number(await runScript(redis, 'touchKey', [keys.apiKey(key.digest)], []))).toBe(1)
-    const lastUsedAt = Number(await redis.hget(keys.apiKey(key.digest), 'lastUsedAt'))
+    expect(Number(await runScript(store, 'touchKey', [keys.apiKey(key.digest)], []))).toBe(1)
+    const lastUsedAt = Number(await store.hget(keys.apiKey(key.digest), 'lastUsedAt'))
     expect(Math.abs(lastUsedAt - Date.now())).toBeLessThan(5_000)
     await revoke(accountId, key.id, key.digest)
-    expect(Number(await runScript(redis, 'touchKey', [keys.apiKey(key.digest)], []))).toBe(0)
-    expect(await redis.exists(keys.apiKey(key.digest))).toBe(0)
+    expect(Number(await runScript(store, 'touchKey', [keys.apiKey(key.digest)], []))).toBe(0)
+    expect(await store.exists(keys.apiKey(key.digest))).toBe(0)
   })
 })
 
@@ -206,11 +206,11 @@ describe('credit', () => {
     const second = await credit(accountId, 2_500_001, 'second')
     expect(second.slice(0, 7)).toEqual([1, '12500001', '0', '0', '0', '12500001', '0'])
 
-    const account = await redis.hgetall(keys.account(accountId))
+    const account = await store.hgetall(keys.account(accountId))
     const sum = ['confirmed', 'pending', 'held', 'spent'].reduce((s, f) => s + BigInt(account[f]!), 0n)
     expect(sum).toBe(BigInt(account.funded!))
 
-    const entries = await redis.xrange(keys.audit, '-', '+')
+    const entries = await store.xrange(keys.audit, '-', '+')
     expect(entries.map(([id]) => id)).toEqual([String(first[7]), String(second[7])])
     const fields = Object.fromEntries(
       entries[1]![1].reduce<[string, string][]>((pairs, v, i, all) => {
@@ -233,15 +233,15 @@ describe('credit', () => {
     expect(await credit(newAccountId(), 1)).toEqual([AccountCode.NoAccount])
     const { accountId } = await createAccount()
     expect(await credit(`${accountId}:keys`, 1)).toEqual([AccountCode.NoAccount])
-    expect(await redis.exists(keys.audit)).toBe(0)
+    expect(await store.exists(keys.audit)).toBe(0)
   })
 
   for (const amount of ['0', '-5', '1.5', '007', '', 'abc', '1e6', '1000000000001', '9999999999999999']) {
     test(`amount ${JSON.stringify(amount)} gets -6 and changes nothing`, async () => {
       const { accountId } = await createAccount()
-      const before = await snapshotKeys(redis, keys.prefix)
+      const before = await snapshotKeys(store, keys.prefix)
       expect(await credit(accountId, amount)).toEqual([AccountCode.BadAmount])
-      expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+      expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
     })
   }
 

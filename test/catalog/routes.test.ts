@@ -96,24 +96,24 @@ describe('GET /v1/models/{id}', () => {
 
 describe('catalog sync', () => {
   test('a failed sync keeps the catalog that is there', async () => {
-    const store = new CatalogStore(stack.redis, stack.keys)
-    const before = await stack.redis.hgetall(stack.keys.catalog)
+    const store = new CatalogStore(stack.store, stack.keys)
+    const before = await stack.store.hgetall(stack.keys.catalog)
     const unreachable = { upstreamUrl: 'http://127.0.0.1:1', disabledModels: [] }
     await expect(syncCatalog(store, unreachable)).rejects.toThrow()
-    expect(await stack.redis.hgetall(stack.keys.catalog)).toEqual(before)
+    expect(await stack.store.hgetall(stack.keys.catalog)).toEqual(before)
   })
 
   test('the replace script swaps the whole catalog at once and records when', async () => {
-    const store = new CatalogStore(stack.redis, {
+    const store = new CatalogStore(stack.store, {
       ...stack.keys,
       catalog: `${stack.keys.prefix}:scratch`,
       catalogMeta: `${stack.keys.prefix}:scratch-meta`,
     })
-    await stack.redis.hset(`${stack.keys.prefix}:scratch`, 'stale-model', '{}')
-    const [entry] = [...(await new CatalogStore(stack.redis, stack.keys).all()).values()]
+    await stack.store.hset(`${stack.keys.prefix}:scratch`, 'stale-model', '{}')
+    const [entry] = [...(await new CatalogStore(stack.store, stack.keys).all()).values()]
     expect(await store.replace([entry!], 'http://upstream')).toBe(1)
-    expect(await stack.redis.hkeys(`${stack.keys.prefix}:scratch`)).toEqual([entry!.row.id])
-    const meta = await stack.redis.hgetall(`${stack.keys.prefix}:scratch-meta`)
+    expect(await stack.store.hkeys(`${stack.keys.prefix}:scratch`)).toEqual([entry!.row.id])
+    const meta = await stack.store.hgetall(`${stack.keys.prefix}:scratch-meta`)
     expect(meta.count).toBe('1')
     expect(meta.source).toBe('http://upstream')
     expect(Number(meta.syncedAt)).toBeGreaterThan(0)

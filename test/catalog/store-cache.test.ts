@@ -8,34 +8,34 @@ import { createStore } from '../../src/redis/store.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
-const redis = createStore(testRedisUrl(), { name: 'svc-test-catalog' })
-afterAll(() => redis.close())
+const store = createStore(testRedisUrl(), { name: 'svc-test-catalog' })
+afterAll(() => store.close())
 
 const entry = (id: string) => ({ row: { id }, prices: null }) as unknown as CatalogEntry
 
 async function storeWith(...ids: string[]) {
   const keys = keyspace(testPrefix())
-  for (const id of ids) await redis.hset(keys.catalog, id, JSON.stringify(entry(id)))
+  for (const id of ids) await store.hset(keys.catalog, id, JSON.stringify(entry(id)))
   const clock = { now: 1_000_000 }
-  return { keys, clock, store: new CatalogStore(redis, keys, undefined, () => clock.now) }
+  return { keys, clock, catalog: new CatalogStore(store, keys, undefined, () => clock.now) }
 }
 
 test('an expired cache answers at once with what it has, and one background read refreshes it', async () => {
-  const { keys, clock, store } = await storeWith('model-a')
-  const first = await store.all()
-  await redis.hset(keys.catalog, 'model-b', JSON.stringify(entry('model-b')))
+  const { keys, clock, catalog } = await storeWith('model-a')
+  const first = await catalog.all()
+  await store.hset(keys.catalog, 'model-b', JSON.stringify(entry('model-b')))
   clock.now += 999
-  expect(await store.all()).toBe(first) // fresh: Redis not read
+  expect(await catalog.all()).toBe(first) // fresh: Redis not read
   clock.now += 1
   // Expired: the caller gets the cached map, not a wait on Redis.
-  expect(await store.all()).toBe(first)
-  await until(async () => (await store.all()) !== first)
-  expect([...(await store.all()).keys()]).toEqual(['model-a', 'model-b'])
+  expect(await catalog.all()).toBe(first)
+  await until(async () => (await catalog.all()) !== first)
+  expect([...(await catalog.all()).keys()]).toEqual(['model-a', 'model-b'])
 })
 
 test('callers at a cold start share one read of Redis', async () => {
-  const { store } = await storeWith('model-a', 'model-c')
-  const maps = await Promise.all(Array.from({ length: 50 }, () => store.all()))
+  const { catalog } = await storeWith('model-a', 'model-c')
+  const maps = await Promise.all(Array.from({ length: 50 }, () => catalog.all()))
   for (const map of maps) expect(map).toBe(maps[0]!)
   expect([...maps[0]!.keys()]).toEqual(['model-a', 'model-c'])
 })

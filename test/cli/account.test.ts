@@ -8,8 +8,8 @@ import { runCli } from '../helpers/cli.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 const prefix = testPrefix()
-const redis = createStore(testRedisUrl(), { name: 'svc-test' })
-afterAll(() => redis.close())
+const store = createStore(testRedisUrl(), { name: 'svc-test' })
+afterAll(() => store.close())
 
 function cli(...args: string[]) {
   return runCli(['account', ...args], {
@@ -47,7 +47,7 @@ describe('svc-gateway account', () => {
       activeApiKeyCount: 1,
       balances: { confirmedUsdc: '25.000001', fundedUsdc: '25.000001' },
     })
-    const audit = await redis.xrange(keyspace(prefix).audit, '-', '+')
+    const audit = await store.xrange(keyspace(prefix).audit, '-', '+')
     expect(audit.map(([, fields]) => fields[fields.indexOf('note') + 1])).toEqual(['demo funds', ''])
     expect(audit.every(([, fields]) => fields[fields.indexOf('actor') + 1] === 'cli')).toBe(true)
   })
@@ -56,7 +56,7 @@ describe('svc-gateway account', () => {
     const account = JSON.parse((await cli('create', '--wallet', randomWallet())).stdout) as {
       accountId: string
     }
-    const before = await snapshotKeys(redis, prefix)
+    const before = await snapshotKeys(store, prefix)
     for (const [args, code] of [
       [['credit', account.accountId, '1.0000001'], 'invalid_amount'],
       [['credit', account.accountId, '0'], 'invalid_amount'],
@@ -69,7 +69,7 @@ describe('svc-gateway account', () => {
       expect(result.stdout).toBe('')
       expect((JSON.parse(result.stderr) as { error: { code: string } }).error.code).toBe(code)
     }
-    expect(await snapshotKeys(redis, prefix)).toEqual(before)
+    expect(await snapshotKeys(store, prefix)).toEqual(before)
   })
 
   test('usage errors exit 2', async () => {

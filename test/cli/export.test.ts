@@ -35,7 +35,7 @@ async function clearedMarket(count: number) {
     await Promise.all(Array.from({ length: Math.min(100, count - i) }, settle))
   const env = { REDIS_URL: testRedisUrl(), SVC_REDIS_PREFIX: fx.keys.prefix }
   const ids = async () =>
-    ((await fx.redis.xrange(fx.keys.endedAttempts, '-', '+')) as [string, string[]][]).map(([id]) => id)
+    ((await fx.store.xrange(fx.keys.endedAttempts, '-', '+')) as [string, string[]][]).map(([id]) => id)
   return { fx, acct, env, settle, ids }
 }
 
@@ -63,7 +63,7 @@ describe('svc-gateway export', () => {
       35,
     )
     // Nothing pending: every line written was acknowledged.
-    const pending = (await market.fx.redis.xpending(market.fx.keys.endedAttempts, 'warehouse')) as [
+    const pending = (await market.fx.store.xpending(market.fx.keys.endedAttempts, 'warehouse')) as [
       number,
       ...unknown[],
     ]
@@ -113,7 +113,7 @@ describe('svc-gateway export', () => {
     const market = await clearedMarket(10)
     expect(lines((await runCli(['export', '--group', 'wh', '--once'], market.env)).stdout)).toHaveLength(10)
     for (let i = 0; i < 10; i++) await market.settle()
-    await market.fx.redis.xtrim(market.fx.keys.endedAttempts, 'MAXLEN', 4)
+    await market.fx.store.xtrim(market.fx.keys.endedAttempts, 'MAXLEN', 4)
     const late = await runCli(['export', '--group', 'wh', '--once'], market.env)
     expect(late.stderr).toContain(
       'export: 6 settled attempts were trimmed from the Stream before group wh read them',
@@ -133,6 +133,6 @@ describe('svc-gateway export', () => {
       expect([args.join(' '), result.code]).toEqual([args.join(' '), 2])
       expect(result.stderr).toContain('usage: svc-gateway export')
     }
-    expect(await market.fx.redis.xinfo('GROUPS', market.fx.keys.endedAttempts)).toEqual([])
+    expect(await market.fx.store.xinfo('GROUPS', market.fx.keys.endedAttempts)).toEqual([])
   })
 })

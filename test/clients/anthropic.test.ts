@@ -202,7 +202,7 @@ describe('tool use', () => {
 })
 
 test('countTokens: a count by the tokenizer, and nothing in Redis changed', async () => {
-  const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+  const before = await snapshotKeys(stack.store, stack.keys.prefix)
   const counted = await client.messages.countTokens({
     model: 'llama-3.3-70b',
     system: 'Be brief.',
@@ -217,7 +217,7 @@ test('countTokens: a count by the tokenizer, and nothing in Redis changed', asyn
     messages: [{ role: 'user', content: 'Tell me about markets.' }],
   })
   expect(withTools.input_tokens).toBeGreaterThan(counted.input_tokens)
-  expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
 })
 
 describe('errors: the SDK classes, Anthropic shape', () => {

@@ -35,7 +35,7 @@ type Document = {
 }
 
 let stack: TestStack
-let redis: Store
+let store: Store
 let app: ReturnType<typeof createApp>
 let document: Document
 
@@ -56,18 +56,18 @@ function everyRouteApp() {
   })
   const keys = keyspace(config.redisPrefix)
   const logger = createLogger('silent')
-  const funding = createFunding(config.funding!, redis, keys, logger)
-  return createApp({ config, redis, keys, catalog: new CatalogStore(redis, keys), logger, funding })
+  const funding = createFunding(config.funding!, store, keys, logger)
+  return createApp({ config, store, keys, catalog: new CatalogStore(store, keys), logger, funding })
 }
 
 beforeAll(async () => {
   stack = await startStack()
-  redis = createStore(testRedisUrl(), { name: 'svc-test' })
+  store = createStore(testRedisUrl(), { name: 'svc-test' })
   app = everyRouteApp()
   document = (await (await app.handle(new Request('http://gateway.test/openapi.json'))).json()) as Document
 })
 afterAll(async () => {
-  redis.close()
+  store.close()
   await stack.stop()
 })
 

@@ -13,12 +13,12 @@ import { challenge, pay, post, waitFor, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let local: LocalRedis
-let redis: Store
+let store: Store
 let stack: TestStack
 beforeAll(async () => {
   chain = await startChain()
   local = await startLocalRedis(['--maxmemory-policy', 'noeviction'])
-  redis = createStore(local.url, { name: 'svc-test' })
+  store = createStore(local.url, { name: 'svc-test' })
   stack = await startStack({
     env: {
       ...chain.env(1),
@@ -30,7 +30,7 @@ beforeAll(async () => {
 }, 30_000)
 afterAll(async () => {
   await stack?.stop()
-  redis?.close()
+  store?.close()
   await local?.stop()
   await chain?.stop()
 })
@@ -51,8 +51,8 @@ test('credit write fails after settlement -> 409 reconciling: false with the tra
   // The hash is recorded before broadcast, then the transfer waits in the mempool for a block.
   const inFlight = await waitFor(
     async () => {
-      const [id] = await redis.zrange(keys.paymentsInFlight, 0, -1)
-      return id ? await redis.hgetall(keys.authorization(id)) : {}
+      const [id] = await store.zrange(keys.paymentsInFlight, 0, -1)
+      return id ? await store.hgetall(keys.authorization(id)) : {}
     },
     (record) => record.state === 'sent',
     20_000,
@@ -68,7 +68,7 @@ test('credit write fails after settlement -> 409 reconciling: false with the tra
     (known) => known,
   )
   expect(broadcast).toBe(true)
-  await redis.config('SET', 'maxmemory', '1')
+  await store.config('SET', 'maxmemory', '1')
   try {
     await chain.testClient.mine({ blocks: 1 })
     const response = await answer
@@ -80,26 +80,26 @@ test('credit write fails after settlement -> 409 reconciling: false with the tra
       transaction: inFlight.tx,
     })
   } finally {
-    await redis.config('SET', 'maxmemory', '0')
+    await store.config('SET', 'maxmemory', '0')
     await chain.testClient.setAutomine(true)
   }
   // The money moved; the account was not credited; the entry is left for the reconciler.
   expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 9_000_000n)
-  expect(await redis.hget(keys.account(accountId), 'funded')).toBe('2000000')
-  expect(await redis.zcard(keys.paymentsInFlight)).toBe(1)
+  expect(await store.hget(keys.account(accountId), 'funded')).toBe('2000000')
+  expect(await store.zcard(keys.paymentsInFlight)).toBe(1)
 
   // After SVC_X402_RECEIPT_TIMEOUT_MS the reconciler finds it on chain and credits it.
   const funded = await waitFor(
-    () => redis.hget(keys.account(accountId), 'funded'),
+    () => store.hget(keys.account(accountId), 'funded'),
     (value) => value === '11000000',
     20_000,
   )
   expect(funded).toBe('11000000')
-  expect(await redis.zcard(keys.paymentsInFlight)).toBe(0)
+  expect(await store.zcard(keys.paymentsInFlight)).toBe(0)
 
   const replay = await post(url, { amountUsdc: '9.000000' }, { ...bearer, 'x-payment': header })
   expect(replay.status).toBe(409)
   expect(replay.body.error).toMatchObject({ code: 'payment_already_credited', transaction: inFlight.tx })
-  expect(await redis.hget(keys.account(accountId), 'funded')).toBe('11000000')
+  expect(await store.hget(keys.account(accountId), 'funded')).toBe('11000000')
   expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 9_000_000n)
 }, 30_000)

@@ -48,8 +48,8 @@ async function fuseCount(): Promise<number> {
     .signupFuse(0)
     .replace(/0$/, '*')
     .replace(/[{}]/g, (c) => `\\${c}`)
-  const keys = await stack.redis.keys(pattern)
-  const counts = keys.length ? await stack.redis.mget(keys) : []
+  const keys = await stack.store.keys(pattern)
+  const counts = keys.length ? await stack.store.mget(keys) : []
   return counts.reduce((sum, count) => sum + Number(count), 0)
 }
 
@@ -90,7 +90,7 @@ test('a payment that fails verification takes no slot; past the fuse the claim i
 
   // Fill the minute, then one more: 429 with Retry-After, and its authorization is not held.
   const minute = Math.floor(FUSE_NOW / 60_000)
-  const taken = Number((await stack.redis.get(stack.keys.signupFuse(minute))) ?? 0)
+  const taken = Number((await stack.store.get(stack.keys.signupFuse(minute))) ?? 0)
   for (let i = taken; i < FUSE; i++) {
     const { response } = await pay(signupUrl(), body, await chain.newPayer(10_000_000n))
     expect(response.status).toBe(201)
@@ -101,5 +101,5 @@ test('a payment that fails verification takes no slot; past the fuse the claim i
   expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0)
   expect(response.headers.get('retry-after')).toBe('30') // from the fuse's clock, mid-minute
   expect(await chain.balanceOf(late.address)).toBe(10_000_000n)
-  expect(await stack.redis.zcard(stack.keys.paymentsInFlight)).toBe(0)
+  expect(await stack.store.zcard(stack.keys.paymentsInFlight)).toBe(0)
 })

@@ -9,8 +9,8 @@ import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const redis = createStore(testRedisUrl(), { name: 'svc-test-ledger' })
-afterAll(() => redis.close())
+const store = createStore(testRedisUrl(), { name: 'svc-test-ledger' })
+afterAll(() => store.close())
 
 let keys: Keyspace
 let ledger: PaymentLedger
@@ -22,9 +22,9 @@ const amount = (n: number) => n as MicroUsdc
 
 beforeEach(async () => {
   keys = keyspace(testPrefix())
-  ledger = new PaymentLedger(redis, keys)
+  ledger = new PaymentLedger(store, keys)
   // The account hash as the accounts module writes it (only the fields these scripts read).
-  await redis.hset(keys.account(ACCOUNT), {
+  await store.hset(keys.account(ACCOUNT), {
     id: ACCOUNT,
     confirmed: 0,
     pending: 0,
@@ -35,7 +35,7 @@ beforeEach(async () => {
 })
 
 const balances = async () => {
-  const b = await redis.hgetall(keys.account(ACCOUNT))
+  const b = await store.hgetall(keys.account(ACCOUNT))
   return { confirmed: Number(b.confirmed), pending: Number(b.pending), funded: Number(b.funded) }
 }
 
@@ -91,7 +91,7 @@ test('a payment is credited to pending and funded once, by transaction and by au
 })
 
 test('a credit to a missing account or of a bad amount changes nothing', async () => {
-  const before = await snapshotKeys(redis, keys.prefix)
+  const before = await snapshotKeys(store, keys.prefix)
   const missing = await ledger.credit({
     accountId: 'nobody',
     amount: amount(1),
@@ -104,7 +104,7 @@ test('a credit to a missing account or of a bad amount changes nothing', async (
   expect(missing).toEqual({ status: 'no_account' })
   await expect(credit(authorizationId(84532, TOKEN, PAYER, hex32()), hex32(), 0)).rejects.toThrow()
   await expect(credit(authorizationId(84532, TOKEN, PAYER, hex32()), hex32(), -5)).rejects.toThrow()
-  expect(await snapshotKeys(redis, keys.prefix)).toEqual(before)
+  expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
 })
 
 test('50 concurrent credits of one authorization under different hashes credit once', async () => {

@@ -27,8 +27,8 @@ let selfDeps: WatchDeps
 function reconcilerFor(stack: TestStack): WatchDeps {
   const config = stack.config
   const logger = createLogger('silent')
-  const funding = createFunding(config.funding!, stack.redis, stack.keys, logger)
-  const accounts = new AccountStore(stack.redis, stack.keys)
+  const funding = createFunding(config.funding!, stack.store, stack.keys, logger)
+  const accounts = new AccountStore(stack.store, stack.keys)
   return watchDeps(funding, logger, async (payer) => {
     return (await accountForPayer(accounts, payer, config.defaultMaxPriceCents)).accountId
   })
@@ -67,27 +67,27 @@ test('settled by the facilitator, reported as failed -> 502 -> credited from the
   expect(response.body.error).toMatchObject({ code: 'settle_failed' })
   // The money moved; Redis holds only the claim, with no transaction.
   expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 3_000_000n)
-  const [id] = await stack.redis.zrange(stack.keys.paymentsInFlight, 0, -1)
-  const claim = await stack.redis.hgetall(stack.keys.authorization(id!))
+  const [id] = await stack.store.zrange(stack.keys.paymentsInFlight, 0, -1)
+  const claim = await stack.store.hgetall(stack.keys.authorization(id!))
   expect(claim.state).toBe('claimed')
   expect(claim.tx).toBeUndefined()
   expect(claim.fromBlock).toMatch(/^\d+$/)
 
   expect(await reconcilePayments(deps, 0)).toBe(1)
-  const accountId = await stack.redis.hget(stack.keys.wallets, payer.address.toLowerCase())
+  const accountId = await stack.store.hget(stack.keys.wallets, payer.address.toLowerCase())
   expect(accountId).toBeString()
-  expect(await stack.redis.hget(stack.keys.account(accountId!), 'funded')).toBe('3000000')
-  expect(await stack.redis.zcard(stack.keys.paymentsInFlight)).toBe(0)
-  const credited = await stack.redis.hgetall(stack.keys.authorization(id!))
+  expect(await stack.store.hget(stack.keys.account(accountId!), 'funded')).toBe('3000000')
+  expect(await stack.store.zcard(stack.keys.paymentsInFlight)).toBe(0)
+  const credited = await stack.store.hgetall(stack.keys.authorization(id!))
   expect(credited.state).toBe('credited')
   const transaction = credited.paymentId!.split(':')[1]!
   const receipt = await chain.publicClient.getTransactionReceipt({ hash: transaction as `0x${string}` })
   expect(receipt.status).toBe('success')
 
   // Again: nothing to do, nothing changes.
-  const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+  const before = await snapshotKeys(stack.store, stack.keys.prefix)
   expect(await reconcilePayments(deps, 0)).toBe(0)
-  expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
 
   // The payer's copy of the header is a replay of a credited payment.
   const replay = await post(url, { amountUsdc: '3.000000' }, { 'x-payment': header })
@@ -124,8 +124,8 @@ test('a copy settled ahead of the relayer: ours reverts -> 409 reconciling -> th
     const answer = post(url, { amountUsdc: '4.000000' }, { 'x-payment': header })
     const sent = await waitFor(
       async () => {
-        const [id] = await selfSettled.redis.zrange(selfSettled.keys.paymentsInFlight, 0, -1)
-        return id ? await selfSettled.redis.hgetall(selfSettled.keys.authorization(id)) : {}
+        const [id] = await selfSettled.store.zrange(selfSettled.keys.paymentsInFlight, 0, -1)
+        return id ? await selfSettled.store.hgetall(selfSettled.keys.authorization(id)) : {}
       },
       (record) => record.state === 'sent',
       20_000,
@@ -171,8 +171,8 @@ test('a copy settled ahead of the relayer: ours reverts -> 409 reconciling -> th
   expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 4_000_000n)
 
   expect(await reconcilePayments(selfDeps, 0)).toBe(1)
-  const accountId = await selfSettled.redis.hget(selfSettled.keys.wallets, payer.address.toLowerCase())
-  expect(await selfSettled.redis.hget(selfSettled.keys.account(accountId!), 'funded')).toBe('4000000')
+  const accountId = await selfSettled.store.hget(selfSettled.keys.wallets, payer.address.toLowerCase())
+  expect(await selfSettled.store.hget(selfSettled.keys.account(accountId!), 'funded')).toBe('4000000')
   expect(await reconcilePayments(selfDeps, 0)).toBe(0)
   const replay = await post(url, { amountUsdc: '4.000000' }, { 'x-payment': header })
   expect(replay.status).toBe(409)

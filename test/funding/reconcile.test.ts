@@ -45,8 +45,8 @@ test('receipt timeout -> 409 reconciling with the transaction -> credited later,
   const wallet = payer.address.toLowerCase()
   let balances: Record<string, string> = {}
   for (;;) {
-    const accountId = await stack.redis.hget(stack.keys.wallets, wallet)
-    if (accountId) balances = await stack.redis.hgetall(stack.keys.account(accountId))
+    const accountId = await stack.store.hget(stack.keys.wallets, wallet)
+    if (accountId) balances = await stack.store.hgetall(stack.keys.account(accountId))
     if (balances.funded === '7000000') break
     await Bun.sleep(25)
   }

@@ -61,7 +61,7 @@ describe('a remote facilitator', () => {
 
     expect(await chain.balanceOf(payer.address)).toBe(30_000_000n)
     expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 10_000_000n)
-    const account = await stack.redis.hgetall(stack.keys.account(signup.body.accountId as string))
+    const account = await stack.store.hgetall(stack.keys.account(signup.body.accountId as string))
     expect(account.funded).toBe('10000000')
   })
 
@@ -76,6 +76,6 @@ describe('a remote facilitator', () => {
     expect(String(response.body.error)).toContain('payment verification failed')
     expect(facilitator.calls.settle).toBe(settlesBefore)
     expect(await chain.balanceOf(payer.address)).toBe(1_000_000n)
-    expect(await stack.redis.hget(stack.keys.wallets, payer.address.toLowerCase())).toBeNull()
+    expect(await stack.store.hget(stack.keys.wallets, payer.address.toLowerCase())).toBeNull()
   })
 })

@@ -86,7 +86,7 @@ describe('the top-up routes', () => {
     ])
     expect(unpaid.headers.get('payment-required')).toBeTruthy()
 
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     expect((await post(topupUrl(), { amountUsdc: '0.5' })).status).toBe(400)
     expect((await post(topupUrl(), { amountUsdc: 12 })).status).toBe(400)
     const badTx = await fetch(`${stack.url}/v1/x402/payments/0x1234`)
@@ -94,7 +94,7 @@ describe('the top-up routes', () => {
     const unknownTx = await fetch(`${stack.url}/v1/x402/payments/0x${'ab'.repeat(32)}`)
     expect(unknownTx.status).toBe(404)
     expect(((await unknownTx.json()) as { error: { code: string } }).error.code).toBe('payment_not_found')
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })
 
@@ -120,7 +120,7 @@ describe('in headless Chromium with an injected wallet', () => {
       pendingUsdc: '7.500000',
       heldUsdc: '0.000000',
     })
-    const accountId = await stack.redis.hget(stack.keys.wallets, payer.address.toLowerCase())
+    const accountId = await stack.store.hget(stack.keys.wallets, payer.address.toLowerCase())
     expect(accountId).toBe(pending.accountId)
 
     await chain.testClient.mine({ blocks: 2 })
@@ -140,7 +140,7 @@ describe('in headless Chromium with an injected wallet', () => {
     const { response: signup } = await pay(`${stack.url}/v1/x402/signup`, { amountUsdc: '2.000000' }, payer)
     expect(signup.status).toBe(201)
     const apiKey = signup.body.apiKey as string
-    const keysBefore = await stack.redis.hlen(stack.keys.accountKeys(signup.body.accountId as string))
+    const keysBefore = await stack.store.hlen(stack.keys.accountKeys(signup.body.accountId as string))
 
     const { page, errors } = await topUpInBrowser(payer, '3')
     expect(await page.getAttribute('#status', 'data-state')).toBe('pending')
@@ -148,7 +148,7 @@ describe('in headless Chromium with an injected wallet', () => {
     const after = await me(apiKey)
     expect(after.accountId).toBe(signup.body.accountId as string)
     expect(Number(after.balances.confirmedUsdc) + Number(after.balances.pendingUsdc)).toBe(5)
-    expect(await stack.redis.hlen(stack.keys.accountKeys(signup.body.accountId as string))).toBe(keysBefore)
+    expect(await stack.store.hlen(stack.keys.accountKeys(signup.body.accountId as string))).toBe(keysBefore)
     expect(await chain.balanceOf(payer.address)).toBe(25_000_000n)
     expect(errors).toEqual([])
     await page.close()

@@ -72,7 +72,7 @@ describe('the 402 challenge', () => {
   })
 
   test('bad amounts are 400 and change nothing', async () => {
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const amountUsdc of ['0.999999', '1000.000001', '1.0000001', '-5', '5e2', '', ' 5']) {
       const response = await post(signupUrl(), { amountUsdc })
       expect(response.status).toBe(400)
@@ -80,7 +80,7 @@ describe('the 402 challenge', () => {
     }
     expect((await post(signupUrl(), { amountUsdc: 5 })).status).toBe(400)
     expect((await post(signupUrl(), {})).status).toBe(400)
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
   test('a payment for the wrong amount or recipient is refused with a fresh challenge, no money moved', async () => {
@@ -98,7 +98,7 @@ describe('the 402 challenge', () => {
     const payer = await chain.newPayer(10_000_000n)
     const requirements = await challenge(signupUrl(), { amountUsdc: '5.000000' })
     const now = Math.floor(Date.now() / 1000)
-    const redisBefore = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const redisBefore = await snapshotKeys(stack.store, stack.keys.prefix)
     const cases = [
       { validBefore: String(now + 10 * 365 * 86_400), reason: 'at most maxTimeoutSeconds (300)' },
       { validBefore: String(now - 1), reason: 'validBefore has passed' },
@@ -112,7 +112,7 @@ describe('the 402 challenge', () => {
     }
     expect(await chain.balanceOf(payer.address)).toBe(10_000_000n)
     // Refused before the claim: no key appeared (the watcher may only empty the unconfirmed set).
-    const added = Object.keys(await snapshotKeys(stack.redis, stack.keys.prefix)).filter(
+    const added = Object.keys(await snapshotKeys(stack.store, stack.keys.prefix)).filter(
       (key) => !(key in redisBefore),
     )
     expect(added).toEqual([])
@@ -233,7 +233,7 @@ describe('signup and refill', () => {
     const stranger = await chain.newPayer(50_000_000n)
     const requirements = await challenge(refillUrl(), { amountUsdc: '10.000000' }, bearer(key))
     const header = await xPayment(stranger, requirements)
-    const redisBefore = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const redisBefore = await snapshotKeys(stack.store, stack.keys.prefix)
     const payToBefore = await chain.balanceOf(chain.payTo)
     const response = await post(
       refillUrl(),
@@ -244,7 +244,7 @@ describe('signup and refill', () => {
     expect(response.body.error).toMatchObject({ code: 'payer_mismatch' })
     expect(await chain.balanceOf(stranger.address)).toBe(50_000_000n)
     expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore)
-    const redisAfter = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const redisAfter = await snapshotKeys(stack.store, stack.keys.prefix)
     // No key appeared (no claim, no credit). The watcher may confirm earlier payments meanwhile,
     // which changes no funded total and may empty (so delete) the unconfirmed set; nothing else goes.
     const [before, after] = [Object.keys(redisBefore), Object.keys(redisAfter)]
@@ -252,7 +252,7 @@ describe('signup and refill', () => {
     const gone = before.filter((key) => !after.includes(key))
     expect(gone.filter((key) => key !== stack.keys.paymentsUnconfirmed)).toEqual([])
     const account = stack.keys.account(signup.body.accountId as string)
-    expect(await stack.redis.hget(account, 'funded')).toBe('1000000')
+    expect(await stack.store.hget(account, 'funded')).toBe('1000000')
   })
 
   test('a refill without a key is 401', async () => {
@@ -279,7 +279,7 @@ describe('signup and refill', () => {
     const payer = await chain.newPayer(20_000_000n)
     const { response } = await pay(signupUrl(), { amountUsdc: '1.000000' }, payer)
     const accountId = response.body.accountId as string
-    const apiKeys = new ApiKeyStore(stack.redis, stack.keys)
+    const apiKeys = new ApiKeyStore(stack.store, stack.keys)
     for (let i = 0; i < 9; i++) await apiKeys.mint(accountId, `k${i}`)
     const capped = await pay(signupUrl(), { amountUsdc: '4.000000' }, payer)
     expect(capped.response.status).toBe(409)
@@ -290,6 +290,6 @@ describe('signup and refill', () => {
       transaction: expect.any(String),
     })
     // Credited in full: 1 + 4 USDC funded (the watcher may already have confirmed the first part).
-    expect(await stack.redis.hget(stack.keys.account(accountId), 'funded')).toBe('5000000')
+    expect(await stack.store.hget(stack.keys.account(accountId), 'funded')).toBe('5000000')
   })
 })

@@ -59,7 +59,7 @@ export function logCapture(): { stream: DestinationStream; lines: string[] } {
 export async function waitForLastUsed(stack: TestStack, apiKey: string): Promise<void> {
   await keyFetch(stack, apiKey, '/v1/agent/me')
   await until(
-    async () => (await stack.redis.hget(stack.keys.apiKey(digestApiKey(apiKey)), 'lastUsedAt')) !== null,
+    async () => (await stack.store.hget(stack.keys.apiKey(digestApiKey(apiKey)), 'lastUsedAt')) !== null,
     5,
   )
 }

@@ -63,7 +63,7 @@ export async function simKeyState(stack: TestStack, key: string) {
 
 /** The account's balances as the operator sees them (micro-USDC integers, from Redis). */
 export async function balances(stack: TestStack, accountId: string) {
-  const raw = await stack.redis.hgetall(stack.keys.account(accountId))
+  const raw = await stack.store.hgetall(stack.keys.account(accountId))
   return {
     confirmed: Number(raw.confirmed),
     held: Number(raw.held),

@@ -7,7 +7,7 @@ export function tinyLibrary(name: string): string {
 }
 
 /** The names of every library Redis has, sorted. */
-export async function libraryNames(redis: Commands): Promise<string[]> {
-  const list = (await redis.call('FUNCTION', 'LIST')) as unknown[][]
+export async function libraryNames(store: Commands): Promise<string[]> {
+  const list = (await store.call('FUNCTION', 'LIST')) as unknown[][]
   return list.map((entry) => String(entry[1])).sort()
 }

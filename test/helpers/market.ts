@@ -15,7 +15,7 @@ import { testPrefix, testRedisUrl } from './stack.ts'
 import { until } from './wait.ts'
 
 export interface MarketFixture {
-  redis: Store
+  store: Store
   keys: Keyspace
   offers: OfferService
   close(): void
@@ -25,30 +25,30 @@ export interface MarketFixture {
 export const SCRIPT_FORMS: ScriptForm[] = ['functions', 'scripts']
 
 export function marketFixture(scriptForm: ScriptForm = 'functions'): MarketFixture {
-  const redis = createStore(testRedisUrl(), { name: 'svc-test-market', scriptForm })
+  const store = createStore(testRedisUrl(), { name: 'svc-test-market', scriptForm })
   const keys = keyspace(testPrefix())
   return {
-    redis,
+    store,
     keys,
-    offers: new OfferService(redis, keys, randomBytes(32)),
-    close: () => redis.close(),
+    offers: new OfferService(store, keys, randomBytes(32)),
+    close: () => store.close(),
   }
 }
 
 /** Another market (its own prefix) on `fx`'s connection: a test that makes hundreds opens one. */
 export function marketOn(fx: MarketFixture): MarketFixture {
   const keys = keyspace(testPrefix())
-  return { redis: fx.redis, keys, offers: new OfferService(fx.redis, keys, randomBytes(32)), close: () => {} }
+  return { store: fx.store, keys, offers: new OfferService(fx.store, keys, randomBytes(32)), close: () => {} }
 }
 
 /** An account holding `confirmed` micro-USDC, funded by exactly that (`id`: its id, else a new one). */
 export async function seedAccount(
-  fx: Pick<MarketFixture, 'redis' | 'keys'>,
+  fx: Pick<MarketFixture, 'store' | 'keys'>,
   confirmed: number,
   maxPriceCents = 50,
   id = `acct_${randomUUID()}`,
 ): Promise<string> {
-  await fx.redis.hset(fx.keys.account(id), {
+  await fx.store.hset(fx.keys.account(id), {
     id,
     wallet: `0x${randomBytes(20).toString('hex')}`,
     createdAt: Date.now(),
@@ -60,18 +60,18 @@ export async function seedAccount(
     funded: confirmed,
     writtenOff: 0,
   })
-  await fx.redis.sadd(fx.keys.accounts, id)
+  await fx.store.sadd(fx.keys.accounts, id)
   return id
 }
 
 /** A supplier written in the supplier model of src/redis/keys.ts, with a random wallet. */
 export async function seedSupplier(
-  fx: Pick<MarketFixture, 'redis' | 'keys'>,
+  fx: Pick<MarketFixture, 'store' | 'keys'>,
   status = 'active',
 ): Promise<string> {
   const id = `spl_${randomBytes(12).toString('hex')}`
   const wallet = `0x${randomBytes(20).toString('hex')}`
-  await fx.redis.hset(fx.keys.supplier(id), {
+  await fx.store.hset(fx.keys.supplier(id), {
     id,
     wallet,
     status,
@@ -79,8 +79,8 @@ export async function seedSupplier(
     paidOut: 0,
     pending: 0,
   })
-  await fx.redis.sadd(fx.keys.suppliers, id)
-  await fx.redis.hset(fx.keys.supplierWallets, wallet, id)
+  await fx.store.sadd(fx.keys.suppliers, id)
+  await fx.store.hset(fx.keys.supplierWallets, wallet, id)
   return id
 }
 
@@ -123,7 +123,7 @@ export function admitFor(
   accountId: string,
   over: Partial<AdmitRequest> = {},
 ): Promise<Admission | AdmitRefusal> {
-  return admit(fx.redis, fx.keys, admitRequest(accountId, over))
+  return admit(fx.store, fx.keys, admitRequest(accountId, over))
 }
 
 /** A clear from a metered burn (10 tokens in, 20 out, completed), as the relay would ask it. */
@@ -152,7 +152,7 @@ export function clearFor(
   burn: number,
   extra: Partial<ClearRequest> = {},
 ) {
-  return clear(fx.redis, fx.keys, meteredClear(attemptId, burn, extra))
+  return clear(fx.store, fx.keys, meteredClear(attemptId, burn, extra))
 }
 
 /** A fresh keyspace for every test of the calling file (handed to `use`), all closed at its end. */
@@ -162,7 +162,7 @@ export function freshMarketPerTest(use: (fx: MarketFixture) => void, scriptForm?
     const fx = marketFixture(scriptForm)
     fixtures.push(fx)
     // Functions only once the lane is up: sooner, ioredis would carry the first scripts.
-    if (scriptForm === 'functions') await until(() => fx.redis.lane !== undefined)
+    if (scriptForm === 'functions') await until(() => fx.store.lane !== undefined)
     use(fx)
   })
   afterAll(() => {

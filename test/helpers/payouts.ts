@@ -35,11 +35,11 @@ export function payoutEnv(chain: TestChain, key: Hex, confirmations = 2): Record
 
 /** Earnings of `micros` on a fresh offer of the supplier, as a clear writes them (earned and a fill). */
 export async function seedEarnings(
-  stack: Pick<TestStack, 'redis' | 'keys'>,
+  stack: Pick<TestStack, 'store' | 'keys'>,
   supplierId: string,
   micros: number,
 ): Promise<string> {
-  const offers = new OfferService(stack.redis, stack.keys, new Uint8Array(32))
+  const offers = new OfferService(stack.store, stack.keys, new Uint8Array(32))
   const digest = randomUUID()
   const offer = await offers.create({
     upstreamBaseUrl: 'http://127.0.0.1:1',
@@ -50,8 +50,8 @@ export async function seedEarnings(
     supplierId,
     upstreamKeyDigest: digest,
   })
-  await stack.redis.hset(stack.keys.offer(offer.id), 'earned', micros)
-  await stack.redis.xadd(
+  await stack.store.hset(stack.keys.offer(offer.id), 'earned', micros)
+  await stack.store.xadd(
     stack.keys.supplierFills(supplierId),
     '*',
     'offer',

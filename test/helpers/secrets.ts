@@ -16,16 +16,16 @@ export async function keep(seen: Seen[], what: string, response: Response): Prom
 }
 
 /** Every value under a keyspace, as text, whatever the key's type. */
-export async function storedValues(redis: Store, base: string): Promise<string> {
+export async function storedValues(store: Store, base: string): Promise<string> {
   const parts: string[] = []
-  for (const key of await redis.keys(`${base.replace(/[{}]/g, (c) => `\\${c}`)}*`)) {
-    const type = await redis.type(key)
-    if (type === 'string') parts.push((await redis.get(key)) ?? '')
-    else if (type === 'hash') parts.push(JSON.stringify(await redis.hgetall(key)))
-    else if (type === 'set') parts.push(JSON.stringify(await redis.smembers(key)))
-    else if (type === 'zset') parts.push(JSON.stringify(await redis.zrange(key, 0, -1, 'WITHSCORES')))
-    else if (type === 'list') parts.push(JSON.stringify(await redis.lrange(key, 0, -1)))
-    else if (type === 'stream') parts.push(JSON.stringify(await redis.xrange(key, '-', '+')))
+  for (const key of await store.keys(`${base.replace(/[{}]/g, (c) => `\\${c}`)}*`)) {
+    const type = await store.type(key)
+    if (type === 'string') parts.push((await store.get(key)) ?? '')
+    else if (type === 'hash') parts.push(JSON.stringify(await store.hgetall(key)))
+    else if (type === 'set') parts.push(JSON.stringify(await store.smembers(key)))
+    else if (type === 'zset') parts.push(JSON.stringify(await store.zrange(key, 0, -1, 'WITHSCORES')))
+    else if (type === 'list') parts.push(JSON.stringify(await store.lrange(key, 0, -1)))
+    else if (type === 'stream') parts.push(JSON.stringify(await store.xrange(key, '-', '+')))
     else parts.push(`unread ${type} ${key}`)
   }
   return parts.join('\n')

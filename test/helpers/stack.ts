@@ -31,22 +31,22 @@ export function testRedisUrl(): string {
 }
 
 /**
- * A redis-server for this file alone, from here on its test redis: for a file that reads or changes
+ * A redis-server for this file alone, from here on its test store: for a file that reads or changes
  * what the whole server holds (its client list, its functions, its command counts), which other
  * files sharing the run's server would blur. Call it at the top of the file.
  */
 export async function ownRedis(): Promise<LocalRedis> {
-  const redis = await startLocalRedis()
+  const store = await startLocalRedis()
   // Files run one after another in one process (bun test without --parallel) get the run's server
   // back once this one stops.
   const previous = process.env.TEST_REDIS_URL
-  process.env.TEST_REDIS_URL = redis.url
+  process.env.TEST_REDIS_URL = store.url
   afterAll(async () => {
-    await redis.stop()
+    await store.stop()
     if (previous === undefined) delete process.env.TEST_REDIS_URL
     else process.env.TEST_REDIS_URL = previous
   })
-  return redis
+  return store
 }
 
 /** A prefix with a fresh hash tag: the whole keyspace of one test stack. */
@@ -57,7 +57,7 @@ export function testPrefix(): string {
 export interface TestStack {
   gateway: RunningGateway
   sim: SimServer
-  redis: Store
+  store: Store
   keys: Keyspace
   config: GatewayConfig
   url: string
@@ -91,18 +91,18 @@ export async function startStack(
   })
   options.tune?.(config)
   const gateway = await startGateway(config, options.logger ?? createLogger(config.logLevel))
-  const redis = createStore(testRedisUrl(), { name: 'svc-test' })
+  const store = createStore(testRedisUrl(), { name: 'svc-test' })
   return {
     gateway,
     sim,
-    redis,
+    store,
     keys: keyspace(prefix),
     config,
     url: gateway.url,
     async stop() {
       await gateway.stop()
       await sim.stop()
-      redis.close()
+      store.close()
     },
   }
 }
@@ -112,22 +112,22 @@ export async function startStack(
  * is compared by its entries (a consumer group's bookkeeping is not a change), a hash by its fields;
  * the replicas' heartbeat (stamped by every reaper pass) is left out.
  */
-export async function snapshotKeys(redis: Store, prefix: string): Promise<Record<string, string>> {
+export async function snapshotKeys(store: Store, prefix: string): Promise<Record<string, string>> {
   // Each replica's reaper stamps these on its own clock, whatever the requests do.
   const heartbeat = new Set([`${prefix}:replicas`, `${prefix}:reaper`])
-  const keys = (await redis.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`))
+  const keys = (await store.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`))
     .filter((key) => !heartbeat.has(key))
     .sort()
   // Each step's commands sent together: two round trips, not two a key (fuzz tests take thousands).
-  const types = await Promise.all(keys.map((key) => redis.type(key)))
+  const types = await Promise.all(keys.map((key) => store.type(key)))
   const values = await Promise.all(
     keys.map(async (key, i) => {
-      if (types[i] === 'stream') return JSON.stringify(await redis.xrange(key, '-', '+'))
+      if (types[i] === 'stream') return JSON.stringify(await store.xrange(key, '-', '+'))
       // By content: a large hash's DUMP order moves when a read rehashes it, though nothing changed.
       if (types[i] === 'hash') {
-        return JSON.stringify(Object.entries(await redis.hgetall(key)).sort(([a], [b]) => a.localeCompare(b)))
+        return JSON.stringify(Object.entries(await store.hgetall(key)).sort(([a], [b]) => a.localeCompare(b)))
       }
-      const dump = await redis.dumpBuffer(key)
+      const dump = await store.dumpBuffer(key)
       return dump ? dump.toString('hex') : ''
     }),
   )

@@ -66,5 +66,5 @@ export async function signInSupplier(
 async function waitForFirstUse(stack: TestStack, apiKey: string): Promise<void> {
   await keyFetch(stack, apiKey, '/v1/supplier/me')
   const digest = digestApiKey(apiKey)
-  await until(async () => (await stack.redis.hexists(stack.keys.supplierKey(digest), 'lastUsedAt')) === 1, 5)
+  await until(async () => (await stack.store.hexists(stack.keys.supplierKey(digest), 'lastUsedAt')) === 1, 5)
 }

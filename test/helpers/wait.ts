@@ -8,11 +8,11 @@ export async function until(condition: () => boolean | Promise<boolean>, everyMs
 
 /** Resolves once Redis's clock (the one its scripts read with TIME) is past `deadlineMs`. */
 export async function untilRedisPasses(
-  redis: { time(): Promise<unknown[]> },
+  store: { time(): Promise<unknown[]> },
   deadlineMs: number,
 ): Promise<void> {
   await until(async () => {
-    const [seconds, micros] = await redis.time()
+    const [seconds, micros] = await store.time()
     return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000) > deadlineMs
   })
 }

@@ -158,7 +158,7 @@ describe('bad queries change nothing', () => {
     const buyer = await fundedBuyer(stack)
     await chat(buyer, MODELS[0]!)
     await waitForLastUsed(stack, buyer.apiKey)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const bad = [
       '/v1/agent/activity?limit=0',
       '/v1/agent/activity?limit=201',
@@ -179,6 +179,6 @@ describe('bad queries change nothing', () => {
     for (const path of ['/v1/agent/activity', '/v1/agent/usage']) {
       expect((await keyFetch(stack, null, path)).status).toBe(401)
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })

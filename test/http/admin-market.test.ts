@@ -82,7 +82,7 @@ describe('GET /admin/v1/accounts?wallet=', () => {
   })
 
   test('a malformed wallet is 400, an unknown one 404; nothing changes', async () => {
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const [query, status, code] of [
       ['?wallet=0x123', 400, 'invalid_wallet'],
       ['', 400, 'invalid_wallet'],
@@ -92,13 +92,13 @@ describe('GET /admin/v1/accounts?wallet=', () => {
       expect(response.status).toBe(status)
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe(code)
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })
 
 describe('hostile queries on the operator reads', () => {
   test('random wallet queries and query strings: a shaped 4xx or the answer, never a 500; nothing changes', async () => {
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(
@@ -120,6 +120,6 @@ describe('hostile queries on the operator reads', () => {
       ),
       { numRuns: 150 },
     )
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })

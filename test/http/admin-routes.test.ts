@@ -25,7 +25,7 @@ const credit = (accountId: string, body: unknown) =>
 describe('the admin token', () => {
   test('missing, wrong, or a buyer key: 401 on every route, nothing written', async () => {
     const account = await createAccount(stack)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const authorization of [
       null,
       'Bearer wrong-token-of-some-length-000000',
@@ -53,7 +53,7 @@ describe('the admin token', () => {
         expect(((await response.json()) as ErrorBody).error.type).toBe('authentication_error')
       }
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })
 
@@ -76,7 +76,7 @@ describe('POST /admin/v1/accounts', () => {
 
   test('an existing wallet, in any case, is a 409 and writes nothing', async () => {
     const { wallet } = await createAccount(stack)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const variant of [wallet, wallet.toLowerCase()]) {
       const response = await adminFetch(stack, '/admin/v1/accounts', {
         method: 'POST',
@@ -85,11 +85,11 @@ describe('POST /admin/v1/accounts', () => {
       expect(response.status).toBe(409)
       expect(((await response.json()) as ErrorBody).error.code).toBe('wallet_taken')
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
   test('a bad body is a 400 and writes nothing', async () => {
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const wallet = randomWallet()
     for (const body of [
       {},
@@ -115,7 +115,7 @@ describe('POST /admin/v1/accounts', () => {
       })
       expect({ raw, status: response.status }).toEqual({ raw, status: 400 })
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })
 
@@ -135,7 +135,7 @@ describe('POST /admin/v1/accounts/{accountId}/credit', () => {
     }
     expect(second.balances).toEqual({ ...zeroBalances, confirmedUsdc: '10.500000', fundedUsdc: '10.500000' })
 
-    const audit = (await stack.redis.xrange(stack.keys.audit, '-', '+')).filter(([, fields]) =>
+    const audit = (await stack.store.xrange(stack.keys.audit, '-', '+')).filter(([, fields]) =>
       fields.includes(account.accountId),
     )
     expect(audit).toHaveLength(2)
@@ -157,7 +157,7 @@ describe('POST /admin/v1/accounts/{accountId}/credit', () => {
   test('bad amounts and bodies are 400s, an unknown account a 404; nothing changes', async () => {
     const account = await createAccount(stack)
     await credit(account.accountId, { amountUsdc: '1' })
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const body of [
       {},
       { note: 'no amount' },
@@ -194,7 +194,7 @@ describe('POST /admin/v1/accounts/{accountId}/credit', () => {
       expect(response.status).toBe(404)
       expect(((await response.json()) as ErrorBody).error.code).toBe('account_not_found')
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })
 

@@ -113,7 +113,7 @@ describe('POST /v1/agent/keys', () => {
     const list = await listKeys(account)
     expect(list.activeApiKeyCount).toBe(10)
     expect(list.activeApiKeys).toHaveLength(10)
-    expect(await stack.redis.hlen(stack.keys.accountKeys(account.accountId))).toBe(10)
+    expect(await stack.store.hlen(stack.keys.accountKeys(account.accountId))).toBe(10)
   })
 
   const badBodies: [string, RequestInit][] = [
@@ -139,7 +139,7 @@ describe('POST /v1/agent/keys', () => {
   test('every bad body: 400 in the error shape, a clear message, nothing changed in Redis', async () => {
     const account = await createAccount(stack)
     await settled(account)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const [why, init] of badBodies) {
       const response = await call(account, '/v1/agent/keys', { method: 'POST', ...init })
       expect({ why, status: response.status }).toEqual({ why, status: 400 })
@@ -147,7 +147,7 @@ describe('POST /v1/agent/keys', () => {
       expect(body.error.type).toBe('invalid_request_error')
       expect(body.error.message.length).toBeGreaterThan(0)
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
   test('the messages name what is wrong', async () => {
@@ -188,7 +188,7 @@ describe('DELETE /v1/agent/keys/{id}', () => {
     const next = await call(account, '/v1/agent/keys')
     expect(next.status).toBe(401)
     expect(((await next.json()) as ErrorBody).error.code).toBe('invalid_api_key')
-    expect(await stack.redis.exists(stack.keys.accountKeys(account.accountId))).toBe(0)
+    expect(await stack.store.exists(stack.keys.accountKeys(account.accountId))).toBe(0)
   })
 
   test("another account's key id and unknown ids are 404s and change nothing", async () => {
@@ -197,14 +197,14 @@ describe('DELETE /v1/agent/keys/{id}', () => {
     const theirKey = (await listKeys(theirs)).activeApiKeys[0]!
     await settled(mine)
     await settled(theirs)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const id of [theirKey.id, randomUUID(), 'not-a-uuid', encodeURIComponent('x:keys')]) {
       const response = await call(mine, `/v1/agent/keys/${id}`, { method: 'DELETE' })
       expect(response.status).toBe(404)
       const body = (await response.json()) as ErrorBody
       expect(body.error).toMatchObject({ type: 'not_found_error', code: 'api_key_not_found' })
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
     expect((await listKeys(theirs)).activeApiKeyCount).toBe(1)
   })
 })
@@ -227,7 +227,7 @@ describe('PATCH /v1/agent/max-price', () => {
   test('anything else is a 400, nothing is clamped, nothing changes', async () => {
     const account = await createAccount(stack)
     await settled(account)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const json = { 'content-type': 'application/json' }
     for (const body of [
       '{"maxPriceCents":29}',
@@ -255,7 +255,7 @@ describe('PATCH /v1/agent/max-price', () => {
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
     })
     expect(form.status).toBe(400)
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
     const me = (await (await call(account, '/v1/agent/me')).json()) as { maxPriceCents: number }
     expect(me.maxPriceCents).toBe(35)
   })
@@ -264,7 +264,7 @@ describe('PATCH /v1/agent/max-price', () => {
 describe('GET /v1/agent/me', () => {
   test('account id, wallet, confirmed, pending and held as 6-decimal strings, max price, key count', async () => {
     const account = await createAccount(stack)
-    await stack.redis.hset(
+    await stack.store.hset(
       stack.keys.account(account.accountId),
       'confirmed',
       '25000000',

@@ -109,7 +109,7 @@ describe('Bearer keys', () => {
       headers: { cookie: 'session=abc123' },
     })
     await expect401(mint, 'cookies_not_accepted')
-    expect(await stack.redis.hlen(stack.keys.accountKeys(account.accountId))).toBe(1)
+    expect(await stack.store.hlen(stack.keys.accountKeys(account.accountId))).toBe(1)
   })
 
   test('credentials are checked before the body is read: no key and a bad body is a 401', async () => {
@@ -136,7 +136,7 @@ describe('Bearer keys', () => {
     const marker = `${stack.keys.prefix}:monitor-marker`
     const markerSeen = async () => {
       const id = randomUUID()
-      await stack.redis.exists(`${marker}:${id}`)
+      await stack.store.exists(`${marker}:${id}`)
       await until(() => feed.seen.some((args) => args[1] === `${marker}:${id}`))
     }
     try {
@@ -166,10 +166,10 @@ describe('Bearer keys', () => {
     await waitForLastUsed(stack, own.apiKey)
     // Pretend the stored value is ancient: this replica still wrote it within the minute, so it waits.
     const hash = stack.keys.apiKey(digestApiKey(own.apiKey))
-    await stack.redis.hset(hash, 'lastUsedAt', '1')
+    await stack.store.hset(hash, 'lastUsedAt', '1')
     for (let i = 0; i < 5; i++) expect((await me({ authorization: `Bearer ${own.apiKey}` })).status).toBe(200)
     await Bun.sleep(50)
-    expect(await stack.redis.hget(hash, 'lastUsedAt')).toBe('1')
+    expect(await stack.store.hget(hash, 'lastUsedAt')).toBe('1')
   })
 })
 

@@ -40,7 +40,7 @@ const patch = (apiKey: string, id: string, json: unknown) =>
 
 /** Redis's clock (the scripts'), ms. */
 async function redisNow(): Promise<number> {
-  const [seconds, micros] = await stack.redis.time()
+  const [seconds, micros] = await stack.store.time()
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
 }
 /** When the period of `kind` holding Redis's clock ends: either of two, should a boundary pass meanwhile. */
@@ -54,8 +54,8 @@ async function resetsAround(kind: LimitReset, run: () => Promise<unknown>) {
 /** The key's period as if what it spent had been spent in the period before: the period moved on. */
 async function movePeriodBack(accountId: string, keyId: string) {
   const account = stack.keys.account(accountId)
-  const start = Number(await stack.redis.hget(account, `pstart:${keyId}`))
-  await stack.redis.hset(account, `pstart:${keyId}`, start - 86_400_000)
+  const start = Number(await stack.store.hget(account, `pstart:${keyId}`))
+  await stack.store.hset(account, `pstart:${keyId}`, start - 86_400_000)
 }
 
 /**
@@ -134,7 +134,7 @@ describe('a daily budget, end to end with the openai SDK', () => {
         spentUsdc: formatMicros(first.charged + second.charged),
         periodSpentUsdc: formatMicros(second.charged),
       })
-      expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+      expect(await auditAll(stack.store, stack.keys)).toEqual([])
     })
   }
 })
@@ -172,7 +172,7 @@ describe('setting a budget', () => {
       periodSpentUsdc: null,
     })
     expect(
-      await stack.redis.hmget(stack.keys.account(buyer.accountId), `reset:${key.id}`, `pstart:${key.id}`),
+      await stack.store.hmget(stack.keys.account(buyer.accountId), `reset:${key.id}`, `pstart:${key.id}`),
     ).toEqual([null, null])
   })
 
@@ -182,11 +182,11 @@ describe('setting a budget', () => {
     const client = new OpenAI({ apiKey: key.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
     await routes.chat(client)()
     await waitForLastUsed(stack, key.apiKey)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const below = await patch(buyer.apiKey, key.id, { limitUsdc: '0' })
     expect(below.status).toBe(409)
     expect(((await below.json()) as ErrorBody).error.code).toBe('key_limit_below_spent')
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
     await movePeriodBack(buyer.accountId, key.id)
     expect(await (await patch(buyer.apiKey, key.id, { limitUsdc: '0' })).json()).toMatchObject({
       limitUsdc: '0.000000',
@@ -200,7 +200,7 @@ describe('setting a budget', () => {
     const unlimited = await mint(buyer, { name: 'free' })
     const limited = await mint(buyer, { name: 'agent', limitUsdc: '1', limitReset: 'daily' })
     await waitForLastUsed(stack, buyer.apiKey)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const mints = [
       { name: 'x', limitReset: 'daily' },
       { name: 'x', limitUsdc: '1', limitReset: 'hourly' },
@@ -224,7 +224,7 @@ describe('setting a budget', () => {
       expect([response.status, JSON.stringify(json)]).toEqual([400, JSON.stringify(json)])
       expect(((await response.json()) as ErrorBody).error.type).toBe('invalid_request_error')
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })
 
@@ -239,7 +239,7 @@ describe('a limited key binds the periods too', () => {
     const agent = await mint(buyer, { name: 'agent', limitUsdc: '1', limitReset: 'weekly' })
     const sibling = await mint(buyer, { name: 'sibling', limitUsdc: '1', limitReset: 'daily' })
     await waitForLastUsed(stack, agent.apiKey)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     await expectBinding(await patch(agent.apiKey, agent.id, { limitReset: 'daily' }))
     await expectBinding(await patch(agent.apiKey, agent.id, { limitReset: 'monthly' }))
     await expectBinding(await patch(agent.apiKey, sibling.id, { limitReset: null }))
@@ -251,7 +251,7 @@ describe('a limited key binds the periods too', () => {
       const response = await call(agent.apiKey, '/v1/agent/keys', { method: 'POST', json })
       expect(response.status).toBe(json.limitUsdc === undefined ? 400 : 403)
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
 
     // Lowering keeps the reset; a weekly, monthly or lifetime child is carved out of its limit.
     expect(await (await patch(agent.apiKey, sibling.id, { limitUsdc: '0.5' })).json()).toMatchObject({

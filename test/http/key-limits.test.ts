@@ -78,7 +78,7 @@ describe('spending through a limited key', () => {
     expect(after.spentUsdc).toBe(formatMicros(charged))
     expect(after.limitRemainingUsdc).toBe(formatMicros(5_000 - charged))
     // A worst case beyond what is left: refused before any supplier is called.
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const refused = await chat(key.apiKey, 8_192)
     expect(refused.status).toBe(403)
     const body = (await refused.json()) as ErrorBody
@@ -90,7 +90,7 @@ describe('spending through a limited key', () => {
     expect(reference).toMatch(/^sr_/)
     // Nothing charged: the account is as it was; only the refusal's record was added.
     await waitForLastUsed(stack, key.apiKey)
-    const snapshotAccount = (await snapshotKeys(stack.redis, stack.keys.prefix))[
+    const snapshotAccount = (await snapshotKeys(stack.store, stack.keys.prefix))[
       stack.keys.account(buyer.accountId)
     ]
     expect(snapshotAccount).toBe(before[stack.keys.account(buyer.accountId)])
@@ -100,7 +100,7 @@ describe('spending through a limited key', () => {
       costUsdc: string
     }
     expect(record).toMatchObject({ status: 'refused', errorCode: 'key_limit_exceeded', costUsdc: '0.000000' })
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 
   test('raising the limit lets the key spend again; null removes it; a revoked key keeps its history', async () => {
@@ -122,7 +122,7 @@ describe('spending through a limited key', () => {
     const spent = (await listed(buyer, key.id))!.spentUsdc
     expect(spent).not.toBe('0.000000')
     expect((await call(buyer.apiKey, `/v1/agent/keys/${key.id}`, { method: 'DELETE' })).status).toBe(200)
-    expect(await stack.redis.hget(stack.keys.account(buyer.accountId), `spent:${key.id}`)).toBe(
+    expect(await stack.store.hget(stack.keys.account(buyer.accountId), `spent:${key.id}`)).toBe(
       String(Math.round(Number(spent) * 1e6)),
     )
   })
@@ -132,14 +132,14 @@ describe('spending through a limited key', () => {
     const key = await mint(buyer, { name: 'agent', limitUsdc: '1' })
     expect((await chat(key.apiKey)).status).toBe(200)
     await waitForLastUsed(stack, key.apiKey)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const response = await call(buyer.apiKey, `/v1/agent/keys/${key.id}`, {
       method: 'PATCH',
       json: { limitUsdc: '0' },
     })
     expect(response.status).toBe(409)
     expect(((await response.json()) as ErrorBody).error.code).toBe('key_limit_below_spent')
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })
 
@@ -150,7 +150,7 @@ describe('bad input changes nothing', () => {
     const key = await mint(buyer, { name: 'agent', limitUsdc: '2' })
     const foreign = await mint(other, { name: 'theirs' })
     await waitForLastUsed(stack, buyer.apiKey)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const mints = [
       { name: 'x', limitUsdc: 5 },
       { name: 'x', limitUsdc: '-1' },
@@ -193,7 +193,7 @@ describe('bad input changes nothing', () => {
       })
       expect(response.status).toBe(404)
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })
 
@@ -210,7 +210,7 @@ describe('a limited key binds the agent that holds it', () => {
     const agent = await mint(buyer, { name: 'agent', limitUsdc: '1' })
     const sibling = await mint(buyer, { name: 'sibling', limitUsdc: '2' })
     await waitForLastUsed(stack, agent.apiKey)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     await expectBinding(await patch(agent.apiKey, agent.id, { limitUsdc: null }))
     await expectBinding(await patch(agent.apiKey, agent.id, { limitUsdc: '1.000001' }))
     await expectBinding(await patch(agent.apiKey, sibling.id, { limitUsdc: '3' }))
@@ -226,7 +226,7 @@ describe('a limited key binds the agent that holds it', () => {
     for (const json of mints) {
       await expectBinding(await call(agent.apiKey, '/v1/agent/keys', { method: 'POST', json }))
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
   test('a key it mints is carved out of its own limit, and binds in turn; an unlimited key lifts it', async () => {

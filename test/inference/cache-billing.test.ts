@@ -341,7 +341,7 @@ describe("the upstream's own cost", () => {
       const record = await requestRecord(reference)
       expect(record.burnDiem).toBe(formatMicros(bill))
       expect(record.upstreamCostDiem).toBe('0.500000')
-      expect(await stack.redis.hget(stack.keys.attempt(`${reference}.1`), 'upstreamCost')).toBe('500000')
+      expect(await stack.store.hget(stack.keys.attempt(`${reference}.1`), 'upstreamCost')).toBe('500000')
       expect(await disagreements()).toBe(disagreementsBefore + 1)
       await fetch(`${stack.url}/admin/v1/offers/${own}`, {
         method: 'DELETE',

@@ -22,9 +22,9 @@ beforeAll(async () => {
   buyer = await fundedBuyer(stack, '5.000000')
   const logger = createLogger('silent')
   service = new InferenceService({
-    redis: stack.redis,
+    store: stack.store,
     keys: stack.keys,
-    catalog: new CatalogStore(stack.redis, stack.keys),
+    catalog: new CatalogStore(stack.store, stack.keys),
     config: stack.config,
     logger,
   })
@@ -40,10 +40,10 @@ const requester = () => ({ apiKeyDigest: digestApiKey(buyer.apiKey) })
 
 /** Nothing in flight: no lease, nothing held, the market sound. */
 async function expectNothingLeft() {
-  expect(await stack.redis.zcard(stack.keys.leases)).toBe(0)
+  expect(await stack.store.zcard(stack.keys.leases)).toBe(0)
   const after = await balances(stack, buyer.accountId)
   expect(after.held).toBe(0)
-  expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+  expect(await auditAll(stack.store, stack.keys)).toEqual([])
 }
 
 describe('a throw after admission releases the attempt', () => {
@@ -57,7 +57,7 @@ describe('a throw after admission releases the attempt', () => {
     ).rejects.toThrow('cannot shape this answer')
     await expectNothingLeft()
     expect((await balances(stack, buyer.accountId)).confirmed).toBe(before.confirmed)
-    const attempt = await stack.redis.hgetall(stack.keys.attempt(`${call.supportReference}.1`))
+    const attempt = await stack.store.hgetall(stack.keys.attempt(`${call.supportReference}.1`))
     expect([attempt.state, attempt.errorCode]).toEqual(['released', 'gateway_error'])
   })
 
@@ -78,7 +78,7 @@ describe('a throw after admission releases the attempt', () => {
 
   test('while the supplier is called (an upstream key that does not open)', async () => {
     const offer = await simOffer(stack, 35)
-    await stack.redis.hset(stack.keys.offer(offer.id), 'upstreamKeyEnc', 'not-a-sealed-key')
+    await stack.store.hset(stack.keys.offer(offer.id), 'upstreamKeyEnc', 'not-a-sealed-key')
     const before = await balances(stack, buyer.accountId)
     const response = await keyFetch(stack, buyer.apiKey, '/v1/chat/completions', {
       method: 'POST',

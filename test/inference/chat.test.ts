@@ -107,7 +107,7 @@ describe('buffered chat', () => {
       expect(await balances(local, who.accountId)).toEqual(before)
       const tried = await Promise.all(offers.map((o) => simKeyState(local, o.upstreamKey)))
       expect(tried.map((t) => t.requests)).toEqual([1, 1, 1, 1, 1, 0]) // five keys, then give up
-      expect(await auditAll(local.redis, local.keys)).toEqual([])
+      expect(await auditAll(local.store, local.keys)).toEqual([])
     } finally {
       await local.stop()
     }
@@ -134,8 +134,8 @@ describe('buffered chat', () => {
 
 // The fall-forward tests above leave offers cooling down; the stream tests start from a warm ladder.
 async function warmLadder() {
-  for (const id of await stack.redis.smembers(stack.keys.offers)) {
-    await stack.redis.hset(stack.keys.offer(id), 'cooldownUntil', 0)
+  for (const id of await stack.store.smembers(stack.keys.offers)) {
+    await stack.store.hset(stack.keys.offer(id), 'cooldownUntil', 0)
   }
 }
 
@@ -221,7 +221,7 @@ describe('streamed chat', () => {
     const attempt = stack.keys.attempt(
       `${(frames.at(-2) as { supportReference: string }).supportReference}.1`,
     )
-    const [estimated, inputTokens, outputTokens] = await stack.redis.hmget(
+    const [estimated, inputTokens, outputTokens] = await stack.store.hmget(
       attempt,
       'estimated',
       'inputTokens',
@@ -285,13 +285,13 @@ describe('streamed chat', () => {
 describe('refusals', () => {
   test('402 without accepts when the confirmed balance cannot cover the worst case; nothing moves', async () => {
     const poor = await fundedBuyer(stack, '0.000100')
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const response = await rawChat({ max_tokens: 4000 }, {}, poor.apiKey)
     expect(response.status).toBe(402)
     const body = (await response.json()) as { error: { code: string }; accepts?: unknown }
     expect(body.error.code).toBe('insufficient_balance')
     expect(body.accepts).toBeUndefined()
-    const after = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const after = await snapshotKeys(stack.store, stack.keys.prefix)
     expect(after[stack.keys.account(poor.accountId)]).toBe(before[stack.keys.account(poor.accountId)])
   })
 
@@ -348,11 +348,11 @@ describe('refusals', () => {
   ]
   for (const [why, body, status, code] of bad) {
     test(`${why}: ${status} ${code}, nothing changes in Redis`, async () => {
-      const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+      const before = await snapshotKeys(stack.store, stack.keys.prefix)
       const response = await rawChat(body)
       expect(response.status).toBe(status)
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe(code)
-      const after = await snapshotKeys(stack.redis, stack.keys.prefix)
+      const after = await snapshotKeys(stack.store, stack.keys.prefix)
       delete before[
         stack.keys.apiKey((await import('../../src/accounts/api-keys.ts')).digestApiKey(buyer.apiKey))
       ]
@@ -383,7 +383,7 @@ describe('refusals', () => {
     expect(used.status).toBe(200)
     const { digestApiKey } = await import('../../src/accounts/api-keys.ts')
     expect(
-      Number(await stack.redis.hget(stack.keys.apiKey(digestApiKey(key.apiKey)), 'lastUsedAt')),
+      Number(await stack.store.hget(stack.keys.apiKey(digestApiKey(key.apiKey)), 'lastUsedAt')),
     ).toBeGreaterThan(0)
     await fetch(`${stack.url}/v1/agent/keys/${key.id}`, {
       method: 'DELETE',
@@ -404,7 +404,7 @@ describe('refusals', () => {
 
   test('after everything, the audit finds nothing off', async () => {
     // Settlements end after their responses: once no lease is left, every attempt has ended.
-    await until(async () => (await stack.redis.zcard(stack.keys.leases)) === 0)
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    await until(async () => (await stack.store.zcard(stack.keys.leases)) === 0)
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 })

@@ -58,7 +58,7 @@ describe('failures before any byte fall forward and cost nothing', () => {
     for (const stream of [false, true]) {
       test(`${fault}, ${stream ? 'streamed' : 'buffered'}: served by the next offer, charged only there`, async () => {
         // A fresh start for the cheap offer: an earlier out_of_balance left it marked empty.
-        await stack.redis.hset(stack.keys.offer(first.id), 'balance', '')
+        await stack.store.hset(stack.keys.offer(first.id), 'balance', '')
         const tried = await simKey(stack, first.upstreamKey, { fault, times: 1, balanceDiem: '100' })
         const before = await balances(stack, buyer.accountId)
         const response = await chat({ stream })
@@ -87,17 +87,17 @@ describe('failures before any byte fall forward and cost nothing', () => {
   test('out_of_balance records the supplier key as empty: the offer has no routable capacity left', async () => {
     await simKey(stack, first.upstreamKey, { fault: 'out_of_balance', times: 1 })
     await servedAt(await chat())
-    expect(await stack.redis.hget(stack.keys.offer(first.id), 'balance')).toBe('0')
+    expect(await stack.store.hget(stack.keys.offer(first.id), 'balance')).toBe('0')
     // and so the next request goes straight to the backup, without trying the empty key
     const { ask } = await servedAt(await chat())
     expect(ask).toBe(48)
-    await stack.redis.hset(stack.keys.offer(first.id), 'balance', '')
+    await stack.store.hset(stack.keys.offer(first.id), 'balance', '')
   })
 })
 
 describe('failures after bytes are billed on estimate', () => {
   test('a stalled stream is given up on after the idle time: keep-alives, then stream_incomplete', async () => {
-    await stack.redis.hset(stack.keys.offer(first.id), 'balance', '')
+    await stack.store.hset(stack.keys.offer(first.id), 'balance', '')
     await simKey(stack, first.upstreamKey, { fault: 'stall', times: 1 })
     const before = await balances(stack, buyer.accountId)
     const response = await chat({ stream: true })
@@ -130,6 +130,6 @@ describe('admitted limits reach the supplier', () => {
   })
 
   test('the audit finds nothing off', async () => {
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 })

@@ -529,5 +529,5 @@ describe('video retrieve', () => {
 })
 
 test('the audit finds nothing off', async () => {
-  expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+  expect(await auditAll(stack.store, stack.keys)).toEqual([])
 })

@@ -93,7 +93,7 @@ describe('images', () => {
     test(`${why}: ${status} ${code}, nothing changes in Redis`, async () => {
       const snapshot = async () =>
         Object.fromEntries(
-          Object.entries(await snapshotKeys(stack.redis, stack.keys.prefix)).filter(
+          Object.entries(await snapshotKeys(stack.store, stack.keys.prefix)).filter(
             ([k]) => !k.includes(':apikey:'),
           ),
         )
@@ -121,6 +121,6 @@ describe('images', () => {
   })
 
   test('the audit finds nothing off', async () => {
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 })

@@ -41,7 +41,7 @@ test('two streams longer than the lease are renewed, never reaped, and cleared n
   for (const frames of streams) {
     expect(frames.at(-1)).toBe('[DONE]')
     const cost = frames.at(-2) as { supportReference: string }
-    const attempt = await stack.redis.hgetall(stack.keys.attempt(`${cost.supportReference}.1`))
+    const attempt = await stack.store.hgetall(stack.keys.attempt(`${cost.supportReference}.1`))
     expect(attempt.state).toBe('cleared')
     // not a late clear (the field is only written for one)
     expect(attempt.lateClear).toBeUndefined()
@@ -59,7 +59,7 @@ test('an image call slower than the lease is renewed, never reaped, and cleared 
     json: { model: 'flux-dev', prompt: 'a slow cat' },
   })
   expect(response.status).toBe(200)
-  const attempt = await stack.redis.hgetall(
+  const attempt = await stack.store.hgetall(
     stack.keys.attempt(`${response.headers.get('x-svc-support-reference')}.1`),
   )
   expect(attempt).toMatchObject({ state: 'cleared', offerId: slow.id })

@@ -181,6 +181,6 @@ describe('concurrency', () => {
     const after = await balances(stack, buyer.accountId)
     expect(formatMicros(before.confirmed - after.confirmed)).toBe(formatMicros(total))
     expect(after.held).toBe(0)
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 })

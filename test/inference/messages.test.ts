@@ -46,7 +46,7 @@ function events(text: string) {
 // Money and market keys only: lastUsedAt on the key and the capacity snapshot move on their own.
 const moneyKeys = async () =>
   Object.fromEntries(
-    Object.entries(await snapshotKeys(stack.redis, stack.keys.prefix)).filter(
+    Object.entries(await snapshotKeys(stack.store, stack.keys.prefix)).filter(
       ([k]) => !k.includes(':apikey:') && !k.includes(':capacity:'),
     ),
   )
@@ -321,5 +321,5 @@ test('usage: prompt tokens billed as cache reads and writes are named so, the re
 })
 
 test('the audit finds nothing off', async () => {
-  expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+  expect(await auditAll(stack.store, stack.keys)).toEqual([])
 })

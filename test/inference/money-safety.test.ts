@@ -94,7 +94,7 @@ const chat = (buyer: TestAccount, body: Record<string, unknown>) =>
     json: { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hello' }], ...body },
   })
 
-const attemptOf = (ref: string) => stack.redis.hgetall(stack.keys.attempt(`${ref}.1`))
+const attemptOf = (ref: string) => stack.store.hgetall(stack.keys.attempt(`${ref}.1`))
 const record = async (buyer: TestAccount, ref: string) =>
   (await (await keyFetch(stack, buyer.apiKey, `/v1/agent/requests/${ref}`)).json()) as Record<string, unknown>
 const offerView = async (id: string) =>
@@ -122,7 +122,7 @@ describe('a supplier that inflates its usage is paid the hold at most', () => {
     expect((await balances(stack, buyer.accountId)).spent).toBe(charged)
     const metrics = await (await adminFetch(stack, '/metrics')).text()
     expect(metrics).toMatch(/^svc_disputed_clears_total [1-9]/m)
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 
   test('10,000,000 prompt tokens on a stream: the cost frame is the hold, the rest disputed', async () => {
@@ -135,7 +135,7 @@ describe('a supplier that inflates its usage is paid the hold at most', () => {
     expect(parseMicros(cost.costUsdc)).toBe(Number(attempt.holdUsdc))
     expect(Number(attempt.disputed)).toBeGreaterThan(0)
     expect(parseMicros((await offerView(offer.id)).earnedUsdc!)).toBe(parseMicros(cost.costUsdc))
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 })
 
@@ -151,7 +151,7 @@ describe('the hold covers what the request allows', () => {
     expect(parseMicros(response.headers.get('x-svc-cost-usdc')!)).toBe(
       expectedCost({ prompt_tokens: 9, completion_tokens: 500 }, 40),
     )
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 
   test('12,000 bytes of digits hold at least 12,000 prompt tokens', async () => {
@@ -229,8 +229,8 @@ test('a buffered call slower than its lease keeps its hold: no second request is
   // Its hold in place (however long admission takes here), then longer than the lease.
   await until(async () => (await balances(stack, buyer.accountId)).held > 0)
   // A reaper pass begun after the lease's first deadline: unrenewed, the hold would be gone by now.
-  const [, deadline] = await stack.redis.zrange(stack.keys.leases, 0, 0, 'WITHSCORES')
-  const passAt = async () => Number(await stack.redis.hget(stack.keys.reaperLastRun, 'at'))
+  const [, deadline] = await stack.store.zrange(stack.keys.leases, 0, 0, 'WITHSCORES')
+  const passAt = async () => Number(await stack.store.hget(stack.keys.reaperLastRun, 'at'))
   await until(async () => (await passAt()) > Number(deadline))
   const seen = await passAt()
   await until(async () => (await passAt()) > seen)
@@ -243,5 +243,5 @@ test('a buffered call slower than its lease keeps its hold: no second request is
   expect(attempt.state).toBe('cleared')
   expect(attempt.lateClear).toBeUndefined()
   expect((await balances(stack, buyer.accountId)).held).toBe(0)
-  expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+  expect(await auditAll(stack.store, stack.keys)).toEqual([])
 }, 60_000) // a hang guard

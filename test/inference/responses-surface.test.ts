@@ -232,7 +232,7 @@ describe('what cannot be honoured is a 400 naming it, and nothing moves', () => 
     ['metadata', { metadata: { n: 1 } }],
   ] as [string, Record<string, unknown>][]) {
     test(field, async () => {
-      const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+      const before = await snapshotKeys(stack.store, stack.keys.prefix)
       const response = await post(body)
       expect(response.status).toBe(400)
       const { error } = (await response.json()) as { error: { message: string; type: string; code: string } }
@@ -240,7 +240,7 @@ describe('what cannot be honoured is a 400 naming it, and nothing moves', () => 
       expect(error.message).toContain(field)
       const moneyKeys = (snapshot: Record<string, string>) =>
         Object.fromEntries(Object.entries(snapshot).filter(([key]) => !key.includes(':apikey:')))
-      expect(moneyKeys(await snapshotKeys(stack.redis, stack.keys.prefix))).toEqual(moneyKeys(before))
+      expect(moneyKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(moneyKeys(before))
     })
   }
 

@@ -182,13 +182,13 @@ describe('not stored, and bad input', () => {
     ['max_output_tokens as a string', { max_output_tokens: '5' }],
   ] as [string, Record<string, unknown>][]) {
     test(`${why}: 400, nothing changes in Redis`, async () => {
-      const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+      const before = await snapshotKeys(stack.store, stack.keys.prefix)
       const response = await rawResponses(body)
       expect(response.status).toBe(400)
       expect(((await response.json()) as { error: { type: string } }).error.type).toBe(
         'invalid_request_error',
       )
-      const after = await snapshotKeys(stack.redis, stack.keys.prefix)
+      const after = await snapshotKeys(stack.store, stack.keys.prefix)
       // lastUsedAt of the key may be written once a minute; the money and market keys must not move
       const moneyKeys = (snapshot: Record<string, string>) =>
         Object.fromEntries(Object.entries(snapshot).filter(([key]) => !key.includes(':apikey:')))
@@ -197,6 +197,6 @@ describe('not stored, and bad input', () => {
   }
 
   test('the audit finds nothing off', async () => {
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 })

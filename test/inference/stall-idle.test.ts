@@ -27,6 +27,6 @@ test('idle limit shorter than the keep-alive: the stall ends the stream as strea
   const frames = sseData(await response.text())
   expect((frames.at(-1) as { error: { code: string } }).error.code).toBe('stream_incomplete')
   expect(frames.some((f) => f === ': keep-alive')).toBe(false)
-  const held = await stack.redis.hget(stack.keys.account(buyer.accountId), 'held')
+  const held = await stack.store.hget(stack.keys.account(buyer.accountId), 'held')
   expect(held).toBe('0')
 })

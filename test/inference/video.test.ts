@@ -135,7 +135,7 @@ describe('video', () => {
     expect(expired.status).toBe(410)
     expect(((await expired.json()) as { error: { code: string } }).error.code).toBe('video_expired')
     expect(await balances(brief, who.accountId)).toEqual(before)
-    expect(await auditAll(brief.redis, brief.keys)).toEqual([])
+    expect(await auditAll(brief.store, brief.keys)).toEqual([])
   })
 
   for (const [why, body, code] of [
@@ -152,6 +152,6 @@ describe('video', () => {
   }
 
   test('the audit finds nothing off', async () => {
-    expect(await auditAll(stack.redis, stack.keys)).toEqual([])
+    expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 })

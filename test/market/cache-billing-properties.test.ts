@@ -136,7 +136,7 @@ test('burn is the upstream formula for any cache and long-prompt usage, and neve
         )
         const upstreamCost = r.costOff === null ? honest : Math.max(0, honest + r.costOff)
         const clearing = await clearUsage(
-          { redis: fx.redis, keys: fx.keys, feeBps },
+          { store: fx.store, keys: fx.keys, feeBps },
           {
             chat,
             messages: sent.messages as ChatMessageLike[],
@@ -154,7 +154,7 @@ test('burn is the upstream formula for any cache and long-prompt usage, and neve
         expect(honest).toBeLessThanOrEqual(chat.holdDiem)
         expect(honest).toBeLessThanOrEqual(admission.holdDiem as number)
         expect(clearing.charged as number).toBe(Math.ceil((honest * askCents) / 100))
-        const attempt = await fx.redis.hgetall(fx.keys.attempt(admission.attemptId))
+        const attempt = await fx.store.hgetall(fx.keys.attempt(admission.attemptId))
         expect(Number(attempt.burn)).toBe(honest)
         expect(Number(attempt.inputTokens)).toBe(prompt)
         // The upstream's cost is recorded only where it disagrees beyond rounding; it never bills.

@@ -9,8 +9,8 @@ import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 const prefix = testPrefix()
 const keys = keyspace(prefix)
-const redis = createStore(testRedisUrl())
-afterAll(() => redis.close())
+const store = createStore(testRedisUrl())
+afterAll(() => store.close())
 const env = {
   REDIS_URL: testRedisUrl(),
   SVC_REDIS_PREFIX: prefix,
@@ -37,10 +37,10 @@ describe('svc-gateway offer and audit', () => {
     expect(created.stdout).not.toContain('sk-cli-secret-1')
     const offer = JSON.parse(created.stdout) as { id: string; askCents: number; capacityDiem: string }
     expect(offer).toMatchObject({ askCents: 44, capacityDiem: '7.250000' })
-    expect(await redis.zscore(keys.ladder, offer.id)).not.toBeNull()
+    expect(await store.zscore(keys.ladder, offer.id)).not.toBeNull()
 
     expect((await cli('offer', 'pause', offer.id)).code).toBe(0)
-    expect(await redis.zscore(keys.ladder, offer.id)).toBeNull()
+    expect(await store.zscore(keys.ladder, offer.id)).toBeNull()
     const list = JSON.parse((await cli('offer', 'list')).stdout) as { data: { id: string; status: string }[] }
     expect(list.data).toEqual([expect.objectContaining({ id: offer.id, status: 'paused' })])
     expect((await cli('offer', 'delete', offer.id)).code).toBe(0)
@@ -48,7 +48,7 @@ describe('svc-gateway offer and audit', () => {
   })
 
   test('bad arguments: exit 2 with the usage, nothing written', async () => {
-    const before = await redis.keys(`${keys.base}*`)
+    const before = await store.keys(`${keys.base}*`)
     for (const args of [
       ['offer', 'create', '--ask', '44'],
       ['offer', 'create', '--base-url', 'http://x', '--key', 'k', '--ask', '90', '--capacity', '1'],
@@ -59,7 +59,7 @@ describe('svc-gateway offer and audit', () => {
       expect(result.code).toBe(2)
       expect(result.stderr).toContain('usage:')
     }
-    expect(await redis.keys(`${keys.base}*`)).toEqual(before)
+    expect(await store.keys(`${keys.base}*`)).toEqual(before)
     const missing = await cli('offer', 'pause', 'no-such-offer')
     expect(missing.code).toBe(1)
     expect(JSON.parse(missing.stderr).error.code).toBe('offer_not_found')
@@ -69,7 +69,7 @@ describe('svc-gateway offer and audit', () => {
     const clean = await cli('audit')
     expect(clean.code).toBe(0)
     expect(clean.stdout).toContain('every invariant holds')
-    await redis.hset(keys.account('acct_broken'), {
+    await store.hset(keys.account('acct_broken'), {
       id: 'acct_broken',
       confirmed: 5,
       pending: 0,
@@ -78,7 +78,7 @@ describe('svc-gateway offer and audit', () => {
       funded: 4,
       writtenOff: 0,
     })
-    await redis.sadd(keys.accounts, 'acct_broken')
+    await store.sadd(keys.accounts, 'acct_broken')
     const broken = await cli('audit')
     expect(broken.code).toBe(1)
     expect(broken.stdout).toContain('account acct_broken: funded 4 != confirmed + pending + held + spent 5')

@@ -45,10 +45,10 @@ describe('operator offers', () => {
       supplier: 'acme',
       upstreamBaseUrl: 'http://127.0.0.1:9/api/v1',
     })
-    const stored = await stack.redis.hgetall(stack.keys.offer(offer.id))
+    const stored = await stack.store.hgetall(stack.keys.offer(offer.id))
     expect(JSON.stringify(stored)).not.toContain(validOffer.upstreamApiKey)
     expect(stored.upstreamKeyEnc).toStartWith('v1:')
-    expect(await stack.redis.zscore(stack.keys.ladder, offer.id)).not.toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offer.id)).not.toBeNull()
 
     const list = await (await admin('GET', '/')).text()
     expect(list).not.toContain(validOffer.upstreamApiKey)
@@ -60,14 +60,14 @@ describe('operator offers', () => {
     const paused = await admin('PATCH', `/${id}`, { status: 'paused', askCents: 55 })
     expect(paused.status).toBe(200)
     expect(await paused.json()).toMatchObject({ status: 'paused', askCents: 55 })
-    expect(await stack.redis.zscore(stack.keys.ladder, id)).toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, id)).toBeNull()
     await admin('PATCH', `/${id}`, { status: 'active' })
-    expect(Number(await stack.redis.zscore(stack.keys.ladder, id))).toBeGreaterThanOrEqual(55e9)
+    expect(Number(await stack.store.zscore(stack.keys.ladder, id))).toBeGreaterThanOrEqual(55e9)
     expect((await admin('DELETE', `/${id}`)).status).toBe(200)
     expect((await admin('GET', `/${id}`)).status).toBe(404)
     expect((await admin('PATCH', `/${id}`, { askCents: 40 })).status).toBe(404)
     expect((await admin('DELETE', `/${id}`)).status).toBe(404)
-    expect(await stack.redis.zscore(stack.keys.ladder, id)).toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, id)).toBeNull()
   })
 
   const bad: [string, unknown][] = [
@@ -88,20 +88,20 @@ describe('operator offers', () => {
   ]
   for (const [why, body] of bad) {
     test(`create with ${why}: 400 and nothing changes in Redis`, async () => {
-      const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+      const before = await snapshotKeys(stack.store, stack.keys.prefix)
       const response = await admin('POST', '/', body)
       expect(response.status).toBe(400)
       const error = (await response.json()) as { error: { code: string; message: string; type: string } }
       expect(error.error.type).toBe('invalid_request_error')
       expect(error.error.message.length).toBeGreaterThan(5)
-      expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+      expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
     })
   }
 
   test('an empty PATCH and a capacity below what is used are refused', async () => {
     const { id } = (await (await admin('POST', '/', validOffer)).json()) as { id: string }
     expect((await admin('PATCH', `/${id}`, {})).status).toBe(400)
-    await stack.redis.hset(stack.keys.offer(id), 'burned', 5_000_000)
+    await stack.store.hset(stack.keys.offer(id), 'burned', 5_000_000)
     const response = await admin('PATCH', `/${id}`, { capacityDiem: '4' })
     expect(response.status).toBe(409)
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe('capacity_below_used')
@@ -120,12 +120,12 @@ describe('GET /v1/capacity', () => {
   let catalog: CatalogStore
   beforeAll(() => {
     fx = marketFixture()
-    catalog = new CatalogStore(stack.redis, stack.keys)
+    catalog = new CatalogStore(stack.store, stack.keys)
   })
   afterAll(() => fx.close())
 
   test('an empty market: 200 with prices [], zero totals and a null cheapest ask', async () => {
-    const { snapshot } = await capacitySnapshot(fx.redis, fx.keys, catalog, null)
+    const { snapshot } = await capacitySnapshot(fx.store, fx.keys, catalog, null)
     expect(snapshot).toMatchObject({
       prices: [],
       routableDiem: '0.000000',
@@ -193,7 +193,7 @@ describe('GET /v1/capacity', () => {
       generatedAt: string
     }
     expect(second).toEqual(first)
-    expect(await stack.redis.ttl(stack.keys.capacitySnapshot(79))).toBeGreaterThan(0)
+    expect(await stack.store.ttl(stack.keys.capacitySnapshot(79))).toBeGreaterThan(0)
   })
 
   for (const raw of ['29', '81', '0', '50.5', 'abc', '', '-40', '1e2', '040000']) {
@@ -213,7 +213,7 @@ describe('GET /v1/capacity', () => {
       await postOffer(router, 61, 900_000)
       await postOffer(router, 80, 1)
       for (let max = 30; max <= 80; max++) {
-        const { snapshot } = await capacitySnapshot(router.redis, router.keys, catalog, max)
+        const { snapshot } = await capacitySnapshot(router.store, router.keys, catalog, max)
         const acct = await seedAccount(router, 10_000_000, max)
         for (const estimate of [1, 2_000, 2_001, 500_000, 900_001]) {
           const result = await admitFor(router, acct, { holdDiem: estimate as never })
@@ -223,7 +223,7 @@ describe('GET /v1/capacity', () => {
             // the router picked the cheapest ask whose depth could carry it
             const first = snapshot.prices.find((_, i) => depth[i]! >= estimate)!
             expect(adm.askCents).toBe(first.priceCentsPerDollar)
-            await release(router.redis, router.keys, {
+            await release(router.store, router.keys, {
               attemptId: adm.attemptId,
               errorCode: 't',
               cooldownMs: 0,

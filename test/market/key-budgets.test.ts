@@ -32,12 +32,12 @@ const HOLD = 500
 async function budgetedAccount(limit: number, reset: LimitReset) {
   await postOffer(fx, 50, 1_000_000_000, { maxInFlight: 100_000 })
   const acct = await seedAccount(fx, 1_000_000_000)
-  await fx.redis.hset(fx.keys.account(acct), `limit:${KEY}`, limit, `reset:${KEY}`, reset)
+  await fx.store.hset(fx.keys.account(acct), `limit:${KEY}`, limit, `reset:${KEY}`, reset)
   return acct
 }
 
 const budget = async (acct: string) => {
-  const [spent, held, pstart, pspent] = await fx.redis.hmget(
+  const [spent, held, pstart, pspent] = await fx.store.hmget(
     fx.keys.account(acct),
     `spent:${KEY}`,
     `held:${KEY}`,
@@ -92,7 +92,7 @@ describe('a periodic budget across its UTC boundary', () => {
         periodStart: start,
         periodSpent: 2 * HOLD,
       })
-      const before = await fx.redis.hgetall(fx.keys.account(acct))
+      const before = await fx.store.hgetall(fx.keys.account(acct))
       const refused = (await admitFor(fx, acct, { now: at(lastMoment) })) as AdmitRefusal
       expect(refused).toMatchObject({
         code: AdmitCode.KeyLimit,
@@ -100,20 +100,20 @@ describe('a periodic budget across its UTC boundary', () => {
         used: 2 * HOLD,
         resetsAt: at(next),
       })
-      expect(await fx.redis.hgetall(fx.keys.account(acct))).toEqual(before)
+      expect(await fx.store.hgetall(fx.keys.account(acct))).toEqual(before)
 
       await spendAt(acct, at(next))
       expect(await budget(acct)).toEqual({ spent: 3 * HOLD, held: 0, periodStart: next, periodSpent: HOLD })
       await spendAt(acct, at(next) + 1)
       expect((await admitFor(fx, acct, { now: at(next) + 2 })).code).toBe(AdmitCode.KeyLimit)
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
   }
 
   test('the lifetime limit is the same fields without reset: it never resets', async () => {
     await postOffer(fx, 50, 1_000_000_000)
     const acct = await seedAccount(fx, 1_000_000)
-    await fx.redis.hset(fx.keys.account(acct), `limit:${KEY}`, HOLD)
+    await fx.store.hset(fx.keys.account(acct), `limit:${KEY}`, HOLD)
     await spendAt(acct, at('2026-03-10T12:00:00.000Z'))
     const refused = (await admitFor(fx, acct, { now: at('2027-03-10T12:00:00.000Z') })) as AdmitRefusal
     expect(refused).toMatchObject({ code: AdmitCode.KeyLimit, used: HOLD, resetsAt: null })
@@ -164,7 +164,7 @@ describe('a clear counts in the period its request was admitted in', () => {
     // The new day has room for one more hold, as it admitted only one.
     await spendAt(acct, at('2026-03-11T08:00:00.000Z'))
     expect((await admitFor(fx, acct, { now: at('2026-03-11T09:00:00.000Z') })).code).toBe(AdmitCode.KeyLimit)
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
   })
 
   test('cleared after the boundary, before the key rolled on: in the ended period, and the new one starts from nothing', async () => {
@@ -190,8 +190,8 @@ describe('a clear counts in the period its request was admitted in', () => {
     const acct = await budgetedAccount(2 * HOLD, 'daily')
     const a = admitted(await admitFor(fx, acct, { now: at('2026-03-10T20:00:00.000Z'), leaseMs: 1 }))
     const b = admitted(await admitFor(fx, acct, { now: at('2026-03-10T21:00:00.000Z'), leaseMs: 1 }))
-    await fx.redis.zadd(fx.keys.leases, 1, a.attemptId, 1, b.attemptId)
-    expect(await reapExpired(fx.redis, fx.keys, 10)).toBe(2)
+    await fx.store.zadd(fx.keys.leases, 1, a.attemptId, 1, b.attemptId)
+    expect(await reapExpired(fx.store, fx.keys, 10)).toBe(2)
     await spendAt(acct, at('2026-03-10T22:00:00.000Z'))
     // In its period: HOLD left, so a is charged in full.
     const first = await clearFor(fx, a.attemptId, 1_000)
@@ -207,7 +207,7 @@ describe('a clear counts in the period its request was admitted in', () => {
       periodStart: '2026-03-11T00:00:00.000Z',
       periodSpent: HOLD,
     })
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
   })
 })
 
@@ -231,6 +231,6 @@ describe('a periodic budget under concurrency', () => {
       periodStart: '2026-03-09T00:00:00.000Z',
       periodSpent: 100 * HOLD,
     })
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
   })
 })

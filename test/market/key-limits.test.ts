@@ -25,9 +25,9 @@ freshMarketPerTest((fresh) => {
 
 const KEY = 'key-1'
 const setLimit = (accountId: string, micros: number, keyId = KEY) =>
-  fx.redis.hset(fx.keys.account(accountId), `limit:${keyId}`, micros)
+  fx.store.hset(fx.keys.account(accountId), `limit:${keyId}`, micros)
 const keyFields = async (accountId: string, keyId = KEY) => {
-  const [limit, spent, held] = await fx.redis.hmget(
+  const [limit, spent, held] = await fx.store.hmget(
     fx.keys.account(accountId),
     `limit:${keyId}`,
     `spent:${keyId}`,
@@ -45,7 +45,7 @@ describe('admit with a key limit', () => {
     admitted(await admitFor(fx, acct))
     admitted(await admitFor(fx, acct))
     expect(await keyFields(acct)).toEqual({ limit: 1_200, spent: 0, held: 1_000 })
-    const before = await fx.redis.hgetall(fx.keys.account(acct))
+    const before = await fx.store.hgetall(fx.keys.account(acct))
     const refused = await admitFor(fx, acct)
     expect(refused).toMatchObject({
       code: AdmitCode.KeyLimit,
@@ -54,7 +54,7 @@ describe('admit with a key limit', () => {
       needed: 500,
       askCents: 50,
     })
-    expect(await fx.redis.hgetall(fx.keys.account(acct))).toEqual(before)
+    expect(await fx.store.hgetall(fx.keys.account(acct))).toEqual(before)
     // Another key of the same account is not limited by this one's.
     admitted(await admitFor(fx, acct, { apiKeyId: 'key-2' }))
   })
@@ -75,13 +75,13 @@ describe('admit with a key limit', () => {
     expect((await admitFor(fx, acct)).code).toBe(AdmitCode.KeyLimit)
     await clearFor(fx, a.attemptId, 700) // 350 charged
     // b's replica stopped renewing: its lease deadline is in the past.
-    await fx.redis.zadd(fx.keys.leases, 1, b.attemptId)
-    expect(await reapExpired(fx.redis, fx.keys, 10)).toBe(1)
+    await fx.store.zadd(fx.keys.leases, 1, b.attemptId)
+    expect(await reapExpired(fx.store, fx.keys, 10)).toBe(1)
     expect(await keyFields(acct)).toEqual({ limit: 1_000, spent: 350, held: 0 })
     // 650 left: one more 500 hold fits, a second does not.
     const c = admitted(await admitFor(fx, acct))
     expect((await admitFor(fx, acct)).code).toBe(AdmitCode.KeyLimit)
-    await release(fx.redis, fx.keys, {
+    await release(fx.store, fx.keys, {
       attemptId: c.attemptId,
       errorCode: 'x',
       cooldownMs: 0,
@@ -95,7 +95,7 @@ describe('admit with a key limit', () => {
     const late = await clearFor(fx, b.attemptId, 1_000)
     expect([late.charged, late.writtenOff]).toEqual([150, 350] as (typeof late.charged)[])
     expect(await keyFields(acct)).toEqual({ limit: 1_000, spent: 1_000, held: 0 })
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
   })
 
   test('1,000 concurrent admits on one key whose limit covers 100 holds admit exactly 100', async () => {
@@ -116,7 +116,7 @@ describe('admit with a key limit', () => {
     )
     expect((await Promise.all(more)).every((r) => r.code === AdmitCode.KeyLimit)).toBe(true)
     expect(await keyFields(acct)).toEqual({ limit: 50_000, spent: 50_000, held: 0 })
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
   })
 })
 
@@ -126,12 +126,12 @@ describe('audit per key', () => {
     const acct = await seedAccount(fx, 1_000_000)
     admitted(await admitFor(fx, acct, { apiKeyId: 'key-2' }))
     const account = fx.keys.account(acct)
-    expect(await fx.redis.hmget(account, 'inflight', 'inflight:key-2')).toEqual(['1', '1'])
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    expect(await fx.store.hmget(account, 'inflight', 'inflight:key-2')).toEqual(['1', '1'])
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
 
-    await fx.redis.hset(account, 'inflight:key-2', 2)
-    await fx.redis.hdel(account, 'inflight')
-    const problems = (await auditMarket(fx.redis, fx.keys)).map((f) => `${f.subject}: ${f.problem}`)
+    await fx.store.hset(account, 'inflight:key-2', 2)
+    await fx.store.hdel(account, 'inflight')
+    const problems = (await auditMarket(fx.store, fx.keys)).map((f) => `${f.subject}: ${f.problem}`)
     expect(problems).toEqual([
       `account ${acct}: inflight:key-2 2 != its open attempts 1`,
       `account ${acct}: inflight missing; 1 open attempts`,
@@ -144,16 +144,16 @@ describe('audit per key', () => {
     await setLimit(acct, 1_000)
     await clearFor(fx, admitted(await admitFor(fx, acct)).attemptId, 700)
     admitted(await admitFor(fx, acct, { apiKeyId: 'key-2' }))
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
 
     const account = fx.keys.account(acct)
-    await fx.redis.hset(account, 'spent:key-1', 351, 'held:key-2', 499)
-    const problems = (await auditMarket(fx.redis, fx.keys)).map((f) => `${f.subject}: ${f.problem}`)
+    await fx.store.hset(account, 'spent:key-1', 351, 'held:key-2', 499)
+    const problems = (await auditMarket(fx.store, fx.keys)).map((f) => `${f.subject}: ${f.problem}`)
     expect(problems).toContain(`key key-1 of account ${acct}: spent 351 != its attempts' charges 350`)
     expect(problems).toContain(`key key-2 of account ${acct}: held 499 != holds of its open attempts 500`)
 
-    await fx.redis.hset(account, 'spent:key-1', 350, 'held:key-2', 500, 'limit:key-1', 300)
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([
+    await fx.store.hset(account, 'spent:key-1', 350, 'held:key-2', 500, 'limit:key-1', 300)
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([
       { subject: `key key-1 of account ${acct}`, problem: 'spent 350 is above its limit 300' },
     ])
   })
@@ -162,10 +162,10 @@ describe('audit per key', () => {
     await postOffer(fx, 50, 1_000_000_000)
     const acct = await seedAccount(fx, 1_000_000)
     for (let i = 0; i < 3; i++) await clearFor(fx, admitted(await admitFor(fx, acct)).attemptId, 700)
-    await fx.redis.xtrim(fx.keys.accountActivity(acct), 'MAXLEN', 1)
-    expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
-    await fx.redis.hset(fx.keys.account(acct), 'spent:key-1', 300)
-    expect((await auditMarket(fx.redis, fx.keys)).map((f) => f.problem)).toEqual([
+    await fx.store.xtrim(fx.keys.accountActivity(acct), 'MAXLEN', 1)
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+    await fx.store.hset(fx.keys.account(acct), 'spent:key-1', 300)
+    expect((await auditMarket(fx.store, fx.keys)).map((f) => f.problem)).toEqual([
       "its retained attempts' charges 350 exceed its spent 300",
     ])
   })

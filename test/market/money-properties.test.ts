@@ -171,8 +171,8 @@ interface Money {
 
 async function money(fx: MarketFixture, accountId: string, offerId: string): Promise<Money> {
   const [a, o] = await Promise.all([
-    fx.redis.hgetall(fx.keys.account(accountId)),
-    fx.redis.hgetall(fx.keys.offer(offerId)),
+    fx.store.hgetall(fx.keys.account(accountId)),
+    fx.store.hgetall(fx.keys.offer(offerId)),
   ])
   const num = (v: string | undefined) => {
     const n = Number(v ?? 0)
@@ -239,9 +239,9 @@ async function reportedBurn(
 
 /** The lease's deadline moved into the past (as if its time had run out), then the reaper's pass. */
 async function reapedNow(fx: MarketFixture, attemptId: string): Promise<void> {
-  expect(await fx.redis.zadd(fx.keys.leases, 'XX', 'CH', 1, attemptId)).toBe(1)
-  await reapExpired(fx.redis, fx.keys)
-  expect(await fx.redis.hget(fx.keys.attempt(attemptId), 'state')).toBe('reaped')
+  expect(await fx.store.zadd(fx.keys.leases, 'XX', 'CH', 1, attemptId)).toBe(1)
+  await reapExpired(fx.store, fx.keys)
+  expect(await fx.store.hget(fx.keys.attempt(attemptId), 'state')).toBe('reaped')
 }
 
 test('every clear of a random request and report moves money within the hold and the rules', async () => {
@@ -288,7 +288,7 @@ test('every clear of a random request and report moves money within the hold and
             }
           }
           if (req.late.squeeze !== null) {
-            const o = await fx.redis.hmget(fx.keys.offer(offerId), 'burned', 'held')
+            const o = await fx.store.hmget(fx.keys.offer(offerId), 'burned', 'held')
             const floor = Number(o[0]) + Number(o[1])
             await fx.offers.update(offerId, {
               capacity: (floor + Math.floor(req.late.squeeze * billable)) as MicroDiem,
@@ -297,7 +297,7 @@ test('every clear of a random request and report moves money within the hold and
         }
 
         const before = await money(fx, accountId, offerId)
-        const clearing = await clear(fx.redis, fx.keys, {
+        const clearing = await clear(fx.store, fx.keys, {
           attemptId: admission.attemptId,
           burn: burn as MicroDiem,
           feeBps: req.feeBps,
@@ -308,7 +308,7 @@ test('every clear of a random request and report moves money within the hold and
           outcome: 'completed',
         })
         const after = await money(fx, accountId, offerId)
-        const record = await fx.redis.hgetall(fx.keys.attempt(admission.attemptId))
+        const record = await fx.store.hgetall(fx.keys.attempt(admission.attemptId))
 
         // Billed: the report capped at the hold and at the capacity the offer had left.
         const billed = Math.min(reported, holdDiem, Math.max(0, before.capacity - before.burned))
@@ -355,7 +355,7 @@ test('every clear of a random request and report moves money within the hold and
 
         if (req.replay) {
           // The same result delivered again, with any burn: the first clear stands, nothing moves.
-          const again = await clear(fx.redis, fx.keys, {
+          const again = await clear(fx.store, fx.keys, {
             attemptId: admission.attemptId,
             burn: req.replay.burn as MicroDiem,
             feeBps: req.feeBps,
@@ -369,11 +369,11 @@ test('every clear of a random request and report moves money within the hold and
           expect(Number(again.charged)).toBe(charged)
           expect(again.burn).toBe(billed as MicroDiem)
           expect(await money(fx, accountId, offerId)).toEqual(after)
-          expect(await fx.redis.hgetall(fx.keys.attempt(admission.attemptId))).toEqual(record)
+          expect(await fx.store.hgetall(fx.keys.attempt(admission.attemptId))).toEqual(record)
         }
         // The next request finds the balance and the capacity as they were.
         for (const attemptId of blockers.splice(0)) {
-          await release(fx.redis, fx.keys, {
+          await release(fx.store, fx.keys, {
             attemptId,
             errorCode: 'test',
             cooldownMs: 0,
@@ -385,11 +385,11 @@ test('every clear of a random request and report moves money within the hold and
         }
       }
 
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
-      const listed = await listWriteOffs(fx.redis, fx.keys)
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+      const listed = await listWriteOffs(fx.store, fx.keys)
       expect(new Map(listed.map((w) => [w.attemptId, w.amount]))).toEqual(writeOffs)
       for (const w of listed) expect(w.accountId).toBe(accountId)
-      await fx.redis.flushdb()
+      await fx.store.flushdb()
     }),
     { numRuns: 400 },
   )

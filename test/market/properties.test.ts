@@ -24,18 +24,18 @@ async function expectEachEndRecordedOnce(fx: MarketFixture, admitted: Admission[
   let cleared = 0
   for (const { attemptId } of admitted) {
     const key = fx.keys.attempt(attemptId)
-    const state = await fx.redis.hget(key, 'state')
-    const ttl = await fx.redis.pttl(key)
+    const state = await fx.store.hget(key, 'state')
+    const ttl = await fx.store.pttl(key)
     if (state === 'admitted') expect(ttl).toBe(-1)
     else expect(ttl).toBeGreaterThan(29 * 86_400_000)
     if (state === 'cleared') cleared++
   }
   // Today's bucket and yesterday's, should the run have crossed midnight UTC.
-  const [seconds] = await fx.redis.time()
+  const [seconds] = await fx.store.time()
   let served = 0
   for (const ms of [Number(seconds) * 1000, Number(seconds) * 1000 - 86_400_000]) {
     const day = new Date(ms).toISOString().slice(0, 10)
-    served += Number((await fx.redis.hget(fx.keys.statsDay(day), 'llama-3.3-70b')) ?? 0)
+    served += Number((await fx.store.hget(fx.keys.statsDay(day), 'llama-3.3-70b')) ?? 0)
   }
   expect(served).toBe(cleared)
 }
@@ -99,7 +99,7 @@ test('random market sequences keep every invariant', async () => {
           case 'clear':
             if (!chosen) break
             for (let i = 0; i < (o.twice ? 2 : 1); i++) {
-              await clear(fx.redis, fx.keys, {
+              await clear(fx.store, fx.keys, {
                 attemptId: chosen.attemptId,
                 burn: o.burn as MicroDiem,
                 feeBps: o.feeBps,
@@ -113,7 +113,7 @@ test('random market sequences keep every invariant', async () => {
             break
           case 'release':
             if (chosen) {
-              await release(fx.redis, fx.keys, {
+              await release(fx.store, fx.keys, {
                 attemptId: chosen.attemptId,
                 errorCode: 'test',
                 cooldownMs: o.cool ? 5 : 0,
@@ -122,11 +122,11 @@ test('random market sequences keep every invariant', async () => {
             }
             break
           case 'renew':
-            if (chosen) await renewLease(fx.redis, fx.keys, chosen.attemptId, 60_000)
+            if (chosen) await renewLease(fx.store, fx.keys, chosen.attemptId, 60_000)
             break
           case 'reap':
             if (o.waitMs) await Bun.sleep(o.waitMs)
-            await reapExpired(fx.redis, fx.keys)
+            await reapExpired(fx.store, fx.keys)
             break
           case 'offer': {
             const id = offers[o.pick % offers.length]!
@@ -137,7 +137,7 @@ test('random market sequences keep every invariant', async () => {
           }
         }
       }
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
       await expectEachEndRecordedOnce(fx, open)
     }),
     { numRuns: 60 },

@@ -24,10 +24,10 @@ const fresh = (each: MarketFixture) => {
   fx = each
 }
 
-const account = (id: string) => fx.redis.hgetall(fx.keys.account(id))
+const account = (id: string) => fx.store.hgetall(fx.keys.account(id))
 // Every refusal says whose request it was (admit may have resolved it from a key digest).
 const by = (accountId: string, apiKeyId = 'key-1') => ({ who: { accountId, apiKeyId } })
-const offer = (id: string) => fx.redis.hgetall(fx.keys.offer(id))
+const offer = (id: string) => fx.store.hgetall(fx.keys.offer(id))
 const clearOf = (attemptId: string, burn: number, extra: Partial<ClearRequest> = {}) =>
   clearFor(fx, attemptId, burn, extra)
 
@@ -37,7 +37,7 @@ describe('the Lua libraries', () => {
   describe('lua key names', () => {
     test('lib/keys builds the same names as src/redis/keys.ts', async () => {
       const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_MARKET, k_stats_day('D'), k_apikey('K') }`
-      const names = await fx.redis.eval(
+      const names = await fx.store.eval(
         script.replace("k_apikey('K') }", "k_apikey('K'), K_WRITEOFFS, K_ENDED, k_activity('A') }"),
         1,
         fx.keys.base,
@@ -87,7 +87,7 @@ describe('the Lua libraries', () => {
     end
   end
   return out`
-      const got = (await fx.redis.eval(script, 0, ...values)) as string[]
+      const got = (await fx.store.eval(script, 0, ...values)) as string[]
       const want = values.flatMap((v) => {
         const n = Number.isNaN(Number(v)) || v.trim() === '' ? 0 : Number(v)
         const asInt = String(Math.trunc(n))
@@ -104,7 +104,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
   freshMarketPerTest(fresh, form)
 
   test('the scripts run in this form', () => {
-    expect(fx.redis.lane !== undefined).toBe(form === 'functions')
+    expect(fx.store.lane !== undefined).toBe(form === 'functions')
   })
 
   describe('admit', () => {
@@ -146,7 +146,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
     test('capacity is capped by the last known upstream balance and reduced by holds', async () => {
       const small = await postOffer(fx, 30, 5_000_000)
       const big = await postOffer(fx, 40, 5_000_000)
-      await fx.redis.hset(fx.keys.offer(small), 'balance', '1500')
+      await fx.store.hset(fx.keys.offer(small), 'balance', '1500')
       const acct = await seedAccount(fx, 1_000_000)
       expect(admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem })).offerId).toBe(small)
       // 500 routable left on the small one: the next 1,000 goes to the bigger
@@ -199,7 +199,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       const cool = await postOffer(fx, 30, 5_000_000)
       const warm = await postOffer(fx, 40, 5_000_000)
       const acct = await seedAccount(fx, 1_000_000)
-      await fx.redis.hset(fx.keys.offer(cool), 'cooldownUntil', Date.now() + 60_000)
+      await fx.store.hset(fx.keys.offer(cool), 'cooldownUntil', Date.now() + 60_000)
       expect(admitted(await admitFor(fx, acct)).offerId).toBe(warm)
       await fx.offers.update(warm, { status: 'paused' })
       expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy, ...by(acct) })
@@ -237,7 +237,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
     test('pending balance is not spendable', async () => {
       await postOffer(fx, 50, 50_000_000)
       const acct = await seedAccount(fx, 0)
-      await fx.redis.hset(fx.keys.account(acct), 'pending', 1_000_000, 'funded', 1_000_000)
+      await fx.store.hset(fx.keys.account(acct), 'pending', 1_000_000, 'funded', 1_000_000)
       expect((await admitFor(fx, acct)).code).toBe(AdmitCode.InsufficientBalance)
     })
 
@@ -254,15 +254,15 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
     test('resolves the key to its account in the same call, and writes lastUsedAt at most once a minute', async () => {
       await postOffer(fx, 40, 5_000_000)
       const acct = await seedAccount(fx, 1_000_000)
-      await fx.redis.hset(fx.keys.apiKey('d1'), { id: 'key-9', accountId: acct, lastUsedAt: 0 })
+      await fx.store.hset(fx.keys.apiKey('d1'), { id: 'key-9', accountId: acct, lastUsedAt: 0 })
       const first = admitted(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'd1' }))
       expect([first.accountId, first.apiKeyId]).toEqual([acct, 'key-9'])
-      expect(await fx.redis.hget(fx.keys.attempt(first.attemptId), 'keyId')).toBe('key-9')
-      const touched = await fx.redis.hget(fx.keys.apiKey('d1'), 'lastUsedAt')
+      expect(await fx.store.hget(fx.keys.attempt(first.attemptId), 'keyId')).toBe('key-9')
+      const touched = await fx.store.hget(fx.keys.apiKey('d1'), 'lastUsedAt')
       expect(Number(touched)).toBeGreaterThan(0)
       admitted(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'd1' }))
-      expect(await fx.redis.hget(fx.keys.apiKey('d1'), 'lastUsedAt')).toBe(touched)
-      expect(await fx.redis.hget(fx.keys.account(acct), 'inflight:key-9')).toBe('2')
+      expect(await fx.store.hget(fx.keys.apiKey('d1'), 'lastUsedAt')).toBe(touched)
+      expect(await fx.store.hget(fx.keys.account(acct), 'inflight:key-9')).toBe('2')
     })
 
     test('an unknown or revoked key is refused before anything is read or held', async () => {
@@ -270,7 +270,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       expect(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'nope' })).toEqual({
         code: AdmitCode.UnknownKey,
       })
-      expect(await fx.redis.zcard(fx.keys.leases)).toBe(0)
+      expect(await fx.store.zcard(fx.keys.leases)).toBe(0)
     })
   })
 
@@ -296,13 +296,13 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       expect([a.confirmed, a.held, a.spent]).toEqual(['998500', '0', '1500'])
       const of = await offer(o)
       expect([of.burned, of.held, of.inflight, of.earned]).toEqual(['3333', '0', '0', '1500'])
-      expect(await fx.redis.zcard(fx.keys.leases)).toBe(0)
+      expect(await fx.store.zcard(fx.keys.leases)).toBe(0)
 
       const again = await clearOf(adm.attemptId, 3_333)
       expect(again.replay).toBe(true)
       expect(again.charged).toBe(1_500 as never)
       expect(await account(acct)).toEqual(a)
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
     test('a platform fee splits the cost; buyer spend = earnings + fees', async () => {
@@ -314,10 +314,10 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       // A replayed clear says the same fee.
       expect((await clearOf(adm.attemptId, 10_000, { feeBps: 250 })).fee).toBe(125 as never)
       expect((await account(acct)).spent).toBe('5000')
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
       // A fee kept twice breaks the balance the audit checks.
-      await fx.redis.hincrby(fx.keys.offer(o), 'fees', 125)
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([
+      await fx.store.hincrby(fx.keys.offer(o), 'fees', 125)
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([
         { subject: 'market', problem: 'buyer spend 5000 != supplier earnings 4875 + fees 250' },
       ])
     })
@@ -335,7 +335,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
         disputed: 2_000,
       } as never)
       expect(await offer(o)).toMatchObject({ burned: '1000', earned: '500', disputed: '2000' })
-      expect(await fx.redis.hgetall(fx.keys.attempt(adm.attemptId))).toMatchObject({
+      expect(await fx.store.hgetall(fx.keys.attempt(adm.attemptId))).toMatchObject({
         burn: '1000',
         costUsdc: '500',
         disputed: '2000',
@@ -347,7 +347,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
         disputed: 2_000,
         replay: true,
       } as never)
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
     test('a supplier reporting past a safe integer is only disputed; the charge stays the hold', async () => {
@@ -356,7 +356,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       const adm = admitted(await admitFor(fx, acct, { holdDiem: 13 as MicroDiem }))
       const result = await clearOf(adm.attemptId, 2 ** 60)
       expect(result).toMatchObject({ charged: 11, burn: 13, disputed: Number.MAX_SAFE_INTEGER - 13 } as never)
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
     test('burn is capped at what the offer has left: it never burns more than it posted', async () => {
@@ -366,7 +366,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       const result = await clearOf(adm.attemptId, 5_000)
       expect(result.burn).toBe(2_000 as never)
       expect((await offer(o)).burned).toBe('2000')
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
     test('records the supplier key balance it was given', async () => {
@@ -382,7 +382,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       const acct = await seedAccount(fx, 1_000_000)
       await expect(clearOf('nope', 1)).rejects.toBeInstanceOf(ClearingError)
       const adm = admitted(await admitFor(fx, acct))
-      await release(fx.redis, fx.keys, {
+      await release(fx.store, fx.keys, {
         attemptId: adm.attemptId,
         errorCode: 'x',
         cooldownMs: 0,
@@ -403,13 +403,13 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
         cooldownMs: 30_000,
         upstreamBalance: null,
       }
-      expect(await release(fx.redis, fx.keys, args)).toBe(true)
-      expect(await release(fx.redis, fx.keys, args)).toBe(false)
+      expect(await release(fx.store, fx.keys, args)).toBe(true)
+      expect(await release(fx.store, fx.keys, args)).toBe(false)
       const a = await account(acct)
       expect([a.confirmed, a.held, a.spent]).toEqual(['1000000', '0', '0'])
       expect(Number((await offer(o)).cooldownUntil)).toBeGreaterThan(Date.now())
       expect([a.inflight, a['inflight:key-1']]).toEqual(['0', '0'])
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
     test('reap returns expired leases; renew keeps a live one', async () => {
@@ -418,33 +418,33 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       // Renewed before the short lease is admitted: an admit reaps expired leases, so none may follow
       // the short one, and a renew finds a lease that expired but is not yet reaped still there.
       const renewed = admitted(await admitFor(fx, acct, { leaseMs: 100 }))
-      expect(await renewLease(fx.redis, fx.keys, renewed.attemptId, 60_000)).toBe(true)
+      expect(await renewLease(fx.store, fx.keys, renewed.attemptId, 60_000)).toBe(true)
       const short = admitted(await admitFor(fx, acct, { leaseMs: 100 }))
-      await untilRedisPasses(fx.redis, short.leaseDeadline)
-      expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
-      expect(await renewLease(fx.redis, fx.keys, short.attemptId, 60_000)).toBe(false)
-      expect((await fx.redis.hgetall(fx.keys.attempt(short.attemptId))).state).toBe('reaped')
+      await untilRedisPasses(fx.store, short.leaseDeadline)
+      expect(await reapExpired(fx.store, fx.keys)).toBe(1)
+      expect(await renewLease(fx.store, fx.keys, short.attemptId, 60_000)).toBe(false)
+      expect((await fx.store.hgetall(fx.keys.attempt(short.attemptId))).state).toBe('reaped')
       expect(Number((await account(acct)).held)).toBe(renewed.holdUsdc as number)
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
     test('renew never pulls a longer lease back (a video job holds its own time to live)', async () => {
       await postOffer(fx, 50, 5_000_000)
       const acct = await seedAccount(fx, 1_000_000)
       const adm = admitted(await admitFor(fx, acct, { leaseMs: 3_600_000 }))
-      const before = Number(await fx.redis.zscore(fx.keys.leases, adm.attemptId))
-      expect(await renewLease(fx.redis, fx.keys, adm.attemptId, 30_000)).toBe(true)
-      expect(Number(await fx.redis.zscore(fx.keys.leases, adm.attemptId))).toBe(before)
-      expect(await renewLease(fx.redis, fx.keys, adm.attemptId, 7_200_000)).toBe(true)
-      expect(Number(await fx.redis.zscore(fx.keys.leases, adm.attemptId))).toBeGreaterThan(before)
+      const before = Number(await fx.store.zscore(fx.keys.leases, adm.attemptId))
+      expect(await renewLease(fx.store, fx.keys, adm.attemptId, 30_000)).toBe(true)
+      expect(Number(await fx.store.zscore(fx.keys.leases, adm.attemptId))).toBe(before)
+      expect(await renewLease(fx.store, fx.keys, adm.attemptId, 7_200_000)).toBe(true)
+      expect(Number(await fx.store.zscore(fx.keys.leases, adm.attemptId))).toBeGreaterThan(before)
     })
 
     test('a late clear after a reap charges what the balance can pay; the supplier earns only that', async () => {
       const o = await postOffer(fx, 50, 5_000_000)
       const acct = await seedAccount(fx, 1_000)
       const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 1_800 as MicroDiem }))
-      await untilRedisPasses(fx.redis, adm.leaseDeadline)
-      expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
+      await untilRedisPasses(fx.store, adm.leaseDeadline)
+      expect(await reapExpired(fx.store, fx.keys)).toBe(1)
       // The buyer spends meanwhile: another request clears 400, so only 600 of the 1,000 is left.
       const other = admitted(await admitFor(fx, acct, { holdDiem: 800 as MicroDiem }))
       expect((await clearOf(other.attemptId, 800, { feeBps: 1_000 })).charged).toBe(400 as never)
@@ -455,14 +455,14 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       expect((await account(acct)).confirmed).toBe('0')
       // Earned = charged - fee on both clears: 400 - 40 and 600 - 60; nothing for the written-off 300.
       expect(await offer(o)).toMatchObject({ earned: String(360 + 540), fees: String(40 + 60) })
-      expect(await listWriteOffs(fx.redis, fx.keys)).toEqual([
+      expect(await listWriteOffs(fx.store, fx.keys)).toEqual([
         expect.objectContaining({ attemptId: adm.attemptId, amount: 300, accountId: acct, offerId: o }),
       ])
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
       // A write-off that no late clear made is found.
-      await fx.redis.hset(fx.keys.attempt(other.attemptId), 'writtenOff', '5')
-      await fx.redis.hincrby(fx.keys.account(acct), 'writtenOff', 5)
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([
+      await fx.store.hset(fx.keys.attempt(other.attemptId), 'writtenOff', '5')
+      await fx.store.hincrby(fx.keys.account(acct), 'writtenOff', 5)
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([
         { subject: `attempt ${other.attemptId}`, problem: 'written off 5 without a reaped lease' },
         { subject: 'market', problem: "accounts' written off 305 != the write-off list's 300" },
       ])
@@ -472,7 +472,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       await postOffer(fx, 50, 5_000_000, { maxInFlight: 1 })
       const acct = await seedAccount(fx, 1_000_000)
       const expiring = admitted(await admitFor(fx, acct, { leaseMs: 30 }))
-      await untilRedisPasses(fx.redis, expiring.leaseDeadline)
+      await untilRedisPasses(fx.store, expiring.leaseDeadline)
       admitted(await admitFor(fx, acct))
     })
   })
@@ -488,7 +488,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
       expect(results.filter((r) => r.code === AdmitCode.InsufficientBalance)).toHaveLength(900)
       const a = await account(acct)
       expect([a.confirmed, a.held]).toEqual(['0', '50000'])
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
     test('concurrent clears and replays of the same attempts charge each once', async () => {
@@ -501,7 +501,7 @@ describe.each(SCRIPT_FORMS)('as %s', (form) => {
         admissions.flatMap((adm) => [clearOf(adm.attemptId, 777), clearOf(adm.attemptId, 777)]),
       )
       expect((await account(acct)).spent).toBe(String(50 * Math.ceil((777 * 40) / 100)))
-      expect(await auditMarket(fx.redis, fx.keys)).toEqual([])
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
   })
 })

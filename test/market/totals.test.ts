@@ -27,16 +27,16 @@ async function summed() {
   let earned = 0
   let fees = 0
   let disputed = 0
-  for (const id of await fx.redis.smembers(fx.keys.accounts)) {
-    spent += Number(await fx.redis.hget(fx.keys.account(id), 'spent'))
+  for (const id of await fx.store.smembers(fx.keys.accounts)) {
+    spent += Number(await fx.store.hget(fx.keys.account(id), 'spent'))
   }
-  for (const id of await fx.redis.smembers(fx.keys.offers)) {
-    const [e, f, d] = await fx.redis.hmget(fx.keys.offer(id), 'earned', 'fees', 'disputed')
+  for (const id of await fx.store.smembers(fx.keys.offers)) {
+    const [e, f, d] = await fx.store.hmget(fx.keys.offer(id), 'earned', 'fees', 'disputed')
     earned += Number(e ?? 0)
     fees += Number(f ?? 0)
     disputed += Number(d ?? 0)
   }
-  const writtenOff = Object.values(await fx.redis.hgetall(fx.keys.writeoffs)).reduce(
+  const writtenOff = Object.values(await fx.store.hgetall(fx.keys.writeoffs)).reduce(
     (sum, v) => sum + Number(v),
     0,
   )
@@ -53,7 +53,7 @@ async function summed() {
 
 describe('market totals', () => {
   test('zero on an empty market', async () => {
-    expect(await marketTotals(fx.redis, fx.keys)).toEqual({
+    expect(await marketTotals(fx.store, fx.keys)).toEqual({
       object: 'market_totals',
       spentUsdc: '0.000000',
       earnedUsdc: '0.000000',
@@ -76,8 +76,8 @@ describe('market totals', () => {
 
     const poor = await seedAccount(fx, 1_000)
     const late = admitted(await admitFor(fx, poor, { leaseMs: 50, holdDiem: 1_800 as MicroDiem }))
-    await untilRedisPasses(fx.redis, late.leaseDeadline)
-    expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
+    await untilRedisPasses(fx.store, late.leaseDeadline)
+    expect(await reapExpired(fx.store, fx.keys)).toBe(1)
     // Meanwhile the buyer spends 700 of its 1,000, so the late clear finds 300.
     const meanwhile = admitted(await admitFor(fx, poor, { holdDiem: 1_400 as MicroDiem }))
     await clearFor(fx, meanwhile.attemptId, 1_400)
@@ -85,7 +85,7 @@ describe('market totals', () => {
     expect(result).toMatchObject({ cost: 900, charged: 300, writtenOff: 600 } as never)
 
     // 1,000 (fee 25) + 500 (2,000 disputed) + 700 + 300 (fee 30, 600 written off).
-    expect(await marketTotals(fx.redis, fx.keys)).toEqual({
+    expect(await marketTotals(fx.store, fx.keys)).toEqual({
       object: 'market_totals',
       spentUsdc: '0.002500',
       earnedUsdc: '0.002445',
@@ -93,7 +93,7 @@ describe('market totals', () => {
       writtenOffUsdc: '0.000600',
       disputedBurnDiem: '0.002000',
     })
-    expect(await marketTotals(fx.redis, fx.keys)).toEqual(await summed())
+    expect(await marketTotals(fx.store, fx.keys)).toEqual(await summed())
   })
 
   test('a burst of concurrent clears on many accounts: the totals are the sums', async () => {
@@ -108,7 +108,7 @@ describe('market totals', () => {
       await clearFor(fx, adm.attemptId, 900 + i * 41, { feeBps: i % 3 === 0 ? 500 : 0 })
     })
     await Promise.all(work)
-    const totals = await marketTotals(fx.redis, fx.keys)
+    const totals = await marketTotals(fx.store, fx.keys)
     expect(Number(totals.spentUsdc)).toBeGreaterThan(0)
     expect(Number(totals.feesUsdc)).toBeGreaterThan(0)
     expect(Number(totals.disputedBurnDiem)).toBeGreaterThan(0)

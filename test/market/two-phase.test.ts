@@ -31,29 +31,29 @@ import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.t
 import { untilRedisPasses } from '../helpers/wait.ts'
 
 let cluster: RedisCluster
-let redis: Store
+let store: Store
 let owners: Owners
 let prefix: string
 
 beforeAll(async () => {
   cluster = await startRedisCluster()
-  redis = createStore(cluster.url, { name: 'svc-test-two-phase' })
-  await redis.whenReady(15_000)
+  store = createStore(cluster.url, { name: 'svc-test-two-phase' })
+  await store.whenReady(15_000)
   prefix = `t${randomBytes(4).toString('hex')}:{m}`
   owners = ownerKeyspaces(prefix)
 })
 // Whatever a test did, every pair across slots still agrees.
 afterEach(async () => {
-  expect(await auditApart(redis, prefix)).toEqual([])
+  expect(await auditApart(store, prefix)).toEqual([])
 })
 afterAll(() => {
-  redis.close()
+  store.close()
   cluster.stop()
 })
 
 async function seedOffer(ask: number, capacity: number, maxInFlight = 1_000_000): Promise<string> {
   const id = randomUUID()
-  await redis.hset(owners.offer(id).offer(id), {
+  await store.hset(owners.offer(id).offer(id), {
     id,
     status: 'active',
     askCents: ask,
@@ -76,9 +76,9 @@ async function seedOffer(ask: number, capacity: number, maxInFlight = 1_000_000)
 async function seedAccount(confirmed: number, maxPriceCents = 50) {
   const accountId = `acct_${randomBytes(12).toString('hex')}`
   const keys = owners.account(accountId)
-  await seedMarketAccount({ redis, keys }, confirmed, maxPriceCents, accountId)
+  await seedMarketAccount({ store, keys }, confirmed, maxPriceCents, accountId)
   const digest = randomBytes(32).toString('hex')
-  await redis.hset(keys.accountKeys(accountId), 'key-1', digest)
+  await store.hset(keys.accountKeys(accountId), 'key-1', digest)
   return { accountId, digest }
 }
 
@@ -98,11 +98,11 @@ function admitted(result: Admission | AdmitRefusal): Admission {
   return result as Admission
 }
 
-const account = (accountId: string) => redis.hgetall(owners.account(accountId).account(accountId))
-const offer = (offerId: string) => redis.hgetall(owners.offer(offerId).offer(offerId))
+const account = (accountId: string) => store.hgetall(owners.account(accountId).account(accountId))
+const offer = (offerId: string) => store.hgetall(owners.offer(offerId).offer(offerId))
 const reservation = (offerId: string, attemptId: string) =>
-  redis.hgetall(owners.offer(offerId).reservation(attemptId))
-const slotOf = async (key: string) => Number(await redis.call('CLUSTER', 'KEYSLOT', key))
+  store.hgetall(owners.offer(offerId).reservation(attemptId))
+const slotOf = async (key: string) => Number(await store.call('CLUSTER', 'KEYSLOT', key))
 
 describe('two steps on two slots', () => {
   test("an account's keys share its shard's slot, an offer's its own; the shards spread over every master", async () => {
@@ -128,7 +128,7 @@ describe('two steps on two slots', () => {
     expect(new Set(offerSlots).size).toBe(1)
     expect(offerSlots[0]).not.toBe(slots[0])
     // 60 accounts land on all three masters.
-    const ranges = (await redis.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][]
+    const ranges = (await store.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][]
     const masterOf = (slot: number) => ranges.find(([from, to]) => slot >= from && slot <= to)![2][1]
     const ids = Array.from({ length: 60 }, () => `acct_${randomBytes(12).toString('hex')}`)
     const masters = new Set(
@@ -141,7 +141,7 @@ describe('two steps on two slots', () => {
     const offerId = await seedOffer(45, 5_000_000)
     const buyer = await seedAccount(1_000_000)
     const adm = admitted(
-      await admitApart(redis, owners, request(buyer, offerId, { holdDiem: 10_000 as MicroDiem })),
+      await admitApart(store, owners, request(buyer, offerId, { holdDiem: 10_000 as MicroDiem })),
     )
     expect([adm.askCents, adm.holdUsdc]).toEqual([45, 4_500 as never])
     expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'reserved', holdDiem: '10000' })
@@ -149,10 +149,10 @@ describe('two steps on two slots', () => {
     expect(await account(buyer.accountId)).toMatchObject({ confirmed: '995500', held: '4500', inflight: '1' })
 
     const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
-    const cleared = await clearApart(redis, owners, who, clearRequest(adm.attemptId, 3_333, 1_000))
+    const cleared = await clearApart(store, owners, who, clearRequest(adm.attemptId, 3_333, 1_000))
     expect([cleared.charged, cleared.fee, cleared.burn]).toEqual([1_500, 150, 3_333] as never)
     // A retried clear changes nothing on either side.
-    expect((await clearApart(redis, owners, who, clearRequest(adm.attemptId, 3_333, 1_000))).replay).toBe(
+    expect((await clearApart(store, owners, who, clearRequest(adm.attemptId, 3_333, 1_000))).replay).toBe(
       true,
     )
     expect(await account(buyer.accountId)).toMatchObject({
@@ -170,25 +170,25 @@ describe('two steps on two slots', () => {
     })
     expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'posted', burnDiem: '3333' })
     // Kept as long as the attempt's record, then gone with it.
-    const ttl = await redis.pttl(owners.offer(offerId).reservation(adm.attemptId))
+    const ttl = await store.pttl(owners.offer(offerId).reservation(adm.attemptId))
     expect(ttl).toBeGreaterThan(0)
     expect(
-      Math.abs(ttl - (await redis.pttl(owners.account(buyer.accountId).attempt(adm.attemptId)))),
+      Math.abs(ttl - (await store.pttl(owners.account(buyer.accountId).attempt(adm.attemptId)))),
     ).toBeLessThan(60_000)
-    expect(await redis.zcard(owners.offer(offerId).leases)).toBe(0)
-    expect(await redis.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(1)
+    expect(await store.zcard(owners.offer(offerId).leases)).toBe(0)
+    expect(await store.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(1)
   })
 
   test('a refused hold voids its reservation: the offer has nothing held for it', async () => {
     const offerId = await seedOffer(50, 5_000_000)
     const poor = await seedAccount(100)
-    const refused = await admitApart(redis, owners, request(poor, offerId))
+    const refused = await admitApart(store, owners, request(poor, offerId))
     expect(refused.code).toBe(AdmitCode.InsufficientBalance)
     expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0' })
-    expect(await redis.zcard(owners.offer(offerId).leases)).toBe(0)
+    expect(await store.zcard(owners.offer(offerId).leases)).toBe(0)
     // A key revoked since the caller resolved it: refused, nothing held.
     const buyer = await seedAccount(1_000_000)
-    const revoked = await admitApart(redis, owners, request({ ...buyer, digest: 'f'.repeat(64) }, offerId))
+    const revoked = await admitApart(store, owners, request({ ...buyer, digest: 'f'.repeat(64) }, offerId))
     expect(revoked.code).toBe(AdmitCode.UnknownKey)
     expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0' })
     expect(await account(buyer.accountId)).toMatchObject({ confirmed: '1000000', held: '0' })
@@ -197,21 +197,21 @@ describe('two steps on two slots', () => {
   test("a stale view costs a refusal: an ask raised past the buyer's max, capacity gone, a full offer", async () => {
     const offerId = await seedOffer(40, 1_500, 1)
     const buyer = await seedAccount(1_000_000, 45)
-    await redis.hset(owners.offer(offerId).offer(offerId), 'askCents', 60)
-    expect(await admitApart(redis, owners, request(buyer, offerId))).toMatchObject({
+    await store.hset(owners.offer(offerId).offer(offerId), 'askCents', 60)
+    expect(await admitApart(store, owners, request(buyer, offerId))).toMatchObject({
       code: AdmitCode.NoEligibleSupply,
     })
     // The buyer's own max is the account's, whatever the caller's view says.
-    await redis.hset(owners.offer(offerId).offer(offerId), 'askCents', 48)
-    expect((await admitApart(redis, owners, request(buyer, offerId, { maxCents: 80 }))).code).toBe(
+    await store.hset(owners.offer(offerId).offer(offerId), 'askCents', 48)
+    expect((await admitApart(store, owners, request(buyer, offerId, { maxCents: 80 }))).code).toBe(
       AdmitCode.NoEligibleSupply,
     )
-    await redis.hset(owners.offer(offerId).offer(offerId), 'askCents', 40)
-    admitted(await admitApart(redis, owners, request(buyer, offerId)))
+    await store.hset(owners.offer(offerId).offer(offerId), 'askCents', 40)
+    admitted(await admitApart(store, owners, request(buyer, offerId)))
     // At its in-flight cap, then without room for a second hold once the cap is lifted.
-    expect((await admitApart(redis, owners, request(buyer, offerId))).code).toBe(AdmitCode.KeysBusy)
-    await redis.hset(owners.offer(offerId).offer(offerId), 'maxInFlight', 10)
-    expect((await admitApart(redis, owners, request(buyer, offerId))).code).toBe(
+    expect((await admitApart(store, owners, request(buyer, offerId))).code).toBe(AdmitCode.KeysBusy)
+    await store.hset(owners.offer(offerId).offer(offerId), 'maxInFlight', 10)
+    expect((await admitApart(store, owners, request(buyer, offerId))).code).toBe(
       AdmitCode.InsufficientRoutable,
     )
     expect(await offer(offerId)).toMatchObject({ held: '1000', inflight: '1' })
@@ -221,7 +221,7 @@ describe('two steps on two slots', () => {
   test('a failure releases the hold and voids the reservation, cooling the offer down', async () => {
     const offerId = await seedOffer(50, 5_000_000)
     const buyer = await seedAccount(1_000_000)
-    const adm = admitted(await admitApart(redis, owners, request(buyer, offerId)))
+    const adm = admitted(await admitApart(store, owners, request(buyer, offerId)))
     const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
     const failure = {
       attemptId: adm.attemptId,
@@ -229,14 +229,14 @@ describe('two steps on two slots', () => {
       cooldownMs: 60_000,
       upstreamBalance: null,
     }
-    expect(await releaseApart(redis, owners, who, failure)).toBe(true)
-    expect(await releaseApart(redis, owners, who, failure)).toBe(false)
+    expect(await releaseApart(store, owners, who, failure)).toBe(true)
+    expect(await releaseApart(store, owners, who, failure)).toBe(false)
     expect(await account(buyer.accountId)).toMatchObject({ confirmed: '1000000', held: '0', inflight: '0' })
     const o = await offer(offerId)
     expect([o.held, o.inflight]).toEqual(['0', '0'])
     expect(Number(o.cooldownUntil)).toBeGreaterThan(Date.now())
     expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'voided' })
-    expect(await redis.pttl(owners.offer(offerId).reservation(adm.attemptId))).toBeGreaterThan(0)
+    expect(await store.pttl(owners.offer(offerId).reservation(adm.attemptId))).toBeGreaterThan(0)
   })
 
   test('a replica gone between two steps: the reaper finishes what it left, from the account side', async () => {
@@ -244,16 +244,16 @@ describe('two steps on two slots', () => {
     const buyer = await seedAccount(1_000_000)
     const short = { leaseMs: 20 }
     // Gone after the clear's first step: charged, never posted.
-    const cleared = admitted(await admitApart(redis, owners, request(buyer, offerId, short)))
-    await clear(redis, owners.account(buyer.accountId), {
+    const cleared = admitted(await admitApart(store, owners, request(buyer, offerId, short)))
+    await clear(store, owners.account(buyer.accountId), {
       ...clearRequest(cleared.attemptId, 600),
       offerApart: true,
     })
     // Gone while the supplier answered: admitted, never ended.
-    const open = admitted(await admitApart(redis, owners, request(buyer, offerId, short)))
+    const open = admitted(await admitApart(store, owners, request(buyer, offerId, short)))
     // Gone after reserving: no hold was ever made.
     const lone = randomUUID()
-    await runScript(redis, 'reserve', [owners.offer(offerId).base], {
+    await runScript(store, 'reserve', [owners.offer(offerId).base], {
       attemptId: lone,
       offerId,
       holdDiem: 1_000,
@@ -264,9 +264,9 @@ describe('two steps on two slots', () => {
     })
     expect(await offer(offerId)).toMatchObject({ held: '3000', inflight: '3' })
 
-    await untilRedisPasses(redis, Math.max(cleared.leaseDeadline, open.leaseDeadline) + 50)
-    expect(await reapOffer(redis, owners, offerId)).toBe(3)
-    expect(await reapOffer(redis, owners, offerId)).toBe(0)
+    await untilRedisPasses(store, Math.max(cleared.leaseDeadline, open.leaseDeadline) + 50)
+    expect(await reapOffer(store, owners, offerId)).toBe(3)
+    expect(await reapOffer(store, owners, offerId)).toBe(0)
     expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '600', earned: '300' })
     expect(await account(buyer.accountId)).toMatchObject({
       confirmed: '999700',
@@ -277,7 +277,7 @@ describe('two steps on two slots', () => {
     expect((await reservation(offerId, cleared.attemptId)).state).toBe('posted')
     expect((await reservation(offerId, open.attemptId)).state).toBe('voided')
     expect((await reservation(offerId, lone)).state).toBe('voided')
-    const attempt = await redis.hget(owners.account(buyer.accountId).attempt(open.attemptId), 'state')
+    const attempt = await store.hget(owners.account(buyer.accountId).attempt(open.attemptId), 'state')
     expect(attempt).toBe('reaped')
   })
 
@@ -285,7 +285,7 @@ describe('two steps on two slots', () => {
     const offerId = await seedOffer(50, 50_000)
     const buyers = await Promise.all(Array.from({ length: 20 }, () => seedAccount(1_000_000)))
     const results = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => admitApart(redis, owners, request(buyers[i % 20]!, offerId))),
+      Array.from({ length: 200 }, (_, i) => admitApart(store, owners, request(buyers[i % 20]!, offerId))),
     )
     const admittedOnes = results.filter((r) => r.code === AdmitCode.Admitted) as Admission[]
     expect(admittedOnes.length).toBe(50)
@@ -293,7 +293,7 @@ describe('two steps on two slots', () => {
     await Promise.all(
       admittedOnes.map((a) =>
         clearApart(
-          redis,
+          store,
           owners,
           { accountId: a.accountId, offerId, model: 'm' },
           clearRequest(a.attemptId, 700, 500),
@@ -320,9 +320,9 @@ describe('the cheapest offer from a view that may be stale', () => {
     const middle = await seedOffer(45, 5_000_000)
     const dear = await seedOffer(50, 5_000_000)
     for (const [i, id] of [cheap, middle, dear].entries()) {
-      await redis.zadd(market.ladder, [40, 45, 50][i]! * 1e9 + i, id)
+      await store.zadd(market.ladder, [40, 45, 50][i]! * 1e9 + i, id)
     }
-    const view = new LadderView(redis, market, owners)
+    const view = new LadderView(store, market, owners)
     await view.refresh()
     expect(view.current.map((o) => [o.ask, o.routable])).toEqual([
       [40, 1_500],
@@ -331,27 +331,27 @@ describe('the cheapest offer from a view that may be stale', () => {
     ])
     const buyer = await seedAccount(1_000_000, 48)
     const ask = async () => {
-      const result = await admitCheapest(redis, owners, view, request(buyer, ''))
+      const result = await admitCheapest(store, owners, view, request(buyer, ''))
       return result.code === AdmitCode.Admitted ? (result as Admission).askCents : result.code
     }
     // The view is read once: the cheapest takes one hold, then has no room and is passed over.
     expect(await ask()).toBe(40)
     expect(await ask()).toBe(45)
     // The middle offer raised its ask past the buyer's max since the view was read: never sold at it.
-    await redis.hset(owners.offer(middle).offer(middle), 'askCents', 60)
+    await store.hset(owners.offer(middle).offer(middle), 'askCents', 60)
     expect(await ask()).toBe(AdmitCode.KeysBusy)
     expect(await offer(middle)).toMatchObject({ inflight: '1' })
     // Read again, the view knows: nothing at or below 48 has room.
     await view.refresh()
     expect(await ask()).toBe(AdmitCode.InsufficientRoutable)
     // Back at 45 and read again: sold there, and the dear offer never held anything.
-    await redis.hset(owners.offer(middle).offer(middle), 'askCents', 45)
+    await store.hset(owners.offer(middle).offer(middle), 'askCents', 45)
     await view.refresh()
     expect(await ask()).toBe(45)
     expect(await offer(dear)).toMatchObject({ held: '0', inflight: '0' })
     // Nothing at the buyer's price: the view's refusal names the cheapest posted above it.
     const stingy = await seedAccount(1_000_000, 30)
-    const refused = await admitCheapest(redis, owners, view, { ...request(stingy, ''), maxCents: 30 })
+    const refused = await admitCheapest(store, owners, view, { ...request(stingy, ''), maxCents: 30 })
     expect(refused).toMatchObject({
       code: AdmitCode.NoEligibleSupply,
       buyerMaxCents: 30,
@@ -369,32 +369,32 @@ describe('the audit across slots', () => {
     try {
       const offerId = await seedOffer(50, 5_000_000)
       const buyer = await seedAccount(1_000_000)
-      const posted = admitted(await admitApart(redis, own, request(buyer, offerId)))
+      const posted = admitted(await admitApart(store, own, request(buyer, offerId)))
       const who = { accountId: buyer.accountId, offerId, model: 'm' }
-      await clearApart(redis, own, who, clearRequest(posted.attemptId, 800, 1_000))
+      await clearApart(store, own, who, clearRequest(posted.attemptId, 800, 1_000))
       // One left open: admitted on its account, reserved on its offer.
-      admitted(await admitApart(redis, own, request(buyer, offerId)))
-      expect(await auditApart(redis, auditPrefix)).toEqual([])
+      admitted(await admitApart(store, own, request(buyer, offerId)))
+      expect(await auditApart(store, auditPrefix)).toEqual([])
 
       // The clear's first step only: the charge is in transit, and its reservation is named.
-      const transit = admitted(await admitApart(redis, own, request(buyer, offerId)))
-      await clear(redis, own.account(buyer.accountId), {
+      const transit = admitted(await admitApart(store, own, request(buyer, offerId)))
+      await clear(store, own.account(buyer.accountId), {
         ...clearRequest(transit.attemptId, 600),
         offerApart: true,
       })
-      expect(await auditApart(redis, auditPrefix)).toEqual([
+      expect(await auditApart(store, auditPrefix)).toEqual([
         {
           subject: `attempt ${transit.attemptId}`,
           problem: 'cleared on its account but its reservation is not posted',
         },
       ])
-      await clearApart(redis, own, who, clearRequest(transit.attemptId, 600))
-      expect(await auditApart(redis, auditPrefix)).toEqual([])
+      await clearApart(store, own, who, clearRequest(transit.attemptId, 600))
+      expect(await auditApart(store, auditPrefix)).toEqual([])
 
       // A posting that disagrees with its clear, and an offer that lost track of a hold.
-      await redis.hset(own.offer(offerId).reservation(posted.attemptId), 'burnDiem', 801)
-      await redis.hincrby(own.offer(offerId).offer(offerId), 'held', -1_000)
-      const problems = (await auditApart(redis, auditPrefix)).map((f) => `${f.subject}: ${f.problem}`)
+      await store.hset(own.offer(offerId).reservation(posted.attemptId), 'burnDiem', 801)
+      await store.hincrby(own.offer(offerId).offer(offerId), 'held', -1_000)
+      const problems = (await auditApart(store, auditPrefix)).map((f) => `${f.subject}: ${f.problem}`)
       expect(problems).toEqual([
         `attempt ${posted.attemptId}: posted burn 801 != cleared burn 800`,
         `offer ${offerId}: held 0 != its pending reservations 1000`,

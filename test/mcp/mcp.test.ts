@@ -156,11 +156,11 @@ describe('account tools answer what the routes answer', () => {
   })
 
   test('set_max_price changes the max price; bad values change nothing', async () => {
-    const before = await snapshotKeys(stack.redis, stack.config.redisPrefix)
+    const before = await snapshotKeys(stack.store, stack.config.redisPrefix)
     for (const bad of [{ maxPriceCents: 81 }, { maxPriceCents: '50' }, {}]) {
       expect(failure(await call('set_max_price', bad)).code).toBe('invalid_arguments')
     }
-    expect(await snapshotKeys(stack.redis, stack.config.redisPrefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.config.redisPrefix)).toEqual(before)
     const set = await call('set_max_price', { maxPriceCents: 45 })
     expect(set.isError).toBeFalsy()
     expect(set.structuredContent).toEqual({ maxPriceCents: 45 })
@@ -254,7 +254,7 @@ describe('account tools answer what the routes answer', () => {
     expect(new Date(weekly.structuredContent.limitResetsAt as string).getUTCDay()).toBe(1)
     const lifetime = await call('set_key_budget', { id: key.id, limitUsdc: '2', limitReset: null })
     expect(lifetime.structuredContent).toMatchObject({ limitReset: null, limitResetsAt: null })
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     expect(
       failure(await call('set_key_budget', { id: key.id, limitUsdc: '2', limitReset: 'hourly' })).code,
     ).toBe('invalid_arguments')
@@ -262,7 +262,7 @@ describe('account tools answer what the routes answer', () => {
       status: 400,
       code: 'invalid_request',
     })
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
     await call('revoke_key', { id: key.id })
   })
 
@@ -273,12 +273,12 @@ describe('account tools answer what the routes answer', () => {
     await operator.close()
     const key = minted.structuredContent as { apiKey: string; id: string }
     const agent = await connect(key.apiKey)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const lift = failure(await call('set_key_limit', { id: key.id, limitUsdc: null }, agent))
     expect(lift).toMatchObject({ status: 403, code: 'key_limit_binding' })
     const free = failure(await call('mint_key', { name: 'free' }, agent))
     expect(free).toMatchObject({ status: 403, code: 'key_limit_binding' })
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
     await agent.close()
   })
 

@@ -101,12 +101,12 @@ describe('the operator page', () => {
       ((await (await keyFetch(stack, supplier.apiKey, '/v1/supplier/me')).json()) as { status: string })
         .status
     expect(await me()).toBe('suspended')
-    expect(await stack.redis.zcard(stack.keys.ladder)).toBe(1)
+    expect(await stack.store.zcard(stack.keys.ladder)).toBe(1)
 
     await page.getByRole('button', { name: `Reinstate ${supplier.supplierId}` }).click()
     await page.getByText(`${supplier.supplierId} is now active.`).waitFor()
     expect(await me()).toBe('active')
-    expect(await stack.redis.zcard(stack.keys.ladder)).toBe(2)
+    expect(await stack.store.zcard(stack.keys.ladder)).toBe(2)
     expect(errors).toEqual([])
     await close()
   })
@@ -139,7 +139,7 @@ describe('the operator page', () => {
     expect(await account.textContent()).toContain(
       `Confirmed${usd.format(Number(after.balances.confirmedUsdc))}`,
     )
-    const audit = await stack.redis.xrange(stack.keys.audit, '-', '+')
+    const audit = await stack.store.xrange(stack.keys.audit, '-', '+')
     expect(audit.at(-1)![1]).toEqual(expect.arrayContaining(['note', 'goodwill']))
 
     // An unknown wallet says so.

@@ -96,7 +96,7 @@ describe('the supplier page', () => {
       ).data
     const [offer] = await offers()
     expect(offer).toMatchObject({ askCents: 42, capacityDiem: '25.000000', status: 'active' })
-    expect(await stack.redis.zscore(stack.keys.ladder, offer!.id)).not.toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offer!.id)).not.toBeNull()
 
     await page.getByLabel(`Ask of ${offer!.id}`).fill('44')
     await page.getByLabel(`Capacity of ${offer!.id}`).fill('30')
@@ -110,7 +110,7 @@ describe('the supplier page', () => {
     await page.getByRole('button', { name: `Pause offer ${offer!.id}` }).click()
     await page.getByText(`Offer ${offer!.id} is now paused.`).waitFor()
     expect((await offers())[0]!.status).toBe('paused')
-    expect(await stack.redis.zscore(stack.keys.ladder, offer!.id)).toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offer!.id)).toBeNull()
     await page.getByRole('button', { name: `Resume offer ${offer!.id}` }).click()
     await page.getByText(`Offer ${offer!.id} is now active.`).waitFor()
     expect((await offers())[0]!.status).toBe('active')

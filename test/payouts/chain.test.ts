@@ -37,7 +37,7 @@ afterAll(async () => {
 
 /** Every key but the sender lock, which each pass of the sender takes and gives back. */
 async function state(of: TestStack = stack) {
-  const all = await snapshotKeys(of.redis, of.keys.prefix)
+  const all = await snapshotKeys(of.store, of.keys.prefix)
   return Object.fromEntries(Object.entries(all).filter(([key]) => !key.includes(':payout:sender:')))
 }
 
@@ -191,11 +191,11 @@ describe('refusals change nothing', () => {
     try {
       const supplier = await signInSupplier(plain)
       await seedEarnings(plain, supplier.supplierId, 3_000_000)
-      const snapshot = await snapshotKeys(plain.redis, plain.keys.prefix)
+      const snapshot = await snapshotKeys(plain.store, plain.keys.prefix)
       const response = await postPayout(plain, supplier.apiKey, '1.000000', 'k')
       expect(response.status).toBe(503)
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe('payouts_unavailable')
-      expect(await snapshotKeys(plain.redis, plain.keys.prefix)).toEqual(snapshot)
+      expect(await snapshotKeys(plain.store, plain.keys.prefix)).toEqual(snapshot)
     } finally {
       await plain.stop()
     }

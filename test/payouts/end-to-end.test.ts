@@ -90,13 +90,13 @@ test('audit --chain reads every confirmed payout on chain, and names a tampered 
   expect(clean.stdout).toContain('every invariant holds')
   expect(clean.code).toBe(0)
 
-  const [id] = await stack.redis.zrange(stack.keys.payoutsOpen, 0, -1)
+  const [id] = await stack.store.zrange(stack.keys.payoutsOpen, 0, -1)
   expect(id).toBeUndefined()
-  const supplierId = (await stack.redis.smembers(stack.keys.suppliers))[0]!
-  const payoutId = (await stack.redis.zrange(stack.keys.supplierPayouts(supplierId), 0, -1))[0]!
+  const supplierId = (await stack.store.smembers(stack.keys.suppliers))[0]!
+  const payoutId = (await stack.store.zrange(stack.keys.supplierPayouts(supplierId), 0, -1))[0]!
   // a record that says more was paid than the chain shows: Redis alone still adds up
-  await stack.redis.hincrby(stack.keys.payout(payoutId), 'amount', -1)
-  await stack.redis.hincrby(stack.keys.supplier(supplierId), 'paidOut', -1)
+  await stack.store.hincrby(stack.keys.payout(payoutId), 'amount', -1)
+  await stack.store.hincrby(stack.keys.supplier(supplierId), 'paidOut', -1)
   const redisOnly = await runCli(['audit'], env)
   expect(redisOnly.code).toBe(0)
   const tampered = await runCli(['audit', '--chain'], env)
@@ -104,7 +104,7 @@ test('audit --chain reads every confirmed payout on chain, and names a tampered 
   expect(tampered.stdout).toContain(`audit: payout ${payoutId}: its transaction 0x`)
   expect(tampered.stdout).toContain('holds no transfer of')
   // pending that no open payout accounts for
-  await stack.redis.hincrby(stack.keys.supplier(supplierId), 'pending', 7)
+  await stack.store.hincrby(stack.keys.supplier(supplierId), 'pending', 7)
   const pending = await runCli(['audit'], env)
   expect(pending.code).toBe(1)
   expect(pending.stdout).toContain(`audit: supplier ${supplierId}: pending 7 != its open payouts' 0`)

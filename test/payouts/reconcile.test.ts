@@ -27,11 +27,11 @@ import { payoutEnv, payoutWalletOn, seedEarnings, transfersFrom } from '../helpe
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 let chain: TestChain
-let redis: Store
+let store: Store
 let funding: FundingConfig
 let onChain: FundingChain
 let keys: Keyspace
-let store: PayoutStore
+let payouts: PayoutStore
 let walletKey: `0x${string}`
 let wallet: PayoutWallet
 let rpc: LaggingRpc
@@ -43,7 +43,7 @@ const CONFIRMATIONS = 1
 
 beforeAll(async () => {
   chain = await startChain()
-  redis = createStore(testRedisUrl(), { name: 'svc-test-payouts' })
+  store = createStore(testRedisUrl(), { name: 'svc-test-payouts' })
   walletKey = (await payoutWalletOn(chain)).key
   funding = loadGatewayConfig({
     REDIS_URL: testRedisUrl(),
@@ -61,13 +61,13 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   rpc.stop()
-  redis.close()
+  store.close()
   await chain.stop()
 })
 beforeEach(() => {
   rpc.set({})
   keys = keyspace(testPrefix())
-  store = new PayoutStore(redis, keys)
+  payouts = new PayoutStore(store, keys)
 })
 
 function sender(
@@ -76,7 +76,7 @@ function sender(
   confirmations = CONFIRMATIONS,
   bumpAfterMs = 60_000,
 ) {
-  return new PayoutSender(store, { ...wallet, ...over }, onChain, logger, {
+  return new PayoutSender(payouts, { ...wallet, ...over }, onChain, logger, {
     confirmations,
     lockTtlMs: 300,
     receiptTimeoutMs: 1_000,
@@ -87,9 +87,9 @@ function sender(
 
 /** A supplier earning `micros`, and its payout of `amount` in `sending`. */
 async function payoutOf(amount: number, micros = amount) {
-  const supplierId = await seedSupplier({ redis, keys }, 'active')
-  await seedEarnings({ redis, keys }, supplierId, micros)
-  const { payout } = await store.create(supplierId, amount, `key-${supplierId}`, 1)
+  const supplierId = await seedSupplier({ store, keys }, 'active')
+  await seedEarnings({ store, keys }, supplierId, micros)
+  const { payout } = await payouts.create(supplierId, amount, `key-${supplierId}`, 1)
   return { supplierId, payout, to: getAddress(payout.wallet) }
 }
 
@@ -101,7 +101,7 @@ const never = () => new Promise<void>(() => {})
  */
 async function recorded(id: string, s: PayoutSender): Promise<Payout> {
   for (;;) {
-    const payout = (await store.get(id))!
+    const payout = (await payouts.get(id))!
     if (payout.rawTx) return payout
     void s.tick()
     await Bun.sleep(10)
@@ -112,7 +112,7 @@ async function recorded(id: string, s: PayoutSender): Promise<Payout> {
 async function finish(s: PayoutSender, id: string): Promise<Payout> {
   for (let i = 0; i < 200; i++) {
     await s.tick()
-    const payout = (await store.get(id))!
+    const payout = (await payouts.get(id))!
     if (payout.state === 'confirmed' || payout.state === 'failed') return payout
     await Bun.sleep(20)
   }
@@ -120,7 +120,7 @@ async function finish(s: PayoutSender, id: string): Promise<Payout> {
 }
 
 const money = async (supplierId: string) => {
-  const s = await new SupplierStore(redis, keys).require(supplierId)
+  const s = await new SupplierStore(store, keys).require(supplierId)
   return { paidOut: s.paidOut, pending: s.pending, payable: s.earned - s.paidOut - s.pending }
 }
 
@@ -228,7 +228,7 @@ describe('a sender whose lock was taken over', () => {
     const stale = sender(
       async () => {
         // a pause long enough for the lock to pass to another holder
-        await redis.set(keys.payoutSenderLock(wallet.address.toLowerCase()), 'another-holder')
+        await store.set(keys.payoutSenderLock(wallet.address.toLowerCase()), 'another-holder')
         await paused
       },
       { broadcast: countingBroadcast },
@@ -239,8 +239,8 @@ describe('a sender whose lock was taken over', () => {
     await pass
     expect(broadcasts).toBe(0)
     expect(await onChain.known(signed.txHash!)).toBe(false)
-    expect((await store.get(payout.id))!.state).toBe('sending')
-    await redis.del(keys.payoutSenderLock(wallet.address.toLowerCase()))
+    expect((await payouts.get(payout.id))!.state).toBe('sending')
+    await store.del(keys.payoutSenderLock(wallet.address.toLowerCase()))
     const done = await finish(sender(), payout.id)
     expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash })
     expect((await transfersFrom(chain, wallet.address, to)).map((t) => t.value)).toEqual([1_500_000n])
@@ -253,7 +253,7 @@ describe('a reorg', () => {
     const deep = sender(undefined, {}, 3)
     const snapshot = await chain.testClient.snapshot()
     await deep.tick()
-    const included = (await store.get(payout.id))!
+    const included = (await payouts.get(payout.id))!
     expect(included).toMatchObject({ state: 'pending' })
     expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_100_000, payable: 0 })
     await chain.testClient.revert({ id: snapshot })
@@ -263,7 +263,7 @@ describe('a reorg', () => {
     let done: Payout | undefined
     for (let i = 0; i < 50 && !done; i++) {
       await deep.tick()
-      const now = (await store.get(payout.id))!
+      const now = (await payouts.get(payout.id))!
       if (now.state === 'confirmed' || now.state === 'failed') done = now
       else await chain.testClient.mine({ blocks: 1 })
     }
@@ -279,7 +279,7 @@ describe('a reorg', () => {
 describe('an RPC whose nodes lag', () => {
   test('a receipt read null while the mined nonce is past: the payout waits, is never payable twice', async () => {
     const { supplierId, payout, to } = await payoutOf(1_000_000)
-    const behind = new PayoutSender(store, laggingWallet, laggingChain, logger, {
+    const behind = new PayoutSender(payouts, laggingWallet, laggingChain, logger, {
       confirmations: CONFIRMATIONS,
       lockTtlMs: 300,
       receiptTimeoutMs: 200,
@@ -288,15 +288,15 @@ describe('an RPC whose nodes lag', () => {
     // every receipt comes from a node far behind; the mined nonce from one at the head
     rpc.set({ receipts: { blocks: 1_000, share: 1 } })
     await behind.tick()
-    const sent = (await store.get(payout.id))!
+    const sent = (await payouts.get(payout.id))!
     expect(sent.rawTx).not.toBeNull()
     expect(await onChain.receipt(sent.txHash!)).not.toBeNull()
     expect(await wallet.nonce('latest')).toBeGreaterThan(sent.nonce!)
     await behind.tick()
     await behind.tick()
-    expect((await store.get(payout.id))!.state).toBe('sending')
+    expect((await payouts.get(payout.id))!.state).toBe('sending')
     expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_000_000, payable: 0 })
-    await expect(store.create(supplierId, 1_000_000, `again-${supplierId}`, 1)).rejects.toMatchObject({
+    await expect(payouts.create(supplierId, 1_000_000, `again-${supplierId}`, 1)).rejects.toMatchObject({
       code: 'payout_exceeds_payable',
     })
     expect(rpc.lagged.eth_getTransactionReceipt).toBeGreaterThan(0)
@@ -313,7 +313,7 @@ describe('an RPC whose nodes lag', () => {
 describe('an RPC whose nodes lag', () => {
   test('nonces read from a node behind: the next payout is signed past the last one, not at its nonce', async () => {
     const a = await payoutOf(1_000_000)
-    const behind = new PayoutSender(store, laggingWallet, laggingChain, logger, {
+    const behind = new PayoutSender(payouts, laggingWallet, laggingChain, logger, {
       confirmations: CONFIRMATIONS,
       lockTtlMs: 300,
       receiptTimeoutMs: 1_000,
@@ -340,10 +340,10 @@ describe('a transfer stuck unmined', () => {
     await chain.testClient.setAutomine(false)
     try {
       const bumping = sender(undefined, {}, CONFIRMATIONS, 100)
-      let stuck = (await store.get(payout.id))!
+      let stuck = (await payouts.get(payout.id))!
       for (let pass = 0; pass < 20 && stuck.hashes.length < 2; pass++) {
         await bumping.tick()
-        stuck = (await store.get(payout.id))!
+        stuck = (await payouts.get(payout.id))!
         expect(stuck.state).toBe('sending')
       }
       expect(stuck.hashes).toHaveLength(2)
@@ -357,7 +357,7 @@ describe('a transfer stuck unmined', () => {
       expect(await onChain.receipt(first!)).toBeNull()
       expect(await transfersFrom(chain, wallet.address, to)).toEqual([{ to, value: 1_300_000n, tx: second! }])
       expect(await money(supplierId)).toEqual({ paidOut: 1_300_000, pending: 0, payable: 0 })
-      expect(await auditPayoutsOnChain(redis, keys, onChain, chain.usdc)).toEqual({
+      expect(await auditPayoutsOnChain(store, keys, onChain, chain.usdc)).toEqual({
         checked: 1,
         findings: [],
       })
@@ -370,7 +370,7 @@ describe('a transfer stuck unmined', () => {
 describe('a supplier suspended after asking', () => {
   test('its unsigned payout is never signed and is payable again', async () => {
     const { supplierId, payout, to } = await payoutOf(1_000_000)
-    await new SupplierStore(redis, keys).setStatus(supplierId, 'suspended')
+    await new SupplierStore(store, keys).setStatus(supplierId, 'suspended')
     const done = await finish(sender(), payout.id)
     expect(done).toMatchObject({
       state: 'failed',
@@ -387,7 +387,7 @@ describe('a supplier suspended after asking', () => {
     const killed = sender(never)
     const signed = await recorded(payout.id, killed)
     killed.stop()
-    await new SupplierStore(redis, keys).setStatus(supplierId, 'suspended')
+    await new SupplierStore(store, keys).setStatus(supplierId, 'suspended')
     const done = await finish(sender(), payout.id)
     expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash })
     expect(await transfersFrom(chain, wallet.address, to)).toEqual([

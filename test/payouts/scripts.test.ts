@@ -24,7 +24,7 @@ let fx: MarketFixture
 let payouts: PayoutStore
 freshMarketPerTest((fresh) => {
   fx = fresh
-  payouts = new PayoutStore(fx.redis, fx.keys)
+  payouts = new PayoutStore(fx.store, fx.keys)
 })
 
 const MIN = 1_000_000
@@ -43,12 +43,12 @@ async function earning(supplierId: string, earned: number): Promise<string> {
     supplierId,
     upstreamKeyDigest: digest,
   })
-  await fx.redis.hset(fx.keys.offer(offer.id), 'earned', earned)
+  await fx.store.hset(fx.keys.offer(offer.id), 'earned', earned)
   return offer.id
 }
 
 const money = async (id: string) => {
-  const s = await new SupplierStore(fx.redis, fx.keys).require(id)
+  const s = await new SupplierStore(fx.store, fx.keys).require(id)
   return {
     earned: s.earned,
     paidOut: s.paidOut,
@@ -66,7 +66,7 @@ async function holdLock(): Promise<string> {
 describe('lua key names', () => {
   test('the payout names in lib/keys are those of src/redis/keys.ts', async () => {
     const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_payout('P'), k_supplier_payouts('S'), k_payout_key('S', 'D'), k_payout_lock('W'), k_payout_next_nonce('W'), K_PAYOUTS_OPEN }`
-    expect(await fx.redis.eval(script, 1, fx.keys.base)).toEqual([
+    expect(await fx.store.eval(script, 1, fx.keys.base)).toEqual([
       fx.keys.payout('P'),
       fx.keys.supplierPayouts('S'),
       fx.keys.payoutKey('S', 'D'),
@@ -87,10 +87,10 @@ describe('payout-create', () => {
     const { payout, created } = await payouts.create(id, 4_500_000, 'key-1', MIN)
     expect(created).toBe(true)
     expect(payout).toMatchObject({ supplierId: id, amount: 4_500_000, state: 'sending', rawTx: null })
-    expect(payout.wallet).toBe((await fx.redis.hget(fx.keys.supplier(id), 'wallet'))!)
+    expect(payout.wallet).toBe((await fx.store.hget(fx.keys.supplier(id), 'wallet'))!)
     expect(await money(id)).toEqual({ earned: 5_000_000, paidOut: 0, pending: 4_500_000, payable: 500_000 })
-    expect(await fx.redis.zrange(fx.keys.payoutsOpen, 0, -1)).toEqual([payout.id])
-    expect(await fx.redis.zrange(fx.keys.supplierPayouts(id), 0, -1)).toEqual([payout.id])
+    expect(await fx.store.zrange(fx.keys.payoutsOpen, 0, -1)).toEqual([payout.id])
+    expect(await fx.store.zrange(fx.keys.supplierPayouts(id), 0, -1)).toEqual([payout.id])
   })
 
   test('the same Idempotency-Key answers the same payout; with another amount it is refused', async () => {
@@ -99,12 +99,12 @@ describe('payout-create', () => {
     const first = await payouts.create(id, 2_000_000, 'same', MIN)
     const again = await payouts.create(id, 2_000_000, 'same', MIN)
     expect(again).toEqual({ payout: first.payout, created: false })
-    const before = await snapshotKeys(fx.redis, fx.keys.prefix)
+    const before = await snapshotKeys(fx.store, fx.keys.prefix)
     await expect(payouts.create(id, 3_000_000, 'same', MIN)).rejects.toMatchObject({
       status: 409,
       code: 'idempotency_key_reused',
     })
-    expect(await snapshotKeys(fx.redis, fx.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(fx.store, fx.keys.prefix)).toEqual(before)
     expect((await money(id)).pending).toBe(2_000_000)
     // another supplier's key of the same text is its own
     const other = await seedSupplier()
@@ -117,9 +117,9 @@ describe('payout-create', () => {
     await earning(id, 2_000_000)
     const suspended = await seedSupplier()
     await earning(suspended, 2_000_000)
-    await fx.redis.hset(fx.keys.supplier(suspended), 'status', 'suspended')
+    await fx.store.hset(fx.keys.supplier(suspended), 'status', 'suspended')
     await payouts.create(id, 1_500_000, 'k0', MIN)
-    const before = await snapshotKeys(fx.redis, fx.keys.prefix)
+    const before = await snapshotKeys(fx.store, fx.keys.prefix)
     await expect(payouts.create('spl_nobody', 1_000_000, 'k1', MIN)).rejects.toMatchObject({ status: 404 })
     await expect(payouts.create(suspended, 1_000_000, 'k1', MIN)).rejects.toMatchObject({
       status: 403,
@@ -134,7 +134,7 @@ describe('payout-create', () => {
       code: 'payout_exceeds_payable',
       extra: { payableUsdc: '0.500000' },
     })
-    expect(await snapshotKeys(fx.redis, fx.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(fx.store, fx.keys.prefix)).toEqual(before)
   })
 
   test('many concurrent creates against one payable never create more than payable', async () => {
@@ -213,7 +213,7 @@ describe('payout-move', () => {
       PayoutMoveCode.Illegal,
     )
     expect(await money(id)).toMatchObject({ paidOut: 2_000_000, pending: 0 })
-    expect(await fx.redis.zcard(fx.keys.payoutsOpen)).toBe(0)
+    expect(await fx.store.zcard(fx.keys.payoutsOpen)).toBe(0)
   })
 
   test('a reorg: included again in another block, or dropped back to sending with its bytes kept', async () => {
@@ -251,7 +251,7 @@ describe('payout-move', () => {
     })
     // the money does not move while the transfer is out of the chain
     expect(await money(id)).toMatchObject({ pending: 2_000_000, paidOut: 0, payable: 3_000_000 })
-    expect(await fx.redis.zscore(fx.keys.payoutsOpen, payout.id)).not.toBeNull()
+    expect(await fx.store.zscore(fx.keys.payoutsOpen, payout.id)).not.toBeNull()
     await payouts.move(payout.id, WALLET, token, { step: 'included', txHash: '0xr', blockNumber: 12n })
     await payouts.move(payout.id, WALLET, token, { step: 'confirmed', blockNumber: 12n })
     expect(await payouts.move(payout.id, WALLET, token, dropped)).toBe(PayoutMoveCode.Illegal)
@@ -362,10 +362,10 @@ describe('payout-move', () => {
     await payouts.move(signed.id, WALLET, token, signing)
     const withheld = { step: 'withheld', error: 'the supplier is suspended' } as const
     // an active supplier's payout is not withheld
-    const before = await snapshotKeys(fx.redis, fx.keys.prefix)
+    const before = await snapshotKeys(fx.store, fx.keys.prefix)
     expect(await payouts.move(unsigned.id, WALLET, token, withheld)).toBe(PayoutMoveCode.Suspension)
-    expect(await snapshotKeys(fx.redis, fx.keys.prefix)).toEqual(before)
-    await fx.redis.hset(fx.keys.supplier(id), 'status', 'suspended')
+    expect(await snapshotKeys(fx.store, fx.keys.prefix)).toEqual(before)
+    await fx.store.hset(fx.keys.supplier(id), 'status', 'suspended')
     // a suspended supplier's payout is not signed
     const other = (await payouts.get(unsigned.id))!
     expect(await payouts.move(other.id, WALLET, token, { ...signing, txHash: '0xx' })).toBe(
@@ -381,14 +381,14 @@ describe('payout-move', () => {
     expect(await payouts.move(signed.id, WALLET, token, withheld)).toBe(PayoutMoveCode.Illegal)
     expect(await payouts.get(signed.id)).toMatchObject({ state: 'sending', txHash: '0xw', rawTx: '0x' })
     expect(await money(id)).toEqual({ earned: 5_000_000, paidOut: 0, pending: 1_000_000, payable: 4_000_000 })
-    expect(await fx.redis.zscore(fx.keys.payoutsOpen, unsigned.id)).toBeNull()
+    expect(await fx.store.zscore(fx.keys.payoutsOpen, unsigned.id)).toBeNull()
   })
 
   test('without the lock, or with a stale token, nothing moves', async () => {
     const id = await seedSupplier()
     await earning(id, 5_000_000)
     const { payout } = await payouts.create(id, 2_000_000, 'k', MIN)
-    const before = await snapshotKeys(fx.redis, fx.keys.prefix)
+    const before = await snapshotKeys(fx.store, fx.keys.prefix)
     const step = {
       step: 'signed',
       from: WALLET,
@@ -400,14 +400,14 @@ describe('payout-move', () => {
     expect(await payouts.move(payout.id, WALLET, 'no-lock', step)).toBe(PayoutMoveCode.NotHolder)
     const stale = randomUUID()
     expect(await payouts.lock('acquire', WALLET, stale, 30)).toBe(true)
-    await until(async () => (await fx.redis.exists(fx.keys.payoutSenderLock(WALLET.toLowerCase()))) === 0)
+    await until(async () => (await fx.store.exists(fx.keys.payoutSenderLock(WALLET.toLowerCase()))) === 0)
     const fresh = await holdLock()
-    const afterLock = await snapshotKeys(fx.redis, fx.keys.prefix)
+    const afterLock = await snapshotKeys(fx.store, fx.keys.prefix)
     expect(await payouts.move(payout.id, WALLET, stale, step)).toBe(PayoutMoveCode.NotHolder)
     expect(await payouts.move(payout.id, WALLET, stale, { step: 'failed', error: 'x' })).toBe(
       PayoutMoveCode.NotHolder,
     )
-    expect(await snapshotKeys(fx.redis, fx.keys.prefix)).toEqual(afterLock)
+    expect(await snapshotKeys(fx.store, fx.keys.prefix)).toEqual(afterLock)
     expect(Object.keys(afterLock).filter((k) => !(k in before))).toEqual([
       fx.keys.payoutSenderLock(WALLET.toLowerCase()),
     ])
@@ -426,7 +426,7 @@ describe('payout-lock', () => {
     expect(await payouts.lock('renew', WALLET, a, 60_000)).toBe(true)
     expect(await payouts.lock('release', WALLET, a, 0)).toBe(true)
     expect(await payouts.lock('acquire', WALLET, b, 60_000)).toBe(true)
-    expect(await fx.redis.get(fx.keys.payoutSenderLock(WALLET.toLowerCase()))).toBe(b)
+    expect(await fx.store.get(fx.keys.payoutSenderLock(WALLET.toLowerCase()))).toBe(b)
   })
 })
 
@@ -435,9 +435,9 @@ describe('offer-put bounds a supplier offers', () => {
     const id = await seedSupplier()
     const ids: string[] = []
     for (let i = 0; i < MAX_SUPPLIER_OFFERS; i++) ids.push(await earning(id, 0))
-    const before = await snapshotKeys(fx.redis, fx.keys.prefix)
+    const before = await snapshotKeys(fx.store, fx.keys.prefix)
     await expect(earning(id, 0)).rejects.toMatchObject({ status: 409, code: 'offer_limit' })
-    expect(await snapshotKeys(fx.redis, fx.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(fx.store, fx.keys.prefix)).toEqual(before)
     await fx.offers.remove(ids[0]!, id)
     expect(await earning(id, 0)).toBeString()
   })
@@ -447,14 +447,14 @@ describe('payout events', () => {
   test('confirmed and failed write their event once, in the step that takes them; refused steps none', async () => {
     const id = await seedSupplier()
     await earning(id, 5_000_000)
-    const store = new WebhookStore(fx.redis, fx.keys, randomBytes(32), { allowLoopback: true })
+    const store = new WebhookStore(fx.store, fx.keys, randomBytes(32), { allowLoopback: true })
     await store.create(`supplier:${id}`, {
       url: 'http://127.0.0.1:9/',
       events: ['payout.confirmed', 'payout.failed'],
     })
     const token = await holdLock()
     const events = async () =>
-      (await fx.redis.xrange(fx.keys.webhookEvents(`supplier:${id}`), '-', '+')).map(([, f]) => [
+      (await fx.store.xrange(fx.keys.webhookEvents(`supplier:${id}`), '-', '+')).map(([, f]) => [
         f[1],
         JSON.parse(f[5] as string).payoutId,
         JSON.parse(f[5] as string).amountUsdc,

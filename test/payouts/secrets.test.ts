@@ -81,7 +81,7 @@ test('a failing RPC: payouts wait and log its host only; no key anywhere', async
 
   const logs = capture.lines.join('')
   expect(logs).toContain(rpcHost)
-  const stored = await storedValues(stack.redis, stack.keys.base)
+  const stored = await storedValues(stack.store, stack.keys.base)
   const secrets = { rpcKey, rpcQueryKey, payoutKey, payoutKeyBare: payoutKey.slice(2) }
   expect(leaksOf(secrets, logs, [...seen, { what: 'Redis', text: stored }])).toEqual([])
 }, 30_000)

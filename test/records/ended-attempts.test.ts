@@ -22,7 +22,7 @@ freshMarketPerTest((fresh) => {
 
 type Entry = [string, string[]]
 const rows = async (key: string) =>
-  ((await fx.redis.xrange(key, '-', '+')) as Entry[]).map(([, flat]) => {
+  ((await fx.store.xrange(key, '-', '+')) as Entry[]).map(([, flat]) => {
     const row: Record<string, string> = {}
     for (let i = 0; i < flat.length; i += 2) row[flat[i]!] = flat[i + 1]!
     return row
@@ -38,7 +38,7 @@ describe('the ended-attempt Streams', () => {
     await clearFor(fx, served.attemptId, 700, { inputTokens: 11, outputTokens: 22 })
     await clearFor(fx, served.attemptId, 700) // a replay: nothing new
     const releaseFailed = () =>
-      release(fx.redis, fx.keys, {
+      release(fx.store, fx.keys, {
         attemptId: failed.attemptId,
         errorCode: 'upstream_5xx',
         cooldownMs: 0,
@@ -47,11 +47,11 @@ describe('the ended-attempt Streams', () => {
     await releaseFailed()
     await releaseFailed()
     // Its replica stopped renewing: the lease deadline is in the past.
-    await fx.redis.zadd(fx.keys.leases, 1, expired.attemptId)
-    await reapExpired(fx.redis, fx.keys, 10)
+    await fx.store.zadd(fx.keys.leases, 1, expired.attemptId)
+    await reapExpired(fx.store, fx.keys, 10)
     const refusedId = `sr_${randomUUID()}.1`
     await recordRefusal(
-      fx.redis,
+      fx.store,
       fx.keys,
       {
         attemptId: refusedId,
@@ -98,8 +98,8 @@ describe('the ended-attempt Streams', () => {
       }),
     ])
     // The refusal is also its request's record, kept for the retention given.
-    expect(await fx.redis.hget(fx.keys.attempt(refusedId), 'state')).toBe('refused')
-    expect(await fx.redis.pttl(fx.keys.attempt(refusedId))).toBeGreaterThan(0)
+    expect(await fx.store.hget(fx.keys.attempt(refusedId), 'state')).toBe('refused')
+    expect(await fx.store.pttl(fx.keys.attempt(refusedId))).toBeGreaterThan(0)
   })
 
   test("an account's Stream holds only its own attempts; the market's holds everyone's", async () => {

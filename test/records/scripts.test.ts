@@ -27,7 +27,7 @@ const HOUR = 3_600_000
 const clearOf = (attemptId: string, burn: number) =>
   clearFor(fx, attemptId, burn, { recordRetentionMs: HOUR })
 const releaseOf = (attemptId: string, final = false) =>
-  release(fx.redis, fx.keys, {
+  release(fx.store, fx.keys, {
     attemptId,
     errorCode: 'upstream_503',
     cooldownMs: 0,
@@ -35,13 +35,13 @@ const releaseOf = (attemptId: string, final = false) =>
     final,
     recordRetentionMs: HOUR,
   })
-const attempt = (id: string) => fx.redis.hgetall(fx.keys.attempt(id))
-const ttl = (id: string) => fx.redis.pttl(fx.keys.attempt(id))
+const attempt = (id: string) => fx.store.hgetall(fx.keys.attempt(id))
+const ttl = (id: string) => fx.store.pttl(fx.keys.attempt(id))
 
 /** Today's usage bucket, by Redis's clock (the scripts' own). */
 async function servedToday(): Promise<Record<string, string>> {
-  const [seconds] = await fx.redis.time()
-  return fx.redis.hgetall(fx.keys.statsDay(new Date(Number(seconds) * 1000).toISOString().slice(0, 10)))
+  const [seconds] = await fx.store.time()
+  return fx.store.hgetall(fx.keys.statsDay(new Date(Number(seconds) * 1000).toISOString().slice(0, 10)))
 }
 
 describe("an ended attempt is its request's record, written by the script that ends it", () => {
@@ -112,9 +112,9 @@ describe("an ended attempt is its request's record, written by the script that e
     // The long lease first: an admit reaps expired leases, so none may follow the short one.
     const live = admitted(await admitFor(fx, acct))
     const adm = admitted(await admitFor(fx, acct, { leaseMs: 20 }))
-    await untilRedisPasses(fx.redis, adm.leaseDeadline)
-    expect(await reapExpired(fx.redis, fx.keys, 100, HOUR)).toBe(1)
-    expect(await reapExpired(fx.redis, fx.keys, 100, HOUR)).toBe(0)
+    await untilRedisPasses(fx.store, adm.leaseDeadline)
+    expect(await reapExpired(fx.store, fx.keys, 100, HOUR)).toBe(1)
+    expect(await reapExpired(fx.store, fx.keys, 100, HOUR)).toBe(0)
     expect((await attempt(adm.attemptId)).state).toBe('reaped')
     const kept = await ttl(adm.attemptId)
     expect(kept).toBeGreaterThan(0)
@@ -131,7 +131,7 @@ describe("an ended attempt is its request's record, written by the script that e
     const acct = await seedAccount(fx, 1_000_000)
     const refused = await admitFor(fx, acct, { attemptId: 'sr_cccccccccccccccccccc.1' })
     expect(refused.code).toBe(AdmitCode.PoolEmpty)
-    expect(await fx.redis.exists(fx.keys.attempt('sr_cccccccccccccccccccc.1'))).toBe(0)
+    expect(await fx.store.exists(fx.keys.attempt('sr_cccccccccccccccccccc.1'))).toBe(0)
     expect(await servedToday()).toEqual({})
   })
 })
@@ -148,7 +148,7 @@ describe('utc_day', () => {
       '2100-03-01T00:00:00Z',
     ].map((iso) => Date.parse(iso))
     const script = `${libNumbers}\nbind_globals()\nlocal out = {} for i, ms in ipairs(ARGV) do out[i] = utc_day(tonumber(ms)) end return out`
-    const names = await fx.redis.eval(script, 0, ...days.map(String))
+    const names = await fx.store.eval(script, 0, ...days.map(String))
     expect(names).toEqual(days.map((ms) => new Date(ms).toISOString().slice(0, 10)))
   })
 })

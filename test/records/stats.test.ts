@@ -38,9 +38,9 @@ async function serve(model: string, times: number) {
 
 /** Today's bucket counts `count` served requests the moment their responses are in (clear counts them). */
 async function counted(count: number) {
-  const [seconds] = await stack.redis.time()
+  const [seconds] = await stack.store.time()
   const today = stack.keys.statsDay(lastDays(Number(seconds) * 1000, 1)[0]!)
-  const counts = Object.values(await stack.redis.hgetall(today)).map(Number)
+  const counts = Object.values(await stack.store.hgetall(today)).map(Number)
   expect(counts.reduce((a, b) => a + b, 0)).toBe(count)
 }
 
@@ -73,10 +73,10 @@ describe('GET /v1/models/stats', () => {
   })
 
   test('the windows: 24h is today, 7d and 30d reach back into older days; shares always sum to 1', async () => {
-    const [seconds] = await stack.redis.time()
+    const [seconds] = await stack.store.time()
     const days = lastDays(Number(seconds) * 1000, 30)
-    await stack.redis.hincrby(stack.keys.statsDay(days[29 - 3]!), 'qwen3-4b', 15) // 3 days ago
-    await stack.redis.hincrby(stack.keys.statsDay(days[29 - 20]!), 'llama-3.3-70b', 80) // 20 days ago
+    await stack.store.hincrby(stack.keys.statsDay(days[29 - 3]!), 'qwen3-4b', 15) // 3 days ago
+    await stack.store.hincrby(stack.keys.statsDay(days[29 - 20]!), 'llama-3.3-70b', 80) // 20 days ago
 
     const day = (await stats('?window=24h')).body
     expect(day.models.map((m) => [m.id, m.usageShare])).toEqual([
@@ -116,22 +116,22 @@ describe('GET /v1/models/stats', () => {
   })
 
   test('shares that do not divide evenly still sum to exactly 1', async () => {
-    const [seconds] = await stack.redis.time()
+    const [seconds] = await stack.store.time()
     const [today] = lastDays(Number(seconds) * 1000, 1)
-    await stack.redis.hincrby(stack.keys.statsDay(today!), 'qwen3-4b', 2) // 4 and 3 today
+    await stack.store.hincrby(stack.keys.statsDay(today!), 'qwen3-4b', 2) // 4 and 3 today
     const { body } = await stats('?window=24h')
     expect(body.models.map((m) => m.usageShare)).toEqual([0.5714, 0.4286])
     expect(shareSum(body.models.map((m) => m.usageShare))).toBe(10_000)
   })
 
   test('any other window is a 400 in the error shape, and changes nothing', async () => {
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const bad of ['1h', '7D', '', '30d ', '24h&window=7d']) {
       const { status, body } = await stats(`?window=${encodeURIComponent(bad)}`)
       expect(status).toBe(400)
       expect(body.error!.code).toBe('invalid_window')
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
   test('/v1/models/stats wins over the single-model route, which still answers', async () => {

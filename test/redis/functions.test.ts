@@ -41,9 +41,9 @@ afterAll(() => {
 async function withLane(): Promise<MarketFixture> {
   const fx = marketFixture()
   fixtures.push(fx)
-  await fx.redis.whenReady(5_000)
-  await until(() => fx.redis.lane !== undefined)
-  expect(fx.redis.lane).toBeDefined()
+  await fx.store.whenReady(5_000)
+  await until(() => fx.store.lane !== undefined)
+  expect(fx.store.lane).toBeDefined()
   return fx
 }
 
@@ -53,8 +53,8 @@ async function libraries(): Promise<string[]> {
 }
 
 /** Calls and usec of one command in INFO commandstats (`function|load`, `fcall`, ...). */
-async function commandCalls(redis: Store, name: string): Promise<number> {
-  const info = (await redis.info('commandstats')) as string
+async function commandCalls(store: Store, name: string): Promise<number> {
+  const info = (await store.info('commandstats')) as string
   const escaped = name.replace('|', '\\|')
   const match = new RegExp(`cmdstat_${escaped}:calls=(\\d+)`).exec(info)
   return match ? Number(match[1]) : 0
@@ -94,7 +94,7 @@ describe('the function library', () => {
     await observer.call('FUNCTION', 'LOAD', other.code)
     try {
       await observer.call('FUNCTION', 'DELETE', LIBRARY.name).catch(() => {})
-      expect(await runScript(fx.redis, 'capacity', [fx.keys.base], { maxPriceCents: 80 })).toBeArray()
+      expect(await runScript(fx.store, 'capacity', [fx.keys.base], { maxPriceCents: 80 })).toBeArray()
       expect(await libraries()).toEqual(expect.arrayContaining([LIBRARY.name, other.name]))
       // The other version's functions still answer, from its own library.
       expect(await observer.call('FCALL', functionName(other, 'capacity'), 1, fx.keys.base, 80)).toBeArray()
@@ -138,7 +138,7 @@ describe('functions and EVAL forms agree', () => {
     await go('lane cap', admitFor(fx, accountId, { capGroup: { name: 'img', cap: 1 } }))
     await go(
       'release',
-      release(fx.redis, fx.keys, {
+      release(fx.store, fx.keys, {
         attemptId: a3,
         errorCode: 'upstream_503',
         cooldownMs: 0,
@@ -151,25 +151,25 @@ describe('functions and EVAL forms agree', () => {
     await go('replay written off', clearFor(fx, a4, 50_000_000))
     const a5 = await admit({ leaseMs: 1 })
     await Bun.sleep(5)
-    await go('reap', reapExpired(fx.redis, fx.keys, 10))
+    await go('reap', reapExpired(fx.store, fx.keys, 10))
     await go('late clear', clearFor(fx, a5, 300))
     await go('refused', admitFor(fx, 'acct_nobody'))
-    await go('capacity', runScript(fx.redis, 'capacity', [fx.keys.base], { maxPriceCents: 80 }))
+    await go('capacity', runScript(fx.store, 'capacity', [fx.keys.base], { maxPriceCents: 80 }))
     await go(
       'quote',
-      runScript(fx.redis, 'quote', [fx.keys.base], { accountId, holdDiem: 1_000, defaultMaxPriceCents: 50 }),
+      runScript(fx.store, 'quote', [fx.keys.base], { accountId, holdDiem: 1_000, defaultMaxPriceCents: 50 }),
     )
 
     const stored: Record<string, unknown> = {
-      account: await fx.redis.hgetall(fx.keys.account(accountId)),
-      cheap: await fx.redis.hgetall(fx.keys.offer(cheap)),
-      dear: await fx.redis.hgetall(fx.keys.offer(dear)),
-      leases: await fx.redis.zcard(fx.keys.leases),
+      account: await fx.store.hgetall(fx.keys.account(accountId)),
+      cheap: await fx.store.hgetall(fx.keys.offer(cheap)),
+      dear: await fx.store.hgetall(fx.keys.offer(dear)),
+      leases: await fx.store.zcard(fx.keys.leases),
     }
     for (const [i, id] of attempts.entries()) {
-      stored[`attempt ${i}`] = await fx.redis.hgetall(fx.keys.attempt(id))
+      stored[`attempt ${i}`] = await fx.store.hgetall(fx.keys.attempt(id))
       // Hours left of its record: one hour, or the default 30 days.
-      stored[`ttl ${i}`] = Math.round((await fx.redis.pttl(fx.keys.attempt(id))) / HOUR)
+      stored[`ttl ${i}`] = Math.round((await fx.store.pttl(fx.keys.attempt(id))) / HOUR)
     }
     // Ids and times differ between the runs; everything else must not.
     const ids = [accountId, cheap, dear, ...attempts]
@@ -183,8 +183,8 @@ describe('functions and EVAL forms agree', () => {
   test('a mixed workload: the same replies and the same stored data', async () => {
     const viaFunctions = await withLane()
     const viaEval = await withLane()
-    viaEval.redis.lane!.close()
-    expect(viaEval.redis.lane).toBeUndefined()
+    viaEval.store.lane!.close()
+    expect(viaEval.store.lane).toBeUndefined()
 
     const evalsBefore = await commandCalls(observer, 'evalsha')
     const a = await workload(viaFunctions)
@@ -213,16 +213,16 @@ describe('a Redis without functions (before 7.0)', () => {
   afterAll(() => old.stop())
 
   test('the lane runs the EVAL forms instead', async () => {
-    const redis = createStore(old.url, { name: 'svc-test-no-functions' })
+    const store = createStore(old.url, { name: 'svc-test-no-functions' })
     try {
-      await redis.whenReady(5_000)
-      await until(() => redis.lane !== undefined)
-      expect(redis.lane).toBeDefined()
+      await store.whenReady(5_000)
+      await until(() => store.lane !== undefined)
+      expect(store.lane).toBeDefined()
       for (let i = 0; i < 3; i++)
-        expect(await runScript(redis, 'capacity', ['p:'], { maxPriceCents: 80 })).toEqual([])
-      expect(await commandCalls(redis, 'evalsha')).toBeGreaterThanOrEqual(2)
+        expect(await runScript(store, 'capacity', ['p:'], { maxPriceCents: 80 })).toEqual([])
+      expect(await commandCalls(store, 'evalsha')).toBeGreaterThanOrEqual(2)
     } finally {
-      redis.close()
+      store.close()
     }
   })
 })

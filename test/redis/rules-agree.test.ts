@@ -15,11 +15,11 @@ import { runScript } from '../../src/redis/scripts.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { testRedisUrl } from '../helpers/stack.ts'
 
-const redis = createStore(testRedisUrl(), { name: 'svc-test-rules' })
-afterAll(() => redis.close())
+const store = createStore(testRedisUrl(), { name: 'svc-test-rules' })
+afterAll(() => store.close())
 
 const lua = (body: string, ...args: (string | number)[]) =>
-  redis.eval(`${libNumbers}\nbind_globals()\n${body}`, 0, ...args.map(String))
+  store.eval(`${libNumbers}\nbind_globals()\n${body}`, 0, ...args.map(String))
 
 test('ceil(burn x ask / 100): the scripts and costAtAsk agree to the micro-USDC', async () => {
   await fc.assert(
@@ -43,7 +43,7 @@ test('ceil(burn x ask / 100): the scripts and costAtAsk agree to the micro-USDC'
 
 test('the record retention has one default, in TypeScript: the scripts refuse to guess one', async () => {
   const keep = (ms: string) =>
-    redis.eval(
+    store.eval(
       `${libKeys}\n${libNumbers}\n${libAttempts}\nbind_globals()\nkeep_records_for(ARGV[1])\nreturn record_ttl_ms`,
       0,
       ms,
@@ -75,13 +75,13 @@ test('every script takes the KEYS its header block numbers and the ARGV it names
 })
 
 test("a call missing an argument, or with values past a fixed script's, is refused before it reaches Redis", () => {
-  expect(() => runScript(redis, 'renew', ['base'], { attemptId: 'attempt' } as never)).toThrow(
+  expect(() => runScript(store, 'renew', ['base'], { attemptId: 'attempt' } as never)).toThrow(
     'renew: leaseMs is missing',
   )
-  expect(() => runScript(redis, 'renew', ['base'], { attemptId: 'a', leaseMs: 1 }, ['more'])).toThrow(
+  expect(() => runScript(store, 'renew', ['base'], { attemptId: 'a', leaseMs: 1 }, ['more'])).toThrow(
     'renew takes no values beyond its arguments',
   )
-  expect(() => runScript(redis, 'renew', ['base', 'other'], { attemptId: 'a', leaseMs: 1 })).toThrow(
+  expect(() => runScript(store, 'renew', ['base', 'other'], { attemptId: 'a', leaseMs: 1 })).toThrow(
     'renew takes 1 keys',
   )
 })

@@ -48,7 +48,7 @@ let observer: Store
 beforeAll(async () => {
   fx = marketFixture()
   observer = createStore(testRedisUrl(), { name: 'svc-test-observer' })
-  await fx.redis.whenReady(5_000)
+  await fx.store.whenReady(5_000)
 })
 afterAll(() => {
   fx.close()
@@ -64,20 +64,20 @@ async function clientNames(): Promise<string[]> {
     .filter(Boolean)
 }
 
-async function laneUp(redis: Store) {
-  await until(() => redis.lane !== undefined)
-  expect(redis.lane).toBeDefined()
+async function laneUp(store: Store) {
+  await until(() => store.lane !== undefined)
+  expect(store.lane).toBeDefined()
 }
 
 describe('the native script lane', () => {
   test('a single Redis gets a lane, named after its connection, and scripts answer as through ioredis', async () => {
-    await laneUp(fx.redis)
+    await laneUp(fx.store)
     expect(await clientNames()).toContain('svc-test-market-scripts')
     const offerId = await postOffer(fx, 45, 5_000_000)
     const accountId = await seedAccount(fx, 1_000_000)
     const args = (attemptId: string) => admitArgs(attemptId, accountId)
     const first = randomUUID()
-    const viaLane = (await runScript(fx.redis, 'admit', [fx.keys.base], args(first))) as unknown[]
+    const viaLane = (await runScript(fx.store, 'admit', [fx.keys.base], args(first))) as unknown[]
     // The same script as EVALSHA through ioredis, on a store of the other form.
     const evalsha = createStore(testRedisUrl(), { name: 'svc-test-evalsha', scriptForm: 'scripts' })
     const viaIoredis = (await runScript(evalsha, 'admit', [fx.keys.base], args(randomUUID())).finally(() =>
@@ -89,12 +89,12 @@ describe('the native script lane', () => {
     expect(viaLane.map((v) => typeof v)).toEqual(viaIoredis.map((v) => typeof v))
     expect(viaLane.slice(0, 5)).toEqual(viaIoredis.slice(0, 5))
     // A refusal (the attempt id used already) is a plain reply too, its code a number.
-    expect(await runScript(fx.redis, 'admit', [fx.keys.base], args(first))).toEqual([-10, accountId, 'key-1'])
+    expect(await runScript(fx.store, 'admit', [fx.keys.base], args(first))).toEqual([-10, accountId, 'key-1'])
   })
 
   test('after SCRIPT FLUSH a script is sent again whole and still runs', async () => {
-    await laneUp(fx.redis)
-    const lane = fx.redis.lane!
+    await laneUp(fx.store)
+    const lane = fx.store.lane!
     await observer.script('FLUSH')
     const sha = new Bun.CryptoHasher('sha1').update(SCRIPTS.capacity.lua).digest('hex')
     expect(await observer.script('EXISTS', sha)).toEqual([0])
@@ -105,57 +105,57 @@ describe('the native script lane', () => {
   })
 
   test('a lane that is down hands its scripts to ioredis; it comes back by itself', async () => {
-    await laneUp(fx.redis)
+    await laneUp(fx.store)
     // Cut only the lane's connection: ioredis's own stays up.
     await observer.client('KILL', 'SKIPME', 'yes', 'ID', String(await laneClientId()))
-    await until(() => fx.redis.lane === undefined, 1)
-    expect(fx.redis.lane).toBeUndefined()
+    await until(() => fx.store.lane === undefined, 1)
+    expect(fx.store.lane).toBeUndefined()
     const results = await Promise.all(
       Array.from({ length: 20 }, () =>
-        runScript(fx.redis, 'capacity', [fx.keys.base], { maxPriceCents: 80 }),
+        runScript(fx.store, 'capacity', [fx.keys.base], { maxPriceCents: 80 }),
       ),
     )
     for (const r of results) expect(Array.isArray(r)).toBe(true)
-    await laneUp(fx.redis)
+    await laneUp(fx.store)
   })
 
   test("a database in the URL is the lane's too: a script writes where ioredis reads", async () => {
-    const redis = createStore(`${testRedisUrl()}/5`, { name: 'svc-test-db5' })
+    const store = createStore(`${testRedisUrl()}/5`, { name: 'svc-test-db5' })
     try {
-      await redis.whenReady(5_000)
-      await laneUp(redis)
+      await store.whenReady(5_000)
+      await laneUp(store)
       const keys = keyspace(testPrefix())
-      const offers = new OfferService(redis, keys, randomBytes(32))
+      const offers = new OfferService(store, keys, randomBytes(32))
       const offer = await offers.create({
         upstreamBaseUrl: 'http://127.0.0.1:1',
         upstreamApiKey: 'upstream-db5',
         askCents: 40,
         capacity: 1_000 as MicroDiem,
       })
-      expect((await redis.hgetall(keys.offer(offer.id))).askCents).toBe('40')
+      expect((await store.hgetall(keys.offer(offer.id))).askCents).toBe('40')
       expect(await observer.exists(keys.offer(offer.id))).toBe(0)
     } finally {
-      redis.close()
+      store.close()
     }
   })
 
   test('a Redis on this machine reached over its Unix socket (redis+unix://): both connections there, scripts on the lane', async () => {
     const local = await startLocalRedis()
-    const redis = createStore(local.socketUrl, { name: 'svc-test-socket' })
+    const store = createStore(local.socketUrl, { name: 'svc-test-socket' })
     try {
-      await redis.whenReady(5_000)
-      await laneUp(redis)
+      await store.whenReady(5_000)
+      await laneUp(store)
       // The lane answers a script (an unknown account is refused by the admission itself)
       const keys = keyspace('svc:{socket}')
       const refused = (await runScript(
-        redis,
+        store,
         'admit',
         [keys.base],
         admitArgs(randomUUID(), 'acct-none'),
       )) as unknown[]
       expect(refused[0]).toBe(-1)
       // Redis sees both connections on its socket, none over TCP
-      const list = (await redis.client('LIST')) as string
+      const list = (await store.client('LIST')) as string
       const ours = list.split('\n').filter((line) => /name=svc-test-socket/.test(line))
       expect(ours.map((line) => /name=(\S+)/.exec(line)![1]).sort()).toEqual([
         'svc-test-socket',
@@ -163,47 +163,47 @@ describe('the native script lane', () => {
       ])
       for (const line of ours) expect(line).toContain(`laddr=${local.dir}/redis.sock`)
     } finally {
-      redis.close()
+      store.close()
       await local.stop()
     }
   })
 
   test('a script and a command agree on whether the store is up while ioredis reconnects', async () => {
-    const redis = createStore(testRedisUrl(), { name: 'svc-test-together', failFast: true })
+    const store = createStore(testRedisUrl(), { name: 'svc-test-together', failFast: true })
     try {
-      await redis.whenReady(5_000)
-      await laneUp(redis)
+      await store.whenReady(5_000)
+      await laneUp(store)
       // Redis drops the command connection, which dials again; the lane's socket stays open throughout.
       await observer.client('KILL', 'ID', String(await clientId('svc-test-together')))
-      await until(() => !redis.ready, 1)
-      const read = redis.get('svc-test:none').then(
+      await until(() => !store.ready, 1)
+      const read = store.get('svc-test:none').then(
         () => 'served',
         (error) => (isRedisUnavailable(error) ? 'away' : String(error)),
       )
-      const script = runScript(redis, 'touchKey', [`${testPrefix()}:apikey:none`], []).then(
+      const script = runScript(store, 'touchKey', [`${testPrefix()}:apikey:none`], []).then(
         () => 'served',
         (error) => (isRedisUnavailable(error) ? 'away' : String(error)),
       )
       expect(await read).toBe('away')
       expect(await script).toBe('away')
-      await redis.whenReady(5_000)
-      await laneUp(redis)
+      await store.whenReady(5_000)
+      await laneUp(store)
     } finally {
-      redis.close()
+      store.close()
     }
   })
 
   test('close() ends both connections: none of the store is left in CLIENT LIST', async () => {
-    const redis = createStore(testRedisUrl(), { name: 'svc-test-short-lived' })
-    await redis.whenReady(5_000)
-    await laneUp(redis)
+    const store = createStore(testRedisUrl(), { name: 'svc-test-short-lived' })
+    await store.whenReady(5_000)
+    await laneUp(store)
     const ours = async () => (await clientNames()).filter((name) => name.startsWith('svc-test-short-lived'))
     expect((await ours()).sort()).toEqual(['svc-test-short-lived', 'svc-test-short-lived-scripts'])
-    redis.close()
+    store.close()
     await until(async () => (await ours()).length === 0)
     expect(await ours()).toEqual([])
-    expect(redis.ready).toBe(false)
-    expect(redis.lane).toBeUndefined()
+    expect(store.ready).toBe(false)
+    expect(store.lane).toBeUndefined()
   })
 })
 
@@ -217,9 +217,9 @@ test('a tool whose Redis is down exits once it disconnects: the lane, still reco
       process.execPath,
       '-e',
       `import { createStore } from ${JSON.stringify(`${import.meta.dir}/../../src/redis/store.ts`)}
-       const redis = createStore('redis://127.0.0.1:${port}', { name: 'svc-test-down' })
+       const store = createStore('redis://127.0.0.1:${port}', { name: 'svc-test-down' })
        await Bun.sleep(300)
-       redis.close()
+       store.close()
        console.log('disconnected')`,
     ],
     { stdout: 'pipe', stderr: 'pipe' },
@@ -247,9 +247,9 @@ describe('a store that goes away', () => {
     const refused = await lane.run('return 1', ['k'], []).catch((error: unknown) => error)
     lane.close()
     expect(isRedisUnavailable(refused)).toBe(true)
-    await laneUp(fx.redis)
+    await laneUp(fx.store)
     // Reap without its record retention: the script itself refuses (the default lives in TypeScript).
-    const scriptError = await runScript(fx.redis, 'reap', [fx.keys.base], {
+    const scriptError = await runScript(fx.store, 'reap', [fx.keys.base], {
       limit: 10,
       recordRetentionMs: '',
     }).catch((error: unknown) => error)

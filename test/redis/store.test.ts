@@ -39,7 +39,7 @@ async function open(url: string, name: string): Promise<Store> {
 async function paidPair(store: Store) {
   const keys = keyspace(testPrefix())
   const fx: MarketFixture = {
-    redis: store,
+    store,
     keys,
     offers: new OfferService(store, keys, randomBytes(32)),
     close() {},

@@ -78,8 +78,8 @@ describe('REDIS_URL forms', () => {
  * One account with one admitted attempt holding 100 of its 1000 micro-USDC and 30 micro-DIEM of an
  * offer, its in-flight counts set: sound when `funded` is 1000 and the attempt `leased`.
  */
-async function seedOpenAttempt(redis: Store, keys: Keyspace, options: { funded: number; leased: boolean }) {
-  await redis.hset(keys.account('acct_1'), {
+async function seedOpenAttempt(store: Store, keys: Keyspace, options: { funded: number; leased: boolean }) {
+  await store.hset(keys.account('acct_1'), {
     id: 'acct_1',
     confirmed: 900,
     pending: 0,
@@ -93,8 +93,8 @@ async function seedOpenAttempt(redis: Store, keys: Keyspace, options: { funded: 
     inflight: 1,
     'inflight:key_1': 1,
   })
-  await redis.sadd(keys.accounts, 'acct_1')
-  await redis.hset(keys.offer('offer_1'), {
+  await store.sadd(keys.accounts, 'acct_1')
+  await store.hset(keys.offer('offer_1'), {
     id: 'offer_1',
     capacity: 500,
     burned: 0,
@@ -103,8 +103,8 @@ async function seedOpenAttempt(redis: Store, keys: Keyspace, options: { funded: 
     earned: 0,
     fees: 0,
   })
-  await redis.sadd(keys.offers, 'offer_1')
-  await redis.hset(keys.attempt('req_1.1'), {
+  await store.sadd(keys.offers, 'offer_1')
+  await store.hset(keys.attempt('req_1.1'), {
     id: 'req_1.1',
     state: 'admitted',
     accountId: 'acct_1',
@@ -113,7 +113,7 @@ async function seedOpenAttempt(redis: Store, keys: Keyspace, options: { funded: 
     holdUsdc: 100,
     holdDiem: 30,
   })
-  if (options.leased) await redis.zadd(keys.leases, Date.now() + 60_000, 'req_1.1')
+  if (options.leased) await store.zadd(keys.leases, Date.now() + 60_000, 'req_1.1')
 }
 
 /** How many keys of a prefix one node holds, asked of that node alone. */
@@ -154,11 +154,11 @@ describe('Cluster', () => {
   test('three masters: the gateway admits, clears and audits across them', async () => {
     const url = redisCluster.url
     const stack = await startStack({ env: { REDIS_URL: url } })
-    // The helpers read balances through stack.redis: point it at the cluster too.
+    // The helpers read balances through stack.store: point it at the cluster too.
     const cluster = createStore(url, { name: 'svc-test-cluster' })
     await cluster.whenReady(10_000)
     try {
-      const probe = { ...stack, redis: cluster }
+      const probe = { ...stack, store: cluster }
       const { buyer, before } = await paidChats(probe)
       const after = await balances(probe, buyer.accountId)
       expect(after.confirmed).toBeLessThan(before.confirmed)
@@ -237,7 +237,7 @@ describe('Sentinel', () => {
     const viaSentinel = createStore(url, { name: 'svc-test-sentinel' })
     await viaSentinel.whenReady(10_000)
     try {
-      const probe = { ...stack, redis: viaSentinel }
+      const probe = { ...stack, store: viaSentinel }
       const { buyer, before } = await paidChats(probe)
       expect((await balances(probe, buyer.accountId)).confirmed).toBeLessThan(before.confirmed)
       // and it really is that master that holds the money

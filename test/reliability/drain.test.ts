@@ -11,10 +11,10 @@ import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 const sim = startSim({ port: 0, tokensPerSecond: 25, outputTokens: 25 })
-const redis = createStore(testRedisUrl())
+const store = createStore(testRedisUrl())
 afterAll(async () => {
   await sim.stop()
-  redis.close()
+  store.close()
 })
 
 test('SIGTERM drains: the open stream completes and settles, new work is refused, exit 0', async () => {
@@ -81,8 +81,8 @@ test('SIGTERM drains: the open stream completes and settles, new work is refused
   expect(await child.exited).toBe(0)
 
   const keys = keyspace(prefix)
-  const acct = await redis.hgetall(keys.account(account.accountId))
+  const acct = await store.hgetall(keys.account(account.accountId))
   expect(Number(acct.spent)).toBeGreaterThan(0)
   expect(acct.held).toBe('0')
-  expect(await auditAll(redis, keys)).toEqual([])
+  expect(await auditAll(store, keys)).toEqual([])
 }, 40_000)

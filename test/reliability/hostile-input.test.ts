@@ -32,7 +32,7 @@ const BUYER_POSTS = [
 // Money and market keys only: lastUsedAt on the key and the capacity snapshot move on their own.
 const moneyKeys = async () =>
   Object.fromEntries(
-    Object.entries(await snapshotKeys(stack.redis, stack.keys.prefix)).filter(
+    Object.entries(await snapshotKeys(stack.store, stack.keys.prefix)).filter(
       ([k]) => !k.includes(':apikey:') && !k.includes(':capacity:'),
     ),
   )

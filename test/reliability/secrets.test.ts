@@ -166,7 +166,7 @@ test('no API key, upstream key, master key or admin token in any log line, respo
   expect(leaks).toEqual([])
 
   // At rest: Redis holds API keys only as digests and upstream keys only sealed.
-  const stored = await storedValues(stack.redis, stack.keys.base)
+  const stored = await storedValues(stack.store, stack.keys.base)
   expect(stored).toContain(offerId) // the scan reads what is there
   for (const [name, secret] of Object.entries(secrets)) {
     expect({ name, inRedis: stored.includes(secret) }).toEqual({ name, inRedis: false })

@@ -77,12 +77,12 @@ describe('operator: suppliers', () => {
     const suspended = await setStatus(supplier.supplierId, 'suspended')
     expect(suspended.status).toBe(200)
     expect(((await suspended.json()) as AdminSupplier).status).toBe('suspended')
-    expect(await stack.redis.zscore(stack.keys.ladder, offerId)).toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offerId)).toBeNull()
     const refusedChat = await chat()
     expect(refusedChat.status).toBe(503)
     await refusedChat.arrayBuffer()
 
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const post = await keyFetch(stack, supplier.apiKey, '/v1/supplier/offers', {
       method: 'POST',
       json: { upstreamApiKey: `venice-${randomUUID()}`, askCents: 40, capacityDiem: '5' },
@@ -94,7 +94,7 @@ describe('operator: suppliers', () => {
       json: { status: 'active' },
     })
     expect(activate.status).toBe(403)
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
     // it still sees its own account
     const me = (await (await keyFetch(stack, supplier.apiKey, '/v1/supplier/me')).json()) as {
       status: string
@@ -102,7 +102,7 @@ describe('operator: suppliers', () => {
     expect(me.status).toBe('suspended')
 
     expect((await setStatus(supplier.supplierId, 'active')).status).toBe(200)
-    expect(await stack.redis.zscore(stack.keys.ladder, offerId)).not.toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offerId)).not.toBeNull()
     expect((await chat()).status).toBe(200)
   })
 
@@ -129,9 +129,9 @@ describe('operator: suppliers', () => {
     const suspend = await cli('suspend', supplier.supplierId)
     expect(suspend.code).toBe(0)
     expect(JSON.parse(suspend.stdout).status).toBe('suspended')
-    expect(await stack.redis.zscore(stack.keys.ladder, offerId)).toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offerId)).toBeNull()
     expect(JSON.parse((await cli('reinstate', supplier.supplierId)).stdout).status).toBe('active')
-    expect(await stack.redis.zscore(stack.keys.ladder, offerId)).not.toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offerId)).not.toBeNull()
     expect((await cli('show', 'spl_nobody')).code).toBe(1)
     expect((await cli('frobnicate')).code).toBe(2)
   })

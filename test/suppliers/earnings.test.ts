@@ -127,20 +127,20 @@ describe('a self-served offer earns what its buyers pay less the fee', () => {
 
     // Buyers' spend equals the offer's earnings plus its fees, from Redis itself.
     const spent = (
-      await Promise.all(buyers.map((b) => stack.redis.hget(stack.keys.account(b.accountId), 'spent')))
+      await Promise.all(buyers.map((b) => stack.store.hget(stack.keys.account(b.accountId), 'spent')))
     ).reduce((sum, v) => sum + Number(v), 0)
-    const offer = await stack.redis.hmget(stack.keys.offer(offerId), 'earned', 'fees')
+    const offer = await stack.store.hmget(stack.keys.offer(offerId), 'earned', 'fees')
     expect(spent).toBe(charges.reduce((a, b) => a + b, 0))
     expect(Number(offer[0]) + Number(offer[1])).toBe(spent)
   })
 
   test("a fill never carries a buyer's account, key or wallet", async () => {
     const raw = JSON.stringify(
-      await stack.redis.xrange(stack.keys.supplierFills(supplier.supplierId), '-', '+'),
+      await stack.store.xrange(stack.keys.supplierFills(supplier.supplierId), '-', '+'),
     )
     const served = JSON.stringify(await allFills(supplier.apiKey, 200))
     const keyIds = await Promise.all(
-      buyers.map(async (b) => Object.keys(await stack.redis.hgetall(stack.keys.accountKeys(b.accountId)))),
+      buyers.map(async (b) => Object.keys(await stack.store.hgetall(stack.keys.accountKeys(b.accountId)))),
     )
     for (const text of [raw, served]) {
       for (const buyer of buyers) {
@@ -201,7 +201,7 @@ describe('a self-served offer earns what its buyers pay less the fee', () => {
     const older = await signInSupplier(stack)
     const daysAgo = (n: number) => Date.now() - n * 86_400_000
     for (const n of [40, 3]) {
-      await stack.redis.xadd(
+      await stack.store.xadd(
         stack.keys.supplierFills(older.supplierId),
         `${daysAgo(n)}-0`,
         ...[

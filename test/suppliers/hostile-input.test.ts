@@ -25,7 +25,7 @@ beforeAll(async () => {
 })
 afterAll(() => stack.stop())
 
-const snapshot = () => snapshotKeys(stack.redis, stack.keys.prefix)
+const snapshot = () => snapshotKeys(stack.store, stack.keys.prefix)
 
 describe('fuzzing the supplier routes', () => {
   test('random JSON on sign-in, offers and keys: shaped 4xx that change nothing', async () => {
@@ -95,7 +95,7 @@ describe('fuzzing the supplier routes', () => {
 describe('route ids that name other Redis keys', () => {
   test('a payout id naming the sender lock, a supplier id naming its offer set: 404s that change nothing', async () => {
     const wallet = '0x000000000000000000000000000000000000dead'
-    await stack.redis.set(stack.keys.payoutSenderLock(wallet), 'token')
+    await stack.store.set(stack.keys.payoutSenderLock(wallet), 'token')
     const before = await snapshot()
     const payout = await keyFetch(stack, supplier.apiKey, `/v1/supplier/payouts/sender:${wallet}`)
     expect(payout.status).toBe(404)

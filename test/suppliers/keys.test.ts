@@ -84,15 +84,15 @@ describe('supplier keys', () => {
         .status,
     ).toBe(201)
     const message = siweMessage(stack, supplier.account, await supplierNonce(stack))
-    const beforeSignIn = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const beforeSignIn = await snapshotKeys(stack.store, stack.keys.prefix)
     const signIn = await postSignIn(stack, {
       message,
       signature: await supplier.account.signMessage({ message }),
     })
     expect(signIn.status).toBe(409)
     expect(await errorCode(signIn)).toBe('api_key_limit')
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(beforeSignIn)
-    expect(await stack.redis.hlen(stack.keys.supplierKeys(supplier.supplierId))).toBe(10)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(beforeSignIn)
+    expect(await stack.store.hlen(stack.keys.supplierKeys(supplier.supplierId))).toBe(10)
   })
 
   test('a sign-in at ten keys replaces the oldest key a sign-in minted, never a named one', async () => {
@@ -124,7 +124,7 @@ describe('supplier keys', () => {
     expect(third.replacedKeyId).toBe(firstId)
     expect((await keyFetch(stack, supplier.apiKey, '/v1/supplier/me')).status).toBe(401)
     expect((await keyFetch(stack, third.apiKey, '/v1/supplier/me')).status).toBe(200)
-    expect(await stack.redis.hlen(stack.keys.supplierKeys(supplier.supplierId))).toBe(10)
+    expect(await stack.store.hlen(stack.keys.supplierKeys(supplier.supplierId))).toBe(10)
     // next the second sign-in's key goes; the eight named keys stay through any number of sign-ins
     const fourth = await signInAgain()
     expect(fourth.replacedKeyId).toBe(second.id)

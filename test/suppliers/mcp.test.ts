@@ -125,7 +125,7 @@ describe('supplier tools', () => {
     })
     const paused = await call('update_offer', { id: offerId, status: 'paused' })
     expect(paused.structuredContent.status).toBe('paused')
-    expect(await stack.redis.zscore(stack.keys.ladder, offerId)).toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offerId)).toBeNull()
     const active = await call('update_offer', { id: offerId, status: 'active', askCents: 39 })
     expect(active.structuredContent).toMatchObject({ status: 'active', askCents: 39 })
 

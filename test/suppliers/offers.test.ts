@@ -34,10 +34,10 @@ async function postOk(who: TestSupplier, key = upstreamKey(), askCents = 40) {
 
 /** A refused request: its status and error code, with Redis exactly as before it. */
 async function refused(request: () => Promise<Response>) {
-  const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+  const before = await snapshotKeys(stack.store, stack.keys.prefix)
   const response = await request()
   const error = await errorOf(response)
-  expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   return { status: response.status, code: error.code, message: error.message }
 }
 
@@ -58,16 +58,16 @@ describe('posting an offer', () => {
     expect(offer).toMatchObject({ askCents: 41, status: 'active', capacityDiem: '12.500000', maxInFlight: 8 })
     expect(offer.upstreamBaseUrl).toBeUndefined()
     const id = offer.id as string
-    const stored = await stack.redis.hgetall(stack.keys.offer(id))
+    const stored = await stack.store.hgetall(stack.keys.offer(id))
     expect(stored.supplierId).toBe(supplier.supplierId)
     expect(stored.upstreamBaseUrl).toBe(stack.config.upstreamUrl)
     expect(stored.upstreamKeyEnc).toMatch(/^v1:/)
-    expect(JSON.stringify(await snapshotKeys(stack.redis, stack.keys.prefix))).not.toContain(
+    expect(JSON.stringify(await snapshotKeys(stack.store, stack.keys.prefix))).not.toContain(
       Buffer.from(key).toString('hex'),
     )
-    expect(await stack.redis.hget(stack.keys.upstreamKeys, digestApiKey(key))).toBe(id)
-    expect(await stack.redis.sismember(stack.keys.supplierOffers(supplier.supplierId), id)).toBe(1)
-    expect(await stack.redis.zscore(stack.keys.ladder, id)).not.toBeNull()
+    expect(await stack.store.hget(stack.keys.upstreamKeys, digestApiKey(key))).toBe(id)
+    expect(await stack.store.sismember(stack.keys.supplierOffers(supplier.supplierId), id)).toBe(1)
+    expect(await stack.store.zscore(stack.keys.ladder, id)).not.toBeNull()
   })
 
   test('a key the upstream refuses is a 400 upstream_key_rejected, in our words only', async () => {
@@ -98,9 +98,9 @@ describe('posting an offer', () => {
       method: 'DELETE',
     })
     expect(deleted.status).toBe(200)
-    expect(await stack.redis.hexists(stack.keys.upstreamKeys, digestApiKey(first.key))).toBe(0)
+    expect(await stack.store.hexists(stack.keys.upstreamKeys, digestApiKey(first.key))).toBe(0)
     const again = await postOk(other, first.key)
-    expect(await stack.redis.hget(stack.keys.upstreamKeys, digestApiKey(first.key))).toBe(again.id)
+    expect(await stack.store.hget(stack.keys.upstreamKeys, digestApiKey(first.key))).toBe(again.id)
   })
 
   test('the same new key posted many times at once stands in exactly one offer', async () => {
@@ -181,16 +181,16 @@ describe('own offers only', () => {
     const changed = await patch({ askCents: 33, capacityDiem: '20' })
     expect(changed.status).toBe(200)
     expect(await changed.json()).toMatchObject({ askCents: 33, capacityDiem: '20.000000', status: 'active' })
-    expect(await stack.redis.zscore(stack.keys.ladder, offer.id)).not.toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offer.id)).not.toBeNull()
     expect((await patch({ status: 'paused' })).status).toBe(200)
-    expect(await stack.redis.zscore(stack.keys.ladder, offer.id)).toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offer.id)).toBeNull()
     expect((await patch({ status: 'active' })).status).toBe(200)
-    expect(await stack.redis.zscore(stack.keys.ladder, offer.id)).not.toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offer.id)).not.toBeNull()
     for (const body of [{}, { askCents: 90 }, { status: 'deleted' }, { upstreamApiKey: 'x' }]) {
       expect((await refused(() => patch(body))).status).toBe(400)
     }
     expect((await keyFetch(stack, supplier.apiKey, path, { method: 'DELETE' })).status).toBe(200)
-    expect(await stack.redis.zscore(stack.keys.ladder, offer.id)).toBeNull()
+    expect(await stack.store.zscore(stack.keys.ladder, offer.id)).toBeNull()
     expect((await keyFetch(stack, supplier.apiKey, path)).status).toBe(404)
     expect((await patch({ askCents: 40 })).status).toBe(404)
   })

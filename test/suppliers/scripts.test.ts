@@ -38,14 +38,14 @@ function supplierOffer(supplierId: string, askCents = 40, digest: string = rando
   })
 }
 
-const onLadder = async (id: string) => (await fx.redis.zscore(fx.keys.ladder, id)) !== null
-const fills = (id: string) => fx.redis.xrange(fx.keys.supplierFills(id), '-', '+')
+const onLadder = async (id: string) => (await fx.store.zscore(fx.keys.ladder, id)) !== null
+const fills = (id: string) => fx.store.xrange(fx.keys.supplierFills(id), '-', '+')
 const field = (entry: [string, string[]], name: string) => entry[1][entry[1].indexOf(name) + 1]
 
 describe('lua key names', () => {
   test('the supplier names in lib/keys are those of src/redis/keys.ts', async () => {
     const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_supplier('S'), k_supplier_offers('S'), k_supplier_keys('S'), k_supplier_fills('S'), k_supkey('D'), k_siwe_nonce('N'), K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS }`
-    expect(await fx.redis.eval(script, 1, fx.keys.base)).toEqual([
+    expect(await fx.store.eval(script, 1, fx.keys.base)).toEqual([
       fx.keys.supplier('S'),
       fx.keys.supplierOffers('S'),
       fx.keys.supplierKeys('S'),
@@ -65,7 +65,7 @@ describe('offer-put for suppliers', () => {
     const b = await seedSupplier()
     const offer = await supplierOffer(a, 40, 'digest-1')
     expect(offer.supplierId).toBe(a)
-    expect(await fx.redis.hget(fx.keys.upstreamKeys, 'digest-1')).toBe(offer.id)
+    expect(await fx.store.hget(fx.keys.upstreamKeys, 'digest-1')).toBe(offer.id)
     await expect(supplierOffer(b, 40, 'digest-1')).rejects.toMatchObject({
       status: 409,
       code: 'upstream_key_in_use',
@@ -76,7 +76,7 @@ describe('offer-put for suppliers', () => {
     await expect(fx.offers.remove(offer.id, b)).rejects.toMatchObject({ status: 404 })
     expect((await fx.offers.get(offer.id))!.askCents).toBe(40)
     await fx.offers.remove(offer.id, a)
-    expect(await fx.redis.hexists(fx.keys.upstreamKeys, 'digest-1')).toBe(0)
+    expect(await fx.store.hexists(fx.keys.upstreamKeys, 'digest-1')).toBe(0)
     expect((await supplierOffer(b, 40, 'digest-1')).supplierId).toBe(b)
     await expect(supplierOffer('spl_nobody')).rejects.toMatchObject({
       status: 404,
@@ -86,7 +86,7 @@ describe('offer-put for suppliers', () => {
 
   test('suspension: offers leave the ladder at once, cannot be posted or activated, and return when reinstated', async () => {
     const id = await seedSupplier()
-    const store = new SupplierStore(fx.redis, fx.keys)
+    const store = new SupplierStore(fx.store, fx.keys)
     const active = await supplierOffer(id, 40)
     const paused = await supplierOffer(id, 45)
     await fx.offers.update(paused.id, { status: 'paused', supplierId: id })
@@ -104,7 +104,7 @@ describe('offer-put for suppliers', () => {
     await store.setStatus(id, 'active')
     expect(await onLadder(active.id)).toBe(true)
     expect(await onLadder(paused.id)).toBe(false)
-    const score = Number(await fx.redis.zscore(fx.keys.ladder, active.id))
+    const score = Number(await fx.store.zscore(fx.keys.ladder, active.id))
     expect(Math.floor(score / 1e9)).toBe(35)
     await expect(store.setStatus('spl_nobody', 'active')).rejects.toMatchObject({ status: 404 })
   })
@@ -126,17 +126,17 @@ describe('clear appends fills', () => {
     expect(field(entries[0]!, 'askCents')).toBe('40')
     expect(field(entries[0]!, 'offer')).toBe(offer.id)
     expect(JSON.stringify(entries)).not.toContain(acct)
-    expect(await fx.redis.hget(fx.keys.offer(offer.id), 'earned')).toBe(field(entries[0]!, 'earnedUsdc')!)
+    expect(await fx.store.hget(fx.keys.offer(offer.id), 'earned')).toBe(field(entries[0]!, 'earnedUsdc')!)
     // the operator's cheaper offer clears the next request: no fill anywhere
     const operators = await postOffer(fx, 30, 5_000_000)
     const next = admitted(await admitFor(fx, acct))
     expect(next.offerId).toBe(operators)
     await clearFor(fx, next.attemptId, 500)
     expect(await fills(id)).toHaveLength(1)
-    expect(await fx.redis.keys(`${fx.keys.prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*:fills`)).toEqual([
+    expect(await fx.store.keys(`${fx.keys.prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*:fills`)).toEqual([
       fx.keys.supplierFills(id),
     ])
-    expect(await auditAll(fx.redis, fx.keys)).toEqual([])
+    expect(await auditAll(fx.store, fx.keys)).toEqual([])
   })
 
   test('a late clear after a reap is a fill of what was charged', async () => {
@@ -144,15 +144,15 @@ describe('clear appends fills', () => {
     await supplierOffer(id, 50)
     const acct = await seedAccount(fx, 300)
     const adm = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 500 as MicroDiem }))
-    await untilRedisPasses(fx.redis, adm.leaseDeadline)
-    expect(await reapExpired(fx.redis, fx.keys)).toBe(1)
-    await fx.redis.hincrby(fx.keys.account(acct), 'confirmed', -200)
-    await fx.redis.hincrby(fx.keys.account(acct), 'funded', -200)
+    await untilRedisPasses(fx.store, adm.leaseDeadline)
+    expect(await reapExpired(fx.store, fx.keys)).toBe(1)
+    await fx.store.hincrby(fx.keys.account(acct), 'confirmed', -200)
+    await fx.store.hincrby(fx.keys.account(acct), 'funded', -200)
     const late = await clearFor(fx, adm.attemptId, 500, { feeBps: 1_000 })
     expect(late.charged).toBe(100 as never)
     const entries = (await fills(id)) as [string, string[]][]
     expect(entries.map((e) => field(e, 'earnedUsdc'))).toEqual(['90'])
-    expect(await auditAll(fx.redis, fx.keys)).toEqual([])
+    expect(await auditAll(fx.store, fx.keys)).toEqual([])
   })
 
   test('the audit names fills that disagree with earnings, a foreign offer, and payable below zero', async () => {
@@ -161,11 +161,11 @@ describe('clear appends fills', () => {
     const acct = await seedAccount(fx, 1_000_000)
     const adm = admitted(await admitFor(fx, acct))
     await clearFor(fx, adm.attemptId, 500)
-    expect(await auditAll(fx.redis, fx.keys)).toEqual([])
-    await fx.redis.xadd(fx.keys.supplierFills(id), '*', 'offer', offer.id, 'earnedUsdc', '5')
-    await fx.redis.sadd(fx.keys.supplierOffers(id), 'stray')
-    await fx.redis.hset(fx.keys.supplier(id), 'paidOut', '1000000')
-    const problems = (await auditAll(fx.redis, fx.keys)).map((f) => f.problem)
+    expect(await auditAll(fx.store, fx.keys)).toEqual([])
+    await fx.store.xadd(fx.keys.supplierFills(id), '*', 'offer', offer.id, 'earnedUsdc', '5')
+    await fx.store.sadd(fx.keys.supplierOffers(id), 'stray')
+    await fx.store.hset(fx.keys.supplier(id), 'paidOut', '1000000')
+    const problems = (await auditAll(fx.store, fx.keys)).map((f) => f.problem)
     expect(problems).toEqual([
       'offer stray in its offers names supplier none',
       "fills earned 205 != its offers' earned 200",

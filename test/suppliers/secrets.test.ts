@@ -98,7 +98,7 @@ test('no supplier key or upstream key in any log line, response or Redis value',
   expect(minted[1]!.text).toContain(second.apiKey)
   expect(minted[0]!.text).not.toContain(second.apiKey)
 
-  const stored = await storedValues(stack.redis, stack.keys.base)
+  const stored = await storedValues(stack.store, stack.keys.base)
   expect(stored).toContain(offerId)
   for (const [name, secret] of Object.entries(secrets)) {
     expect({ name, inRedis: stored.includes(secret) }).toEqual({ name, inRedis: false })

@@ -19,10 +19,10 @@ const newAccount = () => privateKeyToAccount(generatePrivateKey())
 
 /** A refusal: its status and code, with Redis exactly as before the request. */
 async function refused(body: unknown) {
-  const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+  const before = await snapshotKeys(stack.store, stack.keys.prefix)
   const response = await postSignIn(stack, body)
   const json = (await response.json()) as { error: { code: string; type: string; message: string } }
-  expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+  expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   return { status: response.status, code: json.error.code }
 }
 
@@ -33,13 +33,13 @@ describe('sign-in', () => {
     expect(supplier.supplierId).toMatch(/^spl_[0-9a-f]{24}$/)
     expect(supplier.wallet).toBe(account.address)
     expect(supplier.apiKey).toMatch(/^sup_[A-Za-z0-9_-]{43}$/)
-    const stored = await stack.redis.hgetall(stack.keys.supplier(supplier.supplierId))
+    const stored = await stack.store.hgetall(stack.keys.supplier(supplier.supplierId))
     expect(stored).toMatchObject({ wallet: account.address, status: 'active', paidOut: '0', pending: '0' })
-    expect(await stack.redis.hget(stack.keys.supplierWallets, account.address.toLowerCase())).toBe(
+    expect(await stack.store.hget(stack.keys.supplierWallets, account.address.toLowerCase())).toBe(
       supplier.supplierId,
     )
     // only the digest is stored
-    const dump = JSON.stringify(await snapshotKeys(stack.redis, stack.keys.prefix))
+    const dump = JSON.stringify(await snapshotKeys(stack.store, stack.keys.prefix))
     expect(dump).not.toContain(Buffer.from(supplier.apiKey).toString('hex'))
     const me = await keyFetch(stack, supplier.apiKey, '/v1/supplier/me')
     expect(me.status).toBe(200)
@@ -63,7 +63,7 @@ describe('sign-in', () => {
     for (const key of [first.apiKey, second.apiKey]) {
       expect((await keyFetch(stack, key, '/v1/supplier/me')).status).toBe(200)
     }
-    expect(await stack.redis.scard(stack.keys.suppliers)).toBeGreaterThanOrEqual(1)
+    expect(await stack.store.scard(stack.keys.suppliers)).toBeGreaterThanOrEqual(1)
   })
 
   test('a nonce signs in once: the second use is refused', async () => {
@@ -203,16 +203,16 @@ describe('sign-in', () => {
     expect((await refused({ message })).status).toBe(400)
     expect((await refused({ message, signature, extra: 1 })).status).toBe(400)
     expect((await refused({ message: 'x'.repeat(5000), signature })).status).toBe(400)
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const form = await fetch(`${stack.url}/v1/supplier/signin`, { method: 'POST', body: 'message=x' })
     expect(form.status).toBe(400)
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
   test('a nonce lives five minutes in Redis and is alphanumeric', async () => {
     const nonce = await supplierNonce(stack)
     expect(nonce).toMatch(/^[A-Za-z0-9]{16,}$/)
-    const ttl = await stack.redis.pttl(stack.keys.siweNonce(nonce))
+    const ttl = await stack.store.pttl(stack.keys.siweNonce(nonce))
     expect(ttl).toBeGreaterThan(4 * 60_000)
     expect(ttl).toBeLessThanOrEqual(5 * 60_000)
   })
@@ -225,12 +225,12 @@ describe('nonce fuse', () => {
       const minute = Math.floor(Date.now() / 60_000)
       // this minute and the next at the cap, so a minute turning during the test changes nothing
       for (const m of [minute, minute + 1])
-        await fused.redis.set(fused.keys.siweNonceFuse(m), '3', 'PX', 120_000)
+        await fused.store.set(fused.keys.siweNonceFuse(m), '3', 'PX', 120_000)
       const response = await fetch(`${fused.url}/v1/supplier/nonce`)
       expect(response.status).toBe(429)
       expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe('nonce_rate_limited')
-      const stored = await fused.redis.keys(
+      const stored = await fused.store.keys(
         `${fused.keys.prefix.replace(/[{}]/g, (c) => `\\${c}`)}:siwe:nonce:*`,
       )
       expect(stored).toEqual([])
@@ -272,13 +272,13 @@ describe('nonce per client', () => {
 
 describe('nonce lifetime', () => {
   test('a nonce past its time to live signs nobody in', async () => {
-    const service = new SignInService(stack.redis, stack.keys, stack.config.publicUrl, 1_000, 50)
+    const service = new SignInService(stack.store, stack.keys, stack.config.publicUrl, 1_000, 50)
     const nonce = await service.nonce()
     const account = newAccount()
     const message = siweMessage(stack, account, nonce)
     const signature = await account.signMessage({ message })
     // Redis expires it: wait until it is gone rather than for a fixed time
-    await until(async () => (await stack.redis.exists(stack.keys.siweNonce(nonce))) === 0)
+    await until(async () => (await stack.store.exists(stack.keys.siweNonce(nonce))) === 0)
     expect(await refused({ message, signature })).toEqual({ status: 401, code: 'siwe_nonce_invalid' })
   })
 })

@@ -87,7 +87,7 @@ test('a daily budget: 80% and 100% arrive once each per period, signed; refusals
   const { secret } = (await created.json()) as { secret: string }
   const client = new OpenAI({ apiKey: key.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
   const stream = stack.keys.webhookEvents(`acct:${buyer.accountId}`)
-  const settled = async () => ((await stack.redis.xpending(stream, 'deliver')) as [number])[0] === 0
+  const settled = async () => ((await stack.store.xpending(stream, 'deliver')) as [number])[0] === 0
 
   expect(await spendUntilRefused(client)).toBe(5)
   // A second refusal: still nothing more.
@@ -97,19 +97,19 @@ test('a daily budget: 80% and 100% arrive once each per period, signed; refusals
   expect(first).toHaveLength(2)
   expectCrossed(first[0]!, key.id, price, 80)
   expectCrossed(first[1]!, key.id, price, 100)
-  expect(await stack.redis.xlen(stream)).toBe(2)
+  expect(await stack.store.xlen(stream)).toBe(2)
 
   // The period moves on (what was spent counts in the day before): both marks are reached again.
   const account = stack.keys.account(buyer.accountId)
-  const start = Number(await stack.redis.hget(account, `pstart:${key.id}`))
-  await stack.redis.hset(account, `pstart:${key.id}`, start - 86_400_000)
+  const start = Number(await stack.store.hget(account, `pstart:${key.id}`))
+  await stack.store.hset(account, `pstart:${key.id}`, start - 86_400_000)
   expect(await spendUntilRefused(client)).toBe(5)
   await until(async () => receiver.unique().length >= 4 && (await settled()))
   const all = delivered(secret)
   expect(all).toHaveLength(4)
   expectCrossed(all[2]!, key.id, price, 80)
   expectCrossed(all[3]!, key.id, price, 100)
-  expect(await stack.redis.xlen(stream)).toBe(4)
+  expect(await stack.store.xlen(stream)).toBe(4)
 })
 
 test('a lifetime budget: 80% and 100% arrive once each, and never again', async () => {
@@ -129,13 +129,13 @@ test('a lifetime budget: 80% and 100% arrive once each, and never again', async 
     const stream = stack.keys.webhookEvents(`acct:${buyer.accountId}`)
     await until(
       async () =>
-        own.unique().length >= 2 && ((await stack.redis.xpending(stream, 'deliver')) as [number])[0] === 0,
+        own.unique().length >= 2 && ((await stack.store.xpending(stream, 'deliver')) as [number])[0] === 0,
     )
     const events = delivered(secret, own)
     expect(events).toHaveLength(2)
     expectCrossed(events[0]!, key.id, price, 80)
     expectCrossed(events[1]!, key.id, price, 100)
-    expect(await stack.redis.xlen(stream)).toBe(2)
+    expect(await stack.store.xlen(stream)).toBe(2)
   } finally {
     await own.stop()
   }

@@ -34,10 +34,10 @@ const NEXT_DAY = DAY + 86_400_000
 async function budgetedAccount(reset?: LimitReset) {
   await postOffer(fx, 50, 1_000_000_000, { maxInFlight: 100_000 })
   const acct = await seedAccount(fx, 1_000_000_000)
-  await fx.redis.hset(fx.keys.account(acct), `limit:${KEY}`, LIMIT)
-  if (reset) await fx.redis.hset(fx.keys.account(acct), `reset:${KEY}`, reset)
+  await fx.store.hset(fx.keys.account(acct), `limit:${KEY}`, LIMIT)
+  if (reset) await fx.store.hset(fx.keys.account(acct), `reset:${KEY}`, reset)
   // As lua/webhook-put.lua counts an endpoint's event types.
-  await fx.redis.hset(fx.keys.webhookHooks(`acct:${acct}`), 't:key.budget.80', 1, 't:key.budget.100', 1)
+  await fx.store.hset(fx.keys.webhookHooks(`acct:${acct}`), 't:key.budget.80', 1, 't:key.budget.100', 1)
   return acct
 }
 
@@ -47,7 +47,7 @@ interface Written {
 }
 
 async function written(acct: string): Promise<Written[]> {
-  const entries = await fx.redis.xrange(fx.keys.webhookEvents(`acct:${acct}`), '-', '+')
+  const entries = await fx.store.xrange(fx.keys.webhookEvents(`acct:${acct}`), '-', '+')
   return entries.map(([, fields]) => {
     const map = Object.fromEntries(fields.flatMap((_, i) => (i % 2 ? [] : [[fields[i], fields[i + 1]]])))
     expect(Number(map.at)).toBeGreaterThan(0)
@@ -108,9 +108,9 @@ describe('a lifetime limit', () => {
     for (let i = 0; i < 5; i++) await spend(acct)
     expect(await types(acct)).toEqual(['key.budget.80', 'key.budget.100'])
     // The owner raises the limit (lua/set-key-limit.lua): a new budget, used up, is written again.
-    await fx.redis.hset(fx.keys.accountKeys(acct), KEY, 'digest-1')
+    await fx.store.hset(fx.keys.accountKeys(acct), KEY, 'digest-1')
     const raised = await runScript(
-      fx.redis,
+      fx.store,
       'setKeyLimit',
       [fx.keys.account(acct), fx.keys.accountKeys(acct), fx.keys.apiKey('digest-1')],
       {
@@ -136,9 +136,9 @@ describe('a lifetime limit', () => {
 
   test('with no endpoint for the budget events, nothing is written', async () => {
     const acct = await budgetedAccount()
-    await fx.redis.del(fx.keys.webhookHooks(`acct:${acct}`))
+    await fx.store.del(fx.keys.webhookHooks(`acct:${acct}`))
     for (let i = 0; i < 5; i++) await spend(acct)
-    expect(await fx.redis.exists(fx.keys.webhookEvents(`acct:${acct}`))).toBe(0)
+    expect(await fx.store.exists(fx.keys.webhookEvents(`acct:${acct}`))).toBe(0)
   })
 })
 

@@ -54,7 +54,7 @@ test('the clear that takes the balance below a threshold writes balance.low once
   }
   const stream = stack.keys.webhookEvents(`acct:${buyer.accountId}`)
   await until(() => receiver.unique().length >= 1)
-  await until(async () => ((await stack.redis.xpending(stream, 'deliver')) as [number])[0] === 0)
+  await until(async () => ((await stack.store.xpending(stream, 'deliver')) as [number])[0] === 0)
   const events = receiver.unique().map((r) => {
     expect(verify(secret, r.id, r.timestamp, r.body, r.signature)).toBe(true)
     return JSON.parse(r.body) as { type: string; data: Record<string, unknown> }
@@ -66,5 +66,5 @@ test('the clear that takes the balance below a threshold writes balance.low once
     }),
   ])
   // The key has no limit: no budget event, and nothing else in the stream.
-  expect(await stack.redis.xlen(stream)).toBe(1)
+  expect(await stack.store.xlen(stream)).toBe(1)
 })

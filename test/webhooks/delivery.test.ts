@@ -51,7 +51,7 @@ describe('webhook delivery', () => {
     await until(() => receiver.unique().length >= 2 && receiver.received.length >= 4)
     // The stream is fully acknowledged once both are in.
     await until(async () => {
-      const pending = (await stack.redis.xpending(
+      const pending = (await stack.store.xpending(
         stack.keys.webhookEvents(`supplier:${supplier.supplierId}`),
         'deliver',
       )) as [number]

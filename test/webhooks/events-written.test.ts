@@ -10,8 +10,8 @@ import { createStore } from '../../src/redis/store.ts'
 import { WebhookStore } from '../../src/webhooks/endpoints.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
-const redis = createStore(testRedisUrl(), { name: 'svc-test-events' })
-afterAll(() => redis.close())
+const store = createStore(testRedisUrl(), { name: 'svc-test-events' })
+afterAll(() => store.close())
 
 const PAYER = '0x1111111111111111111111111111111111111111'
 const TOKEN = '0x2222222222222222222222222222222222222222'
@@ -21,11 +21,11 @@ let ledger: PaymentLedger
 
 beforeEach(() => {
   keys = keyspace(testPrefix())
-  ledger = new PaymentLedger(redis, keys)
+  ledger = new PaymentLedger(store, keys)
 })
 
 async function accountWithPayment(accountId: string, micros: number) {
-  await redis.hset(keys.account(accountId), {
+  await store.hset(keys.account(accountId), {
     id: accountId,
     confirmed: 0,
     pending: 0,
@@ -47,14 +47,14 @@ async function accountWithPayment(accountId: string, micros: number) {
 }
 
 const eventsOf = async (owner: string) =>
-  (await redis.xrange(keys.webhookEvents(owner), '-', '+')).map(([, fields]) => ({
+  (await store.xrange(keys.webhookEvents(owner), '-', '+')).map(([, fields]) => ({
     type: fields[1],
     data: JSON.parse(fields[5] as string),
   }))
 
 test('funding.confirmed is written once by the confirmation, never by a refused one', async () => {
-  const store = new WebhookStore(redis, keys, randomBytes(32), { allowLoopback: true })
-  await store.create('acct:acct-1', { url: 'http://127.0.0.1:9/hook', events: ['funding.confirmed'] })
+  const webhooks = new WebhookStore(store, keys, randomBytes(32), { allowLoopback: true })
+  await webhooks.create('acct:acct-1', { url: 'http://127.0.0.1:9/hook', events: ['funding.confirmed'] })
   const id = await accountWithPayment('acct-1', 2_500_000)
 
   // Another account's confirmation of this payment is refused: nothing written.
@@ -71,5 +71,5 @@ test('funding.confirmed is written once by the confirmation, never by a refused 
 test('an account with no endpoint subscribed gets no event stream written', async () => {
   const id = await accountWithPayment('acct-3', 1_000_000)
   expect((await ledger.confirm(id, 'acct-3')).status).toBe('confirmed')
-  expect(await redis.exists(keys.webhookEvents('acct:acct-3'))).toBe(0)
+  expect(await store.exists(keys.webhookEvents('acct:acct-3'))).toBe(0)
 })

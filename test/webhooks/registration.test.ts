@@ -63,7 +63,7 @@ describe('registration over HTTP', () => {
   afterAll(() => stack.stop())
 
   test('a non-public or malformed URL is a 400 and nothing is written', async () => {
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const urls = [
       'http://127.0.0.1:9/hook',
       'http://localhost:9/hook',
@@ -85,11 +85,11 @@ describe('registration over HTTP', () => {
       const body = (await response.json()) as { error: { type: string; code: string } }
       expect([url, response.status, body.error.type]).toEqual([url, 400, 'invalid_request_error'])
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
   test('events the owner cannot have, a threshold without balance.low and the reverse are 400s', async () => {
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const url = 'http://93.184.216.34/hook'
     for (const json of [
       { url, events: ['payout.confirmed'] },
@@ -103,7 +103,7 @@ describe('registration over HTTP', () => {
       const response = await registerWebhook(stack, apiKey, '/v1/agent', json)
       expect([JSON.stringify(json), response.status]).toEqual([JSON.stringify(json), 400])
     }
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
   test('without a key: 401', async () => {
@@ -125,7 +125,7 @@ describe('registration over HTTP', () => {
     const endpoint = (await created.json()) as { id: string; secret: string; balanceThresholdUsdc: string }
     expect(endpoint.secret).toMatch(/^whsec_/)
     expect(endpoint.balanceThresholdUsdc).toBe('2.500000')
-    const stored = await stack.redis.hget(stack.keys.webhooks(`acct:${owner.accountId}`), endpoint.id)
+    const stored = await stack.store.hget(stack.keys.webhooks(`acct:${owner.accountId}`), endpoint.id)
     expect(stored).not.toContain(endpoint.secret)
     const listed = (await (await keyFetch(stack, owner.apiKey, '/v1/agent/webhooks')).json()) as {
       webhooks: Record<string, unknown>[]
@@ -143,7 +143,7 @@ describe('registration over HTTP', () => {
     })
     expect(removed.status).toBe(200)
     // The scripts' hooks hash no longer names its types: no event is written for it any more.
-    expect(await stack.redis.hgetall(stack.keys.webhookHooks(`acct:${owner.accountId}`))).toEqual({})
+    expect(await stack.store.hgetall(stack.keys.webhookHooks(`acct:${owner.accountId}`))).toEqual({})
   })
 
   test('an owner has at most 5 endpoints: the sixth is a 409 and writes nothing', async () => {
@@ -156,13 +156,13 @@ describe('registration over HTTP', () => {
       })
       expect(response.status).toBe(201)
     }
-    const before = await snapshotKeys(stack.redis, stack.keys.prefix)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const sixth = await registerWebhook(stack, owner.apiKey, '/v1/agent', {
       url: 'http://93.184.216.34/hook/6',
       events: ['funding.confirmed'],
     })
     expect(sixth.status).toBe(409)
     expect(((await sixth.json()) as { error: { code: string } }).error.code).toBe('too_many_webhooks')
-    expect(await snapshotKeys(stack.redis, stack.keys.prefix)).toEqual(before)
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })

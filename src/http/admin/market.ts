@@ -8,7 +8,7 @@ import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
 
 export interface AdminMarketDeps {
-  redis: Store
+  store: Store
   keys: Keyspace
   config: { adminToken: string; market: { reapIntervalMs: number } }
 }
@@ -18,14 +18,14 @@ export function adminMarketRoutes(deps: AdminMarketDeps) {
   const seenWithinMs = Math.max(10_000, deps.config.market.reapIntervalMs * 5)
   return new Elysia({ name: 'svc/admin-market', prefix: '/admin/v1', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
-    .get('/market', () => marketTotals(deps.redis, deps.keys), { admin: true })
+    .get('/market', () => marketTotals(deps.store, deps.keys), { admin: true })
     .get(
       '/health',
       async () => {
         const started = performance.now()
-        await deps.redis.ping()
+        await deps.store.ping()
         const pingMs = Math.round((performance.now() - started) * 100) / 100
-        const { replicas, reaper } = await replicaHealth(deps.redis, deps.keys, seenWithinMs)
+        const { replicas, reaper } = await replicaHealth(deps.store, deps.keys, seenWithinMs)
         return {
           object: 'health' as const,
           redis: { status: 'ok' as const, pingMs },

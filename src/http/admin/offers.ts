@@ -71,11 +71,11 @@ function input(body: {
 }
 
 export function adminOfferRoutes(deps: {
-  redis: Store
+  store: Store
   keys: Keyspace
   config: { adminToken: string; masterKey: Uint8Array }
 }) {
-  const offers = new OfferService(deps.redis, deps.keys, deps.config.masterKey)
+  const offers = new OfferService(deps.store, deps.keys, deps.config.masterKey)
   const params = t.Object({ id: t.String({ maxLength: 64 }) })
   return new Elysia({ name: 'svc/admin-offers', prefix: '/admin/v1/offers', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))

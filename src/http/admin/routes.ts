@@ -15,8 +15,8 @@ export interface AdminDeps extends AuthDeps {
 }
 
 export function adminAccountRoutes(deps: AdminDeps) {
-  const accounts = new AccountStore(deps.redis, deps.keys)
-  const apiKeys = new ApiKeyStore(deps.redis, deps.keys)
+  const accounts = new AccountStore(deps.store, deps.keys)
+  const apiKeys = new ApiKeyStore(deps.store, deps.keys)
   return new Elysia({ name: 'svc/admin-accounts', prefix: '/admin/v1/accounts', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
     .post(

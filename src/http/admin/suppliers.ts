@@ -7,8 +7,8 @@ import type { Store } from '../../redis/store.ts'
 import { adminSupplierView, SupplierStore } from '../../suppliers/store.ts'
 import { adminAuth } from '../auth.ts'
 
-export function adminSupplierRoutes(deps: { redis: Store; keys: Keyspace; config: { adminToken: string } }) {
-  const suppliers = new SupplierStore(deps.redis, deps.keys)
+export function adminSupplierRoutes(deps: { store: Store; keys: Keyspace; config: { adminToken: string } }) {
+  const suppliers = new SupplierStore(deps.store, deps.keys)
   const params = t.Object({ id: t.String({ maxLength: 64 }) })
   return new Elysia({ name: 'svc/admin-suppliers', prefix: '/admin/v1/suppliers', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))

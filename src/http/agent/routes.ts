@@ -32,8 +32,8 @@ function limitOf(text: string): number {
 }
 
 export function agentRoutes(deps: AuthDeps) {
-  const accounts = new AccountStore(deps.redis, deps.keys)
-  const apiKeys = new ApiKeyStore(deps.redis, deps.keys)
+  const accounts = new AccountStore(deps.store, deps.keys)
+  const apiKeys = new ApiKeyStore(deps.store, deps.keys)
   return new Elysia({ name: 'svc/agent', prefix: '/v1/agent', seed: deps.keys.prefix })
     .use(buyerAuth(deps))
     .get(
@@ -150,14 +150,14 @@ export function agentRoutes(deps: AuthDeps) {
       '/activity',
       ({ buyer, query }) => {
         const { limit, before } = pageQuery(query)
-        return listActivity(deps.redis, deps.keys, buyer.accountId, limit, before)
+        return listActivity(deps.store, deps.keys, buyer.accountId, limit, before)
       },
       { buyer: true },
     )
     .get(
       '/usage',
       ({ buyer, query }) => {
-        return accountUsage(deps.redis, deps.keys, buyer.accountId, windowQuery(query))
+        return accountUsage(deps.store, deps.keys, buyer.accountId, windowQuery(query))
       },
       { buyer: true },
     )

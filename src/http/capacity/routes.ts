@@ -19,12 +19,12 @@ export function parseMaxPriceCents(raw: string | undefined): number | null {
   return Number(raw)
 }
 
-export function capacityRoutes(deps: { redis: Store; keys: Keyspace; catalog: CatalogStore }) {
+export function capacityRoutes(deps: { store: Store; keys: Keyspace; catalog: CatalogStore }) {
   return new Elysia({ name: 'svc/capacity', seed: deps.keys.prefix }).get(
     '/v1/capacity',
     async ({ query, set }) => {
       const max = parseMaxPriceCents(query.maxPriceCents)
-      const { snapshot, ageSeconds } = await capacitySnapshot(deps.redis, deps.keys, deps.catalog, max)
+      const { snapshot, ageSeconds } = await capacitySnapshot(deps.store, deps.keys, deps.catalog, max)
       set.headers['cache-control'] = `public, max-age=${CAPACITY_CACHE_SECONDS - ageSeconds}`
       return snapshot
     },

@@ -33,8 +33,8 @@ function paidRoutes(deps: FundingRouteDeps) {
   const funding = deps.funding
   if (!funding) return app
   const { payments, fuse } = funding
-  const accounts = new AccountStore(deps.redis, deps.keys)
-  const apiKeys = new ApiKeyStore(deps.redis, deps.keys)
+  const accounts = new AccountStore(deps.store, deps.keys)
+  const apiKeys = new ApiKeyStore(deps.store, deps.keys)
 
   return app
     .use(buyerAuth(deps))

@@ -47,7 +47,7 @@ export function topupRoutes(deps: FundingRouteDeps) {
   const funding = deps.funding
   if (!funding) return app
   const { payments, fuse, ledger } = funding
-  const accounts = new AccountStore(deps.redis, deps.keys)
+  const accounts = new AccountStore(deps.store, deps.keys)
 
   return app
     .get('/topup', () => new Response(page, { headers: PAGE_HEADERS }))

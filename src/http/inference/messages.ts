@@ -21,7 +21,7 @@ import { sendAnswer } from './call.ts'
 
 export function messagesRoutes(service: InferenceService) {
   const { deps } = service
-  const keyStore = new ApiKeyStore(deps.redis, deps.keys)
+  const keyStore = new ApiKeyStore(deps.store, deps.keys)
   return new Elysia({ name: 'svc/messages', seed: deps.keys.prefix })
     .use(buyerKeyAuth(deps))
     .post(

@@ -7,16 +7,16 @@ import type { Keyspace } from '../../redis/keys.ts'
 import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
 
-export function metricsRoutes(deps: { redis: Store; keys: Keyspace; config: { adminToken: string } }) {
+export function metricsRoutes(deps: { store: Store; keys: Keyspace; config: { adminToken: string } }) {
   return new Elysia({ name: 'svc/metrics', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
     .get(
       '/metrics',
       async () => {
         const started = performance.now()
-        await deps.redis.ping()
+        await deps.store.ping()
         const redisSeconds = (performance.now() - started) / 1000
-        const holds = await deps.redis.zcard(deps.keys.leases)
+        const holds = await deps.store.zcard(deps.keys.leases)
         const text = [
           ...metrics.requests.render(),
           ...metrics.latency.render(),

@@ -18,7 +18,7 @@ export function recordsRoutes(deps: RecordsRouteDeps) {
     .get(
       '/v1/agent/requests/:supportReference',
       async ({ buyer, params }) => {
-        const view = await lookupRequest(deps.redis, deps.keys, buyer.accountId, params.supportReference)
+        const view = await lookupRequest(deps.store, deps.keys, buyer.accountId, params.supportReference)
         if (!view)
           throw notFound('no request with this support reference on this account', 'request_not_found')
         return view
@@ -28,6 +28,6 @@ export function recordsRoutes(deps: RecordsRouteDeps) {
     .get('/v1/models/stats', async ({ query, set }) => {
       const window = windowQuery(query)
       set.headers['cache-control'] = 'public, max-age=60'
-      return modelStats(deps.redis, deps.keys, window, deps.statsMinRequests)
+      return modelStats(deps.store, deps.keys, window, deps.statsMinRequests)
     })
 }

@@ -41,7 +41,7 @@ async function authenticate(
 
 /** Resolves a request's supplier key (once per request), or throws its 401. */
 export function supplierAuthenticator(deps: AuthDeps): (request: Request) => Promise<SupplierCaller> {
-  const store = new SupplierKeyStore(deps.redis, deps.keys)
+  const store = new SupplierKeyStore(deps.store, deps.keys)
   return (request) => authenticate(store, deps, request)
 }
 

@@ -21,15 +21,15 @@ export function supplierIdentityRoutes(
   deps: AuthDeps & { publicUrl: string; noncesPerMinute: number; noncesPerClientPerMinute: number },
 ) {
   const signIn = new SignInService(
-    deps.redis,
+    deps.store,
     deps.keys,
     deps.publicUrl,
     deps.noncesPerMinute,
     NONCE_TTL_MS,
     deps.noncesPerClientPerMinute,
   )
-  const keys = new SupplierKeyStore(deps.redis, deps.keys)
-  const suppliers = new SupplierStore(deps.redis, deps.keys)
+  const keys = new SupplierKeyStore(deps.store, deps.keys)
+  const suppliers = new SupplierStore(deps.store, deps.keys)
   return new Elysia({ name: 'svc/supplier-identity', prefix: '/v1/supplier', seed: deps.keys.prefix })
     .use(supplierAuth(deps))
     .get('/nonce', async ({ request, server }) => {
@@ -68,14 +68,14 @@ export function supplierIdentityRoutes(
     .get(
       '/earnings',
       ({ supplier, query }) =>
-        supplierEarnings(deps.redis, deps.keys, supplier.supplierId, windowQuery(query)),
+        supplierEarnings(deps.store, deps.keys, supplier.supplierId, windowQuery(query)),
       { supplier: true },
     )
     .get(
       '/fills',
       ({ supplier, query }) => {
         const { limit, before } = pageQuery(query)
-        return listFills(deps.redis, deps.keys, supplier.supplierId, limit, before)
+        return listFills(deps.store, deps.keys, supplier.supplierId, limit, before)
       },
       { supplier: true },
     )

@@ -28,7 +28,7 @@ export function supplierRoutes(deps: AppDeps) {
     .use(
       supplierPayoutRoutes({
         ...deps,
-        payouts: deps.payouts ?? new PayoutService(deps.redis, deps.keys, deps.config.payouts),
+        payouts: deps.payouts ?? new PayoutService(deps.store, deps.keys, deps.config.payouts),
         adminToken: deps.config.adminToken,
       }),
     )
