@@ -275,10 +275,15 @@ class StreamRelay {
     const written = this.sink!.write(this.shape.keepAlive ?? KEEP_ALIVE)
     if (written instanceof Promise) {
       this.blocked = true
-      written.then(() => {
-        this.blocked = false
-        this.silenceAt = Date.now()
-      })
+      // A client gone while the comment waited to be sent rejects it: the stream ends as the
+      // client's leaving ends it, never as an unhandled rejection.
+      written.then(
+        () => {
+          this.blocked = false
+          this.silenceAt = Date.now()
+        },
+        () => {},
+      )
     }
   }
 
