@@ -21,7 +21,7 @@ const CONCURRENCY = 8
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-callgrind-'))
 const port = freePort()
-const store = Bun.spawn(
+const redis = Bun.spawn(
   [
     'valgrind',
     '--tool=callgrind',
@@ -40,7 +40,7 @@ const cli = (...args: string[]) =>
   Bun.spawnSync(['redis-cli', '-p', String(port), ...args])
     .stdout.toString()
     .trim()
-const callgrind = (...args: string[]) => Bun.spawnSync(['callgrind_control', ...args, String(store.pid)])
+const callgrind = (...args: string[]) => Bun.spawnSync(['callgrind_control', ...args, String(redis.pid)])
 
 try {
   for (let i = 0; cli('ping') !== 'PONG'; i++) {
@@ -99,7 +99,7 @@ try {
   console.log(`${Math.round(total / pairs)} Redis instructions per ${what} pair (${pairs} pairs)`)
 } finally {
   cli('shutdown', 'nosave')
-  await Promise.race([store.exited, Bun.sleep(5_000)])
-  store.kill('SIGKILL')
+  await Promise.race([redis.exited, Bun.sleep(5_000)])
+  redis.kill('SIGKILL')
   rmSync(dir, { recursive: true, force: true })
 }

@@ -8,6 +8,6 @@ import { keepForRun } from './run-scope.ts'
 const DATABASES = 1_024
 
 await keepForRun(async () => {
-  const store = await startLocalRedis(['--databases', String(DATABASES)])
-  return { value: { url: store.url, databases: DATABASES }, stop: () => store.stop() }
+  const redis = await startLocalRedis(['--databases', String(DATABASES)])
+  return { value: { url: redis.url, databases: DATABASES }, stop: () => redis.stop() }
 })

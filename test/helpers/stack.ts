@@ -36,17 +36,17 @@ export function testRedisUrl(): string {
  * files sharing the run's server would blur. Call it at the top of the file.
  */
 export async function ownRedis(): Promise<LocalRedis> {
-  const store = await startLocalRedis()
+  const redis = await startLocalRedis()
   // Files run one after another in one process (bun test without --parallel) get the run's server
   // back once this one stops.
   const previous = process.env.TEST_REDIS_URL
-  process.env.TEST_REDIS_URL = store.url
+  process.env.TEST_REDIS_URL = redis.url
   afterAll(async () => {
-    await store.stop()
+    await redis.stop()
     if (previous === undefined) delete process.env.TEST_REDIS_URL
     else process.env.TEST_REDIS_URL = previous
   })
-  return store
+  return redis
 }
 
 /** A prefix with a fresh hash tag: the whole keyspace of one test stack. */

@@ -13,8 +13,8 @@ import { startRedisProxy } from '../helpers/redis-proxy.ts'
 import { until } from '../helpers/wait.ts'
 
 const binary = await compiledBinary()
-const store = await startLocalRedis()
-const proxy = startRedisProxy({ host: '127.0.0.1', port: store.port })
+const redis = await startLocalRedis()
+const proxy = startRedisProxy({ host: '127.0.0.1', port: redis.port })
 const sim = startSim({ port: 0 })
 let cluster: Cluster | undefined
 let loading: LoadingRedis | null = null
@@ -23,7 +23,7 @@ afterAll(async () => {
   await sim.stop()
   await loading?.stop()
   proxy.stop()
-  await store.stop()
+  await redis.stop()
 })
 
 test('the compiled binary: a command lost in flight, Redis loading, Redis stopped -> 503 store_unavailable, never 500', async () => {
@@ -62,8 +62,8 @@ test('the compiled binary: a command lost in flight, Redis loading, Redis stoppe
   proxy.up()
   await storeBack()
 
-  await pad(store.url, 5_000)
-  loading = await restartLoading(store)
+  await pad(redis.url, 5_000)
+  loading = await restartLoading(redis)
   await storeAway()
   await loading.loaded()
   await storeBack()

@@ -10,13 +10,13 @@ import { until } from '../helpers/wait.ts'
 // A hang guard: a request held until Redis came back runs past it; a merely loaded machine does not.
 const HANG_MS = 30_000
 
-let store = await startLocalRedis()
-const port = store.port
-const stack = await startStack({ env: { REDIS_URL: store.url } })
+let redis = await startLocalRedis()
+const port = redis.port
+const stack = await startStack({ env: { REDIS_URL: redis.url } })
 afterAll(async () => {
   await stack.gateway.stop()
   await stack.sim.stop()
-  await store.stop()
+  await redis.stop()
 })
 
 test('Redis down: 503 store_unavailable at once, /readyz false; back up: served again', async () => {
@@ -31,7 +31,7 @@ test('Redis down: 503 store_unavailable at once, /readyz false; back up: served 
     })
   expect((await fetch(`${stack.url}/readyz`)).status).toBe(200)
 
-  await store.stop()
+  await redis.stop()
   await Bun.sleep(100)
   const down = await chat()
   expect(down.status).toBe(503)
@@ -42,7 +42,7 @@ test('Redis down: 503 store_unavailable at once, /readyz false; back up: served 
   const models = await fetch(`${stack.url}/v1/models`, { signal: AbortSignal.timeout(HANG_MS) })
   expect([200, 503]).toContain(models.status) // answered at once (from the catalog cache, or 503), not hung
 
-  store = await startLocalRedis([], port)
+  redis = await startLocalRedis([], port)
   // Ready again once the gateway's connection has come back, however long its retries take here.
   await until(async () => (await fetch(`${stack.url}/readyz`)).status === 200, 50)
   expect((await fetch(`${stack.url}/readyz`)).status).toBe(200)

@@ -12,14 +12,14 @@ import { until } from '../helpers/wait.ts'
 // A hang guard: a request held until Redis came back runs past it; a merely loaded machine does not.
 const HANG_MS = 30_000
 
-const store = await startLocalRedis()
-const stack = await startStack({ env: { REDIS_URL: store.url } })
+const redis = await startLocalRedis()
+const stack = await startStack({ env: { REDIS_URL: redis.url } })
 let loading: LoadingRedis | null = null
 afterAll(async () => {
   await stack.gateway.stop()
   await stack.sim.stop()
   await loading?.stop()
-  await store.stop()
+  await redis.stop()
 })
 
 test('Redis loading its data set: 503 store_unavailable, /readyz 503; loaded: served again', async () => {
@@ -32,9 +32,9 @@ test('Redis loading its data set: 503 store_unavailable, /readyz 503; loaded: se
       signal: AbortSignal.timeout(HANG_MS),
     })
   expect((await chat(false)).status).toBe(200)
-  await pad(store.url, 5_000)
+  await pad(redis.url, 5_000)
 
-  loading = await restartLoading(store)
+  loading = await restartLoading(redis)
   for (const stream of [false, true, false, true]) {
     const refused = await chat(stream)
     expect(refused.status).toBe(503)
@@ -58,7 +58,7 @@ test('just after the load, a replica that serves a paid request also serves the 
     })
   // The server now running is the one the first test restarted: that one is saved and killed.
   const running = loading
-  loading = await restartLoading({ ...store, kill: () => running?.stop() ?? store.kill() })
+  loading = await restartLoading({ ...redis, kill: () => running?.stop() ?? redis.kill() })
   await loading.loaded()
   // The first paid request served after the load: the account read right behind it must not
   // find the store away (both ride the same readiness, whichever connection carries them).
