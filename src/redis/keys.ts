@@ -70,6 +70,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     account: (accountId: string) => accountKey(accountId, `acct:${accountId}`),
     /** hash: API key id (UUID) -> SHA-256 hex digest of the key, for the account's active keys */
     accountKeys: (accountId: string) => accountKey(accountId, `acct:${accountId}:keys`),
+    /**
+     * hash, in a market held apart: payment id -> pending | confirmed, each payment credited to the
+     * account (lua/credit-pending.lua, confirm-pending.lua), so a payment moves its balance once
+     */
+    accountPayments: (accountId: string) => accountKey(accountId, `acct:${accountId}:payments`),
     /** set: every account id (for the audit) */
     accounts: key('accounts'),
     /** hash: lower-case wallet address -> account id */

@@ -9,9 +9,11 @@ import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
 import claimPayment from '../../lua/claim-payment.lua' with { type: 'text' }
 import clear from '../../lua/clear.lua' with { type: 'text' }
 import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
+import confirmPending from '../../lua/confirm-pending.lua' with { type: 'text' }
 import createAccount from '../../lua/create-account.lua' with { type: 'text' }
 import credit from '../../lua/credit.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
+import creditPending from '../../lua/credit-pending.lua' with { type: 'text' }
 import hold from '../../lua/hold.lua' with { type: 'text' }
 import indexAccount from '../../lua/index-account.lua' with { type: 'text' }
 import indexKey from '../../lua/index-key.lua' with { type: 'text' }
@@ -259,15 +261,16 @@ export const SCRIPTS = {
     'fromBlock',
   ]),
   releasePayment: standalone(releasePayment, 2, ['authorizationId']),
-  creditPayment: standalone(creditPayment, 5, [
-    'accountId',
-    'amount',
-    'paymentId',
-    'authorizationId',
-    'blockNumber',
-    'payer',
-  ]),
-  confirmPayment: standalone(confirmPayment, 5, ['paymentId', 'accountId']),
+  creditPayment: standalone(
+    creditPayment,
+    5,
+    ['accountId', 'amount', 'paymentId', 'authorizationId', 'blockNumber', 'payer'],
+    false,
+    4,
+  ),
+  confirmPayment: standalone(confirmPayment, 5, ['paymentId', 'accountId'], false, 2),
+  creditPending: standalone(creditPending, 2, ['accountId', 'paymentId', 'amount']),
+  confirmPending: standalone(confirmPending, 4, ['accountId', 'paymentId', 'amount']),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, [
     'nonce',

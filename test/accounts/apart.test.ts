@@ -8,12 +8,14 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { AccountStore } from '../../src/accounts/accounts.ts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
+import { PaymentLedger } from '../../src/funding/ledger.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { admitApart, clearApart, type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
-import type { MicroDiem } from '../../src/money/units.ts'
+import type { MicroDiem, MicroUsdc } from '../../src/money/units.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { runScript } from '../../src/redis/scripts.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
 import { admitRequest, meteredClear } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
@@ -202,5 +204,138 @@ describe('accounts and keys held apart', () => {
     })
     expect(refused.code).toBe(AdmitCode.UnknownKey)
     expect(await store.hget(owners.offer(offerId).offer(offerId), 'held')).toBe('0')
+  })
+})
+
+describe('funding held apart', () => {
+  const settled = (accountId: string, amount: number) => {
+    const tx = `0x${randomBytes(32).toString('hex')}`
+    return {
+      accountId,
+      amount: amount as MicroUsdc,
+      chainId: 84532,
+      transaction: tx,
+      authorizationId: `84532:usdc:payer:${tx}`,
+      blockNumber: 100n,
+      payer: wallet(),
+    }
+  }
+  const balances = async (accountId: string) => (await accounts.get(accountId))!.balances
+  const ledger = () => new PaymentLedger(store, keys)
+
+  test('credited to pending, then confirmed: each once, whatever is replayed', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 3_000_000)
+    expect(await ledger().credit(payment)).toEqual({
+      status: 'credited',
+      pending: 3_000_000,
+      funded: 3_000_000,
+    } as never)
+    expect((await ledger().credit(payment)).status).toBe('already_credited')
+    const id = `84532:${payment.transaction}`
+    expect(await ledger().confirm(id, account.id)).toEqual({
+      status: 'confirmed',
+      confirmed: 3_000_000,
+      pending: 0,
+    } as never)
+    expect(await ledger().confirm(id, account.id)).toEqual({ status: 'nothing_to_do' })
+    expect(await balances(account.id)).toMatchObject({ confirmed: 3_000_000, pending: 0, funded: 3_000_000 })
+    expect(await ledger().unconfirmedUpTo(1_000n)).not.toContain(id)
+    expect(await ledger().credit(settled('acct_000000000000000000000000', 1))).toEqual({
+      status: 'no_account',
+    })
+  })
+
+  test('a replica that stops after recording the payment: a retried credit or the confirmation credits the account once', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 1_000_000)
+    const id = `84532:${payment.transaction}`
+    const recordOnly = () =>
+      runScript(
+        store,
+        'creditPayment',
+        [
+          keys.payment(id),
+          keys.authorization(payment.authorizationId),
+          keys.paymentsInFlight,
+          keys.paymentsUnconfirmed,
+        ],
+        {
+          accountId: account.id,
+          amount: payment.amount,
+          paymentId: id,
+          authorizationId: payment.authorizationId,
+          blockNumber: '100',
+          payer: payment.payer,
+        },
+      )
+    await recordOnly()
+    expect(await balances(account.id)).toMatchObject({ pending: 0, funded: 0 })
+    expect((await ledger().credit(payment)).status).toBe('already_credited')
+    expect(await balances(account.id)).toMatchObject({ pending: 1_000_000, funded: 1_000_000 })
+    expect((await ledger().credit(payment)).status).toBe('already_credited')
+    expect(await balances(account.id)).toMatchObject({ pending: 1_000_000, funded: 1_000_000 })
+
+    // Another payment recorded alone is finished by the watcher's confirmation.
+    const second = settled(account.id, 500_000)
+    const secondId = `84532:${second.transaction}`
+    await runScript(
+      store,
+      'creditPayment',
+      [
+        keys.payment(secondId),
+        keys.authorization(second.authorizationId),
+        keys.paymentsInFlight,
+        keys.paymentsUnconfirmed,
+      ],
+      {
+        accountId: account.id,
+        amount: second.amount,
+        paymentId: secondId,
+        authorizationId: second.authorizationId,
+        blockNumber: '100',
+        payer: second.payer,
+      },
+    )
+    expect((await ledger().confirm(secondId, account.id)).status).toBe('confirmed')
+    expect(await balances(account.id)).toMatchObject({
+      confirmed: 500_000,
+      pending: 1_000_000,
+      funded: 1_500_000,
+    })
+  })
+
+  test("a replica that stops between the account's confirmation and the payment's mark: the next pass marks it, moving nothing", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 2_000_000)
+    const id = `84532:${payment.transaction}`
+    await ledger().credit(payment)
+    await runScript(
+      store,
+      'confirmPending',
+      [
+        keys.account(account.id),
+        keys.accountPayments(account.id),
+        keys.webhookHooks(`acct:${account.id}`),
+        keys.webhookEvents(`acct:${account.id}`),
+      ],
+      { accountId: account.id, paymentId: id, amount: 2_000_000 },
+    )
+    expect(await ledger().unconfirmedUpTo(1_000n)).toContain(id)
+    expect(await ledger().confirm(id, account.id)).toEqual({ status: 'nothing_to_do' })
+    expect(await ledger().unconfirmedUpTo(1_000n)).not.toContain(id)
+    expect((await ledger().payment(id)).state).toBe('confirmed')
+    expect(await balances(account.id)).toMatchObject({ confirmed: 2_000_000, pending: 0, funded: 2_000_000 })
+  })
+
+  test('concurrent credits and confirmations of one payment from many replicas move it once', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 700_000)
+    const id = `84532:${payment.transaction}`
+    const credits = await Promise.all(Array.from({ length: 8 }, () => ledger().credit(payment)))
+    expect(credits.filter((c) => c.status === 'credited').length).toBe(1)
+    const confirms = await Promise.all(Array.from({ length: 8 }, () => ledger().confirm(id, account.id)))
+    expect(confirms.filter((c) => c.status === 'confirmed').length).toBe(1)
+    expect(await balances(account.id)).toMatchObject({ confirmed: 700_000, pending: 0, funded: 700_000 })
   })
 })
