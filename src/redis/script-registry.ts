@@ -308,8 +308,9 @@ export const SCRIPTS = {
     4,
     ['endpointId', 'endpoint', 'maxEndpoints', 'owner', 'balanceThreshold', 'group'],
     true,
+    3,
   ),
-  webhookDelete: standalone(webhookDelete, 3, ['endpointId', 'owner']),
+  webhookDelete: standalone(webhookDelete, 3, ['endpointId', 'owner'], false, 2),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

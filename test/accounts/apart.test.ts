@@ -17,6 +17,7 @@ import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
+import { WebhookStore } from '../../src/webhooks/endpoints.ts'
 import { admitRequest, meteredClear } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 
@@ -337,5 +338,42 @@ describe('funding held apart', () => {
     const confirms = await Promise.all(Array.from({ length: 8 }, () => ledger().confirm(id, account.id)))
     expect(confirms.filter((c) => c.status === 'confirmed').length).toBe(1)
     expect(await balances(account.id)).toMatchObject({ confirmed: 700_000, pending: 0, funded: 700_000 })
+  })
+})
+
+describe('webhooks held apart', () => {
+  test("an account's endpoint lives on its slot, its funding.confirmed is written there once, and removing it leaves nothing", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const owner = `acct:${account.id}` as const
+    const webhooks = new WebhookStore(store, keys, randomBytes(32), { allowLoopback: true })
+    const endpoint = await webhooks.create(owner, {
+      url: 'http://127.0.0.1:9/hook',
+      events: ['funding.confirmed'],
+    })
+    expect(await slotOf(keys.webhooks(owner))).toBe(await slotOf(keys.account(account.id)))
+    expect(await store.sismember(keys.webhookOwners, owner)).toBe(1)
+    expect((await webhooks.list(owner)).map((e) => e.id)).toEqual([endpoint.id])
+
+    const tx = `0x${randomBytes(32).toString('hex')}`
+    const payment = {
+      accountId: account.id,
+      amount: 1_000_000 as MicroUsdc,
+      chainId: 84532,
+      transaction: tx,
+      authorizationId: `84532:usdc:payer:${tx}`,
+      blockNumber: 100n,
+      payer: wallet(),
+    }
+    const ledger = new PaymentLedger(store, keys)
+    await ledger.credit(payment)
+    await ledger.confirm(`84532:${tx}`, account.id)
+    await ledger.confirm(`84532:${tx}`, account.id)
+    const events = await store.xrange(keys.webhookEvents(owner), '-', '+')
+    expect(events.map(([, fields]) => fields[1])).toEqual(['funding.confirmed'])
+
+    await webhooks.remove(owner, endpoint.id)
+    expect(await webhooks.list(owner)).toEqual([])
+    expect(await store.hgetall(keys.webhookHooks(owner))).toEqual({})
+    await expect(webhooks.remove(owner, endpoint.id)).rejects.toMatchObject({ status: 404 })
   })
 })
