@@ -1,17 +1,20 @@
 --[[
   confirm-payment: move one credited payment from pending to confirmed (spendable) once its block
   has enough confirmations. Every replica may run the watcher; the state check makes each payment
-  move once.
+  move once. In a market held apart the account is on another slot: lua/confirm-pending.lua moves
+  its balance first, idempotently by payment, and this step only marks the payment (KEYS[3..5]
+  absent).
 
   KEYS[1]  payment hash             (x402:payment:<paymentId>)
-  KEYS[2]  account hash             (acct:<accountId>)
-  KEYS[3]  unconfirmed zset         (payment id -> block number)
-  KEYS[4]  the account's webhook hooks hash    (acct:<accountId>:hooks, as lua/lib/events.lua)
-  KEYS[5]  the account's webhook event stream  (acct:<accountId>:events)
+  KEYS[2]  unconfirmed zset         (payment id -> block number)
+  KEYS[3]  account hash             (acct:<accountId>)                          } absent when
+  KEYS[4]  the account's webhook hooks hash    (acct:<accountId>:hooks)          } held apart
+  KEYS[5]  the account's webhook event stream  (acct:<accountId>:events)       }
   ARGV[1]  paymentId: payment id
   ARGV[2]  accountId: account id               (must be the payment's)
 
-  Returns  { 1, confirmed, pending } confirmed; balances after, integer micro-USDC strings
+  Returns  { 1, confirmed, pending } confirmed; balances after, integer micro-USDC strings ({ 1 }
+                                     held apart: the payment marked)
            { 0 }                     nothing to do (unknown or already confirmed); dropped from the zset
            { -1 }                    the account is not the payment's
            { -7 }                    pending is below the amount (never driven negative; left for the audit)
@@ -22,21 +25,23 @@ local rcall = redis.call
 
 local p = rcall('HMGET', KEYS[1], 'state', 'accountId', 'amount')
 if p[1] ~= 'pending' then
-  rcall('ZREM', KEYS[3], ARGV[1])
+  rcall('ZREM', KEYS[2], ARGV[1])
   return { 0 }
 end
-if p[2] ~= ARGV[2] or rcall('HGET', KEYS[2], 'id') ~= ARGV[2] then return { -1 } end
+local account = KEYS[3]
+if p[2] ~= ARGV[2] or (account and rcall('HGET', account, 'id') ~= ARGV[2]) then return { -1 } end
 local amount = p[3]
-if tonumber(rcall('HGET', KEYS[2], 'pending') or '0') < tonumber(amount) then return { -7 } end
+if account and tonumber(rcall('HGET', account, 'pending') or '0') < tonumber(amount) then return { -7 } end
 
 local time = rcall('TIME')
 local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
 
-rcall('HINCRBY', KEYS[2], 'pending', '-' .. amount)
-rcall('HINCRBY', KEYS[2], 'confirmed', amount)
 rcall('HSET', KEYS[1], 'state', 'confirmed', 'confirmedAt', now)
-rcall('ZREM', KEYS[3], ARGV[1])
-local b = rcall('HMGET', KEYS[2], 'confirmed', 'pending')
+rcall('ZREM', KEYS[2], ARGV[1])
+if not account then return { 1 } end
+rcall('HINCRBY', account, 'pending', '-' .. amount)
+rcall('HINCRBY', account, 'confirmed', amount)
+local b = rcall('HMGET', account, 'confirmed', 'pending')
 if rcall('HGET', KEYS[4], 't:funding.confirmed') then
   local function usdc(micros)
     micros = tonumber(micros)

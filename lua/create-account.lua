@@ -1,12 +1,14 @@
 --[[
   create-account: a new account and its first API key, in one step, so an account never exists
-  without a key to reach it and one wallet never holds two accounts.
+  without a key to reach it and one wallet never holds two accounts. In a market held apart the
+  indexes (KEYS[3..5]) are on another slot: this step writes the account's own keys alone, and
+  lua/index-account.lua and lua/index-key.lua index it after (src/accounts/accounts.ts).
 
   KEYS[1]  account hash             (acct:<accountId>)
   KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
-  KEYS[3]  wallets hash             (lower-case wallet -> account id)
-  KEYS[4]  accounts set
-  KEYS[5]  API key hash of the first key (apikey:<digest>)
+  KEYS[3]  wallets hash             (lower-case wallet -> account id)     } absent when
+  KEYS[4]  accounts set                                                  } held apart
+  KEYS[5]  API key hash of the first key (apikey:<digest>)              }
   ARGV[1]  accountId: account id
   ARGV[2]  wallet: wallet, checksummed
   ARGV[3]  walletLower: wallet, lower case
@@ -23,8 +25,9 @@
 ]]
 local rcall = redis.call
 
-if rcall('HEXISTS', KEYS[3], ARGV[3]) == 1 then return -3 end
-if rcall('EXISTS', KEYS[1]) == 1 or rcall('EXISTS', KEYS[5]) == 1 then return -4 end
+local indexed = #KEYS == 5
+if indexed and rcall('HEXISTS', KEYS[3], ARGV[3]) == 1 then return -3 end
+if rcall('EXISTS', KEYS[1]) == 1 or (indexed and rcall('EXISTS', KEYS[5]) == 1) then return -4 end
 
 local time = rcall('TIME')
 local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
@@ -32,9 +35,10 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 rcall('HSET', KEYS[1],
   'id', ARGV[1], 'wallet', ARGV[2], 'createdAt', now, 'maxPriceCents', ARGV[4],
   'confirmed', '0', 'pending', '0', 'held', '0', 'spent', '0', 'funded', '0', 'writtenOff', '0')
+rcall('HSET', KEYS[2], ARGV[5], ARGV[6])
+if not indexed then return 1 end
 rcall('HSET', KEYS[3], ARGV[3], ARGV[1])
 rcall('SADD', KEYS[4], ARGV[1])
-rcall('HSET', KEYS[2], ARGV[5], ARGV[6])
 rcall('HSET', KEYS[5],
   'id', ARGV[5], 'accountId', ARGV[1], 'name', ARGV[7], 'prefix', ARGV[8], 'createdAt', now)
 return 1

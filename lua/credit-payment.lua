@@ -2,13 +2,16 @@
   credit-payment: credit a settled x402 payment to an account's pending balance, exactly once.
   Idempotent twice over: by payment (chain id + transaction hash) and by authorization (chain,
   token, payer, nonce), whichever replica, request or reconciler gets here first. Pending and
-  funded grow together, which keeps funded = confirmed + pending + held + spent.
+  funded grow together, which keeps funded = confirmed + pending + held + spent. In a market held
+  apart the account is on another slot: this step records the payment alone (KEYS[5] absent), and
+  lua/credit-pending.lua credits the account after, idempotently by payment; a replica that stops
+  between the two leaves a recorded payment whose confirmation credits it first (src/funding/ledger.ts).
 
-  KEYS[1]  account hash             (acct:<accountId>)
-  KEYS[2]  payment hash             (x402:payment:<paymentId>)
-  KEYS[3]  authorization hash       (x402:auth:<authorizationId>)
-  KEYS[4]  payments-in-flight zset  (authorization ids not yet credited)
-  KEYS[5]  unconfirmed zset         (payment id -> block number, for the confirmations watcher)
+  KEYS[1]  payment hash             (x402:payment:<paymentId>)
+  KEYS[2]  authorization hash       (x402:auth:<authorizationId>)
+  KEYS[3]  payments-in-flight zset  (authorization ids not yet credited)
+  KEYS[4]  unconfirmed zset         (payment id -> block number, for the confirmations watcher)
+  KEYS[5]  account hash             (acct:<accountId>); absent when held apart
   ARGV[1]  accountId: account id
   ARGV[2]  amount: amount, integer micro-USDC, positive
   ARGV[3]  paymentId: payment id               (<chainId>:<txHash>, lower case)
@@ -16,7 +19,8 @@
   ARGV[5]  blockNumber: block number that included the transfer
   ARGV[6]  payer: payer wallet, checksummed
 
-  Returns  { 1, pending, funded }   credited; balances after, integer micro-USDC strings
+  Returns  { 1, pending, funded }   credited; balances after, integer micro-USDC strings ({ 1 }
+                                    when held apart: the payment recorded, the account not yet)
            { 0, paymentId }         already credited (this payment, or this authorization)
            { -1 }                   no such account
            { -6 }                   the amount is not a positive integer
@@ -24,25 +28,27 @@
 ]]
 local rcall = redis.call
 
-if rcall('HGET', KEYS[1], 'id') ~= ARGV[1] then return { -1 } end
+local account = KEYS[5]
+if account and rcall('HGET', account, 'id') ~= ARGV[1] then return { -1 } end
 local amount = ARGV[2]
 if not string.match(amount, '^[1-9]%d*$') or #amount > 15 then return { -6 } end
 
-if rcall('EXISTS', KEYS[2]) == 1 then return { 0, ARGV[3] } end
-local auth = rcall('HMGET', KEYS[3], 'state', 'paymentId')
+if rcall('EXISTS', KEYS[1]) == 1 then return { 0, ARGV[3] } end
+local auth = rcall('HMGET', KEYS[2], 'state', 'paymentId')
 if auth[1] == 'credited' then return { 0, auth[2] or '' } end
 
 local time = rcall('TIME')
 local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
 
-rcall('HINCRBY', KEYS[1], 'pending', amount)
-rcall('HINCRBY', KEYS[1], 'funded', amount)
-rcall('HSET', KEYS[2],
+rcall('HSET', KEYS[1],
   'id', ARGV[3], 'accountId', ARGV[1], 'amount', amount, 'state', 'pending',
   'blockNumber', ARGV[5], 'authorization', ARGV[4], 'payer', ARGV[6], 'creditedAt', now)
-rcall('HSET', KEYS[3], 'id', ARGV[4], 'state', 'credited', 'paymentId', ARGV[3],
+rcall('HSET', KEYS[2], 'id', ARGV[4], 'state', 'credited', 'paymentId', ARGV[3],
   'accountId', ARGV[1], 'payer', ARGV[6], 'amount', amount, 'creditedAt', now)
-rcall('ZREM', KEYS[4], ARGV[4])
-rcall('ZADD', KEYS[5], ARGV[5], ARGV[3])
-local b = rcall('HMGET', KEYS[1], 'pending', 'funded')
+rcall('ZREM', KEYS[3], ARGV[4])
+rcall('ZADD', KEYS[4], ARGV[5], ARGV[3])
+if not account then return { 1 } end
+rcall('HINCRBY', account, 'pending', amount)
+rcall('HINCRBY', account, 'funded', amount)
+local b = rcall('HMGET', account, 'pending', 'funded')
 return { 1, b[1], b[2] }

@@ -4,7 +4,8 @@
 
   KEYS[1]  account hash             (acct:<accountId>, or supplier:<supplierId>)
   KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
-  KEYS[3]  API key hash of the new key (apikey:<digest>)
+  KEYS[3]  API key hash of the new key (apikey:<digest>); absent in a market held apart, where it
+           is on another slot and lua/index-key.lua writes it after
   ARGV[1]  accountId: account id
   ARGV[2]  keyId: key id (UUID)
   ARGV[3]  keyDigest: key digest (SHA-256 hex of the plaintext)
@@ -36,7 +37,8 @@
 
 if rcall('HGET', KEYS[1], 'id') ~= ARGV[1] then return -1 end
 if rcall('HLEN', KEYS[2]) >= tonumber(ARGV[6]) then return -2 end
-if rcall('HEXISTS', KEYS[2], ARGV[2]) == 1 or rcall('EXISTS', KEYS[3]) == 1 then return -4 end
+local indexed = #KEYS == 3
+if rcall('HEXISTS', KEYS[2], ARGV[2]) == 1 or (indexed and rcall('EXISTS', KEYS[3]) == 1) then return -4 end
 
 local caller = ARGV[9]
 local carved = nil
@@ -66,8 +68,9 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 rcall('HSET', KEYS[2], ARGV[2], ARGV[3])
 local owner = ARGV[8]
 if not owner or owner == '' then owner = 'accountId' end
-rcall('HSET', KEYS[3],
-  'id', ARGV[2], owner, ARGV[1], 'name', ARGV[4], 'prefix', ARGV[5], 'createdAt', now)
+if indexed then
+  rcall('HSET', KEYS[3], 'id', ARGV[2], owner, ARGV[1], 'name', ARGV[4], 'prefix', ARGV[5], 'createdAt', now)
+end
 if ARGV[7] and ARGV[7] ~= '' then rcall('HSET', KEYS[1], 'limit:' .. ARGV[2], ARGV[7]) end
 if ARGV[10] and ARGV[10] ~= '' then rcall('HSET', KEYS[1], 'reset:' .. ARGV[2], ARGV[10]) end
 if carved then rcall('HSET', KEYS[1], 'limit:' .. caller, carved) end

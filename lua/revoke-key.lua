@@ -4,8 +4,9 @@
   digest the caller read, so a foreign or already revoked id changes nothing.
 
   KEYS[1]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
-  KEYS[2]  API key hash of the key  (apikey:<digest>)
-  KEYS[3]  account hash             (acct:<accountId>: limit:<keyId>; a supplier's hash for its keys)
+  KEYS[2]  account hash             (acct:<accountId>: limit:<keyId>; a supplier's hash for its keys)
+  KEYS[3]  API key hash of the key  (apikey:<digest>); absent in a market held apart, where it is on
+           another slot and the caller deletes it first (the key stops working before it is unlisted)
   ARGV[1]  keyId: key id (UUID)
   ARGV[2]  keyDigest: key digest, as read from KEYS[1]
   ARGV[3]  callerKeyId: the calling key's id ("" for none). A limited caller may not revoke a key without a
@@ -19,10 +20,10 @@ local rcall = redis.call
 
 if rcall('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return -5 end
 local caller = ARGV[3]
-if caller and caller ~= '' and rcall('HEXISTS', KEYS[3], 'limit:' .. caller) == 1
-    and rcall('HEXISTS', KEYS[3], 'limit:' .. ARGV[1]) == 0 then
+if caller and caller ~= '' and rcall('HEXISTS', KEYS[2], 'limit:' .. caller) == 1
+    and rcall('HEXISTS', KEYS[2], 'limit:' .. ARGV[1]) == 0 then
   return -8
 end
-rcall('DEL', KEYS[2])
+if #KEYS == 3 then rcall('DEL', KEYS[3]) end
 rcall('HDEL', KEYS[1], ARGV[1])
 return 1

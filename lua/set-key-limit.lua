@@ -8,7 +8,8 @@
   KEYS[1]  account hash             (acct:<accountId>: limit:<keyId>, spent:<keyId>, held:<keyId>,
                                      and for a periodic budget reset:, pstart:, pspent:<keyId>)
   KEYS[2]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
-  KEYS[3]  API key hash of the key  (apikey:<digest>)
+  KEYS[3]  API key hash of the key  (apikey:<digest>), for a new name; absent in a market held
+           apart, where it is on another slot and the caller renames it after
   ARGV[1]  keyId: key id (UUID)
   ARGV[2]  keyDigest: key digest, as read from KEYS[2]
   ARGV[3]  limit: the new limit, micro-USDC; "none" removes it (and its limitReset); "" leaves it
@@ -70,7 +71,7 @@ if limit ~= '' and (ARGV[3] ~= '' or new_reset ~= reset) then
   if number(limit) < used then return { -7, format('%d', used) } end
 end
 
-if ARGV[4] ~= '' then rcall('HSET', KEYS[3], 'name', ARGV[4]) end
+if ARGV[4] ~= '' and #KEYS == 3 then rcall('HSET', KEYS[3], 'name', ARGV[4]) end
 if limit == '' then rcall('HDEL', KEYS[1], f_limit) else rcall('HSET', KEYS[1], f_limit, limit) end
 -- A changed limit is a new budget: its key.budget.100 may be written again (lib/events).
 if ARGV[3] ~= '' or new_reset ~= reset then rcall('HDEL', KEYS[1], 'b100:' .. ARGV[1]) end

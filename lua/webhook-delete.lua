@@ -5,7 +5,8 @@
 
   KEYS[1]  endpoints hash            (<owner>:webhooks)
   KEYS[2]  hooks hash                (<owner>:hooks)
-  KEYS[3]  owners set                (webhooks:owners)
+  KEYS[3]  owners set                (webhooks:owners); absent in a market held apart, where the
+           owner stays listed (its consumer reads an empty stream) rather than race a new endpoint
   ARGV[1]  endpointId: endpoint id
   ARGV[2]  owner: owner                     (acct:<id> | supplier:<id>)
 
@@ -20,5 +21,5 @@ for _, type in ipairs(cjson.decode(json).events) do
 end
 rcall('HDEL', KEYS[2], 'low:' .. ARGV[1])
 rcall('HDEL', KEYS[1], ARGV[1])
-if rcall('HLEN', KEYS[1]) == 0 then rcall('SREM', KEYS[3], ARGV[2]) end
+if KEYS[3] and rcall('HLEN', KEYS[1]) == 0 then rcall('SREM', KEYS[3], ARGV[2]) end
 return { 1 }

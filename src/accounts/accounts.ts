@@ -120,31 +120,59 @@ export class AccountStore {
     checkMaxPrice(maxPriceCents)
     const accountId = newAccountId()
     const key = generateApiKey()
-    const code = Number(
-      await runScript(
-        this.store,
-        'createAccount',
-        [
-          this.keys.account(accountId),
-          this.keys.accountKeys(accountId),
-          this.keys.wallets,
-          this.keys.accounts,
-          this.keys.apiKey(key.digest),
-        ],
-        {
-          accountId,
-          wallet,
-          walletLower: walletKey(wallet),
-          maxPriceCents,
-          keyId: key.id,
-          keyDigest: key.digest,
-          keyName: firstKeyName,
-          keyPrefix: key.prefix,
-        },
-      ),
+    const apart = this.keys.layout === 'apart'
+    if (apart && (await this.store.hexists(this.keys.wallets, walletKey(wallet)))) {
+      throw accountResultError(AccountCode.WalletTaken)
+    }
+    const own = [this.keys.account(accountId), this.keys.accountKeys(accountId)]
+    const indexes = [this.keys.wallets, this.keys.accounts, this.keys.apiKey(key.digest)]
+    let code = Number(
+      await runScript(this.store, 'createAccount', apart ? own : [...own, ...indexes], {
+        accountId,
+        wallet,
+        walletLower: walletKey(wallet),
+        maxPriceCents,
+        keyId: key.id,
+        keyDigest: key.digest,
+        keyName: firstKeyName,
+        keyPrefix: key.prefix,
+      }),
     )
+    if (code === AccountCode.Ok && apart) code = await this.index(accountId, wallet, key, firstKeyName)
     if (code !== AccountCode.Ok) throw accountResultError(code)
     return { account: (await this.get(accountId))!, apiKey: key.plaintext }
+  }
+
+  /**
+   * The market's indexes of an account written on its own slot (a market held apart): its wallet,
+   * then its first key's record. An account that loses its wallet to another is dropped: nothing
+   * but this call knows its id yet.
+   */
+  private async index(
+    accountId: string,
+    wallet: string,
+    key: { id: string; digest: string; prefix: string },
+    keyName: string,
+  ): Promise<number> {
+    const indexed = Number(
+      await runScript(this.store, 'indexAccount', [this.keys.wallets, this.keys.accounts], {
+        accountId,
+        walletLower: walletKey(wallet),
+      }),
+    )
+    if (indexed !== AccountCode.Ok) {
+      await this.store.del(this.keys.account(accountId), this.keys.accountKeys(accountId))
+      return indexed
+    }
+    return Number(
+      await runScript(this.store, 'indexKey', [this.keys.apiKey(key.digest)], {
+        keyId: key.id,
+        owner: 'accountId',
+        ownerId: accountId,
+        keyName,
+        keyPrefix: key.prefix,
+      }),
+    )
   }
 
   async get(accountId: string): Promise<Account | null> {
@@ -185,13 +213,18 @@ export class AccountStore {
     }
     if (note.length > NOTE_MAX) throw badRequest(`note must be at most ${NOTE_MAX} characters`)
     if (!isAccountId(accountId)) throw accountNotFound()
-    const result = (await runScript(this.store, 'credit', [this.keys.account(accountId), this.keys.audit], {
-      accountId,
-      amount,
-      maxAmount: MAX_CREDIT,
-      note,
-      actor,
-    })) as (number | string)[]
+    const result = (await runScript(
+      this.store,
+      'credit',
+      [this.keys.account(accountId), this.keys.auditOf(accountId)],
+      {
+        accountId,
+        amount,
+        maxAmount: MAX_CREDIT,
+        note,
+        actor,
+      },
+    )) as (number | string)[]
     const code = Number(result[0])
     if (code !== AccountCode.Ok) throw accountResultError(code)
     return {

@@ -60,6 +60,7 @@ export class ApiKeyStore {
       ownerHash: keys.account,
       ownerKeys: keys.accountKeys,
       keyByDigest: keys.apiKey,
+      apart: keys.layout === 'apart',
     })
   }
 
@@ -137,10 +138,12 @@ export class ApiKeyStore {
     if (!digest) throw accountResultError(AccountCode.NoKey)
     const limitArg = change.limit === undefined ? '' : change.limit === null ? 'none' : change.limit
     const resetArg = change.reset === undefined ? '' : change.reset === null ? 'none' : change.reset
+    const apart = this.keys.layout === 'apart'
+    const ownKeys = [this.keys.account(accountId), this.keys.accountKeys(accountId)]
     const reply = (await runScript(
       this.store,
       'setKeyLimit',
-      [this.keys.account(accountId), this.keys.accountKeys(accountId), this.keys.apiKey(digest)],
+      apart ? ownKeys : [...ownKeys, this.keys.apiKey(digest)],
       {
         keyId,
         keyDigest: digest,
@@ -153,6 +156,9 @@ export class ApiKeyStore {
     const code = Number(reply[0])
     if (code === AccountCode.LimitBelowSpent) throw limitBelowSpent(Number(reply[1]))
     if (code !== AccountCode.Ok) throw accountResultError(code)
+    // Held apart, the name is on the record's slot: a step of its own (lua/rename-key.lua).
+    if (apart && change.name)
+      await runScript(this.store, 'renameKey', [this.keys.apiKey(digest)], { keyName: change.name })
     const record = await this.resolve(digest)
     // Revoked between the change and this read: as if it had been revoked first.
     if (!record) throw accountResultError(AccountCode.NoKey)

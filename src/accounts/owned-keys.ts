@@ -18,6 +18,11 @@ export interface KeyOwner<F extends 'accountId' | 'supplierId'> {
   ownerHash(ownerId: string): string
   ownerKeys(ownerId: string): string
   keyByDigest(digest: string): string
+  /**
+   * The key records on a slot other than the owner's (a market held apart): each script runs on
+   * the owner's keys alone and the record is written (lua/index-key.lua) or deleted in a step of its own.
+   */
+  apart: boolean
 }
 
 export type OwnedKeyRecord<F extends string> = {
@@ -73,11 +78,12 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
     const { owner } = this
     for (let attempt = 0; ; attempt++) {
       const key = generateApiKey(owner.keyPrefix)
-      const code = Number(
+      const ownKeys = [owner.ownerHash(ownerId), owner.ownerKeys(ownerId)]
+      let code = Number(
         await runScript(
           this.store,
           'mintKey',
-          [owner.ownerHash(ownerId), owner.ownerKeys(ownerId), owner.keyByDigest(key.digest)],
+          owner.apart ? ownKeys : [...ownKeys, owner.keyByDigest(key.digest)],
           {
             accountId: ownerId,
             keyId: key.id,
@@ -92,9 +98,35 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
           },
         ),
       )
+      if (code === AccountCode.Ok && owner.apart)
+        code = await this.index(ownerId, key.id, key.digest, name, key.prefix)
       if (code === AccountCode.Ok) return { id: key.id, apiKey: key.plaintext, name, keyPrefix: key.prefix }
       if (code !== AccountCode.IdTaken || attempt + 1 >= MINT_ATTEMPTS) return { refused: code }
     }
+  }
+
+  /**
+   * The record auth reads, for a key minted on its owner's slot (a market held apart). A digest
+   * already another key's (never in practice: 32 random bytes) unlists the key just minted.
+   */
+  async index(
+    ownerId: string,
+    keyId: string,
+    digest: string,
+    name: string,
+    keyPrefix: string,
+  ): Promise<number> {
+    const code = Number(
+      await runScript(this.store, 'indexKey', [this.owner.keyByDigest(digest)], {
+        keyId,
+        owner: this.owner.field,
+        ownerId,
+        keyName: name,
+        keyPrefix,
+      }),
+    )
+    if (code !== AccountCode.Ok) await this.unlist(ownerId, keyId, digest, '')
+    return code
   }
 
   /** The owner's active keys, oldest first: the plaintext is not stored. */
@@ -119,14 +151,30 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
   async revoke(ownerId: string, keyId: string, callerKeyId = ''): Promise<number> {
     const digest = await this.digestOf(ownerId, keyId)
     if (!digest) return AccountCode.NoKey
-    return Number(
-      await runScript(
-        this.store,
-        'revokeKey',
-        [this.owner.ownerKeys(ownerId), this.owner.keyByDigest(digest), this.owner.ownerHash(ownerId)],
-        { keyId, keyDigest: digest, callerKeyId },
-      ),
-    )
+    if (!this.owner.apart) {
+      const keys = [
+        this.owner.ownerKeys(ownerId),
+        this.owner.ownerHash(ownerId),
+        this.owner.keyByDigest(digest),
+      ]
+      return Number(await runScript(this.store, 'revokeKey', keys, { keyId, keyDigest: digest, callerKeyId }))
+    }
+    // Held apart: the record goes first, so the key stops working before it is unlisted (a replica
+    // that stops between the two leaves a listed key that no longer works, revoked again at will);
+    // one the owner's step refuses to unlist is recorded again.
+    const record = await this.store.hgetall(this.owner.keyByDigest(digest))
+    await this.store.del(this.owner.keyByDigest(digest))
+    const code = await this.unlist(ownerId, keyId, digest, callerKeyId)
+    if (code !== AccountCode.Ok && record.id === keyId) {
+      await this.index(ownerId, keyId, digest, record.name ?? '', record.prefix ?? '')
+    }
+    return code
+  }
+
+  /** revoke-key's step on the owner's own keys alone: the key is no longer the owner's. */
+  private async unlist(ownerId: string, keyId: string, digest: string, callerKeyId: string): Promise<number> {
+    const keys = [this.owner.ownerKeys(ownerId), this.owner.ownerHash(ownerId)]
+    return Number(await runScript(this.store, 'revokeKey', keys, { keyId, keyDigest: digest, callerKeyId }))
   }
 
   count(ownerId: string): Promise<number> {

@@ -120,16 +120,21 @@ export class PaymentLedger {
 
   async credit(credit: Credit): Promise<CreditResult> {
     const id = paymentId(credit.chainId, credit.transaction)
-    const result = (await runScript(
+    const apart = this.keys.layout === 'apart'
+    // Held apart, the account is on another slot: checked first, credited after the record.
+    if (apart && (await this.store.hget(this.keys.account(credit.accountId), 'id')) !== credit.accountId) {
+      return { status: 'no_account' }
+    }
+    const record = [
+      this.keys.payment(id),
+      this.keys.authorization(credit.authorizationId),
+      this.keys.paymentsInFlight,
+      this.keys.paymentsUnconfirmed,
+    ]
+    let result = (await runScript(
       this.store,
       'creditPayment',
-      [
-        this.keys.account(credit.accountId),
-        this.keys.payment(id),
-        this.keys.authorization(credit.authorizationId),
-        this.keys.paymentsInFlight,
-        this.keys.paymentsUnconfirmed,
-      ],
+      apart ? record : [...record, this.keys.account(credit.accountId)],
       {
         accountId: credit.accountId,
         amount: credit.amount,
@@ -139,6 +144,9 @@ export class PaymentLedger {
         payer: credit.payer,
       },
     )) as [number, string?, string?]
+    if (apart && result[0] === PaymentCode.Done) result = await this.creditAccount(id)
+    // Recorded before, perhaps by a replica that stopped before the account's step: finished here.
+    if (apart && result[0] === PaymentCode.AlreadyDone) await this.creditAccount(result[1] ?? id)
     switch (result[0]) {
       case PaymentCode.Done:
         return {
@@ -155,14 +163,35 @@ export class PaymentLedger {
     }
   }
 
+  /**
+   * The account's step of a credit held apart (lua/credit-pending.lua), for a recorded payment:
+   * idempotent by payment, so a credit or a confirmation may run it again to finish a half-done one.
+   */
+  private async creditAccount(paymentIdValue: string): Promise<[number, string?, string?]> {
+    const [accountId, amount] = await this.store.hmget(
+      this.keys.payment(paymentIdValue),
+      'accountId',
+      'amount',
+    )
+    if (!accountId || !amount) return [PaymentCode.NoAccount]
+    const reply = (await runScript(
+      this.store,
+      'creditPending',
+      [this.keys.account(accountId), this.keys.accountPayments(accountId)],
+      { accountId, paymentId: paymentIdValue, amount },
+    )) as [number, string?, string?]
+    return reply[0] === PaymentCode.AlreadyDone ? [PaymentCode.AlreadyDone, paymentIdValue] : reply
+  }
+
   async confirm(paymentIdValue: string, accountId: string): Promise<ConfirmResult> {
+    if (this.keys.layout === 'apart') return this.confirmApart(paymentIdValue, accountId)
     const result = (await runScript(
       this.store,
       'confirmPayment',
       [
         this.keys.payment(paymentIdValue),
-        this.keys.account(accountId),
         this.keys.paymentsUnconfirmed,
+        this.keys.account(accountId),
         this.keys.webhookHooks(`acct:${accountId}`),
         this.keys.webhookEvents(`acct:${accountId}`),
       ],
@@ -177,6 +206,58 @@ export class PaymentLedger {
     }
     if (result[0] === PaymentCode.AlreadyDone) return { status: 'nothing_to_do' }
     return { status: 'refused', code: result[0] }
+  }
+
+  /**
+   * A confirmation held apart: the account's step first (its credit finished if a replica stopped
+   * before it, then pending to confirmed, lua/confirm-pending.lua), then the payment marked
+   * (lua/confirm-payment.lua). A replica that stops between the two leaves the payment pending on
+   * the watcher's list; its next pass finds the account's step done and marks it.
+   */
+  private async confirmApart(paymentIdValue: string, accountId: string): Promise<ConfirmResult> {
+    const mark = () =>
+      runScript(
+        this.store,
+        'confirmPayment',
+        [this.keys.payment(paymentIdValue), this.keys.paymentsUnconfirmed],
+        {
+          paymentId: paymentIdValue,
+          accountId,
+        },
+      )
+    const [state, owner, amount] = await this.store.hmget(
+      this.keys.payment(paymentIdValue),
+      'state',
+      'accountId',
+      'amount',
+    )
+    if (state !== 'pending') {
+      await mark()
+      return { status: 'nothing_to_do' }
+    }
+    if (owner !== accountId || !amount) return { status: 'refused', code: PaymentCode.NoAccount }
+    await this.creditAccount(paymentIdValue)
+    const result = (await runScript(
+      this.store,
+      'confirmPending',
+      [
+        this.keys.account(accountId),
+        this.keys.accountPayments(accountId),
+        this.keys.webhookHooks(`acct:${accountId}`),
+        this.keys.webhookEvents(`acct:${accountId}`),
+      ],
+      { accountId, paymentId: paymentIdValue, amount },
+    )) as [number, string?, string?]
+    if (result[0] !== PaymentCode.Done && result[0] !== PaymentCode.AlreadyDone) {
+      return { status: 'refused', code: result[0] }
+    }
+    await mark()
+    if (result[0] === PaymentCode.AlreadyDone) return { status: 'nothing_to_do' }
+    return {
+      status: 'confirmed',
+      confirmed: Number(result[1]) as MicroUsdc,
+      pending: Number(result[2]) as MicroUsdc,
+    }
   }
 
   /** Payments credited in blocks up to `block`, oldest first: those now confirmed enough. */

@@ -10,10 +10,9 @@
 // between two steps leaves a reservation whose lease runs out, and reapOffer finishes it from the
 // account's side (lua/reap-hold.lua): what was cleared is posted, anything else voided. On a single
 // Redis admit and clear hold both sides in one call instead (admission.ts, clearing.ts).
-import { createHash } from 'node:crypto'
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
-import { type Keyspace, keyspace } from '../redis/keys.ts'
+import { accountShard, type Keyspace, keyspace, ownerPrefix } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
@@ -29,21 +28,13 @@ export interface Owners {
 
 /**
  * Accounts spread over 4,096 shards by their id's hash (an account's keys, holds and attempts sit
- * under its shard's tag); each offer under its own. The prefix's own tag, if any, is kept inside
- * each owner's (`svc:{m}` gives `svc:{m/a.3f2}` and `svc:{m/o.<offer id>}`), so two prefixes never
- * share an owner's keys.
+ * under its shard's tag); each offer under its own (ownerPrefix in src/redis/keys.ts).
  */
 export function ownerKeyspaces(prefix: string): Owners {
-  const tagged = (owner: string) =>
-    /\{[^}]*\}/.test(prefix) ? prefix.replace(/\{([^}]*)\}/, `{$1/${owner}}`) : `${prefix}:{${owner}}`
   return {
-    account: (accountId) => keyspace(tagged(`a.${accountShard(accountId)}`)),
-    offer: (offerId) => keyspace(tagged(`o.${offerId}`)),
+    account: (accountId) => keyspace(ownerPrefix(prefix, `a.${accountShard(accountId)}`)),
+    offer: (offerId) => keyspace(ownerPrefix(prefix, `o.${offerId}`)),
   }
-}
-
-export function accountShard(accountId: string): string {
-  return createHash('sha1').update(accountId).digest('hex').slice(0, 3)
 }
 
 /** admit's request, but for one offer the caller chose, with the key's owner already resolved. */

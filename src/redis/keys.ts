@@ -1,11 +1,43 @@
 // Every Redis key is named here and nowhere else. All of them share the prefix's one hash tag, so
 // every Lua script's keys land in one slot: the same code runs on a single Redis, Sentinel and Cluster.
+// A market held apart (layout 'apart') names an account's keys under its shard's tag instead (see
+// ownerPrefix), so that a Cluster spreads accounts over its masters; the indexes stay on the prefix's.
 // Money fields are integer strings: micro-USDC for accounts, micro-DIEM for capacity.
+import { createHash } from 'node:crypto'
 
-export function keyspace(prefix: string) {
+/** 'one-slot': every key under the prefix's tag. 'apart': each owner's keys under a tag of its own. */
+export type Layout = 'one-slot' | 'apart'
+
+/**
+ * An owner's prefix: the prefix's own tag, if any, kept inside the owner's (`svc:{m}` gives
+ * `svc:{m/a.3f2}` for an account's shard, `svc:{m/o.<offer id>}` for an offer), so two prefixes
+ * never share an owner's keys.
+ */
+export function ownerPrefix(prefix: string, owner: string): string {
+  return /\{[^}]*\}/.test(prefix) ? prefix.replace(/\{([^}]*)\}/, `{$1/${owner}}`) : `${prefix}:{${owner}}`
+}
+
+/** The shard of an account: one of 4,096, by its id's hash. */
+export function accountShard(accountId: string): string {
+  return createHash('sha1').update(accountId).digest('hex').slice(0, 3)
+}
+
+export function keyspace(prefix: string, layout: Layout = 'one-slot') {
   const key = (suffix: string) => `${prefix}:${suffix}`
+  // Where an account's own keys live: under the prefix, or under its shard's tag when held apart.
+  const accountKey =
+    layout === 'apart'
+      ? (accountId: string, suffix: string) =>
+          `${ownerPrefix(prefix, `a.${accountShard(accountId)}`)}:${suffix}`
+      : (_accountId: string, suffix: string) => key(suffix)
+  // A webhook owner's keys: an account's (`acct:<id>`) live with the account's.
+  const ownerKey = (owner: string, suffix: string) =>
+    owner.startsWith('acct:') ? accountKey(owner.slice(5), `${owner}:${suffix}`) : key(`${owner}:${suffix}`)
   return {
     prefix,
+    layout,
+    /** The keyspace base of an account's own keys (its shard's when held apart): what its scripts are passed. */
+    accountBase: (accountId: string) => accountKey(accountId, ''),
     /** hash: model id -> catalog entry JSON */
     catalog: key('catalog'),
     /** hash: syncedAt (ms), source, count */
@@ -35,9 +67,14 @@ export function keyspace(prefix: string) {
      * (a cap group's, e.g. group:img), kept by admit and the scripts that end an attempt.
      * Invariant: funded = confirmed + pending + held + spent (writtenOff is outside it).
      */
-    account: (accountId: string) => key(`acct:${accountId}`),
+    account: (accountId: string) => accountKey(accountId, `acct:${accountId}`),
     /** hash: API key id (UUID) -> SHA-256 hex digest of the key, for the account's active keys */
-    accountKeys: (accountId: string) => key(`acct:${accountId}:keys`),
+    accountKeys: (accountId: string) => accountKey(accountId, `acct:${accountId}:keys`),
+    /**
+     * hash, in a market held apart: payment id -> pending | confirmed, each payment credited to the
+     * account (lua/credit-pending.lua, confirm-pending.lua), so a payment moves its balance once
+     */
+    accountPayments: (accountId: string) => accountKey(accountId, `acct:${accountId}:payments`),
     /** set: every account id (for the audit) */
     accounts: key('accounts'),
     /** hash: lower-case wallet address -> account id */
@@ -88,7 +125,7 @@ export function keyspace(prefix: string) {
      * account, key, model, status, costUsdc, askCents, inputTokens, outputTokens, offer, errorCode.
      * GET /v1/agent/activity and /usage read it.
      */
-    accountActivity: (accountId: string) => key(`acct:${accountId}:activity`),
+    accountActivity: (accountId: string) => accountKey(accountId, `acct:${accountId}:activity`),
     /**
      * stream: every ended attempt of the market, the same entries as the accounts' Streams, trimmed
      * to about ENDED_MAXLEN (lua/lib/attempts.lua: 1,000,000) entries. `svc-gateway export` tails it.
@@ -157,23 +194,29 @@ export function keyspace(prefix: string) {
     // Webhooks. An owner is `acct:<accountId>` or `supplier:<supplierId>`; its keys sit under its
     // own name, so they move with the owner when the market is sharded by owner.
     /** hash: endpoint id -> endpoint JSON (url, events, thresholdUsdc, sealed secret, createdAt) */
-    webhooks: (owner: string) => key(`${owner}:webhooks`),
+    webhooks: (owner: string) => ownerKey(owner, 'webhooks'),
     /**
      * hash the event-writing scripts read (lua/lib/events.lua): t:<event type> -> how many endpoints
      * subscribe to it, low:<endpoint id> -> that endpoint's balance threshold (micro-USDC)
      */
-    webhookHooks: (owner: string) => key(`${owner}:hooks`),
+    webhookHooks: (owner: string) => ownerKey(owner, 'hooks'),
     /** stream: the owner's events (type, at, data JSON), read by the replicas' consumer group */
-    webhookEvents: (owner: string) => key(`${owner}:events`),
+    webhookEvents: (owner: string) => ownerKey(owner, 'events'),
     /** list: an endpoint's delivery log, newest first, bounded (src/webhooks/delivery-log.ts) */
-    webhookLog: (owner: string, endpointId: string) => key(`${owner}:webhook:${endpointId}:log`),
+    webhookLog: (owner: string, endpointId: string) => ownerKey(owner, `webhook:${endpointId}:log`),
     /** hash: "<event id>" -> tries so far, "<event id>:end" -> delivered | failed, per endpoint */
-    webhookTries: (owner: string, endpointId: string) => key(`${owner}:webhook:${endpointId}:tries`),
+    webhookTries: (owner: string, endpointId: string) => ownerKey(owner, `webhook:${endpointId}:tries`),
     /** set: every owner with an endpoint: the streams the delivery consumers read */
     webhookOwners: key('webhooks:owners'),
 
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),
+    /**
+     * stream: where an operator's action on one account is recorded, by the script that acts: the
+     * audit stream, or, in a market held apart, the account's own (on its slot), never trimmed
+     */
+    auditOf: (accountId: string) =>
+      layout === 'apart' ? accountKey(accountId, `acct:${accountId}:audit`) : key('audit'),
   }
 }
 

@@ -9,10 +9,14 @@ import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
 import claimPayment from '../../lua/claim-payment.lua' with { type: 'text' }
 import clear from '../../lua/clear.lua' with { type: 'text' }
 import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
+import confirmPending from '../../lua/confirm-pending.lua' with { type: 'text' }
 import createAccount from '../../lua/create-account.lua' with { type: 'text' }
 import credit from '../../lua/credit.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
+import creditPending from '../../lua/credit-pending.lua' with { type: 'text' }
 import hold from '../../lua/hold.lua' with { type: 'text' }
+import indexAccount from '../../lua/index-account.lua' with { type: 'text' }
+import indexKey from '../../lua/index-key.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
 import payoutCreate from '../../lua/payout-create.lua' with { type: 'text' }
@@ -25,6 +29,7 @@ import reapHold from '../../lua/reap-hold.lua' with { type: 'text' }
 import refuse from '../../lua/refuse.lua' with { type: 'text' }
 import release from '../../lua/release.lua' with { type: 'text' }
 import releasePayment from '../../lua/release-payment.lua' with { type: 'text' }
+import renameKey from '../../lua/rename-key.lua' with { type: 'text' }
 import renew from '../../lua/renew.lua' with { type: 'text' }
 import reserve from '../../lua/reserve.lua' with { type: 'text' }
 import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
@@ -43,17 +48,23 @@ import { LIB, MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
 // names, and runScript writes them in the declared order. A variadic script takes its declared ARGV
 // and then more, as its header says (a payout's step and that step's values, the catalog's rows).
 
-/** A script that includes no library: its EVAL form is its body. */
+/**
+ * A script that includes no library: its EVAL form is its body. `ownKeys`: how many of its first
+ * KEYS (its owner's) it may be passed alone, in a market held apart, where the rest are on another
+ * slot and indexed by a step of their own.
+ */
 const standalone = <const A extends readonly string[]>(
   lua: string,
   keys: number,
   argv: A,
   variadic = false,
+  ownKeys = keys,
 ) => ({
   lua,
   body: lua,
   market: false,
   keys,
+  ownKeys,
   argv,
   variadic,
 })
@@ -69,6 +80,7 @@ const market = <const A extends readonly string[]>(
   body,
   market: true,
   keys: 1,
+  ownKeys: 1,
   argv,
   variadic,
 })
@@ -79,38 +91,43 @@ const ending = [LIB.keys, LIB.numbers, LIB.attempts]
 
 export const SCRIPTS = {
   // accounts
-  createAccount: standalone(createAccount, 5, [
-    'accountId',
-    'wallet',
-    'walletLower',
-    'maxPriceCents',
-    'keyId',
-    'keyDigest',
-    'keyName',
-    'keyPrefix',
-  ]),
-  mintKey: standalone(withNumbers(mintKey), 3, [
-    'accountId',
-    'keyId',
-    'keyDigest',
-    'keyName',
-    'keyPrefix',
-    'maxKeys',
-    'limit',
-    'owner',
-    'callerKeyId',
-    'limitReset',
-  ]),
-  revokeKey: standalone(revokeKey, 3, ['keyId', 'keyDigest', 'callerKeyId']),
-  setKeyLimit: standalone(withNumbers(setKeyLimit), 3, [
-    'keyId',
-    'keyDigest',
-    'limit',
-    'name',
-    'callerKeyId',
-    'limitReset',
-  ]),
+  createAccount: standalone(
+    createAccount,
+    5,
+    ['accountId', 'wallet', 'walletLower', 'maxPriceCents', 'keyId', 'keyDigest', 'keyName', 'keyPrefix'],
+    false,
+    2,
+  ),
+  indexAccount: standalone(indexAccount, 2, ['accountId', 'walletLower']),
+  indexKey: standalone(indexKey, 1, ['keyId', 'owner', 'ownerId', 'keyName', 'keyPrefix']),
+  mintKey: standalone(
+    withNumbers(mintKey),
+    3,
+    [
+      'accountId',
+      'keyId',
+      'keyDigest',
+      'keyName',
+      'keyPrefix',
+      'maxKeys',
+      'limit',
+      'owner',
+      'callerKeyId',
+      'limitReset',
+    ],
+    false,
+    2,
+  ),
+  revokeKey: standalone(revokeKey, 3, ['keyId', 'keyDigest', 'callerKeyId'], false, 2),
+  setKeyLimit: standalone(
+    withNumbers(setKeyLimit),
+    3,
+    ['keyId', 'keyDigest', 'limit', 'name', 'callerKeyId', 'limitReset'],
+    false,
+    2,
+  ),
   touchKey: standalone(touchKey, 1, []),
+  renameKey: standalone(renameKey, 1, ['keyName']),
   credit: standalone(credit, 2, ['accountId', 'amount', 'maxAmount', 'note', 'actor']),
   // catalog
   catalogReplace: standalone(catalogReplace, 2, ['syncedAt', 'sourceUrl'], true),
@@ -244,15 +261,16 @@ export const SCRIPTS = {
     'fromBlock',
   ]),
   releasePayment: standalone(releasePayment, 2, ['authorizationId']),
-  creditPayment: standalone(creditPayment, 5, [
-    'accountId',
-    'amount',
-    'paymentId',
-    'authorizationId',
-    'blockNumber',
-    'payer',
-  ]),
-  confirmPayment: standalone(confirmPayment, 5, ['paymentId', 'accountId']),
+  creditPayment: standalone(
+    creditPayment,
+    5,
+    ['accountId', 'amount', 'paymentId', 'authorizationId', 'blockNumber', 'payer'],
+    false,
+    4,
+  ),
+  confirmPayment: standalone(confirmPayment, 5, ['paymentId', 'accountId'], false, 2),
+  creditPending: standalone(creditPending, 2, ['accountId', 'paymentId', 'amount']),
+  confirmPending: standalone(confirmPending, 4, ['accountId', 'paymentId', 'amount']),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, [
     'nonce',
@@ -290,8 +308,9 @@ export const SCRIPTS = {
     4,
     ['endpointId', 'endpoint', 'maxEndpoints', 'owner', 'balanceThreshold', 'group'],
     true,
+    3,
   ),
-  webhookDelete: standalone(webhookDelete, 3, ['endpointId', 'owner']),
+  webhookDelete: standalone(webhookDelete, 3, ['endpointId', 'owner'], false, 2),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

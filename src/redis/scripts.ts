@@ -25,7 +25,10 @@ export function runScript<N extends ScriptName>(
   rest: ScriptArg[] = [],
 ): Promise<unknown> {
   const script = SCRIPTS[name]
-  if (keys.length !== script.keys) throw new Error(`${name} takes ${script.keys} keys`)
+  if (keys.length !== script.keys && keys.length !== script.ownKeys)
+    throw new Error(
+      `${name} takes ${script.keys} keys${script.ownKeys !== script.keys ? ` or ${script.ownKeys}` : ''}`,
+    )
   if (rest.length > 0 && !script.variadic) throw new Error(`${name} takes no values beyond its arguments`)
   const named = args as Record<string, ScriptArg | undefined>
   const argv: ScriptArg[] = []

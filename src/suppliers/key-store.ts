@@ -21,6 +21,7 @@ export class SupplierKeyStore {
       ownerHash: keys.supplier,
       ownerKeys: keys.supplierKeys,
       keyByDigest: keys.supplierKey,
+      apart: false,
     })
   }
 

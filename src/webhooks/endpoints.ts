@@ -83,15 +83,15 @@ export class WebhookStore {
       sealedSecret: encryptUpstreamKey(this.masterKey, secret),
       createdAt: Date.now(),
     }
+    const own = [this.keys.webhooks(owner), this.keys.webhookHooks(owner), this.keys.webhookEvents(owner)]
+    const apart = this.keys.layout === 'apart'
+    // Held apart, the owners' list is on another slot: the owner is listed first, so an endpoint
+    // is never written that no consumer reads.
+    if (apart) await this.store.sadd(this.keys.webhookOwners, owner)
     const result = (await runScript(
       this.store,
       'webhookPut',
-      [
-        this.keys.webhooks(owner),
-        this.keys.webhookHooks(owner),
-        this.keys.webhookEvents(owner),
-        this.keys.webhookOwners,
-      ],
+      apart ? own : [...own, this.keys.webhookOwners],
       {
         endpointId: endpoint.id,
         endpoint: JSON.stringify(endpoint),
@@ -127,7 +127,9 @@ export class WebhookStore {
     const result = (await runScript(
       this.store,
       'webhookDelete',
-      [this.keys.webhooks(owner), this.keys.webhookHooks(owner), this.keys.webhookOwners],
+      this.keys.layout === 'apart'
+        ? [this.keys.webhooks(owner), this.keys.webhookHooks(owner)]
+        : [this.keys.webhooks(owner), this.keys.webhookHooks(owner), this.keys.webhookOwners],
       { endpointId: id, owner },
     )) as [number]
     if (result[0] !== 1) throw notFound('no such webhook endpoint', 'webhook_not_found')

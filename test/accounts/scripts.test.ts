@@ -71,7 +71,7 @@ const revoke = async (accountId: string, keyId: string, digest: string) =>
     await runScript(
       store,
       'revokeKey',
-      [keys.accountKeys(accountId), keys.apiKey(digest), keys.account(accountId)],
+      [keys.accountKeys(accountId), keys.account(accountId), keys.apiKey(digest)],
       { keyId, keyDigest: digest, callerKeyId: '' },
     ),
   )

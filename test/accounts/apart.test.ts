@@ -1,0 +1,379 @@
+// Accounts and their keys in a market held apart, on a real three-master Redis Cluster: each
+// account's own keys under its shard's tag, the market's indexes (wallets, accounts, key records)
+// under the prefix's, and every script call reaching one slot. Creating, minting, limiting,
+// renaming, revoking and crediting work as on one slot, a wallet never holds two accounts, a
+// revoked key stops working at once, and an account made here pays for a request held apart.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes, randomUUID } from 'node:crypto'
+import { AccountStore } from '../../src/accounts/accounts.ts'
+import { digestApiKey } from '../../src/accounts/api-keys.ts'
+import { ApiKeyStore } from '../../src/accounts/key-store.ts'
+import { PaymentLedger } from '../../src/funding/ledger.ts'
+import type { Admission } from '../../src/market/admission.ts'
+import { auditApart } from '../../src/market/audit-apart.ts'
+import { admitApart, clearApart, type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
+import type { MicroDiem, MicroUsdc } from '../../src/money/units.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { runScript } from '../../src/redis/scripts.ts'
+import { createStore, type Store } from '../../src/redis/store.ts'
+import { WebhookStore } from '../../src/webhooks/endpoints.ts'
+import { admitRequest, meteredClear } from '../helpers/market.ts'
+import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
+
+let cluster: RedisCluster
+let store: Store
+let keys: Keyspace
+let owners: Owners
+let accounts: AccountStore
+let apiKeys: ApiKeyStore
+
+beforeAll(async () => {
+  cluster = await startRedisCluster()
+  store = createStore(cluster.url, { name: 'svc-test-accounts-apart' })
+  await store.whenReady(15_000)
+  const prefix = `t${randomBytes(4).toString('hex')}:{m}`
+  keys = keyspace(prefix, 'apart')
+  owners = ownerKeyspaces(prefix)
+  accounts = new AccountStore(store, keys)
+  apiKeys = new ApiKeyStore(store, keys)
+})
+afterAll(() => {
+  store.close()
+  cluster.stop()
+})
+
+const wallet = () => `0x${randomBytes(20).toString('hex')}`
+const slotOf = async (key: string) => Number(await store.call('CLUSTER', 'KEYSLOT', key))
+
+/** Every key under the prefix on every master: what a flow left behind, wherever it is. */
+async function everyKey(): Promise<string[]> {
+  const found: string[] = []
+  for (const node of cluster.nodes) {
+    const direct = createStore(`redis://127.0.0.1:${node.port}`, { name: 'svc-test-scan' })
+    try {
+      let cursor = '0'
+      do {
+        const [next, batch] = await direct.scan(
+          cursor,
+          'MATCH',
+          `${keys.prefix.split(':')[0]}:*`,
+          'COUNT',
+          1000,
+        )
+        found.push(...batch)
+        cursor = next
+      } while (cursor !== '0')
+    } finally {
+      direct.close()
+    }
+  }
+  return found.sort()
+}
+
+describe('the keyspace held apart', () => {
+  test("an account's own keys are its shard's, the same names the two-phase steps use; the indexes stay on the prefix's slot", async () => {
+    const accountId = `acct_${randomBytes(12).toString('hex')}`
+    const own = owners.account(accountId)
+    expect(keys.account(accountId)).toBe(own.account(accountId))
+    expect(keys.accountKeys(accountId)).toBe(own.accountKeys(accountId))
+    expect(keys.accountActivity(accountId)).toBe(own.accountActivity(accountId))
+    expect(keys.webhookEvents(`acct:${accountId}`)).toBe(own.webhookEvents(`acct:${accountId}`))
+    expect(keys.accountBase(accountId)).toBe(own.base)
+    const accountSlot = await slotOf(keys.account(accountId))
+    expect(await slotOf(keys.auditOf(accountId))).toBe(accountSlot)
+    expect(await slotOf(keys.wallets)).not.toBe(accountSlot)
+    expect(await slotOf(keys.apiKey('d'))).toBe(await slotOf(keys.wallets))
+    // On one slot nothing moves.
+    const one = keyspace(keys.prefix)
+    expect(one.account(accountId)).toBe(`${keys.prefix}:acct:${accountId}`)
+    expect(one.auditOf(accountId)).toBe(one.audit)
+  })
+})
+
+describe('accounts and keys held apart', () => {
+  test('a new account: its hash on its shard, its wallet and its first key indexed; the key resolves to it', async () => {
+    const owner = wallet()
+    const { account, apiKey } = await accounts.create(owner, 50)
+    expect(await store.hget(keys.account(account.id), 'confirmed')).toBe('0')
+    expect((await accounts.findByWallet(owner))?.id).toBe(account.id)
+    expect(await store.sismember(keys.accounts, account.id)).toBe(1)
+    const record = await apiKeys.resolve(digestApiKey(apiKey))
+    expect(record?.accountId).toBe(account.id)
+    expect((await apiKeys.list(account.id)).map((k) => k.id)).toEqual([record!.id])
+  })
+
+  test('five creates for one wallet at once: one account, four 409s, and nothing left of the others', async () => {
+    const owner = wallet()
+    const before = await everyKey()
+    const results = await Promise.allSettled(Array.from({ length: 5 }, () => accounts.create(owner, 50)))
+    const made = results.filter((r) => r.status === 'fulfilled')
+    expect(made.length).toBe(1)
+    for (const r of results.filter((r) => r.status === 'rejected'))
+      expect((r as PromiseRejectedResult).reason).toMatchObject({ status: 409, code: 'wallet_taken' })
+    const id = (made[0] as PromiseFulfilledResult<{ account: { id: string } }>).value.account.id
+    const added = (await everyKey()).filter((k) => !before.includes(k))
+    // The one account's hash and keys, its first key's record; the indexes already existed or are
+    // the ones it made (wallets, accounts).
+    const accountKeys = added.filter((k) => k.includes(':acct:'))
+    expect(accountKeys.sort()).toEqual([keys.account(id), keys.accountKeys(id)].sort())
+  })
+
+  test('mint, limit, rename and revoke: each key record follows its owner, and a revoked key stops at once', async () => {
+    const { account, apiKey } = await accounts.create(wallet(), 50)
+    const first = (await apiKeys.resolve(digestApiKey(apiKey)))!
+    const agent = await apiKeys.mint(account.id, 'agent', 2_000_000)
+    expect((await apiKeys.resolve(digestApiKey(agent.apiKey)))?.name).toBe('agent')
+    // A limited key binds what it mints: its own limit drops by the new key's.
+    const sub = await apiKeys.mint(account.id, 'sub', 500_000, agent.id)
+    const spending = await apiKeys.list(account.id)
+    expect(spending.find((k) => k.id === agent.id)?.limit).toBe(1_500_000)
+    expect(spending.find((k) => k.id === sub.id)?.limit).toBe(500_000)
+
+    const changed = await apiKeys.change(account.id, sub.id, { limit: 400_000, name: 'renamed' })
+    expect([changed.limit, changed.name]).toEqual([400_000, 'renamed'])
+    expect((await apiKeys.resolve(digestApiKey(sub.apiKey)))?.name).toBe('renamed')
+
+    // A limited caller may not revoke a key without a limit: refused, and that key still works.
+    await expect(apiKeys.revoke(account.id, first.id, agent.id)).rejects.toMatchObject({ status: 403 })
+    expect((await apiKeys.resolve(digestApiKey(apiKey)))?.id).toBe(first.id)
+    expect((await apiKeys.list(account.id)).length).toBe(3)
+
+    await apiKeys.revoke(account.id, sub.id)
+    expect(await apiKeys.resolve(digestApiKey(sub.apiKey))).toBeNull()
+    expect((await apiKeys.list(account.id)).map((k) => k.id).sort()).toEqual([first.id, agent.id].sort())
+    await expect(apiKeys.revoke(account.id, sub.id)).rejects.toMatchObject({ status: 404 })
+  })
+
+  test("a hand credit moves the balance and is recorded on the account's own slot", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const credited = await accounts.credit(account.id, '2.500000', 'test funds', 'test')
+    expect(credited.balances).toMatchObject({ confirmed: 2_500_000, funded: 2_500_000 })
+    const entries = await store.xrange(keys.auditOf(account.id), '-', '+')
+    expect(entries.length).toBe(1)
+    expect(entries[0]![1]).toEqual(
+      expect.arrayContaining(['accountId', account.id, 'amountMicroUsdc', '2500000']),
+    )
+  })
+
+  test('an account made here pays for a request held apart, through its own key', async () => {
+    const { account, apiKey } = await accounts.create(wallet(), 50)
+    await accounts.credit(account.id, '1.000000', 'test funds', 'test')
+    const key = (await apiKeys.resolve(digestApiKey(apiKey)))!
+    const offerId = randomUUID()
+    await store.hset(owners.offer(offerId).offer(offerId), {
+      id: offerId,
+      status: 'active',
+      askCents: 40,
+      capacity: 5_000_000,
+      burned: 0,
+      held: 0,
+      earned: 0,
+      fees: 0,
+      maxInFlight: 100,
+      inflight: 0,
+      cooldownUntil: 0,
+      upstreamBaseUrl: 'http://127.0.0.1:1',
+      upstreamKeyEnc: 'sealed',
+      supplierId: 'spl_apart',
+    })
+    const result = await admitApart(store, owners, {
+      ...admitRequest(account.id),
+      apiKeyId: key.id,
+      apiKeyDigest: digestApiKey(apiKey),
+      holdDiem: 10_000 as MicroDiem,
+      offerId,
+      maxCents: 50,
+    })
+    expect(result.code).toBe(AdmitCode.Admitted)
+    const admission = result as Admission
+    const who = { accountId: account.id, offerId, model: 'llama-3.3-70b' }
+    const cleared = await clearApart(store, owners, who, meteredClear(admission.attemptId, 5_000))
+    expect(cleared.charged).toBe(2_000 as never)
+    expect((await accounts.get(account.id))?.balances).toMatchObject({ confirmed: 998_000, spent: 2_000 })
+    expect(await auditApart(store, keys.prefix)).toEqual([])
+    // The same key, revoked, is refused by the account's own side: nothing held, nothing reserved.
+    await apiKeys.revoke(account.id, key.id)
+    const refused = await admitApart(store, owners, {
+      ...admitRequest(account.id),
+      attemptId: `${randomUUID()}.1`,
+      apiKeyId: key.id,
+      apiKeyDigest: digestApiKey(apiKey),
+      holdDiem: 10_000 as MicroDiem,
+      offerId,
+      maxCents: 50,
+    })
+    expect(refused.code).toBe(AdmitCode.UnknownKey)
+    expect(await store.hget(owners.offer(offerId).offer(offerId), 'held')).toBe('0')
+  })
+})
+
+describe('funding held apart', () => {
+  const settled = (accountId: string, amount: number) => {
+    const tx = `0x${randomBytes(32).toString('hex')}`
+    return {
+      accountId,
+      amount: amount as MicroUsdc,
+      chainId: 84532,
+      transaction: tx,
+      authorizationId: `84532:usdc:payer:${tx}`,
+      blockNumber: 100n,
+      payer: wallet(),
+    }
+  }
+  const balances = async (accountId: string) => (await accounts.get(accountId))!.balances
+  const ledger = () => new PaymentLedger(store, keys)
+
+  test('credited to pending, then confirmed: each once, whatever is replayed', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 3_000_000)
+    expect(await ledger().credit(payment)).toEqual({
+      status: 'credited',
+      pending: 3_000_000,
+      funded: 3_000_000,
+    } as never)
+    expect((await ledger().credit(payment)).status).toBe('already_credited')
+    const id = `84532:${payment.transaction}`
+    expect(await ledger().confirm(id, account.id)).toEqual({
+      status: 'confirmed',
+      confirmed: 3_000_000,
+      pending: 0,
+    } as never)
+    expect(await ledger().confirm(id, account.id)).toEqual({ status: 'nothing_to_do' })
+    expect(await balances(account.id)).toMatchObject({ confirmed: 3_000_000, pending: 0, funded: 3_000_000 })
+    expect(await ledger().unconfirmedUpTo(1_000n)).not.toContain(id)
+    expect(await ledger().credit(settled('acct_000000000000000000000000', 1))).toEqual({
+      status: 'no_account',
+    })
+  })
+
+  test('a replica that stops after recording the payment: a retried credit or the confirmation credits the account once', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 1_000_000)
+    const id = `84532:${payment.transaction}`
+    const recordOnly = () =>
+      runScript(
+        store,
+        'creditPayment',
+        [
+          keys.payment(id),
+          keys.authorization(payment.authorizationId),
+          keys.paymentsInFlight,
+          keys.paymentsUnconfirmed,
+        ],
+        {
+          accountId: account.id,
+          amount: payment.amount,
+          paymentId: id,
+          authorizationId: payment.authorizationId,
+          blockNumber: '100',
+          payer: payment.payer,
+        },
+      )
+    await recordOnly()
+    expect(await balances(account.id)).toMatchObject({ pending: 0, funded: 0 })
+    expect((await ledger().credit(payment)).status).toBe('already_credited')
+    expect(await balances(account.id)).toMatchObject({ pending: 1_000_000, funded: 1_000_000 })
+    expect((await ledger().credit(payment)).status).toBe('already_credited')
+    expect(await balances(account.id)).toMatchObject({ pending: 1_000_000, funded: 1_000_000 })
+
+    // Another payment recorded alone is finished by the watcher's confirmation.
+    const second = settled(account.id, 500_000)
+    const secondId = `84532:${second.transaction}`
+    await runScript(
+      store,
+      'creditPayment',
+      [
+        keys.payment(secondId),
+        keys.authorization(second.authorizationId),
+        keys.paymentsInFlight,
+        keys.paymentsUnconfirmed,
+      ],
+      {
+        accountId: account.id,
+        amount: second.amount,
+        paymentId: secondId,
+        authorizationId: second.authorizationId,
+        blockNumber: '100',
+        payer: second.payer,
+      },
+    )
+    expect((await ledger().confirm(secondId, account.id)).status).toBe('confirmed')
+    expect(await balances(account.id)).toMatchObject({
+      confirmed: 500_000,
+      pending: 1_000_000,
+      funded: 1_500_000,
+    })
+  })
+
+  test("a replica that stops between the account's confirmation and the payment's mark: the next pass marks it, moving nothing", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 2_000_000)
+    const id = `84532:${payment.transaction}`
+    await ledger().credit(payment)
+    await runScript(
+      store,
+      'confirmPending',
+      [
+        keys.account(account.id),
+        keys.accountPayments(account.id),
+        keys.webhookHooks(`acct:${account.id}`),
+        keys.webhookEvents(`acct:${account.id}`),
+      ],
+      { accountId: account.id, paymentId: id, amount: 2_000_000 },
+    )
+    expect(await ledger().unconfirmedUpTo(1_000n)).toContain(id)
+    expect(await ledger().confirm(id, account.id)).toEqual({ status: 'nothing_to_do' })
+    expect(await ledger().unconfirmedUpTo(1_000n)).not.toContain(id)
+    expect((await ledger().payment(id)).state).toBe('confirmed')
+    expect(await balances(account.id)).toMatchObject({ confirmed: 2_000_000, pending: 0, funded: 2_000_000 })
+  })
+
+  test('concurrent credits and confirmations of one payment from many replicas move it once', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 700_000)
+    const id = `84532:${payment.transaction}`
+    const credits = await Promise.all(Array.from({ length: 8 }, () => ledger().credit(payment)))
+    expect(credits.filter((c) => c.status === 'credited').length).toBe(1)
+    const confirms = await Promise.all(Array.from({ length: 8 }, () => ledger().confirm(id, account.id)))
+    expect(confirms.filter((c) => c.status === 'confirmed').length).toBe(1)
+    expect(await balances(account.id)).toMatchObject({ confirmed: 700_000, pending: 0, funded: 700_000 })
+  })
+})
+
+describe('webhooks held apart', () => {
+  test("an account's endpoint lives on its slot, its funding.confirmed is written there once, and removing it leaves nothing", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const owner = `acct:${account.id}` as const
+    const webhooks = new WebhookStore(store, keys, randomBytes(32), { allowLoopback: true })
+    const endpoint = await webhooks.create(owner, {
+      url: 'http://127.0.0.1:9/hook',
+      events: ['funding.confirmed'],
+    })
+    expect(await slotOf(keys.webhooks(owner))).toBe(await slotOf(keys.account(account.id)))
+    expect(await store.sismember(keys.webhookOwners, owner)).toBe(1)
+    expect((await webhooks.list(owner)).map((e) => e.id)).toEqual([endpoint.id])
+
+    const tx = `0x${randomBytes(32).toString('hex')}`
+    const payment = {
+      accountId: account.id,
+      amount: 1_000_000 as MicroUsdc,
+      chainId: 84532,
+      transaction: tx,
+      authorizationId: `84532:usdc:payer:${tx}`,
+      blockNumber: 100n,
+      payer: wallet(),
+    }
+    const ledger = new PaymentLedger(store, keys)
+    await ledger.credit(payment)
+    await ledger.confirm(`84532:${tx}`, account.id)
+    await ledger.confirm(`84532:${tx}`, account.id)
+    const events = await store.xrange(keys.webhookEvents(owner), '-', '+')
+    expect(events.map(([, fields]) => fields[1])).toEqual(['funding.confirmed'])
+
+    await webhooks.remove(owner, endpoint.id)
+    expect(await webhooks.list(owner)).toEqual([])
+    expect(await store.hgetall(keys.webhookHooks(owner))).toEqual({})
+    await expect(webhooks.remove(owner, endpoint.id)).rejects.toMatchObject({ status: 404 })
+  })
+})
