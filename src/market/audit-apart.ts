@@ -4,7 +4,9 @@
 // and what the supplier earned plus the fee is what the account was charged; an offer holds and
 // counts exactly its pending reservations, an account exactly its admitted attempts. Summed over
 // the market, what buyers paid is what suppliers earned plus fees plus what is in transit (charged
-// on the account, not yet posted on the offer). Read without a snapshot: run it when quiet.
+// on the account, not yet posted on the offer). A payment recorded on the indexes' slot is credited
+// once on its account's, in the same state, and an account's pending is what its payments there
+// still have pending. Read without a snapshot: run it when quiet.
 import type { Store } from '../redis/store.ts'
 import { type AuditFinding, scanHashes } from './audit.ts'
 
@@ -15,6 +17,10 @@ function ownerGlob(prefix: string, owner: 'a' | 'o', suffix: string): string {
     : `${prefix}:{${owner}.*}`
   return `${tagged.replace(/[?[\]\\]/g, (c) => `\\${c}`)}:${suffix}`
 }
+
+/** A glob for keys on the prefix's own slot. */
+const marketGlob = (prefix: string, suffix: string) =>
+  `${prefix.replace(/[?[\]\\]/g, (c) => `\\${c}`)}:${suffix}`
 
 /** The id at the end of a key, after `marker`. */
 const idAfter = (key: string, marker: string) => key.slice(key.lastIndexOf(marker) + marker.length)
@@ -67,6 +73,29 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
       off(`attempt ${id}`, `${a.state} on its account with no reservation on its offer`)
   }
 
+  // Payments: recorded on the indexes' slot, each credited once on its account's.
+  const credited = new Map<string, Record<string, string>>()
+  for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'a', 'acct:*:payments'), true))
+    credited.set(key.slice(key.lastIndexOf(':acct:') + 6, -':payments'.length), row)
+  const pendingByAccount = new Map<string, number>()
+  const recorded = new Set<string>()
+  for (const p of await scanHashes(store, marketGlob(prefix, 'x402:payment:*'))) {
+    const subject = `payment ${p.id}`
+    recorded.add(`${p.accountId} ${p.id}`)
+    const side = credited.get(p.accountId!)?.[p.id!]
+    if (side === undefined) off(subject, `recorded ${p.state} but not credited to account ${p.accountId}`)
+    else if (p.state === 'confirmed' && side !== 'confirmed')
+      off(subject, 'confirmed but pending on its account')
+    else if (p.state === 'pending' && side === 'confirmed')
+      off(subject, 'confirmed on its account, not marked')
+    if (side === 'pending')
+      pendingByAccount.set(p.accountId!, (pendingByAccount.get(p.accountId!) ?? 0) + num(p, 'amount'))
+  }
+  for (const [accountId, row] of credited)
+    for (const id of Object.keys(row))
+      if (!recorded.has(`${accountId} ${id}`))
+        off(`account ${accountId}`, `credited payment ${id} has no record`)
+
   // Each offer holds and counts its pending reservations; each account its admitted attempts.
   let earned = 0
   for (const { row: o } of await scanHashes(store, ownerGlob(prefix, 'o', 'offer:*'), true)) {
@@ -84,6 +113,8 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
     const sum = num(a, 'confirmed') + num(a, 'pending') + num(a, 'held') + num(a, 'spent')
     if (sum !== num(a, 'funded'))
       off(subject, `funded ${a.funded} != confirmed + pending + held + spent ${sum}`)
+    if (num(a, 'pending') !== (pendingByAccount.get(a.id!) ?? 0))
+      off(subject, `pending ${a.pending} != its payments pending ${pendingByAccount.get(a.id!) ?? 0}`)
     if (num(a, 'held') !== (heldByAccount.get(a.id!) ?? 0))
       off(subject, `held ${a.held} != holds of its admitted attempts ${heldByAccount.get(a.id!) ?? 0}`)
     spent += num(a, 'spent')

@@ -3,7 +3,7 @@
 // under the prefix's, and every script call reaching one slot. Creating, minting, limiting,
 // renaming, revoking and crediting work as on one slot, a wallet never holds two accounts, a
 // revoked key stops working at once, and an account made here pays for a request held apart.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { AccountStore } from '../../src/accounts/accounts.ts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
@@ -37,6 +37,10 @@ beforeAll(async () => {
   owners = ownerKeyspaces(prefix)
   accounts = new AccountStore(store, keys)
   apiKeys = new ApiKeyStore(store, keys)
+})
+// Whatever a test did, the market held apart still audits clean once its steps are done.
+afterEach(async () => {
+  expect(await auditApart(store, keys.prefix)).toEqual([])
 })
 afterAll(() => {
   store.close()
@@ -272,6 +276,9 @@ describe('funding held apart', () => {
       )
     await recordOnly()
     expect(await balances(account.id)).toMatchObject({ pending: 0, funded: 0 })
+    expect(await auditApart(store, keys.prefix)).toEqual([
+      { subject: `payment ${id}`, problem: `recorded pending but not credited to account ${account.id}` },
+    ])
     expect((await ledger().credit(payment)).status).toBe('already_credited')
     expect(await balances(account.id)).toMatchObject({ pending: 1_000_000, funded: 1_000_000 })
     expect((await ledger().credit(payment)).status).toBe('already_credited')
@@ -323,6 +330,9 @@ describe('funding held apart', () => {
       { accountId: account.id, paymentId: id, amount: 2_000_000 },
     )
     expect(await ledger().unconfirmedUpTo(1_000n)).toContain(id)
+    expect(await auditApart(store, keys.prefix)).toEqual([
+      { subject: `payment ${id}`, problem: 'confirmed on its account, not marked' },
+    ])
     expect(await ledger().confirm(id, account.id)).toEqual({ status: 'nothing_to_do' })
     expect(await ledger().unconfirmedUpTo(1_000n)).not.toContain(id)
     expect((await ledger().payment(id)).state).toBe('confirmed')
@@ -338,6 +348,18 @@ describe('funding held apart', () => {
     const confirms = await Promise.all(Array.from({ length: 8 }, () => ledger().confirm(id, account.id)))
     expect(confirms.filter((c) => c.status === 'confirmed').length).toBe(1)
     expect(await balances(account.id)).toMatchObject({ confirmed: 700_000, pending: 0, funded: 700_000 })
+  })
+
+  test('the audit names an account whose pending is not what its payments have pending', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    await ledger().credit(settled(account.id, 900_000))
+    await store.hincrby(keys.account(account.id), 'pending', 1)
+    await store.hincrby(keys.account(account.id), 'funded', 1)
+    expect(await auditApart(store, keys.prefix)).toEqual([
+      { subject: `account ${account.id}`, problem: 'pending 900001 != its payments pending 900000' },
+    ])
+    await store.hincrby(keys.account(account.id), 'pending', -1)
+    await store.hincrby(keys.account(account.id), 'funded', -1)
   })
 })
 
