@@ -16,6 +16,7 @@ local function use_keyspace(base)
 end
 local function k_account(id) return BASE .. 'acct:' .. id end
 local function k_account_keys(id) return BASE .. 'acct:' .. id .. ':keys' end
+local function k_account_payments(id) return BASE .. 'acct:' .. id .. ':payments' end
 local function k_offer(id) return BASE .. 'offer:' .. id end
 local function k_attempt(id) return BASE .. 'attempt:' .. id end
 local function k_reservation(id) return BASE .. 'reservation:' .. id end

@@ -237,17 +237,11 @@ export class PaymentLedger {
     }
     if (owner !== accountId || !amount) return { status: 'refused', code: PaymentCode.NoAccount }
     await this.creditAccount(paymentIdValue)
-    const result = (await runScript(
-      this.store,
-      'confirmPending',
-      [
-        this.keys.account(accountId),
-        this.keys.accountPayments(accountId),
-        this.keys.webhookHooks(`acct:${accountId}`),
-        this.keys.webhookEvents(`acct:${accountId}`),
-      ],
-      { accountId, paymentId: paymentIdValue, amount },
-    )) as [number, string?, string?]
+    const result = (await runScript(this.store, 'confirmPending', [this.keys.accountBase(accountId)], {
+      accountId,
+      paymentId: paymentIdValue,
+      amount,
+    })) as [number, string?, string?]
     if (result[0] !== PaymentCode.Done && result[0] !== PaymentCode.AlreadyDone) {
       return { status: 'refused', code: result[0] }
     }

@@ -270,7 +270,11 @@ export const SCRIPTS = {
   ),
   confirmPayment: standalone(confirmPayment, 5, ['paymentId', 'accountId'], false, 2),
   creditPending: standalone(creditPending, 2, ['accountId', 'paymentId', 'amount']),
-  confirmPending: standalone(confirmPending, 4, ['accountId', 'paymentId', 'amount']),
+  confirmPending: market([LIB.keys, LIB.numbers, LIB.events], confirmPending, [
+    'accountId',
+    'paymentId',
+    'amount',
+  ]),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, [
     'nonce',

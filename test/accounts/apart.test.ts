@@ -318,17 +318,11 @@ describe('funding held apart', () => {
     const payment = settled(account.id, 2_000_000)
     const id = `84532:${payment.transaction}`
     await ledger().credit(payment)
-    await runScript(
-      store,
-      'confirmPending',
-      [
-        keys.account(account.id),
-        keys.accountPayments(account.id),
-        keys.webhookHooks(`acct:${account.id}`),
-        keys.webhookEvents(`acct:${account.id}`),
-      ],
-      { accountId: account.id, paymentId: id, amount: 2_000_000 },
-    )
+    await runScript(store, 'confirmPending', [keys.accountBase(account.id)], {
+      accountId: account.id,
+      paymentId: id,
+      amount: 2_000_000,
+    })
     expect(await ledger().unconfirmedUpTo(1_000n)).toContain(id)
     expect(await auditApart(store, keys.prefix)).toEqual([
       { subject: `payment ${id}`, problem: 'confirmed on its account, not marked' },

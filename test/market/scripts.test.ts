@@ -38,7 +38,10 @@ describe('the Lua libraries', () => {
     test('lib/keys builds the same names as src/redis/keys.ts', async () => {
       const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_MARKET, k_stats_day('D'), k_apikey('K') }`
       const names = await fx.store.eval(
-        script.replace("k_apikey('K') }", "k_apikey('K'), K_WRITEOFFS, K_ENDED, k_activity('A') }"),
+        script.replace(
+          "k_apikey('K') }",
+          "k_apikey('K'), K_WRITEOFFS, K_ENDED, k_activity('A'), k_account_keys('A'), k_account_payments('A') }",
+        ),
         1,
         fx.keys.base,
       )
@@ -55,6 +58,8 @@ describe('the Lua libraries', () => {
         fx.keys.writeoffs,
         fx.keys.endedAttempts,
         fx.keys.accountActivity('A'),
+        fx.keys.accountKeys('A'),
+        fx.keys.accountPayments('A'),
       ])
     })
   })
