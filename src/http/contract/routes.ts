@@ -10,7 +10,13 @@ export function contractRoutes(app: AnyElysia) {
   let document: Promise<ReturnType<typeof openApiDocument>> | undefined
   return new Elysia({ name: 'svc/contract' })
     .get('/openapi.json', async ({ request }) => {
-      document ??= import('./openapi.ts').then(({ openApiDocument }) => openApiDocument(app))
+      // A build that failed is not kept: the next request tries again.
+      document ??= import('./openapi.ts')
+        .then(({ openApiDocument }) => openApiDocument(app))
+        .catch((error) => {
+          document = undefined
+          throw error
+        })
       return { ...(await document), servers: [{ url: new URL(request.url).origin }] }
     })
     .get(
