@@ -75,5 +75,22 @@ node -e '
     console.log("binary demo served /dashboard, /supplier and /admin with their bundled files")
   })().catch((e) => { console.error(e); process.exit(1) })
 ' "http://127.0.0.1:$port"
+# The OpenAPI generator and the MCP SDK load with their first request (dynamic imports): the
+# binary carries them.
+node -e '
+  const [base, key] = process.argv.slice(1)
+  ;(async () => {
+    const doc = await fetch(base + "/openapi.json")
+    if (doc.status !== 200 || !(await doc.json()).paths?.["/v1/chat/completions"]) throw new Error("/openapi.json " + doc.status)
+    const mcp = await fetch(base + "/mcp", {
+      method: "POST",
+      headers: { authorization: "Bearer " + key, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    })
+    const tools = (await mcp.json())?.result?.tools ?? []
+    if (mcp.status !== 200 || tools.length === 0) throw new Error("/mcp " + mcp.status)
+    console.log("binary demo served /openapi.json and listed", tools.length, "MCP tools")
+  })().catch((e) => { console.error(e); process.exit(1) })
+' "http://127.0.0.1:$port" "$key"
 kill -TERM "$pid"
 wait "$pid" 2>/dev/null || true

@@ -4,7 +4,6 @@ import { createApp } from './app.ts'
 import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
-import { startFunding } from './funding/start.ts'
 import { startReaper } from './market/reaper.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
@@ -59,8 +58,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     logger,
   )
 
-  const funding = startFunding(config, store, keys, logger)
-  const payouts = startPayouts(config, store, keys, logger, funding?.funding.chain)
+  // Funding's parts (viem's chains, x402) are loaded only by a gateway that takes payments.
+  const funding = config.funding
+    ? (await import('./funding/start.ts')).startFunding(config, store, keys, logger)
+    : undefined
+  const payouts = await startPayouts(config, store, keys, logger, funding?.funding.chain)
   const lifecycle = { draining: false }
   const app = createApp({
     config,

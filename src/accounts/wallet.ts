@@ -1,5 +1,6 @@
-// Wallets are EVM addresses: stored checksummed (EIP-55), compared in lower case.
-import { getAddress, isAddress } from 'viem'
+// Wallets are EVM addresses: stored checksummed (EIP-55), compared in lower case. From viem/utils,
+// not viem's index: the gateway loads this with every app, and the index loads twice the modules.
+import { getAddress, isAddress } from 'viem/utils'
 
 /**
  * The checksummed form of an address, or null. All-lower or all-upper hex is accepted as is;

@@ -2,6 +2,7 @@
 // confirmations watcher and the reconciler must see the chain as it is now.
 import {
   type Address,
+  type Chain,
   createPublicClient,
   type Hex,
   http,
@@ -11,8 +12,12 @@ import {
   TransactionReceiptNotFoundError,
   WaitForTransactionReceiptTimeoutError,
 } from 'viem'
-import type { FundingConfig } from '../config.ts'
-import { CHAINS } from './network.ts'
+import { base, baseSepolia } from 'viem/chains'
+import type { FundingConfig, X402Network } from '../config.ts'
+
+// Here, not in network.ts: viem's chain table is most of viem's load time, and only a process that
+// reads the chain needs it.
+const CHAINS: Record<X402Network, Chain> = { base, 'base-sepolia': baseSepolia }
 
 export const eip3009Abi = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',

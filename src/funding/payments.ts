@@ -2,7 +2,8 @@
 // check the terms, refuse replays, verify, claim the authorization, settle, credit pending.
 // Knows nothing of Elysia; routes call it and add what is theirs (the account, the key).
 import type { Logger } from 'pino'
-import { type Address, getAddress, type Hex } from 'viem'
+import type { Address, Hex } from 'viem'
+import { getAddress } from 'viem/utils'
 import type { FundingConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
 import { formatMicros, type MicroUsdc } from '../money/units.ts'

@@ -3,7 +3,8 @@
 // JSON), answered with X-PAYMENT-RESPONSE. Version 2 rides beside it for newer clients: the same
 // terms in the PAYMENT-REQUIRED header, payments in PAYMENT-SIGNATURE, answers in PAYMENT-RESPONSE.
 import type { PaymentRequired, PaymentRequirements } from '@x402/core/types'
-import { type Address, getAddress, type Hex, isAddress } from 'viem'
+import type { Address, Hex } from 'viem'
+import { getAddress, isAddress } from 'viem/utils'
 import type { FundingConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
 import { redactUrls } from '../logger.ts'

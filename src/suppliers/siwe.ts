@@ -2,8 +2,9 @@
 // public URL (config SVC_PUBLIC_URL, never a request's Host header). Every check here is
 // stateless; the nonce is used up afterwards, in the script that signs the supplier in, so a
 // refused message leaves it usable.
-import { type Address, getAddress, type Hex, isHex, recoverMessageAddress } from 'viem'
+import type { Address, Hex } from 'viem'
 import { parseSiweMessage } from 'viem/siwe'
+import { getAddress, isHex, recoverMessageAddress } from 'viem/utils'
 import { ApiError, badRequest } from '../errors.ts'
 
 export const SIWE_MESSAGE_MAX = 4096

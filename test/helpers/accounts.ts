@@ -2,7 +2,7 @@
 import { expect } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import type { DestinationStream } from 'pino'
-import { getAddress } from 'viem'
+import { getAddress } from 'viem/utils'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import type { TestStack } from './stack.ts'
 import { until } from './wait.ts'

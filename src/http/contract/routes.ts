@@ -2,15 +2,22 @@
 // the base address the caller reached, so they are right behind any proxy that keeps the host.
 import { type AnyElysia, Elysia } from 'elysia'
 import { llmsGuide } from './llms.ts'
-import { openApiDocument } from './openapi.ts'
+import type { openApiDocument } from './openapi.ts'
 
 export function contractRoutes(app: AnyElysia) {
-  // Built on first use: by then every route of the app is registered, and none is added later.
-  let document: ReturnType<typeof openApiDocument> | undefined
+  // Built on first use: by then every route of the app is registered, and none is added later. Its
+  // generator (@elysiajs/openapi) is loaded then too, not with every process that serves the app.
+  let document: Promise<ReturnType<typeof openApiDocument>> | undefined
   return new Elysia({ name: 'svc/contract' })
-    .get('/openapi.json', ({ request }) => {
-      document ??= openApiDocument(app)
-      return { ...document, servers: [{ url: new URL(request.url).origin }] }
+    .get('/openapi.json', async ({ request }) => {
+      // A build that failed is not kept: the next request tries again.
+      document ??= import('./openapi.ts')
+        .then(({ openApiDocument }) => openApiDocument(app))
+        .catch((error) => {
+          document = undefined
+          throw error
+        })
+      return { ...(await document), servers: [{ url: new URL(request.url).origin }] }
     })
     .get(
       '/llms.txt',

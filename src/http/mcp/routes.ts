@@ -2,10 +2,9 @@
 // same Bearer key as /v1/agent, or a supplier's `sup_` key, which is offered the supplier tools
 // instead (src/mcp/supplier-tools.ts). Each POST gets its own server and transport, so any replica
 // can answer any request; tools call the app itself with the caller's key (src/mcp/tools.ts).
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
 import { Elysia } from 'elysia'
 import { ApiError } from '../../errors.ts'
-import { type Dispatch, mcpServer } from '../../mcp/server.ts'
+import type { Dispatch } from '../../mcp/server.ts'
 import { SUPPLIER_INSTRUCTIONS, SUPPLIER_TOOLS } from '../../mcp/supplier-tools.ts'
 import { TOOLS, type Tool } from '../../mcp/tools.ts'
 import { type AuthDeps, buyerAuthenticator, callerMacro } from '../auth.ts'
@@ -74,6 +73,24 @@ function dispatcher(app: AppHandle, request: Request): Dispatch {
     )
 }
 
+// The MCP SDK (with its schema libraries) is loaded by the first MCP request, not with the app:
+// most processes never serve one, and loading it costs more CPU than the rest of the routes.
+let sdk:
+  | Promise<
+      [
+        typeof import('../../mcp/server.ts'),
+        typeof import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'),
+      ]
+    >
+  | undefined
+const loadSdk = () => {
+  sdk ??= Promise.all([
+    import('../../mcp/server.ts'),
+    import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'),
+  ])
+  return sdk
+}
+
 const notAllowed = () => {
   throw new ApiError(405, 'method_not_allowed', 'this MCP server is stateless: send JSON-RPC with POST', {
     headers: { allow: 'POST' },
@@ -87,6 +104,7 @@ export function mcpRoutes(deps: AuthDeps, app: AppHandle) {
     .post(
       MCP_PATH,
       async ({ request, body, role }) => {
+        const [{ mcpServer }, { WebStandardStreamableHTTPServerTransport }] = await loadSdk()
         const server = mcpServer(
           offeredTools(app, role),
           dispatcher(app, request),
