@@ -70,13 +70,22 @@ export async function jsonBody({ request }: { request: Request }): Promise<unkno
 export const MAX_JSON_DEPTH = 64
 
 function depthExceeds(value: unknown, limit: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]]
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!
+  // Objects and their depths on two stacks: no pair made per node, no copy of an array's items.
+  const nodes: unknown[] = [value]
+  const depths: number[] = [1]
+  while (nodes.length > 0) {
+    const node = nodes.pop() as Record<string, unknown> | null
+    const depth = depths.pop()!
     if (node === null || typeof node !== 'object') continue
     if (depth > limit) return true
-    for (const child of Object.values(node))
-      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+    const children = Array.isArray(node) ? node : Object.values(node)
+    for (let i = 0; i < children.length; i++) {
+      const child = children[i]
+      if (child !== null && typeof child === 'object') {
+        nodes.push(child)
+        depths.push(depth + 1)
+      }
+    }
   }
   return false
 }

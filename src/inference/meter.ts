@@ -65,7 +65,11 @@ export function reachableTiers(promptBound: number, prices: TextPrices): TokenRa
  */
 export function promptWorst(promptBound: number, rates: TokenRates): MicroDiem {
   const prompt = promptRates(rates)
-  const distinct = new Set([prompt.input, prompt.cacheInput, prompt.cacheWrite]).size
+  // Counted without a Set: this runs on every request's hold.
+  const distinct =
+    1 +
+    Number(prompt.cacheInput !== prompt.input) +
+    Number(prompt.cacheWrite !== prompt.input && prompt.cacheWrite !== prompt.cacheInput)
   const dearest = Math.max(prompt.input, prompt.cacheInput, prompt.cacheWrite)
   return (tokenBurn(promptBound, dearest) + (promptBound > 0 ? distinct - 1 : 0)) as MicroDiem
 }

@@ -152,6 +152,8 @@ class StreamRelay {
   private stopped = false
   private closed = false
   private cancelled = false
+  /** The first content frame has been flushed to the client. */
+  private firstSent = false
 
   constructor(
     ctx: StreamContext,
@@ -205,9 +207,17 @@ class StreamRelay {
               this.counter.add(event.delta)
             }
             const out = this.shape.content(event.frame, event.delta)
+            if (out === null) break
             // A client that is not taking what it was sent holds the supplier read back.
-            const written = out === null ? 0 : sink.write(out)
+            const written = sink.write(out)
             if (written instanceof Promise) await written
+            else if (!this.firstSent) {
+              // The head and the first frame go out now, in one write: the frames read with it
+              // (a whole burst, often) would otherwise hold them back until they are all relayed.
+              this.firstSent = true
+              const flushed = sink.flush()
+              if (flushed instanceof Promise) await flushed
+            }
             if (this.cancelled) return
             break
           }

@@ -6,7 +6,7 @@ const ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567'
 export function newSupportReference(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(20))
   let out = 'sr_'
-  for (const byte of bytes) out += ALPHABET[byte & 31]
+  for (let i = 0; i < bytes.length; i++) out += ALPHABET[bytes[i]! & 31]
   return out
 }
 

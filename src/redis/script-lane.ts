@@ -66,7 +66,10 @@ export class ScriptLane {
     args: (string | number)[],
   ): Promise<unknown> {
     if (!this.functions) return this.run(lua, keys, args)
-    const command = [functionName(library, script), String(keys.length), ...keys, ...args.map(String)]
+    // Built in one pass: this runs for every admit and clear.
+    const command = [functionName(library, script), String(keys.length)]
+    for (const key of keys) command.push(key)
+    for (const arg of args) command.push(String(arg))
     try {
       return await this.client.send('FCALL', command)
     } catch (error) {
