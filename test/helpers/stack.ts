@@ -115,7 +115,11 @@ export async function startStack(
 export async function snapshotKeys(store: Store, prefix: string): Promise<Record<string, string>> {
   // Each replica's reaper stamps these on its own clock, whatever the requests do.
   const heartbeat = new Set([`${prefix}:replicas`, `${prefix}:reaper`])
-  const keys = (await store.keys(`${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`))
+  // Every master's (a Cluster's keyless KEYS would ask one node at random).
+  const pattern = `${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`
+  const found = await Promise.all((await store.masters()).map((node) => node.keys(pattern)))
+  const keys = found
+    .flat()
     .filter((key) => !heartbeat.has(key))
     .sort()
   // Each step's commands sent together: two round trips, not two a key (fuzz tests take thousands).
