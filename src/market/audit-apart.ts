@@ -6,7 +6,8 @@
 // the market, what buyers paid is what suppliers earned plus fees plus what is in transit (charged
 // on the account, not yet posted on the offer). A payment recorded on the indexes' slot is credited
 // once on its account's, in the same state, and an account's pending is what its payments there
-// still have pending. Read without a snapshot: run it when quiet.
+// still have pending, and every key listed on an account has the record auth reads. Read without
+// a snapshot: run it when quiet.
 import type { Store } from '../redis/store.ts'
 import { type AuditFinding, scanHashes } from './audit.ts'
 
@@ -95,6 +96,18 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
     for (const id of Object.keys(row))
       if (!recorded.has(`${accountId} ${id}`))
         off(`account ${accountId}`, `credited payment ${id} has no record`)
+
+  // Keys: each listed on its account has the record auth reads (a mint or a revoke that stopped
+  // between its two steps leaves a listed key that does not work).
+  for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'a', 'acct:*:keys'), true)) {
+    const accountId = key.slice(key.lastIndexOf(':acct:') + 6, -':keys'.length)
+    const ids = Object.keys(row)
+    const records = await Promise.all(ids.map((id) => store.hget(`${prefix}:apikey:${row[id]}`, 'id')))
+    ids.forEach((id, i) => {
+      if (records[i] !== id)
+        off(`account ${accountId}`, `key ${id} is listed but has no record: it does not work`)
+    })
+  }
 
   // Each offer holds and counts its pending reservations; each account its admitted attempts.
   let earned = 0

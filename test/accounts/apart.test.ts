@@ -143,6 +143,14 @@ describe('accounts and keys held apart', () => {
     expect((await apiKeys.resolve(digestApiKey(apiKey)))?.id).toBe(first.id)
     expect((await apiKeys.list(account.id)).length).toBe(3)
 
+    // A revoke that stops between its two steps leaves a listed key that does not work: named.
+    await store.del(keys.apiKey(digestApiKey(sub.apiKey)))
+    expect(await auditApart(store, keys.prefix)).toEqual([
+      {
+        subject: `account ${account.id}`,
+        problem: `key ${sub.id} is listed but has no record: it does not work`,
+      },
+    ])
     await apiKeys.revoke(account.id, sub.id)
     expect(await apiKeys.resolve(digestApiKey(sub.apiKey))).toBeNull()
     expect((await apiKeys.list(account.id)).map((k) => k.id).sort()).toEqual([first.id, agent.id].sort())

@@ -73,12 +73,14 @@ async function seedOffer(ask: number, capacity: number, maxInFlight = 1_000_000)
 }
 
 /** An account under its shard's tag, with key-1 active. */
-async function seedAccount(confirmed: number, maxPriceCents = 50) {
+async function seedAccount(confirmed: number, maxPriceCents = 50, marketPrefix = prefix) {
   const accountId = `acct_${randomBytes(12).toString('hex')}`
   const keys = owners.account(accountId)
   await seedMarketAccount({ store, keys }, confirmed, maxPriceCents, accountId)
   const digest = randomBytes(32).toString('hex')
   await store.hset(keys.accountKeys(accountId), 'key-1', digest)
+  // The record auth reads, on the market's own slot.
+  await store.hset(keyspace(marketPrefix).apiKey(digest), { id: 'key-1', accountId })
   return { accountId, digest }
 }
 
@@ -368,7 +370,7 @@ describe('the audit across slots', () => {
     owners = own
     try {
       const offerId = await seedOffer(50, 5_000_000)
-      const buyer = await seedAccount(1_000_000)
+      const buyer = await seedAccount(1_000_000, 50, auditPrefix)
       const posted = admitted(await admitApart(store, own, request(buyer, offerId)))
       const who = { accountId: buyer.accountId, offerId, model: 'm' }
       await clearApart(store, own, who, clearRequest(posted.attemptId, 800, 1_000))
