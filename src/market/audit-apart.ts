@@ -8,20 +8,19 @@
 // once on its account's, in the same state, and an account's pending is what its payments there
 // still have pending, and every key listed on an account has the record auth reads. Read without
 // a snapshot: run it when quiet.
+import { ownerPrefix } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type AuditFinding, scanHashes } from './audit.ts'
 
-/** The keys of every owner under `prefix` (ownerKeyspaces' tags), matched by a glob. */
-function ownerGlob(prefix: string, owner: 'a' | 'o', suffix: string): string {
-  const tagged = /\{[^}]*\}/.test(prefix)
-    ? prefix.replace(/\{([^}]*)\}/, `{$1/${owner}.*}`)
-    : `${prefix}:{${owner}.*}`
-  return `${tagged.replace(/[?[\]\\]/g, (c) => `\\${c}`)}:${suffix}`
-}
+/** A prefix matched literally by a glob. */
+const literal = (prefix: string) => prefix.replace(/[?[\]\\]/g, (c) => `\\${c}`)
+
+/** The keys of every owner of a kind under `prefix` (ownerPrefix's tags), matched by a glob. */
+const ownerGlob = (prefix: string, owner: 'a' | 'o', suffix: string) =>
+  `${literal(ownerPrefix(prefix, `${owner}.*`))}:${suffix}`
 
 /** A glob for keys on the prefix's own slot. */
-const marketGlob = (prefix: string, suffix: string) =>
-  `${prefix.replace(/[?[\]\\]/g, (c) => `\\${c}`)}:${suffix}`
+const marketGlob = (prefix: string, suffix: string) => `${literal(prefix)}:${suffix}`
 
 /** The id at the end of a key, after `marker`. */
 const idAfter = (key: string, marker: string) => key.slice(key.lastIndexOf(marker) + marker.length)
