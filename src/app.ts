@@ -34,6 +34,7 @@ import {
 import { supplierRoutes } from './http/supplier/routes.ts'
 import { agentWebhookRoutes, supplierWebhookRoutes } from './http/webhooks/routes.ts'
 import { InferenceService } from './inference/service.ts'
+import type { MarketSteps } from './market/steps.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
 import type { PayoutService } from './payouts/service.ts'
 import type { Keyspace } from './redis/keys.ts'
@@ -52,6 +53,8 @@ export interface AppDeps {
   payouts?: PayoutService
   /** Set while the replica drains on SIGTERM: /readyz says so, so balancers stop sending. */
   lifecycle?: { draining: boolean }
+  /** The market's steps (default: those of `keys`' layout), shared with the replica's reaper. */
+  steps?: MarketSteps
 }
 
 export function createApp(deps: AppDeps) {

@@ -5,6 +5,7 @@ import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { startReaper } from './market/reaper.ts'
+import { marketSteps } from './market/steps.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
 import { createStore } from './redis/store.ts'
@@ -49,7 +50,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
   const { reapIntervalMs, every } = config.market
-  const stopReaper = startReaper(store, keys, reapIntervalMs, logger, recordRetentionMs, every)
+  const steps = marketSteps(store, keys)
+  const stopReaper = startReaper(store, keys, steps, reapIntervalMs, logger, recordRetentionMs, every)
 
   const webhooks = webhookParts(store, keys, config.masterKey, config.webhooks)
   const stopWebhooks = startWebhookConsumer(
@@ -68,6 +70,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     config,
     store,
     keys,
+    steps,
     catalog,
     logger,
     funding: funding?.funding,

@@ -2,11 +2,10 @@
 // estimate from the tokenizer, capped at the admitted max_tokens and the upstream key's pre-call
 // balance, as the contract says.
 import type { Admission } from '../market/admission.ts'
-import { type Clearing, clear } from '../market/clearing.ts'
+import type { Clearing } from '../market/clearing.ts'
+import type { AttemptRef, MarketSteps } from '../market/steps.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
-import type { Keyspace } from '../redis/keys.ts'
-import type { Store } from '../redis/store.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
 import type { ValidChat } from './chat-request.ts'
 import { burnOf, costDisagrees, type Usage } from './meter.ts'
@@ -20,8 +19,7 @@ import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
 const CLEAR_RETRY_WAITS_MS = [50, 150, 300] as const
 
 export interface ClearDeps {
-  store: Store
-  keys: Keyspace
+  steps: MarketSteps
   feeBps: number
   /** How long a cleared attempt is kept as its request's record. */
   recordRetentionMs?: number
@@ -71,7 +69,7 @@ export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promi
   const disagreed = !estimated && upstreamCost !== null && costDisagrees(burn, upstreamCost)
   const clearing = await clearBurn(
     deps,
-    input.admission.attemptId,
+    input.admission,
     before,
     burn,
     {
@@ -92,7 +90,7 @@ export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promi
  */
 export async function clearBurn(
   deps: ClearDeps,
-  attemptId: string,
+  attempt: AttemptRef,
   before: MicroDiem | null,
   burn: MicroDiem,
   record: {
@@ -110,8 +108,7 @@ export async function clearBurn(
   // replayed for its result rather than left unheard.
   const clearing = await whileStoreAway(
     () =>
-      clear(deps.store, deps.keys, {
-        attemptId,
+      deps.steps.clear(attempt, {
         burn,
         feeBps: deps.feeBps,
         upstreamBalanceAfter: after,

@@ -4,16 +4,15 @@ import type { Logger } from 'pino'
 import type { MarketConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
 import type { Admission } from '../market/admission.ts'
-import { release } from '../market/clearing.ts'
 import type { LeaseRenewer } from '../market/lease-renewer.ts'
 import { type AdmitRefusal, refusalError } from '../market/refusal-errors.ts'
+import type { MarketSteps } from '../market/steps.ts'
 import type { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { attemptIdOf, MAX_ATTEMPTS } from '../records/attempt-id.ts'
 import { DEFAULT_RECORD_RETENTION_MS, recordRefusal } from '../records/refusals.ts'
 import { attachSupportReference } from '../records/support-reference.ts'
-import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
 import type { UpstreamResponse } from '../upstream/client.ts'
@@ -24,7 +23,8 @@ import { UpstreamEvents } from './upstream-events.ts'
 
 export interface DispatchDeps {
   store: Store
-  keys: Keyspace
+  /** Every step of an attempt against the store (admit, release; renewals through the renewer). */
+  steps: MarketSteps
   market: MarketConfig
   defaultMaxPriceCents: number
   upstreamKeys: UpstreamKeyCache
@@ -194,7 +194,7 @@ async function noSupplier(
   try {
     await recordRefusal(
       deps.store,
-      deps.keys,
+      deps.steps.accountKeys(who.accountId),
       {
         attemptId: attemptIdOf(req.supportReference, failed.length + 1),
         ...who,
@@ -307,7 +307,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       break
     }
     const admission = result as Admission
-    deps.renewer.add(attemptId)
+    deps.renewer.add(admission)
     let call: Dispatched | SupplierFailure
     try {
       call = await callAdmitted(deps, req, job, admission, failed)
@@ -315,21 +315,21 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       // Not a supplier's failure but ours (an upstream key that does not open, a bug): the attempt
       // ends here with nothing charged, rather than hold until the reaper takes its lease.
       deps.renewer.remove(attemptId)
-      await release(deps.store, deps.keys, {
-        attemptId,
-        errorCode: 'gateway_error',
-        cooldownMs: 0,
-        upstreamBalance: null,
-        final: true,
-        recordRetentionMs: deps.recordRetentionMs,
-      }).catch(() => {})
+      await deps.steps
+        .release(admission, {
+          errorCode: 'gateway_error',
+          cooldownMs: 0,
+          upstreamBalance: null,
+          final: true,
+          recordRetentionMs: deps.recordRetentionMs,
+        })
+        .catch(() => {})
       throw error
     }
     if ('admission' in call) return call
     const f = call
     deps.renewer.remove(attemptId)
-    await release(deps.store, deps.keys, {
-      attemptId,
+    await deps.steps.release(admission, {
       errorCode: f.code,
       cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,
       upstreamBalance: f.balance,

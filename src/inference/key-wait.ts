@@ -1,6 +1,5 @@
 // Admission for a request that may wait for a busy offer (SVC_KEY_WAIT_MS): admit again and
 // again until it is admitted, refused for another reason, out of time, or its client left.
-import { admit } from '../market/admission.ts'
 import type { AdmitRefusal } from '../market/refusal-errors.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { DispatchDeps, DispatchRequest, Requester, UpstreamJob } from './dispatch.ts'
@@ -23,7 +22,7 @@ export async function admitWaiting(
   let waiting: string | null = null
   try {
     for (;;) {
-      const result = await admit(deps.store, deps.keys, {
+      const result = await deps.steps.admit({
         attemptId,
         ...('apiKeyDigest' in requester
           ? { accountId: '', apiKeyId: '', apiKeyDigest: requester.apiKeyDigest }

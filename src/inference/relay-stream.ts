@@ -11,7 +11,6 @@
 // (backpressure). One object per stream holds the state: per open stream, memory is what counts.
 import type { Logger } from 'pino'
 import type { Admission } from '../market/admission.ts'
-import { release } from '../market/clearing.ts'
 import type { LeaseRenewer } from '../market/lease-renewer.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
@@ -172,7 +171,7 @@ class StreamRelay {
     this.clock = clockFor(ctx.timing)
     metrics.openStreams.value += 1
     // The lease lives as long as the stream: renewed while it flows, so only a dead replica's is reaped.
-    this.deps.renewer.add(this.admission.attemptId)
+    this.deps.renewer.add(this.admission)
   }
 
   async pull(sink: Sink): Promise<void> {
@@ -338,8 +337,7 @@ class StreamRelay {
   private async releaseUnusable(): Promise<'released'> {
     await whileStoreAway(
       () =>
-        release(this.deps.store, this.deps.keys, {
-          attemptId: this.admission.attemptId,
+        this.deps.steps.release(this.admission, {
           errorCode: 'upstream_no_content',
           cooldownMs: this.deps.cooldownMs,
           upstreamBalance: null,

@@ -6,8 +6,9 @@ import type { Logger } from 'pino'
 import type { CatalogStore } from '../catalog/store.ts'
 import type { GatewayConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
-import { type Clearing, release } from '../market/clearing.ts'
+import type { Clearing } from '../market/clearing.ts'
 import { LeaseRenewer } from '../market/lease-renewer.ts'
+import { type MarketSteps, marketSteps } from '../market/steps.ts'
 import { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
 import { formatMicros, type MicroDiem } from '../money/units.ts'
 import {
@@ -39,6 +40,8 @@ export interface InferenceDeps {
   catalog: CatalogStore
   config: GatewayConfig
   logger: Logger
+  /** The market's steps (default: those of `keys`' layout). */
+  steps?: MarketSteps
 }
 
 /** One request as the service needs it: its ids and the signal that says the client left. */
@@ -102,6 +105,8 @@ export function clearFailure(error: unknown, supportReference: string): ApiError
 }
 
 export class InferenceService {
+  /** Every step of an attempt against the store, in the market's layout. */
+  readonly steps: MarketSteps
   /** Renews every in-flight attempt's lease from admission until it is cleared or released. */
   readonly renewer: LeaseRenewer
   readonly dispatching: DispatchDeps
@@ -111,10 +116,11 @@ export class InferenceService {
   constructor(readonly deps: InferenceDeps) {
     const { inference, market } = deps.config
     const recordRetentionMs = deps.config.records.recordRetentionDays * 86_400_000
-    this.renewer = new LeaseRenewer(deps.store, deps.keys, market.leaseMs, market.every)
+    this.steps = deps.steps ?? marketSteps(deps.store, deps.keys)
+    this.renewer = new LeaseRenewer(this.steps, market.leaseMs, market.every)
     this.dispatching = {
       store: deps.store,
-      keys: deps.keys,
+      steps: this.steps,
       market,
       defaultMaxPriceCents: deps.config.defaultMaxPriceCents,
       upstreamKeys: new UpstreamKeyCache(deps.config.masterKey),
@@ -127,8 +133,7 @@ export class InferenceService {
       recordRetentionMs,
     }
     this.clearDeps = {
-      store: deps.store,
-      keys: deps.keys,
+      steps: this.steps,
       feeBps: market.feeBps,
       recordRetentionMs,
       logger: deps.logger,
@@ -216,19 +221,20 @@ export class InferenceService {
       { requestId: begun.call.requestId, err: (cause as Error)?.message },
       'chat abandoned',
     )
-    await release(this.deps.store, this.deps.keys, {
-      attemptId,
-      errorCode: 'gateway_error',
-      cooldownMs: 0,
-      upstreamBalance: null,
-      final: true,
-      recordRetentionMs: this.clearDeps.recordRetentionMs,
-    }).catch((error: Error) => {
-      this.deps.logger.warn(
-        { requestId: begun.call.requestId, err: error.message },
-        'abandoned attempt left to the reaper',
-      )
-    })
+    await this.steps
+      .release(begun.dispatched.admission, {
+        errorCode: 'gateway_error',
+        cooldownMs: 0,
+        upstreamBalance: null,
+        final: true,
+        recordRetentionMs: this.clearDeps.recordRetentionMs,
+      })
+      .catch((error: Error) => {
+        this.deps.logger.warn(
+          { requestId: begun.call.requestId, err: error.message },
+          'abandoned attempt left to the reaper',
+        )
+      })
   }
 
   /** Clears a buffered answer, or throws clearFailure's error. */
@@ -298,7 +304,7 @@ export class InferenceService {
     try {
       const clearing = await clearBurn(
         this.clearDeps,
-        dispatched.admission.attemptId,
+        dispatched.admission,
         dispatched.preBalance ?? dispatched.admission.upstreamBalance,
         (images.perImage * delivered) as MicroDiem,
         { inputTokens: 0, outputTokens: delivered, estimated: false, outcome: 'completed' },

@@ -3,7 +3,7 @@
 // released in full). The routes only shape the answers.
 import { ApiError, notFound } from '../errors.ts'
 import { quote } from '../market/admission.ts'
-import { type Clearing, release } from '../market/clearing.ts'
+import type { Clearing } from '../market/clearing.ts'
 import { refusalError } from '../market/refusal-errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
@@ -112,7 +112,7 @@ export class VideoService {
       throw notFound(`video job '${jobId}' not found`, 'video_not_found')
     // A retrieve that runs past the job's lease keeps it: the reaper takes only a dead replica's.
     const { renewer } = this.inference
-    if (job.state === 'queued') renewer.add(job.attemptId)
+    if (job.state === 'queued') renewer.add(job)
     try {
       return await this.fetchJob(job, signal)
     } finally {
@@ -122,9 +122,7 @@ export class VideoService {
 
   /** Ends a queued job without a charge (refund or expiry); the hold comes back in full. */
   private async endUncharged(job: VideoJob, outcome: 'refunded' | 'expired'): Promise<void> {
-    const { store, keys } = this.inference.deps
-    await release(store, keys, {
-      attemptId: job.attemptId,
+    await this.inference.steps.release(job, {
       errorCode: outcome === 'refunded' ? 'video_refunded' : 'video_expired',
       cooldownMs: 0,
       upstreamBalance: null,
@@ -176,7 +174,7 @@ export class VideoService {
       if (job.state !== 'queued') return { kind: 'media', media, clearing: null }
       const clearing = await clearBurn(
         this.inference.clearDeps,
-        job.attemptId,
+        job,
         job.preBalance < 0 ? null : (job.preBalance as MicroDiem),
         job.burn as MicroDiem,
         { inputTokens: 0, outputTokens: job.seconds, estimated: false, outcome: 'completed' },

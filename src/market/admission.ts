@@ -46,6 +46,8 @@ export interface Admission {
   upstreamKeyEnc: string
   /** The supplier key's last known upstream balance, micro-DIEM, before this request. */
   upstreamBalance: MicroDiem | null
+  /** The model asked for (kept on the attempt, and on the supplier's fill once cleared). */
+  model: string
 }
 
 export async function admit(
@@ -89,6 +91,7 @@ export async function admit(
     upstreamBaseUrl: String(reply[7]),
     upstreamKeyEnc: String(reply[8]),
     upstreamBalance: reply[9] === '' || reply[9] === undefined ? null : (n(reply[9]) as MicroDiem),
+    model: req.model,
   }
 }
 

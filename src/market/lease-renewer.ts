@@ -1,29 +1,34 @@
 // One timer per process renews the leases of every stream it relays, in one pipelined batch,
 // instead of a timer per stream: fewer timers and closures held per open stream, and one round
 // trip for all of them. A lease lives as long as its stream; only a dead replica's are reaped.
-import type { Keyspace } from '../redis/keys.ts'
-import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
 import { TickingSet } from '../timing/ticking-set.ts'
-import { renewLease } from './leases.ts'
+import type { AttemptRef, MarketSteps } from './steps.ts'
 
 export class LeaseRenewer {
   // Auto-pipelining sends each round's renewals together; a lease already reaped simply is not renewed.
   private readonly open: TickingSet<string>
+  /** Each open attempt's owners: where its lease lives (its offer's slot, when held apart). */
+  private readonly attempts = new Map<string, AttemptRef>()
 
-  constructor(store: Store, keys: Keyspace, leaseMs: number, every: Every = onTimer) {
+  constructor(steps: MarketSteps, leaseMs: number, every: Every = onTimer) {
     this.open = new TickingSet(
       Math.floor(leaseMs / 3),
-      (id) => renewLease(store, keys, id, leaseMs).catch(() => {}),
+      (id) => {
+        const attempt = this.attempts.get(id)
+        return attempt && steps.renew(attempt, leaseMs).catch(() => {})
+      },
       every,
     )
   }
 
-  add(attemptId: string): void {
-    this.open.add(attemptId)
+  add(attempt: AttemptRef): void {
+    this.attempts.set(attempt.attemptId, attempt)
+    this.open.add(attempt.attemptId)
   }
 
   remove(attemptId: string): void {
+    this.attempts.delete(attemptId)
     this.open.remove(attemptId)
   }
 }

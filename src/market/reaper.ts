@@ -4,12 +4,13 @@ import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
-import { reapExpired } from './leases.ts'
 import { stampReaperPass } from './replicas.ts'
+import type { MarketSteps } from './steps.ts'
 
 export function startReaper(
   store: Store,
   keys: Keyspace,
+  steps: MarketSteps,
   intervalMs: number,
   logger: Logger,
   recordRetentionMs?: number,
@@ -21,10 +22,10 @@ export function startReaper(
     running = true
     try {
       // Drain in batches so one call never holds Redis for long.
-      let reaped = await reapExpired(store, keys, 100, recordRetentionMs)
+      let reaped = await steps.reap(100, recordRetentionMs)
       let total = reaped
       while (reaped === 100) {
-        reaped = await reapExpired(store, keys, 100, recordRetentionMs)
+        reaped = await steps.reap(100, recordRetentionMs)
         total += reaped
       }
       if (total > 0) logger.warn({ reaped: total }, 'reaped expired leases')

@@ -101,6 +101,7 @@ export async function admitApart(
     upstreamBaseUrl: String(reserved[3]),
     upstreamKeyEnc: String(reserved[4]),
     upstreamBalance: reserved[5] === '' || reserved[5] === undefined ? null : (n(reserved[5]) as MicroDiem),
+    model: req.model,
   }
 }
 

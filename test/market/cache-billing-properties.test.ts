@@ -9,6 +9,7 @@ import { type ChatBody, fitChat, type TextModel, validateChat } from '../../src/
 import { clearUsage } from '../../src/inference/clear-usage.ts'
 import { readUsage } from '../../src/inference/meter.ts'
 import type { ChatMessageLike } from '../../src/inference/tokens.ts'
+import { marketSteps } from '../../src/market/steps.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import {
   admitFor,
@@ -136,7 +137,7 @@ test('burn is the upstream formula for any cache and long-prompt usage, and neve
         )
         const upstreamCost = r.costOff === null ? honest : Math.max(0, honest + r.costOff)
         const clearing = await clearUsage(
-          { store: fx.store, keys: fx.keys, feeBps },
+          { steps: marketSteps(fx.store, fx.keys), feeBps },
           {
             chat,
             messages: sent.messages as ChatMessageLike[],

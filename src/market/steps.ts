@@ -1,0 +1,180 @@
+// The steps of one paid attempt against the store, whatever the market's layout: admit, then clear
+// or release, its lease renewed while the supplier call runs and reaped if its replica dies. One
+// slot (a single Redis, or every key under the prefix's tag): each step is one script on that slot
+// (admission.ts, clearing.ts, leases.ts). Held apart (accounts and offers under tags of their own,
+// so that a Cluster spreads them over its masters): each step is a two-phase pair, one script per
+// owner (two-phase.ts), the offer chosen from this replica's view of the ladder (ladder-view.ts).
+// The request path calls these and nothing below them, so it reads the same in both.
+import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { AdmitCode } from '../redis/result-codes.ts'
+import type { Store } from '../redis/store.ts'
+import { type Admission, type AdmitRequest, admit } from './admission.ts'
+import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
+import { admitCheapest, LadderView } from './ladder-view.ts'
+import { reapExpired, renewLease } from './leases.ts'
+import type { AdmitRefusal } from './refusal-errors.ts'
+import { clearApart, type Owners, ownerKeyspaces, reapOffer, releaseApart } from './two-phase.ts'
+
+/** Whose attempt it is: what a step after admission needs to find both of its sides. */
+export interface AttemptRef {
+  attemptId: string
+  accountId: string
+  offerId: string
+  /** The model served (on the supplier's fill). */
+  model: string
+}
+
+export interface MarketSteps {
+  /** The keyspace of an account's own keys (its attempts, its records): what records are written under. */
+  accountKeys(accountId: string): Keyspace
+  admit(req: AdmitRequest): Promise<Admission | AdmitRefusal>
+  clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>): Promise<Clearing>
+  /** True when this call released the attempt, false when it had already ended. */
+  release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>): Promise<boolean>
+  /** True when the lease was pushed forward, false when it is gone (reaped or ended). */
+  renew(attempt: AttemptRef, leaseMs: number): Promise<boolean>
+  /** Ends at most `limit` attempts whose lease ran out; returns how many it ended. */
+  reap(limit: number, recordRetentionMs?: number): Promise<number>
+}
+
+/** The steps for a market's keyspace: one slot, or held apart when the keyspace says so. */
+export function marketSteps(store: Store, keys: Keyspace, view?: LadderView): MarketSteps {
+  return keys.layout === 'apart' ? new ApartSteps(store, keys, view) : new OneSlotSteps(store, keys)
+}
+
+class OneSlotSteps implements MarketSteps {
+  constructor(
+    private readonly store: Store,
+    private readonly keys: Keyspace,
+  ) {}
+
+  accountKeys(): Keyspace {
+    return this.keys
+  }
+
+  admit(req: AdmitRequest) {
+    return admit(this.store, this.keys, req)
+  }
+
+  clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>) {
+    return clear(this.store, this.keys, { ...req, attemptId: attempt.attemptId })
+  }
+
+  release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
+    return release(this.store, this.keys, { ...req, attemptId: attempt.attemptId })
+  }
+
+  renew(attempt: AttemptRef, leaseMs: number) {
+    return renewLease(this.store, this.keys, attempt.attemptId, leaseMs)
+  }
+
+  reap(limit: number, recordRetentionMs?: number) {
+    return reapExpired(this.store, this.keys, limit, recordRetentionMs)
+  }
+}
+
+/** A key's owner as its record names it (apikey:<digest>, on the market's own slot). */
+interface KeyOwner {
+  accountId: string
+  apiKeyId: string
+}
+
+// Key records seen by this replica, by digest: a key is resolved once, not on every request. A
+// cached owner is only a guess: the hold checks the digest against the account's active keys, so a
+// key revoked since it was cached is refused there.
+const KEY_CACHE_SIZE = 10_000
+// The view's age before a request reads the ladder again: a stale view costs a try at the next
+// offer (the reservation checks the offer's own state), never a wrong price.
+const VIEW_MAX_AGE_MS = 1_000
+
+class ApartSteps implements MarketSteps {
+  private readonly owners: Owners
+  private readonly view: LadderView
+  private readonly keyOwners = new Map<string, KeyOwner>()
+  private viewReadAt = 0
+  private viewRead: Promise<void> | null = null
+
+  constructor(
+    private readonly store: Store,
+    private readonly keys: Keyspace,
+    view?: LadderView,
+  ) {
+    this.owners = ownerKeyspaces(keys.prefix)
+    this.view = view ?? new LadderView(store, keys, this.owners)
+  }
+
+  accountKeys(accountId: string): Keyspace {
+    return this.owners.account(accountId)
+  }
+
+  async admit(req: AdmitRequest): Promise<Admission | AdmitRefusal> {
+    let owner: KeyOwner | null = { accountId: req.accountId, apiKeyId: req.apiKeyId }
+    if (req.apiKeyDigest) {
+      owner = await this.keyOwner(req.apiKeyDigest)
+      if (!owner) return { code: AdmitCode.UnknownKey }
+    }
+    await this.freshView()
+    // The buyer's max is the account's, which the hold reads: until a hold names it, no offer is
+    // passed over for its price (a hold above it is refused and the view walked on below it).
+    const result = await admitCheapest(this.store, this.owners, this.view, {
+      ...req,
+      ...owner,
+      maxCents: Number.MAX_SAFE_INTEGER,
+    })
+    if (result.code === AdmitCode.Admitted || result.code === AdmitCode.UnknownKey) return result
+    // A refusal names whose request it was, as admit's do, for the request's records.
+    return 'who' in result ? result : Object.assign(result, { who: owner })
+  }
+
+  clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>) {
+    return clearApart(this.store, this.owners, attempt, { ...req, attemptId: attempt.attemptId })
+  }
+
+  release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
+    return releaseApart(this.store, this.owners, attempt, { ...req, attemptId: attempt.attemptId })
+  }
+
+  /** The reservation's lease is the offer's: renewed on the offer's own slot. */
+  renew(attempt: AttemptRef, leaseMs: number) {
+    return renewLease(this.store, this.owners.offer(attempt.offerId), attempt.attemptId, leaseMs)
+  }
+
+  /** Each offer on the ladder finishes its own expired reservations, from the account's side. */
+  async reap(limit: number, recordRetentionMs = DEFAULT_RECORD_RETENTION_MS) {
+    const offerIds = await this.store.smembers(this.keys.offers)
+    let reaped = 0
+    for (const offerId of offerIds) {
+      if (reaped >= limit) break
+      reaped += await reapOffer(this.store, this.owners, offerId, limit - reaped, recordRetentionMs)
+    }
+    return reaped
+  }
+
+  private async keyOwner(digest: string): Promise<KeyOwner | null> {
+    const cached = this.keyOwners.get(digest)
+    if (cached) return cached
+    const [accountId, apiKeyId] = await this.store.hmget(this.keys.apiKey(digest), 'accountId', 'id')
+    if (!accountId || !apiKeyId) return null
+    if (this.keyOwners.size >= KEY_CACHE_SIZE) this.keyOwners.clear()
+    const owner = { accountId, apiKeyId }
+    this.keyOwners.set(digest, owner)
+    return owner
+  }
+
+  /** Reads the ladder again when the view is older than its bound; one read at a time. */
+  private async freshView(): Promise<void> {
+    if (Date.now() - this.viewReadAt < VIEW_MAX_AGE_MS) return
+    this.viewRead ??= this.view.refresh().then(
+      () => {
+        this.viewReadAt = Date.now()
+        this.viewRead = null
+      },
+      (error) => {
+        this.viewRead = null
+        throw error
+      },
+    )
+    await this.viewRead
+  }
+}
