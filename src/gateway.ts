@@ -33,7 +33,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     },
   })
   await store.whenReady(15_000)
-  const keys = keyspace(config.redisPrefix)
+  const keys = keyspace(config.redisPrefix, config.redisLayout)
   const source = {
     upstreamUrl: config.upstreamUrl,
     upstreamApiKey: config.upstreamApiKey,

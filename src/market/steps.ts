@@ -87,6 +87,17 @@ const KEY_CACHE_SIZE = 10_000
 // The view's age before a request reads the ladder again: a stale view costs a try at the next
 // offer (the reservation checks the offer's own state), never a wrong price.
 const VIEW_MAX_AGE_MS = 1_000
+// A request the view could not place reads the ladder again at once (an offer posted or removed
+// since), but not more often than this: a market with no supply is not read on every request.
+const VIEW_REREAD_MS = 100
+/** What a stale view may cause: another read of the ladder may place the request. */
+const VIEW_REFUSALS = new Set<AdmitCode>([
+  AdmitCode.PoolEmpty,
+  AdmitCode.NoEligibleSupply,
+  AdmitCode.InsufficientRoutable,
+  AdmitCode.KeysBusy,
+  AdmitCode.SupplyExhausted,
+])
 
 class ApartSteps implements MarketSteps {
   private readonly owners: Owners
@@ -114,14 +125,17 @@ class ApartSteps implements MarketSteps {
       owner = await this.keyOwner(req.apiKeyDigest)
       if (!owner) return { code: AdmitCode.UnknownKey }
     }
-    await this.freshView()
+    await this.freshView(VIEW_MAX_AGE_MS)
     // The buyer's max is the account's, which the hold reads: until a hold names it, no offer is
     // passed over for its price (a hold above it is refused and the view walked on below it).
-    const result = await admitCheapest(this.store, this.owners, this.view, {
-      ...req,
-      ...owner,
-      maxCents: Number.MAX_SAFE_INTEGER,
-    })
+    const onView = () =>
+      admitCheapest(this.store, this.owners, this.view, {
+        ...req,
+        ...owner,
+        maxCents: Number.MAX_SAFE_INTEGER,
+      })
+    let result = await onView()
+    if (VIEW_REFUSALS.has(result.code) && (await this.freshView(VIEW_REREAD_MS))) result = await onView()
     if (result.code === AdmitCode.Admitted || result.code === AdmitCode.UnknownKey) return result
     // A refusal names whose request it was, as admit's do, for the request's records.
     return 'who' in result ? result : Object.assign(result, { who: owner })
@@ -162,9 +176,12 @@ class ApartSteps implements MarketSteps {
     return owner
   }
 
-  /** Reads the ladder again when the view is older than its bound; one read at a time. */
-  private async freshView(): Promise<void> {
-    if (Date.now() - this.viewReadAt < VIEW_MAX_AGE_MS) return
+  /**
+   * Reads the ladder again when the view is older than `maxAgeMs`, one read at a time. Returns
+   * whether the view was read again.
+   */
+  private async freshView(maxAgeMs: number): Promise<boolean> {
+    if (Date.now() - this.viewReadAt < maxAgeMs) return false
     this.viewRead ??= this.view.refresh().then(
       () => {
         this.viewReadAt = Date.now()
@@ -176,5 +193,6 @@ class ApartSteps implements MarketSteps {
       },
     )
     await this.viewRead
+    return true
   }
 }

@@ -1,0 +1,202 @@
+// Paid requests through the gateway with its market held apart, on a real three-master Redis
+// Cluster: each account's keys under its shard's tag, each offer under its own, the ladder and the
+// key records on the market's, and every step of a request a script on one slot (reserve on the
+// offer, hold on the account; clear, then post; release, then void). The openai SDK as the client,
+// the simulated supplier as the upstream. Money stays exact across the pairs: what the account paid
+// is what the offer earned plus the fee, the audit of every pair is clean after each test, and a
+// failed or refused attempt leaves no reservation behind.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes, randomUUID } from 'node:crypto'
+import OpenAI from 'openai'
+import { AccountStore } from '../../src/accounts/accounts.ts'
+import { ApiKeyStore } from '../../src/accounts/key-store.ts'
+import type { Admission } from '../../src/market/admission.ts'
+import { auditApart } from '../../src/market/audit-apart.ts'
+import { marketSteps } from '../../src/market/steps.ts'
+import { type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
+import { encryptUpstreamKey } from '../../src/market/upstream-key-crypto.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { createStore, type Store } from '../../src/redis/store.ts'
+import { admitRequest } from '../helpers/market.ts'
+import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
+import { startStack, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
+
+let cluster: RedisCluster
+let stack: TestStack
+let store: Store
+let keys: Keyspace
+let owners: Owners
+let accounts: AccountStore
+
+beforeAll(async () => {
+  cluster = await startRedisCluster()
+  stack = await startStack({
+    sim: { outputTokens: 12 },
+    env: { REDIS_URL: cluster.url, SVC_REAP_INTERVAL_MS: '50' },
+    tune: (config) => {
+      config.redisLayout = 'apart'
+    },
+  })
+  store = createStore(cluster.url, { name: 'svc-test-held-apart' })
+  await store.whenReady(15_000)
+  keys = keyspace(stack.config.redisPrefix, 'apart')
+  owners = ownerKeyspaces(keys.prefix)
+  accounts = new AccountStore(store, keys)
+})
+afterEach(async () => {
+  expect(await auditApart(store, keys.prefix)).toEqual([])
+})
+afterAll(async () => {
+  await stack.stop()
+  store.close()
+  cluster.stop()
+})
+
+const messages = [{ role: 'user' as const, content: 'Say something about markets.' }]
+const model = 'svc/llama-3.3-70b'
+let offers = 0
+
+/** An offer under its own tag, on the ladder of the market's slot, in posting order. */
+async function postOffer(ask: number, upstreamBaseUrl = stack.sim.url): Promise<string> {
+  const id = randomUUID()
+  await store.hset(owners.offer(id).offer(id), {
+    id,
+    status: 'active',
+    askCents: ask,
+    capacity: 1_000_000_000,
+    burned: 0,
+    held: 0,
+    earned: 0,
+    fees: 0,
+    maxInFlight: 100,
+    inflight: 0,
+    cooldownUntil: 0,
+    upstreamBaseUrl,
+    upstreamKeyEnc: encryptUpstreamKey(stack.config.masterKey, `sim-key-${id}`),
+  })
+  await store.sadd(keys.offers, id)
+  await store.zadd(keys.ladder, ask * 1e9 + ++offers, id)
+  return id
+}
+
+async function removeOffer(id: string): Promise<void> {
+  await store.call('ZREM', keys.ladder, id)
+  await store.hset(owners.offer(id).offer(id), 'status', 'deleted')
+}
+
+async function buyer(maxPriceCents = 50) {
+  const { account, apiKey } = await accounts.create(`0x${randomBytes(20).toString('hex')}`, maxPriceCents)
+  await accounts.credit(account.id, '5.000000', 'test funds', 'test')
+  const client = new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
+  return { accountId: account.id, apiKey, client }
+}
+
+const offerRow = (id: string) => store.hgetall(owners.offer(id).offer(id))
+const accountRow = (id: string) => store.hgetall(keys.account(id))
+const slotOf = async (key: string) => Number(await store.call('CLUSTER', 'KEYSLOT', key))
+
+describe('the request path held apart', () => {
+  test('a buffered chat clears at the cheapest offer: the account pays exactly what the offer earns plus the fee', async () => {
+    const cheap = await postOffer(36)
+    const dear = await postOffer(44)
+    const b = await buyer()
+    // The two sides of this request live on different slots: no one script could reach both.
+    expect(await slotOf(keys.account(b.accountId))).not.toBe(await slotOf(owners.offer(cheap).offer(cheap)))
+    const before = await accountRow(b.accountId)
+    const { data, response } = await b.client.chat.completions.create({ model, messages }).withResponse()
+    expect(data.choices[0]!.message.content?.length).toBeGreaterThan(0)
+    const cost = Number(response.headers.get('x-svc-cost-usdc')) * 1e6
+    const after = await accountRow(b.accountId)
+    expect(Number(before.confirmed) - Number(after.confirmed)).toBe(cost)
+    expect(Number(after.spent)).toBe(cost)
+    expect(Number(after.held)).toBe(0)
+    const offer = await offerRow(cheap)
+    expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(cost)
+    expect(Number(offer.held)).toBe(0)
+    expect(Number(offer.inflight)).toBe(0)
+    expect(Number((await offerRow(dear)).earned)).toBe(0)
+    await Promise.all([removeOffer(cheap), removeOffer(dear)])
+  })
+
+  test('a stream clears once its usage is in; the reservation is posted with what the account paid', async () => {
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    const stream = await b.client.chat.completions.create({ model, messages, stream: true })
+    let text = ''
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ''
+    expect(text.length).toBeGreaterThan(0)
+    const account = await accountRow(b.accountId)
+    const offer = await offerRow(offerId)
+    expect(Number(account.spent)).toBeGreaterThan(0)
+    expect(Number(account.held)).toBe(0)
+    expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(Number(account.spent))
+    expect(Number(offer.inflight)).toBe(0)
+    await removeOffer(offerId)
+  })
+
+  test('a supplier that fails falls forward to the next offer; its reservation is voided, nothing held on it', async () => {
+    const dead = await postOffer(32, 'http://127.0.0.1:1')
+    const live = await postOffer(42)
+    const b = await buyer()
+    const { response } = await b.client.chat.completions.create({ model, messages }).withResponse()
+    const cost = Number(response.headers.get('x-svc-cost-usdc')) * 1e6
+    const failed = await offerRow(dead)
+    expect(Number(failed.held)).toBe(0)
+    expect(Number(failed.inflight)).toBe(0)
+    expect(Number(failed.earned)).toBe(0)
+    expect(Number(failed.cooldownUntil)).toBeGreaterThan(0)
+    const served = await offerRow(live)
+    expect(Number(served.earned) + Number(served.fees ?? 0)).toBe(cost)
+    expect(Number((await accountRow(b.accountId)).spent)).toBe(cost)
+    await Promise.all([removeOffer(dead), removeOffer(live)])
+  })
+
+  test("a buyer's max below every offer is refused as no eligible supply, with nothing held or reserved", async () => {
+    const offerId = await postOffer(60)
+    const b = await buyer(40)
+    const before = await accountRow(b.accountId)
+    const error = await b.client.chat.completions.create({ model, messages }).catch((e) => e)
+    expect(error).toBeInstanceOf(OpenAI.APIError)
+    expect(error.code).toBe('no_eligible_supply')
+    expect(await accountRow(b.accountId)).toMatchObject({ confirmed: before.confirmed, held: '0' })
+    const offer = await offerRow(offerId)
+    expect(offer).toMatchObject({ held: '0', inflight: '0' })
+    await removeOffer(offerId)
+  })
+
+  test('a key revoked after this replica resolved it is refused, with nothing held or reserved', async () => {
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    await b.client.chat.completions.create({ model, messages })
+    const spent = (await accountRow(b.accountId)).spent
+    const [keyId] = await store.hkeys(keys.accountKeys(b.accountId))
+    await new ApiKeyStore(store, keys).revoke(b.accountId, keyId!)
+    const error = await b.client.chat.completions.create({ model, messages }).catch((e) => e)
+    expect(error).toBeInstanceOf(OpenAI.AuthenticationError)
+    expect((await accountRow(b.accountId)).spent).toBe(spent)
+    expect(await offerRow(offerId)).toMatchObject({ held: '0', inflight: '0' })
+    await removeOffer(offerId)
+  })
+
+  test("an attempt whose replica stopped after admission is finished by a replica's reaper: the hold comes back, the reservation is voided", async () => {
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    const [apiKeyId] = await store.hkeys(keys.accountKeys(b.accountId))
+    // Admitted by a replica that then stops: no clear, no release, no renewal.
+    const admitted = await marketSteps(store, keys).admit(
+      admitRequest(b.accountId, { apiKeyId: apiKeyId!, holdDiem: 50_000 as never, leaseMs: 100 }),
+    )
+    expect(admitted.code).toBe(AdmitCode.Admitted)
+    const { attemptId } = admitted as Admission
+    expect(Number((await accountRow(b.accountId)).held)).toBeGreaterThan(0)
+    await until(
+      async () => (await store.hget(owners.offer(offerId).reservation(attemptId), 'state')) === 'voided',
+    )
+    expect(await store.hget(owners.account(b.accountId).attempt(attemptId), 'state')).toBe('reaped')
+    expect(await accountRow(b.accountId)).toMatchObject({ held: '0', spent: '0', inflight: '0' })
+    expect(await offerRow(offerId)).toMatchObject({ held: '0', inflight: '0' })
+    await removeOffer(offerId)
+  })
+})
