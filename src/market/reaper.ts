@@ -1,11 +1,31 @@
-// Every replica runs a reaper: it returns what expired leases hold. The script ends each attempt
-// once, so several reapers at once are safe. Each pass stamps the replica as seen (src/market/replicas.ts).
+// Every replica runs a reaper: it returns what expired leases hold. One replica at a time reaps for
+// all (it holds a claim in Redis, which lapses when it stops reaping), so adding replicas adds no
+// reaping work; the scripts end each attempt once, so two reaping at once while the claim passes
+// from one to another are still safe. Each pass stamps the replica as seen (src/market/replicas.ts).
 import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
-import { stampReaperPass } from './replicas.ts'
+import { REPLICA_ID, stampReaperPass } from './replicas.ts'
 import type { MarketSteps } from './steps.ts'
+
+/** Passes a claim outlives its holder's last: another replica takes over after that many silent ones. */
+const CLAIM_PASSES = 3
+
+/** Whether this replica reaps this pass: it holds the claim, or took it because none held it. */
+export async function claimReaping(
+  store: Store,
+  keys: Keyspace,
+  ttlMs: number,
+  replica = REPLICA_ID,
+): Promise<boolean> {
+  const holder = await store.call('SET', keys.reaperClaim, replica, 'PX', ttlMs, 'NX', 'GET')
+  if (holder === null) return true
+  if (holder !== replica) return false
+  // Still this replica's: held on for another ttl. Should it lapse in between and another replica
+  // claim it, both reap this pass, which the scripts make safe, and the other skips the next.
+  return (await store.call('SET', keys.reaperClaim, replica, 'PX', ttlMs, 'XX')) === 'OK'
+}
 
 export function startReaper(
   store: Store,
@@ -21,12 +41,15 @@ export function startReaper(
     if (running) return
     running = true
     try {
-      // Drain in batches so one call never holds Redis for long.
-      let reaped = await steps.reap(100, recordRetentionMs)
-      let total = reaped
-      while (reaped === 100) {
-        reaped = await steps.reap(100, recordRetentionMs)
-        total += reaped
+      let total = 0
+      if (await claimReaping(store, keys, intervalMs * CLAIM_PASSES)) {
+        // Drain in batches so one call never holds Redis for long.
+        let reaped = await steps.reap(100, recordRetentionMs)
+        total = reaped
+        while (reaped === 100) {
+          reaped = await steps.reap(100, recordRetentionMs)
+          total += reaped
+        }
       }
       if (total > 0) logger.warn({ reaped: total }, 'reaped expired leases')
       // The operator's health view: this replica is alive and its reaper ran.

@@ -113,6 +113,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     replicas: key('replicas'),
     /** hash: the last reaper pass of any replica: at (ms), replica, reaped */
     reaperLastRun: key('reaper'),
+    /** string: the replica that reaps for every replica now (it expires unless its holder reaps on) */
+    reaperClaim: key('reaper:claim'),
     /**
      * hash: attempt id -> micro-USDC written off by its late clear (a result that came after its
      * lease was reaped, for more than the balance held then). Never trimmed: the audit lists them.
