@@ -20,6 +20,8 @@
   ARGV[12] maxStanding: on a supplier's create, the most offers it may have standing (not deleted)
   ARGV[13] maxEver: on a supplier's create, the most offers it may ever post (deleted ones keep their
            earnings, which lua/payout-create.lua sums: this bounds that loop)
+  ARGV[14] seq: on create, the offer's posting order when the market's indexes gave it (a market
+           held apart: lua/index-offer.lua); "" or absent: counted here
 
   Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties), and
   not while their supplier is suspended. A suspended supplier's offer cannot be posted or set
@@ -62,7 +64,7 @@ local suspended = owner and rcall('HGET', k_supplier(owner), 'status') == 'suspe
 if suspended and (mode == 'create' or ARGV[8] == 'active') then return { -4 } end
 
 if mode == 'create' then
-  local seq = rcall('HINCRBY', K_MARKET, 'offerSeq', 1)
+  local seq = (ARGV[14] and ARGV[14] ~= '') and ARGV[14] or rcall('HINCRBY', K_MARKET, 'offerSeq', 1)
   rcall('HSET', offer, 'id', id, 'seq', seq, 'burned', 0, 'held', 0, 'inflight', 0, 'earned', 0,
     'balance', '', 'cooldownUntil', 0, 'createdAt', s(now_ms()))
   rcall('SADD', K_OFFERS, id)

@@ -1,6 +1,8 @@
 // Offers: what a supplier sells (an upstream key, an ask in cents per dollar, capacity in DIEM).
 // Creation and every change go through lua/offer-put.lua, so an offer and its ladder place move
-// together.
+// together. Held apart (each offer under a tag of its own), the offer's step runs on its own slot
+// and lua/index-offer.lua lists and places it on the market's: the operator's offers only, for now
+// (a supplier's hash, offers and limits are not held apart yet).
 import { randomUUID } from 'node:crypto'
 import { ApiError, NO_RETRY } from '../errors.ts'
 import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
@@ -12,6 +14,8 @@ import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
 export const ASK_MIN_CENTS = 30
 export const ASK_MAX_CENTS = 80
+/** A ladder score is ask x LADDER_STEP + posting order (lib/offers.lua's LADDER_STEP). */
+const LADDER_STEP = 1_000_000_000
 
 export type OfferStatus = 'active' | 'paused' | 'deleted'
 
@@ -128,24 +132,36 @@ export class OfferService {
 
   private async put(mode: 'create' | 'update' | 'delete', id: string, input: OfferInput): Promise<void> {
     if (!OFFER_ID.test(id)) throw offerNotFound(id)
+    const apart = this.keys.layout === 'apart'
+    if (apart && (input.supplierId || input.upstreamKeyDigest))
+      throw new Error("a supplier's offers are not held apart yet")
     const sealed =
       input.upstreamApiKey === undefined ? '' : encryptUpstreamKey(this.masterKey, input.upstreamApiKey)
-    const reply = (await runScript(this.store, 'offerPut', [this.keys.base], {
-      mode,
-      offerId: id,
-      upstreamBaseUrl: input.upstreamBaseUrl ?? '',
-      upstreamKeyEnc: sealed,
-      askCents: input.askCents ?? '',
-      capacity: input.capacity ?? '',
-      maxInFlight: input.maxInFlight ?? '',
-      status: input.status ?? '',
-      supplier: input.supplier ?? '',
-      supplierId: input.supplierId ?? '',
-      upstreamKeyDigest: input.upstreamKeyDigest ?? '',
-      maxStanding: MAX_SUPPLIER_OFFERS,
-      maxEver: MAX_SUPPLIER_OFFERS_POSTED,
-    })) as (string | number)[]
+    // Listed on the market's slot first, so that an offer on its own slot is always in the audit's set.
+    const seq = apart && mode === 'create' ? await this.index('list', id) : ''
+    const reply = (await runScript(
+      this.store,
+      'offerPut',
+      [apart ? this.keys.offerBase(id) : this.keys.base],
+      {
+        mode,
+        offerId: id,
+        upstreamBaseUrl: input.upstreamBaseUrl ?? '',
+        upstreamKeyEnc: sealed,
+        askCents: input.askCents ?? '',
+        capacity: input.capacity ?? '',
+        maxInFlight: input.maxInFlight ?? '',
+        status: input.status ?? '',
+        supplier: input.supplier ?? '',
+        supplierId: input.supplierId ?? '',
+        upstreamKeyDigest: input.upstreamKeyDigest ?? '',
+        maxStanding: MAX_SUPPLIER_OFFERS,
+        maxEver: MAX_SUPPLIER_OFFERS_POSTED,
+        seq,
+      },
+    )) as (string | number)[]
     const code = Number(reply[0])
+    if (apart && code === 1) await this.place(id)
     if (code === OfferCode.UnknownOffer) throw offerNotFound(id)
     if (code === OfferCode.UpstreamKeyInUse) throw upstreamKeyInUse()
     if (code === OfferCode.SupplierSuspended) throw supplierSuspended()
@@ -168,6 +184,24 @@ export class OfferService {
         `capacity cannot go below what is burned (${formatMicros(Number(reply[1]))}) plus held (${formatMicros(Number(reply[2]))}) DIEM`,
       )
     }
+  }
+
+  /** An index step of an offer held apart, on the market's slot. */
+  private async index(mode: 'list' | 'place', offerId: string, standing = false, score = 0): Promise<number> {
+    const keys = this.keys
+    const reply = await runScript(this.store, 'indexOffer', [keys.offers, keys.ladder, keys.market], {
+      mode,
+      offerId,
+      standing: standing ? '1' : '0',
+      score,
+    })
+    return Number(reply)
+  }
+
+  /** Places an offer held apart on the ladder as its own state says: standing while active. */
+  private async place(id: string): Promise<void> {
+    const [status, ask, seq] = await this.store.hmget(this.keys.offer(id), 'status', 'askCents', 'seq')
+    await this.index('place', id, status === 'active', Number(ask) * LADDER_STEP + Number(seq))
   }
 
   async create(

@@ -30,6 +30,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
       ? (accountId: string, suffix: string) =>
           `${ownerPrefix(prefix, `a.${accountShard(accountId)}`)}:${suffix}`
       : (_accountId: string, suffix: string) => key(suffix)
+  // Where an offer's own keys live: under the prefix, or under the offer's own tag when held apart.
+  const offerKey =
+    layout === 'apart'
+      ? (offerId: string, suffix: string) => `${ownerPrefix(prefix, `o.${offerId}`)}:${suffix}`
+      : (_offerId: string, suffix: string) => key(suffix)
   // A webhook owner's keys: an account's (`acct:<id>`) live with the account's.
   const ownerKey = (owner: string, suffix: string) =>
     owner.startsWith('acct:') ? accountKey(owner.slice(5), `${owner}:${suffix}`) : key(`${owner}:${suffix}`)
@@ -84,7 +89,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     /** The base the market's Lua scripts are passed; lua/lib/keys.lua builds the names below from it. */
     base: `${prefix}:`,
     /** hash, one per offer: see lua/offer-put.lua for its fields (money in micro-DIEM / micro-USDC) */
-    offer: (offerId: string) => key(`offer:${offerId}`),
+    offer: (offerId: string) => offerKey(offerId, `offer:${offerId}`),
+    /** The keyspace base of an offer's own keys (its own tag's when held apart): what its scripts are passed. */
+    offerBase: (offerId: string) => offerKey(offerId, ''),
     /** set: every offer id ever posted (deleted ones too, for the audit) */
     offers: key('offers'),
     /** zset: active offers, scored ask * 1e9 + posting order */

@@ -17,6 +17,7 @@ import creditPending from '../../lua/credit-pending.lua' with { type: 'text' }
 import hold from '../../lua/hold.lua' with { type: 'text' }
 import indexAccount from '../../lua/index-account.lua' with { type: 'text' }
 import indexKey from '../../lua/index-key.lua' with { type: 'text' }
+import indexOffer from '../../lua/index-offer.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
 import payoutCreate from '../../lua/payout-create.lua' with { type: 'text' }
@@ -99,6 +100,7 @@ export const SCRIPTS = {
     2,
   ),
   indexAccount: standalone(indexAccount, 2, ['accountId', 'walletLower']),
+  indexOffer: standalone(indexOffer, 3, ['mode', 'offerId', 'standing', 'score']),
   indexKey: standalone(indexKey, 1, ['keyId', 'owner', 'ownerId', 'keyName', 'keyPrefix']),
   mintKey: standalone(
     withNumbers(mintKey),
@@ -244,6 +246,7 @@ export const SCRIPTS = {
     'upstreamKeyDigest',
     'maxStanding',
     'maxEver',
+    'seq',
   ]),
   capacity: market([LIB.keys, LIB.numbers, LIB.offers], capacity, ['maxPriceCents']),
   quote: market([LIB.keys, LIB.numbers, LIB.offers, LIB.pick], quote, [

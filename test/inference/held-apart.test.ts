@@ -12,9 +12,10 @@ import { AccountStore } from '../../src/accounts/accounts.ts'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
+import { OfferService } from '../../src/market/offers.ts'
 import { marketSteps } from '../../src/market/steps.ts'
 import { type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
-import { encryptUpstreamKey } from '../../src/market/upstream-key-crypto.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
@@ -29,6 +30,7 @@ let store: Store
 let keys: Keyspace
 let owners: Owners
 let accounts: AccountStore
+let offerService: OfferService
 
 beforeAll(async () => {
   cluster = await startRedisCluster()
@@ -44,6 +46,7 @@ beforeAll(async () => {
   keys = keyspace(stack.config.redisPrefix, 'apart')
   owners = ownerKeyspaces(keys.prefix)
   accounts = new AccountStore(store, keys)
+  offerService = new OfferService(store, keys, stack.config.masterKey)
 })
 afterEach(async () => {
   expect(await auditApart(store, keys.prefix)).toEqual([])
@@ -56,35 +59,20 @@ afterAll(async () => {
 
 const messages = [{ role: 'user' as const, content: 'Say something about markets.' }]
 const model = 'svc/llama-3.3-70b'
-let offers = 0
 
-/** An offer under its own tag, on the ladder of the market's slot, in posting order. */
+/** An offer posted as the operator posts one: under its own tag, listed and placed on the market's slot. */
 async function postOffer(ask: number, upstreamBaseUrl = stack.sim.url): Promise<string> {
-  const id = randomUUID()
-  await store.hset(owners.offer(id).offer(id), {
-    id,
-    status: 'active',
-    askCents: ask,
-    capacity: 1_000_000_000,
-    burned: 0,
-    held: 0,
-    earned: 0,
-    fees: 0,
-    maxInFlight: 100,
-    inflight: 0,
-    cooldownUntil: 0,
+  const offer = await offerService.create({
     upstreamBaseUrl,
-    upstreamKeyEnc: encryptUpstreamKey(stack.config.masterKey, `sim-key-${id}`),
+    upstreamApiKey: `sim-key-${randomUUID()}`,
+    askCents: ask,
+    capacity: 1_000_000_000 as MicroDiem,
+    maxInFlight: 100,
   })
-  await store.sadd(keys.offers, id)
-  await store.zadd(keys.ladder, ask * 1e9 + ++offers, id)
-  return id
+  return offer.id
 }
 
-async function removeOffer(id: string): Promise<void> {
-  await store.call('ZREM', keys.ladder, id)
-  await store.hset(owners.offer(id).offer(id), 'status', 'deleted')
-}
+const removeOffer = (id: string) => offerService.remove(id)
 
 async function buyer(maxPriceCents = 50) {
   const { account, apiKey } = await accounts.create(`0x${randomBytes(20).toString('hex')}`, maxPriceCents)
@@ -198,5 +186,22 @@ describe('the request path held apart', () => {
     expect(await accountRow(b.accountId)).toMatchObject({ held: '0', spent: '0', inflight: '0' })
     expect(await offerRow(offerId)).toMatchObject({ held: '0', inflight: '0' })
     await removeOffer(offerId)
+  })
+
+  test("an operator's offer held apart lives under its own tag; pausing takes it off the ladder, a new ask places it again", async () => {
+    const id = await postOffer(50)
+    expect(await slotOf(keys.offer(id))).toBe(await slotOf(owners.offer(id).reservation('x')))
+    expect(await slotOf(keys.offer(id))).not.toBe(await slotOf(keys.ladder))
+    expect(await store.sismember(keys.offers, id)).toBe(1)
+    const seq = Number(await store.hget(keys.offer(id), 'seq'))
+    expect(await store.zscore(keys.ladder, id)).toBe(String(50 * 1e9 + seq))
+    await offerService.update(id, { status: 'paused' })
+    expect(await store.zscore(keys.ladder, id)).toBeNull()
+    await offerService.update(id, { status: 'active', askCents: 55 })
+    expect(await store.zscore(keys.ladder, id)).toBe(String(55 * 1e9 + seq))
+    expect((await offerService.get(id))?.askCents).toBe(55)
+    await removeOffer(id)
+    expect(await store.zscore(keys.ladder, id)).toBeNull()
+    expect(await offerService.get(id)).toBeNull()
   })
 })
