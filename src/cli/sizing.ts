@@ -15,7 +15,7 @@ import { AccountStore } from '../accounts/accounts.ts'
 import { loadGatewayConfig } from '../config.ts'
 import { OfferService } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { keyspace } from '../redis/keys.ts'
+import { keyspace, type Layout } from '../redis/keys.ts'
 import { startLocalCluster } from '../redis/local-cluster.ts'
 import { freePort, startLocalRedis } from '../redis/local-server.ts'
 import { serverCpu } from '../redis/server-cpu.ts'
@@ -31,6 +31,12 @@ export interface SizingOptions {
   warmSeconds?: number
   /** Redis's I/O threads (1: the main thread does all, Redis's default). */
   ioThreads?: number
+  /** The market's layout (default one slot); a market held apart needs `replica`, the command that runs one. */
+  layout?: Layout
+  /** Offers at the one ask, the load split between them by their in-flight caps (default 1). */
+  offers?: number
+  /** The command that starts one gateway replica (default: this binary's `serve`). */
+  replica?: string[]
 }
 
 export interface SizingRow {
@@ -138,8 +144,18 @@ async function stopAll(procs: Subprocess[]): Promise<void> {
   )
 }
 
-/** A fresh keyspace on `redisUrl` with one roomy offer on the supplier and one funded key. */
-async function market(redisUrl: string, prefix: string, masterKey: string, upstreamUrl: string) {
+/**
+ * A fresh keyspace on `redisUrl` with `options.offers` roomy offers on the supplier, their in-flight
+ * caps splitting the load between them, and a funded account and key for each replica.
+ */
+async function market(
+  redisUrl: string,
+  prefix: string,
+  masterKey: string,
+  upstreamUrl: string,
+  replicas: number,
+  options: SizingOptions,
+): Promise<string[]> {
   const config = loadGatewayConfig({
     REDIS_URL: redisUrl,
     SVC_REDIS_PREFIX: prefix,
@@ -149,20 +165,29 @@ async function market(redisUrl: string, prefix: string, masterKey: string, upstr
   })
   const store = createStore(config.redisUrl, { name: 'svc-sizing' })
   try {
-    const keys = keyspace(config.redisPrefix)
-    await new OfferService(store, keys, config.masterKey).create({
-      upstreamBaseUrl: upstreamUrl,
-      upstreamApiKey: `sizing-${randomBytes(8).toString('hex')}`,
-      askCents: 50,
-      capacity: 1_000_000_000_000 as MicroDiem,
-      maxInFlight: 100_000,
-      supplier: 'sizing',
-    })
+    const keys = keyspace(config.redisPrefix, options.layout)
+    const offers = options.offers ?? 1
+    for (let i = 0; i < offers; i++) {
+      await new OfferService(store, keys, config.masterKey).create({
+        upstreamBaseUrl: upstreamUrl,
+        upstreamApiKey: `sizing-${randomBytes(8).toString('hex')}`,
+        askCents: 50,
+        capacity: 1_000_000_000_000 as MicroDiem,
+        maxInFlight: offers === 1 ? 100_000 : Math.ceil((replicas * options.clients) / offers) + 1,
+        supplier: 'sizing',
+      })
+    }
     const accounts = new AccountStore(store, keys)
-    const wallet = `0x${randomBytes(20).toString('hex')}`
-    const created = await accounts.create(wallet, config.defaultMaxPriceCents)
-    await accounts.credit(created.account.id, '100000.000000', 'sizing', 'sizing')
-    return created.apiKey
+    const apiKeys: string[] = []
+    for (let i = 0; i < replicas; i++) {
+      const created = await accounts.create(
+        `0x${randomBytes(20).toString('hex')}`,
+        config.defaultMaxPriceCents,
+      )
+      await accounts.credit(created.account.id, '100000.000000', 'sizing', 'sizing')
+      apiKeys.push(created.apiKey)
+    }
+    return apiKeys
   } finally {
     store.close()
   }
@@ -177,10 +202,10 @@ async function measure(
 ): Promise<Omit<SizingRow, 'masters'>> {
   const masterKey = randomBytes(32).toString('hex')
   const prefix = `sizing:{s${randomBytes(4).toString('hex')}}`
-  const apiKey = await market(redis.url, prefix, masterKey, upstreamUrl)
+  const apiKeys = await market(redis.url, prefix, masterKey, upstreamUrl, replicas, options)
   const gateways = Array.from({ length: replicas }, () => {
     const port = freePort()
-    const proc = Bun.spawn(self(['serve']), {
+    const proc = Bun.spawn(options.replica ?? self(['serve']), {
       env: {
         ...process.env,
         PORT: String(port),
@@ -203,13 +228,13 @@ async function measure(
   try {
     await Promise.all(gateways.map((g) => waitForHttp(g.proc, `${g.url}/readyz`)))
     const drive = async (seconds: number) => {
-      const loads = gateways.map((g) =>
+      const loads = gateways.map((g, i) =>
         Bun.spawn(
           self([
             'sizing',
             'load',
             `${g.url}/v1/chat/completions`,
-            apiKey,
+            apiKeys[i]!,
             String(options.clients),
             String(seconds),
           ]),
@@ -290,7 +315,8 @@ const fixed = (n: number, digits: number) =>
 export function sizingTable(rows: SizingRow[], options: SizingOptions): string {
   return [
     `Buffered paid chat (max_tokens 16), ${options.clients} clients per replica, ${options.seconds} s per row, ` +
-      `${options.ioThreads ?? 1} Redis I/O thread${(options.ioThreads ?? 1) > 1 ? 's' : ''}.`,
+      `${options.ioThreads ?? 1} Redis I/O thread${(options.ioThreads ?? 1) > 1 ? 's' : ''}, ` +
+      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}, an account per replica.`,
     '',
     '| Redis masters | replicas | paid requests/s | failed | Redis CPU µs per request | of it on main threads | busiest master |',
     '|---|---|---|---|---|---|---|',

@@ -1,0 +1,27 @@
+// `svc-gateway sizing` for a market held apart against the same market on one slot, in one run:
+// paid requests/s, Redis CPU per paid request and the busiest master's share, per layout.
+//   bun bench/sizing-apart.ts [masters=1,3] [replicas=1,2,4] [offers=6] [seconds=5] [clients=32]
+import { join } from 'node:path'
+import { measureSizing, type SizingOptions, sizingTable } from '../src/cli/sizing.ts'
+
+const [masters = '1,3', replicas = '1,2,4', offers = '6', seconds = '5', clients = '32'] =
+  process.argv.slice(2)
+const list = (value: string) => value.split(',').map(Number)
+const base: SizingOptions = {
+  masters: list(masters),
+  replicas: list(replicas),
+  clients: Number(clients),
+  seconds: Number(seconds),
+  offers: Number(offers),
+}
+const apart: SizingOptions = {
+  ...base,
+  layout: 'apart',
+  replica: [process.execPath, join(import.meta.dir, 'apart-replica.ts')],
+}
+for (const options of [base, apart]) {
+  const rows = await measureSizing(options, (line) =>
+    console.error(`[sizing ${options.layout ?? 'one-slot'}] ${line}`),
+  )
+  console.log(`${sizingTable(rows, options)}\n`)
+}
