@@ -97,6 +97,9 @@ async function payoutsUnderKills(misbehaviour: Misbehaviour) {
     rpc = startLaggingRpc(chain.rpcUrl, 7)
     rpc.set(misbehaviour)
     await scenario(chain, rpc.url, started)
+    // the replicas did read from the node behind: the run tested what it says it did
+    if (misbehaviour.receipts) expect(rpc.lagged.eth_getTransactionReceipt).toBeGreaterThan(0)
+    if (misbehaviour.nonces) expect(rpc.lagged.eth_getTransactionCount).toBeGreaterThan(0)
   } finally {
     await started.cluster?.stop()
     rpc?.stop()
