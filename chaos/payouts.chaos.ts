@@ -1,12 +1,14 @@
 // (i) Payouts while replicas die: three replicas share one payout wallet on a real local chain
 // (anvil, the test USDC). A supplier earns from buyer traffic, then asks for payouts spread over
 // the replicas, retrying each on another replica with the same Idempotency-Key when one dies, while
-// replicas are killed -9 and restarted. In the end every payout is confirmed or failed, the chain
-// holds exactly one transfer per confirmed payout and none for a failed one, the supplier's USDC on
-// chain is what was confirmed, and `svc-gateway audit --chain` finds nothing off. The replicas
-// run once on the chain itself and once through a lagging RPC (test/helpers/lagging-rpc.ts:
-// receipts and the wallet's nonces read from a node behind, answers dropped and reordered): a
-// payout whose receipt a read misses must still never be failed and paid again.
+// replicas are killed -9 and restarted. Then blocks stop, three more payouts are asked and the
+// supplier is suspended once the first is signed: it is finished, the others are withheld. In the
+// end every payout is confirmed or failed, the chain holds exactly one transfer per confirmed
+// payout and none for a failed one, the supplier's USDC on chain is what was confirmed, and
+// `svc-gateway audit --chain` finds nothing off. The replicas run once on the chain itself and
+// once through a lagging RPC (test/helpers/lagging-rpc.ts: receipts and the wallet's nonces read
+// from a node behind, answers dropped and reordered): a payout whose receipt a read misses must
+// still never be failed and paid again.
 import { afterAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { type Address, getAddress } from 'viem'
@@ -21,6 +23,7 @@ import { runCli } from '../test/helpers/cli.ts'
 import { type Misbehaviour, startLaggingRpc } from '../test/helpers/lagging-rpc.ts'
 import { payoutEnv, payoutWalletOn, transfersFrom } from '../test/helpers/payouts.ts'
 import { testRedisUrl } from '../test/helpers/stack.ts'
+import { until } from '../test/helpers/wait.ts'
 import { type Cluster, call, chat, fundedBuyer, settled, startCluster } from './cluster.ts'
 
 const PUBLIC_URL = 'http://payouts.chaos.test'
@@ -97,6 +100,9 @@ async function payoutsUnderKills(misbehaviour: Misbehaviour) {
     rpc = startLaggingRpc(chain.rpcUrl, 7)
     rpc.set(misbehaviour)
     await scenario(chain, rpc.url, started)
+    // the replicas did read from the node behind: the run tested what it says it did
+    if (misbehaviour.receipts) expect(rpc.lagged.eth_getTransactionReceipt).toBeGreaterThan(0)
+    if (misbehaviour.nonces) expect(rpc.lagged.eth_getTransactionCount).toBeGreaterThan(0)
   } finally {
     await started.cluster?.stop()
     rpc?.stop()
@@ -144,7 +150,8 @@ async function scenario(chain: TestChain, rpcUrl: string, run: { cluster?: Clust
   }
   const earned = parseMicros(me.earnedUsdc)!
   const PAYOUTS = 12
-  const each = Math.floor(earned / (PAYOUTS + 1))
+  const LATE = 3
+  const each = Math.floor(earned / (PAYOUTS + LATE + 1))
   expect(each).toBeGreaterThan(0)
   const amount = formatMicros(each)
 
@@ -169,21 +176,53 @@ async function scenario(chain: TestChain, rpcUrl: string, run: { cluster?: Clust
     await cluster.replicas[victim]!.child.exited
     await cluster.start(victim)
   }
-  const ids = await Promise.all(asks)
-  expect(new Set(ids).size).toBe(PAYOUTS)
-
-  const deadline = Date.now() + 60_000
-  while ((await store.zcard(keys.payoutsOpen)) > 0) {
-    if (Date.now() > deadline) throw new Error('payouts still open after 60 s')
-    await Bun.sleep(100)
-  }
+  const asked = await Promise.all(asks)
+  expect(new Set(asked).size).toBe(PAYOUTS)
+  await allClosed(store, keys.payoutsOpen)
   mining = false
   await miner
+
+  // Then blocks stop and more payouts are asked: the first is signed and waits unmined, so the
+  // others wait unsigned, and the operator suspends the supplier. The signed one is finished once
+  // blocks come again; the unsigned ones are withheld (failed, payable again), never on chain.
+  await chain.testClient.setAutomine(false)
+  const late: string[] = []
+  for (let i = 0; i < LATE; i++) {
+    late.push(await askPayout(cluster, i % 3, supplier.apiKey, amount, `chaos-late-${i}`))
+  }
+  await until(async () => {
+    const signed = await Promise.all(late.map((id) => store.hget(keys.payout(id), 'rawTx')))
+    return signed.some(Boolean)
+  }, 50)
+  const suspended = await call(
+    cluster.replicas[1]!.url,
+    `/admin/v1/suppliers/${supplier.supplierId}`,
+    cluster.adminToken,
+    { status: 'suspended' },
+    'PATCH',
+  )
+  expect(suspended.status).toBe(200)
+  await chain.testClient.setAutomine(true)
+  mining = true
+  const lateMiner = (async () => {
+    while (mining) {
+      await chain.testClient.mine({ blocks: 1 }).catch(() => {})
+      await Bun.sleep(150)
+    }
+  })()
+  await allClosed(store, keys.payoutsOpen)
+  mining = false
+  await lateMiner
+  const ids = [...asked, ...late]
 
   const rows = await Promise.all(ids.map((id) => store.hgetall(keys.payout(id))))
   const states = rows.map((r) => r.state)
   expect(states.every((s) => s === 'confirmed' || s === 'failed')).toBe(true)
   const confirmed = rows.filter((r) => r.state === 'confirmed')
+  // the late payouts left unsigned at the suspension: withheld, nothing of them signed
+  const withheld = rows.filter((r) => r.error === 'the supplier is suspended')
+  expect(withheld.length).toBeGreaterThanOrEqual(LATE - 1)
+  for (const r of withheld) expect([r.state, r.rawTx ?? '']).toEqual(['failed', ''])
   const transfers = await transfersFrom(chain, wallet.address)
   expect(transfers.map((t) => t.tx).sort()).toEqual(confirmed.map((r) => r.txHash as `0x${string}`).sort())
   expect(transfers.every((t) => t.to === getAddress(supplier.wallet) && t.value === BigInt(each))).toBe(true)
@@ -200,8 +239,17 @@ async function scenario(chain: TestChain, rpcUrl: string, run: { cluster?: Clust
   expect(audit.stdout).toContain('every invariant holds')
   expect(audit.code).toBe(0)
   console.log(
-    `payouts chaos: ${PAYOUTS} payouts of ${amount} USDC, replicas killed ${JSON.stringify(kills)}, ` +
-      `${confirmed.length} confirmed, ${PAYOUTS - confirmed.length} failed, ${transfers.length} transfers on chain, ` +
+    `payouts chaos: ${PAYOUTS} + ${LATE} payouts of ${amount} USDC, replicas killed ${JSON.stringify(kills)}, ` +
+      `${confirmed.length} confirmed, ${ids.length - confirmed.length} failed, ${transfers.length} transfers on chain, ` +
       `${Date.now() - started} ms`,
   )
+}
+
+/** Resolves once no payout is open (each confirmed or failed); at most a minute. */
+async function allClosed(store: ReturnType<typeof createStore>, openSet: string) {
+  const deadline = Date.now() + 60_000
+  while ((await store.zcard(openSet)) > 0) {
+    if (Date.now() > deadline) throw new Error('payouts still open after 60 s')
+    await Bun.sleep(100)
+  }
 }

@@ -11,7 +11,8 @@
 //   transaction of the wallet holds its nonce, found in a block and confirmed. A missing receipt
 //   alone proves nothing (a node behind, a load balancer): reads that disagree mean wait;
 // - a pending payout with SVC_CONFIRMATIONS confirmations becomes confirmed; one a reorg moved is
-//   counted from its new block, one a reorg took out goes back to sending (the same bytes again);
+//   counted from its new block, one a reorg took out (its nonce no longer held by any of its
+//   hashes, not merely a receipt read that found nothing) goes back to sending (the same bytes again);
 // - then, when no transaction of the wallet is unmined, the oldest `sending` payout is signed at
 //   the wallet's pending nonce (never below one already signed), recorded (rawTx and hash) and only then broadcast; a suspended
 //   supplier's is withheld instead (back to payable), its status read just before signing.
@@ -278,6 +279,19 @@ export class PayoutSender {
     const hash = payout.txHash as Hex
     const receipt = await this.chain.receipt(hash)
     if (!receipt) {
+      // A receipt read that finds nothing may come from a node behind: the transaction left the
+      // chain only when its nonce is no longer held by one of the payout's own hashes.
+      const holder = await this.wallet.nonceHolder(payout.nonce ?? 0, BigInt(payout.signedBlock ?? 0))
+      if (holder && payout.hashes.includes(holder.hash)) {
+        if (holder.blockNumber !== block) {
+          await this.step(lease, payout, {
+            step: 'included',
+            txHash: holder.hash,
+            blockNumber: holder.blockNumber,
+          })
+        }
+        return holder.blockNumber
+      }
       this.logger.warn(
         { payout: payout.id, txHash: hash },
         'payout transaction left the chain; sending it again',

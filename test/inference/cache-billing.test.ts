@@ -156,6 +156,45 @@ describe('cache reads and writes', () => {
     expect(message!.usage.cache_creation_input_tokens).toBe(30)
   })
 
+  test('Messages streamed: message_delta carries the bill and names the cache reads and writes', async () => {
+    stack.sim.settings.cachedTokens = 150
+    stack.sim.settings.cacheWriteTokens = 70
+    let usage: Record<string, number> = {}
+    await expectCharged(async () => {
+      const response = await post('/v1/messages', {
+        max_tokens: 64,
+        messages: [{ role: 'user', content: promptOf(450) }],
+        stream: true,
+      })
+      expect(response.status).toBe(200)
+      const events = (await response.text())
+        .split('\n\n')
+        .filter((block) => block.startsWith('event: message_delta\n'))
+      expect(events).toHaveLength(1)
+      const delta = JSON.parse(events[0]!.split('data: ')[1]!) as {
+        usage: Record<string, number>
+        costUsdc: string
+        supportReference: string
+      }
+      usage = delta.usage
+      return {
+        charged: delta.costUsdc,
+        reference: delta.supportReference,
+        usage: {
+          prompt_tokens:
+            usage.input_tokens! + usage.cache_read_input_tokens! + usage.cache_creation_input_tokens!,
+          completion_tokens: usage.output_tokens!,
+          prompt_tokens_details: {
+            cached_tokens: usage.cache_read_input_tokens!,
+            cache_creation_input_tokens: usage.cache_creation_input_tokens!,
+          },
+        },
+      }
+    })
+    expect(usage.cache_read_input_tokens).toBe(150)
+    expect(usage.cache_creation_input_tokens).toBe(70)
+  })
+
   test('streamed: the svc.cost frame carries the same bill', async () => {
     stack.sim.settings.cachedTokens = 200
     stack.sim.settings.cacheWriteTokens = 100

@@ -311,6 +311,39 @@ describe('an RPC whose nodes lag', () => {
 })
 
 describe('an RPC whose nodes lag', () => {
+  test('a pending payout whose receipt a read misses stays pending: the chain still holds its nonce', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_000_000)
+    const behind = new PayoutSender(payouts, laggingWallet, laggingChain, logger, {
+      confirmations: 3,
+      lockTtlMs: 300,
+      receiptTimeoutMs: 200,
+      bumpAfterMs: 60_000,
+    })
+    await behind.tick()
+    const included = (await payouts.get(payout.id))!
+    expect(included).toMatchObject({ state: 'pending', blockNumber: expect.any(Number) })
+    // every receipt now comes from a node far behind; blocks and nonces from one at the head
+    const missed = rpc.lagged.eth_getTransactionReceipt ?? 0
+    rpc.set({ receipts: { blocks: 1_000, share: 1 } })
+    await behind.tick()
+    await behind.tick()
+    expect(rpc.lagged.eth_getTransactionReceipt).toBeGreaterThan(missed)
+    expect(await payouts.get(payout.id)).toMatchObject({
+      state: 'pending',
+      txHash: included.txHash,
+      blockNumber: included.blockNumber,
+    })
+    expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_000_000, payable: 0 })
+    rpc.set({})
+    await chain.testClient.mine({ blocks: 2 })
+    const done = await finish(behind, payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', txHash: included.txHash })
+    expect(await transfersFrom(chain, wallet.address, to)).toEqual([
+      { to, value: 1_000_000n, tx: included.txHash! },
+    ])
+    expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+  })
+
   test('nonces read from a node behind: the next payout is signed past the last one, not at its nonce', async () => {
     const a = await payoutOf(1_000_000)
     const behind = new PayoutSender(payouts, laggingWallet, laggingChain, logger, {
@@ -361,6 +394,54 @@ describe('a transfer stuck unmined', () => {
         checked: 1,
         findings: [],
       })
+    } finally {
+      await chain.testClient.setAutomine(true)
+    }
+  })
+})
+
+describe('a transfer re-signed, its first signing mined after all', () => {
+  test('the payout is confirmed at its first hash, the only one on chain; audit --chain matches it', async () => {
+    const { supplierId, payout, to } = await payoutOf(1_400_000)
+    const broadcast: `0x${string}`[] = []
+    const keeping = (raw: `0x${string}`) => {
+      broadcast.push(raw)
+      return wallet.broadcast(raw)
+    }
+    await chain.testClient.setAutomine(false)
+    try {
+      const bumping = sender(undefined, { broadcast: keeping }, CONFIRMATIONS, 100)
+      let stuck = (await payouts.get(payout.id))!
+      for (let pass = 0; pass < 20 && stuck.hashes.length < 2; pass++) {
+        await bumping.tick()
+        stuck = (await payouts.get(payout.id))!
+      }
+      const [first, second] = stuck.hashes
+      expect(stuck).toMatchObject({ state: 'sending', txHash: second })
+      // the replacement leaves the pool and the first signing is mined in its place
+      const firstRaw = broadcast.find((raw) => keccak256(raw) === first)!
+      await chain.testClient.dropTransaction({ hash: second! })
+      expect(await wallet.broadcast(firstRaw)).toBeNull()
+      await chain.testClient.mine({ blocks: 1 })
+      const done = await finish(bumping, payout.id)
+      expect(done).toMatchObject({ state: 'confirmed', txHash: first, nonce: stuck.nonce })
+      expect(done.hashes.slice(0, 2)).toEqual([first!, second!])
+      expect(await onChain.receipt(second!)).toBeNull()
+      expect(await transfersFrom(chain, wallet.address, to)).toEqual([{ to, value: 1_400_000n, tx: first! }])
+      expect(await money(supplierId)).toEqual({ paidOut: 1_400_000, pending: 0, payable: 0 })
+      expect(await auditPayoutsOnChain(store, keys, onChain, chain.usdc)).toEqual({
+        checked: 1,
+        findings: [],
+      })
+      // a record naming the hash that was never mined is named by the audit
+      await store.hset(keys.payout(payout.id), 'txHash', second!)
+      const { findings } = await auditPayoutsOnChain(store, keys, onChain, chain.usdc)
+      expect(findings).toEqual([
+        {
+          subject: `payout ${payout.id}`,
+          problem: `its mined transactions are [${first}], its record ${second}`,
+        },
+      ])
     } finally {
       await chain.testClient.setAutomine(true)
     }

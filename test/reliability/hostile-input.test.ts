@@ -81,6 +81,51 @@ describe('limits', () => {
     expect(minted.status).toBe(201)
   })
 
+  test('a chunked body that never ends: the 413 comes while it is still being sent', async () => {
+    const before = await moneyKeys()
+    const { hostname, host, port } = new URL(stack.url)
+    // Chunks of JSON-looking text sent until the gateway answers: read whole, it would never end.
+    const piece = `2000\r\n${'x'.repeat(0x2000)}\r\n`
+    const GIVE_UP = 256 * 1024 * 1024
+    let answer = ''
+    let sent = 0
+    const answered = Promise.withResolvers<void>()
+    const socket = await Bun.connect({
+      hostname: hostname.replace(/^\[|\]$/g, ''),
+      port: Number(port),
+      socket: {
+        data(_socket, data) {
+          answer += data.toString()
+          answered.resolve()
+        },
+        close() {
+          answered.resolve()
+        },
+        error() {
+          answered.resolve()
+        },
+      },
+    })
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${buyer.apiKey}\r\n` +
+        'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\na\r\n{"model":"\r\n',
+    )
+    let done = false
+    void answered.promise.then(() => {
+      done = true
+    })
+    while (!done && sent < GIVE_UP) {
+      // write() takes what the socket buffers now; wait for room before the next piece
+      if (socket.write(piece) < piece.length) await Bun.sleep(1)
+      else sent += piece.length
+    }
+    socket.end()
+    expect(sent).toBeLessThan(GIVE_UP)
+    expect(answer).toStartWith('HTTP/1.1 413')
+    expect(answer).toContain('body_too_large')
+    expect(await moneyKeys()).toEqual(before)
+  })
+
   test('JSON nested past 64 levels: 400 json_too_deep', async () => {
     let deep: unknown = 'x'
     for (let i = 0; i < 200; i++) deep = [deep]

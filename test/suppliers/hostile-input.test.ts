@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import fc from 'fast-check'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { adminFetch, keyFetch } from '../helpers/accounts.ts'
+import { adminFetch, createAccount, keyFetch, waitForLastUsed } from '../helpers/accounts.ts'
 import { expectShapedRefusal } from '../helpers/refusals.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { postSignIn, signInSupplier, siweMessage, type TestSupplier } from '../helpers/suppliers.ts'
@@ -114,6 +114,58 @@ describe('route ids that name other Redis keys', () => {
       json: { status: 'suspended' },
     })
     expect(suspend.status).toBe(404)
+    expect(await snapshot()).toEqual(before)
+  })
+  test('every route id that could name another key, on every route that takes one: a shaped 4xx that changes nothing', async () => {
+    const buyer = await createAccount(stack)
+    const wallet = '0x000000000000000000000000000000000000dead'
+    const ids = [
+      `sender:${wallet}`,
+      `${buyer.accountId}:keys`,
+      `${supplier.supplierId}:offers`,
+      `${offerId}:x`,
+      '*',
+      'a b',
+    ]
+    const admin = (method: string, path: string, json?: unknown) => adminFetch(stack, path, { method, json })
+    const asBuyer = (method: string, path: string, json?: unknown) =>
+      keyFetch(stack, buyer.apiKey, path, { method, json })
+    const asSupplier = (method: string, path: string, json?: unknown) =>
+      keyFetch(stack, supplier.apiKey, path, { method, json })
+    const calls = (id: string): [string, Promise<Response>][] => {
+      const each: [string, () => Promise<Response>][] = [
+        ['GET account', () => admin('GET', `/admin/v1/accounts/${id}`)],
+        ['credit', () => admin('POST', `/admin/v1/accounts/${id}/credit`, { amountUsdc: '1', note: 'x' })],
+        ['GET supplier', () => admin('GET', `/admin/v1/suppliers/${id}`)],
+        ['GET offer', () => admin('GET', `/admin/v1/offers/${id}`)],
+        ['PATCH offer', () => admin('PATCH', `/admin/v1/offers/${id}`, { status: 'paused' })],
+        ['DELETE offer', () => admin('DELETE', `/admin/v1/offers/${id}`)],
+        ['PATCH key', () => asBuyer('PATCH', `/v1/agent/keys/${id}`, { name: 'x' })],
+        ['DELETE key', () => asBuyer('DELETE', `/v1/agent/keys/${id}`)],
+        ['GET request', () => asBuyer('GET', `/v1/agent/requests/${id}`)],
+        ['DELETE webhook', () => asBuyer('DELETE', `/v1/agent/webhooks/${id}`)],
+        ['deliveries', () => asBuyer('GET', `/v1/agent/webhooks/${id}/deliveries`)],
+        ['replay', () => asBuyer('POST', `/v1/agent/webhooks/${id}/deliveries/${id}/replay`)],
+        ['supplier webhook', () => asSupplier('DELETE', `/v1/supplier/webhooks/${id}`)],
+        ['GET own offer', () => asSupplier('GET', `/v1/supplier/offers/${id}`)],
+        ['PATCH own offer', () => asSupplier('PATCH', `/v1/supplier/offers/${id}`, { askCents: 41 })],
+        ['DELETE own offer', () => asSupplier('DELETE', `/v1/supplier/offers/${id}`)],
+        ['DELETE supplier key', () => asSupplier('DELETE', `/v1/supplier/keys/${id}`)],
+        ['GET payout', () => asSupplier('GET', `/v1/supplier/payouts/${id}`)],
+        ['x402 payment', () => fetch(`${stack.url}/v1/x402/payments/${encodeURIComponent(id)}`)],
+      ]
+      return each.map(([name, send]) => [name, send()])
+    }
+    await stack.store.set(stack.keys.payoutSenderLock(wallet), 'token')
+    await waitForLastUsed(stack, buyer.apiKey)
+    const before = await snapshot()
+    for (const id of ids) {
+      for (const [name, sent] of calls(encodeURIComponent(id))) {
+        const response = await sent
+        expect([name, id, response.status >= 400 && response.status < 500]).toEqual([name, id, true])
+        await expectShapedRefusal(response)
+      }
+    }
     expect(await snapshot()).toEqual(before)
   })
 })
