@@ -667,8 +667,10 @@ describe('abort', () => {
     const error = await rejection(get(`${server.url}/`, signal))
     expect(error).toBe(signal.reason)
     expect((error as Error).name).toBe('TimeoutError')
-    expect(server.requests).toHaveLength(1)
-    await waitFor('the server to see the close', () => server.closed === 1)
+    // On a busy machine the timer may fire before the request reached the server: whatever the
+    // call opened is closed either way.
+    expect(server.requests.length).toBeLessThanOrEqual(1)
+    await waitFor('the server to see the close', () => server.closed === server.connections.length)
   })
 
   test('controller.abort() before the head: rejects with its AbortError, the connection closes', async () => {
