@@ -126,3 +126,27 @@ test('system as text blocks is one system message; a block that is not text is r
   const image = { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }
   expect(() => translate({ system: [image], messages })).toThrow("system[0] of type 'image'")
 })
+
+test("a tool's hints are accepted; a tool field that cannot be honoured is refused by name", () => {
+  const messages = [{ role: 'user', content: 'hi' }]
+  const tool = { name: 'look', input_schema: { type: 'object' } }
+  const hinted = {
+    ...tool,
+    cache_control: { type: 'ephemeral' },
+    eager_input_streaming: true,
+    defer_loading: false,
+    allowed_callers: ['direct'],
+  }
+  expect(translate({ messages, tools: [hinted] }).chat.tools).toEqual([
+    { type: 'function', function: { name: 'look', parameters: { type: 'object' } } },
+  ])
+  for (const [extra, named] of [
+    [{ input_examples: [{ at: 'a' }] }, 'tools[0].input_examples'],
+    [{ defer_loading: true }, 'tools[0].defer_loading'],
+    [{ allowed_callers: ['code_execution_20250825'] }, 'tools[0].allowed_callers'],
+    [{ colour: 'red' }, 'tools[0].colour'],
+  ] as const) {
+    expect(() => translate({ messages, tools: [{ ...tool, ...extra }] })).toThrow(named)
+  }
+  expect(() => translate({ messages: [{ ...messages[0], name: 'ann' }] })).toThrow('messages[0].name')
+})

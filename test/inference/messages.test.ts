@@ -224,6 +224,11 @@ describe('refusals', () => {
         'messages[0].content[0].text',
       ],
       [{ ...ASK, metadata: { tenant: 'x' } }, 'metadata.tenant'],
+      [
+        { ...ASK, tools: [{ name: 'f', input_schema: { type: 'object' }, input_examples: [{}] }] },
+        'tools[0].input_examples',
+      ],
+      [{ ...ASK, messages: [{ role: 'user', content: 'hi', name: 'ann' }] }, 'messages[0].name'],
       [{ ...ASK, thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: 2000 }, 'thinking'],
       [{ ...ASK, output_config: { format: { type: 'xml' } } }, 'output_config.format'],
       // The catalog says llama-3.3-70b has no vision.
@@ -247,6 +252,39 @@ describe('refusals', () => {
       expect(refusal.type).toBe('error')
       expect(refusal.error.type).toBe('invalid_request_error')
       expect(refusal.error.message).toContain(named)
+    }
+    expect(await moneyKeys()).toEqual(before)
+  })
+
+  test('the model: bare or svc/ on both routes; unknown is not_found_error, not a text model invalid_request_error', async () => {
+    const count = (body: Record<string, unknown>) =>
+      fetch(`${stack.url}/v1/messages/count_tokens`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': buyer.apiKey },
+        body: JSON.stringify(body),
+      })
+    for (const model of ['llama-3.3-70b', 'svc/llama-3.3-70b']) {
+      const answered = await messages({ ...ASK, model }, { 'x-api-key': buyer.apiKey })
+      expect(answered.status).toBe(200)
+      expect(await answered.json()).toMatchObject({ type: 'message', model: 'llama-3.3-70b' })
+      const counted = await count({ model, messages: ASK.messages })
+      expect(counted.status).toBe(200)
+      expect(((await counted.json()) as { input_tokens: number }).input_tokens).toBeGreaterThan(0)
+    }
+    const before = await moneyKeys()
+    for (const [model, status, type, code] of [
+      ['no-such-model', 404, 'not_found_error', 'model_not_found'],
+      ['flux-dev', 400, 'invalid_request_error', undefined],
+    ] as const) {
+      for (const response of [
+        await messages({ ...ASK, model }, { 'x-api-key': buyer.apiKey }),
+        await count({ model, messages: ASK.messages }),
+      ]) {
+        expect(response.status).toBe(status)
+        const body = (await response.json()) as { type: string; error: { type: string; code: string } }
+        expect(body).toMatchObject({ type: 'error', error: { type } })
+        if (code) expect(body.error.code).toBe(code)
+      }
     }
     expect(await moneyKeys()).toEqual(before)
   })
