@@ -16,6 +16,7 @@ import { balances, expectedCost, fundedBuyer, type SimOffer, simKey, simOffer } 
 import { startRedisProxy } from '../helpers/redis-proxy.ts'
 import { expectShapedRefusal } from '../helpers/refusals.ts'
 import { snapshotKeys, startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 /**
  * The clear on the wire, either way it travels: an FCALL on the native connection (the function's
@@ -415,6 +416,59 @@ test('usage: prompt tokens billed as cache reads and writes are named so, the re
     cache_creation_input_tokens: null,
     cache_read_input_tokens: null,
   })
+})
+
+test('image blocks on a model with vision: served as the chat call, held and charged like any prompt', async () => {
+  // The simulated catalog has no vision model: llama-3.3-70b is given vision in Redis's catalog.
+  const setVision = async (on: boolean) => {
+    const entry = JSON.parse((await stack.store.hget(stack.keys.catalog, 'llama-3.3-70b'))!)
+    entry.row.capabilities.supportsVision = on
+    await stack.store.hset(stack.keys.catalog, 'llama-3.3-70b', JSON.stringify(entry))
+    await until(async () => {
+      const row = (await (await fetch(`${stack.url}/v1/models/llama-3.3-70b`)).json()) as {
+        capabilities: { supportsVision: boolean }
+      }
+      return row.capabilities.supportsVision === on
+    })
+  }
+  // An 8x8 PNG as far as its header: the size is all the hold reads of it.
+  const header = Buffer.alloc(33)
+  header.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13], 0)
+  header.write('IHDR', 12)
+  header.writeUInt32BE(8, 16)
+  header.writeUInt32BE(8, 20)
+  await setVision(true)
+  try {
+    const content = [
+      { type: 'text', text: 'What is in these?' },
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: header.toString('base64') } },
+      { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } },
+    ]
+    const withImages = { ...ASK, messages: [{ role: 'user', content }] }
+    // The images reach the chat call: a balance that holds the text alone cannot hold them too
+    // (an image of unknown size is held at the tokens of the largest).
+    const poor = await fundedBuyer(stack, '0.001000')
+    const short = await messages(withImages, { 'x-api-key': poor.apiKey })
+    expect(short.status).toBe(402)
+    expect(await short.json()).toMatchObject({ type: 'error', error: { type: 'billing_error' } })
+    const textOnly = { ...ASK, messages: [{ role: 'user', content: content.slice(0, 1) }] }
+    expect((await messages(textOnly, { 'x-api-key': poor.apiKey })).status).toBe(200)
+
+    const before = await balances(stack, buyer.accountId)
+    const response = await messages(withImages, { 'x-api-key': buyer.apiKey })
+    expect(response.status).toBe(200)
+    const message = (await response.json()) as {
+      content: { type: string; text: string }[]
+      usage: { input_tokens: number; output_tokens: number }
+    }
+    expect(message.content.map((b) => b.type)).toEqual(['text'])
+    expect(message.usage.output_tokens).toBe(9)
+    const after = await balances(stack, buyer.accountId)
+    expect(parseMicros(response.headers.get('x-svc-cost-usdc')!)).toBe(before.confirmed - after.confirmed)
+    expect(after.held).toBe(0)
+  } finally {
+    await setVision(false)
+  }
 })
 
 describe('the same pipeline as chat', () => {
