@@ -216,6 +216,7 @@ describe('refusals', () => {
     const cases: [Record<string, unknown>, string][] = [
       [{ ...ASK, max_tokens: undefined }, 'max_tokens'],
       [{ ...ASK, mcp_servers: [] }, 'mcp_servers'],
+      [{ ...ASK, stream: true, container: 'c1' }, 'container'],
       [{ ...ASK, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'web_search_20250305'],
       [{ ...ASK, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, 'document'],
       [{ ...ASK, tool_choice: { type: 'sometimes' } }, 'tool_choice'],
@@ -311,6 +312,14 @@ describe('refusals', () => {
         buyerMaxCents: 30,
         cheapestPostedCents: 40,
       },
+    })
+    // Asked to stream, refused before any byte: the same JSON refusal, not an event stream.
+    const streamed = await messages({ ...ASK, stream: true }, { 'x-api-key': capped.apiKey })
+    expect(streamed.status).toBe(503)
+    expect(streamed.headers.get('content-type')).toStartWith('application/json')
+    expect(await streamed.json()).toMatchObject({
+      type: 'error',
+      error: { type: 'overloaded_error', code: 'no_eligible_supply' },
     })
   })
 
