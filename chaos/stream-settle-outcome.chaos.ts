@@ -1,9 +1,10 @@
-// A stream's end tells the real outcome of its clear when the store goes away around it. Redis
-// runs the clear and its reply is lost (a proxy of the test's own drops it and keeps the store away
-// for a while): the stream stays open with keep-alives and retries the idempotent clear, so the
-// client is told the cost Redis holds; if the store stays away past SVC_STREAM_SETTLE_WAIT_MS the
-// stream ends with store_unavailable naming the request's record, never "nothing was charged".
-// A clear refused by its script still ends with settle_failed and charges nothing.
+// A stream's end (chat, Responses, Messages) tells the real outcome of its clear when the store
+// goes away around it. Redis runs the clear and its reply is lost (a proxy of the test's own drops
+// it and keeps the store away for a while): the stream stays open with keep-alives and retries the
+// idempotent clear, so the client is told the cost Redis holds; if the store stays away past
+// SVC_STREAM_SETTLE_WAIT_MS the stream ends with store_unavailable naming the request's record,
+// never "nothing was charged". A clear refused by its script still ends with settle_failed and
+// charges nothing.
 import { afterAll, describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
 import { SCRIPTS } from '../src/redis/script-registry.ts'
@@ -55,14 +56,22 @@ afterAll(async () => {
 const retrying = await setup(20_000)
 const givingUp = await setup(300)
 
-function stream(s: Setup, kind: 'chat' | 'responses') {
-  const [path, json] =
-    kind === 'chat'
-      ? [
-          '/v1/chat/completions',
-          { model: 'llama-3.3-70b', stream: true, messages: [{ role: 'user', content: 'hi' }] },
-        ]
-      : ['/v1/responses', { model: 'llama-3.3-70b', stream: true, input: 'hi' }]
+type Kind = 'chat' | 'responses' | 'messages'
+
+const STREAMS: { [kind in Kind]: [path: string, body: { [field: string]: unknown }] } = {
+  chat: [
+    '/v1/chat/completions',
+    { model: 'llama-3.3-70b', stream: true, messages: [{ role: 'user', content: 'hi' }] },
+  ],
+  responses: ['/v1/responses', { model: 'llama-3.3-70b', stream: true, input: 'hi' }],
+  messages: [
+    '/v1/messages',
+    { model: 'llama-3.3-70b', stream: true, max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] },
+  ],
+}
+
+function stream(s: Setup, kind: Kind) {
+  const [path, json] = STREAMS[kind]
   return keyFetch(s.stack, s.buyer.apiKey, path, {
     method: 'POST',
     json,
@@ -88,7 +97,7 @@ async function record(s: Setup, reference: string): Promise<Record> {
 }
 
 /** Starts a stream whose clear's reply is lost, keeps the store away for `awayMs`, reads it all. */
-async function lostClearReply(s: Setup, kind: 'chat' | 'responses', awayMs: number) {
+async function lostClearReply(s: Setup, kind: Kind, awayMs: number) {
   s.proxy.loseReplyOf(CLEAR)
   const response = await stream(s, kind)
   expect(response.status).toBe(200)
@@ -135,6 +144,19 @@ describe('a stream whose clear ran and whose reply was lost', () => {
     expect((await record(retrying, reference)).costUsdc).toBe(completed!.costUsdc!)
   })
 
+  test('Messages: retried, pings while it waits, then message_delta with the cost its record holds and message_stop', async () => {
+    const { reference, text } = await lostClearReply(retrying, 'messages', 1_500)
+    const data = frames(text) as { type: string; costUsdc?: string }[]
+    const types = data.map((f) => f.type)
+    expect(types).not.toContain('error')
+    expect(types.slice(-2)).toEqual(['message_delta', 'message_stop'])
+    // message_start's ping, and more while the clear was retried.
+    expect(types.filter((t) => t === 'ping').length).toBeGreaterThan(1)
+    const delta = data.at(-2)!
+    expect(Number(delta.costUsdc)).toBeGreaterThan(0)
+    expect((await record(retrying, reference)).costUsdc).toBe(delta.costUsdc!)
+  })
+
   test('chat: past SVC_STREAM_SETTLE_WAIT_MS it ends with store_unavailable naming the record, not "nothing charged"', async () => {
     const { reference, text } = await lostClearReply(givingUp, 'chat', 1_500)
     const data = frames(text) as {
@@ -167,6 +189,18 @@ describe('a stream whose clear ran and whose reply was lost', () => {
     expect(last.supportReference).toBe(reference)
     expect(last.message).toContain(`/v1/agent/requests/${reference}`)
     expect(data.map((f) => f.type)).not.toContain('response.failed')
+    expect(Number((await record(givingUp, reference)).costUsdc)).toBeGreaterThan(0)
+  })
+  test("Messages: past the wait it ends with Anthropic's error event store_unavailable, no message_delta", async () => {
+    const { reference, text } = await lostClearReply(givingUp, 'messages', 1_500)
+    const data = frames(text) as { type: string; error?: { type: string; code: string; message: string } }[]
+    const types = data.map((f) => f.type)
+    expect(types).not.toContain('message_delta')
+    expect(types).not.toContain('message_stop')
+    const last = data.at(-1)!
+    expect(last.type).toBe('error')
+    expect(last.error).toMatchObject({ type: 'api_error', code: 'store_unavailable' })
+    expect(last.error!.message).toContain(`/v1/agent/requests/${reference}`)
     expect(Number((await record(givingUp, reference)).costUsdc)).toBeGreaterThan(0)
   })
 })

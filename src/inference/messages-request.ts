@@ -1,7 +1,8 @@
 // Anthropic's Messages API, request side: a Messages request becomes the supplier's chat call.
-// Every field is carried over to its chat equivalent or refused with a 400 that names it. Hints
-// that change nothing in the answer (cache_control, service_tier 'auto') are accepted; the
-// model's earlier thinking blocks are dropped, as a chat supplier takes no reasoning back.
+// Every field, top-level, of a message or of a tool, is carried over to its chat equivalent or
+// refused with a 400 that names it. Hints that change nothing in the answer (cache_control,
+// service_tier 'auto', a tool's eager_input_streaming) are accepted; the model's earlier thinking
+// blocks are dropped, as a chat supplier takes no reasoning back.
 import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
@@ -171,6 +172,9 @@ function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
     if (system) messages.push({ role: 'system', content: system })
   }
   body.messages.forEach((message, i) => {
+    for (const key of Object.keys(message)) {
+      if (key !== 'role' && key !== 'content') throw unsupported(`messages[${i}].${key} is not supported`)
+    }
     const at = `messages[${i}].content`
     const content = message.content as string | Block[]
     if (message.role === 'user') messages.push(...userMessages(content, at, needs))
@@ -181,6 +185,31 @@ function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
 
 const SERVER_TOOL = /_\d{8}$/
 
+/**
+ * A custom tool's fields: those carried to the supplier, and hints that change nothing in the
+ * answer (cache_control; eager_input_streaming, as input deltas are relayed as they come anyway).
+ */
+const TOOL_FIELDS = new Set([
+  'type',
+  'name',
+  'description',
+  'input_schema',
+  'strict',
+  'cache_control',
+  'eager_input_streaming',
+])
+
+/** A tool field beyond TOOL_FIELDS is refused, unless it asks for what happens anyway. */
+function checkToolFields(tool: Record<string, unknown>, at: string): void {
+  for (const [key, value] of Object.entries(tool)) {
+    if (TOOL_FIELDS.has(key)) continue
+    // Loaded up front and called by the model directly is every tool here.
+    if (key === 'defer_loading' && value !== true) continue
+    if (key === 'allowed_callers' && Array.isArray(value) && value.every((c) => c === 'direct')) continue
+    throw unsupported(`${at}.${key} is not supported on /v1/messages`)
+  }
+}
+
 function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unknown>[] | undefined {
   if (tools == null) return undefined
   if (!Array.isArray(tools)) throw invalid('tools must be an array')
@@ -190,6 +219,7 @@ function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unknown>[]
       const hint = SERVER_TOOL.test(String(tool.type)) ? ': server tools are not run here' : ''
       throw unsupported(`tools[${i}] of type '${tool.type}' is not supported${hint}; custom tools are`)
     }
+    checkToolFields(tool, `tools[${i}]`)
     if (typeof tool.name !== 'string' || tool.name === '') throw invalid(`tools[${i}].name is required`)
     if (!isRecord(tool.input_schema)) throw invalid(`tools[${i}].input_schema must be a JSON schema object`)
     needs.tools = true

@@ -1,9 +1,9 @@
 // The AI SDK's Anthropic provider (@ai-sdk/anthropic) against POST /v1/messages: generateText,
-// streamText, a tool loop and structured output, with usage and finish reasons as a real model
-// gives them; the simulated supplier answers.
+// streamText, a tool loop and structured output (Output.object and generateObject), with usage and
+// finish reasons as a real model gives them; the simulated supplier answers.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createAnthropic } from '@ai-sdk/anthropic'
-import { generateText, isStepCount, type LanguageModel, Output, streamText, tool } from 'ai'
+import { generateObject, generateText, isStepCount, type LanguageModel, Output, streamText, tool } from 'ai'
 import { z } from 'zod'
 import type { TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, simOffer } from '../helpers/buyers.ts'
@@ -61,7 +61,7 @@ test('generateText with a tool: the call is executed and the loop ends on the an
   expect(result.text.split(' ')).toHaveLength(5)
 })
 
-test('structured output (Output.object, what generateObject was): parsed to the schema', async () => {
+test('structured output with generateText (Output.object): parsed to the schema', async () => {
   const result = await generateText({
     model: model('llama-3.3-70b'),
     prompt: 'A city.',
@@ -69,6 +69,17 @@ test('structured output (Output.object, what generateObject was): parsed to the 
     maxRetries: 0,
   })
   expect(result.output).toEqual({ name: 'market', population: 1 })
+})
+
+test('generateObject (deprecated in ai 7 for Output.object, still shipped): the same object', async () => {
+  const result = await generateObject({
+    model: model('llama-3.3-70b'),
+    schema: z.object({ name: z.string(), population: z.number().int() }),
+    prompt: 'A city.',
+    maxRetries: 0,
+  })
+  expect(result.object).toEqual({ name: 'market', population: 1 })
+  expect(result.finishReason).toBe('stop')
 })
 
 test('streamText: usage and finish reason stop; cut at the limit: finish reason length', async () => {

@@ -1,9 +1,11 @@
 // Periodic key budgets over real HTTP on a real Redis, with the simulated supplier and the openai
-// SDK: a key minted with limitUsdc and limitReset spends up to its limit in the period, is refused
-// 403 key_limit_exceeded (with when it resets) on chat and on Responses, and spends again once the
-// period moved on; GET /v1/agent/keys shows what it spent in the period and when it resets; bad
-// input is a 400 that changes nothing, and a limited key binds the periods too.
+// and Anthropic SDKs: a key minted with limitUsdc and limitReset spends up to its limit in the
+// period, is refused 403 key_limit_exceeded (with when it resets) on chat, on Responses and on
+// Messages (in Anthropic's shape, a permission_error), and spends again once the period moved on;
+// GET /v1/agent/keys shows what it spent in the period and when it resets; bad input is a 400 that
+// changes nothing, and a limited key binds the periods too.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { type LimitReset, periodEnd, periodStart } from '../../src/accounts/budget-periods.ts'
 import { auditAll } from '../../src/cli/audit.ts'
@@ -58,6 +60,12 @@ async function movePeriodBack(accountId: string, keyId: string) {
   await stack.store.hset(account, `pstart:${keyId}`, start - 86_400_000)
 }
 
+/** A refusal as the test reads it: the status and the error object, whichever client's shape it came in. */
+interface Refusal {
+  status: number
+  error: Record<string, unknown>
+}
+
 /**
  * Sends small requests through `send` until the key's budget refuses one: what they were charged,
  * and the refusal.
@@ -69,26 +77,50 @@ async function spendUntilRefused(send: () => Promise<Response>) {
       const response = await send()
       charged += Math.round(Number(response.headers.get('x-svc-cost-usdc')) * 1e6)
     } catch (error) {
-      return { charged, refusal: error as InstanceType<typeof OpenAI.APIError> }
+      return { charged, refusal: refusalOf(error) }
     }
   }
   throw new Error('the budget never refused a request')
 }
 
-const routes = {
-  chat: (client: OpenAI) => () =>
-    client.chat.completions
-      .create({ model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 })
+/** openai's APIError holds the body's `error`; Anthropic's the whole body, `{type: "error", error}`. */
+function refusalOf(error: unknown): Refusal {
+  if (error instanceof OpenAI.APIError)
+    return { status: error.status!, error: error.error as Refusal['error'] }
+  if (error instanceof Anthropic.APIError) {
+    const body = error.error as { type: string; error: Refusal['error'] }
+    expect(body.type).toBe('error')
+    return { status: error.status!, error: body.error }
+  }
+  throw error
+}
+
+const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
+
+const routes: Record<string, (apiKey: string) => () => Promise<Response>> = {
+  chat: (apiKey) => () =>
+    openai(apiKey)
+      .chat.completions.create({
+        model: 'llama-3.3-70b',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 16,
+      })
       .withResponse()
       .then((r) => r.response),
-  Responses: (client: OpenAI) => () =>
-    client.responses
-      .create({ model: 'llama-3.3-70b', input: 'hi', max_output_tokens: 16 })
+  Responses: (apiKey) => () =>
+    openai(apiKey)
+      .responses.create({ model: 'llama-3.3-70b', input: 'hi', max_output_tokens: 16 })
+      .withResponse()
+      .then((r) => r.response),
+  // Anthropic's client: the refusal in Anthropic's shape carries the same fields.
+  Messages: (apiKey) => () =>
+    new Anthropic({ apiKey, baseURL: stack.url, maxRetries: 0 }).messages
+      .create({ model: 'llama-3.3-70b', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] })
       .withResponse()
       .then((r) => r.response),
 }
 
-describe('a daily budget, end to end with the openai SDK', () => {
+describe('a daily budget, end to end with the SDKs', () => {
   for (const [route, sender] of Object.entries(routes)) {
     test(`${route}: spends up to the limit in the period, is refused with when it resets, then spends again in the next`, async () => {
       const buyer = await fundedBuyer(stack)
@@ -104,13 +136,13 @@ describe('a daily budget, end to end with the openai SDK', () => {
         limitRemainingUsdc: '0.000200',
       })
       expect(resets).toContain(key!.limitResetsAt!)
-      const client = new OpenAI({ apiKey: key!.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
-      const send = sender(client)
+      const send = sender(key!.apiKey)
 
       const first = await spendUntilRefused(send)
       expect(first.charged).toBeGreaterThan(0)
       expect(first.refusal.status).toBe(403)
-      const error = (first.refusal.error ?? {}) as Record<string, unknown>
+      const error = first.refusal.error
+      if (route === 'Messages') expect(error.type).toBe('permission_error')
       expect(error.code).toBe('key_limit_exceeded')
       expect(error.limitUsdc).toBe('0.000200')
       expect(resets).toContain(error.limitResetsAt as string)
@@ -179,8 +211,7 @@ describe('setting a budget', () => {
   test('a limit below what the key spent in its period is a 409 that changes nothing; once the period moved on it is not', async () => {
     const buyer = await fundedBuyer(stack)
     const key = await mint(buyer, { name: 'agent', limitUsdc: '1', limitReset: 'daily' })
-    const client = new OpenAI({ apiKey: key.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
-    await routes.chat(client)()
+    await routes.chat!(key.apiKey)()
     await waitForLastUsed(stack, key.apiKey)
     const before = await snapshotKeys(stack.store, stack.keys.prefix)
     const below = await patch(buyer.apiKey, key.id, { limitUsdc: '0' })

@@ -100,6 +100,8 @@ test('tools, tool_choice, sampling, stop sequences, metadata and thinking', () =
     function: { name: 'look' },
   })
   expect(translate({ ...base, tool_choice: { type: 'none' } }).chat.tool_choice).toBe('none')
+  expect(translate({ ...base, tool_choice: { type: 'auto' } }).chat).toMatchObject({ tool_choice: 'auto' })
+  expect(translate({ ...base, tool_choice: { type: 'auto' } }).chat.parallel_tool_calls).toBeUndefined()
   const thinking = (budget: number) =>
     translate({ ...base, max_tokens: 40_000, thinking: { type: 'enabled', budget_tokens: budget } })
   expect(thinking(1024).chat.reasoning_effort).toBe('low')
@@ -109,4 +111,42 @@ test('tools, tool_choice, sampling, stop sequences, metadata and thinking', () =
   expect(() => translate({ ...base, thinking: { type: 'enabled', budget_tokens: 100 } })).toThrow(
     'budget_tokens',
   )
+})
+
+test('system as text blocks is one system message; a block that is not text is refused by name', () => {
+  const messages = [{ role: 'user', content: 'hi' }]
+  const system = [
+    { type: 'text', text: 'Be brief.', cache_control: { type: 'ephemeral' } },
+    { type: 'text', text: 'Answer in French.' },
+  ]
+  expect(translate({ system, messages }).chat.messages).toEqual([
+    { role: 'system', content: 'Be brief.\nAnswer in French.' },
+    { role: 'user', content: 'hi' },
+  ])
+  const image = { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }
+  expect(() => translate({ system: [image], messages })).toThrow("system[0] of type 'image'")
+})
+
+test("a tool's hints are accepted; a tool field that cannot be honoured is refused by name", () => {
+  const messages = [{ role: 'user', content: 'hi' }]
+  const tool = { name: 'look', input_schema: { type: 'object' } }
+  const hinted = {
+    ...tool,
+    cache_control: { type: 'ephemeral' },
+    eager_input_streaming: true,
+    defer_loading: false,
+    allowed_callers: ['direct'],
+  }
+  expect(translate({ messages, tools: [hinted] }).chat.tools).toEqual([
+    { type: 'function', function: { name: 'look', parameters: { type: 'object' } } },
+  ])
+  for (const [extra, named] of [
+    [{ input_examples: [{ at: 'a' }] }, 'tools[0].input_examples'],
+    [{ defer_loading: true }, 'tools[0].defer_loading'],
+    [{ allowed_callers: ['code_execution_20250825'] }, 'tools[0].allowed_callers'],
+    [{ colour: 'red' }, 'tools[0].colour'],
+  ] as const) {
+    expect(() => translate({ messages, tools: [{ ...tool, ...extra }] })).toThrow(named)
+  }
+  expect(() => translate({ messages: [{ ...messages[0], name: 'ann' }] })).toThrow('messages[0].name')
 })

@@ -1,16 +1,28 @@
 // POST /v1/messages on the wire: Anthropic's event sequence with the cost on message_delta, the key
 // as x-api-key or Bearer (cookies still refused), refusals in Anthropic's error shape with the
 // contract's code and hints (400, 429 with retry-after, 503), a cut stream ending with the error
-// event, and bad bodies refused with nothing changed in Redis.
+// event, message_delta and message_stop only once the clear committed, fall-forward and the
+// request's record as on chat, and bad bodies refused with nothing changed in Redis.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { createHash } from 'node:crypto'
 import fc from 'fast-check'
 import { auditAll } from '../../src/cli/audit.ts'
 import { messagesUsage, stopReason } from '../../src/inference/messages-object.ts'
-import { parseMicros } from '../../src/money/units.ts'
+import { formatMicros, parseMicros } from '../../src/money/units.ts'
+import type { RequestView } from '../../src/records/lookup.ts'
+import { SCRIPTS } from '../../src/redis/script-registry.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
-import { balances, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
+import { balances, expectedCost, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
+import { startRedisProxy } from '../helpers/redis-proxy.ts'
 import { expectShapedRefusal } from '../helpers/refusals.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { snapshotKeys, startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
+
+/**
+ * The clear on the wire, either way it travels: an FCALL on the native connection (the function's
+ * name ends in `_clear`), or ioredis's EVALSHA of the script while that connection reconnects.
+ */
+const CLEAR = ['_clear\r\n', createHash('sha1').update(SCRIPTS.clear.lua).digest('hex')]
 
 let stack: TestStack
 let buyer: TestAccount
@@ -62,7 +74,21 @@ describe('the stream', () => {
     const names = got.map((e) => e.name)
     expect(names.slice(0, 3)).toEqual(['message_start', 'ping', 'content_block_start'])
     expect(names.slice(-3)).toEqual(['content_block_stop', 'message_delta', 'message_stop'])
-    expect(names.filter((n) => n === 'content_block_delta')).toHaveLength(9)
+    // One text block: opened empty, filled by text_delta pieces, closed.
+    expect(got.find((e) => e.name === 'content_block_start')!.data).toEqual({
+      type: 'content_block_start',
+      index: 0,
+      content_block: { type: 'text', text: '', citations: null },
+    })
+    const deltas = got.filter((e) => e.name === 'content_block_delta').map((e) => e.data)
+    expect(deltas).toHaveLength(9)
+    for (const delta of deltas) {
+      expect(delta).toMatchObject({ index: 0, delta: { type: 'text_delta', text: expect.any(String) } })
+    }
+    expect(got.find((e) => e.name === 'content_block_stop')!.data).toEqual({
+      type: 'content_block_stop',
+      index: 0,
+    })
     const delta = got.find((e) => e.name === 'message_delta')!.data as {
       delta: unknown
       usage: { input_tokens: number; output_tokens: number }
@@ -115,6 +141,37 @@ test('silence is filled with ping events, and a stalled supplier ends with the e
   }
 })
 
+test('a clear its script refuses: no message_delta nor message_stop, the error event settle_failed, nothing charged', async () => {
+  // The gateway reaches Redis through a proxy that answers the clear with an error in Redis's place.
+  const target = new URL(testRedisUrl())
+  const proxy = startRedisProxy({ host: target.hostname, port: Number(target.port) })
+  // The proxy answers a cued command's whole chunk: no reaper call may share the clear's write.
+  const local = await startStack({ env: { REDIS_URL: proxy.url, SVC_REAP_INTERVAL_MS: '60000' } })
+  try {
+    await simOffer(local, 40)
+    const who = await fundedBuyer(local)
+    const before = await balances(local, who.accountId)
+    proxy.refuse(CLEAR, 'ERR user_script:1: refused')
+    const response = await messages({ ...ASK, stream: true }, { 'x-api-key': who.apiKey }, local)
+    const got = events(await response.text())
+    const names = got.map((e) => e.name)
+    expect(names).toContain('content_block_delta')
+    expect(names).not.toContain('message_delta')
+    expect(names).not.toContain('message_stop')
+    expect(got.at(-1)!.data).toMatchObject({
+      type: 'error',
+      error: { type: 'api_error', code: 'settle_failed', supportReference: expect.stringMatching(/^sr_/) },
+    })
+    // Nothing spent: the hold stays until the reaper returns it, as for a clear that did not run.
+    const after = await balances(local, who.accountId)
+    expect(after.spent).toBe(before.spent)
+    expect(after.confirmed + after.held).toBe(before.confirmed)
+  } finally {
+    await local.stop()
+    proxy.stop()
+  }
+})
+
 describe('the key', () => {
   test('x-api-key or Bearer: the same key, the same answer', async () => {
     const ways: Record<string, string>[] = [
@@ -159,6 +216,7 @@ describe('refusals', () => {
     const cases: [Record<string, unknown>, string][] = [
       [{ ...ASK, max_tokens: undefined }, 'max_tokens'],
       [{ ...ASK, mcp_servers: [] }, 'mcp_servers'],
+      [{ ...ASK, stream: true, container: 'c1' }, 'container'],
       [{ ...ASK, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'web_search_20250305'],
       [{ ...ASK, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, 'document'],
       [{ ...ASK, tool_choice: { type: 'sometimes' } }, 'tool_choice'],
@@ -168,6 +226,11 @@ describe('refusals', () => {
         'messages[0].content[0].text',
       ],
       [{ ...ASK, metadata: { tenant: 'x' } }, 'metadata.tenant'],
+      [
+        { ...ASK, tools: [{ name: 'f', input_schema: { type: 'object' }, input_examples: [{}] }] },
+        'tools[0].input_examples',
+      ],
+      [{ ...ASK, messages: [{ role: 'user', content: 'hi', name: 'ann' }] }, 'messages[0].name'],
       [{ ...ASK, thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: 2000 }, 'thinking'],
       [{ ...ASK, output_config: { format: { type: 'xml' } } }, 'output_config.format'],
       // The catalog says llama-3.3-70b has no vision.
@@ -195,6 +258,39 @@ describe('refusals', () => {
     expect(await moneyKeys()).toEqual(before)
   })
 
+  test('the model: bare or svc/ on both routes; unknown is not_found_error, not a text model invalid_request_error', async () => {
+    const count = (body: Record<string, unknown>) =>
+      fetch(`${stack.url}/v1/messages/count_tokens`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': buyer.apiKey },
+        body: JSON.stringify(body),
+      })
+    for (const model of ['llama-3.3-70b', 'svc/llama-3.3-70b']) {
+      const answered = await messages({ ...ASK, model }, { 'x-api-key': buyer.apiKey })
+      expect(answered.status).toBe(200)
+      expect(await answered.json()).toMatchObject({ type: 'message', model: 'llama-3.3-70b' })
+      const counted = await count({ model, messages: ASK.messages })
+      expect(counted.status).toBe(200)
+      expect(((await counted.json()) as { input_tokens: number }).input_tokens).toBeGreaterThan(0)
+    }
+    const before = await moneyKeys()
+    for (const [model, status, type, code] of [
+      ['no-such-model', 404, 'not_found_error', 'model_not_found'],
+      ['flux-dev', 400, 'invalid_request_error', undefined],
+    ] as const) {
+      for (const response of [
+        await messages({ ...ASK, model }, { 'x-api-key': buyer.apiKey }),
+        await count({ model, messages: ASK.messages }),
+      ]) {
+        expect(response.status).toBe(status)
+        const body = (await response.json()) as { type: string; error: { type: string; code: string } }
+        expect(body).toMatchObject({ type: 'error', error: { type } })
+        if (code) expect(body.error.code).toBe(code)
+      }
+    }
+    expect(await moneyKeys()).toEqual(before)
+  })
+
   test("503 as overloaded_error with the contract's hints; the buyer's max price is the remedy", async () => {
     const capped = await fundedBuyer(stack)
     const patched = await keyFetch(stack, capped.apiKey, '/v1/agent/max-price', {
@@ -205,6 +301,9 @@ describe('refusals', () => {
     const response = await messages(ASK, { 'x-api-key': capped.apiKey })
     expect(response.status).toBe(503)
     expect(response.headers.get('x-svc-error-code')).toBe('no_eligible_supply')
+    expect(response.headers.get('x-svc-cheapest-posted-cents')).toBe('40')
+    expect(response.headers.get('x-svc-buyer-max-cents')).toBe('30')
+    expect(response.headers.get('x-svc-support-reference')).toMatch(/^sr_/)
     expect(await response.json()).toMatchObject({
       type: 'error',
       error: {
@@ -213,6 +312,14 @@ describe('refusals', () => {
         buyerMaxCents: 30,
         cheapestPostedCents: 40,
       },
+    })
+    // Asked to stream, refused before any byte: the same JSON refusal, not an event stream.
+    const streamed = await messages({ ...ASK, stream: true }, { 'x-api-key': capped.apiKey })
+    expect(streamed.status).toBe(503)
+    expect(streamed.headers.get('content-type')).toStartWith('application/json')
+    expect(await streamed.json()).toMatchObject({
+      type: 'error',
+      error: { type: 'overloaded_error', code: 'no_eligible_supply' },
     })
   })
 
@@ -317,6 +424,114 @@ test('usage: prompt tokens billed as cache reads and writes are named so, the re
     output_tokens: 7,
     cache_creation_input_tokens: null,
     cache_read_input_tokens: null,
+  })
+})
+
+test('image blocks on a model with vision: served as the chat call, held and charged like any prompt', async () => {
+  // The simulated catalog has no vision model: llama-3.3-70b is given vision in Redis's catalog.
+  const setVision = async (on: boolean) => {
+    const entry = JSON.parse((await stack.store.hget(stack.keys.catalog, 'llama-3.3-70b'))!)
+    entry.row.capabilities.supportsVision = on
+    await stack.store.hset(stack.keys.catalog, 'llama-3.3-70b', JSON.stringify(entry))
+    await until(async () => {
+      const row = (await (await fetch(`${stack.url}/v1/models/llama-3.3-70b`)).json()) as {
+        capabilities: { supportsVision: boolean }
+      }
+      return row.capabilities.supportsVision === on
+    })
+  }
+  // An 8x8 PNG as far as its header: the size is all the hold reads of it.
+  const header = Buffer.alloc(33)
+  header.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13], 0)
+  header.write('IHDR', 12)
+  header.writeUInt32BE(8, 16)
+  header.writeUInt32BE(8, 20)
+  await setVision(true)
+  try {
+    const content = [
+      { type: 'text', text: 'What is in these?' },
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: header.toString('base64') } },
+      { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } },
+    ]
+    const withImages = { ...ASK, messages: [{ role: 'user', content }] }
+    // The images reach the chat call: a balance that holds the text alone cannot hold them too
+    // (an image of unknown size is held at the tokens of the largest).
+    const poor = await fundedBuyer(stack, '0.001000')
+    const short = await messages(withImages, { 'x-api-key': poor.apiKey })
+    expect(short.status).toBe(402)
+    expect(await short.json()).toMatchObject({ type: 'error', error: { type: 'billing_error' } })
+    const textOnly = { ...ASK, messages: [{ role: 'user', content: content.slice(0, 1) }] }
+    expect((await messages(textOnly, { 'x-api-key': poor.apiKey })).status).toBe(200)
+
+    const before = await balances(stack, buyer.accountId)
+    const response = await messages(withImages, { 'x-api-key': buyer.apiKey })
+    expect(response.status).toBe(200)
+    const message = (await response.json()) as {
+      content: { type: string; text: string }[]
+      usage: { input_tokens: number; output_tokens: number }
+    }
+    expect(message.content.map((b) => b.type)).toEqual(['text'])
+    expect(message.usage.output_tokens).toBe(9)
+    const after = await balances(stack, buyer.accountId)
+    expect(parseMicros(response.headers.get('x-svc-cost-usdc')!)).toBe(before.confirmed - after.confirmed)
+    expect(after.held).toBe(0)
+  } finally {
+    await setVision(false)
+  }
+})
+
+describe('the same pipeline as chat', () => {
+  const record = async (reference: string) => {
+    const response = await keyFetch(stack, buyer.apiKey, `/v1/agent/requests/${reference}`)
+    expect(response.status).toBe(200)
+    return (await response.json()) as RequestView
+  }
+
+  test('fall-forward: the cheapest fails before any byte, the next serves at its ask; the record has both', async () => {
+    const next = await simOffer(stack, 44)
+    await simKey(stack, offer.upstreamKey, { fault: 'error_5xx', times: 1 })
+    const before = await balances(stack, buyer.accountId)
+    const response = await messages(ASK, { 'x-api-key': buyer.apiKey })
+    expect(response.status).toBe(200)
+    const message = (await response.json()) as { usage: { input_tokens: number; output_tokens: number } }
+    expect(response.headers.get('x-svc-clearing-price-cents')).toBe('44')
+    const usage = {
+      prompt_tokens: message.usage.input_tokens,
+      completion_tokens: message.usage.output_tokens,
+    }
+    const after = await balances(stack, buyer.accountId)
+    expect(before.confirmed - after.confirmed).toBe(expectedCost(usage, 44))
+    expect(response.headers.get('x-svc-cost-usdc')).toBe(formatMicros(expectedCost(usage, 44)))
+    expect(after.held).toBe(0)
+    const reference = response.headers.get('x-svc-support-reference')!
+    const recorded = await record(reference)
+    expect(recorded).toMatchObject({
+      status: 'completed',
+      model: 'llama-3.3-70b',
+      costUsdc: response.headers.get('x-svc-cost-usdc'),
+      clearingPriceCents: 44,
+      usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, estimated: false },
+    })
+    expect(recorded.attempts.map((a) => [a.attempt, a.offerId, a.outcome])).toEqual([
+      [1, offer.id, 'failed'],
+      [2, next.id, 'completed'],
+    ])
+  })
+
+  test('streamed: the record holds what message_delta said', async () => {
+    const response = await messages({ ...ASK, stream: true }, { 'x-api-key': buyer.apiKey })
+    const delta = events(await response.text()).find((e) => e.name === 'message_delta')!.data as {
+      usage: { input_tokens: number; output_tokens: number }
+      costUsdc: string
+      clearingPriceCents: number
+      supportReference: string
+    }
+    expect(await record(delta.supportReference)).toMatchObject({
+      status: 'completed',
+      costUsdc: delta.costUsdc,
+      clearingPriceCents: delta.clearingPriceCents,
+      usage: { inputTokens: delta.usage.input_tokens, outputTokens: delta.usage.output_tokens },
+    })
   })
 })
 
