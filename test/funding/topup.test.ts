@@ -66,6 +66,8 @@ describe('the top-up routes', () => {
     const html = await response.text()
     const script = /<script>([\s\S]*?)<\/script>/.exec(html)?.[1] ?? ''
     expect(script).toContain('eth_signTypedData_v4')
+    // A pending payment is asked after as often as the watcher looks (50 ms here), not slower.
+    expect(html).toContain('data-poll-ms="50"')
     const hash = createHash('sha256').update(script).digest('base64')
     const csp = response.headers.get('content-security-policy') ?? ''
     expect(csp).toContain(`script-src 'sha256-${hash}'`)

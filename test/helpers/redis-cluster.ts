@@ -1,5 +1,5 @@
 // Real redis-server processes in the modes REDIS_URL names beyond one server: a Cluster of masters
-// made with `redis-cli --cluster create`, and plain servers for a Sentinel to watch.
+// joined as `redis-cli --cluster create` joins them, and plain servers for a Sentinel to watch.
 import Redis from 'ioredis'
 import {
   type ClusterNode,

@@ -104,7 +104,7 @@ test('after a restart that loads the data set, scripts and reads come back toget
     expect([await script(), await read()]).toEqual(['away', 'away'])
     // The lane's socket may be open again long before Redis has loaded: it serves no script then.
     expect(store.lane).toBeUndefined()
-    await loading.loaded()
+    await loading.finish()
     // The first script served after the load: the read right behind it finds the store up too.
     await until(async () => (await script()) === 'served', 5)
     expect(await read()).toBe('served')

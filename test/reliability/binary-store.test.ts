@@ -65,7 +65,7 @@ test('the compiled binary: a command lost in flight, Redis loading, Redis stoppe
   await pad(redis.url, 5_000)
   loading = await restartLoading(redis)
   await storeAway()
-  await loading.loaded()
+  await loading.finish()
   await storeBack()
 
   await loading.stop()

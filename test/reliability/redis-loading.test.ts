@@ -42,7 +42,7 @@ test('Redis loading its data set: 503 store_unavailable, /readyz 503; loaded: se
   }
   expect((await fetch(`${stack.url}/readyz`)).status).toBe(503)
 
-  await loading.loaded()
+  await loading.finish()
   await until(async () => (await fetch(`${stack.url}/readyz`)).status === 200, 50)
   const served = await chat(false)
   expect(served.status).toBe(200)
@@ -59,7 +59,7 @@ test('just after the load, a replica that serves a paid request also serves the 
   // The server now running is the one the first test restarted: that one is saved and killed.
   const running = loading
   loading = await restartLoading({ ...redis, kill: () => running?.stop() ?? redis.kill() })
-  await loading.loaded()
+  await loading.finish()
   // The first paid request served after the load: the account read right behind it must not
   // find the store away (both ride the same readiness, whichever connection carries them).
   await until(async () => (await chat()).status === 200, 50)

@@ -40,6 +40,9 @@ const PAGE_HEADERS = {
   'referrer-policy': 'no-referrer',
 }
 
+/** The page asks after a pending payment this often, or as often as the watcher looks when that is sooner. */
+const PAGE_POLL_MS = 1_500
+
 const TRANSACTION = /^0x[0-9a-fA-F]{64}$/
 
 export function topupRoutes(deps: FundingRouteDeps) {
@@ -48,9 +51,11 @@ export function topupRoutes(deps: FundingRouteDeps) {
   if (!funding) return app
   const { payments, fuse, ledger } = funding
   const accounts = new AccountStore(deps.store, deps.keys)
+  const pollMs = Math.min(PAGE_POLL_MS, funding.config.watchIntervalMs)
+  const served = page.replace('data-poll-ms="1500"', `data-poll-ms="${pollMs}"`)
 
   return app
-    .get('/topup', () => new Response(page, { headers: PAGE_HEADERS }))
+    .get('/topup', () => new Response(served, { headers: PAGE_HEADERS }))
     .post(
       '/v1/x402/topup',
       async ({ body, request, set }) => {

@@ -65,9 +65,20 @@ async function fromSource(bundle: HTMLBundle): Promise<BuiltPage> {
   return { html: linkAssets(html, assets.keys()), assets }
 }
 
+// Each page is built once per process, whatever the number of apps that serve it (bundling from
+// source takes a second of CPU; the tests start many apps).
+const built = new Map<string, Promise<BuiltPage>>()
+
 /** The page and its files, from the binary when it was compiled, else bundled now. */
 export function buildPage(bundle: HTMLBundle): Promise<BuiltPage> {
   // HTMLBundle's fields are getters: read them here, never spread the object.
-  const files = bundle.files
-  return files ? fromBinary(bundle.index, files) : fromSource(bundle)
+  const index = bundle.index
+  let page = built.get(index)
+  if (!page) {
+    const files = bundle.files
+    page = files ? fromBinary(index, files) : fromSource(bundle)
+    built.set(index, page)
+    page.catch(() => built.delete(index))
+  }
+  return page
 }
