@@ -92,7 +92,9 @@ export async function lookupRequest(
 ): Promise<RequestView | null> {
   if (!SUPPORT_REFERENCE.test(supportReference)) return null
   const pipeline = store.pipeline()
-  for (let n = 1; n <= MAX_ATTEMPTS; n++) pipeline.hgetall(keys.attempt(attemptIdOf(supportReference, n)))
+  // The caller's own: where its account's attempts are, one slot for all of them.
+  for (let n = 1; n <= MAX_ATTEMPTS; n++)
+    pipeline.hgetall(keys.accountAttempt(accountId, attemptIdOf(supportReference, n)))
   const ended: EndedAttempt[] = []
   for (const [error, row] of (await pipeline.exec()) ?? []) {
     if (error) throw error

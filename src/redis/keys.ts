@@ -104,6 +104,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * ended attempt is its request's record (src/records/lookup.ts); it expires by retention.
      */
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
+    /** An account's attempt, where its account's keys are (its shard's, when held apart). */
+    accountAttempt: (accountId: string, attemptId: string) => accountKey(accountId, `attempt:${attemptId}`),
     /**
      * hash, one per attempt whose offer was reserved apart from its account's hold (on a Cluster,
      * under the offer's base; lua/reserve.lua): state (reserved|posted|voided), offerId, accountId,

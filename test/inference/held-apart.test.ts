@@ -138,6 +138,20 @@ describe('the request path held apart', () => {
     const served = await offerRow(live)
     expect(Number(served.earned) + Number(served.fees ?? 0)).toBe(cost)
     expect(Number((await accountRow(b.accountId)).spent)).toBe(cost)
+    // The request's record, read from the account's own shard: both attempts, the second served.
+    const reference = response.headers.get('x-svc-support-reference')!
+    const record = await fetch(`${stack.url}/v1/agent/requests/${reference}`, {
+      headers: { authorization: `Bearer ${b.apiKey}` },
+    })
+    expect(record.status).toBe(200)
+    const view = (await record.json()) as {
+      status: string
+      costUsdc: string
+      attempts: { offerId: string }[]
+    }
+    expect(view.status).toBe('completed')
+    expect(Number(view.costUsdc) * 1e6).toBe(cost)
+    expect(view.attempts.map((a) => a.offerId)).toEqual([dead, live])
     await Promise.all([removeOffer(dead), removeOffer(live)])
   })
 
@@ -148,6 +162,12 @@ describe('the request path held apart', () => {
     const error = await b.client.chat.completions.create({ model, messages }).catch((e) => e)
     expect(error).toBeInstanceOf(OpenAI.APIError)
     expect(error.code).toBe('no_eligible_supply')
+    // The refusal is recorded on the account's own shard.
+    const reference = error.headers.get('x-svc-support-reference')
+    const record = await fetch(`${stack.url}/v1/agent/requests/${reference}`, {
+      headers: { authorization: `Bearer ${b.apiKey}` },
+    })
+    expect(((await record.json()) as { status: string }).status).toBe('refused')
     expect(await accountRow(b.accountId)).toMatchObject({ confirmed: before.confirmed, held: '0' })
     const offer = await offerRow(offerId)
     expect(offer).toMatchObject({ held: '0', inflight: '0' })
