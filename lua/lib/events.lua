@@ -52,8 +52,8 @@ local function emit_clear_events(a, charged, confirmed, now)
     'pspent:' .. a.keyId, 'held:' .. a.keyId, marker)
   if not b[1] then return end
   local limit, spent = int(b[1]), int(b[2])
-  if a.period then
-    if b[3] ~= a.period then return end
+  if b[3] then
+    if not in_period(b[3], a.period, a.admittedAt) then return end
     spent = int(b[4])
   end
   local data = { keyId = a.keyId, limitUsdc = usdc(limit), spentUsdc = usdc(spent) }

@@ -122,7 +122,7 @@ export const SCRIPTS = {
   setKeyLimit: standalone(
     withNumbers(setKeyLimit),
     3,
-    ['keyId', 'keyDigest', 'limit', 'name', 'callerKeyId', 'limitReset'],
+    ['keyId', 'keyDigest', 'limit', 'name', 'callerKeyId', 'limitReset', 'now'],
     false,
     2,
   ),
