@@ -1,8 +1,9 @@
 // Periodic key budgets over real HTTP on a real Redis, with the simulated supplier and the openai
 // SDK: a key minted with limitUsdc and limitReset spends up to its limit in the period, is refused
 // 403 key_limit_exceeded (with when it resets) on chat and Responses (the openai SDK), images, video
-// and Messages (Anthropic's error shape), and spends again once the period moved on; GET /v1/agent/keys shows what it spent in the period and when it resets; bad
-// input is a 400 that changes nothing, and a limited key binds the periods too.
+// and Messages (Anthropic's error shape), and spends again once the period moved on;
+// GET /v1/agent/keys shows what it spent in the period and when it resets; bad input is a 400 that
+// changes nothing, and a limited key binds the periods too.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
 import { type LimitReset, periodEnd, periodStart } from '../../src/accounts/budget-periods.ts'
