@@ -21,7 +21,7 @@ import type { WebhookStore } from './endpoints.ts'
 import { DELIVERY_GROUP, type Owner } from './events.ts'
 
 const BATCH = 50
-export const SWEEP_MS = 60_000
+const SWEEP_MS = 60_000
 type Entry = [string, string[]]
 
 export class WebhookConsumer {
