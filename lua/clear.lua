@@ -85,12 +85,14 @@ else
   -- reaped: the hold went back already; take what the balance can pay, never below zero, and
   -- never more than the key's limit has left (its spent and held count, as at admission)
   local key_spent = 'spent:' .. a.keyId
-  local b = rcall('HMGET', account, 'confirmed', 'limit:' .. a.keyId, key_spent, 'held:' .. a.keyId)
+  local b = rcall('HMGET', account, 'confirmed', 'limit:' .. a.keyId, key_spent, 'held:' .. a.keyId,
+    'pstart:' .. a.keyId, 'pspent:' .. a.keyId)
   confirmed = int(b[1])
   charged = math.min(cost, confirmed)
   if b[2] then
     local used = int(b[3])
-    if a.period then used = spent_in_period(account, a) end
+    -- A periodic budget: what it spent in its current period, if that admitted the request.
+    if b[5] then used = in_period(b[5], a.period, a.admittedAt) and int(b[6]) or nil end
     local left = used and int(b[2]) - used - int(b[4]) or 0
     if left < 0 then left = 0 end
     if charged > left then charged = left end
@@ -101,7 +103,7 @@ else
     rcall('HINCRBY', account, 'confirmed', s(-charged))
     rcall('HINCRBY', account, 'spent', s(charged))
     rcall('HINCRBY', account, key_spent, s(charged))
-    count_in_period(account, a, charged)
+    count_in_period(account, a, charged, b[5])
   end
   if o then
     rcall('HINCRBY', offer, 'burned', s(burn))

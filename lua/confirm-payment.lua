@@ -2,7 +2,7 @@
   confirm-payment: move one credited payment from pending to confirmed (spendable) once its block
   has enough confirmations. Every replica may run the watcher; the state check makes each payment
   move once. In a market held apart the account is on another slot: lua/confirm-pending.lua moves
-  its balance first, idempotently by payment, and this step only marks the payment (KEYS[3..5]
+  its balance first, idempotently by payment, and this step only marks the payment (KEYS[3..6]
   absent).
 
   KEYS[1]  payment hash             (x402:payment:<paymentId>)
@@ -10,6 +10,7 @@
   KEYS[3]  account hash             (acct:<accountId>)                          } absent when
   KEYS[4]  the account's webhook hooks hash    (acct:<accountId>:hooks)          } held apart
   KEYS[5]  the account's webhook event stream  (acct:<accountId>:events)       }
+  KEYS[6]  the owners flagged for delivery     (webhooks:due)                   }
   ARGV[1]  paymentId: payment id
   ARGV[2]  accountId: account id               (must be the payment's)
 
@@ -19,7 +20,8 @@
            { -1 }                    the account is not the payment's
            { -7 }                    pending is below the amount (never driven negative; left for the audit)
   Times come from Redis TIME, in milliseconds. A confirmation writes funding.confirmed to the
-  account's event stream in the same call when one of its endpoints subscribes (as lib/events).
+  account's event stream in the same call when one of its endpoints subscribes, and flags the
+  account for the delivery consumers (as lib/events).
 ]]
 local rcall = redis.call
 
@@ -49,5 +51,6 @@ if rcall('HGET', KEYS[4], 't:funding.confirmed') then
   end
   rcall('XADD', KEYS[5], 'MAXLEN', '~', 10000, '*', 'type', 'funding.confirmed', 'at', now, 'data',
     cjson.encode({ paymentId = ARGV[1], amountUsdc = usdc(amount), confirmedUsdc = usdc(b[1]) }))
+  rcall('SADD', KEYS[6], 'acct:' .. ARGV[2])
 end
 return { 1, b[1], b[2] }

@@ -20,7 +20,10 @@
            no key that can lift a limit).
   ARGV[6]  limitReset: the new limitReset: daily, weekly or monthly; "none" makes the limit a lifetime one;
            "" leaves it. A budget that changes its period counts what the key spent in the period
-           it had as spent in the new one (from lifetime: nothing).
+           it had as spent in the new one (from lifetime: nothing); a request in flight counts in
+           the new one when it clears, as it was admitted within it (lib/numbers in_period).
+  ARGV[7]  now: the time now, ms ("": Redis TIME, as the gateway always sends): a test sets it to
+           stand where the requests in flight it admitted stand
 
   Returns {1, limit ("" none), spent, held, limitReset ("" lifetime or none), periodSpent,
            periodStart ("" none)}
@@ -62,7 +65,7 @@ if limit == '' and new_reset ~= '' then return { -9 } end
 -- What the key spent in the period it has now (0 once that period ended), carried into the new one.
 local period_spent, period = 0, ''
 if new_reset ~= '' then
-  local now = now_ms()
+  local now = ARGV[7] ~= '' and number(ARGV[7]) or now_ms()
   if reset ~= '' and k[5] == format('%d', period_start(reset, now)) then period_spent = number(k[6]) end
   period = format('%d', period_start(new_reset, now))
 end

@@ -4,21 +4,14 @@
 -- Each hash is read once and written once: every call counts on the hot path, and inside one
 -- script a read-then-write is as atomic as HINCRBY.
 
--- A periodic key's charge counts in the period its attempt was admitted in (the attempt's period,
--- lua/admit.lua): while that is still the key's current period, in its pspent; once the key rolled
--- on to a later period, in none, since no later period admitted it (the ended period's spent is
--- no longer read by anything). Exact either way: never in a period that did not admit it.
-local function count_in_period(account, a, charge)
-  if a.period and charge > 0 and rcall('HGET', account, 'pstart:' .. a.keyId) == a.period then
+-- A periodic key's charge counts in its current period's pspent when the request was admitted in
+-- that period (lib/numbers in_period): once the key rolled on to a later period, in none, since no
+-- later period admitted it (the ended period's spent is no longer read by anything). Exact either
+-- way: never in a period that did not admit it. pstart: the key's current period, as read.
+local function count_in_period(account, a, charge, pstart)
+  if charge > 0 and in_period(pstart, a.period, a.admittedAt) then
     rcall('HINCRBY', account, 'pspent:' .. a.keyId, s(charge))
   end
-end
-
--- What a periodic key spent in the attempt's period, or nil once the key rolled on past it.
-local function spent_in_period(account, a)
-  local p = rcall('HMGET', account, 'pstart:' .. a.keyId, 'pspent:' .. a.keyId)
-  if p[1] ~= a.period then return nil end
-  return int(p[2])
 end
 
 -- The account's side of ending an attempt: its hold back to the buyer, `charge` (micro-USDC) of it
@@ -30,7 +23,8 @@ local function unwind_hold(a, charge)
   -- account's: the same read and the same write.
   -- Its in-flight counts too (a count at zero stays, as '0': one field per key, never an extra call).
   local key_held, key_spent, key_inflight = 'held:' .. a.keyId, 'spent:' .. a.keyId, 'inflight:' .. a.keyId
-  local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent, 'inflight', key_inflight)
+  local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent, 'inflight', key_inflight,
+    'pstart:' .. a.keyId)
   local confirmed = int(b[2]) + hold - charge
   local kh = int(b[4]) - hold
   -- an attempt admitted before keys kept their holds has none to give back
@@ -44,7 +38,7 @@ local function unwind_hold(a, charge)
     local group_field = 'group:' .. a.capGroup
     if int(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
   end
-  count_in_period(account, a, charge)
+  count_in_period(account, a, charge, b[8])
   return confirmed
 end
 
@@ -95,10 +89,10 @@ end
 -- is read there (read_cleared).
 local function read_attempt(id)
   local f = rcall('HMGET', k_attempt(id), 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc',
-    'holdDiem', 'model', 'capGroup', 'period')
+    'holdDiem', 'model', 'capGroup', 'period', 'admittedAt')
   if not f[1] then return nil end
   return { id = id, state = f[1], accountId = f[2], keyId = f[3], offerId = f[4], askCents = f[5],
-    holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9], period = f[10] }
+    holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9], period = f[10], admittedAt = f[11] }
 end
 
 -- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed, fee (false when none).

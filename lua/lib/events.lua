@@ -3,7 +3,9 @@
 -- only when one of the owner's endpoints subscribes to the type: one HGET of the owner's hooks hash
 -- (kept by lua/webhook-put.lua and webhook-delete.lua: t:<type> -> endpoints, low:<id> -> threshold).
 -- One stream per owner, under the owner's own name (acct:<id>, supplier:<id>): when the market is
--- sharded by owner its events move with it, and one owner's backlog never delays another's.
+-- sharded by owner its events move with it, and one owner's backlog never delays another's. The
+-- owner is flagged in the due set on the same slot (webhooks:due), so a consumer's pass costs the
+-- owners with something to send, not every owner with an endpoint.
 -- Includes lib/keys, lib/numbers. Capped near EVENTS_MAXLEN: a stream is trimmed, never unbounded.
 local EVENTS_MAXLEN = 10000
 
@@ -19,6 +21,8 @@ local function emit_event(owner, kind, now, data)
   local at = type(now) == 'string' and now or s(now)
   rcall('XADD', k_events(owner), 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', kind, 'at', at,
     'data', cjson.encode(data))
+  -- Flagged for the consumers, which read only flagged owners' streams between sweeps.
+  rcall('SADD', K_WEBHOOKS_DUE, owner)
 end
 
 -- After a clear charged `charged` and left `confirmed` spendable: balance.low for each endpoint's
@@ -52,8 +56,8 @@ local function emit_clear_events(a, charged, confirmed, now)
     'pspent:' .. a.keyId, 'held:' .. a.keyId, marker)
   if not b[1] then return end
   local limit, spent = int(b[1]), int(b[2])
-  if a.period then
-    if b[3] ~= a.period then return end
+  if b[3] then
+    if not in_period(b[3], a.period, a.admittedAt) then return end
     spent = int(b[4])
   end
   local data = { keyId = a.keyId, limitUsdc = usdc(limit), spentUsdc = usdc(spent) }

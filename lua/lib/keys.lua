@@ -3,7 +3,7 @@
 -- Set per call by use_keyspace (the scripts' prologue): loaded as a Redis function library, this
 -- file runs once, before any call has KEYS.
 local BASE, K_LADDER, K_OFFERS, K_LEASES, K_MARKET, K_WRITEOFFS, K_ENDED
-local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS, K_PAYOUTS_OPEN
+local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS, K_PAYOUTS_OPEN, K_WEBHOOKS_DUE
 local function use_keyspace(base)
   if base == BASE then return end
   BASE = base
@@ -13,6 +13,8 @@ local function use_keyspace(base)
   K_SUPPLIERS, K_SUPPLIER_WALLETS = base .. 'suppliers', base .. 'supplierWallets'
   K_UPSTREAM_KEYS = base .. 'upstreamKeys'
   K_PAYOUTS_OPEN = base .. 'payouts:open'
+  -- The owners flagged for the delivery consumers: on this base's slot (an account's shard's).
+  K_WEBHOOKS_DUE = base .. 'webhooks:due'
 end
 local function k_account(id) return BASE .. 'acct:' .. id end
 local function k_account_keys(id) return BASE .. 'acct:' .. id .. ':keys' end

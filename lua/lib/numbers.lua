@@ -106,3 +106,14 @@ local function period_end(kind, start)
   end
   return start + days * DAY_MS
 end
+
+-- Whether a charge counts in a periodic key's current period, pstart (as the account hash keeps
+-- it; nil for none): the period its request was admitted in, `period` (the attempt's; nil when the
+-- key had a lifetime limit then), or, where the owner changed the key's reset since, the current
+-- period if the request was admitted within it (`admitted_at`, ms): a lifetime limit made daily,
+-- a daily one made weekly. Never a period that started after the admission: a clear past the
+-- boundary counts in the period that ended.
+local function in_period(pstart, period, admitted_at)
+  if not pstart then return false end
+  return pstart == period or int(admitted_at) >= int(pstart)
+end

@@ -151,6 +151,7 @@ export class ApiKeyStore {
         name: change.name ?? '',
         callerKeyId,
         limitReset: resetArg,
+        now: '',
       },
     )) as (string | number)[]
     const code = Number(reply[0])

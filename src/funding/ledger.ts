@@ -194,6 +194,7 @@ export class PaymentLedger {
         this.keys.account(accountId),
         this.keys.webhookHooks(`acct:${accountId}`),
         this.keys.webhookEvents(`acct:${accountId}`),
+        this.keys.webhookDue(`acct:${accountId}`),
       ],
       { paymentId: paymentIdValue, accountId },
     )) as [number, string?, string?]

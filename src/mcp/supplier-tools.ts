@@ -23,7 +23,8 @@ export const SUPPLIER_INSTRUCTIONS =
   'Sell inference capacity on the gateway. supplier_me shows earned, paid out, pending and payable ' +
   'USDC; post_offer puts an upstream key on the market at an ask; list_fills shows what cleared; ' +
   'request_payout sends payable USDC to the wallet on chain (one idempotencyKey per payout), ' +
-  'list_payouts follows it. ' +
+  'list_payouts follows it; list_webhooks and list_webhook_events show the webhook endpoints and ' +
+  'the events sent to them (payouts confirmed or failed, the supplier suspended or reinstated). ' +
   'Errors come back as tool errors carrying the HTTP status and the error.code of the API.'
 
 export const SUPPLIER_TOOLS: Tool[] = [
@@ -135,5 +136,21 @@ export const SUPPLIER_TOOLS: Tool[] = [
     input: pageInput,
     route: 'GET /v1/supplier/payouts',
     call: (args) => pageCall('/v1/supplier/payouts', args),
+  }),
+  tool({
+    name: 'list_webhooks',
+    description:
+      "The supplier's webhook endpoints (url, events; never a secret). Register one with POST /v1/supplier/webhooks: the secret is shown there once.",
+    input: noInput,
+    route: 'GET /v1/supplier/webhooks',
+    call: () => ({ method: 'GET', path: '/v1/supplier/webhooks' }),
+  }),
+  tool({
+    name: 'list_webhook_events',
+    description:
+      "The supplier's recent webhook events (payout.confirmed, payout.failed, supplier.suspended, supplier.reinstated), newest first: id, type, at, data, and each endpoint's delivery state (delivered, failing, unknown) with its last try. For the next page pass the answer's nextCursor as before.",
+    input: pageInput,
+    route: 'GET /v1/supplier/events',
+    call: (args) => pageCall('/v1/supplier/events', args),
   }),
 ]

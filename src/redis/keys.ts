@@ -217,8 +217,19 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     webhookLog: (owner: string, endpointId: string) => ownerKey(owner, `webhook:${endpointId}:log`),
     /** hash: "<event id>" -> tries so far, "<event id>:end" -> delivered | failed, per endpoint */
     webhookTries: (owner: string, endpointId: string) => ownerKey(owner, `webhook:${endpointId}:tries`),
-    /** set: every owner with an endpoint: the streams the delivery consumers read */
+    /** set: every owner with an endpoint: the streams the delivery consumers sweep now and then */
     webhookOwners: key('webhooks:owners'),
+    /**
+     * set: owners whose stream may have an event to send, added by the script that writes the event
+     * (lua/lib/events.lua), beside the owner's keys: an account's shard's set when held apart, the
+     * prefix's otherwise. The consumers read only these owners between sweeps.
+     */
+    webhookDue: (owner: string) =>
+      owner.startsWith('acct:') ? accountKey(owner.slice(5), 'webhooks:due') : key('webhooks:due'),
+    /** set: the prefix's webhookDue set: every owner's in one slot, a supplier's when held apart */
+    webhookDueOfPrefix: key('webhooks:due'),
+    /** set: held apart, every webhookDue set an owner with an endpoint may be flagged in */
+    webhookDueSets: key('webhooks:due-sets'),
 
     /** stream: operator actions (manual credits ...), never trimmed */
     audit: key('audit'),

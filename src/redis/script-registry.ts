@@ -124,7 +124,7 @@ export const SCRIPTS = {
   setKeyLimit: standalone(
     withNumbers(setKeyLimit),
     3,
-    ['keyId', 'keyDigest', 'limit', 'name', 'callerKeyId', 'limitReset'],
+    ['keyId', 'keyDigest', 'limit', 'name', 'callerKeyId', 'limitReset', 'now'],
     false,
     2,
   ),
@@ -271,7 +271,7 @@ export const SCRIPTS = {
     false,
     4,
   ),
-  confirmPayment: standalone(confirmPayment, 5, ['paymentId', 'accountId'], false, 2),
+  confirmPayment: standalone(confirmPayment, 6, ['paymentId', 'accountId'], false, 2),
   creditPending: standalone(creditPending, 2, ['accountId', 'paymentId', 'amount']),
   confirmPending: market([LIB.keys, LIB.numbers, LIB.events], confirmPending, [
     'accountId',

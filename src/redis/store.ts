@@ -50,6 +50,7 @@ const COMMANDS = [
   'set',
   'sismember',
   'smembers',
+  'srem',
   'time',
   'ttl',
   'type',

@@ -86,8 +86,11 @@ export class WebhookStore {
     const own = [this.keys.webhooks(owner), this.keys.webhookHooks(owner), this.keys.webhookEvents(owner)]
     const apart = this.keys.layout === 'apart'
     // Held apart, the owners' list is on another slot: the owner is listed first, so an endpoint
-    // is never written that no consumer reads.
-    if (apart) await this.store.sadd(this.keys.webhookOwners, owner)
+    // is never written that no consumer reads; so is the due set its events flag it in.
+    if (apart) {
+      await this.store.sadd(this.keys.webhookOwners, owner)
+      await this.store.sadd(this.keys.webhookDueSets, this.keys.webhookDue(owner))
+    }
     const result = (await runScript(
       this.store,
       'webhookPut',

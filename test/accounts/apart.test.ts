@@ -17,6 +17,8 @@ import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
+import { WebhookConsumer } from '../../src/webhooks/consumer.ts'
+import { WebhookDeliveries } from '../../src/webhooks/delivery.ts'
 import { WebhookStore } from '../../src/webhooks/endpoints.ts'
 import { admitRequest, meteredClear } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
@@ -376,6 +378,15 @@ describe('webhooks held apart', () => {
     await ledger.confirm(`84532:${tx}`, account.id)
     const events = await store.xrange(keys.webhookEvents(owner), '-', '+')
     expect(events.map(([, fields]) => fields[1])).toEqual(['funding.confirmed'])
+    // The same call flagged the account in its shard's due set, on its slot, which the consumers
+    // read: a pass that does not sweep finds the event there.
+    expect(await slotOf(keys.webhookDue(owner))).toBe(await slotOf(keys.account(account.id)))
+    expect(await store.smembers(keys.webhookDue(owner))).toEqual([owner])
+    expect(await store.sismember(keys.webhookDueSets, keys.webhookDue(owner))).toBe(1)
+    const config = { allowLoopback: true, timeoutMs: 200, backoffMs: 60_000, maxAttempts: 2, pollMs: 50 }
+    const deliveries = new WebhookDeliveries(store, keys, webhooks, config)
+    const consumer = new WebhookConsumer(store, keys, webhooks, deliveries, config)
+    expect(await consumer.pass(false)).toBe(1)
 
     await webhooks.remove(owner, endpoint.id)
     expect(await webhooks.list(owner)).toEqual([])

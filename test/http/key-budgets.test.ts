@@ -1,7 +1,8 @@
 // Periodic key budgets over real HTTP on a real Redis, with the simulated supplier and the openai
 // and Anthropic SDKs: a key minted with limitUsdc and limitReset spends up to its limit in the
-// period, is refused 403 key_limit_exceeded (with when it resets) on chat, on Responses and on
-// Messages (in Anthropic's shape, a permission_error), and spends again once the period moved on;
+// period, is refused 403 key_limit_exceeded (with when it resets) on chat and Responses (the openai
+// SDK), Messages (the Anthropic SDK, a permission_error), images and video, and spends again once
+// the period moved on;
 // GET /v1/agent/keys shows what it spent in the period and when it resets; bad input is a 400 that
 // changes nothing, and a limited key binds the periods too.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -24,7 +25,7 @@ import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 beforeAll(async () => {
-  stack = await startStack()
+  stack = await startStack({ sim: { videoJobMs: 100 } })
   await simOffer(stack, 40, { capacityDiem: '1000' })
 })
 afterAll(() => stack.stop())
@@ -165,6 +166,102 @@ describe('a daily budget, end to end with the SDKs', () => {
       expect(await listed(buyer, key!.id)).toMatchObject({
         spentUsdc: formatMicros(first.charged + second.charged),
         periodSpentUsdc: formatMicros(second.charged),
+      })
+      expect(await auditAll(stack.store, stack.keys)).toEqual([])
+    })
+  }
+})
+
+/** Sends one video job: queued (its worst case held), then retrieved until its MP4 clears it. */
+async function videoJob(apiKey: string): Promise<Response> {
+  const queued = await call(apiKey, '/v1/video/queue', {
+    method: 'POST',
+    json: { model: 'wan-2.1-video', prompt: 'waves', duration: '5s' },
+  })
+  if (queued.status !== 200) return queued
+  const { id } = (await queued.json()) as { id: string }
+  // No deadline of its own: the test's time limit is the hang guard.
+  for (;;) {
+    const response = await call(apiKey, '/v1/video/retrieve', { method: 'POST', json: { id } })
+    if (!response.headers.get('content-type')?.startsWith('application/json')) return response
+    await response.json()
+    await Bun.sleep(20)
+  }
+}
+
+/** Every other route that holds: a request as raw HTTP, and how its refusal's error is reached. */
+const otherRoutes: Record<string, { limitUsdc: string; send: (apiKey: string) => Promise<Response> }> = {
+  // flux-dev: 10,000 micro-DIEM an image, 4,000 micro-USDC at 40: one image in the limit, not two.
+  images: {
+    limitUsdc: '0.006000',
+    send: (apiKey) =>
+      call(apiKey, '/v1/images/generations', { method: 'POST', json: { model: 'flux-dev', prompt: 'x' } }),
+  },
+  // wan-2.1-video: 250,000 micro-DIEM for 5 s, 100,000 micro-USDC at 40: one job in the limit.
+  video: { limitUsdc: '0.150000', send: videoJob },
+  Messages: {
+    limitUsdc: '0.000200',
+    send: (apiKey) =>
+      fetch(`${stack.url}/v1/messages`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'anthropic-version': '2023-06-01',
+          'x-api-key': apiKey,
+        },
+        body: JSON.stringify({
+          model: 'llama-3.3-70b',
+          max_tokens: 16,
+          messages: [{ role: 'user', content: 'hi' }],
+        }),
+      }),
+  },
+}
+
+/** Sends until the budget refuses: what was charged, and the refusal's status and body. */
+async function sendUntilRefused(send: () => Promise<Response>) {
+  let charged = 0
+  for (let i = 0; i < 40; i++) {
+    const response = await send()
+    if (response.status !== 200) {
+      return { charged, status: response.status, body: (await response.json()) as Record<string, unknown> }
+    }
+    charged += Math.round(Number(response.headers.get('x-svc-cost-usdc')) * 1e6)
+    await response.arrayBuffer()
+  }
+  throw new Error('the budget never refused a request')
+}
+
+describe('a daily budget on images, video and Messages', () => {
+  for (const [route, { limitUsdc, send }] of Object.entries(otherRoutes)) {
+    test(`${route}: refused 403 key_limit_exceeded with when it resets, then spends again in the next period`, async () => {
+      const buyer = await fundedBuyer(stack)
+      let key: Minted | undefined
+      const resets = await resetsAround('daily', async () => {
+        key = await mint(buyer, { name: 'agent', limitUsdc, limitReset: 'daily' })
+      })
+      const first = await sendUntilRefused(() => send(key!.apiKey))
+      expect(first.charged).toBeGreaterThan(0)
+      expect(first.status).toBe(403)
+      // Messages answers in Anthropic's shape, with the contract's fields beside its own.
+      if (route === 'Messages')
+        expect(first.body).toMatchObject({ type: 'error', error: { type: 'permission_error' } })
+      const error = first.body.error as Record<string, unknown>
+      expect(error).toMatchObject({ code: 'key_limit_exceeded', limitUsdc })
+      expect(resets).toContain(error.limitResetsAt as string)
+      expect(await listed(buyer, key!.id)).toMatchObject({
+        periodSpentUsdc: formatMicros(first.charged),
+        limitResetsAt: error.limitResetsAt,
+      })
+
+      await movePeriodBack(buyer.accountId, key!.id)
+      const again = await send(key!.apiKey)
+      expect(again.status).toBe(200)
+      await again.arrayBuffer()
+      expect(await listed(buyer, key!.id)).toMatchObject({
+        spentUsdc: formatMicros(
+          first.charged + Math.round(Number(again.headers.get('x-svc-cost-usdc')) * 1e6),
+        ),
       })
       expect(await auditAll(stack.store, stack.keys)).toEqual([])
     })

@@ -9,6 +9,7 @@ import { auditMarket } from '../../src/market/audit.ts'
 import { reapExpired } from '../../src/market/leases.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { runScript } from '../../src/redis/scripts.ts'
 import {
   admitFor,
   admitted,
@@ -208,6 +209,89 @@ describe('a clear counts in the period its request was admitted in', () => {
       periodSpent: HOLD,
     })
     expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+})
+
+/** The owner changes the key's limitReset at `now` (lua/set-key-limit.lua): 'none' for a lifetime limit. */
+async function changeReset(acct: string, reset: LimitReset | 'none', now: number) {
+  await fx.store.hset(fx.keys.accountKeys(acct), KEY, 'digest-1')
+  const reply = (await runScript(
+    fx.store,
+    'setKeyLimit',
+    [fx.keys.account(acct), fx.keys.accountKeys(acct), fx.keys.apiKey('digest-1')],
+    { keyId: KEY, keyDigest: 'digest-1', limit: '', name: '', callerKeyId: '', limitReset: reset, now },
+  )) as unknown[]
+  expect(Number(reply[0])).toBe(1)
+}
+
+describe('a reset changed while requests are in flight', () => {
+  // Leases long enough that the injected clock reaps none.
+  const admitAt = async (acct: string, iso: string) =>
+    admitted(await admitFor(fx, acct, { now: at(iso), leaseMs: 86_400_000 }))
+
+  test('lifetime made daily: what the requests in flight charge counts in the new period', async () => {
+    await postOffer(fx, 50, 1_000_000_000, { maxInFlight: 100_000 })
+    const acct = await seedAccount(fx, 1_000_000_000)
+    await fx.store.hset(fx.keys.account(acct), `limit:${KEY}`, 2 * HOLD)
+    const inFlight = [
+      await admitAt(acct, '2026-03-11T10:00:00.000Z'),
+      await admitAt(acct, '2026-03-11T10:00:01.000Z'),
+    ]
+    await changeReset(acct, 'daily', at('2026-03-11T11:00:00.000Z'))
+    for (const a of inFlight) await clearFor(fx, a.attemptId, 1_000)
+    expect(await budget(acct)).toEqual({
+      spent: 2 * HOLD,
+      held: 0,
+      periodStart: '2026-03-11T00:00:00.000Z',
+      periodSpent: 2 * HOLD,
+    })
+    // The day's budget is used up by what it admitted: the next request waits for tomorrow.
+    const refused = (await admitFor(fx, acct, { now: at('2026-03-11T12:00:00.000Z') })) as AdmitRefusal
+    expect(refused).toMatchObject({ code: AdmitCode.KeyLimit, used: 2 * HOLD })
+    await spendAt(acct, at('2026-03-12T00:00:00.000Z'))
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+
+  test('daily made weekly mid-week: the day carried over, and its requests in flight count in the week', async () => {
+    const acct = await budgetedAccount(3 * HOLD, 'daily')
+    // Wednesday: one spent, one in flight; then the owner makes the budget weekly.
+    await spendAt(acct, at('2026-03-11T09:00:00.000Z'))
+    const a = await admitAt(acct, '2026-03-11T10:00:00.000Z')
+    await changeReset(acct, 'weekly', at('2026-03-11T11:00:00.000Z'))
+    expect(await budget(acct)).toMatchObject({ periodStart: '2026-03-09T00:00:00.000Z', periodSpent: HOLD })
+    await clearFor(fx, a.attemptId, 1_000)
+    expect(await budget(acct)).toMatchObject({ spent: 2 * HOLD, held: 0, periodSpent: 2 * HOLD })
+    await spendAt(acct, at('2026-03-12T09:00:00.000Z'))
+    expect((await admitFor(fx, acct, { now: at('2026-03-13T09:00:00.000Z') })).code).toBe(AdmitCode.KeyLimit)
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+
+  test('a late clear of a request reaped before the change: within what the new period has left', async () => {
+    const acct = await budgetedAccount(2 * HOLD, 'daily')
+    const a = admitted(await admitFor(fx, acct, { now: at('2026-03-11T10:00:00.000Z'), leaseMs: 1 }))
+    await fx.store.zadd(fx.keys.leases, 1, a.attemptId)
+    expect(await reapExpired(fx.store, fx.keys, 10)).toBe(1)
+    await changeReset(acct, 'weekly', at('2026-03-11T11:00:00.000Z'))
+    await spendAt(acct, at('2026-03-11T12:00:00.000Z'))
+    // The week has HOLD left: the late clear charges it, and counts it in the week.
+    const late = await clearFor(fx, a.attemptId, 1_000)
+    expect([late.charged, late.writtenOff]).toEqual([HOLD, 0] as (typeof late.charged)[])
+    expect(await budget(acct)).toMatchObject({ spent: 2 * HOLD, periodSpent: 2 * HOLD })
+    expect((await admitFor(fx, acct, { now: at('2026-03-12T09:00:00.000Z') })).code).toBe(AdmitCode.KeyLimit)
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+
+  test('weekly made daily: a request admitted the day before counts in neither new day', async () => {
+    const acct = await budgetedAccount(2 * HOLD, 'weekly')
+    const a = await admitAt(acct, '2026-03-10T22:00:00.000Z')
+    await changeReset(acct, 'daily', at('2026-03-11T08:00:00.000Z'))
+    await clearFor(fx, a.attemptId, 1_000)
+    expect(await budget(acct)).toEqual({
+      spent: HOLD,
+      held: 0,
+      periodStart: '2026-03-11T00:00:00.000Z',
+      periodSpent: 0,
+    })
   })
 })
 

@@ -315,6 +315,39 @@ describe('two steps on two slots', () => {
   })
 })
 
+describe('a periodic key budget held apart', () => {
+  test("binds across its UTC boundary on the account's slot; a clear past it counts in the period that admitted it", async () => {
+    const at = (iso: string) => Date.parse(iso)
+    const offerId = await seedOffer(50, 1_000_000_000)
+    const buyer = await seedAccount(1_000_000_000)
+    const acct = owners.account(buyer.accountId).account(buyer.accountId)
+    // At 50 cents a 1,000 micro-DIEM worst case holds 500 micro-USDC: two in the day's limit.
+    await store.hset(acct, 'limit:key-1', 1_000, 'reset:key-1', 'daily')
+    const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
+    const admitAt = (iso: string) =>
+      admitApart(store, owners, request(buyer, offerId, { now: at(iso), leaseMs: 86_400_000 }))
+    const first = admitted(await admitAt('2026-03-10T10:00:00.000Z'))
+    await clearApart(store, owners, who, clearRequest(first.attemptId, 1_000))
+    const late = admitted(await admitAt('2026-03-10T23:59:00.000Z'))
+    expect(await admitAt('2026-03-10T23:59:30.000Z')).toMatchObject({
+      code: AdmitCode.KeyLimit,
+      used: 1_000,
+      resetsAt: at('2026-03-11T00:00:00.000Z'),
+    })
+    // The new day: its budget is whole, less the hold still in flight from the day before.
+    const next = admitted(await admitAt('2026-03-11T00:01:00.000Z'))
+    expect((await admitAt('2026-03-11T00:02:00.000Z')).code).toBe(AdmitCode.KeyLimit)
+    await clearApart(store, owners, who, clearRequest(late.attemptId, 1_000))
+    await clearApart(store, owners, who, clearRequest(next.attemptId, 1_000))
+    expect(await store.hmget(acct, 'spent:key-1', 'held:key-1', 'pstart:key-1', 'pspent:key-1')).toEqual([
+      '1500',
+      '0',
+      String(at('2026-03-11T00:00:00.000Z')),
+      '500',
+    ])
+  })
+})
+
 describe('the cheapest offer from a view that may be stale', () => {
   test('each admission goes to the cheapest offer that can take it now, whatever the view said', async () => {
     const market = keyspace(`${prefix}x`)

@@ -40,7 +40,8 @@ function failure(result: CallToolResult & { structuredContent: Record<string, un
 }
 
 beforeAll(async () => {
-  stack = await startStack({ sim: { outputTokens: 9 } })
+  // A webhook test's endpoint is a public address that answers nothing: its tries end soon.
+  stack = await startStack({ sim: { outputTokens: 9 }, env: { SVC_WEBHOOK_TIMEOUT_MS: '100' } })
   await simOffer(stack, 40)
   buyer = await fundedBuyer(stack, '5.000000')
   client = await connect(buyer.apiKey)
@@ -305,12 +306,48 @@ describe('account tools answer what the routes answer', () => {
   })
 
   test('list_webhooks and list_webhook_events answer as their routes do; a bad page is refused', async () => {
+    // An endpoint (a public address, TEST-NET-1: its deliveries fail) for a balance.low at the
+    // balance as it stands: the next request takes the balance below it.
+    const { confirmed } = await balances(stack, buyer.accountId)
+    const created = await keyFetch(stack, buyer.apiKey, '/v1/agent/webhooks', {
+      method: 'POST',
+      json: {
+        url: 'http://192.0.2.1/hook',
+        events: ['balance.low'],
+        balanceThresholdUsdc: formatMicros(confirmed),
+      },
+    })
+    expect(created.status).toBe(201)
+    const endpointId = ((await created.json()) as { id: string }).id
+    const chat = await call('chat', { model: 'llama-3.3-70b', prompt: 'hi', max_tokens: 16 })
+    expect(chat.isError).toBeUndefined()
+
     const listed = await call('list_webhooks')
     const route = await keyFetch(stack, buyer.apiKey, '/v1/agent/webhooks')
     expect(listed.structuredContent).toEqual((await route.json()) as Record<string, unknown>)
+    expect((listed.structuredContent.webhooks as { id: string }[]).map((w) => w.id)).toContain(endpointId)
+    type Page = { data: { id: string; type: string; data: unknown; deliveries: { endpointId: string }[] }[] }
+    // The delivery state moves on as the consumer tries: the events themselves are compared.
+    const eventsOf = (page: Page) =>
+      page.data.map(({ id, type, data, deliveries }) => ({
+        id,
+        type,
+        data,
+        endpoints: deliveries.map((d) => d.endpointId),
+      }))
     const events = await call('list_webhook_events', { limit: 5 })
-    const eventsRoute = await keyFetch(stack, buyer.apiKey, '/v1/agent/events?limit=5')
-    expect(events.structuredContent).toEqual((await eventsRoute.json()) as Record<string, unknown>)
+    const eventsRoute = (await (
+      await keyFetch(stack, buyer.apiKey, '/v1/agent/events?limit=5')
+    ).json()) as Page
+    expect(eventsOf(events.structuredContent as unknown as Page)).toEqual(eventsOf(eventsRoute))
+    expect(eventsOf(eventsRoute)).toEqual([
+      {
+        id: expect.any(String),
+        type: 'balance.low',
+        data: { thresholdUsdc: formatMicros(confirmed), balanceUsdc: expect.any(String) },
+        endpoints: [endpointId],
+      },
+    ])
     expect(events.structuredContent).toMatchObject({ object: 'list', nextCursor: null })
     expect(failure(await call('list_webhook_events', { limit: 0 })).code).toBe('invalid_arguments')
     expect(failure(await call('list_webhook_events', { before: 'nope' })).status).toBe(400)

@@ -4,6 +4,7 @@
 // against the capacity ladder with no_eligible_supply explained, at 375 px and by keyboard.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
+import { periodStart } from '../../src/accounts/budget-periods.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { fitsWidth, launchChromium, openPage, screenshotFor, usd } from '../helpers/browser.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
@@ -124,7 +125,7 @@ describe('the buyer dashboard', () => {
     expect(await row.locator('td').nth(2).textContent()).toBe('$2.50 a day')
     // Spent this period, and when the period resets: the next 00:00 UTC, in the viewer's zone.
     expect(await row.locator('td').nth(4).textContent()).toBe('$0.00')
-    const daily = await json<{ activeApiKeys: { name: string; limitResetsAt: string | null }[] }>(
+    const daily = await json<{ activeApiKeys: { id: string; name: string; limitResetsAt: string | null }[] }>(
       '/v1/agent/keys',
     )
     const resetsAt = daily.activeApiKeys.find((k) => k.name === 'batch jobs')!.limitResetsAt!
@@ -132,6 +133,25 @@ describe('the buyer dashboard', () => {
     expect(await row.locator('td').nth(6).textContent()).toBe(
       await page.evaluate((iso) => new Date(iso).toLocaleString(), resetsAt),
     )
+
+    // Spent ever and spent this period are two columns: made different here (as a key that spent
+    // before this period began has them), the page shows each, and what is left of the period's.
+    const id = daily.activeApiKeys.find((k) => k.name === 'batch jobs')!.id
+    await stack.store.hset(
+      stack.keys.account(buyer.accountId),
+      `spent:${id}`,
+      1_400_000,
+      `pstart:${id}`,
+      periodStart('daily', Date.parse(resetsAt) - 1),
+      `pspent:${id}`,
+      1_230_000,
+    )
+    await page.reload()
+    const spentRow = keysTable.locator('tr', { hasText: 'batch jobs' })
+    await spentRow.waitFor()
+    expect(await spentRow.locator('td').nth(3).textContent()).toBe('$1.40')
+    expect(await spentRow.locator('td').nth(4).textContent()).toBe('$1.23')
+    expect(await spentRow.locator('td').nth(5).textContent()).toBe('$1.27')
 
     await page.getByLabel('New limit for batch jobs (USDC, empty for none)').fill('1.5')
     await page.getByLabel('Limit of batch jobs resets').selectOption('weekly')

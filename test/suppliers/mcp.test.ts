@@ -1,6 +1,7 @@
 // The supplier tools of the hosted MCP server, with the official MCP SDK client over real HTTP:
-// a `sup_` key is offered exactly the supplier tools, a buyer key none of them, and each tool
-// answers as the route it stands for.
+// a `sup_` key is offered exactly the supplier tools, a buyer key none of the supplier's own (the
+// webhook tools share the buyer's names, each answering its caller's own), and each tool answers as
+// the route it stands for.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -9,12 +10,12 @@ import {
   type StreamableHTTPError,
 } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
-import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { fundedBuyer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
 
-const SUPPLIER_TOOL_NAMES = [
+const SUPPLIER_ONLY_TOOL_NAMES = [
   'list_fills',
   'list_offers',
   'list_payouts',
@@ -23,6 +24,8 @@ const SUPPLIER_TOOL_NAMES = [
   'supplier_me',
   'update_offer',
 ]
+// The webhook tools have the buyer's names: each answers its caller's own endpoints and events.
+const SUPPLIER_TOOL_NAMES = [...SUPPLIER_ONLY_TOOL_NAMES, 'list_webhook_events', 'list_webhooks'].sort()
 
 let stack: TestStack
 let supplier: TestSupplier
@@ -51,7 +54,8 @@ function failure(result: Result) {
 }
 
 beforeAll(async () => {
-  stack = await startStack({ sim: { outputTokens: 9 } })
+  // A webhook test's endpoint is a public address that answers nothing: its tries end soon.
+  stack = await startStack({ sim: { outputTokens: 9 }, env: { SVC_WEBHOOK_TIMEOUT_MS: '100' } })
   supplier = await signInSupplier(stack)
   buyer = await fundedBuyer(stack, '5')
   client = await connect(supplier.apiKey)
@@ -62,7 +66,7 @@ afterAll(async () => {
 })
 
 describe('supplier tools', () => {
-  test('a supplier key is offered exactly the supplier tools; a buyer key none of them', async () => {
+  test("a supplier key is offered exactly the supplier tools; a buyer key none of the supplier's own", async () => {
     const { tools } = await client.listTools()
     expect(tools.map((t) => t.name).sort()).toEqual(SUPPLIER_TOOL_NAMES)
     for (const tool of tools) {
@@ -72,7 +76,7 @@ describe('supplier tools', () => {
     expect(client.getInstructions()).toContain('supplier_me')
     const buyerTools = (await (await connect(buyer.apiKey)).listTools()).tools.map((t) => t.name)
     expect(buyerTools).toContain('agent_me')
-    for (const name of SUPPLIER_TOOL_NAMES) expect(buyerTools).not.toContain(name)
+    for (const name of SUPPLIER_ONLY_TOOL_NAMES) expect(buyerTools).not.toContain(name)
     await expect(call('agent_me')).rejects.toThrow(/unknown tool 'agent_me'/)
     await expect(call('chat', { model: 'llama-3.3-70b', prompt: 'hi' })).rejects.toThrow(/unknown tool/)
   })
@@ -159,5 +163,48 @@ describe('supplier tools', () => {
     })
     const listed = await call('list_payouts', { limit: 5 })
     expect(listed.structuredContent).toEqual({ object: 'list', data: [], nextCursor: null })
+  })
+  test("list_webhooks and list_webhook_events answer the supplier's own, as their routes do", async () => {
+    // A public address (TEST-NET-1): it registers; its deliveries fail, which the list shows.
+    const created = await keyFetch(stack, supplier.apiKey, '/v1/supplier/webhooks', {
+      method: 'POST',
+      json: { url: 'http://192.0.2.1/hook', events: ['supplier.suspended', 'supplier.reinstated'] },
+    })
+    expect(created.status).toBe(201)
+    const endpointId = ((await created.json()) as { id: string }).id
+    for (const status of ['suspended', 'active']) {
+      const changed = await adminFetch(stack, `/admin/v1/suppliers/${supplier.supplierId}`, {
+        method: 'PATCH',
+        json: { status },
+      })
+      expect(changed.status).toBe(200)
+    }
+    const hooks = await call('list_webhooks')
+    const hooksRoute = await (await keyFetch(stack, supplier.apiKey, '/v1/supplier/webhooks')).json()
+    expect(hooks.structuredContent).toEqual(hooksRoute as Record<string, unknown>)
+    expect((hooks.structuredContent.webhooks as { id: string }[]).map((w) => w.id)).toEqual([endpointId])
+
+    type Page = { data: { id: string; type: string; data: unknown; deliveries: { endpointId: string }[] }[] }
+    // The delivery state moves on as the consumer tries: the events themselves are compared.
+    const events = (ofPage: Page) =>
+      ofPage.data.map(({ id, type, data, deliveries }) => ({
+        id,
+        type,
+        data,
+        endpoints: deliveries.map((d) => d.endpointId),
+      }))
+    const listed = (await call('list_webhook_events', { limit: 5 })).structuredContent as unknown as Page
+    const route = (await (
+      await keyFetch(stack, supplier.apiKey, '/v1/supplier/events?limit=5')
+    ).json()) as Page
+    expect(events(listed)).toEqual(events(route))
+    expect(events(listed)).toEqual([
+      expect.objectContaining({ type: 'supplier.reinstated', endpoints: [endpointId] }),
+      expect.objectContaining({ type: 'supplier.suspended', endpoints: [endpointId] }),
+    ])
+    // The buyer's tool of the same name answers the buyer's own: none of the supplier's.
+    const buyerEvents = await call('list_webhook_events', {}, await connect(buyer.apiKey))
+    expect(buyerEvents.structuredContent).toMatchObject({ object: 'list', data: [] })
+    expect(failure(await call('list_webhook_events', { limit: 0 })).code).toBe('invalid_arguments')
   })
 })

@@ -120,6 +120,7 @@ describe('a lifetime limit', () => {
         name: '',
         callerKeyId: '',
         limitReset: '',
+        now: '',
       },
     )
     expect(Number((raised as unknown[])[0])).toBe(1)

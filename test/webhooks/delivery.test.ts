@@ -1,5 +1,6 @@
 // Events out, at least once, signed: a receiver of the test's own on loopback (allowed by the
-// test-only setting) that times out once, answers 500 once, then accepts. Each event is found
+// test-only setting) that times out once, answers 500 once, then accepts; another that is down
+// (nothing listening) before it times out, answers 500 and accepts. Each event is found
 // exactly once after dedup by id, every signature is valid, and a refused or no-op request
 // delivers nothing.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -8,7 +9,7 @@ import { adminFetch, keyFetch } from '../helpers/accounts.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
 import { until } from '../helpers/wait.ts'
-import { registerWebhook, startReceiver } from './helpers.ts'
+import { freePort, registerWebhook, startReceiver } from './helpers.ts'
 
 describe('webhook delivery', () => {
   let stack: TestStack
@@ -95,5 +96,51 @@ describe('webhook delivery', () => {
     expect(receiver.received.length).toBe(5)
     expect(receiver.received[4]!.id).toBe(first.id)
     expect(receiver.unique().length).toBe(2)
+  })
+
+  test('a receiver down, then timing out, then answering 500, then accepting: the event arrives once, signed', async () => {
+    const port = freePort()
+    const other = await signInSupplier(stack)
+    const created = await registerWebhook(stack, other.apiKey, '/v1/supplier', {
+      url: `http://127.0.0.1:${port}/hook`,
+      events: ['supplier.suspended'],
+    })
+    const endpoint = (await created.json()) as { id: string; secret: string }
+    const log = async () =>
+      (
+        (await (
+          await keyFetch(stack, other.apiKey, `/v1/supplier/webhooks/${endpoint.id}/deliveries`)
+        ).json()) as { deliveries: { ok: boolean; httpStatus: number | null; error: string | null }[] }
+      ).deliveries.reverse()
+    expect((await setStatus(other.supplierId, 'suspended')).status).toBe(200)
+    // Nothing listens yet: the first try fails to connect.
+    await until(async () => (await log()).length >= 1)
+    const late = startReceiver(['hang', 500], port)
+    try {
+      const stream = stack.keys.webhookEvents(`supplier:${other.supplierId}`)
+      await until(async () => {
+        const pending = (await stack.store.xpending(stream, 'deliver')) as [number]
+        return late.unique().length === 1 && pending[0] === 0
+      })
+      const tries = await log()
+      const down = tries.filter((t) => t.error === 'connection failed').length
+      expect(down).toBeGreaterThanOrEqual(1)
+      expect(tries.map((t) => [t.ok, t.httpStatus, t.error])).toEqual([
+        ...Array.from({ length: down }, () => [false, null, 'connection failed']),
+        [false, null, 'no answer in 300 ms'],
+        [false, 500, 'answered 500'],
+        [true, 200, null],
+      ])
+      expect(late.received).toHaveLength(3)
+      const [sent] = late.unique()
+      expect(late.received.every((r) => r.id === sent!.id)).toBe(true)
+      expect(verify(endpoint.secret, sent!.id, sent!.timestamp, sent!.body, sent!.signature)).toBe(true)
+      expect(JSON.parse(sent!.body)).toMatchObject({
+        type: 'supplier.suspended',
+        data: { supplierId: other.supplierId },
+      })
+    } finally {
+      await late.stop()
+    }
   })
 })

@@ -57,15 +57,18 @@ test('funding.confirmed is written once by the confirmation, never by a refused 
   await webhooks.create('acct:acct-1', { url: 'http://127.0.0.1:9/hook', events: ['funding.confirmed'] })
   const id = await accountWithPayment('acct-1', 2_500_000)
 
-  // Another account's confirmation of this payment is refused: nothing written.
+  // Another account's confirmation of this payment is refused: nothing written, no one flagged.
   expect(await ledger.confirm(id, 'acct-2')).toEqual({ status: 'refused', code: -1 })
   expect(await eventsOf('acct:acct-1')).toEqual([])
+  expect(await store.smembers(keys.webhookDue('acct:acct-1'))).toEqual([])
 
   const results = await Promise.all(Array.from({ length: 10 }, () => ledger.confirm(id, 'acct-1')))
   expect(results.filter((r) => r.status === 'confirmed')).toHaveLength(1)
   expect(await eventsOf('acct:acct-1')).toEqual([
     { type: 'funding.confirmed', data: { paymentId: id, amountUsdc: '2.500000', confirmedUsdc: '2.500000' } },
   ])
+  // The same call flags the account for the delivery consumers.
+  expect(await store.smembers(keys.webhookDue('acct:acct-1'))).toEqual(['acct:acct-1'])
 })
 
 test('an account with no endpoint subscribed gets no event stream written', async () => {

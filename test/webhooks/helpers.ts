@@ -1,6 +1,7 @@
 // A webhook receiver of the test's own, on loopback (allowed only by SVC_WEBHOOK_ALLOW_LOOPBACK):
 // it answers each request as the next scripted answer says (hang past the timeout, a status), then
-// 200, and keeps every request it got.
+// 200, and keeps every request it got. It may start late, on a port kept for it (freePort), so the
+// tries before it listens fail to connect.
 
 import { keyFetch } from '../helpers/accounts.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
@@ -14,12 +15,12 @@ export interface Received {
 
 export type Answer = 'hang' | number
 
-export function startReceiver(script: Answer[] = []) {
+export function startReceiver(script: Answer[] = [], port = 0) {
   const received: Received[] = []
   const answers = [...script]
   const hanging: (() => void)[] = []
   const server = Bun.serve({
-    port: 0,
+    port,
     hostname: '127.0.0.1',
     async fetch(request) {
       const body = await request.text()
@@ -68,4 +69,12 @@ export function startWebhookStack(env: Record<string, string> = {}): Promise<Tes
       config.webhooks.pollMs = 50
     },
   })
+}
+
+/** A loopback port nothing listens on now: a receiver may start on it later. */
+export function freePort(): number {
+  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
+  const { port } = probe
+  probe.stop(true)
+  return port as number
 }

@@ -1,7 +1,8 @@
 // A delivery connects to the address it checked: the resolver is the address policy's, injected
 // here. A name that answers a public address at check time and loopback after never reaches the
 // loopback receiver (nothing resolves it twice); over http the URL's host rides in the Host
-// header; over https in TLS SNI, with the certificate verified for that name.
+// header; over https in TLS SNI, with the certificate verified for that name. A redirect is a
+// failed try, never followed; an answer is read no further than its bound.
 import { afterAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { postEvent } from '../../src/webhooks/post.ts'
@@ -72,6 +73,53 @@ describe('postEvent', () => {
     expect(outcome).toMatchObject({ ok: false, httpStatus: null })
     expect(outcome.error).toContain('public addresses only')
     expect(receiver.hosts).toEqual([])
+  })
+
+  test('a redirect is not followed: the try fails, and where it points is never asked', async () => {
+    const target = hostsReceiver()
+    const redirecting = Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      fetch: () =>
+        new Response(null, { status: 307, headers: { location: `http://127.0.0.1:${target.port}/hook` } }),
+    })
+    servers.push(redirecting)
+    const outcome = await postEvent(
+      `http://127.0.0.1:${redirecting.port}/hook`,
+      {},
+      '{}',
+      { allowLoopback: true },
+      2_000,
+    )
+    expect(outcome).toEqual({ ok: false, httpStatus: 307, error: 'redirect not followed' })
+    expect(target.hosts).toEqual([])
+  })
+
+  test('an answer that never ends is read no further than its bound: the try ends without it', async () => {
+    // 64 KiB at once, then an open body that never closes: a reader that wanted all of it would
+    // wait for the minute-long timeout below, past the test's own limit.
+    const endless = Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      fetch: () =>
+        new Response(
+          new ReadableStream({
+            start(controller) {
+              controller.enqueue(new Uint8Array(65_536))
+            },
+          }),
+          { status: 200 },
+        ),
+    })
+    servers.push(endless)
+    const outcome = await postEvent(
+      `http://127.0.0.1:${endless.port}/hook`,
+      {},
+      '{}',
+      { allowLoopback: true },
+      60_000,
+    )
+    expect(outcome).toEqual({ ok: true, httpStatus: 200, error: null })
   })
 
   test('http: connects to the checked address with the URL host in the Host header', async () => {

@@ -346,7 +346,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /mcp': {
     summary: 'MCP server: streamable HTTP, stateless, JSON-RPC 2.0',
     description:
-      'Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, list_key_budgets, mint_key, set_key_limit, set_key_budget, revoke_key, set_max_price, get_request, list_activity, get_usage, chat. With a supplier key (sup_...) the supplier tools instead: supplier_me, list_offers, post_offer, update_offer, list_fills, request_payout, list_payouts. A tool error carries the HTTP status and error.code of the route it calls.',
+      'Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, list_key_budgets, mint_key, set_key_limit, set_key_budget, revoke_key, set_max_price, get_request, list_activity, list_webhooks, list_webhook_events, get_usage, chat. With a supplier key (sup_...) the supplier tools instead: supplier_me, list_offers, post_offer, update_offer, list_fills, request_payout, list_payouts, and its own list_webhooks and list_webhook_events. A tool error carries the HTTP status and error.code of the route it calls.',
     tags: ['mcp'],
     security: 'apiKey|supplierKey',
     ok: ok('A JSON-RPC answer', '200', { content: { 'application/json': { schema: { type: 'object' } } } }),
