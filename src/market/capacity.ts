@@ -7,7 +7,9 @@ import { costAtAsk, formatMicros, type MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
+import { LadderView } from './ladder-view.ts'
 import { ASK_MAX_CENTS } from './offers.ts'
+import { ownerKeyspaces } from './two-phase.ts'
 
 export const CAPACITY_CACHE_SECONDS = 30
 
@@ -32,11 +34,24 @@ export async function ladderDepth(
   keys: Keyspace,
   maxPriceCents: number,
 ): Promise<Map<number, number>> {
+  if (keys.layout === 'apart') return apartDepth(store, keys, maxPriceCents)
   const flat = (await runScript(store, 'capacity', [keys.base], { maxPriceCents })) as (string | number)[]
   const depth = new Map<number, number>()
   for (let i = 0; i < flat.length; i += 2) {
     const ask = Number(flat[i])
     depth.set(ask, (depth.get(ask) ?? 0) + Number(flat[i + 1]))
+  }
+  return depth
+}
+
+/** The same depth for a market held apart: its offers on slots of their own, read through a view. */
+async function apartDepth(store: Store, keys: Keyspace, maxPriceCents: number): Promise<Map<number, number>> {
+  const view = new LadderView(store, keys, ownerKeyspaces(keys.prefix))
+  await view.refresh()
+  const depth = new Map<number, number>()
+  for (const offer of view.current) {
+    if (!offer.live || offer.ask > maxPriceCents || offer.routable <= 0) continue
+    depth.set(offer.ask, (depth.get(offer.ask) ?? 0) + offer.routable)
   }
   return depth
 }

@@ -224,4 +224,17 @@ describe('the request path held apart', () => {
     expect(await store.zscore(keys.ladder, id)).toBeNull()
     expect(await offerService.get(id)).toBeNull()
   })
+
+  test('the capacity snapshot reads the offers held apart: routable depth by ask, paused ones left out', async () => {
+    const cheap = await postOffer(33)
+    const paused = await postOffer(34)
+    await offerService.update(paused, { status: 'paused' })
+    const response = await fetch(`${stack.url}/v1/capacity?maxPriceCents=35`)
+    expect(response.status).toBe(200)
+    const body = (await response.json()) as { prices: Record<string, unknown>[] }
+    expect(body.prices).toEqual([
+      { priceCentsPerDollar: 33, routableDiem: '1000.000000', usdcToBuyAll: '330.000000' },
+    ])
+    await Promise.all([removeOffer(cheap), removeOffer(paused)])
+  })
 })
