@@ -2,7 +2,6 @@
 // is retrieved (cleared on the first MP4), refunded (the supplier failed it) or expired (both
 // released in full). The routes only shape the answers.
 import { ApiError, notFound } from '../errors.ts'
-import { quote } from '../market/admission.ts'
 import type { Clearing } from '../market/clearing.ts'
 import { refusalError } from '../market/refusal-errors.ts'
 import type { MicroDiem } from '../money/units.ts'
@@ -51,8 +50,8 @@ export class VideoService {
   /** The price of a job at the ask it would clear at now (503 keys_busy when every key is busy). */
   async quote(accountId: string, body: VideoBody): Promise<{ video: ValidVideo; askCents: number }> {
     const video = await this.validate(body)
-    const { store, keys, config } = this.inference.deps
-    const result = await quote(store, keys, accountId, video.holdDiem, config.defaultMaxPriceCents)
+    const { config } = this.inference.deps
+    const result = await this.inference.steps.quote(accountId, video.holdDiem, config.defaultMaxPriceCents)
     if (result.code === AdmitCode.Admitted) return { video, askCents: result.askCents }
     if (result.code === AdmitCode.KeysBusy) {
       throw new ApiError(503, 'keys_busy', 'every eligible supplier key is in flight; retry shortly', {

@@ -114,6 +114,23 @@ export async function admitCheapest(
   return refusalOfView(view.current, maxCents, req.holdDiem, tried)
 }
 
+/**
+ * lib/pick's choice from the view, for a quote (nothing held): the cheapest live offer at or below
+ * the max, below its in-flight cap, that could hold `holdDiem`; else the refusal admit would give.
+ */
+export function pickFromView(
+  view: LadderView,
+  maxCents: number,
+  holdDiem: MicroDiem,
+): { code: AdmitCode.Admitted; askCents: number } | AdmitRefusal {
+  for (const offer of view.current) {
+    if (offer.ask > maxCents) break
+    if (offer.live && !offer.full && offer.routable >= holdDiem)
+      return { code: AdmitCode.Admitted, askCents: offer.ask }
+  }
+  return refusalOfView(view.current, maxCents, holdDiem, new Set())
+}
+
 /** lib/pick's refusals, from the view: what the buyer is told when no offer took the request. */
 function refusalOfView(
   offers: readonly OfferInView[],

@@ -5,13 +5,15 @@
 // so that a Cluster spreads them over its masters): each step is a two-phase pair, one script per
 // owner (two-phase.ts), the offer chosen from this replica's view of the ladder (ladder-view.ts).
 // The request path calls these and nothing below them, so it reads the same in both.
+
+import type { MicroDiem } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
-import { type Admission, type AdmitRequest, admit } from './admission.ts'
+import { type Admission, type AdmitRequest, admit, quote } from './admission.ts'
 import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
-import { admitCheapest, LadderView } from './ladder-view.ts'
+import { admitCheapest, LadderView, pickFromView } from './ladder-view.ts'
 import { reapExpired, renewLease } from './leases.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 import { clearApart, type Owners, ownerKeyspaces, reapOffer, releaseApart } from './two-phase.ts'
@@ -36,6 +38,12 @@ export interface MarketSteps {
   renew(attempt: AttemptRef, leaseMs: number): Promise<boolean>
   /** Ends at most `limit` attempts whose lease ran out; returns how many it ended. */
   reap(limit: number, recordRetentionMs?: number): Promise<number>
+  /** The ask a request of `holdDiem` would clear at now, for the account's max; nothing held (video quotes). */
+  quote(
+    accountId: string,
+    holdDiem: MicroDiem,
+    defaultMaxPriceCents: number,
+  ): Promise<{ code: AdmitCode.Admitted; askCents: number } | AdmitRefusal>
 }
 
 /** The steps for a market's keyspace: one slot, or held apart when the keyspace says so. */
@@ -71,6 +79,10 @@ class OneSlotSteps implements MarketSteps {
 
   reap(limit: number, recordRetentionMs?: number) {
     return reapExpired(this.store, this.keys, limit, recordRetentionMs)
+  }
+
+  quote(accountId: string, holdDiem: MicroDiem, defaultMaxPriceCents: number) {
+    return quote(this.store, this.keys, accountId, holdDiem, defaultMaxPriceCents)
   }
 }
 
@@ -163,6 +175,15 @@ class ApartSteps implements MarketSteps {
       reaped += await reapOffer(this.store, this.owners, offerId, limit - reaped, recordRetentionMs)
     }
     return reaped
+  }
+
+  async quote(accountId: string, holdDiem: MicroDiem, defaultMaxPriceCents: number) {
+    const account = this.owners.account(accountId).account(accountId)
+    const [confirmed, maxPriceCents] = await this.store.hmget(account, 'confirmed', 'maxPriceCents')
+    // Every account hash has a confirmed field: none means no account (lib/holds reads it so too).
+    if (confirmed === null) return { code: AdmitCode.UnknownAccount } as AdmitRefusal
+    await this.freshView(VIEW_MAX_AGE_MS)
+    return pickFromView(this.view, Number(maxPriceCents ?? 0) || defaultMaxPriceCents, holdDiem)
   }
 
   private async keyOwner(digest: string): Promise<KeyOwner | null> {

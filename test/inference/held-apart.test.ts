@@ -35,7 +35,7 @@ let offerService: OfferService
 beforeAll(async () => {
   cluster = await startRedisCluster()
   stack = await startStack({
-    sim: { outputTokens: 12 },
+    sim: { outputTokens: 12, videoJobMs: 100 },
     env: { REDIS_URL: cluster.url, SVC_REAP_INTERVAL_MS: '50' },
     tune: (config) => {
       config.redisLayout = 'apart'
@@ -236,5 +236,43 @@ describe('the request path held apart', () => {
       { priceCentsPerDollar: 33, routableDiem: '1000.000000', usdcToBuyAll: '330.000000' },
     ])
     await Promise.all([removeOffer(cheap), removeOffer(paused)])
+  })
+
+  test('a video job held apart: quoted at the cheapest ask, held while queued, charged once when retrieved', async () => {
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    const send = (path: string, json: unknown) =>
+      fetch(`${stack.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${b.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(json),
+      })
+    const job = { model: 'wan-2.1-video', prompt: 'waves', duration: '5s' }
+    const quoted = (await (await send('/v1/video/quote', job)).json()) as {
+      quoteUsdc: string
+      clearingPriceCents: number
+    }
+    expect(quoted.clearingPriceCents).toBe(40)
+    const queued = await send('/v1/video/queue', job)
+    expect(queued.status).toBe(200)
+    const { id } = (await queued.json()) as { id: string }
+    expect(Number((await accountRow(b.accountId)).held)).toBe(Number(quoted.quoteUsdc) * 1e6)
+    // No deadline of its own: the test's time limit is the hang guard.
+    let media: Response
+    for (;;) {
+      media = await send('/v1/video/retrieve', { id })
+      if (!media.headers.get('content-type')?.startsWith('application/json')) break
+      await media.json()
+      await Bun.sleep(20)
+    }
+    expect(media.headers.get('content-type')).toStartWith('video/')
+    await media.arrayBuffer()
+    const account = await accountRow(b.accountId)
+    expect(Number(account.spent)).toBe(Number(quoted.quoteUsdc) * 1e6)
+    expect(Number(account.held)).toBe(0)
+    const offer = await offerRow(offerId)
+    expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(Number(account.spent))
+    expect(offer).toMatchObject({ held: '0', inflight: '0' })
+    await removeOffer(offerId)
   })
 })
