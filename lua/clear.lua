@@ -141,7 +141,9 @@ if ARGV[10] and ARGV[10] ~= '' then final[#final + 1], final[#final + 2] = 'upst
 if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', '1' end
 end_attempt(a, final, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
 if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
-count_served(a.model, now)
+-- Held apart, the served request counts on the offer's side (lua/post.lua): offers are far fewer
+-- than accounts' shards, so the stats read stays small.
+if not apart then count_served(a.model, now) end
 emit_clear_events(a, charged, confirmed, now)
 return { 1, charged_s, cost_s, burn_s, ask, s(confirmed), written_off > 0 and s(written_off) or '0', 0,
   disputed > 0 and s(disputed) or '0', s(fee) }

@@ -2,7 +2,8 @@
   post: the offer's side of a clear whose account was charged apart (lua/clear.lua with
   offerApart): the reservation posts what the account side billed. The capacity it held and its
   slot go back, the burn is recorded, the supplier earns what the buyer paid less the fee, and a
-  self-served offer's fill is appended. A reservation the reaper voided first (a late clear: the
+  self-served offer's fill is appended, and the request counts in its model's usage stats for the
+  day on the offer's slot (src/records/stats.ts sums them over the offers). A reservation the reaper voided first (a late clear: the
   capacity went back already) still records the burn and the earnings. Idempotent by attempt id:
   a posted reservation is left as it is.
   Includes lib/keys, lib/numbers, lib/attempts.
@@ -42,4 +43,5 @@ end
 rcall('HSET', reservation, 'state', 'posted', 'burnDiem', ARGV[2], 'earnedUsdc', ARGV[3], 'feeUsdc', ARGV[4])
 rcall('PEXPIRE', reservation, record_ttl_ms)
 if o[8] then append_fill(o[8], r[2], ARGV[7], ARGV[2], r[4], ARGV[3], now) end
+count_served(ARGV[7], now)
 return { 1 }

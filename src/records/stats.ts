@@ -31,15 +31,36 @@ export function apportion(counts: number[]): number[] {
 
 const share = (parts: number) => parts / SHARE_PARTS
 
-export async function modelStats(store: Store, keys: Keyspace, window: StatsWindow, minRequests: number) {
-  const [seconds] = await store.time()
-  const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
+/** Each day's counts by model, one bucket a day on the market's slot. */
+async function marketBuckets(store: Store, keys: Keyspace, days: string[]) {
   const pipeline = store.pipeline()
   for (const day of days) pipeline.hgetall(keys.statsDay(day))
-  const buckets = ((await pipeline.exec()) ?? []).map(([error, row]) => {
+  return ((await pipeline.exec()) ?? []).map(([error, row]) => {
     if (error) throw error
     return row as Record<string, string>
   })
+}
+
+/** Held apart, each offer counts what it served on its own slot: a day's bucket sums them. */
+async function offerBuckets(store: Store, keys: Keyspace, days: string[]) {
+  const offers = await store.smembers(keys.offers)
+  return Promise.all(
+    days.map(async (day) => {
+      const rows = await Promise.all(offers.map((offerId) => store.hgetall(keys.offerStatsDay(offerId, day))))
+      const bucket: Record<string, string> = {}
+      for (const row of rows)
+        for (const [model, count] of Object.entries(row))
+          bucket[model] = String(Number(bucket[model] ?? 0) + Number(count))
+      return bucket
+    }),
+  )
+}
+
+export async function modelStats(store: Store, keys: Keyspace, window: StatsWindow, minRequests: number) {
+  const [seconds] = await store.time()
+  const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
+  const buckets =
+    keys.layout === 'apart' ? await offerBuckets(store, keys, days) : await marketBuckets(store, keys, days)
 
   const totals = new Map<string, number>()
   for (const bucket of buckets)

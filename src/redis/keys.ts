@@ -145,6 +145,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     endedAttempts: key('settled'),
     /** hash, one per UTC day (YYYY-MM-DD): model id -> requests served that day (counted by clear) */
     statsDay: (day: string) => key(`stats:${day}`),
+    /** hash, held apart: the same counts for the requests an offer served, on the offer's own slot */
+    offerStatsDay: (offerId: string, day: string) => offerKey(offerId, `stats:${day}`),
     /** string: the capacity snapshot JSON for one max price, cached 30 s for every replica */
     capacitySnapshot: (maxPriceCents: number | 'all') => key(`capacity:${maxPriceCents}`),
     /** hash, one per video job: its attempt, owner, upstream queue id, state (queued|completed|refunded|expired) */

@@ -36,7 +36,7 @@ beforeAll(async () => {
   cluster = await startRedisCluster()
   stack = await startStack({
     sim: { outputTokens: 12, videoJobMs: 100 },
-    env: { REDIS_URL: cluster.url, SVC_REAP_INTERVAL_MS: '50' },
+    env: { REDIS_URL: cluster.url, SVC_REAP_INTERVAL_MS: '50', SVC_STATS_MIN_REQUESTS: '1' },
     tune: (config) => {
       config.redisLayout = 'apart'
     },
@@ -273,6 +273,26 @@ describe('the request path held apart', () => {
     const offer = await offerRow(offerId)
     expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(Number(account.spent))
     expect(offer).toMatchObject({ held: '0', inflight: '0' })
+    await removeOffer(offerId)
+  })
+
+  test("usage stats held apart: each request served counts once, on its offer's slot, in the day's shares", async () => {
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    // The scripts' day, by Redis's clock.
+    const day = new Date(Number((await store.time())[0]) * 1000).toISOString().slice(0, 10)
+    const before = Number((await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')) ?? 0)
+    await b.client.chat.completions.create({ model, messages })
+    await b.client.chat.completions.create({ model: 'svc/qwen3-4b', messages })
+    expect(await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')).toBe(String(before + 1))
+    expect(await store.hget(keys.offerStatsDay(offerId, day), 'qwen3-4b')).toBe('1')
+    expect(await slotOf(keys.offerStatsDay(offerId, day))).toBe(await slotOf(keys.offer(offerId)))
+    const stats = (await (await fetch(`${stack.url}/v1/models/stats?window=24h`)).json()) as {
+      hasSufficientVolume: boolean
+      models: { id: string }[]
+    }
+    expect(stats.hasSufficientVolume).toBe(true)
+    expect(stats.models.map((m) => m.id)).toContain('qwen3-4b')
     await removeOffer(offerId)
   })
 })
