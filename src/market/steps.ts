@@ -6,10 +6,12 @@
 // owner (two-phase.ts), the offer chosen from this replica's view of the ladder (ladder-view.ts).
 // The request path calls these and nothing below them, so it reads the same in both.
 
+import { LastUsedThrottle } from '../accounts/last-used.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
+import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
 import { type Admission, type AdmitRequest, admit, quote } from './admission.ts'
 import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
@@ -115,6 +117,7 @@ class ApartSteps implements MarketSteps {
   private readonly owners: Owners
   private readonly view: LadderView
   private readonly keyOwners = new Map<string, KeyOwner>()
+  private readonly lastUsed = new LastUsedThrottle()
   private viewReadAt = 0
   private viewRead: Promise<void> | null = null
 
@@ -187,13 +190,24 @@ class ApartSteps implements MarketSteps {
   }
 
   private async keyOwner(digest: string): Promise<KeyOwner | null> {
-    const cached = this.keyOwners.get(digest)
-    if (cached) return cached
-    const [accountId, apiKeyId] = await this.store.hmget(this.keys.apiKey(digest), 'accountId', 'id')
-    if (!accountId || !apiKeyId) return null
-    if (this.keyOwners.size >= KEY_CACHE_SIZE) this.keyOwners.clear()
-    const owner = { accountId, apiKeyId }
-    this.keyOwners.set(digest, owner)
+    let owner = this.keyOwners.get(digest)
+    let lastUsedAt: number | null = null
+    if (!owner) {
+      const [accountId, apiKeyId, used] = await this.store.hmget(
+        this.keys.apiKey(digest),
+        'accountId',
+        'id',
+        'lastUsedAt',
+      )
+      if (!accountId || !apiKeyId) return null
+      if (this.keyOwners.size >= KEY_CACHE_SIZE) this.keyOwners.clear()
+      owner = { accountId, apiKeyId }
+      this.keyOwners.set(digest, owner)
+      lastUsedAt = used ? Number(used) : null
+    }
+    // As admit writes it on one slot: at most once a minute, never slowing or failing the request.
+    if (this.lastUsed.shouldTouch(owner.apiKeyId, lastUsedAt))
+      runScript(this.store, 'touchKey', [this.keys.apiKey(digest)], {}).catch(() => {})
     return owner
   }
 

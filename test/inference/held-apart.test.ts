@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test
 import { randomBytes, randomUUID } from 'node:crypto'
 import OpenAI from 'openai'
 import { AccountStore } from '../../src/accounts/accounts.ts'
+import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
@@ -105,6 +106,9 @@ describe('the request path held apart', () => {
     expect(Number(offer.held)).toBe(0)
     expect(Number(offer.inflight)).toBe(0)
     expect(Number((await offerRow(dear)).earned)).toBe(0)
+    // The key's lastUsedAt, on the market's slot, is written as the request is admitted.
+    const digest = digestApiKey(b.apiKey)
+    await until(async () => (await store.hget(keys.apiKey(digest), 'lastUsedAt')) !== null)
     await Promise.all([removeOffer(cheap), removeOffer(dear)])
   })
 
