@@ -1,14 +1,23 @@
 // The market's running totals, kept by the clear itself (lua/clear.lua) on the market hash: what
 // buyers were charged, the platform's fees, what late clears wrote off and the burn suppliers
-// reported beyond what could be billed. One read, however large the market.
+// reported beyond what could be billed. One read, however large the market; held apart, the clear
+// keeps them on each account shard's market hash, and the totals are one read per shard (4,096,
+// whatever the number of accounts).
 import { formatMicros } from '../money/units.ts'
-import type { Keyspace } from '../redis/keys.ts'
+import { ACCOUNT_SHARDS, type Keyspace, keyspace, ownerPrefix } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
+const FIELDS = ['spent', 'fees', 'writtenOff', 'disputed'] as const
+
 export async function marketTotals(store: Store, keys: Keyspace) {
-  const [spent, fees, writtenOff, disputed] = (
-    await store.hmget(keys.market, 'spent', 'fees', 'writtenOff', 'disputed')
-  ).map((value) => Number(value ?? 0)) as [number, number, number, number]
+  const hashes =
+    keys.layout === 'apart'
+      ? ACCOUNT_SHARDS.map((shard) => keyspace(ownerPrefix(keys.prefix, `a.${shard}`)).market)
+      : [keys.market]
+  const rows = await Promise.all(hashes.map((hash) => store.hmget(hash, ...FIELDS)))
+  const [spent, fees, writtenOff, disputed] = FIELDS.map((_, i) =>
+    rows.reduce((sum, row) => sum + Number(row[i] ?? 0), 0),
+  ) as [number, number, number, number]
   return {
     object: 'market_totals' as const,
     spentUsdc: formatMicros(spent),

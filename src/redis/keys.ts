@@ -22,6 +22,11 @@ export function accountShard(accountId: string): string {
   return createHash('sha1').update(accountId).digest('hex').slice(0, 3)
 }
 
+/** Every account shard's name, 000 to fff. */
+export const ACCOUNT_SHARDS: readonly string[] = Array.from({ length: 4096 }, (_, i) =>
+  i.toString(16).padStart(3, '0'),
+)
+
 export function keyspace(prefix: string, layout: Layout = 'one-slot') {
   const key = (suffix: string) => `${prefix}:${suffix}`
   // Where an account's own keys live: under the prefix, or under its shard's tag when held apart.

@@ -82,6 +82,14 @@ async function buyer(maxPriceCents = 50) {
   return { accountId: account.id, apiKey, client }
 }
 
+async function marketTotals(): Promise<{ spentUsdc: string; earnedUsdc: string }> {
+  const response = await fetch(`${stack.url}/admin/v1/market`, {
+    headers: { authorization: `Bearer ${stack.config.adminToken}` },
+  })
+  expect(response.status).toBe(200)
+  return (await response.json()) as { spentUsdc: string; earnedUsdc: string }
+}
+
 const offerRow = (id: string) => store.hgetall(owners.offer(id).offer(id))
 const accountRow = (id: string) => store.hgetall(keys.account(id))
 const slotOf = async (key: string) => Number(await store.call('CLUSTER', 'KEYSLOT', key))
@@ -94,6 +102,7 @@ describe('the request path held apart', () => {
     // The two sides of this request live on different slots: no one script could reach both.
     expect(await slotOf(keys.account(b.accountId))).not.toBe(await slotOf(owners.offer(cheap).offer(cheap)))
     const before = await accountRow(b.accountId)
+    const totalsBefore = await marketTotals()
     const { data, response } = await b.client.chat.completions.create({ model, messages }).withResponse()
     expect(data.choices[0]!.message.content?.length).toBeGreaterThan(0)
     const cost = Number(response.headers.get('x-svc-cost-usdc')) * 1e6
@@ -106,6 +115,12 @@ describe('the request path held apart', () => {
     expect(Number(offer.held)).toBe(0)
     expect(Number(offer.inflight)).toBe(0)
     expect(Number((await offerRow(dear)).earned)).toBe(0)
+    // The operator's totals, summed over the account shards the clears kept them on.
+    const totals = await marketTotals()
+    expect(Math.round((Number(totals.spentUsdc) - Number(totalsBefore.spentUsdc)) * 1e6)).toBe(cost)
+    expect(Math.round((Number(totals.earnedUsdc) - Number(totalsBefore.earnedUsdc)) * 1e6)).toBe(
+      Number(offer.earned),
+    )
     // The key's lastUsedAt, on the market's slot, is written as the request is admitted.
     const digest = digestApiKey(b.apiKey)
     await until(async () => (await store.hget(keys.apiKey(digest), 'lastUsedAt')) !== null)
