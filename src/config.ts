@@ -169,6 +169,8 @@ export interface InferenceConfig {
   streamClearWaitMs: number
   /** A video job not retrieved within this long expires: its hold comes back, its media answers 410. */
   videoJobTtlMs: number
+  /** The clock video jobs age by (ms); unset, the wall clock. Never from the environment: tests set it. */
+  videoClock?: () => number
   /** On SIGTERM: how long open requests and streams may take to finish before they are cut. */
   shutdownGraceMs: number
   /** A buffered supplier answer (chat, Responses, images in b64, a video job id): past it, fall forward. */
