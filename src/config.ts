@@ -148,6 +148,8 @@ export interface MarketConfig {
   cooldownMs: number
   /** What runs the lease renewer and the reaper (a timer unless a test drives them). */
   every?: Every
+  /** The clock a key wait's deadline is counted on (ms); unset, the wall clock. Tests set it. */
+  keyWaitClock?: () => number
 }
 
 /** The supplier call and the relay. */

@@ -6,7 +6,15 @@ import { answerTokens, type ChatRequestLike, planAnswer, type SimAnswer } from '
 import { listPriceBurn, type SimPrompt, simPrompt } from './billing.ts'
 import { control, rateLimits } from './control.ts'
 import type { SimFault } from './faults.ts'
-import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
+import {
+  authenticate,
+  intHeader,
+  json,
+  preflight,
+  sleepUnlessAborted,
+  untilReleased,
+  veniceError,
+} from './http.ts'
 import { generateImages } from './images.ts'
 import { type SimKeyState, SimKeys } from './keys.ts'
 import { findSimModel, SIM_MODELS, type VeniceModel } from './models.ts'
@@ -17,6 +25,12 @@ export interface SimSettings {
   latencyMs: number
   /** Streamed: delay before the first content chunk. */
   ttftMs: number
+  /**
+   * Streamed: every stream holds its first token (after its head and role chunk) until
+   * `releaseFirstTokens()`: a test's gate, a request in flight exactly as long as the test needs,
+   * however fast or slow the machine runs.
+   */
+  holdFirstToken: boolean
   /** Streamed pacing; 0 sends tokens as fast as the client reads them. */
   tokensPerSecond: number
   /** Completion length when neither the request nor `x-sim-output-tokens` says otherwise. */
@@ -40,6 +54,7 @@ export interface SimSettings {
 export const DEFAULT_SIM_SETTINGS: SimSettings = {
   latencyMs: 0,
   ttftMs: 0,
+  holdFirstToken: false,
   tokensPerSecond: 0,
   outputTokens: 24,
   cachedTokens: null,
@@ -55,6 +70,8 @@ export interface SimServer {
   port: number
   keys: SimKeys
   settings: SimSettings
+  /** Lets every held stream go on, and the streams after it run without holding. */
+  releaseFirstTokens(): void
   stop(): Promise<void>
 }
 
@@ -92,6 +109,7 @@ export function startSim(
   const settings: SimSettings = { ...DEFAULT_SIM_SETTINGS, ...options }
   const keys = new SimKeys(settings.defaultBalanceMicroDiem)
   const video = videoQueue(keys, settings)
+  let released = Promise.withResolvers<void>()
 
   function listModels(url: URL): Response {
     const type = url.searchParams.get('type') ?? 'text'
@@ -243,6 +261,19 @@ export function startSim(
           return
         }
         if (phase === 'content') {
+          if (next === 0 && settings.holdFirstToken) {
+            await untilReleased(released.promise, signal)
+            if (signal.aborted) {
+              // The client left while held: the stream ends here (the abort settled it).
+              phase = 'done'
+              try {
+                controller.close()
+              } catch {
+                // already cancelled by the same departure
+              }
+              return
+            }
+          }
           if ((plan.fault === 'truncate' || plan.fault === 'stall') && sent >= plan.faultAfter) {
             if (plan.fault === 'truncate') {
               settle()
@@ -321,6 +352,11 @@ export function startSim(
     port: server.port as number,
     keys,
     settings,
+    releaseFirstTokens() {
+      settings.holdFirstToken = false
+      released.resolve()
+      released = Promise.withResolvers<void>()
+    },
     stop: () => server.stop(true),
   }
 }
