@@ -67,16 +67,3 @@ export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boo
     signal.addEventListener('abort', onAbort, { once: true })
   })
 }
-
-/** Resolves once `released` does, or as soon as the client goes away. */
-export function untilReleased(released: Promise<void>, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve()
-  return new Promise((resolve) => {
-    const onAbort = () => resolve()
-    signal.addEventListener('abort', onAbort, { once: true })
-    released.then(() => {
-      signal.removeEventListener('abort', onAbort)
-      resolve()
-    })
-  })
-}

@@ -6,15 +6,8 @@ import { answerTokens, type ChatRequestLike, planAnswer, type SimAnswer } from '
 import { listPriceBurn, type SimPrompt, simPrompt } from './billing.ts'
 import { control, rateLimits } from './control.ts'
 import type { SimFault } from './faults.ts'
-import {
-  authenticate,
-  intHeader,
-  json,
-  preflight,
-  sleepUnlessAborted,
-  untilReleased,
-  veniceError,
-} from './http.ts'
+import { endQuietly, FirstTokenGate } from './gate.ts'
+import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
 import { generateImages } from './images.ts'
 import { type SimKeyState, SimKeys } from './keys.ts'
 import { findSimModel, SIM_MODELS, type VeniceModel } from './models.ts'
@@ -25,11 +18,7 @@ export interface SimSettings {
   latencyMs: number
   /** Streamed: delay before the first content chunk. */
   ttftMs: number
-  /**
-   * Streamed: every stream holds its first token (after its head and role chunk) until
-   * `releaseFirstTokens()`: a test's gate, a request in flight exactly as long as the test needs,
-   * however fast or slow the machine runs.
-   */
+  /** Streamed: every stream holds its first token (after its role chunk) until `releaseFirstTokens()`. */
   holdFirstToken: boolean
   /** Streamed pacing; 0 sends tokens as fast as the client reads them. */
   tokensPerSecond: number
@@ -109,7 +98,7 @@ export function startSim(
   const settings: SimSettings = { ...DEFAULT_SIM_SETTINGS, ...options }
   const keys = new SimKeys(settings.defaultBalanceMicroDiem)
   const video = videoQueue(keys, settings)
-  let released = Promise.withResolvers<void>()
+  const gate = new FirstTokenGate()
 
   function listModels(url: URL): Response {
     const type = url.searchParams.get('type') ?? 'text'
@@ -261,18 +250,10 @@ export function startSim(
           return
         }
         if (phase === 'content') {
-          if (next === 0 && settings.holdFirstToken) {
-            await untilReleased(released.promise, signal)
-            if (signal.aborted) {
-              // The client left while held: the stream ends here (the abort settled it).
-              phase = 'done'
-              try {
-                controller.close()
-              } catch {
-                // already cancelled by the same departure
-              }
-              return
-            }
+          // A client that left while held ends the stream here (its abort settled it).
+          if (next === 0 && settings.holdFirstToken && !(await gate.passed(signal))) {
+            phase = 'done'
+            return endQuietly(controller)
           }
           if ((plan.fault === 'truncate' || plan.fault === 'stall') && sent >= plan.faultAfter) {
             if (plan.fault === 'truncate') {
@@ -352,11 +333,7 @@ export function startSim(
     port: server.port as number,
     keys,
     settings,
-    releaseFirstTokens() {
-      settings.holdFirstToken = false
-      released.resolve()
-      released = Promise.withResolvers<void>()
-    },
+    releaseFirstTokens: () => gate.release(settings),
     stop: () => server.stop(true),
   }
 }
