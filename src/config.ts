@@ -148,6 +148,8 @@ export interface MarketConfig {
   cooldownMs: number
   /** What runs the lease renewer and the reaper (a timer unless a test drives them). */
   every?: Every
+  /** The clock a key wait's deadline is counted on (ms); unset, the wall clock. Tests set it. */
+  keyWaitClock?: () => number
 }
 
 /** The supplier call and the relay. */
@@ -169,6 +171,8 @@ export interface InferenceConfig {
   streamClearWaitMs: number
   /** A video job not retrieved within this long expires: its hold comes back, its media answers 410. */
   videoJobTtlMs: number
+  /** The clock video jobs age by (ms); unset, the wall clock. Never from the environment: tests set it. */
+  videoClock?: () => number
   /** On SIGTERM: how long open requests and streams may take to finish before they are cut. */
   shutdownGraceMs: number
   /** A buffered supplier answer (chat, Responses, images in b64, a video job id): past it, fall forward. */

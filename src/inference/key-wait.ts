@@ -17,7 +17,9 @@ export async function admitWaiting(
   attemptId: string,
   tried: string[],
 ) {
-  const deadline = Date.now() + deps.market.keyWaitMs
+  // A test's clock decides when the wait is over, instead of the test waiting it out.
+  const now = deps.market.keyWaitClock ?? Date.now
+  const deadline = now() + deps.market.keyWaitMs
   let wait = KEY_WAIT_FIRST_MS
   let waiting: string | null = null
   try {
@@ -38,7 +40,7 @@ export async function admitWaiting(
         capGroup: job.capGroup,
         recordRetentionMs: deps.recordRetentionMs,
       })
-      if (result.code !== AdmitCode.KeysBusy || Date.now() >= deadline || req.signal.aborted) return result
+      if (result.code !== AdmitCode.KeysBusy || now() >= deadline || req.signal.aborted) return result
       // A waiting request counts against its wallet's in-flight cap on this replica: past it, the
       // wallet's extra requests are refused like any over the cap, not queued without end.
       if (waiting === null) {
@@ -48,6 +50,8 @@ export async function admitWaiting(
           waiting = null
           return { code: AdmitCode.BuyerConcurrency, who: (result as { who?: unknown }).who } as AdmitRefusal
         }
+        if (waiting !== null)
+          deps.logger.debug({ requestId: req.requestId }, 'waiting for a busy supplier key')
       }
       await Bun.sleep(wait / 2 + Math.random() * wait)
       wait = Math.min(wait * 2, KEY_WAIT_MAX_MS)

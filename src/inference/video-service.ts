@@ -36,11 +36,14 @@ export type Retrieved =
 export class VideoService {
   private readonly jobs: VideoJobs
   private readonly ttlMs: number
+  /** The clock a job's expiry is read on (a test moves it instead of waiting out the TTL). */
+  private readonly now: () => number
 
   constructor(private readonly inference: InferenceService) {
     const { deps } = inference
     this.jobs = new VideoJobs(deps.store, deps.keys)
     this.ttlMs = deps.config.inference.videoJobTtlMs
+    this.now = deps.config.inference.videoClock ?? Date.now
   }
 
   private async validate(body: VideoBody): Promise<ValidVideo> {
@@ -81,7 +84,7 @@ export class VideoService {
     const { admission } = dispatched
     // The job's own lease (its time to live) holds it from here until it is retrieved.
     this.inference.renewer.remove(admission.attemptId)
-    const now = Date.now()
+    const now = this.now()
     const job: VideoJob = {
       id: `vid_${call.supportReference.slice(3)}`,
       supportReference: call.supportReference,
@@ -135,7 +138,7 @@ export class VideoService {
     if (job.state === 'refunded')
       throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
     if (job.state === 'expired') throw gone('video_expired', 'this job expired; its media is gone')
-    if (job.state === 'queued' && Date.now() > job.expiresAt) {
+    if (job.state === 'queued' && this.now() > job.expiresAt) {
       await this.endUncharged(job, 'expired')
       throw gone('video_expired', 'this job expired before it was retrieved; nothing was charged')
     }

@@ -6,6 +6,7 @@ import { answerTokens, type ChatRequestLike, planAnswer, type SimAnswer } from '
 import { listPriceBurn, type SimPrompt, simPrompt } from './billing.ts'
 import { control, rateLimits } from './control.ts'
 import type { SimFault } from './faults.ts'
+import { endQuietly, FirstTokenGate } from './gate.ts'
 import { authenticate, intHeader, json, preflight, sleepUnlessAborted, veniceError } from './http.ts'
 import { generateImages } from './images.ts'
 import { type SimKeyState, SimKeys } from './keys.ts'
@@ -17,6 +18,8 @@ export interface SimSettings {
   latencyMs: number
   /** Streamed: delay before the first content chunk. */
   ttftMs: number
+  /** Streamed: every stream holds its first token (after its role chunk) until `releaseFirstTokens()`. */
+  holdFirstToken: boolean
   /** Streamed pacing; 0 sends tokens as fast as the client reads them. */
   tokensPerSecond: number
   /** Completion length when neither the request nor `x-sim-output-tokens` says otherwise. */
@@ -40,6 +43,7 @@ export interface SimSettings {
 export const DEFAULT_SIM_SETTINGS: SimSettings = {
   latencyMs: 0,
   ttftMs: 0,
+  holdFirstToken: false,
   tokensPerSecond: 0,
   outputTokens: 24,
   cachedTokens: null,
@@ -55,6 +59,8 @@ export interface SimServer {
   port: number
   keys: SimKeys
   settings: SimSettings
+  /** Lets every held stream go on, and the streams after it run without holding. */
+  releaseFirstTokens(): void
   stop(): Promise<void>
 }
 
@@ -92,6 +98,7 @@ export function startSim(
   const settings: SimSettings = { ...DEFAULT_SIM_SETTINGS, ...options }
   const keys = new SimKeys(settings.defaultBalanceMicroDiem)
   const video = videoQueue(keys, settings)
+  const gate = new FirstTokenGate()
 
   function listModels(url: URL): Response {
     const type = url.searchParams.get('type') ?? 'text'
@@ -243,6 +250,11 @@ export function startSim(
           return
         }
         if (phase === 'content') {
+          // A client that left while held ends the stream here (its abort settled it).
+          if (next === 0 && settings.holdFirstToken && !(await gate.passed(signal))) {
+            phase = 'done'
+            return endQuietly(controller)
+          }
           if ((plan.fault === 'truncate' || plan.fault === 'stall') && sent >= plan.faultAfter) {
             if (plan.fault === 'truncate') {
               settle()
@@ -321,6 +333,7 @@ export function startSim(
     port: server.port as number,
     keys,
     settings,
+    releaseFirstTokens: () => gate.release(settings),
     stop: () => server.stop(true),
   }
 }

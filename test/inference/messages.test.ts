@@ -325,15 +325,15 @@ describe('refusals', () => {
 
   test('429 with retry-after while the key has a completion in flight', async () => {
     const local = await startStack({
-      sim: { ttftMs: 300, outputTokens: 3 },
+      sim: { holdFirstToken: true, outputTokens: 3 },
       env: { SVC_KEY_MAX_IN_FLIGHT: '1' },
     })
     try {
       await simOffer(local, 40)
       const who = await fundedBuyer(local)
-      // A stream waits for its first token: in flight from its hold until then.
+      // A stream held at its first token until the test releases it: in flight from its hold on.
       const first = messages({ ...ASK, stream: true }, { 'x-api-key': who.apiKey }, local)
-      while ((await balances(local, who.accountId)).held === 0) await Bun.sleep(5)
+      await until(async () => (await balances(local, who.accountId)).held > 0, 5)
       const second = await messages(ASK, { 'x-api-key': who.apiKey }, local)
       expect(second.status).toBe(429)
       expect(second.headers.get('retry-after')).toBe('1')
@@ -341,6 +341,7 @@ describe('refusals', () => {
         type: 'error',
         error: { type: 'rate_limit_error', code: 'key_concurrency_limit' },
       })
+      local.sim.releaseFirstTokens()
       expect(
         (await (await first).text()).endsWith('event: message_stop\ndata: {"type":"message_stop"}\n\n'),
       ).toBe(true)

@@ -124,13 +124,25 @@ describe('video', () => {
   })
 
   test('a job not retrieved before it expires: its hold comes back, its media answers 410', async () => {
-    const brief = await startStack({ sim: { videoJobMs: 60_000 }, env: { SVC_VIDEO_JOB_TTL_SECONDS: '1' } })
+    // The jobs' clock runs ahead when the test says so: past the TTL without waiting it out.
+    let ahead = 0
+    const brief = await startStack({
+      sim: { videoJobMs: 60_000 },
+      tune: (config) => {
+        config.inference.videoClock = () => Date.now() + ahead
+      },
+    })
     stacks.push(brief)
     await simOffer(brief, 40)
     const who = await fundedBuyer(brief)
     const before = await balances(brief, who.accountId)
     const { id } = (await (await post(brief, who.apiKey, '/v1/video/queue', job)).json()) as { id: string }
-    await Bun.sleep(1_100)
+    // Within its TTL the job is still running (the supplier takes a minute).
+    const running = await post(brief, who.apiKey, '/v1/video/retrieve', { id })
+    expect(running.status).toBe(200)
+    expect(((await running.json()) as { status: string }).status).toBe('processing')
+    expect((await balances(brief, who.accountId)).held).toBeGreaterThan(0)
+    ahead = brief.config.inference.videoJobTtlMs + 1
     const expired = await post(brief, who.apiKey, '/v1/video/retrieve', { id })
     expect(expired.status).toBe(410)
     expect(((await expired.json()) as { error: { code: string } }).error.code).toBe('video_expired')

@@ -32,13 +32,14 @@ test('Redis down: 503 store_unavailable at once, /readyz false; back up: served 
   expect((await fetch(`${stack.url}/readyz`)).status).toBe(200)
 
   await redis.stop()
-  await Bun.sleep(100)
+  // Once the gateway has seen its Redis go (its ping fails), however long that takes here.
+  const readyz = () => fetch(`${stack.url}/readyz`, { signal: AbortSignal.timeout(HANG_MS) })
+  await until(async () => (await readyz()).status === 503, 20)
   const down = await chat()
   expect(down.status).toBe(503)
   expect(down.headers.get('retry-after')).toBe('1')
   expect(((await down.json()) as { error: { code: string } }).error.code).toBe('store_unavailable')
-  const ready = await fetch(`${stack.url}/readyz`, { signal: AbortSignal.timeout(HANG_MS) })
-  expect(ready.status).toBe(503)
+  expect((await readyz()).status).toBe(503)
   const models = await fetch(`${stack.url}/v1/models`, { signal: AbortSignal.timeout(HANG_MS) })
   expect([200, 503]).toContain(models.status) // answered at once (from the catalog cache, or 503), not hung
 

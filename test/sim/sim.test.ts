@@ -357,6 +357,70 @@ describe('pacing settings', () => {
   })
 })
 
+describe('held first token', () => {
+  test('every stream holds its first token until the release; then streams run freely', async () => {
+    const gated = startSim({ port: 0, holdFirstToken: true, outputTokens: 3 })
+    try {
+      const stream = () =>
+        fetch(`${gated.url}/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: 'Bearer k' },
+          body: JSON.stringify({
+            model: 'qwen3-4b',
+            messages: [{ role: 'user', content: 'x' }],
+            stream: true,
+          }),
+        })
+      const held = await stream()
+      expect(held.status).toBe(200)
+      const reader = held.body!.getReader()
+      // The head and the role chunk come at once; the first token waits.
+      expect(new TextDecoder().decode((await reader.read()).value)).toContain('"role":"assistant"')
+      let arrived = false
+      const first = reader.read().then((chunk) => {
+        arrived = true
+        return chunk
+      })
+      // A round trip to the same server later, still nothing of the stream has come.
+      await fetch(`${gated.url}/sim/keys/k`)
+      expect(arrived).toBe(false)
+      gated.releaseFirstTokens()
+      let rest = new TextDecoder().decode((await first).value)
+      expect(rest).toContain('"content":')
+      for (let part = await reader.read(); !part.done; part = await reader.read()) {
+        rest += new TextDecoder().decode(part.value)
+      }
+      expect(rest.endsWith('data: [DONE]\n\n')).toBe(true)
+      // Released, later streams do not hold.
+      expect((await (await stream()).text()).endsWith('data: [DONE]\n\n')).toBe(true)
+    } finally {
+      await gated.stop()
+    }
+  })
+
+  test('a client leaving while its stream is held ends it, counted as cancelled', async () => {
+    const gated = startSim({ port: 0, holdFirstToken: true })
+    try {
+      const leave = new AbortController()
+      const response = await fetch(`${gated.url}/chat/completions`, {
+        method: 'POST',
+        signal: leave.signal,
+        headers: { authorization: 'Bearer gone' },
+        body: JSON.stringify({ model: 'qwen3-4b', messages: [{ role: 'user', content: 'x' }], stream: true }),
+      })
+      expect(response.status).toBe(200)
+      leave.abort()
+      await response.text().catch(() => {})
+      const cancelled = async () =>
+        ((await (await fetch(`${gated.url}/sim/keys/gone`)).json()) as { cancelledStreams: number })
+          .cancelledStreams
+      await until(async () => (await cancelled()) === 1)
+    } finally {
+      await gated.stop()
+    }
+  })
+})
+
 describe('images', () => {
   const generate = (key: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
     fetch(`${sim.url}/images/generations`, {
