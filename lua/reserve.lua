@@ -23,7 +23,7 @@
     {-5, maxCents, askCents, "0"}      its ask is above the buyer's max
     {-6, routable, routable}           it lacks the capacity for the hold
     {-7}                               at its in-flight cap, paused or cooling down
-    {-10}                              attempt id already reserved here
+    {-10}                              attempt id already reserved here (and not voided)
 ]]
 local attempt_id, offer_id = ARGV[1], ARGV[2]
 local hold_diem, max_cents = int(ARGV[3]), int(ARGV[4])
@@ -35,7 +35,12 @@ if not is_live(o, now) or o.inflight >= o.max_in_flight then return { -7 } end
 local r = routable(o)
 if r < hold_diem then return { -6, s(r), s(r) } end
 local reservation = k_reservation(attempt_id)
-if rcall('EXISTS', reservation) == 1 then return { -10 } end
+-- A reservation this attempt made and voided (its hold refused: the buyer's max, a waiting request
+-- asking again under the same attempt) is made again, so a try repeated answers as the first did;
+-- one still reserved or posted is this attempt's already.
+local prior = rcall('HGET', reservation, 'state')
+if prior and prior ~= 'voided' then return { -10 } end
+if prior then rcall('PERSIST', reservation) end
 
 local hold_diem_s, deadline_s = s(hold_diem), s(now + int(ARGV[5]))
 rcall('HSET', k_offer(offer_id), 'held', s(o.held + hold_diem), 'inflight', s(o.inflight + 1))

@@ -314,4 +314,20 @@ describe('the request path held apart', () => {
     expect(stats.models.map((m) => m.id)).toContain('qwen3-4b')
     await removeOffer(offerId)
   })
+
+  test('a request admitted again with the same attempt after a refusal that had reserved an offer gets the same refusal', async () => {
+    const offerId = await postOffer(60)
+    const b = await buyer(40)
+    const [apiKeyId] = await store.hkeys(keys.accountKeys(b.accountId))
+    const steps = marketSteps(store, keys)
+    // Waiting for a busy key asks again under the same attempt id: the offer reserved and voided the
+    // first time must not turn the second into a duplicate.
+    const request = admitRequest(b.accountId, { apiKeyId: apiKeyId!, holdDiem: 1_000 as never })
+    const first = await steps.admit(request)
+    const again = await steps.admit(request)
+    expect(first.code).toBe(AdmitCode.NoEligibleSupply)
+    expect(again.code).toBe(AdmitCode.NoEligibleSupply)
+    expect(await offerRow(offerId)).toMatchObject({ held: '0', inflight: '0' })
+    await removeOffer(offerId)
+  })
 })
