@@ -1,5 +1,5 @@
 // `svc-gateway sizing` on real processes: a single redis-server and a three-master Cluster, two
-// gateway replicas each, the simulated supplier; every row served paid requests, none failed, and
+// gateway replicas each, two offers, the simulated supplier; every row served paid requests, none failed, and
 // the Redis CPU was read from every master.
 import { describe, expect, test } from 'bun:test'
 import { measureSizing, sizingOptions, sizingTable } from '../../src/cli/sizing.ts'
@@ -28,7 +28,8 @@ describe('sizing', () => {
   test('one and three masters under two replicas: paid requests served, Redis CPU per request and the busiest master', async () => {
     // No warm-up: what is asserted holds from the first request, and each warm-up costs a
     // second of both cores and a load process per replica.
-    const options = { masters: [1, 3], replicas: [2], clients: 4, seconds: 1, warmSeconds: 0 }
+    // Two offers splitting the load by their in-flight caps, and an account per replica.
+    const options = { masters: [1, 3], replicas: [2], clients: 4, seconds: 1, warmSeconds: 0, offers: 2 }
     const rows = await measureSizing(options)
     expect(rows.map((r) => [r.masters, r.replicas])).toEqual([
       [1, 2],
@@ -49,5 +50,6 @@ describe('sizing', () => {
     const table = sizingTable(rows, options)
     expect(table).toContain('| 1 | 2 |')
     expect(table).toContain('| 3 | 2 |')
+    expect(table).toContain('the market on one slot, 2 offers, an account per replica')
   })
 })
