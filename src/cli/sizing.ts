@@ -167,8 +167,9 @@ async function market(
   try {
     const keys = keyspace(config.redisPrefix, options.layout)
     const offers = options.offers ?? 1
+    const offerService = new OfferService(store, keys, config.masterKey)
     for (let i = 0; i < offers; i++) {
-      await new OfferService(store, keys, config.masterKey).create({
+      await offerService.create({
         upstreamBaseUrl: upstreamUrl,
         upstreamApiKey: `sizing-${randomBytes(8).toString('hex')}`,
         askCents: 50,

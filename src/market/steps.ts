@@ -169,7 +169,7 @@ class ApartSteps implements MarketSteps {
     return renewLease(this.store, this.owners.offer(attempt.offerId), attempt.attemptId, leaseMs)
   }
 
-  /** Each offer on the ladder finishes its own expired reservations, from the account's side. */
+  /** Each offer ever posted (a paused or deleted one may still hold reservations) finishes its own expired ones, from the account's side. */
   async reap(limit: number, recordRetentionMs = DEFAULT_RECORD_RETENTION_MS) {
     const offerIds = await this.store.smembers(this.keys.offers)
     let reaped = 0
