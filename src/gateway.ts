@@ -47,7 +47,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     // Another replica may have synced already; serve what Redis holds and retry on the interval.
     logger.warn({ err: (error as Error).message }, 'catalog sync failed at start; serving the stored catalog')
   }
-  const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, logger)
+  const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, { store, keys, logger })
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
   const { reapIntervalMs, every } = config.market
   const steps = marketSteps(store, keys)

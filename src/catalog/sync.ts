@@ -1,6 +1,12 @@
 // Catalog sync: the upstream's `/models` -> Redis, at start and on an interval. A failed sync keeps
-// the catalog that is there; it never empties it.
+// the catalog that is there; it never empties it. On the interval one replica syncs for the market:
+// the first to claim the period does it, so more replicas ask the upstream no more often; a failed
+// sync gives the claim back for another replica's turn.
 import type { Logger } from 'pino'
+import { REPLICA_ID } from '../market/replicas.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import type { Store } from '../redis/store.ts'
+import { type Every, onTimer } from '../timing/every.ts'
 import type { CatalogStore } from './store.ts'
 import { mapUpstreamModels } from './venice-mapping.ts'
 
@@ -20,20 +26,46 @@ export async function syncCatalog(store: CatalogStore, source: CatalogSource): P
   return store.replace(entries, source.upstreamUrl)
 }
 
-/** Syncs every `seconds`; returns a function that stops the loop. */
+/** Whether this replica syncs this period: the claim was free, and is now its own for `ttlMs`. */
+export async function claimCatalogSync(
+  store: Store,
+  keys: Keyspace,
+  ttlMs: number,
+  replica = REPLICA_ID,
+): Promise<boolean> {
+  return (await store.call('SET', keys.catalogSyncClaim, replica, 'PX', ttlMs, 'NX')) === 'OK'
+}
+
+/** Gives the period's claim back, if this replica still holds it. */
+async function releaseCatalogSync(store: Store, keys: Keyspace, replica: string): Promise<void> {
+  if ((await store.get(keys.catalogSyncClaim)) === replica) await store.del(keys.catalogSyncClaim)
+}
+
+export interface CatalogSyncLoop {
+  store: Store
+  keys: Keyspace
+  logger: Logger
+  replica?: string
+  every?: Every
+}
+
+/** Syncs every `seconds` when this replica claims the period; returns a function that stops the loop. */
 export function startCatalogSync(
-  store: CatalogStore,
+  catalog: CatalogStore,
   source: CatalogSource,
   seconds: number,
-  logger: Logger,
+  { store, keys, logger, replica = REPLICA_ID, every = onTimer }: CatalogSyncLoop,
 ): () => void {
-  const timer = setInterval(() => {
-    syncCatalog(store, source).then(
-      (count) => logger.debug({ count }, 'catalog synced'),
-      (error: Error) =>
-        logger.warn({ err: error.message }, 'catalog sync failed; keeping the current catalog'),
-    )
-  }, seconds * 1000)
-  timer.unref()
-  return () => clearInterval(timer)
+  // A little under the period, so the next period's first tick finds the claim free.
+  const ttlMs = Math.max(1_000, seconds * 1000 - 500)
+  return every(seconds * 1000, async () => {
+    try {
+      if (!(await claimCatalogSync(store, keys, ttlMs, replica))) return
+      const count = await syncCatalog(catalog, source)
+      logger.debug({ count }, 'catalog synced')
+    } catch (error) {
+      logger.warn({ err: (error as Error).message }, 'catalog sync failed; keeping the current catalog')
+      await releaseCatalogSync(store, keys, replica).catch(() => {})
+    }
+  })
 }

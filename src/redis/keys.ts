@@ -52,6 +52,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     catalog: key('catalog'),
     /** hash: syncedAt (ms), source, count */
     catalogMeta: key('catalog:meta'),
+    /** string, with a ttl: the replica that syncs the catalog this period (src/catalog/sync.ts) */
+    catalogSyncClaim: key('catalog:sync-claim'),
 
     // Funding (x402). A payment is known by its chain and transaction, an authorization by its
     // chain, token, payer and nonce; each is credited at most once (lua/credit-payment.lua).

@@ -110,11 +110,17 @@ export async function startStack(
 /**
  * Every key of a prefix with its value dump, to prove a request changed nothing in Redis. A stream
  * is compared by its entries (a consumer group's bookkeeping is not a change), a hash by its fields;
- * the replicas' heartbeat (stamped by every reaper pass) and the reaping claim are left out.
+ * the replicas' heartbeat (stamped by every reaper pass), the reaping claim and the catalog sync's
+ * claim are left out.
  */
 export async function snapshotKeys(store: Store, prefix: string): Promise<Record<string, string>> {
   // Each replica's reaper stamps these on its own clock, whatever the requests do.
-  const heartbeat = new Set([`${prefix}:replicas`, `${prefix}:reaper`, `${prefix}:reaper:claim`])
+  const heartbeat = new Set([
+    `${prefix}:replicas`,
+    `${prefix}:reaper`,
+    `${prefix}:reaper:claim`,
+    `${prefix}:catalog:sync-claim`,
+  ])
   // Every master's (a Cluster's keyless KEYS would ask one node at random).
   const pattern = `${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`
   const found = await Promise.all((await store.masters()).map((node) => node.keys(pattern)))
