@@ -5,6 +5,7 @@
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
+import { fillStreams } from './fills.ts'
 
 export interface SupplierFinding {
   subject: string
@@ -12,7 +13,7 @@ export interface SupplierFinding {
 }
 
 /** The earned micro-USDC summed over a fills Stream, and whether it holds every entry added. */
-async function fillsEarned(store: Store, stream: string) {
+export async function fillsEarned(store: Store, stream: string) {
   let sum = 0
   await forEachEntry(store, stream, (flat) => {
     for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === 'earnedUsdc') sum += Number(flat[i + 1])
@@ -37,7 +38,12 @@ export async function auditSuppliers(store: Store, keys: Keyspace): Promise<Supp
       if (owner !== id) off(`offer ${offerId} in its offers names supplier ${owner ?? 'none'}`)
       earned += Number(offerEarned ?? 0)
     }
-    const fills = await fillsEarned(store, keys.supplierFills(id))
+    const fills = { sum: 0, complete: true }
+    for (const stream of await fillStreams(store, keys, id)) {
+      const one = await fillsEarned(store, stream)
+      fills.sum += one.sum
+      fills.complete &&= one.complete
+    }
     if (fills.complete && fills.sum !== earned)
       off(`fills earned ${fills.sum} != its offers' earned ${earned}`)
     if (!fills.complete && fills.sum > earned) {
