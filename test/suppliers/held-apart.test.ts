@@ -6,59 +6,42 @@
 // payout never exceeds what the offers earned (two at once included), and a create left between
 // its steps is finished or undone by the reaper. The audit of every slot is clean after each test.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
-import { randomBytes, randomUUID } from 'node:crypto'
-import OpenAI from 'openai'
+import { randomUUID } from 'node:crypto'
+import type OpenAI from 'openai'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
-import { AccountStore } from '../../src/accounts/accounts.ts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { OfferIndex, putOffer } from '../../src/market/offer-index.ts'
 import { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED, OfferService } from '../../src/market/offers.ts'
-import { type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
+import type { Owners } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { PayoutStore } from '../../src/payouts/store.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
-import { createStore, type Store } from '../../src/redis/store.ts'
+import type { Store } from '../../src/redis/store.ts'
 import { adminFetch, keyFetch } from '../helpers/accounts.ts'
-import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { postSignIn, siweMessage, supplierNonce, type TestSupplier } from '../helpers/suppliers.ts'
 import { until } from '../helpers/wait.ts'
 
-let cluster: RedisCluster
+let apart: HeldApart
 let stack: TestStack
 let store: Store
 let keys: Keyspace
 let owners: Owners
-let accounts: AccountStore
 let offers: OfferService
 
 beforeAll(async () => {
-  cluster = await startRedisCluster()
-  stack = await startStack({
-    sim: { outputTokens: 12 },
-    env: { REDIS_URL: cluster.url, SVC_REAP_INTERVAL_MS: '50' },
-    tune: (config) => {
-      config.redisLayout = 'apart'
-    },
-  })
-  store = createStore(cluster.url, { name: 'svc-test-suppliers-apart' })
-  await store.whenReady(15_000)
-  keys = keyspace(stack.config.redisPrefix, 'apart')
-  owners = ownerKeyspaces(keys.prefix)
-  accounts = new AccountStore(store, keys)
+  apart = await startHeldApart('svc-test-suppliers-apart', { sim: { outputTokens: 12 } })
+  ;({ stack, store, keys, owners } = apart)
   offers = new OfferService(store, keys, stack.config.masterKey)
 })
 afterEach(async () => {
   expect(await auditApart(store, keys.prefix)).toEqual([])
 })
-afterAll(async () => {
-  await stack.stop()
-  store.close()
-  cluster.stop()
-})
+afterAll(() => apart.stop())
 
 const model = 'svc/llama-3.3-70b'
 const messages = [{ role: 'user' as const, content: 'Say something about markets.' }]
@@ -101,11 +84,7 @@ async function signInSupplier(_stack: TestStack): Promise<TestSupplier> {
   return { ...((await response.json()) as Omit<TestSupplier, 'account'>), account }
 }
 
-async function buyer() {
-  const { account, apiKey } = await accounts.create(`0x${randomBytes(20).toString('hex')}`, 50)
-  await accounts.credit(account.id, '5.000000', 'test funds', 'test')
-  return new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
-}
+const buyer = async () => (await apart.buyer()).client
 
 /** One paid chat: what it cost, micro-USDC. */
 async function served(client: OpenAI): Promise<number> {
