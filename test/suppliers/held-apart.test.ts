@@ -134,6 +134,19 @@ describe("a supplier's offers held apart", () => {
     await deleteOffer(s, ((await reposted.json()) as { id: string }).id)
   })
 
+  test('the same new upstream key posted many times at once stands in exactly one offer', async () => {
+    const s = await signInSupplier(stack)
+    const key = upstreamKey()
+    const responses = await Promise.all(Array.from({ length: 6 }, () => postOffer(s, key)))
+    const statuses = responses.map((r) => r.status).sort()
+    expect(statuses).toEqual([201, 409, 409, 409, 409, 409])
+    const created = responses.find((r) => r.status === 201)!
+    const { id } = (await created.json()) as { id: string }
+    expect(await store.hget(keys.upstreamKeys, digestApiKey(key))).toBe(id)
+    expect(await store.smembers(keys.supplierOffers(s.supplierId))).toEqual([id])
+    await deleteOffer(s, id)
+  })
+
   test('a supplier has at most its limit of offers standing and ever posted; a refusal changes nothing', async () => {
     const s = await signInSupplier(stack)
     const create = () =>
@@ -322,5 +335,41 @@ describe('a create left between its steps', () => {
     expect(again.status).toBe(201)
     expect(await store.zscore(keys.ladder, id)).toBeNull()
     await deleteOffer(s, ((await again.json()) as { id: string }).id)
+  })
+
+  test('a change written but never placed: placed by the reaper as the offer stands', async () => {
+    const s = await signInSupplier(stack)
+    const id = await posted(s, 78)
+    await index().touch(id)
+    await putOffer(store, keys, id, { mode: 'update', status: 'paused', supplierId: s.supplierId })
+    expect(await store.zscore(keys.ladder, id)).not.toBeNull()
+    expect(await index().finishListings(100, 0)).toBe(1)
+    expect(await store.zscore(keys.ladder, id)).toBeNull()
+    expect(await store.hget(keys.supplierOfferStates(s.supplierId), id)).toBe('paused')
+    await deleteOffer(s, id)
+  })
+})
+
+describe('the audit of suppliers held apart', () => {
+  test("names an offer missing from its supplier's set, payouts past earnings, and a key claimed by a deleted offer", async () => {
+    const s = await signInSupplier(stack)
+    const key = upstreamKey()
+    const response = await postOffer(s, key, 79)
+    const { id } = (await response.json()) as { id: string }
+    const subject = `supplier ${s.supplierId}`
+    await store.srem(keys.supplierOffers(s.supplierId), id)
+    await store.hset(keys.supplier(s.supplierId), 'pending', 1)
+    await putOffer(store, keys, id, { mode: 'delete' })
+    expect(await auditApart(store, keys.prefix)).toEqual([
+      { subject, problem: `offer ${id} names it but is not in its offers` },
+      { subject, problem: "paid out and pending 1 exceed its offers' earned 0" },
+      {
+        subject: `upstream key ${digestApiKey(key).slice(0, 12)}`,
+        problem: `claimed by offer ${id}, which is deleted`,
+      },
+    ])
+    await store.sadd(keys.supplierOffers(s.supplierId), id)
+    await store.hset(keys.supplier(s.supplierId), 'pending', 0)
+    await deleteOffer(s, id)
   })
 })
