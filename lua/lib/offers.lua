@@ -1,6 +1,6 @@
 -- lib/offers: reading an offer and the one eligibility rule that admit and capacity share.
 local OFFER_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
-  'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'suspended' }
+  'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc' }
 
 local function read_offer(id)
   local f = rcall('HMGET', k_offer(id), unpack(OFFER_FIELDS))
@@ -20,8 +20,6 @@ local function read_offer(id)
     -- what the supplier call needs, read here so that admit makes no second call for it
     upstream_base_url = f[10],
     upstream_key_enc = f[11],
-    -- held apart, the supplier's suspension is copied onto each of its offers (lua/offer-put.lua)
-    suspended = f[12] == '1',
   }
 end
 
@@ -35,10 +33,9 @@ local function routable(o)
   return r
 end
 
--- Offers that count as supply right now: active, their supplier not suspended, and not cooling
--- down after upstream errors.
+-- Offers that count as supply right now: active and not cooling down after upstream errors.
 local function is_live(o, now)
-  return o.status == 'active' and not o.suspended and o.cooldown_until <= now
+  return o.status == 'active' and o.cooldown_until <= now
 end
 
 -- A ladder score orders by ask, then by posting order, so ties break stably.
