@@ -7,12 +7,12 @@
 // on the account, not yet posted on the offer). A payment recorded on the indexes' slot is credited
 // once on its account's, in the same state, and an account's pending is what its payments there
 // still have pending, and every key listed on an account has the record auth reads; and each
-// supplier's offers, earnings, payouts and upstream key claims (src/suppliers/audit-apart.ts).
+// supplier's offers, earnings, payouts and upstream key claims (audit-suppliers.ts).
 // Read without a snapshot: run it when quiet.
 import { ownerPrefix } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
-import { auditSuppliersApart } from '../suppliers/audit-apart.ts'
 import { type AuditFinding, scanHashes } from './audit.ts'
+import { auditSuppliersApart } from './audit-suppliers.ts'
 
 /** A prefix matched literally by a glob. */
 const literal = (prefix: string) => prefix.replace(/[?[\]\\]/g, (c) => `\\${c}`)

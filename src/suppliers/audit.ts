@@ -4,21 +4,12 @@
 // paid out + pending + payable with payable never below zero.
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
-import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
+import { sumOfField } from '../redis/streams.ts'
 import { fillStreams } from './fills.ts'
 
 export interface SupplierFinding {
   subject: string
   problem: string
-}
-
-/** The earned micro-USDC summed over a fills Stream, and whether it holds every entry added. */
-export async function fillsEarned(store: Store, stream: string) {
-  let sum = 0
-  await forEachEntry(store, stream, (flat) => {
-    for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === 'earnedUsdc') sum += Number(flat[i + 1])
-  })
-  return { sum, complete: await holdsEveryEntry(store, stream) }
 }
 
 export async function auditSuppliers(store: Store, keys: Keyspace): Promise<SupplierFinding[]> {
@@ -40,7 +31,7 @@ export async function auditSuppliers(store: Store, keys: Keyspace): Promise<Supp
     }
     const fills = { sum: 0, complete: true }
     for (const stream of await fillStreams(store, keys, id)) {
-      const one = await fillsEarned(store, stream)
+      const one = await sumOfField(store, stream, 'earnedUsdc')
       fills.sum += one.sum
       fills.complete &&= one.complete
     }

@@ -1,13 +1,14 @@
-// The audit's supplier checks in a market held apart (src/market/audit-apart.ts calls them): the
+// The audit's supplier checks in a market held apart (audit-apart.ts calls them): the
 // supplier's hash, offers set, upstream key claims and payouts are on the market's slot, each
 // offer (its earnings, its fills) on its own. A supplier's offers set is the offers that name it
 // (one listed but not written yet is a create the reaper finishes or undoes); what it was paid and
 // has pending is at most what its offers earned, which their fills add up to; every claimed
 // upstream key belongs to an offer standing, or to one whose create or change the reaper places.
-import type { AuditFinding } from '../market/audit.ts'
+
 import { keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
-import { fillsEarned } from './audit.ts'
+import { sumOfField } from '../redis/streams.ts'
+import type { AuditFinding } from './audit.ts'
 
 /** `offers`: every offer hash in the market, as the audit read them from their own slots. */
 export async function auditSuppliersApart(
@@ -44,7 +45,7 @@ export async function auditSuppliersApart(
       }
       if (o.supplierId !== id) off(`offer ${offerId} in its offers names supplier ${o.supplierId ?? 'none'}`)
       earned += Number(o.earned ?? 0)
-      const stream = await fillsEarned(store, keys.offerFills(offerId, id))
+      const stream = await sumOfField(store, keys.offerFills(offerId, id), 'earnedUsdc')
       fills += stream.sum
       complete &&= stream.complete
     }
