@@ -3,7 +3,7 @@
   ladder at once (requests in flight on them finish and clear); reinstated, those that are active
   stand on it again at their ask and posting order. Payouts read the same status field. Held
   apart, the caller copies the status onto each offer's own hash (lua/offer-put.lua's suspend and
-  reinstate): after this script when suspending, before it when reinstating.
+  reinstate), after this script.
   A change of status writes supplier.suspended or supplier.reinstated (lib/events), same call.
   Includes lib/keys, lib/numbers, lib/offers, lib/events.
 

@@ -116,8 +116,12 @@ export class OfferIndex {
       maxStanding: MAX_SUPPLIER_OFFERS,
       maxEver: MAX_SUPPLIER_OFFERS_POSTED,
     })) as number[]
-    // Its supplier was suspended while it was being written: the offer carries the suspension too.
-    if (Number(reply[0]) === 2) await putOffer(this.store, this.keys, offerId, { mode: 'suspend' })
+    // Its supplier was suspended while it was being written: the offer carries the suspension too,
+    // unless a reinstatement came between (whose own copy may have run before this one).
+    if (Number(reply[0]) !== 2) return
+    await putOffer(this.store, this.keys, offerId, { mode: 'suspend' })
+    if ((await this.store.hget(this.keys.supplier(supplierId!), 'status')) !== 'suspended')
+      await putOffer(this.store, this.keys, offerId, { mode: 'reinstate' })
   }
 
   /**

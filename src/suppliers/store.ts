@@ -106,21 +106,20 @@ export class SupplierStore {
 
   /**
    * Suspends or reinstates: its active offers leave or rejoin the ladder in the same script. Held
-   * apart, each offer carries the suspension too (the request path refuses it on the offer's own
-   * slot): marked after the ladder lets go of it, cleared before the ladder takes it back, so an
-   * offer on the ladder is never refused for a suspension that ended.
+   * apart, each offer carries the status too (the request path refuses a suspended one on the
+   * offer's own slot), copied after the script: whatever runs at once, each offer's copy ends as
+   * the last status set (an offer placed meanwhile copies it too: OfferIndex.place).
    */
   async setStatus(id: string, status: SupplierStatus): Promise<Supplier> {
     if (!isSupplierId(id)) throw supplierNotFound(id)
     const apart = this.keys.layout === 'apart'
     if (apart && !(await this.store.exists(this.keys.supplier(id)))) throw supplierNotFound(id)
-    if (apart && status === 'active') await this.markOffers(id, 'reinstate')
     const reply = (await runScript(this.store, 'supplierStatus', [this.keys.base], {
       supplierId: id,
       status,
     })) as number[]
     if (Number(reply[0]) !== SupplierCode.Ok) throw supplierNotFound(id)
-    if (apart && status === 'suspended') await this.markOffers(id, 'suspend')
+    if (apart) await this.markOffers(id, status === 'suspended' ? 'suspend' : 'reinstate')
     return this.require(id)
   }
 

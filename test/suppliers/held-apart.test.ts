@@ -252,6 +252,38 @@ describe("a supplier's offers held apart", () => {
     await Promise.all(ids.map((id) => deleteOffer(s, id)))
   })
 
+  test('creates racing suspensions and reinstatements: each offer ends carrying its supplier status, on the ladder only while active', async () => {
+    const s = await signInSupplier(stack)
+    const create = () =>
+      offers
+        .create({
+          upstreamBaseUrl: stack.config.upstreamUrl,
+          upstreamApiKey: upstreamKey(),
+          askCents: 80,
+          capacity: 1_000_000 as MicroDiem,
+          supplierId: s.supplierId,
+          upstreamKeyDigest: randomUUID(),
+        })
+        .catch((error: { code?: string }) => expect(error.code).toBe('supplier_suspended'))
+    const flips = async () => {
+      for (const status of ['suspended', 'active', 'suspended', 'active', 'suspended'] as const)
+        expect((await setStatus(s, status)).status).toBe(200)
+    }
+    await Promise.all([flips(), ...Array.from({ length: 12 }, create)])
+    const settled = async (suspended: boolean) => {
+      const ids = await store.smembers(keys.supplierOffers(s.supplierId))
+      for (const id of ids) {
+        expect((await offerRow(id)).suspended).toBe(suspended ? '1' : undefined)
+        expect((await store.zscore(keys.ladder, id)) === null).toBe(suspended)
+      }
+      return ids
+    }
+    await settled(true)
+    expect((await setStatus(s, 'active')).status).toBe(200)
+    const ids = await settled(false)
+    await Promise.all(ids.map((id) => offers.remove(id, s.supplierId)))
+  })
+
   test('a payout never exceeds what its offers earned, two asked at once included', async () => {
     const s = await signInSupplier(stack)
     const id = await posted(s, 35)
