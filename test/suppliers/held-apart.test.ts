@@ -63,6 +63,17 @@ async function posted(who: TestSupplier, askCents = 40): Promise<string> {
   return ((await response.json()) as { id: string }).id
 }
 
+/** An offer of the supplier's posted through the service, as the route posts one, without the upstream's check. */
+const created = (who: TestSupplier, askCents: number) =>
+  offers.create({
+    upstreamBaseUrl: stack.config.upstreamUrl,
+    upstreamApiKey: upstreamKey(),
+    askCents,
+    capacity: 1_000_000 as MicroDiem,
+    supplierId: who.supplierId,
+    upstreamKeyDigest: randomUUID(),
+  })
+
 const changeOffer = (who: TestSupplier, id: string, json: Record<string, unknown>) =>
   keyFetch(stack, who.apiKey, `/v1/supplier/offers/${id}`, { method: 'PATCH', json })
 const deleteOffer = (who: TestSupplier, id: string) =>
@@ -149,15 +160,7 @@ describe("a supplier's offers held apart", () => {
 
   test('a supplier has at most its limit of offers standing and ever posted; a refusal changes nothing', async () => {
     const s = await signInSupplier(stack)
-    const create = () =>
-      offers.create({
-        upstreamBaseUrl: stack.config.upstreamUrl,
-        upstreamApiKey: upstreamKey(),
-        askCents: 79,
-        capacity: 1_000_000 as MicroDiem,
-        supplierId: s.supplierId,
-        upstreamKeyDigest: randomUUID(),
-      })
+    const create = () => created(s, 79)
     const ids: string[] = []
     for (let i = 0; i < MAX_SUPPLIER_OFFERS; i++) ids.push((await create()).id)
     const seq = await store.hget(keys.market, 'offerSeq')
@@ -255,16 +258,7 @@ describe("a supplier's offers held apart", () => {
   test('creates racing suspensions and reinstatements: each offer ends carrying its supplier status, on the ladder only while active', async () => {
     const s = await signInSupplier(stack)
     const create = () =>
-      offers
-        .create({
-          upstreamBaseUrl: stack.config.upstreamUrl,
-          upstreamApiKey: upstreamKey(),
-          askCents: 80,
-          capacity: 1_000_000 as MicroDiem,
-          supplierId: s.supplierId,
-          upstreamKeyDigest: randomUUID(),
-        })
-        .catch((error: { code?: string }) => expect(error.code).toBe('supplier_suspended'))
+      created(s, 80).catch((error: { code?: string }) => expect(error.code).toBe('supplier_suspended'))
     const flips = async () => {
       for (const status of ['suspended', 'active', 'suspended', 'active', 'suspended'] as const)
         expect((await setStatus(s, status)).status).toBe(200)
