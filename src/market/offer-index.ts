@@ -13,6 +13,8 @@ import { type Owners, ownerKeyspaces } from './two-phase.ts'
 
 /** A ladder score is ask x LADDER_STEP + posting order (lib/offers.lua's LADDER_STEP). */
 const LADDER_STEP = 1_000_000_000
+/** Places of one change before it leaves the rest to the changes that keep moving the offer. */
+const PLACE_TRIES = 5
 /** How long a listing may wait for its create's next steps before the reaper takes it as left behind. */
 export const LISTING_GRACE_MS = 60_000
 
@@ -96,8 +98,34 @@ export class OfferIndex {
     })
   }
 
-  /** Places an offer as its own state says (the ladder while active, its supplier's copy); none written: nothing. */
+  /**
+   * Places an offer as its own state says (the ladder while active, its supplier's copy); none
+   * written: nothing. Two changes placing at once may place in the other order than they wrote:
+   * each reads the offer again after its place and places again while it moved, so the last place
+   * is always of the offer as it stands.
+   */
   async place(offerId: string): Promise<void> {
+    let state = await this.placing(offerId)
+    for (let tries = 0; state && tries < PLACE_TRIES; tries++) {
+      const reply = (await runScript(this.store, 'indexOffer', [this.keys.base], {
+        mode: 'place',
+        offerId,
+        supplierId: state.supplierId,
+        upstreamKeyDigest: '',
+        status: state.status,
+        score: state.score,
+        maxStanding: MAX_SUPPLIER_OFFERS,
+        maxEver: MAX_SUPPLIER_OFFERS_POSTED,
+      })) as number[]
+      if (Number(reply[0]) === 2) await this.copySuspension(offerId, state.supplierId)
+      const now = await this.placing(offerId)
+      if (now?.status === state.status && now.score === state.score) return
+      state = now
+    }
+  }
+
+  /** What a place writes of the offer, read on its own slot; null when it was never written. */
+  private async placing(offerId: string) {
     const [status, ask, seq, supplierId] = await this.store.hmget(
       this.owners.offer(offerId).offer(offerId),
       'status',
@@ -105,22 +133,17 @@ export class OfferIndex {
       'seq',
       'supplierId',
     )
-    if (!status) return
-    const reply = (await runScript(this.store, 'indexOffer', [this.keys.base], {
-      mode: 'place',
-      offerId,
-      supplierId: supplierId ?? '',
-      upstreamKeyDigest: '',
-      status,
-      score: Number(ask ?? 0) * LADDER_STEP + Number(seq ?? 0),
-      maxStanding: MAX_SUPPLIER_OFFERS,
-      maxEver: MAX_SUPPLIER_OFFERS_POSTED,
-    })) as number[]
-    // Its supplier was suspended while it was being written: the offer carries the suspension too,
-    // unless a reinstatement came between (whose own copy may have run before this one).
-    if (Number(reply[0]) !== 2) return
+    if (!status) return null
+    return { status, score: Number(ask ?? 0) * LADDER_STEP + Number(seq ?? 0), supplierId: supplierId ?? '' }
+  }
+
+  /**
+   * Its supplier was suspended while the offer was being written: the offer carries the suspension
+   * too, unless a reinstatement came between (whose own copy may have run before this one).
+   */
+  private async copySuspension(offerId: string, supplierId: string): Promise<void> {
     await putOffer(this.store, this.keys, offerId, { mode: 'suspend' })
-    if ((await this.store.hget(this.keys.supplier(supplierId!), 'status')) !== 'suspended')
+    if ((await this.store.hget(this.keys.supplier(supplierId), 'status')) !== 'suspended')
       await putOffer(this.store, this.keys, offerId, { mode: 'reinstate' })
   }
 

@@ -158,6 +158,33 @@ describe("a supplier's offers held apart", () => {
     await deleteOffer(s, id)
   })
 
+  test('a place that read the offer before another change placed it is placed again as the offer stands', async () => {
+    const s = await signInSupplier(stack)
+    const id = (await created(s, 70)).id
+    // Another replica pauses the offer, write and place, between this place's read and its script.
+    let between: (() => Promise<unknown>) | null = () =>
+      offers.update(id, { supplierId: s.supplierId, status: 'paused' })
+    const racing = new Proxy(store, {
+      get(target, name) {
+        const value = Reflect.get(target, name, target)
+        if (name !== 'hmget') return typeof value === 'function' ? value.bind(target) : value
+        return async (...args: Parameters<Store['hmget']>) => {
+          const row = await target.hmget(...args)
+          const step = between
+          between = null
+          await step?.()
+          return row
+        }
+      },
+    })
+    await new OfferIndex(racing, keys).place(id)
+    expect(between).toBeNull()
+    expect((await offerRow(id)).status).toBe('paused')
+    expect(await store.zscore(keys.ladder, id)).toBeNull()
+    expect(await store.hget(keys.supplierOfferStates(s.supplierId), id)).toBe('paused')
+    await offers.remove(id, s.supplierId)
+  })
+
   test('a supplier has at most its limit of offers standing and ever posted; a refusal changes nothing', async () => {
     const s = await signInSupplier(stack)
     const create = () => created(s, 79)
