@@ -64,10 +64,9 @@ end
 local owner
 if mode == 'create' then
   if rcall('EXISTS', offer) == 1 then return { -1 } end
-  if supplier_id ~= '' and apart then
-    owner = supplier_id
-  elseif supplier_id ~= '' then
-    owner = supplier_id
+  if supplier_id ~= '' then owner = supplier_id end
+  -- Held apart, lua/index-offer.lua checked the supplier, its limits and the key before this step.
+  if owner and not apart then
     if rcall('EXISTS', k_supplier(owner)) == 0 then return { -5 } end
     local posted = rcall('SMEMBERS', k_supplier_offers(owner))
     if #posted >= int(ARGV[13]) then return { -6, ARGV[13] } end

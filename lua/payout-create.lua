@@ -1,11 +1,11 @@
 --[[
   payout-create: a supplier asks for a payout. In one step: the supplier must exist and be active,
   the amount must be at least the minimum and at most payable (earned, summed here over its
-  offers or read from them by the caller, less paid out, less pending), and the amount moves from payable to pending as the
-  payout is created in `sending` (the sender signs and broadcasts it). Concurrent requests on any
-  replica serialize here, so payable never goes below zero. An Idempotency-Key used again with
-  the same amount answers the payout it made (whatever happened since); with another amount it is
-  refused. A refusal changes nothing.
+  offers or read from them by the caller, less paid out, less pending), and the amount moves
+  from payable to pending as the payout is created in `sending` (the sender signs and broadcasts
+  it). Concurrent requests on any replica serialize here, so payable never goes below zero. An
+  Idempotency-Key used again with the same amount answers the payout it made (whatever happened
+  since); with another amount it is refused. A refusal changes nothing.
   Includes lib/keys, lib/numbers.
 
   KEYS[1]  keyspace base ("<prefix>:")
