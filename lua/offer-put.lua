@@ -3,7 +3,10 @@
   Includes lib/keys, lib/numbers, lib/offers.
 
   KEYS[1]  keyspace base ("<prefix>:")
-  ARGV[1]  mode: mode: create | update | delete
+  ARGV[1]  mode: mode: create | update | delete; held apart also suspend | reinstate (the
+           supplier's suspension copied onto the offer, which the request path reads) and void
+           (an offer listed but never written is written deleted, so that a late create finds it
+           taken: src/market/offer-index.ts)
   ARGV[2]  offerId: offer id
   ARGV[3]  upstreamBaseUrl: upstream base URL ("" keeps)
   ARGV[4]  upstreamKeyEnc: upstream key, encrypted ("" keeps)
@@ -22,12 +25,15 @@
            earnings, which lua/payout-create.lua sums: this bounds that loop)
   ARGV[14] seq: on create, the offer's posting order when the market's indexes gave it (a market
            held apart: lua/index-offer.lua); "" or absent: counted here
+  ARGV[15] apart: "1" in a market held apart: KEYS[1] is the offer's own base, and the market's
+           indexes, its supplier and the ladder are on another slot (lua/index-offer.lua checks and
+           keeps them, before and after this step); only the offer's own hash is read and written
 
   Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties), and
   not while their supplier is suspended. A suspended supplier's offer cannot be posted or set
   active. A deleted offer keeps its hash (in-flight attempts and the audit still read it).
 
-  Returns {1} or
+  Returns {1} or ({0} on void: the offer was written, nothing done)
     {-1}                 unknown (or deleted) offer on update / delete; existing id on create
     {-2, burned, held}   capacity below what is already burned plus held
     {-3}                 the upstream key already stands in another offer
@@ -38,13 +44,29 @@
 
 local mode, id = ARGV[1], ARGV[2]
 local supplier_id, digest = ARGV[10] or '', ARGV[11] or ''
+local apart = ARGV[15] == '1'
 local offer = k_offer(id)
 local exists = rcall('EXISTS', offer) == 1 and rcall('HGET', offer, 'status') ~= 'deleted'
+
+if mode == 'suspend' or mode == 'reinstate' then
+  if rcall('EXISTS', offer) == 0 then return { -1 } end
+  if mode == 'suspend' then rcall('HSET', offer, 'suspended', '1') else rcall('HDEL', offer, 'suspended') end
+  return { 1 }
+end
+if mode == 'void' then
+  if rcall('EXISTS', offer) == 1 then return { 0 } end
+  rcall('HSET', offer, 'id', id, 'status', 'deleted', 'seq', 0, 'burned', 0, 'held', 0, 'inflight', 0,
+    'earned', 0, 'createdAt', s(now_ms()))
+  if supplier_id ~= '' then rcall('HSET', offer, 'supplierId', supplier_id) end
+  return { 1 }
+end
+
 local owner
 if mode == 'create' then
   if rcall('EXISTS', offer) == 1 then return { -1 } end
-  if supplier_id ~= '' then
-    owner = supplier_id
+  if supplier_id ~= '' then owner = supplier_id end
+  -- Held apart, lua/index-offer.lua checked the supplier, its limits and the key before this step.
+  if owner and not apart then
     if rcall('EXISTS', k_supplier(owner)) == 0 then return { -5 } end
     local posted = rcall('SMEMBERS', k_supplier_offers(owner))
     if #posted >= int(ARGV[13]) then return { -6, ARGV[13] } end
@@ -54,32 +76,35 @@ if mode == 'create' then
     end
     if standing >= int(ARGV[12]) then return { -6, ARGV[12] } end
   end
-  if digest ~= '' and rcall('HEXISTS', K_UPSTREAM_KEYS, digest) == 1 then return { -3 } end
+  if digest ~= '' and not apart and rcall('HEXISTS', K_UPSTREAM_KEYS, digest) == 1 then return { -3 } end
 else
   if not exists then return { -1 } end
   owner = rcall('HGET', offer, 'supplierId')
   if supplier_id ~= '' and owner ~= supplier_id then return { -1 } end
 end
-local suspended = owner and rcall('HGET', k_supplier(owner), 'status') == 'suspended'
+-- Held apart, the supplier's status is the copy on the offer (the supplier's hash is elsewhere).
+local suspended = owner and (rcall('HGET', k_supplier(owner), 'status') == 'suspended'
+  or rcall('HGET', offer, 'suspended') == '1')
 if suspended and (mode == 'create' or ARGV[8] == 'active') then return { -4 } end
 
 if mode == 'create' then
   local seq = (ARGV[14] and ARGV[14] ~= '') and ARGV[14] or rcall('HINCRBY', K_MARKET, 'offerSeq', 1)
   rcall('HSET', offer, 'id', id, 'seq', seq, 'burned', 0, 'held', 0, 'inflight', 0, 'earned', 0,
     'balance', '', 'cooldownUntil', 0, 'createdAt', s(now_ms()))
-  rcall('SADD', K_OFFERS, id)
+  if not apart then rcall('SADD', K_OFFERS, id) end
   if owner then
     rcall('HSET', offer, 'supplierId', owner)
-    rcall('SADD', k_supplier_offers(owner), id)
+    if not apart then rcall('SADD', k_supplier_offers(owner), id) end
   end
   if digest ~= '' then
     rcall('HSET', offer, 'upstreamKeyDigest', digest)
-    rcall('HSET', K_UPSTREAM_KEYS, digest, id)
+    if not apart then rcall('HSET', K_UPSTREAM_KEYS, digest, id) end
   end
 end
 
 if mode == 'delete' then
   rcall('HSET', offer, 'status', 'deleted')
+  if apart then return { 1 } end
   rcall('ZREM', K_LADDER, id)
   local claimed = rcall('HGET', offer, 'upstreamKeyDigest')
   if claimed and rcall('HGET', K_UPSTREAM_KEYS, claimed) == id then rcall('HDEL', K_UPSTREAM_KEYS, claimed) end
@@ -96,6 +121,7 @@ for i = 1, #fields, 2 do
   if fields[i + 1] ~= '' then rcall('HSET', offer, fields[i], fields[i + 1]) end
 end
 
+if apart then return { 1 } end
 local o = rcall('HMGET', offer, 'status', 'askCents', 'seq')
 if o[1] == 'active' and not suspended then
   rcall('ZADD', K_LADDER, int(o[2]) * LADDER_STEP + int(o[3]), id)

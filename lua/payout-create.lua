@@ -1,11 +1,11 @@
 --[[
   payout-create: a supplier asks for a payout. In one step: the supplier must exist and be active,
   the amount must be at least the minimum and at most payable (earned, summed here over its
-  offers, less paid out, less pending), and the amount moves from payable to pending as the
-  payout is created in `sending` (the sender signs and broadcasts it). Concurrent requests on any
-  replica serialize here, so payable never goes below zero. An Idempotency-Key used again with
-  the same amount answers the payout it made (whatever happened since); with another amount it is
-  refused. A refusal changes nothing.
+  offers or read from them by the caller, less paid out, less pending), and the amount moves
+  from payable to pending as the payout is created in `sending` (the sender signs and broadcasts
+  it). Concurrent requests on any replica serialize here, so payable never goes below zero. An
+  Idempotency-Key used again with the same amount answers the payout it made (whatever happened
+  since); with another amount it is refused. A refusal changes nothing.
   Includes lib/keys, lib/numbers.
 
   KEYS[1]  keyspace base ("<prefix>:")
@@ -14,6 +14,9 @@
   ARGV[3]  amount: amount, micro-USDC (a positive integer)
   ARGV[4]  idempotencyDigest: SHA-256 hex of the Idempotency-Key
   ARGV[5]  minimum: the minimum payout, micro-USDC
+  ARGV[6]  earned: what the supplier's offers have earned at least, micro-USDC, as the caller read
+           them on their own slots (a market held apart); "" sums them here. Earnings only grow, so
+           a read is a lower bound, and no payout can take more than was earned.
 
   The loop over the supplier's offers is bounded: offer-put refuses a supplier's offer past
   MAX_POSTED (lua/offer-put.lua).
@@ -42,8 +45,12 @@ end
 if f[2] == 'suspended' then return { -2 } end
 if amount < int(ARGV[5]) then return { -3 } end
 local earned = 0
-for _, offer_id in ipairs(rcall('SMEMBERS', k_supplier_offers(supplier_id))) do
-  earned = earned + int(rcall('HGET', k_offer(offer_id), 'earned'))
+if ARGV[6] ~= '' then
+  earned = int(ARGV[6])
+else
+  for _, offer_id in ipairs(rcall('SMEMBERS', k_supplier_offers(supplier_id))) do
+    earned = earned + int(rcall('HGET', k_offer(offer_id), 'earned'))
+  end
 end
 local payable = earned - int(f[4]) - int(f[5])
 if amount > payable then return { -4, s(payable < 0 and 0 or payable) } end

@@ -22,7 +22,7 @@
     {-4}                               no such offer, or deleted
     {-5, maxCents, askCents, "0"}      its ask is above the buyer's max
     {-6, routable, routable}           it lacks the capacity for the hold
-    {-7}                               at its in-flight cap, paused or cooling down
+    {-7}                               at its in-flight cap, paused, cooling down or its supplier suspended
     {-10}                              attempt id already reserved here (and not voided)
 ]]
 local attempt_id, offer_id = ARGV[1], ARGV[2]
@@ -32,6 +32,9 @@ local o = read_offer(offer_id)
 if not o or o.status == 'deleted' then return { -4 } end
 if o.ask > max_cents then return { -5, s(max_cents), o.ask, '0' } end
 if not is_live(o, now) or o.inflight >= o.max_in_flight then return { -7 } end
+-- Its supplier's suspension, copied onto the offer (lua/offer-put.lua): read here only, since
+-- admit on one slot never finds a suspended supplier's offer on its ladder.
+if rcall('HEXISTS', k_offer(offer_id), 'suspended') == 1 then return { -7 } end
 local r = routable(o)
 if r < hold_diem then return { -6, s(r), s(r) } end
 local reservation = k_reservation(attempt_id)

@@ -1,7 +1,9 @@
 --[[
   supplier-status: the operator suspends or reinstates a supplier. Suspended, its offers leave the
   ladder at once (requests in flight on them finish and clear); reinstated, those that are active
-  stand on it again at their ask and posting order. Payouts read the same status field.
+  stand on it again at their ask and posting order. Payouts read the same status field. Held
+  apart, the caller copies the status onto each offer's own hash (lua/offer-put.lua's suspend and
+  reinstate), after this script.
   A change of status writes supplier.suspended or supplier.reinstated (lib/events), same call.
   Includes lib/keys, lib/numbers, lib/offers, lib/events.
 
@@ -23,11 +25,18 @@ if was ~= status then
     now_ms(), { supplierId = id })
 end
 local moved = 0
+-- Held apart, each offer's hash is on a slot of its own: its state is read from the copy here
+-- (lua/index-offer.lua keeps it), and the caller copies the suspension onto the offers themselves.
+local states = k_supplier_offer_states(id)
 for _, offer_id in ipairs(rcall('SMEMBERS', k_supplier_offers(id))) do
-  local o = rcall('HMGET', k_offer(offer_id), 'status', 'askCents', 'seq')
-  if o[1] == 'active' then
+  local state, score = unpack(rcall('HMGET', states, offer_id, 'score:' .. offer_id))
+  if not state then
+    local o = rcall('HMGET', k_offer(offer_id), 'status', 'askCents', 'seq')
+    state, score = o[1], o[1] and int(o[2]) * LADDER_STEP + int(o[3])
+  end
+  if state == 'active' then
     if status == 'active' then
-      rcall('ZADD', K_LADDER, int(o[2]) * LADDER_STEP + int(o[3]), offer_id)
+      rcall('ZADD', K_LADDER, score, offer_id)
     else
       rcall('ZREM', K_LADDER, offer_id)
     end

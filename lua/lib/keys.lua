@@ -3,12 +3,13 @@
 -- Set per call by use_keyspace (the scripts' prologue): loaded as a Redis function library, this
 -- file runs once, before any call has KEYS.
 local BASE, K_LADDER, K_OFFERS, K_LEASES, K_MARKET, K_WRITEOFFS, K_ENDED
-local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS, K_PAYOUTS_OPEN, K_WEBHOOKS_DUE
+local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS, K_PAYOUTS_OPEN, K_WEBHOOKS_DUE, K_OFFERS_LISTING
 local function use_keyspace(base)
   if base == BASE then return end
   BASE = base
   K_LADDER, K_OFFERS, K_LEASES = base .. 'ladder', base .. 'offers', base .. 'leases'
   K_MARKET, K_WRITEOFFS = base .. 'market', base .. 'writeoffs'
+  K_OFFERS_LISTING = base .. 'offers:listing'
   K_ENDED = base .. 'settled'
   K_SUPPLIERS, K_SUPPLIER_WALLETS = base .. 'suppliers', base .. 'supplierWallets'
   K_UPSTREAM_KEYS = base .. 'upstreamKeys'
@@ -27,6 +28,7 @@ local function k_stats_day(day) return BASE .. 'stats:' .. day end
 local function k_activity(account_id) return BASE .. 'acct:' .. account_id .. ':activity' end
 local function k_supplier(id) return BASE .. 'supplier:' .. id end
 local function k_supplier_offers(id) return BASE .. 'supplier:' .. id .. ':offers' end
+local function k_supplier_offer_states(id) return BASE .. 'supplier:' .. id .. ':offer-states' end
 local function k_supplier_keys(id) return BASE .. 'supplier:' .. id .. ':keys' end
 local function k_supplier_fills(id) return BASE .. 'supplier:' .. id .. ':fills' end
 local function k_supkey(digest) return BASE .. 'supkey:' .. digest end

@@ -6,11 +6,13 @@
 // the market, what buyers paid is what suppliers earned plus fees plus what is in transit (charged
 // on the account, not yet posted on the offer). A payment recorded on the indexes' slot is credited
 // once on its account's, in the same state, and an account's pending is what its payments there
-// still have pending, and every key listed on an account has the record auth reads. Read without
-// a snapshot: run it when quiet.
+// still have pending, and every key listed on an account has the record auth reads; and each
+// supplier's offers, earnings, payouts and upstream key claims (audit-suppliers.ts).
+// Read without a snapshot: run it when quiet.
 import { ownerPrefix } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type AuditFinding, scanHashes } from './audit.ts'
+import { auditSuppliersApart } from './audit-suppliers.ts'
 
 /** A prefix matched literally by a glob. */
 const literal = (prefix: string) => prefix.replace(/[?[\]\\]/g, (c) => `\\${c}`)
@@ -110,7 +112,9 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
 
   // Each offer holds and counts its pending reservations; each account its admitted attempts.
   let earned = 0
+  const offers: Record<string, string>[] = []
   for (const { row: o } of await scanHashes(store, ownerGlob(prefix, 'o', 'offer:*'), true)) {
+    offers.push(o)
     const subject = `offer ${o.id}`
     if (num(o, 'held') !== (heldByOffer.get(o.id!) ?? 0))
       off(subject, `held ${o.held} != its pending reservations ${heldByOffer.get(o.id!) ?? 0}`)
@@ -133,5 +137,6 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
   }
   if (spent !== earned + inTransit)
     off('market', `buyer spend ${spent} != supplier earnings and fees ${earned} + in transit ${inTransit}`)
+  findings.push(...(await auditSuppliersApart(store, prefix, offers)))
   return findings
 }

@@ -35,6 +35,7 @@ const FIELDS = [
   'maxInFlight',
   'inflight',
   'cooldownUntil',
+  'suspended',
 ]
 
 export class LadderView {
@@ -62,8 +63,10 @@ export class LadderView {
     const now = this.clock()
     const num = (value: string | null | undefined) => Number(value ?? 0)
     this.offers = ids.flatMap((id, i) => {
-      const [status, ask, capacity, burned, held, balance, maxInFlight, inflight, cooldownUntil] = rows[i]!
-      if (!status) return []
+      const [status, ask, capacity, burned, held, balance, maxInFlight, inflight, cooldownUntil, suspended] =
+        rows[i]!
+      // A suspended supplier's offer is not supply, whatever its own status (lua/reserve.lua refuses it).
+      if (!status || suspended === '1') return []
       let left = num(capacity) - num(burned)
       if (balance !== null && balance !== '' && num(balance) < left) left = num(balance)
       return [

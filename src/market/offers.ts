@@ -1,22 +1,19 @@
 // Offers: what a supplier sells (an upstream key, an ask in cents per dollar, capacity in DIEM).
 // Creation and every change go through lua/offer-put.lua, so an offer and its ladder place move
 // together. Held apart (each offer under a tag of its own), the offer's step runs on its own slot
-// and lua/index-offer.lua lists and places it on the market's: the operator's offers only, for now
-// (a supplier's hash, offers and limits are not held apart yet).
+// and lua/index-offer.lua lists and places it on the market's, where its supplier, its limits and
+// its upstream key's claim are (offer-index.ts).
 import { randomUUID } from 'node:crypto'
 import { ApiError, NO_RETRY } from '../errors.ts'
 import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { OfferCode } from '../redis/result-codes.ts'
-import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
+import { OfferIndex, putOffer } from './offer-index.ts'
 import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
 export const ASK_MIN_CENTS = 30
 export const ASK_MAX_CENTS = 80
-/** A ladder score is ask x LADDER_STEP + posting order (lib/offers.lua's LADDER_STEP). */
-const LADDER_STEP = 1_000_000_000
-
 export type OfferStatus = 'active' | 'paused' | 'deleted'
 
 export interface OfferInput {
@@ -70,13 +67,10 @@ export interface OfferRecord {
 const OFFER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 export const DEFAULT_MAX_IN_FLIGHT = 64
-/** A supplier's offers standing (not deleted) at once. */
-export const MAX_SUPPLIER_OFFERS = 50
-/**
- * A supplier's offers ever posted: a deleted offer keeps its earnings, which the payout script sums
- * over all of them, so this bounds that loop.
- */
-export const MAX_SUPPLIER_OFFERS_POSTED = 500
+
+import { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED } from './offer-limits.ts'
+
+export { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED }
 
 export const offerNotFound = (id: string) => new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
 
@@ -99,6 +93,32 @@ export const upstreamKeyInUse = () =>
       headers: NO_RETRY,
     },
   )
+
+/** Throws the refusal an offer script answered (lua/offer-put.lua, lua/index-offer.lua's list). */
+function refuseOn(reply: (string | number)[], id: string): void {
+  const code = Number(reply[0])
+  if (code === OfferCode.UnknownOffer) throw offerNotFound(id)
+  if (code === OfferCode.UpstreamKeyInUse) throw upstreamKeyInUse()
+  if (code === OfferCode.SupplierSuspended) throw supplierSuspended()
+  if (code === OfferCode.UnknownSupplier) throw new ApiError(404, 'supplier_not_found', 'supplier not found')
+  if (code === OfferCode.OfferLimit) {
+    throw new ApiError(
+      409,
+      'offer_limit',
+      Number(reply[1]) === MAX_SUPPLIER_OFFERS
+        ? `a supplier may have ${MAX_SUPPLIER_OFFERS} offers standing; delete one first`
+        : `a supplier may post ${MAX_SUPPLIER_OFFERS_POSTED} offers in all`,
+      { headers: NO_RETRY },
+    )
+  }
+  if (code === OfferCode.BelowUsed) {
+    throw new ApiError(
+      409,
+      'capacity_below_used',
+      `capacity cannot go below what is burned (${formatMicros(Number(reply[1]))}) plus held (${formatMicros(Number(reply[2]))}) DIEM`,
+    )
+  }
+}
 
 function view(raw: Record<string, string>): OfferView {
   const num = (field: string) => Number(raw[field] ?? 0)
@@ -124,84 +144,54 @@ function view(raw: Record<string, string>): OfferView {
 }
 
 export class OfferService {
+  private readonly index: OfferIndex
+
   constructor(
     private readonly store: Store,
     private readonly keys: Keyspace,
     private readonly masterKey: Uint8Array,
-  ) {}
+  ) {
+    this.index = new OfferIndex(store, keys)
+  }
 
   private async put(mode: 'create' | 'update' | 'delete', id: string, input: OfferInput): Promise<void> {
     if (!OFFER_ID.test(id)) throw offerNotFound(id)
     const apart = this.keys.layout === 'apart'
-    if (apart && (input.supplierId || input.upstreamKeyDigest))
-      throw new Error("a supplier's offers are not held apart yet")
     const sealed =
       input.upstreamApiKey === undefined ? '' : encryptUpstreamKey(this.masterKey, input.upstreamApiKey)
-    // Listed on the market's slot first, so that an offer on its own slot is always in the audit's set.
-    const seq = apart && mode === 'create' ? await this.index('list', id) : ''
-    const reply = (await runScript(
-      this.store,
-      'offerPut',
-      [apart ? this.keys.offerBase(id) : this.keys.base],
-      {
-        mode,
-        offerId: id,
-        upstreamBaseUrl: input.upstreamBaseUrl ?? '',
-        upstreamKeyEnc: sealed,
-        askCents: input.askCents ?? '',
-        capacity: input.capacity ?? '',
-        maxInFlight: input.maxInFlight ?? '',
-        status: input.status ?? '',
-        supplier: input.supplier ?? '',
-        supplierId: input.supplierId ?? '',
-        upstreamKeyDigest: input.upstreamKeyDigest ?? '',
-        maxStanding: MAX_SUPPLIER_OFFERS,
-        maxEver: MAX_SUPPLIER_OFFERS_POSTED,
-        seq,
-      },
-    )) as (string | number)[]
-    const code = Number(reply[0])
-    if (apart && code === 1) await this.place(id)
-    if (code === OfferCode.UnknownOffer) throw offerNotFound(id)
-    if (code === OfferCode.UpstreamKeyInUse) throw upstreamKeyInUse()
-    if (code === OfferCode.SupplierSuspended) throw supplierSuspended()
-    if (code === OfferCode.UnknownSupplier)
-      throw new ApiError(404, 'supplier_not_found', 'supplier not found')
-    if (code === OfferCode.OfferLimit) {
-      throw new ApiError(
-        409,
-        'offer_limit',
-        Number(reply[1]) === MAX_SUPPLIER_OFFERS
-          ? `a supplier may have ${MAX_SUPPLIER_OFFERS} offers standing; delete one first`
-          : `a supplier may post ${MAX_SUPPLIER_OFFERS_POSTED} offers in all`,
-        { headers: NO_RETRY },
-      )
-    }
-    if (code === OfferCode.BelowUsed) {
-      throw new ApiError(
-        409,
-        'capacity_below_used',
-        `capacity cannot go below what is burned (${formatMicros(Number(reply[1]))}) plus held (${formatMicros(Number(reply[2]))}) DIEM`,
-      )
-    }
-  }
-
-  /** An index step of an offer held apart, on the market's slot. */
-  private async index(mode: 'list' | 'place', offerId: string, standing = false, score = 0): Promise<number> {
-    const keys = this.keys
-    const reply = await runScript(this.store, 'indexOffer', [keys.offers, keys.ladder, keys.market], {
+    // Listed on the market's slot first (its supplier and upstream key checked there), so that an
+    // offer on its own slot is always in the audit's set.
+    const seq = apart && mode === 'create' ? await this.listApart(id, input) : ''
+    if (apart && mode !== 'create') await this.index.touch(id)
+    const reply = await putOffer(this.store, this.keys, id, {
       mode,
-      offerId,
-      standing: standing ? '1' : '0',
-      score,
+      upstreamBaseUrl: input.upstreamBaseUrl ?? '',
+      upstreamKeyEnc: sealed,
+      askCents: input.askCents ?? '',
+      capacity: input.capacity ?? '',
+      maxInFlight: input.maxInFlight ?? '',
+      status: input.status ?? '',
+      supplier: input.supplier ?? '',
+      supplierId: input.supplierId ?? '',
+      upstreamKeyDigest: input.upstreamKeyDigest ?? '',
+      seq,
     })
-    return Number(reply)
+    // Placed after every step, refused or not: a change asked again also places one whose first
+    // stopped before its place (a delete's gives the upstream key back).
+    if (apart) await this.index.place(id)
+    refuseOn(reply, id)
   }
 
-  /** Places an offer held apart on the ladder as its own state says: standing while active. */
-  private async place(id: string): Promise<void> {
-    const [status, ask, seq] = await this.store.hmget(this.keys.offer(id), 'status', 'askCents', 'seq')
-    await this.index('place', id, status === 'active', Number(ask) * LADDER_STEP + Number(seq))
+  /** A create's first step held apart: the offer listed on the market's slot; its posting order. */
+  private async listApart(id: string, input: OfferInput): Promise<string> {
+    const supplierId = input.supplierId ?? ''
+    const digest = input.upstreamKeyDigest ?? ''
+    let reply = await this.index.list(id, supplierId, digest)
+    // The key's holder was deleted but not yet placed so: given back, and claimed again.
+    if (Number(reply[0]) === OfferCode.UpstreamKeyInUse && (await this.index.release(String(reply[1]))))
+      reply = await this.index.list(id, supplierId, digest)
+    refuseOn(reply, id)
+    return String(reply[1])
   }
 
   async create(
@@ -239,9 +229,8 @@ export class OfferService {
     const ids = await this.store.smembers(
       supplierId === undefined ? this.keys.offers : this.keys.supplierOffers(supplierId),
     )
-    const pipeline = this.store.pipeline()
-    for (const id of ids) pipeline.hgetall(this.keys.offer(id))
-    const rows = ((await pipeline.exec()) ?? []).map(([, raw]) => raw as Record<string, string>)
+    // One read per offer, not a pipeline: held apart, each offer is on a slot of its own.
+    const rows = await Promise.all(ids.map((id) => this.store.hgetall(this.keys.offer(id))))
     return rows
       .filter((raw) => raw.id && raw.status !== 'deleted')
       .map(view)

@@ -17,6 +17,7 @@ import { type Admission, type AdmitRequest, admit, quote } from './admission.ts'
 import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
 import { admitCheapest, LadderView, pickFromView } from './ladder-view.ts'
 import { reapExpired, renewLease } from './leases.ts'
+import { OfferIndex } from './offer-index.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 import { clearApart, type Owners, ownerKeyspaces, reapOffer, releaseApart } from './two-phase.ts'
 
@@ -116,6 +117,7 @@ const VIEW_REFUSALS = new Set<AdmitCode>([
 class ApartSteps implements MarketSteps {
   private readonly owners: Owners
   private readonly view: LadderView
+  private readonly index: OfferIndex
   private readonly keyOwners = new Map<string, KeyOwner>()
   private readonly lastUsed = new LastUsedThrottle()
   private viewReadAt = 0
@@ -128,6 +130,7 @@ class ApartSteps implements MarketSteps {
   ) {
     this.owners = ownerKeyspaces(keys.prefix)
     this.view = view ?? new LadderView(store, keys, this.owners)
+    this.index = new OfferIndex(store, keys)
   }
 
   accountKeys(accountId: string): Keyspace {
@@ -169,10 +172,14 @@ class ApartSteps implements MarketSteps {
     return renewLease(this.store, this.owners.offer(attempt.offerId), attempt.attemptId, leaseMs)
   }
 
-  /** Each offer ever posted (a paused or deleted one may still hold reservations) finishes its own expired ones, from the account's side. */
+  /**
+   * Creates of offers left between their steps are finished or undone (offer-index.ts); then each
+   * offer ever posted (a paused or deleted one may still hold reservations) finishes its own
+   * expired ones, from the account's side.
+   */
   async reap(limit: number, recordRetentionMs = DEFAULT_RECORD_RETENTION_MS) {
+    let reaped = await this.index.finishListings(limit)
     const offerIds = await this.store.smembers(this.keys.offers)
-    let reaped = 0
     for (const offerId of offerIds) {
       if (reaped >= limit) break
       reaped += await reapOffer(this.store, this.owners, offerId, limit - reaped, recordRetentionMs)

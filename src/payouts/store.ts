@@ -7,6 +7,7 @@ import { PayoutCreateCode, type PayoutMoveCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
 import { supplierNotFound } from '../suppliers/results.ts'
+import { supplierEarned } from '../suppliers/store.ts'
 import { idempotencyKeyReused, payoutAbovePayable, payoutBelowMinimum, payoutSuspended } from './results.ts'
 
 export type PayoutState = 'sending' | 'pending' | 'confirmed' | 'failed'
@@ -97,6 +98,8 @@ export class PayoutStore {
     minimum: number,
   ): Promise<{ payout: Payout; created: boolean }> {
     const digest = digestIdempotencyKey(idempotencyKey)
+    // Held apart, the offers' earnings are on their own slots: read first, a bound the script checks.
+    const earned = this.keys.layout === 'apart' ? await supplierEarned(this.store, this.keys, supplierId) : ''
     for (;;) {
       const id = `po_${randomBytes(12).toString('hex')}`
       const reply = (await runScript(this.store, 'payoutCreate', [this.keys.base], {
@@ -105,6 +108,7 @@ export class PayoutStore {
         amount,
         idempotencyDigest: digest,
         minimum,
+        earned,
       })) as (string | number)[]
       const code = Number(reply[0])
       if (code === PayoutCreateCode.IdTaken) continue

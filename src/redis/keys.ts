@@ -167,6 +167,19 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     supplierWallets: key('supplierWallets'),
     /** set: every offer id the supplier ever posted (deleted ones too) */
     supplierOffers: (supplierId: string) => key(`supplier:${supplierId}:offers`),
+    /**
+     * hash, held apart: what the market's slot knows of each of the supplier's offers, whose hashes
+     * live on slots of their own (lua/index-offer.lua keeps it): <offer id> -> listed | active |
+     * paused | deleted, score:<offer id> -> its ladder score, digest:<offer id> -> the upstream key
+     * digest it claimed
+     */
+    supplierOfferStates: (supplierId: string) => key(`supplier:${supplierId}:offer-states`),
+    /**
+     * zset, held apart: offers listed on the market's slot whose creation has not placed them yet,
+     * as `<offer id>:<supplier id or empty>`, scored by when they were listed (ms): the reaper
+     * finishes or undoes each one left behind (src/market/offer-index.ts)
+     */
+    offersListing: key('offers:listing'),
     /** hash: supplier key id (UUID) -> SHA-256 hex digest of the key, for the supplier's active keys */
     supplierKeys: (supplierId: string) => key(`supplier:${supplierId}:keys`),
     /** hash, one per active supplier key, by SHA-256 hex of the plaintext: id, supplierId, name, prefix, createdAt, lastUsedAt, signin (the sign-in that minted it, by order; absent for keys minted by name) */
@@ -184,6 +197,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * retention (XADD MINID ~). Fields: offer, model, burnDiem, askCents, earnedUsdc. Never a buyer.
      */
     supplierFills: (supplierId: string) => key(`supplier:${supplierId}:fills`),
+    /** The fills of one of the supplier's offers: the supplier's stream, or held apart, one on the offer's slot (lua/post.lua). */
+    offerFills: (offerId: string, supplierId: string) => offerKey(offerId, `supplier:${supplierId}:fills`),
 
     // Payouts: USDC sent on chain from the operator's payout wallet to a supplier's wallet.
     /**

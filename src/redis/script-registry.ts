@@ -100,7 +100,6 @@ export const SCRIPTS = {
     2,
   ),
   indexAccount: standalone(indexAccount, 2, ['accountId', 'walletLower']),
-  indexOffer: standalone(indexOffer, 3, ['mode', 'offerId', 'standing', 'score']),
   indexKey: standalone(indexKey, 1, ['keyId', 'owner', 'ownerId', 'keyName', 'keyPrefix']),
   mintKey: standalone(
     withNumbers(mintKey),
@@ -247,6 +246,17 @@ export const SCRIPTS = {
     'maxStanding',
     'maxEver',
     'seq',
+    'apart',
+  ]),
+  indexOffer: market([LIB.keys, LIB.numbers], indexOffer, [
+    'mode',
+    'offerId',
+    'supplierId',
+    'upstreamKeyDigest',
+    'status',
+    'score',
+    'maxStanding',
+    'maxEver',
   ]),
   capacity: market([LIB.keys, LIB.numbers, LIB.offers], capacity, ['maxPriceCents']),
   quote: market([LIB.keys, LIB.numbers, LIB.offers, LIB.pick], quote, [
@@ -301,6 +311,7 @@ export const SCRIPTS = {
     'amount',
     'idempotencyDigest',
     'minimum',
+    'earned',
   ]),
   payoutLock: market([LIB.keys, LIB.numbers], payoutLock, ['action', 'wallet', 'token', 'ttlMs']),
   payoutMove: market(

@@ -26,3 +26,12 @@ export async function holdsEveryEntry(store: Store, stream: string): Promise<boo
   const field = (name: string) => Number(info[info.indexOf(name) + 1])
   return field('entries-added') === field('length')
 }
+
+/** A numeric field summed over a Stream's entries, and whether the Stream holds every entry it was given. */
+export async function sumOfField(store: Store, stream: string, field: string) {
+  let sum = 0
+  await forEachEntry(store, stream, (flat) => {
+    for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === field) sum += Number(flat[i + 1])
+  })
+  return { sum, complete: await holdsEveryEntry(store, stream) }
+}

@@ -4,20 +4,12 @@
 // paid out + pending + payable with payable never below zero.
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
-import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
+import { sumOfField } from '../redis/streams.ts'
+import { fillStreams } from './fills.ts'
 
 export interface SupplierFinding {
   subject: string
   problem: string
-}
-
-/** The earned micro-USDC summed over a fills Stream, and whether it holds every entry added. */
-async function fillsEarned(store: Store, stream: string) {
-  let sum = 0
-  await forEachEntry(store, stream, (flat) => {
-    for (let i = 0; i + 1 < flat.length; i += 2) if (flat[i] === 'earnedUsdc') sum += Number(flat[i + 1])
-  })
-  return { sum, complete: await holdsEveryEntry(store, stream) }
 }
 
 export async function auditSuppliers(store: Store, keys: Keyspace): Promise<SupplierFinding[]> {
@@ -37,7 +29,12 @@ export async function auditSuppliers(store: Store, keys: Keyspace): Promise<Supp
       if (owner !== id) off(`offer ${offerId} in its offers names supplier ${owner ?? 'none'}`)
       earned += Number(offerEarned ?? 0)
     }
-    const fills = await fillsEarned(store, keys.supplierFills(id))
+    const fills = { sum: 0, complete: true }
+    for (const stream of await fillStreams(store, keys, id)) {
+      const one = await sumOfField(store, stream, 'earnedUsdc')
+      fills.sum += one.sum
+      fills.complete &&= one.complete
+    }
     if (fills.complete && fills.sum !== earned)
       off(`fills earned ${fills.sum} != its offers' earned ${earned}`)
     if (!fills.complete && fills.sum > earned) {

@@ -1,10 +1,11 @@
 // GET /v1/supplier/earnings: per UTC day of the window, what the supplier's offers earned (net of
-// the fee), how much they burned and how many fills, from its fills Stream like the buyer's usage.
+// the fee), how much they burned and how many fills, from its fills Streams like the buyer's usage.
 import { formatMicros } from '../money/units.ts'
 import { scanWindow } from '../records/activity.ts'
 import type { StatsWindow } from '../records/stats.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
+import { fillStreams } from './fills.ts'
 
 interface Day {
   earned: number
@@ -25,13 +26,17 @@ export async function supplierEarnings(
   window: StatsWindow,
 ) {
   const byDay = new Map<string, Day>()
-  const days = await scanWindow(store, keys.supplierFills(supplierId), window, (day, f) => {
+  const visit = (day: string, f: Record<string, string>) => {
     const row = byDay.get(day) ?? { earned: 0, burn: 0, fills: 0 }
     row.earned += Number(f.earnedUsdc ?? 0)
     row.burn += Number(f.burnDiem ?? 0)
     row.fills += 1
     byDay.set(day, row)
-  })
+  }
+  const streams = await fillStreams(store, keys, supplierId)
+  const scans = await Promise.all(streams.map((stream) => scanWindow(store, stream, window, visit)))
+  // Without an offer (held apart: no Stream to scan), the window's days still come from Redis's clock.
+  const days = scans[0] ?? (await scanWindow(store, keys.supplierFills(supplierId), window, visit))
   const total: Day = { earned: 0, burn: 0, fills: 0 }
   const daily = days.map((date) => {
     const row = byDay.get(date) ?? { earned: 0, burn: 0, fills: 0 }

@@ -66,12 +66,14 @@ export class SupplierOfferService {
   async post(supplierId: string, input: SupplierOfferInput): Promise<SupplierOfferView> {
     const digest = digestApiKey(input.upstreamApiKey)
     // Refused without asking the upstream when the answer is known already; offer-put decides.
-    const [status, claimed] = await Promise.all([
+    const [status, holder] = await Promise.all([
       this.store.hget(this.keys.supplier(supplierId), 'status'),
-      this.store.hexists(this.keys.upstreamKeys, digest),
+      this.store.hget(this.keys.upstreamKeys, digest),
     ])
     if (status === 'suspended') throw supplierSuspended()
-    if (claimed) throw upstreamKeyInUse()
+    // A holder deleted on its own slot but not yet given its key back (held apart) is left to create.
+    if (holder && (await this.store.hget(this.keys.offer(holder), 'status')) !== 'deleted')
+      throw upstreamKeyInUse()
     await checkUpstreamKey(this.upstreamUrl, input.upstreamApiKey)
     const offer = await this.offers.create({ ...this.fields(input), supplierId, upstreamKeyDigest: digest })
     return supplierOfferView(offer)

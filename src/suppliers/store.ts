@@ -2,6 +2,7 @@
 // from its offers (earned = sum of the offers' `earned`, net of the fee; the offers keep it), paid
 // out and pending from the supplier hash (payouts move them). payable = earned - paidOut - pending.
 import { randomBytes } from 'node:crypto'
+import { putOffer } from '../market/offer-index.ts'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { SupplierCode } from '../redis/result-codes.ts'
@@ -42,6 +43,22 @@ export function adminSupplierView(s: Supplier) {
   return { ...supplierView(s), offerCount: s.offerCount }
 }
 
+/**
+ * What each offer the supplier ever posted has earned (micro-USDC) and its status, read on the
+ * offers' own slots: one read per offer, not a pipeline, since held apart each has a slot of its own.
+ */
+export async function supplierOfferRows(store: Store, keys: Keyspace, supplierId: string) {
+  const ids = await store.smembers(keys.supplierOffers(supplierId))
+  const rows = await Promise.all(ids.map((id) => store.hmget(keys.offer(id), 'earned', 'status')))
+  return rows.map(([earned, status], i) => ({ id: ids[i]!, earned: Number(earned ?? 0), status }))
+}
+
+/** What the supplier's offers have earned, micro-USDC: only ever growing, so a read is a lower bound. */
+export async function supplierEarned(store: Store, keys: Keyspace, supplierId: string): Promise<number> {
+  const rows = await supplierOfferRows(store, keys, supplierId)
+  return rows.reduce((sum, row) => sum + row.earned, 0)
+}
+
 const SUPPLIER_ID = /^spl_[0-9a-f]{24}$/
 export const newSupplierId = () => `spl_${randomBytes(12).toString('hex')}`
 /** Checked before an id from outside becomes part of a key: `<id>:offers` would name another key. */
@@ -55,23 +72,20 @@ export class SupplierStore {
 
   async get(id: string): Promise<Supplier | null> {
     if (!isSupplierId(id)) return null
-    const [raw, offerIds] = await Promise.all([
+    const [raw, rows] = await Promise.all([
       this.store.hgetall(this.keys.supplier(id)),
-      this.store.smembers(this.keys.supplierOffers(id)),
+      supplierOfferRows(this.store, this.keys, id),
     ])
     if (!raw.id) return null
-    const pipeline = this.store.pipeline()
-    for (const offerId of offerIds) pipeline.hmget(this.keys.offer(offerId), 'earned', 'status')
-    const rows = ((await pipeline.exec()) ?? []).map(([, row]) => row as (string | null)[])
     return {
       id: raw.id,
       wallet: raw.wallet ?? '',
       status: raw.status === 'suspended' ? 'suspended' : 'active',
       createdAt: Number(raw.createdAt ?? 0),
-      earned: rows.reduce((sum, [earned]) => sum + Number(earned ?? 0), 0),
+      earned: rows.reduce((sum, row) => sum + row.earned, 0),
       paidOut: Number(raw.paidOut ?? 0),
       pending: Number(raw.pending ?? 0),
-      offerCount: rows.filter(([, status]) => status && status !== 'deleted').length,
+      offerCount: rows.filter(({ status }) => status && status !== 'deleted').length,
     }
   }
 
@@ -90,14 +104,27 @@ export class SupplierStore {
       .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
   }
 
-  /** Suspends or reinstates: its active offers leave or rejoin the ladder in the same script. */
+  /**
+   * Suspends or reinstates: its active offers leave or rejoin the ladder in the same script. Held
+   * apart, each offer carries the status too (the request path refuses a suspended one on the
+   * offer's own slot), copied after the script: whatever runs at once, each offer's copy ends as
+   * the last status set (an offer placed meanwhile copies it too: OfferIndex.place).
+   */
   async setStatus(id: string, status: SupplierStatus): Promise<Supplier> {
     if (!isSupplierId(id)) throw supplierNotFound(id)
+    const apart = this.keys.layout === 'apart'
+    if (apart && !(await this.store.exists(this.keys.supplier(id)))) throw supplierNotFound(id)
     const reply = (await runScript(this.store, 'supplierStatus', [this.keys.base], {
       supplierId: id,
       status,
     })) as number[]
     if (Number(reply[0]) !== SupplierCode.Ok) throw supplierNotFound(id)
+    if (apart) await this.markOffers(id, status === 'suspended' ? 'suspend' : 'reinstate')
     return this.require(id)
+  }
+
+  private async markOffers(id: string, mode: 'suspend' | 'reinstate'): Promise<void> {
+    const offerIds = await this.store.smembers(this.keys.supplierOffers(id))
+    await Promise.all(offerIds.map((offerId) => putOffer(this.store, this.keys, offerId, { mode })))
   }
 }

@@ -6,57 +6,43 @@
 // is what the offer earned plus the fee, the audit of every pair is clean after each test, and a
 // failed or refused attempt leaves no reservation behind.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import OpenAI from 'openai'
-import { AccountStore } from '../../src/accounts/accounts.ts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import { marketSteps } from '../../src/market/steps.ts'
-import { type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
+import type { Owners } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
-import { createStore, type Store } from '../../src/redis/store.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { admitRequest } from '../helpers/market.ts'
-import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
-let cluster: RedisCluster
+let apart: HeldApart
 let stack: TestStack
 let store: Store
 let keys: Keyspace
 let owners: Owners
-let accounts: AccountStore
 let offerService: OfferService
 
 beforeAll(async () => {
-  cluster = await startRedisCluster()
-  stack = await startStack({
+  apart = await startHeldApart('svc-test-held-apart', {
     sim: { outputTokens: 12, videoJobMs: 100 },
-    env: { REDIS_URL: cluster.url, SVC_REAP_INTERVAL_MS: '50', SVC_STATS_MIN_REQUESTS: '1' },
-    tune: (config) => {
-      config.redisLayout = 'apart'
-    },
+    env: { SVC_STATS_MIN_REQUESTS: '1' },
   })
-  store = createStore(cluster.url, { name: 'svc-test-held-apart' })
-  await store.whenReady(15_000)
-  keys = keyspace(stack.config.redisPrefix, 'apart')
-  owners = ownerKeyspaces(keys.prefix)
-  accounts = new AccountStore(store, keys)
+  ;({ stack, store, keys, owners } = apart)
   offerService = new OfferService(store, keys, stack.config.masterKey)
 })
 afterEach(async () => {
   expect(await auditApart(store, keys.prefix)).toEqual([])
 })
-afterAll(async () => {
-  await stack.stop()
-  store.close()
-  cluster.stop()
-})
+afterAll(() => apart.stop())
 
 const messages = [{ role: 'user' as const, content: 'Say something about markets.' }]
 const model = 'svc/llama-3.3-70b'
@@ -75,12 +61,7 @@ async function postOffer(ask: number, upstreamBaseUrl = stack.sim.url): Promise<
 
 const removeOffer = (id: string) => offerService.remove(id)
 
-async function buyer(maxPriceCents = 50) {
-  const { account, apiKey } = await accounts.create(`0x${randomBytes(20).toString('hex')}`, maxPriceCents)
-  await accounts.credit(account.id, '5.000000', 'test funds', 'test')
-  const client = new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
-  return { accountId: account.id, apiKey, client }
-}
+const buyer = (maxPriceCents?: number) => apart.buyer(maxPriceCents)
 
 async function marketTotals(): Promise<{ spentUsdc: string; earnedUsdc: string }> {
   const response = await fetch(`${stack.url}/admin/v1/market`, {
