@@ -5,6 +5,7 @@ import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { startReaper } from './market/reaper.ts'
+import { REPLICA_ID } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
@@ -47,7 +48,12 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     // Another replica may have synced already; serve what Redis holds and retry on the interval.
     logger.warn({ err: (error as Error).message }, 'catalog sync failed at start; serving the stored catalog')
   }
-  const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, { store, keys, logger })
+  const stopSync = startCatalogSync(catalog, source, config.catalogSyncSeconds, {
+    store,
+    keys,
+    logger,
+    replica: REPLICA_ID,
+  })
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
   const { reapIntervalMs, every } = config.market
   const steps = marketSteps(store, keys)

@@ -3,7 +3,6 @@
 // the first to claim the period does it, so more replicas ask the upstream no more often; a failed
 // sync gives the claim back for another replica's turn.
 import type { Logger } from 'pino'
-import { REPLICA_ID } from '../market/replicas.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
@@ -31,7 +30,7 @@ export async function claimCatalogSync(
   store: Store,
   keys: Keyspace,
   ttlMs: number,
-  replica = REPLICA_ID,
+  replica: string,
 ): Promise<boolean> {
   return (await store.call('SET', keys.catalogSyncClaim, replica, 'PX', ttlMs, 'NX')) === 'OK'
 }
@@ -45,7 +44,8 @@ export interface CatalogSyncLoop {
   store: Store
   keys: Keyspace
   logger: Logger
-  replica?: string
+  /** This replica's name in the claim. */
+  replica: string
   every?: Every
 }
 
@@ -54,7 +54,7 @@ export function startCatalogSync(
   catalog: CatalogStore,
   source: CatalogSource,
   seconds: number,
-  { store, keys, logger, replica = REPLICA_ID, every = onTimer }: CatalogSyncLoop,
+  { store, keys, logger, replica, every = onTimer }: CatalogSyncLoop,
 ): () => void {
   // A little under the period, so the next period's first tick finds the claim free.
   const ttlMs = Math.max(1_000, seconds * 1000 - 500)
