@@ -10,8 +10,8 @@ import { type RunningGateway, startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { startLocalCluster } from '../../src/redis/local-cluster.ts'
-import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
-import type { Commands, Store } from '../../src/redis/store.ts'
+import { startLocalRedis } from '../../src/redis/local-server.ts'
+import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { parseRedisTarget } from '../../src/redis/target.ts'
 import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
@@ -149,13 +149,16 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
   return Object.fromEntries(keys.map((key, i) => [key, values[i]!]))
 }
 
-/** Every key that starts with `start`, from every master (a Cluster's keyless KEYS asks one at random). */
-export async function keysUnder(store: Store, start: string): Promise<string[]> {
-  const pattern = `${start.replace(/[{}*?[\]\\]/g, (c) => `\\${c}`)}*`
+/**
+ * Every key that starts with `start` and matches the glob `rest` after it, from every master (a
+ * Cluster's keyless KEYS asks one at random).
+ */
+export async function keysUnder(store: Store, start: string, rest = '*'): Promise<string[]> {
+  const pattern = `${start.replace(/[{}*?[\]\\]/g, (c) => `\\${c}`)}${rest}`
   return (await Promise.all((await store.masters()).map((node) => node.keys(pattern)))).flat()
 }
 
 /** Empties every master of the store's Redis (a Cluster's keyless FLUSHDB would empty one). */
 export async function flushAll(store: Store): Promise<void> {
-  await Promise.all((await store.masters()).map((node: Commands) => node.flushdb()))
+  await Promise.all((await store.masters()).map((node) => node.flushdb()))
 }
