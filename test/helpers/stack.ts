@@ -149,13 +149,48 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
   return Object.fromEntries(keys.map((key, i) => [key, values[i]!]))
 }
 
+/** Whether each store's Redis is a Cluster, asked once. */
+const clustered = new WeakMap<Store, Promise<boolean>>()
+
+/** More keys than one test's prefix ever holds. */
+const SLOT_KEYS = 10_000_000
+
 /**
- * Every key that starts with `start` and matches the glob `rest` after it, from every master (a
- * Cluster's keyless KEYS asks one at random).
+ * Every key that starts with `start` and matches the glob `rest` (`*` and `?`) after it, from every
+ * master (a Cluster's keyless KEYS asks one at random). On a Cluster a `start` with a hash tag has
+ * its keys in one slot: that slot's keys are read, not every file's keys on every master, as a
+ * single server's KEYS reads the file's own database only.
  */
 export async function keysUnder(store: Store, start: string, rest = '*'): Promise<string[]> {
-  const pattern = `${start.replace(/[{}*?[\]\\]/g, (c) => `\\${c}`)}${rest}`
-  return (await Promise.all((await store.masters()).map((node) => node.keys(pattern)))).flat()
+  const masters = await store.masters()
+  if (!hashTagged(start) || !(await isCluster(store))) {
+    const pattern = `${start.replace(/[{}*?[\]\\]/g, (c) => `\\${c}`)}${rest}`
+    return (await Promise.all(masters.map((node) => node.keys(pattern)))).flat()
+  }
+  const slot = Number(await store.call('CLUSTER', 'KEYSLOT', start))
+  const inSlot = await Promise.all(
+    masters.map((node) => node.call('CLUSTER', 'GETKEYSINSLOT', slot, SLOT_KEYS)),
+  )
+  const glob = rest.replace(/[.+^${}()|[\]\\*?]/g, (c) => (c === '*' ? '.*' : c === '?' ? '.' : `\\${c}`))
+  const after = new RegExp(`^${glob}$`, 's')
+  return (inSlot.flat() as string[]).filter(
+    (key) => key.startsWith(start) && after.test(key.slice(start.length)),
+  )
+}
+
+/** Whether `key`'s slot comes from a hash tag it holds whole: a non-empty `{...}`, the first `{`. */
+function hashTagged(key: string): boolean {
+  const open = key.indexOf('{')
+  return open >= 0 && key.indexOf('}', open) > open + 1
+}
+
+function isCluster(store: Store): Promise<boolean> {
+  let answer = clustered.get(store)
+  if (!answer) {
+    answer = store.info('cluster').then((info) => info.includes('cluster_enabled:1'))
+    clustered.set(store, answer)
+  }
+  return answer
 }
 
 /** Empties every master of the store's Redis (a Cluster's keyless FLUSHDB would empty one). */
