@@ -10,7 +10,6 @@ import { setTokenCountTimeoutMs } from '../src/inference/token-count.ts'
 import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { startLocalRedis } from '../src/redis/local-server.ts'
 import { parallelRun, runScoped } from './helpers/run-scope.ts'
-import { testTopology } from './helpers/topology.ts'
 
 // The tokenizer worker's cold start counts against a count's deadline (10 s in production); on a
 // loaded machine it alone can pass that, and a test would fail on speed. A test's limit bounds it.
@@ -18,7 +17,10 @@ setTokenCountTimeoutMs(120_000)
 
 if (!process.env.TEST_REDIS_URL) {
   const run = parallelRun()
-  const cluster = testTopology() === 'cluster'
+  const topology = process.env.TEST_REDIS_TOPOLOGY ?? 'single'
+  if (topology !== 'single' && topology !== 'cluster')
+    throw new Error(`TEST_REDIS_TOPOLOGY is single or cluster, not ${topology}`)
+  const cluster = topology === 'cluster'
   if (process.env.REDIS_URL) {
     process.env.TEST_REDIS_URL = process.env.REDIS_URL
   } else if (run && cluster) {
