@@ -10,6 +10,7 @@ import type { Store } from '../src/redis/store.ts'
 import type { SimServer } from '../src/sim/server.ts'
 import { randomWallet } from '../test/helpers/accounts.ts'
 import { runCli } from '../test/helpers/cli.ts'
+import { keysUnder } from '../test/helpers/stack.ts'
 
 export const MODEL = 'llama-3.3-70b'
 
@@ -234,14 +235,9 @@ export async function runAudit(redisUrl: string, prefix: string): Promise<{ code
 
 /** Every attempt hash of the keyspace (the record of each admitted request). */
 export async function attempts(store: Store, prefix: string): Promise<Record<string, string>[]> {
-  const pattern = `${keyspace(prefix).base.replace(/[{}]/g, (c) => `\\${c}`)}attempt:*`
   const rows: Record<string, string>[] = []
-  let cursor = '0'
-  do {
-    const [next, keys] = await store.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-    cursor = next
-    for (const key of keys) rows.push(await store.hgetall(key))
-  } while (cursor !== '0')
+  for (const key of await keysUnder(store, `${keyspace(prefix).base}attempt:`))
+    rows.push(await store.hgetall(key))
   return rows
 }
 

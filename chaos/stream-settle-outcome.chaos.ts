@@ -10,8 +10,9 @@ import { createHash } from 'node:crypto'
 import { SCRIPTS } from '../src/redis/script-registry.ts'
 import { keyFetch, type TestAccount } from '../test/helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../test/helpers/buyers.ts'
+import { serverOf } from '../test/helpers/redis-cluster.ts'
 import { type RedisProxy, startRedisProxy } from '../test/helpers/redis-proxy.ts'
-import { startStack, type TestStack, testRedisUrl } from '../test/helpers/stack.ts'
+import { startStack, type TestStack, testPrefix, testRedisUrl } from '../test/helpers/stack.ts'
 
 /**
  * The clear on the wire, either way it travels: an FCALL on the native connection (the function's
@@ -25,12 +26,15 @@ interface Setup {
   buyer: TestAccount
 }
 
-const target = new URL(testRedisUrl())
 const setups: Setup[] = []
 
 async function setup(settleWaitMs: number): Promise<Setup> {
+  // On a Cluster, the proxy stands in front of the master that holds the stack's keys.
+  const prefix = testPrefix()
+  const target = new URL(await serverOf(testRedisUrl(), prefix))
   const proxy = startRedisProxy({ host: target.hostname, port: Number(target.port) })
   const stack = await startStack({
+    prefix,
     env: {
       REDIS_URL: proxy.url,
       SVC_STREAM_SETTLE_WAIT_MS: String(settleWaitMs),

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import { keysUnder, startStack, type TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
 const FUSE = 3
@@ -44,11 +44,7 @@ const body = { amountUsdc: '2.000000' }
 
 /** Slots taken, over every minute's counter (a test may straddle a minute). */
 async function fuseCount(): Promise<number> {
-  const pattern = stack.keys
-    .signupFuse(0)
-    .replace(/0$/, '*')
-    .replace(/[{}]/g, (c) => `\\${c}`)
-  const keys = await stack.store.keys(pattern)
+  const keys = await keysUnder(stack.store, stack.keys.signupFuse(0).replace(/0$/, ''))
   const counts = keys.length ? await stack.store.mget(keys) : []
   return counts.reduce((sum, count) => sum + Number(count), 0)
 }

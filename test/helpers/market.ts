@@ -11,7 +11,7 @@ import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore, type ScriptForm } from '../../src/redis/store.ts'
-import { testPrefix, testRedisUrl } from './stack.ts'
+import { onCluster, testPrefix, testRedisUrl } from './stack.ts'
 import { until } from './wait.ts'
 
 export interface MarketFixture {
@@ -21,8 +21,13 @@ export interface MarketFixture {
   close(): void
 }
 
-/** Both ways a script runs on a single Redis: FCALL on the native lane, EVALSHA through ioredis. */
-export const SCRIPT_FORMS: ScriptForm[] = ['functions', 'scripts']
+/**
+ * The ways a script runs on the run's Redis: on a single one FCALL on the native lane and EVALSHA
+ * through ioredis; on a Cluster the one form its store has, FCALL routed by the keys.
+ */
+export function scriptForms(): ScriptForm[] {
+  return onCluster() ? ['functions'] : ['functions', 'scripts']
+}
 
 export function marketFixture(scriptForm: ScriptForm = 'functions'): MarketFixture {
   const store = createStore(testRedisUrl(), { name: 'svc-test-market', scriptForm })
@@ -161,8 +166,9 @@ export function freshMarketPerTest(use: (fx: MarketFixture) => void, scriptForm?
   beforeEach(async () => {
     const fx = marketFixture(scriptForm)
     fixtures.push(fx)
-    // Functions only once the lane is up: sooner, ioredis would carry the first scripts.
-    if (scriptForm === 'functions') await until(() => fx.store.lane !== undefined)
+    // Functions only once the lane is up: sooner, ioredis would carry the first scripts. A
+    // Cluster's store has no lane.
+    if (scriptForm === 'functions' && !onCluster()) await until(() => fx.store.lane !== undefined)
     use(fx)
   })
   afterAll(() => {

@@ -8,6 +8,7 @@ import {
   redisCli,
   startLocalCluster,
 } from '../../src/redis/local-cluster.ts'
+import { parseRedisTarget } from '../../src/redis/target.ts'
 import { testPrefix } from './stack.ts'
 
 export type RedisServer = ClusterNode
@@ -27,14 +28,38 @@ export async function until(what: string, check: () => Promise<boolean>, ms = 15
 export async function prefixOn(node: RedisServer): Promise<string> {
   const direct = new Redis(node.port, '127.0.0.1', { lazyConnect: true })
   try {
-    // Each range names its master first.
-    const served = (await direct.cluster('SLOTS')).filter(([, , master]) => master?.[1] === node.port)
     for (;;) {
       const prefix = testPrefix()
-      const slot = await direct.cluster('KEYSLOT', prefix)
-      if (served.some(([from, to]) => slot >= from && slot <= to)) return prefix
+      if ((await masterOf(direct, prefix)) === node.port) return prefix
     }
   } finally {
     direct.disconnect()
   }
+}
+
+/**
+ * The one server that holds `key`, as a redis:// URL: the server of a single-Redis `url`, or the
+ * master of a Cluster that serves the key's slot (where a MONITOR or a proxy sees every command on
+ * a prefix's keys).
+ */
+export async function serverOf(url: string, key: string): Promise<string> {
+  const target = parseRedisTarget(url)
+  if (target.kind !== 'cluster') return url
+  const [{ host, port }] = target.nodes as [{ host: string; port: number }]
+  const direct = new Redis(port, host, { lazyConnect: true })
+  try {
+    return `redis://${host}:${await masterOf(direct, key)}`
+  } finally {
+    direct.disconnect()
+  }
+}
+
+/** The port of the master that serves `key`'s slot, asked of any node of the Cluster. */
+async function masterOf(direct: Redis, key: string): Promise<number> {
+  const slot = await direct.cluster('KEYSLOT', key)
+  // Each range names its master first.
+  const range = (await direct.cluster('SLOTS')).find(([from, to]) => slot >= from && slot <= to)
+  const master = range?.[2]
+  if (!master) throw new Error(`no master serves slot ${slot}`)
+  return master[1]
 }

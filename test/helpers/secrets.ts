@@ -1,6 +1,7 @@
 // The secrets scans' tools: every response kept as one searchable text, every value of a keyspace
 // read whatever its type.
 import type { Store } from '../../src/redis/store.ts'
+import { keysUnder } from './stack.ts'
 
 export interface Seen {
   what: string
@@ -18,7 +19,7 @@ export async function keep(seen: Seen[], what: string, response: Response): Prom
 /** Every value under a keyspace, as text, whatever the key's type. */
 export async function storedValues(store: Store, base: string): Promise<string> {
   const parts: string[] = []
-  for (const key of await store.keys(`${base.replace(/[{}]/g, (c) => `\\${c}`)}*`)) {
+  for (const key of await keysUnder(store, base)) {
     const type = await store.type(key)
     if (type === 'string') parts.push((await store.get(key)) ?? '')
     else if (type === 'hash') parts.push(JSON.stringify(await store.hgetall(key)))

@@ -9,9 +9,11 @@ import { type GatewayConfig, loadGatewayConfig } from '../../src/config.ts'
 import { type RunningGateway, startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
-import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
+import { startLocalCluster } from '../../src/redis/local-cluster.ts'
+import { startLocalRedis } from '../../src/redis/local-server.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
+import { parseRedisTarget } from '../../src/redis/target.ts'
 import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
 
 /** A port free now, for a server that must know its port before it listens. */
@@ -30,13 +32,20 @@ export function testRedisUrl(): string {
   return url
 }
 
+/** Whether the run's Redis is a Cluster (TEST_REDIS_TOPOLOGY=cluster, or a cluster REDIS_URL). */
+export function onCluster(): boolean {
+  return parseRedisTarget(testRedisUrl()).kind === 'cluster'
+}
+
 /**
  * A redis-server for this file alone, from here on its test store: for a file that reads or changes
  * what the whole server holds (its client list, its functions, its command counts), which other
- * files sharing the run's server would blur. Call it at the top of the file.
+ * files sharing the run's server would blur. Call it at the top of the file. `like: 'run'`: a
+ * Cluster of its own instead when the run's is one, for a file that only needs the keyspace to
+ * itself (one it empties), not one server.
  */
-export async function ownRedis(): Promise<LocalRedis> {
-  const redis = await startLocalRedis()
+export async function ownRedis(options: { like?: 'run' } = {}): Promise<{ url: string }> {
+  const redis = options.like === 'run' && onCluster() ? await startLocalCluster(3) : await startLocalRedis()
   // Files run one after another in one process (bun test without --parallel) get the run's server
   // back once this one stops.
   const previous = process.env.TEST_REDIS_URL
@@ -74,10 +83,12 @@ export async function startStack(
      * milliseconds) that the environment's validation would refuse, instead of sleeping through one.
      */
     tune?: (config: GatewayConfig) => void
+    /** The key prefix, for a test that must know it first (to find the server that holds it). */
+    prefix?: string
   } = {},
 ): Promise<TestStack> {
   const sim = startSim({ port: 0, ...options.sim })
-  const prefix = testPrefix()
+  const prefix = options.prefix ?? testPrefix()
   const config = loadGatewayConfig({
     PORT: '0',
     HOST: '127.0.0.1',
@@ -121,13 +132,7 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
     `${prefix}:reaper:claim`,
     `${prefix}:catalog:sync-claim`,
   ])
-  // Every master's (a Cluster's keyless KEYS would ask one node at random).
-  const pattern = `${prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`
-  const found = await Promise.all((await store.masters()).map((node) => node.keys(pattern)))
-  const keys = found
-    .flat()
-    .filter((key) => !heartbeat.has(key))
-    .sort()
+  const keys = (await keysUnder(store, `${prefix}:`)).filter((key) => !heartbeat.has(key)).sort()
   // Each step's commands sent together: two round trips, not two a key (fuzz tests take thousands).
   const types = await Promise.all(keys.map((key) => store.type(key)))
   const values = await Promise.all(
@@ -142,4 +147,53 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
     }),
   )
   return Object.fromEntries(keys.map((key, i) => [key, values[i]!]))
+}
+
+/** Whether each store's Redis is a Cluster, asked once. */
+const clustered = new WeakMap<Store, Promise<boolean>>()
+
+/** More keys than one test's prefix ever holds. */
+const SLOT_KEYS = 10_000_000
+
+/**
+ * Every key that starts with `start` and matches the glob `rest` (`*` and `?`) after it, from every
+ * master (a Cluster's keyless KEYS asks one at random). On a Cluster a `start` with a hash tag has
+ * its keys in one slot: that slot's keys are read, not every file's keys on every master, as a
+ * single server's KEYS reads the file's own database only.
+ */
+export async function keysUnder(store: Store, start: string, rest = '*'): Promise<string[]> {
+  const masters = await store.masters()
+  if (!hashTagged(start) || !(await isCluster(store))) {
+    const pattern = `${start.replace(/[{}*?[\]\\]/g, (c) => `\\${c}`)}${rest}`
+    return (await Promise.all(masters.map((node) => node.keys(pattern)))).flat()
+  }
+  const slot = Number(await store.call('CLUSTER', 'KEYSLOT', start))
+  const inSlot = await Promise.all(
+    masters.map((node) => node.call('CLUSTER', 'GETKEYSINSLOT', slot, SLOT_KEYS)),
+  )
+  const glob = rest.replace(/[.+^${}()|[\]\\*?]/g, (c) => (c === '*' ? '.*' : c === '?' ? '.' : `\\${c}`))
+  const after = new RegExp(`^${glob}$`, 's')
+  return (inSlot.flat() as string[]).filter(
+    (key) => key.startsWith(start) && after.test(key.slice(start.length)),
+  )
+}
+
+/** Whether `key`'s slot comes from a hash tag it holds whole: a non-empty `{...}`, the first `{`. */
+function hashTagged(key: string): boolean {
+  const open = key.indexOf('{')
+  return open >= 0 && key.indexOf('}', open) > open + 1
+}
+
+function isCluster(store: Store): Promise<boolean> {
+  let answer = clustered.get(store)
+  if (!answer) {
+    answer = store.info('cluster').then((info) => info.includes('cluster_enabled:1'))
+    clustered.set(store, answer)
+  }
+  return answer
+}
+
+/** Empties every master of the store's Redis (a Cluster's keyless FLUSHDB would empty one). */
+export async function flushAll(store: Store): Promise<void> {
+  await Promise.all((await store.masters()).map((node) => node.flushdb()))
 }

@@ -15,6 +15,7 @@ import {
   waitForLastUsed,
 } from '../helpers/accounts.ts'
 import { watchCommands } from '../helpers/monitor.ts'
+import { serverOf } from '../helpers/redis-cluster.ts'
 import { startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -128,8 +129,9 @@ describe('Bearer keys', () => {
   test('resolving a key is one Redis command: HGETALL of its digest', async () => {
     const own = await createAccount(stack)
     await waitForLastUsed(stack, own.apiKey)
-    // The run's server is shared: only this stack's commands count.
-    const feed = await watchCommands(testRedisUrl())
+    // The run's server is shared: only this stack's commands count (on a Cluster, all of them reach
+    // the master that serves the stack's hash tag).
+    const feed = await watchCommands(await serverOf(testRedisUrl(), stack.keys.prefix))
     const mine = () => feed.seen.filter((args) => args.some((a) => a.startsWith(stack.keys.prefix)))
     // Redis's monitor feed is in the order commands ran: a marker read seen there means every
     // command before it was seen too, however late the feed arrives on a busy machine.

@@ -13,9 +13,10 @@ import type { RequestView } from '../../src/records/lookup.ts'
 import { SCRIPTS } from '../../src/redis/script-registry.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, expectedCost, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
+import { serverOf } from '../helpers/redis-cluster.ts'
 import { startRedisProxy } from '../helpers/redis-proxy.ts'
 import { expectShapedRefusal } from '../helpers/refusals.ts'
-import { snapshotKeys, startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
+import { snapshotKeys, startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 /**
@@ -142,11 +143,13 @@ test('silence is filled with ping events, and a stalled supplier ends with the e
 })
 
 test('a clear its script refuses: no message_delta nor message_stop, the error event settle_failed, nothing charged', async () => {
-  // The gateway reaches Redis through a proxy that answers the clear with an error in Redis's place.
-  const target = new URL(testRedisUrl())
+  // The gateway reaches Redis through a proxy that answers the clear with an error in Redis's place
+  // (on a Cluster, a proxy in front of the master that holds the stack's keys).
+  const prefix = testPrefix()
+  const target = new URL(await serverOf(testRedisUrl(), prefix))
   const proxy = startRedisProxy({ host: target.hostname, port: Number(target.port) })
   // The proxy answers a cued command's whole chunk: no reaper call may share the clear's write.
-  const local = await startStack({ env: { REDIS_URL: proxy.url, SVC_REAP_INTERVAL_MS: '60000' } })
+  const local = await startStack({ prefix, env: { REDIS_URL: proxy.url, SVC_REAP_INTERVAL_MS: '60000' } })
   try {
     await simOffer(local, 40)
     const who = await fundedBuyer(local)

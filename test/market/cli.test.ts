@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto'
 import { keyspace } from '../../src/redis/keys.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { runCli } from '../helpers/cli.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { keysUnder, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 const prefix = testPrefix()
 const keys = keyspace(prefix)
@@ -48,7 +48,7 @@ describe('svc-gateway offer and audit', () => {
   })
 
   test('bad arguments: exit 2 with the usage, nothing written', async () => {
-    const before = await store.keys(`${keys.base}*`)
+    const before = await keysUnder(store, keys.base)
     for (const args of [
       ['offer', 'create', '--ask', '44'],
       ['offer', 'create', '--base-url', 'http://x', '--key', 'k', '--ask', '90', '--capacity', '1'],
@@ -59,7 +59,7 @@ describe('svc-gateway offer and audit', () => {
       expect(result.code).toBe(2)
       expect(result.stderr).toContain('usage:')
     }
-    expect(await store.keys(`${keys.base}*`)).toEqual(before)
+    expect(await keysUnder(store, keys.base)).toEqual(before)
     const missing = await cli('offer', 'pause', 'no-such-offer')
     expect(missing.code).toBe(1)
     expect(JSON.parse(missing.stderr).error.code).toBe('offer_not_found')

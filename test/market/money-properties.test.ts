@@ -26,11 +26,12 @@ import {
   postOffer,
   seedAccount,
 } from '../helpers/market.ts'
-import { ownRedis } from '../helpers/stack.ts'
+import { flushAll, ownRedis } from '../helpers/stack.ts'
 
-// A server of its own, emptied after each run: each run's audit scans the whole keyspace for its
-// prefix, so keys left by earlier runs (or by other files on a shared server) would slow every later one.
-await ownRedis()
+// A server (or Cluster) of its own, emptied after each run: each run's audit scans the whole keyspace
+// for its prefix, so keys left by earlier runs (or by other files on a shared server) would slow
+// every later one.
+await ownRedis({ like: 'run' })
 // One connection for every run; each run has its own prefix, so its audit sees only its market.
 const connection = marketFixture()
 afterAll(() => connection.close())
@@ -389,7 +390,7 @@ test('every clear of a random request and report moves money within the hold and
       const listed = await listWriteOffs(fx.store, fx.keys)
       expect(new Map(listed.map((w) => [w.attemptId, w.amount]))).toEqual(writeOffs)
       for (const w of listed) expect(w.accountId).toBe(accountId)
-      await fx.store.flushdb()
+      await flushAll(fx.store)
     }),
     { numRuns: 400 },
   )

@@ -15,8 +15,11 @@ import { createStore, type Store } from '../../src/redis/store.ts'
 import { pad, restartLoading } from '../helpers/loading-redis.ts'
 import { admitFor, clearFor, type MarketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { onCluster, ownRedis, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
+
+// The single-Redis side is one server by its nature: its own when the run's Redis is a Cluster.
+if (onCluster()) await ownRedis()
 
 let cluster: RedisCluster
 const stores: Store[] = []

@@ -18,6 +18,7 @@ import {
   seedAccount,
   seedSupplier as seedFixtureSupplier,
 } from '../helpers/market.ts'
+import { keysUnder } from '../helpers/stack.ts'
 import { untilRedisPasses } from '../helpers/wait.ts'
 
 let fx: MarketFixture
@@ -133,9 +134,7 @@ describe('clear appends fills', () => {
     expect(next.offerId).toBe(operators)
     await clearFor(fx, next.attemptId, 500)
     expect(await fills(id)).toHaveLength(1)
-    expect(await fx.store.keys(`${fx.keys.prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*:fills`)).toEqual([
-      fx.keys.supplierFills(id),
-    ])
+    expect(await keysUnder(fx.store, `${fx.keys.prefix}:`, '*:fills')).toEqual([fx.keys.supplierFills(id)])
     expect(await auditAll(fx.store, fx.keys)).toEqual([])
   })
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { SignInService } from '../../src/suppliers/signin.ts'
 import { keyFetch } from '../helpers/accounts.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { keysUnder, snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { postSignIn, signInSupplier, siweMessage, supplierNonce } from '../helpers/suppliers.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -230,9 +230,7 @@ describe('nonce fuse', () => {
       expect(response.status).toBe(429)
       expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe('nonce_rate_limited')
-      const stored = await fused.store.keys(
-        `${fused.keys.prefix.replace(/[{}]/g, (c) => `\\${c}`)}:siwe:nonce:*`,
-      )
+      const stored = await keysUnder(fused.store, `${fused.keys.prefix}:siwe:nonce:`)
       expect(stored).toEqual([])
     } finally {
       await fused.stop()
