@@ -84,9 +84,9 @@ if a.state == 'admitted' then
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero, and
   -- never more than the key's limit has left (its spent and held count, as at admission)
-  local key_spent = 'spent:' .. a.keyId
-  local b = rcall('HMGET', account, 'confirmed', 'limit:' .. a.keyId, key_spent, 'held:' .. a.keyId,
-    'pstart:' .. a.keyId, 'pspent:' .. a.keyId)
+  local kf = k_key_fields(a.keyId)
+  local key_spent = kf.spent
+  local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent)
   confirmed = int(b[1])
   charged = math.min(cost, confirmed)
   if b[2] then

@@ -10,7 +10,7 @@
 -- way: never in a period that did not admit it. pstart: the key's current period, as read.
 local function count_in_period(account, a, charge, pstart)
   if charge > 0 and in_period(pstart, a.period, a.admittedAt) then
-    rcall('HINCRBY', account, 'pspent:' .. a.keyId, s(charge))
+    rcall('HINCRBY', account, k_key_fields(a.keyId).pspent, s(charge))
   end
 end
 
@@ -22,9 +22,10 @@ local function unwind_hold(a, charge)
   -- The key's own held and spent (its limit counts both) sit on the account hash beside the
   -- account's: the same read and the same write.
   -- Its in-flight counts too (a count at zero stays, as '0': one field per key, never an extra call).
-  local key_held, key_spent, key_inflight = 'held:' .. a.keyId, 'spent:' .. a.keyId, 'inflight:' .. a.keyId
+  local kf = k_key_fields(a.keyId)
+  local key_held, key_spent, key_inflight = kf.held, kf.spent, kf.inflight
   local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent, 'inflight', key_inflight,
-    'pstart:' .. a.keyId)
+    kf.pstart)
   local confirmed = int(b[2]) + hold - charge
   local kh = int(b[4]) - hold
   -- an attempt admitted before keys kept their holds has none to give back
@@ -116,8 +117,23 @@ end
 -- /v1/agent/activity and /usage read), trimmed by the record retention (MINID: at least as long
 -- as the attempt's own record), and the market's (what `svc-gateway export` tails), trimmed to
 -- about ENDED_MAXLEN entries (an exporter further behind than that loses the oldest).
--- Every entry has the same fields in the same order, so a Stream stores their names once per node.
+-- An entry is one field, e: its values joined by ENDED_SEP in the order of src/records/ended-entry.ts,
+-- the model last (the one value not made by the gateway): one string built once for both Streams,
+-- where a field per value cost Redis an argument and a listpack entry each, twice.
 local ENDED_MAXLEN = '1000000'
+local ENDED_SEP = '\31'
+
+-- The MINID of a Stream trimmed by the record retention: now less the retention, formatted again
+-- only once a minute or when the retention changed (a minute more kept is still at least the
+-- retention).
+local trim_minute, trim_ttl, trim_minid = -1, nil, nil
+local function retention_minid(now)
+  local minute = floor(now / 60000)
+  if minute ~= trim_minute or trim_ttl ~= record_ttl_ms then
+    trim_minute, trim_ttl, trim_minid = minute, record_ttl_ms, s(minute * 60000 - int(record_ttl_ms))
+  end
+  return trim_minid
+end
 
 -- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
 -- the record kept for the retention. `a` itself is not updated: no caller reads it after.
@@ -127,11 +143,12 @@ local function end_attempt(a, final, now, status, cost, input_tokens, output_tok
   local key = k_attempt(a.id)
   rcall('HSET', key, unpack(final))
   rcall('PEXPIRE', key, record_ttl_ms)
-  local entry = { 'attempt', a.id, 'account', a.accountId, 'key', a.keyId or '', 'model', a.model or '',
-    'status', status, 'costUsdc', cost, 'askCents', a.askCents or '', 'inputTokens', input_tokens,
-    'outputTokens', output_tokens, 'offer', a.offerId or '', 'errorCode', error_code }
-  rcall('XADD', k_activity(a.accountId), 'MINID', '~', s(now - int(record_ttl_ms)), '*', unpack(entry))
-  rcall('XADD', K_ENDED, 'MAXLEN', '~', ENDED_MAXLEN, '*', unpack(entry))
+  local sep = ENDED_SEP
+  local entry = a.id .. sep .. a.accountId .. sep .. (a.keyId or '') .. sep .. status .. sep .. cost .. sep ..
+    (a.askCents or '') .. sep .. input_tokens .. sep .. output_tokens .. sep .. (a.offerId or '') .. sep ..
+    error_code .. sep .. (a.model or '')
+  rcall('XADD', k_activity(a.accountId), 'MINID', '~', retention_minid(now), '*', 'e', entry)
+  rcall('XADD', K_ENDED, 'MAXLEN', '~', ENDED_MAXLEN, '*', 'e', entry)
 end
 
 -- Usage stats: a served request counts once in its model's bucket for the day it ended.
@@ -150,6 +167,6 @@ end
 -- A clear on a self-served offer is its supplier's fill, appended in the same script: what the
 -- offer sold and earned, never whose request it was. Trimmed like the account's Stream.
 local function append_fill(supplier_id, offer_id, model, burn, ask, earned, now)
-  rcall('XADD', k_supplier_fills(supplier_id), 'MINID', '~', s(now - int(record_ttl_ms)), '*', 'offer', offer_id,
+  rcall('XADD', k_supplier_fills(supplier_id), 'MINID', '~', retention_minid(now), '*', 'offer', offer_id,
     'model', model, 'burnDiem', burn, 'askCents', ask, 'earnedUsdc', earned)
 end

@@ -51,9 +51,9 @@ local function emit_clear_events(a, charged, confirmed, now)
   end
   if not (h[2] or h[3]) then return end
   local account = k_account(a.accountId)
-  local marker = 'b100:' .. a.keyId
-  local b = rcall('HMGET', account, 'limit:' .. a.keyId, 'spent:' .. a.keyId, 'pstart:' .. a.keyId,
-    'pspent:' .. a.keyId, 'held:' .. a.keyId, marker)
+  local kf = k_key_fields(a.keyId)
+  local marker = kf.b100
+  local b = rcall('HMGET', account, kf.limit, kf.spent, kf.pstart, kf.pspent, kf.held, marker)
   if not b[1] then return end
   local limit, spent = int(b[1]), int(b[2])
   if b[3] then
