@@ -72,14 +72,14 @@ end
 local disputed = reported - burn
 
 local cost = ceil_div(burn * ask, 100)
-local charged, confirmed, fee
+local charged, confirmed, fee, confirmed_s
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
   fee = idiv(charged * fee_bps, 10000)
   if apart then
-    confirmed = unwind_hold(a, charged)
+    confirmed, confirmed_s = unwind_hold(a, charged)
   else
-    confirmed = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
+    confirmed, confirmed_s = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
   end
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero, and
@@ -145,5 +145,5 @@ if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCent
 -- than accounts' shards, so the stats read stays small.
 if not apart then count_served(a.model, now) end
 emit_clear_events(a, charged, confirmed, now)
-return { 1, charged_s, cost_s, burn_s, ask, s(confirmed), written_off > 0 and s(written_off) or '0', 0,
+return { 1, charged_s, cost_s, burn_s, ask, confirmed_s or s(confirmed), written_off > 0 and s(written_off) or '0', 0,
   disputed > 0 and s(disputed) or '0', s(fee) }

@@ -15,7 +15,8 @@ local function count_in_period(account, a, charge, pstart)
 end
 
 -- The account's side of ending an attempt: its hold back to the buyer, `charge` (micro-USDC) of it
--- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after.
+-- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after, and
+-- the same as written (formatted once).
 local function unwind_hold(a, charge)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
@@ -33,14 +34,15 @@ local function unwind_hold(a, charge)
   local an, kn = int(b[6]) - 1, int(b[7]) - 1
   if an < 0 then an = 0 end
   if kn < 0 then kn = 0 end
-  rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge),
+  local confirmed_s = s(confirmed)
+  rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', confirmed_s, 'spent', s(int(b[3]) + charge),
     key_held, s(kh), key_spent, s(int(b[5]) + charge), 'inflight', s(an), key_inflight, s(kn))
   if a.capGroup and a.capGroup ~= '' then
     local group_field = 'group:' .. a.capGroup
     if int(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
   end
   count_in_period(account, a, charge, b[8])
-  return confirmed
+  return confirmed, confirmed_s
 end
 
 -- The offer's side: the capacity it held for the attempt (hold_diem) and its slot back. For a
@@ -77,12 +79,12 @@ end
 -- Both sides at once, where the account and the offer share a server (admit held both in one
 -- call): the hold, the offer's capacity and slot, and the lease.
 -- charge: micro-USDC moved from the hold to spent (0 on failure); the rest as unwind_reservation.
--- Returns the account's confirmed balance after.
+-- Returns the account's confirmed balance after, as a number and as written.
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
-  local confirmed = unwind_hold(a, charge)
+  local confirmed, confirmed_s = unwind_hold(a, charge)
   unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed)
   rcall('ZREM', K_LEASES, a.id)
-  return confirmed
+  return confirmed, confirmed_s
 end
 
 -- Only the fields the scripts read (every attempt has a state): a missing one is false. A field
@@ -155,12 +157,13 @@ end
 local STATS_TTL_S = '2764800'
 -- The UTC day's name, computed again only when a call falls outside it (as a function, the
 -- library's state lives from call to call).
-local stats_day, stats_day_start = nil, -1
+local stats_day, stats_day_start, stats_key, stats_base = nil, -1, nil, nil
 local function count_served(model, now)
   if now < stats_day_start or now >= stats_day_start + 86400000 then
-    stats_day, stats_day_start = utc_day(now), floor(now / 86400000) * 86400000
+    stats_day, stats_day_start, stats_base = utc_day(now), floor(now / 86400000) * 86400000, nil
   end
-  local day = k_stats_day(stats_day)
+  if stats_base ~= BASE then stats_key, stats_base = k_stats_day(stats_day), BASE end
+  local day = stats_key
   if rcall('HINCRBY', day, model, '1') == 1 then rcall('EXPIRE', day, STATS_TTL_S) end
 end
 
