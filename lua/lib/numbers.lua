@@ -23,12 +23,14 @@ end
 -- argument costs Redis a '%.17g' snprintf there, dearer than this format (see BENCHMARKS.md, "The
 -- money scripts as a function library"). Small ones are formatted once and kept, as int keeps them
 -- parsed.
-local small = {}
+-- The last large one is kept too: a script formats its time now more than once.
+local small, last_n, last_v = {}, nil, nil
 local function s(n)
   local v = small[n]
   if v then return v end
+  if n == last_n then return last_v end
   v = format('%d', n)
-  if n >= 0 and n < 1024 then small[n] = v end
+  if n >= 0 and n < 1024 then small[n] = v else last_n, last_v = n, v end
   return v
 end
 
