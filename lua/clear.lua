@@ -131,7 +131,7 @@ end
 -- Each number formatted once, for the record and the reply.
 local burn_s, cost_s, charged_s = s(burn), s(cost), s(charged)
 local final = { 'state', 'cleared', 'burn', burn_s, 'cost', cost_s, 'costUsdc', charged_s,
-  'inputTokens', ARGV[5], 'outputTokens', ARGV[6], 'outcome', ARGV[8], 'endedAt', s(now) }
+  'inputTokens', ARGV[5], 'outputTokens', ARGV[6], 'outcome', ARGV[8], 'endedAt', stamp(now) }
 -- Usually zero or no, and then not written (a missing field reads as 0).
 if fee > 0 then final[#final + 1], final[#final + 2] = 'fee', s(fee) end
 if written_off > 0 then final[#final + 1], final[#final + 2] = 'writtenOff', s(written_off) end

@@ -116,7 +116,7 @@ end
 local function write_attempt(attempt_id, offer_id, ask, hold_s, hold_diem_s, model, request_id, now, tried, group)
   local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', H_account_id, 'keyId', H_key_id,
     'offerId', offer_id, 'askCents', s(ask), 'holdUsdc', hold_s, 'holdDiem', hold_diem_s,
-    'model', model, 'requestId', request_id, 'admittedAt', s(now) }
+    'model', model, 'requestId', request_id, 'admittedAt', stamp(now) }
   -- Usually empty, and then not written: every field is a listpack entry read back at the clear.
   if tried ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', tried end
   if group ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'capGroup', group end

@@ -23,15 +23,20 @@ end
 -- argument costs Redis a '%.17g' snprintf there, dearer than this format (see BENCHMARKS.md, "The
 -- money scripts as a function library"). Small ones are formatted once and kept, as int keeps them
 -- parsed.
--- The last large one is kept too: a script formats its time now more than once.
-local small, last_n, last_v = {}, nil, nil
+local small = {}
 local function s(n)
   local v = small[n]
   if v then return v end
-  if n == last_n then return last_v end
   v = format('%d', n)
-  if n >= 0 and n < 1024 then small[n] = v else last_n, last_v = n, v end
+  if n >= 0 and n < 1024 then small[n] = v end
   return v
+end
+
+-- A time in ms formatted, the last one kept: a script formats its time now more than once.
+local stamp_n, stamp_v
+local function stamp(ms)
+  if ms ~= stamp_n then stamp_n, stamp_v = ms, format('%d', ms) end
+  return stamp_v
 end
 
 -- floor(n / d) for non-negative integers, corrected for the double division's rounding.
