@@ -71,8 +71,9 @@ local reply = owned
 if refusal then return reply(refusal) end
 
 if max_cents == 0 then max_cents = int(ARGV[9]) end
-local tried = {}
+local tried = NONE_TRIED
 if ARGV[8] ~= '' then
+  tried = {}
   for id in string.gmatch(ARGV[8], '[^,]+') do tried[id] = true end
 end
 

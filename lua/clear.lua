@@ -72,21 +72,21 @@ end
 local disputed = reported - burn
 
 local cost = ceil_div(burn * ask, 100)
-local charged, confirmed, fee
+local charged, confirmed, fee, confirmed_s
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
   fee = idiv(charged * fee_bps, 10000)
   if apart then
-    confirmed = unwind_hold(a, charged)
+    confirmed, confirmed_s = unwind_hold(a, charged)
   else
-    confirmed = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
+    confirmed, confirmed_s = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
   end
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero, and
   -- never more than the key's limit has left (its spent and held count, as at admission)
-  local key_spent = 'spent:' .. a.keyId
-  local b = rcall('HMGET', account, 'confirmed', 'limit:' .. a.keyId, key_spent, 'held:' .. a.keyId,
-    'pstart:' .. a.keyId, 'pspent:' .. a.keyId)
+  local kf = k_key_fields(a.keyId)
+  local key_spent = kf.spent
+  local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent)
   confirmed = int(b[1])
   charged = math.min(cost, confirmed)
   if b[2] then
@@ -131,7 +131,7 @@ end
 -- Each number formatted once, for the record and the reply.
 local burn_s, cost_s, charged_s = s(burn), s(cost), s(charged)
 local final = { 'state', 'cleared', 'burn', burn_s, 'cost', cost_s, 'costUsdc', charged_s,
-  'inputTokens', ARGV[5], 'outputTokens', ARGV[6], 'outcome', ARGV[8], 'endedAt', s(now) }
+  'inputTokens', ARGV[5], 'outputTokens', ARGV[6], 'outcome', ARGV[8], 'endedAt', stamp(now) }
 -- Usually zero or no, and then not written (a missing field reads as 0).
 if fee > 0 then final[#final + 1], final[#final + 2] = 'fee', s(fee) end
 if written_off > 0 then final[#final + 1], final[#final + 2] = 'writtenOff', s(written_off) end
@@ -145,5 +145,5 @@ if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCent
 -- than accounts' shards, so the stats read stays small.
 if not apart then count_served(a.model, now) end
 emit_clear_events(a, charged, confirmed, now)
-return { 1, charged_s, cost_s, burn_s, ask, s(confirmed), written_off > 0 and s(written_off) or '0', 0,
+return { 1, charged_s, cost_s, burn_s, ask, confirmed_s or s(confirmed), written_off > 0 and s(written_off) or '0', 0,
   disputed > 0 and s(disputed) or '0', s(fee) }

@@ -10,21 +10,23 @@
 -- way: never in a period that did not admit it. pstart: the key's current period, as read.
 local function count_in_period(account, a, charge, pstart)
   if charge > 0 and in_period(pstart, a.period, a.admittedAt) then
-    rcall('HINCRBY', account, 'pspent:' .. a.keyId, s(charge))
+    rcall('HINCRBY', account, k_key_fields(a.keyId).pspent, s(charge))
   end
 end
 
 -- The account's side of ending an attempt: its hold back to the buyer, `charge` (micro-USDC) of it
--- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after.
+-- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after, and
+-- the same as written (formatted once).
 local function unwind_hold(a, charge)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
   -- The key's own held and spent (its limit counts both) sit on the account hash beside the
   -- account's: the same read and the same write.
   -- Its in-flight counts too (a count at zero stays, as '0': one field per key, never an extra call).
-  local key_held, key_spent, key_inflight = 'held:' .. a.keyId, 'spent:' .. a.keyId, 'inflight:' .. a.keyId
+  local kf = k_key_fields(a.keyId)
+  local key_held, key_spent, key_inflight = kf.held, kf.spent, kf.inflight
   local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent, 'inflight', key_inflight,
-    'pstart:' .. a.keyId)
+    kf.pstart)
   local confirmed = int(b[2]) + hold - charge
   local kh = int(b[4]) - hold
   -- an attempt admitted before keys kept their holds has none to give back
@@ -32,14 +34,15 @@ local function unwind_hold(a, charge)
   local an, kn = int(b[6]) - 1, int(b[7]) - 1
   if an < 0 then an = 0 end
   if kn < 0 then kn = 0 end
-  rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', s(confirmed), 'spent', s(int(b[3]) + charge),
+  local confirmed_s = s(confirmed)
+  rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', confirmed_s, 'spent', s(int(b[3]) + charge),
     key_held, s(kh), key_spent, s(int(b[5]) + charge), 'inflight', s(an), key_inflight, s(kn))
   if a.capGroup and a.capGroup ~= '' then
     local group_field = 'group:' .. a.capGroup
     if int(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
   end
   count_in_period(account, a, charge, b[8])
-  return confirmed
+  return confirmed, confirmed_s
 end
 
 -- The offer's side: the capacity it held for the attempt (hold_diem) and its slot back. For a
@@ -76,12 +79,12 @@ end
 -- Both sides at once, where the account and the offer share a server (admit held both in one
 -- call): the hold, the offer's capacity and slot, and the lease.
 -- charge: micro-USDC moved from the hold to spent (0 on failure); the rest as unwind_reservation.
--- Returns the account's confirmed balance after.
+-- Returns the account's confirmed balance after, as a number and as written.
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
-  local confirmed = unwind_hold(a, charge)
+  local confirmed, confirmed_s = unwind_hold(a, charge)
   unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed)
   rcall('ZREM', K_LEASES, a.id)
-  return confirmed
+  return confirmed, confirmed_s
 end
 
 -- Only the fields the scripts read (every attempt has a state): a missing one is false. A field
@@ -106,18 +109,44 @@ end
 -- which each script that ends attempts sets first from its ARGV (the default is the caller's):
 -- as a Redis function it is shared between calls, so none may rely on an earlier one's. Long
 -- enough too for any replayed clear to find it (and be a no-op) and for a late result after a reap.
-local record_ttl_ms
+local record_ttl_ms, record_ttl_arg = nil, false
 local function keep_records_for(ms)
+  -- The same argument call after call: checked and formatted once.
+  if ms == record_ttl_arg then return end
   if not ms or int(ms) <= 0 then error('the record retention, ms, is required') end
-  record_ttl_ms = s(int(ms))
+  record_ttl_ms, record_ttl_arg = s(int(ms)), ms
 end
 
 -- Every ended attempt also goes on two Streams, in the same script: its account's (what GET
 -- /v1/agent/activity and /usage read), trimmed by the record retention (MINID: at least as long
 -- as the attempt's own record), and the market's (what `svc-gateway export` tails), trimmed to
 -- about ENDED_MAXLEN entries (an exporter further behind than that loses the oldest).
--- Every entry has the same fields in the same order, so a Stream stores their names once per node.
+-- An entry is one field, e: its values joined by ENDED_SEP in the order of src/records/ended-entry.ts,
+-- the model last (the one value not made by the gateway): one string built once for both Streams,
+-- where a field per value cost Redis an argument and a listpack entry each, twice.
 local ENDED_MAXLEN = '1000000'
+local ENDED_SEP = '\31'
+
+-- A trimmed append costs Redis about a third more than a plain one (it rewrites the approximate
+-- trim into an exact one for its replicas and AOF), so the appends trim in one call of TRIM_EVERY,
+-- chosen by the clock's millisecond so that every workload trims: a Stream runs past its bound by
+-- a few entries for a while, and nothing is trimmed sooner than before.
+local TRIM_EVERY = 16
+local function trims(now)
+  return now % TRIM_EVERY == 0
+end
+
+-- The MINID of a Stream trimmed by the record retention: now less the retention, formatted again
+-- only once a minute or when the retention changed (a minute more kept is still at least the
+-- retention).
+local trim_minute, trim_ttl, trim_minid = -1, nil, nil
+local function retention_minid(now)
+  local minute = floor(now / 60000)
+  if minute ~= trim_minute or trim_ttl ~= record_ttl_ms then
+    trim_minute, trim_ttl, trim_minid = minute, record_ttl_ms, s(minute * 60000 - int(record_ttl_ms))
+  end
+  return trim_minid
+end
 
 -- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
 -- the record kept for the retention. `a` itself is not updated: no caller reads it after.
@@ -127,29 +156,41 @@ local function end_attempt(a, final, now, status, cost, input_tokens, output_tok
   local key = k_attempt(a.id)
   rcall('HSET', key, unpack(final))
   rcall('PEXPIRE', key, record_ttl_ms)
-  local entry = { 'attempt', a.id, 'account', a.accountId, 'key', a.keyId or '', 'model', a.model or '',
-    'status', status, 'costUsdc', cost, 'askCents', a.askCents or '', 'inputTokens', input_tokens,
-    'outputTokens', output_tokens, 'offer', a.offerId or '', 'errorCode', error_code }
-  rcall('XADD', k_activity(a.accountId), 'MINID', '~', s(now - int(record_ttl_ms)), '*', unpack(entry))
-  rcall('XADD', K_ENDED, 'MAXLEN', '~', ENDED_MAXLEN, '*', unpack(entry))
+  local sep = ENDED_SEP
+  local entry = a.id .. sep .. a.accountId .. sep .. (a.keyId or '') .. sep .. status .. sep .. cost .. sep ..
+    (a.askCents or '') .. sep .. input_tokens .. sep .. output_tokens .. sep .. (a.offerId or '') .. sep ..
+    error_code .. sep .. (a.model or '')
+  if trims(now) then
+    rcall('XADD', k_activity(a.accountId), 'MINID', '~', retention_minid(now), '*', 'e', entry)
+    rcall('XADD', K_ENDED, 'MAXLEN', '~', ENDED_MAXLEN, '*', 'e', entry)
+  else
+    rcall('XADD', k_activity(a.accountId), '*', 'e', entry)
+    rcall('XADD', K_ENDED, '*', 'e', entry)
+  end
 end
 
 -- Usage stats: a served request counts once in its model's bucket for the day it ended.
 local STATS_TTL_S = '2764800'
 -- The UTC day's name, computed again only when a call falls outside it (as a function, the
 -- library's state lives from call to call).
-local stats_day, stats_day_start = nil, -1
+local stats_day, stats_day_start, stats_key, stats_base = nil, -1, nil, nil
 local function count_served(model, now)
   if now < stats_day_start or now >= stats_day_start + 86400000 then
-    stats_day, stats_day_start = utc_day(now), floor(now / 86400000) * 86400000
+    stats_day, stats_day_start, stats_base = utc_day(now), floor(now / 86400000) * 86400000, nil
   end
-  local day = k_stats_day(stats_day)
+  if stats_base ~= BASE then stats_key, stats_base = k_stats_day(stats_day), BASE end
+  local day = stats_key
   if rcall('HINCRBY', day, model, '1') == 1 then rcall('EXPIRE', day, STATS_TTL_S) end
 end
 
 -- A clear on a self-served offer is its supplier's fill, appended in the same script: what the
--- offer sold and earned, never whose request it was. Trimmed like the account's Stream.
+-- offer sold and earned, never whose request it was. Trimmed like the account's Stream, as often.
 local function append_fill(supplier_id, offer_id, model, burn, ask, earned, now)
-  rcall('XADD', k_supplier_fills(supplier_id), 'MINID', '~', s(now - int(record_ttl_ms)), '*', 'offer', offer_id,
-    'model', model, 'burnDiem', burn, 'askCents', ask, 'earnedUsdc', earned)
+  local fills = k_supplier_fills(supplier_id)
+  if trims(now) then
+    rcall('XADD', fills, 'MINID', '~', retention_minid(now), '*', 'offer', offer_id, 'model', model, 'burnDiem', burn,
+      'askCents', ask, 'earnedUsdc', earned)
+  else
+    rcall('XADD', fills, '*', 'offer', offer_id, 'model', model, 'burnDiem', burn, 'askCents', ask, 'earnedUsdc', earned)
+  end
 end

@@ -25,6 +25,17 @@ local function emit_event(owner, kind, now, data)
   rcall('SADD', K_WEBHOOKS_DUE, owner)
 end
 
+-- An account's webhook owner name and hooks key, for the last account asked (every clear with a
+-- charge asks; concatenated again only for another account).
+local hooks_base, hooks_account, hooks_owner, hooks_key
+local function account_hooks(account_id)
+  if account_id ~= hooks_account or hooks_base ~= BASE then
+    hooks_base, hooks_account, hooks_owner = BASE, account_id, 'acct:' .. account_id
+    hooks_key = k_hooks(hooks_owner)
+  end
+  return hooks_owner, hooks_key
+end
+
 -- After a clear charged `charged` and left `confirmed` spendable: balance.low for each endpoint's
 -- threshold that the request took the balance below (once per crossing: it must be back above it
 -- before it fires again), key.budget.80 as the key's spent first reaches 80 % of its limit (a
@@ -37,8 +48,7 @@ end
 -- (lua/set-key-limit.lua) remove.
 local function emit_clear_events(a, charged, confirmed, now)
   if charged <= 0 then return end
-  local owner = 'acct:' .. a.accountId
-  local hooks = k_hooks(owner)
+  local owner, hooks = account_hooks(a.accountId)
   local h = rcall('HMGET', hooks, 't:balance.low', 't:key.budget.80', 't:key.budget.100')
   if h[1] then
     local fields = rcall('HGETALL', hooks)
@@ -51,9 +61,9 @@ local function emit_clear_events(a, charged, confirmed, now)
   end
   if not (h[2] or h[3]) then return end
   local account = k_account(a.accountId)
-  local marker = 'b100:' .. a.keyId
-  local b = rcall('HMGET', account, 'limit:' .. a.keyId, 'spent:' .. a.keyId, 'pstart:' .. a.keyId,
-    'pspent:' .. a.keyId, 'held:' .. a.keyId, marker)
+  local kf = k_key_fields(a.keyId)
+  local marker = kf.b100
+  local b = rcall('HMGET', account, kf.limit, kf.spent, kf.pstart, kf.pspent, kf.held, marker)
   if not b[1] then return end
   local limit, spent = int(b[1]), int(b[2])
   if b[3] then

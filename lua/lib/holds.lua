@@ -5,7 +5,7 @@
 -- The request being held is this library's state, set by open_hold and read by the functions after
 -- it in the same call (Redis runs one call at a time): no table per request, so nothing more for
 -- Lua's collector to sweep on every admission.
-local H_account_id, H_key_id, H_account, H_acct, H_key_held_field, H_key_inflight_field
+local H_account_id, H_key_id, H_account, H_acct, H_key_fields, H_key_held_field, H_key_inflight_field
 local H_key_count, H_account_count, H_group_field, H_group_count, H_period, H_rolled
 
 -- Opens the account for one request: resolves the key's digest (when given), reads the account's
@@ -22,11 +22,12 @@ local function open_hold(attempt_id, account_id, key_id, digest, key_cap, accoun
     if now - int(k[3]) >= 60000 then rcall('HSET', k_apikey(digest), 'lastUsedAt', s(now)) end
   end
   H_account_id, H_key_id, H_account = account_id, key_id, k_account(account_id)
-  H_key_held_field, H_key_inflight_field = 'held:' .. key_id, 'inflight:' .. key_id
+  local kf = k_key_fields(key_id)
+  H_key_fields, H_key_held_field, H_key_inflight_field = kf, kf.held, kf.inflight
   H_group_field, H_group_count, H_period, H_rolled = nil, 0, nil, false
   -- The in-flight counts sit on the account hash beside its money: the same read and the same write.
-  local acct = rcall('HMGET', H_account, 'confirmed', 'maxPriceCents', 'held', 'limit:' .. key_id,
-    'spent:' .. key_id, H_key_held_field, 'inflight', H_key_inflight_field)
+  local acct = rcall('HMGET', H_account, 'confirmed', 'maxPriceCents', 'held', kf.limit, kf.spent,
+    H_key_held_field, 'inflight', H_key_inflight_field)
   H_acct = acct
   -- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
   if not acct[1] then return 0, { -1 } end
@@ -63,7 +64,8 @@ local function check_hold(ask, hold_diem, now)
   -- limit.
   if acct[4] then
     local used, resets_at = int(acct[5]), ''
-    local p = rcall('HMGET', H_account, 'reset:' .. key_id, 'pstart:' .. key_id, 'pspent:' .. key_id)
+    local kf = H_key_fields
+    local p = rcall('HMGET', H_account, kf.reset, kf.pstart, kf.pspent)
     if p[1] then
       local start = period_start(p[1], now)
       -- A clock behind the period last counted (a failover to a lagging Redis) counts in that one:
@@ -95,13 +97,13 @@ local function write_hold(hold)
     local fields = { 'confirmed', confirmed_s, 'held', held_s, H_key_held_field, key_held_s, 'inflight',
       account_count_s, H_key_inflight_field, key_count_s }
     if H_rolled then
-      fields[#fields + 1], fields[#fields + 2] = 'pstart:' .. H_key_id, H_period
-      fields[#fields + 1], fields[#fields + 2] = 'pspent:' .. H_key_id, '0'
+      fields[#fields + 1], fields[#fields + 2] = H_key_fields.pstart, H_period
+      fields[#fields + 1], fields[#fields + 2] = H_key_fields.pspent, '0'
     end
     if H_group_field then fields[#fields + 1], fields[#fields + 2] = H_group_field, s(H_group_count + 1) end
     rcall('HSET', H_account, unpack(fields))
     -- A new period is a new budget: its key.budget.100 may be written again (lib/events).
-    if H_rolled then rcall('HDEL', H_account, 'b100:' .. H_key_id) end
+    if H_rolled then rcall('HDEL', H_account, H_key_fields.b100) end
   else
     rcall('HSET', H_account, 'confirmed', confirmed_s, 'held', held_s, H_key_held_field, key_held_s, 'inflight',
       account_count_s, H_key_inflight_field, key_count_s)
@@ -114,7 +116,7 @@ end
 local function write_attempt(attempt_id, offer_id, ask, hold_s, hold_diem_s, model, request_id, now, tried, group)
   local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', H_account_id, 'keyId', H_key_id,
     'offerId', offer_id, 'askCents', s(ask), 'holdUsdc', hold_s, 'holdDiem', hold_diem_s,
-    'model', model, 'requestId', request_id, 'admittedAt', s(now) }
+    'model', model, 'requestId', request_id, 'admittedAt', stamp(now) }
   -- Usually empty, and then not written: every field is a listpack entry read back at the clear.
   if tried ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', tried end
   if group ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'capGroup', group end

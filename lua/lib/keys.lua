@@ -4,9 +4,13 @@
 -- file runs once, before any call has KEYS.
 local BASE, K_LADDER, K_OFFERS, K_LEASES, K_MARKET, K_WRITEOFFS, K_ENDED
 local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS, K_PAYOUTS_OPEN, K_WEBHOOKS_DUE, K_OFFERS_LISTING
+-- The last account, offer and attempt named, and their keys: the hot scripts name each more than
+-- once a call, and a concatenation is a new string for Lua to hash and later collect.
+local last_account, last_account_key, last_offer, last_offer_key, last_attempt, last_attempt_key
 local function use_keyspace(base)
   if base == BASE then return end
   BASE = base
+  last_account, last_offer, last_attempt = nil, nil, nil
   K_LADDER, K_OFFERS, K_LEASES = base .. 'ladder', base .. 'offers', base .. 'leases'
   K_MARKET, K_WRITEOFFS = base .. 'market', base .. 'writeoffs'
   K_OFFERS_LISTING = base .. 'offers:listing'
@@ -17,11 +21,20 @@ local function use_keyspace(base)
   -- The owners flagged for the delivery consumers: on this base's slot (an account's shard's).
   K_WEBHOOKS_DUE = base .. 'webhooks:due'
 end
-local function k_account(id) return BASE .. 'acct:' .. id end
+local function k_account(id)
+  if id ~= last_account then last_account, last_account_key = id, BASE .. 'acct:' .. id end
+  return last_account_key
+end
 local function k_account_keys(id) return BASE .. 'acct:' .. id .. ':keys' end
 local function k_account_payments(id) return BASE .. 'acct:' .. id .. ':payments' end
-local function k_offer(id) return BASE .. 'offer:' .. id end
-local function k_attempt(id) return BASE .. 'attempt:' .. id end
+local function k_offer(id)
+  if id ~= last_offer then last_offer, last_offer_key = id, BASE .. 'offer:' .. id end
+  return last_offer_key
+end
+local function k_attempt(id)
+  if id ~= last_attempt then last_attempt, last_attempt_key = id, BASE .. 'attempt:' .. id end
+  return last_attempt_key
+end
 local function k_reservation(id) return BASE .. 'reservation:' .. id end
 local function k_apikey(digest) return BASE .. 'apikey:' .. digest end
 local function k_stats_day(day) return BASE .. 'stats:' .. day end
@@ -41,3 +54,17 @@ local function k_payout_next_nonce(wallet) return BASE .. 'payout:next-nonce:' .
 -- A webhook owner ('acct:<id>' or 'supplier:<id>'): its hooks hash and its event stream.
 local function k_hooks(owner) return BASE .. owner .. ':hooks' end
 local function k_events(owner) return BASE .. owner .. ':events' end
+
+-- An API key's fields on its account's hash (held:<keyId>, spent:, inflight:, limit:, reset:,
+-- pstart:, pspent:, b100:), made once per key id and kept from call to call, as lib/numbers keeps
+-- small numbers: at most 4096 keys' names.
+local key_fields, key_fields_count = {}, 0
+local function k_key_fields(key_id)
+  local f = key_fields[key_id]
+  if f then return f end
+  f = { held = 'held:' .. key_id, spent = 'spent:' .. key_id, inflight = 'inflight:' .. key_id,
+    limit = 'limit:' .. key_id, reset = 'reset:' .. key_id, pstart = 'pstart:' .. key_id,
+    pspent = 'pspent:' .. key_id, b100 = 'b100:' .. key_id }
+  if key_fields_count < 4096 then key_fields[key_id], key_fields_count = f, key_fields_count + 1 end
+  return f
+end

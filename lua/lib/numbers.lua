@@ -32,6 +32,13 @@ local function s(n)
   return v
 end
 
+-- A time in ms formatted, the last one kept: a script formats its time now more than once.
+local stamp_n, stamp_v
+local function stamp(ms)
+  if ms ~= stamp_n then stamp_n, stamp_v = ms, format('%d', ms) end
+  return stamp_v
+end
+
 -- floor(n / d) for non-negative integers, corrected for the double division's rounding.
 local function idiv(n, d)
   local q = floor(n / d)

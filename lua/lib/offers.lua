@@ -43,3 +43,14 @@ local LADDER_STEP = 1000000000
 local function ladder_ceiling(max_cents)
   return (max_cents + 1) * LADDER_STEP - 1
 end
+
+-- The same, formatted for ZRANGEBYSCORE: made once per max price (a few distinct ones, in cents).
+local ceilings = {}
+local function ladder_ceiling_s(max_cents)
+  local v = ceilings[max_cents]
+  if not v then
+    v = s(ladder_ceiling(max_cents))
+    if max_cents >= 0 and max_cents < 1024 then ceilings[max_cents] = v end
+  end
+  return v
+end

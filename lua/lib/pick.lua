@@ -1,13 +1,15 @@
 -- lib/pick: the router's choice, shared by admit (which then holds) and the video quote (which
 -- only looks): the cheapest live offer at or below the buyer's max whose routable capacity covers
 -- the hold (micro-DIEM), not tried yet, below its in-flight cap. Without one, the refusal admit returns.
+-- A request that tried nothing yet (most): one table for all, never written.
+local NONE_TRIED = {}
 local function pick_offer(max_cents, hold_diem, tried, now)
   local at_price = 0          -- live offers at or below max
   local eligible_routable = 0 -- their routable capacity
   local max_eligible = 0      -- the largest of them
   local big_enough = 0        -- those that could carry this request
   local untried = 0           -- ... and were not tried yet
-  for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', s(ladder_ceiling(max_cents)))) do
+  for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', ladder_ceiling_s(max_cents))) do
     local o = read_offer(id)
     if o and is_live(o, now) then
       at_price = at_price + 1

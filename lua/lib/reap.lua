@@ -2,12 +2,12 @@
 -- held goes back, and the attempt is marked reaped so a late clear can still be charged honestly.
 -- A reaped attempt is kept as its request's record (lib/attempts end_attempt).
 local function reap_expired(now, limit)
-  local expired = rcall('ZRANGEBYSCORE', K_LEASES, '-inf', s(now), 'LIMIT', '0', s(limit))
+  local expired = rcall('ZRANGEBYSCORE', K_LEASES, '-inf', stamp(now), 'LIMIT', '0', s(limit))
   for _, id in ipairs(expired) do
     local a = read_attempt(id)
     if a and a.state == 'admitted' then
       unwind_attempt(a, 0)
-      end_attempt(a, { 'state', 'reaped', 'endedAt', s(now) }, now, 'expired', '0', '', '', '')
+      end_attempt(a, { 'state', 'reaped', 'endedAt', stamp(now) }, now, 'expired', '0', '', '', '')
     else
       rcall('ZREM', K_LEASES, id)
     end

@@ -8,6 +8,7 @@
 import { parseArgs } from 'node:util'
 import { loadStoreConfig } from '../config.ts'
 import { formatMicros } from '../money/units.ts'
+import { fieldsOf } from '../records/activity.ts'
 import { type Keyspace, keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { createStore } from '../redis/store.ts'
@@ -32,8 +33,7 @@ type ReadReply = [stream: string, entries: Entry[]][] | null
 
 /** One settled attempt as its export line (money as 6-decimal strings, as the API gives it). */
 export function exportLine([id, flat]: Entry): string {
-  const f: Record<string, string> = {}
-  for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i]!] = flat[i + 1]!
+  const f = fieldsOf(flat)
   const attempt = f.attempt ?? ''
   const int = (value: string | undefined) => (value ? Number(value) : null)
   return `${JSON.stringify({

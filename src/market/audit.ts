@@ -1,6 +1,7 @@
 // The market's half of `svc-gateway audit` (cli/audit.ts composes it with the suppliers' and the
 // payouts'): checks DESIGN.md's invariants over the whole keyspace and names what is off.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
+import { fieldsOf } from '../records/activity.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
@@ -255,13 +256,9 @@ async function auditKeys(
 async function chargedByKey(store: Store, stream: string) {
   const charged = new Map<string, number>()
   await forEachEntry(store, stream, (flat) => {
-    let key = ''
-    let cost = 0
-    for (let i = 0; i + 1 < flat.length; i += 2) {
-      if (flat[i] === 'key') key = flat[i + 1]!
-      else if (flat[i] === 'costUsdc') cost = Number(flat[i + 1])
-    }
-    charged.set(key, (charged.get(key) ?? 0) + cost)
+    const f = fieldsOf(flat)
+    const key = f.key ?? ''
+    charged.set(key, (charged.get(key) ?? 0) + Number(f.costUsdc ?? 0))
   })
   return { charged, complete: await holdsEveryEntry(store, stream) }
 }

@@ -6,6 +6,7 @@ import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { parseAttemptId } from './attempt-id.ts'
 import { lastDays, utcDay } from './days.ts'
+import { endedFields } from './ended-entry.ts'
 import { STATS_WINDOWS, type StatsWindow } from './stats.ts'
 
 export const ACTIVITY_MAX_LIMIT = 200
@@ -16,7 +17,9 @@ export const ACTIVITY_CURSOR = /^\d{1,15}-\d{1,19}$/
 /** A Stream entry as ioredis returns it: its id, then its fields as a flat name, value list. */
 export type Entry = [id: string, fields: string[]]
 
+/** A Stream entry's fields by name; an ended attempt's packed entry read as its fields (ended-entry.ts). */
 export function fieldsOf(flat: string[]): Record<string, string> {
+  if (flat.length === 2 && flat[0] === 'e') return endedFields(flat[1]!)
   const row: Record<string, string> = {}
   for (let i = 0; i + 1 < flat.length; i += 2) row[flat[i]!] = flat[i + 1]!
   return row

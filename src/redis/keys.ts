@@ -139,9 +139,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
 
     /**
      * stream: every ended attempt of the account (cleared, released, reaped, refused), appended by
-     * the script that ends it; trimmed by the record retention (XADD MINID ~). Fields: attempt,
-     * account, key, model, status, costUsdc, askCents, inputTokens, outputTokens, offer, errorCode.
-     * GET /v1/agent/activity and /usage read it.
+     * the script that ends it; trimmed by the record retention (XADD MINID ~). One field per entry,
+     * e: attempt, account, key, status, costUsdc, askCents, inputTokens, outputTokens, offer,
+     * errorCode and model joined (src/records/ended-entry.ts). GET /v1/agent/activity and /usage read it.
      */
     accountActivity: (accountId: string) => accountKey(accountId, `acct:${accountId}:activity`),
     /**

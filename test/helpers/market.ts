@@ -46,22 +46,28 @@ export function marketOn(fx: MarketFixture): MarketFixture {
   return { store: fx.store, keys, offers: new OfferService(fx.store, keys, randomBytes(32)), close: () => {} }
 }
 
-/** An account holding `confirmed` micro-USDC, funded by exactly that (`id`: its id, else a new one). */
+/** An account holding `confirmed` micro-USDC, funded by exactly that (`id`: its id, else a new one), key-1 its first key. */
 export async function seedAccount(
   fx: Pick<MarketFixture, 'store' | 'keys'>,
   confirmed: number,
   maxPriceCents = 50,
   id = `acct_${randomUUID()}`,
 ): Promise<string> {
+  // As lua/create-account.lua writes it: the fields every request touches first, with its first
+  // key's counters (key-1, admitRequest's).
   await fx.store.hset(fx.keys.account(id), {
+    confirmed,
+    held: 0,
+    inflight: 0,
+    'held:key-1': 0,
+    'inflight:key-1': 0,
+    spent: 0,
+    'spent:key-1': 0,
+    maxPriceCents,
     id,
     wallet: `0x${randomBytes(20).toString('hex')}`,
     createdAt: Date.now(),
-    maxPriceCents,
-    confirmed,
     pending: 0,
-    held: 0,
-    spent: 0,
     funded: confirmed,
     writtenOff: 0,
   })

@@ -4,6 +4,7 @@ import { describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { release } from '../../src/market/clearing.ts'
 import { reapExpired } from '../../src/market/leases.ts'
+import { fieldsOf } from '../../src/records/activity.ts'
 import { recordRefusal } from '../../src/records/refusals.ts'
 import {
   admitFor,
@@ -22,11 +23,7 @@ freshMarketPerTest((fresh) => {
 
 type Entry = [string, string[]]
 const rows = async (key: string) =>
-  ((await fx.store.xrange(key, '-', '+')) as Entry[]).map(([, flat]) => {
-    const row: Record<string, string> = {}
-    for (let i = 0; i < flat.length; i += 2) row[flat[i]!] = flat[i + 1]!
-    return row
-  })
+  ((await fx.store.xrange(key, '-', '+')) as Entry[]).map(([, flat]) => fieldsOf(flat))
 
 describe('the ended-attempt Streams', () => {
   test('clear, release, reap and refuse each append the attempt once to both Streams', async () => {
