@@ -75,11 +75,12 @@ export async function startCluster(options: {
         SVC_ADMIN_TOKEN: adminToken,
         SVC_MASTER_KEY: masterKey,
         SVC_UPSTREAM_URL: options.sim.url,
-        LOG_LEVEL: 'silent',
+        LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'silent',
         ...CHAOS_ENV,
         ...options.env,
       },
-      stdout: 'ignore',
+      // CHAOS_LOG_LEVEL=warn shows a replica's log lines (its pino JSON on stdout) while debugging.
+      stdout: process.env.CHAOS_LOG_LEVEL ? 'inherit' : 'ignore',
       stderr: 'inherit',
     })
     const replica = { index, url: `http://127.0.0.1:${port}`, child }
@@ -290,6 +291,8 @@ export function steadyLoad(options: {
     outcomes,
     /** Requests open on a replica right now. */
     openOn: (index: number) => open.get(index) ?? 0,
+    /** Requests open on every replica together. */
+    openNow: () => [...open.values()].reduce((a, b) => a + b, 0),
     async stop() {
       running = false
       await done
