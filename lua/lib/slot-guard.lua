@@ -6,7 +6,8 @@
 -- some. Two keys that never exist are asked about together: Redis answers that here only while
 -- the slot is whole here (a missing key of a migrating slot is elsewhere, and a command of several
 -- keys on an importing slot is refused while any is missing). Otherwise the script writes nothing
--- and answers TRYAGAIN, which the Cluster client retries, as it retries a multi-key command.
-if type(redis.pcall('EXISTS', KEYS[1] .. '\0slot-guard:a', KEYS[1] .. '\0slot-guard:b')) == 'table' then
+-- and answers TRYAGAIN, which the Cluster client retries, as it retries a multi-key command. A
+-- call without keys is bound to no slot.
+if KEYS[1] and type(redis.pcall('EXISTS', KEYS[1] .. '\0slot-guard:a', KEYS[1] .. '\0slot-guard:b')) == 'table' then
   return redis.error_reply('TRYAGAIN the slot of this script is being moved between Cluster nodes')
 end
