@@ -3,8 +3,8 @@
 // `svc-gateway audit` run as the real CLI.
 import { randomBytes } from 'node:crypto'
 import type { Subprocess } from 'bun'
-import { parseMicros } from '../src/money/units.ts'
 import { scanHashes } from '../src/market/audit.ts'
+import { parseMicros } from '../src/money/units.ts'
 import { keyspace, type Layout, ownerPrefix } from '../src/redis/keys.ts'
 import { freePort } from '../src/redis/local-server.ts'
 import type { Store } from '../src/redis/store.ts'
@@ -125,7 +125,10 @@ export async function apartGateway(redisUrl: string): Promise<{ stack: TestStack
       config.redisLayout = 'apart'
     },
   })
-  return { stack, gateways: { adminToken: stack.config.adminToken, replicas: [{ index: 0, url: stack.url }] } }
+  return {
+    stack,
+    gateways: { adminToken: stack.config.adminToken, replicas: [{ index: 0, url: stack.url }] },
+  }
 }
 
 export function call(url: string, path: string, token: string, body?: unknown, method = 'POST') {

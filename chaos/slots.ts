@@ -50,8 +50,8 @@ export interface SlotMove {
 }
 
 /**
- * Moves `slot` from master `from` to master `to`, `batch` keys per MIGRATE, awaiting `between()`
- * after each batch. MIGRATE without REPLACE: a key already on `to` (something wrote it there
+ * Moves `slot` from master `from` to master `to` in about `batches` MIGRATEs of equal size,
+ * awaiting `between()` after each. MIGRATE without REPLACE: a key already on `to` (something wrote it there
  * while the slot was split) fails the move with BUSYKEY instead of being overwritten.
  */
 export async function moveSlot(
@@ -59,7 +59,7 @@ export async function moveSlot(
   slot: number,
   from: ClusterNode,
   to: ClusterNode,
-  options: { batch: number; between: () => Promise<void> },
+  options: { batches: number; between: () => Promise<void> },
 ): Promise<SlotMove> {
   const source = direct(from.port)
   const target = direct(to.port)
@@ -69,9 +69,12 @@ export async function moveSlot(
     // Importing first, as redis-cli does: a client sent on by ASK finds the target ready.
     await target.cluster('SETSLOT', slot, 'IMPORTING', fromId)
     await source.cluster('SETSLOT', slot, 'MIGRATING', toId)
+    // No key is added to the source while the slot migrates (Redis sends a new key to the target).
+    const count = Number(await source.cluster('COUNTKEYSINSLOT', slot))
+    const batch = Math.max(1, Math.ceil(count / options.batches))
     const moved: SlotMove = { keys: 0, batches: 0 }
     for (;;) {
-      const keys = (await source.cluster('GETKEYSINSLOT', slot, options.batch)) as string[]
+      const keys = (await source.cluster('GETKEYSINSLOT', slot, batch)) as string[]
       if (keys.length === 0) break
       await source.call('MIGRATE', '127.0.0.1', to.port, '', 0, 10_000, 'KEYS', ...keys)
       moved.keys += keys.length
