@@ -1,4 +1,4 @@
-// (g) A Redis Cluster master killed -9 under load: three masters, each with a replica, and the
+// A Redis Cluster master killed -9 under load: three masters, each with a replica, and the
 // market on one slot (layout one-slot) served by two gateway replicas as `serve` processes given
 // the Cluster's URL. The master holding the market's slot is killed mid-load; its replica takes
 // over. Requests during the failover end 200 or 503 `store_unavailable` (never a 500, never a
@@ -83,7 +83,7 @@ test('the master holding the market is killed -9 under load: its replica takes o
       codes[code] = (codes[code] ?? 0) + 1
     }
     console.log(
-      `(g) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
+      `(failover) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
         `${openAtKill} open at the kill, failover ${failoverMs} ms, settled ${settleMs} ms after load, ` +
         `answers ${JSON.stringify(codes)}, attempts ${JSON.stringify(result.states)}, ` +
         `told a cost Redis lost ${result.mismatches.length} ${JSON.stringify(result.mismatches)}, ` +
@@ -157,7 +157,7 @@ test("held apart: a master holding buyers' account shards is killed -9 under loa
       codes[code] = (codes[code] ?? 0) + 1
     }
     console.log(
-      `(g apart) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
+      `(failover apart) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
         `${master.count} of ${buyers.length} buyers' accounts on the killed master, failover ${failoverMs} ms, ` +
         `answers ${JSON.stringify(codes)}, attempts ${JSON.stringify(result.states)}, ` +
         `told a cost Redis lost ${result.mismatches.length} ${JSON.stringify(result.mismatches)}, ` +

@@ -1,4 +1,4 @@
-// (h) A Redis Cluster slot moved under load: the slot holding the market (layout one-slot) moved
+// A Redis Cluster slot moved under load: the slot holding the market (layout one-slot) moved
 // from its master to another as `redis-cli --cluster reshard` moves it (SETSLOT IMPORTING and
 // MIGRATING, MIGRATE of its keys a few at a time, SETSLOT NODE), with paid requests running while
 // the slot is split between the two. No script runs on a split slot (lua/lib/slot-guard.lua): a
@@ -83,7 +83,7 @@ test("the market's slot moved to another master under load: nothing half-written
       codes[code] = (codes[code] ?? 0) + 1
     }
     console.log(
-      `(h) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
+      `(slot move) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
         `slot moved in ${moveEnded - moveStarted} ms (${moved.keys} keys, ${moved.batches} MIGRATEs), ` +
         `answers during it ${JSON.stringify(codes)} (probes ${probes.map((o) => o.status).join(' ')}), settled ${settleMs} ms after load, ` +
         `attempts ${JSON.stringify(result.states)}, ${Math.round((Date.now() - started) / 1000)} s`,
@@ -160,7 +160,7 @@ test("held apart: a buyer's account shard and the cheapest offer moved under loa
   }
   const result = await reconcile(store, prefix, outcomes, () => false, 'apart')
   console.log(
-    `(h apart) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
+    `(slot move apart) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
       `${moves.join('; ')}, probes ${probes.map((o) => `${o.status} ${o.error ?? ''}`.trim()).join(', ')}, ` +
       `attempts ${JSON.stringify(result.states)}, ${Math.round((Date.now() - started) / 1000)} s`,
   )
