@@ -1,9 +1,11 @@
-// What the Redis Cluster chaos files (cluster-failover, slot-move) share: a market held apart set
-// up on a gateway in process, and the checks every run ends with.
+// What the Redis Cluster chaos files (cluster-failover, slot-move) share: a market on one slot
+// served by `serve` replicas or held apart on a gateway in process, and the checks every run ends
+// with.
 import { expect } from 'bun:test'
 import type { AuditFinding } from '../src/market/audit.ts'
 import { auditApart } from '../src/market/audit-apart.ts'
 import type { Store } from '../src/redis/store.ts'
+import type { SimServer } from '../src/sim/server.ts'
 import {
   apartGateway,
   type Buyer,
@@ -12,6 +14,7 @@ import {
   type reconcile,
   runAudit,
   simOffer,
+  startCluster,
 } from './cluster.ts'
 
 /** What a failover or a slot move may answer: 200, or 503 `store_unavailable` in the contract's shape. */
@@ -29,10 +32,15 @@ export function answerCounts(outcomes: Outcome[]): Record<string, number> {
 }
 
 /**
- * Money exact after the chaos: no attempt left open, every cost told is what was charged, and
- * what accounts spent is what their cleared attempts charged (nothing charged without a clear).
+ * The end of every run: each request answered cleanly (answeredCleanly), no attempt left open,
+ * every cost told what was charged, and what accounts spent what their cleared attempts charged
+ * (nothing charged without a clear).
  */
-export function expectMoneyExact(result: Awaited<ReturnType<typeof reconcile>>): void {
+export function expectCleanAndExact(
+  outcomes: Outcome[],
+  result: Awaited<ReturnType<typeof reconcile>>,
+): void {
+  expect(outcomes.filter((o) => !answeredCleanly(o))).toEqual([])
   expect(result.states.admitted ?? 0).toBe(0)
   expect(result.mismatches).toEqual([])
   expect(result.accountsSpent).toBe(result.totalCharged)
@@ -63,4 +71,13 @@ export async function apartMarket(redisUrl: string, count: number) {
   await simOffer(gateways, stack.sim, 45)
   const buyers: Buyer[] = await Promise.all(Array.from({ length: count }, () => fundedBuyer(gateways)))
   return { stack, gateways, buyers, prefix: stack.config.redisPrefix }
+}
+
+/** Two `serve` replicas on `redisUrl` (layout one-slot), offers at 40 and 45 cents, 4 funded buyers. */
+export async function oneSlotMarket(redisUrl: string, sim: SimServer) {
+  const gateways = await startCluster({ redisUrl, sim, replicas: 2 })
+  await simOffer(gateways, sim, 40)
+  await simOffer(gateways, sim, 45)
+  const buyers: Buyer[] = await Promise.all([1, 2, 3, 4].map(() => fundedBuyer(gateways)))
+  return { gateways, buyers }
 }

@@ -13,23 +13,14 @@ import { type ClusterNode, startLocalCluster } from '../src/redis/local-cluster.
 import { createStore } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
 import { until } from '../test/helpers/wait.ts'
-import {
-  type Cluster,
-  fundedBuyer,
-  type Outcome,
-  reconcile,
-  settled,
-  simOffer,
-  startCluster,
-  steadyLoad,
-} from './cluster.ts'
+import { type Cluster, type Outcome, reconcile, settled, steadyLoad } from './cluster.ts'
 import {
   answerCounts,
-  answeredCleanly,
   apartMarket,
   auditApartSettled,
   expectAuditClean,
-  expectMoneyExact,
+  expectCleanAndExact,
+  oneSlotMarket,
 } from './cluster-checks.ts'
 import { ownerOf, servingMaster, slotOf } from './slots.ts'
 
@@ -71,21 +62,19 @@ async function killUnderLoad(master: ClusterNode, load: ReturnType<typeof steady
 
 test('the master holding the market is killed -9 under load: its replica takes over, money exact', async () => {
   const started = Date.now()
-  gateways = await startCluster({ redisUrl: redis.url, sim, replicas: 2 })
-  await simOffer(gateways, sim, 40)
-  await simOffer(gateways, sim, 45)
-  const buyers = await Promise.all([1, 2, 3, 4].map(() => fundedBuyer(gateways!)))
-  const slot = await slotOf(redis, `${gateways.prefix}:`)
+  const { gateways: g, buyers } = await oneSlotMarket(redis.url, sim)
+  gateways = g
+  const slot = await slotOf(redis, `${g.prefix}:`)
   const master = await ownerOf(redis, slot, redis.nodes)
-  const load = steadyLoad({ replicas: () => gateways!.replicas, buyers, workers: 8, streamShare: 0.5 })
+  const load = steadyLoad({ replicas: () => g.replicas, buyers, workers: 8, streamShare: 0.5 })
   const { replica, outcomes, openAtKill, failoverMs, atKill } = await killUnderLoad(master, load)
   expect(await ownerOf(redis, slot, [replica])).toBe(replica)
 
   // The market's slot, all of it on the new master: read there directly.
   const store = createStore(`redis://127.0.0.1:${replica.port}`, { name: 'chaos-failover' })
   try {
-    const settleMs = await settled(store, gateways.prefix, 20_000)
-    const result = await reconcile(store, gateways.prefix, outcomes, atKill)
+    const settleMs = await settled(store, g.prefix, 20_000)
+    const result = await reconcile(store, g.prefix, outcomes, atKill)
     console.log(
       `(failover) ${outcomes.length} requests (${outcomes.filter((o) => o.ackedCost !== null).length} told a cost), ` +
         `${openAtKill} open at the kill, failover ${failoverMs} ms, settled ${settleMs} ms after load, ` +
@@ -93,9 +82,8 @@ test('the master holding the market is killed -9 under load: its replica takes o
         `told a cost Redis lost ${result.mismatches.length} ${JSON.stringify(result.mismatches)}, ` +
         `cleared unheard ${result.unheard.length}, ${Math.round((Date.now() - started) / 1000)} s`,
     )
-    expect(outcomes.filter((o) => !answeredCleanly(o))).toEqual([])
-    expectMoneyExact(result)
-    await expectAuditClean(redis.url, gateways.prefix)
+    expectCleanAndExact(outcomes, result)
+    await expectAuditClean(redis.url, g.prefix)
   } finally {
     store.close()
   }
@@ -134,9 +122,8 @@ test("held apart: a master holding buyers' account shards is killed -9 under loa
         `told a cost Redis lost ${result.mismatches.length} ${JSON.stringify(result.mismatches)}, ` +
         `cleared unheard ${result.unheard.length}, ${Math.round((Date.now() - started) / 1000)} s`,
     )
-    expect(outcomes.filter((o) => !answeredCleanly(o))).toEqual([])
     expect(findings).toEqual([])
-    expectMoneyExact(result)
+    expectCleanAndExact(outcomes, result)
   } finally {
     store.close()
   }

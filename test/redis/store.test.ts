@@ -35,9 +35,9 @@ async function open(url: string, name: string): Promise<Store> {
   return store
 }
 
-/** One paid pair on `store`: an account of 1 USDC, an offer at 40 cents, 1,000 held, 700 burned. */
-async function paidPair(store: Store) {
-  const keys = keyspace(testPrefix())
+/** A market under `prefix` on `store`: an account of 1 USDC and an offer at 40 cents. */
+async function market(store: Store, prefix: string) {
+  const keys = keyspace(prefix)
   const fx: MarketFixture = {
     store,
     keys,
@@ -46,6 +46,12 @@ async function paidPair(store: Store) {
   }
   const accountId = await seedAccount(fx, 1_000_000)
   const offerId = await postOffer(fx, 40, 5_000_000)
+  return { fx, keys, accountId, offerId }
+}
+
+/** One paid pair on `store`: an account of 1 USDC, an offer at 40 cents, 1,000 held, 700 burned. */
+async function paidPair(store: Store) {
+  const { fx, keys, accountId, offerId } = await market(store, testPrefix())
   const admitted = (await admitFor(fx, accountId)) as Admission
   const held = await store.hmget(keys.account(accountId), 'confirmed', 'held')
   const cleared = await clearFor(fx, admitted.attemptId, 700)
@@ -120,15 +126,7 @@ test('after a restart that loads the data set, scripts and reads come back toget
 test('a script on a Cluster slot being moved writes nothing and is refused as the store away; it runs once the slot is whole', async () => {
   const [source, target] = cluster.nodes
   const store = await open(cluster.url, 'svc-test-slot-move')
-  const keys = keyspace(await prefixOn(source!))
-  const fx: MarketFixture = {
-    store,
-    keys,
-    offers: new OfferService(store, keys, randomBytes(32)),
-    close() {},
-  }
-  const accountId = await seedAccount(fx, 1_000_000)
-  await postOffer(fx, 40, 5_000_000)
+  const { fx, keys, accountId } = await market(store, await prefixOn(source!))
   const onSource = new Redis(source!.port, '127.0.0.1', { lazyConnect: true })
   const onTarget = new Redis(target!.port, '127.0.0.1', { lazyConnect: true })
   try {
