@@ -105,6 +105,9 @@ export async function startLocalCluster(
       '--appendonly',
       'no',
       ...(options.nodeTimeoutMs ? ['--cluster-node-timeout', String(options.nodeTimeoutMs)] : []),
+      // A replica's first sync at once, not after the 5 s a master waits for more replicas to join it.
+      '--repl-diskless-sync-delay',
+      '0',
       ...extraArgs,
     ])
   const nodes = Array.from({ length: masters }, start)
