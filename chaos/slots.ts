@@ -5,7 +5,16 @@
 import Redis from 'ioredis'
 import type { ClusterNode, LocalCluster } from '../src/redis/local-cluster.ts'
 
-const direct = (port: number) => new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 })
+/** A connection to one node that fails at once if the node is gone (it may have been killed). */
+function direct(port: number): Redis {
+  const redis = new Redis(port, '127.0.0.1', {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  })
+  redis.on('error', () => {})
+  return redis
+}
 
 async function ask<T>(port: number, call: (redis: Redis) => Promise<T>): Promise<T> {
   const redis = direct(port)
@@ -16,9 +25,14 @@ async function ask<T>(port: number, call: (redis: Redis) => Promise<T>): Promise
   }
 }
 
-/** The slot a key hashes to. */
-export const slotOf = (cluster: LocalCluster, key: string) =>
-  ask(cluster.nodes[0]!.port, async (r) => Number(await r.cluster('KEYSLOT', key)))
+/** The slot a key hashes to, asked of the first node that answers (masters may have been killed). */
+export async function slotOf(cluster: LocalCluster, key: string): Promise<number> {
+  for (const node of [...cluster.nodes, ...cluster.replicas]) {
+    const slot = await ask(node.port, (r) => r.cluster('KEYSLOT', key)).catch(() => null)
+    if (slot !== null) return Number(slot)
+  }
+  throw new Error('no node of the cluster answers')
+}
 
 /** The node (of masters and replicas) that serves `slot` now, asked of a node that is alive. */
 export async function ownerOf(
