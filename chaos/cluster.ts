@@ -3,14 +3,15 @@
 // `svc-gateway audit` run as the real CLI.
 import { randomBytes } from 'node:crypto'
 import type { Subprocess } from 'bun'
+import { scanHashes } from '../src/market/audit.ts'
 import { parseMicros } from '../src/money/units.ts'
-import { keyspace } from '../src/redis/keys.ts'
+import { keyspace, type Layout, ownerPrefix } from '../src/redis/keys.ts'
 import { freePort } from '../src/redis/local-server.ts'
 import type { Store } from '../src/redis/store.ts'
 import type { SimServer } from '../src/sim/server.ts'
 import { randomWallet } from '../test/helpers/accounts.ts'
 import { runCli } from '../test/helpers/cli.ts'
-import { keysUnder } from '../test/helpers/stack.ts'
+import { startStack, type TestStack } from '../test/helpers/stack.ts'
 
 export const MODEL = 'llama-3.3-70b'
 
@@ -18,6 +19,15 @@ export interface Replica {
   index: number
   url: string
   child: Subprocess
+}
+
+/** Where a client sends requests: a replica, or an in-process gateway. */
+export type Endpoint = Pick<Replica, 'index' | 'url'>
+
+/** What the buyers' and offers' helpers need of a set of gateways: the operator's token and a URL. */
+export interface Gateways {
+  adminToken: string
+  replicas: Endpoint[]
 }
 
 export interface Cluster {
@@ -76,11 +86,12 @@ export async function startCluster(options: {
         SVC_ADMIN_TOKEN: adminToken,
         SVC_MASTER_KEY: masterKey,
         SVC_UPSTREAM_URL: options.sim.url,
-        LOG_LEVEL: 'silent',
+        LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'silent',
         ...CHAOS_ENV,
         ...options.env,
       },
-      stdout: 'ignore',
+      // CHAOS_LOG_LEVEL=warn shows a replica's log lines (its pino JSON on stdout) while debugging.
+      stdout: process.env.CHAOS_LOG_LEVEL ? 'inherit' : 'ignore',
       stderr: 'inherit',
     })
     const replica = { index, url: `http://127.0.0.1:${port}`, child }
@@ -102,6 +113,24 @@ export async function startCluster(options: {
   }
 }
 
+/**
+ * One gateway in process on `redisUrl` with its market held apart (layout 'apart', which `serve`
+ * does not read from the environment), on its own simulated supplier, with the chaos lease times.
+ */
+export async function apartGateway(redisUrl: string): Promise<{ stack: TestStack; gateways: Gateways }> {
+  const stack = await startStack({
+    sim: { tokensPerSecond: 100, outputTokens: 30 },
+    env: { REDIS_URL: redisUrl, ...CHAOS_ENV },
+    tune: (config) => {
+      config.redisLayout = 'apart'
+    },
+  })
+  return {
+    stack,
+    gateways: { adminToken: stack.config.adminToken, replicas: [{ index: 0, url: stack.url }] },
+  }
+}
+
 export function call(url: string, path: string, token: string, body?: unknown, method = 'POST') {
   return fetch(`${url}${path}`, {
     method,
@@ -117,7 +146,7 @@ export interface Buyer {
   keyId: string
 }
 
-export async function fundedBuyer(cluster: Cluster, usdc = '10.000000'): Promise<Buyer> {
+export async function fundedBuyer(cluster: Gateways, usdc = '10.000000'): Promise<Buyer> {
   const url = cluster.replicas[0]!.url
   const created = await call(url, '/admin/v1/accounts', cluster.adminToken, { wallet: randomWallet() })
   if (created.status !== 201) throw new Error(`account: ${created.status} ${await created.text()}`)
@@ -134,7 +163,7 @@ export async function fundedBuyer(cluster: Cluster, usdc = '10.000000'): Promise
 
 /** An offer on the simulated supplier under its own upstream key (the key faults are set on). */
 export async function simOffer(
-  cluster: Cluster,
+  cluster: Gateways,
   sim: SimServer,
   askCents: number,
   maxInFlight = 64,
@@ -185,7 +214,7 @@ export function errorCode(text: string): string {
 }
 
 /** One chat request, buffered or streamed, read to its end. */
-export async function chat(replica: Replica, apiKey: string, stream: boolean): Promise<Outcome> {
+export async function chat(replica: Endpoint, apiKey: string, stream: boolean): Promise<Outcome> {
   const outcome: Outcome = {
     replica: replica.index,
     stream,
@@ -233,12 +262,13 @@ export async function runAudit(redisUrl: string, prefix: string): Promise<{ code
   return { code, output: stdout + stderr }
 }
 
-/** Every attempt hash of the keyspace (the record of each admitted request). */
-export async function attempts(store: Store, prefix: string): Promise<Record<string, string>[]> {
-  const rows: Record<string, string>[] = []
-  for (const key of await keysUnder(store, `${keyspace(prefix).base}attempt:`))
-    rows.push(await store.hgetall(key))
-  return rows
+/**
+ * Every attempt hash of the keyspace (the record of each admitted request), on every master of a
+ * Cluster; held apart, under every account shard's tag.
+ */
+export async function attempts(store: Store, prefix: string, layout: Layout = 'one-slot') {
+  const base = layout === 'apart' ? `${ownerPrefix(prefix, 'a.*')}:` : keyspace(prefix).base
+  return scanHashes(store, `${base.replace(/[{}]/g, (c) => `\\${c}`)}attempt:*`)
 }
 
 /** Waits until no lease is open and no in-flight count is left (reaped or settled), or throws. */
@@ -261,7 +291,7 @@ export async function settled(store: Store, prefix: string, ms: number): Promise
  * `streamShare`) to a random live replica as a random buyer, until `stop()`; every outcome is kept.
  */
 export function steadyLoad(options: {
-  replicas: () => Replica[]
+  replicas: () => Endpoint[]
   buyers: Buyer[]
   workers: number
   streamShare: number
@@ -286,6 +316,8 @@ export function steadyLoad(options: {
     outcomes,
     /** Requests open on a replica right now. */
     openOn: (index: number) => open.get(index) ?? 0,
+    /** Requests open on every replica together. */
+    openNow: () => [...open.values()].reduce((a, b) => a + b, 0),
     async stop() {
       running = false
       await done
@@ -323,8 +355,9 @@ export async function reconcile(
   prefix: string,
   outcomes: Outcome[],
   mayBeUnheard: (o: Outcome) => boolean,
+  layout: Layout = 'one-slot',
 ) {
-  const rows = await attempts(store, prefix)
+  const rows = await attempts(store, prefix, layout)
   const chargedByRequest = new Map<string, number>()
   const states: Record<string, number> = {}
   for (const a of rows) {
@@ -344,14 +377,14 @@ export async function reconcile(
     }
   }
   const unheard = [...chargedByRequest].filter(([id, charged]) => charged > 0 && !acked.has(id))
-  const accountsSpent = await spentOf(store, prefix)
+  const accountsSpent = await spentOf(store, prefix, layout)
   const totalCharged = [...chargedByRequest.values()].reduce((a, b) => a + b, 0)
   return { states, mismatches, unheard, accountsSpent, totalCharged }
 }
 
 /** The sum of every account's spent (micro-USDC). */
-export async function spentOf(store: Store, prefix: string): Promise<number> {
-  const keys = keyspace(prefix)
+export async function spentOf(store: Store, prefix: string, layout: Layout = 'one-slot'): Promise<number> {
+  const keys = keyspace(prefix, layout)
   let spent = 0
   for (const id of await store.smembers(keys.accounts))
     spent += Number(await store.hget(keys.account(id), 'spent'))

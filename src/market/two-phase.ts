@@ -12,6 +12,7 @@
 // Redis admit and clear hold both sides in one call instead (admission.ts, clearing.ts).
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
+import { isRedisUnavailable } from '../redis/connection.ts'
 import { accountShard, type Keyspace, keyspace, ownerPrefix } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
@@ -119,7 +120,14 @@ export async function clearApart(
   req: ClearRequest,
 ): Promise<Clearing> {
   const clearing = await clear(store, owners.account(who.accountId), { ...req, offerApart: true })
-  await post(store, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
+  try {
+    await post(store, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
+  } catch (error) {
+    // The account is charged: that is the request's outcome, and its client is told it. A post the
+    // offer's slot refuses for now (its master failing over, the slot being moved) is made by
+    // reapOffer once the reservation's lease runs out, with what the account's attempt billed.
+    if (!isRedisUnavailable(error)) throw error
+  }
   return clearing
 }
 

@@ -17,9 +17,11 @@ export function isRedisUnavailable(error: unknown): boolean {
 }
 
 /**
- * ioredis with no offline queue or out of retries; a connection that ended; and the replies of a
- * Redis that runs no command yet (loading its data set, a master or cluster not serving), which
- * refuse the command before it runs.
+ * ioredis with no offline queue or out of retries; a connection that ended; the replies of a
+ * Redis that runs no command yet (loading its data set, a master or cluster not serving, a slot
+ * being moved, a write sent to a node that is a replica now, a master without the replicas
+ * `min-replicas-to-write` asks for), which refuse the command before it runs; and a Cluster client
+ * that gave up following them (a failover or a slot move longer than its redirections).
  */
 const STORE_AWAY =
-  /enableOfflineQueue|Connection is closed|Stream isn't writeable|max retries per request|^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN)\b/i
+  /enableOfflineQueue|Connection is closed|Stream isn't writeable|max retries per request|Too many Cluster redirections|^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS)\b/i

@@ -15,7 +15,7 @@
 // that may write before it runs, where an EVAL form failed at its first write: nothing is written
 // either way.
 import { createHash } from 'node:crypto'
-import { MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
+import { MARKET_LIBS, MARKET_PROLOGUE, SLOT_GUARD } from './lua-libraries.ts'
 
 export interface FunctionLibrary {
   /** svc_ and 16 hex digits of the code's hash (GATEWAY_LIBRARY_NAME). */
@@ -43,13 +43,13 @@ export const functionName = (library: FunctionLibrary, script: string) => `${lib
 export function functionLibrary(scripts: Record<string, LibraryScript>): FunctionLibrary {
   const entries = Object.entries(scripts)
   const name = `svc_${createHash('sha1')
-    .update(JSON.stringify([MARKET_LIBS, MARKET_PROLOGUE, entries]))
+    .update(JSON.stringify([MARKET_LIBS, SLOT_GUARD, MARKET_PROLOGUE, entries]))
     .digest('hex')
     .slice(0, 16)}`
   const library = { name, code: '' }
   const functions = entries.map(
     ([script, { body, market }]) =>
-      `redis.register_function('${functionName(library, script)}', function(KEYS, ARGV)\n${market ? `${MARKET_PROLOGUE}\n` : ''}${body}\nend)`,
+      `redis.register_function('${functionName(library, script)}', function(KEYS, ARGV)\n${SLOT_GUARD}\n${market ? `${MARKET_PROLOGUE}\n` : ''}${body}\nend)`,
   )
   library.code = [`#!lua name=${name}`, ...MARKET_LIBS, ...functions].join('\n')
   return library

@@ -1,6 +1,8 @@
 // A throwaway Redis Cluster on loopback: `masters` redis-server processes joined as
-// `redis-cli --cluster create` joins them, no replicas, every slot served before it returns. What
-// `sizing` measures on and the test harness runs Cluster suites on; never used by `serve`.
+// `redis-cli --cluster create` joins them, every slot served before it returns; with `replicas`, a
+// replica for each master, in sync before it returns, so that killing a master fails over. What
+// `sizing` measures on and the test harness and the chaos suite run Cluster suites on; never used
+// by `serve`.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -16,8 +18,21 @@ export interface ClusterNode {
 export interface LocalCluster {
   /** `redis+cluster://` naming every master, the first one first. */
   url: string
+  /** The masters as started (a failover can make one of `replicas` a master since). */
   nodes: ClusterNode[]
+  /** With `replicas`, `replicas[i]` replicating `nodes[i]`; else empty. */
+  replicas: ClusterNode[]
   stop(): void
+}
+
+export interface LocalClusterOptions {
+  /** One replica per master. */
+  replicas?: boolean
+  /**
+   * `cluster-node-timeout`: how long a master may be unreachable before its replica takes over
+   * (Redis's default is 15 s; a test that kills a master wants about one).
+   */
+  nodeTimeoutMs?: number
 }
 
 /** One redis-server on a free loopback port, in a fresh folder, without snapshots. */
@@ -66,9 +81,22 @@ function slotRanges(masters: number): [number, number][] {
   })
 }
 
+/** A node's `CLUSTER NODES` lines, split into fields. */
+async function clusterNodes(port: number): Promise<string[][]> {
+  const text = await redisCli('-p', String(port), 'cluster', 'nodes')
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split(' '))
+}
+
 /** `extraArgs`: further redis-server options for every node (as sizing's I/O threads). */
-export async function startLocalCluster(masters = 3, extraArgs: string[] = []): Promise<LocalCluster> {
-  const nodes = Array.from({ length: masters }, () =>
+export async function startLocalCluster(
+  masters = 3,
+  extraArgs: string[] = [],
+  options: LocalClusterOptions = {},
+): Promise<LocalCluster> {
+  const start = () =>
     clusterNode([
       '--cluster-enabled',
       'yes',
@@ -76,14 +104,19 @@ export async function startLocalCluster(masters = 3, extraArgs: string[] = []): 
       'nodes.conf',
       '--appendonly',
       'no',
+      ...(options.nodeTimeoutMs ? ['--cluster-node-timeout', String(options.nodeTimeoutMs)] : []),
+      // A replica's first sync at once, not after the 5 s a master waits for more replicas to join it.
+      '--repl-diskless-sync-delay',
+      '0',
       ...extraArgs,
-    ]),
-  )
+    ])
+  const nodes = Array.from({ length: masters }, start)
+  const replicas = options.replicas ? Array.from({ length: masters }, start) : []
   const stop = () => {
-    for (const n of nodes) n.stop()
+    for (const n of [...nodes, ...replicas]) n.stop()
   }
   try {
-    for (const n of nodes)
+    for (const n of [...nodes, ...replicas])
       await waitFor(`node ${n.port}`, async () => (await redisCli('-p', String(n.port), 'ping')) === 'PONG')
     // What `redis-cli --cluster create` does, without its one-second waits for the join: each
     // master takes its range of slots and its own config epoch, then meets every other one (each
@@ -98,8 +131,9 @@ export async function startLocalCluster(masters = 3, extraArgs: string[] = []): 
     for (const a of nodes)
       for (const b of nodes)
         if (a !== b) await redisCli('-p', String(a.port), 'cluster', 'meet', '127.0.0.1', String(b.port))
+    if (replicas.length > 0) await attachReplicas(nodes, replicas)
     // Every node, not just one, must see every slot served before a client is pointed at it.
-    for (const n of nodes)
+    for (const n of [...nodes, ...replicas])
       await waitFor('cluster_state:ok', async () =>
         (await redisCli('-p', String(n.port), 'cluster', 'info')).includes('cluster_state:ok'),
       )
@@ -107,5 +141,38 @@ export async function startLocalCluster(masters = 3, extraArgs: string[] = []): 
     stop()
     throw error
   }
-  return { url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`, nodes, stop }
+  return {
+    url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    nodes,
+    replicas,
+    stop,
+  }
+}
+
+/**
+ * Each replica meets the masters and replicates its own; returns once each is in sync and every
+ * master lists every replica under its master (the masters vote in a failover: one that does not
+ * know a replica would not elect it).
+ */
+async function attachReplicas(masters: ClusterNode[], replicas: ClusterNode[]): Promise<void> {
+  const ids = await Promise.all(masters.map((m) => redisCli('-p', String(m.port), 'cluster', 'myid')))
+  for (const [i, replica] of replicas.entries()) {
+    const port = String(replica.port)
+    for (const m of masters) await redisCli('-p', port, 'cluster', 'meet', '127.0.0.1', String(m.port))
+    // CLUSTER REPLICATE needs the master known to the replica first.
+    await waitFor(`replica ${port} to know its master`, async () =>
+      (await clusterNodes(replica.port)).some(([id, , flags]) => id === ids[i] && flags!.includes('master')),
+    )
+    const answer = await redisCli('-p', port, 'cluster', 'replicate', ids[i]!)
+    if (answer !== 'OK') throw new Error(`cluster replicate on ${port}: ${answer}`)
+  }
+  for (const replica of replicas)
+    await waitFor(`replica ${replica.port} in sync`, async () =>
+      (await redisCli('-p', String(replica.port), 'info', 'replication')).includes('master_link_status:up'),
+    )
+  for (const m of masters)
+    await waitFor(`master ${m.port} to know the replicas`, async () => {
+      const slaves = (await clusterNodes(m.port)).filter(([, , flags]) => flags!.includes('slave'))
+      return slaves.length === replicas.length && slaves.every(([, , , master]) => ids.includes(master!))
+    })
 }

@@ -8,6 +8,7 @@ import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import libOffers from '../../lua/lib/offers.lua' with { type: 'text' }
 import libPick from '../../lua/lib/pick.lua' with { type: 'text' }
 import libReap from '../../lua/lib/reap.lua' with { type: 'text' }
+import slotGuard from '../../lua/lib/slot-guard.lua' with { type: 'text' }
 
 /** Each library by name, for the scripts that include only some of them. */
 export const LIB = {
@@ -34,3 +35,5 @@ export const MARKET_LIBS = [
 ]
 /** What every market script runs first: the per-call state of lib/numbers and lib/keys. */
 export const MARKET_PROLOGUE = 'bind_globals()\nuse_keyspace(KEYS[1])'
+/** What every script runs before anything else (function or EVAL form): no call on a slot being moved. */
+export const SLOT_GUARD = slotGuard.trimEnd()

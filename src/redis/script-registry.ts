@@ -42,7 +42,7 @@ import voidReservation from '../../lua/void.lua' with { type: 'text' }
 import webhookDelete from '../../lua/webhook-delete.lua' with { type: 'text' }
 import webhookPut from '../../lua/webhook-put.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
-import { LIB, MARKET_LIBS, MARKET_PROLOGUE } from './lua-libraries.ts'
+import { LIB, MARKET_LIBS, MARKET_PROLOGUE, SLOT_GUARD } from './lua-libraries.ts'
 
 // Each script declares how many KEYS it takes and its ARGV by name, in order, as its header block
 // numbers and names them (a test reads the headers); a caller passes the ARGV as an object by those
@@ -61,7 +61,7 @@ const standalone = <const A extends readonly string[]>(
   variadic = false,
   ownKeys = keys,
 ) => ({
-  lua,
+  lua: `${SLOT_GUARD}\n${lua}`,
   body: lua,
   market: false,
   keys,
@@ -77,7 +77,7 @@ const market = <const A extends readonly string[]>(
   argv: A,
   variadic = false,
 ) => ({
-  lua: [...libs, MARKET_PROLOGUE, body].join('\n'),
+  lua: [...libs, SLOT_GUARD, MARKET_PROLOGUE, body].join('\n'),
   body,
   market: true,
   keys: 1,

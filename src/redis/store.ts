@@ -129,7 +129,11 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
   const target = parseRedisTarget(url)
   if (target.kind === 'cluster') {
     const cluster = new Cluster(target.nodes, {
-      enableAutoPipelining: true,
+      // Not on a Cluster: ioredis follows a redirection of an autopipelined batch only when every
+      // command of it got the same one, and then sends the whole batch on, so while a slot moves
+      // a write's ASK came back to the caller as its error and a read of a key still on the
+      // source was asked of the target, which answered it missing (RELIABILITY.md, slot moves).
+      enableAutoPipelining: false,
       enableOfflineQueue: common.enableOfflineQueue,
       redisOptions: { ...common, password: target.password, ...(target.tls ? { tls: {} } : {}) },
     })

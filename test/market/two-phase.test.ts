@@ -6,6 +6,7 @@
 // that stops between two steps leaves a reservation the reaper finishes from the account's side.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
+import Redis from 'ioredis'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { clear } from '../../src/market/clearing.ts'
@@ -281,6 +282,39 @@ describe('two steps on two slots', () => {
     expect((await reservation(offerId, lone)).state).toBe('voided')
     const attempt = await store.hget(owners.account(buyer.accountId).attempt(open.attemptId), 'state')
     expect(attempt).toBe('reaped')
+  })
+
+  test("a clear whose post the offer's slot refuses for now (the slot being moved): the charge stands, the reaper posts it", async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const adm = admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 20 })))
+    const slot = await slotOf(owners.offer(offerId).base)
+    expect(slot).not.toBe(await slotOf(owners.account(buyer.accountId).base))
+    // The offer's slot begun moving to another master, no key moved yet.
+    const ranges = (await store.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][]
+    const port = ranges.find(([from, to]) => slot >= from && slot <= to)![2][1]
+    const source = new Redis(port, '127.0.0.1', { lazyConnect: true })
+    const target = new Redis(cluster.nodes.find((n) => n.port !== port)!.port, '127.0.0.1', {
+      lazyConnect: true,
+    })
+    try {
+      await target.cluster('SETSLOT', slot, 'IMPORTING', String(await source.cluster('MYID')))
+      await source.cluster('SETSLOT', slot, 'MIGRATING', String(await target.cluster('MYID')))
+      const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
+      const cleared = await clearApart(store, owners, who, clearRequest(adm.attemptId, 600))
+      expect(cleared.charged).toBe(300 as never)
+      expect(await account(buyer.accountId)).toMatchObject({ held: '0', spent: '300', inflight: '0' })
+      expect((await reservation(offerId, adm.attemptId)).state).toBe('reserved')
+      await target.cluster('SETSLOT', slot, 'STABLE')
+      await source.cluster('SETSLOT', slot, 'STABLE')
+    } finally {
+      source.disconnect()
+      target.disconnect()
+    }
+    await untilRedisPasses(store, adm.leaseDeadline + 50)
+    expect(await reapOffer(store, owners, offerId)).toBe(1)
+    expect(await reservation(offerId, adm.attemptId)).toMatchObject({ state: 'posted', burnDiem: '600' })
+    expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '600', earned: '300' })
   })
 
   test('200 concurrent admits from 20 accounts on one offer with room for 50 holds: exactly 50, and exact money after', async () => {

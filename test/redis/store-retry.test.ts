@@ -49,6 +49,14 @@ describe('isRedisUnavailable and waitsFor', () => {
     expect(isRedisUnavailable(new X("Stream isn't writeable and enableOfflineQueue options is false"))).toBe(
       true,
     )
+    // A Cluster failing over or moving a slot: refused before it ran, or redirected past the client's limit.
+    for (const message of [
+      'TRYAGAIN the slot of this script is being moved between Cluster nodes',
+      'Too many Cluster redirections. Last error: ReplyError: ASK 2987 127.0.0.1:33687',
+      "READONLY You can't write against a read only replica.",
+      'NOREPLICAS Not enough good replicas to write.',
+    ])
+      expect(isRedisUnavailable(new X(message))).toBe(true)
     expect(isRedisUnavailable(new X('ERR user_script:1: LOADING is not a store error here'))).toBe(false)
     expect(isRedisUnavailable(null)).toBe(false)
   })

@@ -14,7 +14,7 @@ import { runScript } from '../../src/redis/scripts.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
 import { pad, restartLoading } from '../helpers/loading-redis.ts'
 import { admitFor, clearFor, type MarketFixture, postOffer, seedAccount } from '../helpers/market.ts'
-import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
+import { prefixOn, type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { onCluster, ownRedis, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -38,9 +38,9 @@ async function open(url: string, name: string): Promise<Store> {
   return store
 }
 
-/** One paid pair on `store`: an account of 1 USDC, an offer at 40 cents, 1,000 held, 700 burned. */
-async function paidPair(store: Store) {
-  const keys = keyspace(testPrefix())
+/** A market under `prefix` on `store`: an account of 1 USDC and an offer at 40 cents. */
+async function market(store: Store, prefix: string) {
+  const keys = keyspace(prefix)
   const fx: MarketFixture = {
     store,
     keys,
@@ -49,6 +49,12 @@ async function paidPair(store: Store) {
   }
   const accountId = await seedAccount(fx, 1_000_000)
   const offerId = await postOffer(fx, 40, 5_000_000)
+  return { fx, keys, accountId, offerId }
+}
+
+/** One paid pair on `store`: an account of 1 USDC, an offer at 40 cents, 1,000 held, 700 burned. */
+async function paidPair(store: Store) {
+  const { fx, keys, accountId, offerId } = await market(store, testPrefix())
   const admitted = (await admitFor(fx, accountId)) as Admission
   const held = await store.hmget(keys.account(accountId), 'confirmed', 'held')
   const cleared = await clearFor(fx, admitted.attemptId, 700)
@@ -117,5 +123,44 @@ test('after a restart that loads the data set, scripts and reads come back toget
     store.close()
     await loading?.stop()
     await local.stop()
+  }
+}, 60_000)
+
+test('a script on a Cluster slot being moved writes nothing and is refused as the store away; it runs once the slot is whole', async () => {
+  const [source, target] = cluster.nodes
+  const store = await open(cluster.url, 'svc-test-slot-move')
+  const { fx, keys, accountId } = await market(store, await prefixOn(source!))
+  const onSource = new Redis(source!.port, '127.0.0.1', { lazyConnect: true })
+  const onTarget = new Redis(target!.port, '127.0.0.1', { lazyConnect: true })
+  try {
+    const slot = Number(await onSource.cluster('KEYSLOT', keys.base))
+    const pattern = `${keys.prefix.replace(/[{}]/g, (c) => `\\${c}`)}:*`
+    const keysOn = async (node: Redis) => (await node.keys(pattern)).sort()
+    const before = {
+      source: await keysOn(onSource),
+      account: await onSource.hgetall(keys.account(accountId)),
+    }
+    // The move begun, no key moved yet: the market's keys are all on the source, the attempt's
+    // new ones on neither. Without the guard the admit ran on the target (sent there by ASK) and
+    // found no account there, or on the source and stopped at its first missing key.
+    await onTarget.cluster('SETSLOT', slot, 'IMPORTING', String(await onSource.cluster('MYID')))
+    await onSource.cluster('SETSLOT', slot, 'MIGRATING', String(await onTarget.cluster('MYID')))
+    const refused = await admitFor(fx, accountId).then(
+      () => null,
+      (error: unknown) => error,
+    )
+    expect(isRedisUnavailable(refused)).toBe(true)
+    expect(await keysOn(onTarget)).toEqual([])
+    expect(await keysOn(onSource)).toEqual(before.source)
+    expect(await onSource.hgetall(keys.account(accountId))).toEqual(before.account)
+    // The move called off: the slot whole on the source again, the same admit is served.
+    await onTarget.cluster('SETSLOT', slot, 'STABLE')
+    await onSource.cluster('SETSLOT', slot, 'STABLE')
+    const admitted = (await admitFor(fx, accountId)) as Admission
+    expect(admitted.attemptId).toBeString()
+    expect(Number(await onSource.hget(keys.account(accountId), 'held'))).toBeGreaterThan(0)
+  } finally {
+    onSource.disconnect()
+    onTarget.disconnect()
   }
 }, 60_000)
