@@ -10,13 +10,14 @@ import { adminAccountRoutes } from './http/admin/routes.ts'
 import { agentRoutes } from './http/agent/routes.ts'
 import { capacityRoutes } from './http/capacity/routes.ts'
 import { contractRoutes } from './http/contract/routes.ts'
+import { directRoutes, type Finish } from './http/direct-routes.ts'
 import { errorHandler } from './http/error-handler.ts'
 import { errorResponse } from './http/errors.ts'
 import { fundingRoutes } from './http/funding/routes.ts'
-import { chatRoutes } from './http/inference/chat.ts'
+import { chatHandler, chatRoutes } from './http/inference/chat.ts'
 import { imageRoutes } from './http/inference/images.ts'
-import { messagesRoutes } from './http/inference/messages.ts'
-import { responsesRoutes } from './http/inference/responses.ts'
+import { messagesHandler, messagesRoutes } from './http/inference/messages.ts'
+import { responsesHandler, responsesRoutes } from './http/inference/responses.ts'
 import { videoRoutes } from './http/inference/video.ts'
 import { bodyTooLarge, boundBody } from './http/json-body.ts'
 import { mcpRoutes } from './http/mcp/routes.ts'
@@ -33,6 +34,9 @@ import {
 } from './http/request-context.ts'
 import { supplierRoutes } from './http/supplier/routes.ts'
 import { agentWebhookRoutes, supplierWebhookRoutes } from './http/webhooks/routes.ts'
+import { chatBodySchema } from './inference/chat-request.ts'
+import { messagesBodySchema } from './inference/messages-request.ts'
+import { responsesBodySchema } from './inference/responses-request.ts'
 import { InferenceService } from './inference/service.ts'
 import type { MarketSteps } from './market/steps.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
@@ -61,9 +65,39 @@ export function createApp(deps: AppDeps) {
   const { logger } = deps
   const inference = new InferenceService(deps)
   const webhooks = webhookParts(deps.store, deps.keys, deps.config.masterKey, deps.config.webhooks)
+  // Every response's metrics and access line, once it is out.
+  const finish: Finish = (request, route, path, status, failure) => {
+    const context = requestContext(request)
+    const seconds = (performance.now() - context.startedAt) / 1000
+    metrics.requests.inc({ route, method: request.method, status: String(status) })
+    metrics.latency.observe({ route }, seconds)
+    // The access line is built only when it will be written (LOG_LEVEL=warn writes none).
+    if (!failure && !logger.isLevelEnabled('info')) return
+    const line = {
+      requestId: context.id,
+      supportReference: context.supportReference,
+      method: request.method,
+      path,
+      status,
+      ms: Math.round(seconds * 100_000) / 100,
+      costUsdc: context.costUsdc,
+    }
+    if (failure) logger.error({ ...line, err: failure }, 'request failed')
+    else logger.info(line, 'request')
+  }
+  // The paid routes, served ahead of Elysia's lifecycle by the same steps (direct-routes.ts).
+  const direct = directRoutes(
+    [
+      { path: '/v1/chat/completions', body: chatBodySchema, handle: chatHandler(inference) },
+      { path: '/v1/responses', body: responsesBodySchema, handle: responsesHandler(inference) },
+      { path: '/v1/messages', body: messagesBodySchema, handle: messagesHandler(inference) },
+    ],
+    deps.config.maxBodyBytes,
+    finish,
+  )
   // normalize off: schemas that say additionalProperties: false refuse unknown fields instead of
   // silently dropping them; every other schema lets extra fields through untouched.
-  return new Elysia({ name: 'svc/app', normalize: false })
+  return new Elysia({ name: 'svc/app', normalize: false, serve: { routes: direct } })
     .onRequest(({ request, set }) => {
       const id = beginRequest(request).id
       set.headers[REQUEST_ID_HEADER] = id
@@ -77,27 +111,10 @@ export function createApp(deps: AppDeps) {
     })
     .use(errorHandler)
     .onAfterResponse({ as: 'global' }, ({ request, set, path, route, responseValue }) => {
-      const context = requestContext(request)
       const failure = (request as Request & { failure?: unknown }).failure
       const status = responseValue instanceof Response ? responseValue.status : Number(set.status ?? 200)
-      const seconds = (performance.now() - context.startedAt) / 1000
       // Route templates, never raw paths, so ids cannot blow up the label space.
-      const template = route || 'unmatched'
-      metrics.requests.inc({ route: template, method: request.method, status: String(status) })
-      metrics.latency.observe({ route: template }, seconds)
-      // The access line is built only when it will be written (LOG_LEVEL=warn writes none).
-      if (!failure && !logger.isLevelEnabled('info')) return
-      const line = {
-        requestId: context.id,
-        supportReference: context.supportReference,
-        method: request.method,
-        path,
-        status,
-        ms: Math.round(seconds * 100_000) / 100,
-        costUsdc: context.costUsdc,
-      }
-      if (failure) logger.error({ ...line, err: failure }, 'request failed')
-      else logger.info(line, 'request')
+      finish(request, route || 'unmatched', path, status, failure)
     })
     .get('/healthz', () => ({ status: 'ok' }))
     .get('/readyz', async ({ set }) => {

@@ -233,13 +233,14 @@ async function callAdmitted(
   job: UpstreamJob,
   admission: Admission,
   failed: string[],
+  bodyText: string,
 ): Promise<Dispatched | SupplierFailure> {
   const started = performance.now()
   const outcome = await callSupplier({
     baseUrl: admission.upstreamBaseUrl,
     apiKey: deps.upstreamKeys.open(admission.upstreamKeyEnc),
     path: job.path,
-    body: job.body,
+    body: bodyText,
     stream: job.stream,
     signal: req.signal,
     timeoutMs: job.stream ? deps.firstByteTimeoutMs : deps.upstreamTimeoutMs,
@@ -281,9 +282,14 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
   let requester = req.requester
   let who = 'accountId' in requester ? requester : null
   let job = req.job
+  // The body sent for `job`, made once however many offers it is sent to.
+  let sent = { job: null as UpstreamJob | null, text: '' }
   for (let n = 1; n <= MAX_ATTEMPTS; n++) {
     const attemptId = attemptIdOf(req.supportReference, n)
-    let result = await admitWaiting(deps, req, job, requester, attemptId, failed)
+    const admitting = admitWaiting(deps, req, job, requester, attemptId, failed)
+    // The supplier's body is written while the admit is in Redis, where this process would only wait.
+    if (sent.job !== job) sent = { job, text: JSON.stringify(job.body) }
+    let result = await admitting
     if ((result.code === AdmitCode.InsufficientBalance || result.code === AdmitCode.KeyLimit) && job.fit) {
       // Asked for no limit: the limit the balance (and the key's limit) affords at that ask.
       const affordable =
@@ -310,7 +316,8 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     deps.renewer.add(admission)
     let call: Dispatched | SupplierFailure
     try {
-      call = await callAdmitted(deps, req, job, admission, failed)
+      if (sent.job !== job) sent = { job, text: JSON.stringify(job.body) }
+      call = await callAdmitted(deps, req, job, admission, failed, sent.text)
     } catch (error) {
       // Not a supplier's failure but ours (an upstream key that does not open, a bug): the attempt
       // ends here with nothing charged, rather than hold until the reaper takes its lease.

@@ -32,7 +32,7 @@ export async function relayBuffered(
 ): Promise<BufferedResult> {
   const json = dispatched.json!
   const reported = readUsage(json.usage)
-  const clearing = await clearUsage(deps, {
+  const clearing = clearUsage(deps, {
     chat,
     messages,
     admission: dispatched.admission,
@@ -42,13 +42,13 @@ export async function relayBuffered(
     generatedTokens: () => generatedTokens(json),
     outcome: 'completed',
   })
-  // The supplier's own cost figure is its list price, not what the buyer pays: it is compared
-  // with the burn above and stays upstream (an undefined field is not serialised). The answer is
-  // the supplier's object, rewritten in place rather than copied.
+  // Rewritten while the clear is in Redis. The supplier's own cost figure is its list price, not
+  // what the buyer pays: it is compared with the burn above and stays upstream (an undefined field
+  // is not serialised). The answer is the supplier's object, rewritten in place rather than copied.
   if (json.cost !== undefined) json.cost = undefined
   json.id = `chatcmpl-${requestId.slice(4)}`
   json.model = chat.model.id
-  return { body: json, clearing }
+  return { body: json, clearing: await clearing }
 }
 
 export function costHeaders(clearing: Clearing): Record<string, string> {

@@ -7,7 +7,8 @@ export interface SupplierCall {
   baseUrl: string
   apiKey: string
   path: string
-  body: Record<string, unknown>
+  /** The request's JSON, or its text when made already. */
+  body: Record<string, unknown> | string
   stream: boolean
   signal: AbortSignal
   /** Buffered: the whole answer; streamed: the head and the first body bytes. */
@@ -141,7 +142,7 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
         'content-type': 'application/json',
         accept: call.stream ? 'text/event-stream' : 'application/json',
       },
-      body: JSON.stringify(call.body),
+      body: typeof call.body === 'string' ? call.body : JSON.stringify(call.body),
       signal: call.signal,
       // Buffered, the deadline covers the whole answer and ends once all of it is in. Streamed, the
       // head and the first body bytes: then the relay's idle watch takes over, so a stream that

@@ -17,6 +17,16 @@ export function noteCost(request: Request, costUsdc: string): void {
   requestContext(request).costUsdc = costUsdc
 }
 
+/** What a paid route's handler takes: from Elysia's context, or from the direct routes (direct-routes.ts). */
+export interface PaidRequest<B> {
+  body: B
+  buyerKey: { apiKeyDigest: string }
+  request: Request
+  set: SetHeaders
+}
+
+export type PaidHandler<B> = (input: PaidRequest<B>) => Promise<Response>
+
 /** Runs an inference call for a request and sends its answer, noting its cost on the log line. */
 export async function sendAnswer(
   request: Request,

@@ -1,11 +1,11 @@
 // POST /v1/chat/completions: thin. The inference service admits, dispatches, clears and writes the
 // answer in the chat format; this route only sends it.
 import { Elysia } from 'elysia'
-import { chatBodySchema } from '../../inference/chat-request.ts'
+import { type ChatBody, chatBodySchema } from '../../inference/chat-request.ts'
 import { relayChatStream } from '../../inference/relay-chat-stream.ts'
 import type { ChatFormat, InferenceService } from '../../inference/service.ts'
 import { buyerKeyAuth } from '../auth.ts'
-import { sendAnswer } from './call.ts'
+import { type PaidHandler, sendAnswer } from './call.ts'
 
 /** Chat completions as the supplier wrote them (our ids and model on them), or its stream. */
 const CHAT_FORMAT: ChatFormat = {
@@ -13,14 +13,13 @@ const CHAT_FORMAT: ChatFormat = {
   stream: (context) => relayChatStream(context),
 }
 
+export const chatHandler =
+  (service: InferenceService): PaidHandler<ChatBody> =>
+  ({ body, buyerKey, request, set }) =>
+    sendAnswer(request, set, (call) => service.answerChat(body, buyerKey, call, () => CHAT_FORMAT))
+
 export function chatRoutes(service: InferenceService) {
-  const { deps } = service
-  return new Elysia({ name: 'svc/chat', seed: deps.keys.prefix })
-    .use(buyerKeyAuth(deps))
-    .post(
-      '/v1/chat/completions',
-      ({ body, buyerKey, request, set }) =>
-        sendAnswer(request, set, (call) => service.answerChat(body, buyerKey, call, () => CHAT_FORMAT)),
-      { buyerKey: true, body: chatBodySchema },
-    )
+  return new Elysia({ name: 'svc/chat', seed: service.deps.keys.prefix })
+    .use(buyerKeyAuth(service.deps))
+    .post('/v1/chat/completions', chatHandler(service), { buyerKey: true, body: chatBodySchema })
 }

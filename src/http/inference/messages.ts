@@ -8,6 +8,7 @@ import { messageContent, messageObject, messagesUsage } from '../../inference/me
 import {
   checkCapabilities,
   countTokensBodySchema,
+  type MessagesBody,
   messagesBodySchema,
   messagesToChat,
   promptOf,
@@ -17,39 +18,39 @@ import type { ChatFormat, InferenceService } from '../../inference/service.ts'
 import { countTokens } from '../../inference/token-count.ts'
 import { type ChatMessageLike, promptTokenCount } from '../../inference/tokens.ts'
 import { buyerKeyAuth, unauthorized } from '../auth.ts'
-import { sendAnswer } from './call.ts'
+import { type PaidHandler, sendAnswer } from './call.ts'
+
+export const messagesHandler =
+  (service: InferenceService): PaidHandler<MessagesBody> =>
+  async ({ body, buyerKey, request, set }) => {
+    // A field that cannot be honoured, by the facade or by the model, is refused before any hold.
+    const translated = messagesToChat(body)
+    const entry = await service.deps.catalog.get(body.model)
+    if (entry) checkCapabilities(translated.needs, entry)
+    return sendAnswer(request, set, (call) =>
+      service.answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
+        const shape = {
+          id: `msg_${begun.call.requestId.slice(4)}`,
+          model: begun.chat.model.id,
+          stopSequences: translated.stopSequences,
+        }
+        return {
+          buffered: (chat, clearing) => {
+            const { content, ...stop } = messageContent(shape, chat)
+            return messageObject(shape, content, stop, messagesUsage(clearing.usage))
+          },
+          stream: (context) => relayMessagesStream(context, shape),
+        }
+      }),
+    )
+  }
 
 export function messagesRoutes(service: InferenceService) {
   const { deps } = service
   const keyStore = new ApiKeyStore(deps.store, deps.keys)
   return new Elysia({ name: 'svc/messages', seed: deps.keys.prefix })
     .use(buyerKeyAuth(deps))
-    .post(
-      '/v1/messages',
-      async ({ body, buyerKey, request, set }) => {
-        // A field that cannot be honoured, by the facade or by the model, is refused before any hold.
-        const translated = messagesToChat(body)
-        const entry = await deps.catalog.get(body.model)
-        if (entry) checkCapabilities(translated.needs, entry)
-        return sendAnswer(request, set, (call) =>
-          service.answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
-            const shape = {
-              id: `msg_${begun.call.requestId.slice(4)}`,
-              model: begun.chat.model.id,
-              stopSequences: translated.stopSequences,
-            }
-            return {
-              buffered: (chat, clearing) => {
-                const { content, ...stop } = messageContent(shape, chat)
-                return messageObject(shape, content, stop, messagesUsage(clearing.usage))
-              },
-              stream: (context) => relayMessagesStream(context, shape),
-            }
-          }),
-        )
-      },
-      { buyerKey: true, body: messagesBodySchema },
-    )
+    .post('/v1/messages', messagesHandler(service), { buyerKey: true, body: messagesBodySchema })
     .post(
       '/v1/messages/count_tokens',
       async ({ body, buyerKey }) => {

@@ -9,10 +9,15 @@ import {
   responseObject,
   responsesUsage,
 } from '../../inference/responses-object.ts'
-import { responseShape, responsesBodySchema, responsesToChat } from '../../inference/responses-request.ts'
+import {
+  type ResponsesBody,
+  responseShape,
+  responsesBodySchema,
+  responsesToChat,
+} from '../../inference/responses-request.ts'
 import type { ChatFormat, InferenceService } from '../../inference/service.ts'
 import { buyerKeyAuth } from '../auth.ts'
-import { sendAnswer } from './call.ts'
+import { type PaidHandler, sendAnswer } from './call.ts'
 
 const notStored = () => {
   throw notFound('responses are not stored; this endpoint is stateless', 'not_found')
@@ -21,37 +26,36 @@ const notStored = () => {
 const finishReason = (chat: Record<string, unknown>) =>
   (chat.choices as { finish_reason?: unknown }[] | undefined)?.[0]?.finish_reason
 
+export const responsesHandler =
+  (service: InferenceService): PaidHandler<ResponsesBody> =>
+  ({ body, buyerKey, request, set }) => {
+    // A field that cannot be honoured is refused here, before anything is held.
+    const translated = responsesToChat(body)
+    return sendAnswer(request, set, (call) =>
+      service.answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
+        const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
+        return {
+          buffered: (chat, clearing) => {
+            const reason = incompleteReason(finishReason(chat))
+            const status = reason ? 'incomplete' : 'completed'
+            return responseObject(
+              shape,
+              status,
+              outputItems(shape, chat, status),
+              responsesUsage(clearing.usage, chat.usage),
+              reason,
+            )
+          },
+          stream: (context) => relayResponsesStream(context, shape),
+        }
+      }),
+    )
+  }
+
 export function responsesRoutes(service: InferenceService) {
-  const { deps } = service
-  return new Elysia({ name: 'svc/responses', seed: deps.keys.prefix })
-    .use(buyerKeyAuth(deps))
+  return new Elysia({ name: 'svc/responses', seed: service.deps.keys.prefix })
+    .use(buyerKeyAuth(service.deps))
     .get('/v1/responses', notStored)
     .get('/v1/responses/:id', notStored)
-    .post(
-      '/v1/responses',
-      ({ body, buyerKey, request, set }) => {
-        // A field that cannot be honoured is refused here, before anything is held.
-        const translated = responsesToChat(body)
-        return sendAnswer(request, set, (call) =>
-          service.answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
-            const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
-            return {
-              buffered: (chat, clearing) => {
-                const reason = incompleteReason(finishReason(chat))
-                const status = reason ? 'incomplete' : 'completed'
-                return responseObject(
-                  shape,
-                  status,
-                  outputItems(shape, chat, status),
-                  responsesUsage(clearing.usage, chat.usage),
-                  reason,
-                )
-              },
-              stream: (context) => relayResponsesStream(context, shape),
-            }
-          }),
-        )
-      },
-      { buyerKey: true, body: responsesBodySchema },
-    )
+    .post('/v1/responses', responsesHandler(service), { buyerKey: true, body: responsesBodySchema })
 }
