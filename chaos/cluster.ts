@@ -214,7 +214,13 @@ export function errorCode(text: string): string {
 }
 
 /** One chat request, buffered or streamed, read to its end. */
-export async function chat(replica: Endpoint, apiKey: string, stream: boolean): Promise<Outcome> {
+export async function chat(
+  replica: Endpoint,
+  apiKey: string,
+  stream: boolean,
+  /** Called when a stream's head has come: its attempt is admitted and stays open until its end. */
+  onStreaming?: () => void,
+): Promise<Outcome> {
   const outcome: Outcome = {
     replica: replica.index,
     stream,
@@ -235,6 +241,7 @@ export async function chat(replica: Endpoint, apiKey: string, stream: boolean): 
     })
     outcome.status = response.status
     outcome.requestId = response.headers.get('x-svc-request-id')
+    if (stream && response.status === 200) onStreaming?.()
     const text = await response.text()
     if (!stream || response.status !== 200) {
       const cost = response.headers.get('x-svc-cost-usdc')
@@ -298,15 +305,28 @@ export function steadyLoad(options: {
 }) {
   const outcomes: Outcome[] = []
   const open = new Map<number, number>()
+  const streaming = new Map<number, number>()
+  const add = (counts: Map<number, number>, index: number, by: number) =>
+    counts.set(index, (counts.get(index) ?? 0) + by)
   let running = true
   const pick = <T>(list: T[]) => list[Math.floor(Math.random() * list.length)]!
   const worker = async () => {
     while (running) {
       const replica = pick(options.replicas())
-      open.set(replica.index, (open.get(replica.index) ?? 0) + 1)
-      const outcome = await chat(replica, pick(options.buyers).apiKey, Math.random() < options.streamShare)
+      add(open, replica.index, 1)
+      let headed = false
+      const outcome = await chat(
+        replica,
+        pick(options.buyers).apiKey,
+        Math.random() < options.streamShare,
+        () => {
+          headed = true
+          add(streaming, replica.index, 1)
+        },
+      )
       outcomes.push(outcome)
-      open.set(replica.index, open.get(replica.index)! - 1)
+      add(open, replica.index, -1)
+      if (headed) add(streaming, replica.index, -1)
       // A client told to retry later does not spin.
       if (outcome.status === 503 || outcome.status === 429) await Bun.sleep(100)
     }
@@ -316,6 +336,8 @@ export function steadyLoad(options: {
     outcomes,
     /** Requests open on a replica right now. */
     openOn: (index: number) => open.get(index) ?? 0,
+    /** Streams on a replica whose head has come and whose end has not: admitted, not yet cleared. */
+    streamingOn: (index: number) => streaming.get(index) ?? 0,
     /** Requests open on every replica together. */
     openNow: () => [...open.values()].reduce((a, b) => a + b, 0),
     async stop() {

@@ -51,8 +51,9 @@ test('kill -9 one of three replicas mid-stream: leases reaped, holds back, nothi
   const faults = randomFaults(sim, upstreamKeys, 300)
 
   await Bun.sleep(3_000)
-  // Mid-stream: wait until replica 0 has requests open, then kill it without warning.
-  while (load.openOn(0) < 2) await Bun.sleep(10)
+  // Mid-stream: wait until replica 0 has streams under way (admitted, their clear still to come),
+  // then kill it without warning: their leases are what the survivors must reap.
+  while (load.streamingOn(0) < 2) await Bun.sleep(10)
   const openAtKill = load.openOn(0)
   const leasesAtKill = await store.zrange(keyspace(cluster.prefix).leases, 0, -1)
   const killedAt = Date.now()
