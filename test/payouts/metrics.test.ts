@@ -32,9 +32,11 @@ afterAll(async () => {
 
 test('/metrics shows the payout wallet USDC and gas; the log warns of low USDC only', async () => {
   let text = ''
+  // The gauges are the process's: a file run before this one in the same worker may have set them,
+  // so wait for this wallet's balance rather than for the gauge's name.
   await until(async () => {
     text = await (await adminFetch(stack, '/metrics')).text()
-    return text.includes('svc_payout_wallet_usdc_micros')
+    return text.includes('svc_payout_wallet_usdc_micros 5000000\n')
   }, 50)
   expect(text).toContain('svc_payout_wallet_usdc_micros 5000000\n')
   expect(text).toContain(`svc_payout_wallet_gas_wei ${10 ** 19}\n`)
