@@ -5,12 +5,12 @@
 // and which process pays it.
 //   bun bench/cpu.ts [connections=32] [seconds=6] [rounds=2] [name=binary[@tcp] ...]
 // Each name=binary adds another gateway build (e.g. base=/tmp/svc-gateway-base) on the same Redis
-// and supplier, its own key prefix and buyer; rounds alternate between all targets and the medians
+// and supplier, its own key prefix and buyer; rounds run every target, in an order rotated one place a round, and the medians
 // close the output: an A/B of a change on this noisy machine, in one sitting. `@tcp` has that
 // gateway reach Redis over loopback TCP instead of the Unix socket (tcp=dist/svc-gateway@tcp).
 import { cpuMs } from './procs.ts'
 import { BenchStack, fundedBuyer, postOffer, type RedisTransport, type Target, targets } from './stack.ts'
-import { median } from './stats.ts'
+import { inRoundOrder, median } from './stats.ts'
 import { runWrk } from './wrk.ts'
 
 const [connections = '32', seconds = '6', rounds = '2', ...others] = process.argv.slice(2)
@@ -66,7 +66,7 @@ try {
   const procs = { sim: sim.service.pid, redis: redisPid(stack.redis.port) }
   const seen: Record<string, { rps: number[]; own: number[]; redis: number[] }> = {}
   for (let r = 0; r < Number(rounds); r++) {
-    for (const [name, target] of Object.entries(byName)) {
+    for (const [name, target] of inRoundOrder(Object.entries(byName), r)) {
       await runWrk(target, body, Number(connections), 1, stack.logDir) // warm-up
       const pids = { [name]: target.pid, ...procs }
       const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]))

@@ -4,7 +4,7 @@
 // the builds interleaved round by round on one Redis and one supplier.
 //   bun bench/first-byte.ts [seconds=2] [rounds=5] name=binary ...   (a .ts entry runs under bun)
 import { BenchStack, fundedBuyer, postOffer, type Target, targets } from './stack.ts'
-import { median } from './stats.ts'
+import { inRoundOrder, median } from './stats.ts'
 import { runStreamClient } from './streams.ts'
 import { runWrk } from './wrk.ts'
 
@@ -34,7 +34,7 @@ try {
   }
   const seen: Record<string, { p50: number[]; ttfb: number[] }> = {}
   for (let r = 0; r < Number(rounds); r++) {
-    for (const [name, target] of Object.entries(byName)) {
+    for (const [name, target] of inRoundOrder(Object.entries(byName), r)) {
       const buffered = await runWrk(target, bufferedBody, 1, Number(seconds), stack.logDir)
       const streamed = await runStreamClient({
         mode: 'loop',

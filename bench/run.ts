@@ -34,7 +34,7 @@ import {
   targets,
   WITH_FLOOR,
 } from './stack.ts'
-import { median } from './stats.ts'
+import { inRoundOrder, median } from './stats.ts'
 import { oneStream, type StreamClientResult } from './stream-client.ts'
 import { runStreamClient } from './streams.ts'
 import { runWrk, type WrkResult } from './wrk.ts'
@@ -65,7 +65,7 @@ const streamBody = JSON.stringify({
 /** Each target's figures; the floor only where it was measured. */
 type PerTarget<T> = Record<Exclude<TargetName, 'floor'>, T> & { floor?: T }
 
-/** Rounds with the three targets interleaved (their order rotating), after a warm-up of each. */
+/** Rounds with the three targets interleaved (their order rotated one place a round), after a warm-up of each. */
 async function rounds<T>(
   list: Target[],
   warm: ((t: Target) => Promise<unknown>) | null,
@@ -74,10 +74,7 @@ async function rounds<T>(
   if (warm) for (const t of list) await warm(t)
   const out = Object.fromEntries(list.map((t) => [t.name, []])) as unknown as PerTarget<T[]>
   for (let r = 0; r < settings.rounds; r++) {
-    for (let i = 0; i < list.length; i++) {
-      const t = list[(i + r) % list.length]!
-      out[t.name]!.push(await measure(t))
-    }
+    for (const t of inRoundOrder(list, r)) out[t.name]!.push(await measure(t))
   }
   return out
 }

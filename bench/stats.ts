@@ -11,3 +11,7 @@ export function percentile(values: readonly number[], p: number): number {
 export const median = (values: readonly number[]) => percentile(values, 50)
 
 export const sum = (values: readonly number[]) => values.reduce((a, b) => a + b, 0)
+
+/** The targets in round `round`'s order: rotated one place a round, so no target always runs first. */
+export const inRoundOrder = <T>(list: readonly T[], round: number): T[] =>
+  list.map((_, i) => list[(i + round) % list.length]!)
