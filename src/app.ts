@@ -3,6 +3,7 @@ import { Elysia } from 'elysia'
 import type { Logger } from 'pino'
 import type { CatalogStore } from './catalog/store.ts'
 import type { GatewayConfig } from './config.ts'
+import type { ApiError } from './errors.ts'
 import type { Funding } from './funding/index.ts'
 import { adminMarketRoutes } from './http/admin/market.ts'
 import { adminOfferRoutes } from './http/admin/offers.ts'
@@ -19,7 +20,7 @@ import { imageRoutes } from './http/inference/images.ts'
 import { messagesHandler, messagesRoutes } from './http/inference/messages.ts'
 import { responsesHandler, responsesRoutes } from './http/inference/responses.ts'
 import { videoRoutes } from './http/inference/video.ts'
-import { bodyTooLarge, boundBody } from './http/json-body.ts'
+import { boundBody } from './http/json-body.ts'
 import { mcpRoutes } from './http/mcp/routes.ts'
 import { metricsRoutes } from './http/metrics/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
@@ -102,12 +103,11 @@ export function createApp(deps: AppDeps) {
       const id = beginRequest(request).id
       set.headers[REQUEST_ID_HEADER] = id
       set.headers[OPENAI_REQUEST_ID_HEADER] = id
-      // Refused by its declared length, before a byte of it is read; without one, while it is read.
-      const length = Number(request.headers.get('content-length') ?? 0)
-      if (length > deps.config.maxBodyBytes) {
-        return errorResponse(bodyTooLarge(deps.config.maxBodyBytes), requestIdHeaders(id), request)
+      try {
+        boundBody(request, deps.config.maxBodyBytes)
+      } catch (error) {
+        return errorResponse(error as ApiError, requestIdHeaders(id), request)
       }
-      boundBody(request, deps.config.maxBodyBytes)
     })
     .use(errorHandler)
     .onAfterResponse({ as: 'global' }, ({ request, set, path, route, responseValue }) => {

@@ -10,7 +10,7 @@ import { presentedKeyDigest } from './auth.ts'
 import { toApiError } from './error-handler.ts'
 import { errorResponse } from './errors.ts'
 import type { PaidHandler } from './inference/call.ts'
-import { bodyTooLarge, boundBody, jsonBody } from './json-body.ts'
+import { boundBody, jsonBody } from './json-body.ts'
 import {
   beginRequest,
   OPENAI_REQUEST_ID_HEADER,
@@ -46,8 +46,6 @@ function directRoute(route: DirectRoute, maxBodyBytes: number, finish: Finish) {
     try {
       let body: unknown
       let buyerKey: { apiKeyDigest: string }
-      // Refused by its declared length, before a byte of it is read; without one, while it is read.
-      if (Number(request.headers.get('content-length') ?? 0) > maxBodyBytes) throw bodyTooLarge(maxBodyBytes)
       boundBody(request, maxBodyBytes)
       try {
         buyerKey = { apiKeyDigest: presentedKeyDigest(request) }

@@ -11,8 +11,12 @@ export const bodyTooLarge = (maxBytes: number) =>
 // Each request's body bound, set by the app as the request arrives (SVC_MAX_BODY_BYTES).
 const bounds = new WeakMap<Request, number>()
 
-/** Bounds what jsonBody reads of this request's body. */
+/**
+ * Bounds what jsonBody reads of this request's body: a declared length past the bound is refused
+ * (throws the 413) before a byte is read; a body without one is refused while it is read.
+ */
 export function boundBody(request: Request, maxBytes: number): void {
+  if (Number(request.headers.get('content-length') ?? 0) > maxBytes) throw bodyTooLarge(maxBytes)
   bounds.set(request, maxBytes)
 }
 
