@@ -19,6 +19,7 @@ const PLACE_TRIES = 5
 export const LISTING_GRACE_MS = 60_000
 
 type OfferPutArgs = ScriptArgs<'offerPut'>
+type IndexArgs = ScriptArgs<'indexOffer'>
 
 const NO_CHANGE: OfferPutArgs = {
   mode: 'update',
@@ -54,6 +55,16 @@ export async function putOffer(
   })) as (string | number)[]
 }
 
+/** index-offer's arguments a step does not use. */
+const NO_INDEX: Omit<IndexArgs, 'mode' | 'offerId'> = {
+  supplierId: '',
+  upstreamKeyDigest: '',
+  status: '',
+  score: '',
+  maxStanding: MAX_SUPPLIER_OFFERS,
+  maxEver: MAX_SUPPLIER_OFFERS_POSTED,
+}
+
 export class OfferIndex {
   private readonly owners: Owners
 
@@ -64,18 +75,17 @@ export class OfferIndex {
     this.owners = ownerKeyspaces(keys.prefix)
   }
 
+  /** lua/index-offer.lua on the market's slot: only the named values given. */
+  private async index(args: Partial<IndexArgs> & Pick<IndexArgs, 'mode' | 'offerId'>) {
+    return (await runScript(this.store, 'indexOffer', [this.keys.base], { ...NO_INDEX, ...args })) as (
+      | string
+      | number
+    )[]
+  }
+
   /** The first step of a create: index-offer's `list` reply ({1, posting order} or a refusal). */
   async list(offerId: string, supplierId: string, digest: string): Promise<(string | number)[]> {
-    return (await runScript(this.store, 'indexOffer', [this.keys.base], {
-      mode: 'list',
-      offerId,
-      supplierId,
-      upstreamKeyDigest: digest,
-      status: '',
-      score: '',
-      maxStanding: MAX_SUPPLIER_OFFERS,
-      maxEver: MAX_SUPPLIER_OFFERS_POSTED,
-    })) as (string | number)[]
+    return this.index({ mode: 'list', offerId, supplierId, upstreamKeyDigest: digest })
   }
 
   /** Before a change of a written offer: listed, so that the reaper places it should its place not follow. */
@@ -86,16 +96,7 @@ export class OfferIndex {
       'supplierId',
     )
     if (!id) return
-    await runScript(this.store, 'indexOffer', [this.keys.base], {
-      mode: 'touch',
-      offerId,
-      supplierId: supplierId ?? '',
-      upstreamKeyDigest: '',
-      status: '',
-      score: '',
-      maxStanding: MAX_SUPPLIER_OFFERS,
-      maxEver: MAX_SUPPLIER_OFFERS_POSTED,
-    })
+    await this.index({ mode: 'touch', offerId, supplierId: supplierId ?? '' })
   }
 
   /**
@@ -107,16 +108,13 @@ export class OfferIndex {
   async place(offerId: string): Promise<void> {
     let state = await this.placing(offerId)
     for (let tries = 0; state && tries < PLACE_TRIES; tries++) {
-      const reply = (await runScript(this.store, 'indexOffer', [this.keys.base], {
+      const reply = await this.index({
         mode: 'place',
         offerId,
         supplierId: state.supplierId,
-        upstreamKeyDigest: '',
         status: state.status,
         score: state.score,
-        maxStanding: MAX_SUPPLIER_OFFERS,
-        maxEver: MAX_SUPPLIER_OFFERS_POSTED,
-      })) as number[]
+      })
       if (Number(reply[0]) === 2) await this.copySuspension(offerId, state.supplierId)
       const now = await this.placing(offerId)
       if (now?.status === state.status && now.score === state.score) return
