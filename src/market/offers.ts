@@ -10,6 +10,7 @@ import type { Keyspace } from '../redis/keys.ts'
 import { OfferCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
 import { OfferIndex, putOffer } from './offer-index.ts'
+import { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED } from './offer-limits.ts'
 import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
 export const ASK_MIN_CENTS = 30
@@ -67,10 +68,6 @@ export interface OfferRecord {
 const OFFER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 export const DEFAULT_MAX_IN_FLIGHT = 64
-
-import { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED } from './offer-limits.ts'
-
-export { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED }
 
 export const offerNotFound = (id: string) => new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
 

@@ -6,7 +6,7 @@ import { describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import fc from 'fast-check'
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
-import { MAX_SUPPLIER_OFFERS } from '../../src/market/offers.ts'
+import { MAX_SUPPLIER_OFFERS } from '../../src/market/offer-limits.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { PayoutStore } from '../../src/payouts/store.ts'
 import { PayoutMoveCode } from '../../src/redis/result-codes.ts'
