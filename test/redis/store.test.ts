@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import Redis from 'ioredis'
+import { moveSlot, slotOf } from '../../chaos/slots.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import { isRedisUnavailable } from '../../src/redis/connection.ts'
@@ -90,6 +91,43 @@ test('a single-Redis store and a Cluster store run the same scripts and read the
   expect(loaded).toEqual([1, 1, 1])
   expect(single.lane).toBeDefined()
   expect(onCluster.lane).toBeUndefined()
+}, 60_000)
+
+test("on a Cluster the scripts go over a native connection to their slot's master; one sent to a slot that moved is passed on and followed", async () => {
+  const [source, target] = cluster.nodes
+  const store = await open(cluster.url, 'svc-test-cluster-lane')
+  const { fx, keys, accountId } = await market(store, await prefixOn(source!))
+  const scriptsOn = async (port: number) => {
+    const direct = new Redis(port, '127.0.0.1')
+    try {
+      const list = String(await direct.client('LIST'))
+      return list.split('\n').filter((line) => line.includes(' name=svc-test-cluster-lane-scripts '))
+    } finally {
+      direct.disconnect()
+    }
+  }
+  // The lane connects on first use; until then ioredis carries the scripts.
+  await until(async () => {
+    await clearFor(fx, ((await admitFor(fx, accountId)) as Admission).attemptId, 700)
+    return (await scriptsOn(source!.port)).some((line) => / cmd=fcall /.test(line))
+  })
+  // The market's slot moved whole to another master: the lane's map is stale until ioredis meets
+  // the MOVED and reads the map again, and the first script there is passed to ioredis and served.
+  const slot = await slotOf(cluster, keys.base)
+  await moveSlot(cluster, slot, source!, target!, { batches: 1, between: async () => {} })
+  const moved = (await admitFor(fx, accountId)) as Admission
+  expect(moved.attemptId).toBeString()
+  const account = async () => await store.hmget(keys.account(accountId), 'held', 'spent')
+  const [held, spent] = (await account()).map(Number)
+  expect(held).toBe(moved.holdUsdc)
+  const cleared = await clearFor(fx, moved.attemptId, 700)
+  expect((await account()).map(Number)).toEqual([0, spent! + cleared.charged])
+  // And the lane serves the slot from its new master.
+  await until(async () => {
+    await clearFor(fx, ((await admitFor(fx, accountId)) as Admission).attemptId, 700)
+    return (await scriptsOn(target!.port)).some((line) => / cmd=fcall /.test(line))
+  })
+  await moveSlot(cluster, slot, target!, source!, { batches: 1, between: async () => {} })
 }, 60_000)
 
 test('after a restart that loads the data set, scripts and reads come back together', async () => {
