@@ -38,7 +38,8 @@ export async function scanHashes(store: Store, pattern: string, withKeys = false
       const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
       cursor = next
       if (keys.length === 0) continue
-      const pipeline = store.pipeline()
+      // Read where SCAN found them: the Cluster client's slot map may not know yet of a slot moved.
+      const pipeline = node.pipeline()
       for (const key of keys) pipeline.hgetall(key)
       const replies = (await pipeline.exec()) ?? []
       for (const [i, [, row]] of replies.entries())
