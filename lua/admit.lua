@@ -1,6 +1,6 @@
 --[[
   admit: pick the cheapest eligible offer for one request and hold everything it may use.
-  Includes lib/keys, lib/numbers, lib/offers, lib/attempts, lib/reap, lib/pick, lib/holds (the account's side).
+  Includes lib/keys, lib/numbers, lib/offers, lib/record, lib/attempts, lib/reap, lib/pick, lib/holds (the account's side).
 
   KEYS[1]  keyspace base ("<prefix>:"); the script builds the documented names of lib/keys from it
   ARGV[1]  attemptId: attempt id (new, unique)

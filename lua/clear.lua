@@ -9,7 +9,7 @@
   are released, the attempt record keeps it all (it is the request's record from then on), and the
   request counts once in its model's usage stats for the day, and in the market's totals.
   Idempotent: clearing a cleared attempt changes nothing (and counts nothing again).
-  Includes lib/keys, lib/numbers, lib/attempts, lib/events (balance.low, key.budget.80/100).
+  Includes lib/keys, lib/numbers, lib/record, lib/attempts, lib/events (balance.low, key.budget.80/100).
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attemptId: attempt id
@@ -130,16 +130,16 @@ end
 
 -- Each number formatted once, for the record and the reply.
 local burn_s, cost_s, charged_s = s(burn), s(cost), s(charged)
-local final = { 'state', 'cleared', 'burn', burn_s, 'cost', cost_s, 'costUsdc', charged_s,
-  'inputTokens', ARGV[5], 'outputTokens', ARGV[6], 'outcome', ARGV[8], 'endedAt', stamp(now) }
--- Usually zero or no, and then not written (a missing field reads as 0).
-if fee > 0 then final[#final + 1], final[#final + 2] = 'fee', s(fee) end
-if written_off > 0 then final[#final + 1], final[#final + 2] = 'writtenOff', s(written_off) end
-if disputed > 0 then final[#final + 1], final[#final + 2] = 'disputed', s(disputed) end
-if ARGV[7] == '1' then final[#final + 1], final[#final + 2] = 'estimated', '1' end
-if ARGV[10] and ARGV[10] ~= '' then final[#final + 1], final[#final + 2] = 'upstreamCost', ARGV[10] end
-if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', '1' end
-end_attempt(a, final, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
+local ended = { state = 'cleared', burn = burn_s, cost = cost_s, costUsdc = charged_s, inputTokens = ARGV[5],
+  outputTokens = ARGV[6], outcome = ARGV[8], endedAt = stamp(now) }
+-- Usually zero or no, and then not written (a missing value reads as 0).
+if fee > 0 then ended.fee = s(fee) end
+if written_off > 0 then ended.writtenOff = s(written_off) end
+if disputed > 0 then ended.disputed = s(disputed) end
+if ARGV[7] == '1' then ended.estimated = '1' end
+if ARGV[10] and ARGV[10] ~= '' then ended.upstreamCost = ARGV[10] end
+if a.state == 'reaped' then ended.lateClear = '1' end
+end_attempt(a, ended, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
 if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
 -- Held apart, the served request counts on the offer's side (lua/post.lua): offers are far fewer
 -- than accounts' shards, so the stats read stays small.

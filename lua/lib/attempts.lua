@@ -87,12 +87,24 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed
   return confirmed, confirmed_s
 end
 
--- Only the fields the scripts read (every attempt has a state): a missing one is false. A field
--- asked for and missing costs Redis a scan of the whole hash, so what only a replayed clear reads
--- is read there (read_cleared).
+-- An attempt as the scripts read it: state (admitted until it ends), whose it is, the offer, ask
+-- and holds, and packed (the shape of lib/record; e: its end, packed, once it ended). One admitted
+-- before the packing is read field by field: only the fields the scripts read (every attempt has a
+-- state), a missing one false; a field asked for and missing costs Redis a scan of the whole hash,
+-- so what only a replayed clear reads is read there (read_cleared).
 local function read_attempt(id)
-  local f = rcall('HMGET', k_attempt(id), 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc',
-    'holdDiem', 'model', 'capGroup', 'period', 'admittedAt')
+  local key = k_attempt(id)
+  local r = rcall('HMGET', key, 'a', 'e')
+  if r[1] then
+    local match = string.match
+    local _, account_id, key_id, offer_id, ask, hold_usdc, hold_diem, admitted_at, _, _, group, period, model =
+      match(r[1], ADMISSION)
+    return { id = id, state = r[2] and match(r[2], END_STATE) or 'admitted', accountId = account_id,
+      keyId = key_id, offerId = offer_id, askCents = ask, holdUsdc = hold_usdc, holdDiem = hold_diem, model = model,
+      capGroup = group, period = period, admittedAt = admitted_at, packed = true, e = r[2] }
+  end
+  local f = rcall('HMGET', key, 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc', 'holdDiem', 'model',
+    'capGroup', 'period', 'admittedAt')
   if not f[1] then return nil end
   return { id = id, state = f[1], accountId = f[2], keyId = f[3], offerId = f[4], askCents = f[5],
     holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9], period = f[10], admittedAt = f[11] }
@@ -100,7 +112,11 @@ end
 
 -- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed, fee (false when none).
 local function read_cleared(a)
-  return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed', 'fee')
+  if not a.packed then
+    return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed', 'fee')
+  end
+  local _, _, cost_usdc, cost, burn, written_off, disputed, fee = string.match(a.e, END_HEAD)
+  return { cost_usdc, cost, burn, written_off ~= '' and written_off, disputed ~= '' and disputed, fee ~= '' and fee }
 end
 
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
@@ -148,13 +164,26 @@ local function retention_minid(now)
   return trim_minid
 end
 
--- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
--- the record kept for the retention. `a` itself is not updated: no caller reads it after.
--- status (completed|incomplete|failed|expired|refused), cost (micro-USDC charged), the tokens
--- and the error code are what its Stream entries carry beyond `a` ('' where none).
-local function end_attempt(a, final, now, status, cost, input_tokens, output_tokens, error_code)
+-- Ends an attempt read as `a` with its end, e (END_FIELDS by name; state and endedAt always): one
+-- write, in the attempt's own shape, and the record kept for the retention. `a` itself is not
+-- updated: no caller reads it after. A refusal, never admitted, brings its admission along
+-- (a.admission, packed). status (completed|incomplete|failed|expired|refused), cost (micro-USDC
+-- charged), the tokens and the error code are what its Stream entries carry beyond `a` ('' where
+-- none).
+local function end_attempt(a, e, now, status, cost, input_tokens, output_tokens, error_code)
   local key = k_attempt(a.id)
-  rcall('HSET', key, unpack(final))
+  if a.admission then
+    rcall('HSET', key, 'a', a.admission, 'e', pack_end(e))
+  elseif a.packed then
+    rcall('HSET', key, 'e', pack_end(e))
+  else
+    local fields, n = {}, 0
+    for _, name in ipairs(END_FIELDS) do
+      local v = e[name]
+      if v and v ~= '' then fields[n + 1], fields[n + 2], n = name, v, n + 2 end
+    end
+    rcall('HSET', key, unpack(fields))
+  end
   rcall('PEXPIRE', key, record_ttl_ms)
   local sep = ENDED_SEP
   local entry = a.id .. sep .. a.accountId .. sep .. (a.keyId or '') .. sep .. status .. sep .. cost .. sep ..

@@ -7,7 +7,7 @@ local function reap_expired(now, limit)
     local a = read_attempt(id)
     if a and a.state == 'admitted' then
       unwind_attempt(a, 0)
-      end_attempt(a, { 'state', 'reaped', 'endedAt', stamp(now) }, now, 'expired', '0', '', '', '')
+      end_attempt(a, { state = 'reaped', endedAt = stamp(now) }, now, 'expired', '0', '', '', '')
     else
       rcall('ZREM', K_LEASES, id)
     end

@@ -2,6 +2,7 @@
 // payouts'): checks DESIGN.md's invariants over the whole keyspace and names what is off.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
 import { fieldsOf } from '../records/activity.ts'
+import { attemptFields } from '../records/attempt-fields.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
@@ -65,7 +66,9 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
   const num = (row: Record<string, string>, field: string) => Number(row[field] ?? 0)
 
   // What in-flight attempts hold, by account, offer, key.
-  const attempts = await scanHashes(store, `${escapeGlob(keys.base)}attempt:*`)
+  const attempts = (await scanHashes(store, `${escapeGlob(keys.base)}attempt:*`)).map((row) =>
+    attemptFields(row),
+  )
   const open = attempts.filter((a) => a.state === 'admitted')
   const heldByAccount = new Map<string, number>()
   const heldByKey = new Map<string, number>()
@@ -266,10 +269,12 @@ async function chargedByKey(store: Store, stream: string) {
 /** Every write-off with its attempt and why (its attempt's record, while retained, says whose). */
 export async function listWriteOffs(store: Store, keys: Keyspace): Promise<WriteOff[]> {
   const entries = Object.entries(await store.hgetall(keys.writeoffs))
-  const records = await hashesOf(
-    store,
-    entries.map(([attemptId]) => keys.attempt(attemptId)),
-  )
+  const records = (
+    await hashesOf(
+      store,
+      entries.map(([attemptId]) => keys.attempt(attemptId)),
+    )
+  ).map((row) => attemptFields(row))
   return entries.map(([attemptId, amount], i) => ({
     attemptId,
     amount: Number(amount),

@@ -107,8 +107,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     leases: key('leases'),
     /**
      * hash, one per attempt (`<support reference>.<n>`): its hold, offer, state
-     * (admitted|cleared|released|reaped, or refused when admission refused the request), cost. An
-     * ended attempt is its request's record (src/records/lookup.ts); it expires by retention.
+     * (admitted|cleared|released|reaped, or refused when admission refused the request), cost, in
+     * two packed fields (lua/lib/record.lua; read by src/records/attempt-fields.ts). An ended
+     * attempt is its request's record (src/records/lookup.ts); it expires by retention.
      */
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
     /** An account's attempt, where its account's keys are (its shard's, when held apart). */

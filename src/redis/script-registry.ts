@@ -93,7 +93,7 @@ const market = <const A extends readonly string[]>(
 /** An account script that reads the calendar (a key budget's period): lib/numbers, bound, first. */
 const withNumbers = (body: string) => [LIB.numbers, 'bind_globals()', body].join('\n')
 // Each EVAL form carries only the libraries it calls: every one runs its definitions on every call.
-const ending = [LIB.keys, LIB.numbers, LIB.attempts]
+const ending = [LIB.keys, LIB.numbers, LIB.record, LIB.attempts]
 
 export const SCRIPTS = {
   // accounts
@@ -191,7 +191,7 @@ export const SCRIPTS = {
     'accountId',
     'now',
   ]),
-  hold: market([LIB.keys, LIB.numbers, LIB.holds], hold, [
+  hold: market([LIB.keys, LIB.numbers, LIB.record, LIB.holds], hold, [
     'attemptId',
     'accountId',
     'apiKeyId',
