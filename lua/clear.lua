@@ -118,11 +118,15 @@ if written_off > 0 then
   rcall('HINCRBY', account, 'writtenOff', s(written_off))
   rcall('HSET', K_WRITEOFFS, a.id, s(written_off))
 end
--- The market's running totals beside its offer sequence (GET /admin/v1/market reads them, never a
--- scan): buyer spend and fees (supplier earnings are spend less fees, as above), write-offs, and
--- disputed burn (capped like the offer's, so no sum can overflow mid-script).
-if charged > 0 then rcall('HINCRBY', K_MARKET, 'spent', s(charged)) end
-if fee > 0 then rcall('HINCRBY', K_MARKET, 'fees', s(fee)) end
+-- The market's running totals (GET /admin/v1/market, src/market/totals.ts): buyer spend and fees
+-- are what the offers' earned and fees sum to, written above in the offer's own write (a charge
+-- needs the offer's capacity, so its hash), so they need no call of their own; the market hash
+-- keeps them only held apart, where the offer's side is posted on its own slot. Beside them,
+-- write-offs and disputed burn (capped like the offer's, so no sum can overflow mid-script).
+if apart then
+  if charged > 0 then rcall('HINCRBY', K_MARKET, 'spent', s(charged)) end
+  if fee > 0 then rcall('HINCRBY', K_MARKET, 'fees', s(fee)) end
+end
 if written_off > 0 then rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off)) end
 if disputed > 0 then
   rcall('HSET', K_MARKET, 'disputed', s(capped_sum(int(rcall('HGET', K_MARKET, 'disputed')), disputed)))

@@ -122,8 +122,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     reservation: (attemptId: string) => key(`reservation:${attemptId}`),
     /**
      * hash: offerSeq, the posting order of offers (ties on the ladder break by it), and the market's
-     * running totals kept by lua/clear.lua: spent and fees and writtenOff (micro-USDC), disputed
-     * (micro-DIEM); supplier earnings are spent - fees
+     * running totals kept by lua/clear.lua: writtenOff (micro-USDC), disputed (micro-DIEM), and
+     * held apart spent and fees (micro-USDC; on one slot the offers' earned and fees sum to them);
+     * supplier earnings are spent - fees (src/market/totals.ts)
      */
     market: key('market'),
     /** zset: replica id -> when it last ran its reaper (ms): the replicas seen */
