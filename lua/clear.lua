@@ -72,22 +72,22 @@ end
 local disputed = reported - burn
 
 local cost = ceil_div(burn * ask, 100)
-local charged, confirmed, fee, confirmed_s
+local charged, confirmed, fee, confirmed_s, hooks
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
   fee = idiv(charged * fee_bps, 10000)
   if apart then
-    confirmed, confirmed_s = unwind_hold(a, charged)
+    confirmed, confirmed_s, hooks = unwind_hold(a, charged)
   else
-    confirmed, confirmed_s = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
+    confirmed, confirmed_s, hooks = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
   end
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero, and
   -- never more than the key's limit has left (its spent and held count, as at admission)
   local kf = k_key_fields(a.keyId)
   local key_spent = kf.spent
-  local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent)
-  confirmed = int(b[1])
+  local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent, 'hooks')
+  confirmed, hooks = int(b[1]), b[7]
   charged = math.min(cost, confirmed)
   if b[2] then
     local used = int(b[3])
@@ -148,6 +148,6 @@ if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCent
 -- Held apart, the served request counts on the offer's side (lua/post.lua): offers are far fewer
 -- than accounts' shards, so the stats read stays small.
 if not apart then count_served(a.model, now) end
-emit_clear_events(a, charged, confirmed, now)
+emit_clear_events(a, charged, confirmed, now, hooks)
 return { 1, charged_s, cost_s, burn_s, ask, confirmed_s or s(confirmed), written_off > 0 and s(written_off) or '0', 0,
   disputed > 0 and s(disputed) or '0', s(fee) }

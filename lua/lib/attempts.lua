@@ -15,8 +15,8 @@ local function count_in_period(account, a, charge, pstart)
 end
 
 -- The account's side of ending an attempt: its hold back to the buyer, `charge` (micro-USDC) of it
--- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after, and
--- the same as written (formatted once).
+-- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after, the
+-- same as written (formatted once), and its count of webhook endpoints as read (lib/events).
 local function unwind_hold(a, charge)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
@@ -26,7 +26,7 @@ local function unwind_hold(a, charge)
   local kf = k_key_fields(a.keyId)
   local key_held, key_spent, key_inflight = kf.held, kf.spent, kf.inflight
   local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent, 'inflight', key_inflight,
-    kf.pstart)
+    kf.pstart, 'hooks')
   local confirmed = int(b[2]) + hold - charge
   local kh = int(b[4]) - hold
   -- an attempt admitted before keys kept their holds has none to give back
@@ -42,7 +42,7 @@ local function unwind_hold(a, charge)
     if int(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
   end
   count_in_period(account, a, charge, b[8])
-  return confirmed, confirmed_s
+  return confirmed, confirmed_s, b[9]
 end
 
 -- The offer's side: the capacity it held for the attempt (hold_diem) and its slot back. For a
@@ -79,12 +79,12 @@ end
 -- Both sides at once, where the account and the offer share a server (admit held both in one
 -- call): the hold, the offer's capacity and slot, and the lease.
 -- charge: micro-USDC moved from the hold to spent (0 on failure); the rest as unwind_reservation.
--- Returns the account's confirmed balance after, as a number and as written.
+-- Returns what unwind_hold returns.
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
-  local confirmed, confirmed_s = unwind_hold(a, charge)
+  local confirmed, confirmed_s, hooks = unwind_hold(a, charge)
   unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed)
   rcall('ZREM', K_LEASES, a.id)
-  return confirmed, confirmed_s
+  return confirmed, confirmed_s, hooks
 end
 
 -- An attempt as the scripts read it: state (admitted until it ends), whose it is, the offer, ask

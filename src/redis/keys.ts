@@ -232,6 +232,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     // own name, so they move with the owner when the market is sharded by owner.
     /** hash: endpoint id -> endpoint JSON (url, events, thresholdUsdc, sealed secret, createdAt) */
     webhooks: (owner: string) => ownerKey(owner, 'webhooks'),
+    /** The owner's own hash (its account's or supplier's), whose hooks field counts its endpoints. */
+    webhookOwnerHash: (owner: string) =>
+      owner.startsWith('acct:') ? accountKey(owner.slice(5), owner) : key(owner),
     /**
      * hash the event-writing scripts read (lua/lib/events.lua): t:<event type> -> how many endpoints
      * subscribe to it, low:<endpoint id> -> that endpoint's balance threshold (micro-USDC)

@@ -328,12 +328,12 @@ export const SCRIPTS = {
   // webhooks: an owner registers or removes an endpoint (the scripts above write its events)
   webhookPut: standalone(
     webhookPut,
-    4,
+    5,
     ['endpointId', 'endpoint', 'maxEndpoints', 'owner', 'balanceThreshold', 'group'],
     true,
-    3,
+    4,
   ),
-  webhookDelete: standalone(webhookDelete, 3, ['endpointId', 'owner'], false, 2),
+  webhookDelete: standalone(webhookDelete, 4, ['endpointId', 'owner'], false, 3),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS
