@@ -83,7 +83,8 @@ end
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
   local confirmed, confirmed_s, hooks = unwind_hold(a, charge)
   unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed)
-  rcall('ZREM', K_LEASES, a.id)
+  -- An attempt from before the packing has its lease in the earlier zset (lib/keys).
+  rcall('ZREM', a.packed and K_LEASES or K_EARLIER_LEASES, a.id)
   return confirmed, confirmed_s, hooks
 end
 

@@ -97,7 +97,10 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     if (num(a, 'writtenOff') > 0 && !a.lateClear)
       off(subject, `written off ${a.writtenOff} without a reaped lease`)
   }
-  const leased = new Set(await store.zrange(keys.leases, 0, -1))
+  const leased = new Set([
+    ...(await store.zrange(keys.leases, 0, -1)),
+    ...(await store.zrange(keys.earlierLeases, 0, -1)),
+  ])
   for (const a of open) if (!leased.has(a.id!)) off(`attempt ${a.id}`, 'admitted but has no lease')
   const openIds = new Set(open.map((a) => a.id))
   for (const id of leased) if (!openIds.has(id)) off(`lease ${id}`, 'lease without an admitted attempt')

@@ -103,8 +103,13 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     offers: key('offers'),
     /** zset: active offers, scored ask * 1e9 + posting order */
     ladder: key('ladder'),
-    /** zset: attempt id -> lease deadline (ms, Redis time) */
-    leases: key('leases'),
+    /** zset: attempt id -> lease deadline (ms, Redis time); a reservation's too, held apart */
+    leases: key('leases:2'),
+    /**
+     * zset: the same for attempts admitted before their record was packed (lua/lib/keys.lua: a
+     * gateway from before reaps only this one, and so never meets a packed attempt)
+     */
+    earlierLeases: key('leases'),
     /**
      * hash, one per attempt (`<support reference>.<n>`): its hold, offer, state
      * (admitted|cleared|released|reaped, or refused when admission refused the request), cost, in

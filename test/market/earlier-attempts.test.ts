@@ -1,6 +1,7 @@
-// Attempts admitted by a gateway from before the packed record (a field per value, as a rolling
-// deploy leaves them open for a while): this build's scripts clear, replay, release and reap them
-// in that shape with the same money as a packed one, and the lookup and the audit read both.
+// Attempts admitted by a gateway from before the packed record (a field per value, its lease in
+// the earlier zset, as a rolling deploy leaves them open for a while): this build's scripts clear,
+// replay, release and reap them in that shape with the same money as a packed one, and the lookup
+// and the audit read both. A packed attempt's lease is never where such a gateway reaps.
 import { expect, test } from 'bun:test'
 import { auditMarket } from '../../src/market/audit.ts'
 import { release } from '../../src/market/clearing.ts'
@@ -27,7 +28,10 @@ freshMarketPerTest((fresh) => {
 
 const HOUR = 3_600_000
 
-/** Rewrites an admitted attempt as an older gateway wrote it: a field per value, nothing packed. */
+/**
+ * Rewrites an admitted attempt as an older gateway wrote it: a field per value, nothing packed,
+ * its lease in the zset that gateway reaps.
+ */
 async function asEarlier(attemptId: string): Promise<Record<string, string>> {
   const key = fx.keys.attempt(attemptId)
   const fields = await attemptRecord(fx.store, key)
@@ -35,8 +39,19 @@ async function asEarlier(attemptId: string): Promise<Record<string, string>> {
   await fx.store.del(key)
   await fx.store.hset(key, fields)
   expect(await fx.store.hget(key, 'a')).toBeNull()
+  const deadline = await fx.store.zscore(fx.keys.leases, attemptId)
+  expect(deadline).not.toBeNull()
+  expect(await fx.store.zscore(fx.keys.earlierLeases, attemptId)).toBeNull()
+  await fx.store.call('ZREM', fx.keys.leases, attemptId)
+  await fx.store.zadd(fx.keys.earlierLeases, deadline!, attemptId)
   return fields
 }
+
+/** Both lease zsets, as the audit reads them. */
+const leases = async () => [
+  await fx.store.zrange(fx.keys.leases, 0, -1),
+  await fx.store.zrange(fx.keys.earlierLeases, 0, -1),
+]
 
 const money = async (accountId: string) =>
   fx.store.hmget(fx.keys.account(accountId), 'confirmed', 'held', 'spent', 'inflight')
@@ -55,6 +70,7 @@ test('cleared in its own shape, charged as a packed one, replayed as a no-op, re
   const b = await clearFor(fx, earlier.attemptId, 3_333, extra)
   expect(b).toEqual(a)
   expect(await money(earlierBuyer)).toEqual(await money(packedBuyer))
+  expect(await leases()).toEqual([[], []])
   expect(await clearFor(fx, earlier.attemptId, 3_333, extra)).toEqual({ ...b, replay: true })
 
   const key = fx.keys.attempt(earlier.attemptId)
@@ -113,6 +129,7 @@ test('released and reaped in its own shape: everything held goes back, once', as
   expect(await reapExpired(fx.store, fx.keys, 100, HOUR)).toBe(0)
 
   expect(await money(buyer)).toEqual(before)
+  expect(await leases()).toEqual([[], []])
   expect(await fx.store.hmget(fx.keys.attempt(failed.attemptId), 'a', 'state', 'errorCode', 'final')).toEqual(
     [null, 'released', 'upstream_503', '1'],
   )
