@@ -87,6 +87,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * account (lua/credit-pending.lua, confirm-pending.lua), so a payment moves its balance once
      */
     accountPayments: (accountId: string) => accountKey(accountId, `acct:${accountId}:payments`),
+    /** string: the market's layout, 'one-slot' or 'apart', recorded by the first gateway (src/redis/layout.ts) */
+    layoutRecord: key('layout'),
     /** set: every account id (for the audit) */
     accounts: key('accounts'),
     /** hash: lower-case wallet address -> account id */
