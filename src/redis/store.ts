@@ -7,7 +7,7 @@ import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
 import { ClusterFunctions } from './cluster-functions.ts'
 import { ClusterLane, PASSED } from './cluster-lane.ts'
 import { ScriptLane } from './script-lane.ts'
-import { LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
+import { CLUSTER_LIBRARY, LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
 import { parseRedisTarget } from './target.ts'
 
 /**
@@ -144,7 +144,7 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
     const lane =
       options.scriptForm === 'scripts'
         ? null
-        : new ClusterLane(cluster, LIBRARY, {
+        : new ClusterLane(cluster, CLUSTER_LIBRARY, {
             name: `${common.connectionName}-scripts`,
             tls: target.tls,
             password: target.password,
@@ -171,7 +171,7 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
 
 /** A single server (or a Sentinel's master): scripts on the lane while it is up, else EVALSHA. */
 function singleStore(redis: Redis, lane: ScriptLane | null): Store {
-  const evalsha = registerScripts(redis)
+  const evalsha = registerScripts(redis, 'lua')
   const ready = () => redis.status === 'ready'
   // One readiness for both: after a restart or a data set load, ioredis turns ready only once its
   // own check finds Redis loaded, while the lane's socket is open all along; a lane that served
@@ -204,8 +204,8 @@ function singleStore(redis: Redis, lane: ScriptLane | null): Store {
  * follows redirections) where the lane passes one on, EVALSHA where Redis has no functions.
  */
 function clusterStore(cluster: Cluster, lane: ClusterLane | null): Store {
-  const evalsha = registerScripts(cluster)
-  const functions = new ClusterFunctions(cluster, LIBRARY)
+  const evalsha = registerScripts(cluster, 'guarded')
+  const functions = new ClusterFunctions(cluster, CLUSTER_LIBRARY)
   return {
     ...commandsOf(cluster),
     async sendScript(name, keys, argv) {
@@ -242,10 +242,13 @@ function commandsOf(client: Commands): Commands {
   return commands as unknown as Commands
 }
 
-/** Each script as an ioredis command (EVALSHA, EVAL after a SCRIPT FLUSH), and how to run one. */
-function registerScripts(client: Redis | Cluster) {
-  for (const [name, { lua, keys }] of Object.entries(SCRIPTS))
-    client.defineCommand(name, { lua, numberOfKeys: keys })
+/**
+ * Each script as an ioredis command (EVALSHA, EVAL after a SCRIPT FLUSH) in its `form` (the slot
+ * guard's only on a Cluster), and how to run one.
+ */
+function registerScripts(client: Redis | Cluster, form: 'lua' | 'guarded') {
+  for (const [name, script] of Object.entries(SCRIPTS))
+    client.defineCommand(name, { lua: script[form], numberOfKeys: script.keys })
   const commands = client as unknown as Record<ScriptName, (...args: ScriptArg[]) => Promise<unknown>>
   return (name: ScriptName, keys: string[], argv: ScriptArg[]) =>
     commands[name].call(client, ...keys, ...argv)

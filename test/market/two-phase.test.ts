@@ -28,6 +28,7 @@ import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import { admitRequest, meteredClear, seedAccount as seedMarketAccount } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { untilRedisPasses } from '../helpers/wait.ts'
@@ -309,7 +310,8 @@ describe('two steps on two slots', () => {
     expect((await reservation(offerId, cleared.attemptId)).state).toBe('posted')
     expect((await reservation(offerId, open.attemptId)).state).toBe('voided')
     expect((await reservation(offerId, lone)).state).toBe('voided')
-    const attempt = await store.hget(owners.account(buyer.accountId).attempt(open.attemptId), 'state')
+    const attempt = (await attemptRecord(store, owners.account(buyer.accountId).attempt(open.attemptId)))
+      .state
     expect(attempt).toBe('reaped')
   })
 
