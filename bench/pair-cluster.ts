@@ -177,7 +177,11 @@ try {
   }
   const twoPhase = await drive({ mode: 'twoPhase', prefix: apartPrefix, accounts: apart, offers: offerIds })
   console.log(
-    JSON.stringify({ seconds, concurrency, offers: offerCount, workers, scriptForm, oneTag: single, twoPhase }, null, 1),
+    JSON.stringify(
+      { seconds, concurrency, offers: offerCount, workers, scriptForm, oneTag: single, twoPhase },
+      null,
+      1,
+    ),
   )
 } finally {
   store.close()
