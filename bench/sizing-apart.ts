@@ -1,7 +1,6 @@
 // `svc-gateway sizing` for a market held apart against the same market on one slot, in one run:
 // paid requests/s, Redis CPU per paid request and the busiest master's share, per layout.
 //   bun bench/sizing-apart.ts [masters=1,3] [replicas=1,2,4] [offers=6] [seconds=5] [clients=32]
-import { join } from 'node:path'
 import { measureSizing, type SizingOptions, sizingTable } from '../src/cli/sizing.ts'
 
 const [masters = '1,3', replicas = '1,2,4', offers = '6', seconds = '5', clients = '32'] =
@@ -14,12 +13,7 @@ const base: SizingOptions = {
   seconds: Number(seconds),
   offers: Number(offers),
 }
-const apart: SizingOptions = {
-  ...base,
-  layout: 'apart',
-  replica: [process.execPath, join(import.meta.dir, 'apart-replica.ts')],
-}
-for (const options of [base, apart]) {
+for (const options of [base, { ...base, layout: 'apart' as const }]) {
   const rows = await measureSizing(options, (line) =>
     console.error(`[sizing ${options.layout ?? 'one-slot'}] ${line}`),
   )

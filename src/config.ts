@@ -4,6 +4,7 @@
 import { ConfigError, type Env, integer, oneOf, read, required, url } from './config-env.ts'
 import { parseMicros } from './money/units.ts'
 import type { Layout } from './redis/keys.ts'
+import { LAYOUTS } from './redis/layout.ts'
 import { parseRedisTarget } from './redis/target.ts'
 import type { Every } from './timing/every.ts'
 
@@ -33,10 +34,10 @@ export interface GatewayConfig {
   /** Every Redis key starts with this; it holds the one hash tag that keeps all keys in one slot. */
   redisPrefix: string
   /**
-   * 'one-slot' (every key under the prefix's tag) or 'apart' (each account's and offer's keys under
-   * tags of their own, the request path in two-phase steps). Not read from the environment: offers,
-   * suppliers and records are not yet written apart, so a market is held apart only where code
-   * chooses it (the tests of the request path held apart, the sizing measure).
+   * SVC_REDIS_LAYOUT: 'one-slot' (every key under the prefix's tag; one Redis or one master carries
+   * the market) or 'apart' (each account shard's and offer's keys under tags of their own, the
+   * request path in two-phase steps, so a Cluster's masters share the market). The first gateway
+   * records it in Redis; one started with another refuses to start (src/redis/layout.ts).
    */
   redisLayout: Layout
   adminToken: string
@@ -274,7 +275,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     host: read(env, 'HOST') ?? '0.0.0.0',
     redisUrl: redisUrl(env),
     redisPrefix,
-    redisLayout: 'one-slot',
+    redisLayout: oneOf(env, 'SVC_REDIS_LAYOUT', LAYOUTS, 'one-slot'),
     adminToken,
     masterKey: masterKey(env),
     upstreamUrl: url(env, 'SVC_UPSTREAM_URL', ['http:', 'https:']),

@@ -9,6 +9,7 @@ import { REPLICA_ID } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
+import { claimLayout } from './redis/layout.ts'
 import { createStore } from './redis/store.ts'
 import { startWebhookConsumer, WebhookConsumer } from './webhooks/consumer.ts'
 import { webhookParts } from './webhooks/endpoints.ts'
@@ -34,6 +35,12 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     },
   })
   await store.whenReady(15_000)
+  try {
+    await claimLayout(store, config.redisPrefix, config.redisLayout)
+  } catch (error) {
+    store.close()
+    throw error
+  }
   const keys = keyspace(config.redisPrefix, config.redisLayout)
   const source = {
     upstreamUrl: config.upstreamUrl,

@@ -7,6 +7,7 @@
 // With --io-threads N each Redis reads and writes its sockets on N threads (redis.conf's io-threads,
 // with io-threads-do-reads), leaving its main thread the commands and scripts alone.
 //   svc-gateway sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5] [--io-threads 1]
+//                      [--layout one-slot|apart] [--offers 1]
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
@@ -16,6 +17,7 @@ import { loadGatewayConfig } from '../config.ts'
 import { OfferService } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { keyspace, type Layout } from '../redis/keys.ts'
+import { claimLayout, LAYOUTS } from '../redis/layout.ts'
 import { startLocalCluster } from '../redis/local-cluster.ts'
 import { freePort, startLocalRedis } from '../redis/local-server.ts'
 import { serverCpu } from '../redis/server-cpu.ts'
@@ -31,12 +33,10 @@ export interface SizingOptions {
   warmSeconds?: number
   /** Redis's I/O threads (1: the main thread does all, Redis's default). */
   ioThreads?: number
-  /** The market's layout (default one slot); a market held apart needs `replica`, the command that runs one. */
+  /** The market's layout (default one slot). */
   layout?: Layout
   /** Offers at the one ask, the load split between them by their in-flight caps (default 1). */
   offers?: number
-  /** The command that starts one gateway replica (default: this binary's `serve`). */
-  replica?: string[]
 }
 
 export interface SizingRow {
@@ -59,6 +59,7 @@ const BODY = JSON.stringify({
   max_tokens: 16,
 })
 const WARM_SECONDS = 1
+const ACCOUNTS_PER_REPLICA = 8
 
 /** This binary (or, from source, Bun and the entry) with `args`. */
 function self(args: string[]): string[] {
@@ -85,12 +86,17 @@ export function sizingOptions(argv: string[]): SizingOptions {
     flags.set(name, value)
   }
   for (const name of flags.keys())
-    if (!['masters', 'replicas', 'clients', 'seconds', 'io-threads'].includes(name))
+    if (!['masters', 'replicas', 'clients', 'seconds', 'io-threads', 'layout', 'offers'].includes(name))
       throw new Error(`unknown option --${name}`)
   const [clients] = list(flags.get('clients'), [32], 'clients')
   const [seconds] = list(flags.get('seconds'), [5], 'seconds')
   const [ioThreads] = list(flags.get('io-threads'), [1], 'io-threads')
+  const [offers] = list(flags.get('offers'), [1], 'offers')
+  const layout = flags.get('layout') ?? 'one-slot'
+  if (!LAYOUTS.includes(layout as Layout)) throw new Error(`--layout: one of ${LAYOUTS.join(', ')}`)
   return {
+    layout: layout as Layout,
+    offers: offers!,
     masters: list(flags.get('masters'), [1, 3], 'masters'),
     replicas: list(flags.get('replicas'), [1, 2, 4, 8], 'replicas'),
     clients: clients!,
@@ -99,13 +105,17 @@ export function sizingOptions(argv: string[]): SizingOptions {
   }
 }
 
-/** `sizing load <url> <apiKey> <clients> <seconds>`: one replica's load; prints {ok, failed}. */
-async function load([url, apiKey, clients, seconds]: string[]): Promise<void> {
-  const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }
+/**
+ * `sizing load <url> <apiKeys> <clients> <seconds>`: one replica's load, client i on key i of the
+ * comma-separated keys (round robin); prints {ok, failed}.
+ */
+async function load([url, apiKeys, clients, seconds]: string[]): Promise<void> {
+  const keys = apiKeys!.split(',')
   const end = performance.now() + Number(seconds) * 1000
   let ok = 0
   let failed = 0
-  const client = async () => {
+  const client = async (_: unknown, i: number) => {
+    const headers = { authorization: `Bearer ${keys[i % keys.length]}`, 'content-type': 'application/json' }
     while (performance.now() < end) {
       try {
         const response = await fetch(url!, { method: 'POST', headers, body: BODY })
@@ -146,7 +156,8 @@ async function stopAll(procs: Subprocess[]): Promise<void> {
 
 /**
  * A fresh keyspace on `redisUrl` with `options.offers` roomy offers on the supplier, their in-flight
- * caps splitting the load between them, and a funded account and key for each replica.
+ * caps splitting the load between them, and ACCOUNTS_PER_REPLICA funded accounts, a key each, for
+ * each replica (held apart, accounts are what spreads the buyers' side over the masters).
  */
 async function market(
   redisUrl: string,
@@ -155,7 +166,7 @@ async function market(
   upstreamUrl: string,
   replicas: number,
   options: SizingOptions,
-): Promise<string[]> {
+): Promise<string[][]> {
   const config = loadGatewayConfig({
     REDIS_URL: redisUrl,
     SVC_REDIS_PREFIX: prefix,
@@ -165,6 +176,7 @@ async function market(
   })
   const store = createStore(config.redisUrl, { name: 'svc-sizing' })
   try {
+    await claimLayout(store, config.redisPrefix, options.layout ?? 'one-slot')
     const keys = keyspace(config.redisPrefix, options.layout)
     const offers = options.offers ?? 1
     const offerService = new OfferService(store, keys, config.masterKey)
@@ -179,15 +191,17 @@ async function market(
       })
     }
     const accounts = new AccountStore(store, keys)
-    const apiKeys: string[] = []
-    for (let i = 0; i < replicas; i++) {
+    const fund = async () => {
       const created = await accounts.create(
         `0x${randomBytes(20).toString('hex')}`,
         config.defaultMaxPriceCents,
       )
       await accounts.credit(created.account.id, '100000.000000', 'sizing', 'sizing')
-      apiKeys.push(created.apiKey)
+      return created.apiKey
     }
+    const apiKeys: string[][] = []
+    for (let i = 0; i < replicas; i++)
+      apiKeys.push(await Promise.all(Array.from({ length: ACCOUNTS_PER_REPLICA }, fund)))
     return apiKeys
   } finally {
     store.close()
@@ -206,13 +220,14 @@ async function measure(
   const apiKeys = await market(redis.url, prefix, masterKey, upstreamUrl, replicas, options)
   const gateways = Array.from({ length: replicas }, () => {
     const port = freePort()
-    const proc = Bun.spawn(options.replica ?? self(['serve']), {
+    const proc = Bun.spawn(self(['serve']), {
       env: {
         ...process.env,
         PORT: String(port),
         HOST: '127.0.0.1',
         REDIS_URL: redis.url,
         SVC_REDIS_PREFIX: prefix,
+        SVC_REDIS_LAYOUT: options.layout ?? 'one-slot',
         SVC_ADMIN_TOKEN: randomBytes(16).toString('hex'),
         SVC_MASTER_KEY: masterKey,
         SVC_UPSTREAM_URL: upstreamUrl,
@@ -235,7 +250,7 @@ async function measure(
             'sizing',
             'load',
             `${g.url}/v1/chat/completions`,
-            apiKeys[i]!,
+            apiKeys[i]!.join(','),
             String(options.clients),
             String(seconds),
           ]),
@@ -317,7 +332,7 @@ export function sizingTable(rows: SizingRow[], options: SizingOptions): string {
   return [
     `Buffered paid chat (max_tokens 16), ${options.clients} clients per replica, ${options.seconds} s per row, ` +
       `${options.ioThreads ?? 1} Redis I/O thread${(options.ioThreads ?? 1) > 1 ? 's' : ''}, ` +
-      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}, an account per replica.`,
+      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}, ${ACCOUNTS_PER_REPLICA} accounts per replica.`,
     '',
     '| Redis masters | replicas | paid requests/s | failed | Redis CPU µs per request | of it on main threads | busiest master |',
     '|---|---|---|---|---|---|---|',

@@ -2,6 +2,7 @@
 // payouts'): checks DESIGN.md's invariants over the whole keyspace and names what is off.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
 import { fieldsOf } from '../records/activity.ts'
+import { attemptFields } from '../records/attempt-fields.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
@@ -38,7 +39,8 @@ export async function scanHashes(store: Store, pattern: string, withKeys = false
       const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
       cursor = next
       if (keys.length === 0) continue
-      const pipeline = store.pipeline()
+      // Read where SCAN found them: the Cluster client's slot map may not know yet of a slot moved.
+      const pipeline = node.pipeline()
       for (const key of keys) pipeline.hgetall(key)
       const replies = (await pipeline.exec()) ?? []
       for (const [i, [, row]] of replies.entries())
@@ -65,7 +67,9 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
   const num = (row: Record<string, string>, field: string) => Number(row[field] ?? 0)
 
   // What in-flight attempts hold, by account, offer, key.
-  const attempts = await scanHashes(store, `${escapeGlob(keys.base)}attempt:*`)
+  const attempts = (await scanHashes(store, `${escapeGlob(keys.base)}attempt:*`)).map((row) =>
+    attemptFields(row),
+  )
   const open = attempts.filter((a) => a.state === 'admitted')
   const heldByAccount = new Map<string, number>()
   const heldByKey = new Map<string, number>()
@@ -94,7 +98,10 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     if (num(a, 'writtenOff') > 0 && !a.lateClear)
       off(subject, `written off ${a.writtenOff} without a reaped lease`)
   }
-  const leased = new Set(await store.zrange(keys.leases, 0, -1))
+  const leased = new Set([
+    ...(await store.zrange(keys.leases, 0, -1)),
+    ...(await store.zrange(keys.earlierLeases, 0, -1)),
+  ])
   for (const a of open) if (!leased.has(a.id!)) off(`attempt ${a.id}`, 'admitted but has no lease')
   const openIds = new Set(open.map((a) => a.id))
   for (const id of leased) if (!openIds.has(id)) off(`lease ${id}`, 'lease without an admitted attempt')
@@ -266,10 +273,12 @@ async function chargedByKey(store: Store, stream: string) {
 /** Every write-off with its attempt and why (its attempt's record, while retained, says whose). */
 export async function listWriteOffs(store: Store, keys: Keyspace): Promise<WriteOff[]> {
   const entries = Object.entries(await store.hgetall(keys.writeoffs))
-  const records = await hashesOf(
-    store,
-    entries.map(([attemptId]) => keys.attempt(attemptId)),
-  )
+  const records = (
+    await hashesOf(
+      store,
+      entries.map(([attemptId]) => keys.attempt(attemptId)),
+    )
+  ).map((row) => attemptFields(row))
   return entries.map(([attemptId, amount], i) => ({
     attemptId,
     amount: Number(amount),

@@ -12,7 +12,14 @@ describe('sizing', () => {
       clients: 32,
       seconds: 5,
       ioThreads: 1,
+      layout: 'one-slot',
+      offers: 1,
     })
+    expect(sizingOptions(['--layout', 'apart', '--offers', '6'])).toMatchObject({
+      layout: 'apart',
+      offers: 6,
+    })
+    expect(() => sizingOptions(['--layout', 'sideways'])).toThrow(/--layout: one of one-slot, apart/)
     expect(sizingOptions(['--io-threads', '4']).ioThreads).toBe(4)
     expect(sizingOptions(['--masters', '3', '--replicas=2,4', '--seconds', '2'])).toMatchObject({
       masters: [3],
@@ -28,7 +35,7 @@ describe('sizing', () => {
   test('one and three masters under two replicas: paid requests served, Redis CPU per request and the busiest master', async () => {
     // No warm-up: what is asserted holds from the first request, and each warm-up costs a
     // second of both cores and a load process per replica.
-    // Two offers splitting the load by their in-flight caps, and an account per replica.
+    // Two offers splitting the load by their in-flight caps, and eight accounts per replica.
     const options = { masters: [1, 3], replicas: [2], clients: 4, seconds: 1, warmSeconds: 0, offers: 2 }
     const rows = await measureSizing(options)
     expect(rows.map((r) => [r.masters, r.replicas])).toEqual([
@@ -50,6 +57,25 @@ describe('sizing', () => {
     const table = sizingTable(rows, options)
     expect(table).toContain('| 1 | 2 |')
     expect(table).toContain('| 3 | 2 |')
-    expect(table).toContain('the market on one slot, 2 offers, an account per replica')
+    expect(table).toContain('the market on one slot, 2 offers, 8 accounts per replica')
+  })
+
+  test('held apart on three masters, the replicas started with the layout: the masters share the work', async () => {
+    // A replica started without the layout would refuse the market sizing recorded as held apart.
+    const options = {
+      masters: [3],
+      replicas: [1],
+      clients: 4,
+      seconds: 1,
+      warmSeconds: 0,
+      offers: 6,
+      layout: 'apart' as const,
+    }
+    const [row] = await measureSizing(options)
+    expect(row!.failed).toBe(0)
+    expect(row!.requestsPerSecond).toBeGreaterThan(0)
+    // Six offers' and eight accounts' tags spread over three masters: no one master does it all.
+    expect(row!.busiestShare).toBeLessThan(0.9)
+    expect(sizingTable([row!], options)).toContain('the market held apart, 6 offers, 8 accounts per replica')
   })
 })
