@@ -8,7 +8,7 @@
 // and supplier, its own key prefix and buyer; rounds run every target, in an order rotated one place a round, and the medians
 // close the output: an A/B of a change on this noisy machine, in one sitting. `@tcp` has that
 // gateway reach Redis over loopback TCP instead of the Unix socket (tcp=dist/svc-gateway@tcp).
-import { cpuMs } from './procs.ts'
+import { cpuMs, minorFaults } from './procs.ts'
 import { BenchStack, fundedBuyer, postOffer, type RedisTransport, type Target, targets } from './stack.ts'
 import { inRoundOrder, median } from './stats.ts'
 import { runWrk } from './wrk.ts'
@@ -64,16 +64,18 @@ try {
     byName[build.name] = targets(sim, 'bench-supplier', peer, other, await fundedBuyer(other)).gateway
   }
   const procs = { sim: sim.service.pid, redis: redisPid(stack.redis.port) }
-  const seen: Record<string, { rps: number[]; own: number[]; redis: number[] }> = {}
+  const seen: Record<string, { rps: number[]; own: number[]; redis: number[]; faults: number[] }> = {}
   for (let r = 0; r < Number(rounds); r++) {
     for (const [name, target] of inRoundOrder(Object.entries(byName), r)) {
       await runWrk(target, body, Number(connections), 1, stack.logDir) // warm-up
       const pids = { [name]: target.pid, ...procs }
       const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]))
+      const faultsBefore = minorFaults(target.pid)
       const callsBefore = redisCalls(stack.redis.port)
       const ioBefore = redisIo(stack.redis.port)
       const result = await runWrk(target, body, Number(connections), Number(seconds), stack.logDir)
       const after = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid)]))
+      const faults = (minorFaults(target.pid) - faultsBefore) / result.requests
       const us = (k: string) => (1000 * (after[k]! - before[k]!)) / result.requests
       const perRequest = Object.keys(pids).map((k) => `${k} ${us(k).toFixed(0)} µs`)
       const calls = Object.entries(redisCalls(stack.redis.port))
@@ -81,12 +83,13 @@ try {
         .filter(([command, n]) => n >= 0.01 && command !== 'info')
         .map(([command, n]) => `${command} ${n.toFixed(2)}`)
       console.log(
-        `${name.padEnd(8)} ${Math.round(result.rps)} req/s, CPU per request: ${perRequest.join(', ')}`,
+        `${name.padEnd(8)} ${Math.round(result.rps)} req/s, CPU per request: ${perRequest.join(', ')}; ${faults.toFixed(2)} page faults per request`,
       )
-      seen[name] ??= { rps: [], own: [], redis: [] }
+      seen[name] ??= { rps: [], own: [], redis: [], faults: [] }
       seen[name].rps.push(result.rps)
       seen[name].own.push(us(name))
       seen[name].redis.push(us('redis'))
+      seen[name].faults.push(faults)
       if (calls.length > 0) {
         const io = redisIo(stack.redis.port)
         const per = (n: number) => (n / result.requests).toFixed(2)
@@ -100,7 +103,7 @@ try {
   console.log(`medians of ${rounds} rounds:`)
   for (const [name, m] of Object.entries(seen)) {
     console.log(
-      `${name.padEnd(8)} ${Math.round(median(m.rps))} req/s, own ${median(m.own).toFixed(0)} µs, redis ${median(m.redis).toFixed(0)} µs per request`,
+      `${name.padEnd(8)} ${Math.round(median(m.rps))} req/s, own ${median(m.own).toFixed(0)} µs, redis ${median(m.redis).toFixed(0)} µs, ${median(m.faults).toFixed(2)} page faults per request`,
     )
   }
 } finally {

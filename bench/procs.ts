@@ -80,9 +80,19 @@ export function commandOutput(cmd: string[]): string {
 
 const TICK_MS = 1000 / 100 // USER_HZ
 
+/** A process's /proc stat fields after its name (field 3 of proc(5) first). */
+function statFields(pid: number): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+
 /** CPU time of a process so far, ms (its threads included). */
 export function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const fields = statFields(pid)
   return (Number(fields[11]) + Number(fields[12])) * TICK_MS
+}
+
+/** Page faults a process has taken so far without reading the disk (memory the allocator gave back). */
+export function minorFaults(pid: number): number {
+  return Number(statFields(pid)[7])
 }

@@ -1,5 +1,8 @@
 #!/usr/bin/env bun
 // Entry: parse the subcommand, load config, start. One binary runs every subcommand.
+import { serveWithSteadyAllocator } from './cli/allocator.ts'
 import { runCommand } from './cli/run.ts'
 
-if (await runCommand(process.argv.slice(2))) process.exit()
+const argv = process.argv.slice(2)
+serveWithSteadyAllocator(argv[0] ?? 'serve')
+if (await runCommand(argv)) process.exit()

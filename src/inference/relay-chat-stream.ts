@@ -25,8 +25,9 @@ class ChatShape implements StreamShape {
     private readonly supportReference: string,
   ) {}
 
-  content(raw: string): string {
-    return `${raw}\n\n`
+  /** The supplier's frame as it came (its blank line included). */
+  content(frame: string): string {
+    return frame
   }
 
   usage(chunk: Record<string, unknown>): void {

@@ -1,6 +1,8 @@
 // The supplier's SSE stream parsed frame by frame, as the relay feeds it the bytes it reads:
 // content chunks (kept as their raw text, so the relay passes them through untouched), the usage
-// chunk, [DONE], and the end. Memory stays at one partial frame, and that frame is bounded.
+// chunk, [DONE], and the end. Frames are parsed as they are taken: a read that brings many (a
+// burst) has its first one relayed before the others are parsed. Memory stays at what one read
+// brought, and the frame left incomplete at its end is bounded.
 //
 // The supplier is not trusted with the client's stream: only chat.completion.chunk objects with a
 // `choices` array pass (nothing may pass for the gateway's own svc.cost frame), and the gateway's
@@ -69,9 +71,12 @@ export interface StreamIdentity {
 export class UpstreamEvents {
   /** The first content chunk's id, created and model: the frames the gateway adds carry them too. */
   identity: StreamIdentity | null = null
+  /** Text read and not parsed yet: whole frames not taken yet, then the frame not complete yet. */
   private buffer = ''
-  /** The bytes of the frame not complete yet, counted as they arrive. */
+  /** The bytes of the frame not complete yet, counted as they arrive (once `counted`). */
   private partialBytes = 0
+  /** Whether `partialBytes` counts what the buffer holds (a frame parsed off it leaves it stale). */
+  private counted = true
   private carry: Uint8Array | null = null
   private started = false
   private sawFrame = false
@@ -98,41 +103,54 @@ export class UpstreamEvents {
     return this.sawFrame || this.over
   }
 
-  /** The next event parsed so far, if any. */
+  /** The next event, parsed off what was read when none is waiting; undefined when more must be read. */
   shift(): UpstreamEvent | undefined {
+    if (this.queue.length === 0 && !this.over) this.parse(true)
     return this.queue.shift()
   }
 
-  /** Bytes read from the supplier. */
+  /** Bytes read from the supplier: parsed up to the first event they bring, the rest as it is taken. */
   push(bytes: Uint8Array): void {
     if (this.over) return
-    this.partialBytes += bytes.length
+    if (this.counted) this.partialBytes += bytes.length
     this.buffer += this.decode(bytes)
     // SSE allows CRLF line ends; fold them so frames split the same way (a CR left at the end of
     // one chunk meets its LF in the next).
     if (this.buffer.includes('\r\n')) this.buffer = this.buffer.replaceAll('\r\n', '\n')
-    let cut = this.buffer.indexOf('\n\n')
-    if (cut === -1) {
-      if (this.partialBytes > this.maxFrameBytes) this.finish(true)
-      return
-    }
-    while (cut !== -1 && !this.over) {
-      this.frame(this.buffer.slice(0, cut), this.buffer.slice(0, cut + 2))
-      this.buffer = this.buffer.slice(cut + 2)
-      cut = this.buffer.indexOf('\n\n')
-    }
-    this.partialBytes = Buffer.byteLength(this.buffer)
-    if (this.partialBytes > this.maxFrameBytes) this.finish(true)
+    this.parse(true)
   }
 
   /**
-   * The body is over: `done` counts a last frame left without its blank line; `broken` (the read
-   * failed) and `cut` (the relay stopped reading) drop it.
+   * The body is over: every whole frame read goes first; then `done` counts a last frame left
+   * without its blank line; `broken` (the read failed) and `cut` (the relay stopped reading) drop it.
    */
   end(how: 'done' | 'broken' | 'cut'): void {
     if (this.over) return
+    this.parse(false)
+    if (this.over) return
     if (how === 'done' && this.buffer.trim() !== '') this.frame(this.buffer, `${this.buffer}\n\n`)
     this.finish(how === 'broken')
+  }
+
+  /**
+   * Parses whole frames off the buffer, until one queues an event (`untilEvent`) or none is left;
+   * then the frame left incomplete is held to the bound.
+   */
+  private parse(untilEvent: boolean): void {
+    let cut = this.buffer.indexOf('\n\n')
+    while (cut !== -1 && !this.over) {
+      this.frame(this.buffer.slice(0, cut), this.buffer.slice(0, cut + 2))
+      this.buffer = this.buffer.slice(cut + 2)
+      this.counted = false
+      if (untilEvent && this.queue.length > 0) return
+      cut = this.buffer.indexOf('\n\n')
+    }
+    if (this.over) return
+    if (!this.counted) {
+      this.partialBytes = Buffer.byteLength(this.buffer)
+      this.counted = true
+    }
+    if (this.partialBytes > this.maxFrameBytes) this.finish(true)
   }
 
   /** Queues the end, once; what is left of a frame is dropped. */

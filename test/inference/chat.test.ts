@@ -192,7 +192,10 @@ describe('streamed chat', () => {
     expect(response.headers.get('x-svc-request-id')).toMatch(/^req_/)
     expect(response.headers.get('x-svc-cost-usdc')).toBeNull()
     expect(response.headers.get('x-balance-remaining')).toBeNull()
-    const frames = sseData(await response.text())
+    const text = await response.text()
+    // Each frame is its data line and one blank line: no empty events between them.
+    expect(text).not.toContain('\n\n\n')
+    const frames = sseData(text)
     expect(frames.at(-1)).toBe('[DONE]')
     expect((frames.at(-2) as { object: string }).object).toBe('svc.cost')
     expect((frames.at(-3) as { usage: unknown }).usage).toBeDefined()
