@@ -2,9 +2,10 @@
 // buyers were charged, the platform's fees, what late clears wrote off and the burn suppliers
 // reported beyond what could be billed. One read, however large the market; held apart, the clear
 // keeps them on each account shard's market hash, and the totals are one read per shard (4,096,
-// whatever the number of accounts).
+// whatever the number of accounts), and one of the market's own, where a market migrated from one
+// slot keeps what it counted before (src/cli/migrate-apart.ts).
 import { formatMicros } from '../money/units.ts'
-import { ACCOUNT_SHARDS, type Keyspace, keyspace, ownerPrefix } from '../redis/keys.ts'
+import { accountShardKeyspaces, type Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
 const FIELDS = ['spent', 'fees', 'writtenOff', 'disputed'] as const
@@ -12,7 +13,7 @@ const FIELDS = ['spent', 'fees', 'writtenOff', 'disputed'] as const
 export async function marketTotals(store: Store, keys: Keyspace) {
   const hashes =
     keys.layout === 'apart'
-      ? ACCOUNT_SHARDS.map((shard) => keyspace(ownerPrefix(keys.prefix, `a.${shard}`)).market)
+      ? [keys.market, ...accountShardKeyspaces(keys.prefix).map((shard) => shard.market)]
       : [keys.market]
   const rows = await Promise.all(hashes.map((hash) => store.hmget(hash, ...FIELDS)))
   const [spent, fees, writtenOff, disputed] = FIELDS.map((_, i) =>
