@@ -10,12 +10,8 @@
 // supplier's offers, earnings, payouts and upstream key claims (audit-suppliers.ts).
 // Read without a snapshot: run it when quiet.
 import type { Store } from '../redis/store.ts'
-import { type AuditFinding, ownerGlob, scanHashes } from './audit.ts'
+import { type AuditFinding, marketGlob, ownerGlob, scanHashes } from './audit.ts'
 import { auditSuppliersApart } from './audit-suppliers.ts'
-
-/** A glob for keys on the prefix's own slot. */
-const marketGlob = (prefix: string, suffix: string) =>
-  `${prefix.replace(/[?[\]\\]/g, (c) => `\\${c}`)}:${suffix}`
 
 /** The id at the end of a key, after `marker`. */
 const idAfter = (key: string, marker: string) => key.slice(key.lastIndexOf(marker) + marker.length)

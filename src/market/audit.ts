@@ -6,6 +6,7 @@
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
 import { fieldsOf } from '../records/activity.ts'
 import { accountShardKeyspaces, type Keyspace, ownerPrefix } from '../redis/keys.ts'
+import { forEachKeyBatch } from '../redis/scan.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
 
@@ -34,20 +35,13 @@ export async function scanHashes(
 ): Promise<{ key: string; row: Record<string, string> }[]>
 export async function scanHashes(store: Store, pattern: string, withKeys = false) {
   const rows: { key: string; row: Record<string, string> }[] = []
-  // SCAN walks one server; on a Cluster every master is walked (the hash tag puts ours on one).
-  for (const node of await store.masters()) {
-    let cursor = '0'
-    do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-      cursor = next
-      if (keys.length === 0) continue
-      const pipeline = store.pipeline()
-      for (const key of keys) pipeline.hgetall(key)
-      const replies = (await pipeline.exec()) ?? []
-      for (const [i, [, row]] of replies.entries())
-        rows.push({ key: keys[i]!, row: row as Record<string, string> })
-    } while (cursor !== '0')
-  }
+  await forEachKeyBatch(store, pattern, async (keys) => {
+    const pipeline = store.pipeline()
+    for (const key of keys) pipeline.hgetall(key)
+    const replies = (await pipeline.exec()) ?? []
+    for (const [i, [, row]] of replies.entries())
+      rows.push({ key: keys[i]!, row: row as Record<string, string> })
+  })
   return withKeys ? rows : rows.map(({ row }) => row)
 }
 
@@ -63,6 +57,9 @@ async function hashesOf(store: Store, keys: string[], apart = false): Promise<Re
 function escapeGlob(text: string): string {
   return text.replace(/[*?[\]{}\\]/g, (c) => `\\${c}`)
 }
+
+/** A glob for keys on the prefix's own slot. */
+export const marketGlob = (prefix: string, suffix: string) => `${escapeGlob(prefix)}:${suffix}`
 
 /** The keys of every owner of a kind under `prefix` (ownerPrefix's tags), matched by a glob. */
 export const ownerGlob = (prefix: string, owner: 'a' | 'o', suffix: string) =>
@@ -85,7 +82,7 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
   // What in-flight attempts hold, by account, offer, key.
   const attempts = await scanHashes(
     store,
-    apart ? ownerGlob(keys.prefix, 'a', 'attempt:*') : `${escapeGlob(keys.base)}attempt:*`,
+    apart ? ownerGlob(keys.prefix, 'a', 'attempt:*') : marketGlob(keys.prefix, 'attempt:*'),
   )
   const open = attempts.filter((a) => a.state === 'admitted')
   const heldByAccount = new Map<string, number>()
