@@ -144,10 +144,36 @@ async function sources(store: Store, keys: Keyspace): Promise<Source[]> {
   return [market, ...own]
 }
 
+/**
+ * One read of the group's consumer: what it was given after `from` and never acknowledged, or new
+ * entries (`>`), waiting up to BLOCK_MS for one when `block`.
+ */
+async function readGroup(
+  store: Store,
+  stream: string,
+  { group, consumer }: ExportOptions,
+  from: string,
+  block = false,
+): Promise<Entry[]> {
+  const wait = (block ? ['BLOCK', BLOCK_MS] : []) as ['BLOCK', number]
+  const reply = (await store.xreadgroup(
+    'GROUP',
+    group,
+    consumer,
+    'COUNT',
+    BATCH,
+    ...wait,
+    'STREAMS',
+    stream,
+    from,
+  )) as ReadReply
+  return reply?.[0]?.[1] ?? []
+}
+
 /** Writes what the consumer was given and never acknowledged; false when asked to stop part-way. */
 async function resend(store: Store, source: Source, options: ExportOptions, stopped: () => boolean) {
   const { stream } = source
-  const { group, consumer } = options
+  const { group } = options
   await ensureGroup(store, stream, group)
   const lost = await trimmedUnread(store, stream, group)
   if (lost)
@@ -156,17 +182,7 @@ async function resend(store: Store, source: Source, options: ExportOptions, stop
     )
   let after = '0'
   for (;;) {
-    const reply = (await store.xreadgroup(
-      'GROUP',
-      group,
-      consumer,
-      'COUNT',
-      BATCH,
-      'STREAMS',
-      stream,
-      after,
-    )) as ReadReply
-    const given = reply?.[0]?.[1] ?? []
+    const given = await readGroup(store, stream, options, after)
     if (given.length === 0) return true
     // A pending entry trimmed from the Stream meanwhile comes back without fields: it is gone.
     const trimmed = given.filter(([, fields]) => fields === null).map(([id]) => id)
@@ -190,24 +206,10 @@ async function sendNew(
   stopped: () => boolean,
   block: boolean,
 ) {
-  const { stream } = source
-  const { group, consumer } = options
   while (!stopped()) {
-    const wait = block ? ['BLOCK', BLOCK_MS] : []
-    const reply = (await store.xreadgroup(
-      'GROUP',
-      group,
-      consumer,
-      'COUNT',
-      BATCH,
-      ...(wait as ['BLOCK', number]),
-      'STREAMS',
-      stream,
-      '>',
-    )) as ReadReply
-    const entries = reply?.[0]?.[1] ?? []
+    const entries = await readGroup(store, source.stream, options, '>', block)
     if (entries.length === 0) return true
-    if (!(await emit(store, source, group, entries, stopped))) return false
+    if (!(await emit(store, source, options.group, entries, stopped))) return false
   }
   return false
 }

@@ -39,23 +39,27 @@ beforeAll(async () => {
 })
 afterAll(() => stack.stop())
 
+/** An offer on the simulated supplier, made by `offer create`. */
+const createOffer = (ask: number) =>
+  json<{ id: string }>([
+    'offer',
+    'create',
+    '--base-url',
+    stack.sim.url,
+    '--key',
+    `sim-${randomBytes(6).toString('hex')}`,
+    '--ask',
+    String(ask),
+    '--capacity',
+    '50',
+  ])
+
 const owners = () => ownerKeyspaces(stack.config.redisPrefix)
 const market = () => stack.keys
 
 describe('the CLI on a market held apart', () => {
   test("account and offer commands write on the owners' slots; the gateway serves what they made", async () => {
-    const offer = await json<{ id: string }>([
-      'offer',
-      'create',
-      '--base-url',
-      stack.sim.url,
-      '--key',
-      `sim-${randomBytes(6).toString('hex')}`,
-      '--ask',
-      '42',
-      '--capacity',
-      '50',
-    ])
+    const offer = await createOffer(42)
     const own = owners().offer(offer.id)
     expect(await stack.store.hget(own.offer(offer.id), 'askCents')).toBe('42')
     expect(await stack.store.exists(market().offer(offer.id))).toBe(0)
@@ -163,18 +167,7 @@ describe('the CLI on a market held apart', () => {
   })
 
   test("export reads every shard's Stream: each paid request once, its id naming its shard", async () => {
-    const offer = await json<{ id: string }>([
-      'offer',
-      'create',
-      '--base-url',
-      stack.sim.url,
-      '--key',
-      `sim-${randomBytes(6).toString('hex')}`,
-      '--ask',
-      '30',
-      '--capacity',
-      '50',
-    ])
+    const offer = await createOffer(30)
     const served: string[] = []
     for (let i = 0; i < 3; i++) {
       const account = await json<{ accountId: string; apiKey: string }>([

@@ -15,11 +15,11 @@ import { startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
 import { marketSteps } from '../../src/market/steps.ts'
 import { ownerKeyspaces } from '../../src/market/two-phase.ts'
-import type { MicroDiem, MicroUsdc } from '../../src/money/units.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
 import { PayoutStore } from '../../src/payouts/store.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { LayoutMigratingError } from '../../src/redis/layout.ts'
-import { adminFetch, createAccount, keyFetch, randomWallet, type TestAccount } from '../helpers/accounts.ts'
+import { adminFetch, createAccount, keyFetch, settledPayment, type TestAccount } from '../helpers/accounts.ts'
 import { runCli } from '../helpers/cli.ts'
 import { admitRequest } from '../helpers/market.ts'
 import { snapshotKeys, startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
@@ -147,18 +147,7 @@ describe('svc-gateway layout', () => {
       expect(credited.code).toBe(0)
     }
     const ledger = new PaymentLedger(stack.store, stack.keys)
-    const payment = (accountId: string, amount: number) => {
-      const tx = `0x${randomBytes(32).toString('hex')}`
-      return {
-        accountId,
-        amount: amount as MicroUsdc,
-        chainId: 84532,
-        transaction: tx,
-        authorizationId: `84532:usdc:payer:${tx}`,
-        blockNumber: 100n,
-        payer: randomWallet(),
-      }
-    }
+    const payment = settledPayment
     const confirmed = payment(buyers[0]!.accountId, 1_500_000)
     const pending = payment(buyers[1]!.accountId, 700_000)
     await ledger.credit(confirmed)
