@@ -58,6 +58,12 @@ export async function migrateApart(store: Store, prefix: string, options: Migrat
     const open = await openWork(store, one)
     if (open.length > 0) throw new MigrationRefused(open)
     await store.set(one.layoutRecord, migratingTo('apart'))
+    // A gateway that started as the check ran is seen now: the record is put back, nothing moved.
+    const late = await seenReplicas(store, one, options.seenWithinMs)
+    if (late.length > 0) {
+      await (recorded === null ? store.del(one.layoutRecord) : store.set(one.layoutRecord, recorded))
+      throw new MigrationRefused(late)
+    }
   }
   let left = options.writes ?? Number.POSITIVE_INFINITY
   const write = () => {
