@@ -103,11 +103,11 @@ class Steps {
   async offers(): Promise<number> {
     const { store, one, apart } = this
     let moved = 0
-    for (const id of await store.smembers(one.offers)) {
+    await eachAtOnce(await store.smembers(one.offers), async (id) => {
       this.write()
       if (await moveKey(store, one.offer(id), apart.offer(id))) moved++
       const o = await store.hgetall(apart.offer(id))
-      if (!o.id || !o.supplierId) continue
+      if (!o.id || !o.supplierId) return
       const digest = o.upstreamKeyDigest ? [`digest:${id}`, o.upstreamKeyDigest] : []
       this.write()
       await store.hset(
@@ -122,7 +122,7 @@ class Steps {
         this.write()
         await store.hset(apart.offer(id), 'suspended', '1')
       }
-    }
+    })
     return moved
   }
 
@@ -164,10 +164,10 @@ class Steps {
     const { store, one, owners } = this
     let moved = 0
     await forEachKeyBatch(store, marketGlob(this.prefix, 'attempt:*'), async (batch) => {
-      for (const key of batch) {
+      await eachAtOnce(batch, async (key) => {
         const a = await store.hgetall(key)
         // No account named: nothing held apart would find it; left where it is.
-        if (!a.accountId) continue
+        if (!a.accountId) return
         const id = key.slice(`${one.base}attempt:`.length)
         if (a.state === 'cleared' && a.offerId) {
           const reservation = owners.offer(a.offerId).reservation(id)
@@ -188,7 +188,7 @@ class Steps {
         }
         this.write()
         if (await moveKey(store, key, owners.account(a.accountId).attempt(id))) moved++
-      }
+      })
     })
     return moved
   }
@@ -197,8 +197,8 @@ class Steps {
   async payments(): Promise<number> {
     const { store, apart } = this
     let listed = 0
-    for (const p of await scanHashes(store, marketGlob(this.prefix, 'x402:payment:*'))) {
-      if (!p.id || !p.accountId) continue
+    await eachAtOnce(await scanHashes(store, marketGlob(this.prefix, 'x402:payment:*')), async (p) => {
+      if (!p.id || !p.accountId) return
       this.write()
       await store.hset(
         apart.accountPayments(p.accountId),
@@ -206,7 +206,7 @@ class Steps {
         p.state === 'confirmed' ? 'confirmed' : 'pending',
       )
       listed++
-    }
+    })
     return listed
   }
 
@@ -215,12 +215,12 @@ class Steps {
     const { store, one, apart } = this
     let moved = 0
     await forEachKeyBatch(store, marketGlob(this.prefix, 'acct:*'), async (batch) => {
-      for (const key of batch) {
+      await eachAtOnce(batch, async (key) => {
         const name = key.slice(one.base.length)
         const accountId = name.slice('acct:'.length).split(':')[0]!
         this.write()
         if (await moveKey(store, key, `${apart.accountBase(accountId)}${name}`)) moved++
-      }
+      })
     })
     return moved
   }
@@ -239,6 +239,21 @@ class Steps {
       // Looked at once by the consumers: an event written before the move is sent.
       await store.sadd(apart.webhookDue(owner), owner)
     }
+  }
+}
+
+/** Keys moved at once: each move is a few round trips, and no two touch the same key. */
+const AT_ONCE = 64
+
+/**
+ * `work` for every item, AT_ONCE at a time; each group ends whole (none left running) before the
+ * first failure is thrown, so a migration stopped part-way has nothing still writing behind it.
+ */
+async function eachAtOnce<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += AT_ONCE) {
+    const results = await Promise.allSettled(items.slice(i, i + AT_ONCE).map(work))
+    const failed = results.find((r) => r.status === 'rejected')
+    if (failed) throw failed.reason
   }
 }
 

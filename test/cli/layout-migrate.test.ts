@@ -18,7 +18,7 @@ import { ownerKeyspaces } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { PayoutStore } from '../../src/payouts/store.ts'
 import { keyspace } from '../../src/redis/keys.ts'
-import { LayoutMigratingError } from '../../src/redis/layout.ts'
+import { claimLayout, LayoutMigratingError } from '../../src/redis/layout.ts'
 import { adminFetch, createAccount, keyFetch, settledPayment, type TestAccount } from '../helpers/accounts.ts'
 import { runCli } from '../helpers/cli.ts'
 import { admitRequest } from '../helpers/market.ts'
@@ -244,9 +244,7 @@ describe('svc-gateway layout', () => {
     await expect(startGateway(apartConfig, createLogger('silent'))).rejects.toBeInstanceOf(
       LayoutMigratingError,
     )
-    await expect(startGateway(stack.config, createLogger('silent'))).rejects.toBeInstanceOf(
-      LayoutMigratingError,
-    )
+    await expect(claimLayout(stack.store, prefix, 'one-slot')).rejects.toBeInstanceOf(LayoutMigratingError)
     await expect(migrateApart(stack.store, prefix, { ...options, writes: 25 })).rejects.toBeInstanceOf(
       MigrationStopped,
     )
@@ -282,7 +280,7 @@ describe('svc-gateway layout', () => {
     expect(audit.code).toBe(0)
 
     // A one-slot gateway is refused now; one started apart answers as the one-slot one did.
-    await expect(startGateway(stack.config, createLogger('silent'))).rejects.toThrow("'apart' layout")
+    await expect(claimLayout(stack.store, prefix, 'one-slot')).rejects.toThrow("'apart' layout")
     const gateway = await startGateway(apartConfig, createLogger('silent'))
     const after: TestStack = {
       ...stack,
