@@ -197,6 +197,15 @@ describe('svc-gateway layout', () => {
     const fillsStream = stack.keys.supplierFills(supplier.supplierId)
     await stack.store.xtrim(fillsStream, 'MAXLEN', (await stack.store.xlen(fillsStream)) - 1)
     const before = await everything(stack, buyers, references, supplier)
+    // A warehouse's export group, caught up before the move.
+    const exported = (result: { stdout: string }) =>
+      result.stdout
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { id: string; attemptId: string; supportReference: string })
+    const early = exported(await cli('export', '--group', 'warehouse', '--once'))
+    expect(early.map((l) => l.supportReference)).toEqual(expect.arrayContaining(references.map(([r]) => r)))
     // A buyer outside what is compared: its request is left in flight below.
     const extra = await createAccount(stack)
     expect((await cli('account', 'credit', extra.accountId, '1.000000')).code).toBe(0)
@@ -323,6 +332,13 @@ describe('svc-gateway layout', () => {
       expect(await stack.store.hget(after.keys.supplierOfferStates(suspended.supplierId), idle)).toBe(
         'active',
       )
+      // The export group goes on: only what ended since (the request left in flight, released on the
+      // market's slot before the move, and those served since, from their shards' Streams).
+      const late = exported(await cli('export', '--group', 'warehouse', '--once'))
+      const since = [inFlight.attemptId, ...more.map(([r]) => `${r}.1`)]
+      expect(late.map((l) => l.attemptId).sort()).toEqual(since.sort())
+      for (const line of late)
+        if (line.attemptId !== inFlight.attemptId) expect(line.id).toMatch(/^a\.[0-9a-f]{3}:\d+-\d+$/)
       const clean = await cli('audit')
       expect(clean.stdout).toContain('every invariant holds')
       expect(clean.code).toBe(0)
