@@ -99,6 +99,11 @@ class Steps {
     this.owners = ownerKeyspaces(prefix)
   }
 
+  /** `work` for each key on the market's slot matching `glob`, several at once. */
+  private eachKey(glob: string, work: (key: string) => Promise<void>): Promise<void> {
+    return forEachKeyBatch(this.store, marketGlob(this.prefix, glob), (batch) => eachAtOnce(batch, work))
+  }
+
   /** Each offer to its own tag; its supplier's copy of its state, and its supplier's suspension. */
   async offers(): Promise<number> {
     const { store, one, apart } = this
@@ -163,32 +168,30 @@ class Steps {
   async attempts(): Promise<number> {
     const { store, one, owners } = this
     let moved = 0
-    await forEachKeyBatch(store, marketGlob(this.prefix, 'attempt:*'), async (batch) => {
-      await eachAtOnce(batch, async (key) => {
-        const a = await store.hgetall(key)
-        // No account named: nothing held apart would find it; left where it is.
-        if (!a.accountId) return
-        const id = key.slice(`${one.base}attempt:`.length)
-        if (a.state === 'cleared' && a.offerId) {
-          const reservation = owners.offer(a.offerId).reservation(id)
-          const ttl = await store.pttl(key)
-          this.write()
-          await store.hset(reservation, {
-            state: 'posted',
-            offerId: a.offerId,
-            accountId: a.accountId,
-            holdDiem: a.holdDiem ?? '0',
-            askCents: a.askCents ?? '0',
-            reservedAt: a.admittedAt ?? '0',
-            burnDiem: a.burn ?? '0',
-            earnedUsdc: String(Number(a.costUsdc ?? 0) - Number(a.fee ?? 0)),
-            feeUsdc: a.fee ?? '0',
-          })
-          if (ttl > 0) await store.pexpire(reservation, ttl)
-        }
+    await this.eachKey('attempt:*', async (key) => {
+      const a = await store.hgetall(key)
+      // No account named: nothing held apart would find it; left where it is.
+      if (!a.accountId) return
+      const id = key.slice(`${one.base}attempt:`.length)
+      if (a.state === 'cleared' && a.offerId) {
+        const reservation = owners.offer(a.offerId).reservation(id)
+        const ttl = await store.pttl(key)
         this.write()
-        if (await moveKey(store, key, owners.account(a.accountId).attempt(id))) moved++
-      })
+        await store.hset(reservation, {
+          state: 'posted',
+          offerId: a.offerId,
+          accountId: a.accountId,
+          holdDiem: a.holdDiem ?? '0',
+          askCents: a.askCents ?? '0',
+          reservedAt: a.admittedAt ?? '0',
+          burnDiem: a.burn ?? '0',
+          earnedUsdc: String(Number(a.costUsdc ?? 0) - Number(a.fee ?? 0)),
+          feeUsdc: a.fee ?? '0',
+        })
+        if (ttl > 0) await store.pexpire(reservation, ttl)
+      }
+      this.write()
+      if (await moveKey(store, key, owners.account(a.accountId).attempt(id))) moved++
     })
     return moved
   }
@@ -214,13 +217,11 @@ class Steps {
   async accounts(): Promise<number> {
     const { store, one, apart } = this
     let moved = 0
-    await forEachKeyBatch(store, marketGlob(this.prefix, 'acct:*'), async (batch) => {
-      await eachAtOnce(batch, async (key) => {
-        const name = key.slice(one.base.length)
-        const accountId = name.slice('acct:'.length).split(':')[0]!
-        this.write()
-        if (await moveKey(store, key, `${apart.accountBase(accountId)}${name}`)) moved++
-      })
+    await this.eachKey('acct:*', async (key) => {
+      const name = key.slice(one.base.length)
+      const accountId = name.slice('acct:'.length).split(':')[0]!
+      this.write()
+      if (await moveKey(store, key, `${apart.accountBase(accountId)}${name}`)) moved++
     })
     return moved
   }
