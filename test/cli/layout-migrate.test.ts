@@ -250,9 +250,8 @@ describe('svc-gateway layout', () => {
     expect(refused.code).toBe(1)
     expect(refused.stderr).toContain('layout migrate apart')
     const apartConfig = { ...stack.config, redisLayout: 'apart' as const }
-    await expect(startGateway(apartConfig, createLogger('silent'))).rejects.toBeInstanceOf(
-      LayoutMigratingError,
-    )
+    // What a gateway's start claims first (src/gateway.ts), refused for either layout.
+    await expect(claimLayout(stack.store, prefix, 'apart')).rejects.toBeInstanceOf(LayoutMigratingError)
     await expect(claimLayout(stack.store, prefix, 'one-slot')).rejects.toBeInstanceOf(LayoutMigratingError)
     await expect(migrateApart(stack.store, prefix, { ...options, writes: 25 })).rejects.toBeInstanceOf(
       MigrationStopped,
