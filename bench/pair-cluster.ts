@@ -1,8 +1,9 @@
 // The money pair on a local three-master Cluster, both ways: today's admit + clear under the
 // prefix's one hash tag (every key on one master), and the two-phase steps (src/market/two-phase.ts)
 // with accounts over their shards and the offers under tags of their own. For each: pairs/s from
-// `workers` client processes, Redis CPU per pair over all masters, and the busiest master's share.
-//   bun bench/pair-cluster.ts [seconds=5] [concurrency=64] [offers=3] [workers=1]
+// `workers` client processes, Redis CPU per pair over all masters, the busiest master's share, and
+// the client processes' own CPU per pair.
+//   [SCRIPT_FORM=scripts] bun bench/pair-cluster.ts [seconds=5] [concurrency=64] [offers=3] [workers=1]
 // (needs redis-server and redis-cli; a worker is this script run again with `worker <json>`)
 import { randomBytes, randomUUID } from 'node:crypto'
 import { AccountStore } from '../src/accounts/accounts.ts'
@@ -15,7 +16,7 @@ import { keyspace } from '../src/redis/keys.ts'
 import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
 import { serverCpu } from '../src/redis/server-cpu.ts'
-import { createStore } from '../src/redis/store.ts'
+import { createStore, type ScriptForm } from '../src/redis/store.ts'
 import { admitRequest, meteredClear } from '../test/helpers/market.ts'
 
 interface Work {
@@ -26,18 +27,21 @@ interface Work {
   offers: string[]
   seconds: number
   concurrency: number
+  /** 'scripts': through ioredis alone, without the native lane to each master (SCRIPT_FORM=scripts). */
+  scriptForm: ScriptForm
 }
 
 const BIG = 1_000_000_000_000
 
 /** One client process: pairs for `seconds`, `concurrency` at a time; prints how many. */
 async function worker(work: Work): Promise<void> {
-  const store = createStore(work.url, { name: 'svc-bench-pair-worker' })
+  const store = createStore(work.url, { name: 'svc-bench-pair-worker', scriptForm: work.scriptForm })
   await store.whenReady(15_000)
   const keys = keyspace(work.prefix)
   const owners = ownerKeyspaces(work.prefix)
   const end = performance.now() + work.seconds * 1000
   let pairs = 0
+  const cpuBefore = process.cpuUsage()
   await Promise.all(
     Array.from({ length: work.concurrency }, async (_, slot) => {
       for (let i = slot; performance.now() < end; i += work.concurrency) {
@@ -61,8 +65,9 @@ async function worker(work: Work): Promise<void> {
       }
     }),
   )
+  const used = process.cpuUsage(cpuBefore)
   store.close()
-  console.log(JSON.stringify({ pairs }))
+  console.log(JSON.stringify({ pairs, cpuUs: used.user + used.system }))
 }
 
 if (process.argv[2] === 'worker') {
@@ -82,8 +87,10 @@ await store.whenReady(15_000)
 
 const cpu = async () => (await serverCpu(cluster.nodes.map((node) => node.port))).map((c) => c.all)
 
-async function drive(work: Omit<Work, 'url' | 'seconds' | 'concurrency'>) {
-  const full: Work = { ...work, url: cluster.url, seconds, concurrency }
+const scriptForm: ScriptForm = process.env.SCRIPT_FORM === 'scripts' ? 'scripts' : 'functions'
+
+async function drive(work: Omit<Work, 'url' | 'seconds' | 'concurrency' | 'scriptForm'>) {
+  const full: Work = { ...work, url: cluster.url, seconds, concurrency, scriptForm }
   const before = await cpu()
   const procs = Array.from({ length: workers }, () =>
     Bun.spawn([process.execPath, import.meta.path, 'worker', JSON.stringify(full)], {
@@ -92,15 +99,19 @@ async function drive(work: Omit<Work, 'url' | 'seconds' | 'concurrency'>) {
     }),
   )
   const counts = await Promise.all(
-    procs.map(async (p) => (JSON.parse(await new Response(p.stdout).text()) as { pairs: number }).pairs),
+    procs.map(
+      async (p) => JSON.parse(await new Response(p.stdout).text()) as { pairs: number; cpuUs: number },
+    ),
   )
-  const pairs = counts.reduce((sum, c) => sum + c, 0)
+  const pairs = counts.reduce((sum, c) => sum + c.pairs, 0)
+  const clientCpuUs = counts.reduce((sum, c) => sum + c.cpuUs, 0)
   const spent = (await cpu()).map((after, i) => after - before[i]!)
   const total = spent.reduce((sum, s) => sum + s, 0)
   return {
     pairsPerSecond: Math.round(pairs / seconds),
     redisUsPerPair: Number(((total * 1e6) / pairs).toFixed(1)),
     busiestShare: Number((Math.max(...spent) / total).toFixed(3)),
+    clientUsPerPair: Number((clientCpuUs / pairs).toFixed(1)),
   }
 }
 
@@ -166,7 +177,7 @@ try {
   }
   const twoPhase = await drive({ mode: 'twoPhase', prefix: apartPrefix, accounts: apart, offers: offerIds })
   console.log(
-    JSON.stringify({ seconds, concurrency, offers: offerCount, workers, oneTag: single, twoPhase }, null, 1),
+    JSON.stringify({ seconds, concurrency, offers: offerCount, workers, scriptForm, oneTag: single, twoPhase }, null, 1),
   )
 } finally {
   store.close()

@@ -648,14 +648,16 @@ async function main(): Promise<void> {
     await stack.stop()
   }
 
-  // Scale-out last, on its own processes: the operator's `sizing` command, from the compiled binary.
-  say('scale-out: Redis masters x replicas')
-  const sizing = Bun.spawn([GATEWAY_BINARY, 'sizing', '--seconds', quick ? '1' : '3'], {
-    stdout: 'pipe',
-    stderr: 'inherit',
-  })
-  const scaleOut = (await new Response(sizing.stdout).text()).trim()
-  if ((await sizing.exited) !== 0) throw new Error('svc-gateway sizing failed')
+  // Scale-out last, on its own processes: the operator's `sizing` command, from the compiled binary,
+  // for the market on one slot and held apart (where a Cluster's masters share it).
+  const scaleOut: string[] = []
+  for (const layout of ['one-slot', 'apart']) {
+    say(`scale-out: Redis masters x replicas, ${layout}`)
+    const args = ['sizing', '--seconds', quick ? '1' : '3', '--layout', layout, '--offers', '6']
+    const sizing = Bun.spawn([GATEWAY_BINARY, ...args], { stdout: 'pipe', stderr: 'inherit' })
+    scaleOut.push((await new Response(sizing.stdout).text()).trim(), '')
+    if ((await sizing.exited) !== 0) throw new Error(`svc-gateway sizing --layout ${layout} failed`)
+  }
 
   const generated = [
     `## Results${quick ? ' (quick mode)' : ''}, ${new Date().toISOString()}`,
@@ -667,10 +669,9 @@ async function main(): Promise<void> {
     checksTable(checks),
     '',
     ...tables.flatMap((t) => [markdownTable(t), '']),
-    '### Scale-out: Redis masters and gateway replicas (`svc-gateway sizing`)',
+    '### Scale-out: Redis masters and gateway replicas (`svc-gateway sizing --layout one-slot|apart --offers 6`)',
     '',
-    scaleOut,
-    '',
+    ...scaleOut,
   ].join('\n')
   console.log(generated)
   if (!quick) {

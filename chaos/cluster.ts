@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto'
 import type { Subprocess } from 'bun'
 import { scanHashes } from '../src/market/audit.ts'
 import { parseMicros } from '../src/money/units.ts'
+import { attemptFields } from '../src/records/attempt-fields.ts'
 import { keyspace, type Layout, ownerPrefix } from '../src/redis/keys.ts'
 import { freePort } from '../src/redis/local-server.ts'
 import type { Store } from '../src/redis/store.ts'
@@ -275,7 +276,8 @@ export async function runAudit(redisUrl: string, prefix: string): Promise<{ code
  */
 export async function attempts(store: Store, prefix: string, layout: Layout = 'one-slot') {
   const base = layout === 'apart' ? `${ownerPrefix(prefix, 'a.*')}:` : keyspace(prefix).base
-  return scanHashes(store, `${base.replace(/[{}]/g, (c) => `\\${c}`)}attempt:*`)
+  const rows = await scanHashes(store, `${base.replace(/[{}]/g, (c) => `\\${c}`)}attempt:*`)
+  return rows.map((row) => attemptFields(row))
 }
 
 /** Waits until no lease is open and no in-flight count is left (reaped or settled), or throws. */

@@ -58,9 +58,13 @@ async function movesUnderLoad(
 ) {
   await until(() => load.outcomes.filter((o) => o.ackedCost !== null).length >= 30, 20)
   const probes: Outcome[] = []
+  // Each move's own probes, sent while its slot was split.
+  const probesOf: Outcome[][] = []
   const done: string[] = []
   const movesStarted = Date.now()
   for (const { key, prober } of moves) {
+    const own: Outcome[] = []
+    probesOf.push(own)
     const slot = await slotOf(redis, key)
     const from = await ownerOf(redis, slot, redis.nodes)
     const to = redis.nodes.find((n) => n !== from)!
@@ -69,7 +73,9 @@ async function movesUnderLoad(
       batches,
       between: async () => {
         const endpoint = endpoints[probes.length % endpoints.length]!
-        probes.push(await chat(endpoint, prober.apiKey, probes.length % 2 === 0))
+        const probe = await chat(endpoint, prober.apiKey, probes.length % 2 === 0)
+        probes.push(probe)
+        own.push(probe)
       },
     })
     expect(await ownerOf(redis, slot, redis.nodes)).toBe(to)
@@ -83,7 +89,7 @@ async function movesUnderLoad(
   )
   const outcomes = [...(await load.stop()), ...probes]
   const during = outcomes.filter((o) => o.endedAt >= movesStarted && o.startedAt <= movesEnded)
-  return { outcomes, probes, during, done }
+  return { outcomes, probes, probesOf, during, done }
 }
 
 test("the market's slot moved to another master under load: nothing half-written, money exact", async () => {
@@ -134,7 +140,7 @@ test("held apart: a buyer's account shard and the cheapest offer moved under loa
   const cheapest = asks.sort((a, b) => a.ask - b.ask)[0]!.id
   const load = steadyLoad({ replicas: () => apart.replicas, buyers, workers: 8, streamShare: 0.5 })
   // The first buyer's shard, then the offer every request reserves on first.
-  const { outcomes, probes, done } = await movesUnderLoad(
+  const { outcomes, probes, probesOf, done } = await movesUnderLoad(
     load,
     [
       { key: keys.account(buyers[0]!.accountId), prober: buyers[0]! },
@@ -153,4 +159,7 @@ test("held apart: a buyer's account shard and the cheapest offer moved under loa
   )
   expect(findings).toEqual([])
   expectCleanAndExact(outcomes, result)
+  // While the cheapest offer's slot was split, its reservations were refused and the next offer
+  // served: every probe then was paid.
+  expect(answerCounts(probesOf[1]!)).toEqual({ '200': probesOf[1]!.length })
 }, 120_000)

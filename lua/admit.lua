@@ -1,6 +1,6 @@
 --[[
   admit: pick the cheapest eligible offer for one request and hold everything it may use.
-  Includes lib/keys, lib/numbers, lib/offers, lib/attempts, lib/reap, lib/pick, lib/holds (the account's side).
+  Includes lib/keys, lib/numbers, lib/offers, lib/record, lib/attempts, lib/reap, lib/pick, lib/holds (the account's side).
 
   KEYS[1]  keyspace base ("<prefix>:"); the script builds the documented names of lib/keys from it
   ARGV[1]  attemptId: attempt id (new, unique)
@@ -62,7 +62,7 @@ local now = (ARGV[16] and ARGV[16] ~= '') and int(ARGV[16]) or now_ms()
 local group = ARGV[12] or ''
 -- Expired leases are reaped first: what they held (this account's in-flight counts too) is free.
 keep_records_for(ARGV[15])
-reap_expired(now, 20)
+reap_expired(now, 20, K_LEASES)
 
 local max_cents, refusal = open_hold(attempt_id, ARGV[2], ARGV[3], ARGV[14] or '', int(ARGV[5]), int(ARGV[6]),
   group, int(ARGV[13]), now)

@@ -9,7 +9,7 @@
   are released, the attempt record keeps it all (it is the request's record from then on), and the
   request counts once in its model's usage stats for the day, and in the market's totals.
   Idempotent: clearing a cleared attempt changes nothing (and counts nothing again).
-  Includes lib/keys, lib/numbers, lib/attempts, lib/events (balance.low, key.budget.80/100).
+  Includes lib/keys, lib/numbers, lib/record, lib/attempts, lib/events (balance.low, key.budget.80/100).
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attemptId: attempt id
@@ -72,22 +72,22 @@ end
 local disputed = reported - burn
 
 local cost = ceil_div(burn * ask, 100)
-local charged, confirmed, fee, confirmed_s
+local charged, confirmed, fee, confirmed_s, hooks
 if a.state == 'admitted' then
   charged = math.min(cost, int(a.holdUsdc))
   fee = idiv(charged * fee_bps, 10000)
   if apart then
-    confirmed, confirmed_s = unwind_hold(a, charged)
+    confirmed, confirmed_s, hooks = unwind_hold(a, charged)
   else
-    confirmed, confirmed_s = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
+    confirmed, confirmed_s, hooks = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
   end
 else
   -- reaped: the hold went back already; take what the balance can pay, never below zero, and
   -- never more than the key's limit has left (its spent and held count, as at admission)
   local kf = k_key_fields(a.keyId)
   local key_spent = kf.spent
-  local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent)
-  confirmed = int(b[1])
+  local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent, 'hooks')
+  confirmed, hooks = int(b[1]), b[7]
   charged = math.min(cost, confirmed)
   if b[2] then
     local used = int(b[3])
@@ -118,11 +118,15 @@ if written_off > 0 then
   rcall('HINCRBY', account, 'writtenOff', s(written_off))
   rcall('HSET', K_WRITEOFFS, a.id, s(written_off))
 end
--- The market's running totals beside its offer sequence (GET /admin/v1/market reads them, never a
--- scan): buyer spend and fees (supplier earnings are spend less fees, as above), write-offs, and
--- disputed burn (capped like the offer's, so no sum can overflow mid-script).
-if charged > 0 then rcall('HINCRBY', K_MARKET, 'spent', s(charged)) end
-if fee > 0 then rcall('HINCRBY', K_MARKET, 'fees', s(fee)) end
+-- The market's running totals (GET /admin/v1/market, src/market/totals.ts): buyer spend and fees
+-- are what the offers' earned and fees sum to, written above in the offer's own write (a charge
+-- needs the offer's capacity, so its hash), so they need no call of their own; the market hash
+-- keeps them only held apart, where the offer's side is posted on its own slot. Beside them,
+-- write-offs and disputed burn (capped like the offer's, so no sum can overflow mid-script).
+if apart then
+  if charged > 0 then rcall('HINCRBY', K_MARKET, 'spent', s(charged)) end
+  if fee > 0 then rcall('HINCRBY', K_MARKET, 'fees', s(fee)) end
+end
 if written_off > 0 then rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off)) end
 if disputed > 0 then
   rcall('HSET', K_MARKET, 'disputed', s(capped_sum(int(rcall('HGET', K_MARKET, 'disputed')), disputed)))
@@ -130,20 +134,20 @@ end
 
 -- Each number formatted once, for the record and the reply.
 local burn_s, cost_s, charged_s = s(burn), s(cost), s(charged)
-local final = { 'state', 'cleared', 'burn', burn_s, 'cost', cost_s, 'costUsdc', charged_s,
-  'inputTokens', ARGV[5], 'outputTokens', ARGV[6], 'outcome', ARGV[8], 'endedAt', stamp(now) }
--- Usually zero or no, and then not written (a missing field reads as 0).
-if fee > 0 then final[#final + 1], final[#final + 2] = 'fee', s(fee) end
-if written_off > 0 then final[#final + 1], final[#final + 2] = 'writtenOff', s(written_off) end
-if disputed > 0 then final[#final + 1], final[#final + 2] = 'disputed', s(disputed) end
-if ARGV[7] == '1' then final[#final + 1], final[#final + 2] = 'estimated', '1' end
-if ARGV[10] and ARGV[10] ~= '' then final[#final + 1], final[#final + 2] = 'upstreamCost', ARGV[10] end
-if a.state == 'reaped' then final[#final + 1], final[#final + 2] = 'lateClear', '1' end
-end_attempt(a, final, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
+local ended = { state = 'cleared', burn = burn_s, cost = cost_s, costUsdc = charged_s, inputTokens = ARGV[5],
+  outputTokens = ARGV[6], outcome = ARGV[8], endedAt = stamp(now) }
+-- Usually zero or no, and then not written (a missing value reads as 0).
+if fee > 0 then ended.fee = s(fee) end
+if written_off > 0 then ended.writtenOff = s(written_off) end
+if disputed > 0 then ended.disputed = s(disputed) end
+if ARGV[7] == '1' then ended.estimated = '1' end
+if ARGV[10] and ARGV[10] ~= '' then ended.upstreamCost = ARGV[10] end
+if a.state == 'reaped' then ended.lateClear = '1' end
+end_attempt(a, ended, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
 if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
 -- Held apart, the served request counts on the offer's side (lua/post.lua): offers are far fewer
 -- than accounts' shards, so the stats read stays small.
 if not apart then count_served(a.model, now) end
-emit_clear_events(a, charged, confirmed, now)
+emit_clear_events(a, charged, confirmed, now, hooks)
 return { 1, charged_s, cost_s, burn_s, ask, confirmed_s or s(confirmed), written_off > 0 and s(written_off) or '0', 0,
   disputed > 0 and s(disputed) or '0', s(fee) }

@@ -37,7 +37,7 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 -- less the nearer the front it is.
 rcall('HSET', KEYS[1],
   'confirmed', '0', 'held', '0', 'inflight', '0', 'held:' .. ARGV[5], '0', 'inflight:' .. ARGV[5], '0',
-  'spent', '0', 'spent:' .. ARGV[5], '0', 'maxPriceCents', ARGV[4],
+  'spent', '0', 'spent:' .. ARGV[5], '0', 'maxPriceCents', ARGV[4], 'hooks', '0',
   'id', ARGV[1], 'wallet', ARGV[2], 'createdAt', now, 'pending', '0', 'funded', '0', 'writtenOff', '0')
 rcall('HSET', KEYS[2], ARGV[5], ARGV[6])
 if not indexed then return 1 end

@@ -2,7 +2,7 @@
   hold: the account's side of an admission whose offer was reserved apart (lua/reserve.lua, on the
   offer's own slot): the same checks and the same hold as admit's, at the reserved offer's ask.
   Nothing here reads or writes the offer; a refusal leaves the caller to void the reservation.
-  Includes lib/keys, lib/numbers, lib/holds.
+  Includes lib/keys, lib/numbers, lib/record, lib/holds.
 
   KEYS[1]  the account's keyspace base
   ARGV[1]  attemptId: attempt id (the reservation's)

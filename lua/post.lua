@@ -6,7 +6,7 @@
   day on the offer's slot (src/records/stats.ts sums them over the offers). A reservation the reaper voided first (a late clear: the
   capacity went back already) still records the burn and the earnings. Idempotent by attempt id:
   a posted reservation is left as it is.
-  Includes lib/keys, lib/numbers, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/record, lib/attempts.
 
   KEYS[1]  the offer's keyspace base
   ARGV[1]  attemptId: attempt id

@@ -3,7 +3,7 @@
   renewing): an attempt still admitted is reaped (its hold goes back, as lib/reap does); one that
   was cleared tells the reaper what to post on the offer, so a replica that died between the two
   steps of a clear leaves nothing half done. Idempotent.
-  Includes lib/keys, lib/numbers, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/record, lib/attempts.
 
   KEYS[1]  the account's keyspace base
   ARGV[1]  attemptId: attempt id
@@ -23,5 +23,5 @@ if a.state ~= 'admitted' then return { 0 } end
 keep_records_for(ARGV[2])
 local now = now_ms()
 unwind_hold(a, 0)
-end_attempt(a, { 'state', 'reaped', 'endedAt', s(now) }, now, 'expired', '0', '', '', '')
+end_attempt(a, { state = 'reaped', endedAt = s(now) }, now, 'expired', '0', '', '', '')
 return { 1 }

@@ -1,7 +1,7 @@
 --[[
   reap: return what expired leases hold (their replica died or stopped renewing). Safe to run on
   every replica at once: each attempt is ended once.
-  Includes lib/keys, lib/numbers, lib/attempts, lib/reap.
+  Includes lib/keys, lib/numbers, lib/record, lib/attempts, lib/reap.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  limit: the most leases to reap in this call
@@ -10,4 +10,8 @@
   Returns the number of leases reaped.
 ]]
 keep_records_for(ARGV[2])
-return reap_expired(now_ms(), int(ARGV[1]))
+local now, limit = now_ms(), int(ARGV[1])
+local reaped = reap_expired(now, limit, K_LEASES)
+-- Then the leases of attempts admitted before the packing, while any is left (lib/keys).
+if reaped < limit then reaped = reaped + reap_expired(now, limit - reaped, K_EARLIER_LEASES) end
+return reaped

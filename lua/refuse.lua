@@ -3,7 +3,7 @@
   own (state `refused`), so it resolves by its support reference like any other and goes on the
   ended-attempt Streams. No money moves. Writing it again (a retried record) overwrites the
   record and appends again.
-  Includes lib/keys, lib/numbers, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/record, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attemptId: attempt id (`<support reference>.<n>`)
@@ -19,6 +19,7 @@
 keep_records_for(ARGV[7])
 local now = now_ms()
 local a = { id = ARGV[1], accountId = ARGV[2], keyId = ARGV[3], model = ARGV[5] }
-end_attempt(a, { 'id', a.id, 'state', 'refused', 'accountId', a.accountId, 'keyId', a.keyId, 'requestId', ARGV[4],
-  'model', a.model, 'errorCode', ARGV[6], 'endedAt', s(now) }, now, 'refused', '0', '', '', ARGV[6])
+-- Never admitted: its admission record (whose, which request) is written with its end.
+a.admission = pack_admission(a.id, a.accountId, a.keyId, '', '', '', '', '', ARGV[4], '', '', '', a.model)
+end_attempt(a, { state = 'refused', errorCode = ARGV[6], endedAt = s(now) }, now, 'refused', '0', '', '', ARGV[6])
 return 1

@@ -2,7 +2,7 @@
   release: end a failed attempt with no charge: the hold, the capacity and the slots all go back.
   Optionally cools the offer down (upstream errors) and records the supplier key's balance.
   The ended attempt is kept as the request's record (lib/attempts end_attempt).
-  Includes lib/keys, lib/numbers, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/record, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attemptId: attempt id
@@ -34,6 +34,6 @@ if a.state ~= 'admitted' then return { 0 } end
 
 local _, confirmed_s
 if apart then _, confirmed_s = unwind_hold(a, 0) else _, confirmed_s = unwind_attempt(a, 0) end
-end_attempt(a, { 'state', 'released', 'errorCode', ARGV[2], 'endedAt', s(now),
-  'final', ARGV[5] == '1' and '1' or '0' }, now, 'failed', '0', '', '', ARGV[2])
+end_attempt(a, { state = 'released', errorCode = ARGV[2], endedAt = s(now),
+  final = ARGV[5] == '1' and '1' or '0' }, now, 'failed', '0', '', '', ARGV[2])
 return { 1, confirmed_s }

@@ -5,7 +5,9 @@
 
   KEYS[1]  endpoints hash            (<owner>:webhooks)
   KEYS[2]  hooks hash                (<owner>:hooks)
-  KEYS[3]  owners set                (webhooks:owners); absent in a market held apart, where the
+  KEYS[3]  the owner's hash          (acct:<id> | supplier:<id>): its hooks field counts its
+           endpoints (lua/webhook-put.lua)
+  KEYS[4]  owners set                (webhooks:owners); absent in a market held apart, where the
            owner stays listed (its consumer reads an empty stream) rather than race a new endpoint
   ARGV[1]  endpointId: endpoint id
   ARGV[2]  owner: owner                     (acct:<id> | supplier:<id>)
@@ -21,5 +23,7 @@ for _, type in ipairs(cjson.decode(json).events) do
 end
 rcall('HDEL', KEYS[2], 'low:' .. ARGV[1])
 rcall('HDEL', KEYS[1], ARGV[1])
-if KEYS[3] and rcall('HLEN', KEYS[1]) == 0 then rcall('SREM', KEYS[3], ARGV[2]) end
+local left = rcall('HLEN', KEYS[1])
+if rcall('EXISTS', KEYS[3]) == 1 then rcall('HSET', KEYS[3], 'hooks', left) end
+if KEYS[4] and left == 0 then rcall('SREM', KEYS[4], ARGV[2]) end
 return { 1 }

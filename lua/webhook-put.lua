@@ -7,7 +7,10 @@
   KEYS[1]  endpoints hash            (<owner>:webhooks, endpoint id -> JSON)
   KEYS[2]  hooks hash                (<owner>:hooks)
   KEYS[3]  event stream              (<owner>:events)
-  KEYS[4]  owners set                (webhooks:owners); absent in a market held apart, where an
+  KEYS[4]  the owner's hash          (acct:<id> | supplier:<id>): its hooks field counts its
+           endpoints, so a clear reads there (one field of a hash it reads anyway) whether it
+           need look in the hooks hash at all
+  KEYS[5]  owners set                (webhooks:owners); absent in a market held apart, where an
            account's keys are on another slot and the caller lists the owner first
   ARGV[1]  endpointId: endpoint id
   ARGV[2]  endpoint: endpoint JSON
@@ -28,5 +31,6 @@ if ARGV[5] ~= '' then rcall('HSET', KEYS[2], 'low:' .. ARGV[1], ARGV[5]) end
 -- The group reads from the stream's start: the first event ever written is delivered too. A
 -- second endpoint finds the group there already (BUSYGROUP, ignored).
 pcall(rcall, 'XGROUP', 'CREATE', KEYS[3], ARGV[6], '0', 'MKSTREAM')
-if KEYS[4] then rcall('SADD', KEYS[4], ARGV[4]) end
+if rcall('EXISTS', KEYS[4]) == 1 then rcall('HSET', KEYS[4], 'hooks', rcall('HLEN', KEYS[1])) end
+if KEYS[5] then rcall('SADD', KEYS[5], ARGV[4]) end
 return { 1 }

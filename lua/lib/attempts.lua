@@ -15,8 +15,8 @@ local function count_in_period(account, a, charge, pstart)
 end
 
 -- The account's side of ending an attempt: its hold back to the buyer, `charge` (micro-USDC) of it
--- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after, and
--- the same as written (formatted once).
+-- moved to spent, and its in-flight counts down. Returns the account's confirmed balance after, the
+-- same as written (formatted once), and its count of webhook endpoints as read (lib/events).
 local function unwind_hold(a, charge)
   local account = k_account(a.accountId)
   local hold = int(a.holdUsdc)
@@ -26,7 +26,7 @@ local function unwind_hold(a, charge)
   local kf = k_key_fields(a.keyId)
   local key_held, key_spent, key_inflight = kf.held, kf.spent, kf.inflight
   local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent, 'inflight', key_inflight,
-    kf.pstart)
+    kf.pstart, 'hooks')
   local confirmed = int(b[2]) + hold - charge
   local kh = int(b[4]) - hold
   -- an attempt admitted before keys kept their holds has none to give back
@@ -42,7 +42,7 @@ local function unwind_hold(a, charge)
     if int(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
   end
   count_in_period(account, a, charge, b[8])
-  return confirmed, confirmed_s
+  return confirmed, confirmed_s, b[9]
 end
 
 -- The offer's side: the capacity it held for the attempt (hold_diem) and its slot back. For a
@@ -79,20 +79,33 @@ end
 -- Both sides at once, where the account and the offer share a server (admit held both in one
 -- call): the hold, the offer's capacity and slot, and the lease.
 -- charge: micro-USDC moved from the hold to spent (0 on failure); the rest as unwind_reservation.
--- Returns the account's confirmed balance after, as a number and as written.
+-- Returns what unwind_hold returns.
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
-  local confirmed, confirmed_s = unwind_hold(a, charge)
+  local confirmed, confirmed_s, hooks = unwind_hold(a, charge)
   unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed)
-  rcall('ZREM', K_LEASES, a.id)
-  return confirmed, confirmed_s
+  -- An attempt from before the packing has its lease in the earlier zset (lib/keys).
+  rcall('ZREM', a.packed and K_LEASES or K_EARLIER_LEASES, a.id)
+  return confirmed, confirmed_s, hooks
 end
 
--- Only the fields the scripts read (every attempt has a state): a missing one is false. A field
--- asked for and missing costs Redis a scan of the whole hash, so what only a replayed clear reads
--- is read there (read_cleared).
+-- An attempt as the scripts read it: state (admitted until it ends), whose it is, the offer, ask
+-- and holds, and packed (the shape of lib/record; e: its end, packed, once it ended). One admitted
+-- before the packing is read field by field: only the fields the scripts read (every attempt has a
+-- state), a missing one false; a field asked for and missing costs Redis a scan of the whole hash,
+-- so what only a replayed clear reads is read there (read_cleared).
 local function read_attempt(id)
-  local f = rcall('HMGET', k_attempt(id), 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc',
-    'holdDiem', 'model', 'capGroup', 'period', 'admittedAt')
+  local key = k_attempt(id)
+  local r = rcall('HMGET', key, 'a', 'e')
+  if r[1] then
+    local match = string.match
+    local _, account_id, key_id, offer_id, ask, hold_usdc, hold_diem, admitted_at, _, _, group, period, model =
+      match(r[1], ADMISSION)
+    return { id = id, state = r[2] and match(r[2], END_STATE) or 'admitted', accountId = account_id,
+      keyId = key_id, offerId = offer_id, askCents = ask, holdUsdc = hold_usdc, holdDiem = hold_diem, model = model,
+      capGroup = group, period = period, admittedAt = admitted_at, packed = true, e = r[2] }
+  end
+  local f = rcall('HMGET', key, 'state', 'accountId', 'keyId', 'offerId', 'askCents', 'holdUsdc', 'holdDiem', 'model',
+    'capGroup', 'period', 'admittedAt')
   if not f[1] then return nil end
   return { id = id, state = f[1], accountId = f[2], keyId = f[3], offerId = f[4], askCents = f[5],
     holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9], period = f[10], admittedAt = f[11] }
@@ -100,7 +113,11 @@ end
 
 -- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed, fee (false when none).
 local function read_cleared(a)
-  return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed', 'fee')
+  if not a.packed then
+    return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed', 'fee')
+  end
+  local _, _, cost_usdc, cost, burn, written_off, disputed, fee = string.match(a.e, END_HEAD)
+  return { cost_usdc, cost, burn, written_off ~= '' and written_off, disputed ~= '' and disputed, fee ~= '' and fee }
 end
 
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
@@ -148,13 +165,26 @@ local function retention_minid(now)
   return trim_minid
 end
 
--- Ends an attempt read as `a` with its final fields (a flat name, value list): one write, and
--- the record kept for the retention. `a` itself is not updated: no caller reads it after.
--- status (completed|incomplete|failed|expired|refused), cost (micro-USDC charged), the tokens
--- and the error code are what its Stream entries carry beyond `a` ('' where none).
-local function end_attempt(a, final, now, status, cost, input_tokens, output_tokens, error_code)
+-- Ends an attempt read as `a` with its end, e (END_FIELDS by name; state and endedAt always): one
+-- write, in the attempt's own shape, and the record kept for the retention. `a` itself is not
+-- updated: no caller reads it after. A refusal, never admitted, brings its admission along
+-- (a.admission, packed). status (completed|incomplete|failed|expired|refused), cost (micro-USDC
+-- charged), the tokens and the error code are what its Stream entries carry beyond `a` ('' where
+-- none).
+local function end_attempt(a, e, now, status, cost, input_tokens, output_tokens, error_code)
   local key = k_attempt(a.id)
-  rcall('HSET', key, unpack(final))
+  if a.admission then
+    rcall('HSET', key, 'a', a.admission, 'e', pack_end(e))
+  elseif a.packed then
+    rcall('HSET', key, 'e', pack_end(e))
+  else
+    local fields, n = {}, 0
+    for _, name in ipairs(END_FIELDS) do
+      local v = e[name]
+      if v and v ~= '' then fields[n + 1], fields[n + 2], n = name, v, n + 2 end
+    end
+    rcall('HSET', key, unpack(fields))
+  end
   rcall('PEXPIRE', key, record_ttl_ms)
   local sep = ENDED_SEP
   local entry = a.id .. sep .. a.accountId .. sep .. (a.keyId or '') .. sep .. status .. sep .. cost .. sep ..

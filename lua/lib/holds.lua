@@ -1,6 +1,6 @@
 -- lib/holds: the account's side of an admission, shared by admit (which picks the offer and holds
 -- both sides in one call, where they share a server) and hold (the account's step alone, once the
--- offer's side was reserved on its own slot). Includes lib/keys, lib/numbers.
+-- offer's side was reserved on its own slot). Includes lib/keys, lib/numbers, lib/record.
 --
 -- The request being held is this library's state, set by open_hold and read by the functions after
 -- it in the same call (Redis runs one call at a time): no table per request, so nothing more for
@@ -113,13 +113,8 @@ end
 
 -- The attempt's record, admitted: whose it is, the offer and ask it holds at, the hold on both
 -- sides. tried (offer ids already tried, ''), group ('') and the budget period go on only when set.
+-- One field, packed (lib/record).
 local function write_attempt(attempt_id, offer_id, ask, hold_s, hold_diem_s, model, request_id, now, tried, group)
-  local attempt = { 'id', attempt_id, 'state', 'admitted', 'accountId', H_account_id, 'keyId', H_key_id,
-    'offerId', offer_id, 'askCents', s(ask), 'holdUsdc', hold_s, 'holdDiem', hold_diem_s,
-    'model', model, 'requestId', request_id, 'admittedAt', stamp(now) }
-  -- Usually empty, and then not written: every field is a listpack entry read back at the clear.
-  if tried ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'tried', tried end
-  if group ~= '' then attempt[#attempt + 1], attempt[#attempt + 2] = 'capGroup', group end
-  if H_period then attempt[#attempt + 1], attempt[#attempt + 2] = 'period', H_period end
-  rcall('HSET', k_attempt(attempt_id), unpack(attempt))
+  rcall('HSET', k_attempt(attempt_id), 'a', pack_admission(attempt_id, H_account_id, H_key_id, offer_id, s(ask),
+    hold_s, hold_diem_s, stamp(now), request_id, tried, group, H_period or '', model))
 end

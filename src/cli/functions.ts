@@ -10,12 +10,13 @@ import {
   pruneGatewayLibraries,
   type StoredLibrary,
 } from '../redis/function-libraries.ts'
-import { LIBRARY } from '../redis/script-registry.ts'
+import { BUILD_LIBRARIES, CLUSTER_LIBRARY, LIBRARY } from '../redis/script-registry.ts'
 import { createStore } from '../redis/store.ts'
+import { parseRedisTarget } from '../redis/target.ts'
 
 export const FUNCTIONS_USAGE = `usage:
   svc-gateway functions [list]            the gateway's libraries in Redis, this build's marked
-  svc-gateway functions prune [--dry-run] delete every svc_<16 hex> library but this build's`
+  svc-gateway functions prune [--dry-run] delete every svc_<16 hex> library but this build's two`
 
 type Command = { name: 'list' } | { name: 'prune'; dryRun: boolean }
 
@@ -38,10 +39,15 @@ export async function functions(args: string[]): Promise<void> {
     // A Cluster loads the library on every master (cluster-functions.ts): each is read or pruned.
     const nodes = await store.masters()
     if (command.name === 'list') {
-      printList(mergeLists(await Promise.all(nodes.map((node) => listGatewayLibraries(node, LIBRARY.name)))))
+      // The library a gateway on this Redis loads: the Cluster's, with the slot guard, or the single server's.
+      const own = parseRedisTarget(config.redisUrl).kind === 'cluster' ? CLUSTER_LIBRARY : LIBRARY
+      printList(
+        mergeLists(await Promise.all(nodes.map((node) => listGatewayLibraries(node, BUILD_LIBRARIES)))),
+        own.name,
+      )
     } else {
       const results = await Promise.all(
-        nodes.map((node) => pruneGatewayLibraries(node, LIBRARY.name, command)),
+        nodes.map((node) => pruneGatewayLibraries(node, BUILD_LIBRARIES, command)),
       )
       printPrune(
         {
@@ -90,12 +96,13 @@ function bytes(library: StoredLibrary): string {
   return `${library.codeBytes} bytes`
 }
 
-function printList(libraries: StoredLibrary[]): void {
+/** `own`: the build's library that a gateway on this Redis calls. */
+function printList(libraries: StoredLibrary[], own: string): void {
   for (const library of libraries) {
     console.log(`${library.name}  ${bytes(library)}${library.current ? '  (this build)' : ''}`)
   }
-  if (!libraries.some((library) => library.current)) {
-    console.log(`${LIBRARY.name}  not loaded  (this build; a gateway loads it on its first script call)`)
+  if (!libraries.some((library) => library.name === own)) {
+    console.log(`${own}  not loaded  (this build; a gateway loads it on its first script call)`)
   }
 }
 

@@ -15,8 +15,10 @@
 // written with the value it had. A migration killed anywhere finishes when run again.
 import { marketGlob, scanHashes } from '../market/audit.ts'
 import { ladderScore } from '../market/offer-index.ts'
+import { MIGRATED_FIELDS } from '../market/totals.ts'
 import { ownerKeyspaces } from '../market/two-phase.ts'
 import { fieldsOf } from '../records/activity.ts'
+import { attemptFields } from '../records/attempt-fields.ts'
 import { keyspace } from '../redis/keys.ts'
 import { migratingTo } from '../redis/layout.ts'
 import { moveKey } from '../redis/move-key.ts'
@@ -70,6 +72,7 @@ export async function migrateApart(store: Store, prefix: string, options: Migrat
     if (left-- <= 0) throw new MigrationStopped('stopped part-way (a test of resuming)')
   }
   const steps = new Steps(store, prefix, write)
+  await steps.totals()
   options.say(`offers: ${await steps.offers()} moved to their own slots`)
   options.say(`fills: ${await steps.fills()} entries copied onto their offers' slots`)
   options.say(`attempts: ${await steps.attempts()} moved to their accounts' shards`)
@@ -97,6 +100,24 @@ class Steps {
     this.one = keyspace(prefix)
     this.apart = keyspace(prefix, 'apart')
     this.owners = ownerKeyspaces(prefix)
+  }
+
+  /**
+   * What the market's clears charged so far (on one slot, the sums of its offers' earnings and fees)
+   * kept on the market's hash, where the totals held apart read it beside the shards' (totals.ts).
+   * The offers' sums do not move while the gateways are stopped: read where each offer is now.
+   */
+  async totals(): Promise<void> {
+    const { store, one, apart } = this
+    let [spent, fees] = [0, 0]
+    for (const id of await store.smembers(one.offers)) {
+      let [earned, fee] = await store.hmget(one.offer(id), 'earned', 'fees')
+      if (earned === null) [earned, fee] = await store.hmget(apart.offer(id), 'earned', 'fees')
+      spent += Number(earned ?? 0) + Number(fee ?? 0)
+      fees += Number(fee ?? 0)
+    }
+    this.write()
+    await store.hset(one.market, MIGRATED_FIELDS[0], spent, MIGRATED_FIELDS[1], fees)
   }
 
   /** `work` for each key on the market's slot matching `glob`, several at once. */
@@ -169,7 +190,7 @@ class Steps {
     const { store, one, owners } = this
     let moved = 0
     await this.eachKey('attempt:*', async (key) => {
-      const a = await store.hgetall(key)
+      const a = attemptFields(await store.hgetall(key))
       // No account named: nothing held apart would find it; left where it is.
       if (!a.accountId) return
       const id = key.slice(`${one.base}attempt:`.length)

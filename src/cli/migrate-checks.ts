@@ -3,6 +3,7 @@
 // sought on the other. Read only: a refused migration changes nothing.
 import { marketGlob, scanHashes } from '../market/audit.ts'
 import { replicasSeen } from '../market/replicas.ts'
+import { attemptFields } from '../records/attempt-fields.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
@@ -20,12 +21,12 @@ export async function seenReplicas(store: Store, keys: Keyspace, withinMs: numbe
 
 export async function openWork(store: Store, keys: Keyspace): Promise<string[]> {
   const open: string[] = []
-  const leases = await store.zcard(keys.leases)
+  const leases = (await store.zcard(keys.leases)) + (await store.zcard(keys.earlierLeases))
   if (leases > 0) open.push(`${leases} lease(s) open: requests in flight`)
   const listing = await store.zcard(keys.offersListing)
   if (listing > 0) open.push(`${listing} offer change(s) part-way`)
   const attempts = await scanHashes(store, marketGlob(keys.prefix, 'attempt:*'))
-  const admitted = attempts.filter((a) => a.state === 'admitted').length
+  const admitted = attempts.filter((a) => attemptFields(a).state === 'admitted').length
   if (admitted > 0) open.push(`${admitted} attempt(s) admitted and not ended`)
   const holding = async (ids: string[], hash: (id: string) => string, what: string) => {
     const rows = await Promise.all(ids.map((id) => store.hmget(hash(id), 'held', 'inflight')))

@@ -9,6 +9,7 @@
 // still have pending, and every key listed on an account has the record auth reads; and each
 // supplier's offers, earnings, payouts and upstream key claims (audit-suppliers.ts).
 // Read without a snapshot: run it when quiet.
+import { attemptFields } from '../records/attempt-fields.ts'
 import type { Store } from '../redis/store.ts'
 import { type AuditFinding, marketGlob, ownerGlob, scanHashes } from './audit.ts'
 import { auditSuppliersApart } from './audit-suppliers.ts'
@@ -26,7 +27,7 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
     reservations.set(idAfter(key, ':reservation:'), row)
   const attempts = new Map<string, Record<string, string>>()
   for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'a', 'attempt:*'), true))
-    attempts.set(idAfter(key, ':attempt:'), row)
+    attempts.set(idAfter(key, ':attempt:'), attemptFields(row))
 
   // Pairs by attempt id.
   let inTransit = 0

@@ -5,6 +5,7 @@
 // market's spend are audit-apart.ts's.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
 import { fieldsOf } from '../records/activity.ts'
+import { attemptFields } from '../records/attempt-fields.ts'
 import { accountShardKeyspaces, type Keyspace, ownerPrefix } from '../redis/keys.ts'
 import { forEachKeyBatch } from '../redis/scan.ts'
 import type { Store } from '../redis/store.ts'
@@ -35,8 +36,9 @@ export async function scanHashes(
 ): Promise<{ key: string; row: Record<string, string> }[]>
 export async function scanHashes(store: Store, pattern: string, withKeys = false) {
   const rows: { key: string; row: Record<string, string> }[] = []
-  await forEachKeyBatch(store, pattern, async (keys) => {
-    const pipeline = store.pipeline()
+  await forEachKeyBatch(store, pattern, async (keys, node) => {
+    // Read where SCAN found them: the Cluster client's slot map may not know yet of a slot moved.
+    const pipeline = node.pipeline()
     for (const key of keys) pipeline.hgetall(key)
     const replies = (await pipeline.exec()) ?? []
     for (const [i, [, row]] of replies.entries())
@@ -80,10 +82,12 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
 
   const apart = keys.layout === 'apart'
   // What in-flight attempts hold, by account, offer, key.
-  const attempts = await scanHashes(
-    store,
-    apart ? ownerGlob(keys.prefix, 'a', 'attempt:*') : marketGlob(keys.prefix, 'attempt:*'),
-  )
+  const attempts = (
+    await scanHashes(
+      store,
+      apart ? ownerGlob(keys.prefix, 'a', 'attempt:*') : marketGlob(keys.prefix, 'attempt:*'),
+    )
+  ).map((row) => attemptFields(row))
   const open = attempts.filter((a) => a.state === 'admitted')
   const heldByAccount = new Map<string, number>()
   const heldByKey = new Map<string, number>()
@@ -113,7 +117,11 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
       off(subject, `written off ${a.writtenOff} without a reaped lease`)
   }
   // Held apart, an attempt's lease is its reservation's, on its offer's slot (audit-apart.ts).
-  const leased = new Set(apart ? [] : await store.zrange(keys.leases, 0, -1))
+  const leased = new Set(
+    apart
+      ? []
+      : [...(await store.zrange(keys.leases, 0, -1)), ...(await store.zrange(keys.earlierLeases, 0, -1))],
+  )
   for (const a of open) if (!apart && !leased.has(a.id!)) off(`attempt ${a.id}`, 'admitted but has no lease')
   const openIds = new Set(open.map((a) => a.id))
   for (const id of leased) if (!openIds.has(id)) off(`lease ${id}`, 'lease without an admitted attempt')
@@ -295,10 +303,12 @@ export async function listWriteOffs(store: Store, keys: Keyspace): Promise<Write
     writeOffLists(keys).map(async (list) => {
       const entries = Object.entries(await store.hgetall(list.writeoffs))
       // The attempts beside the list they were written off in (a pipeline reaches one slot).
-      const records = await hashesOf(
-        store,
-        entries.map(([attemptId]) => list.attempt(attemptId)),
-      )
+      const records = (
+        await hashesOf(
+          store,
+          entries.map(([attemptId]) => list.attempt(attemptId)),
+        )
+      ).map((row) => attemptFields(row))
       return entries.map(([attemptId, amount], i) => ({ attemptId, amount, record: records[i] }))
     }),
   )

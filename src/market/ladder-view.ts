@@ -9,7 +9,7 @@ import { AdmitCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
 import type { Admission } from './admission.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
-import { type AdmitApartRequest, admitApart, type Owners } from './two-phase.ts'
+import { type AdmitApartRequest, admitApart, OfferUnavailable, type Owners } from './two-phase.ts'
 
 /** One offer as the view last read it. */
 export interface OfferInView {
@@ -107,13 +107,25 @@ export async function admitCheapest(
   // The caller's idea of the buyer's max may be stale too: the account's own, once a hold names it,
   // rules the offers after.
   let maxCents = req.maxCents
+  let unavailable: OfferUnavailable | undefined
   for (const offer of view.current) {
     if (offer.ask > maxCents || tried.has(offer.id)) continue
     if (!offer.live || offer.full || offer.routable < req.holdDiem) continue
-    const result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id })
+    let result: Admission | AdmitRefusal
+    try {
+      result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id })
+    } catch (error) {
+      // The offer's slot is away for now: the next offer may take the request.
+      if (!(error instanceof OfferUnavailable)) throw error
+      unavailable = error
+      continue
+    }
     if (!OFFER_REFUSALS.has(result.code)) return result
     if (result.code === AdmitCode.NoEligibleSupply) maxCents = Math.min(maxCents, result.buyerMaxCents)
   }
+  // No offer took it, and one that might have was away: the store's outage is the answer (a 503),
+  // not a lack of supply.
+  if (unavailable) throw unavailable.cause
   return refusalOfView(view.current, maxCents, req.holdDiem, tried)
 }
 

@@ -38,6 +38,20 @@ export function ownerKeyspaces(prefix: string): Owners {
   }
 }
 
+/**
+ * The offer's slot refused the reservation for now (its master failing over, the slot being moved):
+ * the account was not touched, so another offer may take the request. A reservation the call may
+ * still have written is voided by the reaper when its lease runs out (the account holds nothing).
+ */
+export class OfferUnavailable extends Error {
+  constructor(
+    readonly offerId: string,
+    override readonly cause: unknown,
+  ) {
+    super(`offer ${offerId} unavailable: ${(cause as Error)?.message ?? String(cause)}`)
+  }
+}
+
 /** admit's request, but for one offer the caller chose, with the key's owner already resolved. */
 export interface AdmitApartRequest extends Omit<AdmitRequest, 'apiKeyDigest'> {
   /** Checked against the account's active keys, so a key revoked since it was resolved is refused. */
@@ -61,6 +75,8 @@ export async function admitApart(
     leaseMs: req.leaseMs,
     accountId: req.accountId,
     now: req.now ?? '',
+  }).catch((error) => {
+    throw isRedisUnavailable(error) ? new OfferUnavailable(req.offerId, error) : error
   })) as Reply
   if (n(reserved[0]) !== AdmitCode.Admitted) return refusalOf(reserved)
   const held = (await runScript(store, 'hold', [owners.account(req.accountId).base], {

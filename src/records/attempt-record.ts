@@ -1,6 +1,7 @@
 // One ended attempt, as its hash holds it (written by lua/clear.lua, release.lua and lib/reap.lua
-// in the script that ended it, or by refusals.ts for a refusal), turned into what a request's
-// record shows. Offer ids only: a supplier's identity, URL or key never gets here.
+// in the script that ended it, or by refusals.ts for a refusal; in either shape, attempt-fields.ts),
+// turned into what a request's record shows. Offer ids only: a supplier's identity, URL or key never gets here.
+import { attemptFields } from './attempt-fields.ts'
 import { parseAttemptId } from './attempt-id.ts'
 
 export type AttemptEnd = 'cleared' | 'released' | 'reaped' | 'refused'
@@ -44,7 +45,8 @@ const int = (value: string | undefined) => (value === undefined || value === '' 
 const orNull = (value: string | undefined) => (value === undefined || value === '' ? null : value)
 
 /** Reads one attempt hash, or null when it is not an ended attempt (still in flight, or not one). */
-export function endedAttempt(f: Record<string, string>): EndedAttempt | null {
+export function endedAttempt(hash: Record<string, string>): EndedAttempt | null {
+  const f = attemptFields(hash)
   const id = parseAttemptId(f.id ?? '')
   if (!id || !ENDS.includes(f.state ?? '') || !f.accountId) return null
   const end = f.state as AttemptEnd

@@ -1,4 +1,5 @@
-// The gateway's function libraries stored in a Redis (functions.ts): one per deployed version, and
+// The gateway's function libraries stored in a Redis (functions.ts): two per deployed version (a
+// single server's and a Cluster's; a prune keeps both of its own build's), and
 // Redis persists and replicates them, so they pile up until deleted. Listing and pruning them is
 // `svc-gateway functions`. Deleting a library that a running replica of another version still
 // calls is harmless: its next call finds the function missing, loads the library again and is sent
@@ -9,7 +10,7 @@ import type { Commands } from './store.ts'
 
 export interface StoredLibrary {
   name: string
-  /** The library of the build asking (scripts.ts LIBRARY). */
+  /** One of the build's libraries asking (script-registry.ts BUILD_LIBRARIES). */
   current: boolean
   /** Bytes of its source, as FUNCTION LIST WITHCODE gives it. */
   codeBytes: number
@@ -18,12 +19,15 @@ export interface StoredLibrary {
 export interface PruneResult {
   /** Every other version's library: deleted, unless it was a dry run. */
   stale: StoredLibrary[]
-  /** This build's library, when Redis has it. */
+  /** This build's libraries that Redis has. */
   kept: StoredLibrary[]
 }
 
-/** The gateway libraries in Redis, by name; the one named `currentName` marked current. */
-export async function listGatewayLibraries(store: Commands, currentName: string): Promise<StoredLibrary[]> {
+/** The gateway libraries in Redis, by name; those named in `currentNames` marked current. */
+export async function listGatewayLibraries(
+  store: Commands,
+  currentNames: readonly string[],
+): Promise<StoredLibrary[]> {
   let reply: unknown
   try {
     // Redis matches LIBRARYNAME as a glob without case, so the regex below still decides; the
@@ -40,19 +44,19 @@ export async function listGatewayLibraries(store: Commands, currentName: string)
     .filter(({ library_name }) => GATEWAY_LIBRARY_NAME.test(String(library_name)))
     .map(({ library_name, library_code }) => ({
       name: String(library_name),
-      current: library_name === currentName,
+      current: currentNames.includes(String(library_name)),
       codeBytes: Buffer.byteLength(String(library_code ?? '')),
     }))
     .sort((a, b) => a.name.localeCompare(b.name))
 }
 
-/** Deletes every gateway library but `currentName` (nothing when `dryRun`) and says which. */
+/** Deletes every gateway library but `currentNames` (nothing when `dryRun`) and says which. */
 export async function pruneGatewayLibraries(
   store: Commands,
-  currentName: string,
+  currentNames: readonly string[],
   { dryRun }: { dryRun: boolean },
 ): Promise<PruneResult> {
-  const libraries = await listGatewayLibraries(store, currentName)
+  const libraries = await listGatewayLibraries(store, currentNames)
   const stale = libraries.filter((library) => !library.current)
   if (!dryRun) {
     for (const { name } of stale) {

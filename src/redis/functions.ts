@@ -14,6 +14,11 @@
 // replica still calling a deleted one just loads it again. Past maxmemory Redis refuses a function
 // that may write before it runs, where an EVAL form failed at its first write: nothing is written
 // either way.
+//
+// Each build makes two libraries of the same scripts: one whose functions begin with the slot guard
+// (lua/lib/slot-guard.lua), for a Cluster, and one without, for a single server, which never splits
+// a slot and so would pay the guard's call on every script for nothing. Both are named from their
+// code, so both are this build's (script-registry.ts BUILD_LIBRARIES) and a prune keeps both.
 import { createHash } from 'node:crypto'
 import { MARKET_LIBS, MARKET_PROLOGUE, SLOT_GUARD } from './lua-libraries.ts'
 
@@ -39,17 +44,22 @@ export const functionName = (library: FunctionLibrary, script: string) => `${lib
 /**
  * Every script as a function taking (KEYS, ARGV), as its body reads them. A library's load sees no
  * globals, so the libraries only define there; their per-call state is set by the prologue.
+ * `guarded`: each function runs the slot guard first (a Cluster's library).
  */
-export function functionLibrary(scripts: Record<string, LibraryScript>): FunctionLibrary {
+export function functionLibrary(
+  scripts: Record<string, LibraryScript>,
+  { guarded }: { guarded: boolean },
+): FunctionLibrary {
   const entries = Object.entries(scripts)
+  const guard = guarded ? `${SLOT_GUARD}\n` : ''
   const name = `svc_${createHash('sha1')
-    .update(JSON.stringify([MARKET_LIBS, SLOT_GUARD, MARKET_PROLOGUE, entries]))
+    .update(JSON.stringify([MARKET_LIBS, guard, MARKET_PROLOGUE, entries]))
     .digest('hex')
     .slice(0, 16)}`
   const library = { name, code: '' }
   const functions = entries.map(
     ([script, { body, market }]) =>
-      `redis.register_function('${functionName(library, script)}', function(KEYS, ARGV)\n${SLOT_GUARD}\n${market ? `${MARKET_PROLOGUE}\n` : ''}${body}\nend)`,
+      `redis.register_function('${functionName(library, script)}', function(KEYS, ARGV)\n${guard}${market ? `${MARKET_PROLOGUE}\n` : ''}${body}\nend)`,
   )
   library.code = [`#!lua name=${name}`, ...MARKET_LIBS, ...functions].join('\n')
   return library

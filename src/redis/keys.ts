@@ -113,12 +113,18 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     offers: key('offers'),
     /** zset: active offers, scored ask * 1e9 + posting order */
     ladder: key('ladder'),
-    /** zset: attempt id -> lease deadline (ms, Redis time) */
-    leases: key('leases'),
+    /** zset: attempt id -> lease deadline (ms, Redis time); a reservation's too, held apart */
+    leases: key('leases:2'),
+    /**
+     * zset: the same for attempts admitted before their record was packed (lua/lib/keys.lua: a
+     * gateway from before reaps only this one, and so never meets a packed attempt)
+     */
+    earlierLeases: key('leases'),
     /**
      * hash, one per attempt (`<support reference>.<n>`): its hold, offer, state
-     * (admitted|cleared|released|reaped, or refused when admission refused the request), cost. An
-     * ended attempt is its request's record (src/records/lookup.ts); it expires by retention.
+     * (admitted|cleared|released|reaped, or refused when admission refused the request), cost, in
+     * two packed fields (lua/lib/record.lua; read by src/records/attempt-fields.ts). An ended
+     * attempt is its request's record (src/records/lookup.ts); it expires by retention.
      */
     attempt: (attemptId: string) => key(`attempt:${attemptId}`),
     /** An account's attempt, where its account's keys are (its shard's, when held apart). */
@@ -131,8 +137,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     reservation: (attemptId: string) => key(`reservation:${attemptId}`),
     /**
      * hash: offerSeq, the posting order of offers (ties on the ladder break by it), and the market's
-     * running totals kept by lua/clear.lua: spent and fees and writtenOff (micro-USDC), disputed
-     * (micro-DIEM); supplier earnings are spent - fees
+     * running totals kept by lua/clear.lua: writtenOff (micro-USDC), disputed (micro-DIEM), and
+     * held apart spent and fees (micro-USDC; on one slot the offers' earned and fees sum to them);
+     * supplier earnings are spent - fees (src/market/totals.ts)
      */
     market: key('market'),
     /** zset: replica id -> when it last ran its reaper (ms): the replicas seen */
@@ -240,6 +247,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     // own name, so they move with the owner when the market is sharded by owner.
     /** hash: endpoint id -> endpoint JSON (url, events, thresholdUsdc, sealed secret, createdAt) */
     webhooks: (owner: string) => ownerKey(owner, 'webhooks'),
+    /** The owner's own hash (its account's or supplier's), whose hooks field counts its endpoints. */
+    webhookOwnerHash: (owner: string) =>
+      owner.startsWith('acct:') ? accountKey(owner.slice(5), owner) : key(owner),
     /**
      * hash the event-writing scripts read (lua/lib/events.lua): t:<event type> -> how many endpoints
      * subscribe to it, low:<endpoint id> -> that endpoint's balance threshold (micro-USDC)

@@ -8,6 +8,7 @@ import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import libOffers from '../../lua/lib/offers.lua' with { type: 'text' }
 import libPick from '../../lua/lib/pick.lua' with { type: 'text' }
 import libReap from '../../lua/lib/reap.lua' with { type: 'text' }
+import libRecord from '../../lua/lib/record.lua' with { type: 'text' }
 import slotGuard from '../../lua/lib/slot-guard.lua' with { type: 'text' }
 
 /** Each library by name, for the scripts that include only some of them. */
@@ -20,6 +21,7 @@ export const LIB = {
   offers: libOffers,
   pick: libPick,
   reap: libReap,
+  record: libRecord,
 } as const
 
 /** Every library, in an order where each comes after those it calls. */
@@ -27,6 +29,7 @@ export const MARKET_LIBS = [
   libKeys,
   libNumbers,
   libOffers,
+  libRecord,
   libAttempts,
   libReap,
   libPick,

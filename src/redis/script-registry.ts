@@ -44,6 +44,9 @@ import webhookPut from '../../lua/webhook-put.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
 import { LIB, MARKET_LIBS, MARKET_PROLOGUE, SLOT_GUARD } from './lua-libraries.ts'
 
+// Each script has two EVAL forms: `lua` for a single server, `guarded` (the slot guard first) for a
+// Cluster, as it has a function in each of the build's two libraries (functions.ts).
+//
 // Each script declares how many KEYS it takes and its ARGV by name, in order, as its header block
 // numbers and names them (a test reads the headers); a caller passes the ARGV as an object by those
 // names, and runScript writes them in the declared order. A variadic script takes its declared ARGV
@@ -61,7 +64,8 @@ const standalone = <const A extends readonly string[]>(
   variadic = false,
   ownKeys = keys,
 ) => ({
-  lua: `${SLOT_GUARD}\n${lua}`,
+  lua,
+  guarded: `${SLOT_GUARD}\n${lua}`,
   body: lua,
   market: false,
   keys,
@@ -77,7 +81,8 @@ const market = <const A extends readonly string[]>(
   argv: A,
   variadic = false,
 ) => ({
-  lua: [...libs, SLOT_GUARD, MARKET_PROLOGUE, body].join('\n'),
+  lua: [...libs, MARKET_PROLOGUE, body].join('\n'),
+  guarded: [...libs, SLOT_GUARD, MARKET_PROLOGUE, body].join('\n'),
   body,
   market: true,
   keys: 1,
@@ -88,7 +93,7 @@ const market = <const A extends readonly string[]>(
 /** An account script that reads the calendar (a key budget's period): lib/numbers, bound, first. */
 const withNumbers = (body: string) => [LIB.numbers, 'bind_globals()', body].join('\n')
 // Each EVAL form carries only the libraries it calls: every one runs its definitions on every call.
-const ending = [LIB.keys, LIB.numbers, LIB.attempts]
+const ending = [LIB.keys, LIB.numbers, LIB.record, LIB.attempts]
 
 export const SCRIPTS = {
   // accounts
@@ -186,7 +191,7 @@ export const SCRIPTS = {
     'accountId',
     'now',
   ]),
-  hold: market([LIB.keys, LIB.numbers, LIB.holds], hold, [
+  hold: market([LIB.keys, LIB.numbers, LIB.record, LIB.holds], hold, [
     'attemptId',
     'accountId',
     'apiKeyId',
@@ -323,15 +328,19 @@ export const SCRIPTS = {
   // webhooks: an owner registers or removes an endpoint (the scripts above write its events)
   webhookPut: standalone(
     webhookPut,
-    4,
+    5,
     ['endpointId', 'endpoint', 'maxEndpoints', 'owner', 'balanceThreshold', 'group'],
     true,
-    3,
+    4,
   ),
-  webhookDelete: standalone(webhookDelete, 3, ['endpointId', 'owner'], false, 2),
+  webhookDelete: standalone(webhookDelete, 4, ['endpointId', 'owner'], false, 3),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS
 
-/** Every script as one Redis function library, for the native connection (functions.ts). */
-export const LIBRARY = functionLibrary(SCRIPTS)
+/** Every script as one Redis function library, for a single server (the native connection). */
+export const LIBRARY = functionLibrary(SCRIPTS, { guarded: false })
+/** The same with the slot guard first in every function, for a Cluster's masters. */
+export const CLUSTER_LIBRARY = functionLibrary(SCRIPTS, { guarded: true })
+/** Both of this build's libraries: what `svc-gateway functions prune` keeps. */
+export const BUILD_LIBRARIES: readonly string[] = [LIBRARY.name, CLUSTER_LIBRARY.name]

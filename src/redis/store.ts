@@ -5,8 +5,9 @@
 // set load scripts and reads come back together, and close() ends both.
 import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
 import { ClusterFunctions } from './cluster-functions.ts'
+import { ClusterLane, PASSED } from './cluster-lane.ts'
 import { ScriptLane } from './script-lane.ts'
-import { LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
+import { CLUSTER_LIBRARY, LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
 import { parseRedisTarget } from './target.ts'
 
 /**
@@ -110,8 +111,9 @@ export interface StoreOptions {
   /** Where connection errors go (ioredis reconnects by itself; this only reports). */
   onError?: (error: Error) => void
   /**
-   * How scripts run on a single Redis: `functions` (the default) as FCALLs on the native lane,
-   * `scripts` as EVALSHA through ioredis, the form Sentinel always uses.
+   * How scripts run: `functions` (the default) as FCALLs on the native lane (on a Cluster, a lane
+   * to each master), `scripts` through ioredis alone: EVALSHA on a single Redis, the form Sentinel
+   * always uses, and on a Cluster FCALLs that ioredis routes.
    */
   scriptForm?: ScriptForm
 }
@@ -142,7 +144,15 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
     })
     // Without a listener ioredis prints "Unhandled error event" on every failed reconnect.
     cluster.on('error', options.onError ?? (() => {}))
-    return clusterStore(cluster)
+    const lane =
+      options.scriptForm === 'scripts'
+        ? null
+        : new ClusterLane(cluster, CLUSTER_LIBRARY, {
+            name: `${common.connectionName}-scripts`,
+            tls: target.tls,
+            password: target.password,
+          })
+    return clusterStore(cluster, lane)
   }
   if (target.kind === 'sentinel') {
     const redis = new Redis({
@@ -164,7 +174,7 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
 
 /** A single server (or a Sentinel's master): scripts on the lane while it is up, else EVALSHA. */
 function singleStore(redis: Redis, lane: ScriptLane | null): Store {
-  const evalsha = registerScripts(redis)
+  const evalsha = registerScripts(redis, 'lua')
   const ready = () => redis.status === 'ready'
   // One readiness for both: after a restart or a data set load, ioredis turns ready only once its
   // own check finds Redis loaded, while the lane's socket is open all along; a lane that served
@@ -192,13 +202,20 @@ function singleStore(redis: Redis, lane: ScriptLane | null): Store {
   }
 }
 
-/** A Cluster: scripts as FCALLs routed by their keys, EVALSHA where Redis has no functions. */
-function clusterStore(cluster: Cluster): Store {
-  const evalsha = registerScripts(cluster)
-  const functions = new ClusterFunctions(cluster, LIBRARY)
+/**
+ * A Cluster: scripts as FCALLs on the native lane to their slot's master, through ioredis (which
+ * follows redirections) where the lane passes one on, EVALSHA where Redis has no functions.
+ */
+function clusterStore(cluster: Cluster, lane: ClusterLane | null): Store {
+  const evalsha = registerScripts(cluster, 'guarded')
+  const functions = new ClusterFunctions(cluster, CLUSTER_LIBRARY)
   return {
     ...commandsOf(cluster),
     async sendScript(name, keys, argv) {
+      if (lane) {
+        const onLane = await lane.call(name, keys, argv)
+        if (onLane !== PASSED) return onLane
+      }
       const reply = await functions.call(name, keys, argv)
       return reply === undefined ? evalsha(name, keys, argv) : reply
     },
@@ -213,7 +230,10 @@ function clusterStore(cluster: Cluster): Store {
       await untilReady(cluster, 15_000)
       return cluster.nodes('master')
     },
-    close: () => cluster.disconnect(),
+    close() {
+      lane?.close()
+      cluster.disconnect()
+    },
   }
 }
 
@@ -225,10 +245,13 @@ function commandsOf(client: Commands): Commands {
   return commands as unknown as Commands
 }
 
-/** Each script as an ioredis command (EVALSHA, EVAL after a SCRIPT FLUSH), and how to run one. */
-function registerScripts(client: Redis | Cluster) {
-  for (const [name, { lua, keys }] of Object.entries(SCRIPTS))
-    client.defineCommand(name, { lua, numberOfKeys: keys })
+/**
+ * Each script as an ioredis command (EVALSHA, EVAL after a SCRIPT FLUSH) in its `form` (the slot
+ * guard's only on a Cluster), and how to run one.
+ */
+function registerScripts(client: Redis | Cluster, form: 'lua' | 'guarded') {
+  for (const [name, script] of Object.entries(SCRIPTS))
+    client.defineCommand(name, { lua: script[form], numberOfKeys: script.keys })
   const commands = client as unknown as Record<ScriptName, (...args: ScriptArg[]) => Promise<unknown>>
   return (name: ScriptName, keys: string[], argv: ScriptArg[]) =>
     commands[name].call(client, ...keys, ...argv)

@@ -83,7 +83,12 @@ export class WebhookStore {
       sealedSecret: encryptUpstreamKey(this.masterKey, secret),
       createdAt: Date.now(),
     }
-    const own = [this.keys.webhooks(owner), this.keys.webhookHooks(owner), this.keys.webhookEvents(owner)]
+    const own = [
+      this.keys.webhooks(owner),
+      this.keys.webhookHooks(owner),
+      this.keys.webhookEvents(owner),
+      this.keys.webhookOwnerHash(owner),
+    ]
     const apart = this.keys.layout === 'apart'
     // Held apart, the owners' list is on another slot: the owner is listed first, so an endpoint
     // is never written that no consumer reads; so is the due set its events flag it in.
@@ -130,9 +135,12 @@ export class WebhookStore {
     const result = (await runScript(
       this.store,
       'webhookDelete',
-      this.keys.layout === 'apart'
-        ? [this.keys.webhooks(owner), this.keys.webhookHooks(owner)]
-        : [this.keys.webhooks(owner), this.keys.webhookHooks(owner), this.keys.webhookOwners],
+      [
+        this.keys.webhooks(owner),
+        this.keys.webhookHooks(owner),
+        this.keys.webhookOwnerHash(owner),
+        ...(this.keys.layout === 'apart' ? [] : [this.keys.webhookOwners]),
+      ],
       { endpointId: id, owner },
     )) as [number]
     if (result[0] !== 1) throw notFound('no such webhook endpoint', 'webhook_not_found')

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { freePort, type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
-import { LIBRARY } from '../../src/redis/script-registry.ts'
+import { CLUSTER_LIBRARY, LIBRARY } from '../../src/redis/script-registry.ts'
 import { runCli } from '../helpers/cli.ts'
 import { libraryNames, tinyLibrary } from '../helpers/function-libraries.ts'
 import { startRedisCluster } from '../helpers/redis-cluster.ts'
@@ -30,7 +30,9 @@ function cli(redisUrl: string, ...args: string[]) {
 describe('svc-gateway functions', () => {
   test('list, prune --dry-run, prune: old versions deleted, this build and other names kept', async () => {
     await redis.call('FUNCTION', 'FLUSH')
-    for (const code of [LIBRARY.code, tinyLibrary(OLD), tinyLibrary('otherapp')])
+    // This build's both libraries: a single server's and a Cluster's (a server once a Cluster's
+    // node keeps it), each kept by a prune.
+    for (const code of [LIBRARY.code, CLUSTER_LIBRARY.code, tinyLibrary(OLD), tinyLibrary('otherapp')])
       await redis.call('FUNCTION', 'LOAD', code)
     const all = await libraryNames(redis)
 
@@ -40,6 +42,7 @@ describe('svc-gateway functions', () => {
       expect(listed.stdout.trim().split('\n').sort()).toEqual(
         [
           `${LIBRARY.name}  ${Buffer.byteLength(LIBRARY.code)} bytes  (this build)`,
+          `${CLUSTER_LIBRARY.name}  ${Buffer.byteLength(CLUSTER_LIBRARY.code)} bytes  (this build)`,
           `${OLD}  ${Buffer.byteLength(tinyLibrary(OLD))} bytes`,
         ].sort(),
       )
@@ -58,8 +61,9 @@ describe('svc-gateway functions', () => {
     expect(pruned.code).toBe(0)
     expect(pruned.stdout).toContain(`deleted ${OLD}  `)
     expect(pruned.stdout).toContain(`kept ${LIBRARY.name}  `)
+    expect(pruned.stdout).toContain(`kept ${CLUSTER_LIBRARY.name}  `)
     expect(pruned.stdout).not.toContain('otherapp')
-    expect(await libraryNames(redis)).toEqual([LIBRARY.name, 'otherapp'].sort())
+    expect(await libraryNames(redis)).toEqual([LIBRARY.name, CLUSTER_LIBRARY.name, 'otherapp'].sort())
   })
 
   test("list says when this build's library is not loaded yet", async () => {
@@ -94,24 +98,28 @@ describe('svc-gateway functions', () => {
     }
   })
 
-  test('a Cluster: every master listed and pruned', async () => {
+  test("a Cluster: every master listed and pruned; the build's library there is the guarded one", async () => {
     const cluster = await startRedisCluster()
     const nodes = cluster.nodes.map((node) => new Redis(node.port, '127.0.0.1'))
     try {
+      const listedBare = await cli(cluster.url)
+      expect(listedBare.stdout).toBe(
+        `${CLUSTER_LIBRARY.name}  not loaded  (this build; a gateway loads it on its first script call)\n`,
+      )
       for (const node of nodes) {
-        for (const code of [LIBRARY.code, tinyLibrary(OLD)]) await node.call('FUNCTION', 'LOAD', code)
+        for (const code of [CLUSTER_LIBRARY.code, tinyLibrary(OLD)]) await node.call('FUNCTION', 'LOAD', code)
       }
       const listed = await cli(cluster.url)
       expect(listed.stdout.trim().split('\n').sort()).toEqual(
         [
-          `${LIBRARY.name}  ${Buffer.byteLength(LIBRARY.code)} bytes  (this build)`,
+          `${CLUSTER_LIBRARY.name}  ${Buffer.byteLength(CLUSTER_LIBRARY.code)} bytes  (this build)`,
           `${OLD}  ${Buffer.byteLength(tinyLibrary(OLD))} bytes`,
         ].sort(),
       )
       const pruned = await cli(cluster.url, 'prune')
       expect(pruned.code).toBe(0)
       expect(pruned.stdout).toContain(`deleted ${OLD}  `)
-      for (const node of nodes) expect(await libraryNames(node)).toEqual([LIBRARY.name])
+      for (const node of nodes) expect(await libraryNames(node)).toEqual([CLUSTER_LIBRARY.name])
     } finally {
       for (const node of nodes) node.disconnect()
       await cluster.stop()

@@ -64,6 +64,7 @@ export async function seedAccount(
     spent: 0,
     'spent:key-1': 0,
     maxPriceCents,
+    hooks: 0,
     id,
     wallet: `0x${randomBytes(20).toString('hex')}`,
     createdAt: Date.now(),

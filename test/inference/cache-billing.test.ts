@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test
 import { type ChatMessageLike, promptTokenCount } from '../../src/inference/tokens.ts'
 import { formatMicros, parseMicros } from '../../src/money/units.ts'
 import type { TestAccount } from '../helpers/accounts.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import {
   balances,
   fundedBuyer,
@@ -380,7 +381,9 @@ describe("the upstream's own cost", () => {
       const record = await requestRecord(reference)
       expect(record.burnDiem).toBe(formatMicros(bill))
       expect(record.upstreamCostDiem).toBe('0.500000')
-      expect(await stack.store.hget(stack.keys.attempt(`${reference}.1`), 'upstreamCost')).toBe('500000')
+      expect((await attemptRecord(stack.store, stack.keys.attempt(`${reference}.1`))).upstreamCost).toBe(
+        '500000',
+      )
       expect(await disagreements()).toBe(disagreementsBefore + 1)
       await fetch(`${stack.url}/admin/v1/offers/${own}`, {
         method: 'DELETE',

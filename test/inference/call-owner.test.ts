@@ -9,6 +9,7 @@ import { auditAll } from '../../src/cli/audit.ts'
 import { InferenceService, inferenceCall } from '../../src/inference/service.ts'
 import { createLogger } from '../../src/logger.ts'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 
@@ -57,7 +58,7 @@ describe('a throw after admission releases the attempt', () => {
     ).rejects.toThrow('cannot shape this answer')
     await expectNothingLeft()
     expect((await balances(stack, buyer.accountId)).confirmed).toBe(before.confirmed)
-    const attempt = await stack.store.hgetall(stack.keys.attempt(`${call.supportReference}.1`))
+    const attempt = await attemptRecord(stack.store, stack.keys.attempt(`${call.supportReference}.1`))
     expect([attempt.state, attempt.errorCode]).toEqual(['released', 'gateway_error'])
   })
 

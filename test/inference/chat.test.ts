@@ -6,6 +6,7 @@ import OpenAI from 'openai'
 import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
 import type { TestAccount } from '../helpers/accounts.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import {
   balances,
   expectedCost,
@@ -221,12 +222,7 @@ describe('streamed chat', () => {
     const attempt = stack.keys.attempt(
       `${(frames.at(-2) as { supportReference: string }).supportReference}.1`,
     )
-    const [estimated, inputTokens, outputTokens] = await stack.store.hmget(
-      attempt,
-      'estimated',
-      'inputTokens',
-      'outputTokens',
-    )
+    const { estimated, inputTokens, outputTokens } = await attemptRecord(stack.store, attempt)
     expect(estimated).toBe('1')
     // The estimate is the real tokenizer's count of what was relayed, and of the prompt
     const relayed = frames

@@ -19,6 +19,7 @@ import type { MicroDiem } from '../../src/money/units.ts'
 import type { Keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import type { Store } from '../../src/redis/store.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { admitRequest } from '../helpers/market.ts'
 import type { TestStack } from '../helpers/stack.ts'
@@ -202,7 +203,7 @@ describe('the request path held apart', () => {
     await until(
       async () => (await store.hget(owners.offer(offerId).reservation(attemptId), 'state')) === 'voided',
     )
-    expect(await store.hget(owners.account(b.accountId).attempt(attemptId), 'state')).toBe('reaped')
+    expect((await attemptRecord(store, owners.account(b.accountId).attempt(attemptId))).state).toBe('reaped')
     expect(await accountRow(b.accountId)).toMatchObject({ held: '0', spent: '0', inflight: '0' })
     expect(await offerRow(offerId)).toMatchObject({ held: '0', inflight: '0' })
     await removeOffer(offerId)

@@ -2,6 +2,7 @@
 // so the reaper never takes it and the clear is an ordinary one (not a late clear after a reap).
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import { balances, fundedBuyer, simKey, simOffer, sseData } from '../helpers/buyers.ts'
 import { lockstep } from '../helpers/lockstep.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
@@ -41,7 +42,7 @@ test('two streams longer than the lease are renewed, never reaped, and cleared n
   for (const frames of streams) {
     expect(frames.at(-1)).toBe('[DONE]')
     const cost = frames.at(-2) as { supportReference: string }
-    const attempt = await stack.store.hgetall(stack.keys.attempt(`${cost.supportReference}.1`))
+    const attempt = await attemptRecord(stack.store, stack.keys.attempt(`${cost.supportReference}.1`))
     expect(attempt.state).toBe('cleared')
     // not a late clear (the field is only written for one)
     expect(attempt.lateClear).toBeUndefined()
@@ -59,7 +60,8 @@ test('an image call slower than the lease is renewed, never reaped, and cleared 
     json: { model: 'flux-dev', prompt: 'a slow cat' },
   })
   expect(response.status).toBe(200)
-  const attempt = await stack.store.hgetall(
+  const attempt = await attemptRecord(
+    stack.store,
     stack.keys.attempt(`${response.headers.get('x-svc-support-reference')}.1`),
   )
   expect(attempt).toMatchObject({ state: 'cleared', offerId: slow.id })

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { auditAll } from '../../src/cli/audit.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import { balances, expectedCost, fundedBuyer, sseData } from '../helpers/buyers.ts'
 import { lockstep } from '../helpers/lockstep.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
@@ -94,7 +95,7 @@ const chat = (buyer: TestAccount, body: Record<string, unknown>) =>
     json: { model: 'llama-3.3-70b', messages: [{ role: 'user', content: 'hello' }], ...body },
   })
 
-const attemptOf = (ref: string) => stack.store.hgetall(stack.keys.attempt(`${ref}.1`))
+const attemptOf = (ref: string) => attemptRecord(stack.store, stack.keys.attempt(`${ref}.1`))
 const record = async (buyer: TestAccount, ref: string) =>
   (await (await keyFetch(stack, buyer.apiKey, `/v1/agent/requests/${ref}`)).json()) as Record<string, unknown>
 const offerView = async (id: string) =>

@@ -11,6 +11,7 @@ import { readUsage } from '../../src/inference/meter.ts'
 import type { ChatMessageLike } from '../../src/inference/tokens.ts'
 import { marketSteps } from '../../src/market/steps.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import {
   admitFor,
   admitted,
@@ -155,7 +156,7 @@ test('burn is the upstream formula for any cache and long-prompt usage, and neve
         expect(honest).toBeLessThanOrEqual(chat.holdDiem)
         expect(honest).toBeLessThanOrEqual(admission.holdDiem as number)
         expect(clearing.charged as number).toBe(Math.ceil((honest * askCents) / 100))
-        const attempt = await fx.store.hgetall(fx.keys.attempt(admission.attemptId))
+        const attempt = await attemptRecord(fx.store, fx.keys.attempt(admission.attemptId))
         expect(Number(attempt.burn)).toBe(honest)
         expect(Number(attempt.inputTokens)).toBe(prompt)
         // The upstream's cost is recorded only where it disagrees beyond rounding; it never bills.

@@ -17,6 +17,7 @@ import { auditMarket, listWriteOffs } from '../../src/market/audit.ts'
 import { clear, release } from '../../src/market/clearing.ts'
 import { reapExpired } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import {
   admitFor,
   admitted,
@@ -242,7 +243,7 @@ async function reportedBurn(
 async function reapedNow(fx: MarketFixture, attemptId: string): Promise<void> {
   expect(await fx.store.zadd(fx.keys.leases, 'XX', 'CH', 1, attemptId)).toBe(1)
   await reapExpired(fx.store, fx.keys)
-  expect(await fx.store.hget(fx.keys.attempt(attemptId), 'state')).toBe('reaped')
+  expect((await attemptRecord(fx.store, fx.keys.attempt(attemptId))).state).toBe('reaped')
 }
 
 test('every clear of a random request and report moves money within the hold and the rules', async () => {
@@ -309,7 +310,7 @@ test('every clear of a random request and report moves money within the hold and
           outcome: 'completed',
         })
         const after = await money(fx, accountId, offerId)
-        const record = await fx.store.hgetall(fx.keys.attempt(admission.attemptId))
+        const record = await attemptRecord(fx.store, fx.keys.attempt(admission.attemptId))
 
         // Billed: the report capped at the hold and at the capacity the offer had left.
         const billed = Math.min(reported, holdDiem, Math.max(0, before.capacity - before.burned))
@@ -370,7 +371,7 @@ test('every clear of a random request and report moves money within the hold and
           expect(Number(again.charged)).toBe(charged)
           expect(again.burn).toBe(billed as MicroDiem)
           expect(await money(fx, accountId, offerId)).toEqual(after)
-          expect(await fx.store.hgetall(fx.keys.attempt(admission.attemptId))).toEqual(record)
+          expect(await attemptRecord(fx.store, fx.keys.attempt(admission.attemptId))).toEqual(record)
         }
         // The next request finds the balance and the capacity as they were.
         for (const attemptId of blockers.splice(0)) {

@@ -8,6 +8,7 @@ import { clear, release } from '../../src/market/clearing.ts'
 import { reapExpired, renewLease } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import { admitFor, type MarketFixture, marketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 
 const fixtures: MarketFixture[] = []
@@ -24,7 +25,7 @@ async function expectEachEndRecordedOnce(fx: MarketFixture, admitted: Admission[
   let cleared = 0
   for (const { attemptId } of admitted) {
     const key = fx.keys.attempt(attemptId)
-    const state = await fx.store.hget(key, 'state')
+    const { state } = await attemptRecord(fx.store, key)
     const ttl = await fx.store.pttl(key)
     if (state === 'admitted') expect(ttl).toBe(-1)
     else expect(ttl).toBeGreaterThan(29 * 86_400_000)

@@ -7,6 +7,7 @@ import { ClearingError, type ClearRequest, release } from '../../src/market/clea
 import { reapExpired, renewLease } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { attemptRecord, setAttemptValue } from '../helpers/attempts.ts'
 import {
   admitFor,
   admitted,
@@ -263,7 +264,7 @@ describe.each(scriptForms())('as %s', (form) => {
       await fx.store.hset(fx.keys.apiKey('d1'), { id: 'key-9', accountId: acct, lastUsedAt: 0 })
       const first = admitted(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'd1' }))
       expect([first.accountId, first.apiKeyId]).toEqual([acct, 'key-9'])
-      expect(await fx.store.hget(fx.keys.attempt(first.attemptId), 'keyId')).toBe('key-9')
+      expect((await attemptRecord(fx.store, fx.keys.attempt(first.attemptId))).keyId).toBe('key-9')
       const touched = await fx.store.hget(fx.keys.apiKey('d1'), 'lastUsedAt')
       expect(Number(touched)).toBeGreaterThan(0)
       admitted(await admitFor(fx, '', { apiKeyId: '', apiKeyDigest: 'd1' }))
@@ -341,7 +342,7 @@ describe.each(scriptForms())('as %s', (form) => {
         disputed: 2_000,
       } as never)
       expect(await offer(o)).toMatchObject({ burned: '1000', earned: '500', disputed: '2000' })
-      expect(await fx.store.hgetall(fx.keys.attempt(adm.attemptId))).toMatchObject({
+      expect(await attemptRecord(fx.store, fx.keys.attempt(adm.attemptId))).toMatchObject({
         burn: '1000',
         costUsdc: '500',
         disputed: '2000',
@@ -429,7 +430,7 @@ describe.each(scriptForms())('as %s', (form) => {
       await untilRedisPasses(fx.store, short.leaseDeadline)
       expect(await reapExpired(fx.store, fx.keys)).toBe(1)
       expect(await renewLease(fx.store, fx.keys, short.attemptId, 60_000)).toBe(false)
-      expect((await fx.store.hgetall(fx.keys.attempt(short.attemptId))).state).toBe('reaped')
+      expect((await attemptRecord(fx.store, fx.keys.attempt(short.attemptId))).state).toBe('reaped')
       expect(Number((await account(acct)).held)).toBe(renewed.holdUsdc as number)
       expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
@@ -466,7 +467,7 @@ describe.each(scriptForms())('as %s', (form) => {
       ])
       expect(await auditMarket(fx.store, fx.keys)).toEqual([])
       // A write-off that no late clear made is found.
-      await fx.store.hset(fx.keys.attempt(other.attemptId), 'writtenOff', '5')
+      await setAttemptValue(fx.store, fx.keys.attempt(other.attemptId), 'writtenOff', '5')
       await fx.store.hincrby(fx.keys.account(acct), 'writtenOff', 5)
       expect(await auditMarket(fx.store, fx.keys)).toEqual([
         { subject: `attempt ${other.attemptId}`, problem: 'written off 5 without a reaped lease' },

@@ -96,6 +96,21 @@ describe('market totals', () => {
     expect(await marketTotals(fx.store, fx.keys)).toEqual(await summed())
   })
 
+  test("on one slot spend and fees are the offers' sums, whatever an earlier build left on the market hash", async () => {
+    await postOffer(fx, 50, 5_000_000)
+    const acct = await seedAccount(fx, 1_000_000)
+    // What an earlier build kept on the market hash for its clears: its offers hold the same.
+    await fx.store.hset(fx.keys.market, 'spent', '999', 'fees', '99')
+    const adm = admitted(await admitFor(fx, acct, { holdDiem: 2_000 as MicroDiem }))
+    await clearFor(fx, adm.attemptId, 2_000, { feeBps: 250 })
+    expect(await marketTotals(fx.store, fx.keys)).toMatchObject({
+      spentUsdc: '0.001000',
+      earnedUsdc: '0.000975',
+      feesUsdc: '0.000025',
+    })
+    expect(await marketTotals(fx.store, fx.keys)).toEqual(await summed())
+  })
+
   test('a burst of concurrent clears on many accounts: the totals are the sums', async () => {
     await postOffer(fx, 40, 500_000_000, { maxInFlight: 1_000 })
     await postOffer(fx, 55, 500_000_000, { maxInFlight: 1_000 })

@@ -22,11 +22,13 @@ import {
   releaseApart,
 } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { isRedisUnavailable } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import { admitRequest, meteredClear, seedAccount as seedMarketAccount } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { untilRedisPasses } from '../helpers/wait.ts'
@@ -106,6 +108,34 @@ const offer = (offerId: string) => store.hgetall(owners.offer(offerId).offer(off
 const reservation = (offerId: string, attemptId: string) =>
   store.hgetall(owners.offer(offerId).reservation(attemptId))
 const slotOf = async (key: string) => Number(await store.call('CLUSTER', 'KEYSLOT', key))
+
+/**
+ * Begins moving the slot of `key` to another master, no key moved yet (SETSLOT IMPORTING on the
+ * target, MIGRATING on the source), and returns what calls the move off.
+ */
+async function beginSlotMove(key: string): Promise<() => Promise<void>> {
+  const slot = await slotOf(key)
+  const ranges = (await store.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][]
+  const port = ranges.find(([from, to]) => slot >= from && slot <= to)![2][1]
+  const source = new Redis(port, '127.0.0.1', { lazyConnect: true })
+  const target = new Redis(cluster.nodes.find((n) => n.port !== port)!.port, '127.0.0.1', {
+    lazyConnect: true,
+  })
+  try {
+    await target.cluster('SETSLOT', slot, 'IMPORTING', String(await source.cluster('MYID')))
+    await source.cluster('SETSLOT', slot, 'MIGRATING', String(await target.cluster('MYID')))
+  } catch (error) {
+    source.disconnect()
+    target.disconnect()
+    throw error
+  }
+  return async () => {
+    await target.cluster('SETSLOT', slot, 'STABLE')
+    await source.cluster('SETSLOT', slot, 'STABLE')
+    source.disconnect()
+    target.disconnect()
+  }
+}
 
 describe('two steps on two slots', () => {
   test("an account's keys share its shard's slot, an offer's its own; the shards spread over every master", async () => {
@@ -280,7 +310,8 @@ describe('two steps on two slots', () => {
     expect((await reservation(offerId, cleared.attemptId)).state).toBe('posted')
     expect((await reservation(offerId, open.attemptId)).state).toBe('voided')
     expect((await reservation(offerId, lone)).state).toBe('voided')
-    const attempt = await store.hget(owners.account(buyer.accountId).attempt(open.attemptId), 'state')
+    const attempt = (await attemptRecord(store, owners.account(buyer.accountId).attempt(open.attemptId)))
+      .state
     expect(attempt).toBe('reaped')
   })
 
@@ -288,28 +319,19 @@ describe('two steps on two slots', () => {
     const offerId = await seedOffer(50, 5_000_000)
     const buyer = await seedAccount(1_000_000)
     const adm = admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 20 })))
-    const slot = await slotOf(owners.offer(offerId).base)
-    expect(slot).not.toBe(await slotOf(owners.account(buyer.accountId).base))
+    expect(await slotOf(owners.offer(offerId).base)).not.toBe(
+      await slotOf(owners.account(buyer.accountId).base),
+    )
     // The offer's slot begun moving to another master, no key moved yet.
-    const ranges = (await store.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][]
-    const port = ranges.find(([from, to]) => slot >= from && slot <= to)![2][1]
-    const source = new Redis(port, '127.0.0.1', { lazyConnect: true })
-    const target = new Redis(cluster.nodes.find((n) => n.port !== port)!.port, '127.0.0.1', {
-      lazyConnect: true,
-    })
+    const callOff = await beginSlotMove(owners.offer(offerId).base)
     try {
-      await target.cluster('SETSLOT', slot, 'IMPORTING', String(await source.cluster('MYID')))
-      await source.cluster('SETSLOT', slot, 'MIGRATING', String(await target.cluster('MYID')))
       const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
       const cleared = await clearApart(store, owners, who, clearRequest(adm.attemptId, 600))
       expect(cleared.charged).toBe(300 as never)
       expect(await account(buyer.accountId)).toMatchObject({ held: '0', spent: '300', inflight: '0' })
       expect((await reservation(offerId, adm.attemptId)).state).toBe('reserved')
-      await target.cluster('SETSLOT', slot, 'STABLE')
-      await source.cluster('SETSLOT', slot, 'STABLE')
     } finally {
-      source.disconnect()
-      target.disconnect()
+      await callOff()
     }
     await untilRedisPasses(store, adm.leaseDeadline + 50)
     expect(await reapOffer(store, owners, offerId)).toBe(1)
@@ -426,6 +448,50 @@ describe('the cheapest offer from a view that may be stale', () => {
       buyerMaxCents: 30,
       cheapestPostedCents: 40,
     })
+  })
+})
+
+describe('an offer whose slot is being moved', () => {
+  test('is passed over for the next offer, the account untouched by it; with no other, the outage is the answer', async () => {
+    const market = keyspace(`${prefix}y`)
+    const moving = await seedOffer(40, 5_000_000)
+    const next = await seedOffer(45, 5_000_000)
+    await store.zadd(market.ladder, 40 * 1e9, moving, 45 * 1e9 + 1, next)
+    const view = new LadderView(store, market, owners)
+    await view.refresh()
+    const buyer = await seedAccount(1_000_000)
+    const callOff = await beginSlotMove(owners.offer(moving).base)
+    try {
+      const served = admitted(await admitCheapest(store, owners, view, request(buyer, '')))
+      expect(served).toMatchObject({ offerId: next, askCents: 45 })
+      expect(await store.exists(owners.offer(moving).reservation(served.attemptId))).toBe(0)
+      expect(await offer(moving)).toMatchObject({ held: '0', inflight: '0' })
+      expect(await account(buyer.accountId)).toMatchObject({ inflight: '1' })
+      // The next offer already tried: nothing else could take it, and the buyer is told the store is away.
+      const refused = await admitCheapest(store, owners, view, request(buyer, '', { tried: [next] })).then(
+        () => null,
+        (error: unknown) => error,
+      )
+      expect(isRedisUnavailable(refused)).toBe(true)
+      expect(await account(buyer.accountId)).toMatchObject({ inflight: '1' })
+    } finally {
+      await callOff()
+    }
+    // The slot whole again: the cheapest serves.
+    const back = admitted(await admitCheapest(store, owners, view, request(buyer, '')))
+    expect(back).toMatchObject({ offerId: moving, askCents: 40 })
+    // Both holds released: nothing left held for the audit after.
+    const other = admitted(await admitCheapest(store, owners, view, request(buyer, '', { tried: [moving] })))
+    for (const adm of [back, other]) {
+      const who = { accountId: buyer.accountId, offerId: adm.offerId, model: 'llama-3.3-70b' }
+      const failure = {
+        attemptId: adm.attemptId,
+        errorCode: 'upstream_error',
+        cooldownMs: 0,
+        upstreamBalance: null,
+      }
+      expect(await releaseApart(store, owners, who, failure)).toBe(true)
+    }
   })
 })
 

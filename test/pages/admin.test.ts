@@ -72,6 +72,8 @@ describe('the operator page', () => {
 
     const totals = (await (await adminFetch(stack, '/admin/v1/market')).json()) as Record<string, string>
     expect(Number(totals.spentUsdc)).toBeGreaterThan(0)
+    // The totals come on their own call, in any order with the tables'.
+    await page.locator('#totals').getByText('Buyer spend').waitFor()
     const shown = await page.locator('#totals').textContent()
     expect(shown).toContain(`Buyer spend${usd.format(Number(totals.spentUsdc))}`)
     expect(shown).toContain(`Supplier earnings${usd.format(Number(totals.earnedUsdc))}`)

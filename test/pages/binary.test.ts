@@ -101,6 +101,8 @@ test("the binary's dashboard and operator page work in Chromium: sign in, balanc
   await admin.page.getByLabel('Admin token').fill(adminToken)
   await admin.page.getByRole('button', { name: 'Sign in' }).click()
   await admin.page.getByRole('img', { name: /^Ladder depth/ }).waitFor()
+  // The totals come on their own call (a read per offer), in any order with the ladder's.
+  await admin.page.locator('#totals').getByText('Buyer spend').waitFor()
   expect(await admin.page.locator('#totals').textContent()).toContain('Buyer spend$0.00')
   expect(admin.errors).toEqual([])
   await admin.close()

@@ -6,6 +6,7 @@ import { release } from '../../src/market/clearing.ts'
 import { reapExpired } from '../../src/market/leases.ts'
 import { fieldsOf } from '../../src/records/activity.ts'
 import { recordRefusal } from '../../src/records/refusals.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import {
   admitFor,
   admitted,
@@ -95,7 +96,7 @@ describe('the ended-attempt Streams', () => {
       }),
     ])
     // The refusal is also its request's record, kept for the retention given.
-    expect(await fx.store.hget(fx.keys.attempt(refusedId), 'state')).toBe('refused')
+    expect((await attemptRecord(fx.store, fx.keys.attempt(refusedId))).state).toBe('refused')
     expect(await fx.store.pttl(fx.keys.attempt(refusedId))).toBeGreaterThan(0)
   })
 

@@ -7,6 +7,7 @@ import { release } from '../../src/market/clearing.ts'
 import { reapExpired } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
 import {
   admitFor,
   admitted,
@@ -35,7 +36,7 @@ const releaseOf = (attemptId: string, final = false) =>
     final,
     recordRetentionMs: HOUR,
   })
-const attempt = (id: string) => fx.store.hgetall(fx.keys.attempt(id))
+const attempt = (id: string) => attemptRecord(fx.store, fx.keys.attempt(id))
 const ttl = (id: string) => fx.store.pttl(fx.keys.attempt(id))
 
 /** Today's usage bucket, by Redis's clock (the scripts' own). */

@@ -1,14 +1,15 @@
 // Listing and pruning the gateway's function libraries (src/redis/function-libraries.ts) on a
 // redis-server of this file's own, since a prune deletes every old svc_ library in it: this build's
-// library and libraries of other names survive, old versions' go, a dry run deletes nothing, and a
-// replica still calling a pruned library loads it again and gets its answer.
+// two libraries (a single server's, a Cluster's) and libraries of other names survive, old
+// versions' go, a dry run deletes nothing, and a replica still calling a pruned library loads it
+// again and gets its answer.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { listGatewayLibraries, pruneGatewayLibraries } from '../../src/redis/function-libraries.ts'
 import { functionLibrary } from '../../src/redis/functions.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { ScriptLane } from '../../src/redis/script-lane.ts'
-import { LIBRARY } from '../../src/redis/script-registry.ts'
+import { BUILD_LIBRARIES, CLUSTER_LIBRARY, LIBRARY } from '../../src/redis/script-registry.ts'
 import { libraryNames, tinyLibrary } from '../helpers/function-libraries.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -29,17 +30,22 @@ afterAll(async () => {
   await server.stop()
 })
 
+const BUILD = [LIBRARY, CLUSTER_LIBRARY]
+const BUILD_NAMES = BUILD.map((library) => library.name).sort()
+
 async function loadAll(): Promise<void> {
-  await redis.call('FUNCTION', 'LOAD', LIBRARY.code)
+  for (const { code } of BUILD) await redis.call('FUNCTION', 'LOAD', code)
   for (const name of [...OLD, ...OTHERS]) await redis.call('FUNCTION', 'LOAD', tinyLibrary(name))
 }
 
 describe('the gateway libraries in Redis', () => {
-  test('list: only svc_<16 hex> names, this build marked, each with the bytes of its code', async () => {
+  test("list: only svc_<16 hex> names, this build's two marked, each with the bytes of its code", async () => {
     await loadAll()
-    expect(await listGatewayLibraries(redis, LIBRARY.name)).toEqual(
+    expect(BUILD_NAMES).toEqual([...BUILD_LIBRARIES].sort())
+    expect(LIBRARY.name).not.toBe(CLUSTER_LIBRARY.name)
+    expect(await listGatewayLibraries(redis, BUILD_LIBRARIES)).toEqual(
       [
-        { name: LIBRARY.name, current: true, codeBytes: Buffer.byteLength(LIBRARY.code) },
+        ...BUILD.map(({ name, code }) => ({ name, current: true, codeBytes: Buffer.byteLength(code) })),
         ...OLD.map((name) => ({ name, current: false, codeBytes: Buffer.byteLength(tinyLibrary(name)) })),
       ].sort((a, b) => a.name.localeCompare(b.name)),
     )
@@ -49,29 +55,29 @@ describe('the gateway libraries in Redis', () => {
   test('a dry run deletes nothing and names what a prune would delete', async () => {
     await loadAll()
     const before = await libraryNames(redis)
-    const result = await pruneGatewayLibraries(redis, LIBRARY.name, { dryRun: true })
+    const result = await pruneGatewayLibraries(redis, BUILD_LIBRARIES, { dryRun: true })
     expect(result.stale.map((library) => library.name)).toEqual(OLD)
-    expect(result.kept.map((library) => library.name)).toEqual([LIBRARY.name])
+    expect(result.kept.map((library) => library.name)).toEqual(BUILD_NAMES)
     expect(await libraryNames(redis)).toEqual(before)
   })
 
-  test("prune deletes the old versions' libraries and keeps this build's and every other name", async () => {
+  test("prune deletes the old versions' libraries and keeps this build's two and every other name", async () => {
     await loadAll()
-    const result = await pruneGatewayLibraries(redis, LIBRARY.name, { dryRun: false })
+    const result = await pruneGatewayLibraries(redis, BUILD_LIBRARIES, { dryRun: false })
     expect(result.stale.map((library) => library.name)).toEqual(OLD)
-    expect(result.kept.map((library) => library.name)).toEqual([LIBRARY.name])
-    expect(await libraryNames(redis)).toEqual([LIBRARY.name, ...OTHERS].sort())
+    expect(result.kept.map((library) => library.name)).toEqual(BUILD_NAMES)
+    expect(await libraryNames(redis)).toEqual([...BUILD_NAMES, ...OTHERS].sort())
     expect(await redis.call('FCALL', 'otherapp_ping', 0)).toBe('otherapp')
     // Nothing left to prune.
-    expect(await pruneGatewayLibraries(redis, LIBRARY.name, { dryRun: false })).toEqual({
+    expect(await pruneGatewayLibraries(redis, BUILD_LIBRARIES, { dryRun: false })).toEqual({
       stale: [],
-      kept: [expect.objectContaining({ name: LIBRARY.name })],
+      kept: BUILD_NAMES.map((name) => expect.objectContaining({ name })),
     })
   })
 
   test("this build's library not loaded yet: the old ones go all the same, nothing is kept", async () => {
     for (const name of [...OLD, 'otherapp']) await redis.call('FUNCTION', 'LOAD', tinyLibrary(name))
-    const result = await pruneGatewayLibraries(redis, LIBRARY.name, { dryRun: false })
+    const result = await pruneGatewayLibraries(redis, BUILD_LIBRARIES, { dryRun: false })
     expect(result.stale.map((library) => library.name)).toEqual(OLD)
     expect(result.kept).toEqual([])
     expect(await libraryNames(redis)).toEqual(['otherapp'])
@@ -79,7 +85,7 @@ describe('the gateway libraries in Redis', () => {
 
   test('a replica calling a library just pruned loads it again and gets its answer', async () => {
     // Another version's library, as functionLibrary makes it: a prune deletes it.
-    const old = functionLibrary({ echo: { body: 'return ARGV[1]', market: false } })
+    const old = functionLibrary({ echo: { body: 'return ARGV[1]', market: false } }, { guarded: false })
     expect(old.name).not.toBe(LIBRARY.name)
     const lane = new ScriptLane(server.url, 'svc-test-old-replica')
     try {
@@ -87,7 +93,7 @@ describe('the gateway libraries in Redis', () => {
       expect(await lane.call(old, 'echo', 'return ARGV[1]', [], ['before'])).toBe('before')
       await redis.call('FUNCTION', 'LOAD', LIBRARY.code)
 
-      const { stale } = await pruneGatewayLibraries(redis, LIBRARY.name, { dryRun: false })
+      const { stale } = await pruneGatewayLibraries(redis, BUILD_LIBRARIES, { dryRun: false })
       expect(stale.map((library) => library.name)).toEqual([old.name])
       expect(await libraryNames(redis)).toEqual([LIBRARY.name])
 
@@ -104,10 +110,10 @@ describe('the gateway libraries in Redis', () => {
     const old = await startLocalRedis(['--rename-command', 'FUNCTION', 'FUNCTION_OFF'])
     const client = new Redis(old.url)
     try {
-      await expect(listGatewayLibraries(client, LIBRARY.name)).rejects.toThrow(
+      await expect(listGatewayLibraries(client, BUILD_LIBRARIES)).rejects.toThrow(
         'this Redis has no FUNCTION command (functions came with Redis 7.0)',
       )
-      await expect(pruneGatewayLibraries(client, LIBRARY.name, { dryRun: false })).rejects.toThrow(
+      await expect(pruneGatewayLibraries(client, BUILD_LIBRARIES, { dryRun: false })).rejects.toThrow(
         'no FUNCTION command',
       )
     } finally {

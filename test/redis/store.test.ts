@@ -1,17 +1,20 @@
 // The store (src/redis/store.ts) over a single Redis and over a Cluster of three masters: the same
 // paid pair (admit, clear) run through one interface leaves the same money in the same keys, read
-// back through that interface; the Cluster's ran as FCALLs of the library on its masters.
+// back through that interface; the Cluster's ran as FCALLs of the library on its masters, whose
+// functions begin with the slot guard, and a single server's as FCALLs of the library without it.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import Redis from 'ioredis'
+import { moveSlot, slotOf } from '../../chaos/slots.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import { isRedisUnavailable } from '../../src/redis/connection.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { startLocalRedis } from '../../src/redis/local-server.ts'
-import { LIBRARY } from '../../src/redis/script-registry.ts'
+import { CLUSTER_LIBRARY, LIBRARY } from '../../src/redis/script-registry.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
+import { libraryNames } from '../helpers/function-libraries.ts'
 import { pad, restartLoading } from '../helpers/loading-redis.ts'
 import { admitFor, clearFor, type MarketFixture, postOffer, seedAccount } from '../helpers/market.ts'
 import { prefixOn, type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
@@ -76,21 +79,86 @@ test('a single-Redis store and a Cluster store run the same scripts and read the
   expect(a.cleared.charged).toBeGreaterThan(0)
   expect(Number(a.account[2])).toBe(a.cleared.charged)
   expect(b).toEqual(a)
-  // The Cluster's scripts ran as functions of the library loaded on its masters.
+  // The Cluster's scripts ran as functions of the guarded library loaded on its masters.
   const loaded = await Promise.all(
     cluster.nodes.map(async (node) => {
       const direct = new Redis(node.port, '127.0.0.1')
       try {
-        return ((await direct.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY.name)) as unknown[]).length
+        return await libraryNames(direct)
       } finally {
         direct.disconnect()
       }
     }),
   )
-  expect(loaded).toEqual([1, 1, 1])
+  expect(loaded).toEqual([[CLUSTER_LIBRARY.name], [CLUSTER_LIBRARY.name], [CLUSTER_LIBRARY.name]])
+  expect(CLUSTER_LIBRARY.code).toContain("'EXISTS', KEYS[1] .. '\\0slot-guard:a'")
   expect(single.lane).toBeDefined()
   expect(onCluster.lane).toBeUndefined()
 }, 60_000)
+
+test("on a Cluster the scripts go over a native connection to their slot's master; one sent to a slot that moved is passed on and followed", async () => {
+  const [source, target] = cluster.nodes
+  const store = await open(cluster.url, 'svc-test-cluster-lane')
+  const { fx, keys, accountId } = await market(store, await prefixOn(source!))
+  const scriptsOn = async (port: number) => {
+    const direct = new Redis(port, '127.0.0.1')
+    try {
+      const list = String(await direct.client('LIST'))
+      return list.split('\n').filter((line) => line.includes(' name=svc-test-cluster-lane-scripts '))
+    } finally {
+      direct.disconnect()
+    }
+  }
+  // The lane connects on first use; until then ioredis carries the scripts.
+  await until(async () => {
+    await clearFor(fx, ((await admitFor(fx, accountId)) as Admission).attemptId, 700)
+    return (await scriptsOn(source!.port)).some((line) => / cmd=fcall /.test(line))
+  })
+  // The market's slot moved whole to another master: the lane's map is stale until ioredis meets
+  // the MOVED and reads the map again, and the first script there is passed to ioredis and served.
+  const slot = await slotOf(cluster, keys.base)
+  await moveSlot(cluster, slot, source!, target!, { batches: 1, between: async () => {} })
+  const moved = (await admitFor(fx, accountId)) as Admission
+  expect(moved.attemptId).toBeString()
+  const account = async () => await store.hmget(keys.account(accountId), 'held', 'spent')
+  const [held, spent] = (await account()).map(Number)
+  expect(held).toBe(moved.holdUsdc)
+  const cleared = await clearFor(fx, moved.attemptId, 700)
+  expect((await account()).map(Number)).toEqual([0, spent! + cleared.charged])
+  // And the lane serves the slot from its new master.
+  await until(async () => {
+    await clearFor(fx, ((await admitFor(fx, accountId)) as Admission).attemptId, 700)
+    return (await scriptsOn(target!.port)).some((line) => / cmd=fcall /.test(line))
+  })
+  await moveSlot(cluster, slot, target!, source!, { batches: 1, between: async () => {} })
+}, 60_000)
+
+test("a single server loads the library without the slot guard: a paid pair asks Redis for no guard's EXISTS", async () => {
+  const local = await startLocalRedis()
+  const direct = new Redis(local.url)
+  try {
+    const store = await open(local.url, 'svc-test-store-unguarded')
+    await until(() => store.lane !== undefined)
+    const { fx, accountId } = await market(store, testPrefix())
+    const before = await commandCalls(direct, ['exists', 'fcall'])
+    const admitted = (await admitFor(fx, accountId)) as Admission
+    expect((await clearFor(fx, admitted.attemptId, 700)).charged).toBeGreaterThan(0)
+    // Two FCALLs, and the admit's one EXISTS (is the attempt id new): none for a guard.
+    expect((await commandCalls(direct, ['exists', 'fcall'])).map((n, i) => n - before[i]!)).toEqual([1, 2])
+    expect(await libraryNames(direct)).toEqual([LIBRARY.name])
+    expect(LIBRARY.name).not.toBe(CLUSTER_LIBRARY.name)
+    expect(LIBRARY.code).not.toContain('slot-guard')
+  } finally {
+    direct.disconnect()
+    await local.stop()
+  }
+}, 60_000)
+
+/** How many times one server ran each of `commands` (INFO commandstats). */
+async function commandCalls(node: Redis, commands: string[]): Promise<number[]> {
+  const info = await node.info('commandstats')
+  return commands.map((command) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0))
+}
 
 test('after a restart that loads the data set, scripts and reads come back together', async () => {
   const local = await startLocalRedis()

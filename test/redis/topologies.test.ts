@@ -11,7 +11,7 @@ import Redis from 'ioredis'
 import { auditAll } from '../../src/cli/audit.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
-import { LIBRARY } from '../../src/redis/script-registry.ts'
+import { CLUSTER_LIBRARY } from '../../src/redis/script-registry.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
 import { parseRedisTarget } from '../../src/redis/target.ts'
 import { keyFetch } from '../helpers/accounts.ts'
@@ -126,11 +126,16 @@ async function keysOn(node: RedisServer, prefix: string): Promise<number> {
   }
 }
 
-/** Whether a master holds the gateway's function library, and how many FCALLs and EVALSHAs it ran. */
+/** Whether a master holds the gateway's function library (a Cluster's, guarded), and how many FCALLs and EVALSHAs it ran. */
 async function scriptStats(port: number) {
   const direct = new Redis(port, '127.0.0.1', { lazyConnect: true })
   try {
-    const libraries = (await direct.call('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY.name)) as unknown[]
+    const libraries = (await direct.call(
+      'FUNCTION',
+      'LIST',
+      'LIBRARYNAME',
+      CLUSTER_LIBRARY.name,
+    )) as unknown[]
     const info = await direct.info('commandstats')
     const calls = (command: string) =>
       Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)

@@ -59,6 +59,23 @@ test('requests by route template and status, latency, clears, fall-forwards, gau
   expect(value(after, 'svc_redis_ping_seconds')).toBeGreaterThan(0)
 })
 
+test('holds outstanding count the leases of both record shapes: packed, and from a gateway before them', async () => {
+  await stack.store.zadd(stack.keys.leases, Date.now() + 60_000, 'sr_gauge.1')
+  await stack.store.zadd(
+    stack.keys.earlierLeases,
+    Date.now() + 60_000,
+    'sr_gauge.2',
+    Date.now() + 60_000,
+    'sr_gauge.3',
+  )
+  try {
+    expect(value(await scrape(), 'svc_holds_outstanding')).toBe(3)
+  } finally {
+    await stack.store.call('ZREM', stack.keys.leases, 'sr_gauge.1')
+    await stack.store.call('ZREM', stack.keys.earlierLeases, 'sr_gauge.2', 'sr_gauge.3')
+  }
+})
+
 test('without the operator token: 401', async () => {
   expect((await fetch(`${stack.url}/metrics`)).status).toBe(401)
 })

@@ -36,8 +36,9 @@ async function budgetedAccount(reset?: LimitReset) {
   const acct = await seedAccount(fx, 1_000_000_000)
   await fx.store.hset(fx.keys.account(acct), `limit:${KEY}`, LIMIT)
   if (reset) await fx.store.hset(fx.keys.account(acct), `reset:${KEY}`, reset)
-  // As lua/webhook-put.lua counts an endpoint's event types.
+  // As lua/webhook-put.lua counts an endpoint's event types, and the account its endpoints.
   await fx.store.hset(fx.keys.webhookHooks(`acct:${acct}`), 't:key.budget.80', 1, 't:key.budget.100', 1)
+  await fx.store.hset(fx.keys.account(acct), 'hooks', 1)
   return acct
 }
 
@@ -133,6 +134,13 @@ describe('a lifetime limit', () => {
       data: { keyId: KEY, limitUsdc: '0.003500', spentUsdc: '0.003500', percent: 100 },
     })
     expect(await types(acct)).toHaveLength(4)
+  })
+
+  test('an account made before its endpoints were counted (no hooks field) is looked up as before', async () => {
+    const acct = await budgetedAccount()
+    await fx.store.hdel(fx.keys.account(acct), 'hooks')
+    for (let i = 0; i < 5; i++) await spend(acct)
+    expect(await written(acct)).toEqual([budgetEvent(80, 2000), budgetEvent(100, 2500)])
   })
 
   test('with no endpoint for the budget events, nothing is written', async () => {

@@ -127,6 +127,8 @@ describe('registration over HTTP', () => {
     expect(endpoint.balanceThresholdUsdc).toBe('2.500000')
     const stored = await stack.store.hget(stack.keys.webhooks(`acct:${owner.accountId}`), endpoint.id)
     expect(stored).not.toContain(endpoint.secret)
+    // The account counts its endpoints where a clear reads it, from 0 when it was made.
+    expect(await stack.store.hget(stack.keys.account(owner.accountId), 'hooks')).toBe('1')
     const listed = (await (await keyFetch(stack, owner.apiKey, '/v1/agent/webhooks')).json()) as {
       webhooks: Record<string, unknown>[]
     }
@@ -144,6 +146,7 @@ describe('registration over HTTP', () => {
     expect(removed.status).toBe(200)
     // The scripts' hooks hash no longer names its types: no event is written for it any more.
     expect(await stack.store.hgetall(stack.keys.webhookHooks(`acct:${owner.accountId}`))).toEqual({})
+    expect(await stack.store.hget(stack.keys.account(owner.accountId), 'hooks')).toBe('0')
   })
 
   test('an owner has at most 5 endpoints: the sixth is a 409 and writes nothing', async () => {

@@ -16,7 +16,12 @@ export function metricsRoutes(deps: { store: Store; keys: Keyspace; config: { ad
         const started = performance.now()
         await deps.store.ping()
         const redisSeconds = (performance.now() - started) / 1000
-        const holds = await deps.store.zcard(deps.keys.leases)
+        // Attempts admitted by a gateway from before the packed record lease in the earlier zset.
+        const leased = await Promise.all([
+          deps.store.zcard(deps.keys.leases),
+          deps.store.zcard(deps.keys.earlierLeases),
+        ])
+        const holds = leased[0] + leased[1]
         const text = [
           ...metrics.requests.render(),
           ...metrics.latency.render(),
