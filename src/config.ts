@@ -217,10 +217,15 @@ function loadInferenceConfig(env: Env): InferenceConfig {
   }
 }
 
+/** SVC_REAP_INTERVAL_MS: how often each replica's reaper runs (and stamps the replica as seen). */
+export function reapIntervalMs(env: Env = process.env): number {
+  return integer(env, 'SVC_REAP_INTERVAL_MS', 1_000, 50, 60_000)
+}
+
 function loadMarketConfig(env: Env): MarketConfig {
   return {
     leaseMs: integer(env, 'SVC_LEASE_SECONDS', 30, 5, 3_600) * 1000,
-    reapIntervalMs: integer(env, 'SVC_REAP_INTERVAL_MS', 1_000, 50, 60_000),
+    reapIntervalMs: reapIntervalMs(env),
     keyMaxInFlight: integer(env, 'SVC_KEY_MAX_IN_FLIGHT', 32, 1, 100_000),
     walletMaxInFlight: integer(env, 'SVC_WALLET_MAX_IN_FLIGHT', 64, 1, 100_000),
     feeBps: integer(env, 'SVC_FEE_BPS', 0, 0, 10_000),

@@ -5,7 +5,7 @@ import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { startReaper } from './market/reaper.ts'
-import { REPLICA_ID } from './market/replicas.ts'
+import { REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
@@ -42,6 +42,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     throw error
   }
   const keys = keyspace(config.redisPrefix, config.redisLayout)
+  await stampReplica(store, keys)
   const source = {
     upstreamUrl: config.upstreamUrl,
     upstreamApiKey: config.upstreamApiKey,
@@ -103,7 +104,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     stopSync()
     funding?.stop()
     payouts.stop()
-    stopReaper()
+    await stopReaper()
     // The pass in flight finishes (its deliveries logged) before Redis goes.
     await stopWebhooks()
     await app.stop(true)

@@ -6,7 +6,7 @@ import { AccountStore } from '../accounts/accounts.ts'
 import { ApiKeyStore } from '../accounts/key-store.ts'
 import { accountView, creditView } from '../accounts/views.ts'
 import { loadStoreConfig } from '../config.ts'
-import { keyspace } from '../redis/keys.ts'
+import { recordedKeyspace } from '../redis/layout.ts'
 import { createStore } from '../redis/store.ts'
 import { runOperatorCommand, UsageError } from './operator-command.ts'
 
@@ -31,11 +31,11 @@ function parse(args: string[]) {
 export async function account(args: string[]): Promise<void> {
   const config = loadStoreConfig()
   const store = createStore(config.redisUrl, { name: 'svc-cli' })
-  const keys = keyspace(config.redisPrefix)
   try {
-    await runOperatorCommand(ACCOUNT_USAGE, () => {
+    await runOperatorCommand(ACCOUNT_USAGE, async () => {
       const { values, positionals } = parse(args)
       const [command, ...rest] = positionals
+      const keys = await recordedKeyspace(store, config.redisPrefix)
       const stores = { accounts: new AccountStore(store, keys), apiKeys: new ApiKeyStore(store, keys) }
       return run(command, rest, values, stores, config)
     })

@@ -6,20 +6,31 @@
 import { loadFundingConfig, loadStoreConfig } from '../config.ts'
 import { fundingChain } from '../funding/chain.ts'
 import { type AuditFinding, auditMarket, listWriteOffs } from '../market/audit.ts'
+import { auditApart } from '../market/audit-apart.ts'
 import { formatMicros } from '../money/units.ts'
 import { auditPayouts, auditPayoutsOnChain } from '../payouts/audit.ts'
-import { type Keyspace, keyspace } from '../redis/keys.ts'
+import type { Keyspace } from '../redis/keys.ts'
+import { recordedKeyspace } from '../redis/layout.ts'
 import type { Store } from '../redis/store.ts'
 import { createStore } from '../redis/store.ts'
 import { auditSuppliers } from '../suppliers/audit.ts'
 
-/** Every invariant of the store: the market's, each supplier's and each supplier's payouts'. */
+/**
+ * Every invariant of the store: the market's, each supplier's and each supplier's payouts'; held
+ * apart, every slot's and the pairs across them too. A finding two checks make is named once.
+ */
 export async function auditAll(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
-  return [
+  const findings = [
+    ...(keys.layout === 'apart' ? await auditApart(store, keys.prefix) : []),
     ...(await auditMarket(store, keys)),
     ...(await auditSuppliers(store, keys)),
     ...(await auditPayouts(store, keys)),
   ]
+  const named = new Set<string>()
+  return findings.filter(({ subject, problem }) => {
+    const line = `${subject}: ${problem}`
+    return !named.has(line) && named.add(line)
+  })
 }
 
 export async function audit(args: string[] = []): Promise<void> {
@@ -38,7 +49,7 @@ export async function audit(args: string[] = []): Promise<void> {
   }
   const store = createStore(config.redisUrl, { name: 'svc-audit' })
   try {
-    const keys = keyspace(config.redisPrefix)
+    const keys = await recordedKeyspace(store, config.redisPrefix)
     const findings = await auditAll(store, keys)
     if (funding) {
       const onChain = await auditPayoutsOnChain(store, keys, fundingChain(funding), funding.usdcAddress)

@@ -5,7 +5,7 @@ import { getAddress } from 'viem'
 import { AccountStore } from '../accounts/accounts.ts'
 import type { GatewayConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
-import { keyspace } from '../redis/keys.ts'
+import { recordedKeyspace } from '../redis/layout.ts'
 import { createStore } from '../redis/store.ts'
 
 export const DEMO_WALLET = '0x000000000000000000000000000000000000dEaD'
@@ -14,7 +14,7 @@ export const DEMO_CREDIT_USDC = '25.000000'
 export async function createDemoAccount(config: GatewayConfig) {
   const store = createStore(config.redisUrl, { name: 'svc-demo' })
   try {
-    const accounts = new AccountStore(store, keyspace(config.redisPrefix))
+    const accounts = new AccountStore(store, await recordedKeyspace(store, config.redisPrefix))
     const created = await accounts
       .create(DEMO_WALLET, config.defaultMaxPriceCents)
       .catch((error: unknown) => {

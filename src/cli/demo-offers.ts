@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto'
 import type { GatewayConfig } from '../config.ts'
 import { OfferService } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { keyspace } from '../redis/keys.ts'
+import { recordedKeyspace } from '../redis/layout.ts'
 import { createStore } from '../redis/store.ts'
 
 export const DEMO_ASKS = [38, 45, 62] as const
@@ -13,7 +13,11 @@ const DEMO_CAPACITY = 100_000_000 as MicroDiem // 100 DIEM each
 export async function seedDemoOffers(config: GatewayConfig, upstreamUrl: string): Promise<number[]> {
   const store = createStore(config.redisUrl, { name: 'svc-demo' })
   try {
-    const offers = new OfferService(store, keyspace(config.redisPrefix), config.masterKey)
+    const offers = new OfferService(
+      store,
+      await recordedKeyspace(store, config.redisPrefix),
+      config.masterKey,
+    )
     for (const askCents of DEMO_ASKS) {
       await offers.create({
         upstreamBaseUrl: upstreamUrl,

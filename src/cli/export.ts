@@ -4,12 +4,15 @@
 // where the last one stopped: first the entries it was given and never acknowledged (its pending
 // list), then new ones. At-least-once: an export killed between a write and its XACK writes that
 // line again; a line's `id` (the Stream entry id, unique and increasing) tells repeats apart.
-// `--once` exits when caught up; otherwise it waits for new entries until SIGINT or SIGTERM.
+// `--once` exits when caught up; otherwise it waits for new entries until SIGINT or SIGTERM. Held
+// apart, each account shard's scripts append to a Stream on the shard's slot: every one is read,
+// and a line's id is `a.<shard>:<entry id>` (unique, increasing within its shard).
 import { parseArgs } from 'node:util'
 import { loadStoreConfig } from '../config.ts'
 import { formatMicros } from '../money/units.ts'
 import { fieldsOf } from '../records/activity.ts'
-import { type Keyspace, keyspace } from '../redis/keys.ts'
+import { ACCOUNT_SHARDS, accountShardKeyspaces, type Keyspace } from '../redis/keys.ts'
+import { recordedKeyspace } from '../redis/layout.ts'
 import type { Store } from '../redis/store.ts'
 import { createStore } from '../redis/store.ts'
 
@@ -32,12 +35,12 @@ type Entry = [id: string, fields: string[]]
 type ReadReply = [stream: string, entries: Entry[]][] | null
 
 /** One settled attempt as its export line (money as 6-decimal strings, as the API gives it). */
-export function exportLine([id, flat]: Entry): string {
+export function exportLine([id, flat]: Entry, lineId = id): string {
   const f = fieldsOf(flat)
   const attempt = f.attempt ?? ''
   const int = (value: string | undefined) => (value ? Number(value) : null)
   return `${JSON.stringify({
-    id,
+    id: lineId,
     endedAt: new Date(Number(id.slice(0, id.indexOf('-')))).toISOString(),
     attemptId: attempt,
     supportReference: attempt.slice(0, attempt.lastIndexOf('.')) || attempt,
@@ -92,11 +95,11 @@ async function ensureGroup(store: Store, stream: string, group: string): Promise
 }
 
 /** Writes and acknowledges one batch; false when asked to stop part-way. */
-async function emit(store: Store, stream: string, group: string, entries: Entry[], stopped: () => boolean) {
+async function emit(store: Store, source: Source, group: string, entries: Entry[], stopped: () => boolean) {
   for (const entry of entries) {
     if (stopped()) return false
-    await writeLine(exportLine(entry))
-    await store.xack(stream, group, entry[0])
+    await writeLine(exportLine(entry, source.lineId(entry[0])))
+    await store.xack(source.stream, group, entry[0])
   }
   return true
 }
@@ -116,35 +119,71 @@ export async function trimmedUnread(store: Store, stream: string, group: string)
   return Math.max(0, field('entries-added') - field('length') - read)
 }
 
-export async function runExport(
+/** One Stream exported: its key, and how its lines' ids name its entries. */
+interface Source {
+  stream: string
+  /** The line's id for an entry id: the id itself, or held apart, prefixed by the Stream's shard. */
+  lineId: (entryId: string) => string
+}
+
+/**
+ * The Streams the ended attempts are on: the market's, and held apart every account shard's that
+ * holds any (each shard's scripts append on their own slot; a market migrated from one slot keeps
+ * its earlier entries on the market's).
+ */
+async function sources(store: Store, keys: Keyspace): Promise<Source[]> {
+  const market = { stream: keys.endedAttempts, lineId: (id: string) => id }
+  if (keys.layout !== 'apart') return [market]
+  const shards = accountShardKeyspaces(keys.prefix)
+  const present = await Promise.all(shards.map((shard) => store.exists(shard.endedAttempts)))
+  const own = shards.flatMap((shard, i) =>
+    present[i]
+      ? [{ stream: shard.endedAttempts, lineId: (id: string) => `a.${ACCOUNT_SHARDS[i]}:${id}` }]
+      : [],
+  )
+  return [market, ...own]
+}
+
+/**
+ * One read of the group's consumer: what it was given after `from` and never acknowledged, or new
+ * entries (`>`), waiting up to BLOCK_MS for one when `block`.
+ */
+async function readGroup(
   store: Store,
-  keys: Keyspace,
-  options: ExportOptions,
-  stopped: () => boolean,
-) {
-  const stream = keys.endedAttempts
-  const { group, consumer } = options
+  stream: string,
+  { group, consumer }: ExportOptions,
+  from: string,
+  block = false,
+): Promise<Entry[]> {
+  const wait = (block ? ['BLOCK', BLOCK_MS] : []) as ['BLOCK', number]
+  const reply = (await store.xreadgroup(
+    'GROUP',
+    group,
+    consumer,
+    'COUNT',
+    BATCH,
+    ...wait,
+    'STREAMS',
+    stream,
+    from,
+  )) as ReadReply
+  return reply?.[0]?.[1] ?? []
+}
+
+/** Writes what the consumer was given and never acknowledged; false when asked to stop part-way. */
+async function resend(store: Store, source: Source, options: ExportOptions, stopped: () => boolean) {
+  const { stream } = source
+  const { group } = options
   await ensureGroup(store, stream, group)
   const lost = await trimmedUnread(store, stream, group)
   if (lost)
     console.error(
       `export: ${lost} settled attempts were trimmed from the Stream before group ${group} read them`,
     )
-  // First what this consumer was given and never acknowledged: the lines a crash may have cut.
   let after = '0'
   for (;;) {
-    const reply = (await store.xreadgroup(
-      'GROUP',
-      group,
-      consumer,
-      'COUNT',
-      BATCH,
-      'STREAMS',
-      stream,
-      after,
-    )) as ReadReply
-    const given = reply?.[0]?.[1] ?? []
-    if (given.length === 0) break
+    const given = await readGroup(store, stream, options, after)
+    if (given.length === 0) return true
     // A pending entry trimmed from the Stream meanwhile comes back without fields: it is gone.
     const trimmed = given.filter(([, fields]) => fields === null).map(([id]) => id)
     if (trimmed.length > 0) {
@@ -154,30 +193,47 @@ export async function runExport(
       await store.xack(stream, group, ...trimmed)
     }
     const entries = given.filter(([, fields]) => fields !== null)
-    if (!(await emit(store, stream, group, entries, stopped))) return
+    if (!(await emit(store, source, group, entries, stopped))) return false
     after = given.at(-1)![0]
   }
-  // Then new entries, until caught up (--once) or stopped.
+}
+
+/** New entries until none is left (blocking up to BLOCK_MS for the first when `block`); false when stopped. */
+async function sendNew(
+  store: Store,
+  source: Source,
+  options: ExportOptions,
+  stopped: () => boolean,
+  block: boolean,
+) {
   while (!stopped()) {
-    const reply = (
-      options.once
-        ? await store.xreadgroup('GROUP', group, consumer, 'COUNT', BATCH, 'STREAMS', stream, '>')
-        : await store.xreadgroup(
-            'GROUP',
-            group,
-            consumer,
-            'COUNT',
-            BATCH,
-            'BLOCK',
-            BLOCK_MS,
-            'STREAMS',
-            stream,
-            '>',
-          )
-    ) as ReadReply
-    const entries = reply?.[0]?.[1] ?? []
-    if (entries.length === 0 && options.once) return
-    if (!(await emit(store, stream, group, entries, stopped))) return
+    const entries = await readGroup(store, source.stream, options, '>', block)
+    if (entries.length === 0) return true
+    if (!(await emit(store, source, options.group, entries, stopped))) return false
+  }
+  return false
+}
+
+export async function runExport(
+  store: Store,
+  keys: Keyspace,
+  options: ExportOptions,
+  stopped: () => boolean,
+) {
+  // First what this consumer was given and never acknowledged (the lines a crash may have cut),
+  // then new entries, until caught up (--once) or stopped.
+  const started = new Set<string>()
+  for (;;) {
+    const all = await sources(store, keys)
+    for (const source of all) {
+      if (!started.has(source.stream) && !(await resend(store, source, options, stopped))) return
+      started.add(source.stream)
+      // One Stream waits on Redis for its next entry; several are each read in turn, a pass a wait.
+      const block = !options.once && all.length === 1
+      if (!(await sendNew(store, source, options, stopped, block))) return
+    }
+    if (options.once || stopped()) return
+    if (all.length > 1) await Bun.sleep(BLOCK_MS)
   }
 }
 
@@ -197,7 +253,7 @@ export async function exportSettled(args: string[]): Promise<void> {
   process.on('SIGINT', onSignal)
   process.on('SIGTERM', onSignal)
   try {
-    await runExport(store, keyspace(config.redisPrefix), options, () => stop)
+    await runExport(store, await recordedKeyspace(store, config.redisPrefix), options, () => stop)
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)

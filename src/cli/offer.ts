@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util'
 import { loadStoreConfig, masterKey } from '../config.ts'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS, type OfferInput, OfferService } from '../market/offers.ts'
 import { type MicroDiem, parseMicros } from '../money/units.ts'
-import { keyspace } from '../redis/keys.ts'
+import { recordedKeyspace } from '../redis/layout.ts'
 import { createStore } from '../redis/store.ts'
 import { runOperatorCommand, UsageError } from './operator-command.ts'
 
@@ -105,8 +105,8 @@ export async function offer(args: string[]): Promise<void> {
   const config = loadStoreConfig()
   const store = createStore(config.redisUrl, { name: 'svc-cli' })
   try {
-    await runOperatorCommand(OFFER_USAGE, () => {
-      const offers = new OfferService(store, keyspace(config.redisPrefix), masterKey())
+    await runOperatorCommand(OFFER_USAGE, async () => {
+      const offers = new OfferService(store, await recordedKeyspace(store, config.redisPrefix), masterKey())
       const [command, id] = parsed.positionals
       return run(offers, command, id, parsed.values)
     })

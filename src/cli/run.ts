@@ -18,6 +18,8 @@ usage: svc-gateway [command]
             audit --chain also reads every confirmed payout's transfer on chain (the funding variables)
   export    the market's settled attempts as JSON lines on stdout, through a consumer group
             (REDIS_URL, SVC_REDIS_PREFIX): export --group <name> [--once] [--consumer <name>]
+  layout    the market's layout recorded in Redis (REDIS_URL, SVC_REDIS_PREFIX):
+            layout [show] | migrate apart (a one-slot market moved apart, every gateway stopped)
   functions the gateway's Redis function libraries, one per deployed version (REDIS_URL):
             functions [list] | prune [--dry-run] (deletes every version's but this build's)
   sizing    paid requests/s and Redis CPU per request on this machine, for 1 and 3 Redis masters
@@ -45,6 +47,8 @@ async function dispatch(argv: string[]): Promise<void> {
       return (await import('./audit.ts')).audit(rest)
     case 'export':
       return (await import('./export.ts')).exportSettled(rest)
+    case 'layout':
+      return (await import('./layout.ts')).layout(rest)
     case 'functions':
       return (await import('./functions.ts')).functions(rest)
     case 'account':

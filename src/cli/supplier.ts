@@ -2,7 +2,7 @@
 // service as /admin/v1/suppliers, printing the same JSON. Config from the environment: REDIS_URL,
 // SVC_REDIS_PREFIX.
 import { loadStoreConfig } from '../config.ts'
-import { keyspace } from '../redis/keys.ts'
+import { recordedKeyspace } from '../redis/layout.ts'
 import { createStore } from '../redis/store.ts'
 import { adminSupplierView, SupplierStore } from '../suppliers/store.ts'
 import { runOperatorCommand, UsageError } from './operator-command.ts'
@@ -34,9 +34,9 @@ export async function supplier(args: string[]): Promise<void> {
   const config = loadStoreConfig()
   const store = createStore(config.redisUrl, { name: 'svc-cli' })
   try {
-    await runOperatorCommand(SUPPLIER_USAGE, () => {
+    await runOperatorCommand(SUPPLIER_USAGE, async () => {
       const [command, id] = args
-      return run(new SupplierStore(store, keyspace(config.redisPrefix)), command, id)
+      return run(new SupplierStore(store, await recordedKeyspace(store, config.redisPrefix)), command, id)
     })
   } finally {
     store.close()

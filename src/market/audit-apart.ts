@@ -10,20 +10,9 @@
 // supplier's offers, earnings, payouts and upstream key claims (audit-suppliers.ts).
 // Read without a snapshot: run it when quiet.
 import { attemptFields } from '../records/attempt-fields.ts'
-import { ownerPrefix } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
-import { type AuditFinding, scanHashes } from './audit.ts'
+import { type AuditFinding, marketGlob, ownerGlob, scanHashes } from './audit.ts'
 import { auditSuppliersApart } from './audit-suppliers.ts'
-
-/** A prefix matched literally by a glob. */
-const literal = (prefix: string) => prefix.replace(/[?[\]\\]/g, (c) => `\\${c}`)
-
-/** The keys of every owner of a kind under `prefix` (ownerPrefix's tags), matched by a glob. */
-const ownerGlob = (prefix: string, owner: 'a' | 'o', suffix: string) =>
-  `${literal(ownerPrefix(prefix, `${owner}.*`))}:${suffix}`
-
-/** A glob for keys on the prefix's own slot. */
-const marketGlob = (prefix: string, suffix: string) => `${literal(prefix)}:${suffix}`
 
 /** The id at the end of a key, after `marker`. */
 const idAfter = (key: string, marker: string) => key.slice(key.lastIndexOf(marker) + marker.length)

@@ -1,9 +1,13 @@
 // The market's half of `svc-gateway audit` (cli/audit.ts composes it with the suppliers' and the
 // payouts'): checks DESIGN.md's invariants over the whole keyspace and names what is off.
+// Held apart, what is checked here is each account's own (its money, its in-flight counts, its
+// keys), each offer's capacity and the write-offs; the pairs across slots, the holds and the
+// market's spend are audit-apart.ts's.
 // It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
 import { fieldsOf } from '../records/activity.ts'
 import { attemptFields } from '../records/attempt-fields.ts'
-import type { Keyspace } from '../redis/keys.ts'
+import { accountShardKeyspaces, type Keyspace, ownerPrefix } from '../redis/keys.ts'
+import { forEachKeyBatch } from '../redis/scan.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
 
@@ -32,25 +36,20 @@ export async function scanHashes(
 ): Promise<{ key: string; row: Record<string, string> }[]>
 export async function scanHashes(store: Store, pattern: string, withKeys = false) {
   const rows: { key: string; row: Record<string, string> }[] = []
-  // SCAN walks one server; on a Cluster every master is walked (the hash tag puts ours on one).
-  for (const node of await store.masters()) {
-    let cursor = '0'
-    do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000)
-      cursor = next
-      if (keys.length === 0) continue
-      // Read where SCAN found them: the Cluster client's slot map may not know yet of a slot moved.
-      const pipeline = node.pipeline()
-      for (const key of keys) pipeline.hgetall(key)
-      const replies = (await pipeline.exec()) ?? []
-      for (const [i, [, row]] of replies.entries())
-        rows.push({ key: keys[i]!, row: row as Record<string, string> })
-    } while (cursor !== '0')
-  }
+  await forEachKeyBatch(store, pattern, async (keys, node) => {
+    // Read where SCAN found them: the Cluster client's slot map may not know yet of a slot moved.
+    const pipeline = node.pipeline()
+    for (const key of keys) pipeline.hgetall(key)
+    const replies = (await pipeline.exec()) ?? []
+    for (const [i, [, row]] of replies.entries())
+      rows.push({ key: keys[i]!, row: row as Record<string, string> })
+  })
   return withKeys ? rows : rows.map(({ row }) => row)
 }
 
-async function hashesOf(store: Store, keys: string[]): Promise<Record<string, string>[]> {
+/** Hashes in one pipeline where they share a slot; held apart (`apart`), each read on its own. */
+async function hashesOf(store: Store, keys: string[], apart = false): Promise<Record<string, string>[]> {
+  if (apart) return Promise.all(keys.map((key) => store.hgetall(key)))
   if (keys.length === 0) return []
   const pipeline = store.pipeline()
   for (const key of keys) pipeline.hgetall(key)
@@ -61,15 +60,34 @@ function escapeGlob(text: string): string {
   return text.replace(/[*?[\]{}\\]/g, (c) => `\\${c}`)
 }
 
+/** A glob for keys on the prefix's own slot. */
+export const marketGlob = (prefix: string, suffix: string) => `${escapeGlob(prefix)}:${suffix}`
+
+/** The keys of every owner of a kind under `prefix` (ownerPrefix's tags), matched by a glob. */
+export const ownerGlob = (prefix: string, owner: 'a' | 'o', suffix: string) =>
+  `${ownerPrefix(prefix, `${owner}.*`).replace(/[?[\]\\]/g, (c) => `\\${c}`)}:${suffix}`
+
+/**
+ * The write-off lists and where each one's attempts are: the market's, and held apart each account
+ * shard's too (a clear writes off on its account's slot).
+ */
+function writeOffLists(keys: Keyspace): Keyspace[] {
+  return keys.layout === 'apart' ? [keys, ...accountShardKeyspaces(keys.prefix)] : [keys]
+}
+
 export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
   const num = (row: Record<string, string>, field: string) => Number(row[field] ?? 0)
 
+  const apart = keys.layout === 'apart'
   // What in-flight attempts hold, by account, offer, key.
-  const attempts = (await scanHashes(store, `${escapeGlob(keys.base)}attempt:*`)).map((row) =>
-    attemptFields(row),
-  )
+  const attempts = (
+    await scanHashes(
+      store,
+      apart ? ownerGlob(keys.prefix, 'a', 'attempt:*') : marketGlob(keys.prefix, 'attempt:*'),
+    )
+  ).map((row) => attemptFields(row))
   const open = attempts.filter((a) => a.state === 'admitted')
   const heldByAccount = new Map<string, number>()
   const heldByKey = new Map<string, number>()
@@ -98,11 +116,13 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     if (num(a, 'writtenOff') > 0 && !a.lateClear)
       off(subject, `written off ${a.writtenOff} without a reaped lease`)
   }
-  const leased = new Set([
-    ...(await store.zrange(keys.leases, 0, -1)),
-    ...(await store.zrange(keys.earlierLeases, 0, -1)),
-  ])
-  for (const a of open) if (!leased.has(a.id!)) off(`attempt ${a.id}`, 'admitted but has no lease')
+  // Held apart, an attempt's lease is its reservation's, on its offer's slot (audit-apart.ts).
+  const leased = new Set(
+    apart
+      ? []
+      : [...(await store.zrange(keys.leases, 0, -1)), ...(await store.zrange(keys.earlierLeases, 0, -1))],
+  )
+  for (const a of open) if (!apart && !leased.has(a.id!)) off(`attempt ${a.id}`, 'admitted but has no lease')
   const openIds = new Set(open.map((a) => a.id))
   for (const id of leased) if (!openIds.has(id)) off(`lease ${id}`, 'lease without an admitted attempt')
 
@@ -113,6 +133,7 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
   const accounts = await hashesOf(
     store,
     accountIds.map((id) => keys.account(id)),
+    apart,
   )
   accounts.forEach((row, i) => {
     const subject = `account ${accountIds[i]}`
@@ -126,10 +147,11 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
       else if (value < 0) off(subject, `${field} is below zero: ${value}`)
     }
     const sum = num(row, 'confirmed') + num(row, 'pending') + num(row, 'held') + num(row, 'spent')
-    if (sum !== num(row, 'funded'))
+    // Held apart, audit-apart.ts checks the sum and the holds.
+    if (!apart && sum !== num(row, 'funded'))
       off(subject, `funded ${num(row, 'funded')} != confirmed + pending + held + spent ${sum}`)
     const held = heldByAccount.get(row.id) ?? 0
-    if (num(row, 'held') !== held)
+    if (!apart && num(row, 'held') !== held)
       off(subject, `held ${num(row, 'held')} != holds of its open attempts ${held}`)
     spent += num(row, 'spent')
     accountWrittenOff += num(row, 'writtenOff')
@@ -158,6 +180,7 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
   const offers = await hashesOf(
     store,
     offerIds.map((id) => keys.offer(id)),
+    apart,
   )
   offers.forEach((row, i) => {
     const subject = `offer ${offerIds[i]}`
@@ -170,23 +193,27 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     for (const field of ['burned', 'held', 'inflight', 'earned', 'fees']) {
       if (num(row, field) < 0) off(subject, `${field} is below zero: ${row[field]}`)
     }
+    earned += num(row, 'earned')
+    fees += num(row, 'fees')
+    // Held apart, an offer holds its reservations, not attempts (audit-apart.ts).
+    if (apart) return
     const held = heldByOffer.get(row.id) ?? 0
     if (num(row, 'held') !== held)
       off(subject, `held ${num(row, 'held')} != holds of its open attempts ${held}`)
     const slots = slotsByOffer.get(row.id) ?? 0
     if (num(row, 'inflight') !== slots)
       off(subject, `inflight ${num(row, 'inflight')} != its open attempts ${slots}`)
-    earned += num(row, 'earned')
-    fees += num(row, 'fees')
   })
 
   // Market: what buyers paid is what suppliers earned plus fees, summed over every account and every
   // offer (deleted offers included): each clear adds what it charged to both sides, so a clear half
-  // applied, applied twice on one side, or paying a supplier what no buyer paid, shows here.
-  if (spent !== earned + fees)
+  // applied, applied twice on one side, or paying a supplier what no buyer paid, shows here. Held
+  // apart, what is in transit between the two counts too (audit-apart.ts).
+  if (!apart && spent !== earned + fees)
     off('market', `buyer spend ${spent} != supplier earnings ${earned} + fees ${fees}`)
   // Every write-off is listed, once, by the clear that made it.
-  const listed = (await store.hvals(keys.writeoffs)).reduce((sum, amount) => sum + Number(amount), 0)
+  const lists = await Promise.all(writeOffLists(keys).map((list) => store.hvals(list.writeoffs)))
+  const listed = lists.flat().reduce((sum, amount) => sum + Number(amount), 0)
   if (listed !== accountWrittenOff)
     off('market', `accounts' written off ${accountWrittenOff} != the write-off list's ${listed}`)
   return findings
@@ -272,18 +299,24 @@ async function chargedByKey(store: Store, stream: string) {
 
 /** Every write-off with its attempt and why (its attempt's record, while retained, says whose). */
 export async function listWriteOffs(store: Store, keys: Keyspace): Promise<WriteOff[]> {
-  const entries = Object.entries(await store.hgetall(keys.writeoffs))
-  const records = (
-    await hashesOf(
-      store,
-      entries.map(([attemptId]) => keys.attempt(attemptId)),
-    )
-  ).map((row) => attemptFields(row))
-  return entries.map(([attemptId, amount], i) => ({
+  const lists = await Promise.all(
+    writeOffLists(keys).map(async (list) => {
+      const entries = Object.entries(await store.hgetall(list.writeoffs))
+      // The attempts beside the list they were written off in (a pipeline reaches one slot).
+      const records = (
+        await hashesOf(
+          store,
+          entries.map(([attemptId]) => list.attempt(attemptId)),
+        )
+      ).map((row) => attemptFields(row))
+      return entries.map(([attemptId, amount], i) => ({ attemptId, amount, record: records[i] }))
+    }),
+  )
+  return lists.flat().map(({ attemptId, amount, record }) => ({
     attemptId,
     amount: Number(amount),
-    accountId: records[i]?.accountId ?? null,
-    offerId: records[i]?.offerId ?? null,
+    accountId: record?.accountId ?? null,
+    offerId: record?.offerId ?? null,
     reason: 'a result came after its lease was reaped, for more than the balance then held',
   }))
 }

@@ -13,6 +13,10 @@ import { type Owners, ownerKeyspaces } from './two-phase.ts'
 
 /** A ladder score is ask x LADDER_STEP + posting order (lib/offers.lua's LADDER_STEP). */
 const LADDER_STEP = 1_000_000_000
+
+/** An offer's place on the ladder, from its hash's ask and posting order. */
+export const ladderScore = (ask: string | null | undefined, seq: string | null | undefined) =>
+  Number(ask ?? 0) * LADDER_STEP + Number(seq ?? 0)
 /** Places of one change before it leaves the rest to the changes that keep moving the offer. */
 const PLACE_TRIES = 5
 /** How long a listing may wait for its create's next steps before the reaper takes it as left behind. */
@@ -132,7 +136,7 @@ export class OfferIndex {
       'supplierId',
     )
     if (!status) return null
-    return { status, score: Number(ask ?? 0) * LADDER_STEP + Number(seq ?? 0), supplierId: supplierId ?? '' }
+    return { status, score: ladderScore(ask, seq), supplierId: supplierId ?? '' }
   }
 
   /**

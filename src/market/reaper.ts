@@ -6,7 +6,7 @@ import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
-import { REPLICA_ID, stampReaperPass } from './replicas.ts'
+import { forgetReplica, REPLICA_ID, stampReaperPass } from './replicas.ts'
 import type { MarketSteps } from './steps.ts'
 
 /** Passes a claim outlives its holder's last: another replica takes over after that many silent ones. */
@@ -35,11 +35,21 @@ export function startReaper(
   logger: Logger,
   recordRetentionMs?: number,
   every: Every = onTimer,
-): () => void {
-  let running = false
-  return every(intervalMs, async () => {
-    if (running) return
-    running = true
+): () => Promise<void> {
+  let running: Promise<void> | null = null
+  const stop = every(intervalMs, () => {
+    running ??= pass().finally(() => {
+      running = null
+    })
+  })
+  // Stopped: the pass under way finishes, and the replica is no longer seen (its last stamp gone).
+  return async () => {
+    stop()
+    await running
+    await forgetReplica(store, keys).catch(() => {})
+  }
+
+  async function pass() {
     try {
       let total = 0
       if (await claimReaping(store, keys, intervalMs * CLAIM_PASSES)) {
@@ -56,8 +66,6 @@ export function startReaper(
       await stampReaperPass(store, keys, total)
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'reaper pass failed')
-    } finally {
-      running = false
     }
-  })
+  }
 }

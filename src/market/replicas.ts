@@ -22,6 +22,24 @@ export async function stampReaperPass(store: Store, keys: Keyspace, reaped: numb
     .exec()
 }
 
+/** A replica starting is seen at once, before its first reaper pass: a migration refuses to begin. */
+export async function stampReplica(store: Store, keys: Keyspace): Promise<void> {
+  await store.zadd(keys.replicas, Date.now(), REPLICA_ID)
+}
+
+/** A replica stopping is no longer seen: what `svc-gateway layout migrate` waits for. */
+export async function forgetReplica(store: Store, keys: Keyspace): Promise<void> {
+  await store.zrem(keys.replicas, REPLICA_ID)
+}
+
+/** The replicas whose reaper ran within `withinMs`: alive, as far as the market can tell. */
+export async function replicasSeen(store: Store, keys: Keyspace, withinMs: number): Promise<string[]> {
+  return store.zrangebyscore(keys.replicas, Date.now() - withinMs, '+inf')
+}
+
+/** How long a replica stays seen after its last reaper pass, for a reap interval. */
+export const seenWithinMs = (reapIntervalMs: number) => Math.max(10_000, reapIntervalMs * 5)
+
 export async function replicaHealth(store: Store, keys: Keyspace, withinMs: number) {
   const now = Date.now()
   const [seen, last] = await Promise.all([

@@ -4,9 +4,11 @@
 // spend and fees are the sums over the offers (one read per offer, however many accounts; an
 // offer is only ever marked deleted, so its history stays); write-offs and disputed burn are on
 // the market hash. Held apart, the clear keeps all four on each account shard's market hash, and
-// the totals are one read per shard (4,096, whatever the number of accounts).
+// the totals are one read per shard (4,096, whatever the number of accounts), and one of the
+// market's own, where a market migrated from one slot keeps what it counted before
+// (src/cli/migrate-apart.ts: its spend and fees as `migratedSpent` and `migratedFees`).
 import { formatMicros } from '../money/units.ts'
-import { ACCOUNT_SHARDS, type Keyspace, keyspace, ownerPrefix } from '../redis/keys.ts'
+import { accountShardKeyspaces, type Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
 const FIELDS = ['spent', 'fees', 'writtenOff', 'disputed'] as const
@@ -20,7 +22,7 @@ const sums = (rows: (string | null)[][]) =>
     number,
   ]
 
-async function oneSlotSums(store: Store, keys: Keyspace) {
+export async function oneSlotSums(store: Store, keys: Keyspace) {
   const pipeline = store.pipeline()
   pipeline.hmget(keys.market, 'writtenOff', 'disputed')
   for (const id of await store.smembers(keys.offers)) pipeline.hmget(keys.offer(id), 'earned', 'fees')
@@ -38,9 +40,12 @@ async function oneSlotSums(store: Store, keys: Keyspace) {
   return [spent, fees, writtenOff ?? 0, disputed ?? 0] as const
 }
 
+/** What a market migrated from one slot counted before, as the shards' hashes count it. */
+export const MIGRATED_FIELDS = ['migratedSpent', 'migratedFees', 'writtenOff', 'disputed'] as const
+
 async function apartSums(store: Store, keys: Keyspace) {
-  const hashes = ACCOUNT_SHARDS.map((shard) => keyspace(ownerPrefix(keys.prefix, `a.${shard}`)).market)
-  return sums(await Promise.all(hashes.map((hash) => store.hmget(hash, ...FIELDS))))
+  const shards = accountShardKeyspaces(keys.prefix).map((shard) => store.hmget(shard.market, ...FIELDS))
+  return sums(await Promise.all([store.hmget(keys.market, ...MIGRATED_FIELDS), ...shards]))
 }
 
 export async function marketTotals(store: Store, keys: Keyspace) {

@@ -41,13 +41,17 @@ async function marketBuckets(store: Store, keys: Keyspace, days: string[]) {
   })
 }
 
-/** Held apart, each offer counts what it served on its own slot: a day's bucket sums them. */
+/**
+ * Held apart, each offer counts what it served on its own slot: a day's bucket sums them, with the
+ * market's own (a market migrated from one slot keeps there what it counted before).
+ */
 async function offerBuckets(store: Store, keys: Keyspace, days: string[]) {
   const offers = await store.smembers(keys.offers)
+  const market = await marketBuckets(store, keys, days)
   return Promise.all(
-    days.map(async (day) => {
+    days.map(async (day, d) => {
       const rows = await Promise.all(offers.map((offerId) => store.hgetall(keys.offerStatsDay(offerId, day))))
-      const bucket: Record<string, string> = {}
+      const bucket: Record<string, string> = { ...market[d] }
       for (const row of rows)
         for (const [model, count] of Object.entries(row))
           bucket[model] = String(Number(bucket[model] ?? 0) + Number(count))

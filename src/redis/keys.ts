@@ -27,6 +27,14 @@ export const ACCOUNT_SHARDS: readonly string[] = Array.from({ length: 4096 }, (_
   i.toString(16).padStart(3, '0'),
 )
 
+/**
+ * Each account shard's own keyspace, 000 to fff: held apart, where what a shard's scripts keep
+ * beside its accounts (the clear's totals, write-offs, ended attempts) is found.
+ */
+export function accountShardKeyspaces(prefix: string) {
+  return ACCOUNT_SHARDS.map((shard) => keyspace(ownerPrefix(prefix, `a.${shard}`)))
+}
+
 export function keyspace(prefix: string, layout: Layout = 'one-slot') {
   const key = (suffix: string) => `${prefix}:${suffix}`
   // Where an account's own keys live: under the prefix, or under its shard's tag when held apart.

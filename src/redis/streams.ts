@@ -4,16 +4,16 @@ import type { Store } from './store.ts'
 
 const PAGE = 1000
 
-/** Calls `visit` with each entry's flat name, value list, oldest first. */
+/** Calls `visit` with each entry's flat name, value list and its id, oldest first. */
 export async function forEachEntry(
   store: Store,
   stream: string,
-  visit: (flat: string[]) => void,
+  visit: (flat: string[], id: string) => void | Promise<void>,
 ): Promise<void> {
   let start = '-'
   for (;;) {
     const entries = (await store.xrange(stream, start, '+', 'COUNT', PAGE)) as [string, string[]][]
-    for (const [, flat] of entries) visit(flat)
+    for (const [id, flat] of entries) await visit(flat, id)
     if (entries.length < PAGE) return
     start = `(${entries.at(-1)![0]}`
   }

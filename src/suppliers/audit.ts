@@ -26,7 +26,10 @@ export async function auditSuppliers(store: Store, keys: Keyspace): Promise<Supp
     let earned = 0
     for (const offerId of offerIds) {
       const [owner, offerEarned] = await store.hmget(keys.offer(offerId), 'supplierId', 'earned')
-      if (owner !== id) off(`offer ${offerId} in its offers names supplier ${owner ?? 'none'}`)
+      // Held apart, an offer listed and not yet written is a create the reaper finishes or undoes,
+      // which audit-suppliers.ts tells from one never written.
+      const listedOnly = keys.layout === 'apart' && owner === null
+      if (owner !== id && !listedOnly) off(`offer ${offerId} in its offers names supplier ${owner ?? 'none'}`)
       earned += Number(offerEarned ?? 0)
     }
     const fills = { sum: 0, complete: true }

@@ -20,6 +20,7 @@ import { createStore, type Store } from '../../src/redis/store.ts'
 import { WebhookConsumer } from '../../src/webhooks/consumer.ts'
 import { WebhookDeliveries } from '../../src/webhooks/delivery.ts'
 import { WebhookStore } from '../../src/webhooks/endpoints.ts'
+import { settledPayment } from '../helpers/accounts.ts'
 import { admitRequest, meteredClear } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 
@@ -205,18 +206,7 @@ describe('accounts and keys held apart', () => {
 })
 
 describe('funding held apart', () => {
-  const settled = (accountId: string, amount: number) => {
-    const tx = `0x${randomBytes(32).toString('hex')}`
-    return {
-      accountId,
-      amount: amount as MicroUsdc,
-      chainId: 84532,
-      transaction: tx,
-      authorizationId: `84532:usdc:payer:${tx}`,
-      blockNumber: 100n,
-      payer: wallet(),
-    }
-  }
+  const settled = settledPayment
   const balances = async (accountId: string) => (await accounts.get(accountId))!.balances
   const ledger = () => new PaymentLedger(store, keys)
 

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import type { DestinationStream } from 'pino'
 import { getAddress } from 'viem/utils'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
+import type { MicroUsdc } from '../../src/money/units.ts'
 import type { TestStack } from './stack.ts'
 import { until } from './wait.ts'
 
@@ -16,6 +17,20 @@ export interface TestAccount {
 /** A fresh, checksummed EVM address nobody holds. */
 export function randomWallet(): string {
   return getAddress(`0x${randomBytes(20).toString('hex')}`)
+}
+
+/** A payment settled on chain for `accountId`, as the funding watcher hands it to the ledger's credit. */
+export function settledPayment(accountId: string, amount: number) {
+  const tx = `0x${randomBytes(32).toString('hex')}`
+  return {
+    accountId,
+    amount: amount as MicroUsdc,
+    chainId: 84532,
+    transaction: tx,
+    authorizationId: `84532:usdc:payer:${tx}`,
+    blockNumber: 100n,
+    payer: randomWallet(),
+  }
 }
 
 export function adminFetch(stack: TestStack, path: string, init: RequestInit & { json?: unknown } = {}) {
