@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util'
 import { loadStoreConfig } from '../config.ts'
 import { formatMicros } from '../money/units.ts'
 import { fieldsOf } from '../records/activity.ts'
+import { parseAttemptId } from '../records/attempt-id.ts'
 import { ACCOUNT_SHARDS, accountShardKeyspaces, type Keyspace } from '../redis/keys.ts'
 import { recordedKeyspace } from '../redis/layout.ts'
 import type { Store } from '../redis/store.ts'
@@ -43,7 +44,7 @@ export function exportLine([id, flat]: Entry, lineId = id): string {
     id: lineId,
     endedAt: new Date(Number(id.slice(0, id.indexOf('-')))).toISOString(),
     attemptId: attempt,
-    supportReference: attempt.slice(0, attempt.lastIndexOf('.')) || attempt,
+    supportReference: parseAttemptId(attempt)?.supportReference ?? attempt,
     accountId: f.account || null,
     keyId: f.key || null,
     model: f.model || null,

@@ -53,7 +53,8 @@ describe('svc-gateway export', () => {
     const out = lines(first.stdout)
     expect(out.map((l) => l.id)).toEqual(await market.ids())
     expect(out[0]).toMatchObject({ accountId: market.acct, status: 'completed', costUsdc: formatMicros(350) })
-    expect(out[0]!.supportReference).toBe(out[0]!.attemptId.slice(0, out[0]!.attemptId.lastIndexOf('.')))
+    // The fixtures' attempt ids are UUIDs, no request's reference: named whole (see 'an export line').
+    expect(out[0]!.supportReference).toBe(out[0]!.attemptId)
     expect(lines((await runCli(['export', '--group', 'warehouse', '--once'], market.env)).stdout)).toEqual([])
     for (let i = 0; i < 5; i++) await market.settle()
     const next = lines((await runCli(['export', '--group', 'warehouse', '--once'], market.env)).stdout)
@@ -134,5 +135,21 @@ describe('svc-gateway export', () => {
       expect(result.stderr).toContain('usage: svc-gateway export')
     }
     expect(await market.fx.store.xinfo('GROUPS', market.fx.keys.endedAttempts)).toEqual([])
+  })
+})
+
+describe('an export line', () => {
+  test("names the attempt's request by its support reference; an id that is not an attempt's, whole", async () => {
+    const { exportLine } = await import('../../src/cli/export.ts')
+    const line = (attempt: string) =>
+      JSON.parse(
+        exportLine(['1795000000000-0', ['attempt', attempt, 'costUsdc', '1500', 'status', 'cleared']]),
+      )
+    expect(line('sr_abcdefghijklmnopqrst.2')).toMatchObject({
+      attemptId: 'sr_abcdefghijklmnopqrst.2',
+      supportReference: 'sr_abcdefghijklmnopqrst',
+      costUsdc: '0.001500',
+    })
+    expect(line('imported-attempt').supportReference).toBe('imported-attempt')
   })
 })
