@@ -4,7 +4,7 @@
 // the first time a call finds it missing there (a new cluster, a master added or failed over to a
 // node that never had it, FUNCTION FLUSH); a missing function ran nothing, so the call is sent again.
 import type { Cluster } from 'ioredis'
-import { type FunctionLibrary, functionName } from './functions.ts'
+import { type FunctionLibrary, functionName, loaded } from './functions.ts'
 
 type Arg = string | number
 
@@ -39,15 +39,7 @@ export class ClusterFunctions {
 
   private loadOnMasters(): Promise<void> {
     this.loading ??= Promise.all(
-      this.cluster.nodes('master').map((node) =>
-        node.call('FUNCTION', 'LOAD', this.library.code).then(
-          () => {},
-          (error: Error) => {
-            // Another replica of the same version loaded it first.
-            if (!/already exists/i.test(error.message)) throw error
-          },
-        ),
-      ),
+      this.cluster.nodes('master').map((node) => loaded(node.call('FUNCTION', 'LOAD', this.library.code))),
     )
       .then(() => {})
       .finally(() => {

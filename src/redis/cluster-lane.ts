@@ -12,7 +12,7 @@
 import { RedisClient } from 'bun'
 import calculateSlot from 'cluster-key-slot'
 import type { Cluster } from 'ioredis'
-import { type FunctionLibrary, functionName } from './functions.ts'
+import { type FunctionLibrary, functionName, loaded } from './functions.ts'
 
 /** A reply that says the command ran nothing here. */
 const NOT_HERE = /^(MOVED|ASK|TRYAGAIN)\b/
@@ -99,16 +99,9 @@ export class ClusterLane {
   private load(client: RedisClient): Promise<void> {
     let loading = this.loading.get(client)
     if (!loading) {
-      loading = client
-        .send('FUNCTION', ['LOAD', this.library.code])
-        .then(
-          () => {},
-          (error: Error) => {
-            // Another connection or replica of the same version loaded it first.
-            if (!/already exists/i.test(error.message)) throw error
-          },
-        )
-        .finally(() => this.loading.delete(client))
+      loading = loaded(client.send('FUNCTION', ['LOAD', this.library.code])).finally(() =>
+        this.loading.delete(client),
+      )
       this.loading.set(client, loading)
     }
     return loading

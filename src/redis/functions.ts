@@ -38,6 +38,19 @@ interface LibraryScript {
 /** The name of every library functionLibrary makes, whatever the version: what prune may delete. */
 export const GATEWAY_LIBRARY_NAME = /^svc_[0-9a-f]{16}$/
 
+/**
+ * FUNCTION LOAD's answer as a promise that resolves once the library is there: a load refused
+ * because another connection or replica of the same version loaded it first counts as loaded.
+ */
+export function loaded(load: Promise<unknown>): Promise<void> {
+  return load.then(
+    () => {},
+    (error: Error) => {
+      if (!/already exists/i.test(error.message)) throw error
+    },
+  )
+}
+
 /** The function a script is registered as in `library`. */
 export const functionName = (library: FunctionLibrary, script: string) => `${library.name}_${script}`
 

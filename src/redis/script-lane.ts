@@ -9,7 +9,7 @@
 // serving connection, queue for the tools) then apply, so the lane can never make Redis look less
 // or more available than the store's reads find it.
 import { RedisClient } from 'bun'
-import { type FunctionLibrary, functionName } from './functions.ts'
+import { type FunctionLibrary, functionName, loaded } from './functions.ts'
 
 /** A dropped connection is retried by Bun's client; past its retries, once a second from here. */
 const RECONNECT_EVERY_MS = 1_000
@@ -92,16 +92,9 @@ export class ScriptLane {
   private load(library: FunctionLibrary): Promise<void> {
     let loading = this.loading.get(library.name)
     if (!loading) {
-      loading = this.client
-        .send('FUNCTION', ['LOAD', library.code])
-        .then(
-          () => {},
-          (error: Error) => {
-            // Another connection or replica of the same version loaded it first.
-            if (!/already exists/i.test(error.message)) throw error
-          },
-        )
-        .finally(() => this.loading.delete(library.name))
+      loading = loaded(this.client.send('FUNCTION', ['LOAD', library.code])).finally(() =>
+        this.loading.delete(library.name),
+      )
       this.loading.set(library.name, loading)
     }
     return loading
