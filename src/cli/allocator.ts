@@ -1,8 +1,8 @@
 // Bun's allocator (its build of mimalloc) hands the free blocks inside pages still in use back to
 // the system as soon as it can ("purge holes"), on a thread of its own. A gateway frees and
-// allocates the same sizes on every request, so those pages are faulted back in at once: at 32
-// clients that churn was a fifth of the process's CPU per request (BENCHMARKS.md, "The allocator
-// off its hole purging"). Whole free spans still go back after the allocator's delay, so memory
+// allocates the same sizes on every request, so those pages are faulted back in at once
+// (BENCHMARKS.md, "The allocator off its hole purging" has what it cost). Whole free spans still
+// go back after the allocator's delay, so memory
 // taken in a burst is returned all the same.
 //
 // The allocator reads its options from the environment once, at start: a serving process that was
