@@ -11,6 +11,8 @@ import { freePort } from './local-server.ts'
 export interface ClusterNode {
   port: number
   dir: string
+  /** True once the process has ended (one that could not bind its port ends at start). */
+  readonly exited: boolean
   /** kill -9 and remove its folder. */
   stop(): void
 }
@@ -46,6 +48,9 @@ export function clusterNode(args: string[]): ClusterNode {
   return {
     port,
     dir,
+    get exited() {
+      return child.exitCode !== null || child.signalCode !== null
+    },
     stop() {
       child.kill('SIGKILL')
       rmSync(dir, { recursive: true, force: true })
@@ -116,8 +121,22 @@ export async function startLocalCluster(
     for (const n of [...nodes, ...replicas]) n.stop()
   }
   try {
-    for (const n of [...nodes, ...replicas])
-      await waitFor(`node ${n.port}`, async () => (await redisCli('-p', String(n.port), 'ping')) === 'PONG')
+    // A node binds its port and its bus port (port + 10,000), which freePort() cannot hold for it:
+    // one that ended at start lost a port to another process, and is started again on another.
+    for (const group of [nodes, replicas])
+      for (const [i, first] of group.entries()) {
+        let n = first
+        for (let tries = 1; ; tries++) {
+          const up = async () => (await redisCli('-p', String(n.port), 'ping')) === 'PONG'
+          await waitFor(`node ${n.port}`, async () => n.exited || (await up()))
+          if (!n.exited) break
+          n.stop()
+          if (tries === 5)
+            throw new Error(`redis-server could not start on 5 ports in a row (last ${n.port})`)
+          n = start()
+          group[i] = n
+        }
+      }
     // What `redis-cli --cluster create` does, without its one-second waits for the join: each
     // master takes its range of slots and its own config epoch, then meets every other one (each
     // learns the others' slots first hand instead of by gossip, which takes seconds).
