@@ -21,7 +21,8 @@ afterAll(() => store.close())
 
 const CONFIG: WebhookConfig = {
   allowLoopback: true,
-  timeoutMs: 200,
+  // No receiver here hangs: a busy machine must not turn a slow answer into a failed delivery.
+  timeoutMs: 10_000,
   backoffMs: 50,
   maxAttempts: 5,
   pollMs: 50,
