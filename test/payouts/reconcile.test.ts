@@ -25,6 +25,7 @@ import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
 import { seedSupplier } from '../helpers/market.ts'
 import { payoutEnv, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { waitFor } from '../helpers/x402.ts'
 
 let chain: TestChain
 let store: Store
@@ -287,10 +288,10 @@ describe('an RPC whose nodes lag', () => {
     })
     // every receipt comes from a node far behind; the mined nonce from one at the head
     rpc.set({ receipts: { blocks: 1_000, share: 1 } })
-    await behind.tick()
-    const sent = (await payouts.get(payout.id))!
+    const sent = await recorded(payout.id, behind)
     expect(sent.rawTx).not.toBeNull()
-    expect(await onChain.receipt(sent.txHash!)).not.toBeNull()
+    // mined a moment after its broadcast was answered
+    expect(await waitFor(() => onChain.receipt(sent.txHash!), Boolean)).not.toBeNull()
     expect(await wallet.nonce('latest')).toBeGreaterThan(sent.nonce!)
     await behind.tick()
     await behind.tick()
