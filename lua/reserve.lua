@@ -6,7 +6,7 @@
   its in-flight cap), and a refusal costs the caller a try at the next offer, never a reservation at
   a wrong price or past capacity. The reservation's lease is the offer's: lib/reap's reaper of the
   offer's base finds it, as admit's lease. Pending until post (cleared) or void (failed, refused).
-  Includes lib/keys, lib/numbers, lib/offers.
+  Includes lib/keys, lib/numbers, lib/offers, lib/record, lib/attempts, lib/posts.
 
   KEYS[1]  the offer's keyspace base
   ARGV[1]  attemptId: attempt id (new, unique)
@@ -16,6 +16,8 @@
   ARGV[5]  leaseMs: lease length, ms
   ARGV[6]  accountId: whose request it is (kept on the reservation, for the reaper)
   ARGV[7]  now: the time now, ms ("": Redis TIME)
+  ARGV[8]  recordRetentionMs: how long a posted reservation and its fill are kept, ms
+  ARGV[9..] posts carried, as lua/post.lua's ARGV[2..]
 
   Returns {1, askCents, leaseDeadline, upstreamBaseUrl, upstreamKeyEnc, upstreamBalance ("" unknown)}
   or admit's refusals for this one offer:
@@ -28,6 +30,10 @@
 local attempt_id, offer_id = ARGV[1], ARGV[2]
 local hold_diem, max_cents = int(ARGV[3]), int(ARGV[4])
 local now = ARGV[7] ~= '' and int(ARGV[7]) or now_ms()
+if #ARGV > 8 then
+  keep_records_for(ARGV[8])
+  post_all(ARGV, 9, now)
+end
 local o = read_offer(offer_id)
 if not o or o.status == 'deleted' then return { -4 } end
 if o.ask > max_cents then return { -5, s(max_cents), o.ask, '0' } end

@@ -108,6 +108,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     // The pass in flight finishes (its deliveries logged) before Redis goes.
     await stopWebhooks()
     await app.stop(true)
+    // The posts this replica queued go out before Redis does.
+    await steps.close()
     store.close()
   }
   return {

@@ -41,6 +41,7 @@ beforeAll(async () => {
   offerService = new OfferService(store, keys, stack.config.masterKey)
 })
 afterEach(async () => {
+  await apart.posted()
   expect(await auditApart(store, keys.prefix)).toEqual([])
 })
 afterAll(() => apart.stop())
@@ -72,7 +73,11 @@ async function marketTotals(): Promise<{ spentUsdc: string; earnedUsdc: string }
   return (await response.json()) as { spentUsdc: string; earnedUsdc: string }
 }
 
-const offerRow = (id: string) => store.hgetall(owners.offer(id).offer(id))
+/** An offer's row once no clear waits on its side (the gateway posts it a moment after answering). */
+const offerRow = async (id: string) => {
+  await apart.posted()
+  return store.hgetall(owners.offer(id).offer(id))
+}
 const accountRow = (id: string) => store.hgetall(keys.account(id))
 const slotOf = async (key: string) => Number(await store.call('CLUSTER', 'KEYSLOT', key))
 
@@ -285,6 +290,7 @@ describe('the request path held apart', () => {
     const before = Number((await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')) ?? 0)
     await b.client.chat.completions.create({ model, messages })
     await b.client.chat.completions.create({ model: 'svc/qwen3-4b', messages })
+    await apart.posted()
     expect(await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')).toBe(String(before + 1))
     expect(await store.hget(keys.offerStatsDay(offerId, day), 'qwen3-4b')).toBe('1')
     expect(await slotOf(keys.offerStatsDay(offerId, day))).toBe(await slotOf(keys.offer(offerId)))

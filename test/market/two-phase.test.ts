@@ -294,6 +294,7 @@ describe('two steps on two slots', () => {
       leaseMs: 20,
       accountId: buyer.accountId,
       now: '',
+      recordRetentionMs: 60_000,
     })
     expect(await offer(offerId)).toMatchObject({ held: '3000', inflight: '3' })
 
