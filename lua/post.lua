@@ -1,7 +1,8 @@
 --[[
   post: the offer's side of clears whose accounts were charged apart (lua/clear.lua with
   offerApart), one or several at a time: each reservation posts what its account's side billed
-  (lib/posts). Idempotent by attempt id: a posted reservation is left as it is.
+  (lib/posts), each offer's row read and written once. Idempotent by attempt id: a posted
+  reservation is left as it is.
   Includes lib/keys, lib/numbers, lib/record, lib/attempts, lib/posts.
 
   KEYS[1]  the offer's keyspace base
@@ -14,4 +15,8 @@
   Returns each post's code, in order: 1 posted; 0 already posted; -1 no such reservation.
 ]]
 keep_records_for(ARGV[1])
-return post_all(ARGV, 2, now_ms())
+local now = now_ms()
+local batch = {}
+local codes = post_all(ARGV, 2, now, batch)
+write_batch(batch, now)
+return codes
