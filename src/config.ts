@@ -147,6 +147,11 @@ export interface MarketConfig {
   keyWaitMs: number
   /** How long an offer sits out after its upstream failed before any byte. */
   cooldownMs: number
+  /**
+   * Held apart: how long a clear's post waits in this replica for the offer's next reservation to
+   * carry it before it goes alone (src/market/post-queue.ts).
+   */
+  postWithinMs: number
   /** What runs the lease renewer and the reaper (a timer unless a test drives them). */
   every?: Every
   /** The clock a key wait's deadline is counted on (ms); unset, the wall clock. Tests set it. */
@@ -217,6 +222,13 @@ function loadInferenceConfig(env: Env): InferenceConfig {
   }
 }
 
+/**
+ * SVC_POST_WITHIN_MS's default: held apart, how long a queued post waits for a reservation to carry
+ * it (src/market/post-queue.ts). The capacity it holds meanwhile is refused to other replicas'
+ * requests, so a few milliseconds, not more.
+ */
+export const POST_WITHIN_MS = 2
+
 /** SVC_REAP_INTERVAL_MS: how often each replica's reaper runs (and stamps the replica as seen). */
 export function reapIntervalMs(env: Env = process.env): number {
   return integer(env, 'SVC_REAP_INTERVAL_MS', 1_000, 50, 60_000)
@@ -231,6 +243,7 @@ function loadMarketConfig(env: Env): MarketConfig {
     feeBps: integer(env, 'SVC_FEE_BPS', 0, 0, 10_000),
     keyWaitMs: integer(env, 'SVC_KEY_WAIT_MS', 2_000, 0, 60_000),
     cooldownMs: integer(env, 'SVC_OFFER_COOLDOWN_MS', 5_000, 0, 600_000),
+    postWithinMs: integer(env, 'SVC_POST_WITHIN_MS', POST_WITHIN_MS, 1, 600_000),
   }
 }
 

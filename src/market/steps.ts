@@ -7,6 +7,7 @@
 // The request path calls these and nothing below them, so it reads the same in both.
 
 import { LastUsedThrottle } from '../accounts/last-used.ts'
+import { POST_WITHIN_MS } from '../config.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -52,9 +53,19 @@ export interface MarketSteps {
   close(): Promise<void>
 }
 
-/** The steps for a market's keyspace: one slot, or held apart when the keyspace says so. */
-export function marketSteps(store: Store, keys: Keyspace, view?: LadderView): MarketSteps {
-  return keys.layout === 'apart' ? new ApartSteps(store, keys, view) : new OneSlotSteps(store, keys)
+/**
+ * The steps for a market's keyspace: one slot, or held apart when the keyspace says so (its posts
+ * queued up to postWithinMs: post-queue.ts).
+ */
+export function marketSteps(
+  store: Store,
+  keys: Keyspace,
+  view?: LadderView,
+  postWithinMs = POST_WITHIN_MS,
+): MarketSteps {
+  return keys.layout === 'apart'
+    ? new ApartSteps(store, keys, view, postWithinMs)
+    : new OneSlotSteps(store, keys)
 }
 
 class OneSlotSteps implements MarketSteps {
@@ -133,11 +144,12 @@ class ApartSteps implements MarketSteps {
     private readonly store: Store,
     private readonly keys: Keyspace,
     view?: LadderView,
+    postWithinMs = POST_WITHIN_MS,
   ) {
     this.owners = ownerKeyspaces(keys.prefix)
     this.view = view ?? new LadderView(store, keys, this.owners)
     this.index = new OfferIndex(store, keys)
-    this.posts = new PostQueue(store, (offerId) => this.owners.offer(offerId).base)
+    this.posts = new PostQueue(store, (offerId) => this.owners.offer(offerId).base, postWithinMs)
   }
 
   accountKeys(accountId: string): Keyspace {
