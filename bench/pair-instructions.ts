@@ -4,7 +4,8 @@
 // machine: an A/B of a Lua change reads in one run of each side, a few thousand instructions apart.
 //   bun bench/pair-instructions.ts [pairs=500] [apart]   (needs valgrind, redis-server, redis-cli)
 // With `apart`, the pair is the two-phase steps (src/market/two-phase.ts: reserve, hold, clear,
-// post), their owners' keys on the one server.
+// the post queued and carried on the offer's next reservation), their owners' keys on the one
+// server.
 // With CALLGRIND_OUT=<file> the measured dump is kept there, for callgrind_annotate.
 import { randomUUID } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'

@@ -5,10 +5,15 @@
 // queue in one call (lua/post.lua), and so is every offer's at close. A replica that dies with
 // posts queued leaves them to reapOffer (two-phase.ts): once a reservation's lease runs out it is
 // posted from its account's side, with what the account was charged.
-import { POST_WITHIN_MS } from '../config.ts'
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
+
+/**
+ * How long a queued post waits for a reservation to carry it (SVC_POST_WITHIN_MS's default): the
+ * capacity it holds meanwhile is refused to other replicas' requests, so a few milliseconds.
+ */
+export const POST_WITHIN_MS = 2
 
 /** What a clear billed, to post on its offer. */
 export interface Billed {

@@ -7,7 +7,6 @@
 // The request path calls these and nothing below them, so it reads the same in both.
 
 import { LastUsedThrottle } from '../accounts/last-used.ts'
-import { POST_WITHIN_MS } from '../config.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -19,7 +18,7 @@ import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release }
 import { admitCheapest, LadderView, pickFromView } from './ladder-view.ts'
 import { reapExpired, renewLease } from './leases.ts'
 import { OfferIndex } from './offer-index.ts'
-import { PostQueue } from './post-queue.ts'
+import { POST_WITHIN_MS, PostQueue } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 import { clearApart, type Owners, ownerKeyspaces, reapOffer, releaseApart } from './two-phase.ts'
 
