@@ -586,6 +586,23 @@ describe('posts queued per offer', () => {
     expect(await served(offerId)).toBe(3)
   })
 
+  test("at close, an offer's queue goes in one call: each post counted once, in the stats and the fills", async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const posts = held()
+    const admissions: Admission[] = []
+    for (let i = 0; i < 3; i++)
+      admissions.push(admitted(await admitApart(store, owners, request(buyer, offerId), posts)))
+    for (const a of admissions)
+      await clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(a.attemptId, 400), posts)
+    expect(await offer(offerId)).toMatchObject({ inflight: '3', burned: '0' })
+    await posts.flush()
+    expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '1200', earned: '600' })
+    expect(await store.zcard(owners.offer(offerId).leases)).toBe(0)
+    expect(await served(offerId)).toBe(3)
+    expect(await store.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(3)
+  })
+
   test('a replica gone with posts queued: once their leases run out the reaper posts each, once, from the account side', async () => {
     const offerId = await seedOffer(50, 5_000_000)
     const buyer = await seedAccount(1_000_000)
