@@ -43,6 +43,8 @@ export interface Carried {
 export class PostQueue {
   private readonly queued = new Map<string, Carried>()
   private readonly timers = new Map<string, ReturnType<typeof setTimeout>>()
+  /** Posts alone still on their way: close waits for them too. */
+  private readonly sending = new Set<Promise<void>>()
 
   /** base: an offer's keyspace base, where its posts run. */
   constructor(
@@ -79,14 +81,20 @@ export class PostQueue {
     this.add(offerId, carried.values, carried.recordRetentionMs)
   }
 
-  /** Posts every offer's queue now (at close). */
+  /** Posts every offer's queue now, and waits for those already on their way (at close). */
   async flush(): Promise<void> {
-    await Promise.all([...this.queued.keys()].map((offerId) => this.postAlone(offerId)))
+    for (const offerId of [...this.queued.keys()]) this.postAlone(offerId)
+    await Promise.all(this.sending)
   }
 
-  private async postAlone(offerId: string): Promise<void> {
+  private postAlone(offerId: string): void {
     const carried = this.take(offerId)
     if (!carried) return
+    const sent = this.send(offerId, carried).finally(() => this.sending.delete(sent))
+    this.sending.add(sent)
+  }
+
+  private async send(offerId: string, carried: Carried): Promise<void> {
     try {
       await runScript(
         this.store,

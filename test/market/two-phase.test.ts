@@ -603,6 +603,40 @@ describe('posts queued per offer', () => {
     expect(await store.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(3)
   })
 
+  test('close waits for a queue already on its way alone, not only for what is still queued', async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    // A store whose posts wait for the test to let them through.
+    let letThrough = () => {}
+    const gate = new Promise<void>((resolve) => {
+      letThrough = resolve
+    })
+    let sent = false
+    let posted = false
+    const gated = new Proxy(store, {
+      get(target, name, receiver) {
+        if (name !== 'sendScript') return Reflect.get(target, name, receiver)
+        return async (script: string, keys: string[], argv: (string | number)[]) => {
+          if (script !== 'post') return target.sendScript(script as never, keys, argv)
+          sent = true
+          await gate
+          const reply = await target.sendScript(script as never, keys, argv)
+          posted = true
+          return reply
+        }
+      },
+    })
+    const posts = new PostQueue(gated, (id) => owners.offer(id).base, 1)
+    const a = admitted(await admitApart(store, owners, request(buyer, offerId)))
+    await clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(a.attemptId, 500), posts)
+    await until(() => sent)
+    const closed = posts.flush()
+    letThrough()
+    await closed
+    expect(posted).toBe(true)
+    expect(await reservation(offerId, a.attemptId)).toMatchObject({ state: 'posted' })
+  })
+
   test('a replica gone with posts queued: once their leases run out the reaper posts each, once, from the account side', async () => {
     const offerId = await seedOffer(50, 5_000_000)
     const buyer = await seedAccount(1_000_000)
