@@ -209,6 +209,35 @@ describe('the request path held apart', () => {
     await removeOffer(offerId)
   })
 
+  test("/metrics counts the attempts held apart: each reservation's lease, on its offer's slot", async () => {
+    const scrape = async () => {
+      const response = await fetch(`${stack.url}/metrics`, {
+        headers: { authorization: `Bearer ${stack.config.adminToken}` },
+      })
+      const line = (await response.text()).split('\n').find((l) => l.startsWith('svc_holds_outstanding '))
+      return Number(line?.split(' ')[1])
+    }
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    const [apiKeyId] = await store.hkeys(keys.accountKeys(b.accountId))
+    const steps = marketSteps(store, keys)
+    const admitted: Admission[] = []
+    for (let i = 0; i < 2; i++) {
+      const admission = await steps.admit(
+        admitRequest(b.accountId, { apiKeyId: apiKeyId!, holdDiem: 50_000 as never, leaseMs: 60_000 }),
+      )
+      expect(admission.code).toBe(AdmitCode.Admitted)
+      admitted.push(admission as Admission)
+    }
+    expect(await scrape()).toBe(2)
+    for (const a of admitted) {
+      const attempt = { attemptId: a.attemptId, accountId: b.accountId, offerId, model: a.model }
+      await steps.release(attempt, { errorCode: 'upstream_5xx', cooldownMs: 0, upstreamBalance: null })
+    }
+    expect(await scrape()).toBe(0)
+    await removeOffer(offerId)
+  })
+
   test("an operator's offer held apart lives under its own tag; pausing takes it off the ladder, a new ask places it again", async () => {
     const id = await postOffer(50)
     expect(await slotOf(keys.offer(id))).toBe(await slotOf(owners.offer(id).reservation('x')))
