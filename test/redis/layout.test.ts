@@ -1,7 +1,7 @@
 // The market's layout is recorded by the first gateway on a prefix and read back by every later one:
 // a gateway told another layout refuses to start rather than write a second market beside the first.
 import { afterAll, describe, expect, test } from 'bun:test'
-import Redis from 'ioredis'
+import { connect } from 'node:net'
 import { loadGatewayConfig } from '../../src/config.ts'
 import { startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
@@ -20,6 +20,19 @@ import { until } from '../helpers/wait.ts'
 const store = createStore(testRedisUrl())
 afterAll(() => store.close())
 const freshPrefix = testPrefix
+
+/** What Redis's MONITOR prints from now on, as text (every client's commands, in the order run). */
+async function monitor(url: string) {
+  const { hostname, port } = new URL(url)
+  const socket = connect(Number(port), hostname)
+  let text = ''
+  socket.on('data', (chunk) => {
+    text += chunk.toString()
+  })
+  socket.write('MONITOR\r\n')
+  await until(async () => text.startsWith('+OK'))
+  return { text: () => text, end: () => socket.destroy() }
+}
 
 describe('the market layout', () => {
   test('the first claim records it; the same layout is claimed again, the other refused', async () => {
@@ -80,13 +93,9 @@ describe('the market layout', () => {
     async () => {
       const prefix = freshPrefix()
       const keys = keyspace(prefix)
-      const monitor = await new Redis(testRedisUrl()).monitor()
-      const order: string[] = []
-      monitor.on('monitor', (_time: string, args: string[]) => {
-        const [command, key] = [String(args[0]).toLowerCase(), args[1]]
-        if (key === keys.replicas && command === 'zadd') order.push('seen')
-        if (key === keys.layoutRecord && command === 'get') order.push('layout read')
-      })
+      const watch = await monitor(testRedisUrl())
+      const seen = `"zadd" "${keys.replicas}"`
+      const read = `"get" "${keys.layoutRecord}"`
       await store.set(keys.layoutRecord, migratingTo('apart'))
       const config = loadGatewayConfig({
         REDIS_URL: testRedisUrl(),
@@ -100,11 +109,12 @@ describe('the market layout', () => {
         await expect(startGateway(config, createLogger('silent'))).rejects.toBeInstanceOf(
           LayoutMigratingError,
         )
-        await until(async () => order.includes('layout read'))
-        expect(order[0]).toBe('seen')
+        await until(async () => watch.text().includes(read))
+        expect(watch.text().indexOf(seen)).toBeGreaterThan(-1)
+        expect(watch.text().indexOf(seen)).toBeLessThan(watch.text().indexOf(read))
         expect(await store.zcard(keys.replicas)).toBe(0)
       } finally {
-        monitor.disconnect()
+        watch.end()
       }
     },
   )
