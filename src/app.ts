@@ -139,7 +139,7 @@ export function createApp(deps: AppDeps) {
     .use(messagesRoutes(inference))
     .use(imageRoutes(inference))
     .use(videoRoutes(inference))
-    .use(metricsRoutes(deps))
+    .use(metricsRoutes({ ...deps, steps: inference.steps }))
     .use(adminOfferRoutes(deps))
     .use(agentRoutes(deps))
     .use(adminAccountRoutes(deps))

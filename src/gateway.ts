@@ -5,7 +5,7 @@ import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { startReaper } from './market/reaper.ts'
-import { REPLICA_ID, stampReplica } from './market/replicas.ts'
+import { forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
@@ -35,14 +35,17 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     },
   })
   await store.whenReady(15_000)
+  const keys = keyspace(config.redisPrefix, config.redisLayout)
+  // Seen before the layout is read: a migration that records itself after this read finds the
+  // replica when it looks for one, and puts the record back.
+  await stampReplica(store, keys)
   try {
     await claimLayout(store, config.redisPrefix, config.redisLayout)
   } catch (error) {
+    await forgetReplica(store, keys).catch(() => {})
     store.close()
     throw error
   }
-  const keys = keyspace(config.redisPrefix, config.redisLayout)
-  await stampReplica(store, keys)
   const source = {
     upstreamUrl: config.upstreamUrl,
     upstreamApiKey: config.upstreamApiKey,

@@ -3,7 +3,6 @@
 // together. Held apart (each offer under a tag of its own), the offer's step runs on its own slot
 // and lua/index-offer.lua lists and places it on the market's, where its supplier, its limits and
 // its upstream key's claim are (offer-index.ts).
-import { randomUUID } from 'node:crypto'
 import { ApiError, NO_RETRY } from '../errors.ts'
 import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -11,6 +10,7 @@ import { OfferCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
 import { OfferIndex, putOffer } from './offer-index.ts'
 import { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED } from './offer-limits.ts'
+import { newOfferId } from './offer-placement.ts'
 import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
 export const ASK_MIN_CENTS = 30
@@ -195,7 +195,7 @@ export class OfferService {
     input: Required<Pick<OfferInput, 'upstreamBaseUrl' | 'upstreamApiKey' | 'askCents' | 'capacity'>> &
       OfferInput,
   ): Promise<OfferView> {
-    const id = randomUUID()
+    const id = await newOfferId(this.store, this.keys)
     await this.put('create', id, {
       maxInFlight: DEFAULT_MAX_IN_FLIGHT,
       ...input,

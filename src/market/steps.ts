@@ -42,6 +42,8 @@ export interface MarketSteps {
   renew(attempt: AttemptRef, leaseMs: number): Promise<boolean>
   /** Ends at most `limit` attempts whose lease ran out; returns how many it ended. */
   reap(limit: number, recordRetentionMs?: number): Promise<number>
+  /** Attempts admitted and not yet ended, every replica's: their leases, wherever they are kept. */
+  holdsOutstanding(): Promise<number>
   /** The ask a request of `holdDiem` would clear at now, for the account's max; nothing held (video quotes). */
   quote(
     accountId: string,
@@ -95,6 +97,15 @@ class OneSlotSteps implements MarketSteps {
 
   reap(limit: number, recordRetentionMs?: number) {
     return reapExpired(this.store, this.keys, limit, recordRetentionMs)
+  }
+
+  /** Attempts admitted by a gateway from before the packed record lease in the earlier zset. */
+  async holdsOutstanding() {
+    const [packed, earlier] = await Promise.all([
+      this.store.zcard(this.keys.leases),
+      this.store.zcard(this.keys.earlierLeases),
+    ])
+    return packed + earlier
   }
 
   quote(accountId: string, holdDiem: MicroDiem, defaultMaxPriceCents: number) {
@@ -205,6 +216,13 @@ class ApartSteps implements MarketSteps {
       reaped += await reapOffer(this.store, this.owners, offerId, limit - reaped, recordRetentionMs)
     }
     return reaped
+  }
+
+  /** Each reservation leases on its offer's slot: every offer ever posted is counted. */
+  async holdsOutstanding() {
+    const offerIds = await this.store.smembers(this.keys.offers)
+    const counts = await Promise.all(offerIds.map((id) => this.store.zcard(this.owners.offer(id).leases)))
+    return counts.reduce((sum, count) => sum + count, 0)
   }
 
   async quote(accountId: string, holdDiem: MicroDiem, defaultMaxPriceCents: number) {

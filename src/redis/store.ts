@@ -3,6 +3,8 @@
 // not speak); on a single Redis a native lane (script-lane.ts) carries the scripts as FCALLs. The
 // two are one store: the lane serves only while ioredis is ready too, so after a restart or a data
 // set load scripts and reads come back together, and close() ends both.
+
+import calculateSlot from 'cluster-key-slot'
 import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
 import { ClusterFunctions } from './cluster-functions.ts'
 import { ClusterLane, PASSED } from './cluster-lane.ts'
@@ -95,6 +97,8 @@ export interface Store extends Commands {
   whenReady(ms: number): Promise<void>
   /** Every master of a Cluster, or the one server itself (for SCAN and FUNCTION, which are per node). */
   masters(): Promise<Commands[]>
+  /** The master serving `key`'s slot as the client knows it now ("host:port"); undefined off a Cluster. */
+  masterOf(key: string): string | undefined
   /** Ends every connection the store opened, for good. */
   close(): void
 }
@@ -195,6 +199,7 @@ function singleStore(redis: Redis, lane: ScriptLane | null): Store {
     },
     whenReady: (ms) => untilReady(redis, ms),
     masters: async () => [redis],
+    masterOf: () => undefined,
     close() {
       lane?.close()
       redis.disconnect()
@@ -230,6 +235,7 @@ function clusterStore(cluster: Cluster, lane: ClusterLane | null): Store {
       await untilReady(cluster, 15_000)
       return cluster.nodes('master')
     },
+    masterOf: (key) => cluster.slots[calculateSlot(key)]?.[0],
     close() {
       lane?.close()
       cluster.disconnect()

@@ -14,15 +14,15 @@ import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import { marketSteps } from '../../src/market/steps.ts'
-import type { Owners } from '../../src/market/two-phase.ts'
+import { type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import type { Keyspace } from '../../src/redis/keys.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { admitRequest } from '../helpers/market.ts'
-import { freePort, type TestStack } from '../helpers/stack.ts'
+import { freePort, type TestStack, testPrefix } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 let apart: HeldApart
@@ -261,6 +261,35 @@ describe('the request path held apart', () => {
     await removeOffer(offerId)
   })
 
+  test("/metrics counts the attempts held apart: each reservation's lease, on its offer's slot", async () => {
+    const scrape = async () => {
+      const response = await fetch(`${stack.url}/metrics`, {
+        headers: { authorization: `Bearer ${stack.config.adminToken}` },
+      })
+      const line = (await response.text()).split('\n').find((l) => l.startsWith('svc_holds_outstanding '))
+      return Number(line?.split(' ')[1])
+    }
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    const [apiKeyId] = await store.hkeys(keys.accountKeys(b.accountId))
+    const steps = marketSteps(store, keys)
+    const admitted: Admission[] = []
+    for (let i = 0; i < 2; i++) {
+      const admission = await steps.admit(
+        admitRequest(b.accountId, { apiKeyId: apiKeyId!, holdDiem: 50_000 as never, leaseMs: 60_000 }),
+      )
+      expect(admission.code).toBe(AdmitCode.Admitted)
+      admitted.push(admission as Admission)
+    }
+    expect(await scrape()).toBe(2)
+    for (const a of admitted) {
+      const attempt = { attemptId: a.attemptId, accountId: b.accountId, offerId, model: a.model }
+      await steps.release(attempt, { errorCode: 'upstream_5xx', cooldownMs: 0, upstreamBalance: null })
+    }
+    expect(await scrape()).toBe(0)
+    await removeOffer(offerId)
+  })
+
   test("an operator's offer held apart lives under its own tag; pausing takes it off the ladder, a new ask places it again", async () => {
     const id = await postOffer(50)
     expect(await slotOf(keys.offer(id))).toBe(await slotOf(owners.offer(id).reservation('x')))
@@ -276,6 +305,31 @@ describe('the request path held apart', () => {
     await removeOffer(id)
     expect(await store.zscore(keys.ladder, id)).toBeNull()
     expect(await offerService.get(id)).toBeNull()
+  })
+
+  test('new offers spread over the masters evenly, not as random ids would hash', async () => {
+    const fresh = keyspace(testPrefix(), 'apart')
+    const service = new OfferService(store, fresh, stack.config.masterKey)
+    const fresher = ownerKeyspaces(fresh.prefix)
+    const perMaster = async () => {
+      const counts = new Map<string, number>()
+      for (const id of await store.smembers(fresh.offers)) {
+        const master = store.masterOf(fresher.offer(id).base)!
+        counts.set(master, (counts.get(master) ?? 0) + 1)
+      }
+      return [...counts.values()].sort()
+    }
+    const create = () =>
+      service.create({
+        upstreamBaseUrl: stack.sim.url,
+        upstreamApiKey: `sim-key-${randomUUID()}`,
+        askCents: 40,
+        capacity: 1_000_000 as MicroDiem,
+      })
+    for (let i = 0; i < 6; i++) await create()
+    expect(await perMaster()).toEqual([2, 2, 2])
+    for (let i = 0; i < 3; i++) await create()
+    expect(await perMaster()).toEqual([3, 3, 3])
   })
 
   test('the capacity snapshot reads the offers held apart: routable depth by ask, paused ones left out', async () => {

@@ -1,17 +1,38 @@
 // The market's layout is recorded by the first gateway on a prefix and read back by every later one:
 // a gateway told another layout refuses to start rather than write a second market beside the first.
 import { afterAll, describe, expect, test } from 'bun:test'
+import { connect } from 'node:net'
 import { loadGatewayConfig } from '../../src/config.ts'
 import { startGateway } from '../../src/gateway.ts'
 import { createLogger } from '../../src/logger.ts'
 import { keyspace, type Layout } from '../../src/redis/keys.ts'
-import { claimLayout, LayoutMismatchError, recordedLayout } from '../../src/redis/layout.ts'
+import {
+  claimLayout,
+  LayoutMigratingError,
+  LayoutMismatchError,
+  migratingTo,
+  recordedLayout,
+} from '../../src/redis/layout.ts'
 import { createStore } from '../../src/redis/store.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { onCluster, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 
 const store = createStore(testRedisUrl())
 afterAll(() => store.close())
 const freshPrefix = testPrefix
+
+/** What Redis's MONITOR prints from now on, as text (every client's commands, in the order run). */
+async function monitor(url: string) {
+  const { hostname, port } = new URL(url)
+  const socket = connect(Number(port), hostname)
+  let text = ''
+  socket.on('data', (chunk) => {
+    text += chunk.toString()
+  })
+  socket.write('MONITOR\r\n')
+  await until(async () => text.startsWith('+OK'))
+  return { text: () => text, end: () => socket.destroy() }
+}
 
 describe('the market layout', () => {
   test('the first claim records it; the same layout is claimed again, the other refused', async () => {
@@ -63,6 +84,40 @@ describe('the market layout', () => {
     )
     expect(await store.get(keyspace(prefix).catalogMeta)).toBeNull()
   })
+
+  // A migration records itself, then looks for replicas (src/cli/migrate-apart.ts): a gateway
+  // must be seen before it reads the layout, or one reading just before the record could start on
+  // a market being moved.
+  test.skipIf(onCluster())(
+    'a gateway is seen before it reads the layout; refused, it is seen no more',
+    async () => {
+      const prefix = freshPrefix()
+      const keys = keyspace(prefix)
+      const watch = await monitor(testRedisUrl())
+      const seen = `"zadd" "${keys.replicas}"`
+      const read = `"get" "${keys.layoutRecord}"`
+      await store.set(keys.layoutRecord, migratingTo('apart'))
+      const config = loadGatewayConfig({
+        REDIS_URL: testRedisUrl(),
+        SVC_REDIS_PREFIX: prefix,
+        SVC_ADMIN_TOKEN: 'a'.repeat(32),
+        SVC_MASTER_KEY: 'ab'.repeat(32),
+        SVC_UPSTREAM_URL: 'http://127.0.0.1:9',
+        PORT: '0',
+      })
+      try {
+        await expect(startGateway(config, createLogger('silent'))).rejects.toBeInstanceOf(
+          LayoutMigratingError,
+        )
+        await until(async () => watch.text().includes(read))
+        expect(watch.text().indexOf(seen)).toBeGreaterThan(-1)
+        expect(watch.text().indexOf(seen)).toBeLessThan(watch.text().indexOf(read))
+        expect(await store.zcard(keys.replicas)).toBe(0)
+      } finally {
+        watch.end()
+      }
+    },
+  )
 
   test('SVC_REDIS_LAYOUT accepts the two layouts and refuses anything else', () => {
     const env = {

@@ -1,7 +1,7 @@
 // The operator's view of the market as a whole under /admin/v1, behind the admin token: running
 // totals (kept by the clear, so one read) and health (Redis, the replicas seen, the reaper).
 import { Elysia } from 'elysia'
-import { replicaHealth } from '../../market/replicas.ts'
+import { replicaHealth, seenWithinMs } from '../../market/replicas.ts'
 import { marketTotals } from '../../market/totals.ts'
 import type { Keyspace } from '../../redis/keys.ts'
 import type { Store } from '../../redis/store.ts'
@@ -14,8 +14,7 @@ export interface AdminMarketDeps {
 }
 
 export function adminMarketRoutes(deps: AdminMarketDeps) {
-  // A replica reaps every interval; one silent for five of them (at least 10 s) is not counted as seen.
-  const seenWithinMs = Math.max(10_000, deps.config.market.reapIntervalMs * 5)
+  const withinMs = seenWithinMs(deps.config.market.reapIntervalMs)
   return new Elysia({ name: 'svc/admin-market', prefix: '/admin/v1', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
     .get('/market', () => marketTotals(deps.store, deps.keys), { admin: true })
@@ -25,11 +24,11 @@ export function adminMarketRoutes(deps: AdminMarketDeps) {
         const started = performance.now()
         await deps.store.ping()
         const pingMs = Math.round((performance.now() - started) * 100) / 100
-        const { replicas, reaper } = await replicaHealth(deps.store, deps.keys, seenWithinMs)
+        const { replicas, reaper } = await replicaHealth(deps.store, deps.keys, withinMs)
         return {
           object: 'health' as const,
           redis: { status: 'ok' as const, pingMs },
-          replicas: { seenWithinSeconds: seenWithinMs / 1000, count: replicas.length, data: replicas },
+          replicas: { seenWithinSeconds: withinMs / 1000, count: replicas.length, data: replicas },
           reaper,
         }
       },

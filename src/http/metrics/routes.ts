@@ -1,13 +1,19 @@
 // GET /metrics: Prometheus text, behind the operator token (it tells holds and traffic). Counters
 // and histograms come from this process; holds outstanding and Redis latency are read at scrape.
 import { Elysia } from 'elysia'
+import type { MarketSteps } from '../../market/steps.ts'
 import { metrics } from '../../metrics/gateway-metrics.ts'
 import { renderGauge } from '../../metrics/registry.ts'
 import type { Keyspace } from '../../redis/keys.ts'
 import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
 
-export function metricsRoutes(deps: { store: Store; keys: Keyspace; config: { adminToken: string } }) {
+export function metricsRoutes(deps: {
+  store: Store
+  keys: Keyspace
+  steps: Pick<MarketSteps, 'holdsOutstanding'>
+  config: { adminToken: string }
+}) {
   return new Elysia({ name: 'svc/metrics', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
     .get(
@@ -16,12 +22,7 @@ export function metricsRoutes(deps: { store: Store; keys: Keyspace; config: { ad
         const started = performance.now()
         await deps.store.ping()
         const redisSeconds = (performance.now() - started) / 1000
-        // Attempts admitted by a gateway from before the packed record lease in the earlier zset.
-        const leased = await Promise.all([
-          deps.store.zcard(deps.keys.leases),
-          deps.store.zcard(deps.keys.earlierLeases),
-        ])
-        const holds = leased[0] + leased[1]
+        const holds = await deps.steps.holdsOutstanding()
         const text = [
           ...metrics.requests.render(),
           ...metrics.latency.render(),
