@@ -501,6 +501,16 @@ describe('posts queued per offer', () => {
   // A bound no test outlives: the queue goes out only when carried, flushed or reaped.
   const held = () => new PostQueue(store, (offerId) => owners.offer(offerId).base, 600_000)
   const who = (accountId: string, offerId: string) => ({ accountId, offerId, model: 'llama-3.3-70b' })
+  /** Clears an admission held apart, its post queued on `posts`. */
+  const clearQueued = (
+    buyer: { accountId: string },
+    offerId: string,
+    a: Admission,
+    burn: number,
+    posts: PostQueue,
+    feeBps = 0,
+  ) =>
+    clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(a.attemptId, burn, feeBps), posts)
   const served = async (offerId: string) => {
     const day = new Date(Number((await store.time())[0]) * 1000).toISOString().slice(0, 10)
     return Number((await store.hget(owners.offer(offerId).statsDay(day), 'llama-3.3-70b')) ?? 0)
@@ -511,13 +521,7 @@ describe('posts queued per offer', () => {
     const buyer = await seedAccount(1_000_000)
     const posts = held()
     const first = admitted(await admitApart(store, owners, request(buyer, offerId), posts))
-    await clearApart(
-      store,
-      owners,
-      who(buyer.accountId, offerId),
-      clearRequest(first.attemptId, 800, 1_000),
-      posts,
-    )
+    await clearQueued(buyer, offerId, first, 800, posts, 1_000)
     // Charged on the account; the offer's side waits in the queue.
     expect((await account(buyer.accountId)).spent).toBe('360')
     expect(await reservation(offerId, first.attemptId)).toMatchObject({ state: 'reserved' })
@@ -538,14 +542,14 @@ describe('posts queued per offer', () => {
 
     // At its in-flight cap of 1, the offer takes the next request once the post it carries frees the slot.
     const second = admitted(await admitApart(store, owners, request(buyer, offerId), posts))
-    await clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(second.attemptId, 500), posts)
+    await clearQueued(buyer, offerId, second, 500, posts)
     expect(await offer(offerId)).toMatchObject({ inflight: '1' })
     const third = admitted(await admitApart(store, owners, request(buyer, offerId), posts))
     expect(await reservation(offerId, second.attemptId)).toMatchObject({ state: 'posted' })
     expect(await offer(offerId)).toMatchObject({ inflight: '1', burned: '1300', earned: '549' })
 
     // The last goes out at close; carried or flushed again, nothing counts twice.
-    await clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(third.attemptId, 500), posts)
+    await clearQueued(buyer, offerId, third, 500, posts)
     await posts.flush()
     await posts.flush()
     const again = await runScript(
@@ -569,17 +573,7 @@ describe('posts queued per offer', () => {
     const admissions = await Promise.all(
       buyers.map(async (b) => admitted(await admitApart(store, owners, request(b, offerId), posts))),
     )
-    await Promise.all(
-      admissions.map((a, i) =>
-        clearApart(
-          store,
-          owners,
-          who(buyers[i]!.accountId, offerId),
-          clearRequest(a.attemptId, 1_000),
-          posts,
-        ),
-      ),
-    )
+    await Promise.all(admissions.map((a, i) => clearQueued(buyers[i]!, offerId, a, 1_000, posts)))
     await until(async () => (await offer(offerId)).inflight === '0')
     for (const a of admissions) expect((await reservation(offerId, a.attemptId)).state).toBe('posted')
     expect(await offer(offerId)).toMatchObject({ held: '0', burned: '3000', earned: '1500' })
@@ -593,8 +587,7 @@ describe('posts queued per offer', () => {
     const admissions: Admission[] = []
     for (let i = 0; i < 3; i++)
       admissions.push(admitted(await admitApart(store, owners, request(buyer, offerId), posts)))
-    for (const a of admissions)
-      await clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(a.attemptId, 400), posts)
+    for (const a of admissions) await clearQueued(buyer, offerId, a, 400, posts)
     expect(await offer(offerId)).toMatchObject({ inflight: '3', burned: '0' })
     await posts.flush()
     expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '1200', earned: '600' })
@@ -628,7 +621,7 @@ describe('posts queued per offer', () => {
     })
     const posts = new PostQueue(gated, (id) => owners.offer(id).base, 1)
     const a = admitted(await admitApart(store, owners, request(buyer, offerId)))
-    await clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(a.attemptId, 500), posts)
+    await clearQueued(buyer, offerId, a, 500, posts)
     await until(() => sent)
     const closed = posts.flush()
     letThrough()
@@ -646,14 +639,7 @@ describe('posts queued per offer', () => {
       admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 20 }), gone)),
       admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 20 }), gone)),
     ]
-    for (const a of admissions)
-      await clearApart(
-        store,
-        owners,
-        who(buyer.accountId, offerId),
-        clearRequest(a.attemptId, 600, 1_000),
-        gone,
-      )
+    for (const a of admissions) await clearQueued(buyer, offerId, a, 600, gone, 1_000)
     expect(await offer(offerId)).toMatchObject({ inflight: '2', earned: '0' })
 
     await untilRedisPasses(store, Math.max(...admissions.map((a) => a.leaseDeadline)))
@@ -661,13 +647,8 @@ describe('posts queued per offer', () => {
     expect(await reapOffer(store, owners, offerId)).toBe(0)
     for (const a of admissions)
       expect(await reservation(offerId, a.attemptId)).toMatchObject({ state: 'posted', burnDiem: '600' })
-    expect(await offer(offerId)).toMatchObject({
-      held: '0',
-      inflight: '0',
-      burned: '1200',
-      earned: '540',
-      fees: '60',
-    })
+    const o = await offer(offerId)
+    expect([o.held, o.inflight, o.burned, o.earned, o.fees]).toEqual(['0', '0', '1200', '540', '60'])
     expect((await account(buyer.accountId)).spent).toBe('600')
     expect(await served(offerId)).toBe(2)
   })
@@ -690,13 +671,7 @@ describe('posts queued per offer', () => {
         for (const offerId of offerIds) {
           const result = await admitApart(store, owners, request(buyer, offerId), posts)
           if (result.code !== AdmitCode.Admitted) continue
-          await clearApart(
-            store,
-            owners,
-            who(buyer.accountId, offerId),
-            clearRequest(result.attemptId, 700, 500),
-            posts,
-          )
+          await clearQueued(buyer, offerId, result, 700, posts, 500)
           served++
           break
         }
