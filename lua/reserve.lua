@@ -78,7 +78,7 @@ local hold_diem_s, deadline_s = s(hold_diem), s(now + int(ARGV[5]))
 rcall('HSET', offer, 'held', s(o.held + hold_diem), 'inflight', s(o.inflight + 1), unpack(posted))
 if carried then append_fills(carried, f[16], offer_id, now) end
 rcall('HSET', reservation, 'state', 'reserved', 'offerId', offer_id, 'accountId', ARGV[6], 'holdDiem', hold_diem_s,
-  'askCents', s(o.ask), 'reservedAt', s(now))
+  'askCents', s(o.ask))
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 local balance = o.balance == nil and '' or s(o.balance)
 return { 1, o.ask, deadline_s, o.upstream_base_url, o.upstream_key_enc, balance }
