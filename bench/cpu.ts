@@ -6,7 +6,8 @@
 //   bun bench/cpu.ts [connections=32] [seconds=6] [rounds=2] [name=binary[@tcp] ...]
 // Each name=binary adds another gateway build (e.g. base=/tmp/svc-gateway-base) on the same Redis
 // and supplier, its own key prefix and buyer; rounds run every target, in an order rotated one place a round, and the medians
-// close the output: an A/B of a change on this noisy machine, in one sitting. `@tcp` has that
+// close the output, then each named build's ratios to the gateway round by round: an A/B of a
+// change on this noisy machine, in one sitting. `@tcp` has that
 // gateway reach Redis over loopback TCP instead of the Unix socket (tcp=dist/svc-gateway@tcp).
 import { cpuMs, minorFaults } from './procs.ts'
 import { BenchStack, fundedBuyer, postOffer, type RedisTransport, type Target, targets } from './stack.ts'
@@ -104,6 +105,17 @@ try {
   for (const [name, m] of Object.entries(seen)) {
     console.log(
       `${name.padEnd(8)} ${Math.round(median(m.rps))} req/s, own ${median(m.own).toFixed(0)} µs, redis ${median(m.redis).toFixed(0)} µs, ${median(m.faults).toFixed(2)} page faults per request`,
+    )
+  }
+  // On shared cores a round's load moves every target's figures together: a build is read against
+  // this tree's gateway round by round, not only by the medians of rounds run at different loads.
+  const own = seen.gateway!
+  for (const build of builds) {
+    const m = seen[build.name]!
+    const cpu = m.own.map((us, r) => us / own.own[r]!)
+    const rps = m.rps.map((n, r) => n / own.rps[r]!)
+    console.log(
+      `${build.name} ÷ gateway by round: own CPU ${cpu.map((x) => x.toFixed(2)).join(', ')} (median ${median(cpu).toFixed(2)}, lower in ${cpu.filter((x) => x < 1).length} of ${cpu.length}); req/s ${rps.map((x) => x.toFixed(2)).join(', ')} (median ${median(rps).toFixed(2)})`,
     )
   }
 } finally {

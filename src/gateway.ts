@@ -95,21 +95,37 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     lifecycle,
   })
   // Bun's own limit is a backstop for bodies sent without a length; the app answers 413 first.
-  app.listen({
-    port: config.port,
-    hostname: config.host,
-    idleTimeout: 120,
-    maxRequestBodySize: config.maxBodyBytes * 2,
-  })
-  const server = app.server!
-  const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
-  const stop = async () => {
+  // Elysia's defaults are Bun's development mode (an error that escaped would answer with Bun's
+  // page of its stack) unless NODE_ENV=production, and a port shared with any process that asks
+  // (a second gateway on a taken port would start and silently take half its traffic).
+  const stopWork = async () => {
     stopSync()
     funding?.stop()
     payouts.stop()
     await stopReaper()
     // The pass in flight finishes (its deliveries logged) before Redis goes.
     await stopWebhooks()
+  }
+  try {
+    app.listen({
+      port: config.port,
+      hostname: config.host,
+      idleTimeout: 120,
+      maxRequestBodySize: config.maxBodyBytes * 2,
+      development: false,
+      reusePort: false,
+    })
+  } catch (error) {
+    // The port is taken: nothing this start began goes on running.
+    await stopWork()
+    await forgetReplica(store, keys).catch(() => {})
+    store.close()
+    throw error
+  }
+  const server = app.server!
+  const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
+  const stop = async () => {
+    await stopWork()
     await app.stop(true)
     // The posts this replica queued go out before Redis does.
     await steps.close()

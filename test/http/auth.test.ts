@@ -179,6 +179,19 @@ describe('Bearer keys', () => {
   })
 })
 
+describe('the port', () => {
+  test('a second gateway on a port already served refuses to start; the first serves on', async () => {
+    const port = Number(new URL(stack.url).port)
+    const second = await startGateway({ ...stack.config, port }, createLogger('silent')).catch((e) => e)
+    expect(second).toBeInstanceOf(Error)
+    expect(String((second as Error & { code?: string }).code ?? (second as Error).message)).toContain(
+      'EADDRINUSE',
+    )
+    const account = await createAccount(stack)
+    expect((await me({ authorization: `Bearer ${account.apiKey}` })).status).toBe(200)
+  })
+})
+
 describe('revocation', () => {
   test('a revoked key fails at once on every replica', async () => {
     const other = await startGateway(stack.config, createLogger('silent'))
