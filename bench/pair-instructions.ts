@@ -4,13 +4,15 @@
 // machine: an A/B of a Lua change reads in one run of each side, a few thousand instructions apart.
 //   bun bench/pair-instructions.ts [pairs=500] [apart]   (needs valgrind, redis-server, redis-cli)
 // With `apart`, the pair is the two-phase steps (src/market/two-phase.ts: reserve, hold, clear,
-// post), their owners' keys on the one server.
+// the post queued and carried on the offer's next reservation), their owners' keys on the one
+// server.
 // With CALLGRIND_OUT=<file> the measured dump is kept there, for callgrind_annotate.
 import { randomUUID } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Admission } from '../src/market/admission.ts'
+import type { PostQueue } from '../src/market/post-queue.ts'
 import { freePort } from '../src/redis/local-server.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
 
@@ -55,6 +57,7 @@ try {
   const fx = marketFixture()
   const accountId = await seedAccount(fx, 1_000_000_000_000)
   const offerId = await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
+  let posts: PostQueue | undefined
   let pair = async () => {
     const admitted = await admitFor(fx, accountId, { attemptId: randomUUID() })
     if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
@@ -63,19 +66,24 @@ try {
   if (apart) {
     // The same account and offer, moved under their owners' tags.
     const { admitApart, clearApart, ownerKeyspaces } = await import('../src/market/two-phase.ts')
+    const { PostQueue: Queue } = await import('../src/market/post-queue.ts')
     const { admitRequest, meteredClear } = await import('../test/helpers/market.ts')
     const owners = ownerKeyspaces(fx.keys.prefix)
+    // As a replica queues them: each clear's post rides the offer's next reservation.
+    const queue = new Queue(fx.store, (id) => owners.offer(id).base)
+    posts = queue
     await fx.store.copy(fx.keys.account(accountId), owners.account(accountId).account(accountId))
     await fx.store.copy(fx.keys.offer(offerId), owners.offer(offerId).offer(offerId))
     pair = async () => {
-      const admitted = await admitApart(fx.store, owners, {
-        ...admitRequest(accountId),
-        offerId,
-        maxCents: 50,
-      })
+      const admitted = await admitApart(
+        fx.store,
+        owners,
+        { ...admitRequest(accountId), offerId, maxCents: 50 },
+        queue,
+      )
       if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
       const who = { accountId, offerId, model: 'llama-3.3-70b' }
-      await clearApart(fx.store, owners, who, meteredClear(admitted.attemptId, 700))
+      await clearApart(fx.store, owners, who, meteredClear(admitted.attemptId, 700), queue)
     }
   }
   for (let i = 0; i < WARM_PAIRS; i++) await pair()
@@ -89,6 +97,7 @@ try {
       }
     }),
   )
+  await posts?.flush()
   callgrind('--dump=measured')
   fx.close()
   const dump = readdirSync(dir).find((name) => /^out\.\d+\.\d+$/.test(name))

@@ -2,13 +2,14 @@
 // that names the variable and what it expected.
 
 import { ConfigError, type Env, integer, oneOf, read, required, url } from './config-env.ts'
+import { loadMarketConfig, type MarketConfig } from './config-market.ts'
 import { parseMicros } from './money/units.ts'
 import type { Layout } from './redis/keys.ts'
 import { LAYOUTS } from './redis/layout.ts'
 import { parseRedisTarget } from './redis/target.ts'
-import type { Every } from './timing/every.ts'
 
 export { ConfigError } from './config-env.ts'
+export { type MarketConfig, reapIntervalMs } from './config-market.ts'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
@@ -132,27 +133,6 @@ function loadPayoutConfig(env: Env, funding: FundingConfig | undefined): PayoutC
   }
 }
 
-/** Admission, leases and clearing: the market's knobs. */
-export interface MarketConfig {
-  /** A request's lease; the relay renews it while bytes flow, the reaper takes it after. */
-  leaseMs: number
-  reapIntervalMs: number
-  /** Completions in flight per API key (429 key_concurrency_limit past it). */
-  keyMaxInFlight: number
-  /** Requests in flight per wallet (429 buyer_concurrency_limit past it). */
-  walletMaxInFlight: number
-  /** Platform fee on each clear, basis points; the supplier earns the rest. */
-  feeBps: number
-  /** How long a request waits for a busy supplier key before 503 key_wait_timeout. */
-  keyWaitMs: number
-  /** How long an offer sits out after its upstream failed before any byte. */
-  cooldownMs: number
-  /** What runs the lease renewer and the reaper (a timer unless a test drives them). */
-  every?: Every
-  /** The clock a key wait's deadline is counted on (ms); unset, the wall clock. Tests set it. */
-  keyWaitClock?: () => number
-}
-
 /** The supplier call and the relay. */
 export interface InferenceConfig {
   /** max_tokens admitted when a request names none (capped by the model's own limit). */
@@ -214,23 +194,6 @@ function loadInferenceConfig(env: Env): InferenceConfig {
     maxUpstreamBodyBytes: integer(env, 'SVC_MAX_UPSTREAM_BODY_BYTES', 32 * MIB, 1024, 1024 * MIB),
     maxUpstreamFrameBytes: integer(env, 'SVC_MAX_UPSTREAM_FRAME_BYTES', MIB, 1024, 64 * MIB),
     maxUpstreamVideoBytes: integer(env, 'SVC_MAX_UPSTREAM_VIDEO_BYTES', 128 * MIB, 1024, 1024 * MIB),
-  }
-}
-
-/** SVC_REAP_INTERVAL_MS: how often each replica's reaper runs (and stamps the replica as seen). */
-export function reapIntervalMs(env: Env = process.env): number {
-  return integer(env, 'SVC_REAP_INTERVAL_MS', 1_000, 50, 60_000)
-}
-
-function loadMarketConfig(env: Env): MarketConfig {
-  return {
-    leaseMs: integer(env, 'SVC_LEASE_SECONDS', 30, 5, 3_600) * 1000,
-    reapIntervalMs: reapIntervalMs(env),
-    keyMaxInFlight: integer(env, 'SVC_KEY_MAX_IN_FLIGHT', 32, 1, 100_000),
-    walletMaxInFlight: integer(env, 'SVC_WALLET_MAX_IN_FLIGHT', 64, 1, 100_000),
-    feeBps: integer(env, 'SVC_FEE_BPS', 0, 0, 10_000),
-    keyWaitMs: integer(env, 'SVC_KEY_WAIT_MS', 2_000, 0, 60_000),
-    cooldownMs: integer(env, 'SVC_OFFER_COOLDOWN_MS', 5_000, 0, 600_000),
   }
 }
 

@@ -57,6 +57,7 @@ test(`no source file is past ${MAX_LINES} lines`, () => {
 const LAYERS: string[][] = [
   ['money', 'errors', 'logger', 'timing'],
   ['metrics', 'redis', 'config-env'],
+  ['config-market'],
   ['config', 'records', 'accounts', 'catalog', 'upstream', 'sim'],
   ['market'],
   ['suppliers', 'funding'],

@@ -2,8 +2,15 @@
 local OFFER_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
   'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc' }
 
-local function read_offer(id)
-  local f = rcall('HMGET', k_offer(id), unpack(OFFER_FIELDS))
+-- A reservation's read (lua/reserve.lua): OFFER_FIELDS, then the supplier's suspension copied onto
+-- the offer, and what the posts it carries add to (lib/posts): one read for all of them.
+local RESERVE_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
+  'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'suspended', 'earned', 'fees', 'disputed',
+  'supplierId' }
+
+-- fields: OFFER_FIELDS unless given (RESERVE_FIELDS); the row as read is returned second.
+local function read_offer(id, fields)
+  local f = rcall('HMGET', k_offer(id), unpack(fields or OFFER_FIELDS))
   if not f[1] then return nil end
   return {
     id = id,
@@ -20,7 +27,7 @@ local function read_offer(id)
     -- what the supplier call needs, read here so that admit makes no second call for it
     upstream_base_url = f[10],
     upstream_key_enc = f[11],
-  }
+  }, f
 end
 
 -- Routable capacity: what is left of the posted capacity, capped by the supplier key's last

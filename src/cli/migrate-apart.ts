@@ -204,7 +204,6 @@ class Steps {
           accountId: a.accountId,
           holdDiem: a.holdDiem ?? '0',
           askCents: a.askCents ?? '0',
-          reservedAt: a.admittedAt ?? '0',
           burnDiem: a.burn ?? '0',
           earnedUsdc: String(Number(a.costUsdc ?? 0) - Number(a.fee ?? 0)),
           feeUsdc: a.fee ?? '0',

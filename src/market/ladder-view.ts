@@ -8,6 +8,7 @@ import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
 import type { Admission } from './admission.ts'
+import type { PostQueue } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 import { type AdmitApartRequest, admitApart, OfferUnavailable, type Owners } from './two-phase.ts'
 
@@ -102,6 +103,7 @@ export async function admitCheapest(
   owners: Owners,
   view: LadderView,
   req: Omit<AdmitApartRequest, 'offerId'>,
+  posts?: PostQueue,
 ): Promise<Admission | AdmitRefusal> {
   const tried = new Set(req.tried)
   // The caller's idea of the buyer's max may be stale too: the account's own, once a hold names it,
@@ -113,7 +115,7 @@ export async function admitCheapest(
     if (!offer.live || offer.full || offer.routable < req.holdDiem) continue
     let result: Admission | AdmitRefusal
     try {
-      result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id })
+      result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id }, posts)
     } catch (error) {
       // The offer's slot is away for now: the next offer may take the request.
       if (!(error instanceof OfferUnavailable)) throw error

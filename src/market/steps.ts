@@ -18,6 +18,7 @@ import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release }
 import { admitCheapest, LadderView, pickFromView } from './ladder-view.ts'
 import { reapExpired, renewLease } from './leases.ts'
 import { OfferIndex } from './offer-index.ts'
+import { POST_WITHIN_MS, PostQueue } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 import { clearApart, type Owners, ownerKeyspaces, reapOffer, releaseApart } from './two-phase.ts'
 
@@ -49,11 +50,23 @@ export interface MarketSteps {
     holdDiem: MicroDiem,
     defaultMaxPriceCents: number,
   ): Promise<{ code: AdmitCode.Admitted; askCents: number } | AdmitRefusal>
+  /** Finishes what waits on this replica (held apart: the queued posts); before the store closes. */
+  close(): Promise<void>
 }
 
-/** The steps for a market's keyspace: one slot, or held apart when the keyspace says so. */
-export function marketSteps(store: Store, keys: Keyspace, view?: LadderView): MarketSteps {
-  return keys.layout === 'apart' ? new ApartSteps(store, keys, view) : new OneSlotSteps(store, keys)
+/**
+ * The steps for a market's keyspace: one slot, or held apart when the keyspace says so (its posts
+ * queued up to postWithinMs: post-queue.ts).
+ */
+export function marketSteps(
+  store: Store,
+  keys: Keyspace,
+  view?: LadderView,
+  postWithinMs = POST_WITHIN_MS,
+): MarketSteps {
+  return keys.layout === 'apart'
+    ? new ApartSteps(store, keys, view, postWithinMs)
+    : new OneSlotSteps(store, keys)
 }
 
 class OneSlotSteps implements MarketSteps {
@@ -98,6 +111,8 @@ class OneSlotSteps implements MarketSteps {
   quote(accountId: string, holdDiem: MicroDiem, defaultMaxPriceCents: number) {
     return quote(this.store, this.keys, accountId, holdDiem, defaultMaxPriceCents)
   }
+
+  async close() {}
 }
 
 /** A key's owner as its record names it (apikey:<digest>, on the market's own slot). */
@@ -129,6 +144,7 @@ class ApartSteps implements MarketSteps {
   private readonly owners: Owners
   private readonly view: LadderView
   private readonly index: OfferIndex
+  private readonly posts: PostQueue
   private readonly keyOwners = new Map<string, KeyOwner>()
   private readonly lastUsed = new LastUsedThrottle()
   private viewReadAt = 0
@@ -138,10 +154,12 @@ class ApartSteps implements MarketSteps {
     private readonly store: Store,
     private readonly keys: Keyspace,
     view?: LadderView,
+    postWithinMs = POST_WITHIN_MS,
   ) {
     this.owners = ownerKeyspaces(keys.prefix)
     this.view = view ?? new LadderView(store, keys, this.owners)
     this.index = new OfferIndex(store, keys)
+    this.posts = new PostQueue(store, (offerId) => this.owners.offer(offerId).base, postWithinMs)
   }
 
   accountKeys(accountId: string): Keyspace {
@@ -158,11 +176,13 @@ class ApartSteps implements MarketSteps {
     // The buyer's max is the account's, which the hold reads: until a hold names it, no offer is
     // passed over for its price (a hold above it is refused and the view walked on below it).
     const onView = () =>
-      admitCheapest(this.store, this.owners, this.view, {
-        ...req,
-        ...owner,
-        maxCents: Number.MAX_SAFE_INTEGER,
-      })
+      admitCheapest(
+        this.store,
+        this.owners,
+        this.view,
+        { ...req, ...owner, maxCents: Number.MAX_SAFE_INTEGER },
+        this.posts,
+      )
     let result = await onView()
     if (VIEW_REFUSALS.has(result.code) && (await this.freshView(VIEW_REREAD_MS))) result = await onView()
     if (result.code === AdmitCode.Admitted || result.code === AdmitCode.UnknownKey) return result
@@ -171,7 +191,7 @@ class ApartSteps implements MarketSteps {
   }
 
   clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>) {
-    return clearApart(this.store, this.owners, attempt, { ...req, attemptId: attempt.attemptId })
+    return clearApart(this.store, this.owners, attempt, { ...req, attemptId: attempt.attemptId }, this.posts)
   }
 
   release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
@@ -212,6 +232,10 @@ class ApartSteps implements MarketSteps {
     if (confirmed === null) return { code: AdmitCode.UnknownAccount } as AdmitRefusal
     await this.freshView(VIEW_MAX_AGE_MS)
     return pickFromView(this.view, Number(maxPriceCents ?? 0) || defaultMaxPriceCents, holdDiem)
+  }
+
+  close() {
+    return this.posts.flush()
   }
 
   private async keyOwner(digest: string): Promise<KeyOwner | null> {

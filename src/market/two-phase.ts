@@ -4,7 +4,8 @@
 //   admission  reserve the offer's capacity (lua/reserve.lua), then hold the account's worst case
 //              (lua/hold.lua); a refused hold voids the reservation (lua/void.lua);
 //   clear      charge the account (lua/clear.lua, offerApart), then post the reservation with what
-//              was billed (lua/post.lua);
+//              was billed (lua/post.lua), or queue the post for the offer's next reservation from
+//              this replica to carry (post-queue.ts);
 //   failure    release the account's hold (lua/release.lua, offerApart), then void the reservation.
 // Every step is idempotent by attempt id, and the lease is the reservation's: a replica that dies
 // between two steps leaves a reservation whose lease runs out, and reapOffer finishes it from the
@@ -19,6 +20,7 @@ import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis
 import type { Store } from '../redis/store.ts'
 import { type Admission, type AdmitRequest, refusalOf } from './admission.ts'
 import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
+import { type Billed, type PostQueue, postValues } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 
 /** The keyspaces of a market's owners: each account's shard and each offer on a hash tag of its own. */
@@ -61,21 +63,32 @@ export interface AdmitApartRequest extends Omit<AdmitRequest, 'apiKeyDigest'> {
   maxCents: number
 }
 
+/** posts: this replica's queue, whose posts for the offer the reservation carries. */
 export async function admitApart(
   store: Store,
   owners: Owners,
   req: AdmitApartRequest,
+  posts?: PostQueue,
 ): Promise<Admission | AdmitRefusal> {
   const offer = owners.offer(req.offerId)
-  const reserved = (await runScript(store, 'reserve', [offer.base], {
-    attemptId: req.attemptId,
-    offerId: req.offerId,
-    holdDiem: req.holdDiem,
-    maxCents: req.maxCents,
-    leaseMs: req.leaseMs,
-    accountId: req.accountId,
-    now: req.now ?? '',
-  }).catch((error) => {
+  const carried = posts?.take(req.offerId) ?? null
+  const reserved = (await runScript(
+    store,
+    'reserve',
+    [offer.base],
+    {
+      attemptId: req.attemptId,
+      offerId: req.offerId,
+      holdDiem: req.holdDiem,
+      maxCents: req.maxCents,
+      leaseMs: req.leaseMs,
+      accountId: req.accountId,
+      now: req.now ?? '',
+      recordRetentionMs: carried?.recordRetentionMs ?? req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+    },
+    carried?.values,
+  ).catch((error) => {
+    if (carried) posts!.putBack(req.offerId, carried)
     throw isRedisUnavailable(error) ? new OfferUnavailable(req.offerId, error) : error
   })) as Reply
   if (n(reserved[0]) !== AdmitCode.Admitted) return refusalOf(reserved)
@@ -129,13 +142,20 @@ export interface AttemptOwners {
   model: string
 }
 
+/** posts: where the offer's side waits for a reservation to carry it; without, it is posted now. */
 export async function clearApart(
   store: Store,
   owners: Owners,
   who: AttemptOwners,
   req: ClearRequest,
+  posts?: PostQueue,
 ): Promise<Clearing> {
   const clearing = await clear(store, owners.account(who.accountId), { ...req, offerApart: true })
+  if (posts) {
+    const values = postValues(req.attemptId, who.model, clearing, req.upstreamBalanceAfter ?? null)
+    posts.add(who.offerId, values, req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS)
+    return clearing
+  }
   try {
     await post(store, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
   } catch (error) {
@@ -213,20 +233,17 @@ async function post(
   owners: Owners,
   attemptId: string,
   who: AttemptOwners,
-  billed: Pick<Clearing, 'burn' | 'charged' | 'fee' | 'disputed'>,
+  billed: Billed,
   upstreamBalance: MicroDiem | null,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
 ): Promise<void> {
-  await runScript(store, 'post', [owners.offer(who.offerId).base], {
-    attemptId,
-    burn: billed.burn,
-    earned: billed.charged - billed.fee,
-    fee: billed.fee,
-    disputed: billed.disputed,
-    upstreamBalance: upstreamBalance ?? '',
-    model: who.model,
-    recordRetentionMs,
-  })
+  await runScript(
+    store,
+    'post',
+    [owners.offer(who.offerId).base],
+    { recordRetentionMs },
+    postValues(attemptId, who.model, billed, upstreamBalance),
+  )
 }
 
 async function voidReservation(

@@ -132,7 +132,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     /**
      * hash, one per attempt whose offer was reserved apart from its account's hold (on a Cluster,
      * under the offer's base; lua/reserve.lua): state (reserved|posted|voided), offerId, accountId,
-     * holdDiem, askCents, reservedAt; then burnDiem, earnedUsdc, feeUsdc once posted.
+     * holdDiem, askCents (no time of its own: its attempt's record has it); then burnDiem,
+     * earnedUsdc, feeUsdc once posted.
      */
     reservation: (attemptId: string) => key(`reservation:${attemptId}`),
     /**

@@ -7,6 +7,7 @@ import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import libOffers from '../../lua/lib/offers.lua' with { type: 'text' }
 import libPick from '../../lua/lib/pick.lua' with { type: 'text' }
+import libPosts from '../../lua/lib/posts.lua' with { type: 'text' }
 import libReap from '../../lua/lib/reap.lua' with { type: 'text' }
 import libRecord from '../../lua/lib/record.lua' with { type: 'text' }
 import slotGuard from '../../lua/lib/slot-guard.lua' with { type: 'text' }
@@ -20,6 +21,7 @@ export const LIB = {
   numbers: libNumbers,
   offers: libOffers,
   pick: libPick,
+  posts: libPosts,
   reap: libReap,
   record: libRecord,
 } as const
@@ -31,6 +33,7 @@ export const MARKET_LIBS = [
   libOffers,
   libRecord,
   libAttempts,
+  libPosts,
   libReap,
   libPick,
   libHolds,

@@ -182,15 +182,12 @@ export const SCRIPTS = {
   // The two sides of a request held apart, each on its own slot (a Cluster): the offer's reserve,
   // post and void, the account's hold and reapHold (its clear and release are clear's and release's
   // with offerApart).
-  reserve: market([LIB.keys, LIB.numbers, LIB.offers], reserve, [
-    'attemptId',
-    'offerId',
-    'holdDiem',
-    'maxCents',
-    'leaseMs',
-    'accountId',
-    'now',
-  ]),
+  reserve: market(
+    [LIB.keys, LIB.numbers, LIB.offers, LIB.record, LIB.attempts, LIB.posts],
+    reserve,
+    ['attemptId', 'offerId', 'holdDiem', 'maxCents', 'leaseMs', 'accountId', 'now', 'recordRetentionMs'],
+    true,
+  ),
   hold: market([LIB.keys, LIB.numbers, LIB.record, LIB.holds], hold, [
     'attemptId',
     'accountId',
@@ -215,16 +212,7 @@ export const SCRIPTS = {
     'upstreamBalance',
     'recordRetentionMs',
   ]),
-  post: market([...ending], post, [
-    'attemptId',
-    'burn',
-    'earned',
-    'fee',
-    'disputed',
-    'upstreamBalance',
-    'model',
-    'recordRetentionMs',
-  ]),
+  post: market([...ending, LIB.posts], post, ['recordRetentionMs'], true),
   reapHold: market([...ending], reapHold, ['attemptId', 'recordRetentionMs']),
   refuse: market(ending, refuse, [
     'attemptId',

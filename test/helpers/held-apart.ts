@@ -4,12 +4,17 @@
 import { randomBytes } from 'node:crypto'
 import OpenAI from 'openai'
 import { AccountStore } from '../../src/accounts/accounts.ts'
+import { auditApart } from '../../src/market/audit-apart.ts'
 import { type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
 import type { SimSettings } from '../../src/sim/server.ts'
 import { type RedisCluster, startRedisCluster } from './redis-cluster.ts'
 import { startStack, type TestStack } from './stack.ts'
+import { until } from './wait.ts'
+
+/** The audit's word for a clear whose offer's side is not posted yet. */
+const IN_TRANSIT = 'cleared on its account but its reservation is not posted'
 
 export interface HeldApart {
   cluster: RedisCluster
@@ -20,6 +25,11 @@ export interface HeldApart {
   accounts: AccountStore
   /** A buyer with 5 USDC and a max price of `maxPriceCents`, and an openai client on its key. */
   buyer(maxPriceCents?: number): Promise<{ accountId: string; apiKey: string; client: OpenAI }>
+  /**
+   * Resolves once no clear waits on its offer's side: the gateway answers once the account is
+   * charged and posts the offer's side a moment later (src/market/post-queue.ts).
+   */
+  posted(): Promise<void>
   stop(): Promise<void>
 }
 
@@ -51,6 +61,9 @@ export async function startHeldApart(
       await accounts.credit(account.id, '5.000000', 'test funds', 'test')
       const client = new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
       return { accountId: account.id, apiKey, client }
+    },
+    posted() {
+      return until(async () => !(await auditApart(store, keys.prefix)).some((f) => f.problem === IN_TRANSIT))
     },
     async stop() {
       await stack.stop()

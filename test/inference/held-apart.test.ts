@@ -22,7 +22,7 @@ import type { Store } from '../../src/redis/store.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { admitRequest } from '../helpers/market.ts'
-import { type TestStack, testPrefix } from '../helpers/stack.ts'
+import { freePort, type TestStack, testPrefix } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 let apart: HeldApart
@@ -41,6 +41,7 @@ beforeAll(async () => {
   offerService = new OfferService(store, keys, stack.config.masterKey)
 })
 afterEach(async () => {
+  await apart.posted()
   expect(await auditApart(store, keys.prefix)).toEqual([])
 })
 afterAll(() => apart.stop())
@@ -72,7 +73,11 @@ async function marketTotals(): Promise<{ spentUsdc: string; earnedUsdc: string }
   return (await response.json()) as { spentUsdc: string; earnedUsdc: string }
 }
 
-const offerRow = (id: string) => store.hgetall(owners.offer(id).offer(id))
+/** An offer's row once no clear waits on its side (the gateway posts it a moment after answering). */
+const offerRow = async (id: string) => {
+  await apart.posted()
+  return store.hgetall(owners.offer(id).offer(id))
+}
 const accountRow = (id: string) => store.hgetall(keys.account(id))
 const slotOf = async (key: string) => Number(await store.call('CLUSTER', 'KEYSLOT', key))
 
@@ -188,6 +193,53 @@ describe('the request path held apart', () => {
     expect(await offerRow(offerId)).toMatchObject({ held: '0', inflight: '0' })
     await removeOffer(offerId)
   })
+
+  test("a replica killed with a clear's post queued: the account's charge stands, and a replica's reaper posts it once its lease runs out", async () => {
+    const offerId = await postOffer(38)
+    const b = await buyer()
+    // A replica of its own, whose posts wait for a reservation that never comes to carry them.
+    const port = await freePort()
+    const replica = Bun.spawn([process.execPath, 'src/main.ts', 'serve'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        REDIS_URL: apart.cluster.url,
+        SVC_REDIS_PREFIX: stack.config.redisPrefix,
+        SVC_REDIS_LAYOUT: 'apart',
+        SVC_ADMIN_TOKEN: stack.config.adminToken,
+        SVC_MASTER_KEY: Buffer.from(stack.config.masterKey).toString('hex'),
+        SVC_UPSTREAM_URL: stack.sim.url,
+        SVC_LEASE_SECONDS: '5',
+        SVC_POST_WITHIN_MS: '600000',
+        LOG_LEVEL: 'silent',
+      },
+      stdout: 'ignore',
+      stderr: 'inherit',
+    })
+    try {
+      const url = `http://127.0.0.1:${port}`
+      await until(async () => (await fetch(`${url}/readyz`).catch(() => null))?.ok === true, 50)
+      const client = new OpenAI({ apiKey: b.apiKey, baseURL: `${url}/v1`, maxRetries: 0 })
+      const { response } = await client.chat.completions.create({ model, messages }).withResponse()
+      const cost = Number(response.headers.get('x-svc-cost-usdc')) * 1e6
+      expect(cost).toBeGreaterThan(0)
+      expect(Number((await accountRow(b.accountId)).spent)).toBe(cost)
+      // Answered and charged; the offer's side waits in the replica, killed before it goes out.
+      const queued = await store.hgetall(owners.offer(offerId).offer(offerId))
+      expect([queued.inflight, queued.earned]).toEqual(['1', '0'])
+      replica.kill('SIGKILL')
+      await replica.exited
+    } finally {
+      replica.kill('SIGKILL')
+    }
+    const offer = await offerRow(offerId)
+    expect([offer.held, offer.inflight]).toEqual(['0', '0'])
+    expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(Number((await accountRow(b.accountId)).spent))
+    const day = new Date(Number((await store.time())[0]) * 1000).toISOString().slice(0, 10)
+    expect(await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')).toBe('1')
+    await removeOffer(offerId)
+  }, 60_000)
 
   test("an attempt whose replica stopped after admission is finished by a replica's reaper: the hold comes back, the reservation is voided", async () => {
     const offerId = await postOffer(40)
@@ -339,6 +391,7 @@ describe('the request path held apart', () => {
     const before = Number((await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')) ?? 0)
     await b.client.chat.completions.create({ model, messages })
     await b.client.chat.completions.create({ model: 'svc/qwen3-4b', messages })
+    await apart.posted()
     expect(await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')).toBe(String(before + 1))
     expect(await store.hget(keys.offerStatsDay(offerId, day), 'qwen3-4b')).toBe('1')
     expect(await slotOf(keys.offerStatsDay(offerId, day))).toBe(await slotOf(keys.offer(offerId)))

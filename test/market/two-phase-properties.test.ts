@@ -135,6 +135,8 @@ test('any mix of endings, at once, across accounts and offers on three masters: 
             return admission
           }),
         )
+        // The posts the replica queued go out, as at its close (a late clear's among them).
+        await m.steps.close()
         // Every lease runs out; then the reaper finishes what the stopped replicas left.
         const deadline = Math.max(0, ...admissions.map((a) => a?.leaseDeadline ?? 0))
         await untilRedisPasses(store, deadline)

@@ -11,6 +11,7 @@ import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { clear } from '../../src/market/clearing.ts'
 import { admitCheapest, LadderView } from '../../src/market/ladder-view.ts'
+import { PostQueue } from '../../src/market/post-queue.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import {
   type AdmitApartRequest,
@@ -31,7 +32,7 @@ import { createStore } from '../../src/redis/store.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { admitRequest, meteredClear, seedAccount as seedMarketAccount } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
-import { untilRedisPasses } from '../helpers/wait.ts'
+import { until, untilRedisPasses } from '../helpers/wait.ts'
 
 let cluster: RedisCluster
 let store: Store
@@ -294,6 +295,7 @@ describe('two steps on two slots', () => {
       leaseMs: 20,
       accountId: buyer.accountId,
       now: '',
+      recordRetentionMs: 60_000,
     })
     expect(await offer(offerId)).toMatchObject({ held: '3000', inflight: '3' })
 
@@ -492,6 +494,209 @@ describe('an offer whose slot is being moved', () => {
       }
       expect(await releaseApart(store, owners, who, failure)).toBe(true)
     }
+  })
+})
+
+describe('posts queued per offer', () => {
+  // A bound no test outlives: the queue goes out only when carried, flushed or reaped.
+  const held = () => new PostQueue(store, (offerId) => owners.offer(offerId).base, 600_000)
+  const who = (accountId: string, offerId: string) => ({ accountId, offerId, model: 'llama-3.3-70b' })
+  /** Clears an admission held apart, its post queued on `posts`. */
+  const clearQueued = (
+    buyer: { accountId: string },
+    offerId: string,
+    a: Admission,
+    burn: number,
+    posts: PostQueue,
+    feeBps = 0,
+  ) =>
+    clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(a.attemptId, burn, feeBps), posts)
+  const served = async (offerId: string) => {
+    const day = new Date(Number((await store.time())[0]) * 1000).toISOString().slice(0, 10)
+    return Number((await store.hget(owners.offer(offerId).statsDay(day), 'llama-3.3-70b')) ?? 0)
+  }
+
+  test("ride the offer's next reservation, refused or not, first: the capacity they give back counts for it, each applied once", async () => {
+    const offerId = await seedOffer(45, 5_000_000, 1)
+    const buyer = await seedAccount(1_000_000)
+    const posts = held()
+    const first = admitted(await admitApart(store, owners, request(buyer, offerId), posts))
+    await clearQueued(buyer, offerId, first, 800, posts, 1_000)
+    // Charged on the account; the offer's side waits in the queue.
+    expect((await account(buyer.accountId)).spent).toBe('360')
+    expect(await reservation(offerId, first.attemptId)).toMatchObject({ state: 'reserved' })
+    expect(await offer(offerId)).toMatchObject({ inflight: '1', earned: '0' })
+
+    // Refused for its price (the buyer's max below the ask), the reservation still posts what it carried.
+    const refused = await admitApart(store, owners, request(buyer, offerId, { maxCents: 10 }), posts)
+    expect(refused.code).toBe(AdmitCode.NoEligibleSupply)
+    expect(await reservation(offerId, first.attemptId)).toMatchObject({ state: 'posted', burnDiem: '800' })
+    expect(await offer(offerId)).toMatchObject({
+      held: '0',
+      inflight: '0',
+      burned: '800',
+      earned: '324',
+      fees: '36',
+    })
+    expect(posts.take(offerId)).toBeNull()
+
+    // At its in-flight cap of 1, the offer takes the next request once the post it carries frees the slot.
+    const second = admitted(await admitApart(store, owners, request(buyer, offerId), posts))
+    await clearQueued(buyer, offerId, second, 500, posts)
+    expect(await offer(offerId)).toMatchObject({ inflight: '1' })
+    const third = admitted(await admitApart(store, owners, request(buyer, offerId), posts))
+    expect(await reservation(offerId, second.attemptId)).toMatchObject({ state: 'posted' })
+    expect(await offer(offerId)).toMatchObject({ inflight: '1', burned: '1300', earned: '549' })
+
+    // The last goes out at close; carried or flushed again, nothing counts twice.
+    await clearQueued(buyer, offerId, third, 500, posts)
+    await posts.flush()
+    await posts.flush()
+    const again = await runScript(
+      store,
+      'post',
+      [owners.offer(offerId).base],
+      { recordRetentionMs: 60_000 },
+      [first.attemptId, 800, 324, 36, 0, '', 'llama-3.3-70b'],
+    )
+    expect(again).toEqual([0])
+    expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '1800', earned: '774' })
+    expect(Number((await account(buyer.accountId)).spent)).toBe(360 + 225 + 225)
+    expect(await served(offerId)).toBe(3)
+    expect(await store.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(3)
+  })
+
+  test('an offer no reservation comes to is posted alone within the bound, its posts in one call', async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyers = await Promise.all(Array.from({ length: 3 }, () => seedAccount(1_000_000)))
+    const posts = new PostQueue(store, (id) => owners.offer(id).base)
+    const admissions = await Promise.all(
+      buyers.map(async (b) => admitted(await admitApart(store, owners, request(b, offerId), posts))),
+    )
+    await Promise.all(admissions.map((a, i) => clearQueued(buyers[i]!, offerId, a, 1_000, posts)))
+    await until(async () => (await offer(offerId)).inflight === '0')
+    for (const a of admissions) expect((await reservation(offerId, a.attemptId)).state).toBe('posted')
+    expect(await offer(offerId)).toMatchObject({ held: '0', burned: '3000', earned: '1500' })
+    expect(await served(offerId)).toBe(3)
+  })
+
+  test("at close, an offer's queue goes in one call: each post counted once, in the stats and the fills", async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const posts = held()
+    const admissions: Admission[] = []
+    for (let i = 0; i < 3; i++)
+      admissions.push(admitted(await admitApart(store, owners, request(buyer, offerId), posts)))
+    for (const a of admissions) await clearQueued(buyer, offerId, a, 400, posts)
+    expect(await offer(offerId)).toMatchObject({ inflight: '3', burned: '0' })
+    await posts.flush()
+    expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '1200', earned: '600' })
+    expect(await store.zcard(owners.offer(offerId).leases)).toBe(0)
+    expect(await served(offerId)).toBe(3)
+    expect(await store.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(3)
+  })
+
+  test('close waits for a queue already on its way alone, not only for what is still queued', async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    // A store whose posts wait for the test to let them through.
+    let letThrough = () => {}
+    const gate = new Promise<void>((resolve) => {
+      letThrough = resolve
+    })
+    let sent = false
+    let posted = false
+    const gated = new Proxy(store, {
+      get(target, name, receiver) {
+        if (name !== 'sendScript') return Reflect.get(target, name, receiver)
+        return async (script: string, keys: string[], argv: (string | number)[]) => {
+          if (script !== 'post') return target.sendScript(script as never, keys, argv)
+          sent = true
+          await gate
+          const reply = await target.sendScript(script as never, keys, argv)
+          posted = true
+          return reply
+        }
+      },
+    })
+    const posts = new PostQueue(gated, (id) => owners.offer(id).base, 1)
+    const a = admitted(await admitApart(store, owners, request(buyer, offerId)))
+    await clearQueued(buyer, offerId, a, 500, posts)
+    await until(() => sent)
+    const closed = posts.flush()
+    letThrough()
+    await closed
+    expect(posted).toBe(true)
+    expect(await reservation(offerId, a.attemptId)).toMatchObject({ state: 'posted' })
+  })
+
+  test('a replica gone with posts queued: once their leases run out the reaper posts each, once, from the account side', async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    // The replica's queue, never flushed: the replica stopped without its close.
+    const gone = held()
+    const admissions = [
+      admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 20 }), gone)),
+      admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 20 }), gone)),
+    ]
+    for (const a of admissions) await clearQueued(buyer, offerId, a, 600, gone, 1_000)
+    expect(await offer(offerId)).toMatchObject({ inflight: '2', earned: '0' })
+
+    await untilRedisPasses(store, Math.max(...admissions.map((a) => a.leaseDeadline)))
+    expect(await reapOffer(store, owners, offerId)).toBe(2)
+    expect(await reapOffer(store, owners, offerId)).toBe(0)
+    for (const a of admissions)
+      expect(await reservation(offerId, a.attemptId)).toMatchObject({ state: 'posted', burnDiem: '600' })
+    const o = await offer(offerId)
+    expect([o.held, o.inflight, o.burned, o.earned, o.fees]).toEqual(['0', '0', '1200', '540', '60'])
+    expect((await account(buyer.accountId)).spent).toBe('600')
+    expect(await served(offerId)).toBe(2)
+  })
+
+  test('under load, requests over three offers at their in-flight caps: every pair agrees and the money is exact', async () => {
+    const offerIds = await Promise.all([
+      seedOffer(40, 50_000_000, 4),
+      seedOffer(45, 50_000_000, 4),
+      seedOffer(50, 50_000_000, 4),
+    ])
+    const buyers = await Promise.all(Array.from({ length: 12 }, () => seedAccount(10_000_000)))
+    const posts = new PostQueue(store, (id) => owners.offer(id).base)
+    let served = 0
+    let next = 0
+    const worker = async () => {
+      while (next < 300) {
+        const i = next++
+        const buyer = buyers[i % buyers.length]!
+        // The cheapest offer with room takes it, as the ladder's walk does.
+        for (const offerId of offerIds) {
+          const result = await admitApart(store, owners, request(buyer, offerId), posts)
+          if (result.code !== AdmitCode.Admitted) continue
+          await clearQueued(buyer, offerId, result, 700, posts, 500)
+          served++
+          break
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: 16 }, worker))
+    await posts.flush()
+    expect(served).toBeGreaterThan(0)
+    let spent = 0
+    for (const b of buyers) {
+      const a = await account(b.accountId)
+      expect([a.held, a.inflight]).toEqual(['0', '0'])
+      expect(Number(a.confirmed) + Number(a.spent)).toBe(10_000_000)
+      spent += Number(a.spent)
+    }
+    let earned = 0
+    let burned = 0
+    for (const offerId of offerIds) {
+      const o = await offer(offerId)
+      expect([o.held, o.inflight]).toEqual(['0', '0'])
+      earned += Number(o.earned) + Number(o.fees)
+      burned += Number(o.burned)
+    }
+    expect(burned).toBe(served * 700)
+    expect(earned).toBe(spent)
   })
 })
 

@@ -40,6 +40,7 @@ beforeAll(async () => {
   offers = new OfferService(store, keys, stack.config.masterKey)
 })
 afterEach(async () => {
+  await apart.posted()
   expect(await auditApart(store, keys.prefix)).toEqual([])
 })
 afterAll(() => apart.stop())
@@ -98,9 +99,10 @@ async function signInSupplier(_stack: TestStack): Promise<TestSupplier> {
 
 const buyer = async () => (await apart.buyer()).client
 
-/** One paid chat: what it cost, micro-USDC. */
+/** One paid chat, its offer's side posted: what it cost, micro-USDC. */
 async function served(client: OpenAI): Promise<number> {
   const { response } = await client.chat.completions.create({ model, messages }).withResponse()
+  await apart.posted()
   return Math.round(Number(response.headers.get('x-svc-cost-usdc')) * 1e6)
 }
 
@@ -264,6 +266,7 @@ describe("a supplier's offers held apart", () => {
       leaseMs: 60_000,
       accountId: 'nobody',
       now: '',
+      recordRetentionMs: 60_000,
     })) as number[]
     expect(Number(reserve[0])).toBe(AdmitCode.KeysBusy)
     expect(await offerRow(ids[0]!)).toEqual(before)

@@ -1,0 +1,89 @@
+-- lib/posts: the offer's side of a clear held apart (lua/clear.lua with offerApart charged the
+-- account): the reservation posts what the account's side billed. The capacity it held and its
+-- slot go back, the burn is recorded, the supplier earns what the buyer paid less the fee, a
+-- self-served offer's fill is appended, and the request counts in its model's usage stats for the
+-- day on the offer's slot (src/records/stats.ts sums them over the offers). A reservation the
+-- reaper voided first (a late clear: the capacity went back already) still records the burn and
+-- the earnings. Idempotent by attempt id: a posted reservation is left as it is.
+-- Posts come alone (lua/post.lua) or carried on the offer's next reservation (lua/reserve.lua),
+-- several at a time: a replica queues them per offer (src/market/post-queue.ts). The offer's row
+-- is read and written once for all of them (and with the reservation's own read and write when
+-- carried): sums per offer, in `batch`.
+
+-- The values of one post, in ARGV order from its first.
+local POST_VALUES = 7
+
+-- Posts one reservation's side, its offer's sums added to batch[offerId] for a later write
+-- (write_batch, or the reservation's own). Returns 1 posted, 0 already posted, -1 no such
+-- reservation. The record retention is set.
+local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance, model, now, batch)
+  local reservation = k_reservation(id)
+  local r = rcall('HMGET', reservation, 'state', 'offerId', 'holdDiem', 'askCents')
+  if not r[1] then return -1 end
+  if r[1] == 'posted' then return 0 end
+  local b = batch[r[2]]
+  if not b then
+    b = { held = 0, inflight = 0, burned = 0, earned = 0, fees = 0, disputed = 0, balance = '', fills = {} }
+    batch[r[2]] = b
+  end
+  -- A voided reservation (a late clear) gave its capacity back already: only what it billed counts.
+  if r[1] == 'reserved' then
+    b.held, b.inflight = b.held + int(r[3]), b.inflight + 1
+    rcall('ZREM', K_LEASES, id)
+  end
+  b.burned, b.earned, b.fees = b.burned + int(burn_s), b.earned + int(earned_s), b.fees + int(fee_s)
+  b.disputed = capped_sum(b.disputed, int(disputed_s))
+  if balance ~= '' then b.balance = balance end
+  local fills = b.fills
+  fills[#fills + 1] = { model, burn_s, r[4], earned_s }
+  rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s)
+  rcall('PEXPIRE', reservation, record_ttl_ms)
+  count_served(model, now)
+  return 1
+end
+
+-- Every post in argv (the script's ARGV: a library function has none of its own) from `first` on
+-- (POST_VALUES each: attemptId, burn, earned, fee, disputed, upstreamBalance, model), summed into
+-- batch; returns each one's post_reservation code, in order.
+local function post_all(argv, first, now, batch)
+  local codes = {}
+  for i = first, #argv - POST_VALUES + 1, POST_VALUES do
+    codes[#codes + 1] = post_reservation(argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4], argv[i + 5],
+      argv[i + 6], now, batch)
+  end
+  return codes
+end
+
+-- An offer's fields after a batch's sums b: o is its row as read with OFFER_CLEAR_FIELDS (held,
+-- inflight, burned, earned, capacity, fees, disputed, supplierId). held and inflight are returned
+-- apart (a reservation adds its own before writing), the rest as HSET's field list.
+local function batch_fields(b, o)
+  local fields = { 'burned', s(int(o[3]) + b.burned), 'earned', s(int(o[4]) + b.earned) }
+  -- usually none: no field for it
+  if b.fees > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + b.fees) end
+  if b.disputed > 0 then
+    fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), b.disputed))
+  end
+  if b.balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', b.balance end
+  return int(o[1]) - b.held, int(o[2]) - b.inflight, fields
+end
+
+-- A self-served offer's fills, one per post of the batch.
+local function append_fills(b, supplier_id, offer_id, now)
+  if not supplier_id then return end
+  for _, f in ipairs(b.fills) do append_fill(supplier_id, offer_id, f[1], f[2], f[3], f[4], now) end
+end
+
+-- Writes each offer's sums: one read and one write per offer. Offers are only ever marked deleted;
+-- a hash gone by hand is not brought back as a ghost.
+local function write_batch(batch, now)
+  for offer_id, b in pairs(batch) do
+    local offer = k_offer(offer_id)
+    local o = rcall('HMGET', offer, unpack(OFFER_CLEAR_FIELDS))
+    if o[1] then
+      local held, inflight, fields = batch_fields(b, o)
+      rcall('HSET', offer, 'held', s(held), 'inflight', s(inflight), unpack(fields))
+      append_fills(b, o[8], offer_id, now)
+    end
+  end
+end
