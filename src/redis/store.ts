@@ -137,6 +137,7 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
   }
   const target = parseRedisTarget(url)
   if (target.kind === 'cluster') {
+    const { lazyConnect: _, ...nodeOptions } = common
     const cluster = new Cluster(target.nodes, {
       // Not on a Cluster: ioredis follows a redirection of an autopipelined batch only when every
       // command of it got the same one, and then sends the whole batch on, so while a slot moves
@@ -144,7 +145,10 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
       // source was asked of the target, which answered it missing (RELIABILITY.md, slot moves).
       enableAutoPipelining: false,
       enableOfflineQueue: common.enableOfflineQueue,
-      redisOptions: { ...common, password: target.password, ...(target.tls ? { tls: {} } : {}) },
+      // Its nodes connect on their first command (ioredis's own default): one connecting when the
+      // Cluster's ready check is sent to it refuses that check while the offline queue is off, and
+      // the Cluster reconnects from scratch; on a busy host that went on for longer than a start waits.
+      redisOptions: { ...nodeOptions, password: target.password, ...(target.tls ? { tls: {} } : {}) },
     })
     // Without a listener ioredis prints "Unhandled error event" on every failed reconnect.
     cluster.on('error', options.onError ?? (() => {}))
@@ -228,7 +232,15 @@ function clusterStore(cluster: Cluster, lane: ClusterLane | null): Store {
       return cluster.status === 'ready'
     },
     lane: undefined,
-    whenReady: (ms) => untilReady(cluster, ms),
+    async whenReady(ms) {
+      await untilReady(cluster, ms)
+      // Every node connected before the first request: one still connecting refuses commands.
+      await Promise.all(
+        cluster
+          .nodes('all')
+          .map((node) => (node.status === 'wait' ? node.connect().catch(() => {}) : undefined)),
+      )
+    },
     async masters() {
       // A fresh Cluster client knows no node until its first slots refresh: asked sooner, it lists
       // none, and a SCAN over that list walks nothing and finds nothing wrong.
