@@ -17,6 +17,11 @@ import { type FunctionLibrary, functionName, loaded } from './functions.ts'
 /** A reply that says the command ran nothing here. */
 const NOT_HERE = /^(MOVED|ASK|TRYAGAIN)\b/
 
+/** The master serving `key`'s slot as `cluster` knows it now ("host:port"), if it knows one. */
+export function slotMaster(cluster: Cluster, key: string): string | undefined {
+  return cluster.slots[calculateSlot(key)]?.[0]
+}
+
 /** What `call` answers when the lane did not run the script. */
 export const PASSED = Symbol('passed to ioredis')
 
@@ -74,7 +79,7 @@ export class ClusterLane {
   private clientFor(key: string | undefined): RedisClient | undefined {
     if (this.closed || !this.functions || key === undefined || this.cluster.status !== 'ready')
       return undefined
-    const node = this.cluster.slots[calculateSlot(key)]?.[0]
+    const node = slotMaster(this.cluster, key)
     if (!node) return undefined
     let client = this.clients.get(node)
     if (!client) {

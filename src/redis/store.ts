@@ -4,10 +4,9 @@
 // two are one store: the lane serves only while ioredis is ready too, so after a restart or a data
 // set load scripts and reads come back together, and close() ends both.
 
-import calculateSlot from 'cluster-key-slot'
 import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
 import { ClusterFunctions } from './cluster-functions.ts'
-import { ClusterLane, PASSED } from './cluster-lane.ts'
+import { ClusterLane, PASSED, slotMaster } from './cluster-lane.ts'
 import { ScriptLane } from './script-lane.ts'
 import { CLUSTER_LIBRARY, LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
 import { parseRedisTarget } from './target.ts'
@@ -247,7 +246,7 @@ function clusterStore(cluster: Cluster, lane: ClusterLane | null): Store {
       await untilReady(cluster, 15_000)
       return cluster.nodes('master')
     },
-    masterOf: (key) => cluster.slots[calculateSlot(key)]?.[0],
+    masterOf: (key) => slotMaster(cluster, key),
     close() {
       lane?.close()
       cluster.disconnect()
