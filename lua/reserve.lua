@@ -19,12 +19,15 @@
   ARGV[8]  recordRetentionMs: how long a posted reservation and its fill are kept, ms
   ARGV[9..] posts carried, as lua/post.lua's ARGV[2..]
 
-  Returns {1, askCents, leaseDeadline, upstreamBaseUrl, upstreamKeyEnc, upstreamBalance ("" unknown)}
-  or admit's refusals for this one offer:
+  Returns {1, askCents, leaseDeadline, upstreamBaseUrl, upstreamKeyEnc, upstreamBalance ("" unknown),
+  inflight, maxInFlight} (the offer's in-flight count with this reservation, and its cap: what the
+  caller's view of the ladder learns, so that its next request goes where there is room) or admit's
+  refusals for this one offer:
     {-4}                               no such offer, or deleted
     {-5, maxCents, askCents, "0"}      its ask is above the buyer's max
     {-6, routable, routable}           it lacks the capacity for the hold
-    {-7}                               at its in-flight cap, paused, cooling down or its supplier suspended
+    {-7, inflight, maxInFlight}        at its in-flight cap
+    {-7}                               paused, cooling down or its supplier suspended
     {-10}                              attempt id already reserved here (and not voided)
 ]]
 local attempt_id, offer_id = ARGV[1], ARGV[2]
@@ -60,7 +63,8 @@ local function refused(reply)
 end
 if not o or o.status == 'deleted' then return refused({ -4 }) end
 if o.ask > max_cents then return refused({ -5, s(max_cents), o.ask, '0' }) end
-if not is_live(o, now) or o.inflight >= o.max_in_flight then return refused({ -7 }) end
+if not is_live(o, now) then return refused({ -7 }) end
+if o.inflight >= o.max_in_flight then return refused({ -7, s(o.inflight), s(o.max_in_flight) }) end
 -- Its supplier's suspension, copied onto the offer (lua/offer-put.lua): read here only, since
 -- admit on one slot never finds a suspended supplier's offer on its ladder.
 if f[12] then return refused({ -7 }) end
@@ -81,4 +85,4 @@ rcall('HSET', reservation, 'state', 'reserved', 'offerId', offer_id, 'accountId'
   'askCents', s(o.ask))
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 local balance = o.balance == nil and '' or s(o.balance)
-return { 1, o.ask, deadline_s, o.upstream_base_url, o.upstream_key_enc, balance }
+return { 1, o.ask, deadline_s, o.upstream_base_url, o.upstream_key_enc, balance, s(o.inflight + 1), s(o.max_in_flight) }

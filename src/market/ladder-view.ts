@@ -10,7 +10,13 @@ import type { Store } from '../redis/store.ts'
 import type { Admission } from './admission.ts'
 import type { PostQueue } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
-import { type AdmitApartRequest, admitApart, OfferUnavailable, type Owners } from './two-phase.ts'
+import {
+  type AdmitApartRequest,
+  admitApart,
+  OfferUnavailable,
+  type Owners,
+  type ReservationSeen,
+} from './two-phase.ts'
 
 /** One offer as the view last read it. */
 export interface OfferInView {
@@ -24,6 +30,15 @@ export interface OfferInView {
   live: boolean
   /** At its in-flight cap. */
   full: boolean
+  /**
+   * Its requests in flight as this replica reckons them: the count last read or given by a
+   * reservation's reply, less this replica's requests on it that ended since, plus its
+   * reservations on their way.
+   */
+  inflight: number
+  reported: number
+  onTheWay: number
+  maxInFlight: number
 }
 
 const FIELDS = [
@@ -41,6 +56,7 @@ const FIELDS = [
 
 export class LadderView {
   private offers: OfferInView[] = []
+  private byId = new Map<string, OfferInView>()
 
   constructor(
     private readonly store: Store,
@@ -78,9 +94,74 @@ export class LadderView {
           active: status === 'active',
           live: status === 'active' && num(cooldownUntil) <= now,
           full: num(inflight) >= num(maxInFlight),
+          inflight: num(inflight),
+          reported: num(inflight),
+          onTheWay: 0,
+          maxInFlight: num(maxInFlight),
         },
       ]
     })
+    this.byId = new Map(this.offers.map((offer) => [offer.id, offer]))
+  }
+
+  /**
+   * The offers in the order a request tries them: cheapest first, and among offers of one ask the
+   * one with the most room below its cap first, so that a market's equal offers share its requests
+   * instead of each request trying them in the same order and the first ones refusing most.
+   */
+  *inOrder(): Generator<OfferInView> {
+    const offers = this.offers
+    for (let i = 0; i < offers.length; ) {
+      let end = i + 1
+      while (end < offers.length && offers[end]!.ask === offers[i]!.ask) end++
+      if (end - i === 1) yield offers[i]!
+      else
+        yield* offers.slice(i, end).sort((a, b) => b.maxInFlight - b.inflight - (a.maxInFlight - a.inflight))
+      i = end
+    }
+  }
+
+  /**
+   * A reservation on `offerId` is on its way: its slot counts as taken until its reply. What it is
+   * told of the reservation goes to `seen`, and `settled` is called once it is over either way.
+   */
+  reserving(offerId: string): ReservationSeen & { settled(): void } {
+    const offer = this.byId.get(offerId)
+    if (offer) this.count(offer, offer.reported, offer.onTheWay + 1)
+    let replied = false
+    return {
+      replied: (load) => {
+        replied = true
+        if (!offer) return
+        if (!load) {
+          // Paused, cooling down or suspended since the view was read: passed over until read again.
+          offer.live = false
+          this.count(offer, offer.reported, offer.onTheWay - 1)
+          return
+        }
+        offer.maxInFlight = load.maxInFlight
+        this.count(offer, load.inflight, offer.onTheWay - 1)
+      },
+      voided: () => {
+        if (offer) this.count(offer, offer.reported - 1, offer.onTheWay)
+      },
+      settled: () => {
+        if (!replied && offer) this.count(offer, offer.reported, offer.onTheWay - 1)
+      },
+    }
+  }
+
+  /** One of this replica's requests on `offerId` ended: its slot is free again. */
+  ended(offerId: string): void {
+    const offer = this.byId.get(offerId)
+    if (offer) this.count(offer, offer.reported - 1, offer.onTheWay)
+  }
+
+  private count(offer: OfferInView, reported: number, onTheWay: number): void {
+    offer.reported = Math.max(0, reported)
+    offer.onTheWay = Math.max(0, onTheWay)
+    offer.inflight = offer.reported + offer.onTheWay
+    offer.full = offer.inflight >= offer.maxInFlight
   }
 }
 
@@ -94,8 +175,9 @@ const OFFER_REFUSALS = new Set<AdmitCode>([
 
 /**
  * admit's choice for a market held apart: the view's cheapest live offer at or below the buyer's
- * max that could hold the request and was not tried, reserved and held (admitApart); an offer that
- * refuses its reservation (the view was stale) is passed over for the next. Without an offer left,
+ * max that could hold the request and was not tried (of equal ones, the roomiest), reserved and
+ * held (admitApart); an offer that refuses its reservation (the view was stale) is passed over for
+ * the next, and what its reply said of its load corrects the view. Without an offer left,
  * the refusal admit gives for the view's ladder.
  */
 export async function admitCheapest(
@@ -110,17 +192,22 @@ export async function admitCheapest(
   // rules the offers after.
   let maxCents = req.maxCents
   let unavailable: OfferUnavailable | undefined
-  for (const offer of view.current) {
+  for (const offer of view.inOrder()) {
     if (offer.ask > maxCents || tried.has(offer.id)) continue
     if (!offer.live || offer.full || offer.routable < req.holdDiem) continue
     let result: Admission | AdmitRefusal
+    // Counted as taken while its reservation is on its way, so that the requests this replica
+    // sends before the reply spread over the offers of one ask; the reply says how it went.
+    const seen = view.reserving(offer.id)
     try {
-      result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id }, posts)
+      result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id }, posts, seen)
     } catch (error) {
       // The offer's slot is away for now: the next offer may take the request.
       if (!(error instanceof OfferUnavailable)) throw error
       unavailable = error
       continue
+    } finally {
+      seen.settled()
     }
     if (!OFFER_REFUSALS.has(result.code)) return result
     if (result.code === AdmitCode.NoEligibleSupply) maxCents = Math.min(maxCents, result.buyerMaxCents)

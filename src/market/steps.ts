@@ -190,12 +190,27 @@ class ApartSteps implements MarketSteps {
     return 'who' in result ? result : Object.assign(result, { who: owner })
   }
 
-  clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>) {
-    return clearApart(this.store, this.owners, attempt, { ...req, attemptId: attempt.attemptId }, this.posts)
+  // Each ended request frees its slot on the offer in this replica's view, so the view's room
+  // follows this replica's own traffic between reads.
+  async clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>) {
+    const cleared = await clearApart(
+      this.store,
+      this.owners,
+      attempt,
+      { ...req, attemptId: attempt.attemptId },
+      this.posts,
+    )
+    if (!cleared.replay) this.view.ended(attempt.offerId)
+    return cleared
   }
 
-  release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
-    return releaseApart(this.store, this.owners, attempt, { ...req, attemptId: attempt.attemptId })
+  async release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
+    const released = await releaseApart(this.store, this.owners, attempt, {
+      ...req,
+      attemptId: attempt.attemptId,
+    })
+    if (released) this.view.ended(attempt.offerId)
+    return released
   }
 
   /** The reservation's lease is the offer's: renewed on the offer's own slot. */

@@ -63,12 +63,34 @@ export interface AdmitApartRequest extends Omit<AdmitRequest, 'apiKeyDigest'> {
   maxCents: number
 }
 
-/** posts: this replica's queue, whose posts for the offer the reservation carries. */
+/** An offer's load as a reservation's reply gives it: its in-flight count and its cap. */
+export interface OfferLoad {
+  inflight: number
+  maxInFlight: number
+}
+
+/** Told what the offer's reservation did, for the caller's view of the ladder (ladder-view.ts). */
+export interface ReservationSeen {
+  /**
+   * The reply: the offer's load with this reservation (or at its cap, refused), or null where the
+   * offer refused it without one (paused, cooling down, its supplier suspended); not called when
+   * the offer refused for another reason or no reply came.
+   */
+  replied(load: OfferLoad | null): void
+  /** The reservation was voided after its reply (the account refused the hold). */
+  voided(): void
+}
+
+/**
+ * posts: this replica's queue, whose posts for the offer the reservation carries; seen: told what
+ * the offer's reply said of its load.
+ */
 export async function admitApart(
   store: Store,
   owners: Owners,
   req: AdmitApartRequest,
   posts?: PostQueue,
+  seen?: ReservationSeen,
 ): Promise<Admission | AdmitRefusal> {
   const offer = owners.offer(req.offerId)
   const carried = posts?.take(req.offerId) ?? null
@@ -91,7 +113,13 @@ export async function admitApart(
     if (carried) posts!.putBack(req.offerId, carried)
     throw isRedisUnavailable(error) ? new OfferUnavailable(req.offerId, error) : error
   })) as Reply
-  if (n(reserved[0]) !== AdmitCode.Admitted) return refusalOf(reserved)
+  const reservedCode = n(reserved[0])
+  if (reservedCode !== AdmitCode.Admitted) {
+    if (reservedCode === AdmitCode.KeysBusy)
+      seen?.replied(reserved.length >= 3 ? { inflight: n(reserved[1]), maxInFlight: n(reserved[2]) } : null)
+    return refusalOf(reserved)
+  }
+  seen?.replied({ inflight: n(reserved[6]), maxInFlight: n(reserved[7]) })
   const held = (await runScript(store, 'hold', [owners.account(req.accountId).base], {
     attemptId: req.attemptId,
     accountId: req.accountId,
@@ -113,6 +141,7 @@ export async function admitApart(
   const code = n(held[0])
   if (code !== AdmitCode.Admitted) {
     await voidReservation(store, owners, req.attemptId, req.offerId, 0, null, req.recordRetentionMs)
+    seen?.voided()
     if (code === AdmitCode.UnknownKey) return { code }
     const who = { accountId: String(held[held.length - 2]), apiKeyId: String(held[held.length - 1]) }
     return Object.assign(refusalOf(held.slice(0, -2)), { who })

@@ -453,6 +453,89 @@ describe('the cheapest offer from a view that may be stale', () => {
   })
 })
 
+describe('offers of one ask', () => {
+  test('share the requests: the roomiest first, reservations on their way counted; a reply corrects the view', async () => {
+    const market = keyspace(`${prefix}z`)
+    const ids = [
+      await seedOffer(40, 5_000_000, 4),
+      await seedOffer(40, 5_000_000, 4),
+      await seedOffer(40, 5_000_000, 4),
+    ]
+    for (const [i, id] of ids.entries()) await store.zadd(market.ladder, 40 * 1e9 + i, id)
+    let reserves = 0
+    const counting: Store = {
+      ...store,
+      sendScript(name, keys, argv) {
+        if (name === 'reserve') reserves++
+        return store.sendScript(name, keys, argv)
+      },
+    }
+    const view = new LadderView(counting, market, owners)
+    await view.refresh()
+    const buyers = await Promise.all(Array.from({ length: 13 }, () => seedAccount(1_000_000)))
+    // Twelve at once from a view read once: each offer takes four, and no reservation is refused
+    // (walked in the ladder's order, the first offer would refuse eight and the second four).
+    const first = await Promise.all(
+      buyers
+        .slice(0, 12)
+        .map(async (buyer) => admitted(await admitCheapest(counting, owners, view, request(buyer, '')))),
+    )
+    expect(reserves).toBe(12)
+    for (const id of ids) {
+      expect(first.filter((a) => a.offerId === id)).toHaveLength(4)
+      expect(await offer(id)).toMatchObject({ inflight: '4' })
+    }
+    expect(view.current.map((o) => [o.inflight, o.full])).toEqual([
+      [4, true],
+      [4, true],
+      [4, true],
+    ])
+    // The view knows all three are full: the thirteenth is refused without a call to any offer.
+    const last = buyers[12]!
+    expect((await admitCheapest(counting, owners, view, request(last, ''))).code).toBe(AdmitCode.KeysBusy)
+    expect(reserves).toBe(12)
+    // One of this replica's requests on the second offer ends: the view sends the next one there.
+    const ended = first.find((a) => a.offerId === ids[1])!
+    await releaseApart(
+      store,
+      owners,
+      { accountId: ended.accountId, offerId: ids[1]!, model: ended.model },
+      {
+        attemptId: ended.attemptId,
+        errorCode: 'upstream_error',
+        cooldownMs: 0,
+        upstreamBalance: null,
+        final: true,
+      },
+    )
+    view.ended(ids[1]!)
+    expect(admitted(await admitCheapest(counting, owners, view, request(last, ''))).offerId).toBe(ids[1]!)
+    expect(reserves).toBe(13)
+    // Another replica took the third offer's freed slot behind this view's back: the refusal's
+    // reply tells the view the offer is full again.
+    const third = first.find((a) => a.offerId === ids[2])!
+    await releaseApart(
+      store,
+      owners,
+      { accountId: third.accountId, offerId: ids[2]!, model: third.model },
+      {
+        attemptId: third.attemptId,
+        errorCode: 'upstream_error',
+        cooldownMs: 0,
+        upstreamBalance: null,
+        final: true,
+      },
+    )
+    view.ended(ids[2]!)
+    await store.hset(owners.offer(ids[2]!).offer(ids[2]!), 'inflight', 4)
+    expect(view.current[2]).toMatchObject({ inflight: 3, full: false })
+    expect((await admitCheapest(counting, owners, view, request(last, ''))).code).toBe(AdmitCode.KeysBusy)
+    expect(reserves).toBe(14)
+    expect(view.current[2]).toMatchObject({ inflight: 4, full: true })
+    await store.hset(owners.offer(ids[2]!).offer(ids[2]!), 'inflight', 3)
+  })
+})
+
 describe('an offer whose slot is being moved', () => {
   test('is passed over for the next offer, the account untouched by it; with no other, the outage is the answer', async () => {
     const market = keyspace(`${prefix}y`)
