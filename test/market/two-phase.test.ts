@@ -494,39 +494,26 @@ describe('offers of one ask', () => {
     const last = buyers[12]!
     expect((await admitCheapest(counting, owners, view, request(last, ''))).code).toBe(AdmitCode.KeysBusy)
     expect(reserves).toBe(12)
-    // One of this replica's requests on the second offer ends: the view sends the next one there.
-    const ended = first.find((a) => a.offerId === ids[1])!
-    await releaseApart(
-      store,
-      owners,
-      { accountId: ended.accountId, offerId: ids[1]!, model: ended.model },
-      {
-        attemptId: ended.attemptId,
+    // One of this replica's requests on an offer fails and ends; the view is told, as MarketSteps tells it.
+    const endOne = async (offerId: string) => {
+      const a = first.find((one) => one.offerId === offerId)!
+      const who = { accountId: a.accountId, offerId, model: a.model }
+      const failure = {
+        attemptId: a.attemptId,
         errorCode: 'upstream_error',
         cooldownMs: 0,
         upstreamBalance: null,
-        final: true,
-      },
-    )
-    view.ended(ids[1]!)
+      }
+      expect(await releaseApart(store, owners, who, failure)).toBe(true)
+      view.ended(offerId)
+    }
+    // One on the second offer ends: the view sends the next request there.
+    await endOne(ids[1]!)
     expect(admitted(await admitCheapest(counting, owners, view, request(last, ''))).offerId).toBe(ids[1]!)
     expect(reserves).toBe(13)
     // Another replica took the third offer's freed slot behind this view's back: the refusal's
     // reply tells the view the offer is full again.
-    const third = first.find((a) => a.offerId === ids[2])!
-    await releaseApart(
-      store,
-      owners,
-      { accountId: third.accountId, offerId: ids[2]!, model: third.model },
-      {
-        attemptId: third.attemptId,
-        errorCode: 'upstream_error',
-        cooldownMs: 0,
-        upstreamBalance: null,
-        final: true,
-      },
-    )
-    view.ended(ids[2]!)
+    await endOne(ids[2]!)
     await store.hset(owners.offer(ids[2]!).offer(ids[2]!), 'inflight', 4)
     expect(view.current[2]).toMatchObject({ inflight: 3, full: false })
     expect((await admitCheapest(counting, owners, view, request(last, ''))).code).toBe(AdmitCode.KeysBusy)
