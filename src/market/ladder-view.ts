@@ -3,6 +3,7 @@
 // from its own slot. The view is only a guess at which offer to try first: admitCheapest reserves
 // on the offer itself (lua/reserve.lua checks it against its own state), so a stale view costs a
 // try at the next offer, never a reservation at a wrong price or past capacity.
+import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
@@ -125,13 +126,19 @@ export class LadderView {
    * A reservation on `offerId` is on its way: its slot counts as taken until its reply. What it is
    * told of the reservation goes to `seen`, and `settled` is called once it is over either way.
    */
-  reserving(offerId: string): ReservationSeen & { settled(): void } {
+  reserving(offerId: string): ReservationSeen & {
+    settled(): void
+    outcome(code: AdmitCode): string
+  } {
     const offer = this.byId.get(offerId)
     if (offer) this.count(offer, offer.reported, offer.onTheWay + 1)
     let replied = false
+    let voided = false
+    let unavailable = false
     return {
       replied: (load) => {
         replied = true
+        unavailable = load === null
         if (!offer) return
         if (!load) {
           // Paused, cooling down or suspended since the view was read: passed over until read again.
@@ -143,8 +150,12 @@ export class LadderView {
         this.count(offer, load.inflight, offer.onTheWay - 1)
       },
       voided: () => {
+        voided = true
         if (offer) this.count(offer, offer.reported - 1, offer.onTheWay)
       },
+      /** The reservation's outcome, for svc_reservations_total, from the admission's code. */
+      outcome: (code) =>
+        voided ? 'voided' : unavailable ? 'unavailable' : (RESERVATION_OUTCOMES.get(code) ?? 'taken'),
       settled: () => {
         if (!replied && offer) this.count(offer, offer.reported, offer.onTheWay - 1)
       },
@@ -164,6 +175,15 @@ export class LadderView {
     offer.full = offer.inflight >= offer.maxInFlight
   }
 }
+
+/** The offer's refusals of a reservation, by name (every other code took it). */
+const RESERVATION_OUTCOMES = new Map<AdmitCode, string>([
+  [AdmitCode.KeysBusy, 'full'],
+  [AdmitCode.NoEligibleSupply, 'price'],
+  [AdmitCode.InsufficientRoutable, 'capacity'],
+  [AdmitCode.PoolEmpty, 'gone'],
+  [AdmitCode.DuplicateAttempt, 'duplicate'],
+])
 
 /** What the offer's own reservation refuses: another offer may still take the request. */
 const OFFER_REFUSALS = new Set<AdmitCode>([
@@ -204,11 +224,13 @@ export async function admitCheapest(
     } catch (error) {
       // The offer's slot is away for now: the next offer may take the request.
       if (!(error instanceof OfferUnavailable)) throw error
+      metrics.reservations.inc({ outcome: 'away' })
       unavailable = error
       continue
     } finally {
       seen.settled()
     }
+    metrics.reservations.inc({ outcome: seen.outcome(result.code) })
     if (!OFFER_REFUSALS.has(result.code)) return result
     if (result.code === AdmitCode.NoEligibleSupply) maxCents = Math.min(maxCents, result.buyerMaxCents)
   }

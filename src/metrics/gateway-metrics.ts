@@ -10,6 +10,10 @@ export const metrics = {
   ),
   clears: new Counter('svc_clears_total', 'Clears committed, by usage kind (metered or estimated)'),
   fallForwards: new Counter('svc_fall_forwards_total', 'Supplier failures before any byte, by code'),
+  reservations: new Counter(
+    'svc_reservations_total',
+    "Held apart: reservations this process asked of offers, by outcome (taken, voided by the account's refusal, or the offer's refusal: full, unavailable, price, capacity, gone, away)",
+  ),
   disputedClears: new Counter(
     'svc_disputed_clears_total',
     'Clears where the supplier reported more burn than could be billed (beyond the hold)',

@@ -290,6 +290,38 @@ describe('the request path held apart', () => {
     await removeOffer(offerId)
   })
 
+  test("/metrics counts the reservations asked of offers by outcome: taken, or the offer's refusal", async () => {
+    const count = async (outcome: string) => {
+      const response = await fetch(`${stack.url}/metrics`, {
+        headers: { authorization: `Bearer ${stack.config.adminToken}` },
+      })
+      const prefix = `svc_reservations_total{outcome="${outcome}"} `
+      const line = (await response.text()).split('\n').find((l) => l.startsWith(prefix))
+      return Number(line?.slice(prefix.length) ?? 0)
+    }
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    const [apiKeyId] = await store.hkeys(keys.accountKeys(b.accountId))
+    const steps = marketSteps(store, keys)
+    const request = () =>
+      admitRequest(b.accountId, { apiKeyId: apiKeyId!, holdDiem: 50_000 as never, leaseMs: 60_000 })
+    const [taken, full] = [await count('taken'), await count('full')]
+    const first = (await steps.admit(request())) as Admission
+    expect(first.code).toBe(AdmitCode.Admitted)
+    expect(await count('taken')).toBe(taken + 1)
+    // Other replicas fill the offer behind this one's view: the offer refuses and says it is full.
+    const row = owners.offer(offerId).offer(offerId)
+    const cap = Number(await store.hget(row, 'maxInFlight'))
+    await store.hset(row, 'inflight', cap)
+    expect((await steps.admit(request())).code).toBe(AdmitCode.KeysBusy)
+    expect(await count('full')).toBe(full + 1)
+    expect(await count('taken')).toBe(taken + 1)
+    await store.hset(row, 'inflight', 1)
+    const attempt = { attemptId: first.attemptId, accountId: b.accountId, offerId, model: first.model }
+    await steps.release(attempt, { errorCode: 'upstream_5xx', cooldownMs: 0, upstreamBalance: null })
+    await removeOffer(offerId)
+  })
+
   test("an operator's offer held apart lives under its own tag; pausing takes it off the ladder, a new ask places it again", async () => {
     const id = await postOffer(50)
     expect(await slotOf(keys.offer(id))).toBe(await slotOf(owners.offer(id).reservation('x')))

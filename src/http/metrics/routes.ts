@@ -28,6 +28,7 @@ export function metricsRoutes(deps: {
           ...metrics.latency.render(),
           ...metrics.clears.render(),
           ...metrics.fallForwards.render(),
+          ...metrics.reservations.render(),
           ...metrics.disputedClears.render(),
           ...metrics.disputedBurn.render(),
           ...metrics.costDisagreements.render(),
