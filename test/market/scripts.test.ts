@@ -38,7 +38,7 @@ describe('the Lua libraries', () => {
 
   describe('lua key names', () => {
     test('lib/keys builds the same names as src/redis/keys.ts', async () => {
-      const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_MARKET, k_stats_day('D'), k_apikey('K') }`
+      const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_FULL, K_OFFERS, K_LEASES, K_MARKET, k_stats_day('D'), k_apikey('K') }`
       const names = await fx.store.eval(
         script.replace(
           "k_apikey('K') }",
@@ -52,6 +52,7 @@ describe('the Lua libraries', () => {
         fx.keys.offer('O'),
         fx.keys.attempt('T'),
         fx.keys.ladder,
+        fx.keys.full,
         fx.keys.offers,
         fx.keys.leases,
         fx.keys.market,
