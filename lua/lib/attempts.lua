@@ -63,8 +63,7 @@ local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, bal
   if not cleared then o = rcall('HMGET', offer, 'held', 'inflight', 'maxInFlight') end
   -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
   if not o[1] then return false end
-  local was = int(o[2])
-  local held, inflight = s(int(o[1]) - int(hold_diem)), s(was - 1)
+  local held, inflight = s(int(o[1]) - int(hold_diem)), s(int(o[2]) - 1)
   if not cleared then
     rcall('HSET', offer, 'held', held, 'inflight', inflight)
   elseif fee == 0 and balance == '' and disputed == 0 then
@@ -80,7 +79,10 @@ local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, bal
     if disputed > 0 then fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), disputed)) end
     rcall('HSET', offer, unpack(fields))
   end
-  return was == int(o[cleared and 9 or 3])
+  -- Compared as written, both whole numbers in canonical form (the count by s(), the cap as posted):
+  -- a cap is not parsed on every clear. An offer whose cap was written otherwise waits in the full
+  -- set until a request finds nothing on the ladder (lib/pick).
+  return o[2] == o[cleared and 9 or 3]
 end
 
 -- Both sides at once, where the account and the offer share a server (admit held both in one
