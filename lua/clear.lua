@@ -110,7 +110,9 @@ else
     rcall('HINCRBY', offer, 'burned', s(burn))
     rcall('HINCRBY', offer, 'earned', s(charged - fee))
     if fee > 0 then rcall('HINCRBY', offer, 'fees', s(fee)) end
-    if disputed > 0 then rcall('HSET', offer, 'disputed', s(capped_sum(int(o[7]), disputed))) end
+    if disputed > 0 then
+      rcall('HSET', offer, 'disputed', s(capped_sum(int(rcall('HGET', offer, 'disputed')), disputed)))
+    end
     if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
   end
 end
