@@ -358,6 +358,22 @@ describe.each(scriptForms())('as %s', (form) => {
       expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
+    test('disputes on one offer add up, on a clear and on a late clear after a reap', async () => {
+      const o = await postOffer(fx, 50, 5_000_000)
+      const acct = await seedAccount(fx, 1_000_000)
+      const first = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
+      expect((await clearOf(first.attemptId, 3_000)).disputed).toBe(2_000 as never)
+      const second = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
+      expect((await clearOf(second.attemptId, 1_500)).disputed).toBe(500 as never)
+      expect((await offer(o)).disputed).toBe('2500')
+      const late = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 1_000 as MicroDiem }))
+      await untilRedisPasses(fx.store, late.leaseDeadline)
+      expect(await reapExpired(fx.store, fx.keys)).toBe(1)
+      expect((await clearOf(late.attemptId, 1_200)).disputed).toBe(200 as never)
+      expect(await offer(o)).toMatchObject({ burned: '3000', disputed: '2700' })
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+    })
+
     test('a supplier reporting past a safe integer is only disputed; the charge stays the hold', async () => {
       await postOffer(fx, 80, 5_000_000)
       const acct = await seedAccount(fx, 1_000_000, 80)
