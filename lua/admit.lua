@@ -1,6 +1,7 @@
 --[[
   admit: pick the cheapest eligible offer for one request and hold everything it may use.
-  Includes lib/keys, lib/numbers, lib/offers, lib/record, lib/attempts, lib/reap, lib/pick, lib/holds (the account's side).
+  Includes lib/keys, lib/numbers, lib/ladder, lib/offers, lib/record, lib/attempts, lib/reap, lib/pick,
+  lib/holds (the account's side).
 
   KEYS[1]  keyspace base ("<prefix>:"); the script builds the documented names of lib/keys from it
   ARGV[1]  attemptId: attempt id (new, unique)
@@ -27,6 +28,9 @@
   Every reply but {-11} ends with the account id and the API key id it was made for.
 
   Expired leases are reaped first (at most 20 here; the reaper loop does the rest).
+
+  The offer whose last slot this takes leaves the ladder for the full set (lib/ladder) until a
+  clear, release or reap gives a slot back.
 
   Returns {1, offerId, askCents, holdUsdc, holdDiem, leaseDeadline, confirmedAfter, upstreamBaseUrl,
     upstreamKeyEnc, upstreamBalance ("" unknown)} or
@@ -88,6 +92,8 @@ if not hold then return reply(refusal) end
 local confirmed_s = write_hold(hold)
 local hold_s, hold_diem_s = s(hold), s(hold_diem)
 rcall('HSET', k_offer(chosen.id), 'held', s(chosen.held + hold_diem), 'inflight', s(chosen.inflight + 1))
+-- Its last slot taken: off the ladder the next requests walk, until a slot frees (lib/ladder).
+if chosen.inflight + 1 >= chosen.max_in_flight then shift(K_LADDER, K_FULL, chosen.id) end
 local deadline_s = s(now + int(ARGV[7]))
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 write_attempt(attempt_id, chosen.id, chosen.ask, hold_s, hold_diem_s, ARGV[10], ARGV[11], now, ARGV[8], group)

@@ -1,7 +1,8 @@
 --[[
   capacity: the ladder as the router sees it, by the same rule admit uses (lib/offers), for the
-  capacity snapshot. Read-only.
-  Includes lib/keys, lib/numbers, lib/offers.
+  capacity snapshot: the offers at their in-flight cap (the full set, lib/ladder) count as they
+  stand, busy but not gone. Read-only.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/offers.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  maxPriceCents: max price, cents (80 for the whole corridor)
@@ -11,7 +12,7 @@
 ]]
 local now = now_ms()
 local out = {}
-for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', ladder_ceiling(int(ARGV[1])))) do
+for _, id in ipairs(ladder_range('-inf', ladder_ceiling(int(ARGV[1])))) do
   local o = read_offer(id)
   if o and is_live(o, now) then
     local r = routable(o)

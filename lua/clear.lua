@@ -9,7 +9,8 @@
   are released, the attempt record keeps it all (it is the request's record from then on), and the
   request counts once in its model's usage stats for the day, and in the market's totals.
   Idempotent: clearing a cleared attempt changes nothing (and counts nothing again).
-  Includes lib/keys, lib/numbers, lib/record, lib/attempts, lib/events (balance.low, key.budget.80/100).
+  Includes lib/keys, lib/numbers, lib/ladder, lib/record, lib/attempts, lib/events (balance.low,
+  key.budget.80/100).
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attemptId: attempt id
@@ -59,7 +60,7 @@ local ask = int(a.askCents)
 local apart = ARGV[11] == '1'
 local offer = k_offer(a.offerId)
 -- Read once: the unwind below writes from the same row.
-local o = not apart and rcall('HMGET', offer, unpack(OFFER_CLEAR_FIELDS)) or nil
+local o = not apart and rcall('HMGET', offer, unpack(OFFER_UNWIND_FIELDS)) or nil
 local reported = int(ARGV[2])
 local burn = reported
 local held = int(a.holdDiem)
@@ -109,7 +110,9 @@ else
     rcall('HINCRBY', offer, 'burned', s(burn))
     rcall('HINCRBY', offer, 'earned', s(charged - fee))
     if fee > 0 then rcall('HINCRBY', offer, 'fees', s(fee)) end
-    if disputed > 0 then rcall('HSET', offer, 'disputed', s(capped_sum(int(o[7]), disputed))) end
+    if disputed > 0 then
+      rcall('HSET', offer, 'disputed', s(capped_sum(int(rcall('HGET', offer, 'disputed')), disputed)))
+    end
     if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
   end
 end

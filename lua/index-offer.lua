@@ -13,7 +13,7 @@
   the ladder takes it while it is active and its supplier is not suspended, and the supplier's copy
   of its state (what suspension, reinstatement and the limits read) is updated; a deleted offer
   gives its upstream key back and stays deleted.
-  Includes lib/keys, lib/numbers.
+  Includes lib/keys, lib/numbers, lib/ladder.
 
   KEYS[1]  the market's keyspace base ("<prefix>:")
   ARGV[1]  mode: list | touch | place
@@ -89,9 +89,9 @@ if states then
   end
 end
 if status == 'active' and not suspended then
-  rcall('ZADD', K_LADDER, score, id)
+  enlist(score, id)
   return { 1 }
 end
-rcall('ZREM', K_LADDER, id)
+unlist(id)
 if status == 'active' then return { 2 } end
 return { 1 }

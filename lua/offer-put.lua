@@ -1,6 +1,6 @@
 --[[
   offer-put: create or change an offer and its place on the ladder in one step.
-  Includes lib/keys, lib/numbers, lib/offers.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/offers.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  mode: mode: create | update | delete; held apart also suspend | reinstate (the
@@ -30,8 +30,10 @@
            keeps them, before and after this step); only the offer's own hash is read and written
 
   Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties), and
-  not while their supplier is suspended. A suspended supplier's offer cannot be posted or set
-  active. A deleted offer keeps its hash (in-flight attempts and the audit still read it).
+  not while their supplier is suspended. An offer put here leaves the full set (lib/ladder): the
+  next request that finds it at its cap moves it back. A suspended supplier's offer cannot be
+  posted or set active. A deleted offer keeps its hash (in-flight attempts and the audit still
+  read it).
 
   Returns {1} or ({0} on void: the offer was written, nothing done)
     {-1}                 unknown (or deleted) offer on update / delete; existing id on create
@@ -105,7 +107,7 @@ end
 if mode == 'delete' then
   rcall('HSET', offer, 'status', 'deleted')
   if apart then return { 1 } end
-  rcall('ZREM', K_LADDER, id)
+  unlist(id)
   local claimed = rcall('HGET', offer, 'upstreamKeyDigest')
   if claimed and rcall('HGET', K_UPSTREAM_KEYS, claimed) == id then rcall('HDEL', K_UPSTREAM_KEYS, claimed) end
   return { 1 }
@@ -124,8 +126,8 @@ end
 if apart then return { 1 } end
 local o = rcall('HMGET', offer, 'status', 'askCents', 'seq')
 if o[1] == 'active' and not suspended then
-  rcall('ZADD', K_LADDER, int(o[2]) * LADDER_STEP + int(o[3]), id)
+  enlist(int(o[2]) * LADDER_STEP + int(o[3]), id)
 else
-  rcall('ZREM', K_LADDER, id)
+  unlist(id)
 end
 return { 1 }

@@ -3,7 +3,7 @@
   offerApart), one or several at a time: each reservation posts what its account's side billed
   (lib/posts), each offer's row read and written once. Idempotent by attempt id: a posted
   reservation is left as it is.
-  Includes lib/keys, lib/numbers, lib/record, lib/attempts, lib/posts.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/record, lib/attempts, lib/posts.
 
   KEYS[1]  the offer's keyspace base
   ARGV[1]  recordRetentionMs: how long the supplier's fill and the posted reservation are kept, ms

@@ -1,7 +1,7 @@
 --[[
   quote: the no-wait select of POST /v1/video/quote: the ask the router would clear a job at right
   now, for the account's max price. Nothing is held and nothing waits.
-  Includes lib/keys, lib/numbers, lib/offers, lib/pick.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/offers, lib/pick.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  accountId: account id

@@ -3,7 +3,7 @@
   renewing): an attempt still admitted is reaped (its hold goes back, as lib/reap does); one that
   was cleared tells the reaper what to post on the offer, so a replica that died between the two
   steps of a clear leaves nothing half done. Idempotent.
-  Includes lib/keys, lib/numbers, lib/record, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/record, lib/attempts.
 
   KEYS[1]  the account's keyspace base
   ARGV[1]  attemptId: attempt id

@@ -1,7 +1,7 @@
 --[[
   reap: return what expired leases hold (their replica died or stopped renewing). Safe to run on
   every replica at once: each attempt is ended once.
-  Includes lib/keys, lib/numbers, lib/record, lib/attempts, lib/reap.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/record, lib/attempts, lib/reap.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  limit: the most leases to reap in this call

@@ -3,7 +3,7 @@
   own (state `refused`), so it resolves by its support reference like any other and goes on the
   ended-attempt Streams. No money moves. Writing it again (a retried record) overwrites the
   record and appends again.
-  Includes lib/keys, lib/numbers, lib/record, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/record, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attemptId: attempt id (`<support reference>.<n>`)

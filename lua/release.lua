@@ -2,7 +2,7 @@
   release: end a failed attempt with no charge: the hold, the capacity and the slots all go back.
   Optionally cools the offer down (upstream errors) and records the supplier key's balance.
   The ended attempt is kept as the request's record (lib/attempts end_attempt).
-  Includes lib/keys, lib/numbers, lib/record, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/record, lib/attempts.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  attemptId: attempt id

@@ -6,7 +6,7 @@
   its in-flight cap), and a refusal costs the caller a try at the next offer, never a reservation at
   a wrong price or past capacity. The reservation's lease is the offer's: lib/reap's reaper of the
   offer's base finds it, as admit's lease. Pending until post (cleared) or void (failed, refused).
-  Includes lib/keys, lib/numbers, lib/offers, lib/record, lib/attempts, lib/posts.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/offers, lib/record, lib/attempts, lib/posts.
 
   KEYS[1]  the offer's keyspace base
   ARGV[1]  attemptId: attempt id (new, unique)

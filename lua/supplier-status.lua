@@ -5,7 +5,7 @@
   apart, the caller copies the status onto each offer's own hash (lua/offer-put.lua's suspend and
   reinstate), after this script.
   A change of status writes supplier.suspended or supplier.reinstated (lib/events), same call.
-  Includes lib/keys, lib/numbers, lib/offers, lib/events.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/offers, lib/events.
 
   KEYS[1]  keyspace base ("<prefix>:")
   ARGV[1]  supplierId: supplier id
@@ -36,9 +36,9 @@ for _, offer_id in ipairs(rcall('SMEMBERS', k_supplier_offers(id))) do
   end
   if state == 'active' then
     if status == 'active' then
-      rcall('ZADD', K_LADDER, score, offer_id)
+      enlist(score, offer_id)
     else
-      rcall('ZREM', K_LADDER, offer_id)
+      unlist(offer_id)
     end
     moved = moved + 1
   end

@@ -4,7 +4,7 @@
   kept as long as its attempt's record, for a replayed step and the audit, then expires. Optionally cools the
   offer down and records the supplier key's balance, as release does. Idempotent: a reservation
   already posted or voided is left as it is.
-  Includes lib/keys, lib/numbers, lib/record, lib/attempts.
+  Includes lib/keys, lib/numbers, lib/ladder, lib/record, lib/attempts.
 
   KEYS[1]  the offer's keyspace base
   ARGV[1]  attemptId: attempt id

@@ -47,17 +47,23 @@ end
 
 -- The offer's side: the capacity it held for the attempt (hold_diem) and its slot back. For a
 -- clear, it also records what it cleared, in the same write: o is its row as the clear read it
--- (OFFER_CLEAR_FIELDS: read once per clear; its supplierId says whose fill it is), then burn,
+-- (OFFER_UNWIND_FIELDS: read once per clear; its supplierId says whose fill it is), then burn,
 -- earned, fee, balance (the upstream balance, '' unknown) and disputed (burn reported beyond what
 -- was billed). Positional, not a table: this runs on every clear. Otherwise only (offer_id, hold_diem).
+-- Returns true when the slot given back was the one its cap lacked (it may stand in the full set,
+-- lib/ladder).
 local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
+  'supplierId' }
+-- A clear on one slot reads the cap in place of disputed, read only for a dispute (rare): eight
+-- fields, as before the cap was read, since a ninth cost every clear (BENCHMARKS.md).
+local OFFER_UNWIND_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'maxInFlight',
   'supplierId' }
 local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, balance, disputed)
   local offer = k_offer(offer_id)
   local cleared = o ~= nil
-  if not cleared then o = rcall('HMGET', offer, 'held', 'inflight') end
+  if not cleared then o = rcall('HMGET', offer, 'held', 'inflight', 'maxInFlight') end
   -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
-  if not o[1] then return end
+  if not o[1] then return false end
   local held, inflight = s(int(o[1]) - int(hold_diem)), s(int(o[2]) - 1)
   if not cleared then
     rcall('HSET', offer, 'held', held, 'inflight', inflight)
@@ -71,18 +77,28 @@ local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, bal
     -- usually none: no field for it
     if fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + fee) end
     if balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', balance end
-    if disputed > 0 then fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), disputed)) end
+    if disputed > 0 then
+      local was_disputed = int(rcall('HGET', offer, 'disputed'))
+      fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(was_disputed, disputed))
+    end
     rcall('HSET', offer, unpack(fields))
   end
+  -- Compared as written, both whole numbers in canonical form (the count by s(), the cap as posted):
+  -- a cap is not parsed on every clear. An offer whose cap was written otherwise waits in the full
+  -- set until a request finds nothing on the ladder (lib/pick).
+  return o[2] == o[cleared and 7 or 3]
 end
 
 -- Both sides at once, where the account and the offer share a server (admit held both in one
--- call): the hold, the offer's capacity and slot, and the lease.
+-- call): the hold, the offer's capacity and slot, and the lease. o: read with OFFER_UNWIND_FIELDS.
 -- charge: micro-USDC moved from the hold to spent (0 on failure); the rest as unwind_reservation.
 -- Returns what unwind_hold returns.
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
   local confirmed, confirmed_s, hooks = unwind_hold(a, charge)
-  unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed)
+  -- Its cap no longer reached: back on the ladder from the full set (lib/ladder).
+  if unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed) then
+    shift(K_FULL, K_LADDER, a.offerId)
+  end
   -- An attempt from before the packing has its lease in the earlier zset (lib/keys).
   rcall('ZREM', a.packed and K_LEASES or K_EARLIER_LEASES, a.id)
   return confirmed, confirmed_s, hooks

@@ -1,6 +1,10 @@
 -- lib/pick: the router's choice, shared by admit (which then holds) and the video quote (which
 -- only looks): the cheapest live offer at or below the buyer's max whose routable capacity covers
 -- the hold (micro-DIEM), not tried yet, below its in-flight cap. Without one, the refusal admit returns.
+-- The ladder holds the offers with room (lib/ladder): an offer found there at its cap (put back by
+-- a build that does not know the full set) moves to the full set once read. Only when the ladder
+-- has nothing for the request is the full set read too, for the refusal's counts, which cover both
+-- sets as one; an offer there with room (a slot freed by such a build) moves back and is picked.
 -- A request that tried nothing yet (most): one table for all, never written.
 local NONE_TRIED = {}
 local function pick_offer(max_cents, hold_diem, tried, now)
@@ -9,33 +13,47 @@ local function pick_offer(max_cents, hold_diem, tried, now)
   local max_eligible = 0      -- the largest of them
   local big_enough = 0        -- those that could carry this request
   local untried = 0           -- ... and were not tried yet
-  for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '-inf', ladder_ceiling_s(max_cents))) do
-    local o = read_offer(id)
-    if o and is_live(o, now) then
-      at_price = at_price + 1
-      local r = routable(o)
-      eligible_routable = eligible_routable + r
-      if r > max_eligible then max_eligible = r end
-      if r >= hold_diem then
-        big_enough = big_enough + 1
-        if not tried[id] then
-          untried = untried + 1
-          if o.inflight < o.max_in_flight then return o, nil end
+  -- The ladder's offers found at their cap: moved once both sets were read, so none counts twice.
+  local capped = nil
+  local set = K_LADDER
+  for pass = 1, 2 do
+    for _, id in ipairs(rcall('ZRANGEBYSCORE', set, '-inf', ladder_ceiling_s(max_cents))) do
+      local o = read_offer(id)
+      if o and is_live(o, now) then
+        at_price = at_price + 1
+        local r = routable(o)
+        eligible_routable = eligible_routable + r
+        if r > max_eligible then max_eligible = r end
+        if r >= hold_diem then
+          big_enough = big_enough + 1
+          if not tried[id] then
+            untried = untried + 1
+            if o.inflight < o.max_in_flight then
+              if set == K_FULL then shift(K_FULL, K_LADDER, id) end
+              if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
+              return o, nil
+            end
+          end
         end
+      elseif o and o.status == 'active' and not tried[id] and routable(o) >= hold_diem then
+        -- cooling down: it will be back shortly, so this is "busy", not "no supply"
+        at_price = at_price + 1
+        big_enough = big_enough + 1
+        untried = untried + 1
       end
-    elseif o and o.status == 'active' and not tried[id] and routable(o) >= hold_diem then
-      -- cooling down: it will be back shortly, so this is "busy", not "no supply"
-      at_price = at_price + 1
-      big_enough = big_enough + 1
-      untried = untried + 1
+      if pass == 1 and o and o.inflight >= o.max_in_flight then
+        if capped then capped[#capped + 1] = id else capped = { id } end
+      end
     end
+    set = K_FULL
   end
+  if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
 
   if at_price == 0 then
-    -- Nothing at the buyer's price: is there anything at all?
+    -- Nothing at the buyer's price: is there anything at all, in either set?
     local cheapest = nil
     local above = 0
-    for _, id in ipairs(rcall('ZRANGEBYSCORE', K_LADDER, '(' .. ladder_ceiling(max_cents), '+inf')) do
+    for _, id in ipairs(ladder_range('(' .. ladder_ceiling(max_cents), '+inf')) do
       local o = read_offer(id)
       if o and is_live(o, now) then
         if cheapest == nil then cheapest = o.ask end

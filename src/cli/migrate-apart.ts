@@ -1,8 +1,9 @@
 // A one-slot market moved to the layout held apart (`svc-gateway layout migrate apart`), with every
 // gateway stopped. Refused while a replica was seen lately or anything is open (migrate-checks.ts).
 // Then the record says a migration is under way (no gateway or command opens the market until it
-// is done), and step by step: each offer's hash goes to its own tag, with what the market's slot
-// keeps of it held apart (its supplier's copy of its state, a suspension copied onto it); each
+// is done), and step by step: the offers in the full set (at their in-flight cap) rejoin the
+// ladder; each offer's hash goes to its own tag, with what the market's slot keeps of it held
+// apart (its supplier's copy of its state, a suspension copied onto it); each
 // supplier's fills Stream is split into one per offer; each attempt goes to its account's shard,
 // a cleared one with the posted reservation its offer keeps held apart; each account's payments
 // are listed on its shard, and every key of the account moves there; webhook owners are flagged
@@ -73,6 +74,7 @@ export async function migrateApart(store: Store, prefix: string, options: Migrat
   }
   const steps = new Steps(store, prefix, write)
   await steps.totals()
+  await steps.ladder()
   options.say(`offers: ${await steps.offers()} moved to their own slots`)
   options.say(`fills: ${await steps.fills()} entries copied onto their offers' slots`)
   options.say(`attempts: ${await steps.attempts()} moved to their accounts' shards`)
@@ -118,6 +120,20 @@ class Steps {
     }
     this.write()
     await store.hset(one.market, MIGRATED_FIELDS[0], spent, MIGRATED_FIELDS[1], fees)
+  }
+
+  /**
+   * The offers at their in-flight cap back onto the ladder: held apart, the ladder alone lists the
+   * active offers (a reservation refuses one at its cap on its own slot).
+   */
+  async ladder(): Promise<void> {
+    const { store, one } = this
+    const full = await store.zrange(one.full, 0, -1, 'WITHSCORES')
+    if (full.length === 0) return
+    this.write()
+    await store.zadd(one.ladder, ...full.flatMap((_, i) => (i % 2 === 0 ? [full[i + 1]!, full[i]!] : [])))
+    this.write()
+    await store.del(one.full)
   }
 
   /** `work` for each key on the market's slot matching `glob`, several at once. */

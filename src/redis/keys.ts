@@ -113,6 +113,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     offers: key('offers'),
     /** zset: active offers, scored ask * 1e9 + posting order */
     ladder: key('ladder'),
+    /**
+     * zset, on one slot: the active offers at their in-flight cap, off the ladder until a slot frees
+     * (lua/lib/ladder.lua), scored as on the ladder; held apart, none
+     */
+    full: key('ladder:full'),
     /** zset: attempt id -> lease deadline (ms, Redis time); a reservation's too, held apart */
     leases: key('leases:2'),
     /**

@@ -4,6 +4,7 @@ import libAttempts from '../../lua/lib/attempts.lua' with { type: 'text' }
 import libEvents from '../../lua/lib/events.lua' with { type: 'text' }
 import libHolds from '../../lua/lib/holds.lua' with { type: 'text' }
 import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
+import libLadder from '../../lua/lib/ladder.lua' with { type: 'text' }
 import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import libOffers from '../../lua/lib/offers.lua' with { type: 'text' }
 import libPick from '../../lua/lib/pick.lua' with { type: 'text' }
@@ -18,6 +19,7 @@ export const LIB = {
   events: libEvents,
   holds: libHolds,
   keys: libKeys,
+  ladder: libLadder,
   numbers: libNumbers,
   offers: libOffers,
   pick: libPick,
@@ -30,6 +32,7 @@ export const LIB = {
 export const MARKET_LIBS = [
   libKeys,
   libNumbers,
+  libLadder,
   libOffers,
   libRecord,
   libAttempts,

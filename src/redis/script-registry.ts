@@ -93,7 +93,7 @@ const market = <const A extends readonly string[]>(
 /** An account script that reads the calendar (a key budget's period): lib/numbers, bound, first. */
 const withNumbers = (body: string) => [LIB.numbers, 'bind_globals()', body].join('\n')
 // Each EVAL form carries only the libraries it calls: every one runs its definitions on every call.
-const ending = [LIB.keys, LIB.numbers, LIB.record, LIB.attempts]
+const ending = [LIB.keys, LIB.numbers, LIB.ladder, LIB.record, LIB.attempts]
 
 export const SCRIPTS = {
   // accounts
@@ -183,7 +183,7 @@ export const SCRIPTS = {
   // post and void, the account's hold and reapHold (its clear and release are clear's and release's
   // with offerApart).
   reserve: market(
-    [LIB.keys, LIB.numbers, LIB.offers, LIB.record, LIB.attempts, LIB.posts],
+    [LIB.keys, LIB.numbers, LIB.ladder, LIB.offers, LIB.record, LIB.attempts, LIB.posts],
     reserve,
     ['attemptId', 'offerId', 'holdDiem', 'maxCents', 'leaseMs', 'accountId', 'now', 'recordRetentionMs'],
     true,
@@ -224,7 +224,7 @@ export const SCRIPTS = {
     'recordRetentionMs',
   ]),
   renew: market([LIB.keys, LIB.numbers], renew, ['attemptId', 'leaseMs']),
-  offerPut: market([LIB.keys, LIB.numbers, LIB.offers], offerPut, [
+  offerPut: market([LIB.keys, LIB.numbers, LIB.ladder, LIB.offers], offerPut, [
     'mode',
     'offerId',
     'upstreamBaseUrl',
@@ -241,7 +241,7 @@ export const SCRIPTS = {
     'seq',
     'apart',
   ]),
-  indexOffer: market([LIB.keys, LIB.numbers], indexOffer, [
+  indexOffer: market([LIB.keys, LIB.numbers, LIB.ladder], indexOffer, [
     'mode',
     'offerId',
     'supplierId',
@@ -251,8 +251,8 @@ export const SCRIPTS = {
     'maxStanding',
     'maxEver',
   ]),
-  capacity: market([LIB.keys, LIB.numbers, LIB.offers], capacity, ['maxPriceCents']),
-  quote: market([LIB.keys, LIB.numbers, LIB.offers, LIB.pick], quote, [
+  capacity: market([LIB.keys, LIB.numbers, LIB.ladder, LIB.offers], capacity, ['maxPriceCents']),
+  quote: market([LIB.keys, LIB.numbers, LIB.ladder, LIB.offers, LIB.pick], quote, [
     'accountId',
     'holdDiem',
     'defaultMaxPriceCents',
@@ -293,7 +293,7 @@ export const SCRIPTS = {
     'keyName',
     'maxKeys',
   ]),
-  supplierStatus: market([LIB.keys, LIB.numbers, LIB.offers, LIB.events], supplierStatus, [
+  supplierStatus: market([LIB.keys, LIB.numbers, LIB.ladder, LIB.offers, LIB.events], supplierStatus, [
     'supplierId',
     'status',
   ]),

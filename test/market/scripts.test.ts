@@ -38,7 +38,7 @@ describe('the Lua libraries', () => {
 
   describe('lua key names', () => {
     test('lib/keys builds the same names as src/redis/keys.ts', async () => {
-      const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_OFFERS, K_LEASES, K_MARKET, k_stats_day('D'), k_apikey('K') }`
+      const script = `${libKeys}\nuse_keyspace(KEYS[1])\nreturn { k_account('A'), k_offer('O'), k_attempt('T'), K_LADDER, K_FULL, K_OFFERS, K_LEASES, K_MARKET, k_stats_day('D'), k_apikey('K') }`
       const names = await fx.store.eval(
         script.replace(
           "k_apikey('K') }",
@@ -52,6 +52,7 @@ describe('the Lua libraries', () => {
         fx.keys.offer('O'),
         fx.keys.attempt('T'),
         fx.keys.ladder,
+        fx.keys.full,
         fx.keys.offers,
         fx.keys.leases,
         fx.keys.market,
@@ -354,6 +355,22 @@ describe.each(scriptForms())('as %s', (form) => {
         disputed: 2_000,
         replay: true,
       } as never)
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+    })
+
+    test('disputes on one offer add up, on a clear and on a late clear after a reap', async () => {
+      const o = await postOffer(fx, 50, 5_000_000)
+      const acct = await seedAccount(fx, 1_000_000)
+      const first = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
+      expect((await clearOf(first.attemptId, 3_000)).disputed).toBe(2_000 as never)
+      const second = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
+      expect((await clearOf(second.attemptId, 1_500)).disputed).toBe(500 as never)
+      expect((await offer(o)).disputed).toBe('2500')
+      const late = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 1_000 as MicroDiem }))
+      await untilRedisPasses(fx.store, late.leaseDeadline)
+      expect(await reapExpired(fx.store, fx.keys)).toBe(1)
+      expect((await clearOf(late.attemptId, 1_200)).disputed).toBe(200 as never)
+      expect(await offer(o)).toMatchObject({ burned: '3000', disputed: '2700' })
       expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
