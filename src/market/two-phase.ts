@@ -230,9 +230,8 @@ export async function reapOffer(
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
 ): Promise<number> {
   const offer = owners.offer(offerId)
-  const [seconds, micros] = await store.time()
-  const now = Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000)
-  const due = await store.zrangebyscore(offer.leases, '-inf', now, 'LIMIT', 0, limit)
+  // Read on the offer's own slot, by the clock of the master that wrote the deadlines.
+  const due = (await runScript(store, 'due', [offer.base], { limit })) as string[]
   for (const attemptId of due) {
     const accountId = await store.hget(offer.reservation(attemptId), 'accountId')
     const ended = accountId

@@ -14,6 +14,7 @@ import createAccount from '../../lua/create-account.lua' with { type: 'text' }
 import credit from '../../lua/credit.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
 import creditPending from '../../lua/credit-pending.lua' with { type: 'text' }
+import due from '../../lua/due.lua' with { type: 'text' }
 import hold from '../../lua/hold.lua' with { type: 'text' }
 import indexAccount from '../../lua/index-account.lua' with { type: 'text' }
 import indexKey from '../../lua/index-key.lua' with { type: 'text' }
@@ -224,6 +225,7 @@ export const SCRIPTS = {
     'recordRetentionMs',
   ]),
   renew: market([LIB.keys, LIB.numbers], renew, ['attemptId', 'leaseMs']),
+  due: market([LIB.keys, LIB.numbers], due, ['limit']),
   offerPut: market([LIB.keys, LIB.numbers, LIB.ladder, LIB.offers], offerPut, [
     'mode',
     'offerId',

@@ -273,6 +273,29 @@ describe('two steps on two slots', () => {
     expect(await store.pttl(owners.offer(offerId).reservation(adm.attemptId))).toBeGreaterThan(0)
   })
 
+  test("the reaper's due reservations are read on the offer's slot: past their lease, the earliest first, at most the limit", async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const base = owners.offer(offerId).base
+    const due = (limit: number) => runScript(store, 'due', [base], { limit }) as Promise<string[]>
+    const first = admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 20 })))
+    const second = admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 40 })))
+    const long = admitted(await admitApart(store, owners, request(buyer, offerId, { leaseMs: 60_000 })))
+    await until(async () => (await due(10)).length === 2)
+    expect(await due(10)).toEqual([first.attemptId, second.attemptId])
+    expect(await due(1)).toEqual([first.attemptId])
+    expect(await reapOffer(store, owners, offerId)).toBe(2)
+    expect(await due(10)).toEqual([])
+    const who = { accountId: buyer.accountId, offerId, model: long.model }
+    const failure = {
+      attemptId: long.attemptId,
+      errorCode: 'upstream_error',
+      cooldownMs: 0,
+      upstreamBalance: null,
+    }
+    expect(await releaseApart(store, owners, who, failure)).toBe(true)
+  })
+
   test('a replica gone between two steps: the reaper finishes what it left, from the account side', async () => {
     const offerId = await seedOffer(50, 5_000_000)
     const buyer = await seedAccount(1_000_000)
