@@ -210,7 +210,9 @@ describe('the request path held apart', () => {
         SVC_ADMIN_TOKEN: stack.config.adminToken,
         SVC_MASTER_KEY: Buffer.from(stack.config.masterKey).toString('hex'),
         SVC_UPSTREAM_URL: stack.sim.url,
-        SVC_LEASE_SECONDS: '5',
+        // Renewed while its call runs, the lease runs out only after the kill: long enough that a
+        // first request stalled on a busy machine is not reaped before its clear.
+        SVC_LEASE_SECONDS: '15',
         SVC_POST_WITHIN_MS: '600000',
         LOG_LEVEL: 'silent',
       },
@@ -230,15 +232,18 @@ describe('the request path held apart', () => {
       expect([queued.inflight, queued.earned]).toEqual(['1', '0'])
       replica.kill('SIGKILL')
       await replica.exited
+      const offer = await offerRow(offerId)
+      expect([offer.held, offer.inflight]).toEqual(['0', '0'])
+      expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(
+        Number((await accountRow(b.accountId)).spent),
+      )
+      const day = new Date(Number((await store.time())[0]) * 1000).toISOString().slice(0, 10)
+      expect(await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')).toBe('1')
     } finally {
       replica.kill('SIGKILL')
+      // Off the ladder whatever happened: the next tests' requests go to their own offers.
+      await removeOffer(offerId)
     }
-    const offer = await offerRow(offerId)
-    expect([offer.held, offer.inflight]).toEqual(['0', '0'])
-    expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(Number((await accountRow(b.accountId)).spent))
-    const day = new Date(Number((await store.time())[0]) * 1000).toISOString().slice(0, 10)
-    expect(await store.hget(keys.offerStatsDay(offerId, day), 'llama-3.3-70b')).toBe('1')
-    await removeOffer(offerId)
   }, 60_000)
 
   test("an attempt whose replica stopped after admission is finished by a replica's reaper: the hold comes back, the reservation is voided", async () => {
@@ -251,6 +256,7 @@ describe('the request path held apart', () => {
     )
     expect(admitted.code).toBe(AdmitCode.Admitted)
     const { attemptId } = admitted as Admission
+    expect((admitted as Admission).offerId).toBe(offerId)
     expect(Number((await accountRow(b.accountId)).held)).toBeGreaterThan(0)
     await until(
       async () => (await store.hget(owners.offer(offerId).reservation(attemptId), 'state')) === 'voided',
