@@ -5,9 +5,11 @@
 // and the busiest master's share of the Redis CPU (where one master does all the work, adding
 // masters adds nothing). Needs redis-server and redis-cli on PATH; touches nothing it did not start.
 // With --io-threads N each Redis reads and writes its sockets on N threads (redis.conf's io-threads,
-// with io-threads-do-reads), leaving its main thread the commands and scripts alone.
+// with io-threads-do-reads), leaving its main thread the commands and scripts alone. With --pin N
+// (Linux) the masters run on N physical cores of their own, one master to a core, and everything
+// else on the other cores: Redis as a deployment runs it, with a core that nothing else shares.
 //   svc-gateway sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5] [--io-threads 1]
-//                      [--layout one-slot|apart] [--offers 1]
+//                      [--layout one-slot|apart] [--offers 1] [--pin 3]
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
@@ -20,8 +22,9 @@ import { keyspace, type Layout } from '../redis/keys.ts'
 import { claimLayout, LAYOUTS } from '../redis/layout.ts'
 import { startLocalCluster } from '../redis/local-cluster.ts'
 import { freePort, startLocalRedis } from '../redis/local-server.ts'
-import { serverCpu } from '../redis/server-cpu.ts'
+import { serverCpu, serverPids } from '../redis/server-cpu.ts'
 import { createStore } from '../redis/store.ts'
+import { cpusOf, type PinPlan, pinPlan, pinProcess } from './cpu-pinning.ts'
 
 export interface SizingOptions {
   masters: number[]
@@ -37,6 +40,8 @@ export interface SizingOptions {
   layout?: Layout
   /** Offers at the one ask, the load split between them by their in-flight caps (default 1). */
   offers?: number
+  /** Physical cores kept for the masters, one master to a core (0 or absent: none kept). */
+  pin?: number
 }
 
 export interface SizingRow {
@@ -86,7 +91,9 @@ export function sizingOptions(argv: string[]): SizingOptions {
     flags.set(name, value)
   }
   for (const name of flags.keys())
-    if (!['masters', 'replicas', 'clients', 'seconds', 'io-threads', 'layout', 'offers'].includes(name))
+    if (
+      !['masters', 'replicas', 'clients', 'seconds', 'io-threads', 'layout', 'offers', 'pin'].includes(name)
+    )
       throw new Error(`unknown option --${name}`)
   const [clients] = list(flags.get('clients'), [32], 'clients')
   const [seconds] = list(flags.get('seconds'), [5], 'seconds')
@@ -94,14 +101,19 @@ export function sizingOptions(argv: string[]): SizingOptions {
   const [offers] = list(flags.get('offers'), [1], 'offers')
   const layout = flags.get('layout') ?? 'one-slot'
   if (!LAYOUTS.includes(layout as Layout)) throw new Error(`--layout: one of ${LAYOUTS.join(', ')}`)
+  const masters = list(flags.get('masters'), [1, 3], 'masters')
+  const [pin] = list(flags.get('pin'), [0], 'pin')
+  if (flags.has('pin') && pin! < Math.max(...masters))
+    throw new Error(`--pin ${pin}: fewer cores than masters (${Math.max(...masters)}): one master to a core`)
   return {
     layout: layout as Layout,
     offers: offers!,
-    masters: list(flags.get('masters'), [1, 3], 'masters'),
+    masters,
     replicas: list(flags.get('replicas'), [1, 2, 4, 8], 'replicas'),
     clients: clients!,
     seconds: seconds!,
     ioThreads: ioThreads!,
+    ...(pin ? { pin } : {}),
   }
 }
 
@@ -289,6 +301,10 @@ async function measure(
 }
 
 export async function measureSizing(options: SizingOptions, progress = (_line: string) => {}) {
+  // Every process this starts inherits the rest's cores; each master is then moved to its own.
+  const plan = options.pin ? pinPlan(options.pin) : null
+  const ownCpus = plan ? cpusOf(process.pid) : []
+  if (plan) pinProcess(process.pid, plan.rest)
   const simPort = freePort()
   const sim = Bun.spawn(self(['sim']), {
     env: { ...process.env, SIM_PORT: String(simPort), SIM_HOST: '127.0.0.1', SIM_BALANCE_DIEM: '1000000000' },
@@ -308,6 +324,7 @@ export async function measureSizing(options: SizingOptions, progress = (_line: s
         ? { url: single.url, ports: [single.port] }
         : { url: cluster!.url, ports: cluster!.nodes.map((n) => n.port) }
       try {
+        if (plan) await pinServers(redis.ports, plan)
         for (const replicas of options.replicas) {
           progress(
             `${masters} master${masters > 1 ? 's' : ''}, ${replicas} replica${replicas > 1 ? 's' : ''}`,
@@ -321,8 +338,15 @@ export async function measureSizing(options: SizingOptions, progress = (_line: s
     }
   } finally {
     await stopAll([sim])
+    if (plan) pinProcess(process.pid, ownCpus)
   }
   return rows
+}
+
+/** Master i on the plan's i-th Redis core. */
+export async function pinServers(ports: number[], plan: PinPlan): Promise<void> {
+  const pids = await serverPids(ports)
+  for (const [i, pid] of pids.entries()) pinProcess(pid, [plan.redis[i]!])
 }
 
 const fixed = (n: number, digits: number) =>
@@ -332,7 +356,8 @@ export function sizingTable(rows: SizingRow[], options: SizingOptions): string {
   return [
     `Buffered paid chat (max_tokens 16), ${options.clients} clients per replica, ${options.seconds} s per row, ` +
       `${options.ioThreads ?? 1} Redis I/O thread${(options.ioThreads ?? 1) > 1 ? 's' : ''}, ` +
-      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}, ${ACCOUNTS_PER_REPLICA} accounts per replica.`,
+      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}, ${ACCOUNTS_PER_REPLICA} accounts per replica` +
+      (options.pin ? `, each master on a core of its own (${options.pin} kept for Redis).` : '.'),
     '',
     '| Redis masters | replicas | paid requests/s | failed | Redis CPU µs per request | of it on main threads | busiest master |',
     '|---|---|---|---|---|---|---|',

@@ -27,3 +27,17 @@ export function serverCpu(ports: number[]): Promise<ServerCpu[]> {
     }),
   )
 }
+
+/** Each server's process id, by its loopback port. */
+export function serverPids(ports: number[]): Promise<number[]> {
+  return Promise.all(
+    ports.map(async (port) => {
+      const redis = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 })
+      try {
+        return Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1])
+      } finally {
+        redis.disconnect()
+      }
+    }),
+  )
+}

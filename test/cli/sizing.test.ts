@@ -2,6 +2,7 @@
 // gateway replicas each, two offers, the simulated supplier; every row served paid requests, none failed, and
 // the Redis CPU was read from every master.
 import { describe, expect, test } from 'bun:test'
+import { cpusOf, physicalCores } from '../../src/cli/cpu-pinning.ts'
 import { measureSizing, sizingOptions, sizingTable } from '../../src/cli/sizing.ts'
 
 describe('sizing', () => {
@@ -30,6 +31,10 @@ describe('sizing', () => {
     expect(() => sizingOptions(['--replicas', 'two'])).toThrow(/--replicas/)
     expect(() => sizingOptions(['--rounds', '2'])).toThrow(/unknown option --rounds/)
     expect(() => sizingOptions(['--clients'])).toThrow(/needs a value/)
+    expect(sizingOptions(['--masters', '1,3', '--pin', '3']).pin).toBe(3)
+    expect(() => sizingOptions(['--masters', '1,3', '--pin', '2'])).toThrow(
+      /--pin 2: fewer cores than masters \(3\)/,
+    )
   })
 
   test('one and three masters under two replicas: paid requests served, Redis CPU per request and the busiest master', async () => {
@@ -78,4 +83,18 @@ describe('sizing', () => {
     expect(row!.busiestShare).toBeLessThan(0.9)
     expect(sizingTable([row!], options)).toContain('the market held apart, 6 offers, 8 accounts per replica')
   })
+
+  test.skipIf(physicalCores().length < 2)(
+    'with a core kept for the master: paid requests served, and this process given back its cores',
+    async () => {
+      const own = cpusOf(process.pid)
+      const options = { masters: [1], replicas: [1], clients: 4, seconds: 1, warmSeconds: 0, pin: 1 }
+      const [row] = await measureSizing(options)
+      expect(row!.failed).toBe(0)
+      expect(row!.requestsPerSecond).toBeGreaterThan(0)
+      expect(row!.busiestShare).toBe(1)
+      expect(cpusOf(process.pid)).toEqual(own)
+      expect(sizingTable([row!], options)).toContain('each master on a core of its own (1 kept for Redis)')
+    },
+  )
 })
