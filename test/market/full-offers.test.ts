@@ -1,6 +1,7 @@
 // Offers at their in-flight cap on one slot: off the ladder the requests walk, in the full set,
-// until a clear, release or reap gives a slot back; corrected both ways by the next request where a
-// build that does not know the full set left one on the wrong side. Refusals, quotes and the
+// until a clear, release or reap gives a slot back; corrected both ways by the next request (and
+// out of the full set by the reaper's pass) where a build that does not know the full set left one
+// on the wrong side. Refusals, quotes and the
 // capacity snapshot answer as if both sets were one; pausing, deleting or suspending an offer
 // takes it out of both; a migration apart puts the full set back on the ladder.
 import { describe, expect, test } from 'bun:test'
@@ -116,6 +117,24 @@ describe.each(scriptForms())('as %s', (form) => {
     await moveByHand(freed, fx.keys.ladder, fx.keys.full)
     expect(admitted(await admitFor(fx, acct)).offerId).toBe(freed)
     expect(await sets()).toEqual({ ladder: [freed], full: [busy] })
+  })
+
+  test('an offer an earlier build freed in the full set goes back to the ladder at the next reaper pass', async () => {
+    const freed = await postOffer(fx, 35, 5_000_000, { maxInFlight: 2 })
+    const capped = await postOffer(fx, 38, 5_000_000, { maxInFlight: 1 })
+    const dear = await postOffer(fx, 40, 5_000_000, { maxInFlight: 5 })
+    const acct = await seedAccount(fx, 1_000_000)
+    await fx.store.hset(fx.keys.offer(capped), 'inflight', 1)
+    await moveByHand(capped, fx.keys.ladder, fx.keys.full)
+    await moveByHand(freed, fx.keys.ladder, fx.keys.full)
+    // While it waits there, the ladder's dearer offer takes the requests.
+    const first = admitted(await admitFor(fx, acct))
+    expect(first.offerId).toBe(dear)
+    await clearFor(fx, first.attemptId, 500)
+    expect(await reapExpired(fx.store, fx.keys)).toBe(0)
+    // The one with room is back on the ladder; the one at its cap stays in the full set.
+    expect(await sets()).toEqual({ ladder: [freed, dear], full: [capped] })
+    expect(admitted(await admitFor(fx, acct)).offerId).toBe(freed)
   })
 
   test('refusals, the quote and the capacity snapshot are the same with offers in the full set', async () => {
