@@ -19,6 +19,17 @@ export const ladderScore = (ask: string | null | undefined, seq: string | null |
   Number(ask ?? 0) * LADDER_STEP + Number(seq ?? 0)
 /** Places of one change before it leaves the rest to the changes that keep moving the offer. */
 const PLACE_TRIES = 5
+/** The field of the market's hash that counts the ladder's changes (lib/ladder.lua's ladder_moved). */
+export const LADDER_VERSION = 'ladderVersion'
+
+/**
+ * Moves the ladder's version: after a change of an offer's standing written on the offer's own
+ * slot (a supplier's suspension copied onto it), so that every view reads it again.
+ */
+export async function ladderMoved(store: Store, keys: Keyspace): Promise<void> {
+  await store.hincrby(keys.market, LADDER_VERSION, 1)
+}
+
 /** How long a listing may wait for its create's next steps before the reaper takes it as left behind. */
 export const LISTING_GRACE_MS = 60_000
 
@@ -147,6 +158,7 @@ export class OfferIndex {
     await putOffer(this.store, this.keys, offerId, { mode: 'suspend' })
     if ((await this.store.hget(this.keys.supplier(supplierId), 'status')) !== 'suspended')
       await putOffer(this.store, this.keys, offerId, { mode: 'reinstate' })
+    await ladderMoved(this.store, this.keys)
   }
 
   /**
