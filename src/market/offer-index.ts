@@ -12,7 +12,7 @@ import { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED } from './offer-limits.
 import { type Owners, ownerKeyspaces } from './two-phase.ts'
 
 /** A ladder score is ask x LADDER_STEP + posting order (lib/offers.lua's LADDER_STEP). */
-const LADDER_STEP = 1_000_000_000
+export const LADDER_STEP = 1_000_000_000
 
 /** An offer's place on the ladder, from its hash's ask and posting order. */
 export const ladderScore = (ask: string | null | undefined, seq: string | null | undefined) =>
