@@ -17,7 +17,7 @@ import type { Admission } from './admission.ts'
 import { LADDER_STEP, LADDER_VERSION } from './offer-index.ts'
 import type { PostQueue } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
-import { seenWithinMs } from './replicas.ts'
+import { fullReadPeriodMs, seenWithinMs } from './replicas.ts'
 import {
   type AdmitApartRequest,
   admitApart,
@@ -55,15 +55,6 @@ export interface OfferInView {
   onTheWay: number
   maxInFlight: number
 }
-
-/** Each live replica's share of the market's full reads: together about one a second. */
-export const FULL_READ_EACH_MS = 1_000
-/** The longest a view goes without a full read, however many replicas there are. */
-export const FULL_READ_MAX_MS = 30_000
-
-/** How long a view goes between full reads while the ladder's version stays, for the replicas seen. */
-export const fullReadPeriodMs = (replicas: number) =>
-  Math.min(FULL_READ_MAX_MS, Math.max(1, replicas) * FULL_READ_EACH_MS)
 
 /** A pipeline's replies, in order; the first error thrown. */
 async function replies(pipeline: ReturnType<Store['pipeline']>): Promise<unknown[]> {
@@ -203,10 +194,14 @@ export class LadderView {
   }
 
   /**
-   * A reservation on `offerId` is on its way: its slot counts as taken until its reply. What it is
-   * told of the reservation goes to `seen`, and `settled` is called once it is over either way.
+   * A reservation of `holdDiem` on `offerId` is on its way: its slot counts as taken until its
+   * reply. What it is told of the reservation goes to `seen`, and `settled` is called once it is
+   * over either way.
    */
-  reserving(offerId: string): ReservationSeen & {
+  reserving(
+    offerId: string,
+    holdDiem: MicroDiem,
+  ): ReservationSeen & {
     settled(): void
     outcome(code: AdmitCode): string
   } {
@@ -223,7 +218,10 @@ export class LadderView {
       },
       voided: () => {
         voided = true
-        if (offer) this.count(offer, offer.reported - 1, offer.onTheWay)
+        if (!offer) return
+        this.count(offer, offer.reported - 1, offer.onTheWay)
+        // Its reply counted the hold out of the offer's routable: the void gives it back.
+        offer.routable += holdDiem
       },
       /** The reservation's outcome, for svc_reservations_total, from the admission's code. */
       outcome: (code) =>
@@ -320,7 +318,7 @@ export async function admitCheapest(
     let result: Admission | AdmitRefusal
     // Counted as taken while its reservation is on its way, so that the requests this replica
     // sends before the reply spread over the offers of one ask; the reply says how it went.
-    const seen = view.reserving(offer.id)
+    const seen = view.reserving(offer.id, req.holdDiem)
     try {
       result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id }, posts, seen)
     } catch (error) {

@@ -7,14 +7,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
-import {
-  admitCheapest,
-  FULL_READ_MAX_MS,
-  fullReadPeriodMs,
-  LadderView,
-} from '../../src/market/ladder-view.ts'
+import { admitCheapest, LadderView } from '../../src/market/ladder-view.ts'
 import { OfferIndex } from '../../src/market/offer-index.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
+import { FULL_READ_MAX_MS, fullReadPeriodMs } from '../../src/market/replicas.ts'
 import { marketSteps } from '../../src/market/steps.ts'
 import { type Owners, ownerKeyspaces, releaseApart } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
@@ -173,6 +169,34 @@ describe("a view checked against the ladder's version", () => {
     await until(async () => ((await quoted()) as { askCents?: number }).askCents === 40)
   })
 
+  test('a refused request checks the version again, and reads offers only once it moved', async () => {
+    const m = market()
+    // Too small for any request: every request is refused, as a stale view may have caused.
+    await post(m, 40, 500)
+    const at = Date.now()
+    await store.zadd(m.keys.replicas, ...Array.from({ length: 40 }, (_, i) => [at, `replica-${i}`]).flat())
+    const { counted, calls } = counting(m.owners)
+    const steps = marketSteps(counted, m.keys)
+    const accountId = await buyer(m.owners)
+    const admit = () => steps.admit(admitRequest(accountId))
+    // Refused again and again for longer than the view waits between checks after a refusal: the
+    // version stayed, so the offer is read once.
+    const start = Date.now()
+    while (Date.now() - start < 500) expect((await admit()).code).toBe(AdmitCode.InsufficientRoutable)
+    expect(calls.rows).toBe(1)
+    // An offer placed moves the version: a request after the next check is served there.
+    const roomy = await post(m, 45)
+    let served: Admission | null = null
+    await until(async () => {
+      const result = await admit()
+      if (result.code === AdmitCode.Admitted) served = result as Admission
+      return served !== null
+    })
+    expect(served!.offerId).toBe(roomy)
+    expect(calls.rows).toBe(3)
+    await releaseAll(m, [served!])
+  })
+
   test('the full-read period grows with the replicas seen, up to its cap', async () => {
     expect([0, 1, 4, 12, 30, 31, 500].map(fullReadPeriodMs)).toEqual([
       1_000,
@@ -228,6 +252,15 @@ describe("a view kept by the reservations' replies", () => {
     // A smaller request still fits there.
     expect(offerOf(await admit(5_000))).toBe(small)
     expect(reservesOn(small)).toBe(3)
+    // A hold the account refuses voids its reservation: what the reply counted out comes back.
+    const poor = `acct_${randomBytes(12).toString('hex')}`
+    await seedAccount({ store, keys: m.owners.account(poor) }, 1, 50, poor)
+    const refused = await admitCheapest(counted, m.owners, view, {
+      ...admitRequest(poor, { holdDiem: 5_000 as MicroDiem }),
+      maxCents: 50,
+    })
+    expect(refused.code).toBe(AdmitCode.InsufficientBalance)
+    expect(view.current[1]).toMatchObject({ id: roomy, routable: 4_990_000 })
     await releaseAll(m, held)
   })
 
