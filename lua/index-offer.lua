@@ -12,7 +12,8 @@
   every change of the offer:
   the ladder takes it while it is active and its supplier is not suspended, and the supplier's copy
   of its state (what suspension, reinstatement and the limits read) is updated; a deleted offer
-  gives its upstream key back and stays deleted.
+  gives its upstream key back and stays deleted. Each place moves the ladder's version, so that
+  every replica's view reads the offer again (lib/ladder's ladder_moved).
   Includes lib/keys, lib/numbers, lib/ladder.
 
   KEYS[1]  the market's keyspace base ("<prefix>:")
@@ -88,6 +89,7 @@ if states then
     if digest and rcall('HGET', K_UPSTREAM_KEYS, digest) == id then rcall('HDEL', K_UPSTREAM_KEYS, digest) end
   end
 end
+ladder_moved()
 if status == 'active' and not suspended then
   enlist(score, id)
   return { 1 }

@@ -20,15 +20,17 @@
   ARGV[9..] posts carried, as lua/post.lua's ARGV[2..]
 
   Returns {1, askCents, leaseDeadline, upstreamBaseUrl, upstreamKeyEnc, upstreamBalance ("" unknown),
-  inflight, maxInFlight} (the offer's in-flight count with this reservation, and its cap: what the
-  caller's view of the ladder learns, so that its next request goes where there is room) or admit's
-  refusals for this one offer:
-    {-4}                               no such offer, or deleted
-    {-5, maxCents, askCents, "0"}      its ask is above the buyer's max
-    {-6, routable, routable}           it lacks the capacity for the hold
-    {-7, inflight, maxInFlight}        at its in-flight cap
-    {-7}                               paused, cooling down or its supplier suspended
-    {-10}                              attempt id already reserved here (and not voided)
+  inflight, maxInFlight, routable} (the offer's in-flight count with this reservation, its cap and
+  what it could hold after it: what the caller's view of the ladder learns between its reads, so
+  that its next request goes where there is room) or admit's refusals for this one offer, with what
+  the view learns of it after the values admit's have:
+    {-4}                                           no such offer, or deleted
+    {-5, maxCents, askCents, "0"}                  its ask is above the buyer's max
+    {-6, routable, routable, askCents}             it lacks the capacity for the hold
+    {-7, inflight, maxInFlight, routable, askCents} at its in-flight cap
+    {-7, cooldownUntil}                            cooling down until then (ms)
+    {-7}                                           paused or its supplier suspended
+    {-10}                                          attempt id already reserved here (and not voided)
 ]]
 local attempt_id, offer_id = ARGV[1], ARGV[2]
 local hold_diem, max_cents = int(ARGV[3]), int(ARGV[4])
@@ -63,13 +65,19 @@ local function refused(reply)
 end
 if not o or o.status == 'deleted' then return refused({ -4 }) end
 if o.ask > max_cents then return refused({ -5, s(max_cents), o.ask, '0' }) end
-if not is_live(o, now) then return refused({ -7 }) end
-if o.inflight >= o.max_in_flight then return refused({ -7, s(o.inflight), s(o.max_in_flight) }) end
+if not is_live(o, now) then
+  -- Cooling down, it is back at cooldownUntil: the view need not read it again to know.
+  if o.status == 'active' then return refused({ -7, s(o.cooldown_until) }) end
+  return refused({ -7 })
+end
+local r = routable(o)
+if o.inflight >= o.max_in_flight then
+  return refused({ -7, s(o.inflight), s(o.max_in_flight), s(r), o.ask })
+end
 -- Its supplier's suspension, copied onto the offer (lua/offer-put.lua): read here only, since
 -- admit on one slot never finds a suspended supplier's offer on its ladder.
 if f[12] then return refused({ -7 }) end
-local r = routable(o)
-if r < hold_diem then return refused({ -6, s(r), s(r) }) end
+if r < hold_diem then return refused({ -6, s(r), s(r), o.ask }) end
 local reservation = k_reservation(attempt_id)
 -- A reservation this attempt made and voided (its hold refused: the buyer's max, a waiting request
 -- asking again under the same attempt) is made again, so a try repeated answers as the first did;
@@ -85,4 +93,5 @@ rcall('HSET', reservation, 'state', 'reserved', 'offerId', offer_id, 'accountId'
   'askCents', s(o.ask))
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 local balance = o.balance == nil and '' or s(o.balance)
-return { 1, o.ask, deadline_s, o.upstream_base_url, o.upstream_key_enc, balance, s(o.inflight + 1), s(o.max_in_flight) }
+return { 1, o.ask, deadline_s, o.upstream_base_url, o.upstream_key_enc, balance, s(o.inflight + 1),
+  s(o.max_in_flight), s(r - hold_diem) }

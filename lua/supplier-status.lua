@@ -3,7 +3,7 @@
   ladder at once (requests in flight on them finish and clear); reinstated, those that are active
   stand on it again at their ask and posting order. Payouts read the same status field. Held
   apart, the caller copies the status onto each offer's own hash (lua/offer-put.lua's suspend and
-  reinstate), after this script.
+  reinstate), after this script, and moves the ladder's version again once they carry it.
   A change of status writes supplier.suspended or supplier.reinstated (lib/events), same call.
   Includes lib/keys, lib/numbers, lib/ladder, lib/offers, lib/events.
 
@@ -20,6 +20,7 @@ local supplier = k_supplier(id)
 local was = rcall('HGET', supplier, 'status')
 if rcall('EXISTS', supplier) == 0 then return { -1 } end
 rcall('HSET', supplier, 'status', status)
+ladder_moved()
 if was ~= status then
   emit_event('supplier:' .. id, status == 'suspended' and 'supplier.suspended' or 'supplier.reinstated',
     now_ms(), { supplierId = id })

@@ -67,7 +67,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   })
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
   const { reapIntervalMs, every } = config.market
-  const steps = marketSteps(store, keys, undefined, config.market.postWithinMs)
+  const steps = marketSteps(store, keys, undefined, config.market.postWithinMs, reapIntervalMs)
   const stopReaper = startReaper(store, keys, steps, reapIntervalMs, logger, recordRetentionMs, every)
 
   const webhooks = webhookParts(store, keys, config.masterKey, config.webhooks)

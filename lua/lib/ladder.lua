@@ -25,6 +25,13 @@ local function enlist(score, id)
   rcall('ZREM', K_FULL, id)
 end
 
+-- Held apart, each replica's view reads the ladder and its offers again only when this count on the
+-- market's hash moves (src/market/ladder-view.ts): whatever changes the ladder or an offer's
+-- standing moves it.
+local function ladder_moved()
+  rcall('HINCRBY', K_MARKET, 'ladderVersion', 1)
+end
+
 -- The offers of both sets scored from `min` to `max`, in score order (the capacity snapshot's read).
 local function ladder_range(min, max)
   local a = rcall('ZRANGEBYSCORE', K_LADDER, min, max, 'WITHSCORES')

@@ -15,7 +15,7 @@
 // on both sides is whole, and kept), an entry is copied once (by its id), a derived field is
 // written with the value it had. A migration killed anywhere finishes when run again.
 import { marketGlob, scanHashes } from '../market/audit.ts'
-import { ladderScore } from '../market/offer-index.ts'
+import { ladderMoved, ladderScore } from '../market/offer-index.ts'
 import { MIGRATED_FIELDS } from '../market/totals.ts'
 import { ownerKeyspaces } from '../market/two-phase.ts'
 import { fieldsOf } from '../records/activity.ts'
@@ -76,6 +76,10 @@ export async function migrateApart(store: Store, prefix: string, options: Migrat
   await steps.totals()
   await steps.ladder()
   options.say(`offers: ${await steps.offers()} moved to their own slots`)
+  // The ladder and the offers' standing were written: the ladder's version moves, as every change
+  // of them moves it (a view reads them again only then).
+  write()
+  await ladderMoved(store, one)
   options.say(`fills: ${await steps.fills()} entries copied onto their offers' slots`)
   options.say(`attempts: ${await steps.attempts()} moved to their accounts' shards`)
   options.say(`payments: ${await steps.payments()} listed on their accounts' shards`)

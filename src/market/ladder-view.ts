@@ -3,17 +3,25 @@
 // from its own slot. The view is only a guess at which offer to try first: admitCheapest reserves
 // on the offer itself (lua/reserve.lua checks it against its own state), so a stale view costs a
 // try at the next offer, never a reservation at a wrong price or past capacity.
+// A full read (the ladder, then every offer's row) costs the market's slot and each offer's; so the
+// view reads in full only when the ladder's version moved (every change of the ladder or of an
+// offer's standing moves it: lua/lib/ladder.lua) or its last full read is older than a period that
+// grows with the replicas seen, so that the market's full reads stay near one a second however many
+// replicas read it. Between full reads each reservation's reply keeps the offer's state current.
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
 import type { Admission } from './admission.ts'
+import { LADDER_STEP, LADDER_VERSION } from './offer-index.ts'
 import type { PostQueue } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
+import { fullReadPeriodMs, seenWithinMs } from './replicas.ts'
 import {
   type AdmitApartRequest,
   admitApart,
+  type OfferReply,
   OfferUnavailable,
   type Owners,
   type ReservationSeen,
@@ -27,8 +35,14 @@ export interface OfferInView {
   routable: number
   /** Posted and not paused (an active offer may be cooling down). */
   active: boolean
-  /** Active and not cooling down. */
+  /** Active, not cooling down, and not refused as unavailable since the last full read. */
   live: boolean
+  /** When its cooldown ends (ms): live again then, without another read. */
+  cooldownUntil: number
+  /** Refused as unavailable with no end given (paused, its supplier suspended): until read again. */
+  away: boolean
+  /** Its posting order: its place among the offers of one ask, whatever its ask becomes. */
+  seq: number
   /** At its in-flight cap. */
   full: boolean
   /**
@@ -40,6 +54,14 @@ export interface OfferInView {
   reported: number
   onTheWay: number
   maxInFlight: number
+}
+
+/** A pipeline's replies, in order; the first error thrown. */
+async function replies(pipeline: ReturnType<Store['pipeline']>): Promise<unknown[]> {
+  return ((await pipeline.exec()) ?? []).map(([error, value]) => {
+    if (error) throw error
+    return value
+  })
 }
 
 const FIELDS = [
@@ -58,6 +80,11 @@ const FIELDS = [
 export class LadderView {
   private offers: OfferInView[] = []
   private byId = new Map<string, OfferInView>()
+  /** The ladder's version at the last full read; undefined before the first. */
+  private version: string | null | undefined = undefined
+  private fullReadAt = Number.NEGATIVE_INFINITY
+  /** The replicas seen at the last check: the more, the longer the period between full reads. */
+  private replicas = 1
 
   constructor(
     private readonly store: Store,
@@ -65,16 +92,53 @@ export class LadderView {
     private readonly market: Keyspace,
     private readonly owners: Owners,
     private readonly clock: () => number = Date.now,
+    /** How long a replica counts as live after its last reaper pass (replicas.ts). */
+    private readonly replicasWithinMs = seenWithinMs(1_000),
   ) {}
 
   /** The offers as the view holds them, cheapest first. */
   get current(): readonly OfferInView[] {
+    this.wake()
     return this.offers
   }
 
-  /** Reads the ladder, then every offer on it from its own slot (one pipelined read per offer). */
+  /** How long this view goes between full reads while the ladder's version stays. */
+  get fullReadPeriod(): number {
+    return fullReadPeriodMs(this.replicas)
+  }
+
+  /**
+   * Reads the ladder's version and the replicas seen (one round on the market's slot), then the
+   * ladder and every offer only when the version moved since the last full read or that read is
+   * older than the period. Returns whether it read in full.
+   */
+  async check(): Promise<boolean> {
+    const [version, replicas] = await replies(
+      this.store
+        .pipeline()
+        .hget(this.market.market, LADDER_VERSION)
+        .zcount(this.market.replicas, this.clock() - this.replicasWithinMs, '+inf'),
+    )
+    this.replicas = Number(replicas ?? 0)
+    if (version === this.version && this.clock() - this.fullReadAt < this.fullReadPeriod) return false
+    await this.refresh()
+    return true
+  }
+
+  /**
+   * Reads the ladder (its version first, so that a change after the read moves it past the one
+   * kept), then every offer on it from its own slot (one read per offer).
+   */
   async refresh(): Promise<void> {
-    const ids = await this.store.zrange(this.market.ladder, 0, -1)
+    const startedAt = this.clock()
+    const [version, ladder] = await replies(
+      this.store
+        .pipeline()
+        .hget(this.market.market, LADDER_VERSION)
+        .zrange(this.market.ladder, 0, -1, 'WITHSCORES'),
+    )
+    const scored = ladder as string[]
+    const ids = scored.filter((_, i) => i % 2 === 0)
     const rows = await Promise.all(
       ids.map((id) => this.store.hmget(this.owners.offer(id).offer(id), ...FIELDS)),
     )
@@ -94,6 +158,9 @@ export class LadderView {
           routable: Math.max(0, left - num(held)),
           active: status === 'active',
           live: status === 'active' && num(cooldownUntil) <= now,
+          cooldownUntil: num(cooldownUntil),
+          away: false,
+          seq: num(scored[2 * i + 1]) % LADDER_STEP,
           full: num(inflight) >= num(maxInFlight),
           inflight: num(inflight),
           reported: num(inflight),
@@ -103,6 +170,8 @@ export class LadderView {
       ]
     })
     this.byId = new Map(this.offers.map((offer) => [offer.id, offer]))
+    this.version = version as string | null
+    this.fullReadAt = startedAt
   }
 
   /**
@@ -111,6 +180,8 @@ export class LadderView {
    * instead of each request trying them in the same order and the first ones refusing most.
    */
   *inOrder(): Generator<OfferInView> {
+    this.wake()
+    // A reply that moves an ask orders a new array: the walk under way keeps this one.
     const offers = this.offers
     for (let i = 0; i < offers.length; ) {
       let end = i + 1
@@ -123,10 +194,14 @@ export class LadderView {
   }
 
   /**
-   * A reservation on `offerId` is on its way: its slot counts as taken until its reply. What it is
-   * told of the reservation goes to `seen`, and `settled` is called once it is over either way.
+   * A reservation of `holdDiem` on `offerId` is on its way: its slot counts as taken until its
+   * reply. What it is told of the reservation goes to `seen`, and `settled` is called once it is
+   * over either way.
    */
-  reserving(offerId: string): ReservationSeen & {
+  reserving(
+    offerId: string,
+    holdDiem: MicroDiem,
+  ): ReservationSeen & {
     settled(): void
     outcome(code: AdmitCode): string
   } {
@@ -136,22 +211,17 @@ export class LadderView {
     let voided = false
     let unavailable = false
     return {
-      replied: (load) => {
+      replied: (reply) => {
         replied = true
-        unavailable = load === null
-        if (!offer) return
-        if (!load) {
-          // Paused, cooling down or suspended since the view was read: passed over until read again.
-          offer.live = false
-          this.count(offer, offer.reported, offer.onTheWay - 1)
-          return
-        }
-        offer.maxInFlight = load.maxInFlight
-        this.count(offer, load.inflight, offer.onTheWay - 1)
+        unavailable = reply.unavailable !== undefined
+        if (offer) this.learn(offer, reply)
       },
       voided: () => {
         voided = true
-        if (offer) this.count(offer, offer.reported - 1, offer.onTheWay)
+        if (!offer) return
+        this.count(offer, offer.reported - 1, offer.onTheWay)
+        // Its reply counted the hold out of the offer's routable: the void gives it back.
+        offer.routable += holdDiem
       },
       /** The reservation's outcome, for svc_reservations_total, from the admission's code. */
       outcome: (code) =>
@@ -159,6 +229,36 @@ export class LadderView {
       settled: () => {
         if (!replied && offer) this.count(offer, offer.reported, offer.onTheWay - 1)
       },
+    }
+  }
+
+  /** What a reservation's reply said of its offer, taken into the view. */
+  private learn(offer: OfferInView, reply: OfferReply): void {
+    if (reply.unavailable) {
+      // Paused, cooling down or suspended since the view was read: passed over until its cooldown
+      // ends, or else until read again.
+      offer.live = false
+      if (reply.unavailable.until === null) offer.away = true
+      else offer.cooldownUntil = reply.unavailable.until
+    }
+    if (reply.load) {
+      offer.maxInFlight = reply.load.maxInFlight
+      this.count(offer, reply.load.inflight, offer.onTheWay - 1)
+    } else {
+      this.count(offer, offer.reported, offer.onTheWay - 1)
+    }
+    if (reply.routable !== undefined) offer.routable = reply.routable
+    if (reply.ask !== undefined && reply.ask !== offer.ask) {
+      offer.ask = reply.ask
+      this.offers = [...this.offers].sort((a, b) => a.ask - b.ask || a.seq - b.seq)
+    }
+  }
+
+  /** Offers whose cooldown ended since the view learnt of it are live again. */
+  private wake(): void {
+    const now = this.clock()
+    for (const offer of this.offers) {
+      if (!offer.live && offer.active && !offer.away && offer.cooldownUntil <= now) offer.live = true
     }
   }
 
@@ -218,7 +318,7 @@ export async function admitCheapest(
     let result: Admission | AdmitRefusal
     // Counted as taken while its reservation is on its way, so that the requests this replica
     // sends before the reply spread over the offers of one ask; the reply says how it went.
-    const seen = view.reserving(offer.id)
+    const seen = view.reserving(offer.id, req.holdDiem)
     try {
       result = await admitApart(store, owners, { ...req, maxCents, offerId: offer.id }, posts, seen)
     } catch (error) {

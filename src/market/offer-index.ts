@@ -12,13 +12,24 @@ import { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED } from './offer-limits.
 import { type Owners, ownerKeyspaces } from './two-phase.ts'
 
 /** A ladder score is ask x LADDER_STEP + posting order (lib/offers.lua's LADDER_STEP). */
-const LADDER_STEP = 1_000_000_000
+export const LADDER_STEP = 1_000_000_000
 
 /** An offer's place on the ladder, from its hash's ask and posting order. */
 export const ladderScore = (ask: string | null | undefined, seq: string | null | undefined) =>
   Number(ask ?? 0) * LADDER_STEP + Number(seq ?? 0)
 /** Places of one change before it leaves the rest to the changes that keep moving the offer. */
 const PLACE_TRIES = 5
+/** The field of the market's hash that counts the ladder's changes (lib/ladder.lua's ladder_moved). */
+export const LADDER_VERSION = 'ladderVersion'
+
+/**
+ * Moves the ladder's version: after a change of an offer's standing written on the offer's own
+ * slot (a supplier's suspension copied onto it), so that every view reads it again.
+ */
+export async function ladderMoved(store: Store, keys: Keyspace): Promise<void> {
+  await store.hincrby(keys.market, LADDER_VERSION, 1)
+}
+
 /** How long a listing may wait for its create's next steps before the reaper takes it as left behind. */
 export const LISTING_GRACE_MS = 60_000
 
@@ -147,6 +158,7 @@ export class OfferIndex {
     await putOffer(this.store, this.keys, offerId, { mode: 'suspend' })
     if ((await this.store.hget(this.keys.supplier(supplierId), 'status')) !== 'suspended')
       await putOffer(this.store, this.keys, offerId, { mode: 'reinstate' })
+    await ladderMoved(this.store, this.keys)
   }
 
   /**

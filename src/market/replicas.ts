@@ -1,6 +1,6 @@
 // Which replicas are alive, as the operator sees it: each one's reaper pass stamps the replica's
 // id in a sorted set, so the replicas seen are those that reaped lately, and the last pass of any
-// replica is kept beside them.
+// replica is kept beside them. Their number sets how often each replica's view reads the ladder.
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { Keyspace } from '../redis/keys.ts'
@@ -39,6 +39,18 @@ export async function replicasSeen(store: Store, keys: Keyspace, withinMs: numbe
 
 /** How long a replica stays seen after its last reaper pass, for a reap interval. */
 export const seenWithinMs = (reapIntervalMs: number) => Math.max(10_000, reapIntervalMs * 5)
+
+/** Each live replica's share of the market's full reads of the ladder: together about one a second. */
+export const FULL_READ_EACH_MS = 1_000
+/** The longest a replica's view goes without a full read, however many replicas there are. */
+export const FULL_READ_MAX_MS = 30_000
+
+/**
+ * How long a replica's view of the ladder goes between full reads while the ladder's version stays
+ * (ladder-view.ts), for the replicas seen: the more there are, the less often each reads.
+ */
+export const fullReadPeriodMs = (replicas: number) =>
+  Math.min(FULL_READ_MAX_MS, Math.max(1, replicas) * FULL_READ_EACH_MS)
 
 export async function replicaHealth(store: Store, keys: Keyspace, withinMs: number) {
   const now = Date.now()

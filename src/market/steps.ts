@@ -20,6 +20,7 @@ import { reapExpired, renewLease } from './leases.ts'
 import { OfferIndex } from './offer-index.ts'
 import { POST_WITHIN_MS, PostQueue } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
+import { seenWithinMs } from './replicas.ts'
 import { clearApart, type Owners, ownerKeyspaces, reapOffer, releaseApart } from './two-phase.ts'
 
 /** Whose attempt it is: what a step after admission needs to find both of its sides. */
@@ -56,16 +57,18 @@ export interface MarketSteps {
 
 /**
  * The steps for a market's keyspace: one slot, or held apart when the keyspace says so (its posts
- * queued up to postWithinMs: post-queue.ts).
+ * queued up to postWithinMs: post-queue.ts; its view counting the replicas seen by their reaper
+ * passes, every reapIntervalMs).
  */
 export function marketSteps(
   store: Store,
   keys: Keyspace,
   view?: LadderView,
   postWithinMs = POST_WITHIN_MS,
+  reapIntervalMs = 1_000,
 ): MarketSteps {
   return keys.layout === 'apart'
-    ? new ApartSteps(store, keys, view, postWithinMs)
+    ? new ApartSteps(store, keys, view, postWithinMs, seenWithinMs(reapIntervalMs))
     : new OneSlotSteps(store, keys)
 }
 
@@ -125,11 +128,12 @@ interface KeyOwner {
 // cached owner is only a guess: the hold checks the digest against the account's active keys, so a
 // key revoked since it was cached is refused there.
 const KEY_CACHE_SIZE = 10_000
-// The view's age before a request reads the ladder again: a stale view costs a try at the next
-// offer (the reservation checks the offer's own state), never a wrong price.
+// The view's age before a request checks the ladder's version again (and reads the ladder in full
+// only when it moved: ladder-view.ts): a stale view costs a try at the next offer (the reservation
+// checks the offer's own state), never a wrong price.
 const VIEW_MAX_AGE_MS = 1_000
-// A request the view could not place reads the ladder again at once (an offer posted or removed
-// since), but not more often than this: a market with no supply is not read on every request.
+// A request the view could not place checks the version again at once (an offer posted or removed
+// since), but not more often than this: a market with no supply is not checked on every request.
 const VIEW_REREAD_MS = 100
 /** What a stale view may cause: another read of the ladder may place the request. */
 const VIEW_REFUSALS = new Set<AdmitCode>([
@@ -148,16 +152,17 @@ class ApartSteps implements MarketSteps {
   private readonly keyOwners = new Map<string, KeyOwner>()
   private readonly lastUsed = new LastUsedThrottle()
   private viewReadAt = 0
-  private viewRead: Promise<void> | null = null
+  private viewRead: Promise<boolean> | null = null
 
   constructor(
     private readonly store: Store,
     private readonly keys: Keyspace,
     view?: LadderView,
     postWithinMs = POST_WITHIN_MS,
+    replicasWithinMs = seenWithinMs(1_000),
   ) {
     this.owners = ownerKeyspaces(keys.prefix)
-    this.view = view ?? new LadderView(store, keys, this.owners)
+    this.view = view ?? new LadderView(store, keys, this.owners, Date.now, replicasWithinMs)
     this.index = new OfferIndex(store, keys)
     this.posts = new PostQueue(store, (offerId) => this.owners.offer(offerId).base, postWithinMs)
   }
@@ -276,22 +281,23 @@ class ApartSteps implements MarketSteps {
   }
 
   /**
-   * Reads the ladder again when the view is older than `maxAgeMs`, one read at a time. Returns
-   * whether the view was read again.
+   * Checks the view when it is older than `maxAgeMs` (the ladder read in full only when its version
+   * moved or the view's period passed), one check at a time. Returns whether the view was read in
+   * full.
    */
   private async freshView(maxAgeMs: number): Promise<boolean> {
     if (Date.now() - this.viewReadAt < maxAgeMs) return false
-    this.viewRead ??= this.view.refresh().then(
-      () => {
+    this.viewRead ??= this.view.check().then(
+      (full) => {
         this.viewReadAt = Date.now()
         this.viewRead = null
+        return full
       },
       (error) => {
         this.viewRead = null
         throw error
       },
     )
-    await this.viewRead
-    return true
+    return this.viewRead
   }
 }

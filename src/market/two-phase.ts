@@ -69,21 +69,53 @@ export interface OfferLoad {
   maxInFlight: number
 }
 
+/** What a reservation's reply said of its offer (each part where the reply gave it). */
+export interface OfferReply {
+  /** Its ask as the reservation found it. */
+  ask?: number
+  /** What it could hold for new requests, micro-DIEM, after this reservation. */
+  routable?: number
+  /** Its load with this reservation, or at its cap (refused). */
+  load?: OfferLoad
+  /**
+   * Refused without a load: paused, its supplier suspended (until: null), or cooling down until
+   * `until` (ms).
+   */
+  unavailable?: { until: number | null }
+}
+
 /** Told what the offer's reservation did, for the caller's view of the ladder (ladder-view.ts). */
 export interface ReservationSeen {
   /**
-   * The reply: the offer's load with this reservation (or at its cap, refused), or null where the
-   * offer refused it without one (paused, cooling down, its supplier suspended); not called when
-   * the offer refused for another reason or no reply came.
+   * The offer's reply, taken or refused by the offer (lua/reserve.lua); not called when it refused
+   * as gone or a duplicate, or no reply came.
    */
-  replied(load: OfferLoad | null): void
+  replied(reply: OfferReply): void
   /** The reservation was voided after its reply (the account refused the hold). */
   voided(): void
 }
 
+/** What a reservation's reply says of its offer, by its code (lua/reserve.lua's replies). */
+function offerReply(reply: Reply): OfferReply | null {
+  const at = (i: number) => (reply[i] === undefined || reply[i] === '' ? undefined : n(reply[i]))
+  switch (n(reply[0])) {
+    case AdmitCode.Admitted:
+      return { ask: at(1), load: { inflight: n(reply[6]), maxInFlight: n(reply[7]) }, routable: at(8) }
+    case AdmitCode.NoEligibleSupply:
+      return { ask: at(2) }
+    case AdmitCode.InsufficientRoutable:
+      return { routable: at(1), ask: at(3) }
+    case AdmitCode.KeysBusy:
+      if (reply.length < 3) return { unavailable: { until: at(1) ?? null } }
+      return { load: { inflight: n(reply[1]), maxInFlight: n(reply[2]) }, routable: at(3), ask: at(4) }
+    default:
+      return null
+  }
+}
+
 /**
  * posts: this replica's queue, whose posts for the offer the reservation carries; seen: told what
- * the offer's reply said of its load.
+ * the offer's reply said of it.
  */
 export async function admitApart(
   store: Store,
@@ -113,13 +145,9 @@ export async function admitApart(
     if (carried) posts!.putBack(req.offerId, carried)
     throw isRedisUnavailable(error) ? new OfferUnavailable(req.offerId, error) : error
   })) as Reply
-  const reservedCode = n(reserved[0])
-  if (reservedCode !== AdmitCode.Admitted) {
-    if (reservedCode === AdmitCode.KeysBusy)
-      seen?.replied(reserved.length >= 3 ? { inflight: n(reserved[1]), maxInFlight: n(reserved[2]) } : null)
-    return refusalOf(reserved)
-  }
-  seen?.replied({ inflight: n(reserved[6]), maxInFlight: n(reserved[7]) })
+  const said = seen && offerReply(reserved)
+  if (said) seen.replied(said)
+  if (n(reserved[0]) !== AdmitCode.Admitted) return refusalOf(reserved)
   const held = (await runScript(store, 'hold', [owners.account(req.accountId).base], {
     attemptId: req.attemptId,
     accountId: req.accountId,

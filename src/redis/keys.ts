@@ -145,7 +145,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * hash: offerSeq, the posting order of offers (ties on the ladder break by it), and the market's
      * running totals kept by lua/clear.lua: writtenOff (micro-USDC), disputed (micro-DIEM), and
      * held apart spent and fees (micro-USDC; on one slot the offers' earned and fees sum to them);
-     * supplier earnings are spent - fees (src/market/totals.ts)
+     * supplier earnings are spent - fees (src/market/totals.ts); held apart, ladderVersion, moved by
+     * every change of the ladder or of an offer's standing (lua/lib/ladder.lua's ladder_moved)
      */
     market: key('market'),
     /** zset: replica id -> when it last ran its reaper (ms): the replicas seen */

@@ -2,7 +2,7 @@
 // from its offers (earned = sum of the offers' `earned`, net of the fee; the offers keep it), paid
 // out and pending from the supplier hash (payouts move them). payable = earned - paidOut - pending.
 import { randomBytes } from 'node:crypto'
-import { putOffer } from '../market/offer-index.ts'
+import { ladderMoved, putOffer } from '../market/offer-index.ts'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { SupplierCode } from '../redis/result-codes.ts'
@@ -126,5 +126,7 @@ export class SupplierStore {
   private async markOffers(id: string, mode: 'suspend' | 'reinstate'): Promise<void> {
     const offerIds = await this.store.smembers(this.keys.supplierOffers(id))
     await Promise.all(offerIds.map((offerId) => putOffer(this.store, this.keys, offerId, { mode })))
+    // The views read the offers again now that they carry the status, not only after the script.
+    await ladderMoved(this.store, this.keys)
   }
 }

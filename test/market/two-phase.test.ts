@@ -450,16 +450,16 @@ describe('the cheapest offer from a view that may be stale', () => {
       const result = await admitCheapest(store, owners, view, request(buyer, ''))
       return result.code === AdmitCode.Admitted ? (result as Admission).askCents : result.code
     }
-    // The view is read once: the cheapest takes one hold, then has no room and is passed over.
+    // The view is read once: the cheapest takes one hold, its reply says it has no room left, and
+    // it is passed over.
     expect(await ask()).toBe(40)
     expect(await ask()).toBe(45)
-    // The middle offer raised its ask past the buyer's max since the view was read: never sold at it.
+    // The middle offer raised its ask past the buyer's max since the view was read: never sold at
+    // it, and its refusal tells the view its ask: nothing at or below 48 has room.
     await store.hset(owners.offer(middle).offer(middle), 'askCents', 60)
-    expect(await ask()).toBe(AdmitCode.KeysBusy)
-    expect(await offer(middle)).toMatchObject({ inflight: '1' })
-    // Read again, the view knows: nothing at or below 48 has room.
-    await view.refresh()
     expect(await ask()).toBe(AdmitCode.InsufficientRoutable)
+    expect(await offer(middle)).toMatchObject({ inflight: '1' })
+    expect(view.current.map((o) => o.ask)).toEqual([40, 50, 60])
     // Back at 45 and read again: sold there, and the dear offer never held anything.
     await store.hset(owners.offer(middle).offer(middle), 'askCents', 45)
     await view.refresh()

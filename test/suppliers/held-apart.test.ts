@@ -11,7 +11,7 @@ import type OpenAI from 'openai'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
-import { OfferIndex, putOffer } from '../../src/market/offer-index.ts'
+import { LADDER_VERSION, OfferIndex, putOffer } from '../../src/market/offer-index.ts'
 import { MAX_SUPPLIER_OFFERS, MAX_SUPPLIER_OFFERS_POSTED } from '../../src/market/offer-limits.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { Owners } from '../../src/market/two-phase.ts'
@@ -332,6 +332,43 @@ describe("a supplier's offers held apart", () => {
     await expect(payouts.create(s.supplierId, 1, randomUUID(), 1)).rejects.toMatchObject({ status: 403 })
     expect((await setStatus(s, 'active')).status).toBe(200)
     await deleteOffer(s, id)
+  })
+})
+
+describe("the ladder's version", () => {
+  const version = async () => Number((await store.hget(keys.market, LADDER_VERSION)) ?? 0)
+  /** Whether `change` moved the version; `change` asserts it went through. */
+  const moves = async (change: () => Promise<void>) => {
+    const before = await version()
+    await change()
+    return (await version()) > before
+  }
+  const ok = async (response: Promise<Response>) => expect((await response).status).toBeLessThan(300)
+
+  test("moves with each change of an offer's standing, and not with a paid request's steps", async () => {
+    const s = await signInSupplier(stack)
+    let id = ''
+    expect(
+      await moves(async () => {
+        id = await posted(s, 41)
+      }),
+    ).toBe(true)
+    expect(await moves(() => ok(changeOffer(s, id, { askCents: 42 })))).toBe(true)
+    expect(await moves(() => ok(changeOffer(s, id, { capacityDiem: '90' })))).toBe(true)
+    // The in-flight cap is the operator's to set.
+    expect(
+      await moves(async () => {
+        await offers.update(id, { maxInFlight: 7 })
+      }),
+    ).toBe(true)
+    expect(await moves(() => ok(changeOffer(s, id, { status: 'paused' })))).toBe(true)
+    expect(await moves(() => ok(changeOffer(s, id, { status: 'active' })))).toBe(true)
+    expect(await moves(() => ok(setStatus(s, 'suspended')))).toBe(true)
+    expect(await moves(() => ok(setStatus(s, 'active')))).toBe(true)
+    // A reservation, its hold, the clear and the post (the request waits for its offer's side).
+    const client = await buyer()
+    expect(await moves(async () => expect(await served(client)).toBeGreaterThan(0))).toBe(false)
+    expect(await moves(() => ok(deleteOffer(s, id)))).toBe(true)
   })
 })
 
