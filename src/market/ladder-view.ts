@@ -54,7 +54,20 @@ export interface OfferInView {
   reported: number
   onTheWay: number
   maxInFlight: number
+  /**
+   * When the view last learnt its room (a full read, a reservation's reply, or a reservation sent):
+   * past ROOM_KNOWN_MS the view no longer takes "full" or "too small" on trust.
+   */
+  learntAt: number
 }
+
+/**
+ * How long what the view learnt of an offer's room holds. Between full reads the view hears only
+ * of its own replica's requests: other replicas' requests that end free slots and give holds back
+ * unseen, so an offer the view counts as full or too small is tried again after this long, and the
+ * reply says how it stands.
+ */
+export const ROOM_KNOWN_MS = 1_000
 
 /** A pipeline's replies, in order; the first error thrown. */
 async function replies(pipeline: ReturnType<Store['pipeline']>): Promise<unknown[]> {
@@ -166,6 +179,7 @@ export class LadderView {
           reported: num(inflight),
           onTheWay: 0,
           maxInFlight: num(maxInFlight),
+          learntAt: now,
         },
       ]
     })
@@ -206,7 +220,11 @@ export class LadderView {
     outcome(code: AdmitCode): string
   } {
     const offer = this.byId.get(offerId)
-    if (offer) this.count(offer, offer.reported, offer.onTheWay + 1)
+    if (offer) {
+      this.count(offer, offer.reported, offer.onTheWay + 1)
+      // Its room is in question until the reply: this replica's other requests go by what it knew.
+      offer.learntAt = this.clock()
+    }
     let replied = false
     let voided = false
     let unavailable = false
@@ -248,6 +266,7 @@ export class LadderView {
       this.count(offer, offer.reported, offer.onTheWay - 1)
     }
     if (reply.routable !== undefined) offer.routable = reply.routable
+    if (reply.load || reply.routable !== undefined) offer.learntAt = this.clock()
     if (reply.ask !== undefined && reply.ask !== offer.ask) {
       offer.ask = reply.ask
       this.offers = [...this.offers].sort((a, b) => a.ask - b.ask || a.seq - b.seq)
@@ -260,6 +279,16 @@ export class LadderView {
     for (const offer of this.offers) {
       if (!offer.live && offer.active && !offer.away && offer.cooldownUntil <= now) offer.live = true
     }
+  }
+
+  /**
+   * Whether a request of `holdDiem` may go to `offer`: live, and with room for it as far as the view
+   * knows, or knew so long ago (ROOM_KNOWN_MS) that the offer's own answer is worth asking.
+   */
+  worthTrying(offer: OfferInView, holdDiem: number): boolean {
+    if (!offer.live) return false
+    if (!offer.full && offer.routable >= holdDiem) return true
+    return this.clock() - offer.learntAt >= ROOM_KNOWN_MS
   }
 
   /** One of this replica's requests on `offerId` ended: its slot is free again. */
@@ -314,7 +343,7 @@ export async function admitCheapest(
   let unavailable: OfferUnavailable | undefined
   for (const offer of view.inOrder()) {
     if (offer.ask > maxCents || tried.has(offer.id)) continue
-    if (!offer.live || offer.full || offer.routable < req.holdDiem) continue
+    if (!view.worthTrying(offer, req.holdDiem)) continue
     let result: Admission | AdmitRefusal
     // Counted as taken while its reservation is on its way, so that the requests this replica
     // sends before the reply spread over the offers of one ask; the reply says how it went.
@@ -351,8 +380,7 @@ export function pickFromView(
 ): { code: AdmitCode.Admitted; askCents: number } | AdmitRefusal {
   for (const offer of view.current) {
     if (offer.ask > maxCents) break
-    if (offer.live && !offer.full && offer.routable >= holdDiem)
-      return { code: AdmitCode.Admitted, askCents: offer.ask }
+    if (view.worthTrying(offer, holdDiem)) return { code: AdmitCode.Admitted, askCents: offer.ask }
   }
   return refusalOfView(view.current, maxCents, holdDiem, new Set())
 }

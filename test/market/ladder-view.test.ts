@@ -344,4 +344,39 @@ describe("a view kept by the reservations' replies", () => {
     expect(calls.rows).toBe(4)
     await releaseAll(m, held)
   })
+
+  test("room another replica's requests freed is found: what a reply said of an offer holds for a second, then the offer is asked again", async () => {
+    const m = market()
+    const single = await post(m, 40, 5_000_000, 1)
+    const roomy = await post(m, 45)
+    const { counted, calls, reservesOn } = counting(m.owners)
+    let now = Date.now()
+    const view = new LadderView(counted, m.keys, m.owners, () => now)
+    expect(await view.check()).toBe(true)
+    const mine: Admission[] = []
+    const admit = admitting(m, counted, view, await buyer(m.owners), mine)
+    // Its one slot taken: the reply says it is full.
+    const first = await admit()
+    expect(offerOf(first)).toBe(single)
+    expect(view.current[0]).toMatchObject({ id: single, full: true })
+    // Ended as another replica's request ends: this view is not told.
+    await releaseAll(m, mine.splice(0))
+    expect(offerOf(await admit())).toBe(roomy)
+    expect(reservesOn(single)).toBe(1)
+    // A second on: asked again, found with room, and taken.
+    now += 1_000
+    expect(offerOf(await admit())).toBe(single)
+    expect(reservesOn(single)).toBe(2)
+    // Full again for as long as the reply is fresh; past it, asked once and refused, and the next
+    // request goes by that answer.
+    expect(offerOf(await admit())).toBe(roomy)
+    now += 1_000
+    expect(offerOf(await admit())).toBe(roomy)
+    expect(reservesOn(single)).toBe(3)
+    expect(offerOf(await admit())).toBe(roomy)
+    expect(reservesOn(single)).toBe(3)
+    // None of it read the offers again.
+    expect(calls.rows).toBe(2)
+    await releaseAll(m, mine)
+  })
 })
