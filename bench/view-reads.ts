@@ -18,6 +18,7 @@ import { claimLayout } from '../src/redis/layout.ts'
 import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
 import { createStore, type Store } from '../src/redis/store.ts'
+import { admitRequest } from '../test/helpers/market.ts'
 
 const [replicaList = '1,4', offerCount = '6', secondsArg = '5', rateArg = '200'] = process.argv.slice(2)
 const seconds = Number(secondsArg)
@@ -89,20 +90,14 @@ try {
     // One request from each replica in turn, so that the market's rate is the same for any count.
     const request = async (gateway: (typeof gateways)[number]) => {
       const attemptId = attemptIdOf(newSupportReference(), 1)
-      const admitted = await gateway.steps.admit({
-        attemptId,
-        accountId: gateway.accountId,
-        apiKeyId: '',
-        apiKeyDigest: gateway.digest,
-        holdDiem: 1_000 as MicroDiem,
-        keyCap: 1_000_000,
-        accountCap: 1_000_000,
-        leaseMs: 60_000,
-        tried: [],
-        defaultMaxPriceCents: 50,
-        model: 'llama-3.3-70b',
-        requestId: 'bench',
-      })
+      const admitted = await gateway.steps.admit(
+        admitRequest(gateway.accountId, {
+          attemptId,
+          apiKeyId: '',
+          apiKeyDigest: gateway.digest,
+          requestId: 'bench',
+        }),
+      )
       if (admitted.code !== AdmitCode.Admitted) throw new Error(`refused: ${JSON.stringify(admitted)}`)
       const offerId = (admitted as { offerId: string }).offerId
       const who = { attemptId, accountId: gateway.accountId, offerId, model: 'llama-3.3-70b' }

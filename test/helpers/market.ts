@@ -112,6 +112,25 @@ export async function postOffer(
   return offer.id
 }
 
+/** An offer's row as written on its own slot when held apart: active, nothing held or in flight. */
+export function apartOfferRow(id: string, ask: number, capacity: number, maxInFlight: number) {
+  return {
+    id,
+    status: 'active',
+    askCents: ask,
+    capacity,
+    burned: 0,
+    held: 0,
+    earned: 0,
+    fees: 0,
+    maxInFlight,
+    inflight: 0,
+    cooldownUntil: 0,
+    upstreamBaseUrl: 'http://127.0.0.1:1',
+    upstreamKeyEnc: 'sealed',
+  }
+}
+
 /** An admission's request for key-1 of `accountId`: a 1,000 micro-DIEM hold, caps out of the way. */
 export function admitRequest(accountId: string, over: Partial<AdmitRequest> = {}): AdmitRequest {
   return {

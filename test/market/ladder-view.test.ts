@@ -6,8 +6,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { Admission } from '../../src/market/admission.ts'
+import { admitCheapest } from '../../src/market/admit-from-view.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
-import { admitCheapest, LadderView } from '../../src/market/ladder-view.ts'
+import { LadderView } from '../../src/market/ladder-view.ts'
 import { OfferIndex } from '../../src/market/offer-index.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import { FULL_READ_MAX_MS, fullReadPeriodMs } from '../../src/market/replicas.ts'
@@ -17,7 +18,7 @@ import type { MicroDiem } from '../../src/money/units.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
-import { admitRequest, seedAccount } from '../helpers/market.ts'
+import { admitRequest, apartOfferRow, seedAccount } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { until, untilRedisPasses } from '../helpers/wait.ts'
 
@@ -53,20 +54,8 @@ type Market = ReturnType<typeof market>
 async function post(m: Market, ask: number, capacity = 5_000_000, maxInFlight = 1_000): Promise<string> {
   const id = randomUUID()
   await store.hset(m.owners.offer(id).offer(id), {
-    id,
-    status: 'active',
-    askCents: ask,
+    ...apartOfferRow(id, ask, capacity, maxInFlight),
     seq: ++m.seq,
-    capacity,
-    burned: 0,
-    held: 0,
-    earned: 0,
-    fees: 0,
-    maxInFlight,
-    inflight: 0,
-    cooldownUntil: 0,
-    upstreamBaseUrl: 'http://127.0.0.1:1',
-    upstreamKeyEnc: 'sealed',
   })
   await m.index.place(id)
   return id

@@ -8,9 +8,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test
 import { randomBytes, randomUUID } from 'node:crypto'
 import Redis from 'ioredis'
 import type { Admission } from '../../src/market/admission.ts'
+import { admitCheapest } from '../../src/market/admit-from-view.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { clear } from '../../src/market/clearing.ts'
-import { admitCheapest, LadderView } from '../../src/market/ladder-view.ts'
+import { LadderView } from '../../src/market/ladder-view.ts'
 import { PostQueue } from '../../src/market/post-queue.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import {
@@ -30,7 +31,12 @@ import { runScript } from '../../src/redis/scripts.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
-import { admitRequest, meteredClear, seedAccount as seedMarketAccount } from '../helpers/market.ts'
+import {
+  admitRequest,
+  apartOfferRow,
+  meteredClear,
+  seedAccount as seedMarketAccount,
+} from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
 import { until, untilRedisPasses } from '../helpers/wait.ts'
 
@@ -58,19 +64,7 @@ afterAll(() => {
 async function seedOffer(ask: number, capacity: number, maxInFlight = 1_000_000): Promise<string> {
   const id = randomUUID()
   await store.hset(owners.offer(id).offer(id), {
-    id,
-    status: 'active',
-    askCents: ask,
-    capacity,
-    burned: 0,
-    held: 0,
-    earned: 0,
-    fees: 0,
-    maxInFlight,
-    inflight: 0,
-    cooldownUntil: 0,
-    upstreamBaseUrl: 'http://127.0.0.1:1',
-    upstreamKeyEnc: 'sealed',
+    ...apartOfferRow(id, ask, capacity, maxInFlight),
     supplierId: 'spl_two_phase',
   })
   return id
