@@ -110,6 +110,16 @@ async function releaseAll(m: Market, held: Admission[]): Promise<void> {
   }
 }
 
+/** A view read once over the market's offers, and a buyer admitting through it. */
+async function readView(m: Market) {
+  const { counted, reservesOn } = counting(m.owners)
+  const view = new LadderView(counted, m.keys, m.owners)
+  await view.refresh()
+  const held: Admission[] = []
+  const admit = admitting(m, counted, view, await buyer(m.owners), held)
+  return { counted, reservesOn, view, held, admit }
+}
+
 const offerOf = (result: Admission | AdmitRefusal) => (result as Admission).offerId
 
 describe("a view checked against the ladder's version", () => {
@@ -225,11 +235,7 @@ describe("a view kept by the reservations' replies", () => {
     // Room for two holds of 10,000.
     const small = await post(m, 40, 25_000)
     const roomy = await post(m, 45)
-    const { counted, reservesOn } = counting(m.owners)
-    const view = new LadderView(counted, m.keys, m.owners)
-    await view.refresh()
-    const held: Admission[] = []
-    const admit = admitting(m, counted, view, await buyer(m.owners), held)
+    const { counted, reservesOn, view, held, admit } = await readView(m)
     expect(offerOf(await admit(10_000))).toBe(small)
     expect(view.current[0]).toMatchObject({ id: small, routable: 15_000 })
     expect(offerOf(await admit(10_000))).toBe(small)
@@ -257,11 +263,7 @@ describe("a view kept by the reservations' replies", () => {
     const m = market()
     const worn = await post(m, 40, 25_000)
     const roomy = await post(m, 45)
-    const { counted, reservesOn } = counting(m.owners)
-    const view = new LadderView(counted, m.keys, m.owners)
-    await view.refresh()
-    const held: Admission[] = []
-    const admit = admitting(m, counted, view, await buyer(m.owners), held)
+    const { reservesOn, view, held, admit } = await readView(m)
     // Its upstream balance reported low since the view was read: 5,000 left.
     await store.hset(m.owners.offer(worn).offer(worn), 'balance', 5_000)
     expect(offerOf(await admit(10_000))).toBe(roomy)
@@ -277,11 +279,7 @@ describe("a view kept by the reservations' replies", () => {
     const m = market()
     const first = await post(m, 45)
     const second = await post(m, 46)
-    const { counted } = counting(m.owners)
-    const view = new LadderView(counted, m.keys, m.owners)
-    await view.refresh()
-    const held: Admission[] = []
-    const admit = admitting(m, counted, view, await buyer(m.owners), held)
+    const { view, held, admit } = await readView(m)
     // Repriced on its own slot behind the view's back (no place: the version did not move).
     await store.hset(m.owners.offer(first).offer(first), 'askCents', 48)
     expect(await admit()).toMatchObject({ offerId: first, askCents: 48 })
