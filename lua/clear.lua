@@ -29,11 +29,19 @@
            capped by the hold alone (the reservation kept that much of the offer's capacity), and
            the caller posts the offer's side with lua/post.lua from this reply; "0" (admit's attempts)
            clears both sides here
+  ARGV[12..] the admission, only when the store has no attempt of this id: accountId, apiKeyId,
+           offerId, askCents, holdUsdc, holdDiem, model, requestId, as admit answered them
+           (src/market/clearing.ts sends them after a {-1}). A failover to a replica that the
+           admission never reached loses the attempt, its hold and its reservation, while the
+           request was served: the clear then writes the admission and clears it late (below), its
+           record marked lateClear `lost`. Without them, or when the account (or, on one slot, the
+           offer) is not in the store either, {-1} and nothing written.
 
   A late clear (the lease was reaped and the hold already returned) charges at most the confirmed
   balance and what the API key's limit has left (for a periodic budget, in the period the request
   was admitted in; nothing once that period has ended, since its spent is no longer kept); the supplier earns only what was charged, and the rest of the cost is written off: on
   the account, on the attempt, and in the write-off list (attempt id -> amount) the audit reads.
+  A lost admission (ARGV[12..]) clears the same way: its hold is not in the store either.
   A clear on an offer with a supplierId is also appended to supplier:<id>:fills (offer, model,
   burn, ask, earned): the supplier's fills, never the buyer's identity.
 
@@ -44,7 +52,15 @@
 
 local id = ARGV[1]
 local a = read_attempt(id)
-if not a then return { -1 } end
+if not a then
+  -- The admission the store lost, as admit answered it: admitted now, in the key's current period.
+  if not ARGV[12] or ARGV[12] == '' then return { -1 } end
+  local now_s = s(now_ms())
+  a = { id = id, state = 'lost', accountId = ARGV[12], keyId = ARGV[13], offerId = ARGV[14], askCents = ARGV[15],
+    holdUsdc = ARGV[16], holdDiem = ARGV[17], model = ARGV[18], period = '', admittedAt = now_s }
+  a.admission = pack_admission(id, a.accountId, a.keyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem, now_s,
+    ARGV[19] or '', '', '', '', a.model)
+end
 local account = k_account(a.accountId)
 if a.state == 'cleared' then
   local c = read_cleared(a)
@@ -61,6 +77,8 @@ local apart = ARGV[11] == '1'
 local offer = k_offer(a.offerId)
 -- Read once: the unwind below writes from the same row.
 local o = not apart and rcall('HMGET', offer, unpack(OFFER_UNWIND_FIELDS)) or nil
+-- A lost admission names an offer the store must still have: never a ghost row.
+if a.state == 'lost' and o and not o[1] then return { -1 } end
 local reported = int(ARGV[2])
 local burn = reported
 local held = int(a.holdDiem)
@@ -83,11 +101,14 @@ if a.state == 'admitted' then
     confirmed, confirmed_s, hooks = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
   end
 else
-  -- reaped: the hold went back already; take what the balance can pay, never below zero, and
-  -- never more than the key's limit has left (its spent and held count, as at admission)
+  -- reaped (or lost): the hold went back already (or never was); take what the balance can pay,
+  -- never below zero, and never more than the key's limit has left (its spent and held count, as
+  -- at admission)
   local kf = k_key_fields(a.keyId)
   local key_spent = kf.spent
   local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent, 'hooks')
+  -- A lost admission's account must still be there: never a ghost account.
+  if a.state == 'lost' and not b[1] then return { -1 } end
   confirmed, hooks = int(b[1]), b[7]
   charged = math.min(cost, confirmed)
   if b[2] then
@@ -145,7 +166,7 @@ if written_off > 0 then ended.writtenOff = s(written_off) end
 if disputed > 0 then ended.disputed = s(disputed) end
 if ARGV[7] == '1' then ended.estimated = '1' end
 if ARGV[10] and ARGV[10] ~= '' then ended.upstreamCost = ARGV[10] end
-if a.state == 'reaped' then ended.lateClear = '1' end
+if a.state == 'reaped' then ended.lateClear = '1' elseif a.state == 'lost' then ended.lateClear = 'lost' end
 end_attempt(a, ended, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
 if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
 -- Held apart, the served request counts on the offer's side (lua/post.lua): offers are far fewer

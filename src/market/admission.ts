@@ -48,6 +48,7 @@ export interface Admission {
   upstreamBalance: MicroDiem | null
   /** The model asked for (kept on the attempt, and on the supplier's fill once cleared). */
   model: string
+  requestId: string
 }
 
 export async function admit(
@@ -92,6 +93,7 @@ export async function admit(
     upstreamKeyEnc: String(reply[8]),
     upstreamBalance: reply[9] === '' || reply[9] === undefined ? null : (n(reply[9]) as MicroDiem),
     model: req.model,
+    requestId: req.requestId,
   }
 }
 

@@ -114,7 +114,7 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     if (!a.lateClear && num(a, 'costUsdc') > num(a, 'holdUsdc'))
       off(subject, `charged ${a.costUsdc} exceeds its hold ${a.holdUsdc}`)
     if (num(a, 'writtenOff') > 0 && !a.lateClear)
-      off(subject, `written off ${a.writtenOff} without a reaped lease`)
+      off(subject, `written off ${a.writtenOff} without a late clear (a reaped lease or a lost admission)`)
   }
   // Held apart, an attempt's lease is its reservation's, on its offer's slot (audit-apart.ts).
   const leased = new Set(

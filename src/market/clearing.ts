@@ -1,12 +1,13 @@
 // The clearing scripts' typed wrappers: clear charges an attempt from its burn, release ends a
-// failed one with no charge (lua/clear.lua, lua/release.lua). This module only shapes arguments and
-// results.
+// failed one with no charge (lua/clear.lua, lua/release.lua). This module shapes arguments and
+// results, and sends a clear that found no attempt once more with its admission (a failover lost it).
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { ClearCode, ReleaseCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
+import type { Admission } from './admission.ts'
 
 export interface ClearRequest {
   attemptId: string
@@ -25,7 +26,18 @@ export interface ClearRequest {
   upstreamCost?: MicroDiem | null
   /** The offer's side lives apart and is settled by the caller (market/two-phase.ts). */
   offerApart?: boolean
+  /**
+   * The attempt as admit answered it: cleared late from these when the store lost the admission
+   * (a failover to a replica it never reached), since the request was served all the same.
+   */
+  admission?: Partial<AdmittedAs>
 }
+
+/** What a clear needs of an admission the store no longer has: what admit answered of it. */
+export type AdmittedAs = Pick<
+  Admission,
+  'accountId' | 'apiKeyId' | 'offerId' | 'askCents' | 'holdUsdc' | 'holdDiem' | 'model' | 'requestId'
+>
 
 export interface Clearing {
   /** What the buyer paid, micro-USDC. */
@@ -42,6 +54,8 @@ export interface Clearing {
   replay: boolean
   /** The platform's fee out of what was charged, micro-USDC (the supplier earns the rest). */
   fee: MicroUsdc
+  /** True when the store had lost the admission and this clear wrote it, cleared late. */
+  admissionLost: boolean
 }
 
 export class ClearingError extends Error {
@@ -54,20 +68,15 @@ export class ClearingError extends Error {
 }
 
 export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Promise<Clearing> {
-  const reply = (await runScript(store, 'clear', [keys.base], {
-    attemptId: req.attemptId,
-    // A supplier may report any count: past a safe integer it is only more disputed burn.
-    burn: Math.min(req.burn, Number.MAX_SAFE_INTEGER),
-    feeBps: req.feeBps,
-    upstreamBalance: req.upstreamBalanceAfter === null ? '' : req.upstreamBalanceAfter,
-    inputTokens: req.inputTokens,
-    outputTokens: req.outputTokens,
-    estimated: req.estimated ? '1' : '0',
-    outcome: req.outcome,
-    recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
-    upstreamCost: req.upstreamCost ?? '',
-    offerApart: req.offerApart ? '1' : '0',
-  })) as Reply
+  let reply = await clearOnce(store, keys, req)
+  let admissionLost = false
+  // Rare: only after a failover lost the admission. The first call sends no admission, since every
+  // argument costs Redis on every clear.
+  const lost = n(reply[0]) === ClearCode.UnknownAttempt && req.admission && admissionArgs(req.admission)
+  if (lost) {
+    reply = await clearOnce(store, keys, req, lost)
+    admissionLost = n(reply[0]) === ClearCode.Cleared && n(reply[7]) === 0
+  }
   const code = n(reply[0])
   if (code === ClearCode.UnknownAttempt) throw new ClearingError(req.attemptId, 'unknown_attempt')
   if (code === ClearCode.Released) throw new ClearingError(req.attemptId, 'released')
@@ -81,7 +90,37 @@ export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Pr
     replay: n(reply[7]) === 1,
     disputed: n(reply[8]) as MicroDiem,
     fee: n(reply[9]) as MicroUsdc,
+    admissionLost,
   }
+}
+
+/** lua/clear.lua's ARGV[12..] from the admission, or null when some of it is not known. */
+function admissionArgs(a: Partial<AdmittedAs>): (string | number)[] | null {
+  const args = [a.accountId, a.apiKeyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem, a.model, a.requestId]
+  return args.every((arg) => arg !== undefined) ? (args as (string | number)[]) : null
+}
+
+function clearOnce(store: Store, keys: Keyspace, req: ClearRequest, admission: (string | number)[] = []) {
+  return runScript(
+    store,
+    'clear',
+    [keys.base],
+    {
+      attemptId: req.attemptId,
+      // A supplier may report any count: past a safe integer it is only more disputed burn.
+      burn: Math.min(req.burn, Number.MAX_SAFE_INTEGER),
+      feeBps: req.feeBps,
+      upstreamBalance: req.upstreamBalanceAfter === null ? '' : req.upstreamBalanceAfter,
+      inputTokens: req.inputTokens,
+      outputTokens: req.outputTokens,
+      estimated: req.estimated ? '1' : '0',
+      outcome: req.outcome,
+      recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+      upstreamCost: req.upstreamCost ?? '',
+      offerApart: req.offerApart ? '1' : '0',
+    },
+    admission,
+  ) as Promise<Reply>
 }
 
 export interface ReleaseRequest {

@@ -15,7 +15,14 @@ import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
 import { type Admission, type AdmitRequest, admit, quote } from './admission.ts'
 import { admitCheapest, pickFromView } from './admit-from-view.ts'
-import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
+import {
+  type AdmittedAs,
+  type Clearing,
+  type ClearRequest,
+  clear,
+  type ReleaseRequest,
+  release,
+} from './clearing.ts'
 import { LadderView } from './ladder-view.ts'
 import { reapExpired, renewLease } from './leases.ts'
 import { OfferIndex } from './offer-index.ts'
@@ -24,8 +31,12 @@ import type { AdmitRefusal } from './refusal-errors.ts'
 import { seenWithinMs } from './replicas.ts'
 import { clearApart, type Owners, ownerKeyspaces, reapOffer, releaseApart } from './two-phase.ts'
 
-/** Whose attempt it is: what a step after admission needs to find both of its sides. */
-export interface AttemptRef {
+/**
+ * Whose attempt it is: what a step after admission needs to find both of its sides. An Admission
+ * is one, and carries the rest of what admit answered: with it, a clear that finds the admission
+ * lost (a failover) clears it late all the same.
+ */
+export interface AttemptRef extends Partial<AdmittedAs> {
   attemptId: string
   accountId: string
   offerId: string
@@ -33,11 +44,20 @@ export interface AttemptRef {
   model: string
 }
 
+type ClearArgs = Omit<ClearRequest, 'attemptId' | 'offerApart' | 'admission'>
+
+/** The clear of an attempt, with what admit answered of it (an Admission carries it all). */
+const clearOf = (attempt: AttemptRef, req: ClearArgs): ClearRequest => ({
+  ...req,
+  attemptId: attempt.attemptId,
+  admission: attempt,
+})
+
 export interface MarketSteps {
   /** The keyspace of an account's own keys (its attempts, its records): what records are written under. */
   accountKeys(accountId: string): Keyspace
   admit(req: AdmitRequest): Promise<Admission | AdmitRefusal>
-  clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>): Promise<Clearing>
+  clear(attempt: AttemptRef, req: ClearArgs): Promise<Clearing>
   /** True when this call released the attempt, false when it had already ended. */
   release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>): Promise<boolean>
   /** True when the lease was pushed forward, false when it is gone (reaped or ended). */
@@ -87,8 +107,8 @@ class OneSlotSteps implements MarketSteps {
     return admit(this.store, this.keys, req)
   }
 
-  clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>) {
-    return clear(this.store, this.keys, { ...req, attemptId: attempt.attemptId })
+  clear(attempt: AttemptRef, req: ClearArgs) {
+    return clear(this.store, this.keys, clearOf(attempt, req))
   }
 
   release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
@@ -198,14 +218,8 @@ class ApartSteps implements MarketSteps {
 
   // Each ended request frees its slot on the offer in this replica's view, so the view's room
   // follows this replica's own traffic between reads.
-  async clear(attempt: AttemptRef, req: Omit<ClearRequest, 'attemptId' | 'offerApart'>) {
-    const cleared = await clearApart(
-      this.store,
-      this.owners,
-      attempt,
-      { ...req, attemptId: attempt.attemptId },
-      this.posts,
-    )
+  async clear(attempt: AttemptRef, req: ClearArgs) {
+    const cleared = await clearApart(this.store, this.owners, attempt, clearOf(attempt, req), this.posts)
     if (!cleared.replay) this.view.ended(attempt.offerId)
     return cleared
   }

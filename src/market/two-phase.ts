@@ -189,6 +189,7 @@ export async function admitApart(
     upstreamKeyEnc: String(reserved[4]),
     upstreamBalance: reserved[5] === '' || reserved[5] === undefined ? null : (n(reserved[5]) as MicroDiem),
     model: req.model,
+    requestId: req.requestId,
   }
 }
 

@@ -26,6 +26,10 @@ export const metrics = {
     'svc_upstream_cost_disagreements_total',
     "Clears where the upstream's own cost of the request differed from the metered burn",
   ),
+  lostAdmissions: new Counter(
+    'svc_lost_admissions_total',
+    'Clears that found no admission (a failover to a Redis replica it never reached) and cleared it late from what admit answered',
+  ),
   openStreams: { value: 0 },
   /** The payout wallet's balances as last read (src/payouts/balances.ts); null until read. */
   payoutWallet: { usdcMicros: null as number | null, gasWei: null as bigint | null },

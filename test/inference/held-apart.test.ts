@@ -23,6 +23,7 @@ import { attemptRecord } from '../helpers/attempts.ts'
 import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { admitRequest } from '../helpers/market.ts'
 import { freePort, type TestStack, testPrefix } from '../helpers/stack.ts'
+import { snapshotKeys } from '../helpers/store-snapshot.ts'
 import { until } from '../helpers/wait.ts'
 
 let apart: HeldApart
@@ -127,6 +128,37 @@ describe('the request path held apart', () => {
     expect(Number(account.held)).toBe(0)
     expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(Number(account.spent))
     expect(Number(offer.inflight)).toBe(0)
+    await removeOffer(offerId)
+  })
+
+  test("a stream whose account's side the store lost mid-flight (its master failed over) is charged what it was told, and the reservation posted", async () => {
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    // The account's shard as it was before the request: what a replica that never got the hold has.
+    const before = await snapshotKeys(store, owners.account(b.accountId).prefix)
+    stack.sim.settings.holdFirstToken = true
+    const stream = await b.client.chat.completions.create({ model, messages, stream: true })
+    const frames: unknown[] = []
+    const reading = (async () => {
+      for await (const chunk of stream) frames.push(chunk)
+    })()
+    await until(async () => Number((await accountRow(b.accountId)).held) > 0)
+    await before.restore()
+    stack.sim.releaseFirstTokens()
+    await reading
+    const cost = frames.at(-1) as { costUsdc: string; supportReference: string }
+    const charged = Math.round(Number(cost.costUsdc) * 1e6)
+    expect(charged).toBeGreaterThan(0)
+    const account = await accountRow(b.accountId)
+    expect(account).toMatchObject({ spent: String(charged), held: '0' })
+    const offer = await offerRow(offerId)
+    expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(charged)
+    expect(offer).toMatchObject({ held: '0', inflight: '0' })
+    const attempt = await attemptRecord(
+      store,
+      owners.account(b.accountId).attempt(`${cost.supportReference}.1`),
+    )
+    expect(attempt).toMatchObject({ state: 'cleared', lateClear: 'lost', costUsdc: String(charged) })
     await removeOffer(offerId)
   })
 

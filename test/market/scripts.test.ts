@@ -299,6 +299,7 @@ describe.each(scriptForms())('as %s', (form) => {
         disputed: 0,
         replay: false,
         fee: 0,
+        admissionLost: false,
       } as never)
       const a = await account(acct)
       expect([a.confirmed, a.held, a.spent]).toEqual(['998500', '0', '1500'])
@@ -487,7 +488,10 @@ describe.each(scriptForms())('as %s', (form) => {
       await setAttemptValue(fx.store, fx.keys.attempt(other.attemptId), 'writtenOff', '5')
       await fx.store.hincrby(fx.keys.account(acct), 'writtenOff', 5)
       expect(await auditMarket(fx.store, fx.keys)).toEqual([
-        { subject: `attempt ${other.attemptId}`, problem: 'written off 5 without a reaped lease' },
+        {
+          subject: `attempt ${other.attemptId}`,
+          problem: 'written off 5 without a late clear (a reaped lease or a lost admission)',
+        },
         { subject: 'market', problem: "accounts' written off 305 != the write-off list's 300" },
       ])
     })

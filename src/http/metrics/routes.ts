@@ -32,6 +32,7 @@ export function metricsRoutes(deps: {
           ...metrics.disputedClears.render(),
           ...metrics.disputedBurn.render(),
           ...metrics.costDisagreements.render(),
+          ...metrics.lostAdmissions.render(),
           ...renderGauge(
             'svc_holds_outstanding',
             'Admitted requests holding funds and capacity, all replicas',

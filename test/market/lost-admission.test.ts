@@ -1,0 +1,153 @@
+// An admission the store lost: a failover to a Redis replica that the admit never reached leaves
+// the store consistent but older, with no attempt, no hold and no reservation, while the request
+// was served. Its clear then writes the admission from what admit answered and clears it late
+// (lua/clear.lua): the buyer pays what it is told, at most what its balance and key limit allow,
+// the supplier earns what was paid, the rest is written off, and a replay changes nothing. The
+// loss is made here as the failover makes it: every key of the market put back as it was before
+// the admit (test/helpers/store-snapshot.ts).
+import { describe, expect, test } from 'bun:test'
+import { auditMarket } from '../../src/market/audit.ts'
+import { ClearingError } from '../../src/market/clearing.ts'
+import { marketSteps } from '../../src/market/steps.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
+import { scanKeys } from '../../src/redis/scan.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
+import {
+  admitFor,
+  admitted,
+  clearFor,
+  freshMarketPerTest,
+  type MarketFixture,
+  meteredClear,
+  postOffer,
+  scriptForms,
+  seedAccount,
+} from '../helpers/market.ts'
+import { snapshotKeys } from '../helpers/store-snapshot.ts'
+
+let fx: MarketFixture
+
+/** Every key of the market and its value, to show a refusal wrote nothing. */
+async function everything(): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {}
+  for (const key of (await scanKeys(fx.store, `${fx.keys.prefix}*`)).sort())
+    out[key] = (await fx.store.type(key)) === 'hash' ? await fx.store.hgetall(key) : await fx.store.type(key)
+  return out
+}
+
+/** An offer at 50 cents, a buyer with `confirmed`, and one admission the store then loses. */
+async function lostAdmission(confirmed = 1_000_000) {
+  const offerId = await postOffer(fx, 50, 5_000_000)
+  const accountId = await seedAccount(fx, confirmed)
+  const before = await snapshotKeys(fx.store, fx.keys.prefix)
+  const admission = admitted(await admitFor(fx, accountId))
+  await before.restore()
+  return { offerId, accountId, admission }
+}
+
+const steps = () => marketSteps(fx.store, fx.keys)
+const burn = (diem: number) => {
+  const { attemptId: _, ...rest } = meteredClear('', diem, { feeBps: 100 })
+  return rest
+}
+
+describe.each(scriptForms())('as %s', (form) => {
+  freshMarketPerTest((each) => {
+    fx = each
+  }, form)
+
+  test('the clear writes the admission from what admit answered and charges it, once', async () => {
+    const { offerId, accountId, admission } = await lostAdmission()
+    expect(await fx.store.exists(fx.keys.attempt(admission.attemptId))).toBe(0)
+
+    const cleared = await steps().clear(admission, burn(1_000))
+    // 1,000 micro-DIEM at 50 cents: 500 micro-USDC, 1% of it the fee.
+    expect(cleared).toMatchObject({ charged: 500, cost: 500, burn: 1_000, writtenOff: 0, fee: 5 })
+    expect(cleared).toMatchObject({ admissionLost: true, replay: false, confirmedAfter: 999_500 })
+    const account = await fx.store.hgetall(fx.keys.account(accountId))
+    expect(account).toMatchObject({ confirmed: '999500', spent: '500', 'spent:key-1': '500', held: '0' })
+    expect(await fx.store.hgetall(fx.keys.offer(offerId))).toMatchObject({
+      burned: '1000',
+      earned: '495',
+      fees: '5',
+      held: '0',
+      inflight: '0',
+    })
+    expect(await attemptRecord(fx.store, fx.keys.attempt(admission.attemptId))).toMatchObject({
+      state: 'cleared',
+      lateClear: 'lost',
+      accountId,
+      keyId: 'key-1',
+      offerId,
+      askCents: '50',
+      requestId: 'req_test',
+      costUsdc: '500',
+      model: 'llama-3.3-70b',
+    })
+    expect(await fx.store.pttl(fx.keys.attempt(admission.attemptId))).toBeGreaterThan(0)
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+
+    const again = await steps().clear(admission, burn(1_000))
+    expect(again).toMatchObject({ charged: 500, replay: true, admissionLost: false })
+    expect((await fx.store.hgetall(fx.keys.account(accountId))).spent).toBe('500')
+    expect((await fx.store.hgetall(fx.keys.offer(offerId))).earned).toBe('495')
+  })
+
+  test('without what admit answered, the clear is refused and writes nothing', async () => {
+    const { admission } = await lostAdmission()
+    const before = await everything()
+    const error = await clearFor(fx, admission.attemptId, 1_000).catch((e) => e)
+    expect(error).toBeInstanceOf(ClearingError)
+    expect(error.reason).toBe('unknown_attempt')
+    expect(await everything()).toEqual(before)
+  })
+
+  test.each(['account', 'offer'] as const)(
+    'no ghost %s: an admission whose %s the store lost too is refused, nothing written',
+    async (gone) => {
+      const { accountId, offerId, admission } = await lostAdmission()
+      await fx.store.del(gone === 'account' ? fx.keys.account(accountId) : fx.keys.offer(offerId))
+      const before = await everything()
+      expect(
+        (
+          await steps()
+            .clear(admission, burn(1_000))
+            .catch((e) => e)
+        ).reason,
+      ).toBe('unknown_attempt')
+      expect(await everything()).toEqual(before)
+    },
+  )
+
+  test("what the key's limit has not left is written off, never charged", async () => {
+    const { offerId, accountId, admission } = await lostAdmission()
+    await fx.store.hset(fx.keys.account(accountId), 'limit:key-1', 300)
+    const cleared = await steps().clear(admission, burn(1_000))
+    expect(cleared).toMatchObject({ charged: 300, cost: 500, writtenOff: 200, admissionLost: true })
+    expect(await fx.store.hgetall(fx.keys.account(accountId))).toMatchObject({
+      confirmed: '999700',
+      'spent:key-1': '300',
+      writtenOff: '200',
+    })
+    expect((await fx.store.hgetall(fx.keys.offer(offerId))).earned).toBe(String(300 - 3))
+    expect(await fx.store.hget(fx.keys.writeoffs, admission.attemptId)).toBe('200')
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+
+  test('a burn past the hold is billed at the hold, the rest disputed', async () => {
+    const { admission } = await lostAdmission()
+    const cleared = await steps().clear(admission, burn(admission.holdDiem + 400))
+    expect(cleared).toMatchObject({ burn: admission.holdDiem, disputed: 400, admissionLost: true })
+    expect(cleared.charged as number).toBe(Math.ceil((admission.holdDiem * 50) / 100))
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+
+  test('an admission the store still has clears as ever: nothing late', async () => {
+    await postOffer(fx, 50, 5_000_000)
+    const accountId = await seedAccount(fx, 1_000_000)
+    const admission = admitted(await admitFor(fx, accountId, { holdDiem: 2_000 as MicroDiem }))
+    const cleared = await steps().clear(admission, burn(1_000))
+    expect(cleared).toMatchObject({ charged: 500, admissionLost: false })
+    expect((await attemptRecord(fx.store, fx.keys.attempt(admission.attemptId))).lateClear).toBeUndefined()
+  })
+})
