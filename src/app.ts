@@ -39,6 +39,7 @@ import { chatBodySchema } from './inference/chat-request.ts'
 import { messagesBodySchema } from './inference/messages-request.ts'
 import { responsesBodySchema } from './inference/responses-request.ts'
 import { InferenceService } from './inference/service.ts'
+import type { ClearJournal } from './market/clear-journal.ts'
 import type { MarketSteps } from './market/steps.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
 import type { PayoutService } from './payouts/service.ts'
@@ -60,6 +61,8 @@ export interface AppDeps {
   lifecycle?: { draining: boolean }
   /** The market's steps (default: those of `keys`' layout), shared with the replica's reaper. */
   steps?: MarketSteps
+  /** Acknowledged clears kept to be sent again when a connection to Redis closes (gateway.ts). */
+  journal?: ClearJournal
 }
 
 export function createApp(deps: AppDeps) {

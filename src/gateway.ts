@@ -4,6 +4,7 @@ import { createApp } from './app.ts'
 import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
+import { ClearJournal } from './market/clear-journal.ts'
 import { startReaper } from './market/reaper.ts'
 import { forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
@@ -25,8 +26,11 @@ export interface RunningGateway {
 
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
   let lastReported = 0
+  // Made once the steps are: a connection lost before then has no clear to send again.
+  let journal: ClearJournal | undefined
   const store = createStore(config.redisUrl, {
     failFast: true,
+    onLost: () => journal?.lost(),
     onError: (error) => {
       // ioredis retries on its own; one line every few seconds says so without flooding the log.
       if (Date.now() - lastReported < 5_000) return
@@ -69,6 +73,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const { reapIntervalMs, every } = config.market
   const steps = marketSteps(store, keys, undefined, config.market.postWithinMs, reapIntervalMs)
   const stopReaper = startReaper(store, keys, steps, reapIntervalMs, logger, recordRetentionMs, every)
+  journal = new ClearJournal((attempt, req) => steps.clear(attempt, req), logger)
 
   const webhooks = webhookParts(store, keys, config.masterKey, config.webhooks)
   const stopWebhooks = startWebhookConsumer(
@@ -88,6 +93,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     store,
     keys,
     steps,
+    journal,
     catalog,
     logger,
     funding: funding?.funding,
@@ -103,6 +109,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     funding?.stop()
     payouts.stop()
     await stopReaper()
+    await journal?.stop()
     // The pass in flight finishes (its deliveries logged) before Redis goes.
     await stopWebhooks()
   }

@@ -2,6 +2,7 @@
 // estimate from the tokenizer, capped at the admitted max_tokens and the upstream key's pre-call
 // balance, as the contract says.
 import type { Admission } from '../market/admission.ts'
+import type { ClearJournal } from '../market/clear-journal.ts'
 import type { Clearing } from '../market/clearing.ts'
 import type { AttemptRef, MarketSteps } from '../market/steps.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
@@ -20,6 +21,8 @@ const CLEAR_RETRY_WAITS_MS = [50, 150, 300] as const
 
 export interface ClearDeps {
   steps: MarketSteps
+  /** Where acknowledged clears are kept a few seconds, to be sent again if Redis loses them. */
+  journal?: ClearJournal
   feeBps: number
   /** How long a cleared attempt is kept as its request's record. */
   recordRetentionMs?: number
@@ -106,17 +109,15 @@ export async function clearBurn(
   // The work is done and the clear is idempotent: a store that blinks (a lost connection, a
   // failover) costs the buyer a short wait, not an error, and a clear whose reply was lost is
   // replayed for its result rather than left unheard.
-  const clearing = await whileStoreAway(
-    () =>
-      deps.steps.clear(attempt, {
-        burn,
-        feeBps: deps.feeBps,
-        upstreamBalanceAfter: after,
-        ...record,
-        recordRetentionMs: deps.recordRetentionMs,
-      }),
-    storeWaitsMs,
-  )
+  const req = {
+    burn,
+    feeBps: deps.feeBps,
+    upstreamBalanceAfter: after,
+    ...record,
+    recordRetentionMs: deps.recordRetentionMs,
+  }
+  const clearing = await whileStoreAway(() => deps.steps.clear(attempt, req), storeWaitsMs)
+  deps.journal?.record(attempt, req)
   if (!clearing.replay) {
     metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
     if (record.upstreamCost != null) metrics.costDisagreements.inc()

@@ -6,6 +6,7 @@ import type { Logger } from 'pino'
 import type { CatalogStore } from '../catalog/store.ts'
 import type { GatewayConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
+import type { ClearJournal } from '../market/clear-journal.ts'
 import type { Clearing } from '../market/clearing.ts'
 import { LeaseRenewer } from '../market/lease-renewer.ts'
 import { type MarketSteps, marketSteps } from '../market/steps.ts'
@@ -42,6 +43,8 @@ export interface InferenceDeps {
   logger: Logger
   /** The market's steps (default: those of `keys`' layout). */
   steps?: MarketSteps
+  /** Acknowledged clears kept to be sent again when a connection to Redis closes. */
+  journal?: ClearJournal
 }
 
 /** One request as the service needs it: its ids and the signal that says the client left. */
@@ -134,6 +137,7 @@ export class InferenceService {
     }
     this.clearDeps = {
       steps: this.steps,
+      journal: deps.journal,
       feeBps: market.feeBps,
       recordRetentionMs,
       logger: deps.logger,

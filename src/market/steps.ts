@@ -44,7 +44,8 @@ export interface AttemptRef extends Partial<AdmittedAs> {
   model: string
 }
 
-type ClearArgs = Omit<ClearRequest, 'attemptId' | 'offerApart' | 'admission'>
+/** A clear as the request path asks it: the attempt's ids and admission come from its ref. */
+export type ClearArgs = Omit<ClearRequest, 'attemptId' | 'offerApart' | 'admission'>
 
 /** The clear of an attempt, with what admit answered of it (an Admission carries it all). */
 const clearOf = (attempt: AttemptRef, req: ClearArgs): ClearRequest => ({

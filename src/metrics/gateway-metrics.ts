@@ -30,6 +30,10 @@ export const metrics = {
     'svc_lost_admissions_total',
     'Clears that found no admission (a failover to a Redis replica it never reached) and cleared it late from what admit answered',
   ),
+  replayedClears: new Counter(
+    'svc_replayed_clears_total',
+    'Clears sent again after a connection to Redis closed, by what the store had: kept (a replay), restored (lost, charged now) or failed',
+  ),
   openStreams: { value: 0 },
   /** The payout wallet's balances as last read (src/payouts/balances.ts); null until read. */
   payoutWallet: { usdcMicros: null as number | null, gasWei: null as bigint | null },

@@ -114,6 +114,12 @@ export interface StoreOptions {
   /** Where connection errors go (ioredis reconnects by itself; this only reports). */
   onError?: (error: Error) => void
   /**
+   * Called when a connection to a Redis server that was ready closes (a restart, a master's
+   * failover, a network cut): what that server acknowledged last may not have reached its
+   * replicas or its disk.
+   */
+  onLost?: () => void
+  /**
    * How scripts run: `functions` (the default) as FCALLs on the native lane (on a Cluster, a lane
    * to each master), `scripts` through ioredis alone: EVALSHA on a single Redis, the form Sentinel
    * always uses, and on a Cluster FCALLs that ioredis routes.
@@ -151,6 +157,8 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
     })
     // Without a listener ioredis prints "Unhandled error event" on every failed reconnect.
     cluster.on('error', options.onError ?? (() => {}))
+    const onLost = options.onLost
+    if (onLost) cluster.on('+node', (node: Redis) => watchLoss(node, onLost))
     const lane =
       options.scriptForm === 'scripts'
         ? null
@@ -171,12 +179,27 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
       ...(target.tls ? { tls: {} } : {}),
     })
     redis.on('error', options.onError ?? (() => {}))
+    if (options.onLost) watchLoss(redis, options.onLost)
     return singleStore(redis, null)
   }
   const redis = new Redis(url, { ...common, enableAutoPipelining: true })
   redis.on('error', options.onError ?? (() => {}))
+  if (options.onLost) watchLoss(redis, options.onLost)
   const lane = options.scriptForm === 'scripts' ? null : nativeLane(url, `${common.connectionName}-scripts`)
   return singleStore(redis, lane)
+}
+
+/** Calls `onLost` once each time the connection closes after being ready (a failed reconnect is not another loss). */
+function watchLoss(redis: Redis, onLost: () => void): void {
+  let ready = redis.status === 'ready'
+  redis.on('ready', () => {
+    ready = true
+  })
+  redis.on('close', () => {
+    if (!ready) return
+    ready = false
+    onLost()
+  })
 }
 
 /** A single server (or a Sentinel's master): scripts on the lane while it is up, else EVALSHA. */

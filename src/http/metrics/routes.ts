@@ -33,6 +33,7 @@ export function metricsRoutes(deps: {
           ...metrics.disputedBurn.render(),
           ...metrics.costDisagreements.render(),
           ...metrics.lostAdmissions.render(),
+          ...metrics.replayedClears.render(),
           ...renderGauge(
             'svc_holds_outstanding',
             'Admitted requests holding funds and capacity, all replicas',

@@ -1,14 +1,17 @@
-// An admission the store lost: a failover to a Redis replica that the admit never reached leaves
-// the store consistent but older, with no attempt, no hold and no reservation, while the request
-// was served. Its clear then writes the admission from what admit answered and clears it late
-// (lua/clear.lua): the buyer pays what it is told, at most what its balance and key limit allow,
-// the supplier earns what was paid, the rest is written off, and a replay changes nothing. The
-// loss is made here as the failover makes it: every key of the market put back as it was before
-// the admit (test/helpers/store-snapshot.ts).
+// What a Redis failover or restart can lose of a paid request, and how it is got back, against a
+// real Redis. The loss is made as a promoted replica that never got the writes would show it:
+// every key of the market put back as it was before them (test/helpers/store-snapshot.ts).
+// - An admission lost: its clear writes the admission from what admit answered and clears it late
+//   (lua/clear.lua): the buyer pays what it is told, at most what its balance and key limit allow,
+//   the supplier earns what was paid, the rest is written off, and a replay changes nothing.
+// - A clear lost: the clear journal (src/market/clear-journal.ts) sends the clears of its window
+//   again when a connection closes; one the store lost is charged, one it kept moves nothing twice.
 import { describe, expect, test } from 'bun:test'
+import { createLogger } from '../../src/logger.ts'
 import { auditMarket } from '../../src/market/audit.ts'
+import { ClearJournal } from '../../src/market/clear-journal.ts'
 import { ClearingError } from '../../src/market/clearing.ts'
-import { marketSteps } from '../../src/market/steps.ts'
+import { type AttemptRef, type ClearArgs, marketSteps } from '../../src/market/steps.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { scanKeys } from '../../src/redis/scan.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
@@ -46,10 +49,42 @@ async function lostAdmission(confirmed = 1_000_000) {
 }
 
 const steps = () => marketSteps(fx.store, fx.keys)
-const burn = (diem: number) => {
+const burn = (diem: number): ClearArgs => {
   const { attemptId: _, ...rest } = meteredClear('', diem, { feeBps: 100 })
   return rest
 }
+
+/** A journal with a clock the test moves, and a clear as the request path makes one: acknowledged, then kept. */
+function journalOn() {
+  const clock = { now: 1_000_000 }
+  const on = steps()
+  const journal = new ClearJournal(
+    (attempt, req) => on.clear(attempt, req),
+    createLogger('silent'),
+    5_000,
+    () => clock.now,
+  )
+  const clear = async (attempt: AttemptRef, req: ClearArgs) => {
+    const clearing = await on.clear(attempt, req)
+    journal.record(attempt, req)
+    return clearing
+  }
+  return { journal, clear, clock }
+}
+
+/** An admission cleared through `clear`, whose clear the store then loses (its attempt admitted again). */
+async function lostClear(
+  clear: (attempt: AttemptRef, req: ClearArgs) => Promise<unknown>,
+  accountId: string,
+) {
+  const admission = admitted(await admitFor(fx, accountId))
+  const before = await snapshotKeys(fx.store, fx.keys.prefix)
+  await clear(admission, burn(1_000))
+  await before.restore()
+  return admission
+}
+
+const spent = async (accountId: string) => Number(await fx.store.hget(fx.keys.account(accountId), 'spent'))
 
 describe.each(scriptForms())('as %s', (form) => {
   freshMarketPerTest((each) => {
@@ -149,5 +184,59 @@ describe.each(scriptForms())('as %s', (form) => {
     const cleared = await steps().clear(admission, burn(1_000))
     expect(cleared).toMatchObject({ charged: 500, admissionLost: false })
     expect((await attemptRecord(fx.store, fx.keys.attempt(admission.attemptId))).lateClear).toBeUndefined()
+  })
+
+  describe('the clear journal', () => {
+    test('a clear the store lost is charged when the journal sends it again; one it kept moves nothing twice', async () => {
+      await postOffer(fx, 50, 5_000_000)
+      const accountId = await seedAccount(fx, 1_000_000)
+      const { journal, clear } = journalOn()
+      await clear(admitted(await admitFor(fx, accountId)), burn(600))
+      expect(await spent(accountId)).toBe(300)
+      await lostClear(clear, accountId)
+      expect(await spent(accountId)).toBe(300)
+
+      journal.lost()
+      await journal.settled
+      expect(await spent(accountId)).toBe(800)
+      expect(await fx.store.hget(fx.keys.account(accountId), 'held')).toBe('0')
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+      // Lost again: both are replays now.
+      journal.lost()
+      await journal.settled
+      expect(await spent(accountId)).toBe(800)
+    })
+
+    test('a clear lost with its admission is charged from the admission the journal kept', async () => {
+      const { offerId, accountId, admission } = await lostAdmission()
+      const { journal, clear } = journalOn()
+      // Cleared (late, its admission already gone), then that clear lost as well.
+      const before = await snapshotKeys(fx.store, fx.keys.prefix)
+      await clear(admission, burn(1_000))
+      await before.restore()
+      expect(await spent(accountId)).toBe(0)
+
+      journal.lost()
+      await journal.settled
+      expect(await spent(accountId)).toBe(500)
+      expect((await fx.store.hgetall(fx.keys.offer(offerId))).earned).toBe('495')
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+    })
+
+    test.each(['older than the window', 'after the journal stopped'])(
+      'a clear is not sent again %s',
+      async (when) => {
+        await postOffer(fx, 50, 5_000_000)
+        const accountId = await seedAccount(fx, 1_000_000)
+        const { journal, clear, clock } = journalOn()
+        await lostClear(clear, accountId)
+        if (when === 'older than the window') clock.now += 5_001
+        else await journal.stop()
+        journal.lost()
+        await journal.settled
+        expect(await spent(accountId)).toBe(0)
+        expect(await fx.store.hget(fx.keys.account(accountId), 'held')).not.toBe('0')
+      },
+    )
   })
 })

@@ -1,0 +1,86 @@
+// What asynchronous replication loses on a Redis Cluster, and how the gateway gets it back: the
+// replication link of the master holding the market's slot is cut (CLIENT KILL TYPE replica, the
+// replica held by DEBUG SLEEP so it cannot reconnect), one paid request is served and told its
+// cost, and the master is killed -9: its replica takes over with neither the request's admission
+// nor its clear. The gateway's connection to the dead master closes, and its clear journal
+// (src/market/clear-journal.ts) sends the clears of the last seconds again once the new master
+// serves: this one, found with no attempt, is cleared from the admission it carries. Every cost a
+// client was told is what the new master charged, and `svc-gateway audit` finds nothing off
+// (RELIABILITY.md, "What replication can lose").
+import { afterAll, expect, test } from 'bun:test'
+import Redis from 'ioredis'
+import { startLocalCluster } from '../src/redis/local-cluster.ts'
+import { createStore, type Store } from '../src/redis/store.ts'
+import { startSim } from '../src/sim/server.ts'
+import { until } from '../test/helpers/wait.ts'
+import { chat, fundedBuyer, reconcile, runAudit, settled, simOffer, startCluster } from './cluster.ts'
+import { ownerOf, servingMaster, slotOf } from './slots.ts'
+
+const redis = await startLocalCluster(3, ['--enable-debug-command', 'yes'], {
+  replicas: true,
+  nodeTimeoutMs: 1_000,
+})
+const sim = startSim({ port: 0, tokensPerSecond: 200, outputTokens: 20 })
+const gateways = await startCluster({ redisUrl: redis.url, sim, replicas: 1 })
+let onNew: Store | undefined
+afterAll(async () => {
+  onNew?.close()
+  await gateways.stop()
+  await sim.stop()
+  redis.stop()
+})
+
+test('a request whose admission and clear only the killed master had is charged on the new master what it was told', async () => {
+  await simOffer(gateways, sim, 40)
+  const buyer = await fundedBuyer(gateways)
+  const gateway = gateways.replicas[0]!
+  const before = await chat(gateway, buyer.apiKey, false)
+  const slot = await slotOf(redis, `${gateways.prefix}:`)
+  const master = await ownerOf(redis, slot, redis.nodes)
+  const replica = redis.replicas[redis.nodes.indexOf(master)]!
+
+  const sleeper = new Redis(replica.port, '127.0.0.1')
+  void sleeper.call('DEBUG', 'SLEEP', '3').catch(() => {})
+  const onMaster = new Redis(master.port, '127.0.0.1')
+  // The sleep has begun once the replica stops answering.
+  const probe = new Redis(replica.port, '127.0.0.1', { commandTimeout: 200, maxRetriesPerRequest: 0 })
+  await until(() =>
+    probe.ping().then(
+      () => false,
+      () => true,
+    ),
+  )
+  probe.disconnect()
+  await onMaster.call('CLIENT', 'KILL', 'TYPE', 'replica')
+  onMaster.disconnect()
+  const during = await chat(gateway, buyer.apiKey, false)
+  expect(during.ackedCost).toBeGreaterThan(0)
+  master.stop()
+  const killedAt = Date.now()
+  await until(() => servingMaster(replica).catch(() => false), 50)
+  const failoverMs = Date.now() - killedAt
+  const after = await chat(gateway, buyer.apiKey, false)
+  sleeper.disconnect()
+
+  onNew = createStore(`redis://127.0.0.1:${replica.port}`, { name: 'replication-loss' })
+  await settled(onNew, gateways.prefix, 20_000)
+  const told = [before, during, after]
+  // The journal's replay lands once the new master serves: wait for it, not for a time.
+  await until(
+    async () => (await reconcile(onNew!, gateways.prefix, told, () => false)).mismatches.length === 0,
+    100,
+  )
+  const result = await reconcile(onNew, gateways.prefix, told, () => false)
+  console.log(
+    `(replication loss) told ${told.map((o) => o.ackedCost).join(', ')}, failover ${failoverMs} ms, attempts ${JSON.stringify(result.states)}`,
+  )
+  expect(result.states).toEqual({ cleared: 3 })
+  expect(result.accountsSpent).toBe(told.reduce((sum, o) => sum + o.ackedCost!, 0))
+  const metrics = await (
+    await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${gateways.adminToken}` } })
+  ).text()
+  expect(metrics).toMatch(/^svc_replayed_clears_total\{found="restored"\} 1$/m)
+  expect(metrics).toMatch(/^svc_lost_admissions_total 1$/m)
+  const audit = await runAudit(redis.url, gateways.prefix)
+  expect(audit.code).toBe(0)
+}, 120_000)

@@ -1,0 +1,117 @@
+// The clears this replica had acknowledged in the last seconds, sent again when a connection to
+// Redis closes. Redis acknowledges a write before its replicas have it (replication is
+// asynchronous) and before its disk does (an AOF fsynced once a second): a master killed just after
+// a clear leaves a promoted replica, or a restarted server, without it, and the buyer told a cost
+// it was never charged. A clear is idempotent by attempt id, so sending it again is safe either
+// way: one the store kept answers as a replay and changes nothing; one it lost is charged now (its
+// attempt admitted, reaped by then, or lost with its admission: lua/clear.lua).
+import type { Logger } from 'pino'
+import { metrics } from '../metrics/gateway-metrics.ts'
+import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
+import type { Clearing } from './clearing.ts'
+import type { AttemptRef, ClearArgs } from './steps.ts'
+
+/**
+ * How far back a lost connection sends clears again: a replica's lag, and the time a dead master's
+ * closed socket takes to be seen (a host that vanishes without closing its sockets is seen later
+ * than this, and what it lost stays lost). Every replay costs Redis a clear's read: the window is
+ * kept short so that a reconnect does not replay much.
+ */
+export const JOURNAL_MS = 2_000
+/** How long a replay waits for the store to serve again (a failover's election, a restart's load). */
+const REPLAY_WAIT_MS = 60_000
+/** Clears sent at once while replaying. */
+const REPLAY_BATCH = 64
+
+interface Entry {
+  at: number
+  attempt: AttemptRef
+  req: ClearArgs
+}
+
+export class ClearJournal {
+  private entries: Entry[] = []
+  private head = 0
+  private replaying: Promise<void> | null = null
+  private lostAgain = false
+  private stopped = false
+
+  constructor(
+    private readonly clear: (attempt: AttemptRef, req: ClearArgs) => Promise<Clearing>,
+    private readonly logger: Logger,
+    private readonly windowMs = JOURNAL_MS,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** A clear the store acknowledged. */
+  record(attempt: AttemptRef, req: ClearArgs): void {
+    const now = this.now()
+    this.forgetBefore(now - this.windowMs)
+    this.entries.push({ at: now, attempt, req })
+  }
+
+  /** A connection to Redis closed: the clears of the window before now are sent again once it serves. */
+  lost(): void {
+    if (this.stopped) return
+    if (this.replaying) {
+      this.lostAgain = true
+      return
+    }
+    this.replaying = this.replay().finally(() => {
+      this.replaying = null
+    })
+  }
+
+  /** Resolves once a replay under way has ended; none starts after. */
+  async stop(): Promise<void> {
+    this.stopped = true
+    await this.replaying
+  }
+
+  /** The replay under way, if any (tests wait for it). */
+  get settled(): Promise<void> {
+    return this.replaying ?? Promise.resolve()
+  }
+
+  private async replay(): Promise<void> {
+    do {
+      this.lostAgain = false
+      const since = this.now() - this.windowMs
+      this.forgetBefore(since)
+      const due = this.entries.slice(this.head)
+      const counts = { kept: 0, restored: 0, failed: 0 }
+      for (let i = 0; i < due.length && !this.stopped; i += REPLAY_BATCH) {
+        await Promise.all(due.slice(i, i + REPLAY_BATCH).map((entry) => this.replayOne(entry, counts)))
+      }
+      if (counts.restored > 0 || counts.failed > 0)
+        this.logger.warn(counts, 'clears sent again after Redis went away; the store had lost some')
+    } while (this.lostAgain && !this.stopped)
+  }
+
+  private async replayOne(entry: Entry, counts: { kept: number; restored: number; failed: number }) {
+    try {
+      const clearing = await whileStoreAway(
+        () => this.clear(entry.attempt, entry.req),
+        waitsFor(REPLAY_WAIT_MS),
+      )
+      const found = clearing.replay ? 'kept' : 'restored'
+      counts[found]++
+      metrics.replayedClears.inc({ found })
+      if (clearing.admissionLost) metrics.lostAdmissions.inc()
+    } catch (error) {
+      counts.failed++
+      metrics.replayedClears.inc({ found: 'failed' })
+      this.logger.error({ err: error, attemptId: entry.attempt.attemptId }, 'a clear sent again failed')
+    }
+  }
+
+  private forgetBefore(since: number): void {
+    const entries = this.entries
+    while (this.head < entries.length && entries[this.head]!.at < since) this.head++
+    // Compacted once the forgotten part is the larger: each entry is moved at most once.
+    if (this.head > 1024 && this.head * 2 > entries.length) {
+      this.entries = entries.slice(this.head)
+      this.head = 0
+    }
+  }
+}
