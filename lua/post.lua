@@ -7,16 +7,19 @@
 
   KEYS[1]  the offer's keyspace base
   ARGV[1]  recordRetentionMs: how long the supplier's fill and the posted reservation are kept, ms
-  ARGV[2..] each post's attemptId, burn (the billed burn, micro-DIEM: clear's reply), earned (what
+  ARGV[2]  offerId: the offer whose reservations these are (what a lost one is posted on)
+  ARGV[3..] each post's attemptId, burn (the billed burn, micro-DIEM: clear's reply), earned (what
            the supplier earns, micro-USDC: charged less the fee), fee (the platform's, micro-USDC),
            disputed (burn reported beyond what was billed, micro-DIEM), upstreamBalance (the
-           supplier key's upstream balance after, micro-DIEM; "" unknown), model (for the fill)
+           supplier key's upstream balance after, micro-DIEM; "" unknown), askCents (the clear's
+           ask), model (for the fill)
 
-  Returns each post's code, in order: 1 posted; 0 already posted; -1 no such reservation.
+  Returns each post's code, in order: 1 posted; 2 posted, the reservation lost (a failover) and
+  written from the post; 0 already posted; -1 no such reservation, nor offer.
 ]]
 keep_records_for(ARGV[1])
 local now = now_ms()
 local batch = {}
-local codes = post_all(ARGV, 2, now, batch)
+local codes = post_all(ARGV, 3, now, batch, ARGV[2])
 write_batch(batch, now)
 return codes

@@ -9,15 +9,15 @@
   ARGV[1]  attemptId: attempt id
   ARGV[2]  recordRetentionMs: how long a reaped attempt is kept as the request's record, ms
 
-  Returns {1} reaped here (void the reservation); {2, burn, earned, fee, disputed, model} cleared
-  (post it with these); {0} released or reaped already, or never held (void it).
+  Returns {1} reaped here (void the reservation); {2, burn, earned, fee, disputed, model, askCents}
+  cleared (post it with these); {0} released or reaped already, or never held (void it).
 ]]
 local a = read_attempt(ARGV[1])
 if not a then return { 0 } end
 if a.state == 'cleared' then
   local c = read_cleared(a)
   local charged, fee = int(c[1]), int(c[6])
-  return { 2, c[3], s(charged - fee), s(fee), c[5] or '0', a.model or '' }
+  return { 2, c[3], s(charged - fee), s(fee), c[5] or '0', a.model or '', a.askCents }
 end
 if a.state ~= 'admitted' then return { 0 } end
 keep_records_for(ARGV[2])

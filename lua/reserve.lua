@@ -17,7 +17,7 @@
   ARGV[6]  accountId: whose request it is (kept on the reservation, for the reaper)
   ARGV[7]  now: the time now, ms ("": Redis TIME)
   ARGV[8]  recordRetentionMs: how long a posted reservation and its fill are kept, ms
-  ARGV[9..] posts carried, as lua/post.lua's ARGV[2..]
+  ARGV[9..] posts carried, as lua/post.lua's ARGV[3..], all this offer's
 
   Returns {1, askCents, leaseDeadline, upstreamBaseUrl, upstreamKeyEnc, upstreamBalance ("" unknown),
   inflight, maxInFlight, routable} (the offer's in-flight count with this reservation, its cap and
@@ -39,7 +39,7 @@ local batch = nil
 if #ARGV > 8 then
   keep_records_for(ARGV[8])
   batch = {}
-  post_all(ARGV, 9, now, batch)
+  post_all(ARGV, 9, now, batch, offer_id)
 end
 -- Posts for this offer are written with the reservation's own write below; any other's now.
 local carried = batch and batch[offer_id]

@@ -4,22 +4,31 @@
 -- self-served offer's fill is appended, and the request counts in its model's usage stats for the
 -- day on the offer's slot (src/records/stats.ts sums them over the offers). A reservation the
 -- reaper voided first (a late clear: the capacity went back already) still records the burn and
--- the earnings. Idempotent by attempt id: a posted reservation is left as it is.
+-- the earnings. A reservation the offer's slot no longer has (its master failed over before the
+-- reservation reached a replica, while the account's side cleared it) is posted all the same from
+-- what the post carries, its capacity never held on the promoted master, and marked lost.
+-- Idempotent by attempt id: a posted reservation is left as it is.
 -- Posts come alone (lua/post.lua) or carried on the offer's next reservation (lua/reserve.lua),
 -- several at a time: a replica queues them per offer (src/market/post-queue.ts). The offer's row
 -- is read and written once for all of them (and with the reservation's own read and write when
 -- carried): sums per offer, in `batch`.
 
 -- The values of one post, in ARGV order from its first.
-local POST_VALUES = 7
+local POST_VALUES = 8
 
 -- Posts one reservation's side, its offer's sums added to batch[offerId] for a later write
--- (write_batch, or the reservation's own). Returns 1 posted, 0 already posted, -1 no such
--- reservation. The record retention is set.
-local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance, model, now, batch)
+-- (write_batch, or the reservation's own). offer_id: the offer the posts were sent to, and ask the
+-- clear's: what a lost reservation is posted on. Returns 1 posted, 2 posted as lost, 0 already
+-- posted, -1 no such reservation nor offer. The record retention is set.
+local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance, ask, model, offer_id, now, batch)
   local reservation = k_reservation(id)
   local r = rcall('HMGET', reservation, 'state', 'offerId', 'holdDiem', 'askCents')
-  if not r[1] then return -1 end
+  local lost = not r[1]
+  if lost then
+    -- Never a ghost: the offer must still be there.
+    if rcall('EXISTS', k_offer(offer_id)) == 0 then return -1 end
+    r = { 'lost', offer_id, '0', ask }
+  end
   if r[1] == 'posted' then return 0 end
   local b = batch[r[2]]
   if not b then
@@ -36,20 +45,25 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   if balance ~= '' then b.balance = balance end
   local fills = b.fills
   fills[#fills + 1] = { model, burn_s, r[4], earned_s }
-  rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s)
+  if lost then
+    rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s,
+      'offerId', offer_id, 'askCents', ask, 'lost', '1')
+  else
+    rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s)
+  end
   rcall('PEXPIRE', reservation, record_ttl_ms)
   count_served(model, now)
-  return 1
+  return lost and 2 or 1
 end
 
 -- Every post in argv (the script's ARGV: a library function has none of its own) from `first` on
--- (POST_VALUES each: attemptId, burn, earned, fee, disputed, upstreamBalance, model), summed into
--- batch; returns each one's post_reservation code, in order.
-local function post_all(argv, first, now, batch)
+-- (POST_VALUES each: attemptId, burn, earned, fee, disputed, upstreamBalance, askCents, model), all
+-- sent to offer_id, summed into batch; returns each one's post_reservation code, in order.
+local function post_all(argv, first, now, batch, offer_id)
   local codes = {}
   for i = first, #argv - POST_VALUES + 1, POST_VALUES do
     codes[#codes + 1] = post_reservation(argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4], argv[i + 5],
-      argv[i + 6], now, batch)
+      argv[i + 6], argv[i + 7], offer_id, now, batch)
   end
   return codes
 end

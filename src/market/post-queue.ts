@@ -15,12 +15,13 @@ import type { Store } from '../redis/store.ts'
  */
 export const POST_WITHIN_MS = 2
 
-/** What a clear billed, to post on its offer. */
+/** What a clear billed, to post on its offer (at its ask, what a lost reservation is posted at). */
 export interface Billed {
   burn: MicroDiem
   charged: MicroUsdc
   fee: MicroUsdc
   disputed: MicroDiem
+  askCents: number
 }
 
 /** One post's values, in lib/posts's order. */
@@ -30,8 +31,8 @@ export function postValues(
   billed: Billed,
   upstreamBalance: MicroDiem | null,
 ): (string | number)[] {
-  const { burn, charged, fee, disputed } = billed
-  return [attemptId, burn, charged - fee, fee, disputed, upstreamBalance ?? '', model]
+  const { burn, charged, fee, disputed, askCents } = billed
+  return [attemptId, burn, charged - fee, fee, disputed, upstreamBalance ?? '', askCents, model]
 }
 
 /** An offer's queue, taken to be carried: its posts' values and the retention to keep them for. */
@@ -100,7 +101,7 @@ export class PostQueue {
         this.store,
         'post',
         [this.base(offerId)],
-        { recordRetentionMs: carried.recordRetentionMs },
+        { recordRetentionMs: carried.recordRetentionMs, offerId },
         carried.values,
       )
     } catch {

@@ -275,6 +275,7 @@ export async function reapOffer(
         charged: (n(ended[2]) + n(ended[3])) as MicroUsdc,
         fee: n(ended[3]) as MicroUsdc,
         disputed: n(ended[4]) as MicroDiem,
+        askCents: n(ended[6]),
       }
       const who = { accountId: accountId!, offerId, model: String(ended[5]) }
       await post(store, owners, attemptId, who, billed, null, recordRetentionMs)
@@ -298,7 +299,7 @@ async function post(
     store,
     'post',
     [owners.offer(who.offerId).base],
-    { recordRetentionMs },
+    { recordRetentionMs, offerId: who.offerId },
     postValues(attemptId, who.model, billed, upstreamBalance),
   )
 }

@@ -218,7 +218,7 @@ export const SCRIPTS = {
     'upstreamBalance',
     'recordRetentionMs',
   ]),
-  post: market([...ending, LIB.posts], post, ['recordRetentionMs'], true),
+  post: market([...ending, LIB.posts], post, ['recordRetentionMs', 'offerId'], true),
   reapHold: market([...ending], reapHold, ['attemptId', 'recordRetentionMs']),
   refuse: market(ending, refuse, [
     'attemptId',

@@ -131,36 +131,41 @@ describe('the request path held apart', () => {
     await removeOffer(offerId)
   })
 
-  test("a stream whose account's side the store lost mid-flight (its master failed over) is charged what it was told, and the reservation posted", async () => {
-    const offerId = await postOffer(40)
-    const b = await buyer()
-    // The account's shard as it was before the request: what a replica that never got the hold has.
-    const before = await snapshotKeys(store, owners.account(b.accountId).prefix)
-    stack.sim.settings.holdFirstToken = true
-    const stream = await b.client.chat.completions.create({ model, messages, stream: true })
-    const frames: unknown[] = []
-    const reading = (async () => {
-      for await (const chunk of stream) frames.push(chunk)
-    })()
-    await until(async () => Number((await accountRow(b.accountId)).held) > 0)
-    await before.restore()
-    stack.sim.releaseFirstTokens()
-    await reading
-    const cost = frames.at(-1) as { costUsdc: string; supportReference: string }
-    const charged = Math.round(Number(cost.costUsdc) * 1e6)
-    expect(charged).toBeGreaterThan(0)
-    const account = await accountRow(b.accountId)
-    expect(account).toMatchObject({ spent: String(charged), held: '0' })
-    const offer = await offerRow(offerId)
-    expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(charged)
-    expect(offer).toMatchObject({ held: '0', inflight: '0' })
-    const attempt = await attemptRecord(
-      store,
-      owners.account(b.accountId).attempt(`${cost.supportReference}.1`),
-    )
-    expect(attempt).toMatchObject({ state: 'cleared', lateClear: 'lost', costUsdc: String(charged) })
-    await removeOffer(offerId)
-  })
+  test.each(['account', 'offer'] as const)(
+    "a stream whose %s's side the store lost mid-flight (its master failed over) is charged what it was told, and posted on the offer",
+    async (side) => {
+      const offerId = await postOffer(40)
+      const b = await buyer()
+      // That side's slot as it was before the request: what a replica that never got the step has.
+      const slot = side === 'account' ? owners.account(b.accountId) : owners.offer(offerId)
+      const before = await snapshotKeys(store, slot.prefix)
+      stack.sim.settings.holdFirstToken = true
+      const stream = await b.client.chat.completions.create({ model, messages, stream: true })
+      const frames: unknown[] = []
+      const reading = (async () => {
+        for await (const chunk of stream) frames.push(chunk)
+      })()
+      await until(async () => Number((await accountRow(b.accountId)).held) > 0)
+      await before.restore()
+      stack.sim.releaseFirstTokens()
+      await reading
+      const cost = frames.at(-1) as { costUsdc: string; supportReference: string }
+      const charged = Math.round(Number(cost.costUsdc) * 1e6)
+      expect(charged).toBeGreaterThan(0)
+      expect(await accountRow(b.accountId)).toMatchObject({ spent: String(charged), held: '0' })
+      const offer = await offerRow(offerId)
+      expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(charged)
+      expect(offer).toMatchObject({ held: '0', inflight: '0' })
+      const attemptId = `${cost.supportReference}.1`
+      const attempt = await attemptRecord(store, owners.account(b.accountId).attempt(attemptId))
+      expect(attempt).toMatchObject({ state: 'cleared', costUsdc: String(charged) })
+      expect(attempt.lateClear).toBe(side === 'account' ? 'lost' : undefined)
+      const reservation = await store.hgetall(owners.offer(offerId).reservation(attemptId))
+      expect(reservation).toMatchObject({ state: 'posted' })
+      expect(reservation.lost).toBe(side === 'offer' ? '1' : undefined)
+      await removeOffer(offerId)
+    },
+  )
 
   test('a supplier that fails falls forward to the next offer; its reservation is voided, nothing held on it', async () => {
     const dead = await postOffer(32, 'http://127.0.0.1:1')

@@ -38,6 +38,7 @@ import {
   seedAccount as seedMarketAccount,
 } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
+import { snapshotKeys } from '../helpers/store-snapshot.ts'
 import { until, untilRedisPasses } from '../helpers/wait.ts'
 
 let cluster: RedisCluster
@@ -643,14 +644,67 @@ describe('posts queued per offer', () => {
       store,
       'post',
       [owners.offer(offerId).base],
-      { recordRetentionMs: 60_000 },
-      [first.attemptId, 800, 324, 36, 0, '', 'llama-3.3-70b'],
+      { recordRetentionMs: 60_000, offerId },
+      [first.attemptId, 800, 324, 36, 0, '', 45, 'llama-3.3-70b'],
     )
     expect(again).toEqual([0])
     expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '1800', earned: '774' })
     expect(Number((await account(buyer.accountId)).spent)).toBe(360 + 225 + 225)
     expect(await served(offerId)).toBe(3)
     expect(await store.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(3)
+  })
+
+  test("a reservation the offer's slot lost (a failover) is posted from what its post carries, once; never on an offer the slot lost too", async () => {
+    const offerId = await seedOffer(45, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    // The offer's slot as it was before the reservation: what a replica that never got it has.
+    const before = await snapshotKeys(store, owners.offer(offerId).prefix)
+    const a = admitted(await admitApart(store, owners, request(buyer, offerId)))
+    await before.restore()
+    expect(await reservation(offerId, a.attemptId)).toEqual({})
+    await clearApart(store, owners, who(buyer.accountId, offerId), clearRequest(a.attemptId, 800, 1_000))
+    expect((await account(buyer.accountId)).spent).toBe('360')
+    expect(await reservation(offerId, a.attemptId)).toMatchObject({
+      state: 'posted',
+      lost: '1',
+      offerId,
+      askCents: '45',
+      burnDiem: '800',
+      earnedUsdc: '324',
+      feeUsdc: '36',
+    })
+    expect(await offer(offerId)).toMatchObject({
+      held: '0',
+      inflight: '0',
+      burned: '800',
+      earned: '324',
+      fees: '36',
+    })
+    expect(await served(offerId)).toBe(1)
+    const fills = await store.xrange(owners.offer(offerId).supplierFills('spl_two_phase'), '-', '+')
+    expect(fills).toHaveLength(1)
+    expect(fills[0]![1]).toContain('45')
+    // Posted again (a replay, the journal): nothing twice.
+    const values = [a.attemptId, 800, 324, 36, 0, '', 45, 'llama-3.3-70b']
+    const again = await runScript(
+      store,
+      'post',
+      [owners.offer(offerId).base],
+      { recordRetentionMs: 60_000, offerId },
+      values,
+    )
+    expect(again).toEqual([0])
+    // An offer its slot does not have: nothing written.
+    const gone = randomUUID()
+    const onGone = await runScript(
+      store,
+      'post',
+      [owners.offer(gone).base],
+      { recordRetentionMs: 60_000, offerId: gone },
+      [randomUUID(), 800, 324, 36, 0, '', 45, 'llama-3.3-70b'],
+    )
+    expect(onGone).toEqual([-1])
+    expect(await store.exists(owners.offer(gone).offer(gone))).toBe(0)
   })
 
   test('an offer no reservation comes to is posted alone within the bound, its posts in one call', async () => {
