@@ -62,7 +62,7 @@ export class ClearJournal {
     })
   }
 
-  /** Resolves once a replay under way has ended; none starts after. */
+  /** Resolves once a replay under way has ended (it stops waiting for the store); none starts after. */
   async stop(): Promise<void> {
     this.stopped = true
     await this.replaying
@@ -84,7 +84,10 @@ export class ClearJournal {
         await Promise.all(due.slice(i, i + REPLAY_BATCH).map((entry) => this.replayOne(entry, counts)))
       }
       if (counts.restored > 0 || counts.failed > 0)
-        this.logger.warn(counts, 'clears sent again after Redis went away; the store had lost some')
+        this.logger.warn(
+          counts,
+          'clears sent again after a connection to Redis closed: restored the lost, or failed',
+        )
     } while (this.lostAgain && !this.stopped)
   }
 
@@ -93,6 +96,7 @@ export class ClearJournal {
       const clearing = await whileStoreAway(
         () => this.clear(entry.attempt, entry.req),
         waitsFor(REPLAY_WAIT_MS),
+        () => this.stopped,
       )
       const found = clearing.replay ? 'kept' : 'restored'
       counts[found]++
@@ -101,7 +105,8 @@ export class ClearJournal {
     } catch (error) {
       counts.failed++
       metrics.replayedClears.inc({ found: 'failed' })
-      this.logger.error({ err: error, attemptId: entry.attempt.attemptId }, 'a clear sent again failed')
+      if (!this.stopped)
+        this.logger.error({ err: error, attemptId: entry.attempt.attemptId }, 'a clear sent again failed')
     }
   }
 

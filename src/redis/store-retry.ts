@@ -3,13 +3,20 @@
 // first's result and changes nothing), an admit is not (its id would be refused as used).
 import { isRedisUnavailable } from './connection.ts'
 
-/** Tries `call`, and again after each wait while it fails for want of Redis; other errors at once. */
-export async function whileStoreAway<T>(call: () => Promise<T>, waitsMs: readonly number[]): Promise<T> {
+/**
+ * Tries `call`, and again after each wait while it fails for want of Redis; other errors at once,
+ * and this one too once `stopped` says so (a process shutting down does not wait the store out).
+ */
+export async function whileStoreAway<T>(
+  call: () => Promise<T>,
+  waitsMs: readonly number[],
+  stopped: () => boolean = () => false,
+): Promise<T> {
   for (let i = 0; ; i++) {
     try {
       return await call()
     } catch (error) {
-      if (i >= waitsMs.length || !isRedisUnavailable(error)) throw error
+      if (i >= waitsMs.length || !isRedisUnavailable(error) || stopped()) throw error
       await Bun.sleep(waitsMs[i]!)
     }
   }

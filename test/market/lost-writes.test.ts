@@ -13,7 +13,10 @@ import { ClearJournal } from '../../src/market/clear-journal.ts'
 import { ClearingError } from '../../src/market/clearing.ts'
 import { type AttemptRef, type ClearArgs, marketSteps } from '../../src/market/steps.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { keyspace } from '../../src/redis/keys.ts'
+import { freePort } from '../../src/redis/local-server.ts'
 import { scanKeys } from '../../src/redis/scan.ts'
+import { createStore } from '../../src/redis/store.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import {
   admitFor,
@@ -26,7 +29,9 @@ import {
   scriptForms,
   seedAccount,
 } from '../helpers/market.ts'
+import { testPrefix } from '../helpers/stack.ts'
 import { snapshotKeys } from '../helpers/store-snapshot.ts'
+import { until } from '../helpers/wait.ts'
 
 let fx: MarketFixture
 
@@ -240,3 +245,24 @@ describe.each(scriptForms())('as %s', (form) => {
     )
   })
 })
+
+test('a journal stopped while its replay waits for a store that is away stops waiting', async () => {
+  // A store on a port nothing listens on: every clear fails for want of Redis.
+  const away = createStore(`redis://127.0.0.1:${freePort()}`, { failFast: true, name: 'svc-test-away' })
+  const onAway = marketSteps(away, keyspace(testPrefix()))
+  let tries = 0
+  const journal = new ClearJournal((attempt, req) => {
+    tries++
+    return onAway.clear(attempt, req)
+  }, createLogger('silent'))
+  const { attemptId: _, ...req } = meteredClear('', 1_000)
+  journal.record({ attemptId: 'a.1', accountId: 'acct', offerId: 'offer', model: 'm' }, req)
+  journal.lost()
+  await until(() => tries >= 2)
+  // Its waits add up to a minute: this test's time limit, well under it, is the hang guard.
+  await journal.stop()
+  const triedAtStop = tries
+  await journal.settled
+  expect(tries).toBe(triedAtStop)
+  away.close()
+}, 20_000)

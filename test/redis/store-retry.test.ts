@@ -68,4 +68,20 @@ describe('isRedisUnavailable and waitsFor', () => {
     expect(Math.max(...waits)).toBe(1_000)
     expect(waitsFor(0)).toEqual([])
   })
+
+  test('once told to stop, the store error stands at once: a shutdown does not wait the store out', async () => {
+    let calls = 0
+    let stopped = false
+    const error = await whileStoreAway(
+      async () => {
+        calls++
+        if (calls === 2) stopped = true
+        throw storeAway()
+      },
+      [1, 1, 1, 1],
+      () => stopped,
+    ).catch((e: unknown) => e)
+    expect((error as { code?: string }).code).toBe('ERR_REDIS_CONNECTION_CLOSED')
+    expect(calls).toBe(2)
+  })
 })
