@@ -24,6 +24,7 @@ import { runCli } from '../helpers/cli.ts'
 import { admitRequest } from '../helpers/market.ts'
 import { snapshotKeys, startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
+import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
 let gatewayStopped = false
@@ -318,9 +319,13 @@ describe('svc-gateway layout', () => {
         )
         expect(record.status).toBe('completed')
       }
-      const fills = await json<{ data: { offerId: string }[] }>(
-        await keyFetch(after, supplier.apiKey, '/v1/supplier/fills?limit=200'),
-      )
+      // Held apart, the offer's side (the fill) is posted a moment after the answer (post-queue.ts).
+      const fillsNow = async () =>
+        json<{ data: { offerId: string }[] }>(
+          await keyFetch(after, supplier.apiKey, '/v1/supplier/fills?limit=200'),
+        )
+      let fills = await fillsNow()
+      await until(async () => (fills = await fillsNow()).data.length >= fillsBefore + 2)
       expect(fills.data.length).toBe(fillsBefore + 2)
       expect(fills.data[0]!.offerId).toBe(cheap)
       // The suspended supplier's offer carries its suspension on its own slot, and comes back when reinstated.

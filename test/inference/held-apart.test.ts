@@ -22,8 +22,8 @@ import type { Store } from '../../src/redis/store.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { admitRequest } from '../helpers/market.ts'
+import { saveKeys } from '../helpers/saved-keys.ts'
 import { freePort, type TestStack, testPrefix } from '../helpers/stack.ts'
-import { snapshotKeys } from '../helpers/store-snapshot.ts'
 import { until } from '../helpers/wait.ts'
 
 let apart: HeldApart
@@ -138,7 +138,7 @@ describe('the request path held apart', () => {
       const b = await buyer()
       // That side's slot as it was before the request: what a replica that never got the step has.
       const slot = side === 'account' ? owners.account(b.accountId) : owners.offer(offerId)
-      const before = await snapshotKeys(store, slot.prefix)
+      const before = await saveKeys(store, slot.prefix)
       stack.sim.settings.holdFirstToken = true
       const stream = await b.client.chat.completions.create({ model, messages, stream: true })
       const frames: unknown[] = []

@@ -1,6 +1,6 @@
 // A paid stream whose admission the store loses while the supplier is answering, as a failover to
 // a Redis replica that the admit never reached loses it: the market's keys put back as they were
-// before the request (test/helpers/store-snapshot.ts) while the supplier holds its first token.
+// before the request (test/helpers/saved-keys.ts) while the supplier holds its first token.
 // The stream still ends with its cost, the record charges exactly that, the supplier earns it less
 // the fee, and the audit finds nothing off. The openai SDK as the client.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
@@ -10,8 +10,8 @@ import { parseMicros } from '../../src/money/units.ts'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { balances, fundedBuyer, type SimOffer, simOffer } from '../helpers/buyers.ts'
+import { saveKeys } from '../helpers/saved-keys.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
-import { snapshotKeys } from '../helpers/store-snapshot.ts'
 import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
@@ -32,7 +32,7 @@ const lostTotal = async () => {
 
 test('a stream whose admission the store lost mid-flight ends with its cost, charged once, audit clean', async () => {
   const lostBefore = await lostTotal()
-  const before = await snapshotKeys(stack.store, stack.keys.prefix)
+  const before = await saveKeys(stack.store, stack.keys.prefix)
   stack.sim.settings.holdFirstToken = true
   const client = new OpenAI({ apiKey: buyer.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
   const stream = await client.chat.completions.create({

@@ -1,6 +1,6 @@
 // What a Redis failover or restart can lose of a paid request, and how it is got back, against a
 // real Redis. The loss is made as a promoted replica that never got the writes would show it:
-// every key of the market put back as it was before them (test/helpers/store-snapshot.ts).
+// every key of the market put back as it was before them (test/helpers/saved-keys.ts).
 // - An admission lost: its clear writes the admission from what admit answered and clears it late
 //   (lua/clear.lua): the buyer pays what it is told, at most what its balance and key limit allow,
 //   the supplier earns what was paid, the rest is written off, and a replay changes nothing.
@@ -15,7 +15,6 @@ import { type AttemptRef, type ClearArgs, marketSteps } from '../../src/market/s
 import type { MicroDiem } from '../../src/money/units.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
-import { scanKeys } from '../../src/redis/scan.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import {
@@ -29,25 +28,17 @@ import {
   scriptForms,
   seedAccount,
 } from '../helpers/market.ts'
-import { testPrefix } from '../helpers/stack.ts'
-import { snapshotKeys } from '../helpers/store-snapshot.ts'
+import { saveKeys } from '../helpers/saved-keys.ts'
+import { snapshotKeys, testPrefix } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 let fx: MarketFixture
-
-/** Every key of the market and its value, to show a refusal wrote nothing. */
-async function everything(): Promise<Record<string, unknown>> {
-  const out: Record<string, unknown> = {}
-  for (const key of (await scanKeys(fx.store, `${fx.keys.prefix}*`)).sort())
-    out[key] = (await fx.store.type(key)) === 'hash' ? await fx.store.hgetall(key) : await fx.store.type(key)
-  return out
-}
 
 /** An offer at 50 cents, a buyer with `confirmed`, and one admission the store then loses. */
 async function lostAdmission(confirmed = 1_000_000) {
   const offerId = await postOffer(fx, 50, 5_000_000)
   const accountId = await seedAccount(fx, confirmed)
-  const before = await snapshotKeys(fx.store, fx.keys.prefix)
+  const before = await saveKeys(fx.store, fx.keys.prefix)
   const admission = admitted(await admitFor(fx, accountId))
   await before.restore()
   return { offerId, accountId, admission }
@@ -83,7 +74,7 @@ async function lostClear(
   accountId: string,
 ) {
   const admission = admitted(await admitFor(fx, accountId))
-  const before = await snapshotKeys(fx.store, fx.keys.prefix)
+  const before = await saveKeys(fx.store, fx.keys.prefix)
   await clear(admission, burn(1_000))
   await before.restore()
   return admission
@@ -135,11 +126,11 @@ describe.each(scriptForms())('as %s', (form) => {
 
   test('without what admit answered, the clear is refused and writes nothing', async () => {
     const { admission } = await lostAdmission()
-    const before = await everything()
+    const before = await snapshotKeys(fx.store, fx.keys.prefix)
     const error = await clearFor(fx, admission.attemptId, 1_000).catch((e) => e)
     expect(error).toBeInstanceOf(ClearingError)
     expect(error.reason).toBe('unknown_attempt')
-    expect(await everything()).toEqual(before)
+    expect(await snapshotKeys(fx.store, fx.keys.prefix)).toEqual(before)
   })
 
   test.each(['account', 'offer'] as const)(
@@ -147,7 +138,7 @@ describe.each(scriptForms())('as %s', (form) => {
     async (gone) => {
       const { accountId, offerId, admission } = await lostAdmission()
       await fx.store.del(gone === 'account' ? fx.keys.account(accountId) : fx.keys.offer(offerId))
-      const before = await everything()
+      const before = await snapshotKeys(fx.store, fx.keys.prefix)
       expect(
         (
           await steps()
@@ -155,7 +146,7 @@ describe.each(scriptForms())('as %s', (form) => {
             .catch((e) => e)
         ).reason,
       ).toBe('unknown_attempt')
-      expect(await everything()).toEqual(before)
+      expect(await snapshotKeys(fx.store, fx.keys.prefix)).toEqual(before)
     },
   )
 
@@ -216,7 +207,7 @@ describe.each(scriptForms())('as %s', (form) => {
       const { offerId, accountId, admission } = await lostAdmission()
       const { journal, clear } = journalOn()
       // Cleared (late, its admission already gone), then that clear lost as well.
-      const before = await snapshotKeys(fx.store, fx.keys.prefix)
+      const before = await saveKeys(fx.store, fx.keys.prefix)
       await clear(admission, burn(1_000))
       await before.restore()
       expect(await spent(accountId)).toBe(0)

@@ -38,7 +38,7 @@ import {
   seedAccount as seedMarketAccount,
 } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
-import { snapshotKeys } from '../helpers/store-snapshot.ts'
+import { saveKeys } from '../helpers/saved-keys.ts'
 import { until, untilRedisPasses } from '../helpers/wait.ts'
 
 let cluster: RedisCluster
@@ -658,7 +658,7 @@ describe('posts queued per offer', () => {
     const offerId = await seedOffer(45, 5_000_000)
     const buyer = await seedAccount(1_000_000)
     // The offer's slot as it was before the reservation: what a replica that never got it has.
-    const before = await snapshotKeys(store, owners.offer(offerId).prefix)
+    const before = await saveKeys(store, owners.offer(offerId).prefix)
     const a = admitted(await admitApart(store, owners, request(buyer, offerId)))
     await before.restore()
     expect(await reservation(offerId, a.attemptId)).toEqual({})

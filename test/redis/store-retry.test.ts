@@ -36,6 +36,22 @@ describe('whileStoreAway', () => {
     expect((error as { code?: string }).code).toBe('ERR_REDIS_CONNECTION_CLOSED')
     expect(calls).toBe(3)
   })
+
+  test('once told to stop, the store error stands at once: a shutdown does not wait the store out', async () => {
+    let calls = 0
+    let stopped = false
+    const error = await whileStoreAway(
+      async () => {
+        calls++
+        if (calls === 2) stopped = true
+        throw storeAway()
+      },
+      [1, 1, 1, 1],
+      () => stopped,
+    ).catch((e: unknown) => e)
+    expect((error as { code?: string }).code).toBe('ERR_REDIS_CONNECTION_CLOSED')
+    expect(calls).toBe(2)
+  })
 })
 
 describe('isRedisUnavailable and waitsFor', () => {
@@ -67,21 +83,5 @@ describe('isRedisUnavailable and waitsFor', () => {
     expect(waits.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(3_000)
     expect(Math.max(...waits)).toBe(1_000)
     expect(waitsFor(0)).toEqual([])
-  })
-
-  test('once told to stop, the store error stands at once: a shutdown does not wait the store out', async () => {
-    let calls = 0
-    let stopped = false
-    const error = await whileStoreAway(
-      async () => {
-        calls++
-        if (calls === 2) stopped = true
-        throw storeAway()
-      },
-      [1, 1, 1, 1],
-      () => stopped,
-    ).catch((e: unknown) => e)
-    expect((error as { code?: string }).code).toBe('ERR_REDIS_CONNECTION_CLOSED')
-    expect(calls).toBe(2)
   })
 })
