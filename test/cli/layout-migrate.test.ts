@@ -324,8 +324,8 @@ describe('svc-gateway layout', () => {
         json<{ data: { offerId: string }[] }>(
           await keyFetch(after, supplier.apiKey, '/v1/supplier/fills?limit=200'),
         )
-      let fills = await fillsNow()
-      await until(async () => (fills = await fillsNow()).data.length >= fillsBefore + 2)
+      await until(async () => (await fillsNow()).data.length >= fillsBefore + 2)
+      const fills = await fillsNow()
       expect(fills.data.length).toBe(fillsBefore + 2)
       expect(fills.data[0]!.offerId).toBe(cheap)
       // The suspended supplier's offer carries its suspension on its own slot, and comes back when reinstated.
