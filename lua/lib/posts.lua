@@ -45,12 +45,8 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   if balance ~= '' then b.balance = balance end
   local fills = b.fills
   fills[#fills + 1] = { model, burn_s, r[4], earned_s }
-  if lost then
-    rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s,
-      'offerId', offer_id, 'askCents', ask, 'lost', '1')
-  else
-    rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s)
-  end
+  rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s)
+  if lost then rcall('HSET', reservation, 'offerId', offer_id, 'askCents', ask, 'lost', '1') end
   rcall('PEXPIRE', reservation, record_ttl_ms)
   count_served(model, now)
   return lost and 2 or 1

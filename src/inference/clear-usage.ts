@@ -121,7 +121,6 @@ export async function clearBurn(
   if (!clearing.replay) {
     metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
     if (record.upstreamCost != null) metrics.costDisagreements.inc()
-    if (clearing.admissionLost) metrics.lostAdmissions.inc()
     if (clearing.disputed > 0) {
       metrics.disputedClears.inc()
       metrics.disputedBurn.inc({}, clearing.disputed)

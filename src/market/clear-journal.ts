@@ -101,7 +101,6 @@ export class ClearJournal {
       const found = clearing.replay ? 'kept' : 'restored'
       counts[found]++
       metrics.replayedClears.inc({ found })
-      if (clearing.admissionLost) metrics.lostAdmissions.inc()
     } catch (error) {
       counts.failed++
       metrics.replayedClears.inc({ found: 'failed' })

@@ -1,6 +1,7 @@
 // The clearing scripts' typed wrappers: clear charges an attempt from its burn, release ends a
 // failed one with no charge (lua/clear.lua, lua/release.lua). This module shapes arguments and
 // results, and sends a clear that found no attempt once more with its admission (a failover lost it).
+import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -76,6 +77,7 @@ export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Pr
   if (lost) {
     reply = await clearOnce(store, keys, req, lost)
     admissionLost = n(reply[0]) === ClearCode.Cleared && n(reply[7]) === 0
+    if (admissionLost) metrics.lostAdmissions.inc()
   }
   const code = n(reply[0])
   if (code === ClearCode.UnknownAttempt) throw new ClearingError(req.attemptId, 'unknown_attempt')
