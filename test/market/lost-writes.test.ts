@@ -124,6 +124,19 @@ describe.each(scriptForms())('as %s', (form) => {
     expect((await fx.store.hgetall(fx.keys.offer(offerId))).earned).toBe('495')
   })
 
+  test('clears of one lost admission sent at once (its request and a replay) charge it once', async () => {
+    const { offerId, accountId, admission } = await lostAdmission()
+    const clearings = await Promise.all(
+      Array.from({ length: 8 }, () => steps().clear(admission, burn(1_000))),
+    )
+    expect(clearings.map((c) => c.charged as number)).toEqual(Array(8).fill(500))
+    expect(clearings.filter((c) => c.admissionLost)).toHaveLength(1)
+    expect(clearings.filter((c) => c.replay)).toHaveLength(7)
+    expect((await fx.store.hgetall(fx.keys.account(accountId))).spent).toBe('500')
+    expect((await fx.store.hgetall(fx.keys.offer(offerId))).earned).toBe('495')
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+
   test('without what admit answered, the clear is refused and writes nothing', async () => {
     const { admission } = await lostAdmission()
     const before = await snapshotKeys(fx.store, fx.keys.prefix)

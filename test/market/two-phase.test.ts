@@ -707,6 +707,34 @@ describe('posts queued per offer', () => {
     expect(await store.exists(owners.offer(gone).offer(gone))).toBe(0)
   })
 
+  test('posts of one lost reservation sent at once write it once', async () => {
+    const offerId = await seedOffer(45, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const before = await saveKeys(store, owners.offer(offerId).prefix)
+    const a = admitted(await admitApart(store, owners, request(buyer, offerId)))
+    await before.restore()
+    // The account's side charged, the offer's not yet posted.
+    await clear(store, owners.account(buyer.accountId), {
+      ...clearRequest(a.attemptId, 800, 1_000),
+      offerApart: true,
+    })
+    const values = [a.attemptId, 800, 324, 36, 0, '', 45, 'llama-3.3-70b']
+    const codes = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        runScript(
+          store,
+          'post',
+          [owners.offer(offerId).base],
+          { recordRetentionMs: 60_000, offerId },
+          values,
+        ),
+      ),
+    )
+    expect(codes.flat().sort()).toEqual([0, 0, 0, 0, 0, 2])
+    expect(await offer(offerId)).toMatchObject({ burned: '800', earned: '324', fees: '36' })
+    expect(await served(offerId)).toBe(1)
+  })
+
   test('an offer no reservation comes to is posted alone within the bound, its posts in one call', async () => {
     const offerId = await seedOffer(50, 5_000_000)
     const buyers = await Promise.all(Array.from({ length: 3 }, () => seedAccount(1_000_000)))
