@@ -1,14 +1,16 @@
 // What asynchronous replication loses on a Redis Cluster, and how the gateway gets it back: the
 // replication link of the master holding the market's slot is cut (CLIENT KILL TYPE replica, the
-// replica held by DEBUG SLEEP so it cannot reconnect), one paid request is served and told its
-// cost, and the master is killed -9: its replica takes over with neither the request's admission
-// nor its clear. The gateway's connection to the dead master closes, and its clear journal
-// (src/market/clear-journal.ts) sends the clears of the last seconds again once the new master
-// serves: this one, found with no attempt, is cleared from the admission it carries. Every cost a
+// replica held by DEBUG SLEEP so it cannot reconnect), two paid requests are served and told their
+// cost, the first longer before the kill than the clear journal's window, and the master is killed
+// -9: its replica takes over with neither request's admission nor its clear. The gateway's
+// connection to the dead master closes, and its clear journal (src/market/clear-journal.ts), which
+// keeps a clear until its master's replicas have it, sends them again once the new master serves:
+// each, found with no attempt, is cleared from the admission it carries. Every cost a
 // client was told is what the new master charged, and `svc-gateway audit` finds nothing off
 // (RELIABILITY.md, "What replication can lose").
 import { afterAll, expect, test } from 'bun:test'
 import Redis from 'ioredis'
+import { JOURNAL_MS } from '../src/market/clear-journal.ts'
 import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { createStore, type Store } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
@@ -30,7 +32,7 @@ afterAll(async () => {
   redis.stop()
 })
 
-test('a request whose admission and clear only the killed master had is charged on the new master what it was told', async () => {
+test('requests whose admission and clear only the killed master had are charged on the new master what they were told', async () => {
   await simOffer(gateways, sim, 40)
   const buyer = await fundedBuyer(gateways)
   const gateway = gateways.replicas[0]!
@@ -40,7 +42,8 @@ test('a request whose admission and clear only the killed master had is charged 
   const replica = redis.replicas[redis.nodes.indexOf(master)]!
 
   const sleeper = new Redis(replica.port, '127.0.0.1')
-  void sleeper.call('DEBUG', 'SLEEP', '3').catch(() => {})
+  // Asleep past the two requests and the journal's window between them.
+  void sleeper.call('DEBUG', 'SLEEP', '6').catch(() => {})
   const onMaster = new Redis(master.port, '127.0.0.1')
   // The sleep has begun once the replica stops answering.
   const probe = new Redis(replica.port, '127.0.0.1', { commandTimeout: 200, maxRetriesPerRequest: 0 })
@@ -55,6 +58,11 @@ test('a request whose admission and clear only the killed master had is charged 
   onMaster.disconnect()
   const during = await chat(gateway, buyer.apiKey, false)
   expect(during.ackedCost).toBeGreaterThan(0)
+  // Past the window: only its replicas' silence keeps this clear in the journal now.
+  const answeredAt = Date.now()
+  await until(() => Date.now() > answeredAt + JOURNAL_MS + 200, 50)
+  const late = await chat(gateway, buyer.apiKey, false)
+  expect(late.ackedCost).toBeGreaterThan(0)
   master.stop()
   const killedAt = Date.now()
   await until(() => servingMaster(replica).catch(() => false), 50)
@@ -64,7 +72,7 @@ test('a request whose admission and clear only the killed master had is charged 
 
   onNew = createStore(`redis://127.0.0.1:${replica.port}`, { name: 'replication-loss' })
   await settled(onNew, gateways.prefix, 20_000)
-  const told = [before, during, after]
+  const told = [before, during, late, after]
   // The journal's replay lands once the new master serves: wait for it, not for a time.
   await until(
     async () => (await reconcile(onNew!, gateways.prefix, told, () => false)).mismatches.length === 0,
@@ -74,13 +82,14 @@ test('a request whose admission and clear only the killed master had is charged 
   console.log(
     `(replication loss) told ${told.map((o) => o.ackedCost).join(', ')}, failover ${failoverMs} ms, attempts ${JSON.stringify(result.states)}`,
   )
-  expect(result.states).toEqual({ cleared: 3 })
+  expect(result.states).toEqual({ cleared: 4 })
   expect(result.accountsSpent).toBe(told.reduce((sum, o) => sum + o.ackedCost!, 0))
   const metrics = await (
     await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${gateways.adminToken}` } })
   ).text()
-  expect(metrics).toMatch(/^svc_replayed_clears_total\{found="restored"\} 1$/m)
-  expect(metrics).toMatch(/^svc_lost_admissions_total 1$/m)
+  expect(metrics).toMatch(/^svc_replayed_clears_total\{found="restored"\} 2$/m)
+  expect(metrics).toMatch(/^svc_lost_admissions_total 2$/m)
+  expect(metrics).not.toMatch(/^svc_unreplicated_clears_total [1-9]/m)
   const audit = await runAudit(redis.url, gateways.prefix)
   expect(audit.code).toBe(0)
 }, 120_000)

@@ -4,13 +4,14 @@ import { createApp } from './app.ts'
 import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
-import { ClearJournal } from './market/clear-journal.ts'
+import { ClearJournal, KEEP_UNREPLICATED_MS } from './market/clear-journal.ts'
 import { startReaper } from './market/reaper.ts'
 import { forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
 import { claimLayout } from './redis/layout.ts'
+import { ReplicationWatch } from './redis/replication-watch.ts'
 import { createStore } from './redis/store.ts'
 import { startWebhookConsumer, WebhookConsumer } from './webhooks/consumer.ts'
 import { webhookParts } from './webhooks/endpoints.ts'
@@ -73,7 +74,16 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const { reapIntervalMs, every } = config.market
   const steps = marketSteps(store, keys, undefined, config.market.postWithinMs, reapIntervalMs)
   const stopReaper = startReaper(store, keys, steps, reapIntervalMs, logger, recordRetentionMs, every)
-  journal = new ClearJournal((attempt, req) => steps.clear(attempt, req), logger)
+  // Read only while the store serves: its masters are waited for otherwise, and a loss is the
+  // journal's to handle.
+  const replication = new ReplicationWatch(
+    async () => (store.ready ? store.masters() : []),
+    KEEP_UNREPLICATED_MS,
+  )
+  replication.start()
+  journal = new ClearJournal((attempt, req) => steps.clear(attempt, req), logger, {
+    replicatedBefore: () => replication.replicatedBefore,
+  })
 
   const webhooks = webhookParts(store, keys, config.masterKey, config.webhooks)
   const stopWebhooks = startWebhookConsumer(
@@ -109,6 +119,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     funding?.stop()
     payouts.stop()
     await stopReaper()
+    replication.stop()
     await journal?.stop()
     // The pass in flight finishes (its deliveries logged) before Redis goes.
     await stopWebhooks()

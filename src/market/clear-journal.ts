@@ -1,8 +1,9 @@
-// The clears this replica had acknowledged in the last seconds, sent again when a connection to
-// Redis closes. Redis acknowledges a write before its replicas have it (replication is
-// asynchronous) and before its disk does (an AOF fsynced once a second): a master killed just after
-// a clear leaves a promoted replica, or a restarted server, without it, and the buyer told a cost
-// it was never charged. A clear is idempotent by attempt id, so sending it again is safe either
+// The clears this replica had acknowledged and Redis may not have kept yet, sent again when a
+// connection to Redis closes. Redis acknowledges a write before its replicas have it (replication
+// is asynchronous) and before its disk does (an AOF fsynced once a second): a master killed after a
+// clear its replicas never got leaves a promoted replica, or a restarted server, without it, and the
+// buyer told a cost it was never charged. A clear is kept for the window below and, on a master that
+// has replicas, until they have it (src/redis/replication-watch.ts), however long their link lags. A clear is idempotent by attempt id, so sending it again is safe either
 // way: one the store kept answers as a replay and changes nothing; one it lost is charged now (its
 // attempt admitted, reaped by then, or lost with its admission: lua/clear.lua).
 import type { Logger } from 'pino'
@@ -12,12 +13,16 @@ import type { Clearing } from './clearing.ts'
 import type { AttemptRef, ClearArgs } from './steps.ts'
 
 /**
- * How far back a lost connection sends clears again: a replica's lag, and the time a dead master's
- * closed socket takes to be seen (a host that vanishes without closing its sockets is seen later
- * than this, and what it lost stays lost). Every replay costs Redis a clear's read: the window is
- * kept short so that a reconnect does not replay much.
+ * How long a clear is kept in any case: a disk fsynced once a second, and a master without
+ * replicas. Every replay costs Redis a clear's read: the window is kept short so that a reconnect
+ * does not replay much.
  */
 export const JOURNAL_MS = 2_000
+/**
+ * The longest a clear waits for its master's replicas: past it (a replica cut off that long, or
+ * removed for good) it is forgotten unconfirmed and counted, so that memory stays bounded.
+ */
+export const KEEP_UNREPLICATED_MS = 30_000
 /** How long a replay waits for the store to serve again (a failover's election, a restart's load). */
 const REPLAY_WAIT_MS = 60_000
 /** Clears sent at once while replaying. */
@@ -29,28 +34,49 @@ interface Entry {
   req: ClearArgs
 }
 
+export interface JournalOptions {
+  windowMs?: number
+  keepUnreplicatedMs?: number
+  /** Every write acknowledged before this time is on its master's replicas (none: the window alone). */
+  replicatedBefore?: () => number
+  now?: () => number
+}
+
 export class ClearJournal {
   private entries: Entry[] = []
   private head = 0
   private replaying: Promise<void> | null = null
   private lostAgain = false
   private stopped = false
+  private readonly windowMs: number
+  private readonly keepMs: number
+  private readonly replicatedBefore: () => number
+  private readonly now: () => number
 
   constructor(
     private readonly clear: (attempt: AttemptRef, req: ClearArgs) => Promise<Clearing>,
     private readonly logger: Logger,
-    private readonly windowMs = JOURNAL_MS,
-    private readonly now: () => number = Date.now,
-  ) {}
+    options: JournalOptions = {},
+  ) {
+    this.windowMs = options.windowMs ?? JOURNAL_MS
+    this.keepMs = options.keepUnreplicatedMs ?? KEEP_UNREPLICATED_MS
+    this.replicatedBefore = options.replicatedBefore ?? (() => Number.POSITIVE_INFINITY)
+    this.now = options.now ?? Date.now
+  }
 
   /** A clear the store acknowledged. */
   record(attempt: AttemptRef, req: ClearArgs): void {
     const now = this.now()
-    this.forgetBefore(now - this.windowMs)
+    this.forget(now)
     this.entries.push({ at: now, attempt, req })
   }
 
-  /** A connection to Redis closed: the clears of the window before now are sent again once it serves. */
+  /** Clears kept now (tests read it). */
+  get held(): number {
+    return this.entries.length - this.head
+  }
+
+  /** A connection to Redis closed: the clears kept are sent again once it serves. */
   lost(): void {
     if (this.stopped) return
     if (this.replaying) {
@@ -76,8 +102,7 @@ export class ClearJournal {
   private async replay(): Promise<void> {
     do {
       this.lostAgain = false
-      const since = this.now() - this.windowMs
-      this.forgetBefore(since)
+      this.forget(this.now())
       const due = this.entries.slice(this.head)
       const counts = { kept: 0, restored: 0, failed: 0 }
       for (let i = 0; i < due.length && !this.stopped; i += REPLAY_BATCH) {
@@ -109,9 +134,16 @@ export class ClearJournal {
     }
   }
 
-  private forgetBefore(since: number): void {
+  /** Forgets the clears past the window that the replicas have, and those past the longest keep. */
+  private forget(now: number): void {
     const entries = this.entries
+    const since = Math.min(now - this.windowMs, this.replicatedBefore())
     while (this.head < entries.length && entries[this.head]!.at < since) this.head++
+    const oldest = now - this.keepMs
+    while (this.head < entries.length && entries[this.head]!.at < oldest) {
+      this.head++
+      metrics.unreplicatedClears.inc()
+    }
     // Compacted once the forgotten part is the larger: each entry is moved at most once.
     if (this.head > 1024 && this.head * 2 > entries.length) {
       this.entries = entries.slice(this.head)

@@ -9,9 +9,10 @@
 import { describe, expect, test } from 'bun:test'
 import { createLogger } from '../../src/logger.ts'
 import { auditMarket } from '../../src/market/audit.ts'
-import { ClearJournal } from '../../src/market/clear-journal.ts'
+import { ClearJournal, type JournalOptions } from '../../src/market/clear-journal.ts'
 import { ClearingError } from '../../src/market/clearing.ts'
 import { type AttemptRef, type ClearArgs, marketSteps } from '../../src/market/steps.ts'
+import { metrics } from '../../src/metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
@@ -51,15 +52,14 @@ const burn = (diem: number): ClearArgs => {
 }
 
 /** A journal with a clock the test moves, and a clear as the request path makes one: acknowledged, then kept. */
-function journalOn() {
+function journalOn(options: JournalOptions = {}) {
   const clock = { now: 1_000_000 }
   const on = steps()
-  const journal = new ClearJournal(
-    (attempt, req) => on.clear(attempt, req),
-    createLogger('silent'),
-    5_000,
-    () => clock.now,
-  )
+  const journal = new ClearJournal((attempt, req) => on.clear(attempt, req), createLogger('silent'), {
+    windowMs: 5_000,
+    now: () => clock.now,
+    ...options,
+  })
   const clear = async (attempt: AttemptRef, req: ClearArgs) => {
     const clearing = await on.clear(attempt, req)
     journal.record(attempt, req)
@@ -247,8 +247,52 @@ describe.each(scriptForms())('as %s', (form) => {
         expect(await fx.store.hget(fx.keys.account(accountId), 'held')).not.toBe('0')
       },
     )
+
+    test("past the window a clear is kept until its master's replicas have it, and past the longest keep it is forgotten and counted", async () => {
+      await postOffer(fx, 50, 5_000_000)
+      const accountId = await seedAccount(fx, 1_000_000)
+      const replicas = { before: 0 }
+      const { journal, clear, clock } = journalOn({
+        replicatedBefore: () => replicas.before,
+        keepUnreplicatedMs: 30_000,
+      })
+      // Past the window, and no replica has it: sent again.
+      await lostClear(clear, accountId)
+      clock.now += 5_001
+      journal.lost()
+      await journal.settled
+      expect(await spent(accountId)).toBe(500)
+
+      // The replicas acknowledged it (the loss below is made after, as no failover could): forgotten.
+      await lostClear(clear, accountId)
+      replicas.before = clock.now + 1
+      clock.now += 5_001
+      expect(journal.held).toBe(2)
+      journal.lost()
+      await journal.settled
+      expect(journal.held).toBe(0)
+      expect(await spent(accountId)).toBe(500)
+
+      // Unacknowledged past the longest keep: forgotten, and counted.
+      const counted = unreplicatedCount()
+      await lostClear(clear, accountId)
+      clock.now += 30_001
+      journal.lost()
+      await journal.settled
+      expect(await spent(accountId)).toBe(500)
+      expect(unreplicatedCount()).toBe(counted + 1)
+    })
   })
 })
+
+function unreplicatedCount(): number {
+  return Number(
+    metrics.unreplicatedClears
+      .render()
+      .find((line) => !line.startsWith('#'))
+      ?.split(' ')[1] ?? 0,
+  )
+}
 
 test('a journal stopped while its replay waits for a store that is away stops waiting', async () => {
   // A store on a port nothing listens on: every clear fails for want of Redis.

@@ -34,6 +34,7 @@ export function metricsRoutes(deps: {
           ...metrics.costDisagreements.render(),
           ...metrics.lostAdmissions.render(),
           ...metrics.replayedClears.render(),
+          ...metrics.unreplicatedClears.render(),
           ...renderGauge(
             'svc_holds_outstanding',
             'Admitted requests holding funds and capacity, all replicas',

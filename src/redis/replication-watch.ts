@@ -1,0 +1,116 @@
+// How far every master's replicas have caught up, read from ROLE a few times a second: a master
+// reports its replication offset and each replica's acknowledged offset, so a write acknowledged
+// before a ROLE was sent is on every replica once their acknowledged offsets pass the offset that
+// ROLE reported (the master runs one command at a time, in the order its replicas receive them).
+// The clear journal keeps a clear until then: a failover promotes a replica, and what it lacks is
+// lost.
+import type { Commands } from './store.ts'
+
+/** How often ROLE is read on each master: replicas acknowledge once a second on their own. */
+export const WATCH_INTERVAL_MS = 250
+
+type Master = Pick<Commands, 'call'>
+
+interface Sample {
+  sentAt: number
+  offset: number
+}
+
+interface MasterState {
+  /** Whether a replica was ever seen: a master that had one and has none now is cut off from it. */
+  hadReplicas: boolean
+  /** ROLE samples not yet acknowledged by every replica, oldest first. */
+  samples: Sample[]
+  /** Writes acknowledged before this time are on every replica this master has. */
+  before: number
+}
+
+export class ReplicationWatch {
+  private states = new Map<Master, MasterState>()
+  private timer: ReturnType<typeof setInterval> | null = null
+  private reading: Promise<void> | null = null
+  private confirmed = 0
+
+  constructor(
+    private readonly masters: () => Promise<Master[]>,
+    private readonly keepMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * Every write acknowledged before this time is on a replica of its master, or its master has never
+   * had one (then only the journal's own window keeps it: a restart's unsynced disk).
+   */
+  get replicatedBefore(): number {
+    return this.confirmed
+  }
+
+  start(intervalMs = WATCH_INTERVAL_MS): void {
+    this.timer ??= setInterval(() => void this.read(), intervalMs)
+    this.timer.unref?.()
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer)
+    this.timer = null
+  }
+
+  /** One reading of every master (tests call it; the timer does otherwise). */
+  read(): Promise<void> {
+    this.reading ??= this.readAll().finally(() => {
+      this.reading = null
+    })
+    return this.reading
+  }
+
+  private async readAll(): Promise<void> {
+    let masters: Master[]
+    try {
+      masters = await this.masters()
+    } catch {
+      return
+    }
+    // None to read (the store away): what was confirmed stays confirmed.
+    if (masters.length === 0) return
+    const states = new Map<Master, MasterState>()
+    const befores = await Promise.all(
+      masters.map(async (master) => {
+        const state = this.states.get(master) ?? { hadReplicas: false, samples: [], before: 0 }
+        states.set(master, state)
+        await this.readOne(master, state)
+        return state.before
+      }),
+    )
+    // A master no longer listed (failed over, removed) is forgotten: its loss closed a connection,
+    // and the journal sent its clears again.
+    this.states = states
+    this.confirmed = Math.min(...befores)
+  }
+
+  private async readOne(master: Master, state: MasterState): Promise<void> {
+    const sentAt = this.now()
+    let role: unknown[]
+    try {
+      role = (await master.call('ROLE')) as unknown[]
+    } catch {
+      return
+    }
+    // A replica (a master demoted under us) confirms nothing until the client finds the new master.
+    if (role[0] !== 'master') return
+    const offset = Number(role[1])
+    const replicas = (role[2] ?? []) as unknown[][]
+    if (replicas.length > 0) state.hadReplicas = true
+    if (!state.hadReplicas) {
+      state.before = sentAt
+      return
+    }
+    const samples = state.samples
+    samples.push({ sentAt, offset })
+    // Past the journal's longest keep a sample can confirm nothing it still holds.
+    while (samples.length > 1 && samples[0]!.sentAt < sentAt - this.keepMs) samples.shift()
+    if (replicas.length === 0) return
+    let acked = Number.POSITIVE_INFINITY
+    for (const replica of replicas) acked = Math.min(acked, Number(replica[2]))
+    while (samples.length > 0 && samples[0]!.offset <= acked) state.before = samples.shift()!.sentAt
+  }
+}

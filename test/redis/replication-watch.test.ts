@@ -1,0 +1,119 @@
+// What the replication watch says of a real master and its replica (two redis-servers of the test's
+// own): a write is confirmed only once the replica acknowledged it, not while the replica lags
+// (asleep); a master that never had a replica confirms at once (the clear journal's window alone
+// keeps its clears); and a master cut off from its replica confirms nothing written after the cut
+// until the replica is back.
+import { afterAll, expect, test } from 'bun:test'
+import Redis from 'ioredis'
+import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
+import { ReplicationWatch } from '../../src/redis/replication-watch.ts'
+import { until } from '../helpers/wait.ts'
+
+// A replica that connects is synced at once, not after the default 5 s gathering of others.
+const master: LocalRedis = await startLocalRedis(['--repl-diskless-sync-delay', '0'])
+const replica: LocalRedis = await startLocalRedis([
+  '--replicaof',
+  '127.0.0.1',
+  String(master.port),
+  '--enable-debug-command',
+  'yes',
+])
+const alone: LocalRedis = await startLocalRedis()
+const onMaster = new Redis(master.url)
+const onReplica = new Redis(replica.url)
+const onAlone = new Redis(alone.url)
+afterAll(async () => {
+  for (const client of [onMaster, onReplica, onAlone]) client.disconnect()
+  await Promise.all([master.stop(), replica.stop(), alone.stop()])
+})
+
+const KEEP_MS = 60_000
+
+/** How many replicas the master lists as connected. */
+async function replicasListed(): Promise<number> {
+  return ((await onMaster.call('ROLE')) as unknown[][])[2]!.length
+}
+
+/** Reads `times` times, each at a later millisecond than `at` and than the one before. */
+async function readAfter(watch: ReplicationWatch, at: number, times = 5): Promise<void> {
+  let last = at
+  for (let i = 0; i < times; i++) {
+    await until(() => Date.now() > last, 1)
+    last = Date.now()
+    await watch.read()
+  }
+}
+
+/** Reads until the watch confirms writes acknowledged at `at` (the journal forgets a clear kept at `at` once `at` is below it). */
+async function confirmed(watch: ReplicationWatch, at: number): Promise<void> {
+  await until(async () => {
+    await watch.read()
+    return watch.replicatedBefore > at
+  }, 50)
+}
+
+test('a master without replicas confirms every write at its next reading', async () => {
+  const watch = new ReplicationWatch(async () => [onAlone], KEEP_MS)
+  expect(watch.replicatedBefore).toBe(0)
+  await onAlone.set('k', '1')
+  const at = Date.now()
+  await readAfter(watch, at, 1)
+  expect(watch.replicatedBefore).toBeGreaterThan(at)
+})
+
+test('a write is confirmed once the replica has it, not while it lags; cut off, nothing after the cut is, until it is back', async () => {
+  await until(async () => (await replicasListed()) === 1)
+  const watch = new ReplicationWatch(async () => [onMaster], KEEP_MS)
+  await onMaster.set('before', '1')
+  await confirmed(watch, Date.now())
+  expect(await onReplica.get('before')).toBe('1')
+
+  // Lagging: a replica asleep is still listed, at the offset it acknowledged last.
+  const sleeper = new Redis(replica.url)
+  const asleep = sleeper.call('DEBUG', 'SLEEP', '1')
+  const probe = new Redis(replica.url, { commandTimeout: 100, maxRetriesPerRequest: 0 })
+  probe.on('error', () => {})
+  await until(() =>
+    probe.ping().then(
+      () => false,
+      () => true,
+    ),
+  )
+  probe.disconnect()
+  await onMaster.set('lagging', '1')
+  const lagging = Date.now()
+  await readAfter(watch, lagging)
+  expect(watch.replicatedBefore).toBeLessThanOrEqual(lagging)
+  await asleep
+  sleeper.disconnect()
+  await confirmed(watch, lagging)
+
+  // Cut: the replica stops replicating (its master then lists none).
+  await onReplica.call('REPLICAOF', 'NO', 'ONE')
+  await until(async () => (await replicasListed()) === 0)
+  await onMaster.set('during', '1')
+  const during = Date.now()
+  await readAfter(watch, during)
+  expect(watch.replicatedBefore).toBeLessThanOrEqual(during)
+  expect(await onReplica.get('during')).toBeNull()
+
+  // Back: it syncs, acknowledges, and the write is confirmed.
+  await onReplica.call('REPLICAOF', '127.0.0.1', String(master.port))
+  await confirmed(watch, during)
+  await until(async () => (await onReplica.get('during')) === '1')
+}, 30_000)
+
+test('of several masters, the least caught up is what the watch confirms', async () => {
+  const watch = new ReplicationWatch(async () => [onAlone, onMaster], KEEP_MS)
+  await until(async () => (await replicasListed()) === 1)
+  await watch.read()
+  await onReplica.call('REPLICAOF', 'NO', 'ONE')
+  await until(async () => (await replicasListed()) === 0)
+  await onMaster.set('cut', '1')
+  const at = Date.now()
+  await readAfter(watch, at)
+  // The master alone confirms at each reading; the cut one holds the least back.
+  expect(watch.replicatedBefore).toBeLessThanOrEqual(at)
+  await onReplica.call('REPLICAOF', '127.0.0.1', String(master.port))
+  await confirmed(watch, at)
+}, 30_000)
