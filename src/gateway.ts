@@ -80,10 +80,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     async () => (store.ready ? store.masters() : []),
     KEEP_UNREPLICATED_MS,
   )
-  replication.start()
-  journal = new ClearJournal((attempt, req) => steps.clear(attempt, req), logger, {
+  const kept = new ClearJournal((attempt, req) => steps.clear(attempt, req), logger, {
     replicatedBefore: () => replication.replicatedBefore,
   })
+  replication.start(() => kept.held > 0)
+  journal = kept
 
   const webhooks = webhookParts(store, keys, config.masterKey, config.webhooks)
   const stopWebhooks = startWebhookConsumer(

@@ -45,8 +45,13 @@ export class ReplicationWatch {
     return this.confirmed
   }
 
-  start(intervalMs = WATCH_INTERVAL_MS): void {
-    this.timer ??= setInterval(() => void this.read(), intervalMs)
+  /** Reads now, then every `intervalMs` while `wanted` (an idle gateway, keeping nothing, reads nothing). */
+  start(wanted: () => boolean = () => true, intervalMs = WATCH_INTERVAL_MS): void {
+    if (this.timer) return
+    void this.read()
+    this.timer = setInterval(() => {
+      if (wanted()) void this.read()
+    }, intervalMs)
     this.timer.unref?.()
   }
 

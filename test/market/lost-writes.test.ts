@@ -265,9 +265,11 @@ describe.each(scriptForms())('as %s', (form) => {
 
       // The replicas acknowledged it (the loss below is made after, as no failover could): forgotten.
       await lostClear(clear, accountId)
-      replicas.before = clock.now + 1
+      const lostAt = clock.now
       clock.now += 5_001
       expect(journal.held).toBe(2)
+      replicas.before = lostAt + 1
+      expect(journal.held).toBe(0)
       journal.lost()
       await journal.settled
       expect(journal.held).toBe(0)
