@@ -9,7 +9,7 @@
 // (Linux) the masters run on N physical cores of their own, one master to a core, and everything
 // else on the other cores: Redis as a deployment runs it, with a core that nothing else shares.
 //   svc-gateway sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5] [--io-threads 1]
-//                      [--layout one-slot|apart] [--offers 1] [--pin 3]
+//                      [--layout one-slot|apart] [--offers 1] [--accounts <clients>] [--pin 3]
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
@@ -40,6 +40,8 @@ export interface SizingOptions {
   layout?: Layout
   /** Offers at the one ask, the load split between them by their in-flight caps (default 1). */
   offers?: number
+  /** Funded accounts per replica, its clients spread over them (default: one per client). */
+  accounts?: number
   /** Physical cores kept for the masters, one master to a core (0 or absent: none kept). */
   pin?: number
 }
@@ -64,7 +66,11 @@ const BODY = JSON.stringify({
   max_tokens: 16,
 })
 const WARM_SECONDS = 1
-const ACCOUNTS_PER_REPLICA = 8
+
+/** Funded accounts per replica: one per client unless told. */
+function accountsOf(options: SizingOptions): number {
+  return options.accounts ?? options.clients
+}
 
 /** This binary (or, from source, Bun and the entry) with `args`. */
 function self(args: string[]): string[] {
@@ -92,13 +98,24 @@ export function sizingOptions(argv: string[]): SizingOptions {
   }
   for (const name of flags.keys())
     if (
-      !['masters', 'replicas', 'clients', 'seconds', 'io-threads', 'layout', 'offers', 'pin'].includes(name)
+      ![
+        'masters',
+        'replicas',
+        'clients',
+        'seconds',
+        'io-threads',
+        'layout',
+        'offers',
+        'accounts',
+        'pin',
+      ].includes(name)
     )
       throw new Error(`unknown option --${name}`)
   const [clients] = list(flags.get('clients'), [32], 'clients')
   const [seconds] = list(flags.get('seconds'), [5], 'seconds')
   const [ioThreads] = list(flags.get('io-threads'), [1], 'io-threads')
   const [offers] = list(flags.get('offers'), [1], 'offers')
+  const [accounts] = list(flags.get('accounts'), [clients!], 'accounts')
   const layout = flags.get('layout') ?? 'one-slot'
   if (!LAYOUTS.includes(layout as Layout)) throw new Error(`--layout: one of ${LAYOUTS.join(', ')}`)
   const masters = list(flags.get('masters'), [1, 3], 'masters')
@@ -108,6 +125,7 @@ export function sizingOptions(argv: string[]): SizingOptions {
   return {
     layout: layout as Layout,
     offers: offers!,
+    accounts: accounts!,
     masters,
     replicas: list(flags.get('replicas'), [1, 2, 4, 8], 'replicas'),
     clients: clients!,
@@ -168,7 +186,7 @@ async function stopAll(procs: Subprocess[]): Promise<void> {
 
 /**
  * A fresh keyspace on `redisUrl` with `options.offers` roomy offers on the supplier, their in-flight
- * caps splitting the load between them, and ACCOUNTS_PER_REPLICA funded accounts, a key each, for
+ * caps splitting the load between them, and `options.accounts` funded accounts, a key each, for
  * each replica (held apart, accounts are what spreads the buyers' side over the masters).
  */
 async function market(
@@ -213,7 +231,7 @@ async function market(
     }
     const apiKeys: string[][] = []
     for (let i = 0; i < replicas; i++)
-      apiKeys.push(await Promise.all(Array.from({ length: ACCOUNTS_PER_REPLICA }, fund)))
+      apiKeys.push(await Promise.all(Array.from({ length: accountsOf(options) }, fund)))
     return apiKeys
   } finally {
     store.close()
@@ -356,7 +374,7 @@ export function sizingTable(rows: SizingRow[], options: SizingOptions): string {
   return [
     `Buffered paid chat (max_tokens 16), ${options.clients} clients per replica, ${options.seconds} s per row, ` +
       `${options.ioThreads ?? 1} Redis I/O thread${(options.ioThreads ?? 1) > 1 ? 's' : ''}, ` +
-      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}, ${ACCOUNTS_PER_REPLICA} accounts per replica` +
+      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}, ${accountsOf(options)} accounts per replica` +
       (options.pin ? `, each master on a core of its own (${options.pin} kept for Redis).` : '.'),
     '',
     '| Redis masters | replicas | paid requests/s | failed | Redis CPU µs per request | of it on main threads | busiest master |',

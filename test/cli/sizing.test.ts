@@ -15,7 +15,12 @@ describe('sizing', () => {
       ioThreads: 1,
       layout: 'one-slot',
       offers: 1,
+      accounts: 32,
     })
+    // One account per client unless told.
+    expect(sizingOptions(['--clients', '8']).accounts).toBe(8)
+    expect(sizingOptions(['--clients', '8', '--accounts', '64']).accounts).toBe(64)
+    expect(() => sizingOptions(['--accounts', '0'])).toThrow(/--accounts/)
     expect(sizingOptions(['--layout', 'apart', '--offers', '6'])).toMatchObject({
       layout: 'apart',
       offers: 6,
@@ -41,7 +46,15 @@ describe('sizing', () => {
     // No warm-up: what is asserted holds from the first request, and each warm-up costs a
     // second of both cores and a load process per replica.
     // Two offers splitting the load by their in-flight caps, and eight accounts per replica.
-    const options = { masters: [1, 3], replicas: [2], clients: 4, seconds: 1, warmSeconds: 0, offers: 2 }
+    const options = {
+      masters: [1, 3],
+      replicas: [2],
+      clients: 4,
+      seconds: 1,
+      warmSeconds: 0,
+      offers: 2,
+      accounts: 8,
+    }
     const rows = await measureSizing(options)
     expect(rows.map((r) => [r.masters, r.replicas])).toEqual([
       [1, 2],
@@ -74,6 +87,7 @@ describe('sizing', () => {
       seconds: 1,
       warmSeconds: 0,
       offers: 6,
+      accounts: 8,
       layout: 'apart' as const,
     }
     const [row] = await measureSizing(options)
