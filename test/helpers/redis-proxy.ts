@@ -11,6 +11,8 @@ interface Pair {
   pending: Uint8Array[]
   /** The server's next reply on this pair is dropped and the store goes away. */
   dropNextReply: boolean
+  /** The client's last bytes, so that a marker split between two reads is still found. */
+  tail: Buffer
 }
 
 type Cue =
@@ -34,6 +36,9 @@ export interface RedisProxy {
   up(): void
   stop(): void
 }
+
+/** Longer than any marker: what of a client's last read is kept to find one split across reads. */
+const MARKER_TAIL = 64
 
 export function startRedisProxy(target: { host: string; port: number }): RedisProxy {
   const pairs = new Set<Pair>()
@@ -62,7 +67,7 @@ export function startRedisProxy(target: { host: string; port: number }): RedisPr
           client.end()
           return
         }
-        const pair: Pair = { client, server: null, pending: [], dropNextReply: false }
+        const pair: Pair = { client, server: null, pending: [], dropNextReply: false, tail: Buffer.alloc(0) }
         client.data = pair
         pairs.add(pair)
         Bun.connect<Pair>({
@@ -103,9 +108,13 @@ export function startRedisProxy(target: { host: string; port: number }): RedisPr
           return
         }
         const active = cue
-        const bytes = active && Buffer.from(chunk)
-        if (active && bytes && active.markers.some((m) => bytes.includes(m))) {
+        // A command can reach the proxy in two reads (its sender wrote it in parts, or the machine
+        // is busy): the marker is looked for across the boundary too.
+        const bytes = Buffer.concat([pair.tail, chunk])
+        pair.tail = bytes.subarray(Math.max(0, bytes.length - MARKER_TAIL))
+        if (active?.markers.some((m) => bytes.includes(m))) {
           cue = null
+          pair.tail = Buffer.alloc(0)
           if (active.kind === 'error-reply') {
             client.write(`-${active.error}\r\n`)
             onFired?.()
