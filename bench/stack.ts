@@ -78,6 +78,7 @@ export class BenchStack {
     upstreamUrl: string,
     command: string[] = [GATEWAY_BINARY, 'serve'],
     redisOver: RedisTransport = 'unix',
+    env: Record<string, string> = {},
   ): Promise<BenchGateway> {
     const port = freePort()
     const adminToken = `bench-admin-${randomBytes(16).toString('hex')}`
@@ -99,6 +100,7 @@ export class BenchStack {
         SVC_WALLET_MAX_IN_FLIGHT: '100000',
         // Fall-forward is measured on every request: a failed offer must not sit out.
         SVC_OFFER_COOLDOWN_MS: '0',
+        ...env,
       },
     })
     const url = `http://127.0.0.1:${port}`

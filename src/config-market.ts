@@ -19,6 +19,12 @@ export interface MarketConfig {
   cooldownMs: number
   /** Held apart: how long a clear's post may wait for a reservation to carry it (market/post-queue.ts). */
   postWithinMs: number
+  /**
+   * Replicas each master must have a clear on before its cost is told (0: told once the master
+   * acknowledges it), and how long a clear waits for them before it is told anyway.
+   */
+  clearReplicas: number
+  clearReplicasWaitMs: number
   /** What runs the lease renewer and the reaper (a timer unless a test drives them). */
   every?: Every
   /** The clock a key wait's deadline is counted on (ms); unset, the wall clock. Tests set it. */
@@ -40,5 +46,7 @@ export function loadMarketConfig(env: Env): MarketConfig {
     keyWaitMs: integer(env, 'SVC_KEY_WAIT_MS', 2_000, 0, 60_000),
     cooldownMs: integer(env, 'SVC_OFFER_COOLDOWN_MS', 5_000, 0, 600_000),
     postWithinMs: integer(env, 'SVC_POST_WITHIN_MS', 2, 1, 600_000),
+    clearReplicas: integer(env, 'SVC_CLEAR_REPLICAS', 0, 0, 16),
+    clearReplicasWaitMs: integer(env, 'SVC_CLEAR_REPLICAS_WAIT_MS', 100, 1, 10_000),
   }
 }

@@ -7,6 +7,7 @@ import type { Clearing } from '../market/clearing.ts'
 import type { AttemptRef, MarketSteps } from '../market/steps.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
+import type { ReplicaBarrier } from '../redis/replica-barrier.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
 import type { ValidChat } from './chat-request.ts'
 import { burnOf, costDisagrees, type Usage } from './meter.ts'
@@ -23,6 +24,8 @@ export interface ClearDeps {
   steps: MarketSteps
   /** Where acknowledged clears are kept a few seconds, to be sent again if Redis loses them. */
   journal?: ClearJournal
+  /** Set (SVC_CLEAR_REPLICAS): a clear's cost is told once the masters' replicas have it. */
+  barrier?: ReplicaBarrier
   feeBps: number
   /** How long a cleared attempt is kept as its request's record. */
   recordRetentionMs?: number
@@ -118,6 +121,7 @@ export async function clearBurn(
   }
   const clearing = await whileStoreAway(() => deps.steps.clear(attempt, req), storeWaitsMs)
   deps.journal?.record(attempt, req)
+  if (deps.barrier) metrics.clearReplicaWaits.inc({ outcome: await deps.barrier.passed() })
   if (!clearing.replay) {
     metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
     if (record.upstreamCost != null) metrics.costDisagreements.inc()

@@ -19,6 +19,7 @@ import {
 } from '../records/support-reference.ts'
 import { isRedisUnavailable } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { ReplicaBarrier } from '../redis/replica-barrier.ts'
 import type { Store } from '../redis/store.ts'
 import { type ChatBody, liveTextModel, type ValidChat, validateChat } from './chat-request.ts'
 import { type ClearDeps, type ClearedUsage, clearBurn } from './clear-usage.ts'
@@ -138,6 +139,9 @@ export class InferenceService {
     this.clearDeps = {
       steps: this.steps,
       journal: deps.journal,
+      ...(market.clearReplicas > 0
+        ? { barrier: new ReplicaBarrier(deps.store, market.clearReplicas, market.clearReplicasWaitMs) }
+        : {}),
       feeBps: market.feeBps,
       recordRetentionMs,
       logger: deps.logger,

@@ -38,6 +38,10 @@ export const metrics = {
     'svc_unreplicated_clears_total',
     "Clears forgotten by the clear journal before their master's replicas acknowledged them (a replica cut off for longer than the journal keeps a clear)",
   ),
+  clearReplicaWaits: new Counter(
+    'svc_clear_replica_waits_total',
+    "Clears whose cost waited for the masters' replicas (SVC_CLEAR_REPLICAS), by outcome: replicated, timed_out (told anyway) or failed",
+  ),
   openStreams: { value: 0 },
   /** The payout wallet's balances as last read (src/payouts/balances.ts); null until read. */
   payoutWallet: { usdcMicros: null as number | null, gasWei: null as bigint | null },

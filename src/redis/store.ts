@@ -7,6 +7,7 @@
 import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
 import { ClusterFunctions } from './cluster-functions.ts'
 import { ClusterLane, PASSED, slotMaster } from './cluster-lane.ts'
+import { clusterReplicaWait, type ReplicaWait, serverReplicaWait } from './replica-wait.ts'
 import { ScriptLane } from './script-lane.ts'
 import { CLUSTER_LIBRARY, LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
 import { parseRedisTarget } from './target.ts'
@@ -98,6 +99,11 @@ export interface Store extends Commands {
   masters(): Promise<Commands[]>
   /** The master serving `key`'s slot as the client knows it now ("host:port"); undefined off a Cluster. */
   masterOf(key: string): string | undefined
+  /**
+   * Waits until `replicas` replicas of every master have what it acknowledged before the call, or
+   * `ms` pass (replica-wait.ts); how many had it, per master.
+   */
+  waitReplicas(replicas: number, ms: number): Promise<number[]>
   /** Ends every connection the store opened, for good. */
   close(): void
 }
@@ -167,7 +173,7 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
             tls: target.tls,
             password: target.password,
           })
-    return clusterStore(cluster, lane)
+    return clusterStore(cluster, lane, clusterReplicaWait(cluster, `${common.connectionName}-replicas`))
   }
   if (target.kind === 'sentinel') {
     const redis = new Redis({
@@ -180,13 +186,13 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
     })
     redis.on('error', options.onError ?? (() => {}))
     if (options.onLost) watchLoss(redis, options.onLost)
-    return singleStore(redis, null)
+    return singleStore(redis, null, serverReplicaWait(redis, `${common.connectionName}-replicas`))
   }
   const redis = new Redis(url, { ...common, enableAutoPipelining: true })
   redis.on('error', options.onError ?? (() => {}))
   if (options.onLost) watchLoss(redis, options.onLost)
   const lane = options.scriptForm === 'scripts' ? null : nativeLane(url, `${common.connectionName}-scripts`)
-  return singleStore(redis, lane)
+  return singleStore(redis, lane, serverReplicaWait(redis, `${common.connectionName}-replicas`))
 }
 
 /** Calls `onLost` once each time the connection closes after being ready (a failed reconnect is not another loss). */
@@ -203,7 +209,7 @@ function watchLoss(redis: Redis, onLost: () => void): void {
 }
 
 /** A single server (or a Sentinel's master): scripts on the lane while it is up, else EVALSHA. */
-function singleStore(redis: Redis, lane: ScriptLane | null): Store {
+function singleStore(redis: Redis, lane: ScriptLane | null, replicaWait: ReplicaWait): Store {
   const evalsha = registerScripts(redis, 'lua')
   const ready = () => redis.status === 'ready'
   // One readiness for both: after a restart or a data set load, ioredis turns ready only once its
@@ -226,8 +232,10 @@ function singleStore(redis: Redis, lane: ScriptLane | null): Store {
     whenReady: (ms) => untilReady(redis, ms),
     masters: async () => [redis],
     masterOf: () => undefined,
+    waitReplicas: (replicas, ms) => replicaWait.wait(replicas, ms),
     close() {
       lane?.close()
+      replicaWait.close()
       redis.disconnect()
     },
   }
@@ -237,7 +245,7 @@ function singleStore(redis: Redis, lane: ScriptLane | null): Store {
  * A Cluster: scripts as FCALLs on the native lane to their slot's master, through ioredis (which
  * follows redirections) where the lane passes one on, EVALSHA where Redis has no functions.
  */
-function clusterStore(cluster: Cluster, lane: ClusterLane | null): Store {
+function clusterStore(cluster: Cluster, lane: ClusterLane | null, replicaWait: ReplicaWait): Store {
   const evalsha = registerScripts(cluster, 'guarded')
   const functions = new ClusterFunctions(cluster, CLUSTER_LIBRARY)
   return {
@@ -270,8 +278,10 @@ function clusterStore(cluster: Cluster, lane: ClusterLane | null): Store {
       return cluster.nodes('master')
     },
     masterOf: (key) => slotMaster(cluster, key),
+    waitReplicas: (replicas, ms) => replicaWait.wait(replicas, ms),
     close() {
       lane?.close()
+      replicaWait.close()
       cluster.disconnect()
     },
   }

@@ -35,6 +35,7 @@ export function metricsRoutes(deps: {
           ...metrics.lostAdmissions.render(),
           ...metrics.replayedClears.render(),
           ...metrics.unreplicatedClears.render(),
+          ...metrics.clearReplicaWaits.render(),
           ...renderGauge(
             'svc_holds_outstanding',
             'Admitted requests holding funds and capacity, all replicas',

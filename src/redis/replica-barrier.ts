@@ -1,0 +1,46 @@
+// Clears told only once replicas have them (SVC_CLEAR_REPLICAS): every caller waits for one WAIT
+// on each master begun after its own write was acknowledged. Callers that arrive while one is under
+// way share the next, as a database's group commit shares a disk flush, so the store sees one
+// marker and one WAIT per master per round, not per request.
+import type { Store } from './store.ts'
+
+export type BarrierOutcome = 'replicated' | 'timed_out' | 'failed'
+
+export class ReplicaBarrier {
+  private current: Promise<BarrierOutcome> | null = null
+  private next: Promise<BarrierOutcome> | null = null
+
+  constructor(
+    private readonly store: Pick<Store, 'waitReplicas'>,
+    private readonly replicas: number,
+    private readonly waitMs: number,
+  ) {}
+
+  /** Resolves once what the store acknowledged before this call is on the replicas, or not in time. */
+  passed(): Promise<BarrierOutcome> {
+    if (!this.current) return this.start()
+    // The round under way may have sent its marker before this caller's write: wait for the next.
+    this.next ??= this.current.then(() => {
+      this.next = null
+      return this.start()
+    })
+    return this.next
+  }
+
+  private start(): Promise<BarrierOutcome> {
+    const round = this.round().finally(() => {
+      if (this.current === round) this.current = null
+    })
+    this.current = round
+    return round
+  }
+
+  private async round(): Promise<BarrierOutcome> {
+    try {
+      const counts = await this.store.waitReplicas(this.replicas, this.waitMs)
+      return counts.every((count) => count >= this.replicas) ? 'replicated' : 'timed_out'
+    } catch {
+      return 'failed'
+    }
+  }
+}

@@ -1,0 +1,79 @@
+// Waiting for replicas: WAIT blocks its own connection until the replicas have every write that
+// connection made, so each master gets a connection of its own that writes a marker and then
+// waits. A master applies and replicates one command at a time, in order: once its replicas have
+// the marker, they have every write the master acknowledged before it, whichever connection made it.
+import calculateSlot from 'cluster-key-slot'
+import type { Cluster, Redis } from 'ioredis'
+
+/** The marker: short-lived, outside every market's keys, one per master on a Cluster (by its tag). */
+const MARKER = 'svc-replicated'
+const MARKER_TTL_MS = '10000'
+
+export interface ReplicaWait {
+  /** For each master: how many replicas had its writes once `replicas` did or `ms` passed. */
+  wait(replicas: number, ms: number): Promise<number[]>
+  close(): void
+}
+
+/**
+ * A single server, or a Sentinel's master: one connection of its own, opened on first use (its
+ * first wait queued while it connects, even where the store's own connections fail fast).
+ */
+export function serverReplicaWait(redis: Redis, name: string): ReplicaWait {
+  let own: Redis | null = null
+  return {
+    async wait(replicas, ms) {
+      if (!own) {
+        own = redis.duplicate({ connectionName: name, enableAutoPipelining: false, enableOfflineQueue: true })
+        // A wait that fails says so to its caller; the store's own connection reports the outage.
+        own.on('error', () => {})
+      }
+      return [await markAndWait(own, MARKER, replicas, ms)]
+    },
+    close() {
+      own?.disconnect()
+    },
+  }
+}
+
+/** A Cluster: a client of its own, and on each master a marker key of a slot that master serves. */
+export function clusterReplicaWait(cluster: Cluster, name: string): ReplicaWait {
+  let own: Cluster | null = null
+  return {
+    async wait(replicas, ms) {
+      own ??= cluster.duplicate(undefined, {
+        redisOptions: { ...cluster.options.redisOptions, connectionName: name },
+      })
+      const client = own
+      const markers = markersByMaster(cluster)
+      return Promise.all(markers.map((marker) => markAndWait(client, marker, replicas, ms)))
+    },
+    close() {
+      own?.disconnect()
+    },
+  }
+}
+
+async function markAndWait(client: Redis | Cluster, marker: string, replicas: number, ms: number) {
+  // One pipeline: on a Cluster both go to the marker's master, on the same connection.
+  const results = await client
+    .pipeline()
+    .set(marker, '1', 'PX', MARKER_TTL_MS)
+    .call('WAIT', replicas, ms)
+    .exec()
+  const [error, count] = results?.[1] ?? [new Error('no reply to WAIT'), 0]
+  if (error) throw error
+  return Number(count)
+}
+
+/** A marker key for each master the Cluster client knows, found by the slot of its tag. */
+function markersByMaster(cluster: Cluster): string[] {
+  const masters = new Set(cluster.slots.map((owners) => owners?.[0]).filter((key) => key !== undefined))
+  const found = new Map<string, string>()
+  for (let i = 0; found.size < masters.size && i < 100_000; i++) {
+    const marker = `${MARKER}{${i}}`
+    const owner = cluster.slots[calculateSlot(marker)]?.[0]
+    if (owner && !found.has(owner)) found.set(owner, marker)
+  }
+  return [...found.values()]
+}
