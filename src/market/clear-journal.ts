@@ -23,6 +23,8 @@ export const JOURNAL_MS = 2_000
  * removed for good) it is forgotten unconfirmed and counted, so that memory stays bounded.
  */
 export const KEEP_UNREPLICATED_MS = 30_000
+/** The most clears kept at once, whatever their age: a bound on memory at any request rate. */
+export const KEEP_MAX_CLEARS = 100_000
 /** How long a replay waits for the store to serve again (a failover's election, a restart's load). */
 const REPLAY_WAIT_MS = 60_000
 /** Clears sent at once while replaying. */
@@ -37,6 +39,7 @@ interface Entry {
 export interface JournalOptions {
   windowMs?: number
   keepUnreplicatedMs?: number
+  keepMaxClears?: number
   /** Every write acknowledged before this time is on its master's replicas (none: the window alone). */
   replicatedBefore?: () => number
   now?: () => number
@@ -50,6 +53,7 @@ export class ClearJournal {
   private stopped = false
   private readonly windowMs: number
   private readonly keepMs: number
+  private readonly keepMax: number
   private readonly replicatedBefore: () => number
   private readonly now: () => number
 
@@ -60,6 +64,7 @@ export class ClearJournal {
   ) {
     this.windowMs = options.windowMs ?? JOURNAL_MS
     this.keepMs = options.keepUnreplicatedMs ?? KEEP_UNREPLICATED_MS
+    this.keepMax = options.keepMaxClears ?? KEEP_MAX_CLEARS
     this.replicatedBefore = options.replicatedBefore ?? (() => Number.POSITIVE_INFINITY)
     this.now = options.now ?? Date.now
   }
@@ -135,15 +140,22 @@ export class ClearJournal {
     }
   }
 
-  /** Forgets the clears past the window that the replicas have, and those past the longest keep. */
+  /**
+   * Forgets the clears past the window that the replicas have, then the oldest past the longest
+   * keep or beyond the most kept (those the replicas had not acknowledged counted).
+   */
   private forget(now: number): void {
     const entries = this.entries
-    const since = Math.min(now - this.windowMs, this.replicatedBefore())
+    const replicated = this.replicatedBefore()
+    const since = Math.min(now - this.windowMs, replicated)
     while (this.head < entries.length && entries[this.head]!.at < since) this.head++
     const oldest = now - this.keepMs
-    while (this.head < entries.length && entries[this.head]!.at < oldest) {
+    while (
+      this.head < entries.length &&
+      (entries[this.head]!.at < oldest || entries.length - this.head > this.keepMax)
+    ) {
+      if (entries[this.head]!.at >= replicated) metrics.unreplicatedClears.inc()
       this.head++
-      metrics.unreplicatedClears.inc()
     }
     // Compacted once the forgotten part is the larger: each entry is moved at most once.
     if (this.head > 1024 && this.head * 2 > entries.length) {

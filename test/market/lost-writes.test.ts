@@ -284,6 +284,29 @@ describe.each(scriptForms())('as %s', (form) => {
       expect(await spent(accountId)).toBe(500)
       expect(unreplicatedCount()).toBe(counted + 1)
     })
+
+    test('beyond the most clears kept the oldest are forgotten, those unacknowledged counted', async () => {
+      await postOffer(fx, 50, 5_000_000)
+      const accountId = await seedAccount(fx, 1_000_000)
+      const replicas = { before: 0 }
+      const { journal, clear, clock } = journalOn({
+        replicatedBefore: () => replicas.before,
+        keepMaxClears: 2,
+      })
+      const counted = unreplicatedCount()
+      // Four lost clears, a millisecond apart, the first acknowledged by the replicas: the journal
+      // keeps the last two, and of the two it forgets the unacknowledged one is counted.
+      for (let i = 0; i < 4; i++) {
+        await lostClear(clear, accountId)
+        if (i === 0) replicas.before = clock.now + 1
+        clock.now += 1
+      }
+      expect(journal.held).toBe(2)
+      expect(unreplicatedCount()).toBe(counted + 1)
+      journal.lost()
+      await journal.settled
+      expect(await spent(accountId)).toBe(1_000)
+    })
   })
 })
 
