@@ -423,17 +423,24 @@ async function main(): Promise<void> {
     const b32 = bufferedAt[32]!
     const added = (m: PerTarget<Buffered>, k: 'p50' | 'p99', who: 'gateway' | 'peer' = 'gateway') =>
       m[who][k] - m.direct[k]
-    const addedRatio = (k: 'p50' | 'p99') => added(b1, k) / added(b1, k, 'peer')
+    // A ratio to what the peer added, while that is above zero; a peer faster than the supplier
+    // alone (noise at a tail) has no ratio, and dividing by it would turn the comparison round.
+    const addedAgainst = (k: 'p50' | 'p99') => {
+      const peer = added(b1, k, 'peer')
+      return peer > 0
+        ? `${fmt(added(b1, k) / peer)} × peer`
+        : `the peer added ${signed(peer, 3)} ms (the supplier alone was slower there)`
+    }
     checks.push(
       {
         target: "1 client: added p50 <= 0.75 × the peer's",
-        measured: `${signed(added(b1, 'p50'), 3)} ms, ${fmt(addedRatio('p50'))} × peer`,
-        met: addedRatio('p50') <= 0.75,
+        measured: `${signed(added(b1, 'p50'), 3)} ms, ${addedAgainst('p50')}`,
+        met: added(b1, 'p50') <= 0.75 * added(b1, 'p50', 'peer'),
       },
       {
         target: "1 client: added p99 <= the peer's",
-        measured: `${signed(added(b1, 'p99'), 3)} ms, ${fmt(addedRatio('p99'))} × peer`,
-        met: addedRatio('p99') <= 1,
+        measured: `${signed(added(b1, 'p99'), 3)} ms, ${addedAgainst('p99')}`,
+        met: added(b1, 'p99') <= added(b1, 'p99', 'peer'),
       },
       {
         target: '32 clients: req/s >= 1.5 × peer',

@@ -140,7 +140,14 @@ export class InferenceService {
       steps: this.steps,
       journal: deps.journal,
       ...(market.clearReplicas > 0
-        ? { barrier: new ReplicaBarrier(deps.store, market.clearReplicas, market.clearReplicasWaitMs) }
+        ? {
+            barrier: new ReplicaBarrier(
+              deps.store,
+              market.clearReplicas,
+              market.clearReplicasWaitMs,
+              deps.logger,
+            ),
+          }
         : {}),
       feeBps: market.feeBps,
       recordRetentionMs,

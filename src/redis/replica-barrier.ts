@@ -2,18 +2,24 @@
 // on each master begun after its own write was acknowledged. Callers that arrive while one is under
 // way share the next, as a database's group commit shares a disk flush, so the store sees one
 // marker and one WAIT per master per round, not per request.
+import type { Logger } from 'pino'
 import type { Store } from './store.ts'
 
 export type BarrierOutcome = 'replicated' | 'timed_out' | 'failed'
 
+/** A round that fell short is logged at most this often (the metric counts every one). */
+const WARN_EVERY_MS = 10_000
+
 export class ReplicaBarrier {
   private current: Promise<BarrierOutcome> | null = null
   private next: Promise<BarrierOutcome> | null = null
+  private warnedAt = 0
 
   constructor(
     private readonly store: Pick<Store, 'waitReplicas'>,
     private readonly replicas: number,
     private readonly waitMs: number,
+    private readonly logger?: Logger,
   ) {}
 
   /** Resolves once what the store acknowledged before this call is on the replicas, or not in time. */
@@ -36,11 +42,28 @@ export class ReplicaBarrier {
   }
 
   private async round(): Promise<BarrierOutcome> {
+    let counts: number[]
     try {
-      const counts = await this.store.waitReplicas(this.replicas, this.waitMs)
-      return counts.every((count) => count >= this.replicas) ? 'replicated' : 'timed_out'
-    } catch {
+      counts = await this.store.waitReplicas(this.replicas, this.waitMs)
+    } catch (error) {
+      this.warn(
+        { err: (error as Error).message },
+        'clears told without waiting for replicas: the wait failed',
+      )
       return 'failed'
     }
+    if (counts.every((count) => count >= this.replicas)) return 'replicated'
+    this.warn(
+      { replicas: this.replicas, acknowledged: counts, waitMs: this.waitMs },
+      'clears told before enough replicas had them (SVC_CLEAR_REPLICAS): a replica is down or lagging',
+    )
+    return 'timed_out'
+  }
+
+  private warn(fields: object, message: string): void {
+    const now = Date.now()
+    if (now - this.warnedAt < WARN_EVERY_MS) return
+    this.warnedAt = now
+    this.logger?.warn(fields, message)
   }
 }

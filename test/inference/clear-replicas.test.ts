@@ -4,12 +4,13 @@
 //   is answered, and the master killed -9 the moment the answer arrives: the replica has the charge
 //   the buyer was told (without the wait, the answer comes while the replica is cut off, and the
 //   charge dies with the master);
-// - the replica cut off: the cost is told anyway once the wait runs out, and counted timed_out.
+// - the replica cut off: the cost is told anyway once the wait runs out, counted timed_out and logged.
 import { afterAll, expect, test } from 'bun:test'
 import Redis from 'ioredis'
+import { createLogger } from '../../src/logger.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
-import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { keyFetch, logCapture, type TestAccount } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
@@ -34,9 +35,12 @@ afterAll(async () => {
   await Promise.all([master.stop(), replica.stop()])
 })
 
+const logs = logCapture()
+
 async function stackOn(waitMs: number): Promise<{ stack: TestStack; buyer: TestAccount }> {
   const stack = await startStack({
     env: { REDIS_URL: master.url, SVC_CLEAR_REPLICAS: '1', SVC_CLEAR_REPLICAS_WAIT_MS: String(waitMs) },
+    logger: createLogger('warn', 'svc-test', logs.stream),
   })
   stacks.push(stack)
   await simOffer(stack, 40)
@@ -78,6 +82,8 @@ test('a replica cut off: the cost is told once the wait runs out, and counted ti
   const before = await waitsCounted(stack, 'timed_out')
   expect(await paidChat(stack, buyer)).toBeGreaterThan(0)
   expect(await waitsCounted(stack, 'timed_out')).toBe(before + 1)
+  // An operator is told, in the log as well as the metric.
+  expect(logs.lines.some((line) => line.includes('a replica is down or lagging'))).toBe(true)
   await onReplica.call('REPLICAOF', '127.0.0.1', String(master.port))
   await inSync()
 })
