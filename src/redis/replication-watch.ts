@@ -110,6 +110,9 @@ export class ReplicationWatch {
       return
     }
     const samples = state.samples
+    // An offset behind the last one read is a new history (a restarted server, a promoted replica
+    // on another): what was read of the old one can confirm nothing.
+    if (samples.length > 0 && offset < samples[samples.length - 1]!.offset) samples.length = 0
     samples.push({ sentAt, offset })
     // Past the journal's longest keep a sample can confirm nothing it still holds.
     while (samples.length > 1 && samples[0]!.sentAt < sentAt - this.keepMs) samples.shift()

@@ -117,3 +117,21 @@ test('of several masters, the least caught up is what the watch confirms', async
   await onReplica.call('REPLICAOF', '127.0.0.1', String(master.port))
   await confirmed(watch, at)
 }, 30_000)
+
+test('an offset behind the last read is a new history: its old readings hold nothing back', async () => {
+  let role: unknown[] = ['master', 1_000, [['127.0.0.1', '7001', '500']]]
+  const fake = { call: async () => role }
+  const clock = { now: 1_000 }
+  const watch = new ReplicationWatch(
+    async () => [fake],
+    KEEP_MS,
+    () => clock.now,
+  )
+  await watch.read()
+  expect(watch.replicatedBefore).toBe(0)
+  // The master restarted with no data: its offsets start again, and its replica has them.
+  clock.now = 2_000
+  role = ['master', 10, [['127.0.0.1', '7001', '10']]]
+  await watch.read()
+  expect(watch.replicatedBefore).toBe(2_000)
+})
