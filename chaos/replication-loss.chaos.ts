@@ -61,6 +61,11 @@ test('requests whose admission and clear only the killed master had are charged 
   // Past the window: only its replicas' silence keeps this clear in the journal now.
   const answeredAt = Date.now()
   await until(() => Date.now() > answeredAt + JOURNAL_MS + 200, 50)
+  // The journal still keeps that clear, past its window: the replica never acknowledged it (nor,
+  // when it fell asleep before its once-a-second acknowledgement, the one before the cut).
+  const kept = Number((await scrape(gateway, gateways.adminToken)).match(/^svc_journal_clears (\d+)$/m)?.[1])
+  expect(kept).toBeGreaterThanOrEqual(1)
+  expect(kept).toBeLessThanOrEqual(2)
   const late = await chat(gateway, buyer.apiKey, false)
   expect(late.ackedCost).toBeGreaterThan(0)
   master.stop()
@@ -84,12 +89,17 @@ test('requests whose admission and clear only the killed master had are charged 
   )
   expect(result.states).toEqual({ cleared: 4 })
   expect(result.accountsSpent).toBe(told.reduce((sum, o) => sum + o.ackedCost!, 0))
-  const metrics = await (
-    await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${gateways.adminToken}` } })
-  ).text()
+  const metrics = await scrape(gateway, gateways.adminToken)
   expect(metrics).toMatch(/^svc_replayed_clears_total\{found="restored"\} 2$/m)
   expect(metrics).toMatch(/^svc_lost_admissions_total 2$/m)
   expect(metrics).not.toMatch(/^svc_unreplicated_clears_total [1-9]/m)
   const audit = await runAudit(redis.url, gateways.prefix)
   expect(audit.code).toBe(0)
 }, 120_000)
+
+async function scrape(gateway: { url: string }, adminToken: string): Promise<string> {
+  const response = await fetch(`${gateway.url}/metrics`, {
+    headers: { authorization: `Bearer ${adminToken}` },
+  })
+  return response.text()
+}

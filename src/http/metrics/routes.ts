@@ -1,6 +1,7 @@
 // GET /metrics: Prometheus text, behind the operator token (it tells holds and traffic). Counters
 // and histograms come from this process; holds outstanding and Redis latency are read at scrape.
 import { Elysia } from 'elysia'
+import type { ClearJournal } from '../../market/clear-journal.ts'
 import type { MarketSteps } from '../../market/steps.ts'
 import { metrics } from '../../metrics/gateway-metrics.ts'
 import { renderGauge } from '../../metrics/registry.ts'
@@ -13,6 +14,7 @@ export function metricsRoutes(deps: {
   keys: Keyspace
   steps: Pick<MarketSteps, 'holdsOutstanding'>
   config: { adminToken: string }
+  journal?: Pick<ClearJournal, 'held'>
 }) {
   return new Elysia({ name: 'svc/metrics', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
@@ -42,6 +44,11 @@ export function metricsRoutes(deps: {
             holds,
           ),
           ...renderGauge('svc_open_streams', 'Streams this process is relaying', metrics.openStreams.value),
+          ...renderGauge(
+            'svc_journal_clears',
+            "Clears this process keeps to send again if Redis loses them: acknowledged in the last 2 s, or not yet acknowledged by their master's replicas",
+            deps.journal?.held ?? 0,
+          ),
           ...renderGauge('svc_redis_ping_seconds', 'Round trip of one PING at scrape time', redisSeconds),
           ...payoutWalletGauges(),
         ].join('\n')
