@@ -14,6 +14,7 @@ import { JOURNAL_MS } from '../src/market/clear-journal.ts'
 import { startLocalCluster } from '../src/redis/local-cluster.ts'
 import { createStore, type Store } from '../src/redis/store.ts'
 import { startSim } from '../src/sim/server.ts'
+import { putToSleep } from '../test/helpers/replicated-redis.ts'
 import { until } from '../test/helpers/wait.ts'
 import { chat, fundedBuyer, reconcile, runAudit, settled, simOffer, startCluster } from './cluster.ts'
 import { ownerOf, servingMaster, slotOf } from './slots.ts'
@@ -41,19 +42,9 @@ test('requests whose admission and clear only the killed master had are charged 
   const master = await ownerOf(redis, slot, redis.nodes)
   const replica = redis.replicas[redis.nodes.indexOf(master)]!
 
-  const sleeper = new Redis(replica.port, '127.0.0.1')
   // Asleep past the two requests and the journal's window between them.
-  void sleeper.call('DEBUG', 'SLEEP', '6').catch(() => {})
+  await putToSleep(`redis://127.0.0.1:${replica.port}`, 6)
   const onMaster = new Redis(master.port, '127.0.0.1')
-  // The sleep has begun once the replica stops answering.
-  const probe = new Redis(replica.port, '127.0.0.1', { commandTimeout: 200, maxRetriesPerRequest: 0 })
-  await until(() =>
-    probe.ping().then(
-      () => false,
-      () => true,
-    ),
-  )
-  probe.disconnect()
   await onMaster.call('CLIENT', 'KILL', 'TYPE', 'replica')
   onMaster.disconnect()
   const during = await chat(gateway, buyer.apiKey, false)
@@ -73,7 +64,6 @@ test('requests whose admission and clear only the killed master had are charged 
   await until(() => servingMaster(replica).catch(() => false), 50)
   const failoverMs = Date.now() - killedAt
   const after = await chat(gateway, buyer.apiKey, false)
-  sleeper.disconnect()
 
   onNew = createStore(`redis://127.0.0.1:${replica.port}`, { name: 'replication-loss' })
   await settled(onNew, gateways.prefix, 20_000)

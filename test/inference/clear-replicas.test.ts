@@ -9,20 +9,13 @@ import { afterAll, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { createLogger } from '../../src/logger.ts'
 import { parseMicros } from '../../src/money/units.ts'
-import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { keyFetch, logCapture, type TestAccount } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { putToSleep, startReplicatedRedis } from '../helpers/replicated-redis.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
-const master: LocalRedis = await startLocalRedis(['--repl-diskless-sync-delay', '0'])
-const replica: LocalRedis = await startLocalRedis([
-  '--replicaof',
-  '127.0.0.1',
-  String(master.port),
-  '--enable-debug-command',
-  'yes',
-])
+const { master, replica } = await startReplicatedRedis()
 const onMaster = new Redis(master.url)
 // The master is killed below.
 onMaster.on('error', () => {})
@@ -94,23 +87,12 @@ test('a cost is told only once the replica has the clear: the master killed as t
   expect(await waitsCounted(stack, 'replicated')).toBeGreaterThan(0)
   await inSync()
 
-  const sleeper = new Redis(replica.url)
-  const asleep = sleeper.call('DEBUG', 'SLEEP', '1')
-  const probe = new Redis(replica.url, { commandTimeout: 100, maxRetriesPerRequest: 0 })
-  probe.on('error', () => {})
-  await until(() =>
-    probe.ping().then(
-      () => false,
-      () => true,
-    ),
-  )
-  probe.disconnect()
+  const { awake } = await putToSleep(replica.url, 1)
   // The link cut while the replica sleeps: nothing reaches it until it wakes and links again.
   await onMaster.call('CLIENT', 'KILL', 'TYPE', 'replica')
   told.push(await paidChat(stack, buyer))
   await master.kill()
-  await asleep
-  sleeper.disconnect()
+  await awake
 
   const spent = await onReplica.hget(stack.keys.account(buyer.accountId), 'spent')
   expect(Number(spent)).toBe(told[0]! + told[1]!)

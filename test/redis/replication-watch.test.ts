@@ -7,17 +7,10 @@ import { afterAll, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { ReplicationWatch } from '../../src/redis/replication-watch.ts'
+import { putToSleep, startReplicatedRedis } from '../helpers/replicated-redis.ts'
 import { until } from '../helpers/wait.ts'
 
-// A replica that connects is synced at once, not after the default 5 s gathering of others.
-const master: LocalRedis = await startLocalRedis(['--repl-diskless-sync-delay', '0'])
-const replica: LocalRedis = await startLocalRedis([
-  '--replicaof',
-  '127.0.0.1',
-  String(master.port),
-  '--enable-debug-command',
-  'yes',
-])
+const { master, replica } = await startReplicatedRedis()
 const alone: LocalRedis = await startLocalRedis()
 const onMaster = new Redis(master.url)
 const onReplica = new Redis(replica.url)
@@ -69,23 +62,12 @@ test('a write is confirmed once the replica has it, not while it lags; cut off, 
   expect(await onReplica.get('before')).toBe('1')
 
   // Lagging: a replica asleep is still listed, at the offset it acknowledged last.
-  const sleeper = new Redis(replica.url)
-  const asleep = sleeper.call('DEBUG', 'SLEEP', '1')
-  const probe = new Redis(replica.url, { commandTimeout: 100, maxRetriesPerRequest: 0 })
-  probe.on('error', () => {})
-  await until(() =>
-    probe.ping().then(
-      () => false,
-      () => true,
-    ),
-  )
-  probe.disconnect()
+  const { awake } = await putToSleep(replica.url, 1)
   await onMaster.set('lagging', '1')
   const lagging = Date.now()
   await readAfter(watch, lagging)
   expect(watch.replicatedBefore).toBeLessThanOrEqual(lagging)
-  await asleep
-  sleeper.disconnect()
+  await awake
   await confirmed(watch, lagging)
 
   // Cut: the replica stops replicating (its master then lists none).
