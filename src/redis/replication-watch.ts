@@ -6,8 +6,11 @@
 // lost.
 import type { Commands } from './store.ts'
 
-/** How often ROLE is read on each master: replicas acknowledge once a second on their own. */
-export const WATCH_INTERVAL_MS = 250
+/**
+ * How often ROLE is read on each master. Replicas acknowledge once a second on their own, so a clear
+ * is confirmed within about two seconds: inside the journal's window, which keeps it that long anyway.
+ */
+export const WATCH_INTERVAL_MS = 500
 
 type Master = Pick<Commands, 'call'>
 
