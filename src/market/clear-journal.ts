@@ -2,10 +2,11 @@
 // connection to Redis closes. Redis acknowledges a write before its replicas have it (replication
 // is asynchronous) and before its disk does (an AOF fsynced once a second): a master killed after a
 // clear its replicas never got leaves a promoted replica, or a restarted server, without it, and the
-// buyer told a cost it was never charged. A clear is kept for the window below and, on a master that
-// has replicas, until they have it (src/redis/replication-watch.ts), however long their link lags. A clear is idempotent by attempt id, so sending it again is safe either
-// way: one the store kept answers as a replay and changes nothing; one it lost is charged now (its
-// attempt admitted, reaped by then, or lost with its admission: lua/clear.lua).
+// buyer told a cost it was never charged. A clear is kept for the window below and, on a master
+// that has replicas, until they have it (src/redis/replication-watch.ts), however long their link
+// lags. A clear is idempotent by attempt id, so sending it again is safe either way: one the store
+// kept answers as a replay and changes nothing; one it lost is charged now (its attempt admitted,
+// reaped by then, or lost with its admission: lua/clear.lua).
 import type { Logger } from 'pino'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
