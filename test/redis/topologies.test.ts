@@ -39,6 +39,19 @@ afterAll(() => {
 })
 
 /** A buffered and a streamed paid completion through the stack; returns the buyer's balances before. */
+/** The clears that waited for replicas (SVC_CLEAR_REPLICAS), by outcome, from /metrics. */
+async function replicaWaits(stack: TestStack): Promise<{ replicated: number; short: number }> {
+  const text = await keyFetch(stack, null, '/metrics', {
+    headers: { authorization: `Bearer ${stack.config.adminToken}` },
+  }).then((r) => r.text())
+  const count = (outcome: string) =>
+    Number(
+      text.match(new RegExp(`^svc_clear_replica_waits_total\\{outcome="${outcome}"\\} (\\d+)`, 'm'))?.[1] ??
+        0,
+    )
+  return { replicated: count('replicated'), short: count('timed_out') + count('failed') }
+}
+
 async function paidChats(stack: TestStack) {
   await simOffer(stack, 40)
   const buyer = await fundedBuyer(stack)
@@ -158,7 +171,9 @@ describe('Cluster', () => {
 
   test('three masters: the gateway admits, clears and audits across them', async () => {
     const url = redisCluster.url
-    const stack = await startStack({ env: { REDIS_URL: url } })
+    const stack = await startStack({
+      env: { REDIS_URL: url, SVC_CLEAR_REPLICAS: '1', SVC_CLEAR_REPLICAS_WAIT_MS: '5000' },
+    })
     // The helpers read balances through stack.store: point it at the cluster too.
     const cluster = createStore(url, { name: 'svc-test-cluster' })
     await cluster.whenReady(10_000)
@@ -214,10 +229,16 @@ describe('Cluster', () => {
 })
 
 describe('Sentinel', () => {
-  test('a master found through a sentinel: the gateway admits and clears', async () => {
-    const master = redisServer(['--appendonly', 'no'])
+  test('a master found through a sentinel: the gateway admits and clears, each cost told once its replica has the clear', async () => {
+    // A replica that links is synced at once, not after the default 5 s gathering of others.
+    const master = redisServer(['--appendonly', 'no', '--repl-diskless-sync-delay', '0'])
     stops.push(master.stop)
     await until('master', async () => (await redisCli('-p', String(master.port), 'ping')) === 'PONG')
+    const replica = redisServer(['--appendonly', 'no', '--replicaof', '127.0.0.1', String(master.port)])
+    stops.push(replica.stop)
+    await until('replica', async () =>
+      (await redisCli('-p', String(master.port), 'info', 'replication')).includes('connected_slaves:1'),
+    )
     const sentinelDir = mkdtempSync(join(tmpdir(), 'svc-sentinel-'))
     dirs.push(sentinelDir)
     const sentinelPort = freePort()
@@ -238,17 +259,30 @@ describe('Sentinel', () => {
       ),
     )
     const url = `redis+sentinel://127.0.0.1:${sentinelPort}/svcmain`
-    const stack = await startStack({ env: { REDIS_URL: url } })
+    const stack = await startStack({
+      env: { REDIS_URL: url, SVC_CLEAR_REPLICAS: '1', SVC_CLEAR_REPLICAS_WAIT_MS: '5000' },
+    })
     const viaSentinel = createStore(url, { name: 'svc-test-sentinel' })
     await viaSentinel.whenReady(10_000)
     try {
       const probe = { ...stack, store: viaSentinel }
+      const waitsBefore = await replicaWaits(stack)
       const { buyer, before } = await paidChats(probe)
       expect((await balances(probe, buyer.accountId)).confirmed).toBeLessThan(before.confirmed)
       // and it really is that master that holds the money
       const direct = createStore(`redis://127.0.0.1:${master.port}`)
       expect(await direct.exists(stack.keys.account(buyer.accountId))).toBe(1)
       direct.close()
+      // Each cost was told once the replica had its clear: the replica holds what was spent.
+      const onReplica = createStore(`redis://127.0.0.1:${replica.port}`)
+      const spent = await viaSentinel.hget(stack.keys.account(buyer.accountId), 'spent')
+      expect(Number(spent)).toBeGreaterThan(0)
+      expect(await onReplica.hget(stack.keys.account(buyer.accountId), 'spent')).toBe(spent)
+      onReplica.close()
+      // Both chats' clears (buffered and streamed) waited, and the replica answered each time.
+      const waitsAfter = await replicaWaits(stack)
+      expect(waitsAfter.replicated - waitsBefore.replicated).toBe(2)
+      expect(waitsAfter.short).toBe(waitsBefore.short)
       expect(await auditAll(viaSentinel, keyspace(stack.config.redisPrefix))).toEqual([])
     } finally {
       viaSentinel.close()
