@@ -2,6 +2,7 @@
 // first MP4), refunded (release: the supplier failed or rejected it) or expired (release). The
 // job record ties the buyer's job id to its attempt and the supplier's queue id; the money moves
 // only through the idempotent clear and release scripts, so racing polls charge once.
+import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
@@ -26,6 +27,15 @@ export interface VideoJob {
   state: VideoJobState
   createdAt: number
   expiresAt: number
+  /**
+   * The rest of what admit answered, so that the job's clear can carry its admission: a failover
+   * that lost the admission (not this record, held apart on another master) is then charged at
+   * retrieve (lua/clear.lua). Absent on jobs queued by an earlier build.
+   */
+  apiKeyId?: string
+  askCents?: number
+  holdUsdc?: MicroUsdc
+  requestId?: string
 }
 
 // Records outlive the job by a day, so a late poll still gets its 410 rather than a 404.
@@ -58,6 +68,8 @@ export class VideoJobs {
       preBalance: Number(raw.preBalance),
       createdAt: Number(raw.createdAt),
       expiresAt: Number(raw.expiresAt),
+      ...(raw.askCents !== undefined ? { askCents: Number(raw.askCents) } : {}),
+      ...(raw.holdUsdc !== undefined ? { holdUsdc: Number(raw.holdUsdc) as MicroUsdc } : {}),
     }
   }
 

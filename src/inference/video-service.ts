@@ -101,6 +101,10 @@ export class VideoService {
       state: 'queued',
       createdAt: now,
       expiresAt: now + this.ttlMs,
+      apiKeyId: admission.apiKeyId,
+      askCents: admission.askCents,
+      holdUsdc: admission.holdUsdc,
+      requestId: admission.requestId,
     }
     await this.jobs.create(job)
     return { job, heldUsdc: admission.holdUsdc, askCents: admission.askCents }
@@ -176,7 +180,8 @@ export class VideoService {
       if (job.state !== 'queued') return { kind: 'media', media, clearing: null }
       const clearing = await clearBurn(
         this.inference.clearDeps,
-        job,
+        // The admission as admit answered it: its hold was the job's burn.
+        { ...job, holdDiem: job.burn as MicroDiem },
         job.preBalance < 0 ? null : (job.preBalance as MicroDiem),
         job.burn as MicroDiem,
         { inputTokens: 0, outputTokens: job.seconds, estimated: false, outcome: 'completed' },

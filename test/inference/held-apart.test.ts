@@ -458,6 +458,48 @@ describe('the request path held apart', () => {
     await removeOffer(offerId)
   })
 
+  test("a video job whose account's side a failover lost after it was queued is charged at retrieve, from the admission its job keeps", async () => {
+    const offerId = await postOffer(40)
+    const b = await buyer()
+    const send = (path: string, json: unknown) =>
+      fetch(`${stack.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${b.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(json),
+      })
+    // The account's slot as it was before the job: what a replica that never got its admission has.
+    // The job's record is on the market's slot, another master's, and survives.
+    const before = await saveKeys(store, owners.account(b.accountId).prefix)
+    const queued = await send('/v1/video/queue', { model: 'wan-2.1-video', prompt: 'waves', duration: '5s' })
+    expect(queued.status).toBe(200)
+    const { id } = (await queued.json()) as { id: string }
+    const held = Number((await accountRow(b.accountId)).held)
+    expect(held).toBeGreaterThan(0)
+    await before.restore()
+    expect(Number((await accountRow(b.accountId)).held)).toBe(0)
+    let media: Response
+    for (;;) {
+      media = await send('/v1/video/retrieve', { id })
+      // Polled while it answers processing; anything else (the MP4, an error) ends the wait.
+      if (media.status !== 200 || !media.headers.get('content-type')?.startsWith('application/json')) break
+      await media.json()
+      await Bun.sleep(20)
+    }
+    expect(media.status).toBe(200)
+    expect(media.headers.get('content-type')).toStartWith('video/')
+    await media.arrayBuffer()
+    // Charged the job's price (its hold: the job's burn at the ask), late, and the supplier paid it.
+    const account = await accountRow(b.accountId)
+    expect(Number(account.spent)).toBe(held)
+    expect(Number(account.held)).toBe(0)
+    const offer = await offerRow(offerId)
+    expect(Number(offer.earned) + Number(offer.fees ?? 0)).toBe(held)
+    const job = await store.hgetall(keys.videoJob(id))
+    const attempt = await attemptRecord(store, owners.account(b.accountId).attempt(job.attemptId!))
+    expect(attempt).toMatchObject({ state: 'cleared', costUsdc: String(held), lateClear: 'lost' })
+    await removeOffer(offerId)
+  })
+
   test("usage stats held apart: each request served counts once, on its offer's slot, in the day's shares", async () => {
     const offerId = await postOffer(40)
     const b = await buyer()
