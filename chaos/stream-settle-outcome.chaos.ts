@@ -125,10 +125,16 @@ async function lostClearReply(s: Setup, kind: Kind, awayMs: number) {
   return { reference, text }
 }
 
-/** Until the gateway has its store again (it reconnects by itself). */
+/**
+ * Until the gateway has its store again (it reconnects by itself) and its clear journal has sent
+ * again what it kept: a clear it replays later would meet the next test's cue.
+ */
 async function storeBack(s: Setup) {
   for (let i = 0; i < 200; i++) {
-    if ((await fetch(`${s.stack.url}/readyz`)).status === 200) return
+    if ((await fetch(`${s.stack.url}/readyz`)).status === 200) {
+      await s.stack.gateway.replaysSettled()
+      return
+    }
     await Bun.sleep(50)
   }
   throw new Error('the gateway did not reconnect')

@@ -23,6 +23,8 @@ export interface RunningGateway {
   stop(): Promise<void>
   /** Stops accepting, lets open requests and streams finish within `graceMs`, then stops. */
   drain(graceMs: number): Promise<void>
+  /** Resolves once the clears a lost connection to Redis sends again have been sent. */
+  replaysSettled(): Promise<void>
 }
 
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
@@ -154,6 +156,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     url: `http://${host}:${server.port}`,
     port: server.port as number,
     stop,
+    replaysSettled: () => kept.settled,
     async drain(graceMs) {
       lifecycle.draining = true
       // No new connections; what is open runs on (streams settle and clear as usual).
