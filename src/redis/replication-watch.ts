@@ -14,6 +14,9 @@ export const WATCH_INTERVAL_MS = 500
 
 type Master = Pick<Commands, 'call'>
 
+/** A server's answer that it will not run ROLE, as against a connection that failed. */
+const REFUSED = /unknown command|NOPERM|not allowed|disabled/i
+
 interface Sample {
   sentAt: number
   offset: number
@@ -100,7 +103,10 @@ export class ReplicationWatch {
     let role: unknown[]
     try {
       role = (await master.call('ROLE')) as unknown[]
-    } catch {
+    } catch (error) {
+      // A server that refuses ROLE (renamed or denied, as some hosted ones do) says nothing of its
+      // replicas: its clears are kept for the journal's window alone, as on a master without them.
+      if (REFUSED.test((error as Error).message)) state.before = sentAt
       return
     }
     // A replica (a master demoted under us) confirms nothing until the client finds the new master.

@@ -117,3 +117,32 @@ test('an offset behind the last read is a new history: its old readings hold not
   await watch.read()
   expect(watch.replicatedBefore).toBe(2_000)
 })
+
+test('a server that refuses ROLE confirms at each reading: its clears are kept for the window alone', async () => {
+  const refusing = {
+    call: async (): Promise<unknown> => {
+      throw new Error("ERR unknown command 'ROLE', with args beginning with: ")
+    },
+  }
+  const away = {
+    call: async (): Promise<unknown> => {
+      throw new Error('Connection is closed.')
+    },
+  }
+  const clock = { now: 5_000 }
+  const watch = new ReplicationWatch(
+    async () => [refusing],
+    KEEP_MS,
+    () => clock.now,
+  )
+  await watch.read()
+  expect(watch.replicatedBefore).toBe(5_000)
+  // A connection that failed says nothing: what was confirmed stays, nothing more.
+  const cut = new ReplicationWatch(
+    async () => [away],
+    KEEP_MS,
+    () => clock.now,
+  )
+  await cut.read()
+  expect(cut.replicatedBefore).toBe(0)
+})
