@@ -13,8 +13,14 @@ import { type RedisCluster, startRedisCluster } from './redis-cluster.ts'
 import { startStack, type TestStack } from './stack.ts'
 import { until } from './wait.ts'
 
-/** The audit's word for a clear whose offer's side is not posted yet. */
-const IN_TRANSIT = 'cleared on its account but its reservation is not posted'
+/**
+ * The audit's words for a clear whose offer's side is not posted yet: its reservation pending, or,
+ * where a failover lost the reservation, none until the post writes it.
+ */
+const IN_TRANSIT = [
+  'cleared on its account but its reservation is not posted',
+  'cleared on its account with no reservation on its offer',
+]
 
 export interface HeldApart {
   cluster: RedisCluster
@@ -63,7 +69,9 @@ export async function startHeldApart(
       return { accountId: account.id, apiKey, client }
     },
     posted() {
-      return until(async () => !(await auditApart(store, keys.prefix)).some((f) => f.problem === IN_TRANSIT))
+      return until(
+        async () => !(await auditApart(store, keys.prefix)).some((f) => IN_TRANSIT.includes(f.problem)),
+      )
     },
     async stop() {
       await stack.stop()
