@@ -2,6 +2,7 @@
 // first MP4), refunded (release: the supplier failed or rejected it) or expired (release). The
 // job record ties the buyer's job id to its attempt and the supplier's queue id; the money moves
 // only through the idempotent clear and release scripts, so racing polls charge once.
+import type { Resent } from '../market/clear-journal.ts'
 import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
@@ -71,6 +72,17 @@ export class VideoJobs {
       ...(raw.askCents !== undefined ? { askCents: Number(raw.askCents) } : {}),
       ...(raw.holdUsdc !== undefined ? { holdUsdc: Number(raw.holdUsdc) as MicroUsdc } : {}),
     }
+  }
+
+  /**
+   * Writes a job's record again where the store lost it (a failover to a replica it never reached);
+   * one the store has is left as it is.
+   */
+  async restore(job: VideoJob): Promise<Resent> {
+    const key = this.keys.videoJob(job.id)
+    if ((await this.store.exists(key)) === 1) return 'kept'
+    await this.create(job)
+    return 'restored'
   }
 
   /** Moves a queued job on; false when another poll moved it first. */

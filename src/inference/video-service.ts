@@ -107,6 +107,9 @@ export class VideoService {
       requestId: admission.requestId,
     }
     await this.jobs.create(job)
+    // Kept until its master's replicas have it: a job whose record a failover lost would be unknown
+    // to its buyer, and its clear at retrieve never sent.
+    this.inference.deps.journal?.recordVideoJob(job.id, () => this.jobs.restore(job))
     return { job, heldUsdc: admission.holdUsdc, askCents: admission.askCents }
   }
 

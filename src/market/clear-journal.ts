@@ -31,11 +31,23 @@ const REPLAY_WAIT_MS = 60_000
 /** Clears sent at once while replaying. */
 const REPLAY_BATCH = 64
 
+/** What sending a write again found: the store had it (nothing moved), or had lost it (written now). */
+export type Resent = 'kept' | 'restored'
+
+/**
+ * What the journal keeps: clears, and the video job records their clears need at retrieve (a job
+ * whose record a failover lost is otherwise unknown to its buyer, and never charged).
+ */
+type Kept = 'clear' | 'video job'
+
 interface Entry {
   at: number
-  attempt: AttemptRef
-  req: ClearArgs
+  what: Kept
+  id: string
+  resend: () => Promise<Resent>
 }
+
+const REPLAYED = { clear: metrics.replayedClears, 'video job': metrics.replayedVideoJobs }
 
 export interface JournalOptions {
   windowMs?: number
@@ -72,12 +84,23 @@ export class ClearJournal {
 
   /** A clear the store acknowledged. */
   record(attempt: AttemptRef, req: ClearArgs): void {
-    const now = this.now()
-    this.forget(now)
-    this.entries.push({ at: now, attempt, req })
+    this.keep('clear', attempt.attemptId, async () =>
+      (await this.clear(attempt, req)).replay ? 'kept' : 'restored',
+    )
   }
 
-  /** Clears kept now. */
+  /** A video job's record the store acknowledged, and how to write it again if the store lost it. */
+  recordVideoJob(jobId: string, restore: () => Promise<Resent>): void {
+    this.keep('video job', jobId, restore)
+  }
+
+  private keep(what: Kept, id: string, resend: () => Promise<Resent>): void {
+    const now = this.now()
+    this.forget(now)
+    this.entries.push({ at: now, what, id, resend })
+  }
+
+  /** Writes kept now. */
   get held(): number {
     this.forget(this.now())
     return this.entries.length - this.head
@@ -118,26 +141,21 @@ export class ClearJournal {
       if (counts.restored > 0 || counts.failed > 0)
         this.logger.warn(
           counts,
-          'clears sent again after a connection to Redis closed: restored the lost, or failed',
+          'clears (and video job records) sent again after a connection to Redis closed: restored the lost, or failed',
         )
     } while (this.lostAgain && !this.stopped)
   }
 
   private async replayOne(entry: Entry, counts: { kept: number; restored: number; failed: number }) {
     try {
-      const clearing = await whileStoreAway(
-        () => this.clear(entry.attempt, entry.req),
-        waitsFor(REPLAY_WAIT_MS),
-        () => this.stopped,
-      )
-      const found = clearing.replay ? 'kept' : 'restored'
+      const found = await whileStoreAway(entry.resend, waitsFor(REPLAY_WAIT_MS), () => this.stopped)
       counts[found]++
-      metrics.replayedClears.inc({ found })
+      REPLAYED[entry.what].inc({ found })
     } catch (error) {
       counts.failed++
-      metrics.replayedClears.inc({ found: 'failed' })
+      REPLAYED[entry.what].inc({ found: 'failed' })
       if (!this.stopped)
-        this.logger.error({ err: error, attemptId: entry.attempt.attemptId }, 'a clear sent again failed')
+        this.logger.error({ err: error, [entry.what]: entry.id }, `a ${entry.what} sent again failed`)
     }
   }
 

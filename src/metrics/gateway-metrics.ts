@@ -34,6 +34,10 @@ export const metrics = {
     'svc_replayed_clears_total',
     'Clears sent again after a connection to Redis closed, by what the store had: kept (a replay), restored (lost, charged now) or failed',
   ),
+  replayedVideoJobs: new Counter(
+    'svc_replayed_video_jobs_total',
+    'Video job records written again after a connection to Redis closed, by what the store had: kept, restored (lost, written now) or failed',
+  ),
   unreplicatedClears: new Counter(
     'svc_unreplicated_clears_total',
     "Clears forgotten by the clear journal before their master's replicas acknowledged them (a replica cut off for longer than the journal keeps a clear)",

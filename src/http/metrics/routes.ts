@@ -36,6 +36,7 @@ export function metricsRoutes(deps: {
           ...metrics.costDisagreements.render(),
           ...metrics.lostAdmissions.render(),
           ...metrics.replayedClears.render(),
+          ...metrics.replayedVideoJobs.render(),
           ...metrics.unreplicatedClears.render(),
           ...metrics.clearReplicaWaits.render(),
           ...renderGauge(
@@ -46,7 +47,7 @@ export function metricsRoutes(deps: {
           ...renderGauge('svc_open_streams', 'Streams this process is relaying', metrics.openStreams.value),
           ...renderGauge(
             'svc_journal_clears',
-            "Clears this process keeps to send again if Redis loses them: acknowledged in the last 2 s, or not yet acknowledged by their master's replicas",
+            "Clears (and video job records) this process keeps to send again if Redis loses them: acknowledged in the last 2 s, or not yet acknowledged by their master's replicas",
             deps.journal?.held ?? 0,
           ),
           ...renderGauge('svc_redis_ping_seconds', 'Round trip of one PING at scrape time', redisSeconds),
