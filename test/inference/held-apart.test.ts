@@ -24,6 +24,7 @@ import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { admitRequest } from '../helpers/market.ts'
 import { saveKeys } from '../helpers/saved-keys.ts'
 import { freePort, type TestStack, testPrefix } from '../helpers/stack.ts'
+import { retrieveWhenDone } from '../helpers/video.ts'
 import { until } from '../helpers/wait.ts'
 
 let apart: HeldApart
@@ -80,6 +81,14 @@ const offerRow = async (id: string) => {
   return store.hgetall(owners.offer(id).offer(id))
 }
 const accountRow = (id: string) => store.hgetall(keys.account(id))
+
+/** A buyer's POSTs to the gateway, as a client without an SDK sends them. */
+const sender = (apiKey: string) => (path: string, json: unknown) =>
+  fetch(`${stack.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(json),
+  })
 const slotOf = async (key: string) => Number(await store.call('CLUSTER', 'KEYSLOT', key))
 
 describe('the request path held apart', () => {
@@ -423,12 +432,7 @@ describe('the request path held apart', () => {
   test('a video job held apart: quoted at the cheapest ask, held while queued, charged once when retrieved', async () => {
     const offerId = await postOffer(40)
     const b = await buyer()
-    const send = (path: string, json: unknown) =>
-      fetch(`${stack.url}${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${b.apiKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify(json),
-      })
+    const send = sender(b.apiKey)
     const job = { model: 'wan-2.1-video', prompt: 'waves', duration: '5s' }
     const quoted = (await (await send('/v1/video/quote', job)).json()) as {
       quoteUsdc: string
@@ -439,14 +443,7 @@ describe('the request path held apart', () => {
     expect(queued.status).toBe(200)
     const { id } = (await queued.json()) as { id: string }
     expect(Number((await accountRow(b.accountId)).held)).toBe(Number(quoted.quoteUsdc) * 1e6)
-    // No deadline of its own: the test's time limit is the hang guard.
-    let media: Response
-    for (;;) {
-      media = await send('/v1/video/retrieve', { id })
-      if (!media.headers.get('content-type')?.startsWith('application/json')) break
-      await media.json()
-      await Bun.sleep(20)
-    }
+    const media = await retrieveWhenDone(send, id)
     expect(media.headers.get('content-type')).toStartWith('video/')
     await media.arrayBuffer()
     const account = await accountRow(b.accountId)
@@ -461,12 +458,7 @@ describe('the request path held apart', () => {
   test("a video job whose account's side a failover lost after it was queued is charged at retrieve, from the admission its job keeps", async () => {
     const offerId = await postOffer(40)
     const b = await buyer()
-    const send = (path: string, json: unknown) =>
-      fetch(`${stack.url}${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${b.apiKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify(json),
-      })
+    const send = sender(b.apiKey)
     // The account's slot as it was before the job: what a replica that never got its admission has.
     // The job's record is on the market's slot, another master's, and survives.
     const before = await saveKeys(store, owners.account(b.accountId).prefix)
@@ -477,14 +469,7 @@ describe('the request path held apart', () => {
     expect(held).toBeGreaterThan(0)
     await before.restore()
     expect(Number((await accountRow(b.accountId)).held)).toBe(0)
-    let media: Response
-    for (;;) {
-      media = await send('/v1/video/retrieve', { id })
-      // Polled while it answers processing; anything else (the MP4, an error) ends the wait.
-      if (media.status !== 200 || !media.headers.get('content-type')?.startsWith('application/json')) break
-      await media.json()
-      await Bun.sleep(20)
-    }
+    const media = await retrieveWhenDone(send, id)
     expect(media.status).toBe(200)
     expect(media.headers.get('content-type')).toStartWith('video/')
     await media.arrayBuffer()

@@ -11,6 +11,7 @@ import { attemptRecord } from '../helpers/attempts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { saveKeys } from '../helpers/saved-keys.ts'
 import { startStack } from '../helpers/stack.ts'
+import { retrieveWhenDone } from '../helpers/video.ts'
 import { until } from '../helpers/wait.ts'
 
 const redis = await startLocalRedis()
@@ -52,13 +53,7 @@ test('a video job lost with its admission is written again when the connection c
   await stack.gateway.replaysSettled()
   expect(await replayedJobs()).toBe(restoredBefore + 1)
 
-  let media: Response
-  for (;;) {
-    media = await post('/v1/video/retrieve', { id })
-    if (media.status !== 200 || !media.headers.get('content-type')?.startsWith('application/json')) break
-    await media.json()
-    await Bun.sleep(20)
-  }
+  const media = await retrieveWhenDone(post, id)
   expect(media.status).toBe(200)
   expect(media.headers.get('content-type')).toStartWith('video/')
   await media.arrayBuffer()
