@@ -41,9 +41,13 @@ export function clusterReplicaWait(cluster: Cluster, name: string): ReplicaWait 
   let own: Cluster | null = null
   return {
     async wait(replicas, ms) {
-      own ??= cluster.duplicate(undefined, {
-        redisOptions: { ...cluster.options.redisOptions, connectionName: name },
-      })
+      if (!own) {
+        own = cluster.duplicate(undefined, {
+          enableOfflineQueue: true,
+          redisOptions: { ...cluster.options.redisOptions, connectionName: name },
+        })
+        own.on('error', () => {})
+      }
       const client = own
       const markers = markersByMaster(cluster)
       return Promise.all(markers.map((marker) => markAndWait(client, marker, replicas, ms)))

@@ -8,7 +8,8 @@ import { createStore } from '../../src/redis/store.ts'
 import { until } from '../helpers/wait.ts'
 
 const cluster = await startLocalCluster(3, [], { replicas: true })
-const store = createStore(cluster.url, { name: 'svc-test-replica-wait' })
+// Fail fast, as a gateway's store is: the waits' own client must still queue its first commands.
+const store = createStore(cluster.url, { name: 'svc-test-replica-wait', failFast: true })
 afterAll(() => {
   store.close()
   cluster.stop()
