@@ -11,6 +11,7 @@ import { createLogger } from '../../src/logger.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { keyFetch, logCapture, type TestAccount } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { metricValue } from '../helpers/metrics.ts'
 import { putToSleep, startReplicatedRedis } from '../helpers/replicated-redis.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
@@ -56,16 +57,7 @@ async function inSync(): Promise<void> {
 }
 
 function waitsCounted(stack: TestStack, outcome: string): Promise<number> {
-  return keyFetch(stack, null, '/metrics', {
-    headers: { authorization: `Bearer ${stack.config.adminToken}` },
-  })
-    .then((r) => r.text())
-    .then((text) =>
-      Number(
-        text.match(new RegExp(`^svc_clear_replica_waits_total\\{outcome="${outcome}"\\} (\\d+)`, 'm'))?.[1] ??
-          0,
-      ),
-    )
+  return metricValue(stack, `svc_clear_replica_waits_total{outcome="${outcome}"}`)
 }
 
 test('a replica cut off: the cost is told once the wait runs out, and counted timed out', async () => {

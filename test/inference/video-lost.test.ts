@@ -9,6 +9,7 @@ import { createStore } from '../../src/redis/store.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
+import { metricValue } from '../helpers/metrics.ts'
 import { saveKeys } from '../helpers/saved-keys.ts'
 import { startStack } from '../helpers/stack.ts'
 import { retrieveWhenDone } from '../helpers/video.ts'
@@ -25,11 +26,8 @@ afterAll(async () => {
 
 const job = { model: 'svc/wan-2.1-video', prompt: 'waves on a harbour', duration: '5s' }
 
-async function replayedJobs(): Promise<number> {
-  const text = await keyFetch(stack, null, '/metrics', {
-    headers: { authorization: `Bearer ${stack.config.adminToken}` },
-  }).then((r) => r.text())
-  return Number(text.match(/^svc_replayed_video_jobs_total\{found="restored"\} (\d+)$/m)?.[1] ?? 0)
+function replayedJobs(): Promise<number> {
+  return metricValue(stack, 'svc_replayed_video_jobs_total{found="restored"}')
 }
 
 test('a video job lost with its admission is written again when the connection closes, and charged once at retrieve', async () => {

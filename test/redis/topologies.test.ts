@@ -17,6 +17,7 @@ import { parseRedisTarget } from '../../src/redis/target.ts'
 import { keyFetch } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { runCli } from '../helpers/cli.ts'
+import { metricValue } from '../helpers/metrics.ts'
 import {
   prefixOn,
   type RedisCluster,
@@ -38,20 +39,18 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true })
 })
 
-/** A buffered and a streamed paid completion through the stack; returns the buyer's balances before. */
 /** The clears that waited for replicas (SVC_CLEAR_REPLICAS), by outcome, from /metrics. */
 async function replicaWaits(stack: TestStack): Promise<{ replicated: number; short: number }> {
-  const text = await keyFetch(stack, null, '/metrics', {
-    headers: { authorization: `Bearer ${stack.config.adminToken}` },
-  }).then((r) => r.text())
-  const count = (outcome: string) =>
-    Number(
-      text.match(new RegExp(`^svc_clear_replica_waits_total\\{outcome="${outcome}"\\} (\\d+)`, 'm'))?.[1] ??
-        0,
-    )
-  return { replicated: count('replicated'), short: count('timed_out') + count('failed') }
+  const count = (outcome: string) => metricValue(stack, `svc_clear_replica_waits_total{outcome="${outcome}"}`)
+  const [replicated, timedOut, failed] = await Promise.all([
+    count('replicated'),
+    count('timed_out'),
+    count('failed'),
+  ])
+  return { replicated, short: timedOut + failed }
 }
 
+/** A buffered and a streamed paid completion through the stack; returns the buyer's balances before. */
 async function paidChats(stack: TestStack) {
   await simOffer(stack, 40)
   const buyer = await fundedBuyer(stack)
