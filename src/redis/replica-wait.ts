@@ -39,6 +39,7 @@ export function serverReplicaWait(redis: Redis, name: string): ReplicaWait {
 /** A Cluster: a client of its own, and on each master a marker key of a slot that master serves. */
 export function clusterReplicaWait(cluster: Cluster, name: string): ReplicaWait {
   let own: Cluster | null = null
+  let markers: Markers | null = null
   return {
     async wait(replicas, ms) {
       if (!own) {
@@ -49,8 +50,8 @@ export function clusterReplicaWait(cluster: Cluster, name: string): ReplicaWait 
         own.on('error', () => {})
       }
       const client = own
-      const markers = markersByMaster(cluster)
-      return Promise.all(markers.map((marker) => markAndWait(client, marker, replicas, ms)))
+      markers = markersOnMasters(cluster, markers)
+      return Promise.all(markers.keys.map((marker) => markAndWait(client, marker, replicas, ms)))
     },
     close() {
       own?.disconnect()
@@ -70,14 +71,33 @@ async function markAndWait(client: Redis | Cluster, marker: string, replicas: nu
   return Number(count)
 }
 
-/** A marker key for each master the Cluster client knows, found by the slot of its tag. */
-function markersByMaster(cluster: Cluster): string[] {
-  const masters = new Set(cluster.slots.map((owners) => owners?.[0]).filter((key) => key !== undefined))
+/** A marker key for each master, and the master ("host:port") each was found on. */
+interface Markers {
+  keys: string[]
+  masters: string[]
+  /** The masters the client listed then (one that serves no slot yet has no marker). */
+  listed: number
+}
+
+/**
+ * A marker key for each master the Cluster client knows, found by the slot of its tag: those found
+ * before while each still lies on its master and no master came or went (every round asks), else
+ * found again over the slots.
+ */
+function markersOnMasters(cluster: Cluster, known: Markers | null): Markers {
+  const slots = cluster.slots
+  if (
+    known &&
+    known.listed === cluster.nodes('master').length &&
+    known.keys.every((key, i) => slots[calculateSlot(key)]?.[0] === known.masters[i])
+  )
+    return known
+  const masters = new Set(slots.map((owners) => owners?.[0]).filter((key) => key !== undefined))
   const found = new Map<string, string>()
   for (let i = 0; found.size < masters.size && i < 100_000; i++) {
-    const marker = `${MARKER}{${i}}`
-    const owner = cluster.slots[calculateSlot(marker)]?.[0]
-    if (owner && !found.has(owner)) found.set(owner, marker)
+    const key = `${MARKER}{${i}}`
+    const master = slots[calculateSlot(key)]?.[0]
+    if (master && !found.has(master)) found.set(master, key)
   }
-  return [...found.values()]
+  return { keys: [...found.values()], masters: [...found.keys()], listed: cluster.nodes('master').length }
 }
