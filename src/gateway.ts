@@ -4,7 +4,7 @@ import { createApp } from './app.ts'
 import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
-import { ClearJournal, KEEP_UNREPLICATED_MS } from './market/clear-journal.ts'
+import { ClearJournal, KEEP_UNREPLICATED_MS, mastersOf } from './market/clear-journal.ts'
 import { startReaper } from './market/reaper.ts'
 import { forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
@@ -33,7 +33,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   let journal: ClearJournal | undefined
   const store = createStore(config.redisUrl, {
     failFast: true,
-    onLost: () => journal?.lost(),
+    onLost: (master) => journal?.lost(master),
     onError: (error) => {
       // ioredis retries on its own; one line every few seconds says so without flooding the log.
       if (Date.now() - lastReported < 5_000) return
@@ -83,7 +83,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     KEEP_UNREPLICATED_MS,
   )
   const kept = new ClearJournal((attempt, req) => steps.clear(attempt, req), logger, {
-    replicatedBefore: () => replication.replicatedBefore,
+    replicatedBefore: (master) => replication.replicatedBefore(master),
+    mastersOf: (attempt) => mastersOf(store, steps.clearSlots(attempt)),
   })
   replication.start(() => kept.held > 0)
   journal = kept

@@ -4,11 +4,15 @@
 // clear its replicas never got leaves a promoted replica, or a restarted server, without it, and the
 // buyer told a cost it was never charged. A clear is kept for the window below and, on a master
 // that has replicas, until they have it (src/redis/replication-watch.ts), however long their link
-// lags. A clear is idempotent by attempt id, so sending it again is safe either way: one the store
-// kept answers as a replay and changes nothing; one it lost is charged now (its attempt admitted,
-// reaped by then, or lost with its admission: lua/clear.lua).
+// lags. On a Cluster each clear is kept by the masters it wrote on (held apart, its account's and
+// its offer's): one master's lagging replica keeps that master's clears alone, and a connection
+// lost to one master sends again only what that master acknowledged. A clear is idempotent by
+// attempt id, so sending it again is safe either way: one the store kept answers as a replay and
+// changes nothing; one it lost is charged now (its attempt admitted, reaped by then, or lost with
+// its admission: lua/clear.lua).
 import type { Logger } from 'pino'
 import { metrics } from '../metrics/gateway-metrics.ts'
+import type { Store } from '../redis/store.ts'
 import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
 import type { Clearing } from './clearing.ts'
 import type { AttemptRef, ClearArgs } from './steps.ts'
@@ -24,7 +28,7 @@ export const JOURNAL_MS = 2_000
  * removed for good) it is forgotten unconfirmed and counted, so that memory stays bounded.
  */
 export const KEEP_UNREPLICATED_MS = 30_000
-/** The most clears kept at once, whatever their age: a bound on memory at any request rate. */
+/** The most clears kept at once for one master, whatever their age: a bound on memory at any request rate. */
 export const KEEP_MAX_CLEARS = 100_000
 /** How long a replay waits for the store to serve again (a failover's election, a restart's load). */
 const REPLAY_WAIT_MS = 60_000
@@ -45,6 +49,59 @@ interface Entry {
   what: Kept
   id: string
   resend: () => Promise<Resent>
+  /** How many masters' queues still keep it. */
+  keptBy: number
+  /** Counted once as forgotten before a replica had it. */
+  counted: boolean
+}
+
+/**
+ * Where the store does not say which master a write went to (a single server, a Sentinel group, a
+ * Cluster whose slots the client does not know yet): kept until every master's replicas have it,
+ * and sent again whichever connection closes.
+ */
+export const ANY_MASTER = ''
+
+/** One master's writes in the order they were acknowledged (a master replicates in that order). */
+class MasterQueue {
+  entries: Entry[] = []
+  head = 0
+
+  get size(): number {
+    return this.entries.length - this.head
+  }
+
+  get oldest(): Entry | undefined {
+    return this.entries[this.head]
+  }
+
+  /** Forgotten from the front; compacted once the forgotten part is the larger (each entry moved once). */
+  shift(): Entry {
+    const entry = this.entries[this.head++]!
+    if (this.head > 1024 && this.head * 2 > this.entries.length) {
+      this.entries = this.entries.slice(this.head)
+      this.head = 0
+    }
+    return entry
+  }
+
+  kept(): Entry[] {
+    return this.entries.slice(this.head)
+  }
+}
+
+/**
+ * The masters serving the slots of `keys`, each once; none when the store cannot say for one of
+ * them (then the write is kept as one to any master's).
+ */
+export function mastersOf(store: Pick<Store, 'masterOf'>, keys: string[]): string[] {
+  const masters: string[] = []
+  for (const key of keys) {
+    const master = store.masterOf(key)
+    if (master === undefined) return []
+    if (!masters.includes(master)) masters.push(master)
+  }
+  return masters
 }
 
 const REPLAYED = { clear: metrics.replayedClears, 'video job': metrics.replayedVideoJobs }
@@ -53,21 +110,28 @@ export interface JournalOptions {
   windowMs?: number
   keepUnreplicatedMs?: number
   keepMaxClears?: number
-  /** Every write acknowledged before this time is on its master's replicas (none: the window alone). */
-  replicatedBefore?: () => number
+  /**
+   * Every write `master` acknowledged before this time is on its replicas (ANY_MASTER: on every
+   * master's). None: the window alone.
+   */
+  replicatedBefore?: (master: string) => number
+  /** The masters ("host:port") a clear of this attempt writes on; none where the store cannot say. */
+  mastersOf?: (attempt: AttemptRef) => string[]
   now?: () => number
 }
 
 export class ClearJournal {
-  private entries: Entry[] = []
-  private head = 0
+  private queues = new Map<string, MasterQueue>()
+  private kept = 0
   private replaying: Promise<void> | null = null
-  private lostAgain = false
+  /** The masters whose connection closed since the replay under way began (ANY_MASTER: all of them). */
+  private lostSince = new Set<string>()
   private stopped = false
   private readonly windowMs: number
   private readonly keepMs: number
   private readonly keepMax: number
-  private readonly replicatedBefore: () => number
+  private readonly replicatedBefore: (master: string) => number
+  private readonly mastersOf: (attempt: AttemptRef) => string[]
   private readonly now: () => number
 
   constructor(
@@ -79,41 +143,55 @@ export class ClearJournal {
     this.keepMs = options.keepUnreplicatedMs ?? KEEP_UNREPLICATED_MS
     this.keepMax = options.keepMaxClears ?? KEEP_MAX_CLEARS
     this.replicatedBefore = options.replicatedBefore ?? (() => Number.POSITIVE_INFINITY)
+    this.mastersOf = options.mastersOf ?? (() => [])
     this.now = options.now ?? Date.now
   }
 
   /** A clear the store acknowledged. */
   record(attempt: AttemptRef, req: ClearArgs): void {
-    this.keep('clear', attempt.attemptId, async () =>
-      (await this.clear(attempt, req)).replay ? 'kept' : 'restored',
+    this.keep(
+      'clear',
+      attempt.attemptId,
+      async () => ((await this.clear(attempt, req)).replay ? 'kept' : 'restored'),
+      this.mastersOf(attempt),
     )
   }
 
   /** A video job's record the store acknowledged, and how to write it again if the store lost it. */
   recordVideoJob(jobId: string, restore: () => Promise<Resent>): void {
-    this.keep('video job', jobId, restore)
+    this.keep('video job', jobId, restore, [])
   }
 
-  private keep(what: Kept, id: string, resend: () => Promise<Resent>): void {
+  private keep(what: Kept, id: string, resend: () => Promise<Resent>, masters: string[]): void {
     const now = this.now()
     this.forget(now)
-    this.entries.push({ at: now, what, id, resend })
+    const on = masters.length > 0 ? masters : [ANY_MASTER]
+    const entry: Entry = { at: now, what, id, resend, keptBy: on.length, counted: false }
+    for (const master of on) {
+      let queue = this.queues.get(master)
+      if (!queue) {
+        queue = new MasterQueue()
+        this.queues.set(master, queue)
+      }
+      queue.entries.push(entry)
+    }
+    this.kept++
   }
 
   /** Writes kept now. */
   get held(): number {
     this.forget(this.now())
-    return this.entries.length - this.head
+    return this.kept
   }
 
-  /** A connection to Redis closed: the clears kept are sent again once it serves. */
-  lost(): void {
+  /**
+   * A connection to Redis closed: what that master acknowledged (and every write whose master is
+   * not known) is sent again once it serves; everything kept when no master is named.
+   */
+  lost(master: string = ANY_MASTER): void {
     if (this.stopped) return
-    if (this.replaying) {
-      this.lostAgain = true
-      return
-    }
-    this.replaying = this.replay().finally(() => {
+    this.lostSince.add(master)
+    this.replaying ??= this.replay().finally(() => {
       this.replaying = null
     })
   }
@@ -130,20 +208,31 @@ export class ClearJournal {
   }
 
   private async replay(): Promise<void> {
-    do {
-      this.lostAgain = false
+    while (this.lostSince.size > 0 && !this.stopped) {
+      const lost = this.lostSince
+      this.lostSince = new Set()
       this.forget(this.now())
-      const due = this.entries.slice(this.head)
+      const due = this.keptOn(lost)
       const counts = { kept: 0, restored: 0, failed: 0 }
       for (let i = 0; i < due.length && !this.stopped; i += REPLAY_BATCH) {
         await Promise.all(due.slice(i, i + REPLAY_BATCH).map((entry) => this.replayOne(entry, counts)))
       }
       if (counts.restored > 0 || counts.failed > 0)
         this.logger.warn(
-          counts,
+          { ...counts, masters: [...lost] },
           'clears (and video job records) sent again after a connection to Redis closed: restored the lost, or failed',
         )
-    } while (this.lostAgain && !this.stopped)
+    }
+  }
+
+  /** What the `lost` masters acknowledged, and what went to no known master, each once, oldest first. */
+  private keptOn(lost: Set<string>): Entry[] {
+    const due = new Set<Entry>()
+    for (const [master, queue] of this.queues) {
+      if (lost.has(ANY_MASTER) || lost.has(master) || master === ANY_MASTER)
+        for (const entry of queue.kept()) due.add(entry)
+    }
+    return [...due].sort((a, b) => a.at - b.at)
   }
 
   private async replayOne(entry: Entry, counts: { kept: number; restored: number; failed: number }) {
@@ -160,26 +249,29 @@ export class ClearJournal {
   }
 
   /**
-   * Forgets the clears past the window that the replicas have, then the oldest past the longest
-   * keep or beyond the most kept (those the replicas had not acknowledged counted).
+   * Each master forgets the writes past the window that its replicas have, then the oldest past the
+   * longest keep or beyond the most kept (those its replicas had not acknowledged counted, once).
    */
   private forget(now: number): void {
-    const entries = this.entries
-    const replicated = this.replicatedBefore()
-    const since = Math.min(now - this.windowMs, replicated)
-    while (this.head < entries.length && entries[this.head]!.at < since) this.head++
-    const oldest = now - this.keepMs
-    while (
-      this.head < entries.length &&
-      (entries[this.head]!.at < oldest || entries.length - this.head > this.keepMax)
-    ) {
-      if (entries[this.head]!.at >= replicated) metrics.unreplicatedClears.inc()
-      this.head++
+    for (const [master, queue] of this.queues) {
+      const replicated = this.replicatedBefore(master)
+      const since = Math.min(now - this.windowMs, replicated)
+      while (queue.size > 0 && queue.oldest!.at < since) this.release(queue.shift())
+      const oldest = now - this.keepMs
+      while (queue.size > 0 && (queue.oldest!.at < oldest || queue.size > this.keepMax)) {
+        const entry = queue.shift()
+        if (entry.at >= replicated && !entry.counted) {
+          entry.counted = true
+          metrics.unreplicatedClears.inc()
+        }
+        this.release(entry)
+      }
+      // A master failed over or removed leaves an empty queue behind: not kept.
+      if (queue.size === 0) this.queues.delete(master)
     }
-    // Compacted once the forgotten part is the larger: each entry is moved at most once.
-    if (this.head > 1024 && this.head * 2 > entries.length) {
-      this.entries = entries.slice(this.head)
-      this.head = 0
-    }
+  }
+
+  private release(entry: Entry): void {
+    if (--entry.keptBy === 0) this.kept--
   }
 }

@@ -59,6 +59,8 @@ export interface MarketSteps {
   accountKeys(accountId: string): Keyspace
   admit(req: AdmitRequest): Promise<Admission | AdmitRefusal>
   clear(attempt: AttemptRef, req: ClearArgs): Promise<Clearing>
+  /** A key on each slot a clear of the attempt writes on (whose masters must keep it: the clear journal). */
+  clearSlots(attempt: AttemptRef): string[]
   /** True when this call released the attempt, false when it had already ended. */
   release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>): Promise<boolean>
   /** True when the lease was pushed forward, false when it is gone (reaped or ended). */
@@ -110,6 +112,10 @@ class OneSlotSteps implements MarketSteps {
 
   clear(attempt: AttemptRef, req: ClearArgs) {
     return clear(this.store, this.keys, clearOf(attempt, req))
+  }
+
+  clearSlots(): string[] {
+    return [this.keys.base]
   }
 
   release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
@@ -223,6 +229,11 @@ class ApartSteps implements MarketSteps {
     const cleared = await clearApart(this.store, this.owners, attempt, clearOf(attempt, req), this.posts)
     if (!cleared.replay) this.view.ended(attempt.offerId)
     return cleared
+  }
+
+  /** The account's side, and the offer's that its post writes. */
+  clearSlots(attempt: AttemptRef): string[] {
+    return [this.owners.account(attempt.accountId).base, this.owners.offer(attempt.offerId).base]
   }
 
   async release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {

@@ -22,6 +22,15 @@ export function slotMaster(cluster: Cluster, key: string): string | undefined {
   return cluster.slots[calculateSlot(key)]?.[0]
 }
 
+/**
+ * A server's "host:port" as a Cluster client names it in its slots (slotMaster), from the client
+ * connected to it; '' for one that has no address of its own.
+ */
+export function masterName(client: object): string {
+  const options = (client as { options?: { host?: string; port?: number } }).options
+  return options?.host === undefined ? '' : `${options.host}:${options.port}`
+}
+
 /** What `call` answers when the lane did not run the script. */
 export const PASSED = Symbol('passed to ioredis')
 

@@ -4,6 +4,7 @@
 // ROLE reported (the master runs one command at a time, in the order its replicas receive them).
 // The clear journal keeps a clear until then: a failover promotes a replica, and what it lacks is
 // lost.
+import { masterName } from './cluster-lane.ts'
 import type { Commands } from './store.ts'
 
 /**
@@ -33,6 +34,8 @@ interface MasterState {
 
 export class ReplicationWatch {
   private states = new Map<Master, MasterState>()
+  /** By name, each master's `before` as last read. */
+  private byName = new Map<string, number>()
   private timer: ReturnType<typeof setInterval> | null = null
   private reading: Promise<void> | null = null
   private confirmed = 0
@@ -44,11 +47,12 @@ export class ReplicationWatch {
   ) {}
 
   /**
-   * Every write acknowledged before this time is on a replica of its master, or its master has never
-   * had one (then only the journal's own window keeps it: a restart's unsynced disk).
+   * Every write `master` ("host:port") acknowledged before this time is on its replicas, or it has
+   * never had one (then only the journal's own window keeps it: a restart's unsynced disk). A master
+   * not named, or not read (failed over, not known yet): what holds for every master.
    */
-  get replicatedBefore(): number {
-    return this.confirmed
+  replicatedBefore(master = ''): number {
+    return this.byName.get(master) ?? this.confirmed
   }
 
   /** Reads now, then every `intervalMs` while `wanted` (an idle gateway, keeping nothing, reads nothing). */
@@ -84,17 +88,21 @@ export class ReplicationWatch {
     // None to read (the store away): what was confirmed stays confirmed.
     if (masters.length === 0) return
     const states = new Map<Master, MasterState>()
+    const byName = new Map<string, number>()
     const befores = await Promise.all(
       masters.map(async (master) => {
         const state = this.states.get(master) ?? { hadReplicas: false, samples: [], before: 0 }
         states.set(master, state)
         await this.readOne(master, state)
+        const name = masterName(master)
+        if (name !== '') byName.set(name, state.before)
         return state.before
       }),
     )
     // A master no longer listed (failed over, removed) is forgotten: its loss closed a connection,
     // and the journal sent its clears again.
     this.states = states
+    this.byName = byName
     this.confirmed = Math.min(...befores)
   }
 

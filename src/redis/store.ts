@@ -6,7 +6,7 @@
 
 import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
 import { ClusterFunctions } from './cluster-functions.ts'
-import { ClusterLane, PASSED, slotMaster } from './cluster-lane.ts'
+import { ClusterLane, masterName, PASSED, slotMaster } from './cluster-lane.ts'
 import { clusterReplicaWait, type ReplicaWait, serverReplicaWait } from './replica-wait.ts'
 import { ScriptLane } from './script-lane.ts'
 import { CLUSTER_LIBRARY, LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
@@ -122,9 +122,9 @@ export interface StoreOptions {
   /**
    * Called when a connection to a Redis server that was ready closes (a restart, a master's
    * failover, a network cut): what that server acknowledged last may not have reached its
-   * replicas or its disk.
+   * replicas or its disk. On a Cluster, `master` names the server ("host:port", as masterOf does).
    */
-  onLost?: () => void
+  onLost?: (master?: string) => void
   /**
    * How scripts run: `functions` (the default) as FCALLs on the native lane (on a Cluster, a lane
    * to each master), `scripts` through ioredis alone: EVALSHA on a single Redis, the form Sentinel
@@ -164,7 +164,7 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
     // Without a listener ioredis prints "Unhandled error event" on every failed reconnect.
     cluster.on('error', options.onError ?? (() => {}))
     const onLost = options.onLost
-    if (onLost) cluster.on('+node', (node: Redis) => watchLoss(node, onLost))
+    if (onLost) cluster.on('+node', (node: Redis) => watchLoss(node, () => onLost(masterName(node))))
     const lane =
       options.scriptForm === 'scripts'
         ? null
@@ -185,12 +185,12 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
       ...(target.tls ? { tls: {} } : {}),
     })
     redis.on('error', options.onError ?? (() => {}))
-    if (options.onLost) watchLoss(redis, options.onLost)
+    if (options.onLost) watchLoss(redis, () => options.onLost?.())
     return singleStore(redis, null, serverReplicaWait(redis, `${common.connectionName}-replicas`))
   }
   const redis = new Redis(url, { ...common, enableAutoPipelining: true })
   redis.on('error', options.onError ?? (() => {}))
-  if (options.onLost) watchLoss(redis, options.onLost)
+  if (options.onLost) watchLoss(redis, () => options.onLost?.())
   const lane = options.scriptForm === 'scripts' ? null : nativeLane(url, `${common.connectionName}-scripts`)
   return singleStore(redis, lane, serverReplicaWait(redis, `${common.connectionName}-replicas`))
 }

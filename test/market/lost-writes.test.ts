@@ -285,6 +285,54 @@ describe.each(scriptForms())('as %s', (form) => {
       expect(unreplicatedCount()).toBe(counted + 1)
     })
 
+    test('each master keeps what it acknowledged: one whose replicas lag keeps its own clears alone, and a connection lost to one sends again only its clears and those of no known master', async () => {
+      await postOffer(fx, 50, 5_000_000)
+      const onA = await seedAccount(fx, 1_000_000)
+      const onB = await seedAccount(fx, 1_000_000)
+      const onBoth = await seedAccount(fx, 1_000_000)
+      const unknown = await seedAccount(fx, 1_000_000)
+      // What each master's replicas have; '' is what every master's have.
+      const replicas: Record<string, number> = { a: 0, b: 0, '': 0 }
+      const masters: Record<string, string[]> = {
+        [onA]: ['a'],
+        [onB]: ['b'],
+        [onBoth]: ['a', 'b'],
+        [unknown]: [],
+      }
+      const { journal, clear, clock } = journalOn({
+        replicatedBefore: (master) => replicas[master]!,
+        mastersOf: (attempt) => masters[attempt.accountId]!,
+      })
+      for (const accountId of [onA, onB, onBoth, unknown]) await lostClear(clear, accountId)
+      expect(journal.held).toBe(4)
+
+      // Lost on b: b's own, the one on both, and the one of no known master; a's stays lost.
+      journal.lost('b')
+      await journal.settled
+      expect(await spent(onA)).toBe(0)
+      expect(await spent(onB)).toBe(500)
+      expect(await spent(onBoth)).toBe(500)
+      expect(await spent(unknown)).toBe(500)
+
+      // Past the window b's replicas have everything, a's nothing: a keeps its own and the one on
+      // both; b keeps none of its own, and the one of no master waits for every master's.
+      clock.now += 5_001
+      replicas.b = clock.now
+      expect(journal.held).toBe(3)
+      replicas[''] = clock.now
+      expect(journal.held).toBe(2)
+      journal.lost('a')
+      await journal.settled
+      expect(await spent(onA)).toBe(500)
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+
+      // Past the longest keep, unacknowledged by a: forgotten, each counted once.
+      const counted = unreplicatedCount()
+      clock.now += 30_000
+      expect(journal.held).toBe(0)
+      expect(unreplicatedCount()).toBe(counted + 2)
+    })
+
     test('beyond the most clears kept the oldest are forgotten, those unacknowledged counted', async () => {
       await postOffer(fx, 50, 5_000_000)
       const accountId = await seedAccount(fx, 1_000_000)

@@ -1,13 +1,23 @@
-// Waiting for replicas (the store's waitReplicas, under SVC_CLEAR_REPLICAS): on a three-master
-// Cluster with a replica each, one marker and one WAIT per master, each answered by its own
-// replica; and the barrier that shares rounds between the clears that arrive while one is under way.
+// A three-master Cluster with a replica each, master by master. Waiting for replicas (the store's
+// waitReplicas, under SVC_CLEAR_REPLICAS): one marker and one WAIT per master, each answered by
+// its own replica; and the barrier that shares rounds between the clears that arrive while one is
+// under way. What the clear journal keeps per master: the masters a clear writes on, the
+// replication watch's reading of each, and a lost connection, all named alike.
 import { afterAll, expect, test } from 'bun:test'
+import { mastersOf } from '../../src/market/clear-journal.ts'
+import { marketSteps } from '../../src/market/steps.ts'
+import { masterName } from '../../src/redis/cluster-lane.ts'
+import { keyspace } from '../../src/redis/keys.ts'
 import { startLocalCluster } from '../../src/redis/local-cluster.ts'
 import { ReplicaBarrier } from '../../src/redis/replica-barrier.ts'
+import { ReplicationWatch } from '../../src/redis/replication-watch.ts'
 import { createStore } from '../../src/redis/store.ts'
+import { serverOf } from '../helpers/redis-cluster.ts'
+import { putToSleep } from '../helpers/replicated-redis.ts'
+import { testPrefix } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
-const cluster = await startLocalCluster(3, [], { replicas: true })
+const cluster = await startLocalCluster(3, ['--enable-debug-command', 'yes'], { replicas: true })
 // Fail fast, as a gateway's store is: the waits' own client must still queue its first commands.
 const store = createStore(cluster.url, { name: 'svc-test-replica-wait', failFast: true })
 afterAll(() => {
@@ -60,3 +70,78 @@ test('a round with too few replicas, or none answering, says so', async () => {
   }
   expect(await new ReplicaBarrier(failing, 1, 100).passed()).toBe('failed')
 })
+
+test("a clear's masters, the watch's and a lost connection's are named alike, and each master's replicas are read apart", async () => {
+  const lost: (string | undefined)[] = []
+  const watched = createStore(cluster.url, {
+    name: 'svc-test-masters',
+    failFast: true,
+    onLost: (master) => lost.push(master),
+  })
+  try {
+    await watched.whenReady(15_000)
+    const names = (await watched.masters()).map(masterName)
+    const byPort = (port: number) => `127.0.0.1:${port}`
+    expect(names.toSorted()).toEqual(cluster.nodes.map((n) => byPort(n.port)).toSorted())
+
+    // Held apart, a clear writes on its account's slot and its offer's: named as the Cluster says.
+    const steps = marketSteps(watched, keyspace(testPrefix(), 'apart'))
+    const slots = steps.clearSlots({ attemptId: 'a.1', accountId: 'acct-1', offerId: 'offer-1', model: 'm' })
+    expect(slots).toHaveLength(2)
+    const served = await Promise.all(slots.map((key) => serverOf(cluster.url, key)))
+    expect(mastersOf(watched, slots)).toEqual([...new Set(served.map((url) => url.replace('redis://', '')))])
+
+    // One master's replica asleep: a write on that master is not confirmed for it; the others'
+    // readings go on past it.
+    const watch = new ReplicationWatch(() => watched.masters(), 60_000)
+    await watch.read()
+    const [first, ...others] = cluster.nodes.map((n) => byPort(n.port))
+    const { awake } = await putToSleep(`redis://${byPort(cluster.replicas[0]!.port)}`, 4)
+    const onFirst = slots.find((_, i) => served[i] === `redis://${first}`) ?? (await keyOn(first!))
+    await watched.set(`${onFirst}:written`, '1', 'PX', 60_000)
+    const at = Date.now()
+    await until(async () => {
+      await watch.read()
+      return others.every((name) => watch.replicatedBefore(name) > at)
+    })
+    expect(watch.replicatedBefore(first)).toBeLessThanOrEqual(at)
+    expect(watch.replicatedBefore()).toBeLessThanOrEqual(at)
+    await awake
+    await until(async () => {
+      await watch.read()
+      return watch.replicatedBefore(first) > at
+    })
+
+    // Its connection to one master cut: the loss names that master alone.
+    const [victim] = others
+    const list = await redisOn(victim!, 'CLIENT', 'LIST')
+    const ids = [...String(list).matchAll(/id=(\d+) .*name=svc-test-masters /g)].map((m) => m[1]!)
+    expect(ids.length).toBeGreaterThan(0)
+    for (const id of ids) await redisOn(victim!, 'CLIENT', 'KILL', 'ID', id)
+    await until(() => lost.length > 0)
+    await watched.whenReady(15_000)
+    await watched.set(`${await keyOn(victim!)}:after`, '1', 'PX', 60_000)
+    expect(lost).toEqual([victim])
+  } finally {
+    watched.close()
+  }
+}, 60_000)
+
+/** A key whose slot `master` ("host:port") serves. */
+async function keyOn(master: string): Promise<string> {
+  for (let i = 0; ; i++) {
+    const key = `test:{on-${i}}`
+    if ((await serverOf(cluster.url, key)) === `redis://${master}`) return key
+  }
+}
+
+/** One command straight to one server ("host:port"). */
+async function redisOn(server: string, ...args: string[]): Promise<unknown> {
+  const [host, port] = server.split(':')
+  const direct = createStore(`redis://${host}:${port}`, { name: 'svc-test-direct' })
+  try {
+    return await direct.call(args[0]!, ...args.slice(1))
+  } finally {
+    direct.close()
+  }
+}

@@ -41,17 +41,17 @@ async function readAfter(watch: ReplicationWatch, at: number, times = 5): Promis
 async function confirmed(watch: ReplicationWatch, at: number): Promise<void> {
   await until(async () => {
     await watch.read()
-    return watch.replicatedBefore > at
+    return watch.replicatedBefore() > at
   }, 50)
 }
 
 test('a master without replicas confirms every write at its next reading', async () => {
   const watch = new ReplicationWatch(async () => [onAlone], KEEP_MS)
-  expect(watch.replicatedBefore).toBe(0)
+  expect(watch.replicatedBefore()).toBe(0)
   await onAlone.set('k', '1')
   const at = Date.now()
   await readAfter(watch, at, 1)
-  expect(watch.replicatedBefore).toBeGreaterThan(at)
+  expect(watch.replicatedBefore()).toBeGreaterThan(at)
 })
 
 test('a write is confirmed once the replica has it, not while it lags; cut off, nothing after the cut is, until it is back', async () => {
@@ -66,7 +66,7 @@ test('a write is confirmed once the replica has it, not while it lags; cut off, 
   await onMaster.set('lagging', '1')
   const lagging = Date.now()
   await readAfter(watch, lagging)
-  expect(watch.replicatedBefore).toBeLessThanOrEqual(lagging)
+  expect(watch.replicatedBefore()).toBeLessThanOrEqual(lagging)
   await awake
   await confirmed(watch, lagging)
 
@@ -76,7 +76,7 @@ test('a write is confirmed once the replica has it, not while it lags; cut off, 
   await onMaster.set('during', '1')
   const during = Date.now()
   await readAfter(watch, during)
-  expect(watch.replicatedBefore).toBeLessThanOrEqual(during)
+  expect(watch.replicatedBefore()).toBeLessThanOrEqual(during)
   expect(await onReplica.get('during')).toBeNull()
 
   // Back: it syncs, acknowledges, and the write is confirmed.
@@ -85,7 +85,7 @@ test('a write is confirmed once the replica has it, not while it lags; cut off, 
   await until(async () => (await onReplica.get('during')) === '1')
 }, 30_000)
 
-test('of several masters, the least caught up is what the watch confirms', async () => {
+test('of several masters, the least caught up is what the watch confirms for all, and each its own by name', async () => {
   const watch = new ReplicationWatch(async () => [onAlone, onMaster], KEEP_MS)
   await until(async () => (await replicasListed()) === 1)
   await watch.read()
@@ -95,7 +95,12 @@ test('of several masters, the least caught up is what the watch confirms', async
   const at = Date.now()
   await readAfter(watch, at)
   // The master alone confirms at each reading; the cut one holds the least back.
-  expect(watch.replicatedBefore).toBeLessThanOrEqual(at)
+  expect(watch.replicatedBefore()).toBeLessThanOrEqual(at)
+  // Each by its own name ("host:port", as a Cluster's slots name it): the one alone is past the write.
+  expect(watch.replicatedBefore(`127.0.0.1:${master.port}`)).toBeLessThanOrEqual(at)
+  expect(watch.replicatedBefore(`127.0.0.1:${alone.port}`)).toBeGreaterThan(at)
+  // A name it never read stands for every master.
+  expect(watch.replicatedBefore('127.0.0.1:1')).toBe(watch.replicatedBefore())
   await onReplica.call('REPLICAOF', '127.0.0.1', String(master.port))
   await confirmed(watch, at)
 }, 30_000)
@@ -110,12 +115,12 @@ test('an offset behind the last read is a new history: its old readings hold not
     () => clock.now,
   )
   await watch.read()
-  expect(watch.replicatedBefore).toBe(0)
+  expect(watch.replicatedBefore()).toBe(0)
   // The master restarted with no data: its offsets start again, and its replica has them.
   clock.now = 2_000
   role = ['master', 10, [['127.0.0.1', '7001', '10']]]
   await watch.read()
-  expect(watch.replicatedBefore).toBe(2_000)
+  expect(watch.replicatedBefore()).toBe(2_000)
 })
 
 test('a server that refuses ROLE confirms at each reading: its clears are kept for the window alone', async () => {
@@ -136,7 +141,7 @@ test('a server that refuses ROLE confirms at each reading: its clears are kept f
     () => clock.now,
   )
   await watch.read()
-  expect(watch.replicatedBefore).toBe(5_000)
+  expect(watch.replicatedBefore()).toBe(5_000)
   // A connection that failed says nothing: what was confirmed stays, nothing more.
   const cut = new ReplicationWatch(
     async () => [away],
@@ -144,5 +149,5 @@ test('a server that refuses ROLE confirms at each reading: its clears are kept f
     () => clock.now,
   )
   await cut.read()
-  expect(cut.replicatedBefore).toBe(0)
+  expect(cut.replicatedBefore()).toBe(0)
 })
