@@ -28,7 +28,7 @@ export const JOURNAL_MS = 2_000
  * removed for good) it is forgotten unconfirmed and counted, so that memory stays bounded.
  */
 export const KEEP_UNREPLICATED_MS = 30_000
-/** The most clears kept at once for one master, whatever their age: a bound on memory at any request rate. */
+/** The most clears kept at once, whatever their age: a bound on memory at any request rate. */
 export const KEEP_MAX_CLEARS = 100_000
 /** How long a replay waits for the store to serve again (a failover's election, a restart's load). */
 const REPLAY_WAIT_MS = 60_000
@@ -249,26 +249,36 @@ export class ClearJournal {
   }
 
   /**
-   * Each master forgets the writes past the window that its replicas have, then the oldest past the
-   * longest keep or beyond the most kept (those its replicas had not acknowledged counted, once).
+   * Each master forgets the writes past the window that its replicas have, and those past the
+   * longest keep; then, beyond the most kept in all, the oldest of any master. What a master forgets
+   * before its replicas had it is counted, once.
    */
   private forget(now: number): void {
+    const oldest = now - this.keepMs
     for (const [master, queue] of this.queues) {
       const replicated = this.replicatedBefore(master)
       const since = Math.min(now - this.windowMs, replicated)
       while (queue.size > 0 && queue.oldest!.at < since) this.release(queue.shift())
-      const oldest = now - this.keepMs
-      while (queue.size > 0 && (queue.oldest!.at < oldest || queue.size > this.keepMax)) {
-        const entry = queue.shift()
-        if (entry.at >= replicated && !entry.counted) {
-          entry.counted = true
-          metrics.unreplicatedClears.inc()
-        }
-        this.release(entry)
-      }
-      // A master failed over or removed leaves an empty queue behind: not kept.
-      if (queue.size === 0) this.queues.delete(master)
+      while (queue.size > 0 && queue.oldest!.at < oldest) this.giveUp(queue.shift(), replicated)
     }
+    while (this.kept > this.keepMax) {
+      let first: [string, MasterQueue] | undefined
+      for (const pair of this.queues)
+        if (pair[1].size > 0 && (!first || pair[1].oldest!.at < first[1].oldest!.at)) first = pair
+      if (!first) break
+      this.giveUp(first[1].shift(), this.replicatedBefore(first[0]))
+    }
+    // A master failed over or removed leaves an empty queue behind: not kept.
+    for (const [master, queue] of this.queues) if (queue.size === 0) this.queues.delete(master)
+  }
+
+  /** Forgets a write its master's replicas may not have (acknowledged at or after `replicated`). */
+  private giveUp(entry: Entry, replicated: number): void {
+    if (entry.at >= replicated && !entry.counted) {
+      entry.counted = true
+      metrics.unreplicatedClears.inc()
+    }
+    this.release(entry)
   }
 
   private release(entry: Entry): void {

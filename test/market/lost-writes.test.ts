@@ -333,6 +333,33 @@ describe.each(scriptForms())('as %s', (form) => {
       expect(unreplicatedCount()).toBe(counted + 2)
     })
 
+    test('beyond the most clears kept in all, the oldest of any master is forgotten, once', async () => {
+      await postOffer(fx, 50, 5_000_000)
+      const onA = await seedAccount(fx, 1_000_000)
+      const onBoth = await seedAccount(fx, 1_000_000)
+      const masters: Record<string, string[]> = { [onA]: ['a'], [onBoth]: ['a', 'b'] }
+      const { journal, clear, clock } = journalOn({
+        replicatedBefore: () => 0,
+        mastersOf: (attempt) => masters[attempt.accountId]!,
+        keepMaxClears: 2,
+      })
+      const counted = unreplicatedCount()
+      // The oldest, on both masters, then two on a: it goes from both, counted once.
+      await lostClear(clear, onBoth)
+      clock.now += 1
+      await lostClear(clear, onA)
+      clock.now += 1
+      await lostClear(clear, onA)
+      expect(journal.held).toBe(2)
+      expect(unreplicatedCount()).toBe(counted + 1)
+      journal.lost('b')
+      await journal.settled
+      expect(await spent(onBoth)).toBe(0)
+      journal.lost('a')
+      await journal.settled
+      expect(await spent(onA)).toBe(1_000)
+    })
+
     test('beyond the most clears kept the oldest are forgotten, those unacknowledged counted', async () => {
       await postOffer(fx, 50, 5_000_000)
       const accountId = await seedAccount(fx, 1_000_000)
