@@ -4,7 +4,7 @@ import { createApp } from './app.ts'
 import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
-import { ClearJournal, KEEP_UNREPLICATED_MS, mastersOf } from './market/clear-journal.ts'
+import { ClearJournal, KEEP_UNREPLICATED_MS } from './market/clear-journal.ts'
 import { startReaper } from './market/reaper.ts'
 import { forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
@@ -84,7 +84,6 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   )
   const kept = new ClearJournal((attempt, req) => steps.clear(attempt, req), logger, {
     replicatedBefore: (master) => replication.replicatedBefore(master),
-    mastersOf: (attempt) => mastersOf(store, steps.clearSlots(attempt)),
   })
   replication.start(() => kept.held > 0)
   journal = kept

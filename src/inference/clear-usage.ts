@@ -26,6 +26,8 @@ export interface ClearDeps {
   journal?: ClearJournal
   /** Set (SVC_CLEAR_REPLICAS): a clear's cost is told once the masters' replicas have it. */
   barrier?: ReplicaBarrier
+  /** The masters ("host:port") a clear of the attempt writes on, for the journal and the barrier; none where unknown. */
+  mastersOf?: (attempt: AttemptRef) => string[]
   feeBps: number
   /** How long a cleared attempt is kept as its request's record. */
   recordRetentionMs?: number
@@ -120,8 +122,9 @@ export async function clearBurn(
     recordRetentionMs: deps.recordRetentionMs,
   }
   const clearing = await whileStoreAway(() => deps.steps.clear(attempt, req), storeWaitsMs)
-  deps.journal?.record(attempt, req)
-  if (deps.barrier) metrics.clearReplicaWaits.inc({ outcome: await deps.barrier.passed() })
+  const masters = deps.mastersOf?.(attempt) ?? []
+  deps.journal?.record(attempt, req, masters)
+  if (deps.barrier) metrics.clearReplicaWaits.inc({ outcome: await deps.barrier.passed(masters) })
   if (!clearing.replay) {
     metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
     if (record.upstreamCost != null) metrics.costDisagreements.inc()

@@ -20,7 +20,7 @@ import {
 import { isRedisUnavailable } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { ReplicaBarrier } from '../redis/replica-barrier.ts'
-import type { Store } from '../redis/store.ts'
+import { mastersOf, type Store } from '../redis/store.ts'
 import { type ChatBody, liveTextModel, type ValidChat, validateChat } from './chat-request.ts'
 import { type ClearDeps, type ClearedUsage, clearBurn } from './clear-usage.ts'
 import {
@@ -139,6 +139,7 @@ export class InferenceService {
     this.clearDeps = {
       steps: this.steps,
       journal: deps.journal,
+      mastersOf: (attempt) => mastersOf(deps.store, this.steps.clearSlots(attempt)),
       ...(market.clearReplicas > 0
         ? {
             barrier: new ReplicaBarrier(

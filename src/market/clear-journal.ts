@@ -12,7 +12,6 @@
 // its admission: lua/clear.lua).
 import type { Logger } from 'pino'
 import { metrics } from '../metrics/gateway-metrics.ts'
-import type { Store } from '../redis/store.ts'
 import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
 import type { Clearing } from './clearing.ts'
 import type { AttemptRef, ClearArgs } from './steps.ts'
@@ -60,7 +59,8 @@ interface Entry {
  * Cluster whose slots the client does not know yet): kept until every master's replicas have it,
  * and sent again whichever connection closes.
  */
-export const ANY_MASTER = ''
+const ANY_MASTER = ''
+const ON_ANY_MASTER = [ANY_MASTER]
 
 /** One master's writes in the order they were acknowledged (a master replicates in that order). */
 class MasterQueue {
@@ -90,20 +90,6 @@ class MasterQueue {
   }
 }
 
-/**
- * The masters serving the slots of `keys`, each once; none when the store cannot say for one of
- * them (then the write is kept as one to any master's).
- */
-export function mastersOf(store: Pick<Store, 'masterOf'>, keys: string[]): string[] {
-  const masters: string[] = []
-  for (const key of keys) {
-    const master = store.masterOf(key)
-    if (master === undefined) return []
-    if (!masters.includes(master)) masters.push(master)
-  }
-  return masters
-}
-
 const REPLAYED = { clear: metrics.replayedClears, 'video job': metrics.replayedVideoJobs }
 
 export interface JournalOptions {
@@ -115,8 +101,6 @@ export interface JournalOptions {
    * master's). None: the window alone.
    */
   replicatedBefore?: (master: string) => number
-  /** The masters ("host:port") a clear of this attempt writes on; none where the store cannot say. */
-  mastersOf?: (attempt: AttemptRef) => string[]
   now?: () => number
 }
 
@@ -131,7 +115,6 @@ export class ClearJournal {
   private readonly keepMs: number
   private readonly keepMax: number
   private readonly replicatedBefore: (master: string) => number
-  private readonly mastersOf: (attempt: AttemptRef) => string[]
   private readonly now: () => number
 
   constructor(
@@ -143,17 +126,16 @@ export class ClearJournal {
     this.keepMs = options.keepUnreplicatedMs ?? KEEP_UNREPLICATED_MS
     this.keepMax = options.keepMaxClears ?? KEEP_MAX_CLEARS
     this.replicatedBefore = options.replicatedBefore ?? (() => Number.POSITIVE_INFINITY)
-    this.mastersOf = options.mastersOf ?? (() => [])
     this.now = options.now ?? Date.now
   }
 
-  /** A clear the store acknowledged. */
-  record(attempt: AttemptRef, req: ClearArgs): void {
+  /** A clear the store acknowledged, on `masters` ("host:port"; none where the store cannot say). */
+  record(attempt: AttemptRef, req: ClearArgs, masters: readonly string[] = []): void {
     this.keep(
       'clear',
       attempt.attemptId,
       async () => ((await this.clear(attempt, req)).replay ? 'kept' : 'restored'),
-      this.mastersOf(attempt),
+      masters,
     )
   }
 
@@ -162,10 +144,10 @@ export class ClearJournal {
     this.keep('video job', jobId, restore, [])
   }
 
-  private keep(what: Kept, id: string, resend: () => Promise<Resent>, masters: string[]): void {
+  private keep(what: Kept, id: string, resend: () => Promise<Resent>, masters: readonly string[]): void {
     const now = this.now()
     this.forget(now)
-    const on = masters.length > 0 ? masters : [ANY_MASTER]
+    const on = masters.length > 0 ? masters : ON_ANY_MASTER
     const entry: Entry = { at: now, what, id, resend, keptBy: on.length, counted: false }
     for (const master of on) {
       let queue = this.queues.get(master)

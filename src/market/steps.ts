@@ -97,10 +97,15 @@ export function marketSteps(
 }
 
 class OneSlotSteps implements MarketSteps {
+  /** The market's one slot, as a key on it: every clear writes there. */
+  private readonly slots: string[]
+
   constructor(
     private readonly store: Store,
     private readonly keys: Keyspace,
-  ) {}
+  ) {
+    this.slots = [keys.base]
+  }
 
   accountKeys(): Keyspace {
     return this.keys
@@ -115,7 +120,7 @@ class OneSlotSteps implements MarketSteps {
   }
 
   clearSlots(): string[] {
-    return [this.keys.base]
+    return this.slots
   }
 
   release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {

@@ -10,8 +10,11 @@ const MARKER = 'svc-replicated'
 const MARKER_TTL_MS = '10000'
 
 export interface ReplicaWait {
-  /** For each master: how many replicas had its writes once `replicas` did or `ms` passed. */
-  wait(replicas: number, ms: number): Promise<number[]>
+  /**
+   * For each master (on a Cluster, each of `masters` where named and known): how many replicas had
+   * its writes once `replicas` did or `ms` passed.
+   */
+  wait(replicas: number, ms: number, masters?: readonly string[]): Promise<number[]>
   close(): void
 }
 
@@ -41,7 +44,7 @@ export function clusterReplicaWait(cluster: Cluster, name: string): ReplicaWait 
   let own: Cluster | null = null
   let markers: Markers | null = null
   return {
-    async wait(replicas, ms) {
+    async wait(replicas, ms, masters) {
       if (!own) {
         own = cluster.duplicate(undefined, {
           enableOfflineQueue: true,
@@ -51,7 +54,9 @@ export function clusterReplicaWait(cluster: Cluster, name: string): ReplicaWait 
       }
       const client = own
       markers = markersOnMasters(cluster, markers)
-      return Promise.all(markers.keys.map((marker) => markAndWait(client, marker, replicas, ms)))
+      return Promise.all(
+        markersOf(markers, masters).map((marker) => markAndWait(client, marker, replicas, ms)),
+      )
     },
     close() {
       own?.disconnect()
@@ -77,6 +82,18 @@ interface Markers {
   masters: string[]
   /** The masters the client listed then (one that serves no slot yet has no marker). */
   listed: number
+}
+
+/** The markers of `masters`; every master's where none are named, or one named has no marker (not known yet). */
+function markersOf(markers: Markers, masters: readonly string[] | undefined): string[] {
+  if (!masters || masters.length === 0) return markers.keys
+  const keys: string[] = []
+  for (const master of masters) {
+    const i = markers.masters.indexOf(master)
+    if (i < 0) return markers.keys
+    keys.push(markers.keys[i]!)
+  }
+  return keys
 }
 
 /**

@@ -100,10 +100,11 @@ export interface Store extends Commands {
   /** The master serving `key`'s slot as the client knows it now ("host:port"); undefined off a Cluster. */
   masterOf(key: string): string | undefined
   /**
-   * Waits until `replicas` replicas of every master have what it acknowledged before the call, or
-   * `ms` pass (replica-wait.ts); how many had it, per master.
+   * Waits until `replicas` replicas of every master (or of those named, "host:port", on a
+   * Cluster) have what it acknowledged before the call, or `ms` pass (replica-wait.ts); how many had
+   * it, per master waited on.
    */
-  waitReplicas(replicas: number, ms: number): Promise<number[]>
+  waitReplicas(replicas: number, ms: number, masters?: readonly string[]): Promise<number[]>
   /** Ends every connection the store opened, for good. */
   close(): void
 }
@@ -134,6 +135,20 @@ export interface StoreOptions {
 }
 
 export type ScriptForm = 'functions' | 'scripts'
+
+/**
+ * The masters ("host:port") serving the slots of `keys`, each once; none when the store cannot say
+ * for one of them (off a Cluster, or a slot the client does not know yet): then every master.
+ */
+export function mastersOf(store: Pick<Store, 'masterOf'>, keys: string[]): string[] {
+  const masters: string[] = []
+  for (const key of keys) {
+    const master = store.masterOf(key)
+    if (master === undefined) return []
+    if (!masters.includes(master)) masters.push(master)
+  }
+  return masters
+}
 
 /** The one way the project opens Redis: a single server, a Sentinel group or a Cluster by its URL. */
 export function createStore(url: string, options: StoreOptions = {}): Store {
@@ -278,7 +293,7 @@ function clusterStore(cluster: Cluster, lane: ClusterLane | null, replicaWait: R
       return cluster.nodes('master')
     },
     masterOf: (key) => slotMaster(cluster, key),
-    waitReplicas: (replicas, ms) => replicaWait.wait(replicas, ms),
+    waitReplicas: (replicas, ms, masters) => replicaWait.wait(replicas, ms, masters),
     close() {
       lane?.close()
       replicaWait.close()

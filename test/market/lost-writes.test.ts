@@ -51,8 +51,11 @@ const burn = (diem: number): ClearArgs => {
   return rest
 }
 
-/** A journal with a clock the test moves, and a clear as the request path makes one: acknowledged, then kept. */
-function journalOn(options: JournalOptions = {}) {
+/**
+ * A journal with a clock the test moves, and a clear as the request path makes one: acknowledged,
+ * then kept, on the masters `mastersOf` names.
+ */
+function journalOn(options: JournalOptions = {}, mastersOf: (attempt: AttemptRef) => string[] = () => []) {
   const clock = { now: 1_000_000 }
   const on = steps()
   const journal = new ClearJournal((attempt, req) => on.clear(attempt, req), createLogger('silent'), {
@@ -62,7 +65,7 @@ function journalOn(options: JournalOptions = {}) {
   })
   const clear = async (attempt: AttemptRef, req: ClearArgs) => {
     const clearing = await on.clear(attempt, req)
-    journal.record(attempt, req)
+    journal.record(attempt, req, mastersOf(attempt))
     return clearing
   }
   return { journal, clear, clock }
@@ -299,10 +302,10 @@ describe.each(scriptForms())('as %s', (form) => {
         [onBoth]: ['a', 'b'],
         [unknown]: [],
       }
-      const { journal, clear, clock } = journalOn({
-        replicatedBefore: (master) => replicas[master]!,
-        mastersOf: (attempt) => masters[attempt.accountId]!,
-      })
+      const { journal, clear, clock } = journalOn(
+        { replicatedBefore: (master) => replicas[master]! },
+        (attempt) => masters[attempt.accountId]!,
+      )
       for (const accountId of [onA, onB, onBoth, unknown]) await lostClear(clear, accountId)
       expect(journal.held).toBe(4)
 
@@ -338,11 +341,10 @@ describe.each(scriptForms())('as %s', (form) => {
       const onA = await seedAccount(fx, 1_000_000)
       const onBoth = await seedAccount(fx, 1_000_000)
       const masters: Record<string, string[]> = { [onA]: ['a'], [onBoth]: ['a', 'b'] }
-      const { journal, clear, clock } = journalOn({
-        replicatedBefore: () => 0,
-        mastersOf: (attempt) => masters[attempt.accountId]!,
-        keepMaxClears: 2,
-      })
+      const { journal, clear, clock } = journalOn(
+        { replicatedBefore: () => 0, keepMaxClears: 2 },
+        (attempt) => masters[attempt.accountId]!,
+      )
       const counted = unreplicatedCount()
       // The oldest, on both masters, then two on a: it goes from both, counted once.
       await lostClear(clear, onBoth)

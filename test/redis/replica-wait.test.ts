@@ -4,14 +4,13 @@
 // under way. What the clear journal keeps per master: the masters a clear writes on, the
 // replication watch's reading of each, and a lost connection, all named alike.
 import { afterAll, expect, test } from 'bun:test'
-import { mastersOf } from '../../src/market/clear-journal.ts'
 import { marketSteps } from '../../src/market/steps.ts'
 import { masterName } from '../../src/redis/cluster-lane.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { startLocalCluster } from '../../src/redis/local-cluster.ts'
 import { ReplicaBarrier } from '../../src/redis/replica-barrier.ts'
 import { ReplicationWatch } from '../../src/redis/replication-watch.ts'
-import { createStore } from '../../src/redis/store.ts'
+import { createStore, mastersOf } from '../../src/redis/store.ts'
 import { serverOf } from '../helpers/redis-cluster.ts'
 import { putToSleep } from '../helpers/replicated-redis.ts'
 import { testPrefix } from '../helpers/stack.ts'
@@ -61,6 +60,35 @@ test('clears that arrive while a round is under way share the next one', async (
   expect(rounds).toBe(2)
 })
 
+test('each master has rounds of its own: one whose replicas do not answer holds back only the clears it wrote', async () => {
+  const asked: (readonly string[] | undefined)[] = []
+  let releaseA: (() => void) | null = null
+  const waits = {
+    waitReplicas: async (_replicas: number, _ms: number, masters?: readonly string[]) => {
+      asked.push(masters)
+      if (masters?.[0] !== 'a') return [1]
+      await new Promise<void>((resolve) => {
+        releaseA = resolve
+      })
+      return [0]
+    },
+  }
+  const barrier = new ReplicaBarrier(waits, 1, 100)
+  const onA = barrier.passed(['a'])
+  // a's round still waits: b's does not wait for it.
+  expect(await barrier.passed(['b'])).toBe('replicated')
+  const onBoth = barrier.passed(['a', 'b'])
+  releaseA!()
+  expect(await onA).toBe('timed_out')
+  // The clear on both joined a's next round: told short, as a's replicas fell short.
+  await until(() => asked.filter((m) => m?.[0] === 'a').length === 2, 1)
+  releaseA!()
+  expect(await onBoth).toBe('timed_out')
+  // Masters unknown: one round on every master.
+  expect(await barrier.passed()).toBe('replicated')
+  expect(asked.at(-1)).toBeUndefined()
+})
+
 test('a round with too few replicas, or none answering, says so', async () => {
   expect(await new ReplicaBarrier({ waitReplicas: async () => [1, 0] }, 1, 100).passed()).toBe('timed_out')
   const failing = {
@@ -97,6 +125,9 @@ test("a clear's masters, the watch's and a lost connection's are named alike, an
     await watch.read()
     const [first, ...others] = cluster.nodes.map((n) => byPort(n.port))
     const { awake } = await putToSleep(`redis://${byPort(cluster.replicas[0]!.port)}`, 4)
+    // A replica wait on the other masters alone does not wait for it.
+    expect(await watched.waitReplicas(1, 100, [first!])).toEqual([0])
+    expect(await watched.waitReplicas(1, 3_000, others)).toEqual([1, 1])
     const onFirst = slots.find((_, i) => served[i] === `redis://${first}`) ?? (await keyOn(first!))
     await watched.set(`${onFirst}:written`, '1', 'PX', 60_000)
     const at = Date.now()
