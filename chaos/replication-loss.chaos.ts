@@ -54,9 +54,14 @@ test('requests whose admission and clear only the killed master had are charged 
   await until(() => Date.now() > answeredAt + JOURNAL_MS + 200, 50)
   // The journal still keeps that clear, past its window: the replica never acknowledged it (nor,
   // when it fell asleep before its once-a-second acknowledgement, the one before the cut).
-  const kept = Number((await scrape(gateway, gateways.adminToken)).match(/^svc_journal_clears (\d+)$/m)?.[1])
+  const scraped = await scrape(gateway, gateways.adminToken)
+  const kept = Number(scraped.match(/^svc_journal_clears (\d+)$/m)?.[1])
   expect(kept).toBeGreaterThanOrEqual(1)
   expect(kept).toBeLessThanOrEqual(2)
+  // Named by its master: the one whose replica sleeps, its oldest unacknowledged clear past the window.
+  const ages = [...scraped.matchAll(/^svc_journal_unreplicated_seconds\{master="([^"]*)"\} (\S+)$/gm)]
+  expect(ages.map((m) => m[1])).toEqual([`127.0.0.1:${master.port}`])
+  expect(Number(ages[0]![2])).toBeGreaterThan(JOURNAL_MS / 1000)
   const late = await chat(gateway, buyer.apiKey, false)
   expect(late.ackedCost).toBeGreaterThan(0)
   master.stop()

@@ -167,6 +167,21 @@ export class ClearJournal {
   }
 
   /**
+   * For each master it keeps writes of ('' for those of no known master), how long, in seconds, it
+   * has kept the oldest its replicas have not acknowledged: 0 while all are within the window.
+   */
+  unreplicatedAges(): [string, number][] {
+    const now = this.now()
+    this.forget(now)
+    const ages: [string, number][] = []
+    for (const [master, queue] of this.queues) {
+      const age = now - queue.oldest!.at
+      ages.push([master, age > this.windowMs ? age / 1000 : 0])
+    }
+    return ages
+  }
+
+  /**
    * A connection to Redis closed: what that master acknowledged (and every write whose master is
    * not known) is sent again once it serves; everything kept when no master is named.
    */

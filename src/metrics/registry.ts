@@ -101,3 +101,17 @@ export class Histogram {
 export function renderGauge(name: string, help: string, value: number): string[] {
   return [`# HELP ${name} ${help}`, `# TYPE ${name} gauge`, `${name} ${value}`]
 }
+
+/** A gauge with one label: a series per value of it (none listed, none shown). */
+export function renderLabelledGauge(
+  name: string,
+  help: string,
+  label: string,
+  values: readonly (readonly [string, number])[],
+): string[] {
+  return [
+    `# HELP ${name} ${help}`,
+    `# TYPE ${name} gauge`,
+    ...values.map(([v, n]) => `${name}{${render({ [label]: v })}} ${n}`),
+  ]
+}

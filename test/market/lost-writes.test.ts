@@ -322,8 +322,14 @@ describe.each(scriptForms())('as %s', (form) => {
       clock.now += 5_001
       replicas.b = clock.now
       expect(journal.held).toBe(3)
+      // How long each master's oldest unacknowledged clear has waited: a's, 5 s.
+      expect(journal.unreplicatedAges()).toEqual([
+        ['a', 5.001],
+        ['', 5.001],
+      ])
       replicas[''] = clock.now
       expect(journal.held).toBe(2)
+      expect(journal.unreplicatedAges()).toEqual([['a', 5.001]])
       journal.lost('a')
       await journal.settled
       expect(await spent(onA)).toBe(500)

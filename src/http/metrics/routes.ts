@@ -4,7 +4,7 @@ import { Elysia } from 'elysia'
 import type { ClearJournal } from '../../market/clear-journal.ts'
 import type { MarketSteps } from '../../market/steps.ts'
 import { metrics } from '../../metrics/gateway-metrics.ts'
-import { renderGauge } from '../../metrics/registry.ts'
+import { renderGauge, renderLabelledGauge } from '../../metrics/registry.ts'
 import type { Keyspace } from '../../redis/keys.ts'
 import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
@@ -14,7 +14,7 @@ export function metricsRoutes(deps: {
   keys: Keyspace
   steps: Pick<MarketSteps, 'holdsOutstanding'>
   config: { adminToken: string }
-  journal?: Pick<ClearJournal, 'held'>
+  journal?: Pick<ClearJournal, 'held' | 'unreplicatedAges'>
 }) {
   return new Elysia({ name: 'svc/metrics', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
@@ -49,6 +49,12 @@ export function metricsRoutes(deps: {
             'svc_journal_clears',
             "Clears (and video job records) this process keeps to send again if Redis loses them: acknowledged in the last 2 s, or not yet acknowledged by their master's replicas",
             deps.journal?.held ?? 0,
+          ),
+          ...renderLabelledGauge(
+            'svc_journal_unreplicated_seconds',
+            'For each master this process keeps clears of (master="": of no known master), the age of the oldest its replicas have not acknowledged (0: none past the 2 s window): a master whose figure keeps growing has a replica falling behind',
+            'master',
+            deps.journal?.unreplicatedAges() ?? [],
           ),
           ...renderGauge('svc_redis_ping_seconds', 'Round trip of one PING at scrape time', redisSeconds),
           ...payoutWalletGauges(),
