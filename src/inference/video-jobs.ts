@@ -5,7 +5,7 @@
 import type { Resent } from '../market/clear-journal.ts'
 import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
-import type { Store } from '../redis/store.ts'
+import { mastersOf, type Store } from '../redis/store.ts'
 
 export type VideoJobState = 'queued' | 'completed' | 'refunded' | 'expired'
 
@@ -72,6 +72,11 @@ export class VideoJobs {
       ...(raw.askCents !== undefined ? { askCents: Number(raw.askCents) } : {}),
       ...(raw.holdUsdc !== undefined ? { holdUsdc: Number(raw.holdUsdc) as MicroUsdc } : {}),
     }
+  }
+
+  /** The master that holds job `id`'s record ("host:port"; none where the store cannot say). */
+  masters(id: string): string[] {
+    return mastersOf(this.store, [this.keys.videoJob(id)])
   }
 
   /**

@@ -109,7 +109,11 @@ export class VideoService {
     await this.jobs.create(job)
     // Kept until its master's replicas have it: a job whose record a failover lost would be unknown
     // to its buyer, and its clear at retrieve never sent.
-    this.inference.deps.journal?.recordVideoJob(job.id, () => this.jobs.restore(job))
+    this.inference.deps.journal?.recordVideoJob(
+      job.id,
+      () => this.jobs.restore(job),
+      this.jobs.masters(job.id),
+    )
     return { job, heldUsdc: admission.holdUsdc, askCents: admission.askCents }
   }
 

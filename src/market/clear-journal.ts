@@ -139,9 +139,12 @@ export class ClearJournal {
     )
   }
 
-  /** A video job's record the store acknowledged, and how to write it again if the store lost it. */
-  recordVideoJob(jobId: string, restore: () => Promise<Resent>): void {
-    this.keep('video job', jobId, restore, [])
+  /**
+   * A video job's record the store acknowledged on `masters` (as `record`), and how to write it
+   * again if the store lost it.
+   */
+  recordVideoJob(jobId: string, restore: () => Promise<Resent>, masters: readonly string[] = []): void {
+    this.keep('video job', jobId, restore, masters)
   }
 
   private keep(what: Kept, id: string, resend: () => Promise<Resent>, masters: readonly string[]): void {

@@ -1,14 +1,15 @@
 // SVC_CLEAR_REPLICAS on a three-master Cluster with a replica each, the market held apart: a clear
 // waits on the replicas of the masters it wrote on (its account's and its offer's), so while one
 // master's replica sleeps, a buyer whose clears write elsewhere is told at once, replicated, and
-// only a buyer whose account lies on that master waits out the wait.
+// only a buyer whose account lies on that master waits out the wait. The clear journal keeps each
+// write by its master too, a video job's record as well.
 import { afterAll, expect, test } from 'bun:test'
 import { createLogger } from '../../src/logger.ts'
 import { ownerKeyspaces } from '../../src/market/two-phase.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { startLocalCluster } from '../../src/redis/local-cluster.ts'
 import { createStore } from '../../src/redis/store.ts'
-import { keyFetch, logCapture, type TestAccount } from '../helpers/accounts.ts'
+import { adminFetch, keyFetch, logCapture, type TestAccount } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { metricValue } from '../helpers/metrics.ts'
 import { putToSleep } from '../helpers/replicated-redis.ts'
@@ -77,3 +78,20 @@ test("one master's replica asleep holds back only the clears written on that mas
   await paidChat(onSleeper)
   expect(await waitsCounted('timed_out')).toBe(timedOutBefore + 1)
 }, 60_000)
+
+test("a video job's record is kept by the master that holds it, as a clear is", async () => {
+  const buyer = await fundedBuyer(stack)
+  const queued = await keyFetch(stack, buyer.apiKey, '/v1/video/queue', {
+    method: 'POST',
+    json: { model: 'wan-2.1-video', prompt: 'waves', duration: '5s' },
+  })
+  expect(queued.status).toBe(200)
+  const { id } = (await queued.json()) as { id: string }
+  const response = await adminFetch(stack, '/metrics')
+  const masters = [
+    ...(await response.text()).matchAll(/^svc_journal_unreplicated_seconds\{master="([^"]*)"\}/gm),
+  ]
+  // Every write kept is named by its master: none kept as any master's.
+  expect(masters.map((m) => m[1])).toContain(store.masterOf(stack.keys.videoJob(id)))
+  expect(masters.map((m) => m[1])).not.toContain('')
+})
