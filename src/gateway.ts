@@ -84,6 +84,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   )
   const kept = new ClearJournal((attempt, req) => steps.clear(attempt, req), logger, {
     replicatedBefore: (master) => replication.replicatedBefore(master),
+    masterOf: (key) => store.masterOf(key),
   })
   replication.start(() => kept.held > 0)
   journal = kept

@@ -2,7 +2,7 @@
 // estimate from the tokenizer, capped at the admitted max_tokens and the upstream key's pre-call
 // balance, as the contract says.
 import type { Admission } from '../market/admission.ts'
-import type { ClearJournal } from '../market/clear-journal.ts'
+import type { ClearJournal, WrittenOn } from '../market/clear-journal.ts'
 import type { Clearing } from '../market/clearing.ts'
 import type { AttemptRef, MarketSteps } from '../market/steps.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
@@ -26,8 +26,8 @@ export interface ClearDeps {
   journal?: ClearJournal
   /** Set (SVC_CLEAR_REPLICAS): a clear's cost is told once the masters' replicas have it. */
   barrier?: ReplicaBarrier
-  /** The masters ("host:port") a clear of the attempt writes on, for the journal and the barrier; none where unknown. */
-  mastersOf?: (attempt: AttemptRef) => string[]
+  /** Where a clear of the attempt writes (its slots and their masters), for the journal and the barrier. */
+  writtenOn?: (attempt: AttemptRef) => WrittenOn
   feeBps: number
   /** How long a cleared attempt is kept as its request's record. */
   recordRetentionMs?: number
@@ -122,9 +122,9 @@ export async function clearBurn(
     recordRetentionMs: deps.recordRetentionMs,
   }
   const clearing = await whileStoreAway(() => deps.steps.clear(attempt, req), storeWaitsMs)
-  const masters = deps.mastersOf?.(attempt) ?? []
-  deps.journal?.record(attempt, req, masters)
-  if (deps.barrier) metrics.clearReplicaWaits.inc({ outcome: await deps.barrier.passed(masters) })
+  const written = deps.writtenOn?.(attempt)
+  deps.journal?.record(attempt, req, written)
+  if (deps.barrier) metrics.clearReplicaWaits.inc({ outcome: await deps.barrier.passed(written?.masters) })
   if (!clearing.replay) {
     metrics.clears.inc({ usage: record.estimated ? 'estimated' : 'metered' })
     if (record.upstreamCost != null) metrics.costDisagreements.inc()

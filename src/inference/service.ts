@@ -139,7 +139,10 @@ export class InferenceService {
     this.clearDeps = {
       steps: this.steps,
       journal: deps.journal,
-      mastersOf: (attempt) => mastersOf(deps.store, this.steps.clearSlots(attempt)),
+      writtenOn: (attempt) => {
+        const slots = this.steps.clearSlots(attempt)
+        return { slots, masters: mastersOf(deps.store, slots) }
+      },
       ...(market.clearReplicas > 0
         ? {
             barrier: new ReplicaBarrier(

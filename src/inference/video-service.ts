@@ -112,7 +112,7 @@ export class VideoService {
     this.inference.deps.journal?.recordVideoJob(
       job.id,
       () => this.jobs.restore(job),
-      this.jobs.masters(job.id),
+      this.jobs.writtenOn(job.id),
     )
     return { job, heldUsdc: admission.holdUsdc, askCents: admission.askCents }
   }

@@ -6,10 +6,10 @@
 // that has replicas, until they have it (src/redis/replication-watch.ts), however long their link
 // lags. On a Cluster each clear is kept by the masters it wrote on (held apart, its account's and
 // its offer's): one master's lagging replica keeps that master's clears alone, and a connection
-// lost to one master sends again only what that master acknowledged. A clear is idempotent by
-// attempt id, so sending it again is safe either way: one the store kept answers as a replay and
-// changes nothing; one it lost is charged now (its attempt admitted, reaped by then, or lost with
-// its admission: lua/clear.lua).
+// lost to one master sends again only what that master acknowledged, or holds now (a slot moved to
+// it since, its keys with it). A clear is idempotent by attempt id, so sending it again is safe
+// either way: one the store kept answers as a replay and changes nothing; one it lost is charged
+// now (its attempt admitted, reaped by then, or lost with its admission: lua/clear.lua).
 import type { Logger } from 'pino'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
@@ -43,11 +43,23 @@ export type Resent = 'kept' | 'restored'
  */
 type Kept = 'clear' | 'video job'
 
+/**
+ * Where the store acknowledged a write: the masters ("host:port"; none where the store cannot say)
+ * and a key on each slot it wrote, by which a loss finds it again if its slot moved since.
+ */
+export interface WrittenOn {
+  masters: readonly string[]
+  slots: readonly string[]
+}
+
+const NOWHERE: WrittenOn = { masters: [], slots: [] }
+
 interface Entry {
   at: number
   what: Kept
   id: string
   resend: () => Promise<Resent>
+  slots: readonly string[]
   /** How many masters' queues still keep it. */
   keptBy: number
   /** Counted once as forgotten before a replica had it. */
@@ -101,6 +113,11 @@ export interface JournalOptions {
    * master's). None: the window alone.
    */
   replicatedBefore?: (master: string) => number
+  /**
+   * The master serving a key's slot now: a loss also sends again what was acknowledged elsewhere
+   * on a slot that master serves since (a slot moved, its keys with it). None: by master alone.
+   */
+  masterOf?: (key: string) => string | undefined
   now?: () => number
 }
 
@@ -115,6 +132,7 @@ export class ClearJournal {
   private readonly keepMs: number
   private readonly keepMax: number
   private readonly replicatedBefore: (master: string) => number
+  private readonly masterOf: ((key: string) => string | undefined) | undefined
   private readonly now: () => number
 
   constructor(
@@ -126,32 +144,38 @@ export class ClearJournal {
     this.keepMs = options.keepUnreplicatedMs ?? KEEP_UNREPLICATED_MS
     this.keepMax = options.keepMaxClears ?? KEEP_MAX_CLEARS
     this.replicatedBefore = options.replicatedBefore ?? (() => Number.POSITIVE_INFINITY)
+    this.masterOf = options.masterOf
     this.now = options.now ?? Date.now
   }
 
-  /** A clear the store acknowledged, on `masters` ("host:port"; none where the store cannot say). */
-  record(attempt: AttemptRef, req: ClearArgs, masters: readonly string[] = []): void {
+  /** A clear the store acknowledged. */
+  record(attempt: AttemptRef, req: ClearArgs, written: WrittenOn = NOWHERE): void {
     this.keep(
       'clear',
       attempt.attemptId,
       async () => ((await this.clear(attempt, req)).replay ? 'kept' : 'restored'),
-      masters,
+      written,
     )
   }
 
-  /**
-   * A video job's record the store acknowledged on `masters` (as `record`), and how to write it
-   * again if the store lost it.
-   */
-  recordVideoJob(jobId: string, restore: () => Promise<Resent>, masters: readonly string[] = []): void {
-    this.keep('video job', jobId, restore, masters)
+  /** A video job's record the store acknowledged, and how to write it again if the store lost it. */
+  recordVideoJob(jobId: string, restore: () => Promise<Resent>, written: WrittenOn = NOWHERE): void {
+    this.keep('video job', jobId, restore, written)
   }
 
-  private keep(what: Kept, id: string, resend: () => Promise<Resent>, masters: readonly string[]): void {
+  private keep(what: Kept, id: string, resend: () => Promise<Resent>, written: WrittenOn): void {
     const now = this.now()
     this.forget(now)
-    const on = masters.length > 0 ? masters : ON_ANY_MASTER
-    const entry: Entry = { at: now, what, id, resend, keptBy: on.length, counted: false }
+    const on = written.masters.length > 0 ? written.masters : ON_ANY_MASTER
+    const entry: Entry = {
+      at: now,
+      what,
+      id,
+      resend,
+      slots: written.slots,
+      keptBy: on.length,
+      counted: false,
+    }
     for (const master of on) {
       let queue = this.queues.get(master)
       if (!queue) {
@@ -225,12 +249,19 @@ export class ClearJournal {
     }
   }
 
-  /** What the `lost` masters acknowledged, and what went to no known master, each once, oldest first. */
+  /**
+   * What the `lost` masters acknowledged, what went to no known master, and what lies on a slot a
+   * lost master serves now, each once, oldest first.
+   */
   private keptOn(lost: Set<string>): Entry[] {
     const due = new Set<Entry>()
+    const masterOf = this.masterOf
     for (const [master, queue] of this.queues) {
-      if (lost.has(ANY_MASTER) || lost.has(master) || master === ANY_MASTER)
-        for (const entry of queue.kept()) due.add(entry)
+      const all = lost.has(ANY_MASTER) || lost.has(master) || master === ANY_MASTER
+      for (const entry of queue.kept()) {
+        if (all || (masterOf && entry.slots.some((key) => lost.has(masterOf(key) ?? ANY_MASTER))))
+          due.add(entry)
+      }
     }
     return [...due].sort((a, b) => a.at - b.at)
   }

@@ -53,7 +53,7 @@ const burn = (diem: number): ClearArgs => {
 
 /**
  * A journal with a clock the test moves, and a clear as the request path makes one: acknowledged,
- * then kept, on the masters `mastersOf` names.
+ * then kept, on the masters `mastersOf` names (its slot named by its account id).
  */
 function journalOn(options: JournalOptions = {}, mastersOf: (attempt: AttemptRef) => string[] = () => []) {
   const clock = { now: 1_000_000 }
@@ -65,7 +65,7 @@ function journalOn(options: JournalOptions = {}, mastersOf: (attempt: AttemptRef
   })
   const clear = async (attempt: AttemptRef, req: ClearArgs) => {
     const clearing = await on.clear(attempt, req)
-    journal.record(attempt, req, mastersOf(attempt))
+    journal.record(attempt, req, { masters: mastersOf(attempt), slots: [attempt.accountId] })
     return clearing
   }
   return { journal, clear, clock }
@@ -340,6 +340,22 @@ describe.each(scriptForms())('as %s', (form) => {
       clock.now += 30_000
       expect(journal.held).toBe(0)
       expect(unreplicatedCount()).toBe(counted + 2)
+    })
+
+    test('a clear whose slot moved to another master since is sent again when that master is lost', async () => {
+      await postOffer(fx, 50, 5_000_000)
+      const accountId = await seedAccount(fx, 1_000_000)
+      const serving: Record<string, string> = { [accountId]: 'a' }
+      const { journal, clear } = journalOn({ masterOf: (slot) => serving[slot] }, () => ['a'])
+      await lostClear(clear, accountId)
+      journal.lost('b')
+      await journal.settled
+      expect(await spent(accountId)).toBe(0)
+      // The slot moved to b, its keys with it: b's loss can take the clear a acknowledged.
+      serving[accountId] = 'b'
+      journal.lost('b')
+      await journal.settled
+      expect(await spent(accountId)).toBe(500)
     })
 
     test('beyond the most clears kept in all, the oldest of any master is forgotten, once', async () => {
