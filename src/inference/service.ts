@@ -6,7 +6,7 @@ import type { Logger } from 'pino'
 import type { CatalogStore } from '../catalog/store.ts'
 import type { GatewayConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
-import type { ClearJournal } from '../market/clear-journal.ts'
+import { type ClearJournal, writtenOn } from '../market/clear-journal.ts'
 import type { Clearing } from '../market/clearing.ts'
 import { LeaseRenewer } from '../market/lease-renewer.ts'
 import { type MarketSteps, marketSteps } from '../market/steps.ts'
@@ -20,7 +20,7 @@ import {
 import { isRedisUnavailable } from '../redis/connection.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { ReplicaBarrier } from '../redis/replica-barrier.ts'
-import { mastersOf, type Store } from '../redis/store.ts'
+import type { Store } from '../redis/store.ts'
 import { type ChatBody, liveTextModel, type ValidChat, validateChat } from './chat-request.ts'
 import { type ClearDeps, type ClearedUsage, clearBurn } from './clear-usage.ts'
 import {
@@ -139,10 +139,7 @@ export class InferenceService {
     this.clearDeps = {
       steps: this.steps,
       journal: deps.journal,
-      writtenOn: (attempt) => {
-        const slots = this.steps.clearSlots(attempt)
-        return { slots, masters: mastersOf(deps.store, slots) }
-      },
+      writtenOn: (attempt) => writtenOn(deps.store, this.steps.clearSlots(attempt)),
       ...(market.clearReplicas > 0
         ? {
             barrier: new ReplicaBarrier(

@@ -2,10 +2,10 @@
 // first MP4), refunded (release: the supplier failed or rejected it) or expired (release). The
 // job record ties the buyer's job id to its attempt and the supplier's queue id; the money moves
 // only through the idempotent clear and release scripts, so racing polls charge once.
-import type { Resent, WrittenOn } from '../market/clear-journal.ts'
+import { type Resent, type WrittenOn, writtenOn } from '../market/clear-journal.ts'
 import type { MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
-import { mastersOf, type Store } from '../redis/store.ts'
+import type { Store } from '../redis/store.ts'
 
 export type VideoJobState = 'queued' | 'completed' | 'refunded' | 'expired'
 
@@ -76,8 +76,7 @@ export class VideoJobs {
 
   /** Where job `id`'s record is written: its key, and the master that holds it (none where the store cannot say). */
   writtenOn(id: string): WrittenOn {
-    const slots = [this.keys.videoJob(id)]
-    return { slots, masters: mastersOf(this.store, slots) }
+    return writtenOn(this.store, [this.keys.videoJob(id)])
   }
 
   /**

@@ -12,6 +12,7 @@
 // now (its attempt admitted, reaped by then, or lost with its admission: lua/clear.lua).
 import type { Logger } from 'pino'
 import { metrics } from '../metrics/gateway-metrics.ts'
+import { mastersOf, type Store } from '../redis/store.ts'
 import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
 import type { Clearing } from './clearing.ts'
 import type { AttemptRef, ClearArgs } from './steps.ts'
@@ -53,6 +54,11 @@ export interface WrittenOn {
 }
 
 const NOWHERE: WrittenOn = { masters: [], slots: [] }
+
+/** Where a write on `slots` (a key on each) goes now, as the store's client knows its masters. */
+export function writtenOn(store: Pick<Store, 'masterOf'>, slots: readonly string[]): WrittenOn {
+  return { slots, masters: mastersOf(store, slots) }
+}
 
 interface Entry {
   at: number

@@ -140,7 +140,7 @@ export type ScriptForm = 'functions' | 'scripts'
  * The masters ("host:port") serving the slots of `keys`, each once; none when the store cannot say
  * for one of them (off a Cluster, or a slot the client does not know yet): then every master.
  */
-export function mastersOf(store: Pick<Store, 'masterOf'>, keys: string[]): string[] {
+export function mastersOf(store: Pick<Store, 'masterOf'>, keys: readonly string[]): string[] {
   const masters: string[] = []
   for (const key of keys) {
     const master = store.masterOf(key)
