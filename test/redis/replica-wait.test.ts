@@ -124,7 +124,7 @@ test("a clear's masters, the watch's and a lost connection's are named alike, an
     const watch = new ReplicationWatch(() => watched.masters(), 60_000)
     await watch.read()
     const [first, ...others] = cluster.nodes.map((n) => byPort(n.port))
-    const { awake } = await putToSleep(`redis://${byPort(cluster.replicas[0]!.port)}`, 4)
+    const { awake } = await putToSleep(`redis://${byPort(cluster.replicas[0]!.port)}`, 6)
     // A replica wait on the other masters alone does not wait for it.
     expect(await watched.waitReplicas(1, 100, [first!])).toEqual([0])
     expect(await watched.waitReplicas(1, 3_000, others)).toEqual([1, 1])
