@@ -63,7 +63,10 @@ export async function redisCli(...args: string[]): Promise<string> {
   return (await new Response(child.stdout).text()).trim()
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, ms = 15_000): Promise<void> {
+// Gossip carries a node's role to the others a few times a second; on a machine whose cores are
+// taken by other work (a parallel test suite's other clusters) it can take far longer, so the
+// bound is generous: a step that is ready returns at once all the same.
+async function waitFor(what: string, check: () => Promise<boolean>, ms = 60_000): Promise<void> {
   const deadline = Date.now() + ms
   while (Date.now() < deadline) {
     if (await check().catch(() => false)) return
@@ -189,6 +192,12 @@ async function attachReplicas(masters: ClusterNode[], replicas: ClusterNode[]): 
     await waitFor(`replica ${replica.port} in sync`, async () =>
       (await redisCli('-p', String(replica.port), 'info', 'replication')).includes('master_link_status:up'),
     )
+  // A master learns a replica's new role from the replica's next ping, which gossip may put off for
+  // seconds; a MEET makes each master and replica exchange their headers now (the known node's role
+  // is read off its answer, and the handshake's stand-in dropped).
+  for (const m of masters)
+    for (const replica of replicas)
+      await redisCli('-p', String(m.port), 'cluster', 'meet', '127.0.0.1', String(replica.port))
   for (const m of masters)
     await waitFor(`master ${m.port} to know the replicas`, async () => {
       const slaves = (await clusterNodes(m.port)).filter(([, , flags]) => flags!.includes('slave'))
