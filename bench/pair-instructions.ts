@@ -2,10 +2,12 @@
 // market tests' own fixtures driving pairs at it, the counters zeroed after a warm-up and dumped
 // after the measured pairs. Instructions, unlike time, do not move with the load of a shared
 // machine: an A/B of a Lua change reads in one run of each side, a few thousand instructions apart.
-//   bun bench/pair-instructions.ts [pairs=500] [apart]   (needs valgrind, redis-server, redis-cli)
+//   bun bench/pair-instructions.ts [pairs=500] [apart] [more=N]   (needs valgrind, redis-server, redis-cli)
 // With `apart`, the pair is the two-phase steps (src/market/two-phase.ts: reserve, hold, clear,
 // the post queued and carried on the offer's next reservation), their owners' keys on the one
 // server.
+// With more=N, N more offers at the same ask stand on the ladder behind the one every pair takes:
+// what a request costs when the ladder is long.
 // With CALLGRIND_OUT=<file> the measured dump is kept there, for callgrind_annotate.
 import { randomUUID } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -17,7 +19,8 @@ import { freePort } from '../src/redis/local-server.ts'
 import { AdmitCode } from '../src/redis/result-codes.ts'
 
 const pairs = Number(process.argv[2] ?? 500)
-const apart = process.argv[3] === 'apart'
+const apart = process.argv.slice(3).includes('apart')
+const more = Number(process.argv.find((arg) => arg.startsWith('more='))?.slice(5) ?? 0)
 const WARM_PAIRS = 300
 const CONCURRENCY = 8
 
@@ -57,6 +60,8 @@ try {
   const fx = marketFixture()
   const accountId = await seedAccount(fx, 1_000_000_000_000)
   const offerId = await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
+  // Posted after it at the same ask, so behind it on the ladder: never taken.
+  for (let i = 0; i < more; i++) await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
   let posts: PostQueue | undefined
   let pair = async () => {
     const admitted = await admitFor(fx, accountId, { attemptId: randomUUID() })
@@ -105,7 +110,8 @@ try {
   if (process.env.CALLGRIND_OUT) copyFileSync(join(dir, dump), process.env.CALLGRIND_OUT)
   const total = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1])
   const what = apart ? 'reserve + hold, clear + post' : 'admit + clear'
-  console.log(`${Math.round(total / pairs)} Redis instructions per ${what} pair (${pairs} pairs)`)
+  const behind = more ? `, ${more} more offers on the ladder` : ''
+  console.log(`${Math.round(total / pairs)} Redis instructions per ${what} pair (${pairs} pairs${behind})`)
 } finally {
   cli('shutdown', 'nosave')
   await Promise.race([redis.exited, Bun.sleep(5_000)])

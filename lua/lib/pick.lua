@@ -7,6 +7,10 @@
 -- sets as one; an offer there with room (a slot freed by such a build) moves back and is picked.
 -- A request that tried nothing yet (most): one table for all, never written.
 local NONE_TRIED = {}
+-- The ladder is read a page at a time, cheapest first: the first offer with room is nearly always
+-- on the first page, so a request's cost does not grow with the offers behind it. Later pages grow
+-- fourfold, so a long walk past offers it cannot use takes few calls.
+local FIRST_PAGE, FIRST_LIMIT = 4, { '0', '4' }
 local function pick_offer(max_cents, hold_diem, tried, now)
   local at_price = 0          -- live offers at or below max
   local eligible_routable = 0 -- their routable capacity
@@ -16,35 +20,43 @@ local function pick_offer(max_cents, hold_diem, tried, now)
   -- The ladder's offers found at their cap: moved once both sets were read, so none counts twice.
   local capped = nil
   local set = K_LADDER
+  local ceiling = ladder_ceiling_s(max_cents)
   for pass = 1, 2 do
-    for _, id in ipairs(rcall('ZRANGEBYSCORE', set, '-inf', ladder_ceiling_s(max_cents))) do
-      local o = read_offer(id)
-      if o and is_live(o, now) then
-        at_price = at_price + 1
-        local r = routable(o)
-        eligible_routable = eligible_routable + r
-        if r > max_eligible then max_eligible = r end
-        if r >= hold_diem then
-          big_enough = big_enough + 1
-          if not tried[id] then
-            untried = untried + 1
-            if o.inflight < o.max_in_flight then
-              if set == K_FULL then shift(K_FULL, K_LADDER, id) end
-              if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
-              return o, nil
+    -- Nothing moves between the sets until the walk ends (capped, below), so the offsets hold.
+    local offset, count, page = 0, FIRST_PAGE, nil
+    repeat
+      local limit = offset == 0 and FIRST_LIMIT or { s(offset), s(count) }
+      page = rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', limit[1], limit[2])
+      for _, id in ipairs(page) do
+        local o = read_offer(id)
+        if o and is_live(o, now) then
+          at_price = at_price + 1
+          local r = routable(o)
+          eligible_routable = eligible_routable + r
+          if r > max_eligible then max_eligible = r end
+          if r >= hold_diem then
+            big_enough = big_enough + 1
+            if not tried[id] then
+              untried = untried + 1
+              if o.inflight < o.max_in_flight then
+                if set == K_FULL then shift(K_FULL, K_LADDER, id) end
+                if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
+                return o, nil
+              end
             end
           end
+        elseif o and o.status == 'active' and not tried[id] and routable(o) >= hold_diem then
+          -- cooling down: it will be back shortly, so this is "busy", not "no supply"
+          at_price = at_price + 1
+          big_enough = big_enough + 1
+          untried = untried + 1
         end
-      elseif o and o.status == 'active' and not tried[id] and routable(o) >= hold_diem then
-        -- cooling down: it will be back shortly, so this is "busy", not "no supply"
-        at_price = at_price + 1
-        big_enough = big_enough + 1
-        untried = untried + 1
+        if pass == 1 and o and o.inflight >= o.max_in_flight then
+          if capped then capped[#capped + 1] = id else capped = { id } end
+        end
       end
-      if pass == 1 and o and o.inflight >= o.max_in_flight then
-        if capped then capped[#capped + 1] = id else capped = { id } end
-      end
-    end
+      offset, count = offset + #page, count * 4
+    until #page < count / 4
     set = K_FULL
   end
   if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
