@@ -7,10 +7,11 @@
 -- sets as one; an offer there with room (a slot freed by such a build) moves back and is picked.
 -- A request that tried nothing yet (most): one table for all, never written.
 local NONE_TRIED = {}
--- The ladder is read a page at a time, cheapest first: the first offer with room is nearly always
--- on the first page, so a request's cost does not grow with the offers behind it. Later pages grow
--- fourfold, so a long walk past offers it cannot use takes few calls.
-local FIRST_PAGE, FIRST_LIMIT = 4, { '0', '4' }
+-- The ladder's first few offers are read first: the first offer with room is nearly always among
+-- them, so a request's cost does not grow with the offers behind it. A walk that must go on reads
+-- the rest at once, and the full set (read only for a refusal's counts, or an offer there with
+-- room) whole: a refusal costs one call more than a single read of the ladder, never more.
+local FIRST_PAGE, FIRST_PAGE_S = 4, '4'
 local function pick_offer(max_cents, hold_diem, tried, now)
   local at_price = 0          -- live offers at or below max
   local eligible_routable = 0 -- their routable capacity
@@ -22,11 +23,11 @@ local function pick_offer(max_cents, hold_diem, tried, now)
   local set = K_LADDER
   local ceiling = ladder_ceiling_s(max_cents)
   for pass = 1, 2 do
-    -- Nothing moves between the sets until the walk ends (capped, below), so the offsets hold.
-    local offset, count, page = 0, FIRST_PAGE, nil
-    repeat
-      local limit = offset == 0 and FIRST_LIMIT or { s(offset), s(count) }
-      page = rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', limit[1], limit[2])
+    -- Nothing moves between the sets until the walk ends (capped, below), so the offset holds.
+    local page = pass == 1 and rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', '0', FIRST_PAGE_S)
+      or rcall('ZRANGEBYSCORE', set, '-inf', ceiling)
+    local rest = pass == 1 and #page == FIRST_PAGE
+    while page do
       for _, id in ipairs(page) do
         local o = read_offer(id)
         if o and is_live(o, now) then
@@ -55,8 +56,10 @@ local function pick_offer(max_cents, hold_diem, tried, now)
           if capped then capped[#capped + 1] = id else capped = { id } end
         end
       end
-      offset, count = offset + #page, count * 4
-    until #page < count / 4
+      -- A negative count: everything after the first page.
+      page = rest and rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', FIRST_PAGE_S, '-1') or nil
+      rest = false
+    end
     set = K_FULL
   end
   if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
