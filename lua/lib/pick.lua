@@ -10,7 +10,7 @@ local NONE_TRIED = {}
 -- The ladder's first few offers are read first: the first offer with room is nearly always among
 -- them, so a request's cost does not grow with the offers behind it. A walk that must go on reads
 -- the rest at once, and the full set (read only for a refusal's counts, or an offer there with
--- room) whole: a refusal costs one call more than a single read of the ladder, never more.
+-- room) whole: a refusal costs at most one call more than a single read of the ladder.
 local FIRST_PAGE, FIRST_PAGE_S = 4, '4'
 local function pick_offer(max_cents, hold_diem, tried, now)
   local at_price = 0          -- live offers at or below max
