@@ -2,12 +2,14 @@
 // market tests' own fixtures driving pairs at it, the counters zeroed after a warm-up and dumped
 // after the measured pairs. Instructions, unlike time, do not move with the load of a shared
 // machine: an A/B of a Lua change reads in one run of each side, a few thousand instructions apart.
-//   bun bench/pair-instructions.ts [pairs=500] [apart] [more=N]   (needs valgrind, redis-server, redis-cli)
+//   bun bench/pair-instructions.ts [pairs=500] [apart|busy] [more=N]   (needs valgrind, redis-server, redis-cli)
 // With `apart`, the pair is the two-phase steps (src/market/two-phase.ts: reserve, hold, clear,
 // the post queued and carried on the offer's next reservation), their owners' keys on the one
 // server.
 // With more=N, N more offers at the same ask stand on the ladder behind the one every pair takes:
 // what a request costs when the ladder is long.
+// With `busy`, every offer (the one and the N more) stands at its in-flight cap, and what is
+// measured is an admit refused as busy: what a buyer asking again in a full market costs.
 // With CALLGRIND_OUT=<file> the measured dump is kept there, for callgrind_annotate.
 import { randomUUID } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -20,6 +22,7 @@ import { AdmitCode } from '../src/redis/result-codes.ts'
 
 const pairs = Number(process.argv[2] ?? 500)
 const apart = process.argv.slice(3).includes('apart')
+const busy = process.argv.slice(3).includes('busy')
 const more = Number(process.argv.find((arg) => arg.startsWith('more='))?.slice(5) ?? 0)
 const WARM_PAIRS = 300
 const CONCURRENCY = 8
@@ -68,6 +71,19 @@ try {
     if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
     await clearFor(fx, (admitted as Admission).attemptId, 700)
   }
+  if (busy) {
+    // Each offer's one slot taken by an admit left open.
+    for (const id of await fx.store.zrange(fx.keys.ladder, 0, -1))
+      await fx.store.hset(fx.keys.offer(id), 'maxInFlight', 1)
+    for (let i = 0; i <= more; i++) {
+      const taken = await admitFor(fx, accountId, { attemptId: randomUUID() })
+      if (taken.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(taken)}`)
+    }
+    pair = async () => {
+      const refused = await admitFor(fx, accountId, { attemptId: randomUUID() })
+      if (refused.code !== AdmitCode.KeysBusy) throw new Error(`not refused busy: ${JSON.stringify(refused)}`)
+    }
+  }
   if (apart) {
     // The same account and offer, moved under their owners' tags.
     const { admitApart, clearApart, ownerKeyspaces } = await import('../src/market/two-phase.ts')
@@ -109,9 +125,11 @@ try {
   if (!dump) throw new Error('callgrind wrote no dump')
   if (process.env.CALLGRIND_OUT) copyFileSync(join(dir, dump), process.env.CALLGRIND_OUT)
   const total = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1])
-  const what = apart ? 'reserve + hold, clear + post' : 'admit + clear'
-  const behind = more ? `, ${more} more offers on the ladder` : ''
-  console.log(`${Math.round(total / pairs)} Redis instructions per ${what} pair (${pairs} pairs${behind})`)
+  const what = busy ? 'busy refusal' : apart ? 'reserve + hold, clear + post' : 'admit + clear'
+  const behind = more ? `, ${more} more offers ${busy ? 'at their cap' : 'on the ladder'}` : ''
+  console.log(
+    `${Math.round(total / pairs)} Redis instructions per ${what}${busy ? '' : ' pair'} (${pairs}${busy ? '' : ' pairs'}${behind})`,
+  )
 } finally {
   cli('shutdown', 'nosave')
   await Promise.race([redis.exited, Bun.sleep(5_000)])

@@ -5,12 +5,17 @@
 -- a build that does not know the full set) moves to the full set once read. Only when the ladder
 -- has nothing for the request is the full set read too, for the refusal's counts, which cover both
 -- sets as one; an offer there with room (a slot freed by such a build) moves back and is picked.
+-- In the full set, once one offer that could carry the request and was not tried is found busy,
+-- the refusal can only be "busy" (-7, no counts) unless a later one has room, which only such a
+-- build leaves: the walk stops there, so a buyer asking again while every offer is at its cap
+-- pays for one offer read, not all of them. An offer freed behind it waits for the reaper's pass
+-- (reap.lua).
 -- A request that tried nothing yet (most): one table for all, never written.
 local NONE_TRIED = {}
--- The ladder's first few offers are read first: the first offer with room is nearly always among
--- them, so a request's cost does not grow with the offers behind it. A walk that must go on reads
--- the rest at once, and the full set (read only for a refusal's counts, or an offer there with
--- room) whole: a refusal costs at most one call more than a single read of the ladder.
+-- Each set's first few offers are read first: the first offer with room (on the ladder) or proven
+-- busy (in the full set) is nearly always among them, so a request's cost does not grow with the
+-- offers behind it. A walk that must go on reads the rest of the set at once: a refusal costs at
+-- most one call more per set than a single read of each.
 local FIRST_PAGE, FIRST_PAGE_S = 4, '4'
 local function pick_offer(max_cents, hold_diem, tried, now)
   local at_price = 0          -- live offers at or below max
@@ -24,9 +29,8 @@ local function pick_offer(max_cents, hold_diem, tried, now)
   local ceiling = ladder_ceiling_s(max_cents)
   for pass = 1, 2 do
     -- Nothing moves between the sets until the walk ends (capped, below), so the offset holds.
-    local page = pass == 1 and rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', '0', FIRST_PAGE_S)
-      or rcall('ZRANGEBYSCORE', set, '-inf', ceiling)
-    local rest = pass == 1 and #page == FIRST_PAGE
+    local page = rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', '0', FIRST_PAGE_S)
+    local rest = #page == FIRST_PAGE
     while page do
       for _, id in ipairs(page) do
         local o = read_offer(id)
@@ -54,6 +58,10 @@ local function pick_offer(max_cents, hold_diem, tried, now)
         end
         if pass == 1 and o and o.inflight >= o.max_in_flight then
           if capped then capped[#capped + 1] = id else capped = { id } end
+        end
+        if pass == 2 and untried > 0 then
+          rest = false
+          break
         end
       end
       -- A negative count: everything after the first page.

@@ -13,7 +13,7 @@ import { adminFetch, keyFetch, logCapture, type TestAccount } from '../helpers/a
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { metricValue } from '../helpers/metrics.ts'
 import { putToSleep } from '../helpers/replicated-redis.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import { startStack } from '../helpers/stack.ts'
 
 const cluster = await startLocalCluster(3, ['--enable-debug-command', 'yes'], { replicas: true })
 const store = createStore(cluster.url, { name: 'svc-test-clear-replicas-cluster' })

@@ -1,7 +1,7 @@
 // Offers at their in-flight cap on one slot: off the ladder the requests walk, in the full set,
-// until a clear, release or reap gives a slot back; corrected both ways by the next request (and
-// out of the full set by the reaper's pass) where a build that does not know the full set left one
-// on the wrong side. Refusals, quotes and the
+// until a clear, release or reap gives a slot back; corrected both ways by the next request that
+// reads it (and out of the full set by the reaper's pass) where a build that does not know the full
+// set left one on the wrong side. Refusals, quotes and the
 // capacity snapshot answer as if both sets were one; pausing, deleting or suspending an offer
 // takes it out of both; a migration apart puts the full set back on the ladder.
 import { describe, expect, test } from 'bun:test'
@@ -134,6 +134,28 @@ describe.each(scriptForms())('as %s', (form) => {
     expect(await reapExpired(fx.store, fx.keys)).toBe(0)
     // The one with room is back on the ladder; the one at its cap stays in the full set.
     expect(await sets()).toEqual({ ladder: [freed, dear], full: [capped] })
+    expect(admitted(await admitFor(fx, acct)).offerId).toBe(freed)
+  })
+
+  test('a busy refusal stops at the first busy offer in the full set; one freed behind it waits for the reaper', async () => {
+    const capped = await postOffer(fx, 35, 5_000_000, { maxInFlight: 1 })
+    const freed = await postOffer(fx, 38, 5_000_000, { maxInFlight: 2 })
+    const acct = await seedAccount(fx, 1_000_000)
+    await fx.store.hset(fx.keys.offer(capped), 'inflight', 1)
+    await moveByHand(capped, fx.keys.ladder, fx.keys.full)
+    await moveByHand(freed, fx.keys.ladder, fx.keys.full)
+    // The cheaper one is busy: the walk ends there, and nothing moves.
+    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy, ...by(acct) })
+    expect(await sets()).toEqual({ ladder: [], full: [capped, freed] })
+    // Tried, the busy one proves nothing: the walk goes on to the one with room.
+    const retried = admitted(await admitFor(fx, acct, { tried: [capped] }))
+    expect(retried.offerId).toBe(freed)
+    await clearFor(fx, retried.attemptId, 500)
+    // Freed in the full set again by an earlier build: the reaper's pass puts it back.
+    await moveByHand(freed, fx.keys.ladder, fx.keys.full)
+    expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy, ...by(acct) })
+    expect(await reapExpired(fx.store, fx.keys)).toBe(0)
+    expect(await sets()).toEqual({ ladder: [freed], full: [capped] })
     expect(admitted(await admitFor(fx, acct)).offerId).toBe(freed)
   })
 

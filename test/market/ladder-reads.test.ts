@@ -1,10 +1,12 @@
 // What admit reads of the ladder, counted by the server (INFO commandstats): a refusal that must
 // count every offer reads the ladder's first page and then the rest, in one call more than a ladder
-// of one offer takes, however long the ladder is.
+// of one offer takes, however long the ladder is; a refusal while every offer is at its cap reads
+// the same calls and offers however many there are.
 import { describe, expect, test } from 'bun:test'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import {
   admitFor,
+  admitted,
   freshMarketPerTest,
   type MarketFixture,
   postOffer,
@@ -18,14 +20,19 @@ await ownRedis()
 
 let fx: MarketFixture
 
-/** ZRANGEBYSCOREs the server ran during `run` (the ladder's reads and the inline reap's). */
-async function rangeReads(run: () => Promise<unknown>): Promise<number> {
+/** How many times the server ran `command` during `run`. */
+async function callsOf(command: string, run: () => Promise<unknown>): Promise<number> {
   const calls = async () =>
-    Number(/cmdstat_zrangebyscore:calls=(\d+)/.exec(String(await fx.store.info('commandstats')))?.[1] ?? 0)
+    Number(
+      new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(String(await fx.store.info('commandstats')))?.[1] ??
+        0,
+    )
   const before = await calls()
   await run()
   return (await calls()) - before
 }
+/** ZRANGEBYSCOREs the server ran during `run` (the ladder's reads and the inline reap's). */
+const rangeReads = (run: () => Promise<unknown>) => callsOf('zrangebyscore', run)
 
 describe.each(scriptForms())('as %s', (form) => {
   freshMarketPerTest((each) => {
@@ -40,5 +47,25 @@ describe.each(scriptForms())('as %s', (form) => {
     const one = await rangeReads(refused)
     for (let i = 0; i < 40; i++) await postOffer(fx, 40, 500)
     expect(await rangeReads(refused)).toBe(one + 1)
+  })
+
+  test('a busy refusal reads the same few offers however many stand at their cap', async () => {
+    const acct = await seedAccount(fx, 1_000_000)
+    const fill = async (offers: number) => {
+      for (let i = 0; i < offers; i++) await postOffer(fx, 40, 5_000_000, { maxInFlight: 1 })
+      for (let i = 0; i < offers; i++) expect(admitted(await admitFor(fx, acct)).offerId).toBeString()
+    }
+    const busy = async () => expect((await admitFor(fx, acct)).code).toBe(AdmitCode.KeysBusy)
+    const reads = async () => {
+      let ranges = 0
+      const offers = await callsOf('hmget', async () => {
+        ranges = await rangeReads(busy)
+      })
+      return { ranges, offers }
+    }
+    await fill(1)
+    const one = await reads()
+    await fill(40)
+    expect(await reads()).toEqual(one)
   })
 })
