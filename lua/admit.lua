@@ -27,7 +27,9 @@
 
   Every reply but {-11} ends with the account id and the API key id it was made for.
 
-  Expired leases are reaped first (at most 20 here; the reaper loop does the rest).
+  Expired leases are left to the reaper loop, unless the request would be refused for something
+  one may hold (an in-flight cap, the balance, the key's limit, an offer's capacity or cap): then
+  at most 20 are reaped here and, if any was, the request is decided again.
 
   The offer whose last slot this takes leaves the ladder for the full set (lib/ladder) until a
   clear, release or reap gives a slot back.
@@ -64,29 +66,35 @@ local attempt_id = ARGV[1]
 local hold_diem = int(ARGV[4])
 local now = (ARGV[16] and ARGV[16] ~= '') and int(ARGV[16]) or now_ms()
 local group = ARGV[12] or ''
--- Expired leases are reaped first: what they held (this account's in-flight counts too) is free.
 keep_records_for(ARGV[15])
-reap_expired(now, 20, K_LEASES)
-
-local max_cents, refusal = open_hold(attempt_id, ARGV[2], ARGV[3], ARGV[14] or '', int(ARGV[5]), int(ARGV[6]),
-  group, int(ARGV[13]), now)
--- Whose request this was goes at the end of every reply, for the caller's records.
-local reply = owned
-if refusal then return reply(refusal) end
-
-if max_cents == 0 then max_cents = int(ARGV[9]) end
 local tried = NONE_TRIED
 if ARGV[8] ~= '' then
   tried = {}
   for id in string.gmatch(ARGV[8], '[^,]+') do tried[id] = true end
 end
 
-local chosen
-chosen, refusal = pick_offer(max_cents, hold_diem, tried, now)
-if not chosen then return reply(refusal) end
-local hold
-hold, refusal = check_hold(chosen.ask, hold_diem, now)
-if not hold then return reply(refusal) end
+-- The request decided: the offer and the hold, or the refusal. If the refusal is one an expired
+-- lease's hold may cause (an in-flight cap, an offer's capacity or cap, the balance, the key's
+-- limit), expired leases are reaped and, if any was, the request decided again: nothing was
+-- written yet. Else they are left to the reaper loop, off the request's path.
+local chosen, hold, refusal
+for round = 1, 2 do
+  local max_cents
+  max_cents, refusal = open_hold(attempt_id, ARGV[2], ARGV[3], ARGV[14] or '', int(ARGV[5]), int(ARGV[6]),
+    group, int(ARGV[13]), now)
+  if not refusal then
+    if max_cents == 0 then max_cents = int(ARGV[9]) end
+    chosen, refusal = pick_offer(max_cents, hold_diem, tried, now)
+    if chosen then hold, refusal = check_hold(chosen.ask, hold_diem, now) end
+  end
+  if not refusal or round == 2 then break end
+  local code = refusal[1]
+  if not (code == -2 or code == -3 or code == -6 or code == -7 or code == -9 or code == -12) then break end
+  if reap_expired(now, 20, K_LEASES) == 0 then break end
+end
+-- Whose request this was goes at the end of every reply, for the caller's records.
+local reply = owned
+if refusal then return reply(refusal) end
 
 -- Each hash written once from what was read above (one call each on the hot path).
 local confirmed_s = write_hold(hold)

@@ -503,6 +503,38 @@ describe.each(scriptForms())('as %s', (form) => {
       await untilRedisPasses(fx.store, expiring.leaseDeadline)
       admitted(await admitFor(fx, acct))
     })
+
+    // What an expired lease holds, and the request it would refuse until reaped.
+    const heldByLease = [
+      { what: 'the key in-flight cap', balance: 1_000_000, ask: { keyCap: 1 } },
+      { what: 'the wallet in-flight cap', balance: 1_000_000, ask: { accountCap: 1 } },
+      // One hold of 1,000 micro-DIEM at 50 cents is 500 micro-USDC.
+      { what: 'the balance', balance: 500, ask: {} },
+      // The offer's 4,999,000 routable hold one request of 4,000,000 at a time.
+      { what: "the offer's capacity", balance: 10_000_000, ask: { holdDiem: 4_000_000 as MicroDiem } },
+    ]
+    for (const { what, balance, ask } of heldByLease) {
+      test(`an admit refused for ${what} an expired lease holds reaps it and is admitted`, async () => {
+        await postOffer(fx, 50, 5_000_000, { maxInFlight: 5 })
+        const acct = await seedAccount(fx, balance)
+        const expiring = admitted(await admitFor(fx, acct, { ...ask, leaseMs: 30 }))
+        await untilRedisPasses(fx.store, expiring.leaseDeadline)
+        admitted(await admitFor(fx, acct, ask))
+        expect((await attemptRecord(fx.store, fx.keys.attempt(expiring.attemptId))).state).toBe('reaped')
+        expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+      })
+    }
+
+    test('an admit that needs nothing an expired lease holds leaves it to the reaper', async () => {
+      await postOffer(fx, 50, 5_000_000, { maxInFlight: 5 })
+      const acct = await seedAccount(fx, 1_000_000)
+      const expiring = admitted(await admitFor(fx, acct, { leaseMs: 30 }))
+      await untilRedisPasses(fx.store, expiring.leaseDeadline)
+      admitted(await admitFor(fx, acct))
+      expect(await fx.store.zscore(fx.keys.leases, expiring.attemptId)).not.toBeNull()
+      expect(await reapExpired(fx.store, fx.keys)).toBe(1)
+      expect((await attemptRecord(fx.store, fx.keys.attempt(expiring.attemptId))).state).toBe('reaped')
+    })
   })
 
   describe('under concurrency', () => {
