@@ -96,15 +96,18 @@ end
 local reply = owned
 if refusal then return reply(refusal) end
 
--- Each hash written once from what was read above (one call each on the hot path).
-local confirmed_s = write_hold(hold)
+-- Each hash written once from what was read above (one call each on the hot path), the attempt
+-- first: an id used before writes nothing.
 local hold_s, hold_diem_s = s(hold), s(hold_diem)
+if not write_attempt(attempt_id, chosen.id, chosen.ask, hold_s, hold_diem_s, ARGV[10], ARGV[11], now, ARGV[8], group) then
+  return reply({ -10 })
+end
+local confirmed_s = write_hold(hold)
 rcall('HSET', k_offer(chosen.id), 'held', s(chosen.held + hold_diem), 'inflight', s(chosen.inflight + 1))
 -- Its last slot taken: off the ladder the next requests walk, until a slot frees (lib/ladder).
 if chosen.inflight + 1 >= chosen.max_in_flight then shift(K_LADDER, K_FULL, chosen.id) end
 local deadline_s = s(now + int(ARGV[7]))
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
-write_attempt(attempt_id, chosen.id, chosen.ask, hold_s, hold_diem_s, ARGV[10], ARGV[11], now, ARGV[8], group)
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)
 return reply({ 1, chosen.id, chosen.ask, hold_s, hold_diem_s, deadline_s, confirmed_s,

@@ -41,7 +41,10 @@ if ask > max_cents then return reply({ -5, s(max_cents), ask, '0' }) end
 local hold
 hold, refusal = check_hold(ask, hold_diem, now)
 if not hold then return reply(refusal) end
-local confirmed_s = write_hold(hold)
 local hold_s = s(hold)
-write_attempt(attempt_id, ARGV[10], ask, hold_s, s(hold_diem), ARGV[13], ARGV[14], now, ARGV[15], group)
+-- The attempt first: an id used before writes nothing.
+if not write_attempt(attempt_id, ARGV[10], ask, hold_s, s(hold_diem), ARGV[13], ARGV[14], now, ARGV[15], group) then
+  return reply({ -10 })
+end
+local confirmed_s = write_hold(hold)
 return reply({ 1, hold_s, confirmed_s })

@@ -9,10 +9,10 @@ local H_account_id, H_key_id, H_account, H_acct, H_key_fields, H_key_held_field,
 local H_key_count, H_account_count, H_group_field, H_group_count, H_period, H_rolled
 
 -- Opens the account for one request: resolves the key's digest (when given), reads the account's
--- money, max price, the key's limit, held and in-flight counts in one call, and checks the attempt
--- id is new and the in-flight caps. Returns the account's max price (0: none set) and nil, or 0
--- and a refusal: {-11} no such key, {-1} no such account, {-10} attempt id used, {-2} / {-3} an
--- in-flight cap reached.
+-- money, max price, the key's limit, held and in-flight counts in one call, and checks the in-flight
+-- caps. Returns the account's max price (0: none set) and nil, or 0 and a refusal: {-11} no such
+-- key, {-1} no such account, {-2} / {-3} an in-flight cap reached. That the attempt id is new is
+-- checked by write_attempt, the first write.
 -- group: a cap group ('' for none) with its own cap, group_cap.
 local function open_hold(attempt_id, account_id, key_id, digest, key_cap, account_cap, group, group_cap, now)
   if digest ~= '' then
@@ -31,7 +31,6 @@ local function open_hold(attempt_id, account_id, key_id, digest, key_cap, accoun
   H_acct = acct
   -- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
   if not acct[1] then return 0, { -1 } end
-  if rcall('EXISTS', k_attempt(attempt_id)) == 1 then return 0, { -10 } end
   H_key_count, H_account_count = int(acct[8]), int(acct[7])
   if H_key_count >= key_cap then return 0, { -2 } end
   if H_account_count >= account_cap then return 0, { -3 } end
@@ -113,8 +112,9 @@ end
 
 -- The attempt's record, admitted: whose it is, the offer and ask it holds at, the hold on both
 -- sides. tried (offer ids already tried, ''), group ('') and the budget period go on only when set.
--- One field, packed (lib/record).
+-- One field, packed (lib/record), written only if the attempt has none: an id used before (an
+-- admission sent twice) returns false, and the caller writes nothing else.
 local function write_attempt(attempt_id, offer_id, ask, hold_s, hold_diem_s, model, request_id, now, tried, group)
-  rcall('HSET', k_attempt(attempt_id), 'a', pack_admission(attempt_id, H_account_id, H_key_id, offer_id, s(ask),
-    hold_s, hold_diem_s, stamp(now), request_id, tried, group, H_period or '', model))
+  return rcall('HSETNX', k_attempt(attempt_id), 'a', pack_admission(attempt_id, H_account_id, H_key_id, offer_id,
+    s(ask), hold_s, hold_diem_s, stamp(now), request_id, tried, group, H_period or '', model)) == 1
 end

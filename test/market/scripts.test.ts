@@ -253,8 +253,23 @@ describe.each(scriptForms())('as %s', (form) => {
       await postOffer(fx, 50, 50_000_000)
       expect((await admitFor(fx, 'acct_nobody')).code).toBe(AdmitCode.UnknownAccount)
       const acct = await seedAccount(fx, 1_000_000)
-      admitted(await admitFor(fx, acct, { attemptId: 'same' }))
+      const first = admitted(await admitFor(fx, acct, { attemptId: 'same' }))
+      // Refused before any write: the account, the offer, the leases and the record stay as they were.
+      const state = async () => ({
+        account: await fx.store.hgetall(fx.keys.account(acct)),
+        offer: await fx.store.hgetall(fx.keys.offer(first.offerId)),
+        leases: await fx.store.zrange(fx.keys.leases, 0, -1, 'WITHSCORES'),
+        attempt: await fx.store.hgetall(fx.keys.attempt('same')),
+      })
+      const admittedState = await state()
       expect((await admitFor(fx, acct, { attemptId: 'same' })).code).toBe(AdmitCode.DuplicateAttempt)
+      expect(await state()).toEqual(admittedState)
+      // Ended, its id is still used.
+      await clearFor(fx, 'same', 500)
+      const clearedState = await state()
+      expect((await admitFor(fx, acct, { attemptId: 'same' })).code).toBe(AdmitCode.DuplicateAttempt)
+      expect(await state()).toEqual(clearedState)
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
   })
 

@@ -221,6 +221,12 @@ describe('two steps on two slots', () => {
     expect(revoked.code).toBe(AdmitCode.UnknownKey)
     expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0' })
     expect(await account(buyer.accountId)).toMatchObject({ confirmed: '1000000', held: '0' })
+    // An attempt id used before: refused with nothing held for it on either side.
+    const first = admitted(await admitApart(store, owners, request(buyer, offerId)))
+    const again = await admitApart(store, owners, request(buyer, offerId, { attemptId: first.attemptId }))
+    expect(again.code).toBe(AdmitCode.DuplicateAttempt)
+    expect(await offer(offerId)).toMatchObject({ held: '1000', inflight: '1' })
+    expect(await account(buyer.accountId)).toMatchObject({ confirmed: '999500', held: '500', inflight: '1' })
   })
 
   test("a stale view costs a refusal: an ask raised past the buyer's max, capacity gone, a full offer", async () => {
