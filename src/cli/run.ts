@@ -25,6 +25,7 @@ usage: svc-gateway [command]
   sizing    paid requests/s and Redis CPU per request on this machine, for 1 and 3 Redis masters
             and 1, 2, 4, 8 replicas (starts its own; needs redis-server and redis-cli):
             sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5] [--layout one-slot|apart] [--offers 1]
+                   [--max-in-flight N]
   --version print the version`
 
 // Each command's module is loaded when it runs: a process loads what its one command needs (the

@@ -8,8 +8,10 @@
 // with io-threads-do-reads), leaving its main thread the commands and scripts alone. With --pin N
 // (Linux) the masters run on N physical cores of their own, one master to a core, and everything
 // else on the other cores: Redis as a deployment runs it, with a core that nothing else shares.
+// With --max-in-flight N each offer takes at most N requests at once: a market whose caps bind,
+// where the requests beyond them wait and ask again.
 //   svc-gateway sizing [--masters 1,3] [--replicas 1,2,4,8] [--clients 32] [--seconds 5] [--io-threads 1]
-//                      [--layout one-slot|apart] [--offers 1] [--accounts <clients>] [--pin 3]
+//                      [--layout one-slot|apart] [--offers 1] [--max-in-flight N] [--accounts <clients>] [--pin 3]
 import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
@@ -18,33 +20,16 @@ import { AccountStore } from '../accounts/accounts.ts'
 import { loadGatewayConfig } from '../config.ts'
 import { OfferService } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { keyspace, type Layout } from '../redis/keys.ts'
-import { claimLayout, LAYOUTS } from '../redis/layout.ts'
+import { keyspace } from '../redis/keys.ts'
+import { claimLayout } from '../redis/layout.ts'
 import { startLocalCluster } from '../redis/local-cluster.ts'
 import { freePort, startLocalRedis } from '../redis/local-server.ts'
 import { serverCpu, serverPids } from '../redis/server-cpu.ts'
 import { createStore } from '../redis/store.ts'
 import { cpusOf, type PinPlan, pinPlan, pinProcess } from './cpu-pinning.ts'
+import { type SizingOptions, sizingOptions } from './sizing-options.ts'
 
-export interface SizingOptions {
-  masters: number[]
-  replicas: number[]
-  /** Concurrent clients per replica. */
-  clients: number
-  seconds: number
-  /** Seconds of load before the measured ones, so the measured run finds warm processes; 0 skips it. */
-  warmSeconds?: number
-  /** Redis's I/O threads (1: the main thread does all, Redis's default). */
-  ioThreads?: number
-  /** The market's layout (default one slot). */
-  layout?: Layout
-  /** Offers at the one ask, the load split between them by their in-flight caps (default 1). */
-  offers?: number
-  /** Funded accounts per replica, its clients spread over them (default: one per client). */
-  accounts?: number
-  /** Physical cores kept for the masters, one master to a core (0 or absent: none kept). */
-  pin?: number
-}
+export { type SizingOptions, sizingOptions }
 
 export interface SizingRow {
   masters: number
@@ -76,63 +61,6 @@ function accountsOf(options: SizingOptions): number {
 function self(args: string[]): string[] {
   const entry = join(import.meta.dir, '../main.ts')
   return existsSync(entry) ? [process.execPath, entry, ...args] : [process.execPath, ...args]
-}
-
-function list(value: string | undefined, fallback: number[], name: string): number[] {
-  if (value === undefined) return fallback
-  const numbers = value.split(',').map((n) => Number(n.trim()))
-  if (numbers.length === 0 || numbers.some((n) => !Number.isInteger(n) || n < 1 || n > 64))
-    throw new Error(`--${name}: a comma-separated list of whole numbers from 1 to 64`)
-  return numbers
-}
-
-export function sizingOptions(argv: string[]): SizingOptions {
-  const flags = new Map<string, string>()
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    if (!arg.startsWith('--')) throw new Error(`unexpected argument: ${arg}`)
-    const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined]
-    const value = inline ?? argv[++i]
-    if (value === undefined) throw new Error(`--${name} needs a value`)
-    flags.set(name, value)
-  }
-  for (const name of flags.keys())
-    if (
-      ![
-        'masters',
-        'replicas',
-        'clients',
-        'seconds',
-        'io-threads',
-        'layout',
-        'offers',
-        'accounts',
-        'pin',
-      ].includes(name)
-    )
-      throw new Error(`unknown option --${name}`)
-  const [clients] = list(flags.get('clients'), [32], 'clients')
-  const [seconds] = list(flags.get('seconds'), [5], 'seconds')
-  const [ioThreads] = list(flags.get('io-threads'), [1], 'io-threads')
-  const [offers] = list(flags.get('offers'), [1], 'offers')
-  const [accounts] = list(flags.get('accounts'), [clients!], 'accounts')
-  const layout = flags.get('layout') ?? 'one-slot'
-  if (!LAYOUTS.includes(layout as Layout)) throw new Error(`--layout: one of ${LAYOUTS.join(', ')}`)
-  const masters = list(flags.get('masters'), [1, 3], 'masters')
-  const [pin] = list(flags.get('pin'), [0], 'pin')
-  if (flags.has('pin') && pin! < Math.max(...masters))
-    throw new Error(`--pin ${pin}: fewer cores than masters (${Math.max(...masters)}): one master to a core`)
-  return {
-    layout: layout as Layout,
-    offers: offers!,
-    accounts: accounts!,
-    masters,
-    replicas: list(flags.get('replicas'), [1, 2, 4, 8], 'replicas'),
-    clients: clients!,
-    seconds: seconds!,
-    ioThreads: ioThreads!,
-    ...(pin ? { pin } : {}),
-  }
 }
 
 /**
@@ -184,6 +112,14 @@ async function stopAll(procs: Subprocess[]): Promise<void> {
   )
 }
 
+/** Each offer's in-flight cap: as told, else room for every client, split between the offers. */
+export function offerCap(options: SizingOptions, replicas: number): number {
+  const offers = options.offers ?? 1
+  return (
+    options.maxInFlight ?? (offers === 1 ? 100_000 : Math.ceil((replicas * options.clients) / offers) + 1)
+  )
+}
+
 /**
  * A fresh keyspace on `redisUrl` with `options.offers` roomy offers on the supplier, their in-flight
  * caps splitting the load between them, and `options.accounts` funded accounts, a key each, for
@@ -216,7 +152,7 @@ async function market(
         upstreamApiKey: `sizing-${randomBytes(8).toString('hex')}`,
         askCents: 50,
         capacity: 1_000_000_000_000 as MicroDiem,
-        maxInFlight: offers === 1 ? 100_000 : Math.ceil((replicas * options.clients) / offers) + 1,
+        maxInFlight: offerCap(options, replicas),
         supplier: 'sizing',
       })
     }
@@ -374,7 +310,7 @@ export function sizingTable(rows: SizingRow[], options: SizingOptions): string {
   return [
     `Buffered paid chat (max_tokens 16), ${options.clients} clients per replica, ${options.seconds} s per row, ` +
       `${options.ioThreads ?? 1} Redis I/O thread${(options.ioThreads ?? 1) > 1 ? 's' : ''}, ` +
-      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}, ${accountsOf(options)} accounts per replica` +
+      `the market ${options.layout === 'apart' ? 'held apart' : 'on one slot'}, ${options.offers ?? 1} offer${(options.offers ?? 1) > 1 ? 's' : ''}${options.maxInFlight ? ` of ${options.maxInFlight} in flight each` : ''}, ${accountsOf(options)} accounts per replica` +
       (options.pin ? `, each master on a core of its own (${options.pin} kept for Redis).` : '.'),
     '',
     '| Redis masters | replicas | paid requests/s | failed | Redis CPU µs per request | of it on main threads | busiest master |',

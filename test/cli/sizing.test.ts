@@ -3,7 +3,7 @@
 // the Redis CPU was read from every master.
 import { describe, expect, test } from 'bun:test'
 import { cpusOf, physicalCores } from '../../src/cli/cpu-pinning.ts'
-import { measureSizing, sizingOptions, sizingTable } from '../../src/cli/sizing.ts'
+import { measureSizing, offerCap, sizingOptions, sizingTable } from '../../src/cli/sizing.ts'
 
 describe('sizing', () => {
   test('options: the defaults, and a clear refusal of what is not a list of counts', () => {
@@ -36,6 +36,15 @@ describe('sizing', () => {
     expect(() => sizingOptions(['--replicas', 'two'])).toThrow(/--replicas/)
     expect(() => sizingOptions(['--rounds', '2'])).toThrow(/unknown option --rounds/)
     expect(() => sizingOptions(['--clients'])).toThrow(/needs a value/)
+    expect(sizingOptions(['--offers', '24', '--max-in-flight', '1'])).toMatchObject({
+      offers: 24,
+      maxInFlight: 1,
+    })
+    // Each offer's cap: room for every client of every replica unless told.
+    expect(offerCap(sizingOptions(['--offers', '24']), 2)).toBe(4)
+    expect(offerCap(sizingOptions(['--offers', '24', '--max-in-flight', '1']), 2)).toBe(1)
+    expect(() => sizingOptions(['--max-in-flight', '0'])).toThrow(/--max-in-flight: a whole number from 1/)
+    expect(() => sizingOptions(['--max-in-flight', '1.5'])).toThrow(/--max-in-flight/)
     expect(sizingOptions(['--masters', '1,3', '--pin', '3']).pin).toBe(3)
     expect(() => sizingOptions(['--masters', '1,3', '--pin', '2'])).toThrow(
       /--pin 2: fewer cores than masters \(3\)/,
@@ -76,6 +85,23 @@ describe('sizing', () => {
     expect(table).toContain('| 1 | 2 |')
     expect(table).toContain('| 3 | 2 |')
     expect(table).toContain('the market on one slot, 2 offers, 8 accounts per replica')
+  })
+
+  test("offers' caps that bind: the requests beyond them wait and are served, none failed", async () => {
+    // Eight clients over two offers of one request at a time: six wait for a slot at any moment.
+    const options = {
+      masters: [1],
+      replicas: [2],
+      clients: 4,
+      seconds: 1,
+      warmSeconds: 0,
+      offers: 2,
+      maxInFlight: 1,
+    }
+    const [row] = await measureSizing(options)
+    expect(row!.failed).toBe(0)
+    expect(row!.requestsPerSecond).toBeGreaterThan(0)
+    expect(sizingTable([row!], options)).toContain('2 offers of 1 in flight each')
   })
 
   test('held apart on three masters, the replicas started with the layout: the masters share the work', async () => {
