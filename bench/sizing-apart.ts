@@ -1,7 +1,9 @@
 // `svc-gateway sizing` for a market held apart against the same market on one slot, in one run:
 // paid requests/s, Redis CPU per paid request and the busiest master's share, per layout.
 //   bun bench/sizing-apart.ts [masters=1,3] [replicas=1,2,4] [offers=6] [seconds=5] [clients=32]
-import { measureSizing, type SizingOptions, sizingTable } from '../src/cli/sizing.ts'
+
+import { measureSizing, sizingTable } from '../src/cli/sizing.ts'
+import type { SizingOptions } from '../src/cli/sizing-options.ts'
 
 const [masters = '1,3', replicas = '1,2,4', offers = '6', seconds = '5', clients = '32'] =
   process.argv.slice(2)

@@ -29,8 +29,6 @@ import { createStore } from '../redis/store.ts'
 import { cpusOf, type PinPlan, pinPlan, pinProcess } from './cpu-pinning.ts'
 import { type SizingOptions, sizingOptions } from './sizing-options.ts'
 
-export { type SizingOptions, sizingOptions }
-
 export interface SizingRow {
   masters: number
   replicas: number

@@ -3,7 +3,8 @@
 // the Redis CPU was read from every master.
 import { describe, expect, test } from 'bun:test'
 import { cpusOf, physicalCores } from '../../src/cli/cpu-pinning.ts'
-import { measureSizing, offerCap, sizingOptions, sizingTable } from '../../src/cli/sizing.ts'
+import { measureSizing, offerCap, sizingTable } from '../../src/cli/sizing.ts'
+import { sizingOptions } from '../../src/cli/sizing-options.ts'
 
 describe('sizing', () => {
   test('options: the defaults, and a clear refusal of what is not a list of counts', () => {

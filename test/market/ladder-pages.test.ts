@@ -16,7 +16,7 @@ import {
 
 let fx: MarketFixture
 const by = (accountId: string) => ({ who: { accountId, apiKeyId: 'key-1' } })
-// More than the first page (4) and the second (16) together.
+// Many more than the first page (4): a walk past it reads the rest of the ladder.
 const MANY = 25
 /** `n` offers at `ask`, in posting order (their order on the ladder at one ask). */
 const offers = async (n: number, ask: number, capacity: number, maxInFlight = 100) => {
