@@ -17,6 +17,10 @@
   ARGV[6]  keyDigest: first key's digest (SHA-256 hex of the plaintext)
   ARGV[7]  keyName: first key's name
   ARGV[8]  keyPrefix: first key's prefix (its first 12 characters)
+  ARGV[9]  table: the value of the account's `table` field (src/redis/keys.ts ACCOUNT_TABLE): longer
+           than Redis's hash-max-listpack-value, so the account hash is a hash table from its first
+           write, and a field read or written on every request is found by its hash, not by
+           walking the fields before it
 
   Returns  1 created
           -3 the wallet already has an account
@@ -32,13 +36,15 @@ if rcall('EXISTS', KEYS[1]) == 1 or (indexed and rcall('EXISTS', KEYS[5]) == 1) 
 local time = rcall('TIME')
 local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
 
--- The fields every request reads and writes first, the first key's counters with them: a small
--- hash is searched field by field from its start, so each field the hot path touches costs Redis
--- less the nearer the front it is.
+-- The fields every request reads and writes first, the first key's counters with them: where a
+-- server's hash-max-listpack-value is above the table field's length, the hash stays a listpack,
+-- searched field by field from its start, and each field the hot path touches costs Redis less the
+-- nearer the front it is.
 rcall('HSET', KEYS[1],
   'confirmed', '0', 'held', '0', 'inflight', '0', 'held:' .. ARGV[5], '0', 'inflight:' .. ARGV[5], '0',
   'spent', '0', 'spent:' .. ARGV[5], '0', 'maxPriceCents', ARGV[4], 'hooks', '0',
-  'id', ARGV[1], 'wallet', ARGV[2], 'createdAt', now, 'pending', '0', 'funded', '0', 'writtenOff', '0')
+  'id', ARGV[1], 'wallet', ARGV[2], 'createdAt', now, 'pending', '0', 'funded', '0', 'writtenOff', '0',
+  'table', ARGV[9])
 rcall('HSET', KEYS[2], ARGV[5], ARGV[6])
 if not indexed then return 1 end
 rcall('HSET', KEYS[3], ARGV[3], ARGV[1])

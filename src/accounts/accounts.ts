@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto'
 import { ApiError, badRequest } from '../errors.ts'
 import { MICROS_PER_UNIT, type MicroUsdc, parseMicros } from '../money/units.ts'
-import type { Keyspace } from '../redis/keys.ts'
+import { ACCOUNT_TABLE, type Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
@@ -136,6 +136,7 @@ export class AccountStore {
         keyDigest: key.digest,
         keyName: firstKeyName,
         keyPrefix: key.prefix,
+        table: ACCOUNT_TABLE,
       }),
     )
     if (code === AccountCode.Ok && apart) code = await this.index(accountId, wallet, key, firstKeyName)

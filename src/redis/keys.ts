@@ -17,6 +17,14 @@ export function ownerPrefix(prefix: string, owner: string): string {
   return /\{[^}]*\}/.test(prefix) ? prefix.replace(/\{([^}]*)\}/, `{$1/${owner}}`) : `${prefix}:{${owner}}`
 }
 
+/**
+ * The value of every account hash's `table` field. Longer than Redis's hash-max-listpack-value (64
+ * bytes unless an operator raised it), it makes the hash a hash table from its first write: the
+ * fields admit and clear read and write on every request are then found by their hash, where a
+ * listpack is walked from its start (BENCHMARKS.md, "The account hash as a hash table").
+ */
+export const ACCOUNT_TABLE = 'a hash table: this value is longer than hash-max-listpack-value (64 bytes)'
+
 /** The shard of an account: one of 4,096, by its id's hash. */
 export function accountShard(accountId: string): string {
   return createHash('sha1').update(accountId).digest('hex').slice(0, 3)
@@ -84,7 +92,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * periodic limit reset:<keyId> (daily, weekly, monthly), pstart:<keyId> (the start, ms, of
      * the period it last counted) and pspent:<keyId> (what was charged in that period). The
      * requests in flight: inflight (the account's), inflight:<keyId> (each key's), group:<name>
-     * (a cap group's, e.g. group:img), kept by admit and the scripts that end an attempt.
+     * (a cap group's, e.g. group:img), kept by admit and the scripts that end an attempt. table:
+     * ACCOUNT_TABLE, from its creation.
      * Invariant: funded = confirmed + pending + held + spent (writtenOff is outside it).
      */
     account: (accountId: string) => accountKey(accountId, `acct:${accountId}`),

@@ -101,7 +101,17 @@ export const SCRIPTS = {
   createAccount: standalone(
     createAccount,
     5,
-    ['accountId', 'wallet', 'walletLower', 'maxPriceCents', 'keyId', 'keyDigest', 'keyName', 'keyPrefix'],
+    [
+      'accountId',
+      'wallet',
+      'walletLower',
+      'maxPriceCents',
+      'keyId',
+      'keyDigest',
+      'keyName',
+      'keyPrefix',
+      'table',
+    ],
     false,
     2,
   ),

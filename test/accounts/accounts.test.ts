@@ -6,7 +6,7 @@ import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import { checksumWallet } from '../../src/accounts/wallet.ts'
 import { ApiError } from '../../src/errors.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { ACCOUNT_TABLE, type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { randomWallet } from '../helpers/accounts.ts'
@@ -87,6 +87,23 @@ describe('create', () => {
       expect(name).not.toContain(apiKey)
       expect(Buffer.from(dump, 'hex').toString('latin1')).not.toContain(apiKey.slice(4))
     }
+  })
+
+  test("the account hash is a hash table from its first write, and the account's view is only its own fields", async () => {
+    const { account } = await accounts.create(randomWallet(), 50)
+    const key = keys.account(account.id)
+    // Past the server's limit for a listpack value: the hash is a table, found by hash per field.
+    const [, limit] = (await store.call('CONFIG', 'GET', 'hash-max-listpack-value')) as [string, string]
+    expect(ACCOUNT_TABLE.length).toBeGreaterThan(Number(limit))
+    expect(await store.hget(key, 'table')).toBe(ACCOUNT_TABLE)
+    expect(await store.call('OBJECT', 'ENCODING', key)).toBe('hashtable')
+    expect(Object.keys((await accounts.get(account.id))!).sort()).toEqual([
+      'balances',
+      'createdAt',
+      'id',
+      'maxPriceCents',
+      'wallet',
+    ])
   })
 
   test('the first key takes the name it is given, else "default"', async () => {

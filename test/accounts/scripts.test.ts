@@ -4,7 +4,7 @@ import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { newAccountId } from '../../src/accounts/accounts.ts'
 import { generateApiKey, MAX_ACTIVE_API_KEYS } from '../../src/accounts/api-keys.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { ACCOUNT_TABLE, type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AccountCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import type { Store } from '../../src/redis/store.ts'
@@ -40,6 +40,7 @@ async function createAccount(wallet = randomWallet(), accountId = newAccountId()
       keyDigest: key.digest,
       keyName: 'default',
       keyPrefix: key.prefix,
+      table: ACCOUNT_TABLE,
     },
   )
   return { code: Number(code), accountId, wallet, key }

@@ -7,7 +7,7 @@ import { type ClearRequest, clear } from '../../src/market/clearing.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { ACCOUNT_TABLE, type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore, type ScriptForm } from '../../src/redis/store.ts'
@@ -71,6 +71,7 @@ export async function seedAccount(
     pending: 0,
     funded: confirmed,
     writtenOff: 0,
+    table: ACCOUNT_TABLE,
   })
   await fx.store.sadd(fx.keys.accounts, id)
   return id
