@@ -20,7 +20,9 @@
   ARGV[13] capGroupCap: the cap group's cap
   ARGV[14] apiKeyDigest: the API key's SHA-256 digest ("" when ARGV[2] and ARGV[3] are given): the key is then
            resolved here, in the same call as the admission (one round trip fewer per request),
-           and its lastUsedAt written at most once a minute
+           and its lastUsedAt written at most once a minute. A replica sends it for a key's first
+           request, then names the key by ARGV[2] and ARGV[3] (src/market/key-owners.ts), which
+           spares this call the key's record
   ARGV[15] recordRetentionMs: how long an attempt reaped here is kept as its request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
   ARGV[16] now: the time now, ms ("" or absent: Redis TIME, as the gateway always sends): a test sets it
            to stand on either side of a budget period's boundary
@@ -46,7 +48,8 @@
     {-8}                              every offer big enough was already tried
     {-9, needed, confirmed, askCents} confirmed balance cannot cover the worst case at that ask
     {-10}                             attempt id already used
-    {-11}                             no such API key (never minted, or revoked)
+    {-11}                             no such API key (never minted, or revoked: by its ids, the
+                                      account's revoked:<keyId>)
     {-12, limit, usedThroughKey, needed, askCents, confirmed, resetsAt}
                                       the key's spending limit: what it spent (in the current
                                       period, for a periodic budget) and holds now plus this hold

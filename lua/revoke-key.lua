@@ -1,7 +1,8 @@
 --[[
-  revoke-key: an account's key stops working at once. The lookup hash (what auth reads) and the
-  account's entry go together, and only if the key id is this account's and still maps to the
-  digest the caller read, so a foreign or already revoked id changes nothing.
+  revoke-key: an account's key stops working at once. The lookup hash (what auth reads), the
+  account's entry and a mark on the owner's hash (revoked:<keyId>, what an admission by the key's
+  ids reads) go together, and only if the key id is this account's and still maps to the digest
+  the caller read, so a foreign or already revoked id changes nothing.
 
   KEYS[1]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
   KEYS[2]  account hash             (acct:<accountId>: limit:<keyId>; a supplier's hash for its keys)
@@ -26,4 +27,7 @@ if caller and caller ~= '' and rcall('HEXISTS', KEYS[2], 'limit:' .. caller) == 
 end
 if #KEYS == 3 then rcall('DEL', KEYS[3]) end
 rcall('HDEL', KEYS[1], ARGV[1])
+-- Marked on its owner's hash, which every admission reads: a replica that resolved the key before
+-- and names it by its ids (src/market/key-owners.ts) is refused from now on, as a lookup by digest is.
+rcall('HSET', KEYS[2], 'revoked:' .. ARGV[1], '1')
 return 1

@@ -9,10 +9,12 @@ local H_account_id, H_key_id, H_account, H_acct, H_key_fields, H_key_held_field,
 local H_key_count, H_account_count, H_group_field, H_group_count, H_period, H_rolled
 
 -- Opens the account for one request: resolves the key's digest (when given), reads the account's
--- money, max price, the key's limit, held and in-flight counts in one call, and checks the in-flight
--- caps. Returns the account's max price (0: none set) and nil, or 0 and a refusal: {-11} no such
--- key, {-1} no such account, {-2} / {-3} an in-flight cap reached. That the attempt id is new is
--- checked by write_attempt, the first write.
+-- money, max price, the key's limit, held and in-flight counts and whether the key was revoked in
+-- one call, and checks the in-flight caps. Returns the account's max price (0: none set) and nil,
+-- or 0 and a refusal: {-11} no such key, or revoked (a caller that resolved the key earlier names
+-- it by its ids: lua/revoke-key.lua marks a revoked key on its account), {-1} no such account,
+-- {-2} / {-3} an in-flight cap reached. That the attempt id is new is checked by write_attempt,
+-- the first write.
 -- group: a cap group ('' for none) with its own cap, group_cap.
 local function open_hold(attempt_id, account_id, key_id, digest, key_cap, account_cap, group, group_cap, now)
   if digest ~= '' then
@@ -27,10 +29,11 @@ local function open_hold(attempt_id, account_id, key_id, digest, key_cap, accoun
   H_group_field, H_group_count, H_period, H_rolled = nil, 0, nil, false
   -- The in-flight counts sit on the account hash beside its money: the same read and the same write.
   local acct = rcall('HMGET', H_account, 'confirmed', 'maxPriceCents', 'held', kf.limit, kf.spent,
-    H_key_held_field, 'inflight', H_key_inflight_field)
+    H_key_held_field, 'inflight', H_key_inflight_field, kf.revoked)
   H_acct = acct
   -- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
   if not acct[1] then return 0, { -1 } end
+  if acct[9] then return 0, { -11 } end
   H_key_count, H_account_count = int(acct[8]), int(acct[7])
   if H_key_count >= key_cap then return 0, { -2 } end
   if H_account_count >= account_cap then return 0, { -3 } end

@@ -64,7 +64,7 @@ local function k_hooks(owner) return BASE .. owner .. ':hooks' end
 local function k_events(owner) return BASE .. owner .. ':events' end
 
 -- An API key's fields on its account's hash (held:<keyId>, spent:, inflight:, limit:, reset:,
--- pstart:, pspent:, b100:), made once per key id and kept from call to call, as lib/numbers keeps
+-- pstart:, pspent:, b100:, revoked:), made once per key id and kept from call to call, as lib/numbers keeps
 -- small numbers: at most 4096 keys' names.
 local key_fields, key_fields_count = {}, 0
 local function k_key_fields(key_id)
@@ -72,7 +72,7 @@ local function k_key_fields(key_id)
   if f then return f end
   f = { held = 'held:' .. key_id, spent = 'spent:' .. key_id, inflight = 'inflight:' .. key_id,
     limit = 'limit:' .. key_id, reset = 'reset:' .. key_id, pstart = 'pstart:' .. key_id,
-    pspent = 'pspent:' .. key_id, b100 = 'b100:' .. key_id }
+    pspent = 'pspent:' .. key_id, b100 = 'b100:' .. key_id, revoked = 'revoked:' .. key_id }
   if key_fields_count < 4096 then key_fields[key_id], key_fields_count = f, key_fields_count + 1 end
   return f
 end

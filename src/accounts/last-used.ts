@@ -22,6 +22,12 @@ export class LastUsedThrottle {
     return true
   }
 
+  /** Counts a write made elsewhere for this key (admit's, by digest) as this process's own. */
+  touched(keyId: string): void {
+    if (this.touchedAt.size >= this.pruneAt) this.prune(this.now())
+    this.touchedAt.set(keyId, this.now())
+  }
+
   // Entries older than the interval decide nothing any more; drop them in one sweep, and sweep
   // again only once the map has doubled, so a busy replica does not sweep on every request.
   private prune(now: number): void {

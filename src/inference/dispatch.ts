@@ -3,7 +3,7 @@
 import type { Logger } from 'pino'
 import type { MarketConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
-import type { Admission } from '../market/admission.ts'
+import { type Admission, whoseRequest } from '../market/admission.ts'
 import type { LeaseRenewer } from '../market/lease-renewer.ts'
 import { type AdmitRefusal, refusalError } from '../market/refusal-errors.ts'
 import type { MarketSteps } from '../market/steps.ts'
@@ -302,8 +302,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
         result = await admitWaiting(deps, req, job, requester, attemptId, failed)
       }
     }
-    const resolved =
-      result.code === AdmitCode.Admitted ? (result as Admission) : (result as { who?: typeof who }).who
+    const resolved = whoseRequest(result)
     if (resolved) {
       who = { accountId: resolved.accountId, apiKeyId: resolved.apiKeyId }
       requester = who

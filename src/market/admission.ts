@@ -6,6 +6,7 @@ import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
+import type { KeyOwner } from './key-owners.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 
 export interface AdmitRequest {
@@ -95,6 +96,11 @@ export async function admit(
     model: req.model,
     requestId: req.requestId,
   }
+}
+
+/** Whose request an admission or a refusal was, as admit named them (a refused unknown key names no one). */
+export function whoseRequest(result: Admission | AdmitRefusal): KeyOwner | undefined {
+  return result.code === AdmitCode.Admitted ? result : (result as { who?: KeyOwner }).who
 }
 
 /** A refusal as admit and quote return it: its code, then the hint values some codes carry. */

@@ -13,7 +13,7 @@ import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
-import { type Admission, type AdmitRequest, admit, quote } from './admission.ts'
+import { type Admission, type AdmitRequest, admit, quote, whoseRequest } from './admission.ts'
 import { admitCheapest, pickFromView } from './admit-from-view.ts'
 import {
   type AdmittedAs,
@@ -23,6 +23,7 @@ import {
   type ReleaseRequest,
   release,
 } from './clearing.ts'
+import { type KeyOwner, KeyOwners } from './key-owners.ts'
 import { LadderView } from './ladder-view.ts'
 import { reapExpired, renewLease } from './leases.ts'
 import { OfferIndex } from './offer-index.ts'
@@ -99,6 +100,8 @@ export function marketSteps(
 class OneSlotSteps implements MarketSteps {
   /** The market's one slot, as a key on it: every clear writes there. */
   private readonly slots: string[]
+  private readonly keyOwners = new KeyOwners()
+  private readonly lastUsed = new LastUsedThrottle()
 
   constructor(
     private readonly store: Store,
@@ -111,8 +114,29 @@ class OneSlotSteps implements MarketSteps {
     return this.keys
   }
 
-  admit(req: AdmitRequest) {
-    return admit(this.store, this.keys, req)
+  /**
+   * A key's first request is admitted by its digest, which admit resolves (and touches); its later
+   * ones by the ids that answer named, until the key is refused or its entry's minute is up.
+   */
+  async admit(req: AdmitRequest) {
+    const digest = req.apiKeyDigest
+    if (!digest) return admit(this.store, this.keys, req)
+    const owner = this.keyOwners.get(digest)
+    if (!owner) {
+      const result = await admit(this.store, this.keys, req)
+      const who = whoseRequest(result)
+      if (who) {
+        this.keyOwners.set(digest, { accountId: who.accountId, apiKeyId: who.apiKeyId })
+        this.lastUsed.touched(who.apiKeyId)
+      }
+      return result
+    }
+    const result = await admit(this.store, this.keys, { ...req, ...owner, apiKeyDigest: '' })
+    if (result.code === AdmitCode.UnknownKey) this.keyOwners.drop(digest)
+    // As admit writes it by digest: at most once a minute, never slowing or failing the request.
+    else if (this.lastUsed.shouldTouch(owner.apiKeyId, null))
+      runScript(this.store, 'touchKey', [this.keys.apiKey(digest)], {}).catch(() => {})
+    return result
   }
 
   clear(attempt: AttemptRef, req: ClearArgs) {
@@ -151,16 +175,6 @@ class OneSlotSteps implements MarketSteps {
   async close() {}
 }
 
-/** A key's owner as its record names it (apikey:<digest>, on the market's own slot). */
-interface KeyOwner {
-  accountId: string
-  apiKeyId: string
-}
-
-// Key records seen by this replica, by digest: a key is resolved once, not on every request. A
-// cached owner is only a guess: the hold checks the digest against the account's active keys, so a
-// key revoked since it was cached is refused there.
-const KEY_CACHE_SIZE = 10_000
 // The view's age before a request checks the ladder's version again (and reads the ladder in full
 // only when it moved: ladder-view.ts): a stale view costs a try at the next offer (the reservation
 // checks the offer's own state), never a wrong price.
@@ -182,7 +196,9 @@ class ApartSteps implements MarketSteps {
   private readonly view: LadderView
   private readonly index: OfferIndex
   private readonly posts: PostQueue
-  private readonly keyOwners = new Map<string, KeyOwner>()
+  // A key's owner is only a guess (key-owners.ts): the hold checks the digest against the account's
+  // active keys, so a key revoked since it was learned is refused there.
+  private readonly keyOwners = new KeyOwners()
   private readonly lastUsed = new LastUsedThrottle()
   private viewReadAt = 0
   private viewRead: Promise<boolean> | null = null
@@ -223,6 +239,7 @@ class ApartSteps implements MarketSteps {
       )
     let result = await onView()
     if (VIEW_REFUSALS.has(result.code) && (await this.freshView(VIEW_REREAD_MS))) result = await onView()
+    if (result.code === AdmitCode.UnknownKey && req.apiKeyDigest) this.keyOwners.drop(req.apiKeyDigest)
     if (result.code === AdmitCode.Admitted || result.code === AdmitCode.UnknownKey) return result
     // A refusal names whose request it was, as admit's do, for the request's records.
     return 'who' in result ? result : Object.assign(result, { who: owner })
@@ -301,7 +318,6 @@ class ApartSteps implements MarketSteps {
         'lastUsedAt',
       )
       if (!accountId || !apiKeyId) return null
-      if (this.keyOwners.size >= KEY_CACHE_SIZE) this.keyOwners.clear()
       owner = { accountId, apiKeyId }
       this.keyOwners.set(digest, owner)
       lastUsedAt = used ? Number(used) : null

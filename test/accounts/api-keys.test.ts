@@ -62,6 +62,14 @@ describe('lastUsedAt throttle', () => {
     expect(throttle.shouldTouch('k1', null)).toBe(true)
   })
 
+  test("a write made elsewhere (admit's, by digest) counts as this process's for the minute", () => {
+    const { time, throttle } = clock(2_000_000)
+    throttle.touched('k')
+    expect(throttle.shouldTouch('k', null)).toBe(false)
+    time.now += TOUCH_INTERVAL_MS
+    expect(throttle.shouldTouch('k', null)).toBe(true)
+  })
+
   test('no write while the stored value is fresh (another replica wrote it)', () => {
     const { time, throttle } = clock(5_000_000)
     expect(throttle.shouldTouch('k', time.now - 10_000)).toBe(false)

@@ -1,0 +1,42 @@
+// Whose an API key is, by its digest, as this replica last learned it from Redis: a key is resolved
+// by its digest once, and its later requests name its account and key ids, which spares each
+// admission a read of the key's record. Only ever a guess of who, never of whether: a revoked key is
+// marked on its account (lua/revoke-key.lua), which every admission reads, so it is refused at once.
+// An entry is kept for a minute at most, so that a key revoked without that mark (by a build from
+// before it, during a rolling deploy) is looked up by its digest again within a minute.
+
+/** A key's owner as its record names it. */
+export interface KeyOwner {
+  accountId: string
+  apiKeyId: string
+}
+
+export const KEY_OWNER_TTL_MS = 60_000
+// Enough for every key a replica serves in a minute; past it, all are forgotten at once (each is
+// looked up again on its next request) rather than tracking which is oldest.
+const MAX_KEY_OWNERS = 10_000
+
+export class KeyOwners {
+  private readonly owners = new Map<string, { owner: KeyOwner; until: number }>()
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** The owner learned for this digest within the last minute, or undefined. */
+  get(digest: string): KeyOwner | undefined {
+    const entry = this.owners.get(digest)
+    if (!entry) return undefined
+    if (this.now() < entry.until) return entry.owner
+    this.owners.delete(digest)
+    return undefined
+  }
+
+  set(digest: string, owner: KeyOwner): void {
+    if (this.owners.size >= MAX_KEY_OWNERS) this.owners.clear()
+    this.owners.set(digest, { owner, until: this.now() + KEY_OWNER_TTL_MS })
+  }
+
+  /** Forgets a digest: its key was refused as unknown or revoked. */
+  drop(digest: string): void {
+    this.owners.delete(digest)
+  }
+}
