@@ -64,8 +64,8 @@ local function k_hooks(owner) return BASE .. owner .. ':hooks' end
 local function k_events(owner) return BASE .. owner .. ':events' end
 
 -- An API key's fields on its account's hash (held:<keyId>, spent:, inflight:, limit:, reset:,
--- pstart:, pspent:, b100:, revoked:), made once per key id and kept from call to call, as lib/numbers keeps
--- small numbers: at most 4096 keys' names.
+-- pstart:, pspent:, b100:, revoked:), made once per key id and kept from call to call, as
+-- lib/numbers keeps small numbers: at most 4096 keys' names.
 local key_fields, key_fields_count = {}, 0
 local function k_key_fields(key_id)
   local f = key_fields[key_id]

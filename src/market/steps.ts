@@ -196,8 +196,8 @@ class ApartSteps implements MarketSteps {
   private readonly view: LadderView
   private readonly index: OfferIndex
   private readonly posts: PostQueue
-  // A key's owner is only a guess (key-owners.ts): the hold checks the digest against the account's
-  // active keys, so a key revoked since it was learned is refused there.
+  // A key's owner is only a guess (key-owners.ts): the hold reads the account's mark of a revoked
+  // key, so a key revoked since it was learned is refused there.
   private readonly keyOwners = new KeyOwners()
   private readonly lastUsed = new LastUsedThrottle()
   private viewReadAt = 0
@@ -228,13 +228,15 @@ class ApartSteps implements MarketSteps {
     }
     await this.freshView(VIEW_MAX_AGE_MS)
     // The buyer's max is the account's, which the hold reads: until a hold names it, no offer is
-    // passed over for its price (a hold above it is refused and the view walked on below it).
+    // passed over for its price (a hold above it is refused and the view walked on below it). The
+    // key is named by its ids alone: the hold reads the account's mark of a revoked key anyway, so
+    // its check of the digest against the account's keys would only repeat it.
     const onView = () =>
       admitCheapest(
         this.store,
         this.owners,
         this.view,
-        { ...req, ...owner, maxCents: Number.MAX_SAFE_INTEGER },
+        { ...req, ...owner, apiKeyDigest: '', maxCents: Number.MAX_SAFE_INTEGER },
         this.posts,
       )
     let result = await onView()

@@ -3,15 +3,19 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import Redis from 'ioredis'
+import { AccountStore } from '../../src/accounts/accounts.ts'
+import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { KEY_OWNER_TTL_MS, KeyOwners } from '../../src/market/key-owners.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import { marketSteps } from '../../src/market/steps.ts'
+import type { MicroDiem } from '../../src/money/units.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { startLocalRedis } from '../../src/redis/local-server.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import { createStore } from '../../src/redis/store.ts'
+import { randomWallet } from '../helpers/accounts.ts'
 import {
   admitFor,
   admitRequest,
@@ -143,6 +147,46 @@ describe("one slot's steps", () => {
       expect((await misses()) - before).toBe(1)
       expect(await store.hmget(keys.account(accountId), 'held', 'inflight:key-9')).toEqual(held)
       expect(await store.zcard(keys.leases)).toBe(2)
+    } finally {
+      store.close()
+      direct.disconnect()
+      await local.stop()
+    }
+  }, 60_000)
+})
+
+describe('steps held apart', () => {
+  test("a key's admissions name it by its ids alone: the hold reads no list of the account's keys", async () => {
+    const local = await startLocalRedis()
+    const direct = new Redis(local.url)
+    const store = createStore(local.url, { name: 'svc-test-key-owners-apart' })
+    try {
+      await until(() => store.lane !== undefined)
+      const keys = keyspace(testPrefix(), 'apart')
+      const accounts = new AccountStore(store, keys)
+      const { account, apiKey } = await accounts.create(randomWallet(), 50)
+      await accounts.credit(account.id, '1.000000', 'test funds', 'test')
+      await new OfferService(store, keys, randomBytes(32)).create({
+        upstreamBaseUrl: 'http://127.0.0.1:1',
+        upstreamApiKey: 'sk-test',
+        askCents: 40,
+        capacity: 5_000_000 as MicroDiem,
+      })
+      const steps = marketSteps(store, keys)
+      const digest = digestApiKey(apiKey)
+      // Every command Redis runs, those of the scripts with them: none reads the account's keys.
+      const monitor = await direct.monitor()
+      const seen: string[] = []
+      monitor.on('monitor', (_time: string, args: string[]) => seen.push(args.join(' ')))
+      for (let i = 0; i < 2; i++) {
+        const admitted = await steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
+        expect(admitted.code).toBe(AdmitCode.Admitted)
+      }
+      // Each admission's record is written by the hold, after its reads: both holds are in.
+      await until(() => seen.filter((command) => command.startsWith('HSETNX')).length === 2)
+      expect(seen.filter((command) => command.includes(keys.accountKeys(account.id)))).toEqual([])
+      monitor.disconnect()
+      await steps.close()
     } finally {
       store.close()
       direct.disconnect()
