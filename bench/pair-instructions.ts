@@ -2,7 +2,7 @@
 // market tests' own fixtures driving pairs at it, the counters zeroed after a warm-up and dumped
 // after the measured pairs. Instructions, unlike time, do not move with the load of a shared
 // machine: an A/B of a Lua change reads in one run of each side, a few thousand instructions apart.
-//   bun bench/pair-instructions.ts [pairs=500] [apart|busy] [more=N]   (needs valgrind, redis-server, redis-cli)
+//   bun bench/pair-instructions.ts [pairs=500] [apart|busy] [digest] [more=N]   (needs valgrind, redis-server, redis-cli)
 // With `apart`, the pair is the two-phase steps (src/market/two-phase.ts: reserve, hold, clear,
 // the post queued and carried on the offer's next reservation), their owners' keys on the one
 // server.
@@ -10,6 +10,9 @@
 // what a request costs when the ladder is long.
 // With `busy`, every offer (the one and the N more) stands at its in-flight cap, and what is
 // measured is an admit refused as busy: what a buyer asking again in a full market costs.
+// With `digest`, each pair names its key by the key's digest, as a replica's first request of a key
+// does (admit reads the key's record; held apart, the hold checks the digest against the account's
+// keys); without it, by its account and key ids, as every later one does (src/market/key-owners.ts).
 // With CALLGRIND_OUT=<file> the measured dump is kept there, for callgrind_annotate.
 import { randomUUID } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -23,6 +26,7 @@ import { AdmitCode } from '../src/redis/result-codes.ts'
 const pairs = Number(process.argv[2] ?? 500)
 const apart = process.argv.slice(3).includes('apart')
 const busy = process.argv.slice(3).includes('busy')
+const byDigest = process.argv.slice(3).includes('digest')
 const more = Number(process.argv.find((arg) => arg.startsWith('more='))?.slice(5) ?? 0)
 const WARM_PAIRS = 300
 const CONCURRENCY = 8
@@ -65,9 +69,13 @@ try {
   const offerId = await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
   // Posted after it at the same ask, so behind it on the ladder: never taken.
   for (let i = 0; i < more; i++) await postOffer(fx, 50, 1_000_000_000_000, { maxInFlight: 100_000 })
+  // The fixture account's key (admitRequest's key-1), as minting records it.
+  const digest = randomUUID().replaceAll('-', '').repeat(2)
+  await fx.store.hset(fx.keys.apiKey(digest), { id: 'key-1', accountId, name: 'bench', createdAt: 1 })
+  const named = byDigest ? { accountId: '', apiKeyId: '', apiKeyDigest: digest } : {}
   let posts: PostQueue | undefined
   let pair = async () => {
-    const admitted = await admitFor(fx, accountId, { attemptId: randomUUID() })
+    const admitted = await admitFor(fx, accountId, { attemptId: randomUUID(), ...named })
     if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
     await clearFor(fx, (admitted as Admission).attemptId, 700)
   }
@@ -95,11 +103,12 @@ try {
     posts = queue
     await fx.store.copy(fx.keys.account(accountId), owners.account(accountId).account(accountId))
     await fx.store.copy(fx.keys.offer(offerId), owners.offer(offerId).offer(offerId))
+    await fx.store.hset(owners.account(accountId).accountKeys(accountId), 'key-1', digest)
     pair = async () => {
       const admitted = await admitApart(
         fx.store,
         owners,
-        { ...admitRequest(accountId), offerId, maxCents: 50 },
+        { ...admitRequest(accountId), offerId, maxCents: 50, ...(byDigest ? { apiKeyDigest: digest } : {}) },
         queue,
       )
       if (admitted.code !== AdmitCode.Admitted) throw new Error(`admit refused: ${JSON.stringify(admitted)}`)
@@ -126,7 +135,9 @@ try {
   if (process.env.CALLGRIND_OUT) copyFileSync(join(dir, dump), process.env.CALLGRIND_OUT)
   const total = Number(/^summary: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1])
   const what = busy ? 'busy refusal' : apart ? 'reserve + hold, clear + post' : 'admit + clear'
-  const behind = more ? `, ${more} more offers ${busy ? 'at their cap' : 'on the ladder'}` : ''
+  const behind =
+    (more ? `, ${more} more offers ${busy ? 'at their cap' : 'on the ladder'}` : '') +
+    (byDigest ? ', the key named by its digest' : '')
   console.log(
     `${Math.round(total / pairs)} Redis instructions per ${what}${busy ? '' : ' pair'} (${pairs}${busy ? '' : ' pairs'}${behind})`,
   )
