@@ -18,6 +18,9 @@
   ARGV[4]  authorizationId: authorization id         (<chainId>:<token>:<payer>:<nonce>, lower case)
   ARGV[5]  blockNumber: block number that included the transfer
   ARGV[6]  payer: payer wallet, checksummed
+  ARGV[7]  table: the value of the account's `table` field (src/redis/keys.ts ACCOUNT_TABLE), set
+           if missing: an account made by a build that did not write it at creation becomes a hash
+           table here, whose fields every request after finds by their hash (lua/create-account.lua)
 
   Returns  { 1, pending, funded }   credited; balances after, integer micro-USDC strings ({ 1 }
                                     when held apart: the payment recorded, the account not yet)
@@ -48,6 +51,7 @@ rcall('HSET', KEYS[2], 'id', ARGV[4], 'state', 'credited', 'paymentId', ARGV[3],
 rcall('ZREM', KEYS[3], ARGV[4])
 rcall('ZADD', KEYS[4], ARGV[5], ARGV[3])
 if not account then return { 1 } end
+rcall('HSETNX', account, 'table', ARGV[7])
 rcall('HINCRBY', account, 'pending', amount)
 rcall('HINCRBY', account, 'funded', amount)
 local b = rcall('HMGET', account, 'pending', 'funded')

@@ -10,6 +10,9 @@
   ARGV[3]  maxAmount: the largest amount one credit may add, integer micro-USDC
   ARGV[4]  note: note (free text, may be empty)
   ARGV[5]  actor: actor (who credited: admin-api, cli ...)
+  ARGV[6]  table: the value of the account's `table` field (src/redis/keys.ts ACCOUNT_TABLE), set
+           if missing: an account made by a build that did not write it at creation becomes a hash
+           table here, whose fields every request after finds by their hash (lua/create-account.lua)
 
   Returns  { 1, confirmed, pending, held, spent, funded, writtenOff, audit entry id }
            (balances after the credit, integer micro-USDC strings)
@@ -25,6 +28,7 @@ if not string.match(amount, '^[1-9]%d*$') or #amount > 15 or tonumber(amount) > 
   return { -6 }
 end
 
+rcall('HSETNX', KEYS[1], 'table', ARGV[6])
 rcall('HINCRBY', KEYS[1], 'confirmed', amount)
 rcall('HINCRBY', KEYS[1], 'funded', amount)
 local b = rcall('HMGET', KEYS[1], 'confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff')

@@ -25,6 +25,10 @@
            could spend its limit again within one of the caller's periods.
   ARGV[10] limitReset: the new key's limitReset: daily, weekly or monthly ("" for a lifetime limit, and always
            "" without a limit), kept as reset:<keyId>; its period starts at its first admission
+  ARGV[11] table: the value of the account's `table` field (src/redis/keys.ts ACCOUNT_TABLE), set
+           if missing: an account made by a build that did not write it at creation becomes a hash
+           table here, whose fields every request after finds by their hash (lua/create-account.lua).
+           "" for a supplier's hash, which no request reads
 
   Returns  1 minted
           -1 no such account
@@ -74,4 +78,5 @@ end
 if ARGV[7] and ARGV[7] ~= '' then rcall('HSET', KEYS[1], 'limit:' .. ARGV[2], ARGV[7]) end
 if ARGV[10] and ARGV[10] ~= '' then rcall('HSET', KEYS[1], 'reset:' .. ARGV[2], ARGV[10]) end
 if carved then rcall('HSET', KEYS[1], 'limit:' .. caller, carved) end
+if ARGV[11] and ARGV[11] ~= '' then rcall('HSETNX', KEYS[1], 'table', ARGV[11]) end
 return 1

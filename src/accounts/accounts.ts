@@ -224,6 +224,7 @@ export class AccountStore {
         maxAmount: MAX_CREDIT,
         note,
         actor,
+        table: ACCOUNT_TABLE,
       },
     )) as (number | string)[]
     const code = Number(result[0])

@@ -2,6 +2,7 @@
 // scripts on the owner's own hashes. Minted under the owner's cap (lua/mint-key.lua), listed, revoked
 // (lua/revoke-key.lua), touched (lua/touch-key.lua), and resolved by one HGETALL by digest, so a
 // revoked key fails on the very next request on every replica: no cache outlives a revoke.
+import { ACCOUNT_TABLE } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
@@ -95,6 +96,9 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
             owner: owner.field,
             callerKeyId,
             limitReset: reset,
+            // An account made without its table field becomes a table here; no request reads a
+            // supplier's hash.
+            table: owner.field === 'accountId' ? ACCOUNT_TABLE : '',
           },
         ),
       )

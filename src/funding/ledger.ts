@@ -1,7 +1,7 @@
 // The Redis side of funding: claims on authorizations (the "payment in flight" records), credits
 // of settled payments to pending, and their confirmation. Every money move is one Lua script.
 import type { MicroUsdc } from '../money/units.ts'
-import type { Keyspace } from '../redis/keys.ts'
+import { ACCOUNT_TABLE, type Keyspace } from '../redis/keys.ts'
 import { PaymentCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
@@ -142,6 +142,7 @@ export class PaymentLedger {
         authorizationId: credit.authorizationId,
         blockNumber: credit.blockNumber.toString(),
         payer: credit.payer,
+        table: ACCOUNT_TABLE,
       },
     )) as [number, string?, string?]
     if (apart && result[0] === PaymentCode.Done) result = await this.creditAccount(id)
@@ -178,7 +179,7 @@ export class PaymentLedger {
       this.store,
       'creditPending',
       [this.keys.account(accountId), this.keys.accountPayments(accountId)],
-      { accountId, paymentId: paymentIdValue, amount },
+      { accountId, paymentId: paymentIdValue, amount, table: ACCOUNT_TABLE },
     )) as [number, string?, string?]
     return reply[0] === PaymentCode.AlreadyDone ? [PaymentCode.AlreadyDone, paymentIdValue] : reply
   }

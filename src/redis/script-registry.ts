@@ -131,6 +131,7 @@ export const SCRIPTS = {
       'owner',
       'callerKeyId',
       'limitReset',
+      'table',
     ],
     false,
     2,
@@ -145,7 +146,7 @@ export const SCRIPTS = {
   ),
   touchKey: standalone(touchKey, 1, []),
   renameKey: standalone(renameKey, 1, ['keyName']),
-  credit: standalone(credit, 2, ['accountId', 'amount', 'maxAmount', 'note', 'actor']),
+  credit: standalone(credit, 2, ['accountId', 'amount', 'maxAmount', 'note', 'actor', 'table']),
   // catalog
   catalogReplace: standalone(catalogReplace, 2, ['syncedAt', 'sourceUrl'], true),
   // the market: every script takes one key, the keyspace base, from which lib/keys builds the rest
@@ -287,12 +288,12 @@ export const SCRIPTS = {
   creditPayment: standalone(
     creditPayment,
     5,
-    ['accountId', 'amount', 'paymentId', 'authorizationId', 'blockNumber', 'payer'],
+    ['accountId', 'amount', 'paymentId', 'authorizationId', 'blockNumber', 'payer', 'table'],
     false,
     4,
   ),
   confirmPayment: standalone(confirmPayment, 6, ['paymentId', 'accountId'], false, 2),
-  creditPending: standalone(creditPending, 2, ['accountId', 'paymentId', 'amount']),
+  creditPending: standalone(creditPending, 2, ['accountId', 'paymentId', 'amount', 'table']),
   confirmPending: market([LIB.keys, LIB.numbers, LIB.events], confirmPending, [
     'accountId',
     'paymentId',

@@ -13,7 +13,7 @@ import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { admitApart, clearApart, type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
 import type { MicroDiem, MicroUsdc } from '../../src/money/units.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { ACCOUNT_TABLE, type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
@@ -254,6 +254,7 @@ describe('funding held apart', () => {
           authorizationId: payment.authorizationId,
           blockNumber: '100',
           payer: payment.payer,
+          table: ACCOUNT_TABLE,
         },
       )
     await recordOnly()
@@ -285,6 +286,7 @@ describe('funding held apart', () => {
         authorizationId: second.authorizationId,
         blockNumber: '100',
         payer: second.payer,
+        table: ACCOUNT_TABLE,
       },
     )
     expect((await ledger().confirm(secondId, account.id)).status).toBe('confirmed')

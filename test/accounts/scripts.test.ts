@@ -62,6 +62,7 @@ async function mint(accountId: string, key = generateApiKey()) {
       owner: '',
       callerKeyId: '',
       limitReset: '',
+      table: ACCOUNT_TABLE,
     },
   )
   return { code: Number(code), key }
@@ -84,6 +85,7 @@ const credit = async (accountId: string, amount: string | number, note = 'by han
     maxAmount: 1_000_000_000_000,
     note,
     actor: 'test',
+    table: ACCOUNT_TABLE,
   })) as (number | string)[]
 
 describe('create-account', () => {
@@ -249,5 +251,96 @@ describe('credit', () => {
   test('the cap itself is accepted', async () => {
     const { accountId } = await createAccount()
     expect((await credit(accountId, '1000000000000'))[1]).toBe('1000000000000')
+  })
+})
+
+describe('an account made before its table field', () => {
+  /** The account as a build before the table field wrote it: every field but `table`, a listpack. */
+  async function olderAccount() {
+    const made = await createAccount()
+    const key = keys.account(made.accountId)
+    const { table: _, ...fields } = await store.hgetall(key)
+    await store.del(key)
+    await store.hset(key, fields)
+    expect(await store.call('OBJECT', 'ENCODING', key)).toBe('listpack')
+    return { ...made, key, fields }
+  }
+
+  const encoding = (key: string) => store.call('OBJECT', 'ENCODING', key)
+
+  test('becomes a hash table at its next credit by hand, with every field kept', async () => {
+    const { accountId, key, fields } = await olderAccount()
+    expect((await credit(accountId, 5))[1]).toBe('5')
+    expect(await encoding(key)).toBe('hashtable')
+    expect(await store.hgetall(key)).toEqual({ ...fields, confirmed: '5', funded: '5', table: ACCOUNT_TABLE })
+  })
+
+  test('a refused credit leaves it as it was', async () => {
+    const { accountId, key } = await olderAccount()
+    const before = await snapshotKeys(store, keys.prefix)
+    expect(await credit(accountId, '0')).toEqual([AccountCode.BadAmount])
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
+    expect(await encoding(key)).toBe('listpack')
+  })
+
+  test('becomes a hash table when a payment is credited to it, on one slot and held apart', async () => {
+    const paid = await olderAccount()
+    const paymentId = `84532:0x${randomUUID().replaceAll('-', '')}`
+    const recorded = [
+      keys.payment(paymentId),
+      keys.authorization(`84532:auth:${paymentId}`),
+      keys.paymentsInFlight,
+      keys.paymentsUnconfirmed,
+    ]
+    const args = {
+      accountId: paid.accountId,
+      amount: '7',
+      paymentId,
+      authorizationId: `84532:auth:${paymentId}`,
+      blockNumber: '1',
+      payer: paid.wallet,
+      table: ACCOUNT_TABLE,
+    }
+    expect(await runScript(store, 'creditPayment', [...recorded, paid.key], args)).toEqual([1, '7', '7'])
+    expect(await encoding(paid.key)).toBe('hashtable')
+
+    const apart = await olderAccount()
+    const pending = await runScript(
+      store,
+      'creditPending',
+      [apart.key, keys.accountPayments(apart.accountId)],
+      { accountId: apart.accountId, paymentId, amount: '9', table: ACCOUNT_TABLE },
+    )
+    expect(pending).toEqual([1, '9', '9'])
+    expect(await encoding(apart.key)).toBe('hashtable')
+  })
+
+  test("becomes a hash table when it mints a key; a mint naming no table (a supplier's) adds none", async () => {
+    const { accountId, key } = await olderAccount()
+    const fresh = generateApiKey()
+    const untabled = await runScript(
+      store,
+      'mintKey',
+      [key, keys.accountKeys(accountId), keys.apiKey(fresh.digest)],
+      {
+        accountId,
+        keyId: fresh.id,
+        keyDigest: fresh.digest,
+        keyName: 'k',
+        keyPrefix: fresh.prefix,
+        maxKeys: MAX_ACTIVE_API_KEYS,
+        limit: '',
+        owner: '',
+        callerKeyId: '',
+        limitReset: '',
+        table: '',
+      },
+    )
+    expect(Number(untabled)).toBe(AccountCode.Ok)
+    expect(await store.hexists(key, 'table')).toBe(0)
+    expect(await encoding(key)).toBe('listpack')
+    expect((await mint(accountId)).code).toBe(AccountCode.Ok)
+    expect(await encoding(key)).toBe('hashtable')
+    expect(await store.hget(key, 'table')).toBe(ACCOUNT_TABLE)
   })
 })
