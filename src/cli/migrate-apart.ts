@@ -6,7 +6,8 @@
 // apart (its supplier's copy of its state, a suspension copied onto it); each
 // supplier's fills Stream is split into one per offer; each attempt goes to its account's shard,
 // a cleared one with the posted reservation its offer keeps held apart; each account's payments
-// are listed on its shard, and every key of the account moves there; webhook owners are flagged
+// are listed on its shard, and every key of the account moves there (its hash made a hash table
+// first, as a new account's is); webhook owners are flagged
 // where the consumers look. 'apart' is recorded last. The clear's totals, the usage stats, the
 // write-offs and the ended-attempt Stream stay on the market's slot, where the held-apart readers
 // look as well as on the shards.
@@ -20,7 +21,7 @@ import { MIGRATED_FIELDS } from '../market/totals.ts'
 import { ownerKeyspaces } from '../market/two-phase.ts'
 import { fieldsOf } from '../records/activity.ts'
 import { attemptFields } from '../records/attempt-fields.ts'
-import { keyspace } from '../redis/keys.ts'
+import { ACCOUNT_TABLE, keyspace } from '../redis/keys.ts'
 import { migratingTo } from '../redis/layout.ts'
 import { moveKey } from '../redis/move-key.ts'
 import { forEachKeyBatch } from '../redis/scan.ts'
@@ -260,6 +261,12 @@ class Steps {
     await this.eachKey('acct:*', async (key) => {
       const name = key.slice(one.base.length)
       const accountId = name.slice('acct:'.length).split(':')[0]!
+      // An account made without its table field (lua/create-account.lua) moves as a hash table: a
+      // moved key keeps its encoding.
+      if (name === `acct:${accountId}` && (await store.exists(key))) {
+        this.write()
+        await store.hsetnx(key, 'table', ACCOUNT_TABLE)
+      }
       this.write()
       if (await moveKey(store, key, `${apart.accountBase(accountId)}${name}`)) moved++
     })

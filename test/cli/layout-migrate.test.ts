@@ -17,7 +17,7 @@ import { marketSteps } from '../../src/market/steps.ts'
 import { ownerKeyspaces } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { PayoutStore } from '../../src/payouts/store.ts'
-import { keyspace } from '../../src/redis/keys.ts'
+import { ACCOUNT_TABLE, keyspace } from '../../src/redis/keys.ts'
 import { claimLayout, LayoutMigratingError } from '../../src/redis/layout.ts'
 import { adminFetch, createAccount, keyFetch, settledPayment, type TestAccount } from '../helpers/accounts.ts'
 import { runCli } from '../helpers/cli.ts'
@@ -238,6 +238,12 @@ describe('svc-gateway layout', () => {
     const who = { attemptId: inFlight.attemptId, accountId: extra.accountId, offerId, model: inFlight.model }
     expect(await steps.release(who, { errorCode: 'test', cooldownMs: 0, upstreamBalance: null })).toBe(true)
 
+    // An account as a build before the table field made it: every field but `table`, a listpack.
+    const { table: _, ...untabled } = await stack.store.hgetall(stack.keys.account(extra.accountId))
+    await stack.store.del(stack.keys.account(extra.accountId))
+    await stack.store.hset(stack.keys.account(extra.accountId), untabled)
+    expect(await stack.store.call('OBJECT', 'ENCODING', stack.keys.account(extra.accountId))).toBe('listpack')
+
     // Stopped part-way, twice, as a kill would stop it: the market is refused to every other user.
     const options = { seenWithinMs: 10_000, say: () => {} }
     await expect(migrateApart(stack.store, prefix, { ...options, writes: 3 })).rejects.toBeInstanceOf(
@@ -277,6 +283,10 @@ describe('svc-gateway layout', () => {
     expect(await stack.store.exists(one.account(last))).toBe(0)
     for (const b of buyers)
       expect(await stack.store.exists(one.account(b.accountId), one.accountKeys(b.accountId))).toBe(0)
+    // The account made without its table field moved as a hash table, every field kept.
+    const moved = owners.account(extra.accountId).account(extra.accountId)
+    expect(await stack.store.call('OBJECT', 'ENCODING', moved)).toBe('hashtable')
+    expect(await stack.store.hgetall(moved)).toEqual({ ...untabled, table: ACCOUNT_TABLE })
     for (const id of [cheap, dearer]) expect(await stack.store.exists(one.offer(id))).toBe(0)
     expect(await stack.store.exists(one.supplierFills(supplier.supplierId))).toBe(0)
     // The record of a request keeps its retention on its shard.
