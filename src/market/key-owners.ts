@@ -2,8 +2,9 @@
 // by its digest once, and its later requests name its account and key ids, which spares each
 // admission a read of the key's record. Only ever a guess of who, never of whether: a revoked key is
 // marked on its account (lua/revoke-key.lua), which every admission reads, so it is refused at once.
-// An entry is kept for a minute at most, so that a key revoked without that mark (by a build from
-// before it, during a rolling deploy) is looked up by its digest again within a minute.
+// An entry is kept for a minute at most. A build from before the mark revokes a key without it: while
+// a replica of such a build is seen (src/market/replicas.ts), nothing is kept and every admission
+// looks the key up by its digest, as that build's own do.
 
 /** A key's owner as its record names it. */
 export interface KeyOwner {
@@ -18,8 +19,23 @@ const MAX_KEY_OWNERS = 10_000
 
 export class KeyOwners {
   private readonly owners = new Map<string, { owner: KeyOwner; until: number }>()
+  private keeping = true
 
   constructor(private readonly now: () => number = Date.now) {}
+
+  /**
+   * Whether owners are kept: not while a replica of an earlier build is seen, whose revoke leaves no
+   * mark. Stopping forgets every owner kept, so none learned before outlives it.
+   */
+  keep(keeping: boolean): void {
+    if (!keeping) this.owners.clear()
+    this.keeping = keeping
+  }
+
+  /** False while owners are not kept: a key named by ids alone is then not enough (ApartSteps). */
+  get kept(): boolean {
+    return this.keeping
+  }
 
   /** The owner learned for this digest within the last minute, or undefined. */
   get(digest: string): KeyOwner | undefined {
@@ -31,6 +47,7 @@ export class KeyOwners {
   }
 
   set(digest: string, owner: KeyOwner): void {
+    if (!this.keeping) return
     if (this.owners.size >= MAX_KEY_OWNERS) this.owners.clear()
     this.owners.set(digest, { owner, until: this.now() + KEY_OWNER_TTL_MS })
   }

@@ -6,7 +6,7 @@ import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
-import { forgetReplica, REPLICA_ID, stampReaperPass } from './replicas.ts'
+import { earlierBuildSeen, forgetReplica, REPLICA_ID, seenWithinMs, stampReaperPass } from './replicas.ts'
 import type { MarketSteps } from './steps.ts'
 
 /** Passes a claim outlives its holder's last: another replica takes over after that many silent ones. */
@@ -64,6 +64,7 @@ export function startReaper(
       if (total > 0) logger.warn({ reaped: total }, 'reaped expired leases')
       // The operator's health view: this replica is alive and its reaper ran.
       await stampReaperPass(store, keys, total)
+      steps.earlierBuildSeen(await earlierBuildSeen(store, keys, seenWithinMs(intervalMs)))
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'reaper pass failed')
     }

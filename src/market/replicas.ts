@@ -17,19 +17,41 @@ export async function stampReaperPass(store: Store, keys: Keyspace, reaped: numb
   await store
     .pipeline()
     .zadd(keys.replicas, now, REPLICA_ID)
+    .zadd(keys.replicasMarking, now, REPLICA_ID)
     .zremrangebyscore(keys.replicas, '-inf', now - FORGET_MS)
+    .zremrangebyscore(keys.replicasMarking, '-inf', now - FORGET_MS)
     .hset(keys.reaperLastRun, 'at', now, 'replica', REPLICA_ID, 'reaped', reaped)
     .exec()
 }
 
 /** A replica starting is seen at once, before its first reaper pass: a migration refuses to begin. */
 export async function stampReplica(store: Store, keys: Keyspace): Promise<void> {
-  await store.zadd(keys.replicas, Date.now(), REPLICA_ID)
+  const now = Date.now()
+  await store
+    .pipeline()
+    .zadd(keys.replicas, now, REPLICA_ID)
+    .zadd(keys.replicasMarking, now, REPLICA_ID)
+    .exec()
 }
 
 /** A replica stopping is no longer seen: what `svc-gateway layout migrate` waits for. */
 export async function forgetReplica(store: Store, keys: Keyspace): Promise<void> {
-  await store.zrem(keys.replicas, REPLICA_ID)
+  await store.pipeline().zrem(keys.replicas, REPLICA_ID).zrem(keys.replicasMarking, REPLICA_ID).exec()
+}
+
+/**
+ * Whether a replica of an earlier build was seen within `withinMs`: one whose revoke of a key
+ * leaves no mark on its account, so a key must not be named by ids this replica learned before
+ * (src/market/key-owners.ts) while it may still revoke one.
+ */
+export async function earlierBuildSeen(store: Store, keys: Keyspace, withinMs: number): Promise<boolean> {
+  const since = Date.now() - withinMs
+  const [seen, marking] = await Promise.all([
+    store.zrangebyscore(keys.replicas, since, '+inf'),
+    store.zrangebyscore(keys.replicasMarking, '-inf', '+inf'),
+  ])
+  const marks = new Set(marking)
+  return seen.some((id) => !marks.has(id))
 }
 
 /** The replicas whose reaper ran within `withinMs`: alive, as far as the market can tell. */

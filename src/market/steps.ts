@@ -78,6 +78,12 @@ export interface MarketSteps {
   ): Promise<{ code: AdmitCode.Admitted; askCents: number } | AdmitRefusal>
   /** Finishes what waits on this replica (held apart: the queued posts); before the store closes. */
   close(): Promise<void>
+  /**
+   * Told by each reaper pass whether a replica of an earlier build is seen (replicas.ts). Its
+   * revoke leaves no mark on the key's account, so while it is seen every admission checks the
+   * key by its digest, as that build's did, instead of naming it by the ids learned before.
+   */
+  earlierBuildSeen(seen: boolean): void
 }
 
 /**
@@ -108,6 +114,10 @@ class OneSlotSteps implements MarketSteps {
     private readonly keys: Keyspace,
   ) {
     this.slots = [keys.base]
+  }
+
+  earlierBuildSeen(seen: boolean) {
+    this.keyOwners.keep(!seen)
   }
 
   accountKeys(): Keyspace {
@@ -220,6 +230,10 @@ class ApartSteps implements MarketSteps {
     return this.owners.account(accountId)
   }
 
+  earlierBuildSeen(seen: boolean) {
+    this.keyOwners.keep(!seen)
+  }
+
   async admit(req: AdmitRequest): Promise<Admission | AdmitRefusal> {
     let owner: KeyOwner | null = { accountId: req.accountId, apiKeyId: req.apiKeyId }
     if (req.apiKeyDigest) {
@@ -230,13 +244,15 @@ class ApartSteps implements MarketSteps {
     // The buyer's max is the account's, which the hold reads: until a hold names it, no offer is
     // passed over for its price (a hold above it is refused and the view walked on below it). The
     // key is named by its ids alone: the hold reads the account's mark of a revoked key anyway, so
-    // its check of the digest against the account's keys would only repeat it.
+    // its check of the digest against the account's keys would only repeat it, unless a replica of
+    // an earlier build, whose revoke leaves no mark, is seen.
+    const digest = this.keyOwners.kept ? '' : (req.apiKeyDigest ?? '')
     const onView = () =>
       admitCheapest(
         this.store,
         this.owners,
         this.view,
-        { ...req, ...owner, apiKeyDigest: '', maxCents: Number.MAX_SAFE_INTEGER },
+        { ...req, ...owner, apiKeyDigest: digest, maxCents: Number.MAX_SAFE_INTEGER },
         this.posts,
       )
     let result = await onView()

@@ -160,6 +160,12 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     market: key('market'),
     /** zset: replica id -> when it last ran its reaper (ms): the replicas seen */
     replicas: key('replicas'),
+    /**
+     * zset: replica id -> its last reaper pass (ms), for the replicas whose build marks a revoked
+     * key on its account (lua/revoke-key.lua): a replica seen in `replicas` and not here is of an
+     * earlier build
+     */
+    replicasMarking: key('replicas:marking'),
     /** hash: the last reaper pass of any replica: at (ms), replica, reaped */
     reaperLastRun: key('reaper'),
     /** string: the replica that reaps for every replica now (it expires unless its holder reaps on) */

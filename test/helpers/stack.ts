@@ -128,6 +128,7 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
   // Each replica's reaper stamps these on its own clock, whatever the requests do.
   const heartbeat = new Set([
     `${prefix}:replicas`,
+    `${prefix}:replicas:marking`,
     `${prefix}:reaper`,
     `${prefix}:reaper:claim`,
     `${prefix}:catalog:sync-claim`,

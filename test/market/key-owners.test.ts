@@ -3,14 +3,17 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import Redis from 'ioredis'
+import pino from 'pino'
 import { AccountStore } from '../../src/accounts/accounts.ts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { KEY_OWNER_TTL_MS, KeyOwners } from '../../src/market/key-owners.ts'
 import { OfferService } from '../../src/market/offers.ts'
+import { startReaper } from '../../src/market/reaper.ts'
+import { earlierBuildSeen, forgetReplica, REPLICA_ID, stampReaperPass } from '../../src/market/replicas.ts'
 import { marketSteps } from '../../src/market/steps.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
-import { keyspace } from '../../src/redis/keys.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
@@ -50,6 +53,18 @@ describe('KeyOwners', () => {
     owners.set('newest', owner)
     expect(owners.get('d0')).toBeUndefined()
     expect(owners.get('newest')).toEqual(owner)
+  })
+
+  test('not kept: every owner kept is forgotten and none is kept until told again', () => {
+    const owners = new KeyOwners()
+    owners.set('d1', owner)
+    owners.keep(false)
+    expect([owners.kept, owners.get('d1')]).toEqual([false, undefined])
+    owners.set('d2', owner)
+    expect(owners.get('d2')).toBeUndefined()
+    owners.keep(true)
+    owners.set('d2', owner)
+    expect([owners.kept, owners.get('d2')]).toEqual([true, owner])
   })
 })
 
@@ -182,5 +197,124 @@ describe('steps', () => {
     expect(seen.filter((command) => command.includes(keys.accountKeys(account.id)))).toEqual([])
     monitor.disconnect()
     await steps.close()
+  })
+})
+
+// A build from before the mark revokes a key by deleting its record and its entry in the account's
+// list of keys (lua/revoke-key.lua then), and marks nothing on the account.
+async function revokeAsEarlierBuild(
+  store: Store,
+  keys: Keyspace,
+  accountId: string,
+  keyId: string,
+  digest: string,
+) {
+  await store.hdel(keys.accountKeys(accountId), keyId)
+  await store.del(keys.apiKey(digest))
+}
+
+describe('a replica of an earlier build seen', () => {
+  const fx = marketFixture()
+  afterAll(() => fx.close())
+
+  /** A market of its own on one slot: an offer, a funded account, a replica's steps. */
+  async function oneSlotMarket() {
+    const keys = keyspace(testPrefix())
+    const own: MarketFixture = { ...fx, keys, offers: new OfferService(fx.store, keys, randomBytes(32)) }
+    await postOffer(own, 40, 5_000_000)
+    return { keys, own, accountId: await seedAccount(own, 1_000_000), steps: marketSteps(fx.store, keys) }
+  }
+
+  test('is a replica seen lately that never stamped itself as marking revoked keys', async () => {
+    const keys = keyspace(testPrefix())
+    await stampReaperPass(fx.store, keys, 0)
+    expect(await earlierBuildSeen(fx.store, keys, 10_000)).toBe(false)
+    // An earlier build's pass stamps the replicas alone.
+    await fx.store.zadd(keys.replicas, Date.now(), 'earlier:1:abc')
+    expect(await earlierBuildSeen(fx.store, keys, 10_000)).toBe(true)
+    // Seen no longer: silent past the window, as a replica stopped or gone.
+    await fx.store.zadd(keys.replicas, Date.now() - 60_000, 'earlier:1:abc')
+    expect(await earlierBuildSeen(fx.store, keys, 10_000)).toBe(false)
+    await forgetReplica(fx.store, keys)
+    expect(await fx.store.zscore(keys.replicasMarking, REPLICA_ID)).toBeNull()
+  })
+
+  test('one slot: while it is seen, a key revoked by it is refused on the next request, nothing held', async () => {
+    const { keys, own, accountId, steps } = await oneSlotMarket()
+    const byDigest = (digest: string) => steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
+
+    // Without it seen, such a revoke is not seen by a replica that named the key by its ids.
+    const unseen = await mintedKey(own, accountId, 'key-a')
+    expect((await byDigest(unseen)).code).toBe(AdmitCode.Admitted)
+    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-a', unseen)
+    expect((await byDigest(unseen)).code).toBe(AdmitCode.Admitted)
+
+    // Seen (as a reaper pass tells it): the owners learned before are forgotten, none is kept after.
+    const digest = await mintedKey(own, accountId, 'key-b')
+    expect((await byDigest(digest)).code).toBe(AdmitCode.Admitted)
+    steps.earlierBuildSeen(true)
+    expect((await byDigest(digest)).code).toBe(AdmitCode.Admitted)
+    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-b', digest)
+    const held = await fx.store.hmget(keys.account(accountId), 'held', 'inflight:key-b')
+    expect(await byDigest(digest)).toEqual({ code: AdmitCode.UnknownKey })
+    expect(await byDigest(unseen)).toEqual({ code: AdmitCode.UnknownKey })
+    expect(await fx.store.hmget(keys.account(accountId), 'held', 'inflight:key-b')).toEqual(held)
+
+    // Gone again: a revoked key, looked up afresh by its digest, stays refused.
+    steps.earlierBuildSeen(false)
+    expect(await byDigest(digest)).toEqual({ code: AdmitCode.UnknownKey })
+  })
+
+  test("held apart: while it is seen, the hold checks the key against the account's keys", async () => {
+    const keys = keyspace(testPrefix(), 'apart')
+    const accounts = new AccountStore(fx.store, keys)
+    const { account, apiKey } = await accounts.create(randomWallet(), 50)
+    await accounts.credit(account.id, '1.000000', 'test funds', 'test')
+    await new OfferService(fx.store, keys, randomBytes(32)).create({
+      upstreamBaseUrl: 'http://127.0.0.1:1',
+      upstreamApiKey: 'sk-test',
+      askCents: 40,
+      capacity: 5_000_000 as MicroDiem,
+    })
+    const steps = marketSteps(fx.store, keys)
+    const digest = digestApiKey(apiKey)
+    const keyId = (await fx.store.hget(keys.apiKey(digest), 'id'))!
+    const admitted = () => steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
+    expect((await admitted()).code).toBe(AdmitCode.Admitted)
+    steps.earlierBuildSeen(true)
+    expect((await admitted()).code).toBe(AdmitCode.Admitted)
+    // The account's side of an earlier build's revoke (its list of keys) comes first: enough here.
+    await fx.store.hdel(keys.accountKeys(account.id), keyId)
+    expect(await admitted()).toEqual({ code: AdmitCode.UnknownKey })
+    await steps.close()
+  })
+
+  test("each reaper pass tells the replica's steps", async () => {
+    const { keys, own, accountId, steps } = await oneSlotMarket()
+    const digest = await mintedKey(own, accountId, 'key-c')
+    expect((await steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))).code).toBe(
+      AdmitCode.Admitted,
+    )
+    await fx.store.zadd(keys.replicas, Date.now(), 'earlier:2:def')
+    let pass: (() => unknown) | undefined
+    const stop = startReaper(
+      fx.store,
+      keys,
+      steps,
+      1_000,
+      pino({ level: 'silent' }),
+      undefined,
+      (_ms, run) => {
+        pass = run
+        return () => {}
+      },
+    )
+    pass!()
+    // The pass under way finishes before the reaper stops.
+    await stop()
+    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-c', digest)
+    expect(await steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))).toEqual({
+      code: AdmitCode.UnknownKey,
+    })
   })
 })
