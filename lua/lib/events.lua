@@ -47,11 +47,16 @@ end
 -- hash as b100:<keyId>, which a new period (lib/holds write_hold) and a changed limit
 -- (lua/set-key-limit.lua) remove.
 -- hooks: the account's count of endpoints, as the clear read it on the account hash (kept by
--- lua/webhook-put.lua and webhook-delete.lua): at '0' there is nothing to look up, the usual case;
--- an account that has no count (made before it) is looked up as if it had endpoints.
-local function emit_clear_events(a, charged, confirmed, now, hooks)
-  if charged <= 0 or hooks == '0' then return end
+-- lua/webhook-put.lua and webhook-delete.lua): at '0' there is nothing to look up, the usual case.
+-- An account that has no count (made before it) is counted here, once: its clears after read it.
+local function emit_clear_events(a, charged, confirmed, now, count)
+  if charged <= 0 or count == '0' then return end
   local owner, hooks = account_hooks(a.accountId)
+  if not count then
+    local endpoints = rcall('HLEN', k_webhooks(owner))
+    rcall('HSET', k_account(a.accountId), 'hooks', endpoints)
+    if endpoints == 0 then return end
+  end
   local h = rcall('HMGET', hooks, 't:balance.low', 't:key.budget.80', 't:key.budget.100')
   if h[1] then
     local fields = rcall('HGETALL', hooks)

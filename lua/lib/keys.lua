@@ -61,6 +61,7 @@ local function k_payout_lock(wallet) return BASE .. 'payout:sender:' .. wallet e
 local function k_payout_next_nonce(wallet) return BASE .. 'payout:next-nonce:' .. wallet end
 -- A webhook owner ('acct:<id>' or 'supplier:<id>'): its hooks hash and its event stream.
 local function k_hooks(owner) return BASE .. owner .. ':hooks' end
+local function k_webhooks(owner) return BASE .. owner .. ':webhooks' end
 local function k_events(owner) return BASE .. owner .. ':events' end
 
 -- An API key's fields on its account's hash (held:<keyId>, spent:, inflight:, limit:, reset:,

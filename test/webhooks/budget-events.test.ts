@@ -36,7 +36,8 @@ async function budgetedAccount(reset?: LimitReset) {
   const acct = await seedAccount(fx, 1_000_000_000)
   await fx.store.hset(fx.keys.account(acct), `limit:${KEY}`, LIMIT)
   if (reset) await fx.store.hset(fx.keys.account(acct), `reset:${KEY}`, reset)
-  // As lua/webhook-put.lua counts an endpoint's event types, and the account its endpoints.
+  // As lua/webhook-put.lua writes an endpoint, counts its event types, and the account its endpoints.
+  await fx.store.hset(fx.keys.webhooks(`acct:${acct}`), 'ep-1', '{}')
   await fx.store.hset(fx.keys.webhookHooks(`acct:${acct}`), 't:key.budget.80', 1, 't:key.budget.100', 1)
   await fx.store.hset(fx.keys.account(acct), 'hooks', 1)
   return acct
@@ -136,11 +137,24 @@ describe('a lifetime limit', () => {
     expect(await types(acct)).toHaveLength(4)
   })
 
-  test('an account made before its endpoints were counted (no hooks field) is looked up as before', async () => {
+  test('an account made before its endpoints were counted (no hooks field) is counted at its first clear', async () => {
     const acct = await budgetedAccount()
     await fx.store.hdel(fx.keys.account(acct), 'hooks')
-    for (let i = 0; i < 5; i++) await spend(acct)
+    await spend(acct)
+    expect(await fx.store.hget(fx.keys.account(acct), 'hooks')).toBe('1')
+    for (let i = 0; i < 4; i++) await spend(acct)
     expect(await written(acct)).toEqual([budgetEvent(80, 2000), budgetEvent(100, 2500)])
+  })
+
+  test('counted at 0, an account with no endpoint is not looked up again', async () => {
+    const acct = await budgetedAccount()
+    await fx.store.hdel(fx.keys.account(acct), 'hooks')
+    await fx.store.del(fx.keys.webhooks(`acct:${acct}`))
+    await spend(acct)
+    expect(await fx.store.hget(fx.keys.account(acct), 'hooks')).toBe('0')
+    // Its types left as they were: at 0 the clear reads none of them, so nothing is written.
+    for (let i = 0; i < 4; i++) await spend(acct)
+    expect(await fx.store.exists(fx.keys.webhookEvents(`acct:${acct}`))).toBe(0)
   })
 
   test('with no endpoint for the budget events, nothing is written', async () => {
