@@ -59,7 +59,7 @@ local function k_supplier_payouts(id) return BASE .. 'supplier:' .. id .. ':payo
 local function k_payout_key(id, digest) return BASE .. 'supplier:' .. id .. ':payout-key:' .. digest end
 local function k_payout_lock(wallet) return BASE .. 'payout:sender:' .. wallet end
 local function k_payout_next_nonce(wallet) return BASE .. 'payout:next-nonce:' .. wallet end
--- A webhook owner ('acct:<id>' or 'supplier:<id>'): its hooks hash and its event stream.
+-- A webhook owner ('acct:<id>' or 'supplier:<id>'): its hooks hash, its endpoints and its event stream.
 local function k_hooks(owner) return BASE .. owner .. ':hooks' end
 local function k_webhooks(owner) return BASE .. owner .. ':webhooks' end
 local function k_events(owner) return BASE .. owner .. ':events' end
