@@ -76,13 +76,22 @@ export const fullReadPeriodMs = (replicas: number) =>
 
 export async function replicaHealth(store: Store, keys: Keyspace, withinMs: number) {
   const now = Date.now()
-  const [seen, last] = await Promise.all([
+  const [seen, marking, last] = await Promise.all([
     store.zrangebyscore(keys.replicas, now - withinMs, '+inf', 'WITHSCORES'),
+    store.zrangebyscore(keys.replicasMarking, '-inf', '+inf'),
     store.hgetall(keys.reaperLastRun),
   ])
-  const replicas: { id: string; lastSeenAt: string }[] = []
+  const marks = new Set(marking)
+  // An earlier build's replica keeps every other replica naming keys by their digest: the
+  // operator sees which one to stop.
+  const replicas: { id: string; lastSeenAt: string; earlierBuild: boolean }[] = []
   for (let i = 0; i < seen.length; i += 2) {
-    replicas.push({ id: seen[i]!, lastSeenAt: new Date(Number(seen[i + 1])).toISOString() })
+    const id = seen[i]!
+    replicas.push({
+      id,
+      lastSeenAt: new Date(Number(seen[i + 1])).toISOString(),
+      earlierBuild: !marks.has(id),
+    })
   }
   return {
     replicas,

@@ -55,7 +55,7 @@ describe('GET /admin/v1/health', () => {
   test('Redis answers, this replica is seen through its reaper pass', async () => {
     let body: {
       redis: { status: string; pingMs: number }
-      replicas: { count: number; data: { id: string; lastSeenAt: string }[] }
+      replicas: { count: number; data: { id: string; lastSeenAt: string; earlierBuild: boolean }[] }
       reaper: { lastRunAt: string; replica: string; reaped: number } | null
     }
     do {
@@ -68,6 +68,22 @@ describe('GET /admin/v1/health', () => {
     expect(body.replicas.count).toBe(body.replicas.data.length)
     expect(body.reaper.replica).toBe(REPLICA_ID)
     expect(Number.isNaN(Date.parse(body.reaper.lastRunAt))).toBe(false)
+    expect(body.replicas.data.find((r) => r.id === REPLICA_ID)?.earlierBuild).toBe(false)
+  })
+
+  test('a replica of an earlier build (seen, never stamped as marking revoked keys) is named as one', async () => {
+    const earlier = `earlier-build:${Date.now()}`
+    await stack.store.zadd(stack.keys.replicas, Date.now(), earlier)
+    try {
+      const body = (await (await adminFetch(stack, '/admin/v1/health')).json()) as {
+        replicas: { data: { id: string; earlierBuild: boolean }[] }
+      }
+      const byId = new Map(body.replicas.data.map((r) => [r.id, r.earlierBuild]))
+      expect(byId.get(earlier)).toBe(true)
+      expect(byId.get(REPLICA_ID)).toBe(false)
+    } finally {
+      await stack.store.zrem(stack.keys.replicas, earlier)
+    }
   })
 })
 

@@ -66,9 +66,11 @@ describe('the operator page', () => {
     )
     const health = page.locator('#health')
     expect(await health.textContent()).toContain('Redisok')
-    expect(
-      await page.getByRole('table', { name: 'Replicas' }).locator('tbody tr').count(),
-    ).toBeGreaterThanOrEqual(1)
+    const replicaRows = page.getByRole('table', { name: 'Replicas' }).locator('tbody tr')
+    expect(await replicaRows.count()).toBeGreaterThanOrEqual(1)
+    // Every replica of this stack is of this build.
+    for (const row of await replicaRows.all())
+      expect(await row.locator('td').last().textContent()).toBe('current')
 
     const totals = (await (await adminFetch(stack, '/admin/v1/market')).json()) as Record<string, string>
     expect(Number(totals.spentUsdc)).toBeGreaterThan(0)

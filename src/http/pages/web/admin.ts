@@ -65,7 +65,11 @@ let shownAccount: string | null = null
 async function showHealth() {
   const health = await call<{
     redis: { status: string; pingMs: number }
-    replicas: { seenWithinSeconds: number; count: number; data: { id: string; lastSeenAt: string }[] }
+    replicas: {
+      seenWithinSeconds: number
+      count: number
+      data: { id: string; lastSeenAt: string; earlierBuild: boolean }[]
+    }
     reaper: { lastRunAt: string; replica: string; reaped: number } | null
   }>('/admin/v1/health')
   fill(
@@ -78,8 +82,12 @@ async function showHealth() {
     ]),
     table(
       'Replicas',
-      ['Replica', 'Last seen'],
-      health.replicas.data.map((r) => [h('code', {}, r.id), when(r.lastSeenAt)]),
+      ['Replica', 'Last seen', 'Build'],
+      health.replicas.data.map((r) => [
+        h('code', {}, r.id),
+        when(r.lastSeenAt),
+        r.earlierBuild ? 'earlier' : 'current',
+      ]),
     ),
   )
 }
