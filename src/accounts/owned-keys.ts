@@ -165,12 +165,19 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
     }
     // Held apart: the record goes first, so the key stops working before it is unlisted (a replica
     // that stops between the two leaves a listed key that no longer works, revoked again at will);
-    // one the owner's step refuses to unlist is recorded again.
-    const record = await this.store.hgetall(this.owner.keyByDigest(digest))
-    await this.store.del(this.owner.keyByDigest(digest))
+    // one the owner's step refuses for its caller's limit is recorded again. Not one it finds gone:
+    // a revoke of the same key beside this one unlisted it.
+    const lookup = this.owner.keyByDigest(digest)
+    const record = await this.store.hgetall(lookup)
+    await this.store.del(lookup)
     const code = await this.unlist(ownerId, keyId, digest, callerKeyId)
-    if (code !== AccountCode.Ok && record.id === keyId) {
+    if (code === AccountCode.Ok) {
+      // A refused revoke beside this one may have recorded the key again since this one's delete.
+      await this.store.del(lookup)
+    } else if (code === AccountCode.KeyLimitBinding && record.id === keyId) {
       await this.index(ownerId, keyId, digest, record.name ?? '', record.prefix ?? '')
+      // Unlisted meanwhile by a revoke that was allowed: its record must not outlive it.
+      if ((await this.digestOf(ownerId, keyId)) !== digest) await this.store.del(lookup)
     }
     return code
   }

@@ -278,8 +278,10 @@ async function callAdmitted(
 export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promise<Dispatched> {
   const failed: string[] = []
   let refusal: AdmitRefusal | null = null
-  // Known once the first admit has resolved the key; later attempts pass the ids themselves.
-  let requester = req.requester
+  // Every attempt names the key as the first did: by its digest, the steps name it by its ids after
+  // the first (src/market/key-owners.ts), and by its digest again while a replica of an earlier
+  // build, whose revoke leaves no mark, is seen.
+  const requester = req.requester
   let who = 'accountId' in requester ? requester : null
   let job = req.job
   // The body sent for `job`, made once however many offers it is sent to.
@@ -303,10 +305,7 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       }
     }
     const resolved = whoseRequest(result)
-    if (resolved) {
-      who = { accountId: resolved.accountId, apiKeyId: resolved.apiKeyId }
-      requester = who
-    }
+    if (resolved) who = { accountId: resolved.accountId, apiKeyId: resolved.apiKeyId }
     if (result.code !== AdmitCode.Admitted) {
       refusal = result
       break

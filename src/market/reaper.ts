@@ -6,7 +6,13 @@ import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
-import { earlierBuildSeen, forgetReplica, REPLICA_ID, seenWithinMs, stampReaperPass } from './replicas.ts'
+import {
+  EARLIER_BUILD_WITHIN_MS,
+  earlierBuildSeen,
+  forgetReplica,
+  REPLICA_ID,
+  stampReaperPass,
+} from './replicas.ts'
 import type { MarketSteps } from './steps.ts'
 
 /** Passes a claim outlives its holder's last: another replica takes over after that many silent ones. */
@@ -50,8 +56,8 @@ export function startReaper(
   }
 
   async function pass() {
+    let total = 0
     try {
-      let total = 0
       if (await claimReaping(store, keys, intervalMs * CLAIM_PASSES)) {
         // Drain in batches so one call never holds Redis for long.
         let reaped = await steps.reap(100, recordRetentionMs)
@@ -62,11 +68,17 @@ export function startReaper(
         }
       }
       if (total > 0) logger.warn({ reaped: total }, 'reaped expired leases')
-      // The operator's health view: this replica is alive and its reaper ran.
-      await stampReaperPass(store, keys, total)
-      steps.earlierBuildSeen(await earlierBuildSeen(store, keys, seenWithinMs(intervalMs)))
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'reaper pass failed')
     }
+    // Whatever the reap did: the operator's health view (this replica is alive and its reaper
+    // ran), and whether an earlier build runs, which fails closed (keys go by their digest) while
+    // it cannot be told.
+    try {
+      await stampReaperPass(store, keys, total)
+    } catch (error) {
+      logger.warn({ err: (error as Error).message }, 'replica stamp failed')
+    }
+    steps.earlierBuildSeen(await earlierBuildSeen(store, keys, EARLIER_BUILD_WITHIN_MS).catch(() => true))
   }
 }

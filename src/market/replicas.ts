@@ -54,6 +54,13 @@ export async function earlierBuildSeen(store: Store, keys: Keyspace, withinMs: n
   return seen.some((id) => !marks.has(id))
 }
 
+/**
+ * How far back a replica of an earlier build counts as running: longer than its stamps' interval,
+ * whatever it was started with, and than the clocks of a deployment differ by. One that stopped
+ * without saying so keeps keys named by their digest this long; one that stops cleanly leaves at once.
+ */
+export const EARLIER_BUILD_WITHIN_MS = 300_000
+
 /** The replicas whose reaper ran within `withinMs`: alive, as far as the market can tell. */
 export async function replicasSeen(store: Store, keys: Keyspace, withinMs: number): Promise<string[]> {
   return store.zrangebyscore(keys.replicas, Date.now() - withinMs, '+inf')

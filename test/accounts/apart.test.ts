@@ -142,6 +142,28 @@ describe('accounts and keys held apart', () => {
     await expect(apiKeys.revoke(account.id, sub.id)).rejects.toMatchObject({ status: 404 })
   })
 
+  test('revokes of one key at once: never a record left for a key no longer listed', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const agent = await apiKeys.mint(account.id, 'agent', 2_000_000)
+    for (let round = 0; round < 6; round++) {
+      const key = await apiKeys.mint(account.id, `k${round}`, null)
+      const digest = digestApiKey(key.apiKey)
+      // Two allowed revokes (the owner twice: a double click, a retry), or one refused for its
+      // caller's limit beside one allowed: in each, the key ends unlisted and unusable.
+      const callers = round % 2 === 0 ? ['', ''] : [agent.id, '']
+      const results = await Promise.allSettled(
+        callers.map((caller) => apiKeys.revoke(account.id, key.id, caller)),
+      )
+      expect(results.filter((r) => r.status === 'fulfilled').length).toBe(1)
+      expect(await apiKeys.resolve(digest)).toBeNull()
+      expect((await apiKeys.list(account.id)).map((k) => k.id)).not.toContain(key.id)
+    }
+    // A revoke refused for its caller's limit, alone, leaves the key working.
+    const kept = await apiKeys.mint(account.id, 'kept', null)
+    await expect(apiKeys.revoke(account.id, kept.id, agent.id)).rejects.toMatchObject({ status: 403 })
+    expect((await apiKeys.resolve(digestApiKey(kept.apiKey)))?.id).toBe(kept.id)
+  })
+
   test("a hand credit moves the balance and is recorded on the account's own slot", async () => {
     const { account } = await accounts.create(wallet(), 50)
     const credited = await accounts.credit(account.id, '2.500000', 'test funds', 'test')

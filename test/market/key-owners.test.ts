@@ -317,4 +317,59 @@ describe('a replica of an earlier build seen', () => {
       code: AdmitCode.UnknownKey,
     })
   })
+
+  /** One reaper pass of `steps` on `store`, run to its end. */
+  async function onePass(store: Store, keys: Keyspace, steps: ReturnType<typeof marketSteps>) {
+    let pass: (() => unknown) | undefined
+    const stop = startReaper(store, keys, steps, 1_000, pino({ level: 'silent' }), undefined, (_ms, run) => {
+      pass = run
+      return () => {}
+    })
+    pass!()
+    await stop()
+  }
+
+  test('a pass whose reap fails still tells the steps of an earlier build', async () => {
+    const { keys, own, accountId, steps } = await oneSlotMarket()
+    const digest = await mintedKey(own, accountId, 'key-d')
+    const admitted = () => steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
+    expect((await admitted()).code).toBe(AdmitCode.Admitted)
+    await fx.store.zadd(keys.replicas, Date.now(), 'earlier:3:fed')
+    const failing = new Proxy(steps, {
+      get: (target, name) =>
+        name === 'reap' ? () => Promise.reject(new Error('reap failed')) : Reflect.get(target, name, target),
+    })
+    await onePass(fx.store, keys, failing)
+    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-d', digest)
+    expect(await admitted()).toEqual({ code: AdmitCode.UnknownKey })
+  })
+
+  test('an earlier build that stamps seldom, or on a clock behind, is still seen', async () => {
+    const { keys, own, accountId, steps } = await oneSlotMarket()
+    const digest = await mintedKey(own, accountId, 'key-f')
+    const admitted = () => steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
+    expect((await admitted()).code).toBe(AdmitCode.Admitted)
+    // Its last stamp a minute old: past this replica's own seen window, within the earlier build's.
+    await fx.store.zadd(keys.replicas, Date.now() - 60_000, 'earlier:4:slow')
+    await onePass(fx.store, keys, steps)
+    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-f', digest)
+    expect(await admitted()).toEqual({ code: AdmitCode.UnknownKey })
+  })
+
+  test('a pass that cannot tell whether an earlier build runs names no key by its ids', async () => {
+    const { keys, own, accountId, steps } = await oneSlotMarket()
+    const digest = await mintedKey(own, accountId, 'key-e')
+    const admitted = () => steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
+    expect((await admitted()).code).toBe(AdmitCode.Admitted)
+    // Only this build's replicas stamped; the check's own reads fail.
+    const blind = new Proxy(fx.store, {
+      get: (target, name) =>
+        name === 'zrangebyscore'
+          ? () => Promise.reject(new Error('connection lost'))
+          : Reflect.get(target, name, target),
+    })
+    await onePass(blind, keys, steps)
+    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-e', digest)
+    expect(await admitted()).toEqual({ code: AdmitCode.UnknownKey })
+  })
 })
