@@ -168,14 +168,17 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
     // one the owner's step refuses for its caller's limit is recorded again. Not one it finds gone:
     // a revoke of the same key beside this one unlisted it.
     const lookup = this.owner.keyByDigest(digest)
-    const record = await this.store.hgetall(lookup)
-    await this.store.del(lookup)
+    // Read and deleted in one step: a refused revoke puts back exactly what it took itself, never
+    // what another revoke put back meanwhile.
+    const [[, taken]] = (await this.store.multi().hgetall(lookup).del(lookup).exec()) as [
+      [unknown, Record<string, string> | null],
+    ]
     const code = await this.unlist(ownerId, keyId, digest, callerKeyId)
     if (code === AccountCode.Ok) {
-      // A refused revoke beside this one may have recorded the key again since this one's delete.
+      // A refused revoke beside this one may have put the record back since this one took it.
       await this.store.del(lookup)
-    } else if (code === AccountCode.KeyLimitBinding && record.id === keyId) {
-      await this.index(ownerId, keyId, digest, record.name ?? '', record.prefix ?? '')
+    } else if (code === AccountCode.KeyLimitBinding && taken?.id === keyId) {
+      await this.store.hset(lookup, taken)
       // Unlisted meanwhile by a revoke that was allowed: its record must not outlive it.
       if ((await this.digestOf(ownerId, keyId)) !== digest) await this.store.del(lookup)
     }

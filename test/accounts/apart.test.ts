@@ -158,10 +158,21 @@ describe('accounts and keys held apart', () => {
       expect(await apiKeys.resolve(digest)).toBeNull()
       expect((await apiKeys.list(account.id)).map((k) => k.id)).not.toContain(key.id)
     }
-    // A revoke refused for its caller's limit, alone, leaves the key working.
+    // A revoke refused for its caller's limit leaves the key working, its record as it was.
     const kept = await apiKeys.mint(account.id, 'kept', null)
+    const record = keys.apiKey(digestApiKey(kept.apiKey))
+    await store.hset(record, 'lastUsedAt', '1700000000000')
+    const before = await store.hgetall(record)
     await expect(apiKeys.revoke(account.id, kept.id, agent.id)).rejects.toMatchObject({ status: 403 })
-    expect((await apiKeys.resolve(digestApiKey(kept.apiKey)))?.id).toBe(kept.id)
+    expect(await store.hgetall(record)).toEqual(before)
+    // Three such revokes at once: each refused, and the key still works.
+    for (let round = 0; round < 10; round++) {
+      const refused = await Promise.allSettled(
+        [0, 1, 2].map(() => apiKeys.revoke(account.id, kept.id, agent.id)),
+      )
+      expect(refused.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected'])
+      expect((await apiKeys.resolve(digestApiKey(kept.apiKey)))?.id).toBe(kept.id)
+    }
   })
 
   test("a hand credit moves the balance and is recorded on the account's own slot", async () => {
