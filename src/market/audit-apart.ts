@@ -6,8 +6,9 @@
 // the market, what buyers paid is what suppliers earned plus fees plus what is in transit (charged
 // on the account, not yet posted on the offer). A payment recorded on the indexes' slot is credited
 // once on its account's, in the same state, and an account's pending is what its payments there
-// still have pending, and every key listed on an account has the record auth reads; and each
-// supplier's offers, earnings, payouts and upstream key claims (audit-suppliers.ts).
+// still have pending, every key listed on an account has the record auth reads and every record is
+// of a listed key; and each supplier's offers, earnings, payouts and upstream key claims
+// (audit-suppliers.ts).
 // Read without a snapshot: run it when quiet.
 import { attemptFields } from '../records/attempt-fields.ts'
 import type { Store } from '../redis/store.ts'
@@ -89,16 +90,22 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
         off(`account ${accountId}`, `credited payment ${id} has no record`)
 
   // Keys: each listed on its account has the record auth reads (a mint or a revoke that stopped
-  // between its two steps leaves a listed key that does not work).
+  // between its two steps leaves a listed key that does not work), and each record is of a key
+  // listed on its account (one that is not is a revoked key that still works).
+  const listed = new Set<string>()
   for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'a', 'acct:*:keys'), true)) {
     const accountId = key.slice(key.lastIndexOf(':acct:') + 6, -':keys'.length)
     const ids = Object.keys(row)
     const records = await Promise.all(ids.map((id) => store.hget(`${prefix}:apikey:${row[id]}`, 'id')))
     ids.forEach((id, i) => {
+      listed.add(`${accountId} ${id} ${row[id]}`)
       if (records[i] !== id)
         off(`account ${accountId}`, `key ${id} is listed but has no record: it does not work`)
     })
   }
+  for (const { key, row } of await scanHashes(store, marketGlob(prefix, 'apikey:*'), true))
+    if (!listed.has(`${row.accountId} ${row.id} ${idAfter(key, ':apikey:')}`))
+      off(`account ${row.accountId}`, `key ${row.id} has a record but is not listed: revoked, it still works`)
 
   // Each offer holds and counts its pending reservations; each account its admitted attempts.
   let earned = 0

@@ -138,6 +138,22 @@ describe('accounts and keys held apart', () => {
     ])
     await apiKeys.revoke(account.id, sub.id)
     expect(await apiKeys.resolve(digestApiKey(sub.apiKey))).toBeNull()
+    // A record left for a key no longer listed: a revoked key that still works, named.
+    const subRecord = keys.apiKey(digestApiKey(sub.apiKey))
+    await store.hset(subRecord, {
+      id: sub.id,
+      accountId: account.id,
+      name: 'renamed',
+      prefix: 'x',
+      createdAt: 1,
+    })
+    expect(await auditApart(store, keys.prefix)).toEqual([
+      {
+        subject: `account ${account.id}`,
+        problem: `key ${sub.id} has a record but is not listed: revoked, it still works`,
+      },
+    ])
+    await store.del(subRecord)
     expect((await apiKeys.list(account.id)).map((k) => k.id).sort()).toEqual([first.id, agent.id].sort())
     await expect(apiKeys.revoke(account.id, sub.id)).rejects.toMatchObject({ status: 404 })
   })
