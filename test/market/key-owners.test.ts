@@ -329,38 +329,41 @@ describe('a replica of an earlier build seen', () => {
     await stop()
   }
 
-  test('a pass whose reap fails still tells the steps of an earlier build', async () => {
+  /** A key of a one-slot market, admitted once by its digest: its steps now name it by its ids. */
+  async function keyAdmittedOnce(keyId: string) {
     const { keys, own, accountId, steps } = await oneSlotMarket()
-    const digest = await mintedKey(own, accountId, 'key-d')
+    const digest = await mintedKey(own, accountId, keyId)
     const admitted = () => steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
     expect((await admitted()).code).toBe(AdmitCode.Admitted)
+    /** Revoked as an earlier build revokes it, then asked again. */
+    const revokedThenAsked = async () => {
+      await revokeAsEarlierBuild(fx.store, keys, accountId, keyId, digest)
+      return admitted()
+    }
+    return { keys, steps, revokedThenAsked }
+  }
+
+  test('a pass whose reap fails still tells the steps of an earlier build', async () => {
+    const { keys, steps, revokedThenAsked } = await keyAdmittedOnce('key-d')
     await fx.store.zadd(keys.replicas, Date.now(), 'earlier:3:fed')
     const failing = new Proxy(steps, {
       get: (target, name) =>
         name === 'reap' ? () => Promise.reject(new Error('reap failed')) : Reflect.get(target, name, target),
     })
     await onePass(fx.store, keys, failing)
-    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-d', digest)
-    expect(await admitted()).toEqual({ code: AdmitCode.UnknownKey })
+    expect(await revokedThenAsked()).toEqual({ code: AdmitCode.UnknownKey })
   })
 
   test('an earlier build that stamps seldom, or on a clock behind, is still seen', async () => {
-    const { keys, own, accountId, steps } = await oneSlotMarket()
-    const digest = await mintedKey(own, accountId, 'key-f')
-    const admitted = () => steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
-    expect((await admitted()).code).toBe(AdmitCode.Admitted)
+    const { keys, steps, revokedThenAsked } = await keyAdmittedOnce('key-f')
     // Its last stamp a minute old: past this replica's own seen window, within the earlier build's.
     await fx.store.zadd(keys.replicas, Date.now() - 60_000, 'earlier:4:slow')
     await onePass(fx.store, keys, steps)
-    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-f', digest)
-    expect(await admitted()).toEqual({ code: AdmitCode.UnknownKey })
+    expect(await revokedThenAsked()).toEqual({ code: AdmitCode.UnknownKey })
   })
 
   test('a pass that cannot tell whether an earlier build runs names no key by its ids', async () => {
-    const { keys, own, accountId, steps } = await oneSlotMarket()
-    const digest = await mintedKey(own, accountId, 'key-e')
-    const admitted = () => steps.admit(admitRequest('', { apiKeyId: '', apiKeyDigest: digest }))
-    expect((await admitted()).code).toBe(AdmitCode.Admitted)
+    const { keys, steps, revokedThenAsked } = await keyAdmittedOnce('key-e')
     // Only this build's replicas stamped; the check's own reads fail.
     const blind = new Proxy(fx.store, {
       get: (target, name) =>
@@ -369,7 +372,6 @@ describe('a replica of an earlier build seen', () => {
           : Reflect.get(target, name, target),
     })
     await onePass(blind, keys, steps)
-    await revokeAsEarlierBuild(fx.store, keys, accountId, 'key-e', digest)
-    expect(await admitted()).toEqual({ code: AdmitCode.UnknownKey })
+    expect(await revokedThenAsked()).toEqual({ code: AdmitCode.UnknownKey })
   })
 })
