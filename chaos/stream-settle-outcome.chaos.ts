@@ -15,10 +15,16 @@ import { type RedisProxy, startRedisProxy } from '../test/helpers/redis-proxy.ts
 import { startStack, type TestStack, testPrefix, testRedisUrl } from '../test/helpers/stack.ts'
 
 /**
- * The clear on the wire, either way it travels: an FCALL on the native connection (the function's
- * name ends in `_clear`), or ioredis's EVALSHA of the script while that connection reconnects.
+ * The clear on the wire, whichever way it travels: an FCALL on the native connection (the
+ * function's name ends in `_clear`), or, while that connection reconnects, ioredis's EVALSHA of the
+ * script (either form) or its EVAL with the whole text, on a connection that has not sent it yet
+ * (found by a line of the clear's own header, shorter than the proxy's split-read window).
  */
-const CLEAR = ['_clear\r\n', createHash('sha1').update(SCRIPTS.clear.lua).digest('hex')]
+const CLEAR = [
+  '_clear\r\n',
+  ...[SCRIPTS.clear.lua, SCRIPTS.clear.guarded].map((lua) => createHash('sha1').update(lua).digest('hex')),
+  'clear: end one admitted attempt that was served',
+]
 
 interface Setup {
   stack: TestStack
