@@ -6,13 +6,7 @@ import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { ClearJournal, KEEP_UNREPLICATED_MS } from './market/clear-journal.ts'
 import { startReaper } from './market/reaper.ts'
-import {
-  EARLIER_BUILD_WITHIN_MS,
-  earlierBuildSeen,
-  forgetReplica,
-  REPLICA_ID,
-  stampReplica,
-} from './market/replicas.ts'
+import { earlierBuildSeen, forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
@@ -82,7 +76,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const { reapIntervalMs, every } = config.market
   const steps = marketSteps(store, keys, undefined, config.market.postWithinMs, reapIntervalMs)
   // Known before the first request; each reaper pass tells it again.
-  steps.earlierBuildSeen(await earlierBuildSeen(store, keys, EARLIER_BUILD_WITHIN_MS).catch(() => true))
+  steps.earlierBuildSeen(await earlierBuildSeen(store, keys))
   const stopReaper = startReaper(store, keys, steps, reapIntervalMs, logger, recordRetentionMs, every)
   // Read only while the store serves: its masters are waited for otherwise, and a loss is the
   // journal's to handle.

@@ -6,13 +6,7 @@ import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
-import {
-  EARLIER_BUILD_WITHIN_MS,
-  earlierBuildSeen,
-  forgetReplica,
-  REPLICA_ID,
-  stampReaperPass,
-} from './replicas.ts'
+import { earlierBuildSeen, forgetReplica, REPLICA_ID, stampReaperPass } from './replicas.ts'
 import type { MarketSteps } from './steps.ts'
 
 /** Passes a claim outlives its holder's last: another replica takes over after that many silent ones. */
@@ -79,6 +73,6 @@ export function startReaper(
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'replica stamp failed')
     }
-    steps.earlierBuildSeen(await earlierBuildSeen(store, keys, EARLIER_BUILD_WITHIN_MS).catch(() => true))
+    steps.earlierBuildSeen(await earlierBuildSeen(store, keys))
   }
 }

@@ -40,26 +40,35 @@ export async function forgetReplica(store: Store, keys: Keyspace): Promise<void>
 }
 
 /**
- * Whether a replica of an earlier build was seen within `withinMs`: one whose revoke of a key
- * leaves no mark on its account, so a key must not be named by ids this replica learned before
- * (src/market/key-owners.ts) while it may still revoke one.
- */
-export async function earlierBuildSeen(store: Store, keys: Keyspace, withinMs: number): Promise<boolean> {
-  const since = Date.now() - withinMs
-  const [seen, marking] = await Promise.all([
-    store.zrangebyscore(keys.replicas, since, '+inf'),
-    store.zrangebyscore(keys.replicasMarking, '-inf', '+inf'),
-  ])
-  const marks = new Set(marking)
-  return seen.some((id) => !marks.has(id))
-}
-
-/**
  * How far back a replica of an earlier build counts as running: longer than its stamps' interval,
  * whatever it was started with, and than the clocks of a deployment differ by. One that stopped
  * without saying so keeps keys named by their digest this long; one that stops cleanly leaves at once.
  */
 export const EARLIER_BUILD_WITHIN_MS = 300_000
+
+/**
+ * Whether a replica of an earlier build was seen within `withinMs`: one whose revoke of a key
+ * leaves no mark on its account, so a key must not be named by ids this replica learned before
+ * (src/market/key-owners.ts) while it may still revoke one. True as well when Redis cannot say:
+ * the check fails closed.
+ */
+export async function earlierBuildSeen(
+  store: Store,
+  keys: Keyspace,
+  withinMs = EARLIER_BUILD_WITHIN_MS,
+): Promise<boolean> {
+  const since = Date.now() - withinMs
+  try {
+    const [seen, marking] = await Promise.all([
+      store.zrangebyscore(keys.replicas, since, '+inf'),
+      store.zrangebyscore(keys.replicasMarking, '-inf', '+inf'),
+    ])
+    const marks = new Set(marking)
+    return seen.some((id) => !marks.has(id))
+  } catch {
+    return true
+  }
+}
 
 /** The replicas whose reaper ran within `withinMs`: alive, as far as the market can tell. */
 export async function replicasSeen(store: Store, keys: Keyspace, withinMs: number): Promise<string[]> {
