@@ -167,6 +167,11 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
     // that stops between the two leaves a listed key that no longer works, revoked again at will);
     // one the owner's step refuses for its caller's limit is recorded again. Not one it finds gone:
     // a revoke of the same key beside this one unlisted it.
+    // A revoke the owner's step would refuse for its caller's limit is refused before the record is
+    // taken, so a limited key's refused revokes never stop the key working meanwhile. The step
+    // still decides: a limit set or lifted in between is caught below.
+    if (callerKeyId && (await this.limitBinds(ownerId, keyId, callerKeyId)))
+      return AccountCode.KeyLimitBinding
     const lookup = this.owner.keyByDigest(digest)
     // Read and deleted in one step: a refused revoke puts back exactly what it took itself, never
     // what another revoke put back meanwhile.
@@ -183,6 +188,16 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
       if ((await this.digestOf(ownerId, keyId)) !== digest) await this.store.del(lookup)
     }
     return code
+  }
+
+  /** revoke-key's rule for a limited caller: a key without a limit is not its to revoke. */
+  private async limitBinds(ownerId: string, keyId: string, callerKeyId: string): Promise<boolean> {
+    const [callerLimit, keyLimit] = await this.store.hmget(
+      this.owner.ownerHash(ownerId),
+      `limit:${callerKeyId}`,
+      `limit:${keyId}`,
+    )
+    return callerLimit !== null && keyLimit === null
   }
 
   /** revoke-key's step on the owner's own keys alone: the key is no longer the owner's. */

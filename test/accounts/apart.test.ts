@@ -191,6 +191,59 @@ describe('accounts and keys held apart', () => {
     }
   })
 
+  test("a key's limit lifted between the caller's check and the owner's step: refused there, the record put back as it was", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const agent = await apiKeys.mint(account.id, 'agent', 2_000_000)
+    const target = await apiKeys.mint(account.id, 'target', 100_000)
+    const record = keys.apiKey(digestApiKey(target.apiKey))
+    const before = await store.hgetall(record)
+    // The owner lifts the target's limit right after the revoke's check read it.
+    const lifting = new Proxy(store, {
+      get(base, name) {
+        if (name === 'hmget')
+          return async (...args: Parameters<Store['hmget']>) => {
+            const read = await base.hmget(...args)
+            await base.hdel(keys.account(account.id), `limit:${target.id}`)
+            return read
+          }
+        const value = Reflect.get(base, name)
+        return typeof value === 'function' ? value.bind(base) : value
+      },
+    })
+    await expect(
+      new ApiKeyStore(lifting, keys).revoke(account.id, target.id, agent.id),
+    ).rejects.toMatchObject({
+      status: 403,
+    })
+    expect(await store.hgetall(record)).toEqual(before)
+    expect((await apiKeys.list(account.id)).map((k) => k.id)).toContain(target.id)
+  })
+
+  test("a limited key's refused revokes never stop the key they aim at working, not even meanwhile", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const agent = await apiKeys.mint(account.id, 'agent', 2_000_000)
+    const target = await apiKeys.mint(account.id, 'target', null)
+    const digest = digestApiKey(target.apiKey)
+    let revoking = true
+    const misses: number[] = []
+    // Three readers resolve the key back to back, as auth on other replicas would, while the
+    // limited key's revokes are refused one after another.
+    const readers = [0, 1, 2].map(async () => {
+      let reads = 0
+      while (revoking) {
+        if ((await apiKeys.resolve(digest))?.id !== target.id) misses.push(reads)
+        reads++
+      }
+      return reads
+    })
+    for (let round = 0; round < 20; round++)
+      await expect(apiKeys.revoke(account.id, target.id, agent.id)).rejects.toMatchObject({ status: 403 })
+    revoking = false
+    const reads = await Promise.all(readers)
+    expect(Math.min(...reads)).toBeGreaterThan(0)
+    expect(misses).toEqual([])
+  })
+
   test("a hand credit moves the balance and is recorded on the account's own slot", async () => {
     const { account } = await accounts.create(wallet(), 50)
     const credited = await accounts.credit(account.id, '2.500000', 'test funds', 'test')
