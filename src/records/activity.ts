@@ -14,6 +14,15 @@ export const ACTIVITY_DEFAULT_LIMIT = 50
 /** A cursor is a Stream entry id: `<ms>-<seq>`. */
 export const ACTIVITY_CURSOR = /^\d{1,15}-\d{1,19}$/
 
+/**
+ * The newest end of a page below `before` (exclusive), or null where no entry can be below it:
+ * Redis refuses an exclusive end at `0-0`, however many zeros spell it.
+ */
+export function pageEnd(before: string | null): string | null {
+  if (before === null) return '+'
+  return /^0+-0+$/.test(before) ? null : `(${before}`
+}
+
 /** A Stream entry as ioredis returns it: its id, then its fields as a flat name, value list. */
 export type Entry = [id: string, fields: string[]]
 
@@ -56,13 +65,9 @@ export async function pageStream<T>(
   before: string | null,
   item: (entry: Entry) => T,
 ) {
-  const entries = (await store.xrevrange(
-    stream,
-    before === null ? '+' : `(${before}`,
-    '-',
-    'COUNT',
-    limit + 1,
-  )) as Entry[]
+  const end = pageEnd(before)
+  if (end === null) return { object: 'list' as const, data: [] as T[], nextCursor: null }
+  const entries = (await store.xrevrange(stream, end, '-', 'COUNT', limit + 1)) as Entry[]
   const page = entries.slice(0, limit)
   return {
     object: 'list' as const,

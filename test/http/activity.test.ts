@@ -106,6 +106,15 @@ describe('GET /v1/agent/activity', () => {
     const buyer = await fundedBuyer(stack)
     expect(await page(buyer, '')).toEqual({ object: 'list', data: [], nextCursor: null })
   })
+
+  test('a cursor at the first possible entry, however spelt, pages to an empty list, not an error', async () => {
+    const buyer = await fundedBuyer(stack)
+    await chat(buyer, MODELS[0]!)
+    for (const cursor of ['0-0', '00-0', '0-000']) {
+      expect(await page(buyer, `?before=${cursor}`)).toEqual({ object: 'list', data: [], nextCursor: null })
+    }
+    expect((await page(buyer, '?before=0-1')).data).toEqual([])
+  })
 })
 
 describe('GET /v1/agent/usage', () => {

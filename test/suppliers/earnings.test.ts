@@ -161,6 +161,9 @@ describe('a self-served offer earns what its buyers pay less the fee', () => {
       nextCursor: string | null
     }
     expect(page.nextCursor).toBeNull()
+    const below = await keyFetch(stack, supplier.apiKey, '/v1/supplier/fills?before=0-0')
+    expect(below.status).toBe(200)
+    expect(await below.json()).toEqual({ object: 'list', data: [], nextCursor: null })
   })
 
   test('earnings per UTC day sum the fills exactly; a day is the fill time in UTC; the window bounds them', async () => {

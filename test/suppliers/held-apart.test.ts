@@ -229,6 +229,11 @@ describe("a supplier's offers held apart", () => {
     const page2 = await supplierGet<Fills>(s, `/v1/supplier/fills?limit=1&before=${page1.nextCursor}`)
     expect(page2.data).toMatchObject([{ offerId: first, clearingPriceCents: 31 }])
     expect(page2.nextCursor).toBeNull()
+    expect(await supplierGet<Fills & { object: string }>(s, '/v1/supplier/fills?before=0-0')).toEqual({
+      object: 'list',
+      data: [],
+      nextCursor: null,
+    })
     const all = await supplierGet<Fills>(s, '/v1/supplier/fills')
     expect(all.data.map((f) => Math.round(Number(f.earnedUsdc) * 1e6))).toEqual([secondCost, firstCost])
 

@@ -128,4 +128,13 @@ test('a hostile query string is a 400 in the error shape and changes nothing', a
     }
   }
   expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+  // A cursor below which no entry can be is an empty page, not a 500.
+  for (const [path, apiKey] of [
+    ['/v1/supplier/events', supplier.apiKey],
+    ['/v1/agent/events', buyer.apiKey],
+  ] as const) {
+    const response = await keyFetch(stack, apiKey, `${path}?before=00-0`)
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({ object: 'list', data: [], nextCursor: null })
+  }
 })
