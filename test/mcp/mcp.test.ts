@@ -16,8 +16,16 @@ let stack: TestStack
 let buyer: TestAccount
 let client: Client
 
-async function connect(apiKey: string | null): Promise<Client> {
-  const headers: Record<string, string> = apiKey === null ? {} : { authorization: `Bearer ${apiKey}` }
+async function connect(
+  apiKey: string | null,
+  header: 'authorization' | 'x-api-key' = 'authorization',
+): Promise<Client> {
+  const headers: Record<string, string> =
+    apiKey === null
+      ? {}
+      : header === 'authorization'
+        ? { authorization: `Bearer ${apiKey}` }
+        : { 'x-api-key': apiKey }
   const transport = new StreamableHTTPClientTransport(new URL(`${stack.url}/mcp`), {
     requestInit: { headers },
   })
@@ -83,6 +91,17 @@ describe('connecting', () => {
     }
     const chat = tools.find((tool) => tool.name === 'chat')!
     expect(chat.inputSchema.required).toEqual(['model'])
+  })
+
+  test("a key sent as Anthropic's x-api-key opens the same tools, each answering as that key", async () => {
+    const mcp = await connect(buyer.apiKey, 'x-api-key')
+    try {
+      const me = await call('agent_me', {}, mcp)
+      expect(me.isError).toBeFalsy()
+      expect(me.structuredContent).toMatchObject({ accountId: buyer.accountId })
+    } finally {
+      await mcp.close()
+    }
   })
 
   test('without a key, or with a bad one, the client cannot connect: 401', async () => {

@@ -57,7 +57,10 @@ function offeredTools(app: AppHandle, role: Role): Tool[] {
 
 function dispatcher(app: AppHandle, request: Request): Dispatch {
   const origin = new URL(request.url).origin
-  const authorization = request.headers.get('authorization') ?? ''
+  // The key the caller was let in with, as a Bearer token or Anthropic's `x-api-key` (auth checked
+  // both name one key), is the one each tool's route reads.
+  const apiKey = request.headers.get('x-api-key')?.trim()
+  const authorization = request.headers.get('authorization') ?? (apiKey ? `Bearer ${apiKey}` : '')
   return (call, signal) =>
     app.handle(
       new Request(`${origin}${call.path}`, {
