@@ -8,6 +8,13 @@ export const API_KEY_PREFIX = 'svc_'
 export const KEY_PREFIX_LENGTH = 12
 export const MAX_ACTIVE_API_KEYS = 10
 export const KEY_NAME_MAX = 64
+/**
+ * A key's name: 1 to KEY_NAME_MAX characters counted as Unicode code points (a JSON string's length
+ * counts UTF-16 units), and never a lone surrogate, which is no character and would be stored as
+ * U+FFFD, not as the name the mint answered. The same with the `u` flag (JSON Schema validators)
+ * as without it (TypeBox): the last branch matches only there, the pair only here.
+ */
+export const KEY_NAME_PATTERN = `^(?:[\\u0000-\\uD7FF\\uE000-\\uFFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\u0000-\\uFFFF]){1,${KEY_NAME_MAX}}$`
 
 const RANDOM_BYTES = 32
 // Keys we mint are 43 characters after the prefix; longer ones are allowed for a future format,

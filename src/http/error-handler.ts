@@ -7,10 +7,17 @@ import { errorResponse } from './errors.ts'
 import { requestContext, requestIdHeaders } from './request-context.ts'
 
 function validationMessage(error: unknown): string {
-  const detail = error as { type?: string; valueError?: { path?: string; message?: string; value?: unknown } }
+  const detail = error as {
+    type?: string
+    customError?: unknown
+    valueError?: { path?: string; message?: string; value?: unknown }
+  }
   const first = detail.valueError
   if (first?.message) {
     const field = first.path ? first.path.replace(/^\//, '').replaceAll('/', '.') : ''
+    // A schema's own rule (its `error`) says it in words; TypeBox's message would quote its pattern.
+    if (field && typeof detail.customError === 'string' && typeof first.value === 'string')
+      return `invalid value at ${field}: ${detail.customError}`
     // Name the field a client forgot, and say plainly when there was no usable body at all.
     if (!field && detail.type === 'body') return `request body must be a JSON object (${first.message})`
     if (!field) return `invalid ${detail.type ?? 'request'}: ${first.message}`

@@ -4,8 +4,9 @@
 // (plain JSON Schema) built on the routes' own limits; the route still validates what it is sent.
 import { type Static, type TSchema, t } from 'elysia'
 import { MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../accounts/accounts.ts'
-import { KEY_NAME_MAX, LIMIT_USDC_PATTERN } from '../accounts/api-keys.ts'
+import { LIMIT_USDC_PATTERN } from '../accounts/api-keys.ts'
 import { LIMIT_RESETS } from '../accounts/budget-periods.ts'
+import { keyName } from '../http/key-name.ts'
 import { chatMessageSchema } from '../inference/chat-request.ts'
 
 /** One request to the app, on the caller's behalf. */
@@ -165,7 +166,7 @@ export const TOOLS: Tool[] = [
       'Mints a new API key, optionally with a spending limit (give an agent a key that cannot spend more than limitUsdc), for its lifetime or, with limitReset, per day, week or month ("at most $5 a day"). The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys. A limited key must give a limitUsdc within what it has left, reset no more often than its own, which leaves its own limit (403 key_limit_binding).',
     input: t.Object(
       {
-        name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX, description: 'a label for the key' }),
+        name: t.String({ ...keyName, description: `a label for the key, ${keyName.description}` }),
         limitUsdc: t.Optional(limitUsdc),
         limitReset: t.Optional(limitReset),
       },

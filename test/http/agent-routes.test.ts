@@ -126,6 +126,12 @@ describe('POST /v1/agent/keys', () => {
       'a 65-character name',
       { body: `{"name":"${'n'.repeat(65)}"}`, headers: { 'content-type': 'application/json' } },
     ],
+    [
+      'a name of 65 characters outside the BMP',
+      { body: JSON.stringify({ name: '😀'.repeat(65) }), headers: { 'content-type': 'application/json' } },
+    ],
+    // JSON may spell a lone surrogate; it is no character, and would be stored as U+FFFD.
+    ['a lone surrogate', { body: '{"name":"key \\ud800"}', headers: { 'content-type': 'application/json' } }],
     ['non-JSON', { body: '{"name":', headers: { 'content-type': 'application/json' } }],
     ['an empty body', { body: '', headers: { 'content-type': 'application/json' } }],
     ['no body at all', {}],
@@ -150,13 +156,24 @@ describe('POST /v1/agent/keys', () => {
     expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 
+  test('a name is 1 to 64 characters, however many UTF-16 units they take: kept as sent', async () => {
+    const account = await createAccount(stack)
+    const name = `${'😀'.repeat(60)}é\u0000ok`
+    const response = await call(account, '/v1/agent/keys', { method: 'POST', json: { name } })
+    expect(response.status).toBe(201)
+    expect(((await response.json()) as { name: string }).name).toBe(name)
+    expect((await listKeys(account)).activeApiKeys.map((k) => k.name)).toContain(name)
+  })
+
   test('the messages name what is wrong', async () => {
     const account = await createAccount(stack)
     const message = async (init: RequestInit) =>
       ((await (await call(account, '/v1/agent/keys', { method: 'POST', ...init })).json()) as ErrorBody).error
     const json = { 'content-type': 'application/json' }
     expect((await message({ body: '{}', headers: json })).message).toBe('missing required field: name')
-    expect((await message({ body: `{"name":"${'n'.repeat(65)}"}`, headers: json })).message).toContain('name')
+    expect((await message({ body: `{"name":"${'n'.repeat(65)}"}`, headers: json })).message).toBe(
+      'invalid value at name: must be 1 to 64 characters',
+    )
     expect((await message({ body: '{"name":5}', headers: json })).message).toContain('name')
     expect(await message({ body: '{"name":', headers: json })).toMatchObject({ code: 'invalid_json' })
     expect(await message({ body: 'name=a', headers: { 'content-type': 'text/plain' } })).toMatchObject({

@@ -1,20 +1,17 @@
 // The buyer's self-service routes under /v1/agent, all behind a Bearer key: API keys (list, mint
 // with an optional spending limit, lifetime or reset daily, weekly or monthly, change a key's limit,
 // its reset or its name, revoke), the max price, and the account summary (also what the MCP tool agent_me answers).
+
 import { Elysia, t } from 'elysia'
 import { AccountStore, MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../../accounts/accounts.ts'
-import {
-  KEY_NAME_MAX,
-  LIMIT_USDC_PATTERN,
-  MAX_ACTIVE_API_KEYS,
-  parseLimitUsdc,
-} from '../../accounts/api-keys.ts'
+import { LIMIT_USDC_PATTERN, MAX_ACTIVE_API_KEYS, parseLimitUsdc } from '../../accounts/api-keys.ts'
 import { LIMIT_RESETS } from '../../accounts/budget-periods.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { apiKeyView, meView, spendingView } from '../../accounts/views.ts'
 import { badRequest } from '../../errors.ts'
 import { accountUsage, listActivity } from '../../records/activity.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
+import { keyName } from '../key-name.ts'
 import { pageQuery, windowQuery } from '../paging.ts'
 
 // Money on the wire is a decimal string: a JSON number is a wrong type here, not an amount.
@@ -73,7 +70,7 @@ export function agentRoutes(deps: AuthDeps) {
       {
         buyer: true,
         body: t.Object({
-          name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }),
+          name: keyName,
           limitUsdc: t.Optional(limitUsdc),
           limitReset: t.Optional(limitReset),
         }),
@@ -113,7 +110,7 @@ export function agentRoutes(deps: AuthDeps) {
           {
             limitUsdc: t.Optional(t.Union([limitUsdc, t.Null()])),
             limitReset: t.Optional(t.Union([limitReset, t.Null()])),
-            name: t.Optional(t.String({ minLength: 1, maxLength: KEY_NAME_MAX })),
+            name: t.Optional(keyName),
           },
           { additionalProperties: false },
         ),

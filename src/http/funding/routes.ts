@@ -2,9 +2,10 @@
 // account and its first key) and POST /v1/x402/refill (Bearer: pay into your own account), beside
 // the browser top-up (topup.ts). Each answers an unpaid call with the 402 challenge; a paid one is
 // credited to pending.
+
 import { Elysia, t } from 'elysia'
 import { AccountStore, FIRST_KEY_NAME } from '../../accounts/accounts.ts'
-import { KEY_NAME_MAX, keyPrefix } from '../../accounts/api-keys.ts'
+import { keyPrefix } from '../../accounts/api-keys.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { balancesView } from '../../accounts/views.ts'
 import { ApiError } from '../../errors.ts'
@@ -13,6 +14,7 @@ import type { Funding } from '../../funding/index.ts'
 import { moneyMoved } from '../../funding/payments.ts'
 import { formatMicros } from '../../money/units.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
+import { keyName } from '../key-name.ts'
 import { fundingAmount, termsFor } from './terms.ts'
 import { topupRoutes } from './topup.ts'
 
@@ -92,7 +94,7 @@ function paidRoutes(deps: FundingRouteDeps) {
       {
         body: t.Object({
           amountUsdc: t.String(),
-          name: t.Optional(t.String({ minLength: 1, maxLength: KEY_NAME_MAX })),
+          name: t.Optional(keyName),
         }),
       },
     )

@@ -1,8 +1,8 @@
 // Supplier identity under /v1/supplier: a nonce and Sign-In with Ethereum (no key: they make the
 // first one), then behind a `sup_` key the supplier's keys (the buyer key routes' shapes), its
 // summary (GET /me: earned, paid out, pending, payable), its fills and its earnings per day.
+
 import { Elysia, t } from 'elysia'
-import { KEY_NAME_MAX } from '../../accounts/api-keys.ts'
 import { supplierEarnings } from '../../suppliers/earnings.ts'
 import { listFills } from '../../suppliers/fills.ts'
 import { SupplierKeyStore } from '../../suppliers/key-store.ts'
@@ -12,6 +12,7 @@ import { SupplierStore, supplierView } from '../../suppliers/store.ts'
 import { MAX_ACTIVE_SUPPLIER_KEYS } from '../../suppliers/supplier-keys.ts'
 import type { AuthDeps } from '../auth.ts'
 import { jsonBody } from '../json-body.ts'
+import { keyName } from '../key-name.ts'
 import { pageQuery, windowQuery } from '../paging.ts'
 import { supplierAuth } from './auth.ts'
 
@@ -105,10 +106,7 @@ export function supplierIdentityRoutes(
       },
       {
         supplier: true,
-        body: t.Object(
-          { name: t.String({ minLength: 1, maxLength: KEY_NAME_MAX }) },
-          { additionalProperties: false },
-        ),
+        body: t.Object({ name: keyName }, { additionalProperties: false }),
       },
     )
     .delete(

@@ -1,0 +1,9 @@
+// A key's name as every route that takes one checks it (src/accounts/api-keys.ts says what it may be).
+import { t } from 'elysia'
+import { KEY_NAME_MAX, KEY_NAME_PATTERN } from '../accounts/api-keys.ts'
+
+export const keyName = t.String({
+  pattern: KEY_NAME_PATTERN,
+  error: `must be 1 to ${KEY_NAME_MAX} characters`,
+  description: `1 to ${KEY_NAME_MAX} characters`,
+})
