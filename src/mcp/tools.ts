@@ -6,7 +6,7 @@ import { type Static, type TSchema, t } from 'elysia'
 import { MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../accounts/accounts.ts'
 import { LIMIT_USDC_PATTERN } from '../accounts/api-keys.ts'
 import { LIMIT_RESETS } from '../accounts/budget-periods.ts'
-import { keyName } from '../http/key-name.ts'
+import { keyName } from '../accounts/key-name.ts'
 import { chatMessageSchema } from '../inference/chat-request.ts'
 
 /** One request to the app, on the caller's behalf. */

@@ -6,12 +6,12 @@ import { Elysia, t } from 'elysia'
 import { AccountStore, MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../../accounts/accounts.ts'
 import { LIMIT_USDC_PATTERN, MAX_ACTIVE_API_KEYS, parseLimitUsdc } from '../../accounts/api-keys.ts'
 import { LIMIT_RESETS } from '../../accounts/budget-periods.ts'
+import { keyName } from '../../accounts/key-name.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { apiKeyView, meView, spendingView } from '../../accounts/views.ts'
 import { badRequest } from '../../errors.ts'
 import { accountUsage, listActivity } from '../../records/activity.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
-import { keyName } from '../key-name.ts'
 import { pageQuery, windowQuery } from '../paging.ts'
 
 // Money on the wire is a decimal string: a JSON number is a wrong type here, not an amount.

@@ -3,6 +3,7 @@
 // summary (GET /me: earned, paid out, pending, payable), its fills and its earnings per day.
 
 import { Elysia, t } from 'elysia'
+import { keyName } from '../../accounts/key-name.ts'
 import { supplierEarnings } from '../../suppliers/earnings.ts'
 import { listFills } from '../../suppliers/fills.ts'
 import { SupplierKeyStore } from '../../suppliers/key-store.ts'
@@ -12,7 +13,6 @@ import { SupplierStore, supplierView } from '../../suppliers/store.ts'
 import { MAX_ACTIVE_SUPPLIER_KEYS } from '../../suppliers/supplier-keys.ts'
 import type { AuthDeps } from '../auth.ts'
 import { jsonBody } from '../json-body.ts'
-import { keyName } from '../key-name.ts'
 import { pageQuery, windowQuery } from '../paging.ts'
 import { supplierAuth } from './auth.ts'
 

@@ -1,6 +1,6 @@
-// A key's name as every route that takes one checks it (src/accounts/api-keys.ts says what it may be).
+// A key's name as every route and tool that takes one checks it (api-keys.ts says what it may be).
 import { t } from 'elysia'
-import { KEY_NAME_MAX, KEY_NAME_PATTERN } from '../accounts/api-keys.ts'
+import { KEY_NAME_MAX, KEY_NAME_PATTERN } from './api-keys.ts'
 
 export const keyName = t.String({
   pattern: KEY_NAME_PATTERN,
