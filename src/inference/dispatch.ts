@@ -18,6 +18,8 @@ import type { Store } from '../redis/store.ts'
 import type { UpstreamResponse } from '../upstream/client.ts'
 import { fitChat, type ValidChat } from './chat-request.ts'
 import { admitWaiting } from './key-wait.ts'
+import { readUsage } from './meter.ts'
+import { answerText } from './relay-buffered.ts'
 import { callSupplier } from './supplier.ts'
 import { UpstreamEvents } from './upstream-events.ts'
 
@@ -55,6 +57,8 @@ export interface UpstreamJob {
   stream: boolean
   /** Whether a buffered answer is whole; a broken one falls forward. */
   isComplete: (json: Record<string, unknown>) => boolean
+  /** Whether a complete answer delivered anything to pay for; absent: every complete one did. */
+  delivered?: (json: Record<string, unknown>) => boolean
   /** An extra per-wallet in-flight count with its own cap (images: one at a time). */
   capGroup?: { name: string; cap: number }
   /** The hold's lease when it must outlive the call (video: until the job is retrieved). */
@@ -76,6 +80,9 @@ export function chatJob(chat: ValidChat): UpstreamJob {
     body: chat.upstreamBody,
     stream: chat.stream,
     isComplete: (json) => Array.isArray(json.choices),
+    // An answer with no usage and nothing generated delivered nothing: it is not paid for, and the
+    // next offer is tried, as a stream that ends so is released.
+    delivered: (json) => readUsage(json.usage) !== null || answerText(json) !== '',
     chat,
     fit: (confirmed, askCents) => {
       const fitted = fitChat(chat, confirmed, askCents)
@@ -272,7 +279,8 @@ async function callAdmitted(
     return { ...answered, events }
   }
   const json = await completeBody(outcome.response, job)
-  return json ? { ...answered, json } : brokenBefore('upstream_broken_body')
+  if (!json) return brokenBefore('upstream_broken_body')
+  return job.delivered?.(json) === false ? brokenBefore('upstream_no_content') : { ...answered, json }
 }
 
 export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promise<Dispatched> {

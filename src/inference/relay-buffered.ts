@@ -13,13 +13,29 @@ export interface BufferedResult {
   clearing: ClearedUsage
 }
 
+type AnswerMessage = { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown }
+
+/**
+ * What a buffered answer generated across its choices: text, reasoning and tool calls, as a
+ * stream's deltas are counted (upstream-events.ts).
+ */
+export function answerText(json: Record<string, unknown>): string {
+  let text = ''
+  for (const choice of (json.choices as { message?: AnswerMessage }[]) ?? []) {
+    const message = choice?.message
+    if (!message) continue
+    if (typeof message.content === 'string') text += message.content
+    if (typeof message.reasoning_content === 'string') text += message.reasoning_content
+    if (message.tool_calls !== undefined && message.tool_calls !== null)
+      text += JSON.stringify(message.tool_calls)
+  }
+  return text
+}
+
 /** Output tokens of a buffered answer that came without usage, by the tokenizer. */
 function generatedTokens(json: Record<string, unknown>): Promise<number> {
   const counter = new OutputTokenCounter()
-  for (const choice of (json.choices as { message?: { content?: unknown } }[]) ?? []) {
-    const content = choice?.message?.content
-    if (typeof content === 'string') counter.add(content)
-  }
+  counter.add(answerText(json))
   return counter.total()
 }
 

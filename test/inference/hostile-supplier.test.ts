@@ -161,6 +161,49 @@ describe('a buffered answer is read within its bound', () => {
   })
 })
 
+describe('a buffered answer without usage is paid for what it generated, and only then', () => {
+  const answerOf = (message: Record<string, unknown> | null) =>
+    JSON.stringify({
+      id: 'chatcmpl-h',
+      object: 'chat.completion',
+      choices:
+        message === null
+          ? []
+          : [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: 'stop' }],
+    })
+
+  test('no choices, or an empty message: nothing delivered, upstream_no_content, served by the next offer', async () => {
+    for (const message of [null, { content: '' }, { content: null, tool_calls: null }]) {
+      answer = () => wholeAnswer(200, answerOf(message))
+      const before = await balances(stack, buyer.accountId)
+      await expectFellForward(await chat(), before, 'upstream_no_content')
+    }
+  })
+
+  test('tool calls and reasoning count as generated, as a stream counts them', async () => {
+    const charged = async (message: Record<string, unknown>) => {
+      answer = () => wholeAnswer(200, answerOf(message))
+      const before = await balances(stack, buyer.accountId)
+      const response = await chat()
+      expect(response.status).toBe(200)
+      expect(response.headers.get('x-svc-clearing-price-cents')).toBe('33')
+      const after = await balances(stack, buyer.accountId)
+      expect(after.held).toBe(0)
+      return before.confirmed - after.confirmed
+    }
+    const call = [
+      {
+        id: 'call_1',
+        type: 'function',
+        function: { name: 'lookup', arguments: JSON.stringify({ q: 'x'.repeat(400) }) },
+      },
+    ]
+    const words = await charged({ content: 'ok' })
+    expect(await charged({ content: null, tool_calls: call })).toBeGreaterThan(words)
+    expect(await charged({ content: '', reasoning_content: 'because '.repeat(50) })).toBeGreaterThan(words)
+  })
+})
+
 /** A stream the hostile offer failed before any byte, served whole by the honest backup at its ask. */
 async function expectStreamFellForward(text: string, before: { confirmed: number }) {
   const frames = sseData(text)
