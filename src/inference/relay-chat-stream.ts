@@ -30,7 +30,7 @@ class ChatShape implements StreamShape {
     return frame
   }
 
-  usage(chunk: Record<string, unknown>): void {
+  usage(chunk: Record<string, unknown> | null): void {
     this.usageChunk = chunk
   }
 

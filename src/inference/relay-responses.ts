@@ -224,8 +224,8 @@ class ResponsesShape implements StreamShape {
     return out || null
   }
 
-  usage(chunk: Record<string, unknown>): void {
-    this.supplierUsage = chunk.usage
+  usage(chunk: Record<string, unknown> | null): void {
+    this.supplierUsage = chunk?.usage
   }
 
   /** Every item at its end state, for a response object. */

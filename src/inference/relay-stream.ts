@@ -84,7 +84,8 @@ export interface StreamShape {
   /** The frame for one content chunk, or null to send nothing for it. */
   content(frame: string, delta: string): string | null
   /** The supplier's usage chunk, held until the clear commits. */
-  usage?(chunk: Record<string, unknown>): void
+  /** The supplier's usage chunk, or null when what it reported no longer counts all that was sent. */
+  usage?(chunk: Record<string, unknown> | null): void
   /** The closing frames once cleared, and the error to log. */
   end(
     clearing: StreamClearing,
@@ -204,6 +205,13 @@ class StreamRelay {
             if (event.delta) {
               this.counter ??= new OutputTokenCounter()
               this.counter.add(event.delta)
+              // Usage reported before more was generated (on a content chunk, as a supplier that
+              // reports as it goes does) no longer counts it all: only a later report makes the
+              // stream complete; cut before one, it is billed on the estimate.
+              if (this.usage !== null) {
+                this.usage = null
+                this.shape.usage?.(null)
+              }
             }
             const out = this.shape.content(event.frame, event.delta)
             if (out === null) break

@@ -323,6 +323,37 @@ describe('a stream is relayed only as chat chunks, each frame bounded', () => {
     expect(errors.map((e) => e.error.code)).toEqual(['stream_incomplete'])
   })
 
+  test('usage reported on a content chunk, then more content, then a break: incomplete, billed on the estimate', async () => {
+    const early = { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 }
+    const withUsage = (content: string, usage: typeof early) =>
+      `data: ${JSON.stringify({
+        id: 'chatcmpl-h',
+        object: 'chat.completion.chunk',
+        choices: [{ index: 0, delta: { content }, finish_reason: null }],
+        usage,
+      })}`
+    answer = () =>
+      sseAnswer([
+        withUsage('hello', early),
+        ...Array.from({ length: 6 }, () => chunk(' and more words')),
+        `data: ${JSON.stringify({ error: { message: 'gone', code: 'boom' } })}`,
+      ])
+    const broken = await relayed(await balances(stack, buyer.accountId))
+    expect(broken.frames).not.toContain('[DONE]')
+    expect(broken.frames.filter((f) => typeof f === 'object' && 'error' in f)).toMatchObject([
+      { error: { code: 'stream_incomplete' } },
+    ])
+    // The early report is not relayed as the stream's usage, nor billed: the estimate counts more.
+    expect(broken.frames.some((f) => typeof f === 'object' && 'usage' in f)).toBe(false)
+    expect(Number(broken.cost.costUsdc.replace('.', ''))).toBeGreaterThan(expectedCost(early, 33))
+
+    // Reported as it goes, to the last chunk: complete, billed at the last report.
+    answer = () => sseAnswer([withUsage('hello', early), withUsage(' world', USAGE), 'data: [DONE]'])
+    const whole = await relayed(await balances(stack, buyer.accountId))
+    expect(whole.frames.at(-1)).toBe('[DONE]')
+    expect(Number(whole.cost.costUsdc.replace('.', ''))).toBe(expectedCost(USAGE, 33))
+  })
+
   test('a supplier whose first frame is an error: nothing reached the client, so it falls forward at no charge', async () => {
     answer = () =>
       sseAnswer([
