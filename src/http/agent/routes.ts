@@ -1,7 +1,6 @@
 // The buyer's self-service routes under /v1/agent, all behind a Bearer key: API keys (list, mint
 // with an optional spending limit, lifetime or reset daily, weekly or monthly, change a key's limit,
 // its reset or its name, revoke), the max price, and the account summary (also what the MCP tool agent_me answers).
-
 import { Elysia, t } from 'elysia'
 import { AccountStore, MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../../accounts/accounts.ts'
 import { LIMIT_USDC_PATTERN, MAX_ACTIVE_API_KEYS, parseLimitUsdc } from '../../accounts/api-keys.ts'

@@ -2,7 +2,6 @@
 // account and its first key) and POST /v1/x402/refill (Bearer: pay into your own account), beside
 // the browser top-up (topup.ts). Each answers an unpaid call with the 402 challenge; a paid one is
 // credited to pending.
-
 import { Elysia, t } from 'elysia'
 import { AccountStore, FIRST_KEY_NAME } from '../../accounts/accounts.ts'
 import { keyPrefix } from '../../accounts/api-keys.ts'

@@ -1,7 +1,6 @@
 // Supplier identity under /v1/supplier: a nonce and Sign-In with Ethereum (no key: they make the
 // first one), then behind a `sup_` key the supplier's keys (the buyer key routes' shapes), its
 // summary (GET /me: earned, paid out, pending, payable), its fills and its earnings per day.
-
 import { Elysia, t } from 'elysia'
 import { keyName } from '../../accounts/key-name.ts'
 import { supplierEarnings } from '../../suppliers/earnings.ts'
