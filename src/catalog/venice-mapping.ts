@@ -109,6 +109,16 @@ function unitPrice(model: UpstreamModel, field: string, unit: 'image' | 'second'
   return { prices, pricing: { currency: 'USD', unit, generation: formatMicros(value) } }
 }
 
+/**
+ * An image model priced by tiers (`resolutions`, or a `quality` matrix) is billed by the upstream
+ * at the tier a request lands on, which a flat per-image price cannot match: not live.
+ */
+function imagePrice(model: UpstreamModel) {
+  const pricing = model.model_spec?.pricing
+  if (pricing?.resolutions != null || pricing?.quality != null) return null
+  return unitPrice(model, 'generation', 'image')
+}
+
 export function mapUpstreamModel(model: UpstreamModel): CatalogEntry | null {
   if (typeof model.id !== 'string' || model.id === '' || !isRecord(model.model_spec)) return null
   const modality = model.type as Modality
@@ -120,7 +130,7 @@ export function mapUpstreamModel(model: UpstreamModel): CatalogEntry | null {
     modality === 'text'
       ? textPrices(model)
       : modality === 'image'
-        ? unitPrice(model, 'generation', 'image')
+        ? imagePrice(model)
         : unitPrice(model, 'per_second', 'second')
 
   const row: CatalogRow = {

@@ -7,6 +7,7 @@ import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
 import { promptWorst, reachableTiers, worstBurn } from './meter.ts'
 import { type ChatMessageLike, promptTokenBound } from './tokens.ts'
+import { refuseUnbilledFeatures } from './unbilled-features.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 
@@ -86,6 +87,7 @@ function withLimit(chat: ValidChat, maxTokens: number, limitField: string): Vali
 }
 
 export function validateChat(body: ChatBody, model: TextModel, defaultMaxTokens: number): ValidChat {
+  refuseUnbilledFeatures(body)
   const asked = body.max_completion_tokens ?? body.max_tokens ?? null
   if (asked !== null && asked > model.maxCompletionTokens) {
     throw badRequest(

@@ -139,6 +139,28 @@ describe('catalog mapping', () => {
     expect(video.row).toMatchObject({ status: 'coming_soon', modality: 'video' })
   })
 
+  test('an image model priced by resolution or quality tiers is not billed at its flat price', () => {
+    const tier = { usd: 0.27, diem: 0.27 }
+    for (const tiers of [
+      { resolutions: { '1K': tier, '4K': { usd: 0.84, diem: 0.84 } } },
+      { quality: { '1K': { low: { diem: 0.02 }, high: { diem: 0.26 } } } },
+    ]) {
+      const image = mapUpstreamModel({
+        id: 'i',
+        type: 'image',
+        model_spec: { pricing: { generation: { diem: 0.01 }, ...tiers } },
+      })!
+      expect(image.row.status).toBe('coming_soon')
+      expect(image.prices).toBeNull()
+    }
+    const upscaled = mapUpstreamModel({
+      id: 'i',
+      type: 'image',
+      model_spec: { pricing: { generation: { diem: 0.01 }, upscale: { '2x': { diem: 0.02 } } } },
+    })!
+    expect(upscaled.prices).toEqual({ perImage: 10_000 })
+  })
+
   test('the simulated supplier maps to live text, image and video, one coming_soon, offline gone', () => {
     const entries = mapUpstreamModels({ data: SIM_MODELS })
     const byId = new Map(entries.map((e) => [e.row.id, e.row]))

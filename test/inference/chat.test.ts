@@ -344,6 +344,19 @@ describe('refusals', () => {
     ['max_tokens zero', { max_tokens: 0 }, 400, 'invalid_request'],
     ['max_tokens above the model limit', { max_tokens: 9_000 }, 400, 'max_tokens_too_large'],
     ['stream as a string', { stream: 'yes' }, 400, 'invalid_request'],
+    // The upstream charges these beyond tokens; the buyer is billed tokens only.
+    ['web search on', { venice_parameters: { enable_web_search: 'on' } }, 400, 'unsupported_parameter'],
+    ['web search auto', { venice_parameters: { enable_web_search: 'auto' } }, 400, 'unsupported_parameter'],
+    ['web scraping on', { venice_parameters: { enable_web_scraping: true } }, 400, 'unsupported_parameter'],
+    ['a character', { venice_parameters: { character_slug: 'alan-watts' } }, 400, 'unsupported_parameter'],
+    [
+      'an unknown venice parameter',
+      { venice_parameters: { enable_x_search: true } },
+      400,
+      'unsupported_parameter',
+    ],
+    ['venice_parameters not an object', { venice_parameters: 'on' }, 400, 'unsupported_parameter'],
+    ['web_search_options', { web_search_options: {} }, 400, 'unsupported_parameter'],
   ]
   for (const [why, body, status, code] of bad) {
     test(`${why}: ${status} ${code}, nothing changes in Redis`, async () => {
@@ -361,6 +374,20 @@ describe('refusals', () => {
       expect(after).toEqual(before)
     })
   }
+
+  test('upstream parameters billed by their tokens alone pass through, web search named off among them', async () => {
+    const response = await rawChat({
+      venice_parameters: {
+        enable_web_search: 'off',
+        enable_web_scraping: false,
+        disable_thinking: true,
+        include_venice_system_prompt: false,
+      },
+      web_search_options: null,
+    })
+    expect(response.status).toBe(200)
+    expect(((await response.json()) as { object: string }).object).toBe('chat.completion')
+  })
 
   test('a body that is not JSON: 400', async () => {
     const response = await fetch(`${stack.url}/v1/chat/completions`, {

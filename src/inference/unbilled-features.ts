@@ -1,0 +1,43 @@
+// Chat fields pass through to the supplier, but the buyer pays for tokens only: a field that turns
+// on something the upstream charges the supplier's key for beyond its tokens (web search, web
+// scraping, characters whose settings may search) would have the supplier pay what no one bills.
+// Such a request is refused by name; the upstream's own parameters pass only when known to cost
+// nothing beyond the tokens its usage reports.
+import { badRequest } from '../errors.ts'
+
+/** `venice_parameters` the token bill covers (a system prompt it adds is in the reported usage). */
+const TOKEN_BILLED: ReadonlySet<string> = new Set([
+  'disable_thinking',
+  'strip_thinking_response',
+  'include_venice_system_prompt',
+  // Meaningful only with web search, which is refused below: harmless on their own.
+  'enable_web_citations',
+  'include_search_results_in_stream',
+  'return_search_results_as_documents',
+])
+
+/** Switches whose one value that adds no fee is allowed. */
+const OFF_VALUES: Readonly<Record<string, unknown>> = { enable_web_search: 'off', enable_web_scraping: false }
+
+const refuse = (message: string) => badRequest(message, 'unsupported_parameter')
+
+export function refuseUnbilledFeatures(body: Record<string, unknown>): void {
+  if (body.web_search_options != null) {
+    throw refuse(
+      'web_search_options is not supported: web search is charged beyond tokens, and only tokens are billed here',
+    )
+  }
+  const venice = body.venice_parameters
+  if (venice == null) return
+  if (typeof venice !== 'object' || Array.isArray(venice)) throw refuse('venice_parameters must be an object')
+  for (const [name, value] of Object.entries(venice)) {
+    if (TOKEN_BILLED.has(name) || value == null) continue
+    if (name in OFF_VALUES) {
+      if (value === OFF_VALUES[name]) continue
+      throw refuse(
+        `venice_parameters.${name} is not supported: it is charged beyond tokens, and only tokens are billed here`,
+      )
+    }
+    throw refuse(`venice_parameters.${name} is not supported here`)
+  }
+}
