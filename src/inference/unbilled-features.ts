@@ -21,7 +21,23 @@ const OFF_VALUES: Readonly<Record<string, unknown>> = { enable_web_search: 'off'
 
 const refuse = (message: string) => badRequest(message, 'unsupported_parameter')
 
+/**
+ * Tools the client runs itself (one with no type is left to the supplier to refuse); any other
+ * kind would be run, and charged for, upstream.
+ */
+const CLIENT_TOOLS: ReadonlySet<unknown> = new Set(['function', 'custom', undefined])
+
 export function refuseUnbilledFeatures(body: Record<string, unknown>): void {
+  if (Array.isArray(body.tools)) {
+    body.tools.forEach((tool, i) => {
+      const type = typeof tool === 'object' && tool !== null ? (tool as { type?: unknown }).type : undefined
+      if (!CLIENT_TOOLS.has(type)) {
+        throw refuse(
+          `tools[${i}] of type '${String(type)}' is not supported: only function and custom tools are`,
+        )
+      }
+    })
+  }
   if (body.web_search_options != null) {
     throw refuse(
       'web_search_options is not supported: web search is charged beyond tokens, and only tokens are billed here',

@@ -357,6 +357,7 @@ describe('refusals', () => {
     ],
     ['venice_parameters not an object', { venice_parameters: 'on' }, 400, 'unsupported_parameter'],
     ['web_search_options', { web_search_options: {} }, 400, 'unsupported_parameter'],
+    ['a server tool', { tools: [{ type: 'web_search' }] }, 400, 'unsupported_parameter'],
   ]
   for (const [why, body, status, code] of bad) {
     test(`${why}: ${status} ${code}, nothing changes in Redis`, async () => {
@@ -384,6 +385,7 @@ describe('refusals', () => {
         include_venice_system_prompt: false,
       },
       web_search_options: null,
+      tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }],
     })
     expect(response.status).toBe(200)
     expect(((await response.json()) as { object: string }).object).toBe('chat.completion')
