@@ -11,10 +11,12 @@ export const KEY_NAME_MAX = 64
 /**
  * A key's name: 1 to KEY_NAME_MAX characters counted as Unicode code points (a JSON string's length
  * counts UTF-16 units), and never a lone surrogate, which is no character and would be stored as
- * U+FFFD, not as the name the mint answered. The same with the `u` flag (JSON Schema validators)
- * as without it (TypeBox): the last branch matches only there, the pair only here.
+ * U+FFFD, not as the name the mint answered. No control characters (a name is printed in logs,
+ * terminals and pages), line separators or bidirectional overrides and isolates (which would show
+ * a name other than the one stored). The same with the `u` flag (JSON Schema validators) as
+ * without it (TypeBox): the last branch matches only there, the pair only here.
  */
-export const KEY_NAME_PATTERN = `^(?:[\\u0000-\\uD7FF\\uE000-\\uFFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\u0000-\\uFFFF]){1,${KEY_NAME_MAX}}$`
+export const KEY_NAME_PATTERN = `^(?:[\\u0020-\\u007E\\u00A0-\\u2027\\u202F-\\u2065\\u206A-\\uD7FF\\uE000-\\uFFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\u0000-\\uFFFF]){1,${KEY_NAME_MAX}}$`
 
 const RANDOM_BYTES = 32
 // Keys we mint are 43 characters after the prefix; longer ones are allowed for a future format,

@@ -4,6 +4,6 @@ import { KEY_NAME_MAX, KEY_NAME_PATTERN } from './api-keys.ts'
 
 export const keyName = t.String({
   pattern: KEY_NAME_PATTERN,
-  error: `must be 1 to ${KEY_NAME_MAX} characters`,
+  error: `must be 1 to ${KEY_NAME_MAX} characters, none of them a control or bidirectional formatting character`,
   description: `1 to ${KEY_NAME_MAX} characters`,
 })

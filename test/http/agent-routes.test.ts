@@ -132,6 +132,20 @@ describe('POST /v1/agent/keys', () => {
     ],
     // JSON may spell a lone surrogate; it is no character, and would be stored as U+FFFD.
     ['a lone surrogate', { body: '{"name":"key \\ud800"}', headers: { 'content-type': 'application/json' } }],
+    // Printed in logs, terminals and pages: no controls, no line separators, no bidi overrides.
+    ...[
+      'key\u0000',
+      'two\nlines',
+      'esc\u001b[31m',
+      'del\u007f',
+      'c1\u0085',
+      'line\u2028',
+      'gpj\u202eexe',
+      'iso\u2066x',
+    ].map((name): [string, RequestInit] => [
+      `a name with ${JSON.stringify(name)}`,
+      { body: JSON.stringify({ name }), headers: { 'content-type': 'application/json' } },
+    ]),
     ['non-JSON', { body: '{"name":', headers: { 'content-type': 'application/json' } }],
     ['an empty body', { body: '', headers: { 'content-type': 'application/json' } }],
     ['no body at all', {}],
@@ -158,7 +172,7 @@ describe('POST /v1/agent/keys', () => {
 
   test('a name is 1 to 64 characters, however many UTF-16 units they take: kept as sent', async () => {
     const account = await createAccount(stack)
-    const name = `${'😀'.repeat(60)}é\u0000ok`
+    const name = `${'😀'.repeat(58)}é\u00a0ok\u200d`
     const response = await call(account, '/v1/agent/keys', { method: 'POST', json: { name } })
     expect(response.status).toBe(201)
     expect(((await response.json()) as { name: string }).name).toBe(name)
@@ -172,7 +186,7 @@ describe('POST /v1/agent/keys', () => {
     const json = { 'content-type': 'application/json' }
     expect((await message({ body: '{}', headers: json })).message).toBe('missing required field: name')
     expect((await message({ body: `{"name":"${'n'.repeat(65)}"}`, headers: json })).message).toBe(
-      'invalid value at name: must be 1 to 64 characters',
+      'invalid value at name: must be 1 to 64 characters, none of them a control or bidirectional formatting character',
     )
     expect((await message({ body: '{"name":5}', headers: json })).message).toContain('name')
     expect(await message({ body: '{"name":', headers: json })).toMatchObject({ code: 'invalid_json' })
