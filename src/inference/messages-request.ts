@@ -86,11 +86,11 @@ function textOf(content: unknown, where: string): string {
   if (!Array.isArray(content)) throw invalid(`${where} must be a string or an array of text blocks`)
   return content
     .map((block, i) => {
-      if (!isRecord(block) || block.type !== 'text' || typeof block.text !== 'string') {
+      if (!isRecord(block) || block.type !== 'text') {
         const type = isRecord(block) ? block.type : typeof block
         throw unsupported(`${where}[${i}] of type '${type}' is not supported here (text is)`)
       }
-      return block.text
+      return blockText(block, `${where}[${i}]`)
     })
     .join('\n')
 }

@@ -125,6 +125,8 @@ test('system as text blocks is one system message; a block that is not text is r
   ])
   const image = { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }
   expect(() => translate({ system: [image], messages })).toThrow("system[0] of type 'image'")
+  // A text block without its text says so, not that text is unsupported.
+  expect(() => translate({ system: [{ type: 'text' }], messages })).toThrow('system[0].text must be a string')
 })
 
 test("a tool's hints are accepted; a tool field that cannot be honoured is refused by name", () => {
