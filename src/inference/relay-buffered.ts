@@ -7,28 +7,22 @@ import { type ClearDeps, type ClearedUsage, clearUsage } from './clear-usage.ts'
 import type { Dispatched } from './dispatch.ts'
 import { readCost, readUsage } from './meter.ts'
 import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
+import { type Generated, generatedText } from './upstream-events.ts'
 
 export interface BufferedResult {
   body: Record<string, unknown>
   clearing: ClearedUsage
 }
 
-type AnswerMessage = { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown }
-
 /**
  * What a buffered answer generated across its choices: text, reasoning and tool calls, as a
- * stream's deltas are counted (upstream-events.ts).
+ * stream's deltas are counted.
  */
 export function answerText(json: Record<string, unknown>): string {
+  if (!Array.isArray(json.choices)) return ''
   let text = ''
-  for (const choice of (json.choices as { message?: AnswerMessage }[]) ?? []) {
-    const message = choice?.message
-    if (!message) continue
-    if (typeof message.content === 'string') text += message.content
-    if (typeof message.reasoning_content === 'string') text += message.reasoning_content
-    if (message.tool_calls !== undefined && message.tool_calls !== null)
-      text += JSON.stringify(message.tool_calls)
-  }
+  for (const choice of json.choices as ({ message?: Generated } | null)[])
+    text += generatedText(choice?.message)
   return text
 }
 

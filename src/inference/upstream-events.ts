@@ -34,20 +34,28 @@ function cutCharacter(bytes: Uint8Array): number {
   return 0
 }
 
-type Delta = { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown }
+/** A stream chunk's delta or a buffered answer's message: what the supplier generated in it. */
+export type Generated = { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown }
+
+/**
+ * The text, reasoning and tool calls generated in one delta or message, as the tokenizer counts
+ * them when no usage comes; a null is nothing generated.
+ */
+export function generatedText(part: Generated | undefined | null): string {
+  if (!part) return ''
+  let text = ''
+  if (typeof part.content === 'string') text += part.content
+  if (typeof part.reasoning_content === 'string') text += part.reasoning_content
+  if (part.tool_calls != null) text += JSON.stringify(part.tool_calls)
+  return text
+}
 
 /** The text a chunk generated, across every choice (a request with `n` streams them interleaved). */
-function deltaText(chunk: { choices?: { delta?: Delta }[] }) {
+function deltaText(chunk: { choices?: { delta?: Generated }[] }) {
   const choices = chunk.choices
   if (!choices) return ''
   let text = ''
-  for (const choice of choices) {
-    const delta = choice?.delta
-    if (!delta) continue
-    if (typeof delta.content === 'string') text += delta.content
-    if (typeof delta.reasoning_content === 'string') text += delta.reasoning_content
-    if (delta.tool_calls !== undefined) text += JSON.stringify(delta.tool_calls)
-  }
+  for (const choice of choices) text += generatedText(choice?.delta)
   return text
 }
 

@@ -180,6 +180,19 @@ describe('a buffered answer without usage is paid for what it generated, and onl
     }
   })
 
+  test('choices that are not a list of choices: nothing delivered, served by the next offer', async () => {
+    for (const [choices, code] of [
+      [5, 'upstream_broken_body'],
+      ['abc', 'upstream_broken_body'],
+      [[5, null], 'upstream_no_content'],
+    ] as const) {
+      answer = () =>
+        wholeAnswer(200, JSON.stringify({ id: 'chatcmpl-h', object: 'chat.completion', choices }))
+      const before = await balances(stack, buyer.accountId)
+      await expectFellForward(await chat(), before, code)
+    }
+  })
+
   test('tool calls and reasoning count as generated, as a stream counts them', async () => {
     const charged = async (message: Record<string, unknown>) => {
       answer = () => wholeAnswer(200, answerOf(message))
@@ -352,6 +365,17 @@ describe('a stream is relayed only as chat chunks, each frame bounded', () => {
     const whole = await relayed(await balances(stack, buyer.accountId))
     expect(whole.frames.at(-1)).toBe('[DONE]')
     expect(Number(whole.cost.costUsdc.replace('.', ''))).toBe(expectedCost(USAGE, 33))
+
+    // A chunk that generated nothing (null fields, as some suppliers close with) leaves the report.
+    const empty = `data: ${JSON.stringify({
+      id: 'chatcmpl-h',
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta: { content: null, tool_calls: null }, finish_reason: 'stop' }],
+    })}`
+    answer = () => sseAnswer([withUsage('hello', USAGE), empty, 'data: [DONE]'])
+    const closed = await relayed(await balances(stack, buyer.accountId))
+    expect(closed.frames.at(-1)).toBe('[DONE]')
+    expect(Number(closed.cost.costUsdc.replace('.', ''))).toBe(expectedCost(USAGE, 33))
   })
 
   test('a supplier whose first frame is an error: nothing reached the client, so it falls forward at no charge', async () => {
