@@ -1,7 +1,7 @@
 --[[
   revoke-key: an account's key stops working at once. The lookup hash (what auth reads), the
-  account's entry and a mark on the owner's hash (revoked:<keyId>, what an admission by the key's
-  ids reads) go together, and only if the key id is this account's and still maps to the digest
+  account's entry and a mark on the owner's hash (revoked:<keyId> = when, ms; what an admission by
+  the key's ids reads) go together, and only if the key id is this account's and still maps to the digest
   the caller read, so a foreign or already revoked id changes nothing.
 
   KEYS[1]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
@@ -29,5 +29,7 @@ if #KEYS == 3 then rcall('DEL', KEYS[3]) end
 rcall('HDEL', KEYS[1], ARGV[1])
 -- Marked on its owner's hash, which every admission reads: a replica that resolved the key before
 -- and names it by its ids (src/market/key-owners.ts) is refused from now on, as a lookup by digest is.
-rcall('HSET', KEYS[2], 'revoked:' .. ARGV[1], '1')
+-- The mark holds when (Redis TIME, ms): lua/mint-key.lua sweeps it once no replica can still guess.
+local time = rcall('TIME')
+rcall('HSET', KEYS[2], 'revoked:' .. ARGV[1], time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000)))
 return 1

@@ -179,6 +179,58 @@ describe('revoke-key', () => {
     expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 
+  test("the mark holds its time; a mint ten minutes on sweeps it and the key's limits, never what it spent", async () => {
+    const { accountId, key } = await createAccount()
+    const account = keys.account(accountId)
+    const revokedAt = async (id: string) => Number(await store.hget(account, `revoked:${id}`))
+    const fields = (id: string) =>
+      ['revoked', 'limit', 'reset', 'pstart', 'pspent', 'b100', 'held', 'inflight', 'spent'].map(
+        (f) => `${f}:${id}`,
+      )
+    // Four keys revoked: long ago and idle, long ago with a request in flight, a minute ago, and by
+    // an earlier build (a mark without a time).
+    const [old, busy, young, earlier] = [
+      (await mint(accountId)).key,
+      (await mint(accountId)).key,
+      key,
+      (await mint(accountId)).key,
+    ]
+    for (const k of [old, busy, young, earlier]) {
+      await store.hset(account, {
+        [`limit:${k.id}`]: '900',
+        [`reset:${k.id}`]: 'daily',
+        [`pstart:${k.id}`]: '1',
+        [`pspent:${k.id}`]: '7',
+        [`b100:${k.id}`]: '1',
+        [`held:${k.id}`]: '0',
+        [`inflight:${k.id}`]: '0',
+        [`spent:${k.id}`]: '123',
+      })
+      expect(await revoke(accountId, k.id, k.digest)).toBe(AccountCode.Ok)
+      expect(Math.abs((await revokedAt(k.id)) - Date.now())).toBeLessThan(5_000)
+    }
+    const minutesAgo = (m: number) => String(Date.now() - m * 60_000)
+    await store.hset(account, {
+      [`revoked:${old.id}`]: minutesAgo(11),
+      [`revoked:${busy.id}`]: minutesAgo(11),
+      [`held:${busy.id}`]: '5',
+      [`inflight:${busy.id}`]: '1',
+      [`revoked:${young.id}`]: minutesAgo(1),
+      [`revoked:${earlier.id}`]: '1',
+    })
+    const before = await store.hgetall(account)
+
+    expect((await mint(accountId)).code).toBe(AccountCode.Ok)
+    const after = await store.hgetall(account)
+    // Long ago and idle: only what it spent is left.
+    for (const f of fields(old.id)) expect(after[f]).toBe(f.startsWith('spent:') ? '123' : undefined)
+    // In flight, or revoked too recently for every replica to have let go of its ids: untouched.
+    for (const f of [...fields(busy.id), ...fields(young.id)]) expect(after[f]).toBe(before[f])
+    // An earlier build's mark is given a time, from which it is kept as long.
+    expect(Math.abs((await revokedAt(earlier.id)) - Date.now())).toBeLessThan(5_000)
+    for (const f of fields(earlier.id).slice(1)) expect(after[f]).toBe(before[f])
+  })
+
   test('an unknown id, a stale digest and a second revoke all get -5', async () => {
     const { accountId, key } = await createAccount()
     expect(await revoke(accountId, randomUUID(), key.digest)).toBe(AccountCode.NoKey)
