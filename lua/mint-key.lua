@@ -36,7 +36,8 @@
           -4 the key id or digest is already taken (retry with fresh ones)
           -8 the caller is a limited key and the new key's limit is missing, above its remainder,
              or resets sooner than the caller's
-  A mint also sweeps the marks and limits of keys revoked more than ten minutes before.
+  A mint also sweeps the marks and limits of keys revoked more than ten minutes before, a page of
+  the hash at a time (its `sweep` field: where the next page starts).
   Times come from Redis TIME, in milliseconds. Includes lib/numbers (a budget period's start).
 ]]
 
@@ -72,28 +73,26 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 
 -- Revoked keys' marks and limits, swept once no replica can still name the key by its ids (it
 -- guesses for a minute at most, src/market/key-owners.ts): minting and revoking keys in a loop
--- cannot grow the hash without bound. What a key spent stays (the audit sums its charges), and a
--- key with requests in flight is left for a later mint. A mark that holds no time (an earlier
--- build's) is given the time now.
+-- cannot grow the hash without bound. One page of the hash per mint, from where the last one
+-- stopped (its `sweep` field), so a mint's cost does not grow with the hash. What a key spent stays
+-- (the audit sums its charges), and a key with requests in flight is left for a later pass. A mark
+-- that holds no time (an earlier build's) is given the time now.
 local REVOKED_KEPT_MS = 600000
-local cursor = '0'
-repeat
-  local page = rcall('HSCAN', KEYS[1], cursor, 'MATCH', 'revoked:*', 'COUNT', 100)
-  cursor = page[1]
-  local marks = page[2]
-  for i = 1, #marks, 2 do
-    local id, at = string.sub(marks[i], 9), tonumber(marks[i + 1])
-    if not at or at < 1000000000000 then
-      rcall('HSET', KEYS[1], marks[i], now)
-    elseif tonumber(now) - at >= REVOKED_KEPT_MS then
-      local busy = rcall('HMGET', KEYS[1], 'held:' .. id, 'inflight:' .. id)
-      if (tonumber(busy[1]) or 0) == 0 and (tonumber(busy[2]) or 0) == 0 then
-        rcall('HDEL', KEYS[1], marks[i], 'limit:' .. id, 'reset:' .. id, 'pstart:' .. id, 'pspent:' .. id,
-          'b100:' .. id, 'held:' .. id, 'inflight:' .. id)
-      end
+local page = rcall('HSCAN', KEYS[1], rcall('HGET', KEYS[1], 'sweep') or '0', 'MATCH', 'revoked:*', 'COUNT', 100)
+if page[1] == '0' then rcall('HDEL', KEYS[1], 'sweep') else rcall('HSET', KEYS[1], 'sweep', page[1]) end
+local marks = page[2]
+for i = 1, #marks, 2 do
+  local id, at = string.sub(marks[i], 9), tonumber(marks[i + 1])
+  if not at or at < 1000000000000 then
+    rcall('HSET', KEYS[1], marks[i], now)
+  elseif tonumber(now) - at >= REVOKED_KEPT_MS then
+    local busy = rcall('HMGET', KEYS[1], 'held:' .. id, 'inflight:' .. id)
+    if (tonumber(busy[1]) or 0) == 0 and (tonumber(busy[2]) or 0) == 0 then
+      rcall('HDEL', KEYS[1], marks[i], 'limit:' .. id, 'reset:' .. id, 'pstart:' .. id, 'pspent:' .. id,
+        'b100:' .. id, 'held:' .. id, 'inflight:' .. id)
     end
   end
-until cursor == '0'
+end
 
 rcall('HSET', KEYS[2], ARGV[2], ARGV[3])
 local owner = ARGV[8]

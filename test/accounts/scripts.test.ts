@@ -231,6 +231,32 @@ describe('revoke-key', () => {
     for (const f of fields(earlier.id).slice(1)) expect(after[f]).toBe(before[f])
   })
 
+  test('a mint sweeps a page of a large hash, and mints go on from where the last stopped', async () => {
+    const { accountId } = await createAccount()
+    const account = keys.account(accountId)
+    const long = String(Date.now() - 11 * 60_000)
+    const marks: Record<string, string> = {}
+    for (let i = 0; i < 3_000; i++) marks[`revoked:gone-${i}`] = long
+    await store.hset(account, marks)
+    const left = async () =>
+      Object.keys(await store.hgetall(account)).filter((f) => f.startsWith('revoked:gone-')).length
+    let last = (await mint(accountId)).key
+    const afterOne = await left()
+    expect(afterOne).toBeGreaterThan(0)
+    expect(afterOne).toBeLessThan(3_000)
+    // Each mint a page further (a key revoked between mints keeps the account below its cap).
+    let mints = 1
+    while ((await left()) > 0 && mints < 1_000) {
+      expect(await revoke(accountId, last.id, last.digest)).toBe(AccountCode.Ok)
+      last = (await mint(accountId)).key
+      mints += 1
+    }
+    expect(await left()).toBe(0)
+    // The keys revoked on the way, each a moment ago, keep their marks.
+    const kept = Object.keys(await store.hgetall(account)).filter((f) => f.startsWith('revoked:'))
+    expect(kept).toHaveLength(mints - 1)
+  })
+
   test('an unknown id, a stale digest and a second revoke all get -5', async () => {
     const { accountId, key } = await createAccount()
     expect(await revoke(accountId, randomUUID(), key.digest)).toBe(AccountCode.NoKey)
