@@ -78,7 +78,8 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 -- (the audit sums its charges), and a key with requests in flight is left for a later pass. A mark
 -- that holds no time (an earlier build's) is given the time now.
 local REVOKED_KEPT_MS = 600000
-local page = rcall('HSCAN', KEYS[1], rcall('HGET', KEYS[1], 'sweep') or '0', 'MATCH', 'revoked:*', 'COUNT', 100)
+local from = rcall('HGET', KEYS[1], 'sweep') or '0'
+local page = rcall('HSCAN', KEYS[1], from, 'MATCH', 'revoked:*', 'COUNT', 100)
 if page[1] == '0' then rcall('HDEL', KEYS[1], 'sweep') else rcall('HSET', KEYS[1], 'sweep', page[1]) end
 local marks = page[2]
 for i = 1, #marks, 2 do

@@ -1,8 +1,8 @@
 --[[
   revoke-key: an account's key stops working at once. The lookup hash (what auth reads), the
   account's entry and a mark on the owner's hash (revoked:<keyId> = when, ms; what an admission by
-  the key's ids reads) go together, and only if the key id is this account's and still maps to the digest
-  the caller read, so a foreign or already revoked id changes nothing.
+  the key's ids reads) go together, and only if the key id is this account's and still maps to the
+  digest the caller read, so a foreign or already revoked id changes nothing.
 
   KEYS[1]  account's keys hash      (acct:<accountId>:keys, key id -> key digest)
   KEYS[2]  account hash             (acct:<accountId>: limit:<keyId>; a supplier's hash for its keys)
@@ -31,5 +31,6 @@ rcall('HDEL', KEYS[1], ARGV[1])
 -- and names it by its ids (src/market/key-owners.ts) is refused from now on, as a lookup by digest is.
 -- The mark holds when (Redis TIME, ms): lua/mint-key.lua sweeps it once no replica can still guess.
 local time = rcall('TIME')
-rcall('HSET', KEYS[2], 'revoked:' .. ARGV[1], time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000)))
+local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
+rcall('HSET', KEYS[2], 'revoked:' .. ARGV[1], now)
 return 1
