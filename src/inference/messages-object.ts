@@ -1,5 +1,7 @@
 // Anthropic's Messages API, answer side: a `message` with its content blocks (thinking, text,
 // tool_use), its stop reason and usage, made from a supplier's chat answer.
+
+import { isRecord } from './json-object.ts'
 import type { Usage } from './meter.ts'
 import { reasoningText } from './responses-object.ts'
 
@@ -108,7 +110,8 @@ export function messageContent(shape: MessageShape, chat: Record<string, unknown
   const text = typeof message.content === 'string' ? message.content : ''
   const refusal = typeof message.refusal === 'string' ? message.refusal : ''
   if (text || refusal) content.push(textBlock(text || refusal))
-  const calls = Array.isArray(message.tool_calls) ? message.tool_calls : []
+  // A call that is not an object is no call (a supplier's null).
+  const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter((call) => isRecord(call)) : []
   calls.forEach((call, i) => {
     const id = typeof call.id === 'string' ? call.id : toolUseId(shape, i)
     const name = typeof call.function?.name === 'string' ? call.function.name : ''

@@ -7,6 +7,7 @@ import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
 import type { ChatBody } from './chat-request.ts'
+import { isRecord } from './json-object.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 const blocks = t.Array(t.Object({}, { additionalProperties: true }), { maxItems: 4096 })
@@ -69,9 +70,6 @@ const KNOWN_FIELDS = new Set([
 
 type Block = Record<string, unknown>
 type ChatMessage = Record<string, unknown> & { role: string }
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value)
 
 /** What a request needs of its model beyond text, for the capability check. */
 export interface ModelNeeds {

@@ -8,6 +8,7 @@
 // Silence is filled with `ping` events.
 import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
+import { isRecord } from './json-object.ts'
 import {
   type MessageShape,
   messageObject,
@@ -130,7 +131,8 @@ class MessagesShape implements StreamShape {
     if (reasoning) out += this.thinking(reasoning)
     if (typeof delta.content === 'string' && delta.content) out += this.text(delta.content)
     if (Array.isArray(delta.tool_calls)) {
-      for (const call of delta.tool_calls as ToolCallDelta[]) out += this.toolCall(call)
+      // A call that is not an object is no call (a supplier's null): skipped, as chat relays it.
+      for (const call of delta.tool_calls as ToolCallDelta[]) if (isRecord(call)) out += this.toolCall(call)
     }
     return out || null
   }

@@ -8,6 +8,7 @@
 // says nothing was charged. No [DONE], no svc.cost frame.
 import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
+import { isRecord } from './json-object.ts'
 import {
   firstChoice,
   relayStream,
@@ -219,7 +220,8 @@ class ResponsesShape implements StreamShape {
     if (reasoning) out += this.textDelta('reasoning', reasoning)
     if (typeof delta.content === 'string' && delta.content) out += this.textDelta('message', delta.content)
     if (Array.isArray(delta.tool_calls)) {
-      for (const call of delta.tool_calls as ToolCallDelta[]) out += this.callDelta(call)
+      // A call that is not an object is no call (a supplier's null): skipped, as chat relays it.
+      for (const call of delta.tool_calls as ToolCallDelta[]) if (isRecord(call)) out += this.callDelta(call)
     }
     return out || null
   }

@@ -83,7 +83,6 @@ export interface StreamShape {
   keepAlive?: string
   /** The frame for one content chunk, or null to send nothing for it. */
   content(frame: string, delta: string): string | null
-  /** The supplier's usage chunk, held until the clear commits. */
   /** The supplier's usage chunk, or null when what it reported no longer counts all that was sent. */
   usage?(chunk: Record<string, unknown> | null): void
   /** The closing frames once cleared, and the error to log. */
@@ -154,6 +153,8 @@ class StreamRelay {
   private cancelled = false
   /** The first content frame has been flushed to the client. */
   private firstSent = false
+  /** The stream's end began: its clear and closing frames, run once. */
+  private ending = false
 
   constructor(
     ctx: StreamContext,
@@ -238,12 +239,24 @@ class StreamRelay {
             return await this.end(sink)
         }
       }
+    } catch (error) {
+      // A frame this format could not write (a supplier's shape it did not foresee) breaks the
+      // stream, as a supplier's break does: settled on what was generated, never left held.
+      if (this.ending || this.cancelled) throw error
+      this.deps.logger.error(
+        { requestId: this.requestId, err: (error as Error).message },
+        'stream relay failed',
+      )
+      this.usage = null
+      this.shape.usage?.(null)
+      return await this.end(sink)
     } finally {
       this.clock.remove(this)
     }
   }
 
   private async end(sink: Sink): Promise<void> {
+    this.ending = true
     // Ended by what the supplier sent (an error frame, a frame past the bound): its call ends too.
     this.upstream.cancel()
     const complete = this.usage !== null

@@ -1,5 +1,8 @@
 // The stateless Responses facade, answer side: a `response` object in OpenAI's shape, and its
 // output items (reasoning, message, function_call) made from a supplier's chat answer.
+
+import { isRecord } from './json-object.ts'
+import type { Usage } from './meter.ts'
 import type { ResponseShape } from './responses-request.ts'
 
 export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed'
@@ -17,19 +20,14 @@ export interface ResponsesUsage {
 const count = (value: unknown) =>
   typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : 0
 
-/** The billed counts, with the details the supplier's usage gives (cached and reasoning tokens). */
-export function responsesUsage(
-  billed: { promptTokens: number; completionTokens: number },
-  supplierUsage: unknown,
-): ResponsesUsage {
-  const usage = (supplierUsage ?? {}) as {
-    prompt_tokens_details?: { cached_tokens?: unknown }
-    completion_tokens_details?: { reasoning_tokens?: unknown }
-  }
+/** The billed counts, cache reads among them, with the reasoning tokens the supplier's usage gives. */
+export function responsesUsage(billed: Usage, supplierUsage: unknown): ResponsesUsage {
+  const usage = (supplierUsage ?? {}) as { completion_tokens_details?: { reasoning_tokens?: unknown } }
   return {
     input_tokens: billed.promptTokens,
     output_tokens: billed.completionTokens,
-    cached_tokens: Math.min(count(usage.prompt_tokens_details?.cached_tokens), billed.promptTokens),
+    // The cache reads billed as such: a supplier's count the meter could not take was billed as input.
+    cached_tokens: billed.cachedTokens ?? 0,
     reasoning_tokens: Math.min(
       count(usage.completion_tokens_details?.reasoning_tokens),
       billed.completionTokens,
@@ -126,7 +124,8 @@ export function outputItems(
   const items: OutputItem[] = []
   const reasoning = reasoningText(message)
   if (reasoning) items.push(reasoningItem(shape, reasoning, status))
-  const calls = Array.isArray(message.tool_calls) ? message.tool_calls : []
+  // A call that is not an object is no call (a supplier's null).
+  const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter((call) => isRecord(call)) : []
   const text = typeof message.content === 'string' ? message.content : ''
   if (typeof message.refusal === 'string' && message.refusal) {
     items.push({

@@ -5,6 +5,7 @@
 import { t } from 'elysia'
 import { badRequest } from '../errors.ts'
 import type { ChatBody } from './chat-request.ts'
+import { isRecord } from './json-object.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 const nullable = <T extends Parameters<typeof t.Optional>[0]>(schema: T) =>
@@ -71,9 +72,6 @@ const INCLUDABLE = new Set(['reasoning.encrypted_content'])
 
 type Item = Record<string, unknown>
 type ChatMessage = Record<string, unknown> & { role: string }
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value)
 
 function textOfParts(parts: unknown, where: string): string {
   if (typeof parts === 'string') return parts

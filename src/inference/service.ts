@@ -70,8 +70,14 @@ export interface Begun {
 
 /** A chat's wire format (chat, Responses, Messages): how its answer is written, buffered or streamed. */
 export interface ChatFormat {
-  /** The buffered answer, from the supplier's chat completion (cleared) and what the clear charged. */
-  buffered(chat: Record<string, unknown>, clearing: ClearedUsage): unknown
+  /**
+   * The buffered answer, read from the supplier's chat completion before the clear (where what
+   * cannot be written in this format is refused with nothing charged), then written with the
+   * answer as relayed and what the clear charged: nothing in that last step may refuse.
+   */
+  buffered(
+    chat: Record<string, unknown>,
+  ): (relayed: Record<string, unknown>, clearing: ClearedUsage) => unknown
   /** The streamed answer: the relay, in this format, of the supplier's stream. */
   stream(context: StreamContext): ReadableStream<Uint8Array>
 }
@@ -213,12 +219,19 @@ export class InferenceService {
       }
       return { body: stream, headers: { ...STREAM_HEADERS, ...reference }, costUsdc: null }
     }
+    let write: ReturnType<ChatFormat['buffered']>
+    try {
+      write = written.buffered(begun.dispatched.json!)
+    } catch (error) {
+      await this.abandon(begun, error)
+      throw error
+    }
     const { body: chat, clearing } = await this.clearBuffered(begun)
     const headers = costHeaders(clearing)
     headers['content-type'] = JSON_CONTENT_TYPE
     headers[SUPPORT_REFERENCE_HEADER] = call.supportReference
     return {
-      body: JSON.stringify(written.buffered(chat, clearing)),
+      body: JSON.stringify(write(chat, clearing)),
       headers,
       costUsdc: headers['x-svc-cost-usdc']!,
     }

@@ -9,7 +9,7 @@ import { type PaidHandler, sendAnswer } from './call.ts'
 
 /** Chat completions as the supplier wrote them (our ids and model on them), or its stream. */
 const CHAT_FORMAT: ChatFormat = {
-  buffered: (chat) => chat,
+  buffered: () => (relayed) => relayed,
   stream: (context) => relayChatStream(context),
 }
 

@@ -35,9 +35,9 @@ export const messagesHandler =
           stopSequences: translated.stopSequences,
         }
         return {
-          buffered: (chat, clearing) => {
+          buffered: (chat) => {
             const { content, ...stop } = messageContent(shape, chat)
-            return messageObject(shape, content, stop, messagesUsage(clearing.usage))
+            return (_, clearing) => messageObject(shape, content, stop, messagesUsage(clearing.usage))
           },
           stream: (context) => relayMessagesStream(context, shape),
         }

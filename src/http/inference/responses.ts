@@ -35,16 +35,12 @@ export const responsesHandler =
       service.answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
         const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
         return {
-          buffered: (chat, clearing) => {
+          buffered: (chat) => {
             const reason = incompleteReason(finishReason(chat))
             const status = reason ? 'incomplete' : 'completed'
-            return responseObject(
-              shape,
-              status,
-              outputItems(shape, chat, status),
-              responsesUsage(clearing.usage, chat.usage),
-              reason,
-            )
+            const output = outputItems(shape, chat, status)
+            return (relayed, clearing) =>
+              responseObject(shape, status, output, responsesUsage(clearing.usage, relayed.usage), reason)
           },
           stream: (context) => relayResponsesStream(context, shape),
         }
