@@ -35,17 +35,26 @@ function cutCharacter(bytes: Uint8Array): number {
 }
 
 /** A stream chunk's delta or a buffered answer's message: what the supplier generated in it. */
-export type Generated = { content?: unknown; tool_calls?: unknown; reasoning_content?: unknown }
+export type Generated = {
+  content?: unknown
+  refusal?: unknown
+  tool_calls?: unknown
+  reasoning_content?: unknown
+  reasoning?: unknown
+}
 
 /**
- * The text, reasoning and tool calls generated in one delta or message, as the tokenizer counts
- * them when no usage comes; a null is nothing generated.
+ * The text, refusal, reasoning and tool calls generated in one delta or message, as the tokenizer
+ * counts them when no usage comes; a null is nothing generated. Reasoning under either name
+ * suppliers use for it, as the facades show it.
  */
 export function generatedText(part: Generated | undefined | null): string {
   if (!part) return ''
   let text = ''
   if (typeof part.content === 'string') text += part.content
+  if (typeof part.refusal === 'string') text += part.refusal
   if (typeof part.reasoning_content === 'string') text += part.reasoning_content
+  else if (typeof part.reasoning === 'string') text += part.reasoning
   if (part.tool_calls != null) text += JSON.stringify(part.tool_calls)
   return text
 }

@@ -214,6 +214,9 @@ describe('a buffered answer without usage is paid for what it generated, and onl
     const words = await charged({ content: 'ok' })
     expect(await charged({ content: null, tool_calls: call })).toBeGreaterThan(words)
     expect(await charged({ content: '', reasoning_content: 'because '.repeat(50) })).toBeGreaterThan(words)
+    // Reasoning under the other name suppliers give it, and a refusal, are generated text as well.
+    expect(await charged({ content: '', reasoning: 'because '.repeat(50) })).toBeGreaterThan(words)
+    expect(await charged({ content: null, refusal: 'I will not. '.repeat(40) })).toBeGreaterThan(words)
   })
 })
 
@@ -334,6 +337,25 @@ describe('a stream is relayed only as chat chunks, each frame bounded', () => {
       error: { code: string }
     }[]
     expect(errors.map((e) => e.error.code)).toEqual(['stream_incomplete'])
+  })
+
+  test('a stream of reasoning under `reasoning`, then a break: billed on its estimate, not released', async () => {
+    const thought = (reasoning: string) =>
+      `data: ${JSON.stringify({
+        id: 'chatcmpl-h',
+        object: 'chat.completion.chunk',
+        choices: [{ index: 0, delta: { reasoning }, finish_reason: null }],
+      })}`
+    answer = () =>
+      sseAnswer([
+        ...Array.from({ length: 6 }, () => thought('weighing it up ')),
+        `data: ${JSON.stringify({ error: { message: 'gone', code: 'boom' } })}`,
+      ])
+    const broken = await relayed(await balances(stack, buyer.accountId))
+    expect(broken.frames.filter((f) => typeof f === 'object' && 'error' in f)).toMatchObject([
+      { error: { code: 'stream_incomplete' } },
+    ])
+    expect(Number(broken.cost.costUsdc.replace('.', ''))).toBeGreaterThan(0)
   })
 
   test('usage reported on a content chunk, then more content, then a break: incomplete, billed on the estimate', async () => {
