@@ -45,6 +45,8 @@ export interface ClearUsageInput {
   /** What billing needs of the admitted request: its model's prices and the max tokens admitted. */
   chat: ClearedChat
   messages: ChatMessageLike[]
+  /** The prompt fields the request sent beside its messages (tokens.ts promptFieldsOf). */
+  promptFields: Record<string, unknown>
   admission: Admission
   preBalance: MicroDiem | null
   /** What the supplier reported; null when the answer ended without usage. */
@@ -60,7 +62,7 @@ export interface ClearUsageInput {
 
 export async function estimateUsage(input: ClearUsageInput): Promise<Usage> {
   const [promptTokens, generated] = await Promise.all([
-    promptTokenCount(input.messages),
+    promptTokenCount(input.messages, input.promptFields),
     input.generatedTokens(),
   ])
   return { promptTokens, completionTokens: Math.min(generated, input.chat.maxTokens * input.chat.choices) }

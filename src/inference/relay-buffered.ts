@@ -6,7 +6,7 @@ import type { ValidChat } from './chat-request.ts'
 import { type ClearDeps, type ClearedUsage, clearUsage } from './clear-usage.ts'
 import type { Dispatched } from './dispatch.ts'
 import { readCost, readUsage } from './meter.ts'
-import { type ChatMessageLike, OutputTokenCounter } from './tokens.ts'
+import { type ChatMessageLike, OutputTokenCounter, promptFieldsOf } from './tokens.ts'
 import { type Generated, generatedText } from './upstream-events.ts'
 
 export interface BufferedResult {
@@ -45,6 +45,7 @@ export async function relayBuffered(
   const clearing = clearUsage(deps, {
     chat,
     messages,
+    promptFields: promptFieldsOf(chat.upstreamBody),
     admission: dispatched.admission,
     preBalance: dispatched.preBalance,
     reported,

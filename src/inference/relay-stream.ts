@@ -40,6 +40,8 @@ export interface StreamContext {
   timing: StreamTiming
   chat: ClearedChat
   messages: ChatMessageLike[]
+  /** The prompt fields sent beside the messages, for the estimate of a stream without usage. */
+  promptFields: Record<string, unknown>
   dispatched: Dispatched
   requestId: string
   supportReference: string
@@ -125,6 +127,7 @@ class StreamRelay {
   private readonly timing: StreamTiming
   private readonly chat: ClearedChat
   private readonly messages: ChatMessageLike[]
+  private readonly promptFields: Record<string, unknown>
   private readonly admission: Admission
   private readonly preBalance: MicroDiem | null
   private readonly requestId: string
@@ -164,6 +167,7 @@ class StreamRelay {
     this.timing = ctx.timing
     this.chat = ctx.chat
     this.messages = ctx.messages
+    this.promptFields = ctx.promptFields
     this.admission = ctx.dispatched.admission
     this.preBalance = ctx.dispatched.preBalance
     this.requestId = ctx.requestId
@@ -332,6 +336,7 @@ class StreamRelay {
       return await clearUsage(this.deps, {
         chat: this.chat,
         messages: this.messages,
+        promptFields: this.promptFields,
         admission: this.admission,
         preBalance: this.preBalance,
         reported: this.usage,

@@ -34,7 +34,7 @@ import {
 import { deliveredImages, type ImageBody, validateImages } from './image-request.ts'
 import { type BufferedResult, costHeaders, relayBuffered } from './relay-buffered.ts'
 import type { StreamContext, StreamTiming } from './relay-stream.ts'
-import type { ChatMessageLike } from './tokens.ts'
+import { type ChatMessageLike, promptFieldsOf } from './tokens.ts'
 
 export interface InferenceDeps {
   store: Store
@@ -294,6 +294,8 @@ export class InferenceService {
       // Only what clearing reads: the supplier's body (every field the client sent) is not kept.
       chat: { model: begun.chat.model, maxTokens: begun.chat.maxTokens, choices: begun.chat.choices },
       messages: begun.messages,
+      // Only the prompt fields of the supplier's body, for an estimate: the rest is let go.
+      promptFields: promptFieldsOf(begun.chat.upstreamBody),
       dispatched: begun.dispatched,
       requestId,
       supportReference,

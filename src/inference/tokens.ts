@@ -75,10 +75,40 @@ export function promptTokenBound(messages: ChatMessageLike[], fields: Record<str
   return bytes + images + PER_MESSAGE_OVERHEAD * messages.length + PER_REQUEST_OVERHEAD
 }
 
-/** The prompt's tokens by a real tokenizer, for billing a stream that reported no usage. */
-export async function promptTokenCount(messages: ChatMessageLike[]): Promise<number> {
-  const counts = await Promise.all(messages.map((message) => countTokens(messageText(message))))
-  return counts.reduce((sum, n) => sum + PER_MESSAGE_OVERHEAD + n, 3)
+/** The prompt fields (PROMPT_FIELDS) a request sent beside its messages. */
+export function promptFieldsOf(body: Record<string, unknown>): Record<string, unknown> {
+  const fields: Record<string, unknown> = {}
+  for (const name of PROMPT_FIELDS) if (body[name] !== undefined) fields[name] = body[name]
+  return fields
+}
+
+/** Image parts' tokens at the bound the hold took for them: no tokenizer reads an image. */
+function imageTokens(messages: ChatMessageLike[]): number {
+  let tokens = 0
+  for (const message of messages) {
+    if (!Array.isArray(message.content)) continue
+    for (const part of message.content) {
+      const url = imageUrlOf(part)
+      if (url !== null) tokens += imageTokenBound(dataUrlImageSize(url))
+    }
+  }
+  return tokens
+}
+
+/**
+ * The prompt's tokens by a real tokenizer, for billing an answer that reported no usage: its
+ * messages, the prompt fields sent beside them (tools, schemas ...: `promptFieldsOf`) and its
+ * images, as the supplier reads them all into the prompt.
+ */
+export async function promptTokenCount(
+  messages: ChatMessageLike[],
+  fields: Record<string, unknown> = {},
+): Promise<number> {
+  const texts = messages.map(messageText)
+  for (const name of PROMPT_FIELDS) if (fields[name] !== undefined) texts.push(JSON.stringify(fields[name]))
+  const counts = await Promise.all(texts.map((text) => countTokens(text)))
+  const text = counts.reduce((sum, n) => sum + n, 3 + PER_MESSAGE_OVERHEAD * messages.length)
+  return text + imageTokens(messages)
 }
 
 /** Text kept per answer before it is counted and let go: most answers end below it, uncounted. */

@@ -138,3 +138,34 @@ describe('usage as Responses reports it', () => {
     expect(await cachedReported()).toBe(0)
   })
 })
+
+describe('a stream cut before any usage is estimated on all its prompt', () => {
+  // 4,000 words of tool description: prompt text the upstream reads and bills (at least a token each).
+  const description = Array.from({ length: 4_000 }, (_, i) => `word${i}`).join(' ')
+  const parameters = { type: 'object', properties: {} }
+  const withTools = {
+    chat: { tools: [{ type: 'function', function: { name: 'lookup', description, parameters } }] },
+    responses: { tools: [{ type: 'function', name: 'lookup', description, parameters }] },
+    messages: { tools: [{ name: 'lookup', description, input_schema: parameters }] },
+  }
+  const cut = () =>
+    sseAnswer([
+      `data: ${JSON.stringify({ id: 'chatcmpl-h', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: 'hello' }, finish_reason: null }] })}`,
+      `data: ${JSON.stringify({ error: { message: 'gone', code: 'boom' } })}`,
+    ])
+
+  for (const [route, [path, body]] of Object.entries(ROUTES)) {
+    test(`${route}: the tools sent count as prompt`, async () => {
+      answer = cut
+      const plain = await paid(path, { ...body, stream: true })
+      const tooled = await paid(path, {
+        ...body,
+        ...withTools[route as keyof typeof withTools],
+        stream: true,
+      })
+      expect(plain.charged).toBeGreaterThan(0)
+      // At least 4,000 tokens more at 0.70 per million, at an ask of 50.
+      expect(tooled.charged - plain.charged).toBeGreaterThanOrEqual(Math.floor(4_000 * 0.7 * 0.5))
+    })
+  }
+})

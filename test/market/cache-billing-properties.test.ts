@@ -8,7 +8,7 @@ import type { TextPrices, TokenRates } from '../../src/catalog/entry.ts'
 import { type ChatBody, fitChat, type TextModel, validateChat } from '../../src/inference/chat-request.ts'
 import { clearUsage } from '../../src/inference/clear-usage.ts'
 import { readUsage } from '../../src/inference/meter.ts'
-import type { ChatMessageLike } from '../../src/inference/tokens.ts'
+import { type ChatMessageLike, promptFieldsOf } from '../../src/inference/tokens.ts'
 import { marketSteps } from '../../src/market/steps.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
@@ -142,6 +142,7 @@ test('burn is the upstream formula for any cache and long-prompt usage, and neve
           {
             chat,
             messages: sent.messages as ChatMessageLike[],
+            promptFields: promptFieldsOf(chat.upstreamBody),
             admission,
             preBalance: null,
             reported: usage,

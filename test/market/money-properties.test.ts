@@ -11,7 +11,7 @@ import {
 } from '../../src/inference/chat-request.ts'
 import { estimateUsage } from '../../src/inference/clear-usage.ts'
 import { burnOf } from '../../src/inference/meter.ts'
-import type { ChatMessageLike } from '../../src/inference/tokens.ts'
+import { type ChatMessageLike, promptFieldsOf } from '../../src/inference/tokens.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditMarket, listWriteOffs } from '../../src/market/audit.ts'
 import { clear, release } from '../../src/market/clearing.ts'
@@ -225,6 +225,7 @@ async function reportedBurn(
       const usage = await estimateUsage({
         chat,
         messages,
+        promptFields: promptFieldsOf(chat.upstreamBody),
         admission,
         preBalance: null,
         reported: null,
