@@ -12,6 +12,8 @@
   ARGV[4]  payer: payer wallet, checksummed
   ARGV[5]  amount: amount, integer micro-USDC, positive
   ARGV[6]  fromBlock: block number to search from for the transfer (empty: recorded later, before settling)
+  ARGV[7]  validBefore: the authorization's validBefore, unix seconds: until the chain's time passes
+           it, the authorization may still move money, so the claim is never released before
 
   Returns  { 1 }                    claimed by this call
            { 0, state, tx }         already claimed, sent or credited (tx may be empty)
@@ -30,6 +32,6 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 
 rcall('HSET', KEYS[1],
   'id', ARGV[1], 'state', 'claimed', 'kind', ARGV[2], 'accountId', ARGV[3], 'payer', ARGV[4],
-  'amount', ARGV[5], 'fromBlock', ARGV[6], 'claimedAt', now)
+  'amount', ARGV[5], 'fromBlock', ARGV[6], 'claimedAt', now, 'validBefore', ARGV[7] or '')
 rcall('ZADD', KEYS[2], now, ARGV[1])
 return { 1 }

@@ -1,19 +1,22 @@
 --[[
-  release-payment: drop a claim whose settlement moved no money (verification failed, the send
-  was refused, or the transaction reverted), so the payer may sign again. A credited
-  authorization is never released.
+  release-payment: drop a claim whose authorization the chain shows can no longer move money
+  (unused, and expired), so it leaves the payments in flight. Compare-and-delete: only a claim
+  still as the caller read it (the same transaction, or none) is released, so a claim marked sent
+  meanwhile by the request settling it is never dropped. A credited authorization is never released.
 
   KEYS[1]  authorization hash       (x402:auth:<authorizationId>)
   KEYS[2]  payments-in-flight zset
   ARGV[1]  authorizationId: authorization id
+  ARGV[2]  transaction: the claim's transaction hash as the caller read it ("" for none)
 
   Returns  1 released
-           0 nothing to release (unknown, or already credited)
+           0 nothing to release (unknown, credited, or changed since it was read)
 ]]
 local rcall = redis.call
 
-local state = rcall('HGET', KEYS[1], 'state')
-if not state or state == 'credited' then return 0 end
+local record = rcall('HMGET', KEYS[1], 'state', 'tx')
+if not record[1] or record[1] == 'credited' then return 0 end
+if (record[2] or '') ~= (ARGV[2] or '') then return 0 end
 rcall('DEL', KEYS[1])
 rcall('ZREM', KEYS[2], ARGV[1])
 return 1

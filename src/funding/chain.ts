@@ -65,6 +65,10 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
     client,
     chain,
     blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
+    /** The latest block's time, unix seconds: no later block is older. */
+    async time(): Promise<bigint> {
+      return (await client.getBlock({ blockTag: 'latest' })).timestamp
+    },
     /** The receipt of a transaction, or null while it is not mined (or unknown). */
     async receipt(hash: Hex): Promise<Receipt | null> {
       try {

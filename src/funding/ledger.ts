@@ -26,6 +26,8 @@ export interface Claim {
   amount: MicroUsdc
   /** Known later when the claim comes first (recordFromBlock); empty until then. */
   fromBlock?: bigint
+  /** The authorization's validBefore (unix seconds): it may move money until the chain passes it. */
+  validBefore: bigint
 }
 
 export type ClaimResult =
@@ -62,6 +64,8 @@ export interface InFlightPayment {
   amount: string
   fromBlock: string
   claimedAt: string
+  /** Unix seconds; absent on a claim made before it was kept. */
+  validBefore?: string
   tx?: string
   /** once credited: <chainId>:<txHash> */
   paymentId?: string
@@ -85,6 +89,7 @@ export class PaymentLedger {
         payer: claim.payer,
         amount: claim.amount,
         fromBlock: claim.fromBlock?.toString() ?? '',
+        validBefore: claim.validBefore.toString(),
       },
     )) as [number, string?, string?]
     if (result[0] === PaymentCode.Done) return { claimed: true }
@@ -95,12 +100,27 @@ export class PaymentLedger {
 
   /** The chain's head just before settling: the transfer, if any, is in a later block. */
   async recordFromBlock(authorizationId: string, block: bigint): Promise<void> {
-    await this.store.hset(this.keys.authorization(authorizationId), 'fromBlock', block.toString())
+    await this.note(authorizationId, ['fromBlock', block.toString()])
   }
 
-  /** Records the transaction hash on the claim, before the transaction is broadcast. */
+  /**
+   * Records the transaction hash on the claim, before the transaction is broadcast; throws when
+   * the claim is no longer in flight, so nothing is broadcast for it.
+   */
   async markSent(authorizationId: string, transaction: string): Promise<void> {
-    await this.store.hset(this.keys.authorization(authorizationId), 'state', 'sent', 'tx', transaction)
+    await this.note(authorizationId, ['state', 'sent', 'tx', transaction])
+  }
+
+  private async note(authorizationId: string, fields: string[]): Promise<void> {
+    const written = await runScript(
+      this.store,
+      'notePayment',
+      [this.keys.authorization(authorizationId)],
+      {},
+      fields,
+    )
+    if (written !== PaymentCode.Done)
+      throw new Error(`payment claim ${authorizationId} is no longer in flight`)
   }
 
   /** Sets the account on a claim made before the account existed (signup). */
@@ -108,12 +128,13 @@ export class PaymentLedger {
     await this.store.hset(this.keys.authorization(authorizationId), 'accountId', accountId)
   }
 
-  async release(authorizationId: string): Promise<boolean> {
+  /** Releases a claim still as read: with this transaction hash, or none ("", the default). */
+  async release(authorizationId: string, transaction = ''): Promise<boolean> {
     const released = await runScript(
       this.store,
       'releasePayment',
       [this.keys.authorization(authorizationId), this.keys.paymentsInFlight],
-      { authorizationId },
+      { authorizationId, transaction },
     )
     return released === PaymentCode.Done
   }

@@ -47,7 +47,7 @@ export interface PayOptions {
 }
 
 // Clients set validBefore from their own clock (now + maxTimeoutSeconds): room for theirs to run ahead.
-const CLOCK_SKEW_SECONDS = 60
+export const CLOCK_SKEW_SECONDS = 60
 
 /**
  * Why an authorization's validity window is refused, if it is: expired, or usable for longer than
@@ -123,6 +123,7 @@ export class Payments {
       accountId,
       payer,
       amount: terms.amount,
+      validBefore: BigInt(payment.authorization.validBefore),
     })
     if (!claim.claimed) {
       await this.refuseReplay(authId)
@@ -148,9 +149,10 @@ export class Payments {
     }
 
     let transaction: Hex | undefined
+    // Recorded before it is broadcast; a claim no longer in flight throws, and nothing is sent.
     const onSent = async (hash: Hex) => {
-      transaction = hash
       await this.ledger.markSent(authId, hash)
+      transaction = hash
     }
     let settlement: Awaited<ReturnType<Settler['settle']>>
     try {
@@ -181,7 +183,10 @@ export class Payments {
           },
         )
       }
-      await this.ledger.release(authId)
+      // Never sent (refused before signing): nothing of ours can move money, the claim goes. A
+      // transaction that was sent and reverted stays claimed: a reorg could mine it again, so only
+      // the reconciler lets it go, once the authorization has expired unused.
+      if (!settlement.transaction) await this.ledger.release(authId)
       throw refuse(`payment settlement failed: ${settlement.reason}`)
     }
     if (settlement.status === 'unconfirmed') throw this.reconciling(settlement.transaction)

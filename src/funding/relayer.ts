@@ -16,7 +16,7 @@ import {
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 
-/** The transaction was not broadcast (refused at preparation or by the node): no money moved. */
+/** The transaction was refused before it was signed: nothing of it exists, no money moved. */
 export class NotSent extends Error {}
 
 export class Relayer {
@@ -65,23 +65,16 @@ export class Relayer {
     await onSigned(hash)
     try {
       await this.client.sendRawTransaction({ serializedTransaction: serialized })
-    } catch (error) {
+    } catch {
+      // Signed and recorded, it may be out there whatever the answer said: a node that took it
+      // and lost its reply, or a mempool that passes it on. Only the chain can tell, so it is
+      // answered as sent and waited for; the reconciler lets its claim go once it cannot be mined.
       // The node's nonce view is the truth after any refusal; read it again next time.
       this.nextNonce = undefined
-      if (await this.isKnown(hash)) return hash
-      throw new NotSent(`transaction refused by the node: ${shortMessage(error)}`)
+      return hash
     }
     this.nextNonce = nonce + 1
     return hash
-  }
-
-  private async isKnown(hash: Hex): Promise<boolean> {
-    try {
-      await this.client.getTransaction({ hash })
-      return true
-    } catch {
-      return false
-    }
   }
 }
 

@@ -2,7 +2,9 @@
 // Confirmations: a pending credit whose block has SVC_CONFIRMATIONS confirmations (block number
 // read fresh, no cache) and whose receipt is still on chain moves to confirmed.
 // Reconciler: a claim left in flight (receipt timeout, crash, failed credit write) is finished
-// from the chain: credited when its transfer is there, released when no money moved.
+// from the chain: credited when its transfer is there, released only once no money can move: its
+// authorization unused and expired. Until then a node's silence proves nothing (a lost broadcast,
+// a lagging node, a sequencer that has it and a replica that does not), so the claim waits.
 import type { Logger } from 'pino'
 import type { Address, Hex } from 'viem'
 import type { FundingConfig } from '../config.ts'
@@ -10,6 +12,7 @@ import type { MicroUsdc } from '../money/units.ts'
 import { type FundingChain, hasTransfer, type Receipt } from './chain.ts'
 import type { InFlightPayment, PaymentLedger } from './ledger.ts'
 import { CHAIN_IDS } from './network.ts'
+import { CLOCK_SKEW_SECONDS } from './payments.ts'
 
 export interface WatchDeps {
   config: FundingConfig
@@ -49,7 +52,7 @@ export async function reconcilePayments(
     const record = await deps.ledger.authorization(id)
     if (!record || record.state === 'credited') continue
     try {
-      if (await reconcileOne(deps, record, graceMs)) credited++
+      if (await reconcileOne(deps, record)) credited++
     } catch (error) {
       deps.logger.warn({ authorizationId: id, err: error }, 'reconcile failed; retrying later')
     }
@@ -57,20 +60,17 @@ export async function reconcilePayments(
   return credited
 }
 
-async function reconcileOne(deps: WatchDeps, record: InFlightPayment, graceMs: number): Promise<boolean> {
+async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<boolean> {
   const { chain, ledger, logger } = deps
   const [, , payer, nonce] = record.id.split(':') as [string, string, Address, Hex]
-  const stale = Date.now() - Number(record.claimedAt) > 2 * graceMs
   if (record.tx) {
     const receipt = await chain.receipt(record.tx as Hex)
     if (receipt?.status === 'success') return creditTransfer(deps, record, record.tx as Hex, receipt)
-    // Not mined: wait while a node still knows it. Reverted or gone: the chain says below whether
-    // another transaction used the authorization.
-    if (!receipt && (!stale || (await chain.known(record.tx as Hex)))) return false
   }
   if (!(await chain.authorizationUsed(payer, nonce))) {
-    // Unused and nothing of ours pending: no money moved, the payer may sign again.
-    if (record.tx || stale) await ledger.release(record.id)
+    // Unused. Once the chain's time is past its validBefore the token refuses it for good: no
+    // money moved, the claim goes (only as read: a request that marked it sent since keeps it).
+    if ((await chain.time()) >= expiresAt(deps, record)) await ledger.release(record.id, record.tx ?? '')
     return false
   }
   // Used by a transaction we never recorded (a settlement call that failed after sending, a
@@ -87,6 +87,17 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment, graceMs: n
     return false
   }
   return creditTransfer(deps, record, transaction, receipt)
+}
+
+/**
+ * When a claim's authorization can no longer be used, unix seconds: its validBefore, or for a claim
+ * made before that was kept, the latest validBefore its terms allowed at the claim.
+ */
+function expiresAt(deps: WatchDeps, record: InFlightPayment): bigint {
+  if (record.validBefore) return BigInt(record.validBefore)
+  return BigInt(
+    Math.ceil(Number(record.claimedAt) / 1000) + deps.config.maxTimeoutSeconds + CLOCK_SKEW_SECONDS,
+  )
 }
 
 /** Credits a claim from a mined transaction, when it holds the transfer the claim promised. */

@@ -20,6 +20,7 @@ import indexAccount from '../../lua/index-account.lua' with { type: 'text' }
 import indexKey from '../../lua/index-key.lua' with { type: 'text' }
 import indexOffer from '../../lua/index-offer.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
+import notePayment from '../../lua/note-payment.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
 import payoutCreate from '../../lua/payout-create.lua' with { type: 'text' }
 import payoutLock from '../../lua/payout-lock.lua' with { type: 'text' }
@@ -283,8 +284,10 @@ export const SCRIPTS = {
     'payer',
     'amount',
     'fromBlock',
+    'validBefore',
   ]),
-  releasePayment: standalone(releasePayment, 2, ['authorizationId']),
+  releasePayment: standalone(releasePayment, 2, ['authorizationId', 'transaction']),
+  notePayment: standalone(notePayment, 1, [], true),
   creditPayment: standalone(
     creditPayment,
     5,

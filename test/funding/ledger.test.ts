@@ -59,13 +59,23 @@ test('an authorization is claimed once; a release frees it; a credited one is ne
     payer: PAYER,
     amount: amount(1_000_000),
     fromBlock: 7n,
+    validBefore: 1_900_000_000n,
   }
   expect(await ledger.claim(claim)).toEqual({ claimed: true })
+  expect(await ledger.authorization(auth)).toMatchObject({ validBefore: '1900000000' })
+  // A release as read before the claim was marked sent changes nothing.
   const tx = hex32()
   await ledger.markSent(auth, tx)
   expect(await ledger.claim(claim)).toEqual({ claimed: false, state: 'sent', transaction: tx })
   expect(await ledger.inFlightBefore(Date.now() + 1000)).toEqual([auth])
-  expect(await ledger.release(auth)).toBe(true)
+  expect(await ledger.release(auth)).toBe(false)
+  expect(await ledger.release(auth, hex32())).toBe(false)
+  expect(await ledger.authorization(auth)).toMatchObject({ state: 'sent', tx })
+  expect(await ledger.release(auth, tx)).toBe(true)
+  // Gone: neither its transaction nor its first block is written back half-made.
+  await expect(ledger.markSent(auth, tx)).rejects.toThrow('no longer in flight')
+  await expect(ledger.recordFromBlock(auth, 9n)).rejects.toThrow('no longer in flight')
+  expect(await store.exists(keys.authorization(auth))).toBe(0)
   expect(await ledger.inFlightBefore(Date.now() + 1000)).toEqual([])
   expect(await ledger.claim(claim)).toEqual({ claimed: true })
   expect((await credit(auth, tx, 1_000_000)).status).toBe('credited')
@@ -123,6 +133,7 @@ test('50 concurrent claims of one authorization: one wins', async () => {
     payer: PAYER,
     amount: amount(1_000_000),
     fromBlock: 1n,
+    validBefore: 1_900_000_000n,
   }
   const results = await Promise.all(Array.from({ length: 50 }, () => ledger.claim(claim)))
   expect(results.filter((r) => r.claimed)).toHaveLength(1)
