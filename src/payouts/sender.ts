@@ -203,6 +203,7 @@ export class PayoutSender {
       found = { hash, receipt }
     }
     if (found.receipt.status === 'reverted') {
+      if (!(await this.finallyReverted(found.hash, found.receipt.blockNumber))) return 'unmined' as const
       await this.step(lease, payout, {
         step: 'failed',
         error: `reverted in block ${found.receipt.blockNumber}`,
@@ -215,6 +216,18 @@ export class PayoutSender {
       blockNumber: found.receipt.blockNumber,
     })
     return { hash: found.hash, blockNumber: found.receipt.blockNumber }
+  }
+
+  /**
+   * A revert is final once its block has its confirmations and still holds it reverted: a reorg
+   * before then puts the same signed bytes back in the pool, where they may succeed. Until then
+   * the payout is not failed, and its amount not payable again.
+   */
+  private async finallyReverted(hash: Hex, blockNumber: bigint): Promise<boolean> {
+    const head = await this.chain.blockNumber()
+    if (head - blockNumber + 1n < BigInt(this.options.confirmations)) return false
+    const again = await this.chain.receipt(hash)
+    return again?.status === 'reverted' && again.blockNumber === blockNumber
   }
 
   private async receiptOfAny(hashes: Hex[]) {
@@ -300,6 +313,8 @@ export class PayoutSender {
       return 'dropped' as const
     }
     if (receipt.status === 'reverted') {
+      // Not confirmed yet: it stays pending, and is never confirmed while it reverts.
+      if (!(await this.finallyReverted(hash, receipt.blockNumber))) return receipt.blockNumber
       await this.step(lease, payout, { step: 'failed', error: `reverted in block ${receipt.blockNumber}` })
       return 'final' as const
     }
