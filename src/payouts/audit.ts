@@ -52,7 +52,10 @@ export async function auditSupplierPayouts(
   return findings
 }
 
-/** Every confirmed payout's transfer, read from its receipt on chain. */
+/**
+ * Every confirmed payout's transfer, read from its receipt on chain; and every failed payout that
+ * was signed, none of whose transactions may have succeeded (its amount was made payable again).
+ */
 export async function auditPayoutsOnChain(
   store: Store,
   keys: Keyspace,
@@ -63,6 +66,18 @@ export async function auditPayoutsOnChain(
   let checked = 0
   for (const supplierId of await store.smembers(keys.suppliers)) {
     for (const p of await supplierPayouts(store, keys, supplierId)) {
+      if (p.state === 'failed' && p.hashes.length > 0) {
+        checked++
+        for (const hash of p.hashes) {
+          if ((await chain.receipt(hash))?.status === 'success') {
+            findings.push({
+              subject: `payout ${p.id}`,
+              problem: `failed, but its transaction ${hash} succeeded on chain`,
+            })
+          }
+        }
+        continue
+      }
       if (p.state !== 'confirmed') continue
       checked++
       const subject = `payout ${p.id}`

@@ -116,6 +116,15 @@ test('a revert is not final until confirmed: a reorg that mines the same bytes w
   expect(await owed()).toEqual({ paidOut: 1_000_000, pending: 0 })
   // The chain's own record agrees: one confirmed payout, its transfer there.
   expect((await auditPayoutsOnChain(store, keys, onChain, chain.usdc)).findings).toEqual([])
+  // Had it been failed at the revert, the chain's record says what the payout record would not.
+  await store.hset(keys.payout(payout.id), 'state', 'failed')
+  expect((await auditPayoutsOnChain(store, keys, onChain, chain.usdc)).findings).toEqual([
+    {
+      subject: `payout ${payout.id}`,
+      problem: `failed, but its transaction ${done.txHash} succeeded on chain`,
+    },
+  ])
+  await store.hset(keys.payout(payout.id), 'state', 'confirmed')
 }, 90_000)
 
 test('a revert that stays, confirmed: failed, and its amount payable again', async () => {
