@@ -134,7 +134,15 @@ export class Payments {
       if (!verification.isValid) throw refuse(`payment verification failed: ${verification.reason}`)
       await options.beforeSettle?.()
       // Where the reconciler starts looking for the transfer if the settlement call loses it.
-      await this.ledger.recordFromBlock(authId, await this.chain.blockNumber())
+      const head = await this.chain.blockNumber().catch((error) => {
+        this.logger.error({ err: error, authorizationId: authId }, 'chain head unreadable before settling')
+        throw new ApiError(
+          502,
+          'verify_unavailable',
+          'the chain could not be read right now; nothing was sent, retry shortly',
+        )
+      })
+      await this.ledger.recordFromBlock(authId, head)
     } catch (error) {
       // Nothing was sent: the payer may sign again (or retry this one after the fuse).
       await this.ledger
@@ -170,7 +178,16 @@ export class Payments {
     if (settlement.status === 'failed') {
       // Ours moved nothing, but a copy of the authorization may have settled in another
       // transaction first: then the claim stays and the reconciler credits that transfer.
-      if (await this.chain.authorizationUsed(payer, payment.authorization.nonce)) {
+      const used = await this.chain.authorizationUsed(payer, payment.authorization.nonce).catch((error) => {
+        // Unknown whether a copy settled: the claim stays, and the reconciler finds out.
+        this.logger.error({ err: error, authorizationId: authId }, 'authorization state unreadable')
+        throw new ApiError(
+          502,
+          'settle_failed',
+          'payment settlement failed; the payment is being checked, do not sign again yet',
+        )
+      })
+      if (used) {
         this.logger.warn(
           { transaction: settlement.transaction, authorizationId: authId },
           'authorization used by another transaction; left to the reconciler',

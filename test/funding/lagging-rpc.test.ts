@@ -25,6 +25,8 @@ let loseBroadcasts = false
 let hidePending = false
 /** Each eth_call answered this many ms late (an RPC under load). */
 let slowCallsMs = 0
+/** The chain's head cannot be read (a node down for that call). */
+let failHead = false
 
 beforeAll(async () => {
   chain = await startChain()
@@ -37,6 +39,7 @@ beforeAll(async () => {
       const upstream = () =>
         fetch(chain.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text })
       if (slowCallsMs && call.method === 'eth_call') await Bun.sleep(slowCallsMs)
+      if (failHead && call.method === 'eth_blockNumber') return new Response('bad gateway', { status: 502 })
       if (loseBroadcasts && call.method === 'eth_sendRawTransaction') {
         await upstream()
         return new Response('gateway timeout', { status: 504 })
@@ -153,6 +156,24 @@ test('a reconciler pass during a slow verification leaves the claim the request 
   expect((await chain.balanceOf(chain.payTo)) - payToBefore).toBe(7_000_000n)
   expect(await fundedOf(payer)).toBe('7000000')
   expect(await auditAll(stack.store, stack.keys)).toEqual([])
+}, 90_000)
+
+test('a chain head that cannot be read before settling: 502, nothing sent, the payer may retry', async () => {
+  const { payer, header, payToBefore } = await signup('4.000000')
+  failHead = true
+  let response: Awaited<ReturnType<typeof post>>
+  try {
+    response = await post(signupUrl(), { amountUsdc: '4.000000' }, { 'x-payment': header })
+  } finally {
+    failHead = false
+  }
+  expect(response.status).toBe(502)
+  expect(response.body.error).toMatchObject({ code: 'verify_unavailable' })
+  expect(await inFlight()).toEqual([])
+  expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore)
+  const retried = await post(signupUrl(), { amountUsdc: '4.000000' }, { 'x-payment': header })
+  expect(retried.status).toBe(201)
+  expect(await fundedOf(payer)).toBe('4000000')
 }, 90_000)
 
 // Last: it moves the chain's clock past every authorization signed before.
