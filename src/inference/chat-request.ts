@@ -7,7 +7,7 @@ import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
 import { promptWorst, reachableTiers, worstBurn } from './meter.ts'
 import { type ChatMessageLike, promptTokenBound } from './tokens.ts'
-import { refuseUnbilledFeatures } from './unbilled-features.ts'
+import { refuseUnbilledFeatures, withoutUpstreamPrompt } from './unbilled-features.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 
@@ -99,7 +99,7 @@ export function validateChat(body: ChatBody, model: TextModel, defaultMaxTokens:
   // Whether the prompt fits the context is the supplier's call: this bound is deliberately high.
   const promptBound = promptTokenBound(body.messages as ChatMessageLike[], body as Record<string, unknown>)
   const stream = body.stream === true
-  const upstreamBody: Record<string, unknown> = { ...body, model: model.id, stream }
+  const upstreamBody: Record<string, unknown> = withoutUpstreamPrompt({ ...body, model: model.id, stream })
   // The supplier is asked for exactly what was admitted, under the field the client used.
   delete upstreamBody.max_tokens
   delete upstreamBody.max_completion_tokens

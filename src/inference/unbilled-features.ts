@@ -1,23 +1,29 @@
-// Chat fields pass through to the supplier, but the buyer pays for tokens only: a field that turns
-// on something the upstream charges the supplier's key for beyond its tokens (web search, web
-// scraping, characters whose settings may search) would have the supplier pay what no one bills.
-// Such a request is refused by name; the upstream's own parameters pass only when known to cost
-// nothing beyond the tokens its usage reports.
+// Chat fields pass through to the supplier, but the buyer pays for the tokens of the request as
+// sent, within its hold: a field that turns on something the upstream charges the supplier's key
+// for beyond them (web search, web scraping, its own system prompt, characters whose settings may
+// search) would have the supplier pay what no one bills. Such a request is refused by name; the
+// upstream's own parameters pass only when known to cost nothing more.
 import { badRequest } from '../errors.ts'
 
-/** `venice_parameters` the token bill covers (a system prompt it adds is in the reported usage). */
+/** `venice_parameters` the token bill covers. */
 const TOKEN_BILLED: ReadonlySet<string> = new Set([
   'disable_thinking',
   'strip_thinking_response',
-  'include_venice_system_prompt',
   // Meaningful only with web search, which is refused below: harmless on their own.
   'enable_web_citations',
   'include_search_results_in_stream',
   'return_search_results_as_documents',
 ])
 
-/** Switches whose one value that adds no fee is allowed. */
-const OFF_VALUES: Readonly<Record<string, unknown>> = { enable_web_search: 'off', enable_web_scraping: false }
+/**
+ * Switches allowed only off: the searches add a fee; the upstream's own system prompt (on by
+ * default) adds prompt tokens no hold bounds, so it is always sent off (`withoutUpstreamPrompt`).
+ */
+const OFF_VALUES: Readonly<Record<string, unknown>> = {
+  enable_web_search: 'off',
+  enable_web_scraping: false,
+  include_venice_system_prompt: false,
+}
 
 const refuse = (message: string) => badRequest(message, 'unsupported_parameter')
 
@@ -51,9 +57,18 @@ export function refuseUnbilledFeatures(body: Record<string, unknown>): void {
     if (name in OFF_VALUES) {
       if (value === OFF_VALUES[name]) continue
       throw refuse(
-        `venice_parameters.${name} is not supported: it is charged beyond tokens, and only tokens are billed here`,
+        `venice_parameters.${name} is supported only as ${JSON.stringify(OFF_VALUES[name])}: on, it is charged beyond the tokens of the request as sent`,
       )
     }
     throw refuse(`venice_parameters.${name} is not supported here`)
   }
+}
+
+/**
+ * The supplier's body with the upstream's default system prompt turned off: the prompt billed is
+ * then the one the buyer sent, which the hold bounds.
+ */
+export function withoutUpstreamPrompt(body: Record<string, unknown>): Record<string, unknown> {
+  const venice = (body.venice_parameters ?? {}) as Record<string, unknown>
+  return { ...body, venice_parameters: { ...venice, include_venice_system_prompt: false } }
 }

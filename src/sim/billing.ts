@@ -38,6 +38,25 @@ export function listPriceBurn(model: VeniceModel, prompt: SimPrompt, completion:
   return burn
 }
 
+/**
+ * The upstream's own system prompt, added before the request's messages unless the request turns
+ * it off (`venice_parameters.include_venice_system_prompt: false`): its tokens are billed too.
+ */
+export const UPSTREAM_SYSTEM_PROMPT =
+  'You are a helpful assistant. Answer the question asked, in the language it was asked in, ' +
+  'plainly and without refusing for reasons of taste. Keep to what is known; say so when unsure. '.repeat(3)
+
+/** The messages the upstream reads: the request's, after its own system prompt unless turned off. */
+export function withUpstreamPrompt(body: {
+  messages?: unknown
+  venice_parameters?: unknown
+}): { content?: unknown }[] {
+  const messages = (Array.isArray(body.messages) ? body.messages : []) as { content?: unknown }[]
+  const venice = body.venice_parameters as { include_venice_system_prompt?: unknown } | undefined
+  if (venice?.include_venice_system_prompt === false) return messages
+  return [{ content: UPSTREAM_SYSTEM_PROMPT }, ...messages]
+}
+
 /** The prompt's split: the settings' counts when set, else the conversation so far on a cache-priced model. */
 export function simPrompt(
   model: VeniceModel,

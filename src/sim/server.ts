@@ -3,7 +3,7 @@
 // of the upstream only; the demo, the tests and the benchmark all run against it.
 import { formatMicros } from '../money/units.ts'
 import { answerTokens, type ChatRequestLike, planAnswer, type SimAnswer } from './answer.ts'
-import { listPriceBurn, type SimPrompt, simPrompt } from './billing.ts'
+import { listPriceBurn, type SimPrompt, simPrompt, withUpstreamPrompt } from './billing.ts'
 import { control, rateLimits } from './control.ts'
 import type { SimFault } from './faults.ts'
 import { endQuietly, FirstTokenGate } from './gate.ts'
@@ -145,7 +145,7 @@ export function startSim(
       id: `chatcmpl-${crypto.randomUUID().replaceAll('-', '')}`,
       created: Math.floor(Date.now() / 1000),
       model,
-      prompt: simPrompt(model, body.messages as { content?: unknown }[], settings),
+      prompt: simPrompt(model, withUpstreamPrompt(body), settings),
       answer,
       fault,
       faultAfter: intHeader(request, 'x-sim-fault-after') ?? Math.floor(answerTokens(answer) / 2),

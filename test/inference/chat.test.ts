@@ -5,6 +5,7 @@ import { countTokens } from 'gpt-tokenizer'
 import OpenAI from 'openai'
 import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
+import { promptTokens as simPromptTokens } from '../../src/sim/generate.ts'
 import type { TestAccount } from '../helpers/accounts.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import {
@@ -350,6 +351,12 @@ describe('refusals', () => {
     ['web scraping on', { venice_parameters: { enable_web_scraping: true } }, 400, 'unsupported_parameter'],
     ['a character', { venice_parameters: { character_slug: 'alan-watts' } }, 400, 'unsupported_parameter'],
     [
+      "the upstream's own system prompt",
+      { venice_parameters: { include_venice_system_prompt: true } },
+      400,
+      'unsupported_parameter',
+    ],
+    [
       'an unknown venice parameter',
       { venice_parameters: { enable_x_search: true } },
       400,
@@ -389,6 +396,14 @@ describe('refusals', () => {
     })
     expect(response.status).toBe(200)
     expect(((await response.json()) as { object: string }).object).toBe('chat.completion')
+  })
+
+  test("the upstream's own system prompt is turned off: the prompt billed is the one sent, within its hold", async () => {
+    const response = await rawChat({})
+    expect(response.status).toBe(200)
+    const body = (await response.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }
+    expect(body.usage.prompt_tokens).toBe(simPromptTokens(messages))
+    expect(response.headers.get('x-svc-cost-usdc')).toBe(formatMicros(expectedCost(body.usage, 36)))
   })
 
   test('a body that is not JSON: 400', async () => {

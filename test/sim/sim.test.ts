@@ -1,6 +1,7 @@
 // The simulated supplier is what every other test trusts to behave like the upstream: each shape
 // and each fault is checked here over real HTTP.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { UPSTREAM_SYSTEM_PROMPT } from '../../src/sim/billing.ts'
 import { type SimServer, startSim } from '../../src/sim/server.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -65,6 +66,24 @@ describe('models', () => {
   })
 })
 
+// As the gateway sends every chat: the upstream's own system prompt off.
+const WITHOUT_UPSTREAM_PROMPT = { include_venice_system_prompt: false }
+
+describe("the upstream's own system prompt", () => {
+  test('is read and billed before the messages unless the request turns it off', async () => {
+    const key = freshKey()
+    const messages = [{ role: 'user', content: 'x'.repeat(400) }]
+    const usage = async (body: Record<string, unknown>) =>
+      ((await (await chat(key, { messages, ...body })).json()) as { usage: { prompt_tokens: number } }).usage
+        .prompt_tokens
+    // 400 characters: 100 tokens, plus 3 for the message and 3 for the reply
+    expect(await usage({ venice_parameters: WITHOUT_UPSTREAM_PROMPT })).toBe(106)
+    const added = Math.ceil(UPSTREAM_SYSTEM_PROMPT.length / 4) + 3
+    expect(await usage({})).toBe(106 + added)
+    expect(await usage({ venice_parameters: { include_venice_system_prompt: true } })).toBe(106 + added)
+  })
+})
+
 describe('cache usage and the long-prompt tier', () => {
   test('glm-4.6 reports cache reads and writes inside prompt_tokens and bills them at their prices', async () => {
     sim.settings.cachedTokens = 7
@@ -75,6 +94,7 @@ describe('cache usage and the long-prompt tier', () => {
       const response = await chat(key, {
         model: 'glm-4.6',
         messages: [{ role: 'user', content: 'x'.repeat(400) }],
+        venice_parameters: WITHOUT_UPSTREAM_PROMPT,
       })
       const body = (await response.json()) as {
         usage: Record<string, unknown>
@@ -101,7 +121,11 @@ describe('cache usage and the long-prompt tier', () => {
       { role: 'system', content: 'x'.repeat(8_000) },
       { role: 'user', content: 'y'.repeat(400) },
     ]
-    const response = await chat(key, { model: 'glm-4.6', messages })
+    const response = await chat(key, {
+      model: 'glm-4.6',
+      messages,
+      venice_parameters: WITHOUT_UPSTREAM_PROMPT,
+    })
     const body = (await response.json()) as { usage: Record<string, unknown>; cost: { diem: number } }
     // 2,100 + 6 + 3 prompt tokens, of which the system message's 2,000 + 3 + 3 are cached
     expect(body.usage.prompt_tokens).toBe(2_109)
