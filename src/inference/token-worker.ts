@@ -3,6 +3,7 @@
 // so the gateway's own heap, and the garbage its collector lets build up in proportion to it, stay
 // small; loading them never stalls a request (see BENCHMARKS.md, "Token counts in a worker").
 import { countTokens } from 'gpt-tokenizer'
+import { textPieces } from './token-pieces.ts'
 
 export interface CountRequest {
   id: number
@@ -18,12 +19,19 @@ export interface CountReply {
 // tokenizer throws on one, and a prompt or an answer holding it went unbilled.
 const AS_TEXT = { disallowedSpecial: new Set<string>() }
 
+// Counted a piece at a time: see token-pieces.ts.
+function countInPieces(text: string): number {
+  let tokens = 0
+  for (const piece of textPieces(text)) tokens += countTokens(piece, AS_TEXT)
+  return tokens
+}
+
 declare const self: Worker
 self.onmessage = (event: MessageEvent<CountRequest>) => {
   const { id, text } = event.data
   let reply: CountReply
   try {
-    reply = { id, tokens: countTokens(text, AS_TEXT) }
+    reply = { id, tokens: countInPieces(text) }
   } catch (error) {
     reply = { id, error: (error as Error).message }
   }

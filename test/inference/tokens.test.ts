@@ -2,7 +2,8 @@
 // tokenizer in bounded batches, in a worker that starts only when a count is made.
 import { describe, expect, test } from 'bun:test'
 import { countTokens as reference } from 'gpt-tokenizer'
-import { setTokenizerIdleMs, tokenizerStarted } from '../../src/inference/token-count.ts'
+import { countTokens, setTokenizerIdleMs, tokenizerStarted } from '../../src/inference/token-count.ts'
+import { TOKEN_PIECE, textPieces } from '../../src/inference/token-pieces.ts'
 import { OUTPUT_BATCH_CHARS, OutputTokenCounter, promptTokenCount } from '../../src/inference/tokens.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -111,4 +112,40 @@ test('an idle worker is let go, and the next count starts a new one that answers
   } finally {
     setTokenizerIdleMs(60_000)
   }
+})
+
+describe('text counted in pieces', () => {
+  test('in order, each at most TOKEN_PIECE characters, cut at a space near the end, never inside a surrogate pair', () => {
+    const prose = words(3_000).join('')
+    for (const text of [
+      'x'.repeat(200_000),
+      prose,
+      '😀'.repeat(2_001),
+      `${'a'.repeat(999)}😀${'b'.repeat(1_500)}`,
+    ]) {
+      const pieces = textPieces(text)
+      expect(pieces.join('')).toBe(text)
+      for (const piece of pieces) {
+        expect(piece.length).toBeGreaterThan(0)
+        expect(piece.length).toBeLessThanOrEqual(TOKEN_PIECE)
+        const last = piece.charCodeAt(piece.length - 1)
+        expect(last >= 0xd800 && last <= 0xdbff).toBe(false)
+      }
+    }
+    expect(textPieces('x'.repeat(200_000))).toHaveLength(200)
+    expect(
+      textPieces(prose)
+        .slice(1)
+        .every((piece) => piece.startsWith(' ')),
+    ).toBe(true)
+  })
+
+  test('prose counts as it does whole; a run with no break at most a token more per piece', async () => {
+    const prose = words(4_000).join('')
+    expect(await countTokens(prose)).toBe(count(prose))
+    const run = 'x'.repeat(20_000)
+    const pieced = await countTokens(run)
+    expect(pieced).toBeGreaterThanOrEqual(count(run))
+    expect(pieced).toBeLessThanOrEqual(count(run) + textPieces(run).length)
+  })
 })
