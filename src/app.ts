@@ -33,6 +33,7 @@ import {
   requestContext,
   requestIdHeaders,
 } from './http/request-context.ts'
+import { checkRequestUrl } from './http/request-url.ts'
 import { supplierRoutes } from './http/supplier/routes.ts'
 import { agentWebhookRoutes, supplierWebhookRoutes } from './http/webhooks/routes.ts'
 import { chatBodySchema } from './inference/chat-request.ts'
@@ -107,6 +108,7 @@ export function createApp(deps: AppDeps) {
       set.headers[REQUEST_ID_HEADER] = id
       set.headers[OPENAI_REQUEST_ID_HEADER] = id
       try {
+        checkRequestUrl(request)
         boundBody(request, deps.config.maxBodyBytes)
       } catch (error) {
         return errorResponse(error as ApiError, requestIdHeaders(id), request)

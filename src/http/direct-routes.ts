@@ -17,6 +17,7 @@ import {
   REQUEST_ID_HEADER,
   requestIdHeaders,
 } from './request-context.ts'
+import { checkRequestUrl } from './request-url.ts'
 
 export interface DirectRoute {
   path: string
@@ -46,6 +47,7 @@ function directRoute(route: DirectRoute, maxBodyBytes: number, finish: Finish) {
     try {
       let body: unknown
       let buyerKey: { apiKeyDigest: string }
+      checkRequestUrl(request)
       boundBody(request, maxBodyBytes)
       try {
         buyerKey = { apiKeyDigest: presentedKeyDigest(request) }

@@ -2,6 +2,7 @@
 // /v1/messages it is Anthropic's shape, {"type":"error","error":{"type","message",...}}, with the
 // contract's code and extra fields (supportReference, hints) beside Anthropic's own.
 import type { ApiError } from '../errors.ts'
+import { requestPath } from './request-url.ts'
 
 /** Anthropic's error type for a status; 503 (no capacity now) is its overloaded_error. */
 const ANTHROPIC_TYPE: Record<number, string> = {
@@ -31,7 +32,7 @@ export function errorResponse(
   headers: Record<string, string> = {},
   request?: Request,
 ): Response {
-  const anthropic = request !== undefined && speaksAnthropic(new URL(request.url).pathname)
+  const anthropic = request !== undefined && speaksAnthropic(requestPath(request))
   const body = anthropic ? anthropicErrorBody(error) : error.body()
   return new Response(JSON.stringify(body), {
     status: error.status,
