@@ -19,8 +19,10 @@ let idleMs = 60_000
 let idleTimer: Timer | null = null
 
 let worker: Worker | null = null
+let starts = 0
 let nextId = 1
-const waiting = new Map<number, { resolve(tokens: number): void; reject(error: Error): void }>()
+/** Counts asked and not answered yet, with their text: sent again to a new worker if one is started. */
+const waiting = new Map<number, { text: string; resolve(tokens: number): void; reject(error: Error): void }>()
 
 /** Ends the worker (the next count starts a new one). */
 function stop(): void {
@@ -36,6 +38,18 @@ function fail(error: Error): void {
   stop()
 }
 
+/**
+ * A count that overran its deadline may still hold the worker: it is ended, and the counts queued
+ * behind it are sent to a new one (each within its own deadline), so one text never holds up the
+ * rest.
+ */
+function restart(): void {
+  stop()
+  if (waiting.size === 0) return
+  const w = started()
+  for (const [id, { text }] of waiting) w.postMessage({ id, text } satisfies CountRequest)
+}
+
 /** Once nothing is waiting, the worker is let go after `idleMs` unless another count comes. */
 function settleDown(): void {
   if (waiting.size > 0) return
@@ -46,6 +60,7 @@ function settleDown(): void {
 
 function started(): Worker {
   if (worker) return worker
+  starts++
   const w = new Worker(WORKER_URL)
   w.unref() // never what keeps the process alive
   w.onmessage = (event: MessageEvent<CountReply>) => {
@@ -70,10 +85,11 @@ export function countTokens(text: string): Promise<number> {
     const timer = setTimeout(() => {
       waiting.delete(id)
       reject(new Error(`token count not answered in ${countTimeoutMs} ms`))
-      settleDown()
+      restart()
     }, countTimeoutMs)
     timer.unref()
     waiting.set(id, {
+      text,
       resolve(tokens) {
         clearTimeout(timer)
         resolve(tokens)
@@ -87,6 +103,11 @@ export function countTokens(text: string): Promise<number> {
     idleTimer = null
     started().postMessage({ id, text } satisfies CountRequest)
   })
+}
+
+/** How many workers this process has started (for the tests). */
+export function tokenizerStarts(): number {
+  return starts
 }
 
 /** Whether this process has started the tokenizer (for the tests and the memory figures). */

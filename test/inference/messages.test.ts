@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto'
 import fc from 'fast-check'
 import { auditAll } from '../../src/cli/audit.ts'
 import { messagesUsage, stopReason } from '../../src/inference/messages-object.ts'
+import { setTokenCountTimeoutMs } from '../../src/inference/token-count.ts'
 import { formatMicros, parseMicros } from '../../src/money/units.ts'
 import type { RequestView } from '../../src/records/lookup.ts'
 import { SCRIPTS } from '../../src/redis/script-registry.ts'
@@ -259,6 +260,24 @@ describe('refusals', () => {
       expect(refusal.error.message).toContain(named)
     }
     expect(await moneyKeys()).toEqual(before)
+  })
+
+  test('a count not made in time is a 503 in Anthropic shape, not a 500', async () => {
+    setTokenCountTimeoutMs(1)
+    try {
+      const response = await fetch(`${stack.url}/v1/messages/count_tokens`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': buyer.apiKey },
+        body: JSON.stringify({
+          model: 'llama-3.3-70b',
+          messages: [{ role: 'user', content: 'x'.repeat(400_000) }],
+        }),
+      })
+      expect(response.status).toBe(503)
+      expect(await response.json()).toMatchObject({ type: 'error', error: { code: 'count_unavailable' } })
+    } finally {
+      setTokenCountTimeoutMs(120_000)
+    }
   })
 
   test('the model: bare or svc/ on both routes; unknown is not_found_error, not a text model invalid_request_error', async () => {

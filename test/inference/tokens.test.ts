@@ -2,7 +2,13 @@
 // tokenizer in bounded batches, in a worker that starts only when a count is made.
 import { describe, expect, test } from 'bun:test'
 import { countTokens as reference } from 'gpt-tokenizer'
-import { countTokens, setTokenizerIdleMs, tokenizerStarted } from '../../src/inference/token-count.ts'
+import {
+  countTokens,
+  setTokenCountTimeoutMs,
+  setTokenizerIdleMs,
+  tokenizerStarted,
+  tokenizerStarts,
+} from '../../src/inference/token-count.ts'
 import { TOKEN_PIECE, textPieces } from '../../src/inference/token-pieces.ts'
 import { OUTPUT_BATCH_CHARS, OutputTokenCounter, promptTokenCount } from '../../src/inference/tokens.ts'
 import { until } from '../helpers/wait.ts'
@@ -148,4 +154,18 @@ describe('text counted in pieces', () => {
     expect(pieced).toBeGreaterThanOrEqual(count(run))
     expect(pieced).toBeLessThanOrEqual(count(run) + textPieces(run).length)
   })
+})
+
+test('a count past its deadline ends the worker; the counts queued behind it are answered by a new one', async () => {
+  await countTokens('warm') // a worker up, as in a serving process
+  const starts = tokenizerStarts()
+  setTokenCountTimeoutMs(50)
+  // Millions of letters: far longer to count than its deadline.
+  const long = countTokens('x'.repeat(4_000_000))
+  setTokenCountTimeoutMs(120_000)
+  const queued = countTokens('hello there, world')
+  await expect(long).rejects.toThrow('not answered')
+  // Ended at the deadline, not when its count would have finished: a new worker took the rest.
+  expect(tokenizerStarts()).toBe(starts + 1)
+  expect(await queued).toBe(count('hello there, world'))
 })

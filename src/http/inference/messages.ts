@@ -3,6 +3,7 @@
 // prompt with the gateway's tokenizer: the key is checked, nothing is held or written.
 import { Elysia } from 'elysia'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
+import { ApiError } from '../../errors.ts'
 import { liveTextModel } from '../../inference/chat-request.ts'
 import { messageContent, messageObject, messagesUsage } from '../../inference/messages-object.ts'
 import {
@@ -63,7 +64,13 @@ export function messagesRoutes(service: InferenceService) {
         const counts = await Promise.all([
           promptTokenCount(messages as ChatMessageLike[]),
           tools ? countTokens(JSON.stringify(tools)) : 0,
-        ])
+        ]).catch(() => {
+          throw new ApiError(
+            503,
+            'count_unavailable',
+            'the tokens could not be counted in time; retry shortly',
+          )
+        })
         return { input_tokens: counts[0] + counts[1] }
       },
       { buyerKey: true, body: countTokensBodySchema },
