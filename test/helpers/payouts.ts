@@ -1,14 +1,15 @@
 // Payouts on the local chain: a payout wallet (a fresh key given gas and test USDC), the gateway's
 // payout environment, earnings written as a clear leaves them (the offer's earned and a fill), and
 // readers for what the chain holds: the token's Transfer logs from the payout wallet.
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { type Address, type Hex, parseAbiItem } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
+import { type FundingConfig, loadGatewayConfig } from '../../src/config.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { keyFetch } from './accounts.ts'
 import type { TestChain } from './chain.ts'
-import type { TestStack } from './stack.ts'
+import { type TestStack, testRedisUrl } from './stack.ts'
 
 export const TRANSFER = parseAbiItem(
   'event Transfer(address indexed from, address indexed to, uint256 value)',
@@ -31,6 +32,17 @@ export function payoutEnv(chain: TestChain, key: Hex, confirmations = 2): Record
     SVC_PAYOUT_INTERVAL_MS: '50',
     SVC_X402_RECEIPT_TIMEOUT_MS: '2000',
   }
+}
+
+/** The funding configuration a sender run by a test reads: the gateway's, loaded from payoutEnv. */
+export function payoutFunding(chain: TestChain, key: Hex, confirmations: number): FundingConfig {
+  return loadGatewayConfig({
+    REDIS_URL: testRedisUrl(),
+    SVC_ADMIN_TOKEN: 'x'.repeat(24),
+    SVC_MASTER_KEY: randomBytes(32).toString('hex'),
+    SVC_UPSTREAM_URL: 'http://127.0.0.1:9',
+    ...payoutEnv(chain, key, confirmations),
+  }).funding!
 }
 
 /** Earnings of `micros` on a fresh offer of the supplier, as a clear writes them (earned and a fill). */

@@ -5,11 +5,10 @@
 // taken over broadcasts nothing; a reorg that takes an included transfer out of the chain sends
 // the same bytes again.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
-import { randomBytes } from 'node:crypto'
 import { createWalletClient, encodeAbiParameters, getAddress, http, keccak256, numberToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
-import { type FundingConfig, loadGatewayConfig } from '../../src/config.ts'
+import type { FundingConfig } from '../../src/config.ts'
 import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
 import { createLogger } from '../../src/logger.ts'
 import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
@@ -23,7 +22,7 @@ import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
 import { seedSupplier } from '../helpers/market.ts'
-import { payoutEnv, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import { payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { waitFor } from '../helpers/x402.ts'
 
@@ -46,13 +45,7 @@ beforeAll(async () => {
   chain = await startChain()
   store = createStore(testRedisUrl(), { name: 'svc-test-payouts' })
   walletKey = (await payoutWalletOn(chain)).key
-  funding = loadGatewayConfig({
-    REDIS_URL: testRedisUrl(),
-    SVC_ADMIN_TOKEN: 'x'.repeat(24),
-    SVC_MASTER_KEY: randomBytes(32).toString('hex'),
-    SVC_UPSTREAM_URL: 'http://127.0.0.1:9',
-    ...payoutEnv(chain, walletKey, CONFIRMATIONS),
-  }).funding!
+  funding = payoutFunding(chain, walletKey, CONFIRMATIONS)
   onChain = fundingChain(funding, 20)
   wallet = payoutWallet(walletKey, funding, onChain)
   rpc = startLaggingRpc(chain.rpcUrl)

@@ -2,9 +2,8 @@
 // its confirmations: a reorg before then puts the same signed bytes back in the pool, and where
 // they succeed the supplier is paid; failed at once, it would be paid again on asking.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { randomBytes } from 'node:crypto'
 import { encodeAbiParameters, getAddress, keccak256, numberToHex } from 'viem'
-import { type FundingConfig, loadGatewayConfig } from '../../src/config.ts'
+import type { FundingConfig } from '../../src/config.ts'
 import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
 import { createLogger } from '../../src/logger.ts'
 import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
@@ -16,7 +15,7 @@ import { createStore, type Store } from '../../src/redis/store.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { seedSupplier } from '../helpers/market.ts'
-import { payoutEnv, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import { payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 let chain: TestChain
@@ -35,13 +34,7 @@ beforeAll(async () => {
   chain = await startChain()
   store = createStore(testRedisUrl(), { name: 'svc-test-payout-revert' })
   walletKey = (await payoutWalletOn(chain)).key
-  funding = loadGatewayConfig({
-    REDIS_URL: testRedisUrl(),
-    SVC_ADMIN_TOKEN: 'x'.repeat(24),
-    SVC_MASTER_KEY: randomBytes(32).toString('hex'),
-    SVC_UPSTREAM_URL: 'http://127.0.0.1:9',
-    ...payoutEnv(chain, walletKey, CONFIRMATIONS),
-  }).funding!
+  funding = payoutFunding(chain, walletKey, CONFIRMATIONS)
   onChain = fundingChain(funding, 20)
   wallet = payoutWallet(walletKey, funding, onChain)
   keys = keyspace(testPrefix())
