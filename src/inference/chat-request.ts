@@ -99,7 +99,12 @@ export function validateChat(body: ChatBody, model: TextModel, defaultMaxTokens:
   // Whether the prompt fits the context is the supplier's call: this bound is deliberately high.
   const promptBound = promptTokenBound(body.messages as ChatMessageLike[], body as Record<string, unknown>)
   const stream = body.stream === true
-  const upstreamBody: Record<string, unknown> = withoutUpstreamPrompt({ ...body, model: model.id, stream })
+  const upstreamBody: Record<string, unknown> = {
+    ...body,
+    model: model.id,
+    stream,
+    venice_parameters: withoutUpstreamPrompt((body as Record<string, unknown>).venice_parameters),
+  }
   // The supplier is asked for exactly what was admitted, under the field the client used.
   delete upstreamBody.max_tokens
   delete upstreamBody.max_completion_tokens

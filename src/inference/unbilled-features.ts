@@ -65,10 +65,9 @@ export function refuseUnbilledFeatures(body: Record<string, unknown>): void {
 }
 
 /**
- * The supplier's body with the upstream's default system prompt turned off: the prompt billed is
- * then the one the buyer sent, which the hold bounds.
+ * The buyer's `venice_parameters` with the upstream's default system prompt turned off: the prompt
+ * billed is then the one the buyer sent, which the hold bounds.
  */
-export function withoutUpstreamPrompt(body: Record<string, unknown>): Record<string, unknown> {
-  const venice = (body.venice_parameters ?? {}) as Record<string, unknown>
-  return { ...body, venice_parameters: { ...venice, include_venice_system_prompt: false } }
+export function withoutUpstreamPrompt(venice: unknown): Record<string, unknown> {
+  return { ...(venice as Record<string, unknown> | undefined), include_venice_system_prompt: false }
 }
