@@ -1,10 +1,13 @@
 // `svc-gateway audit [--chain]`: checks the money invariants over the whole keyspace (REDIS_URL,
 // SVC_REDIS_PREFIX); prints what is off and exits 1, or says all is well and exits 0. With
 // --chain it also reads every confirmed payout's receipt from the funding network (the same
-// SVC_X402_NETWORK, SVC_CHAIN_RPC_URL, SVC_USDC_ADDRESS ... as serve).
+// SVC_X402_NETWORK, SVC_CHAIN_RPC_URL, SVC_USDC_ADDRESS ... as serve), and every credited payment's
+// transfer to SVC_PAY_TO.
 
 import { loadFundingConfig, loadStoreConfig } from '../config.ts'
+import { auditFunding, auditFundingOnChain } from '../funding/audit.ts'
 import { fundingChain } from '../funding/chain.ts'
+import { CHAIN_IDS } from '../funding/network.ts'
 import { type AuditFinding, auditMarket, listWriteOffs } from '../market/audit.ts'
 import { auditApart } from '../market/audit-apart.ts'
 import { formatMicros } from '../money/units.ts'
@@ -16,8 +19,9 @@ import { createStore } from '../redis/store.ts'
 import { auditSuppliers } from '../suppliers/audit.ts'
 
 /**
- * Every invariant of the store: the market's, each supplier's and each supplier's payouts'; held
- * apart, every slot's and the pairs across them too. A finding two checks make is named once.
+ * Every invariant of the store: the market's, each supplier's, each supplier's payouts' and each
+ * account's funding; held apart, every slot's and the pairs across them too. A finding two checks
+ * make is named once.
  */
 export async function auditAll(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
   const findings = [
@@ -25,6 +29,7 @@ export async function auditAll(store: Store, keys: Keyspace): Promise<AuditFindi
     ...(await auditMarket(store, keys)),
     ...(await auditSuppliers(store, keys)),
     ...(await auditPayouts(store, keys)),
+    ...(await auditFunding(store, keys)),
   ]
   const named = new Set<string>()
   return findings.filter(({ subject, problem }) => {
@@ -52,9 +57,20 @@ export async function audit(args: string[] = []): Promise<void> {
     const keys = await recordedKeyspace(store, config.redisPrefix)
     const findings = await auditAll(store, keys)
     if (funding) {
-      const onChain = await auditPayoutsOnChain(store, keys, fundingChain(funding), funding.usdcAddress)
+      const chain = fundingChain(funding)
+      const onChain = await auditPayoutsOnChain(store, keys, chain, funding.usdcAddress)
       console.log(`audit: ${onChain.checked} confirmed payout(s) read on chain`)
-      findings.push(...onChain.findings)
+      const paid = await auditFundingOnChain(
+        store,
+        keys,
+        chain,
+        CHAIN_IDS[funding.network],
+        funding.usdcAddress,
+        funding.payTo,
+      )
+      const elsewhere = paid.elsewhere ? ` (${paid.elsewhere} of another chain not read)` : ''
+      console.log(`audit: ${paid.checked} credited payment(s) read on chain${elsewhere}`)
+      findings.push(...onChain.findings, ...paid.findings)
     }
     for (const w of await listWriteOffs(store, keys)) {
       const whose = w.accountId ? ` account ${w.accountId}, offer ${w.offerId}` : ''

@@ -73,6 +73,19 @@ export async function seedAccount(
     writtenOff: 0,
     table: ACCOUNT_TABLE,
   })
+  // Its funds, recorded as an operator's credit by hand records them (lua/credit.lua).
+  if (confirmed > 0) {
+    await fx.store.xadd(
+      fx.keys.auditOf(id),
+      '*',
+      'action',
+      'credit',
+      'accountId',
+      id,
+      'amountMicroUsdc',
+      confirmed,
+    )
+  }
   await fx.store.sadd(fx.keys.accounts, id)
   return id
 }

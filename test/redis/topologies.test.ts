@@ -87,8 +87,9 @@ describe('REDIS_URL forms', () => {
 })
 
 /**
- * One account with one admitted attempt holding 100 of its 1000 micro-USDC and 30 micro-DIEM of an
- * offer, its in-flight counts set: sound when `funded` is 1000 and the attempt `leased`.
+ * One account given 1000 micro-USDC by an operator's credit, with one admitted attempt holding 100
+ * of them and 30 micro-DIEM of an offer, its in-flight counts set: sound when `funded` is 1000 and
+ * the attempt `leased`.
  */
 async function seedOpenAttempt(store: Store, keys: Keyspace, options: { funded: number; leased: boolean }) {
   await store.hset(keys.account('acct_1'), {
@@ -105,6 +106,7 @@ async function seedOpenAttempt(store: Store, keys: Keyspace, options: { funded: 
     inflight: 1,
     'inflight:key_1': 1,
   })
+  await store.xadd(keys.audit, '*', 'action', 'credit', 'accountId', 'acct_1', 'amountMicroUsdc', 1000)
   await store.sadd(keys.accounts, 'acct_1')
   await store.hset(keys.offer('offer_1'), {
     id: 'offer_1',
@@ -206,9 +208,9 @@ describe('Cluster', () => {
     } finally {
       seeder.close()
     }
-    // Each keyspace really is all on its own master (6 keys clean, 5 broken: no lease), none on the first.
-    expect(await Promise.all(redisCluster.nodes.map((n) => keysOn(n, clean)))).toEqual([0, 6, 0])
-    expect(await Promise.all(redisCluster.nodes.map((n) => keysOn(n, broken)))).toEqual([0, 0, 5])
+    // Each keyspace really is all on its own master (7 keys clean, 6 broken: no lease), none on the first.
+    expect(await Promise.all(redisCluster.nodes.map((n) => keysOn(n, clean)))).toEqual([0, 7, 0])
+    expect(await Promise.all(redisCluster.nodes.map((n) => keysOn(n, broken)))).toEqual([0, 0, 6])
 
     const audit = (prefix: string) =>
       runCli(['audit'], { REDIS_URL: redisCluster.url, SVC_REDIS_PREFIX: prefix })
@@ -219,7 +221,8 @@ describe('Cluster', () => {
       stdout: [
         'audit: attempt req_1.1: admitted but has no lease',
         'audit: account acct_1: funded 999 != confirmed + pending + held + spent 1000',
-        'audit: 2 finding(s)',
+        'audit: account acct_1: funded 999 != its credited payments 0 + credits by hand 1000',
+        'audit: 3 finding(s)',
         '',
       ].join('\n'),
       stderr: '',
