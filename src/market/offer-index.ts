@@ -103,15 +103,22 @@ export class OfferIndex {
     return this.index({ mode: 'list', offerId, supplierId, upstreamKeyDigest: digest })
   }
 
-  /** Before a change of a written offer: listed, so that the reaper places it should its place not follow. */
-  async touch(offerId: string): Promise<void> {
+  /**
+   * Before a change of a written offer: listed, so that the reaper places it should its place not
+   * follow. `caller`: the supplier asking (none for the operator); another's offer is neither
+   * listed nor to be placed (false), so that a refused change moves nothing, the ladder's version
+   * included. An offer's owner never changes once written, so this read decides for the change.
+   */
+  async touch(offerId: string, caller?: string): Promise<boolean> {
     const [id, supplierId] = await this.store.hmget(
       this.owners.offer(offerId).offer(offerId),
       'id',
       'supplierId',
     )
-    if (!id) return
+    if (!id) return true
+    if (caller && supplierId !== caller) return false
     await this.index({ mode: 'touch', offerId, supplierId: supplierId ?? '' })
+    return true
   }
 
   /**

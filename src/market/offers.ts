@@ -159,7 +159,8 @@ export class OfferService {
     // Listed on the market's slot first (its supplier and upstream key checked there), so that an
     // offer on its own slot is always in the audit's set.
     const seq = apart && mode === 'create' ? await this.listApart(id, input) : ''
-    if (apart && mode !== 'create') await this.index.touch(id)
+    // Another supplier's offer: a 404 before anything is listed or placed.
+    if (apart && mode !== 'create' && !(await this.index.touch(id, input.supplierId))) throw offerNotFound(id)
     const reply = await putOffer(this.store, this.keys, id, {
       mode,
       upstreamBaseUrl: input.upstreamBaseUrl ?? '',
@@ -201,12 +202,18 @@ export class OfferService {
       ...input,
       status: input.status ?? 'active',
     })
-    return (await this.get(id))!
+    // Deleted before this read (its id listed and deleted at once): gone, a 404.
+    const offer = await this.get(id)
+    if (!offer) throw offerNotFound(id)
+    return offer
   }
 
   async update(id: string, input: OfferInput): Promise<OfferView> {
     await this.put('update', id, input)
-    return (await this.get(id))!
+    // Deleted between its change and this read (a DELETE of the same offer at once): gone, a 404.
+    const offer = await this.get(id)
+    if (!offer) throw offerNotFound(id)
+    return offer
   }
 
   /** Deletes an offer (a supplier's own only, when `supplierId` is given); its upstream key is freed. */

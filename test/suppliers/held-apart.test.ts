@@ -23,7 +23,7 @@ import { runScript } from '../../src/redis/scripts.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { adminFetch, keyFetch } from '../helpers/accounts.ts'
 import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
-import type { TestStack } from '../helpers/stack.ts'
+import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { postSignIn, siweMessage, supplierNonce, type TestSupplier } from '../helpers/suppliers.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -146,6 +146,25 @@ describe("a supplier's offers held apart", () => {
     const reposted = await postOffer(s, key, 42)
     expect(reposted.status).toBe(201)
     await deleteOffer(s, ((await reposted.json()) as { id: string }).id)
+  })
+
+  test("another supplier's offer is a 404 to change or delete, and nothing moves: no listing, no place, no ladder version", async () => {
+    const owner = await signInSupplier(stack)
+    const prober = await signInSupplier(stack)
+    const id = await posted(owner)
+    const before = await snapshotKeys(store, keys.prefix)
+    for (const refusal of [
+      () => changeOffer(prober, id, { askCents: 30 }),
+      () => changeOffer(prober, id, { status: 'paused' }),
+      () => deleteOffer(prober, id),
+    ]) {
+      const response = await refusal()
+      expect(response.status).toBe(404)
+      expect(await errorCode(response)).toBe('offer_not_found')
+    }
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
+    // Off the ladder for the tests after, which are served by offers of their own.
+    expect((await deleteOffer(owner, id)).status).toBe(200)
   })
 
   test('the same new upstream key posted many times at once stands in exactly one offer', async () => {

@@ -174,6 +174,26 @@ describe('own offers only', () => {
     }
   })
 
+  test('a change racing the delete of the same offer is its change or a 404, never a 500', async () => {
+    const statuses = new Set<number>()
+    for (let round = 0; round < 20; round++) {
+      const { id } = await postOk(supplier)
+      const path = `/v1/supplier/offers/${id}`
+      const changes = [41, 42, 43, 44].map((askCents) =>
+        keyFetch(stack, supplier.apiKey, path, { method: 'PATCH', json: { askCents } }),
+      )
+      const answers = await Promise.all([
+        ...changes,
+        keyFetch(stack, supplier.apiKey, path, { method: 'DELETE' }),
+      ])
+      for (const answer of answers) {
+        statuses.add(answer.status)
+        await answer.arrayBuffer()
+      }
+    }
+    expect([...statuses].filter((status) => status !== 200 && status !== 204 && status !== 404)).toEqual([])
+  })
+
   test('ask, capacity and status change; paused leaves the ladder, active returns; deleted is gone', async () => {
     const offer = await postOk(supplier)
     const path = `/v1/supplier/offers/${offer.id}`
