@@ -106,9 +106,25 @@ else
   -- at admission)
   local kf = k_key_fields(a.keyId)
   local key_spent = kf.spent
-  local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent, 'hooks')
+  local b = rcall('HMGET', account, 'confirmed', kf.limit, key_spent, kf.held, kf.pstart, kf.pspent, 'hooks',
+    kf.reset)
   -- A lost admission's account must still be there: never a ghost account.
   if a.state == 'lost' and not b[1] then return { -1 } end
+  -- A lost admission is admitted now, in the key's current period: rolled on here as admit rolls it
+  -- (lib/holds check_hold), so its charge counts in the period it falls in, not in one that ended.
+  if a.state == 'lost' and b[8] then
+    local start = period_start(b[8], now)
+    if b[5] and int(b[5]) > start then start = int(b[5]) end
+    local current = s(start)
+    if b[5] ~= current then
+      rcall('HSET', account, kf.pstart, current, kf.pspent, '0')
+      rcall('HDEL', account, kf.b100)
+      b[5], b[6] = current, '0'
+    end
+    a.period = current
+    a.admission = pack_admission(id, a.accountId, a.keyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem,
+      a.admittedAt, ARGV[19] or '', '', '', current, a.model)
+  end
   confirmed, hooks = int(b[1]), b[7]
   charged = math.min(cost, confirmed)
   if b[2] then

@@ -66,8 +66,16 @@ if limit == '' and new_reset ~= '' then return { -9 } end
 local period_spent, period = 0, ''
 if new_reset ~= '' then
   local now = ARGV[7] ~= '' and number(ARGV[7]) or now_ms()
-  if reset ~= '' and k[5] == format('%d', period_start(reset, now)) then period_spent = number(k[6]) end
-  period = format('%d', period_start(new_reset, now))
+  local start = period_start(new_reset, now)
+  if reset ~= '' then
+    -- As admit (lib/holds check_hold): a clock behind the period last counted counts in that one;
+    -- a period never rolls back, so its spent is never forgotten.
+    local current = period_start(reset, now)
+    if k[5] and number(k[5]) > current then current = number(k[5]) end
+    if k[5] == format('%d', current) then period_spent = number(k[6]) end
+    if new_reset == reset then start = current end
+  end
+  period = format('%d', start)
 end
 if limit ~= '' and (ARGV[3] ~= '' or new_reset ~= reset) then
   local used = (new_reset ~= '' and period_spent or spent) + held
@@ -77,7 +85,10 @@ end
 if ARGV[4] ~= '' and #KEYS == 3 then rcall('HSET', KEYS[3], 'name', ARGV[4]) end
 if limit == '' then rcall('HDEL', KEYS[1], f_limit) else rcall('HSET', KEYS[1], f_limit, limit) end
 -- A changed limit is a new budget: its key.budget.100 may be written again (lib/events).
-if ARGV[3] ~= '' or new_reset ~= reset then rcall('HDEL', KEYS[1], 'b100:' .. ARGV[1]) end
+-- So is a new period written here (the one last counted had ended): as admit's roll (lib/holds).
+if ARGV[3] ~= '' or new_reset ~= reset or (new_reset ~= '' and k[5] ~= period) then
+  rcall('HDEL', KEYS[1], 'b100:' .. ARGV[1])
+end
 if new_reset == '' then
   rcall('HDEL', KEYS[1], f_reset, f_pstart, f_pspent)
 else

@@ -60,9 +60,13 @@ local function emit_clear_events(a, charged, confirmed, now, count)
   local h = rcall('HMGET', hooks, 't:balance.low', 't:key.budget.80', 't:key.budget.100')
   if h[1] then
     local fields = rcall('HGETALL', hooks)
+    -- One event per threshold: every endpoint at that threshold wants it (src/webhooks/delivery.ts
+    -- wants), so a second event for endpoints that share one would reach each of them twice.
+    local written = {}
     for i = 1, #fields, 2 do
       local threshold = string.sub(fields[i], 1, 4) == 'low:' and int(fields[i + 1])
-      if threshold and confirmed + charged >= threshold and confirmed < threshold then
+      if threshold and not written[threshold] and confirmed + charged >= threshold and confirmed < threshold then
+        written[threshold] = true
         emit_event(owner, 'balance.low', now, { thresholdUsdc = usdc(threshold), balanceUsdc = usdc(confirmed) })
       end
     end

@@ -21,7 +21,9 @@ export const DELIVERY_GROUP = 'deliver'
 
 /** A stream entry id as the event id the receiver dedups by. */
 export const eventId = (streamId: string) => `evt_${streamId}`
-export const streamIdOf = (id: string) => (/^evt_\d+-\d+$/.test(id) ? id.slice(4) : null)
+// Bounded as a Stream id Redis parses (the cursor of the lists, ACTIVITY_CURSOR): a longer one
+// would reach XRANGE and fail there, a 500, where no such event is a 404.
+export const streamIdOf = (id: string) => (/^evt_\d{1,15}-\d{1,19}$/.test(id) ? id.slice(4) : null)
 
 /** One try of one event at one endpoint, as its delivery log keeps it (and the pages read it). */
 export interface DeliveryRecord {
