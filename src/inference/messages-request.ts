@@ -7,7 +7,7 @@ import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
 import type { ChatBody } from './chat-request.ts'
-import { isRecord } from './json-object.ts'
+import { isRecord, shown } from './json-object.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 const blocks = t.Array(t.Object({}, { additionalProperties: true }), { maxItems: 4096 })
@@ -46,6 +46,7 @@ export type MessagesBody = typeof messagesBodySchema.static & Record<string, unk
 type PromptBody = typeof countTokensBodySchema.static & Record<string, unknown>
 
 const invalid = (message: string) => badRequest(message, 'invalid_request')
+
 const unsupported = (message: string) => badRequest(message, 'unsupported_parameter')
 
 /** Fields the facade honours (or accepts as hints); any other is refused by name. */
@@ -86,7 +87,7 @@ function textOf(content: unknown, where: string): string {
     .map((block, i) => {
       if (!isRecord(block) || block.type !== 'text') {
         const type = isRecord(block) ? block.type : typeof block
-        throw unsupported(`${where}[${i}] of type '${type}' is not supported here (text is)`)
+        throw unsupported(`${where}[${i}] of type '${shown(type)}' is not supported here (text is)`)
       }
       return blockText(block, `${where}[${i}]`)
     })
@@ -133,7 +134,9 @@ function userMessages(content: string | Block[], at: string, needs: ModelNeeds):
       parts.push(imagePart(block, where))
     } else if (block.type === 'tool_result') results.push(toolResult(block, where))
     else {
-      throw unsupported(`${where} of type '${block.type}' is not supported (text, image, tool_result are)`)
+      throw unsupported(
+        `${where} of type '${shown(block.type)}' is not supported (text, image, tool_result are)`,
+      )
     }
   })
   // Tool results answer the calls of the turn before, so they come first, as Anthropic requires.
@@ -155,7 +158,9 @@ function assistantMessage(content: string | Block[], at: string): ChatMessage {
       const fn = { name: block.name, arguments: JSON.stringify(block.input) }
       calls.push({ id: block.id, type: 'function', function: fn })
     } else if (block.type !== 'thinking' && block.type !== 'redacted_thinking') {
-      throw unsupported(`${where} of type '${block.type}' is not supported (text, tool_use, thinking are)`)
+      throw unsupported(
+        `${where} of type '${shown(block.type)}' is not supported (text, tool_use, thinking are)`,
+      )
     }
   })
   const message: ChatMessage = { role: 'assistant', content: calls.length > 0 && !text ? null : text }
@@ -185,7 +190,7 @@ const SERVER_TOOL = /_\d{8}$/
 
 /**
  * A custom tool's fields: those carried to the supplier, and hints that change nothing in the
- * answer (cache_control; eager_input_streaming, as input deltas are relayed as they come anyway).
+ * answer (cache_control; eager_input_streaming, as a call's input is sent whole when its block closes).
  */
 const TOOL_FIELDS = new Set([
   'type',
@@ -214,8 +219,9 @@ function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unknown>[]
   return tools.map((tool, i) => {
     if (!isRecord(tool)) throw invalid(`tools[${i}] must be an object`)
     if (tool.type != null && tool.type !== 'custom') {
-      const hint = SERVER_TOOL.test(String(tool.type)) ? ': server tools are not run here' : ''
-      throw unsupported(`tools[${i}] of type '${tool.type}' is not supported${hint}; custom tools are`)
+      const type = shown(tool.type)
+      const hint = SERVER_TOOL.test(type) ? ': server tools are not run here' : ''
+      throw unsupported(`tools[${i}] of type '${type}' is not supported${hint}; custom tools are`)
     }
     checkToolFields(tool, `tools[${i}]`)
     if (typeof tool.name !== 'string' || tool.name === '') throw invalid(`tools[${i}].name is required`)
@@ -269,7 +275,7 @@ function reasoningEffort(body: MessagesBody, needs: ModelNeeds): string | null {
     } else if (thinking.type === 'adaptive') needs.reasoning = true
     else if (thinking.type !== 'disabled') {
       throw unsupported(
-        `thinking of type '${thinking.type}' is not supported (enabled, adaptive, disabled are)`,
+        `thinking of type '${shown(thinking.type)}' is not supported (enabled, adaptive, disabled are)`,
       )
     }
   }
@@ -322,7 +328,7 @@ function checkOtherFields(body: Record<string, unknown>): void {
     if (!KNOWN_FIELDS.has(key)) throw unsupported(`${key} is not supported on /v1/messages`)
   }
   if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only') {
-    throw unsupported(`service_tier '${body.service_tier}' is not supported`)
+    throw unsupported(`service_tier '${shown(body.service_tier)}' is not supported`)
   }
 }
 

@@ -16,6 +16,7 @@ import {
   stopReason,
   textBlock,
   thinkingBlock,
+  toolInput,
   toolUseBlock,
   toolUseId,
 } from './messages-object.ts'
@@ -54,6 +55,10 @@ interface OpenBlock {
   kind: 'thinking' | 'text' | 'tool_use'
   index: number
   call?: number
+  /** A tool_use's id: a call under the same index with another id is another call. */
+  id?: string
+  /** A tool_use's arguments so far: sent whole at its close, as the input a buffered answer gives. */
+  args?: string
 }
 
 class MessagesShape implements StreamShape {
@@ -61,6 +66,9 @@ class MessagesShape implements StreamShape {
   private blocks = 0
   private current: OpenBlock | null = null
   private calledTools = false
+  /** Text and refusal relayed: a refusal with no text stops as `refusal`, as a buffered one does. */
+  private sawText = false
+  private sawRefusal = false
   private finish: { finish_reason?: unknown; stop_reason?: unknown; matched_stop?: unknown } = {}
 
   constructor(
@@ -81,7 +89,16 @@ class MessagesShape implements StreamShape {
 
   private close(): string {
     if (!this.current) return ''
-    const out = event('content_block_stop', { index: this.current.index })
+    let out = ''
+    // Arguments that are no JSON object (a model's single quotes, a bare string) would break the
+    // client's parse of the input: they go as the buffered answer's input does ({arguments}).
+    if (this.current.args) {
+      out = this.delta({
+        type: 'input_json_delta',
+        partial_json: JSON.stringify(toolInput(this.current.args)),
+      })
+    }
+    out += event('content_block_stop', { index: this.current.index })
     this.current = null
     return out
   }
@@ -109,16 +126,20 @@ class MessagesShape implements StreamShape {
   private toolCall(call: ToolCallDelta): string {
     const index = typeof call.index === 'number' ? call.index : 0
     let out = ''
-    if (this.current?.kind !== 'tool_use' || this.current.call !== index) {
+    // A supplier that gives no index (each call whole in its chunk) still names each call by its id.
+    const another =
+      typeof call.id === 'string' && call.id !== this.current?.id && typeof call.function?.name === 'string'
+    if (this.current?.kind !== 'tool_use' || this.current.call !== index || another) {
       // A call opens with its id and name; pieces of a call already closed have no block left.
       if (typeof call.function?.name !== 'string') return ''
       this.calledTools = true
       const id = typeof call.id === 'string' ? call.id : toolUseId(this.shape, index)
       out = this.open('tool_use', toolUseBlock(id, call.function.name, {}), index)
+      this.current!.id = id
     }
     const piece = call.function?.arguments
-    if (typeof piece !== 'string' || piece === '') return out
-    return out + this.delta({ type: 'input_json_delta', partial_json: piece })
+    if (typeof piece === 'string') this.current!.args = (this.current!.args ?? '') + piece
+    return out
   }
 
   content(frame: string): string | null {
@@ -129,7 +150,15 @@ class MessagesShape implements StreamShape {
     let out = ''
     const reasoning = reasoningText(delta)
     if (reasoning) out += this.thinking(reasoning)
-    if (typeof delta.content === 'string' && delta.content) out += this.text(delta.content)
+    if (typeof delta.content === 'string' && delta.content) {
+      this.sawText = true
+      out += this.text(delta.content)
+    }
+    // A refusal is generated text, billed as such: shown as text, as the buffered message shows it.
+    if (typeof delta.refusal === 'string' && delta.refusal) {
+      this.sawRefusal = true
+      out += this.text(delta.refusal)
+    }
     if (Array.isArray(delta.tool_calls)) {
       // A call that is not an object is no call (a supplier's null): skipped, as chat relays it.
       for (const call of delta.tool_calls as ToolCallDelta[]) if (isRecord(call)) out += this.toolCall(call)
@@ -176,7 +205,11 @@ class MessagesShape implements StreamShape {
     }
     frames.push(
       event('message_delta', {
-        delta: stopReason(this.finish, this.shape.stopSequences, this.calledTools),
+        delta: stopReason(
+          this.sawRefusal && !this.sawText ? { finish_reason: 'content_filter' } : this.finish,
+          this.shape.stopSequences,
+          this.calledTools,
+        ),
         usage: messagesUsage(clearing.usage),
         ...this.cost(clearing),
       }),

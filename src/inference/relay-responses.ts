@@ -26,6 +26,7 @@ import {
   type OutputItem,
   reasoningItem,
   reasoningText,
+  refusalItem,
   responseObject,
   responsesUsage,
 } from './responses-object.ts'
@@ -33,7 +34,7 @@ import type { ResponseShape } from './responses-request.ts'
 
 /** One output item of the stream, open until its .done events are sent. */
 interface StreamItem {
-  kind: 'reasoning' | 'message' | 'function_call'
+  kind: 'reasoning' | 'message' | 'refusal' | 'function_call'
   outputIndex: number
   id: string
   text: string
@@ -72,6 +73,12 @@ class ResponsesShape implements StreamShape {
     return this.shape.reasoning.summary !== null
   }
 
+  /** The message's id; a second message item (a refusal beside text) gets one of its own. */
+  private messageId(): string {
+    const id = itemIds.message(this.shape)
+    return this.items.some((item) => item.id === id) ? `${id}_${this.items.length}` : id
+  }
+
   private where(item: StreamItem) {
     return { item_id: item.id, output_index: item.outputIndex }
   }
@@ -79,6 +86,7 @@ class ResponsesShape implements StreamShape {
   private item(item: StreamItem, status: ItemStatus): OutputItem {
     if (item.kind === 'reasoning') return reasoningItem(this.shape, item.text, status)
     if (item.kind === 'message') return messageItem(this.shape, item.text, status)
+    if (item.kind === 'refusal') return refusalItem(this.shape, item.text, status, item.id)
     const { callId, name, index } = item.call!
     return functionCallItem(this.shape, index, { callId, name, arguments: item.text }, status)
   }
@@ -88,9 +96,9 @@ class ResponsesShape implements StreamShape {
     const id =
       kind === 'function_call'
         ? itemIds.functionCall(this.shape, call!.index)
-        : kind === 'message'
-          ? itemIds.message(this.shape)
-          : itemIds.reasoning(this.shape)
+        : kind === 'reasoning'
+          ? itemIds.reasoning(this.shape)
+          : this.messageId()
     const item: StreamItem = { kind, outputIndex: this.items.length, id, text: '', call, done: null }
     this.items.push(item)
     out += this.event('response.output_item.added', {
@@ -114,6 +122,12 @@ class ResponsesShape implements StreamShape {
         ...this.where(item),
         content_index: 0,
         part: { type: 'output_text', text: '', annotations: [] },
+      })
+    } else if (kind === 'refusal') {
+      out += this.event('response.content_part.added', {
+        ...this.where(item),
+        content_index: 0,
+        part: { type: 'refusal', refusal: '' },
       })
     }
     if (kind !== 'function_call') this.current = item
@@ -143,6 +157,10 @@ class ResponsesShape implements StreamShape {
         ...where,
         part: { type: 'output_text', text, annotations: [] },
       })
+    } else if (item.kind === 'refusal') {
+      const where = { ...this.where(item), content_index: 0 }
+      out += this.event('response.refusal.done', { ...where, refusal: text })
+      out += this.event('response.content_part.done', { ...where, part: { type: 'refusal', refusal: text } })
     } else {
       out += this.event('response.function_call_arguments.done', {
         ...this.where(item),
@@ -155,7 +173,7 @@ class ResponsesShape implements StreamShape {
     return out
   }
 
-  private textDelta(kind: 'reasoning' | 'message', delta: string): string {
+  private textDelta(kind: 'reasoning' | 'message' | 'refusal', delta: string): string {
     let out = ''
     let item = this.current
     if (item?.kind !== kind) [item, out] = this.open(kind)
@@ -166,6 +184,8 @@ class ResponsesShape implements StreamShape {
         out + this.event('response.output_text.delta', { ...where, content_index: 0, delta, logprobs: [] })
       )
     }
+    if (kind === 'refusal')
+      return out + this.event('response.refusal.delta', { ...where, content_index: 0, delta })
     if (this.summary) {
       return out + this.event('response.reasoning_summary_text.delta', { ...where, summary_index: 0, delta })
     }
@@ -219,6 +239,8 @@ class ResponsesShape implements StreamShape {
     const reasoning = reasoningText(delta)
     if (reasoning) out += this.textDelta('reasoning', reasoning)
     if (typeof delta.content === 'string' && delta.content) out += this.textDelta('message', delta.content)
+    // A refusal is generated text, billed as such: its own message, as the buffered answer gives it.
+    if (typeof delta.refusal === 'string' && delta.refusal) out += this.textDelta('refusal', delta.refusal)
     if (Array.isArray(delta.tool_calls)) {
       // A call that is not an object is no call (a supplier's null): skipped, as chat relays it.
       for (const call of delta.tool_calls as ToolCallDelta[]) if (isRecord(call)) out += this.callDelta(call)

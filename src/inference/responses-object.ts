@@ -60,6 +60,20 @@ export function messageItem(shape: ResponseShape, text: string, status: ItemStat
   }
 }
 
+/** A message the model refused to give: its one content part the refusal, as OpenAI's are. */
+export function refusalItem(
+  shape: ResponseShape,
+  refusal: string,
+  status: ItemStatus,
+  id?: string,
+): OutputItem {
+  return {
+    ...messageItem(shape, '', status),
+    ...(id ? { id } : {}),
+    content: status === 'in_progress' && refusal === '' ? [] : [{ type: 'refusal', refusal }],
+  }
+}
+
 /**
  * A reasoning item. The supplier's reasoning text is its `reasoning_text` content; when the
  * request asked for a summary, the same text is its summary (suppliers give no shorter one).
@@ -128,10 +142,7 @@ export function outputItems(
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter((call) => isRecord(call)) : []
   const text = typeof message.content === 'string' ? message.content : ''
   if (typeof message.refusal === 'string' && message.refusal) {
-    items.push({
-      ...messageItem(shape, '', status),
-      content: [{ type: 'refusal', refusal: message.refusal }],
-    })
+    items.push(refusalItem(shape, message.refusal, status))
   } else if (text || calls.length === 0) {
     items.push(messageItem(shape, text, status))
   }

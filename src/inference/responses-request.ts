@@ -5,7 +5,7 @@
 import { t } from 'elysia'
 import { badRequest } from '../errors.ts'
 import type { ChatBody } from './chat-request.ts'
-import { isRecord } from './json-object.ts'
+import { isRecord, shown } from './json-object.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 const nullable = <T extends Parameters<typeof t.Optional>[0]>(schema: T) =>
@@ -81,7 +81,7 @@ function textOfParts(parts: unknown, where: string): string {
       const text = isRecord(part) ? (part.text ?? part.refusal) : undefined
       if (typeof text !== 'string') {
         throw unsupported(
-          `${where}[${i}] of type '${isRecord(part) ? part.type : typeof part}' is not supported here`,
+          `${where}[${i}] of type '${shown(isRecord(part) ? part.type : typeof part)}' is not supported here`,
         )
       }
       return text
@@ -109,7 +109,7 @@ function userContent(content: unknown, where: string): string | Record<string, u
       const detail = typeof part.detail === 'string' && part.detail !== 'auto' ? { detail: part.detail } : {}
       return { type: 'image_url', image_url: { url, ...detail } }
     }
-    throw unsupported(`${at} of type '${part.type}' is not supported (input_text and input_image are)`)
+    throw unsupported(`${at} of type '${shown(part.type)}' is not supported (input_text and input_image are)`)
   })
 }
 
@@ -172,7 +172,7 @@ function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
       )
     }
     throw unsupported(
-      `${at} of type '${type}' is not supported (message, function_call, function_call_output are)`,
+      `${at} of type '${shown(type)}' is not supported (message, function_call, function_call_output are)`,
     )
   })
   return messages
@@ -184,7 +184,7 @@ function chatTools(tools: unknown): Record<string, unknown>[] | undefined {
   return tools.map((tool, i) => {
     if (!isRecord(tool) || tool.type !== 'function') {
       const type = isRecord(tool) ? tool.type : typeof tool
-      throw unsupported(`tools[${i}] of type '${type}' is not supported: only function tools are`)
+      throw unsupported(`tools[${i}] of type '${shown(type)}' is not supported: only function tools are`)
     }
     if (typeof tool.name !== 'string' || tool.name === '') throw invalid(`tools[${i}].name is required`)
     const fn: Record<string, unknown> = { name: tool.name }
@@ -218,7 +218,7 @@ function chatResponseFormat(text: unknown): Record<string, unknown> {
   if (format.type === 'json_object') return { ...chat, response_format: { type: 'json_object' } }
   if (format.type !== 'json_schema') {
     throw unsupported(
-      `text.format of type '${format.type}' is not supported (text, json_schema, json_object are)`,
+      `text.format of type '${shown(format.type)}' is not supported (text, json_schema, json_object are)`,
     )
   }
   if (typeof format.name !== 'string' || !isRecord(format.schema)) {
@@ -273,12 +273,12 @@ function checkOtherFields(body: ResponsesBody): void {
     throw unsupported("truncation 'auto' is not supported: the prompt is sent whole")
   }
   if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'default') {
-    throw unsupported(`service_tier '${body.service_tier}' is not supported`)
+    throw unsupported(`service_tier '${shown(body.service_tier)}' is not supported`)
   }
   if (body.include != null) {
     if (!Array.isArray(body.include)) throw invalid('include must be an array')
     for (const value of body.include) {
-      if (!INCLUDABLE.has(value as string)) throw unsupported(`include '${value}' is not supported`)
+      if (!INCLUDABLE.has(value as string)) throw unsupported(`include '${shown(value)}' is not supported`)
     }
   }
   if (body.stream_options != null && !isRecord(body.stream_options))

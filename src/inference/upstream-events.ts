@@ -55,7 +55,27 @@ export function generatedText(part: Generated | undefined | null): string {
   if (typeof part.refusal === 'string') text += part.refusal
   if (typeof part.reasoning_content === 'string') text += part.reasoning_content
   else if (typeof part.reasoning === 'string') text += part.reasoning
-  if (part.tool_calls != null) text += JSON.stringify(part.tool_calls)
+  if (part.tool_calls != null) text += callsText(part.tool_calls)
+  return text
+}
+
+/**
+ * What a model generated in tool calls: each call's name and arguments. The chunk's scaffolding
+ * (`index`, `id`, `type`, the keys and quotes around the arguments) is the supplier's framing, not
+ * output: counted, it made a streamed call's estimate many times what was generated, each piece of
+ * arguments wrapped in some ten tokens of JSON. A list that is no list is counted whole.
+ */
+function callsText(calls: unknown): string {
+  if (!Array.isArray(calls)) return JSON.stringify(calls)
+  let text = ''
+  for (const call of calls) {
+    const fn = call !== null && typeof call === 'object' ? (call as { function?: unknown }).function : null
+    if (fn === null || typeof fn !== 'object') continue
+    const { name, arguments: args } = fn as { name?: unknown; arguments?: unknown }
+    if (typeof name === 'string') text += name
+    if (typeof args === 'string') text += args
+    else if (args != null) text += JSON.stringify(args)
+  }
   return text
 }
 
