@@ -42,6 +42,8 @@
     {-4}                 the offer's supplier is suspended
     {-5}                 unknown supplier on create
     {-6, limit}          the supplier is at its limit of offers standing or ever posted
+    {-7}                 a change of a supplier's offer's upstream (its base URL or key): the
+                         supplier is paid for what that key serves, so the key it posted stays
 ]]
 
 local mode, id = ARGV[1], ARGV[2]
@@ -83,6 +85,7 @@ else
   if not exists then return { -1 } end
   owner = rcall('HGET', offer, 'supplierId')
   if supplier_id ~= '' and owner ~= supplier_id then return { -1 } end
+  if owner and (ARGV[3] ~= '' or ARGV[4] ~= '') then return { -7 } end
 end
 -- Held apart, the supplier's status is the copy on the offer (the supplier's hash is elsewhere).
 local suspended = owner and (rcall('HGET', k_supplier(owner), 'status') == 'suspended'

@@ -108,6 +108,14 @@ function refuseOn(reply: (string | number)[], id: string): void {
       { headers: NO_RETRY },
     )
   }
+  if (code === OfferCode.SupplierUpstream) {
+    throw new ApiError(
+      409,
+      'supplier_offer_upstream',
+      "a supplier's offer keeps the upstream key and URL it was posted with (its supplier is paid for what that key serves); the supplier deletes it and posts another",
+      { headers: NO_RETRY },
+    )
+  }
   if (code === OfferCode.BelowUsed) {
     throw new ApiError(
       409,

@@ -57,6 +57,8 @@ export enum OfferCode {
   SupplierSuspended = -4,
   UnknownSupplier = -5,
   OfferLimit = -6,
+  /** A supplier's offer keeps the upstream it was posted with. */
+  SupplierUpstream = -7,
 }
 
 /** supplier-signin, supplier-status */

@@ -1,5 +1,6 @@
 // The operator's side of suppliers over real HTTP (and the CLI as a real process): the list with
-// earnings, suspension taking offers off the ladder at once and reinstatement bringing them back.
+// earnings, suspension taking offers off the ladder at once and reinstatement bringing them back,
+// and a supplier's offer's upstream that no operator change moves.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
@@ -104,6 +105,28 @@ describe('operator: suppliers', () => {
     expect((await setStatus(supplier.supplierId, 'active')).status).toBe(200)
     expect(await stack.store.zscore(stack.keys.ladder, offerId)).not.toBeNull()
     expect((await chat()).status).toBe(200)
+  })
+
+  test("the operator changes a supplier's offer but not its upstream: a 409 that changes nothing", async () => {
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
+    for (const json of [
+      { upstreamApiKey: `venice-${randomUUID()}` },
+      { upstreamBaseUrl: 'http://127.0.0.1:9/v1' },
+      { upstreamApiKey: `venice-${randomUUID()}`, askCents: 45 },
+    ]) {
+      const change = await adminFetch(stack, `/admin/v1/offers/${offerId}`, { method: 'PATCH', json })
+      expect(change.status).toBe(409)
+      expect(((await change.json()) as { error: { code: string } }).error.code).toBe(
+        'supplier_offer_upstream',
+      )
+    }
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+    // Its market fields are the operator's to change.
+    const priced = await adminFetch(stack, `/admin/v1/offers/${offerId}`, {
+      method: 'PATCH',
+      json: { askCents: 40 },
+    })
+    expect(priced.status).toBe(200)
   })
 
   test('bad status, unknown supplier and no token are refused', async () => {

@@ -332,9 +332,11 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   'PATCH /admin/v1/offers/{id}': {
     summary: 'Update, pause or resume an offer',
+    description:
+      "A supplier's offer keeps the upstream key and URL it was posted with (its supplier is paid for what that key serves): changing them is a 409 supplier_offer_upstream; its ask, capacity, status and label may change.",
     tags: ['operator'],
     security: 'adminToken',
-    errors: ['BadRequest', 'Unauthorized', 'NotFound'],
+    errors: ['BadRequest', 'Unauthorized', 'NotFound', 'Conflict'],
   },
   'DELETE /admin/v1/offers/{id}': {
     summary: 'Delete an offer',
