@@ -1,5 +1,6 @@
 // Webhook endpoints must be public: a URL that resolves to loopback, a private, link-local,
-// unique-local, multicast or unspecified address (v4, v6, v4-mapped v6) is refused, at registration
+// unique-local, multicast, documentation or unspecified address (v4, v6, and a v4 address a v6 one
+// carries: mapped, translated, 6to4; Teredo's hidden one refused whole) is refused, at registration
 // and again at each delivery, after DNS, so an endpoint cannot be pointed at the gateway's own network.
 import { lookup } from 'node:dns/promises'
 import { isIP } from 'node:net'
@@ -31,6 +32,9 @@ function v4Kind(ip: string): 'loopback' | 'private' | 'public' {
   if (a === 192 && b === 168) return 'private'
   if (a === 100 && b >= 64 && b <= 127) return 'private' // carrier-grade NAT
   if (a === 198 && (b === 18 || b === 19)) return 'private' // benchmarking
+  const [, , c] = v4Parts(ip) as [number, number, number]
+  if (a === 192 && b === 0 && (c === 0 || c === 2)) return 'private' // protocol assignments, documentation
+  if ((a === 198 && b === 51 && c === 100) || (a === 203 && b === 0 && c === 113)) return 'private' // documentation
   return 'public'
 }
 
@@ -49,6 +53,10 @@ function v6Groups(ip: string): number[] {
   return [...left, ...fill, ...right].map((group) => Number.parseInt(group, 16))
 }
 
+/** The v4 address two 16-bit groups carry. */
+const v4Of = (high: number, low: number) =>
+  [(high >> 8) & 255, high & 255, (low >> 8) & 255, low & 255].join('.')
+
 function v6Kind(ip: string): 'loopback' | 'private' | 'public' {
   const g = v6Groups(ip)
   const first = g[0] as number
@@ -56,9 +64,13 @@ function v6Kind(ip: string): 'loopback' | 'private' | 'public' {
     // v4-mapped (::ffff:a.b.c.d) and v4-compatible (::a.b.c.d): judged as the v4 address,
     // except :: (unspecified) and ::1 (loopback).
     if (g[5] === 0 && g[6] === 0) return g[7] === 1 ? 'loopback' : 'private'
-    const v4 = [(g[6]! >> 8) & 255, g[6]! & 255, (g[7]! >> 8) & 255, g[7]! & 255].join('.')
-    return v4Kind(v4)
+    return v4Kind(v4Of(g[6]!, g[7]!))
   }
+  // v4-translated (::ffff:0:a.b.c.d) and 6to4 (2002:aabb:ccdd::/48) carry a v4 address: judged as it.
+  if (g.slice(0, 4).every((x) => x === 0) && g[4] === 0xffff && g[5] === 0) return v4Kind(v4Of(g[6]!, g[7]!))
+  if (first === 0x2002) return v4Kind(v4Of(g[1]!, g[2]!))
+  // Teredo (2001:0::/32) hides its v4 address: refused whole.
+  if (first === 0x2001 && g[1] === 0) return 'private'
   if ((first & 0xfe00) === 0xfc00) return 'private' // unique-local fc00::/7
   if ((first & 0xffc0) === 0xfe80) return 'private' // link-local fe80::/10
   if ((first & 0xffc0) === 0xfec0) return 'private' // site-local (deprecated)

@@ -11,10 +11,17 @@ const strict = { allowLoopback: false }
 
 describe('addresses a delivery may connect to', () => {
   test('public v4 and v6 pass', () => {
-    for (const ip of ['93.184.216.34', '8.8.8.8', '2606:4700::1111', '2a00:1450::1'])
+    for (const ip of [
+      '93.184.216.34',
+      '8.8.8.8',
+      '2606:4700::1111',
+      '2a00:1450::1',
+      '2002:5db8:d822::1',
+      '192.0.1.1',
+    ])
       expect([ip, addressAllowed(ip, strict)]).toEqual([ip, true])
   })
-  test('loopback, private, link-local, unique-local, multicast, unspecified and v4-mapped are refused', () => {
+  test('loopback, private, link-local, unique-local, multicast, unspecified, documentation and v4 inside v6 (mapped, translated, 6to4, Teredo) are refused', () => {
     const refused = [
       '127.0.0.1',
       '10.1.2.3',
@@ -36,6 +43,15 @@ describe('addresses a delivery may connect to', () => {
       '::ffff:10.0.0.1',
       '::ffff:169.254.169.254',
       '::ffff:7f00:1',
+      '::ffff:0:127.0.0.1',
+      '::ffff:0:10.0.0.1',
+      '2002:7f00:1::1',
+      '2002:a9fe:a9fe::',
+      '2001:0:4136:e378::1',
+      '192.0.0.192',
+      '192.0.2.1',
+      '198.51.100.7',
+      '203.0.113.9',
       'not-an-ip',
     ]
     for (const ip of refused) expect([ip, addressAllowed(ip, strict)]).toEqual([ip, false])
