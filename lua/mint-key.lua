@@ -59,8 +59,10 @@ if caller and caller ~= '' then
     if (every[ARGV[10]] or never) < (every[c[4]] or never) then return -8 end
     local spent = tonumber(c[2] or '0')
     if c[4] then
+      -- What the caller spent in its period: the one last counted, unless it has ended. A clock
+      -- behind it still counts in it (a period never rolls back, lib/holds).
       spent = 0
-      if c[5] == string.format('%d', period_start(c[4], now_ms())) then spent = tonumber(c[6]) end
+      if c[5] and tonumber(c[5]) >= period_start(c[4], now_ms()) then spent = tonumber(c[6] or '0') end
     end
     local left = tonumber(c[1]) - spent - tonumber(c[3] or '0')
     if tonumber(ARGV[7]) > left then return -8 end

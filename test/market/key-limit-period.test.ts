@@ -1,7 +1,12 @@
 // set-key-limit on a key with a budget period: a change that starts the key's new period is a new
 // budget (its key.budget.100 may fire again), and a clock behind the period last counted never
-// rolls the period back, as admit never does, so what the key spent is never forgotten.
+// rolls the period back, as admit never does, so what the key spent is never forgotten; a key minted
+// from it carves from what that period left.
 import { expect, test } from 'bun:test'
+import { generateApiKey, MAX_ACTIVE_API_KEYS } from '../../src/accounts/api-keys.ts'
+import { periodStart } from '../../src/accounts/budget-periods.ts'
+import { ACCOUNT_TABLE } from '../../src/redis/keys.ts'
+import { AccountCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
 import {
   admitFor,
@@ -89,4 +94,37 @@ test('set-key-limit on a clock behind the period last counted does not roll the 
   // Admit on the lagging clock counts in NEXT_DAY (lib/holds): still spent up.
   const again = (await admitFor(fx, acct, { now: DAY + 1 })) as { code: number }
   expect(again.code).toBe(-12)
+})
+
+test('a key minted from a daily key on a clock behind its period last counted carves from what that period left', async () => {
+  const acct = await seedAccount(fx, 1_000_000_000)
+  // The caller's day, as a replica ahead of this Redis's clock counted it: its whole budget spent.
+  const [seconds] = await fx.store.time()
+  const tomorrow = periodStart('daily', Number(seconds) * 1000) + 86_400_000
+  await fx.store.hset(fx.keys.account(acct), {
+    [`limit:${KEY}`]: LIMIT,
+    [`reset:${KEY}`]: 'daily',
+    [`pstart:${KEY}`]: tomorrow,
+    [`pspent:${KEY}`]: LIMIT,
+  })
+  const child = generateApiKey()
+  const minted = await runScript(
+    fx.store,
+    'mintKey',
+    [fx.keys.account(acct), fx.keys.accountKeys(acct), fx.keys.apiKey(child.digest)],
+    {
+      accountId: acct,
+      keyId: child.id,
+      keyDigest: child.digest,
+      keyName: 'child',
+      keyPrefix: child.prefix,
+      maxKeys: MAX_ACTIVE_API_KEYS,
+      limit: '1000',
+      owner: '',
+      callerKeyId: KEY,
+      limitReset: 'daily',
+      table: ACCOUNT_TABLE,
+    },
+  )
+  expect(Number(minted)).toBe(AccountCode.KeyLimitBinding)
 })
