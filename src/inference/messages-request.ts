@@ -234,15 +234,27 @@ function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unknown>[]
   })
 }
 
-/** tool_choice as chat has it, with parallel_tool_calls when the request turns them off. */
-function chatToolChoice(choice: unknown): Record<string, unknown> {
+/**
+ * tool_choice as chat has it, with parallel_tool_calls when the request turns them off. A call it
+ * requires needs a tool to call: `any` needs tools, `tool` one of them by its name.
+ */
+function chatToolChoice(
+  choice: unknown,
+  tools: Record<string, unknown>[] | undefined,
+): Record<string, unknown> {
   if (choice == null) return {}
   if (!isRecord(choice)) throw invalid('tool_choice must be an object')
   const parallel = choice.disable_parallel_tool_use === true ? { parallel_tool_calls: false } : {}
   if (choice.type === 'auto') return { tool_choice: 'auto', ...parallel }
-  if (choice.type === 'any') return { tool_choice: 'required', ...parallel }
   if (choice.type === 'none') return { tool_choice: 'none' }
+  if ((choice.type === 'any' || choice.type === 'tool') && !tools?.length)
+    throw invalid(`tool_choice of type '${choice.type}' needs tools`)
+  if (choice.type === 'any') return { tool_choice: 'required', ...parallel }
   if (choice.type === 'tool' && typeof choice.name === 'string') {
+    const named = tools!.some(
+      (tool) => (tool.function as { name?: unknown } | undefined)?.name === choice.name,
+    )
+    if (!named) throw invalid(`tool_choice names the tool '${choice.name}', which tools does not define`)
     return { tool_choice: { type: 'function', function: { name: choice.name } }, ...parallel }
   }
   throw unsupported("tool_choice must be {type: 'auto' | 'any' | 'none'} or {type: 'tool', name}")
@@ -355,7 +367,7 @@ export function messagesToChat(body: MessagesBody): TranslatedMessages {
   // Prompt fields (tools, tool_choice, response_format) sit where the hold counts them.
   const tools = chatTools(body.tools, needs)
   if (tools && tools.length > 0) chat.tools = tools
-  Object.assign(chat, chatToolChoice(body.tool_choice), responseFormat(body.output_config, needs))
+  Object.assign(chat, chatToolChoice(body.tool_choice, tools), responseFormat(body.output_config, needs))
   const effort = reasoningEffort(body, needs)
   if (effort !== null) chat.reasoning_effort = effort
   for (const field of ['temperature', 'top_p', 'top_k'] as const) {

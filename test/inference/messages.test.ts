@@ -224,6 +224,16 @@ describe('refusals', () => {
       [{ ...ASK, tools: [{ type: 'web_search_20250305', name: 'web_search' }] }, 'web_search_20250305'],
       [{ ...ASK, messages: [{ role: 'user', content: [{ type: 'document', source: {} }] }] }, 'document'],
       [{ ...ASK, tool_choice: { type: 'sometimes' } }, 'tool_choice'],
+      [{ ...ASK, tool_choice: { type: 'any' } }, 'needs tools'],
+      [{ ...ASK, tool_choice: { type: 'tool', name: 'f' } }, 'needs tools'],
+      [
+        {
+          ...ASK,
+          tools: [{ name: 'f', input_schema: { type: 'object' } }],
+          tool_choice: { type: 'tool', name: 'g' },
+        },
+        "the tool 'g'",
+      ],
       [{ ...ASK, messages: [{ role: 'user', content: [] }] }, 'messages'],
       [
         { ...ASK, messages: [{ role: 'user', content: [{ type: 'text', text: 7 }] }] },
