@@ -1,7 +1,8 @@
 // Payouts on the pages, on a real local chain: a supplier signed in with its wallet asks for a
 // payout on /supplier; the operator sees it in flight on /admin while it waits for confirmations;
 // once confirmed the supplier's history shows it with its transaction (a plain hash: a chain on
-// this machine has no explorer), and the chain holds that one transfer to the supplier's wallet.
+// this machine has no explorer), and the chain holds that one transfer to the supplier's wallet. A
+// request whose answer was lost on the way, asked again, is the same payout, not a second.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
@@ -91,5 +92,49 @@ test('a payout asked for on /supplier, seen in flight on /admin, confirmed with 
   const transfers = await transfersFrom(chain, payoutWallet.address, account.address)
   expect(transfers).toEqual([{ to: account.address, value: 1_500_000n, tx: done.txHash as `0x${string}` }])
   expect(supplierPage.errors).toEqual([])
+  await supplierPage.close()
+}, 60_000)
+
+test('a payout whose answer was lost, asked again, is the same payout: one transfer, not two', async () => {
+  const supplierPage = await openPage(browser, `${stack.url}/supplier`, {
+    setup: async (page) => {
+      await injectWallet(page, account)
+    },
+  })
+  const { page } = supplierPage
+  await page.getByRole('button', { name: 'Connect wallet and sign in' }).click()
+  await page.getByText('Payout history').waitFor()
+  const key = (await page.evaluate<string | null>("sessionStorage.getItem('svc.supplier.key')"))!
+  const payouts = async () =>
+    ((await (await keyFetch(stack, key, '/v1/supplier/payouts')).json()) as { data: { id: string }[] }).data
+  const me = async () =>
+    (await (await keyFetch(stack, key, '/v1/supplier/me')).json()) as Record<string, string>
+  const before = await payouts()
+  await seedEarnings(stack, (await me()).supplierId!, 2_000_000)
+  await page.reload()
+  await page.getByText('Payable$2.50').waitFor()
+
+  // The gateway makes the first request's payout; its answer never reaches the page.
+  let lost = 0
+  await page.route('**/v1/supplier/payouts', async (route) => {
+    if (route.request().method() !== 'POST' || lost > 0) return route.fallback()
+    lost++
+    expect((await route.fetch()).status()).toBe(201)
+    await route.abort('failed')
+  })
+  await page.getByLabel('Payout amount (USDC)').fill('1.2')
+  await page.getByRole('button', { name: 'Request payout' }).click()
+  await page.locator('#payouts-status[role=alert]').waitFor()
+  expect((await payouts()).length).toBe(before.length + 1)
+  await page.getByRole('button', { name: 'Request payout' }).click()
+  await page.getByText(/^Payout of \$1\.20 requested: (sending|pending|confirmed)\.$/).waitFor()
+  const after = await payouts()
+  expect(after.length).toBe(before.length + 1)
+  const done = await waitForPayout(stack, chain, key, after[0]!.id, ['confirmed', 'failed'])
+  expect(done.state).toBe('confirmed')
+  const transfers = await transfersFrom(chain, payoutWallet.address, account.address)
+  expect(transfers.filter((t) => t.value === 1_200_000n)).toEqual([
+    { to: account.address, value: 1_200_000n, tx: done.txHash as `0x${string}` },
+  ])
   await supplierPage.close()
 }, 60_000)
