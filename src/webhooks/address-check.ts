@@ -1,5 +1,5 @@
 // Webhook endpoints must be public: a URL that resolves to loopback, a private, link-local,
-// unique-local, multicast, documentation or unspecified address (v4, v6, and a v4 address a v6 one
+// unique-local, multicast or unspecified address (v4, v6, and a v4 address a v6 one
 // carries: mapped, translated, 6to4; Teredo's hidden one refused whole) is refused, at registration
 // and again at each delivery, after DNS, so an endpoint cannot be pointed at the gateway's own network.
 import { lookup } from 'node:dns/promises'
@@ -32,9 +32,7 @@ function v4Kind(ip: string): 'loopback' | 'private' | 'public' {
   if (a === 192 && b === 168) return 'private'
   if (a === 100 && b >= 64 && b <= 127) return 'private' // carrier-grade NAT
   if (a === 198 && (b === 18 || b === 19)) return 'private' // benchmarking
-  const [, , c] = v4Parts(ip) as [number, number, number]
-  if (a === 192 && b === 0 && (c === 0 || c === 2)) return 'private' // protocol assignments, documentation
-  if ((a === 198 && b === 51 && c === 100) || (a === 203 && b === 0 && c === 113)) return 'private' // documentation
+  if (a === 192 && b === 0 && v4Parts(ip)[2] === 0) return 'private' // protocol assignments (192.0.0.192 serves some clouds' metadata)
   return 'public'
 }
 
