@@ -116,7 +116,10 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     payouts: payouts.service,
     lifecycle,
   })
-  // Bun's own limit is a backstop for bodies sent without a length; the app answers 413 first.
+  // Bun's own limit answers a bare 413 (no body, no request id) before the app sees the request,
+  // so it is not used: the app refuses a declared length past SVC_MAX_BODY_BYTES before reading a
+  // byte (boundBody) and counts a body without one as it reads it (jsonBody, every route's parse:
+  // test/reliability/endless-body.test.ts holds each to it); Bun drains a body nobody reads.
   // Elysia's defaults are Bun's development mode (an error that escaped would answer with Bun's
   // page of its stack) unless NODE_ENV=production, and a port shared with any process that asks
   // (a second gateway on a taken port would start and silently take half its traffic).
@@ -135,7 +138,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       port: config.port,
       hostname: config.host,
       idleTimeout: 120,
-      maxRequestBodySize: config.maxBodyBytes * 2,
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       development: false,
       reusePort: false,
     })

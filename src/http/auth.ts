@@ -112,6 +112,11 @@ export function callerMacro<N extends string, C>(name: N, authenticate: (request
       },
       jsonBody,
     ],
+    // Ahead of validation: a request without a body (GET) is not parsed, and its params and query
+    // must not be judged for a caller who may not use the route (401 first, not a 400).
+    transform: async ({ request }: { request: Request }) => {
+      await authenticate(request)
+    },
     resolve: async ({ request }: { request: Request }) =>
       ({ [name]: await authenticate(request) }) as Record<N, C>,
   }
@@ -166,6 +171,10 @@ export function adminAuth(adminToken: string) {
       },
       jsonBody,
     ],
+    // Ahead of validation, for requests that are not parsed (GET): 401 before any 400.
+    transform: ({ request }) => {
+      check(request)
+    },
     beforeHandle: ({ request }) => {
       check(request)
     },

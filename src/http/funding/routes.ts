@@ -14,6 +14,7 @@ import type { Funding } from '../../funding/index.ts'
 import { moneyMoved } from '../../funding/payments.ts'
 import { formatMicros } from '../../money/units.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
+import { jsonBody } from '../json-body.ts'
 import { fundingAmount, termsFor } from './terms.ts'
 import { topupRoutes } from './topup.ts'
 
@@ -91,6 +92,7 @@ function paidRoutes(deps: FundingRouteDeps) {
         })
       },
       {
+        parse: jsonBody,
         body: t.Object({
           amountUsdc: t.String(),
           name: t.Optional(keyName),

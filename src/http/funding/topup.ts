@@ -11,6 +11,7 @@ import { badRequest, notFound } from '../../errors.ts'
 import { payFromAnyWallet } from '../../funding/accounts.ts'
 import { paymentId } from '../../funding/ledger.ts'
 import { formatMicros } from '../../money/units.ts'
+import { jsonBody } from '../json-body.ts'
 import type { FundingRouteDeps } from './routes.ts'
 import { fundingAmount, termsFor } from './terms.ts'
 import pageSource from './topup.html' with { type: 'text' }
@@ -85,7 +86,7 @@ export function topupRoutes(deps: FundingRouteDeps) {
           }),
         }
       },
-      { body: t.Object({ amountUsdc: t.String() }) },
+      { parse: jsonBody, body: t.Object({ amountUsdc: t.String() }) },
     )
     .get('/v1/x402/payments/:transaction', async ({ params }) => {
       if (!TRANSACTION.test(params.transaction)) {
