@@ -65,9 +65,10 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
     client,
     chain,
     blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
-    /** The latest block's time, unix seconds: no later block is older. */
-    async time(): Promise<bigint> {
-      return (await client.getBlock({ blockTag: 'latest' })).timestamp
+    /** The latest block's number and time (unix seconds: no later block is older), read together from one node. */
+    async latest(): Promise<{ number: bigint; timestamp: bigint }> {
+      const block = await client.getBlock({ blockTag: 'latest' })
+      return { number: block.number, timestamp: block.timestamp }
     },
     /** The receipt of a transaction, or null while it is not mined (or unknown). */
     async receipt(hash: Hex): Promise<Receipt | null> {
@@ -90,13 +91,17 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
         throw error
       }
     },
-    /** Whether the token has seen this authorization used (EIP-3009 authorizationState). */
-    authorizationUsed(payer: Address, nonce: Hex): Promise<boolean> {
+    /**
+     * Whether the token has seen this authorization used (EIP-3009 authorizationState), at the head
+     * or, given `blockNumber`, as of that block (a node that has not seen it cannot answer).
+     */
+    authorizationUsed(payer: Address, nonce: Hex, blockNumber?: bigint): Promise<boolean> {
       return client.readContract({
         address: config.usdcAddress,
         abi: eip3009Abi,
         functionName: 'authorizationState',
         args: [payer, nonce],
+        ...(blockNumber !== undefined && { blockNumber }),
       })
     },
     /**

@@ -203,7 +203,23 @@ export class Payments {
       // Never sent (refused before signing): nothing of ours can move money, the claim goes. A
       // transaction that was sent and reverted stays claimed: a reorg could mine it again, so only
       // the reconciler lets it go, once the authorization has expired unused.
-      if (!settlement.transaction) await this.ledger.release(authId)
+      if (settlement.unsent) {
+        await this.ledger.release(authId)
+        throw refuse(`payment settlement failed: ${settlement.reason}`)
+      }
+      if (!settlement.transaction) {
+        // A remote facilitator's refusal with no hash may hide a broadcast whose reply was lost:
+        // unknown whether money moves, so the claim stays for the reconciler, as for a thrown call.
+        this.logger.error(
+          { reason: settlement.reason, authorizationId: authId },
+          'settlement refused without a transaction; left to the reconciler',
+        )
+        throw new ApiError(
+          502,
+          'settle_failed',
+          'payment settlement failed; the payment is being checked, do not sign again yet',
+        )
+      }
       throw refuse(`payment settlement failed: ${settlement.reason}`)
     }
     if (settlement.status === 'unconfirmed') throw this.reconciling(settlement.transaction)

@@ -23,8 +23,11 @@ export type Settlement =
   | { status: 'settled'; transaction: Hex; blockNumber: bigint }
   /** Sent, but no receipt in time: the reconciler finishes it. */
   | { status: 'unconfirmed'; transaction: Hex }
-  /** No money moved (refused, or reverted on chain). */
-  | { status: 'failed'; reason: string; transaction?: Hex }
+  /**
+   * Not settled: refused, or reverted on chain. `unsent` only when nothing can have been broadcast
+   * (refused before signing); a refusal without a transaction hash proves nothing else.
+   */
+  | { status: 'failed'; reason: string; transaction?: Hex; unsent?: true }
 
 export interface Settler {
   verify(payment: Payment, requirements: Requirements): Promise<Verification>
@@ -110,7 +113,7 @@ export class SelfSettler implements Settler {
     try {
       transaction = await this.relayer.send({ to: this.config.usdcAddress, data }, onSent)
     } catch (error) {
-      if (error instanceof NotSent) return { status: 'failed', reason: error.message }
+      if (error instanceof NotSent) return { status: 'failed', reason: error.message, unsent: true }
       throw error
     }
     const receipt = await this.chain.waitForReceipt(transaction, this.config.receiptTimeoutMs)
@@ -156,6 +159,8 @@ export class RemoteSettler implements Settler {
       throw new Error(`facilitator settle failed: ${shortMessage(error)}`)
     }
     const transaction = result.transaction as Hex
+    // No hash is not "not sent": a facilitator whose broadcast reply was lost answers just so while
+    // its transaction waits in the pool. The claim stays; the reconciler finds out from the chain.
     if (!transaction)
       return { status: 'failed', reason: result.errorReason ?? 'facilitator refused the payment' }
     await onSent(transaction)

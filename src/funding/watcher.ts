@@ -67,10 +67,15 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<b
     const receipt = await chain.receipt(record.tx as Hex)
     if (receipt?.status === 'success') return creditTransfer(deps, record, record.tx as Hex, receipt)
   }
-  if (!(await chain.authorizationUsed(payer, nonce))) {
-    // Unused. Once the chain's time is past its validBefore the token refuses it for good: no
-    // money moved, the claim goes (only as read: a request that marked it sent since keeps it).
-    if ((await chain.time()) >= expiresAt(deps, record)) await ledger.release(record.id, record.tx ?? '')
+  // The chain's clock first, then the authorization's state as of that very block: "unused" and
+  // "expired" must describe one block. Asked separately, a lagging node's "unused" (a block before
+  // the transfer) and a fresh node's "expired" would release a claim whose money has moved.
+  const latest = await chain.latest()
+  if (!(await chain.authorizationUsed(payer, nonce, latest.number))) {
+    // Unused at a block past its validBefore: the token refuses it for good (no later block is
+    // older), no money moved, the claim goes (only as read: a request that marked it sent since
+    // keeps it).
+    if (latest.timestamp >= expiresAt(deps, record)) await ledger.release(record.id, record.tx ?? '')
     return false
   }
   // Used by a transaction we never recorded (a settlement call that failed after sending, a

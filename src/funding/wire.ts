@@ -172,10 +172,15 @@ export function decodePayment(headers: Headers): Payment | undefined {
   if (version !== 1 && version !== 2) throw new MalformedPayment('x402Version must be 1 or 2')
   const inner = decoded.payload as Record<string, unknown> | undefined
   if (!inner || typeof inner !== 'object') throw new MalformedPayment('no payload')
+  // Only EIP-3009 settles here: a payload that also names another scheme's authorization would be
+  // verified as that one (x402 routes on the key) and settled as this one.
+  if ('permit2Authorization' in inner) throw new MalformedPayment('payload must be an EIP-3009 authorization')
   const signature = inner.signature
   if (typeof signature !== 'string' || !HEX_SIGNATURE.test(signature))
     throw new MalformedPayment('bad signature')
   const authorization = authorizationOf(inner.authorization)
+  // What is verified is exactly what settles: the signature and the authorization, nothing else.
+  decoded.payload = { signature, authorization: inner.authorization }
   if (version === 1) {
     if (typeof decoded.scheme !== 'string' || typeof decoded.network !== 'string') {
       throw new MalformedPayment('scheme and network are required')

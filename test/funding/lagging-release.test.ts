@@ -1,0 +1,96 @@
+// A load-balanced RPC whose nodes are at different heights: the reconciler's "unused and expired"
+// is never read as "unused" from a lagging node and "expired" from a fresh one. A refill whose
+// transfer is mined (its answer lost to a lagging node) must end credited, never released.
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { AccountStore } from '../../src/accounts/accounts.ts'
+import { accountForPayer } from '../../src/funding/accounts.ts'
+import { createFunding, watchDeps } from '../../src/funding/index.ts'
+import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
+import { createLogger } from '../../src/logger.ts'
+import { startChain, type TestChain } from '../helpers/chain.ts'
+import { startStack, type TestStack } from '../helpers/stack.ts'
+import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
+
+let chain: TestChain
+let stack: TestStack
+let deps: WatchDeps
+let rpc: ReturnType<typeof Bun.serve>
+/** Receipts, transactions and `latest` eth_calls answered by a node stuck at this block. */
+let lagBlock: bigint | undefined
+
+beforeAll(async () => {
+  chain = await startChain()
+  rpc = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    async fetch(request) {
+      const call = JSON.parse(await request.text()) as { method: string; id: number; params?: unknown[] }
+      const missing = () => Response.json({ jsonrpc: '2.0', id: call.id, result: null })
+      if (lagBlock !== undefined) {
+        // The lagging node has not seen the block that mined the transfer.
+        if (call.method === 'eth_getTransactionReceipt' || call.method === 'eth_getTransactionByHash')
+          return missing()
+        if (call.method === 'eth_call' && call.params?.[1] === 'latest')
+          call.params[1] = `0x${lagBlock.toString(16)}`
+      }
+      const out = await fetch(chain.rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(call),
+      })
+      return new Response(await out.text(), { headers: { 'content-type': 'application/json' } })
+    },
+  })
+  stack = await startStack({
+    env: {
+      ...chain.env(1),
+      SVC_CHAIN_RPC_URL: `http://127.0.0.1:${rpc.port}`,
+      SVC_X402_WATCH_INTERVAL_MS: '600000',
+      SVC_X402_RECEIPT_TIMEOUT_MS: '300',
+    },
+  })
+  const logger = createLogger('silent')
+  const funding = createFunding(stack.config.funding!, stack.store, stack.keys, logger)
+  const accounts = new AccountStore(stack.store, stack.keys)
+  deps = watchDeps(funding, logger, async (payer) => {
+    return (await accountForPayer(accounts, payer, stack.config.defaultMaxPriceCents)).accountId
+  })
+}, 60_000)
+
+afterAll(async () => {
+  await stack.stop()
+  rpc.stop(true)
+  await chain.stop()
+})
+
+test('a mined refill read as unused by a lagging node and expired by a fresh one is credited, not released', async () => {
+  const payer = await chain.newPayer(50_000_000n)
+  const { response: signup } = await pay(`${stack.url}/v1/x402/signup`, { amountUsdc: '2.000000' }, payer)
+  expect(signup.status).toBe(201)
+  const accountId = signup.body.accountId as string
+  const bearer = { authorization: `Bearer ${signup.body.apiKey}` }
+  const refillUrl = `${stack.url}/v1/x402/refill`
+  const requirements = await challenge(refillUrl, { amountUsdc: '10.000000' }, bearer)
+  const header = await xPayment(payer, requirements)
+  const payToBefore = await chain.balanceOf(chain.payTo)
+
+  lagBlock = await chain.publicClient.getBlockNumber()
+  try {
+    const response = await post(refillUrl, { amountUsdc: '10.000000' }, { ...bearer, 'x-payment': header })
+    // Mined (automine), but its receipt never reached the request: queued for the reconciler.
+    expect(response.status).toBe(409)
+    expect(response.body.error).toMatchObject({ code: 'payment_reconciling' })
+    expect((await chain.balanceOf(chain.payTo)) - payToBefore).toBe(10_000_000n)
+
+    // The chain's clock moves past validBefore; a pass reads the fresh head's time.
+    await chain.testClient.increaseTime({ seconds: stack.config.funding!.maxTimeoutSeconds + 120 })
+    await chain.testClient.mine({ blocks: 1 })
+    await reconcilePayments(deps, 0)
+  } finally {
+    lagBlock = undefined
+  }
+  // Every node caught up: the transfer is there for anyone to see.
+  await reconcilePayments(deps, 0)
+  // The money moved; the account must hold it.
+  expect(await stack.store.hget(stack.keys.account(accountId), 'funded')).toBe('12000000')
+}, 90_000)

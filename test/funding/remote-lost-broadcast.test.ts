@@ -1,0 +1,92 @@
+// A remote facilitator whose broadcast reaches the chain but whose node's reply is lost answers
+// "failed" with no transaction. That proves nothing was NOT sent: the claim must stay for the
+// reconciler, which credits the transfer once it is mined.
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { AccountStore } from '../../src/accounts/accounts.ts'
+import { accountForPayer } from '../../src/funding/accounts.ts'
+import { createFunding, watchDeps } from '../../src/funding/index.ts'
+import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
+import { createLogger } from '../../src/logger.ts'
+import { startChain, type TestChain } from '../helpers/chain.ts'
+import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
+import { startStack, type TestStack } from '../helpers/stack.ts'
+import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
+
+let chain: TestChain
+let facilitator: TestFacilitator
+let stack: TestStack
+let deps: WatchDeps
+let rpc: ReturnType<typeof Bun.serve>
+/** The facilitator's node takes its broadcast and the answer is lost on the way back. */
+let loseBroadcasts = false
+
+beforeAll(async () => {
+  chain = await startChain()
+  rpc = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    async fetch(request) {
+      const text = await request.text()
+      const call = JSON.parse(text) as { method: string }
+      const out = await fetch(chain.rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: text,
+      })
+      if (loseBroadcasts && call.method === 'eth_sendRawTransaction')
+        return new Response('gateway timeout', { status: 504 })
+      return new Response(await out.text(), { headers: { 'content-type': 'application/json' } })
+    },
+  })
+  // The facilitator reaches the chain through the lossy node; the gateway reads it directly.
+  facilitator = startFacilitator({ ...chain, rpcUrl: `http://127.0.0.1:${rpc.port}` })
+  const { SVC_RELAYER_PRIVATE_KEY: _, ...env } = chain.env(1)
+  stack = await startStack({
+    env: { ...env, SVC_FACILITATOR_URL: facilitator.url, SVC_X402_WATCH_INTERVAL_MS: '600000' },
+  })
+  const logger = createLogger('silent')
+  const funding = createFunding(stack.config.funding!, stack.store, stack.keys, logger)
+  const accounts = new AccountStore(stack.store, stack.keys)
+  deps = watchDeps(funding, logger, async (payer) => {
+    return (await accountForPayer(accounts, payer, stack.config.defaultMaxPriceCents)).accountId
+  })
+}, 60_000)
+
+afterAll(async () => {
+  await chain.testClient.setAutomine(true)
+  await stack.stop()
+  facilitator.stop()
+  rpc.stop(true)
+  await chain.stop()
+})
+
+test('a facilitator that lost its broadcast reply: the transfer, once mined, is credited', async () => {
+  const payer = await chain.newPayer(50_000_000n)
+  const { response: signup } = await pay(`${stack.url}/v1/x402/signup`, { amountUsdc: '2.000000' }, payer)
+  expect(signup.status).toBe(201)
+  const accountId = signup.body.accountId as string
+  const bearer = { authorization: `Bearer ${signup.body.apiKey}` }
+  const refillUrl = `${stack.url}/v1/x402/refill`
+  const header = await xPayment(payer, await challenge(refillUrl, { amountUsdc: '10.000000' }, bearer))
+  const payToBefore = await chain.balanceOf(chain.payTo)
+
+  // A real chain does not mine at once: the transaction waits in the pool.
+  await chain.testClient.setAutomine(false)
+  loseBroadcasts = true
+  let response: Awaited<ReturnType<typeof post>>
+  try {
+    response = await post(refillUrl, { amountUsdc: '10.000000' }, { ...bearer, 'x-payment': header })
+  } finally {
+    loseBroadcasts = false
+  }
+  await chain.testClient.mine({ blocks: 1 })
+  await chain.testClient.setAutomine(true)
+  // The transfer is on chain.
+  expect((await chain.balanceOf(chain.payTo)) - payToBefore).toBe(10_000_000n)
+  // Unknown whether money moved: not a fresh 402 inviting a second signature.
+  expect(response.status).toBe(502)
+  expect(response.body.error).toMatchObject({ code: 'settle_failed' })
+
+  await reconcilePayments(deps, 0)
+  expect(await stack.store.hget(stack.keys.account(accountId), 'funded')).toBe('12000000')
+}, 90_000)
