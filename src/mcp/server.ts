@@ -11,7 +11,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import { TypeCompiler } from 'elysia/type-system'
 import pkg from '../../package.json' with { type: 'json' }
-import type { ApiCall, Tool, ToolAnswer } from './tools.ts'
+import { type ApiCall, InvalidArgument, type Tool, type ToolAnswer } from './tools.ts'
 
 /** Sends one call to the app with the caller's key; `signal` ends it if the MCP request is cancelled. */
 export type Dispatch = (call: ApiCall, signal: AbortSignal) => Promise<Response>
@@ -75,12 +75,20 @@ function failure(response: Response, body: Record<string, unknown>): CallToolRes
 }
 
 async function callTool(tool: Tool, args: Record<string, unknown>, dispatch: Dispatch, signal: AbortSignal) {
-  const problem = argumentProblem(tool, args)
-  if (problem) {
+  const invalid = (problem: string) => {
     const message = `invalid arguments for ${tool.name}: ${problem}`
     return result({ content: [message], data: { error: { code: 'invalid_arguments', message } } }, true)
   }
-  const response = await dispatch(tool.call(args), signal)
+  const problem = argumentProblem(tool, args)
+  if (problem) return invalid(problem)
+  let call: ApiCall
+  try {
+    call = tool.call(args)
+  } catch (error) {
+    if (error instanceof InvalidArgument) return invalid(error.message)
+    throw error
+  }
+  const response = await dispatch(call, signal)
   const body = await bodyOf(response)
   if (!response.ok) return failure(response, body)
   return result(tool.present?.(body, response.headers) ?? { content: [JSON.stringify(body)], data: body })

@@ -41,7 +41,17 @@ export interface ToolAnswer {
 }
 
 export const noInput = t.Object({}, { additionalProperties: false })
-export const segment = (value: string) => encodeURIComponent(value)
+/** An argument a tool cannot send: its call answers invalid_arguments, as a schema's refusal does. */
+export class InvalidArgument extends Error {}
+
+/**
+ * A path segment from an argument. `.` and `..` pass encoding unchanged (and so does `%2E`, which a
+ * URL reads as a dot): they would name the route above, so they are no id.
+ */
+export function segment(value: string): string {
+  if (/^(\.|%2e){1,2}$/i.test(value)) throw new InvalidArgument(`'${value}' is no id`)
+  return encodeURIComponent(value)
+}
 
 // t.Number with multipleOf 1, as the routes: Elysia's t.Integer would also take numeric strings.
 const maxPriceCents = t.Number({
