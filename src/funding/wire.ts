@@ -7,7 +7,6 @@ import type { Address, Hex } from 'viem'
 import { getAddress, isAddress } from 'viem/utils'
 import type { FundingConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
-import { redactUrls } from '../logger.ts'
 import type { MicroUsdc } from '../money/units.ts'
 import { CHAIN_IDS } from './network.ts'
 
@@ -69,6 +68,20 @@ export function paymentRequirements(config: FundingConfig, terms: PaymentTerms):
 const base64Json = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64')
 
 /**
+ * A refusal's reason as the payer reads it. Reasons can quote a settler's or a facilitator's error
+ * text, and with it the operator's RPC or facilitator URL and the signed transaction: each URL is
+ * named by its scheme only, a long hex blob cut, the whole kept short.
+ */
+export function publicReason(reason: string): string {
+  const text = reason
+    .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s"'<>\\]*/gi, '$1[redacted]')
+    .replace(/0x[0-9a-f]{80,}/gi, '0x[redacted]')
+  return text.length > REASON_MAX ? `${text.slice(0, REASON_MAX - 1)}…` : text
+}
+
+const REASON_MAX = 300
+
+/**
  * The payment challenge: 402 with the v1 body (`accepts`: sign and pay; no money moved) and the v2
  * header. Thrown like any ApiError; its body is x402's, where `error` is the reason as a string.
  */
@@ -78,8 +91,7 @@ export class PaymentChallenge extends ApiError {
     terms: PaymentTerms,
     reason: string,
   ) {
-    // Reasons can quote a settler's error text, and with it an RPC or facilitator URL.
-    const message = redactUrls(reason)
+    const message = publicReason(reason)
     const v2: PaymentRequired = {
       x402Version: 2,
       error: message,

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import { loadGatewayConfig } from '../../src/config.ts'
-import { paymentRequirements } from '../../src/funding/wire.ts'
+import { paymentRequirements, publicReason } from '../../src/funding/wire.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { startChain, type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
@@ -117,6 +117,18 @@ describe('the 402 challenge', () => {
     )
     expect(added).toEqual([])
   })
+})
+
+test("a refusal's reason names no URL of the operator's and quotes no signed transaction", () => {
+  const raw = `0x02f8${'ab'.repeat(150)}`
+  const reason = publicReason(
+    `facilitator settle failed: HTTP request failed. URL: https://user:pw@rpc.example.com/v2/key123 Request body: {"params":["${raw}"]}`,
+  )
+  expect(reason).not.toContain('rpc.example.com')
+  expect(reason).not.toContain('key123')
+  expect(reason).not.toContain(raw.slice(0, 90))
+  expect(reason).toStartWith('facilitator settle failed: HTTP request failed. URL: https://[redacted]')
+  expect(publicReason('x'.repeat(1000)).length).toBeLessThanOrEqual(300)
 })
 
 describe('SVC_X402_MAX_TIMEOUT_SECONDS', () => {
