@@ -8,6 +8,7 @@ import type { CatalogEntry } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
 import type { ChatBody } from './chat-request.ts'
 import { isRecord, shown } from './json-object.ts'
+import { chatToolChoice, chatTools } from './messages-tools.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 const blocks = t.Array(t.Object({}, { additionalProperties: true }), { maxItems: 4096 })
@@ -186,81 +187,6 @@ function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
   return messages
 }
 
-const SERVER_TOOL = /_\d{8}$/
-
-/**
- * A custom tool's fields: those carried to the supplier, and hints that change nothing in the
- * answer (cache_control; eager_input_streaming, as a call's input is sent whole when its block closes).
- */
-const TOOL_FIELDS = new Set([
-  'type',
-  'name',
-  'description',
-  'input_schema',
-  'strict',
-  'cache_control',
-  'eager_input_streaming',
-])
-
-/** A tool field beyond TOOL_FIELDS is refused, unless it asks for what happens anyway. */
-function checkToolFields(tool: Record<string, unknown>, at: string): void {
-  for (const [key, value] of Object.entries(tool)) {
-    if (TOOL_FIELDS.has(key)) continue
-    // Loaded up front and called by the model directly is every tool here.
-    if (key === 'defer_loading' && value !== true) continue
-    if (key === 'allowed_callers' && Array.isArray(value) && value.every((c) => c === 'direct')) continue
-    throw unsupported(`${at}.${key} is not supported on /v1/messages`)
-  }
-}
-
-function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unknown>[] | undefined {
-  if (tools == null) return undefined
-  if (!Array.isArray(tools)) throw invalid('tools must be an array')
-  return tools.map((tool, i) => {
-    if (!isRecord(tool)) throw invalid(`tools[${i}] must be an object`)
-    if (tool.type != null && tool.type !== 'custom') {
-      const type = shown(tool.type)
-      const hint = SERVER_TOOL.test(type) ? ': server tools are not run here' : ''
-      throw unsupported(`tools[${i}] of type '${type}' is not supported${hint}; custom tools are`)
-    }
-    checkToolFields(tool, `tools[${i}]`)
-    if (typeof tool.name !== 'string' || tool.name === '') throw invalid(`tools[${i}].name is required`)
-    if (!isRecord(tool.input_schema)) throw invalid(`tools[${i}].input_schema must be a JSON schema object`)
-    needs.tools = true
-    const fn: Record<string, unknown> = { name: tool.name, parameters: tool.input_schema }
-    if (typeof tool.description === 'string') fn.description = tool.description
-    if (typeof tool.strict === 'boolean') fn.strict = tool.strict
-    return { type: 'function', function: fn }
-  })
-}
-
-/**
- * tool_choice as chat has it, with parallel_tool_calls when the request turns them off. A call it
- * requires needs a tool to call: `any` needs tools, `tool` one of them by its name.
- */
-function chatToolChoice(
-  choice: unknown,
-  tools: Record<string, unknown>[] | undefined,
-): Record<string, unknown> {
-  if (choice == null) return {}
-  if (!isRecord(choice)) throw invalid('tool_choice must be an object')
-  const parallel = choice.disable_parallel_tool_use === true ? { parallel_tool_calls: false } : {}
-  if (choice.type === 'auto') return { tool_choice: 'auto', ...parallel }
-  if (choice.type === 'none') return { tool_choice: 'none' }
-  if ((choice.type === 'any' || choice.type === 'tool') && !tools?.length)
-    throw invalid(`tool_choice of type '${choice.type}' needs tools`)
-  if (choice.type === 'any') return { tool_choice: 'required', ...parallel }
-  if (choice.type === 'tool' && typeof choice.name === 'string') {
-    const named = tools!.some(
-      (tool) => (tool.function as { name?: unknown } | undefined)?.name === choice.name,
-    )
-    if (!named) throw invalid(`tool_choice names the tool '${choice.name}', which tools does not define`)
-    return { tool_choice: { type: 'function', function: { name: choice.name } }, ...parallel }
-  }
-  throw unsupported("tool_choice must be {type: 'auto' | 'any' | 'none'} or {type: 'tool', name}")
-}
-
-/** A thinking budget as the supplier's reasoning effort: the nearest of its three levels. */
 export function effortOfBudget(budget: number): string {
   if (budget < 4096) return 'low'
   return budget < 16384 ? 'medium' : 'high'
