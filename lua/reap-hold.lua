@@ -8,12 +8,18 @@
   KEYS[1]  the account's keyspace base
   ARGV[1]  attemptId: attempt id
   ARGV[2]  recordRetentionMs: how long a reaped attempt is kept as the request's record, ms
+  ARGV[3]  offerId: the offer whose reservation ran out ("" or absent: not checked). One attempt id
+           may have reservations on more than one offer (a reservation whose reply was lost, the
+           request then reserved and held on the next offer under the same id): the account's
+           attempt is this reservation's only when it names this offer; else it is another's,
+           live or ended there, and this one is voided with nothing reaped or posted.
 
   Returns {1} reaped here (void the reservation); {2, burn, earned, fee, disputed, model, askCents}
   cleared (post it with these); {0} released or reaped already, or never held (void it).
 ]]
 local a = read_attempt(ARGV[1])
 if not a then return { 0 } end
+if ARGV[3] and ARGV[3] ~= '' and a.offerId ~= ARGV[3] then return { 0 } end
 if a.state == 'cleared' then
   local c = read_cleared(a)
   local charged, fee = int(c[1]), int(c[6])

@@ -23,9 +23,16 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
   const num = (row: Record<string, string> | undefined, field: string) => Number(row?.[field] ?? 0)
 
-  const reservations = new Map<string, Record<string, string>>()
-  for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'o', 'reservation:*'), true))
-    reservations.set(idAfter(key, ':reservation:'), row)
+  // One attempt id may have reservations on more than one offer (a reservation whose reply was
+  // lost, the request then reserved on the next offer under the same id): each is paired with the
+  // account's attempt only when that attempt names its offer.
+  const reservations: [string, Record<string, string>][] = []
+  const reservedOn = new Set<string>()
+  for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'o', 'reservation:*'), true)) {
+    const id = idAfter(key, ':reservation:')
+    reservations.push([id, row])
+    reservedOn.add(`${row.offerId} ${id}`)
+  }
   const attempts = new Map<string, Record<string, string>>()
   for (const { key, row } of await scanHashes(store, ownerGlob(prefix, 'a', 'attempt:*'), true))
     attempts.set(idAfter(key, ':attempt:'), attemptFields(row))
@@ -36,7 +43,8 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
   const slotsByOffer = new Map<string, number>()
   const heldByAccount = new Map<string, number>()
   for (const [id, r] of reservations) {
-    const a = attempts.get(id)
+    const held = attempts.get(id)
+    const a = held?.offerId === r.offerId ? held : undefined
     const subject = `attempt ${id}`
     if (r.state === 'reserved') {
       heldByOffer.set(r.offerId!, (heldByOffer.get(r.offerId!) ?? 0) + num(r, 'holdDiem'))
@@ -62,7 +70,7 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
   for (const [id, a] of attempts) {
     if (a.state === 'admitted')
       heldByAccount.set(a.accountId!, (heldByAccount.get(a.accountId!) ?? 0) + num(a, 'holdUsdc'))
-    if ((a.state === 'admitted' || a.state === 'cleared') && !reservations.has(id))
+    if ((a.state === 'admitted' || a.state === 'cleared') && !reservedOn.has(`${a.offerId} ${id}`))
       off(`attempt ${id}`, `${a.state} on its account with no reservation on its offer`)
   }
 

@@ -267,6 +267,7 @@ export async function reapOffer(
       ? ((await runScript(store, 'reapHold', [owners.account(accountId).base], {
           attemptId,
           recordRetentionMs,
+          offerId,
         })) as Reply)
       : [0]
     if (n(ended[0]) === 2) {

@@ -231,7 +231,7 @@ export const SCRIPTS = {
     'recordRetentionMs',
   ]),
   post: market([...ending, LIB.posts], post, ['recordRetentionMs', 'offerId'], true),
-  reapHold: market([...ending], reapHold, ['attemptId', 'recordRetentionMs']),
+  reapHold: market([...ending], reapHold, ['attemptId', 'recordRetentionMs', 'offerId']),
   refuse: market(ending, refuse, [
     'attemptId',
     'accountId',

@@ -1,0 +1,155 @@
+// A reservation whose reply was lost, held apart on a real three-master Cluster: the request is
+// reserved and held on the next offer under the same attempt id, so the first offer's reservation
+// is a stray. Its reaper voids it, never posting the clear again (the supplier paid twice) nor
+// reaping the hold the next offer's live request holds.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes, randomUUID } from 'node:crypto'
+import type { Admission } from '../../src/market/admission.ts'
+import { admitCheapest } from '../../src/market/admit-from-view.ts'
+import { auditApart } from '../../src/market/audit-apart.ts'
+import { LadderView } from '../../src/market/ladder-view.ts'
+import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
+import {
+  type AdmitApartRequest,
+  clearApart,
+  type Owners,
+  ownerKeyspaces,
+  reapOffer,
+} from '../../src/market/two-phase.ts'
+import { keyspace } from '../../src/redis/keys.ts'
+import { AdmitCode } from '../../src/redis/result-codes.ts'
+import type { Store } from '../../src/redis/store.ts'
+import { createStore } from '../../src/redis/store.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
+import {
+  admitRequest,
+  apartOfferRow,
+  meteredClear,
+  seedAccount as seedMarketAccount,
+} from '../helpers/market.ts'
+import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
+import { untilRedisPasses } from '../helpers/wait.ts'
+
+let cluster: RedisCluster
+let store: Store
+let owners: Owners
+let prefix: string
+
+beforeAll(async () => {
+  cluster = await startRedisCluster()
+  store = createStore(cluster.url, { name: 'svc-test-lost-reserve' })
+  await store.whenReady(15_000)
+  prefix = `t${randomBytes(4).toString('hex')}:{m}`
+  owners = ownerKeyspaces(prefix)
+})
+afterAll(() => {
+  store.close()
+  cluster.stop()
+})
+
+async function seedOffer(ask: number, capacity: number): Promise<string> {
+  const id = randomUUID()
+  await store.hset(owners.offer(id).offer(id), {
+    ...apartOfferRow(id, ask, capacity, 1_000_000),
+    supplierId: 'spl_lost_reserve',
+  })
+  return id
+}
+
+async function seedAccount(confirmed: number) {
+  const accountId = `acct_${randomBytes(12).toString('hex')}`
+  const keys = owners.account(accountId)
+  await seedMarketAccount({ store, keys }, confirmed, 50, accountId)
+  const digest = randomBytes(32).toString('hex')
+  await store.hset(keys.accountKeys(accountId), 'key-1', digest)
+  await store.hset(keyspace(prefix).apiKey(digest), { id: 'key-1', accountId })
+  return { accountId, digest }
+}
+
+const request = (buyer: { accountId: string; digest: string }, over: Partial<AdmitApartRequest> = {}) =>
+  ({
+    ...admitRequest(buyer.accountId),
+    apiKeyDigest: buyer.digest,
+    offerId: '',
+    maxCents: 50,
+    ...over,
+  }) as AdmitApartRequest
+
+function admitted(result: Admission | AdmitRefusal): Admission {
+  expect(result.code).toBe(AdmitCode.Admitted)
+  return result as Admission
+}
+
+/**
+ * The store, but the first reservation on `offerId` runs and its reply is lost (the connection
+ * reset after Redis ran it): what admitCheapest takes for an offer whose slot is away.
+ */
+function losingFirstReserveOn(offerId: string): Store {
+  let lost = false
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop !== 'sendScript') return Reflect.get(target, prop, receiver)
+      return async (name: string, keys: string[], argv: unknown[]) => {
+        const reply = await target.sendScript(name as never, keys, argv as never)
+        if (name === 'reserve' && !lost && keys[0] === owners.offer(offerId).base) {
+          lost = true
+          throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })
+        }
+        return reply
+      }
+    },
+  })
+}
+
+describe('a reservation whose reply was lost, the request served by the next offer under the same attempt id', () => {
+  async function setup(confirmed: number) {
+    const market = keyspace(`${prefix}y${randomBytes(2).toString('hex')}`)
+    const first = await seedOffer(40, 5_000_000)
+    const next = await seedOffer(40, 5_000_000)
+    await store.zadd(market.ladder, 40 * 1e9, first, 40 * 1e9 + 1, next)
+    const view = new LadderView(store, market, owners)
+    await view.refresh()
+    const buyer = await seedAccount(confirmed)
+    return { first, next, view, buyer }
+  }
+
+  test("the first offer's reaper voids its stray: the clear is posted once, on the offer that served it", async () => {
+    const { first, next, view, buyer } = await setup(1_000_000)
+    const served = admitted(
+      await admitCheapest(losingFirstReserveOn(first), owners, view, request(buyer, { leaseMs: 20 })),
+    )
+    expect(served.offerId).toBe(next)
+    // The lost reply's reservation is on the first offer, under the served attempt's id.
+    expect(await store.hget(owners.offer(first).reservation(served.attemptId), 'state')).toBe('reserved')
+    const who = { accountId: buyer.accountId, offerId: next, model: 'llama-3.3-70b' }
+    const cleared = await clearApart(store, owners, who, meteredClear(served.attemptId, 1_000))
+    expect(cleared.charged).toBe(400 as never)
+    // The first offer's reservation's lease runs out; the reaper finishes it from the account side.
+    const deadline = Number(await store.zscore(owners.offer(first).leases, served.attemptId))
+    await untilRedisPasses(store, deadline + 10)
+    await reapOffer(store, owners, first)
+    const earned = async (id: string) => Number(await store.hget(owners.offer(id).offer(id), 'earned'))
+    const spent = Number(await store.hget(owners.account(buyer.accountId).account(buyer.accountId), 'spent'))
+    expect(await auditApart(store, prefix)).toEqual([])
+    expect((await earned(first)) + (await earned(next))).toBe(spent)
+  })
+
+  test("the first offer's reaper leaves the attempt live on the next offer: its hold stays", async () => {
+    const { first, next, view, buyer } = await setup(400)
+    // The first offer's lease short, the next's as long as a request's.
+    const served = admitted(
+      await admitCheapest(losingFirstReserveOn(first), owners, view, request(buyer, { leaseMs: 200 })),
+    )
+    expect(served.offerId).toBe(next)
+    const deadline = Number(await store.zscore(owners.offer(first).leases, served.attemptId))
+    await untilRedisPasses(store, deadline + 10)
+    // The next offer's reservation is renewed, as the relay renews it: its lease is live.
+    await store.zadd(owners.offer(next).leases, 'XX', deadline + 600_000, served.attemptId)
+    await reapOffer(store, owners, first)
+    const state = (await attemptRecord(store, owners.account(buyer.accountId).attempt(served.attemptId)))
+      .state
+    const acct = await store.hgetall(owners.account(buyer.accountId).account(buyer.accountId))
+    expect(state).toBe('admitted')
+    expect(acct.held).toBe('400')
+  })
+})
