@@ -36,9 +36,16 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
     batch[r[2]] = b
   end
   -- A voided reservation (a late clear) gave its capacity back already: only what it billed counts.
+  -- Its burn came after its capacity went back (another request may have taken it), so it may pass
+  -- what the offer posted: the account's side charged it without the offer's row, which one slot's
+  -- clear reads to cap it. It is recorded as late (lateBurned), which the audit allows past capacity;
+  -- a lost reservation's burn held no capacity on this master either.
   if r[1] == 'reserved' then
     b.held, b.inflight = b.held + int(r[3]), b.inflight + 1
     rcall('ZREM', K_LEASES, id)
+  end
+  if r[1] ~= 'reserved' and int(burn_s) > 0 and (lost or rcall('EXISTS', k_offer(r[2])) == 1) then
+    rcall('HINCRBY', k_offer(r[2]), 'lateBurned', burn_s)
   end
   b.burned, b.earned, b.fees = b.burned + int(burn_s), b.earned + int(earned_s), b.fees + int(fee_s)
   b.disputed = capped_sum(b.disputed, int(disputed_s))

@@ -1,16 +1,19 @@
 // A reservation whose reply was lost, held apart on a real three-master Cluster: the request is
 // reserved and held on the next offer under the same attempt id, so the first offer's reservation
 // is a stray. Its reaper voids it, never posting the clear again (the supplier paid twice) nor
-// reaping the hold the next offer's live request holds.
+// reaping the hold the next offer's live request holds. And a late clear held apart, whose capacity
+// went back before it came: its burn may pass what the offer posted, recorded as late.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { Admission } from '../../src/market/admission.ts'
 import { admitCheapest } from '../../src/market/admit-from-view.ts'
+import { auditMarket } from '../../src/market/audit.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { LadderView } from '../../src/market/ladder-view.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import {
   type AdmitApartRequest,
+  admitApart,
   clearApart,
   type Owners,
   ownerKeyspaces,
@@ -151,5 +154,30 @@ describe('a reservation whose reply was lost, the request served by the next off
     const acct = await store.hgetall(owners.account(buyer.accountId).account(buyer.accountId))
     expect(state).toBe('admitted')
     expect(acct.held).toBe('400')
+  })
+})
+
+describe('a late clear held apart', () => {
+  test("after the reap gave the offer's capacity to another request: charged, paid, and its burn recorded as late", async () => {
+    const keys = keyspace(prefix, 'apart')
+    const offerId = await seedOffer(40, 1_000)
+    await store.sadd(keys.offers, offerId)
+    const buyer = await seedAccount(1_000_000)
+    const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
+    // Admitted on all the offer's capacity; its replica stops renewing, and the reaper takes it.
+    const late = admitted(await admitApart(store, owners, { ...request(buyer, { leaseMs: 20 }), offerId }))
+    await untilRedisPasses(store, late.leaseDeadline + 10)
+    expect(await reapOffer(store, owners, offerId)).toBe(1)
+    // The capacity back, another request takes it all and is served.
+    const next = admitted(await admitApart(store, owners, { ...request(buyer), offerId }))
+    await clearApart(store, owners, who, meteredClear(next.attemptId, 1_000))
+    // The first request's result comes late: the supplier's key served it, the buyer pays for it.
+    expect((await clearApart(store, owners, who, meteredClear(late.attemptId, 1_000))).charged).toBe(
+      400 as never,
+    )
+    const offer = await store.hgetall(owners.offer(offerId).offer(offerId))
+    expect([offer.burned, offer.lateBurned, offer.earned]).toEqual(['2000', '1000', '800'])
+    expect((await auditMarket(store, keys)).filter((f) => f.subject === `offer ${offerId}`)).toEqual([])
+    expect(await auditApart(store, prefix)).toEqual([])
   })
 })
