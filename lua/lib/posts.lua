@@ -29,7 +29,20 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
     if rcall('EXISTS', k_offer(offer_id)) == 0 then return -1 end
     r = { 'lost', offer_id, '0', ask }
   end
-  if r[1] == 'posted' then return 0 end
+  if r[1] == 'posted' then
+    -- Cleared again on the account's side with another charge: its master lost the admission and
+    -- the clear in a failover, and the clear sent again charged what the balance then had (a lost
+    -- admission's late clear). The supplier keeps what the first post paid; the gap is the
+    -- market's, kept on the reservation and summed on the offer (uncovered) for the audit.
+    local p = rcall('HMGET', reservation, 'earnedUsdc', 'feeUsdc', 'uncovered')
+    local gap = int(p[1]) + int(p[2]) - (int(earned_s) + int(fee_s))
+    local was = p[3] and int(p[3]) or 0
+    if gap ~= was then
+      rcall('HSET', reservation, 'uncovered', s(gap))
+      rcall('HINCRBY', k_offer(r[2]), 'uncovered', s(gap - was))
+    end
+    return 0
+  end
   local b = batch[r[2]]
   if not b then
     b = { held = 0, inflight = 0, burned = 0, earned = 0, fees = 0, disputed = 0, balance = '', fills = {} }

@@ -2,13 +2,17 @@
 // reserved and held on the next offer under the same attempt id, so the first offer's reservation
 // is a stray. Its reaper voids it, never posting the clear again (the supplier paid twice) nor
 // reaping the hold the next offer's live request holds. And a late clear held apart, whose capacity
-// went back before it came: its burn may pass what the offer posted, recorded as late.
+// went back before it came: its burn may pass what the offer posted, recorded as late; and a clear
+// sent again by the journal after a failover lost its admission, charging less than its first post
+// paid: the gap is the market's, recorded as uncovered.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes, randomUUID } from 'node:crypto'
+import pino from 'pino'
 import type { Admission } from '../../src/market/admission.ts'
 import { admitCheapest } from '../../src/market/admit-from-view.ts'
 import { auditMarket } from '../../src/market/audit.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
+import { ClearJournal } from '../../src/market/clear-journal.ts'
 import { LadderView } from '../../src/market/ladder-view.ts'
 import type { AdmitRefusal } from '../../src/market/refusal-errors.ts'
 import {
@@ -31,6 +35,7 @@ import {
   seedAccount as seedMarketAccount,
 } from '../helpers/market.ts'
 import { type RedisCluster, startRedisCluster } from '../helpers/redis-cluster.ts'
+import { saveKeys } from '../helpers/saved-keys.ts'
 import { untilRedisPasses } from '../helpers/wait.ts'
 
 let cluster: RedisCluster
@@ -179,5 +184,43 @@ describe('a late clear held apart', () => {
     expect([offer.burned, offer.lateBurned, offer.earned]).toEqual(['2000', '1000', '800'])
     expect((await auditMarket(store, keys)).filter((f) => f.subject === `offer ${offerId}`)).toEqual([])
     expect(await auditApart(store, prefix)).toEqual([])
+  })
+})
+
+describe('the clear journal held apart', () => {
+  test("a clear its account's master lost with the admission, sent again after the balance went elsewhere: the gap is the market's", async () => {
+    const offerId = await seedOffer(40, 5_000_000)
+    const buyer = await seedAccount(1_000)
+    const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
+    const journal = new ClearJournal(
+      (attempt, req) =>
+        clearApart(store, owners, attempt, { ...req, attemptId: attempt.attemptId, admission: attempt }),
+      pino({ level: 'silent' }),
+    )
+    // The account's shard as its replica has it: before the admission.
+    const replica = await saveKeys(store, owners.account(buyer.accountId).prefix)
+    const x = admitted(await admitApart(store, owners, { ...request(buyer), offerId }))
+    const req = meteredClear(x.attemptId, 1_000)
+    expect((await clearApart(store, owners, who, { ...req, admission: x })).charged).toBe(400 as never)
+    journal.record({ ...x, model: 'llama-3.3-70b' }, req)
+    // The account's master fails over to that replica: admission and clear gone; the offer's
+    // master kept the reservation and its post.
+    await replica.restore()
+    // Another request spends most of the balance on the promoted master before the clear is sent again.
+    const y = admitted(
+      await admitApart(store, owners, { ...request(buyer, { holdDiem: 2_000 as never }), offerId }),
+    )
+    await clearApart(store, owners, who, meteredClear(y.attemptId, 2_000))
+    journal.lost()
+    await journal.settled
+    // Charged what was left (200 of its 400, the rest written off); the supplier keeps the 400 its
+    // post paid, the 200 between them the market's.
+    const reservation = await store.hgetall(owners.offer(offerId).reservation(x.attemptId))
+    expect([reservation.earnedUsdc, reservation.uncovered]).toEqual(['400', '200'])
+    expect(await store.hget(owners.offer(offerId).offer(offerId), 'uncovered')).toBe('200')
+    expect(await auditApart(store, prefix)).toEqual([])
+    // Sent again, it changes nothing more.
+    await clearApart(store, owners, who, { ...req, admission: x })
+    expect(await store.hget(owners.offer(offerId).offer(offerId), 'uncovered')).toBe('200')
   })
 })
