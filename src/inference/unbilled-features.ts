@@ -4,6 +4,7 @@
 // search) would have the supplier pay what no one bills. Such a request is refused by name; the
 // upstream's own parameters pass only when known to cost nothing more.
 import { badRequest } from '../errors.ts'
+import { shown } from './json-object.ts'
 
 /** `venice_parameters` the token bill covers. */
 const TOKEN_BILLED: ReadonlySet<string> = new Set([
@@ -33,7 +34,33 @@ const refuse = (message: string) => badRequest(message, 'unsupported_parameter')
  */
 const CLIENT_TOOLS: ReadonlySet<unknown> = new Set(['function', 'custom', undefined])
 
+/**
+ * Content parts whose prompt tokens the hold bounds (tokens.ts promptTokenBound): text by its
+ * bytes, an image by its size or the ceiling, inline audio by its base64 bytes. A video or a file
+ * the supplier fetches or decodes itself reads into the prompt as many tokens as it has frames or
+ * pages, which nothing here can know before it is served: the hold would be the bytes of its JSON.
+ */
+const BOUNDED_PARTS: ReadonlySet<unknown> = new Set(['text', 'image_url', 'input_audio', 'refusal'])
+
+function refuseUnboundedParts(messages: unknown): void {
+  if (!Array.isArray(messages)) return
+  messages.forEach((message, i) => {
+    const content = (message as { content?: unknown } | null)?.content
+    if (!Array.isArray(content)) return
+    content.forEach((part, j) => {
+      if (typeof part !== 'object' || part === null) return
+      const { type, input_audio: audio } = part as { type?: unknown; input_audio?: unknown }
+      const inlineAudio = typeof (audio as { data?: unknown } | null)?.data === 'string'
+      if (BOUNDED_PARTS.has(type) && (type !== 'input_audio' || inlineAudio)) return
+      throw refuse(
+        `messages[${i}].content[${j}] of type '${shown(type)}' is not supported: its prompt tokens cannot be bounded before the supplier reads it (text, image_url and inline input_audio parts are)`,
+      )
+    })
+  })
+}
+
 export function refuseUnbilledFeatures(body: Record<string, unknown>): void {
+  refuseUnboundedParts(body.messages)
   if (Array.isArray(body.tools)) {
     body.tools.forEach((tool, i) => {
       const type = typeof tool === 'object' && tool !== null ? (tool as { type?: unknown }).type : undefined
