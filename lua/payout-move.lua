@@ -11,7 +11,7 @@
     withheld   sending, never signed, the supplier suspended -> failed: pending -= amount
                (payable again); a signed payout is never withheld (its transfer may be mined)
     included   sending -> pending: one of its hashes is mined; records it as txHash and the block
-               (again, when a reorg mined it in another block)
+               (again, when a reorg mined it in another block, or another of its hashes instead)
     dropped    pending -> sending: a reorg took its transaction out of the chain; the recorded
                bytes stay, to be broadcast again (the same hash and nonce: never paid twice)
     confirmed  pending -> confirmed: pending -= amount, paidOut += amount
@@ -76,9 +76,10 @@ if step == 'bumped' then
 end
 
 if step == 'included' then
-  if state == 'pending' and tx == ARGV[5] then
-    if p[5] == ARGV[6] then return { 0 } end
-    rcall('HSET', payout, 'blockNumber', ARGV[6], 'updatedAt', now)
+  -- pending: a reorg mined it again, in another block or as another of its hashes (one nonce)
+  if state == 'pending' and signed_hash(ARGV[5]) then
+    if tx == ARGV[5] and p[5] == ARGV[6] then return { 0 } end
+    rcall('HSET', payout, 'txHash', ARGV[5], 'blockNumber', ARGV[6], 'updatedAt', now)
     return { 1 }
   end
   if state ~= 'sending' or not signed_hash(ARGV[5]) then return { -2, state } end

@@ -86,7 +86,18 @@ export class PayoutSender {
   private async work(lease: Lease): Promise<void> {
     let unmined = false
     for (const payout of await this.store.open()) {
-      if (payout.rawTx) unmined = (await this.finish(lease, payout)) || unmined
+      if (!payout.rawTx) continue
+      // Signed by another payout wallet (a key rotated, replicas on different keys): its nonce, its
+      // fee bumps and its lock are that wallet's; read against this one, another of this wallet's
+      // transactions at the same nonce would fail it while its own bytes can still be mined.
+      if (payout.from?.toLowerCase() !== this.wallet.address.toLowerCase()) {
+        this.logger.warn(
+          { payout: payout.id, from: payout.from },
+          'payout signed by another payout wallet; left to it',
+        )
+        continue
+      }
+      unmined = (await this.finish(lease, payout)) || unmined
     }
     // One after another while each is mined in time; a bounded number per pass, so the lock
     // changes hands now and then.
@@ -157,7 +168,7 @@ export class PayoutSender {
       if (moved === 'dropped') {
         state = 'sending'
         block = null
-      } else block = moved
+      } else ({ hash, block } = moved)
     }
     if (state === 'sending') {
       const mined = await this.mined(lease, payout)
@@ -253,6 +264,16 @@ export class PayoutSender {
   /** Re-signs the payout at its nonce with a higher fee, records the hash, then broadcasts it. */
   private async bump(lease: Lease, payout: Payout): Promise<Payout> {
     const bumped = await this.wallet.bump(payout.rawTx as Hex)
+    // A replacement the wallet cannot pay for is refused by every node: recorded, it would only
+    // raise the fee the next one must beat, pass after pass, past anything the wallet will hold.
+    if ((await this.wallet.gasBalance()) < bumped.cost) {
+      this.logger.warn(
+        { payout: payout.id, wallet: this.wallet.address },
+        'payout wallet cannot pay a higher fee',
+      )
+      await this.wallet.broadcast(payout.rawTx as Hex)
+      return payout
+    }
     const code = await this.step(lease, payout, {
       step: 'bumped',
       txHash: bumped.txHash,
@@ -296,14 +317,15 @@ export class PayoutSender {
       // chain only when its nonce is no longer held by one of the payout's own hashes.
       const holder = await this.wallet.nonceHolder(payout.nonce ?? 0, BigInt(payout.signedBlock ?? 0))
       if (holder && payout.hashes.includes(holder.hash)) {
-        if (holder.blockNumber !== block) {
+        // the same hash, or (a reorg) another of its signings mined in its place
+        if (holder.hash !== hash || holder.blockNumber !== block) {
           await this.step(lease, payout, {
             step: 'included',
             txHash: holder.hash,
             blockNumber: holder.blockNumber,
           })
         }
-        return holder.blockNumber
+        return { hash: holder.hash, block: holder.blockNumber }
       }
       this.logger.warn(
         { payout: payout.id, txHash: hash },
@@ -314,14 +336,15 @@ export class PayoutSender {
     }
     if (receipt.status === 'reverted') {
       // Not confirmed yet: it stays pending, and is never confirmed while it reverts.
-      if (!(await this.finallyReverted(hash, receipt.blockNumber))) return receipt.blockNumber
+      if (!(await this.finallyReverted(hash, receipt.blockNumber)))
+        return { hash, block: receipt.blockNumber }
       await this.step(lease, payout, { step: 'failed', error: `reverted in block ${receipt.blockNumber}` })
       return 'final' as const
     }
     if (receipt.blockNumber !== block) {
       await this.step(lease, payout, { step: 'included', txHash: hash, blockNumber: receipt.blockNumber })
     }
-    return receipt.blockNumber
+    return { hash, block: receipt.blockNumber }
   }
 
   private async step(lease: Lease, payout: Payout, step: PayoutStep): Promise<PayoutMoveCode> {

@@ -78,13 +78,14 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
      * The same transaction signed again with higher fees (its tip and max fee raised by more than
      * 10 %, and at least what the node asks now): a replacement at its nonce.
      */
-    async bump(rawTx: Hex): Promise<SignedTransfer> {
+    async bump(rawTx: Hex): Promise<SignedTransfer & { cost: bigint }> {
       const before = parseTransaction(rawTx)
       if (before.type !== 'eip1559' || before.nonce === undefined) {
         throw new Error(`cannot raise the fee of a ${before.type} transaction`)
       }
       const now = await client.estimateFeesPerGas()
       const tip = highest(raise(before.maxPriorityFeePerGas ?? 0n), now.maxPriorityFeePerGas)
+      const maxFeePerGas = highest(raise(before.maxFeePerGas ?? 0n), now.maxFeePerGas, tip)
       const rawBumped = await account.signTransaction({
         type: 'eip1559',
         chainId: before.chainId,
@@ -94,9 +95,11 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
         value: before.value,
         gas: before.gas,
         maxPriorityFeePerGas: tip,
-        maxFeePerGas: highest(raise(before.maxFeePerGas ?? 0n), now.maxFeePerGas, tip),
+        maxFeePerGas,
       })
-      return { nonce: before.nonce, txHash: keccak256(rawBumped), rawTx: rawBumped }
+      // what a node asks the wallet to hold before it takes the replacement
+      const cost = (before.gas ?? 0n) * maxFeePerGas + (before.value ?? 0n)
+      return { nonce: before.nonce, txHash: keccak256(rawBumped), rawTx: rawBumped, cost }
     },
     /**
      * The transaction of this wallet mined at `nonce`, found without an index: the first block

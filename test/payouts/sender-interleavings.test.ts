@@ -1,0 +1,243 @@
+// The payout sender against a real local chain, where a reorg, a wallet out of gas or a rotated key
+// could pay twice or lose a payout: a reorg that mines the first signing in place of the included
+// replacement is confirmed at that hash; a wallet that cannot pay a higher fee rebroadcasts what it
+// signed rather than raising the fee pass after pass; a payout signed by another payout wallet is
+// left to it, never failed while its bytes can be mined; amounts at the edges of payable.
+import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
+import { getAddress, keccak256, parseTransaction } from 'viem'
+import type { FundingConfig } from '../../src/config.ts'
+import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
+import { createLogger } from '../../src/logger.ts'
+import { PayoutSender } from '../../src/payouts/sender.ts'
+import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
+import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { createStore, type Store } from '../../src/redis/store.ts'
+import { SupplierStore } from '../../src/suppliers/store.ts'
+import { startChain, type TestChain } from '../helpers/chain.ts'
+import { seedSupplier } from '../helpers/market.ts'
+import { payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
+
+let chain: TestChain
+let store: Store
+let funding: FundingConfig
+let onChain: FundingChain
+let keys: Keyspace
+let payouts: PayoutStore
+let walletKey: `0x${string}`
+let wallet: PayoutWallet
+const logger = createLogger('silent')
+
+beforeAll(async () => {
+  chain = await startChain()
+  store = createStore(testRedisUrl(), { name: 'svc-test-payouts-sender' })
+  walletKey = (await payoutWalletOn(chain)).key
+  funding = payoutFunding(chain, walletKey, 3)
+  onChain = fundingChain(funding, 20)
+  wallet = payoutWallet(walletKey, funding, onChain)
+})
+afterAll(async () => {
+  store.close()
+  await chain.stop()
+})
+beforeEach(() => {
+  keys = keyspace(testPrefix())
+  payouts = new PayoutStore(store, keys)
+})
+
+function sender(
+  over: Partial<PayoutWallet> = {},
+  confirmations = 3,
+  bumpAfterMs = 60_000,
+  beforeBroadcast?: (payout: Payout) => Promise<void>,
+  receiptTimeoutMs = 1_000,
+) {
+  return new PayoutSender(payouts, { ...wallet, ...over }, onChain, logger, {
+    confirmations,
+    lockTtlMs: 300,
+    receiptTimeoutMs,
+    bumpAfterMs,
+    beforeBroadcast,
+  })
+}
+
+async function payoutOf(amount: number, micros = amount) {
+  const supplierId = await seedSupplier({ store, keys }, 'active')
+  await seedEarnings({ store, keys }, supplierId, micros)
+  const { payout } = await payouts.create(supplierId, amount, `key-${supplierId}`, 1)
+  return { supplierId, payout, to: getAddress(payout.wallet) }
+}
+
+const money = async (supplierId: string) => {
+  const s = await new SupplierStore(store, keys).require(supplierId)
+  return { paidOut: s.paidOut, pending: s.pending, payable: s.earned - s.paidOut - s.pending }
+}
+
+test('a reorg that mines the first signing in place of the included replacement: the payout is confirmed at the first hash', async () => {
+  const { supplierId, payout, to } = await payoutOf(1_700_000)
+  const broadcast: `0x${string}`[] = []
+  const keeping = (raw: `0x${string}`) => {
+    broadcast.push(raw)
+    return wallet.broadcast(raw)
+  }
+  await chain.testClient.setAutomine(false)
+  let bumping: PayoutSender
+  let first: `0x${string}`
+  let second: `0x${string}`
+  try {
+    bumping = sender({ broadcast: keeping }, 3, 100)
+    let stuck = (await payouts.get(payout.id))!
+    await until(async () => {
+      await bumping.tick()
+      stuck = (await payouts.get(payout.id))!
+      return stuck.hashes.length >= 2
+    })
+    ;[first, second] = stuck.hashes as [`0x${string}`, `0x${string}`]
+    expect(stuck).toMatchObject({ state: 'sending', txHash: second })
+    // fork A: the replacement is mined, and the payout is included there
+    const snapshot = await chain.testClient.snapshot()
+    await chain.testClient.mine({ blocks: 1 })
+    await bumping.tick()
+    expect(await payouts.get(payout.id)).toMatchObject({ state: 'pending', txHash: second })
+    // fork B wins: the first signing (same nonce, lower fee) is mined in its place
+    await chain.testClient.revert({ id: snapshot })
+    await chain.testClient.dropTransaction({ hash: second })
+    const firstRaw = broadcast.find((raw) => keccak256(raw) === first)!
+    expect(await wallet.broadcast(firstRaw)).toBeNull()
+    await chain.testClient.mine({ blocks: 1 })
+  } finally {
+    await chain.testClient.setAutomine(true)
+  }
+  expect((await onChain.receipt(first))?.status).toBe('success')
+  expect(await onChain.receipt(second)).toBeNull()
+  let done: Payout | undefined
+  await until(async () => {
+    await bumping.tick()
+    const now = (await payouts.get(payout.id))!
+    if (now.state === 'confirmed' || now.state === 'failed') done = now
+    else await chain.testClient.mine({ blocks: 1 })
+    return done !== undefined
+  })
+  // the supplier was paid once, by the first signing; the record must say so
+  expect(await transfersFrom(chain, wallet.address, to)).toEqual([{ to, value: 1_700_000n, tx: first }])
+  expect(done).toMatchObject({ state: 'confirmed', txHash: first })
+  expect(await money(supplierId)).toEqual({ paidOut: 1_700_000, pending: 0, payable: 0 })
+}, 60_000)
+
+test('the payout wallet out of ETH: its refused transfer is not re-signed again and again at an ever higher fee', async () => {
+  const { supplierId, payout, to } = await payoutOf(1_000_000)
+  const eth = await onChain.client.getBalance({ address: wallet.address })
+  // signed while the wallet held gas; emptied before the broadcast, so the node refuses the bytes
+  let firstRaw: `0x${string}` | undefined
+  const broke = sender(
+    {},
+    1,
+    100,
+    async (p) => {
+      if (firstRaw) return
+      firstRaw = p.rawTx!
+      await chain.testClient.setBalance({ address: wallet.address, value: 0n })
+    },
+    200,
+  )
+  let stuck = (await payouts.get(payout.id))!
+  for (let pass = 0; pass < 12; pass++) {
+    await broke.tick()
+    stuck = (await payouts.get(payout.id))!
+    expect(stuck.state).toBe('sending')
+  }
+  // gas comes back: the transfer goes out
+  await chain.testClient.setBalance({ address: wallet.address, value: eth })
+  let done: Payout | undefined
+  await until(async () => {
+    await broke.tick()
+    const now = (await payouts.get(payout.id))!
+    if (now.state === 'confirmed' || now.state === 'failed') done = now
+    return done !== undefined
+  })
+  expect(done).toMatchObject({ state: 'confirmed' })
+  expect(await transfersFrom(chain, wallet.address, to)).toHaveLength(1)
+  expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+  // the node never held any of these bytes: no replacement was needed, and none may raise the fee
+  const mined = await onChain.client.getTransaction({ hash: done!.txHash! })
+  const firstTip = parseTransaction(firstRaw!).maxPriorityFeePerGas!
+  // at most one replacement, once the gas is back (the first bytes waited past SVC_PAYOUT_BUMP_MS)
+  expect(stuck.hashes).toHaveLength(1)
+  expect(mined.maxPriorityFeePerGas! <= firstTip + firstTip / 10n + 1n).toBe(true)
+}, 60_000)
+
+test('the payout key rotated (or replicas with different keys): a payout signed by the old wallet is never failed by the new one while its bytes can be mined', async () => {
+  const { supplierId, payout, to } = await payoutOf(1_000_000, 2_000_000)
+  const { key: newKey, address: newAddress } = await payoutWalletOn(chain)
+  const newWallet = payoutWallet(newKey, funding, onChain)
+  // the new wallet has sent before: its nonce 0 is long mined
+  const { createWalletClient, http } = await import('viem')
+  const { privateKeyToAccount } = await import('viem/accounts')
+  const other = createWalletClient({
+    account: privateKeyToAccount(newKey),
+    chain: onChain.chain,
+    transport: http(chain.rpcUrl),
+  })
+  for (let i = 0; i < 2; i++) {
+    const hash = await other.sendTransaction({ to: newAddress, value: 1n })
+    await chain.publicClient.waitForTransactionReceipt({ hash })
+  }
+  // the old key's replica signs and records at the old wallet's nonce, and dies before its broadcast
+  const oldWallet = payoutWallet((await payoutWalletOn(chain)).key, funding, onChain)
+  const dead = new PayoutSender(payouts, oldWallet, onChain, logger, {
+    confirmations: 1,
+    lockTtlMs: 300,
+    receiptTimeoutMs: 200,
+    bumpAfterMs: 60_000,
+    beforeBroadcast: () => new Promise<void>(() => {}),
+  })
+  void dead.tick()
+  await until(async () => Boolean((await payouts.get(payout.id))?.rawTx))
+  const signed = (await payouts.get(payout.id))!
+  dead.stop()
+  expect(signed).toMatchObject({ from: oldWallet.address, nonce: 0 })
+  // a replica with the new key runs the sender under its own wallet's lock
+  const rotated = new PayoutSender(payouts, newWallet, onChain, logger, {
+    confirmations: 1,
+    lockTtlMs: 300,
+    receiptTimeoutMs: 200,
+    bumpAfterMs: 60_000,
+  })
+  for (let pass = 0; pass < 5; pass++) await rotated.tick()
+  const after = (await payouts.get(payout.id))!
+  // the old wallet's signed bytes can still be mined by anyone who holds them
+  expect(await oldWallet.broadcast(signed.rawTx!)).toBeNull()
+  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash: signed.txHash as `0x${string}` })
+  expect(receipt.status).toBe('success')
+  expect(await transfersFrom(chain, oldWallet.address, to)).toHaveLength(1)
+  // so the payout must not have been failed (made payable again) by the new wallet's nonce
+  expect(after.state).not.toBe('failed')
+  expect((await money(supplierId)).payable).toBe(1_000_000)
+}, 60_000)
+
+test('amounts at the edges: the minimum, payable exactly, and one micro past payable', async () => {
+  const supplierId = await seedSupplier({ store, keys }, 'active')
+  await seedEarnings({ store, keys }, supplierId, 3_000_001)
+  await expect(payouts.create(supplierId, 999_999, 'under', 1_000_000)).rejects.toMatchObject({
+    code: 'payout_below_minimum',
+  })
+  const { payout: atMin } = await payouts.create(supplierId, 1_000_000, 'min', 1_000_000)
+  await expect(payouts.create(supplierId, 2_000_002, 'over', 1_000_000)).rejects.toMatchObject({
+    code: 'payout_exceeds_payable',
+  })
+  const { payout: rest } = await payouts.create(supplierId, 2_000_001, 'exact', 1_000_000)
+  const s = sender({}, 1)
+  for (const id of [atMin.id, rest.id]) {
+    await until(async () => {
+      await s.tick()
+      return (await payouts.get(id))!.state === 'confirmed'
+    })
+  }
+  expect((await transfersFrom(chain, wallet.address, getAddress(atMin.wallet))).map((t) => t.value)).toEqual([
+    1_000_000n,
+    2_000_001n,
+  ])
+  expect(await money(supplierId)).toEqual({ paidOut: 3_000_001, pending: 0, payable: 0 })
+}, 60_000)
