@@ -146,7 +146,7 @@ export function createApp(deps: AppDeps) {
     .use(videoRoutes(inference))
     .use(metricsRoutes({ ...deps, steps: inference.steps }))
     .use(adminOfferRoutes(deps))
-    .use(agentRoutes(deps))
+    .use(agentRoutes({ ...deps, recordRetentionMs: deps.config.records.recordRetentionDays * 86_400_000 }))
     .use(adminAccountRoutes(deps))
     .use(adminMarketRoutes(deps))
     .use(supplierRoutes(deps))

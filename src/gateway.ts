@@ -147,7 +147,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     await stopWork()
     await forgetReplica(store, keys).catch(() => {})
     store.close()
-    throw error
+    // Named by the variables that chose the address: Bun's own message (EINVAL, listen) names neither.
+    throw Object.assign(
+      new Error(`cannot listen on HOST ${config.host}, PORT ${config.port}: ${(error as Error).message}`),
+      { code: (error as { code?: string }).code, cause: error },
+    )
   }
   const server = app.server!
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host

@@ -22,10 +22,23 @@ export async function demo(): Promise<void> {
     SVC_UPSTREAM_URL: sim.url,
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
   }
-  const config = loadGatewayConfig(env)
-  const gateway = await startGateway(config, createLogger(config.logLevel))
-  const buyer = await createDemoAccount(config)
-  const asks = await seedDemoOffers(config, sim.url)
+  // A bad environment or a start that fails (the port taken) must not leave the temporary
+  // redis-server running, orphaned, with its folder (and holding the caller's stderr open).
+  let gateway: Awaited<ReturnType<typeof startGateway>> | undefined
+  let config: ReturnType<typeof loadGatewayConfig>
+  let buyer: Awaited<ReturnType<typeof createDemoAccount>>
+  let asks: Awaited<ReturnType<typeof seedDemoOffers>>
+  try {
+    config = loadGatewayConfig(env)
+    gateway = await startGateway(config, createLogger(config.logLevel))
+    buyer = await createDemoAccount(config)
+    asks = await seedDemoOffers(config, sim.url)
+  } catch (error) {
+    await gateway?.stop().catch(() => {})
+    await sim.stop()
+    await localRedis?.stop()
+    throw error
+  }
 
   const base = gateway.url
   console.log(`svc-gateway demo is up.

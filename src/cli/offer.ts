@@ -56,6 +56,26 @@ function input(values: Values): OfferInput {
   return out
 }
 
+/** How many positionals each command takes (its name included), and whether it takes options. */
+const SHAPES: Record<string, { positionals: number; options: boolean }> = {
+  create: { positionals: 1, options: true },
+  update: { positionals: 2, options: true },
+  pause: { positionals: 2, options: false },
+  resume: { positionals: 2, options: false },
+  delete: { positionals: 2, options: false },
+  list: { positionals: 1, options: false },
+}
+
+/** More arguments than the command takes, or options it ignores: a usage error, nothing done. */
+function checkArguments(command: string | undefined, positionals: number, values: Values): void {
+  const shape = command === undefined ? undefined : SHAPES[command]
+  if (!shape) return
+  if (positionals > shape.positionals)
+    throw new UsageError(`offer ${command} takes ${shape.positionals === 1 ? 'no argument' : 'one offer id'}`)
+  if (!shape.options && Object.keys(values).length > 0)
+    throw new UsageError(`offer ${command} takes no options (got --${Object.keys(values).join(', --')})`)
+}
+
 async function run(
   offers: OfferService,
   command: string | undefined,
@@ -108,6 +128,7 @@ export async function offer(args: string[]): Promise<void> {
     await runOperatorCommand(OFFER_USAGE, async () => {
       const offers = new OfferService(store, await recordedKeyspace(store, config.redisPrefix), masterKey())
       const [command, id] = parsed.positionals
+      checkArguments(command, parsed.positionals.length, parsed.values)
       return run(offers, command, id, parsed.values)
     })
   } finally {

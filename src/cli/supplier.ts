@@ -35,7 +35,10 @@ export async function supplier(args: string[]): Promise<void> {
   const store = createStore(config.redisUrl, { name: 'svc-cli' })
   try {
     await runOperatorCommand(SUPPLIER_USAGE, async () => {
-      const [command, id] = args
+      const [command, id, ...extra] = args
+      const takes = command === 'list' ? 0 : 1
+      if (extra.length > 0 || (command === 'list' && id !== undefined))
+        throw new UsageError(`supplier ${command} takes ${takes === 0 ? 'no argument' : 'one supplier id'}`)
       return run(new SupplierStore(store, await recordedKeyspace(store, config.redisPrefix)), command, id)
     })
   } finally {

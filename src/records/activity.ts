@@ -7,6 +7,7 @@ import type { Store } from '../redis/store.ts'
 import { parseAttemptId } from './attempt-id.ts'
 import { lastDays, utcDay } from './days.ts'
 import { endedFields } from './ended-entry.ts'
+import { DEFAULT_RECORD_RETENTION_MS } from './refusals.ts'
 import { STATS_WINDOWS, type StatsWindow } from './stats.ts'
 
 export const ACTIVITY_MAX_LIMIT = 200
@@ -64,10 +65,11 @@ export async function pageStream<T>(
   limit: number,
   before: string | null,
   item: (entry: Entry) => T,
+  oldest = '-',
 ) {
   const end = pageEnd(before)
   if (end === null) return { object: 'list' as const, data: [] as T[], nextCursor: null }
-  const entries = (await store.xrevrange(stream, end, '-', 'COUNT', limit + 1)) as Entry[]
+  const entries = (await store.xrevrange(stream, end, oldest, 'COUNT', limit + 1)) as Entry[]
   const page = entries.slice(0, limit)
   return {
     object: 'list' as const,
@@ -76,15 +78,27 @@ export async function pageStream<T>(
   }
 }
 
-/** The account's ended attempts, newest first (GET /v1/agent/activity). */
-export function listActivity(
+/**
+ * The oldest Stream id still within the record retention (Redis's clock, as the entries' ids).
+ * The Streams are trimmed with MINID ~, which drops whole nodes only, and not on every append: an
+ * entry past the retention may still be there, and is not shown.
+ */
+export async function retainedFrom(store: Store, retentionMs: number): Promise<string> {
+  const [seconds, micros] = await store.time()
+  return String(Math.max(0, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - retentionMs))
+}
+
+/** The account's ended attempts within the record retention, newest first (GET /v1/agent/activity). */
+export async function listActivity(
   store: Store,
   keys: Keyspace,
   accountId: string,
   limit: number,
   before: string | null,
+  retentionMs: number = DEFAULT_RECORD_RETENTION_MS,
 ) {
-  return pageStream(store, keys.accountActivity(accountId), limit, before, activityItem)
+  const oldest = await retainedFrom(store, retentionMs)
+  return pageStream(store, keys.accountActivity(accountId), limit, before, activityItem, oldest)
 }
 
 const USAGE_PAGE = 1_000

@@ -3,7 +3,8 @@
 // lua/post.lua on each offer's own slot when the market is held apart, so one Stream per offer
 // then, merged here). Offer, model, burn, price and earnings only: a fill never names the buyer.
 import { formatMicros } from '../money/units.ts'
-import { type Entry, entryMs, fieldsOf, pageEnd, pageStream } from '../records/activity.ts'
+import { type Entry, entryMs, fieldsOf, pageEnd, pageStream, retainedFrom } from '../records/activity.ts'
+import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
@@ -39,14 +40,17 @@ export async function listFills(
   supplierId: string,
   limit: number,
   before: string | null,
+  retentionMs: number = DEFAULT_RECORD_RETENTION_MS,
 ) {
   const streams = await fillStreams(store, keys, supplierId)
-  if (keys.layout !== 'apart') return pageStream(store, streams[0]!, limit, before, fillItem)
+  // Within the record retention only: the Streams' MINID ~ trim may have left older fills.
+  const oldest = await retainedFrom(store, retentionMs)
+  if (keys.layout !== 'apart') return pageStream(store, streams[0]!, limit, before, fillItem, oldest)
   const end = pageEnd(before)
   if (end === null) return { object: 'list' as const, data: [], nextCursor: null }
   // Each offer's newest page below the cursor, merged: the newest `limit` of them all are among them.
   const pages = await Promise.all(
-    streams.map((stream) => store.xrevrange(stream, end, '-', 'COUNT', limit + 1) as Promise<Entry[]>),
+    streams.map((stream) => store.xrevrange(stream, end, oldest, 'COUNT', limit + 1) as Promise<Entry[]>),
   )
   const entries = pages.flat().sort(newestFirst)
   let page = entries.slice(0, limit)

@@ -15,7 +15,7 @@ import { createStore, type Store } from '../../src/redis/store.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { seedSupplier } from '../helpers/market.ts'
-import { payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import { payoutFunding, payoutWalletOn, seedEarnings } from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 let chain: TestChain

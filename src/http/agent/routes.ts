@@ -27,7 +27,7 @@ function limitOf(text: string): number {
   return micros
 }
 
-export function agentRoutes(deps: AuthDeps) {
+export function agentRoutes(deps: AuthDeps & { recordRetentionMs?: number }) {
   const accounts = new AccountStore(deps.store, deps.keys)
   const apiKeys = new ApiKeyStore(deps.store, deps.keys)
   return new Elysia({ name: 'svc/agent', prefix: '/v1/agent', seed: deps.keys.prefix })
@@ -146,7 +146,7 @@ export function agentRoutes(deps: AuthDeps) {
       '/activity',
       ({ buyer, query }) => {
         const { limit, before } = pageQuery(query)
-        return listActivity(deps.store, deps.keys, buyer.accountId, limit, before)
+        return listActivity(deps.store, deps.keys, buyer.accountId, limit, before, deps.recordRetentionMs)
       },
       { buyer: true },
     )

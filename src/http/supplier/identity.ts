@@ -18,7 +18,12 @@ import { supplierAuth } from './auth.ts'
 const iso = (ms: number) => new Date(ms).toISOString()
 
 export function supplierIdentityRoutes(
-  deps: AuthDeps & { publicUrl: string; noncesPerMinute: number; noncesPerClientPerMinute: number },
+  deps: AuthDeps & {
+    publicUrl: string
+    noncesPerMinute: number
+    noncesPerClientPerMinute: number
+    recordRetentionMs?: number
+  },
 ) {
   const signIn = new SignInService(
     deps.store,
@@ -75,7 +80,7 @@ export function supplierIdentityRoutes(
       '/fills',
       ({ supplier, query }) => {
         const { limit, before } = pageQuery(query)
-        return listFills(deps.store, deps.keys, supplier.supplierId, limit, before)
+        return listFills(deps.store, deps.keys, supplier.supplierId, limit, before, deps.recordRetentionMs)
       },
       { supplier: true },
     )

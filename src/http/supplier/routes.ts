@@ -16,6 +16,7 @@ export function supplierRoutes(deps: AppDeps) {
         publicUrl: deps.config.publicUrl,
         noncesPerMinute: deps.config.siweNoncesPerMinute,
         noncesPerClientPerMinute: deps.config.siweNoncesPerClientPerMinute,
+        recordRetentionMs: deps.config.records.recordRetentionDays * 86_400_000,
       }),
     )
     .use(
