@@ -53,20 +53,22 @@ async function run(
 ) {
   switch (command) {
     case 'create': {
-      if (!values.wallet || rest.length) throw new UsageError('account create takes --wallet <0x address>')
+      if (!values.wallet || rest.length || values.note !== undefined)
+        throw new UsageError('account create takes --wallet <0x address>')
       const { account, apiKey } = await accounts.create(values.wallet, config.defaultMaxPriceCents)
       return { accountId: account.id, wallet: account.wallet, apiKey }
     }
     case 'credit': {
       const [accountId, amountUsdc] = rest
-      if (!accountId || !amountUsdc || rest.length > 2) {
+      if (!accountId || !amountUsdc || rest.length > 2 || values.wallet !== undefined) {
         throw new UsageError('account credit takes <accountId> <amountUsdc>')
       }
       return creditView(await accounts.credit(accountId, amountUsdc, values.note ?? '', 'cli'))
     }
     case 'show': {
       const [accountId] = rest
-      if (!accountId || rest.length > 1) throw new UsageError('account show takes <accountId>')
+      if (!accountId || rest.length > 1 || values.wallet !== undefined || values.note !== undefined)
+        throw new UsageError('account show takes <accountId>')
       const account = await accounts.require(accountId)
       return accountView(account, await apiKeys.count(account.id))
     }

@@ -55,3 +55,17 @@ test('offer list and supplier list with an extra argument are usage errors', asy
   expect((await runCli(['supplier', 'list', 'extra'], env)).code).toBe(2)
   expect((await runCli(['supplier', 'suspend', 'sup_a', 'sup_b'], env)).code).toBe(2)
 })
+
+test('account commands with an option they do not take are usage errors, and change nothing', async () => {
+  const before = await snapshotKeys(store, prefix)
+  const wallet = `0x${randomBytes(20).toString('hex')}`
+  for (const args of [
+    ['account', 'create', '--wallet', wallet, '--note', 'x'],
+    ['account', 'show', 'acct_x', '--note', 'x'],
+    ['account', 'credit', 'acct_x', '1', '--wallet', wallet],
+  ]) {
+    const r = await runCli(args, env)
+    expect([args.join(' '), r.code]).toEqual([args.join(' '), 2])
+  }
+  expect(await snapshotKeys(store, prefix)).toEqual(before)
+})
