@@ -61,7 +61,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const catalog: CatalogStore = new CatalogStore(store, keys, () => syncCatalog(catalog, source))
   try {
     const count = await syncCatalog(catalog, source)
-    logger.info({ count }, 'catalog synced')
+    // -1: another replica wrote a list asked for after this one's
+    logger.info({ count }, count < 0 ? 'catalog sync superseded by a newer one' : 'catalog synced')
   } catch (error) {
     // Another replica may have synced already; serve what Redis holds and retry on the interval.
     logger.warn({ err: (error as Error).message }, 'catalog sync failed at start; serving the stored catalog')

@@ -29,7 +29,16 @@ export class CatalogStore {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async replace(entries: CatalogEntry[], source: string): Promise<number> {
+  /**
+   * A sync's ticket, taken before it asks the upstream: replace writes a ticketed list only when
+   * no list asked for later (a higher ticket, any replica's) has been written already.
+   */
+  async ticket(): Promise<number> {
+    return Number(await this.store.hincrby(this.keys.catalogMeta, 'ticket', 1))
+  }
+
+  /** Writes the whole catalog; -1 when `ticket` is older than the list already written. */
+  async replace(entries: CatalogEntry[], source: string, ticket?: number): Promise<number> {
     const rows: string[] = []
     for (const entry of entries) rows.push(entry.row.id, JSON.stringify(entry))
     const count = Number(
@@ -37,7 +46,7 @@ export class CatalogStore {
         this.store,
         'catalogReplace',
         [this.keys.catalog, this.keys.catalogMeta],
-        { syncedAt: Date.now(), sourceUrl: source },
+        { syncedAt: Date.now(), sourceUrl: source, ticket: ticket ?? '' },
         rows,
       ),
     )

@@ -19,10 +19,33 @@ export async function syncCatalog(store: CatalogStore, source: CatalogSource): P
   const url = `${source.upstreamUrl}/models?type=all`
   const headers: Record<string, string> = { accept: 'application/json' }
   if (source.upstreamApiKey) headers.authorization = `Bearer ${source.upstreamApiKey}`
+  // Taken before asking: a slower sync that asked earlier cannot overwrite this one's newer list.
+  const ticket = await store.ticket()
   const response = await fetch(url, { headers, signal: AbortSignal.timeout(10_000) })
   if (!response.ok) throw new Error(`upstream /models answered ${response.status}`)
-  const entries = mapUpstreamModels(await response.json(), source.disabledModels)
-  return store.replace(entries, source.upstreamUrl)
+  const entries = mapUpstreamModels(JSON.parse(await cappedText(response)), source.disabledModels)
+  return store.replace(entries, source.upstreamUrl, ticket)
+}
+
+/** The most bytes a `/models` answer may have: a list past it is refused, unread past the cap. */
+const MAX_LIST_BYTES = 16 * 1024 * 1024
+
+async function cappedText(response: Response): Promise<string> {
+  const reader = response.body?.getReader()
+  if (!reader) return ''
+  const parts: Uint8Array[] = []
+  let bytes = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    bytes += value.byteLength
+    if (bytes > MAX_LIST_BYTES) {
+      await reader.cancel().catch(() => {})
+      throw new Error(`upstream /models is larger than ${MAX_LIST_BYTES} bytes`)
+    }
+    parts.push(value)
+  }
+  return Buffer.concat(parts).toString('utf8')
 }
 
 /** Whether this replica syncs this period: the claim was free, and is now its own for `ttlMs`. */
@@ -62,7 +85,7 @@ export function startCatalogSync(
     try {
       if (!(await claimCatalogSync(store, keys, ttlMs, replica))) return
       const count = await syncCatalog(catalog, source)
-      logger.debug({ count }, 'catalog synced')
+      logger.debug({ count }, count < 0 ? 'catalog sync superseded by a newer one' : 'catalog synced')
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'catalog sync failed; keeping the current catalog')
       await releaseCatalogSync(store, keys, replica).catch(() => {})

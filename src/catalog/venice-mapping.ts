@@ -152,14 +152,43 @@ export function mapUpstreamModel(model: UpstreamModel): CatalogEntry | null {
   return { row, prices: priced ? priced.prices : null }
 }
 
-/** Maps a whole `/models` answer; throws when it is not a model list at all. */
+/**
+ * The most models a list may have (the upstream lists a few hundred): the whole catalog is written
+ * by one script that blocks Redis, and re-read by every replica each time its cache expires.
+ */
+export const MAX_MODELS = 10_000
+
+/** A row kept on the list but not billable: its prices cannot be known. */
+function unpriced(entry: CatalogEntry): CatalogEntry {
+  const { pricing: _, ...row } = entry.row
+  return { row: { ...row, status: 'coming_soon' }, prices: null }
+}
+
+/**
+ * Maps a whole `/models` answer; throws when it is not a model list at all, or lists nothing (an
+ * upstream that answers an empty list is failing: the catalog there is kept). An id listed more
+ * than once with different rows (prices, caps, offline) has no price the upstream is known to
+ * bill: it is listed once, `coming_soon`.
+ */
 export function mapUpstreamModels(body: unknown, disabled: readonly string[] = []): CatalogEntry[] {
   if (!isRecord(body) || !Array.isArray(body.data)) throw new Error('upstream /models is not a model list')
-  const entries: CatalogEntry[] = []
+  if (body.data.length === 0) throw new Error('upstream /models listed no models')
+  if (body.data.length > MAX_MODELS) throw new Error(`upstream /models listed over ${MAX_MODELS} models`)
+  const byId = new Map<string, { entry: CatalogEntry | null; json: string; conflict: boolean }>()
   for (const model of body.data) {
-    if (!isRecord(model)) continue
+    if (!isRecord(model) || typeof model.id !== 'string') continue
     const entry = mapUpstreamModel(model as UpstreamModel)
-    if (entry && !disabled.includes(entry.row.id)) entries.push(entry)
+    const json = JSON.stringify(entry)
+    const seen = byId.get(model.id)
+    if (!seen) byId.set(model.id, { entry, json, conflict: false })
+    else if (seen.json !== json) {
+      seen.conflict = true
+      seen.entry ??= entry
+    }
+  }
+  const entries: CatalogEntry[] = []
+  for (const { entry, conflict } of byId.values()) {
+    if (entry && !disabled.includes(entry.row.id)) entries.push(conflict ? unpriced(entry) : entry)
   }
   return entries.sort((a, b) => a.row.id.localeCompare(b.row.id))
 }

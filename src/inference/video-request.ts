@@ -30,7 +30,9 @@ export interface ValidVideo {
 export function validateVideo(body: VideoBody, entry: CatalogEntry | undefined): ValidVideo {
   const { row, prices } = callableModel(entry, body.model, 'video', ['perSecond'])
   const seconds = typeof body.duration === 'number' ? body.duration : Number(body.duration.slice(0, -1))
-  const allowed = (row.constraints?.durations as string[] | undefined)?.map((d) => Number.parseInt(d, 10))
+  // The upstream's constraint, read only when it is a list: a lying shape is not the buyer's 500.
+  const durations = row.constraints?.durations
+  const allowed = Array.isArray(durations) ? durations.map((d) => Number.parseInt(String(d), 10)) : undefined
   if (seconds < 1 || seconds > MAX_SECONDS || (allowed && !allowed.includes(seconds))) {
     throw badRequest(
       `duration must be one of ${allowed ? allowed.map((d) => `${d}s`).join(', ') : `1s to ${MAX_SECONDS}s`} for ${row.id}`,

@@ -149,7 +149,7 @@ export const SCRIPTS = {
   renameKey: standalone(renameKey, 1, ['keyName']),
   credit: standalone(credit, 2, ['accountId', 'amount', 'maxAmount', 'note', 'actor', 'table']),
   // catalog
-  catalogReplace: standalone(catalogReplace, 2, ['syncedAt', 'sourceUrl'], true),
+  catalogReplace: standalone(catalogReplace, 2, ['syncedAt', 'sourceUrl', 'ticket'], true),
   // the market: every script takes one key, the keyspace base, from which lib/keys builds the rest
   admit: market(MARKET_LIBS, admit, [
     'attemptId',

@@ -1,0 +1,128 @@
+// An upstream price list that lies or changes moves no money wrongly: a slower, older sync never
+// overwrites a newer list; an id listed twice with different rows is coming_soon, never billed at
+// whichever copy came last; an empty or enormous list keeps the catalog there; a video model whose
+// constraints lie is a 400.
+import { afterAll, expect, test } from 'bun:test'
+import { CatalogStore } from '../../src/catalog/store.ts'
+import { syncCatalog } from '../../src/catalog/sync.ts'
+import { mapUpstreamModel, mapUpstreamModels } from '../../src/catalog/venice-mapping.ts'
+import { ApiError } from '../../src/errors.ts'
+import { validateVideo } from '../../src/inference/video-request.ts'
+import { marketFixture } from '../helpers/market.ts'
+import { until } from '../helpers/wait.ts'
+
+const fx = marketFixture()
+afterAll(() => fx.close())
+
+const textModel = (id: string, input: number, output: number) => ({
+  id,
+  type: 'text',
+  model_spec: {
+    name: id,
+    availableContextTokens: 1000,
+    maxCompletionTokens: 100,
+    pricing: { input: { diem: input }, output: { diem: output } },
+  },
+})
+
+/** An upstream whose /models answers are queued by the test; one answer can wait on a gate. */
+function upstream() {
+  const answers: { body: unknown; gate?: Promise<void> }[] = []
+  let asked = 0
+  const server = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    fetch: async () => {
+      const answer = answers.shift()!
+      asked++
+      if (answer.gate) await answer.gate
+      return Response.json(answer.body)
+    },
+  })
+  return {
+    answers,
+    asked: () => asked,
+    source: { upstreamUrl: `http://127.0.0.1:${server.port}`, disabledModels: [] as string[] },
+    stop: () => server.stop(true),
+  }
+}
+
+test('a duplicated id with conflicting prices is not billed at whichever copy came last', () => {
+  // The upstream lists 'm' twice: which price it bills is unknown, so neither may be trusted.
+  const entries = mapUpstreamModels({ data: [textModel('m', 3, 12), textModel('m', 0.1, 0.1)] })
+  const ids = entries.map((e) => e.row.id)
+  expect(new Set(ids).size).toBe(ids.length) // one row per id
+  const m = entries.find((e) => e.row.id === 'm')!
+  expect(m.row.status).toBe('coming_soon')
+  expect(m.prices).toBeNull()
+})
+
+test('an identical duplicate stays live', () => {
+  const entries = mapUpstreamModels({ data: [textModel('m', 3, 12), textModel('m', 3, 12)] })
+  expect(entries.length).toBe(1)
+  expect(entries[0]!.row.status).toBe('live')
+})
+
+test('a sync that fetched an older list never overwrites a newer one written meanwhile', async () => {
+  const up = upstream()
+  let open!: () => void
+  // Replica A asks first and its answer (the old price) is slow; replica B asks later and gets the
+  // new price at once.
+  up.answers.push({ body: { data: [textModel('m', 1, 1)] }, gate: new Promise((r) => (open = r)) })
+  up.answers.push({ body: { data: [textModel('m', 5, 5)] } })
+  const a = new CatalogStore(fx.store, fx.keys)
+  const b = new CatalogStore(fx.store, fx.keys)
+  const slow = syncCatalog(a, up.source)
+  await until(() => up.asked() === 1)
+  await syncCatalog(b, up.source)
+  expect((await b.get('m'))!.prices!.inputPerMillion).toBe(5_000_000)
+  open()
+  await slow
+  const reader = new CatalogStore(fx.store, fx.keys)
+  // The upstream's newest answer stands: 5 DIEM per million, not the 1 that A fetched before it.
+  expect((await reader.get('m'))!.prices!.inputPerMillion).toBe(5_000_000)
+  up.stop()
+})
+
+test('an upstream answering an empty list does not empty the catalog', async () => {
+  const keys = { ...fx.keys, catalog: `${fx.keys.prefix}:cat2`, catalogMeta: `${fx.keys.prefix}:cat2m` }
+  const up = upstream()
+  up.answers.push({ body: { data: [textModel('m', 1, 1)] } })
+  up.answers.push({ body: { data: [] } })
+  const catalog = new CatalogStore(fx.store, keys)
+  expect(await syncCatalog(catalog, up.source)).toBe(1)
+  await expect(syncCatalog(catalog, up.source)).rejects.toThrow()
+  expect(await fx.store.hkeys(keys.catalog)).toEqual(['m'])
+  up.stop()
+})
+
+test("a video model whose constraints lie is a 400, not the gateway's 500", () => {
+  const entry = mapUpstreamModel({
+    id: 'v',
+    type: 'video',
+    model_spec: { pricing: { per_second: { diem: 0.1 } }, constraints: { durations: '5s' } },
+  })!
+  expect(entry.row.status).toBe('live')
+  let thrown: unknown
+  try {
+    validateVideo({ model: 'v', prompt: 'p', duration: '5s' }, entry)
+  } catch (error) {
+    thrown = error
+  }
+  // Either accepted or refused as a client error; never a TypeError from the upstream's shape.
+  if (thrown !== undefined) expect(thrown).toBeInstanceOf(ApiError)
+})
+
+test('a list too large to hold is refused and the catalog there kept', async () => {
+  // 200,000 models: the replace script blocks Redis (every money script) for seconds, and every
+  // replica re-parses the whole hash on its main thread each time its 1 s cache expires.
+  const keys = { ...fx.keys, catalog: `${fx.keys.prefix}:cat3`, catalogMeta: `${fx.keys.prefix}:cat3m` }
+  const up = upstream()
+  up.answers.push({ body: { data: [textModel('m', 1, 1)] } })
+  up.answers.push({ body: { data: Array.from({ length: 200_000 }, (_, i) => textModel(`m${i}`, 1, 1)) } })
+  const catalog = new CatalogStore(fx.store, keys)
+  await syncCatalog(catalog, up.source)
+  await expect(syncCatalog(catalog, up.source)).rejects.toThrow()
+  expect(await fx.store.hlen(keys.catalog)).toBe(1)
+  up.stop()
+})
