@@ -1,7 +1,14 @@
 // Upstream (Venice-shaped) `/models` -> catalog entries. Priced and capped models are `live`, the
 // others `coming_soon`; offline, disabled and unknown-type models are left off the list.
 import { formatMicros, parseMicros } from '../money/units.ts'
-import type { CatalogEntry, CatalogRow, Modality, ModelPrices, TokenRates } from './entry.ts'
+import {
+  bareModelId,
+  type CatalogEntry,
+  type CatalogRow,
+  type Modality,
+  type ModelPrices,
+  type TokenRates,
+} from './entry.ts'
 
 interface UpstreamPrice {
   usd?: unknown
@@ -186,9 +193,11 @@ export function mapUpstreamModels(body: unknown, disabled: readonly string[] = [
       seen.entry ??= entry
     }
   }
+  // Disabled by either name a buyer may use: bare or `svc/` prefixed.
+  const off = new Set(disabled.map(bareModelId))
   const entries: CatalogEntry[] = []
   for (const { entry, conflict } of byId.values()) {
-    if (entry && !disabled.includes(entry.row.id)) entries.push(conflict ? unpriced(entry) : entry)
+    if (entry && !off.has(entry.row.id)) entries.push(conflict ? unpriced(entry) : entry)
   }
   return entries.sort((a, b) => a.row.id.localeCompare(b.row.id))
 }

@@ -172,6 +172,10 @@ describe('catalog mapping', () => {
     expect(mapUpstreamModels({ data: SIM_MODELS }, ['qwen3-4b']).some((e) => e.row.id === 'qwen3-4b')).toBe(
       false,
     )
+    // Named as buyers name it, prefixed: the same model kept off.
+    expect(
+      mapUpstreamModels({ data: SIM_MODELS }, ['svc/qwen3-4b']).some((e) => e.row.id === 'qwen3-4b'),
+    ).toBe(false)
   })
 
   test('a body that is not a model list is an error, not an empty catalog', () => {
