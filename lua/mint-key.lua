@@ -36,6 +36,7 @@
           -4 the key id or digest is already taken (retry with fresh ones)
           -8 the caller is a limited key and the new key's limit is missing, above its remainder,
              or resets sooner than the caller's
+         -10 the caller's key was revoked since its request was authenticated
   A mint also sweeps the marks and limits of keys revoked more than ten minutes before, a page of
   the hash at a time (its `sweep` field: where the next page starts).
   Times come from Redis TIME, in milliseconds. Includes lib/numbers (a budget period's start).
@@ -48,6 +49,8 @@ if rcall('HEXISTS', KEYS[2], ARGV[2]) == 1 or (indexed and rcall('EXISTS', KEYS[
 
 local caller = ARGV[9]
 local carved = nil
+-- A caller revoked since its request was authenticated acts no more: the revoke answered first.
+if caller and caller ~= '' and rcall('HEXISTS', KEYS[2], caller) == 0 then return -10 end
 if caller and caller ~= '' then
   local c = rcall('HMGET', KEYS[1], 'limit:' .. caller, 'spent:' .. caller, 'held:' .. caller, 'reset:' .. caller,
     'pstart:' .. caller, 'pspent:' .. caller)

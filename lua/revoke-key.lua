@@ -16,11 +16,14 @@
   Returns  1 revoked
           -5 no such key on this account (unknown, foreign, or revoked meanwhile)
           -8 the caller is a limited key and the key has no limit
+         -10 the caller's key was revoked since its request was authenticated
 ]]
 local rcall = redis.call
 
 if rcall('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return -5 end
 local caller = ARGV[3]
+-- A caller revoked since its request was authenticated acts no more: the revoke answered first.
+if caller and caller ~= '' and rcall('HEXISTS', KEYS[1], caller) == 0 then return -10 end
 if caller and caller ~= '' and rcall('HEXISTS', KEYS[2], 'limit:' .. caller) == 1
     and rcall('HEXISTS', KEYS[2], 'limit:' .. ARGV[1]) == 0 then
   return -8

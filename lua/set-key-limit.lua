@@ -32,10 +32,13 @@
           {-8}                 the caller is a limited key, and the key has no limit or the
                                change would raise or remove its limit or change its limitReset
           {-9}                 a limitReset for a key left without a limit
+          {-10}                the caller's key was revoked since its request was authenticated
   Includes lib/numbers (a budget period's start, from Redis TIME).
 ]]
 
 if rcall('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return { -5 } end
+-- A caller revoked since its request was authenticated acts no more: the revoke answered first.
+if ARGV[5] and ARGV[5] ~= '' and rcall('HEXISTS', KEYS[2], ARGV[5]) == 0 then return { -10 } end
 local id = ARGV[1]
 local f_limit, f_spent, f_held = 'limit:' .. id, 'spent:' .. id, 'held:' .. id
 local f_reset, f_pstart, f_pspent = 'reset:' .. id, 'pstart:' .. id, 'pspent:' .. id

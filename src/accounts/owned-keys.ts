@@ -182,7 +182,10 @@ export class OwnedKeys<F extends 'accountId' | 'supplierId'> {
     if (code === AccountCode.Ok) {
       // A refused revoke beside this one may have put the record back since this one took it.
       await this.store.del(lookup)
-    } else if (code === AccountCode.KeyLimitBinding && taken?.id === keyId) {
+    } else if (
+      (code === AccountCode.KeyLimitBinding || code === AccountCode.CallerRevoked) &&
+      taken?.id === keyId
+    ) {
       await this.store.hset(lookup, taken)
       // Unlisted meanwhile by a revoke that was allowed: its record must not outlive it.
       if ((await this.digestOf(ownerId, keyId)) !== digest) await this.store.del(lookup)

@@ -50,6 +50,9 @@ export class InvalidArgument extends Error {}
  */
 export function segment(value: string): string {
   if (/^(\.|%2e){1,2}$/i.test(value)) throw new InvalidArgument(`'${value}' is no id`)
+  // A lone surrogate is no character: it has no UTF-8 form, and encodeURIComponent throws on it.
+  if (!value.isWellFormed())
+    throw new InvalidArgument('an id must be well-formed Unicode (no lone surrogate)')
   return encodeURIComponent(value)
 }
 

@@ -32,6 +32,8 @@ export enum AccountCode {
   LimitBelowSpent = -7,
   KeyLimitBinding = -8,
   ResetWithoutLimit = -9,
+  /** The calling key was revoked after its request was authenticated. */
+  CallerRevoked = -10,
 }
 
 /** clear */

@@ -167,3 +167,24 @@ describe('max price', () => {
     expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 })
+
+describe('a key revoked after its request was authenticated', () => {
+  // Another replica revoked the calling key between this request's auth and its script: the
+  // script, reading the account's keys in the same step as it acts, refuses it as auth would.
+  test('mints, changes and revokes nothing: 401 invalid_api_key, nothing changed', async () => {
+    const { account } = await accounts.create(randomWallet(), 50)
+    const apiKeys = new ApiKeyStore(store, keys)
+    const caller = await apiKeys.mint(account.id, 'caller', 5_000_000 as MicroUsdc)
+    const sibling = await apiKeys.mint(account.id, 'sibling', 1_000_000 as MicroUsdc)
+    await apiKeys.revoke(account.id, caller.id)
+    const before = await snapshotKeys(store, keys.prefix)
+    await rejects(apiKeys.mint(account.id, 'escape', 1_000 as MicroUsdc, caller.id), 401, 'invalid_api_key')
+    await rejects(
+      apiKeys.change(account.id, sibling.id, { name: 'renamed' }, caller.id),
+      401,
+      'invalid_api_key',
+    )
+    await rejects(apiKeys.revoke(account.id, sibling.id, caller.id), 401, 'invalid_api_key')
+    expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
+  })
+})

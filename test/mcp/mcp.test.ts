@@ -425,8 +425,8 @@ describe('chat', () => {
     const route = await keyFetch(stack, buyer.apiKey, `/v1/agent/requests/${data.supportReference}`)
     expect(looked.structuredContent).toEqual((await route.json()) as Record<string, unknown>)
     expect(failure(await call('get_request', { supportReference: 'sr_nothere' })).status).toBe(404)
-    // A dot or two would name the route above the record's: no id.
-    for (const supportReference of ['..', '.', '%2e%2E']) {
+    // A dot or two would name the route above the record's, a lone surrogate no URL: no id.
+    for (const supportReference of ['..', '.', '%2e%2E', 'sr_\ud800']) {
       expect(failure(await call('get_request', { supportReference })).code).toBe('invalid_arguments')
     }
   })
