@@ -98,6 +98,7 @@ test('set-key-limit on a clock behind the period last counted does not roll the 
 
 test('a key minted from a daily key on a clock behind its period last counted carves from what that period left', async () => {
   const acct = await seedAccount(fx, 1_000_000_000)
+  await fx.store.hset(fx.keys.accountKeys(acct), KEY, 'digest-1')
   // The caller's day, as a replica ahead of this Redis's clock counted it: its whole budget spent.
   const [seconds] = await fx.store.time()
   const tomorrow = periodStart('daily', Number(seconds) * 1000) + 86_400_000
