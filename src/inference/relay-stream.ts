@@ -238,7 +238,9 @@ class StreamRelay {
             this.shape.usage?.(event.chunk)
             break
           case 'done':
-            break
+            // The supplier's [DONE] is its stream's end, whether or not it closes the connection:
+            // a supplier that keeps it open must not hold the client (and the hold) to the idle time.
+            return await this.end(sink)
           case 'end':
             return await this.end(sink)
         }

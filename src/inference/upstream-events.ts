@@ -115,6 +115,17 @@ export class UpstreamEvents {
   /** Whether `partialBytes` counts what the buffer holds (a frame parsed off it leaves it stale). */
   private counted = true
   private carry: Uint8Array | null = null
+  /**
+   * Text read after `buffer` with no frame end in it, kept apart: a frame trickled in small reads is
+   * joined once, when its end comes, not searched and copied whole at every read (quadratic).
+   */
+  private parts: string[] = []
+  /** Whether `buffer` and `parts` may hold a frame end not parsed yet. */
+  private unsearched = false
+  /** The last character appended, for a blank line split between two reads. */
+  private lastChar = ''
+  /** A CR held back from the end of a read: the next one may bring its LF. */
+  private heldCR = false
   private started = false
   private sawFrame = false
   /** The end is queued: nothing after it is parsed. */
@@ -129,10 +140,12 @@ export class UpstreamEvents {
     if (head) this.push(head)
   }
 
-  /** The stream broke (an error frame, a frame past the bound) before any content was parsed. */
+  /**
+   * The stream broke (an error frame, a frame past the bound) or ended (a body with no SSE frame in
+   * it: a JSON error under a 200) before any content, usage or [DONE] was parsed.
+   */
   brokeBeforeContent(): boolean {
-    const first = this.queue[0]
-    return first?.kind === 'end' && first.broken
+    return this.queue[0]?.kind === 'end'
   }
 
   /** Whether a whole frame (a comment too) or the end has been parsed. */
@@ -150,11 +163,32 @@ export class UpstreamEvents {
   push(bytes: Uint8Array): void {
     if (this.over) return
     if (this.counted) this.partialBytes += bytes.length
-    this.buffer += this.decode(bytes)
+    let text = this.decode(bytes)
     // SSE allows CRLF line ends; fold them so frames split the same way (a CR left at the end of
-    // one chunk meets its LF in the next).
-    if (this.buffer.includes('\r\n')) this.buffer = this.buffer.replaceAll('\r\n', '\n')
+    // one read is held back until the next brings its LF, or not).
+    if (this.heldCR) {
+      text = `\r${text}`
+      this.heldCR = false
+    }
+    if (text.endsWith('\r')) {
+      this.heldCR = true
+      text = text.slice(0, -1)
+    }
+    if (text.includes('\r\n')) text = text.replaceAll('\r\n', '\n')
+    if (text !== '') {
+      if (text.includes('\n\n') || (text.charCodeAt(0) === 10 && this.lastChar === '\n'))
+        this.unsearched = true
+      this.lastChar = text[text.length - 1]!
+      this.parts.push(text)
+    }
     this.parse(true)
+  }
+
+  /** The text read, in one string. */
+  private join(): void {
+    if (this.parts.length === 0) return
+    this.buffer += this.parts.length === 1 ? this.parts[0]! : this.parts.join('')
+    this.parts = []
   }
 
   /**
@@ -165,6 +199,8 @@ export class UpstreamEvents {
     if (this.over) return
     this.parse(false)
     if (this.over) return
+    this.join()
+    if (this.heldCR) this.buffer += '\r'
     if (how === 'done' && this.buffer.trim() !== '') this.frame(this.buffer, `${this.buffer}\n\n`)
     this.finish(how === 'broken')
   }
@@ -174,13 +210,19 @@ export class UpstreamEvents {
    * then the frame left incomplete is held to the bound.
    */
   private parse(untilEvent: boolean): void {
-    let cut = this.buffer.indexOf('\n\n')
+    let cut = -1
+    if (this.unsearched) {
+      this.join()
+      cut = this.buffer.indexOf('\n\n')
+      this.unsearched = cut !== -1
+    }
     while (cut !== -1 && !this.over) {
       this.frame(this.buffer.slice(0, cut), this.buffer.slice(0, cut + 2))
       this.buffer = this.buffer.slice(cut + 2)
       this.counted = false
       if (untilEvent && this.queue.length > 0) return
       cut = this.buffer.indexOf('\n\n')
+      this.unsearched = cut !== -1
     }
     if (this.over) return
     if (!this.counted) {
@@ -195,6 +237,8 @@ export class UpstreamEvents {
     if (this.over) return
     this.over = true
     this.buffer = ''
+    this.parts = []
+    this.heldCR = false
     this.partialBytes = 0
     this.carry = null
     this.queue.push({ kind: 'end', broken })

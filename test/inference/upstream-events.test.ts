@@ -51,6 +51,33 @@ describe('upstream SSE', () => {
     expect(kinds(all([crlf.slice(0, cut), crlf.slice(cut)]))).toEqual(expected)
   })
 
+  test('CRLF line ends cut at every byte', () => {
+    expect(kinds(all(stream.replaceAll('\n', '\r\n').split('')))).toEqual(expected)
+  })
+
+  test('a CR that no LF follows is no line end, whichever read it ends', () => {
+    const frame = `${content('a')}\r \n\n`
+    const at = frame.indexOf('\r') + 1
+    expect(kinds(all([frame.slice(0, at), frame.slice(at)]))).toEqual(['content:a', 'end'])
+    expect(kinds(all([`${content('a')}\n\r`]))).toEqual(['content:a', 'end'])
+  })
+
+  test('a frame trickled in 16-byte reads is held whole, to the byte its bound refuses', () => {
+    const bound = 64 * 1024
+    const events = new UpstreamEvents(
+      bound,
+      new TextEncoder().encode('data: {"choices":[{"delta":{"content":"'),
+    )
+    const piece = new Uint8Array(16).fill(0x61)
+    let reads = 0
+    while (events.shift() === undefined) {
+      events.push(piece)
+      reads++
+    }
+    expect(reads).toBeGreaterThan(bound / 16 - 8)
+    expect(events.shift()).toBeUndefined()
+  })
+
   test('usage riding on the last content chunk is split off and held', () => {
     const both =
       'data: {"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}\n\n'
