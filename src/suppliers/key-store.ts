@@ -4,7 +4,7 @@ import { type NewKey, type OwnedKeyRecord, OwnedKeys } from '../accounts/owned-k
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
-import { supplierKeyCap, supplierKeyNotFound } from './results.ts'
+import { supplierKeyCap, supplierKeyNotFound, supplierKeyRevoked } from './results.ts'
 import { MAX_ACTIVE_SUPPLIER_KEYS, SUPPLIER_KEY_PREFIX } from './supplier-keys.ts'
 
 export type SupplierKeyRecord = OwnedKeyRecord<'supplierId'>
@@ -25,10 +25,15 @@ export class SupplierKeyStore {
     })
   }
 
-  async mint(supplierId: string, name: string): Promise<MintedSupplierKey> {
-    const minted = await this.owned.mint(supplierId, name)
+  /**
+   * A new key for the supplier. `callerKeyId`: the key asking, if any (a sign-in mints with none); one
+   * revoked since its request was authenticated mints nothing (401).
+   */
+  async mint(supplierId: string, name: string, callerKeyId = ''): Promise<MintedSupplierKey> {
+    const minted = await this.owned.mint(supplierId, name, null, callerKeyId)
     if (!('refused' in minted)) return minted
     if (minted.refused === AccountCode.KeyCap) throw supplierKeyCap()
+    if (minted.refused === AccountCode.CallerRevoked) throw supplierKeyRevoked()
     throw new Error(`mint-key answered ${minted.refused} for a supplier`)
   }
 
@@ -37,9 +42,14 @@ export class SupplierKeyStore {
     return this.owned.list(supplierId)
   }
 
-  /** Revokes one of the supplier's own keys; an unknown or another supplier's id is a 404. */
-  async revoke(supplierId: string, keyId: string): Promise<void> {
-    if ((await this.owned.revoke(supplierId, keyId)) !== AccountCode.Ok) throw supplierKeyNotFound()
+  /**
+   * Revokes one of the supplier's own keys; an unknown or another supplier's id is a 404, a
+   * `callerKeyId` revoked since its request was authenticated a 401.
+   */
+  async revoke(supplierId: string, keyId: string, callerKeyId = ''): Promise<void> {
+    const code = await this.owned.revoke(supplierId, keyId, callerKeyId)
+    if (code === AccountCode.CallerRevoked) throw supplierKeyRevoked()
+    if (code !== AccountCode.Ok) throw supplierKeyNotFound()
   }
 
   resolve(digest: string): Promise<SupplierKeyRecord | null> {

@@ -12,6 +12,10 @@ export const supplierKeyCap = () =>
 
 export const supplierKeyNotFound = () => new ApiError(404, 'api_key_not_found', 'API key not found')
 
+/** The calling key was revoked after its request was authenticated: answered as auth answers it. */
+export const supplierKeyRevoked = () =>
+  new ApiError(401, 'invalid_api_key', 'invalid supplier key', { headers: { 'www-authenticate': 'Bearer' } })
+
 export const supplierNotFound = (id: string) =>
   new ApiError(404, 'supplier_not_found', `supplier '${id}' not found`)
 

@@ -1,5 +1,7 @@
 // Supplier keys (cap, mint, list, revoke) and the wall between buyer and supplier keys, over HTTP.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { ApiError } from '../../src/errors.ts'
+import { SupplierKeyStore } from '../../src/suppliers/key-store.ts'
 import { createAccount, keyFetch } from '../helpers/accounts.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { postSignIn, signInSupplier, siweMessage, supplierNonce } from '../helpers/suppliers.ts'
@@ -188,5 +190,27 @@ describe('buyer and supplier keys never open each other', () => {
     })
     expect(withCookie.status).toBe(401)
     expect(await errorCode(withCookie)).toBe('cookies_not_accepted')
+  })
+
+  test('a key revoked after its request was authenticated mints and revokes nothing: 401, nothing changed', async () => {
+    // Another replica revoked the calling key between this request's auth and its script: the
+    // script reads the supplier's keys in the same step as it acts.
+    const supplier = await signInSupplier(stack)
+    const keys = new SupplierKeyStore(stack.store, stack.keys)
+    const caller = await keys.mint(supplier.supplierId, 'caller')
+    const other = await keys.mint(supplier.supplierId, 'other')
+    await keys.revoke(supplier.supplierId, caller.id)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
+    for (const act of [
+      () => keys.mint(supplier.supplierId, 'escape', caller.id),
+      () => keys.revoke(supplier.supplierId, other.id, caller.id),
+    ]) {
+      const refused = await act().then(
+        () => null,
+        (error: unknown) => error as ApiError,
+      )
+      expect([refused?.status, refused?.code]).toEqual([401, 'invalid_api_key'])
+    }
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
   })
 })

@@ -105,7 +105,7 @@ export function supplierIdentityRoutes(
     .post(
       '/keys',
       async ({ supplier, body, status }) => {
-        const key = await keys.mint(supplier.supplierId, body.name)
+        const key = await keys.mint(supplier.supplierId, body.name, supplier.keyId)
         return status(201, key)
       },
       {
@@ -116,7 +116,7 @@ export function supplierIdentityRoutes(
     .delete(
       '/keys/:id',
       async ({ supplier, params }) => {
-        await keys.revoke(supplier.supplierId, params.id)
+        await keys.revoke(supplier.supplierId, params.id, supplier.keyId)
         return { status: 'ok' as const }
       },
       { supplier: true, params: t.Object({ id: t.String({ maxLength: 64 }) }) },
