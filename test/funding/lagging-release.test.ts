@@ -2,12 +2,9 @@
 // is never read as "unused" from a lagging node and "expired" from a fresh one. A refill whose
 // transfer is mined (its answer lost to a lagging node) must end credited, never released.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { AccountStore } from '../../src/accounts/accounts.ts'
-import { accountForPayer } from '../../src/funding/accounts.ts'
-import { createFunding, watchDeps } from '../../src/funding/index.ts'
 import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
-import { createLogger } from '../../src/logger.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
+import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
@@ -49,12 +46,7 @@ beforeAll(async () => {
       SVC_X402_RECEIPT_TIMEOUT_MS: '300',
     },
   })
-  const logger = createLogger('silent')
-  const funding = createFunding(stack.config.funding!, stack.store, stack.keys, logger)
-  const accounts = new AccountStore(stack.store, stack.keys)
-  deps = watchDeps(funding, logger, async (payer) => {
-    return (await accountForPayer(accounts, payer, stack.config.defaultMaxPriceCents)).accountId
-  })
+  deps = stackWatchDeps(stack)
 }, 60_000)
 
 afterAll(async () => {

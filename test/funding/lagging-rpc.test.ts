@@ -4,13 +4,10 @@
 // claim is let go only when the chain shows its authorization can no longer move money: unused,
 // and past its validBefore by the chain's own clock.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { AccountStore } from '../../src/accounts/accounts.ts'
 import { auditAll } from '../../src/cli/audit.ts'
-import { accountForPayer } from '../../src/funding/accounts.ts'
-import { createFunding, watchDeps } from '../../src/funding/index.ts'
 import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
-import { createLogger } from '../../src/logger.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
+import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { challenge, post, xPayment } from '../helpers/x402.ts'
@@ -62,12 +59,7 @@ beforeAll(async () => {
       SVC_X402_RECEIPT_TIMEOUT_MS: '300',
     },
   })
-  const logger = createLogger('silent')
-  const funding = createFunding(stack.config.funding!, stack.store, stack.keys, logger)
-  const accounts = new AccountStore(stack.store, stack.keys)
-  deps = watchDeps(funding, logger, async (payer) => {
-    return (await accountForPayer(accounts, payer, stack.config.defaultMaxPriceCents)).accountId
-  })
+  deps = stackWatchDeps(stack)
 }, 60_000)
 
 afterAll(async () => {

@@ -2,13 +2,10 @@
 // "failed" with no transaction. That proves nothing was NOT sent: the claim must stay for the
 // reconciler, which credits the transfer once it is mined.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { AccountStore } from '../../src/accounts/accounts.ts'
-import { accountForPayer } from '../../src/funding/accounts.ts'
-import { createFunding, watchDeps } from '../../src/funding/index.ts'
 import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
-import { createLogger } from '../../src/logger.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
+import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
@@ -44,12 +41,7 @@ beforeAll(async () => {
   stack = await startStack({
     env: { ...env, SVC_FACILITATOR_URL: facilitator.url, SVC_X402_WATCH_INTERVAL_MS: '600000' },
   })
-  const logger = createLogger('silent')
-  const funding = createFunding(stack.config.funding!, stack.store, stack.keys, logger)
-  const accounts = new AccountStore(stack.store, stack.keys)
-  deps = watchDeps(funding, logger, async (payer) => {
-    return (await accountForPayer(accounts, payer, stack.config.defaultMaxPriceCents)).accountId
-  })
+  deps = stackWatchDeps(stack)
 }, 60_000)
 
 afterAll(async () => {

@@ -1,0 +1,17 @@
+// The funding watcher's dependencies for a test stack, as a replica builds them: a test drives the
+// confirmations and the reconciler itself (its interval set far off) and asserts on what they did.
+import { AccountStore } from '../../src/accounts/accounts.ts'
+import { accountForPayer } from '../../src/funding/accounts.ts'
+import { createFunding, watchDeps } from '../../src/funding/index.ts'
+import type { WatchDeps } from '../../src/funding/watcher.ts'
+import { createLogger } from '../../src/logger.ts'
+import type { TestStack } from './stack.ts'
+
+export function stackWatchDeps(stack: TestStack): WatchDeps {
+  const logger = createLogger('silent')
+  const funding = createFunding(stack.config.funding!, stack.store, stack.keys, logger)
+  const accounts = new AccountStore(stack.store, stack.keys)
+  return watchDeps(funding, logger, async (payer) => {
+    return (await accountForPayer(accounts, payer, stack.config.defaultMaxPriceCents)).accountId
+  })
+}
