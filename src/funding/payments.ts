@@ -177,16 +177,19 @@ export class Payments {
     }
     if (settlement.status === 'failed') {
       // Ours moved nothing, but a copy of the authorization may have settled in another
-      // transaction first: then the claim stays and the reconciler credits that transfer.
-      const used = await this.chain.authorizationUsed(payer, payment.authorization.nonce).catch((error) => {
-        // Unknown whether a copy settled: the claim stays, and the reconciler finds out.
-        this.logger.error({ err: error, authorizationId: authId }, 'authorization state unreadable')
-        throw new ApiError(
-          502,
-          'settle_failed',
-          'payment settlement failed; the payment is being checked, do not sign again yet',
-        )
-      })
+      // transaction first: then the claim stays and the reconciler credits that transfer. A
+      // refusal that says so is believed over a read at the head, which a lagging node answers.
+      const used =
+        settlement.authorizationUsed ||
+        (await this.chain.authorizationUsed(payer, payment.authorization.nonce).catch((error) => {
+          // Unknown whether a copy settled: the claim stays, and the reconciler finds out.
+          this.logger.error({ err: error, authorizationId: authId }, 'authorization state unreadable')
+          throw new ApiError(
+            502,
+            'settle_failed',
+            'payment settlement failed; the payment is being checked, do not sign again yet',
+          )
+        }))
       if (used) {
         this.logger.warn(
           { transaction: settlement.transaction, authorizationId: authId },

@@ -26,8 +26,10 @@ export type Settlement =
   /**
    * Not settled: refused, or reverted on chain. `unsent` only when nothing can have been broadcast
    * (refused before signing); a refusal without a transaction hash proves nothing else.
+   * `authorizationUsed`: the refusal itself says the token has seen the authorization used (the
+   * relayer's gas estimate ran on a node that has the block a lagging read may not).
    */
-  | { status: 'failed'; reason: string; transaction?: Hex; unsent?: true }
+  | { status: 'failed'; reason: string; transaction?: Hex; unsent?: true; authorizationUsed?: true }
 
 export interface Settler {
   verify(payment: Payment, requirements: Requirements): Promise<Verification>
@@ -38,6 +40,10 @@ export interface Settler {
     onSent: (transaction: Hex) => Promise<void>,
   ): Promise<Settlement>
 }
+
+// USDC's revert for an authorization already used or canceled ("FiatTokenV2: authorization is used
+// or canceled"; the test token's "authorization is used").
+const USED_REVERT = /authorization is used/i
 
 // The x402 types name v1 networks as CAIP-2; the v1 scheme reads the v1 names. Same objects.
 const asPayload = (payment: Payment) => payment.payload as unknown as PaymentPayload
@@ -113,7 +119,15 @@ export class SelfSettler implements Settler {
     try {
       transaction = await this.relayer.send({ to: this.config.usdcAddress, data }, onSent)
     } catch (error) {
-      if (error instanceof NotSent) return { status: 'failed', reason: error.message, unsent: true }
+      if (error instanceof NotSent) {
+        const used = USED_REVERT.test(error.message)
+        return {
+          status: 'failed',
+          reason: error.message,
+          unsent: true,
+          ...(used && { authorizationUsed: true }),
+        }
+      }
       throw error
     }
     const receipt = await this.chain.waitForReceipt(transaction, this.config.receiptTimeoutMs)

@@ -81,7 +81,7 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<b
   // Used by a transaction we never recorded (a settlement call that failed after sending, a
   // replaced or front-run transaction): find it by the token's own record of the authorization.
   const transaction = record.fromBlock
-    ? await chain.authorizationUse(payer, nonce, BigInt(record.fromBlock))
+    ? await chain.authorizationUse(payer, nonce, searchFrom(deps, BigInt(record.fromBlock)))
     : null
   const receipt = transaction ? await chain.receipt(transaction) : null
   if (!transaction || receipt?.status !== 'success') {
@@ -92,6 +92,16 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<b
     return false
   }
   return creditTransfer(deps, record, transaction, receipt)
+}
+
+/**
+ * Where to look for the transaction that used a claim's authorization: from the head read before
+ * settling, less the authorization's longest life in blocks of at least a second. A copy may have
+ * been mined before the claim, under a verification read from a node that had not seen it yet.
+ */
+function searchFrom(deps: WatchDeps, fromBlock: bigint): bigint {
+  const lifetime = BigInt(deps.config.maxTimeoutSeconds + CLOCK_SKEW_SECONDS)
+  return fromBlock > lifetime ? fromBlock - lifetime : 0n
 }
 
 /**
