@@ -10,6 +10,7 @@ import { SignupFuse } from './fuse.ts'
 import { PaymentLedger } from './ledger.ts'
 import { Payments } from './payments.ts'
 import { Relayer } from './relayer.ts'
+import { SenderTurns } from './sender-lock.ts'
 import { RemoteSettler, SelfSettler, type Settler } from './settler.ts'
 import { startFundingWatch, type WatchDeps } from './watcher.ts'
 
@@ -37,9 +38,11 @@ function relayerFor(config: FundingConfig, chain: FundingChain, key: Hex): Relay
 
 export function createFunding(config: FundingConfig, store: Store, keys: Keyspace, logger: Logger): Funding {
   const chain = fundingChain(config, Math.min(250, Math.max(20, Math.floor(config.receiptTimeoutMs / 10))))
-  const settler: Settler = config.relayerPrivateKey
-    ? new SelfSettler(config, chain, relayerFor(config, chain, config.relayerPrivateKey))
-    : new RemoteSettler(config, chain)
+  let settler: Settler = new RemoteSettler(config, chain)
+  if (config.relayerPrivateKey) {
+    const relayer = relayerFor(config, chain, config.relayerPrivateKey)
+    settler = new SelfSettler(config, chain, relayer, new SenderTurns(store, keys, relayer.account.address))
+  }
   const ledger = new PaymentLedger(store, keys)
   return {
     config,

@@ -3,7 +3,9 @@
 // transaction is signed locally first, so its hash is known, and recorded through `onSigned`,
 // before it is broadcast: a hash is never lost once money can move.
 //
-// The queue is per process: give every replica its own relayer key (or use a remote facilitator).
+// The queue is per process; across replicas that may share the key, a send given the key's turns
+// (sender-lock.ts) takes its turn and reads its nonce afresh. A key of one replica's own finds its
+// turn free.
 import {
   type Account,
   type Chain,
@@ -15,6 +17,7 @@ import {
   type PublicClient,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
+import type { HeldTurn, SendTurns } from './sender-lock.ts'
 
 /** The transaction was refused before it was signed: nothing of it exists, no money moved. */
 export class NotSent extends Error {}
@@ -36,16 +39,49 @@ export class Relayer {
   }
 
   /** Queues one call; resolves with its hash once broadcast. */
-  send(call: { to: Hex; data: Hex }, onSigned: (hash: Hex) => Promise<void>): Promise<Hex> {
-    const run = this.tail.then(() => this.sendNow(call, onSigned))
+  send(
+    call: { to: Hex; data: Hex },
+    onSigned: (hash: Hex) => Promise<void>,
+    turns?: SendTurns,
+  ): Promise<Hex> {
+    const run = this.tail.then(() => this.sendNow(call, onSigned, turns))
     this.tail = run.catch(() => {})
     return run
   }
 
-  private async sendNow(call: { to: Hex; data: Hex }, onSigned: (hash: Hex) => Promise<void>): Promise<Hex> {
+  private async sendNow(
+    call: { to: Hex; data: Hex },
+    onSigned: (hash: Hex) => Promise<void>,
+    turns: SendTurns | undefined,
+  ): Promise<Hex> {
+    if (!turns) return this.sendAt(call, onSigned, null)
+    let turn: HeldTurn
+    try {
+      turn = await turns.take()
+    } catch (error) {
+      throw new NotSent(`relayer busy: ${(error as Error).message}`)
+    }
+    try {
+      return await this.sendAt(call, onSigned, turn)
+    } finally {
+      await turn.release().catch(() => {})
+    }
+  }
+
+  private async sendAt(
+    call: { to: Hex; data: Hex },
+    onSigned: (hash: Hex) => Promise<void>,
+    turn: HeldTurn | null,
+  ): Promise<Hex> {
+    // Shared with other replicas, the count this process kept may be stale: read afresh, never
+    // below the floor the last sender left.
+    const counted = turn ? undefined : this.nextNonce
     const nonce =
-      this.nextNonce ??
-      (await this.client.getTransactionCount({ address: this.account.address, blockTag: 'pending' }))
+      counted ??
+      Math.max(
+        turn?.floor ?? 0,
+        await this.client.getTransactionCount({ address: this.account.address, blockTag: 'pending' }),
+      )
     let serialized: Hex
     try {
       // Estimating gas runs the call: a transfer that would revert is refused here, unsent.
@@ -74,6 +110,8 @@ export class Relayer {
       return hash
     }
     this.nextNonce = nonce + 1
+    // Only a floor against a lagging count: a send it failed to note is sent all the same.
+    await turn?.sent(nonce).catch(() => {})
     return hash
   }
 }

@@ -11,6 +11,7 @@ import { encodeFunctionData, type Hex, parseSignature } from 'viem'
 import type { FundingConfig } from '../config.ts'
 import { eip3009Abi, type FundingChain, hasTransfer } from './chain.ts'
 import { NotSent, type Relayer, shortMessage } from './relayer.ts'
+import type { SendTurns } from './sender-lock.ts'
 import type { Payment, Requirements } from './wire.ts'
 
 export interface Verification {
@@ -58,6 +59,8 @@ export class SelfSettler implements Settler {
     private readonly config: FundingConfig,
     private readonly chain: FundingChain,
     private readonly relayer: Relayer,
+    /** The relayer key's turns across the replicas that share it. */
+    private readonly turns?: SendTurns,
   ) {
     // Verification only reads the chain; sending goes through the relayer's queue.
     const client = chain.client
@@ -117,7 +120,7 @@ export class SelfSettler implements Settler {
           })
     let transaction: Hex
     try {
-      transaction = await this.relayer.send({ to: this.config.usdcAddress, data }, onSent)
+      transaction = await this.relayer.send({ to: this.config.usdcAddress, data }, onSent, this.turns)
     } catch (error) {
       if (error instanceof NotSent) {
         const used = USED_REVERT.test(error.message)

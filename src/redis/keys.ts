@@ -264,6 +264,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * raised by payout-move signed: a node answering from behind cannot make a nonce used twice.
      */
     payoutNextNonce: (wallet: string) => key(`payout:next-nonce:${wallet}`),
+    /**
+     * string: the relayer's (lower-case address) next nonce after the last send any replica made
+     * from it, for a minute (src/funding/sender-lock.ts)
+     */
+    relayerNextNonce: (wallet: string) => key(`relayer:next-nonce:${wallet}`),
 
     // Webhooks. An owner is `acct:<accountId>` or `supplier:<supplierId>`; its keys sit under its
     // own name, so they move with the owner when the market is sharded by owner.

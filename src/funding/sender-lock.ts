@@ -1,0 +1,72 @@
+// The relayer's turn across replicas. Every replica may be given the same relayer key (one config
+// for all): each counting its own nonces, two would sign at the same nonce, and one transfer would
+// never be mined. A send holds the wallet's sender lock (lua/payout-lock.lua, keyed by its address,
+// so a key that also pays suppliers has one sender at a time), and takes its nonce no lower than
+// the one after the last send any replica made from it: a node answering the pending count from
+// behind cannot hand out a nonce again. That floor lapses after a minute, so a transaction dropped
+// from every pool leaves no gap that would hold up the sends after it.
+import { randomBytes } from 'node:crypto'
+import type { Address } from 'viem'
+import type { Keyspace } from '../redis/keys.ts'
+import { runScript } from '../redis/scripts.ts'
+import type { Store } from '../redis/store.ts'
+
+/** The lock, held: the lowest nonce the send may use, and what it says when done. */
+export interface HeldTurn {
+  floor: number
+  /** The send was broadcast at `nonce`: the next one starts after it. */
+  sent(nonce: number): Promise<void>
+  release(): Promise<void>
+}
+
+export interface SendTurns {
+  /** Waits for the wallet's turn; throws when another sender keeps it past the wait. */
+  take(): Promise<HeldTurn>
+}
+
+/** A send is a gas estimate, a signature and a broadcast: far shorter than the lock's life. */
+const LOCK_TTL_MS = 30_000
+const FLOOR_TTL_MS = 60_000
+const RETRY_MS = 10
+
+export class SenderTurns implements SendTurns {
+  private readonly wallet: string
+
+  constructor(
+    private readonly store: Store,
+    private readonly keys: Keyspace,
+    address: Address,
+    private readonly waitMs = 15_000,
+  ) {
+    this.wallet = address.toLowerCase()
+  }
+
+  private lock(action: 'acquire' | 'release', token: string): Promise<boolean> {
+    return runScript(this.store, 'payoutLock', [this.keys.base], {
+      action,
+      wallet: this.wallet,
+      token,
+      ttlMs: LOCK_TTL_MS,
+    }).then((reply) => Number((reply as number[])[0]) === 1)
+  }
+
+  async take(): Promise<HeldTurn> {
+    const token = randomBytes(16).toString('hex')
+    const until = Date.now() + this.waitMs
+    while (!(await this.lock('acquire', token))) {
+      if (Date.now() >= until) throw new Error('another replica holds the relayer key past the wait')
+      await Bun.sleep(RETRY_MS)
+    }
+    const floorKey = this.keys.relayerNextNonce(this.wallet)
+    const floor = Number((await this.store.get(floorKey)) ?? 0)
+    return {
+      floor,
+      sent: async (nonce) => {
+        await this.store.set(floorKey, String(nonce + 1), 'PX', FLOOR_TTL_MS)
+      },
+      release: async () => {
+        await this.lock('release', token)
+      },
+    }
+  }
+}
