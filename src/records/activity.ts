@@ -103,19 +103,36 @@ export async function listActivity(
 
 const USAGE_PAGE = 1_000
 
+/** A window as read from Redis's clock once: its UTC days, oldest first, and the time read. */
+export interface WindowRead {
+  days: string[]
+  nowMs: number
+}
+
+export async function readWindow(store: Store, window: StatsWindow): Promise<WindowRead> {
+  const [seconds, micros] = await store.time()
+  const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+  return { days: lastDays(nowMs, STATS_WINDOWS[window]), nowMs }
+}
+
 /**
  * The UTC days of the window ending today (Redis's clock), oldest first, after handing `visit` each
- * entry of the Stream from the first day's start, a page at a time.
+ * entry of the Stream from the first day's start, a page at a time. Streams read together pass the
+ * window read once (`read`): a clock passing midnight between reads would shift one's window. With
+ * `retentionMs`, from no earlier than the record retention either: a trimmed Stream may still hold
+ * older entries, which the listings (listActivity, the fills) do not show.
  */
 export async function scanWindow(
   store: Store,
   stream: string,
   window: StatsWindow,
   visit: (day: string, fields: Record<string, string>) => void,
+  options: { read?: WindowRead; retentionMs?: number } = {},
 ): Promise<string[]> {
-  const [seconds] = await store.time()
-  const days = lastDays(Number(seconds) * 1000, STATS_WINDOWS[window])
-  let start = String(Date.parse(`${days[0]}T00:00:00Z`))
+  const { days, nowMs } = options.read ?? (await readWindow(store, window))
+  const dayStart = Date.parse(`${days[0]}T00:00:00Z`)
+  const retained = options.retentionMs === undefined ? 0 : nowMs - options.retentionMs
+  let start = String(Math.max(dayStart, retained, 0))
   for (;;) {
     const entries = (await store.xrange(stream, start, '+', 'COUNT', USAGE_PAGE)) as Entry[]
     for (const [id, flat] of entries) visit(utcDay(entryMs(id)), fieldsOf(flat))
@@ -129,9 +146,15 @@ export async function scanWindow(
  * charged and how many requests it was served, split by model. Refused and failed attempts cost
  * nothing and are not requests served; a request counts once, on the attempt that served it.
  */
-export async function accountUsage(store: Store, keys: Keyspace, accountId: string, window: StatsWindow) {
+export async function accountUsage(
+  store: Store,
+  keys: Keyspace,
+  accountId: string,
+  window: StatsWindow,
+  retentionMs: number = DEFAULT_RECORD_RETENTION_MS,
+) {
   const byDay = new Map<string, Map<string, { cost: number; requests: number }>>()
-  const days = await scanWindow(store, keys.accountActivity(accountId), window, (day, f) => {
+  const visit = (day: string, f: Record<string, string>) => {
     if (f.status !== 'completed' && f.status !== 'incomplete') return
     const models = byDay.get(day) ?? new Map()
     byDay.set(day, models)
@@ -140,7 +163,9 @@ export async function accountUsage(store: Store, keys: Keyspace, accountId: stri
     row.cost += Number(f.costUsdc ?? 0)
     row.requests += 1
     models.set(model, row)
-  })
+  }
+  // Within the record retention, as activity lists.
+  const days = await scanWindow(store, keys.accountActivity(accountId), window, visit, { retentionMs })
   const view = (cost: number, requests: number) => ({ costUsdc: formatMicros(cost), requests })
   let totalCost = 0
   let totalRequests = 0

@@ -1,7 +1,8 @@
 // GET /v1/supplier/earnings: per UTC day of the window, what the supplier's offers earned (net of
 // the fee), how much they burned and how many fills, from its fills Streams like the buyer's usage.
 import { formatMicros } from '../money/units.ts'
-import { scanWindow } from '../records/activity.ts'
+import { readWindow, scanWindow } from '../records/activity.ts'
+import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { StatsWindow } from '../records/stats.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
@@ -24,6 +25,7 @@ export async function supplierEarnings(
   keys: Keyspace,
   supplierId: string,
   window: StatsWindow,
+  retentionMs: number = DEFAULT_RECORD_RETENTION_MS,
 ) {
   const byDay = new Map<string, Day>()
   const visit = (day: string, f: Record<string, string>) => {
@@ -34,9 +36,12 @@ export async function supplierEarnings(
     byDay.set(day, row)
   }
   const streams = await fillStreams(store, keys, supplierId)
-  const scans = await Promise.all(streams.map((stream) => scanWindow(store, stream, window, visit)))
-  // Without an offer (held apart: no Stream to scan), the window's days still come from Redis's clock.
-  const days = scans[0] ?? (await scanWindow(store, keys.supplierFills(supplierId), window, visit))
+  // Held apart, one Stream per offer: all scanned over one window, read once, so a read that
+  // passes midnight neither drops an offer's fills of the first day nor counts ones past the last.
+  // Within the record retention, as the fills list.
+  const read = await readWindow(store, window)
+  await Promise.all(streams.map((stream) => scanWindow(store, stream, window, visit, { read, retentionMs })))
+  const days = read.days
   const total: Day = { earned: 0, burn: 0, fills: 0 }
   const daily = days.map((date) => {
     const row = byDay.get(date) ?? { earned: 0, burn: 0, fills: 0 }

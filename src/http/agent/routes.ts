@@ -153,7 +153,13 @@ export function agentRoutes(deps: AuthDeps & { recordRetentionMs?: number }) {
     .get(
       '/usage',
       ({ buyer, query }) => {
-        return accountUsage(deps.store, deps.keys, buyer.accountId, windowQuery(query))
+        return accountUsage(
+          deps.store,
+          deps.keys,
+          buyer.accountId,
+          windowQuery(query),
+          deps.recordRetentionMs,
+        )
       },
       { buyer: true },
     )

@@ -73,7 +73,13 @@ export function supplierIdentityRoutes(
     .get(
       '/earnings',
       ({ supplier, query }) =>
-        supplierEarnings(deps.store, deps.keys, supplier.supplierId, windowQuery(query)),
+        supplierEarnings(
+          deps.store,
+          deps.keys,
+          supplier.supplierId,
+          windowQuery(query),
+          deps.recordRetentionMs,
+        ),
       { supplier: true },
     )
     .get(
