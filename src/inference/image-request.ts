@@ -70,7 +70,24 @@ function withoutStream(body: ImageBody): Record<string, unknown> {
   return rest
 }
 
-/** The images a supplier answer delivered; null when the body is not an image answer. */
-export function deliveredImages(json: Record<string, unknown>): number | null {
-  return Array.isArray(json.data) ? json.data.length : null
+/** One image as relayed: its bytes (and the prompt the model used, when it says so); nothing else. */
+export interface DeliveredImage {
+  b64_json: string
+  revised_prompt?: string
+}
+
+/**
+ * The images a supplier answer delivered, as relayed; null when the body is not an image answer.
+ * Only an entry with b64_json bytes is an image: an empty entry, or a URL the gateway never asked
+ * for (one to a private address, say), is neither paid for nor passed on.
+ */
+export function deliveredImages(json: Record<string, unknown>): DeliveredImage[] | null {
+  if (!Array.isArray(json.data)) return null
+  const images: DeliveredImage[] = []
+  for (const entry of json.data as unknown[]) {
+    const { b64_json, revised_prompt } = (entry ?? {}) as Record<string, unknown>
+    if (typeof b64_json !== 'string' || b64_json === '') continue
+    images.push(typeof revised_prompt === 'string' ? { b64_json, revised_prompt } : { b64_json })
+  }
+  return images
 }

@@ -327,11 +327,14 @@ export class InferenceService {
       body: images.upstreamBody,
       stream: false,
       isComplete: (json) => deliveredImages(json) !== null,
+      // An answer with no image in it delivered nothing: not paid for, the next offer is tried.
+      delivered: (json) => (deliveredImages(json)?.length ?? 0) > 0,
       capGroup: IMAGE_CAP_GROUP,
     })
     const json = dispatched.json!
     // The buyer pays for the images delivered, never more than were asked for.
-    const delivered = Math.min(deliveredImages(json) ?? 0, images.count)
+    const data = (deliveredImages(json) ?? []).slice(0, images.count)
+    const delivered = data.length
     try {
       const clearing = await clearBurn(
         this.clearDeps,
@@ -340,7 +343,6 @@ export class InferenceService {
         (images.perImage * delivered) as MicroDiem,
         { inputTokens: 0, outputTokens: delivered, estimated: false, outcome: 'completed' },
       )
-      const data = (json.data as unknown[]).slice(0, delivered)
       return { created: json.created ?? Math.floor(Date.now() / 1000), data, clearing }
     } catch (error) {
       throw clearFailure(error, call.supportReference)

@@ -2,7 +2,7 @@
 // is retrieved (cleared on the first MP4), refunded (the supplier failed it) or expired (both
 // released in full). The routes only shape the answers.
 import { ApiError, notFound } from '../errors.ts'
-import type { Clearing } from '../market/clearing.ts'
+import { type Clearing, ClearingError } from '../market/clearing.ts'
 import { refusalError } from '../market/refusal-errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
@@ -71,6 +71,9 @@ export class VideoService {
     call: InferenceCall,
   ): Promise<{ job: VideoJob; heldUsdc: number; askCents: number }> {
     const video = await this.validate(body)
+    // Read before admission: the job's lease runs its TTL from admission, so the job's own expiry
+    // counted from here ends first, and the reaper never takes the hold of a job still answering.
+    const now = this.now()
     const dispatched = await this.inference.dispatch(call, requester, {
       modelId: video.modelId,
       holdDiem: video.holdDiem,
@@ -84,7 +87,6 @@ export class VideoService {
     const { admission } = dispatched
     // The job's own lease (its time to live) holds it from here until it is retrieved.
     this.inference.renewer.remove(admission.attemptId)
-    const now = this.now()
     const job: VideoJob = {
       id: `vid_${call.supportReference.slice(3)}`,
       supportReference: call.supportReference,
@@ -185,26 +187,47 @@ export class VideoService {
       }
       if (media === 'broken') throw providerError('the provider did not answer; poll again')
       if (job.state !== 'queued') return { kind: 'media', media, clearing: null }
-      const clearing = await clearBurn(
-        this.inference.clearDeps,
-        // The admission as admit answered it: its hold was the job's burn.
-        { ...job, holdDiem: job.burn as MicroDiem },
-        job.preBalance < 0 ? null : (job.preBalance as MicroDiem),
-        job.burn as MicroDiem,
-        { inputTokens: 0, outputTokens: job.seconds, estimated: false, outcome: 'completed' },
-      )
+      let clearing: Clearing
+      try {
+        clearing = await clearBurn(
+          this.inference.clearDeps,
+          // The admission as admit answered it: its hold was the job's burn.
+          { ...job, holdDiem: job.burn as MicroDiem },
+          job.preBalance < 0 ? null : (job.preBalance as MicroDiem),
+          job.burn as MicroDiem,
+          { inputTokens: 0, outputTokens: job.seconds, estimated: false, outcome: 'completed' },
+        )
+      } catch (error) {
+        // Another poll ended the job uncharged while this one read its MP4 (the supplier told it
+        // the job failed, or it expired): the job's outcome stands, the media goes uncharged and
+        // unsent.
+        if (!(error instanceof ClearingError && error.reason === 'released')) throw error
+        const ended = await this.jobs.get(job.id)
+        if (ended?.state === 'expired') throw gone('video_expired', 'this job expired; nothing was charged')
+        throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
+      }
       await this.jobs.settle(job.id, 'completed')
       return { kind: 'media', media, clearing }
     }
     // From here on only the status counts: the body is not read, and its connection closes.
     upstream.cancel()
     if (ok) return { kind: 'processing', job }
+    // A job charged already (its MP4 delivered once) stays charged: what the supplier says now
+    // about its media is never answered as a refund.
+    if (job.state !== 'queued') {
+      if (upstream.status === 404)
+        throw gone(
+          'video_expired',
+          'the supplier no longer has this media; the job was charged when first retrieved',
+        )
+      throw providerError('the provider could not answer; poll again')
+    }
     if (upstream.status === 404) {
-      if (job.state === 'queued') await this.endUncharged(job, 'expired')
+      await this.endUncharged(job, 'expired')
       throw gone('video_expired', 'the supplier no longer has this job; nothing was charged')
     }
     if (upstream.status === 500 || upstream.status === 422) {
-      if (job.state === 'queued') await this.endUncharged(job, 'refunded')
+      await this.endUncharged(job, 'refunded')
       throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
     }
     throw providerError('the provider could not answer; poll again')
