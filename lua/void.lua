@@ -11,19 +11,34 @@
   ARGV[2]  cooldownMs: cool-down of the offer, ms (0 for none)
   ARGV[3]  upstreamBalance: the supplier key's upstream balance, micro-DIEM ("" unknown)
   ARGV[4]  recordRetentionMs: how long the ended reservation is kept (as its attempt's record is), ms
+  ARGV[5]  watchMs: the reaper's ("" or absent: 0): a reservation voided here stays on the offer's
+           leases this long, ms (renewals push it on), for the reaper to look at again: a late clear
+           may still charge its account, and its post be lost (src/market/two-phase.ts reapOffer)
 
-  Returns {1} voided; {0} already ended; {-1} no such reservation.
+  Returns {1} voided; {0} already ended (its watch, if any, over); {-1} no such reservation.
 ]]
 local reservation = k_reservation(ARGV[1])
 local r = rcall('HMGET', reservation, 'state', 'offerId', 'holdDiem')
-if not r[1] then return { -1 } end
+if not r[1] then
+  -- Expired while the reaper watched it (kept no longer than its record): nothing to look at.
+  rcall('ZREM', K_LEASES, ARGV[1])
+  return { -1 }
+end
 local offer = k_offer(r[2])
 local cooldown = int(ARGV[2])
 if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now_ms() + cooldown)) end
 if ARGV[3] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'balance', ARGV[3]) end
-if r[1] ~= 'reserved' then return { 0 } end
+if r[1] ~= 'reserved' then
+  rcall('ZREM', K_LEASES, ARGV[1])
+  return { 0 }
+end
 unwind_reservation(r[2], r[3])
 rcall('HSET', reservation, 'state', 'voided')
 rcall('PEXPIRE', reservation, s(int(ARGV[4])))
-rcall('ZREM', K_LEASES, ARGV[1])
+local watch = int(ARGV[5])
+if watch > 0 then
+  rcall('ZADD', K_LEASES, s(now_ms() + watch), ARGV[1])
+else
+  rcall('ZREM', K_LEASES, ARGV[1])
+end
 return { 1 }

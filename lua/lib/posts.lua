@@ -55,8 +55,9 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   -- a lost reservation's burn held no capacity on this master either.
   if r[1] == 'reserved' then
     b.held, b.inflight = b.held + int(r[3]), b.inflight + 1
-    rcall('ZREM', K_LEASES, id)
   end
+  -- Reserved, or voided and still watched by the reaper (lua/void.lua): nothing left to look at.
+  if not lost then rcall('ZREM', K_LEASES, id) end
   if r[1] ~= 'reserved' and int(burn_s) > 0 and (lost or rcall('EXISTS', k_offer(r[2])) == 1) then
     rcall('HINCRBY', k_offer(r[2]), 'lateBurned', burn_s)
   end

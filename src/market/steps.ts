@@ -305,11 +305,16 @@ class ApartSteps implements MarketSteps {
     return reaped
   }
 
-  /** Each reservation leases on its offer's slot: every offer ever posted is counted. */
+  /**
+   * Each offer counts its pending reservations (every offer ever posted); not its leases, where a
+   * reservation the reaper voided stays a while, watched for a late clear (reapOffer).
+   */
   async holdsOutstanding() {
     const offerIds = await this.store.smembers(this.keys.offers)
-    const counts = await Promise.all(offerIds.map((id) => this.store.zcard(this.owners.offer(id).leases)))
-    return counts.reduce((sum, count) => sum + count, 0)
+    const counts = await Promise.all(
+      offerIds.map((id) => this.store.hget(this.owners.offer(id).offer(id), 'inflight')),
+    )
+    return counts.reduce((sum, count) => sum + Number(count ?? 0), 0)
   }
 
   async quote(accountId: string, holdDiem: MicroDiem, defaultMaxPriceCents: number) {

@@ -246,10 +246,18 @@ export async function releaseApart(
 }
 
 /**
+ * How long the reaper looks out for a late clear after voiding a reservation (its replica's
+ * renewals push it on): a replica that stopped renewing may still be served and charge the account,
+ * and once voided, the reservation has no lease to bring the reaper back should that post be lost.
+ */
+export const LATE_CLEAR_WATCH_MS = 5 * 60_000
+
+/**
  * Finishes the offer's reservations whose lease ran out (at most `limit`): each attempt the
  * account still holds is reaped and its reservation voided; one cleared on the account's side but
- * never posted (its replica died between the two steps) is posted with what was billed. Returns
- * how many it finished.
+ * never posted (its replica died between the two steps) is posted with what was billed. A voided
+ * one is looked at once more after `watchMs`: posted if a late clear charged its account since,
+ * else let go. Returns how many it finished.
  */
 export async function reapOffer(
   store: Store,
@@ -257,6 +265,7 @@ export async function reapOffer(
   offerId: string,
   limit = 100,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
+  watchMs = LATE_CLEAR_WATCH_MS,
 ): Promise<number> {
   const offer = owners.offer(offerId)
   // Read on the offer's own slot, by the clock of the master that wrote the deadlines.
@@ -281,7 +290,7 @@ export async function reapOffer(
       const who = { accountId: accountId!, offerId, model: String(ended[5]) }
       await post(store, owners, attemptId, who, billed, null, recordRetentionMs)
     } else {
-      await voidReservation(store, owners, attemptId, offerId, 0, null, recordRetentionMs)
+      await voidReservation(store, owners, attemptId, offerId, 0, null, recordRetentionMs, watchMs)
     }
   }
   return due.length
@@ -313,11 +322,13 @@ async function voidReservation(
   cooldownMs: number,
   upstreamBalance: MicroDiem | null,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
+  watchMs = 0,
 ): Promise<void> {
   await runScript(store, 'void', [owners.offer(offerId).base], {
     attemptId,
     cooldownMs,
     upstreamBalance: upstreamBalance ?? '',
     recordRetentionMs,
+    watchMs,
   })
 }

@@ -229,6 +229,7 @@ export const SCRIPTS = {
     'cooldownMs',
     'upstreamBalance',
     'recordRetentionMs',
+    'watchMs',
   ]),
   post: market([...ending, LIB.posts], post, ['recordRetentionMs', 'offerId'], true),
   reapHold: market([...ending], reapHold, ['attemptId', 'recordRetentionMs', 'offerId']),
