@@ -74,11 +74,14 @@ class MessagesShape implements StreamShape {
   constructor(
     private readonly shape: MessageShape,
     private readonly supportReference: string,
+    private readonly inputTokens: Promise<number>,
   ) {}
 
-  start(): string[] {
+  async start(): Promise<string[]> {
+    // Anthropic's message_start gives the prompt's tokens, and some clients (LangChain) read them
+    // only there: the gateway's count, as count_tokens gives it; message_delta has the billed one.
     const usage = {
-      input_tokens: 0,
+      input_tokens: await this.inputTokens,
       output_tokens: 0,
       cache_creation_input_tokens: null,
       cache_read_input_tokens: null,
@@ -219,6 +222,11 @@ class MessagesShape implements StreamShape {
   }
 }
 
-export function relayMessagesStream(ctx: StreamContext, shape: MessageShape): ReadableStream<Uint8Array> {
-  return relayStream(ctx, new MessagesShape(shape, ctx.supportReference))
+/** `inputTokens`: the prompt's count for message_start (0 when it could not be made). */
+export function relayMessagesStream(
+  ctx: StreamContext,
+  shape: MessageShape,
+  inputTokens: Promise<number>,
+): ReadableStream<Uint8Array> {
+  return relayStream(ctx, new MessagesShape(shape, ctx.supportReference, inputTokens))
 }

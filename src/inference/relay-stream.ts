@@ -79,8 +79,8 @@ export function unknownOutcomeMessage(supportReference: string): string {
 
 /** What one wire format does with the supplier's stream; the driver below does the rest. */
 export interface StreamShape {
-  /** Frames before the first content (the Responses preamble). */
-  start?(): string[]
+  /** Frames before the first content (the Responses preamble, Messages' message_start). */
+  start?(): string[] | Promise<string[]>
   /** The frame sent on silence, when the format has its own (else an SSE comment). */
   keepAlive?: string
   /** The frame for one content chunk, or null to send nothing for it. */
@@ -182,7 +182,10 @@ class StreamRelay {
 
   async pull(sink: Sink): Promise<void> {
     this.sink = sink
-    if (this.shape.start) for (const f of this.shape.start()) sink.write(f)
+    // A format's opening frames may wait on a count (the Messages prompt's tokens).
+    const opening = (await this.shape.start?.()) ?? []
+    if (this.cancelled) return
+    for (const f of opening) sink.write(f)
     this.clock.add(this)
     try {
       for (;;) {

@@ -4,7 +4,7 @@
 import { Elysia } from 'elysia'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { ApiError } from '../../errors.ts'
-import { liveTextModel } from '../../inference/chat-request.ts'
+import { type ChatBody, liveTextModel } from '../../inference/chat-request.ts'
 import { messageContent, messageObject, messagesUsage } from '../../inference/messages-object.ts'
 import {
   checkCapabilities,
@@ -17,15 +17,21 @@ import {
 import { relayMessagesStream } from '../../inference/relay-messages.ts'
 import type { ChatFormat, InferenceService } from '../../inference/service.ts'
 import { countTokens } from '../../inference/token-count.ts'
-import { type ChatMessageLike, promptTokenCount } from '../../inference/tokens.ts'
+import { type ChatMessageLike, promptFieldsOf, promptTokenCount } from '../../inference/tokens.ts'
 import { buyerKeyAuth, unauthorized } from '../auth.ts'
 import { type PaidHandler, sendAnswer } from './call.ts'
+
+/** The prompt's tokens as an answer without usage is billed on them; 0 when they cannot be counted. */
+const streamInputTokens = (chat: ChatBody) =>
+  promptTokenCount(chat.messages as ChatMessageLike[], promptFieldsOf(chat)).catch(() => 0)
 
 export const messagesHandler =
   (service: InferenceService): PaidHandler<MessagesBody> =>
   async ({ body, buyerKey, request, set }) => {
     // A field that cannot be honoured, by the facade or by the model, is refused before any hold.
     const translated = messagesToChat(body)
+    // Counted off the main thread while the request is admitted, for a stream's message_start.
+    const inputTokens = body.stream === true ? streamInputTokens(translated.chat) : Promise.resolve(0)
     const entry = await service.deps.catalog.get(body.model)
     if (entry) checkCapabilities(translated.needs, entry)
     return sendAnswer(request, set, (call) =>
@@ -40,7 +46,7 @@ export const messagesHandler =
             const { content, ...stop } = messageContent(shape, chat)
             return (_, clearing) => messageObject(shape, content, stop, messagesUsage(clearing.usage))
           },
-          stream: (context) => relayMessagesStream(context, shape),
+          stream: (context) => relayMessagesStream(context, shape, inputTokens),
         }
       }),
     )
