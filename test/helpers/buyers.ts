@@ -19,8 +19,18 @@ export interface SimOffer {
 }
 
 /** An offer selling capacity on the stack's simulated supplier, under its own upstream key. */
-export async function simOffer(
+export function simOffer(
   stack: TestStack,
+  askCents: number,
+  extra: { capacityDiem?: string; maxInFlight?: number; upstreamKey?: string } = {},
+): Promise<SimOffer> {
+  return postOffer(stack, stack.sim.url, askCents, extra)
+}
+
+/** An offer selling capacity on the supplier at `baseUrl` (a test's own, or the simulated one). */
+export async function postOffer(
+  stack: TestStack,
+  baseUrl: string,
   askCents: number,
   extra: { capacityDiem?: string; maxInFlight?: number; upstreamKey?: string } = {},
 ): Promise<SimOffer> {
@@ -28,7 +38,7 @@ export async function simOffer(
   const response = await adminFetch(stack, '/admin/v1/offers', {
     method: 'POST',
     json: {
-      upstreamBaseUrl: stack.sim.url,
+      upstreamBaseUrl: baseUrl,
       upstreamApiKey: upstreamKey,
       askCents,
       capacityDiem: extra.capacityDiem ?? '50',

@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Server } from 'bun'
 import { auditAll } from '../../src/cli/audit.ts'
 import { TINY_MP4 } from '../../src/sim/video.ts'
-import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
-import { balances, fundedBuyer } from '../helpers/buyers.ts'
+import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
+import { balances, fundedBuyer, postOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -36,16 +36,7 @@ beforeAll(async () => {
     },
   })
   stack = await startStack({ env: { SVC_OFFER_COOLDOWN_MS: '0' } })
-  const offer = await adminFetch(stack, '/admin/v1/offers', {
-    method: 'POST',
-    json: {
-      upstreamBaseUrl: `http://127.0.0.1:${supplier.port}`,
-      upstreamApiKey: 'k',
-      askCents: 40,
-      capacityDiem: '50',
-    },
-  })
-  expect(offer.status).toBe(201)
+  await postOffer(stack, `http://127.0.0.1:${supplier.port}`, 40)
   buyer = await fundedBuyer(stack, '5.000000')
 })
 afterAll(async () => {
