@@ -343,7 +343,7 @@ export const SCRIPTS = {
     true,
     4,
   ),
-  webhookDelete: standalone(webhookDelete, 4, ['endpointId', 'owner'], false, 3),
+  webhookDelete: standalone(webhookDelete, 6, ['endpointId', 'owner'], false, 5),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

@@ -15,18 +15,24 @@ import type { Logger } from 'pino'
 import type { WebhookConfig } from '../config.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
-import type { WebhookDeliveries } from './delivery.ts'
+import type { StoredEvent, WebhookDeliveries } from './delivery.ts'
 import { eventOf, wants } from './delivery.ts'
-import type { WebhookStore } from './endpoints.ts'
+import type { StoredEndpoint, WebhookStore } from './endpoints.ts'
 import { DELIVERY_GROUP, type Owner } from './events.ts'
 
 const BATCH = 50
 const SWEEP_MS = 60_000
+// Owners a replica delivers for at once: a slow or hanging receiver holds one of these, not the
+// replica's whole pass (one owner's backlog never delays another's), and no outside party can make
+// a replica open a connection per owner flagged.
+const OWNERS_AT_ONCE = 32
 type Entry = [string, string[]]
 
 export class WebhookConsumer {
   private readonly name = `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
   private sweptAt = 0
+  /** The owners this replica is delivering for now: a pass started meanwhile leaves them be. */
+  private readonly busy = new Set<Owner>()
 
   constructor(
     private readonly store: Store,
@@ -38,51 +44,90 @@ export class WebhookConsumer {
 
   /**
    * One pass: each owner's new events, then those pending long enough to be due again; the owners
-   * flagged due, or every owner on a sweep (the first pass, then every SWEEP_MS). Answers events handled.
+   * flagged due, or every owner on a sweep (the first pass, then every SWEEP_MS), up to
+   * OWNERS_AT_ONCE at a time, skipping those a pass still in flight delivers for (an owner left
+   * out stays flagged). Answers events handled.
    */
   async pass(sweep = Date.now() - this.sweptAt >= SWEEP_MS): Promise<number> {
     if (sweep) this.sweptAt = Date.now()
-    const owners = sweep
-      ? ((await this.store.smembers(this.keys.webhookOwners)) as Owner[])
-      : await this.flaggedOwners()
+    const owners = [
+      ...new Set(
+        sweep
+          ? ((await this.store.smembers(this.keys.webhookOwners)) as Owner[])
+          : await this.flaggedOwners(),
+      ),
+    ]
     let handled = 0
-    for (const owner of owners) {
-      // Taken before the read: an event written from here on flags the owner again.
-      if (!sweep) await this.store.srem(this.keys.webhookDue(owner), owner)
-      const stream = this.keys.webhookEvents(owner)
-      const fresh = (await this.store.xreadgroup(
-        'GROUP',
-        DELIVERY_GROUP,
-        this.name,
-        'COUNT',
-        BATCH,
-        'STREAMS',
-        stream,
-        '>',
-      )) as [string, Entry[]][] | null
-      // A claim must outlast a delivery in flight elsewhere, or two replicas send the same try.
-      const minIdle = Math.max(this.config.backoffMs, this.config.timeoutMs * 2)
-      const claimed = (await this.store.xautoclaim(
-        stream,
-        DELIVERY_GROUP,
-        this.name,
-        minIdle,
-        '0-0',
-        'COUNT',
-        BATCH,
-      )) as [string, Entry[]]
-      const entries = [...(fresh?.[0]?.[1] ?? []), ...claimed[1]]
-      for (const entry of entries) {
-        // A trimmed entry comes back from XAUTOCLAIM without fields: nothing left to send.
-        if (entry[1]) await this.handle(owner, stream, entry)
-        else await this.store.xack(stream, DELIVERY_GROUP, entry[0])
-        handled++
+    let next = 0
+    const worker = async () => {
+      while (next < owners.length && this.busy.size < OWNERS_AT_ONCE) {
+        const owner = owners[next++] as Owner
+        if (this.busy.has(owner)) continue
+        this.busy.add(owner)
+        try {
+          handled += await this.drain(owner, sweep)
+        } finally {
+          this.busy.delete(owner)
+        }
       }
-      // Still something to do: a full batch read, or an event waiting on a retry (here or at
-      // another replica): the next pass looks again.
-      if (entries.length >= BATCH || (await this.pendingCount(stream)) > 0)
-        await this.store.sadd(this.keys.webhookDue(owner), owner)
     }
+    await Promise.all(Array.from({ length: Math.min(OWNERS_AT_ONCE, owners.length) }, worker))
+    return handled
+  }
+
+  /**
+   * One owner's events: one entry read (or claimed) at a time and sent at once, so none waits in a
+   * batch of ours while its idle time runs out and another replica claims and sends it too.
+   */
+  private async drain(owner: Owner, sweep: boolean): Promise<number> {
+    // Taken before the read: an event written from here on flags the owner again.
+    if (!sweep) await this.store.srem(this.keys.webhookDue(owner), owner)
+    const stream = this.keys.webhookEvents(owner)
+    // A claim must outlast a delivery in flight elsewhere, or two replicas send the same try.
+    const minIdle = Math.max(this.config.backoffMs, this.config.timeoutMs * 2)
+    let handled = 0
+    let cursor: string | null = '0-0'
+    let fresh = true
+    while (handled < BATCH) {
+      // New entries first, until none is left; then those pending, claimed once idle long enough.
+      const read = !fresh
+        ? null
+        : ((await this.store.xreadgroup(
+            'GROUP',
+            DELIVERY_GROUP,
+            this.name,
+            'COUNT',
+            1,
+            'STREAMS',
+            stream,
+            '>',
+          )) as [string, Entry[]][] | null)
+      let entry = read?.[0]?.[1]?.[0]
+      if (!entry) {
+        fresh = false
+        if (cursor === null) break
+        const claimed = (await this.store.xautoclaim(
+          stream,
+          DELIVERY_GROUP,
+          this.name,
+          minIdle,
+          cursor,
+          'COUNT',
+          1,
+        )) as [string, Entry[]]
+        cursor = claimed[0] === '0-0' ? null : claimed[0]
+        entry = claimed[1][0]
+        if (!entry) continue
+      }
+      // A trimmed entry comes back from XAUTOCLAIM without fields: nothing left to send.
+      if (entry[1]) await this.handle(owner, stream, entry)
+      else await this.store.xack(stream, DELIVERY_GROUP, entry[0])
+      handled++
+    }
+    // Still something to do: a full batch handled, or an event waiting on a retry (here or at
+    // another replica): the next pass looks again.
+    if (handled >= BATCH || (await this.pendingCount(stream)) > 0)
+      await this.store.sadd(this.keys.webhookDue(owner), owner)
     return handled
   }
 
@@ -101,27 +146,28 @@ export class WebhookConsumer {
     return Number(summary[0])
   }
 
-  // Sends the event to each endpoint that wants it and is due; acks once none is left waiting.
+  /** One endpoint's try of the event, when one is due: answers whether a retry is left waiting. */
+  private async deliver(owner: Owner, endpoint: StoredEndpoint, event: StoredEvent): Promise<boolean> {
+    const tries = this.keys.webhookTries(owner, endpoint.id)
+    const [count, last, end] = await this.store.hmget(tries, event.id, `${event.id}:at`, `${event.id}:end`)
+    if (end) return false
+    const attempts = Number(count ?? 0)
+    const dueAt = attempts === 0 ? 0 : Number(last) + this.config.backoffMs * 2 ** (attempts - 1)
+    if (Date.now() < dueAt) return true
+    const record = await this.deliveries.send(owner, endpoint, event, attempts + 1)
+    const finished = record.ok || attempts + 1 >= this.config.maxAttempts
+    await this.store.hset(tries, event.id, attempts + 1, `${event.id}:at`, Date.now())
+    if (finished) await this.store.hset(tries, `${event.id}:end`, record.ok ? 'delivered' : 'failed')
+    return !finished
+  }
+
+  // Sends the event to each endpoint that wants it and is due, all at once (one hanging endpoint
+  // must not hold the event past a claim's wait); acks once none is left waiting.
   private async handle(owner: Owner, stream: string, [streamId, fields]: Entry): Promise<void> {
     const event = eventOf(streamId, fields)
-    let waiting = false
-    for (const endpoint of await this.webhooks.list(owner)) {
-      if (!wants(endpoint, event)) continue
-      const tries = this.keys.webhookTries(owner, endpoint.id)
-      const [count, last, end] = await this.store.hmget(tries, event.id, `${event.id}:at`, `${event.id}:end`)
-      if (end) continue
-      const attempts = Number(count ?? 0)
-      const dueAt = attempts === 0 ? 0 : Number(last) + this.config.backoffMs * 2 ** (attempts - 1)
-      if (Date.now() < dueAt) {
-        waiting = true
-        continue
-      }
-      const record = await this.deliveries.send(owner, endpoint, event, attempts + 1)
-      const finished = record.ok || attempts + 1 >= this.config.maxAttempts
-      await this.store.hset(tries, event.id, attempts + 1, `${event.id}:at`, Date.now())
-      if (finished) await this.store.hset(tries, `${event.id}:end`, record.ok ? 'delivered' : 'failed')
-      else waiting = true
-    }
+    const endpoints = (await this.webhooks.list(owner)).filter((endpoint) => wants(endpoint, event))
+    const waits = await Promise.all(endpoints.map((endpoint) => this.deliver(owner, endpoint, event)))
+    const waiting = waits.includes(true)
     if (waiting) return
     await this.store.xack(stream, DELIVERY_GROUP, streamId)
     for (const endpoint of await this.webhooks.list(owner))
@@ -134,23 +180,26 @@ export class WebhookConsumer {
   }
 }
 
-/** Runs the consumer every pollMs until stopped; stop waits for the pass in flight (drain). */
+/**
+ * Runs a pass every pollMs until stopped, not waiting for the one before (a pass stuck on a slow
+ * owner would hold up every other): passes in flight overlap, each leaving the owners another
+ * delivers for, at most OWNERS_AT_ONCE of them. Stop waits for those in flight (drain).
+ */
 export function startWebhookConsumer(consumer: WebhookConsumer, pollMs: number, logger: Logger) {
   let stopped = false
-  let running: Promise<unknown> | null = null
+  const running = new Set<Promise<unknown>>()
   const timer = setInterval(() => {
-    if (stopped || running) return
-    running = consumer
+    if (stopped || running.size >= OWNERS_AT_ONCE) return
+    const pass: Promise<unknown> = consumer
       .pass()
       .catch((error: Error) => logger.warn({ err: error.message }, 'webhook pass failed'))
-      .finally(() => {
-        running = null
-      })
+      .finally(() => running.delete(pass))
+    running.add(pass)
   }, pollMs)
   timer.unref()
   return async () => {
     stopped = true
     clearInterval(timer)
-    await running
+    await Promise.all(running)
   }
 }

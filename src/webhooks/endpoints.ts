@@ -74,7 +74,8 @@ export class WebhookStore {
     const url = parseWebhookUrl(input.url)
     await resolvePublicAddress(url, this.policy)
 
-    const secret = `whsec_${randomBytes(32).toString('base64url')}`
+    // Standard base64, as Standard Webhooks libraries decode it (base64url's - and _ they refuse).
+    const secret = `whsec_${randomBytes(32).toString('base64')}`
     const endpoint: StoredEndpoint = {
       id: `wh_${randomBytes(12).toString('hex')}`,
       url: url.href,
@@ -132,6 +133,8 @@ export class WebhookStore {
   }
 
   async remove(owner: Owner, id: string): Promise<void> {
+    // The id names keys the script deletes: only an id of ours' shape reaches it.
+    if (!WEBHOOK_ID.test(id)) throw notFound('no such webhook endpoint', 'webhook_not_found')
     const result = (await runScript(
       this.store,
       'webhookDelete',
@@ -139,6 +142,8 @@ export class WebhookStore {
         this.keys.webhooks(owner),
         this.keys.webhookHooks(owner),
         this.keys.webhookOwnerHash(owner),
+        this.keys.webhookLog(owner, id),
+        this.keys.webhookTries(owner, id),
         ...(this.keys.layout === 'apart' ? [] : [this.keys.webhookOwners]),
       ],
       { endpointId: id, owner },

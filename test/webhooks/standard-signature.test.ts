@@ -1,0 +1,68 @@
+// The README says deliveries are "Signed as Standard Webhooks do" with a `whsec_...` secret: a
+// receiver that verifies with the Standard Webhooks reference library (the `standardwebhooks`
+// package; the gateway's svc-webhook-* headers passed as its webhook-* ones) accepts a delivery,
+// and refuses it under another secret or with a timestamp too old (a replay). Real Redis, the real
+// registration and delivery, a receiver of the test's own on loopback.
+import { afterAll, expect, test } from 'bun:test'
+import { randomBytes, randomUUID } from 'node:crypto'
+import { Webhook } from 'standardwebhooks'
+import type { WebhookConfig } from '../../src/config.ts'
+import { keyspace } from '../../src/redis/keys.ts'
+import { createStore } from '../../src/redis/store.ts'
+import { webhookParts } from '../../src/webhooks/endpoints.ts'
+import { supplierOwner } from '../../src/webhooks/events.ts'
+import { sign, verify } from '../../src/webhooks/signing.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { startReceiver } from '../webhooks/helpers.ts'
+
+const store = createStore(testRedisUrl(), { name: 'svc-test-webhooks-sig' })
+afterAll(() => store.close())
+
+const CONFIG: WebhookConfig = {
+  allowLoopback: true,
+  timeoutMs: 10_000,
+  backoffMs: 50,
+  maxAttempts: 3,
+  pollMs: 50,
+}
+
+test('a delivery verifies with the Standard Webhooks library and the secret shown once', async () => {
+  const keys = keyspace(testPrefix())
+  const { webhooks, deliveries } = webhookParts(store, keys, randomBytes(32), CONFIG)
+  const receiver = startReceiver()
+  try {
+    const owner = supplierOwner(`sup_${randomUUID()}`)
+    const created = await webhooks.create(owner, { url: receiver.url, events: ['supplier.suspended'] })
+    const [endpoint] = await webhooks.list(owner)
+    const event = {
+      id: 'evt_1-0',
+      type: 'supplier.suspended',
+      createdAt: Date.now(),
+      data: { a: '1.000000' },
+    }
+    const record = await deliveries.send(owner, endpoint!, event, 1)
+    expect(record.ok).toBe(true)
+    const [got] = receiver.received
+    const headers = {
+      'webhook-id': got!.id,
+      'webhook-timestamp': got!.timestamp,
+      'webhook-signature': got!.signature,
+    }
+    expect(new Webhook(created.secret).verify(got!.body, headers)).toEqual(JSON.parse(got!.body))
+    // The project's own verify agrees.
+    expect(verify(created.secret, got!.id, got!.timestamp, got!.body, got!.signature)).toBe(true)
+    // Another endpoint's secret does not verify it.
+    const other = await webhooks.create(owner, { url: receiver.url, events: ['supplier.suspended'] })
+    expect(() => new Webhook(other.secret).verify(got!.body, headers)).toThrow()
+    // Signed right but stamped an hour ago: the library refuses it as a replay.
+    const old = Math.floor(Date.now() / 1000) - 3600
+    const stale = {
+      ...headers,
+      'webhook-timestamp': String(old),
+      'webhook-signature': sign(created.secret, got!.id, old, got!.body),
+    }
+    expect(() => new Webhook(created.secret).verify(got!.body, stale)).toThrow(/too old/i)
+  } finally {
+    await receiver.stop()
+  }
+})
