@@ -18,14 +18,22 @@ export type LogLevel = (typeof LOG_LEVELS)[number]
 function redisUrl(env: Env): string {
   const raw = read(env, 'REDIS_URL')
   if (raw && /^rediss?\+(sentinel|cluster):/.test(raw)) {
+    let kind: string
     try {
-      parseRedisTarget(raw)
-      return raw
+      kind = parseRedisTarget(raw).kind
     } catch (error) {
       throw new ConfigError('REDIS_URL', `a valid Sentinel or Cluster URL (${(error as Error).message})`)
     }
+    // One that names no node would be dialled as a single server at no address.
+    if (kind === 'single') throw new ConfigError('REDIS_URL', 'a valid Sentinel or Cluster URL (no nodes)')
+    return raw
   }
-  return url(env, 'REDIS_URL', ['redis:', 'rediss:', 'redis+unix:'])
+  const checked = url(env, 'REDIS_URL', ['redis:', 'rediss:', 'redis+unix:'])
+  // Without a host (or a socket path) the client would dial a name of its own guessing, for ever.
+  const parsed = new URL(checked)
+  if (parsed.protocol === 'redis+unix:' ? parsed.pathname.length < 2 : parsed.hostname === '')
+    throw new ConfigError('REDIS_URL', 'a URL naming its host (or, for redis+unix://, its socket path)')
+  return checked
 }
 
 export interface GatewayConfig {

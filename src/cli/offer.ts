@@ -3,7 +3,15 @@
 // environment: REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY.
 import { parseArgs } from 'node:util'
 import { loadStoreConfig, masterKey } from '../config.ts'
-import { ASK_MAX_CENTS, ASK_MIN_CENTS, type OfferInput, OfferService } from '../market/offers.ts'
+import {
+  ASK_MAX_CENTS,
+  ASK_MIN_CENTS,
+  MAX_CAPACITY_MICRO_DIEM,
+  MAX_SUPPLIER_LABEL_CHARS,
+  MAX_UPSTREAM_KEY_CHARS,
+  type OfferInput,
+  OfferService,
+} from '../market/offers.ts'
 import { type MicroDiem, parseMicros } from '../money/units.ts'
 import { recordedKeyspace } from '../redis/layout.ts'
 import { createStore } from '../redis/store.ts'
@@ -35,24 +43,42 @@ function wholeNumber(raw: string, name: string, min: number, max: number): numbe
   return Number(raw)
 }
 
+/** An http(s) URL, as the admin API takes it: one the supplier call can parse. */
+function httpUrl(raw: string): boolean {
+  try {
+    return /^https?:$/.test(new URL(raw).protocol) && !/\s/.test(raw)
+  } catch {
+    return false
+  }
+}
+
+/** Text of 1 to `max` characters: the admin API's bounds on the same field. */
+function text(raw: string, name: string, max: number): string {
+  if (raw.length < 1 || raw.length > max) throw new UsageError(`--${name} must be 1 to ${max} characters`)
+  return raw
+}
+
+// The same bounds as /admin/v1/offers: past them the market's sums stop being exact integers
+// (a capacity past a million DIEM made /v1/capacity fail for every buyer).
 function input(values: Values): OfferInput {
   const out: OfferInput = {}
   if (values['base-url'] !== undefined) {
-    if (!/^https?:\/\/\S+$/.test(values['base-url']))
-      throw new UsageError('--base-url must be an http(s) URL')
+    if (!httpUrl(values['base-url'])) throw new UsageError('--base-url must be an http(s) URL')
     out.upstreamBaseUrl = values['base-url'].replace(/\/+$/, '')
   }
-  if (values.key !== undefined) out.upstreamApiKey = values.key
+  if (values.key !== undefined) out.upstreamApiKey = text(values.key, 'key', MAX_UPSTREAM_KEY_CHARS)
   if (values.ask !== undefined) out.askCents = wholeNumber(values.ask, 'ask', ASK_MIN_CENTS, ASK_MAX_CENTS)
   if (values.capacity !== undefined) {
     const micros = parseMicros(values.capacity)
-    if (micros === null || micros <= 0) throw new UsageError('--capacity must be a positive DIEM amount')
+    if (micros === null || micros <= 0 || micros > MAX_CAPACITY_MICRO_DIEM)
+      throw new UsageError('--capacity must be a positive DIEM amount, at most 6 decimals, up to 1000000')
     out.capacity = micros as MicroDiem
   }
   if (values['max-in-flight'] !== undefined) {
     out.maxInFlight = wholeNumber(values['max-in-flight'], 'max-in-flight', 1, 100_000)
   }
-  if (values.supplier !== undefined) out.supplier = values.supplier
+  if (values.supplier !== undefined)
+    out.supplier = text(values.supplier, 'supplier', MAX_SUPPLIER_LABEL_CHARS)
   return out
 }
 

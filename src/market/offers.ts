@@ -15,6 +15,11 @@ import { encryptUpstreamKey } from './upstream-key-crypto.ts'
 
 export const ASK_MIN_CENTS = 30
 export const ASK_MAX_CENTS = 80
+/** A million DIEM per offer keeps every sum and product of capacities an exact integer. */
+export const MAX_CAPACITY_MICRO_DIEM = 1_000_000 * 1_000_000
+/** The longest upstream key and supplier label an offer takes (the admin API's bounds). */
+export const MAX_UPSTREAM_KEY_CHARS = 1024
+export const MAX_SUPPLIER_LABEL_CHARS = 128
 export type OfferStatus = 'active' | 'paused' | 'deleted'
 
 export interface OfferInput {

@@ -2,22 +2,28 @@
 // the admin token. The upstream key goes in on create or update and never comes out.
 import { Elysia, t } from 'elysia'
 import { badRequest, notFound } from '../../errors.ts'
-import { ASK_MAX_CENTS, ASK_MIN_CENTS, type OfferInput, OfferService } from '../../market/offers.ts'
+import {
+  ASK_MAX_CENTS,
+  ASK_MIN_CENTS,
+  MAX_CAPACITY_MICRO_DIEM,
+  MAX_SUPPLIER_LABEL_CHARS,
+  MAX_UPSTREAM_KEY_CHARS,
+  type OfferInput,
+  OfferService,
+} from '../../market/offers.ts'
 import { type MicroDiem, parseMicros } from '../../money/units.ts'
 import type { Keyspace } from '../../redis/keys.ts'
 import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
 
-const MAX_CAPACITY_MICRO_DIEM = 1_000_000 * 1_000_000 // a million DIEM per offer keeps every product exact
-
 export const offerFields = {
   upstreamBaseUrl: t.String({ minLength: 1, maxLength: 2048 }),
-  upstreamApiKey: t.String({ minLength: 1, maxLength: 1024 }),
+  upstreamApiKey: t.String({ minLength: 1, maxLength: MAX_UPSTREAM_KEY_CHARS }),
   // t.Number, not t.Integer: Elysia's Integer coerces strings, and an ask sent as "40" is a client bug.
   askCents: t.Number({ multipleOf: 1, minimum: ASK_MIN_CENTS, maximum: ASK_MAX_CENTS }),
   capacityDiem: t.Union([t.String({ maxLength: 32 }), t.Number()]),
   maxInFlight: t.Number({ multipleOf: 1, minimum: 1, maximum: 100_000 }),
-  supplier: t.String({ minLength: 1, maxLength: 128 }),
+  supplier: t.String({ minLength: 1, maxLength: MAX_SUPPLIER_LABEL_CHARS }),
 }
 
 /** What an offer's owner (an operator or its supplier) may change on it, each optional. */
