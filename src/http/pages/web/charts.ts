@@ -58,3 +58,12 @@ export function barChart(
   drawn.set(canvas, chart)
   return chart
 }
+
+/** Wipes every chart under `root`, picture and spoken summary both (a sign-out). */
+export function eraseCharts(root: Element) {
+  for (const canvas of root.querySelectorAll('canvas')) {
+    drawn.get(canvas)?.destroy()
+    drawn.delete(canvas)
+    canvas.removeAttribute('aria-label')
+  }
+}

@@ -19,7 +19,7 @@ import {
   tabSecret,
   when,
 } from './common.ts'
-import { resume, showSignedIn } from './session.ts'
+import { forgetView, resume, showSignedIn } from './session.ts'
 import { offersPanel } from './supplier-offers.ts'
 import { payoutsPanel } from './supplier-payouts.ts'
 import { webhooksPanel } from './webhooks-panel.ts'
@@ -196,6 +196,7 @@ byId('signout').addEventListener('click', async () => {
   key.clear()
   keyId.clear()
   showSignedIn('console', false)
+  forgetView('console')
   say(byId('signin-status'), 'Signed out: the key is revoked and gone from this tab.')
   byId('connect').focus()
 })

@@ -53,7 +53,7 @@ export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'):
     h('div', { id: 'webhook-secret' }),
     h(
       'section',
-      { id: 'deliveries-section', 'aria-labelledby': 'deliveries-title', hidden: true },
+      { id: 'deliveries-section', 'aria-labelledby': 'deliveries-title', hidden: true, 'data-detail': true },
       h('h3', { id: 'deliveries-title' }, 'Delivery log'),
       h('div', { id: 'deliveries' }),
     ),
