@@ -9,6 +9,7 @@ import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
 import { generateApiKey } from './api-keys.ts'
+import { checkedIdempotencyDigest } from './idempotency-key.ts'
 import { accountResultError } from './results.ts'
 import { checksumWallet, walletKey } from './wallet.ts'
 
@@ -48,7 +49,12 @@ export interface Credited {
   amount: MicroUsdc
   balances: Balances
   auditId: string
+  /** The Idempotency-Key's credit, made before: nothing added now. */
+  replayed: boolean
 }
+
+/** credit.lua's answer to a retried Idempotency-Key. */
+const CREDIT_REPLAYED = 2
 
 // Account ids are `acct_` and 96 random bits in hex: unguessable, and free of the `:` and braces
 // that could make an id name some other key (acct:<id>:keys) in the keyspace.
@@ -202,8 +208,18 @@ export class AccountStore {
     await this.store.hset(this.keys.account(accountId), 'maxPriceCents', maxPriceCents)
   }
 
-  /** Adds a hand credit to confirmed (and funded), with its audit entry, in one script. */
-  async credit(accountId: string, amountUsdc: string, note: string, actor: string): Promise<Credited> {
+  /**
+   * Adds a hand credit to confirmed (and funded), with its audit entry, in one script. With an
+   * Idempotency-Key, a retry (its reply lost) adds nothing again and answers `replayed`.
+   */
+  async credit(
+    accountId: string,
+    amountUsdc: string,
+    note: string,
+    actor: string,
+    idempotencyKey: string | null = null,
+  ): Promise<Credited> {
+    const digest = idempotencyKey === null ? '' : checkedIdempotencyDigest(idempotencyKey)
     const amount = parseCreditAmount(amountUsdc)
     if (amount === null) {
       throw new ApiError(
@@ -217,7 +233,7 @@ export class AccountStore {
     const result = (await runScript(
       this.store,
       'credit',
-      [this.keys.account(accountId), this.keys.auditOf(accountId)],
+      [this.keys.account(accountId), this.keys.auditOf(accountId), this.keys.creditKey(accountId, digest)],
       {
         accountId,
         amount,
@@ -225,15 +241,17 @@ export class AccountStore {
         note,
         actor,
         table: ACCOUNT_TABLE,
+        idempotencyDigest: digest,
       },
     )) as (number | string)[]
     const code = Number(result[0])
-    if (code !== AccountCode.Ok) throw accountResultError(code)
+    if (code !== AccountCode.Ok && code !== CREDIT_REPLAYED) throw accountResultError(code)
     return {
       accountId,
       amount,
       balances: balancesOf(result.slice(1, 7).map(String)),
       auditId: String(result[7]),
+      replayed: code === CREDIT_REPLAYED,
     }
   }
 }

@@ -29,6 +29,13 @@ export function accountResultError(code: number): ApiError {
         "this key has a spending limit: it may lower the limits of limited keys and mint keys with a limit within what it has left that resets no more often than its own; it may not raise or remove a limit, change a limit's limitReset, nor change or revoke a key without one (nothing changed)",
         { headers: NO_RETRY },
       )
+    case AccountCode.IdempotencyKeyReused:
+      return new ApiError(
+        409,
+        'idempotency_key_reused',
+        'this Idempotency-Key was used for a credit of another amount (nothing credited)',
+        { headers: NO_RETRY },
+      )
     case AccountCode.CallerRevoked:
       // As auth answers a revoked key: the revoke came first, so nothing was done for it.
       return new ApiError(401, 'invalid_api_key', 'invalid API key', {

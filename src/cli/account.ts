@@ -12,7 +12,7 @@ import { runOperatorCommand, UsageError } from './operator-command.ts'
 
 export const ACCOUNT_USAGE = `usage:
   svc-gateway account create --wallet <0x address>
-  svc-gateway account credit <accountId> <amountUsdc> [--note <text>]
+  svc-gateway account credit <accountId> <amountUsdc> [--note <text>] [--idempotency-key <text>]
   svc-gateway account show <accountId>`
 
 function parse(args: string[]) {
@@ -20,7 +20,11 @@ function parse(args: string[]) {
     return parseArgs({
       args,
       allowPositionals: true,
-      options: { wallet: { type: 'string' }, note: { type: 'string' } },
+      options: {
+        wallet: { type: 'string' },
+        note: { type: 'string' },
+        'idempotency-key': { type: 'string' },
+      },
     })
   } catch (error) {
     throw new UsageError((error as Error).message)
@@ -47,13 +51,18 @@ export async function account(args: string[]): Promise<void> {
 async function run(
   command: string | undefined,
   rest: string[],
-  values: { wallet?: string; note?: string },
+  values: { wallet?: string; note?: string; 'idempotency-key'?: string },
   { accounts, apiKeys }: { accounts: AccountStore; apiKeys: ApiKeyStore },
   config: { defaultMaxPriceCents: number },
 ) {
   switch (command) {
     case 'create': {
-      if (!values.wallet || rest.length || values.note !== undefined)
+      if (
+        !values.wallet ||
+        rest.length ||
+        values.note !== undefined ||
+        values['idempotency-key'] !== undefined
+      )
         throw new UsageError('account create takes --wallet <0x address>')
       const { account, apiKey } = await accounts.create(values.wallet, config.defaultMaxPriceCents)
       return { accountId: account.id, wallet: account.wallet, apiKey }
@@ -63,11 +72,19 @@ async function run(
       if (!accountId || !amountUsdc || rest.length > 2 || values.wallet !== undefined) {
         throw new UsageError('account credit takes <accountId> <amountUsdc>')
       }
-      return creditView(await accounts.credit(accountId, amountUsdc, values.note ?? '', 'cli'))
+      // With a key, the same command run again (its answer lost) credits nothing more.
+      const key = values['idempotency-key'] ?? null
+      return creditView(await accounts.credit(accountId, amountUsdc, values.note ?? '', 'cli', key))
     }
     case 'show': {
       const [accountId] = rest
-      if (!accountId || rest.length > 1 || values.wallet !== undefined || values.note !== undefined)
+      if (
+        !accountId ||
+        rest.length > 1 ||
+        values.wallet !== undefined ||
+        values.note !== undefined ||
+        values['idempotency-key'] !== undefined
+      )
         throw new UsageError('account show takes <accountId>')
       const account = await accounts.require(accountId)
       return accountView(account, await apiKeys.count(account.id))

@@ -2,8 +2,8 @@
 // buyer's): each one call of a /v1/supplier route with the caller's own key, as the buyer tools
 // are (tools.ts).
 import { t } from 'elysia'
+import { IDEMPOTENCY_KEY } from '../accounts/idempotency-key.ts'
 import { ASK_MAX_CENTS, ASK_MIN_CENTS } from '../market/offers.ts'
-import { IDEMPOTENCY_KEY } from '../payouts/service.ts'
 import { noInput, pageCall, pageInput, segment, type Tool, tool } from './tools.ts'
 
 const askCents = t.Number({

@@ -1,6 +1,7 @@
 // Payouts as the routes and tools use them: a supplier asks (amount and Idempotency-Key checked
 // here, the money rules in lua/payout-create.lua), lists and reads its own; the operator lists
 // those in flight. Without a payout wallet configured every request is a 503 and nothing changes.
+import { checkedIdempotencyDigest } from '../accounts/idempotency-key.ts'
 import type { PayoutConfig } from '../config.ts'
 import { badRequest } from '../errors.ts'
 import { parseMicros } from '../money/units.ts'
@@ -8,9 +9,6 @@ import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { payoutNotFound, payoutsUnavailable } from './results.ts'
 import { type Payout, type PayoutState, PayoutStore, payoutView } from './store.ts'
-
-/** An Idempotency-Key: 1 to 255 visible ASCII characters. */
-export const IDEMPOTENCY_KEY = /^[\x21-\x7E]{1,255}$/
 
 export class PayoutService {
   readonly store: PayoutStore
@@ -37,12 +35,7 @@ export class PayoutService {
         'idempotency_key_required',
       )
     }
-    if (!IDEMPOTENCY_KEY.test(idempotencyKey)) {
-      throw badRequest(
-        'the Idempotency-Key must be 1 to 255 visible ASCII characters',
-        'invalid_idempotency_key',
-      )
-    }
+    checkedIdempotencyDigest(idempotencyKey)
     const amount = parseMicros(amountUsdc)
     if (amount === null || amount <= 0) {
       throw badRequest('amountUsdc must be a positive USDC amount with at most 6 decimals', 'invalid_amount')

@@ -1,6 +1,7 @@
 // Payouts in Redis: created by lua/payout-create.lua (payable -> pending, in `sending`), moved by
 // lua/payout-move.lua under the payout wallet's sender lock (lua/payout-lock.lua), read here.
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { digestIdempotencyKey } from '../accounts/idempotency-key.ts'
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { PayoutCreateCode, type PayoutMoveCode } from '../redis/result-codes.ts'
@@ -81,8 +82,6 @@ export function payoutView(p: Payout) {
     updatedAt: new Date(p.updatedAt).toISOString(),
   }
 }
-
-export const digestIdempotencyKey = (key: string) => createHash('sha256').update(key).digest('hex')
 
 export class PayoutStore {
   constructor(

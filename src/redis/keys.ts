@@ -308,6 +308,12 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * stream: where an operator's action on one account is recorded, by the script that acts: the
      * audit stream, or, in a market held apart, the account's own (on its slot), never trimmed
      */
+    /**
+     * string, one per Idempotency-Key an operator's hand credit of the account used (SHA-256 hex of
+     * it) -> "<amount> <audit entry id>". Kept for ever, as the credit is.
+     */
+    creditKey: (accountId: string, digest: string) =>
+      accountKey(accountId, `acct:${accountId}:credit-key:${digest}`),
     auditOf: (accountId: string) =>
       layout === 'apart' ? accountKey(accountId, `acct:${accountId}:audit`) : key('audit'),
   }

@@ -34,6 +34,8 @@ export enum AccountCode {
   ResetWithoutLimit = -9,
   /** The calling key was revoked after its request was authenticated. */
   CallerRevoked = -10,
+  /** A hand credit's Idempotency-Key was used for another amount. */
+  IdempotencyKeyReused = -11,
 }
 
 /** clear */

@@ -147,7 +147,15 @@ export const SCRIPTS = {
   ),
   touchKey: standalone(touchKey, 1, []),
   renameKey: standalone(renameKey, 1, ['keyName']),
-  credit: standalone(credit, 2, ['accountId', 'amount', 'maxAmount', 'note', 'actor', 'table']),
+  credit: standalone(credit, 3, [
+    'accountId',
+    'amount',
+    'maxAmount',
+    'note',
+    'actor',
+    'table',
+    'idempotencyDigest',
+  ]),
   // catalog
   catalogReplace: standalone(catalogReplace, 2, ['syncedAt', 'sourceUrl', 'ticket'], true),
   // the market: every script takes one key, the keyspace base, from which lib/keys builds the rest

@@ -78,15 +78,21 @@ const revoke = async (accountId: string, keyId: string, digest: string) =>
     ),
   )
 
-const credit = async (accountId: string, amount: string | number, note = 'by hand') =>
-  (await runScript(store, 'credit', [keys.account(accountId), keys.audit], {
-    accountId,
-    amount,
-    maxAmount: 1_000_000_000_000,
-    note,
-    actor: 'test',
-    table: ACCOUNT_TABLE,
-  })) as (number | string)[]
+const credit = async (accountId: string, amount: string | number, note = 'by hand', idempotencyDigest = '') =>
+  (await runScript(
+    store,
+    'credit',
+    [keys.account(accountId), keys.audit, keys.creditKey(accountId, idempotencyDigest)],
+    {
+      accountId,
+      amount,
+      maxAmount: 1_000_000_000_000,
+      note,
+      actor: 'test',
+      table: ACCOUNT_TABLE,
+      idempotencyDigest,
+    },
+  )) as (number | string)[]
 
 describe('create-account', () => {
   test('writes the account with zero balances, its first key, the wallet index and the set', async () => {
@@ -308,6 +314,28 @@ describe('credit', () => {
       confirmedAfter: '12500001',
       fundedAfter: '12500001',
     })
+  })
+
+  test('with an Idempotency-Key: retried, nothing more and the first entry; another amount, -11', async () => {
+    const { accountId } = await createAccount()
+    const digest = 'a'.repeat(64)
+    const first = await credit(accountId, 3_000_000, 'by hand', digest)
+    expect(first.slice(0, 7)).toEqual([1, '3000000', '0', '0', '0', '3000000', '0'])
+    // Retried at once, and after another credit: the balances as they are now, the first's entry.
+    expect(await credit(accountId, 3_000_000, 'by hand', digest)).toEqual([2, ...first.slice(1)])
+    await credit(accountId, 1)
+    const again = await credit(accountId, 3_000_000, 'by hand', digest)
+    expect(again).toEqual([2, '3000001', '0', '0', '0', '3000001', '0', first[7]!])
+    expect(await credit(accountId, 3_000_001, 'by hand', digest)).toEqual([AccountCode.IdempotencyKeyReused])
+    // Many at once with one key: one credit.
+    const other = 'b'.repeat(64)
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => credit(accountId, 500_000, 'race', other)),
+    )
+    expect(answers.filter((a) => a[0] === 1)).toHaveLength(1)
+    expect(answers.filter((a) => a[0] === 2)).toHaveLength(7)
+    expect(await store.hget(keys.account(accountId), 'funded')).toBe('3500001')
+    expect(await store.xlen(keys.audit)).toBe(3)
   })
 
   test('an unknown account gets -1 and no audit entry', async () => {

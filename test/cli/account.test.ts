@@ -52,6 +52,28 @@ describe('svc-gateway account', () => {
     expect(audit.every(([, fields]) => fields[fields.indexOf('actor') + 1] === 'cli')).toBe(true)
   })
 
+  test('credit with --idempotency-key: run again (its answer lost), nothing more; another amount refused', async () => {
+    const account = JSON.parse((await cli('create', '--wallet', randomWallet())).stdout) as {
+      accountId: string
+    }
+    const args = ['credit', account.accountId, '4.000000', '--idempotency-key', 'ticket-1182'] as const
+    const first = await cli(...args)
+    expect(first.code).toBe(0)
+    const again = await cli(...args)
+    expect(again.code).toBe(0)
+    expect(JSON.parse(again.stdout)).toEqual(JSON.parse(first.stdout))
+    expect(JSON.parse(again.stdout)).toMatchObject({ balances: { fundedUsdc: '4.000000' } })
+    const before = await snapshotKeys(store, prefix)
+    const other = await cli('credit', account.accountId, '5.000000', '--idempotency-key', 'ticket-1182')
+    expect(other.code).toBe(1)
+    expect((JSON.parse(other.stderr) as { error: { code: string } }).error.code).toBe(
+      'idempotency_key_reused',
+    )
+    const bad = await cli('credit', account.accountId, '5.000000', '--idempotency-key', 'with space')
+    expect((JSON.parse(bad.stderr) as { error: { code: string } }).error.code).toBe('invalid_idempotency_key')
+    expect(await snapshotKeys(store, prefix)).toEqual(before)
+  })
+
   test('errors: the API error shape on stderr and exit 1, nothing written', async () => {
     const account = JSON.parse((await cli('create', '--wallet', randomWallet())).stdout) as {
       accountId: string

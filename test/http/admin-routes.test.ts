@@ -148,6 +148,34 @@ describe('POST /admin/v1/accounts/{accountId}/credit', () => {
     expect(me.balances).toEqual({ confirmedUsdc: '10.500000', pendingUsdc: '0.000000', heldUsdc: '0.000000' })
   })
 
+  test('with an Idempotency-Key: retried, the first credit again and nothing added', async () => {
+    const account = await createAccount(stack)
+    const keyed = (amountUsdc: string, key: string) =>
+      adminFetch(stack, `/admin/v1/accounts/${account.accountId}/credit`, {
+        method: 'POST',
+        json: { amountUsdc },
+        headers: { 'idempotency-key': key },
+      })
+    const first = await keyed('2.000000', 'refund-7')
+    expect(first.status).toBe(200)
+    expect(first.headers.get('idempotent-replayed')).toBeNull()
+    const firstBody = (await first.json()) as { auditId: string }
+    const [again, other] = await Promise.all([keyed('2.000000', 'refund-7'), keyed('2.000000', 'refund-8')])
+    expect(again.status).toBe(200)
+    expect(again.headers.get('idempotent-replayed')).toBe('true')
+    expect(((await again.json()) as { auditId: string }).auditId).toBe(firstBody.auditId)
+    expect(other.status).toBe(200)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
+    const reused = await keyed('3.000000', 'refund-7')
+    expect(reused.status).toBe(409)
+    expect(((await reused.json()) as { error: { code: string } }).error.code).toBe('idempotency_key_reused')
+    const invalid = await keyed('3.000000', 'naïve key')
+    expect(invalid.status).toBe(400)
+    expect(((await invalid.json()) as { error: { code: string } }).error.code).toBe('invalid_idempotency_key')
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+    expect(await stack.store.hget(stack.keys.account(account.accountId), 'funded')).toBe('4000000')
+  })
+
   test('1,000,000 USDC is the most one credit adds', async () => {
     const account = await createAccount(stack)
     expect((await credit(account.accountId, { amountUsdc: '1000000.000000' })).status).toBe(200)

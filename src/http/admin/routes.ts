@@ -29,13 +29,17 @@ export function adminAccountRoutes(deps: AdminDeps) {
     )
     .post(
       '/:accountId/credit',
-      async ({ params, body }) => {
+      async ({ params, body, request, set }) => {
+        // Optional: with it, a credit retried after a lost answer adds nothing again.
+        const key = request.headers.get('idempotency-key')
         const credited = await accounts.credit(
           params.accountId,
           body.amountUsdc,
           body.note ?? '',
           'admin-api',
+          key,
         )
+        if (credited.replayed) set.headers['idempotent-replayed'] = 'true'
         return creditView(credited)
       },
       {

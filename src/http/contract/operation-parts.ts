@@ -52,3 +52,12 @@ export const PAGE_PARAMETERS = [
 export const WINDOW_PARAMETERS = [
   query('window', '24h, 7d (default) or 30d', { type: 'string', enum: ['24h', '7d', '30d'] }),
 ]
+
+/** The Idempotency-Key header of a request that moves money: 1 to 255 visible ASCII characters. */
+export const idempotencyKey = (required: boolean, description: string) => ({
+  name: 'Idempotency-Key',
+  in: 'header',
+  required,
+  description,
+  schema: { type: 'string', minLength: 1, maxLength: 255 },
+})

@@ -2,6 +2,7 @@
 // responses. Request bodies and path parameters come from the routes' own TypeBox schemas (see
 // openapi.ts); only what a route reads by hand (query strings) is declared here. A route missing
 // from this table fails test/contract/openapi.test.ts.
+import { ADMIN_OPERATIONS } from './admin-operations.ts'
 import { type ErrorResponseName, errors, headers } from './components.ts'
 import { MESSAGES_OPERATIONS } from './messages-operations.ts'
 import {
@@ -292,59 +293,6 @@ export const OPERATIONS: Record<string, Operation> = {
     errors: [],
   },
 
-  'POST /admin/v1/accounts': {
-    summary: 'Create an account and its first key',
-    tags: ['operator'],
-    security: 'adminToken',
-    ok: ok('accountId, wallet, apiKey', '201'),
-    errors: ['BadRequest', 'Unauthorized', 'Conflict'],
-  },
-  'POST /admin/v1/accounts/{accountId}/credit': {
-    summary: 'Credit an account by hand (audited)',
-    tags: ['operator'],
-    security: 'adminToken',
-    errors: ['BadRequest', 'Unauthorized', 'NotFound'],
-  },
-  'GET /admin/v1/accounts/{accountId}': {
-    summary: 'An account and all its balances',
-    tags: ['operator'],
-    security: 'adminToken',
-    errors: ['Unauthorized', 'NotFound'],
-  },
-  'POST /admin/v1/offers': {
-    summary: 'Post an offer (the upstream key goes in and never comes out)',
-    tags: ['operator'],
-    security: 'adminToken',
-    ok: ok('The offer', '201'),
-    errors: ['BadRequest', 'Unauthorized'],
-  },
-  'GET /admin/v1/offers': {
-    summary: 'Every offer',
-    tags: ['operator'],
-    security: 'adminToken',
-    errors: ['Unauthorized'],
-  },
-  'GET /admin/v1/offers/{id}': {
-    summary: 'One offer',
-    tags: ['operator'],
-    security: 'adminToken',
-    errors: ['Unauthorized', 'NotFound'],
-  },
-  'PATCH /admin/v1/offers/{id}': {
-    summary: 'Update, pause or resume an offer',
-    description:
-      "A supplier's offer keeps the upstream key and URL it was posted with (its supplier is paid for what that key serves): changing them is a 409 supplier_offer_upstream; its ask, capacity, status and label may change.",
-    tags: ['operator'],
-    security: 'adminToken',
-    errors: ['BadRequest', 'Unauthorized', 'NotFound', 'Conflict'],
-  },
-  'DELETE /admin/v1/offers/{id}': {
-    summary: 'Delete an offer',
-    tags: ['operator'],
-    security: 'adminToken',
-    errors: ['Unauthorized', 'NotFound'],
-  },
-
   'POST /mcp': {
     summary: 'MCP server: streamable HTTP, stateless, JSON-RPC 2.0',
     description:
@@ -368,6 +316,7 @@ export const OPERATIONS: Record<string, Operation> = {
     ok: {},
     errors: ['Unauthorized', 'MethodNotAllowed'],
   },
+  ...ADMIN_OPERATIONS,
   ...MESSAGES_OPERATIONS,
   ...SUPPLIER_OPERATIONS,
   ...WEBHOOK_OPERATIONS,

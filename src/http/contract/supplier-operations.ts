@@ -1,6 +1,13 @@
 // The supplier side's operations (/v1/supplier/*, /admin/v1/suppliers) for the OpenAPI document;
 // merged into OPERATIONS (operations.ts).
-import { type Operation, ok, PAGE_PARAMETERS, query, WINDOW_PARAMETERS } from './operation-parts.ts'
+import {
+  idempotencyKey,
+  type Operation,
+  ok,
+  PAGE_PARAMETERS,
+  query,
+  WINDOW_PARAMETERS,
+} from './operation-parts.ts'
 
 export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
   'GET /v1/supplier/nonce': {
@@ -100,13 +107,7 @@ export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
     tags: ['supplier'],
     security: 'supplierKey',
     parameters: [
-      {
-        name: 'Idempotency-Key',
-        in: 'header',
-        required: true,
-        description: '1 to 255 visible ASCII characters; the same key answers the same payout',
-        schema: { type: 'string', minLength: 1, maxLength: 255 },
-      },
+      idempotencyKey(true, '1 to 255 visible ASCII characters; the same key answers the same payout'),
     ],
     ok: ok(
       'The payout: id, amountUsdc, wallet, state, txHash, blockNumber, error, createdAt, updatedAt',

@@ -3,7 +3,7 @@
 import { type Operation, ok, PAGE_PARAMETERS, type Security } from './operation-parts.ts'
 
 const SIGNING =
-  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 under the endpoint secret over "<id>.<timestamp>.<raw body>". At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed.'
+  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed.'
 
 function webhookOperations(
   prefix: string,
