@@ -264,9 +264,10 @@ async function callAdmitted(
   if (job.stream) {
     // Nothing has gone to the client yet: a stream that dies before its first frame falls forward too.
     const head = await firstBytes(outcome.response)
+    // A read cut by the buyer's leaving is not the supplier's failure: no cooldown for it.
     if (!head) {
       outcome.response.cancel()
-      return brokenBefore('upstream_no_first_byte')
+      return brokenBefore(req.signal.aborted ? 'client_closed' : 'upstream_no_first_byte')
     }
     const events = new UpstreamEvents(deps.maxFrameBytes, head)
     if (!events.framed()) await firstFrame(outcome.response, events, started, deps.firstByteTimeoutMs)
@@ -274,7 +275,7 @@ async function callAdmitted(
     // request falls forward at no charge rather than being billed as a stream cut short.
     if (events.brokeBeforeContent()) {
       outcome.response.cancel()
-      return brokenBefore('upstream_stream_error')
+      return brokenBefore(req.signal.aborted ? 'client_closed' : 'upstream_stream_error')
     }
     return { ...answered, events }
   }
