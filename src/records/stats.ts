@@ -91,3 +91,38 @@ export async function modelStats(store: Store, keys: Keyspace, window: StatsWind
 }
 
 export type ModelStats = Awaited<ReturnType<typeof modelStats>>
+
+/** How long an answer of modelStats is served again (the route's max-age says the same). */
+export const STATS_CACHE_SECONDS = 60
+
+/** A window's answer being computed in this process: callers meanwhile share it. */
+const computing = new Map<string, Promise<ModelStats>>()
+
+/**
+ * modelStats, from the replicas' shared cache when fresh. The route is public and, held apart, an
+ * answer reads every offer's bucket for every day of the window: computed once a minute, not once
+ * a request.
+ */
+export async function cachedModelStats(
+  store: Store,
+  keys: Keyspace,
+  window: StatsWindow,
+  minRequests: number,
+): Promise<ModelStats> {
+  const cacheKey = keys.statsSnapshot(window)
+  const cached = await store.get(cacheKey)
+  if (cached) return JSON.parse(cached) as ModelStats
+  let answer = computing.get(cacheKey)
+  if (!answer) {
+    answer = (async () => {
+      const stats = await modelStats(store, keys, window, minRequests)
+      // First writer wins, so replicas that computed at the same moment all answer one figure.
+      const stored = await store.set(cacheKey, JSON.stringify(stats), 'EX', STATS_CACHE_SECONDS, 'NX')
+      if (stored === 'OK') return stats
+      const first = await store.get(cacheKey)
+      return first ? (JSON.parse(first) as ModelStats) : stats
+    })().finally(() => computing.delete(cacheKey))
+    computing.set(cacheKey, answer)
+  }
+  return answer
+}

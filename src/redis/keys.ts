@@ -195,6 +195,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     offerStatsDay: (offerId: string, day: string) => offerKey(offerId, `stats:${day}`),
     /** string: the capacity snapshot JSON for one max price, cached 30 s for every replica */
     capacitySnapshot: (maxPriceCents: number | 'all') => key(`capacity:${maxPriceCents}`),
+    /** string: GET /v1/models/stats's answer for a window, shared by the replicas (src/records/stats.ts) */
+    statsSnapshot: (window: string) => key(`stats:snapshot:${window}`),
     /** hash, one per video job: its attempt, owner, upstream queue id, state (queued|completed|refunded|expired) */
     videoJob: (jobId: string) => key(`video:${jobId}`),
     // Suppliers: identity, keys and offers (self-served offers carry supplierId on the offer hash).

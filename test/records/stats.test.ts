@@ -18,9 +18,11 @@ beforeAll(async () => {
 })
 afterAll(() => stack.stop())
 
+/** An answer computed afresh: the shared cache forgotten first (it is tested on its own below). */
 async function stats(
   query = '',
 ): Promise<{ status: number; body: ModelStats & { error?: { code: string } } }> {
+  await stack.store.del(...(['24h', '7d', '30d'] as const).map((w) => stack.keys.statsSnapshot(w)))
   const response = await fetch(`${stack.url}/v1/models/stats${query}`)
   return { status: response.status, body: (await response.json()) as never }
 }
@@ -127,11 +129,30 @@ describe('GET /v1/models/stats', () => {
   test('any other window is a 400 in the error shape, and changes nothing', async () => {
     const before = await snapshotKeys(stack.store, stack.keys.prefix)
     for (const bad of ['1h', '7D', '', '30d ', '24h&window=7d']) {
-      const { status, body } = await stats(`?window=${encodeURIComponent(bad)}`)
-      expect(status).toBe(400)
-      expect(body.error!.code).toBe('invalid_window')
+      const response = await fetch(`${stack.url}/v1/models/stats?window=${encodeURIComponent(bad)}`)
+      expect(response.status).toBe(400)
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe('invalid_window')
     }
     expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+  })
+
+  test('an answer is shared a minute: callers after more requests get it as it was', async () => {
+    await serve('llama-3.3-70b', 5)
+    const first = (await stats('?window=30d')).body
+    expect(first.hasSufficientVolume).toBe(true)
+    // Many at once, after more requests: the cached answer, not a figure with them.
+    await serve('qwen3-4b', 5)
+    const many = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const response = await fetch(`${stack.url}/v1/models/stats?window=30d`)
+        expect(response.headers.get('cache-control')).toBe('public, max-age=60')
+        return response.json()
+      }),
+    )
+    for (const body of many) expect(body).toEqual(first)
+    expect(await stack.store.ttl(stack.keys.statsSnapshot('30d'))).toBeGreaterThan(0)
+    // Forgotten, it counts them.
+    expect((await stats('?window=30d')).body).not.toEqual(first)
   })
 
   test('/v1/models/stats wins over the single-model route, which still answers', async () => {

@@ -4,7 +4,7 @@
 import { Elysia } from 'elysia'
 import { notFound } from '../../errors.ts'
 import { lookupRequest } from '../../records/lookup.ts'
-import { modelStats } from '../../records/stats.ts'
+import { cachedModelStats, STATS_CACHE_SECONDS } from '../../records/stats.ts'
 import { type AuthDeps, buyerAuth } from '../auth.ts'
 import { windowQuery } from '../paging.ts'
 
@@ -27,7 +27,7 @@ export function recordsRoutes(deps: RecordsRouteDeps) {
     )
     .get('/v1/models/stats', async ({ query, set }) => {
       const window = windowQuery(query)
-      set.headers['cache-control'] = 'public, max-age=60'
-      return modelStats(deps.store, deps.keys, window, deps.statsMinRequests)
+      set.headers['cache-control'] = `public, max-age=${STATS_CACHE_SECONDS}`
+      return cachedModelStats(deps.store, deps.keys, window, deps.statsMinRequests)
     })
 }
