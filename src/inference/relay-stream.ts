@@ -146,6 +146,8 @@ class StreamRelay {
   /** Silence counted since the last content, and when the last silence was noticed. */
   private silentMs = 0
   private silenceAt = 0
+  /** When the client was last sent a frame, as the clock saw it; 0: just now, not seen yet. */
+  private sentAt = 0
   /** A keep-alive the client has not taken yet: no more silences are counted until it has. */
   private blocked = false
   /** The supplier is done and the clear is being tried: the client waits on us, not on it. */
@@ -225,6 +227,7 @@ class StreamRelay {
             if (out === null) break
             // A client that is not taking what it was sent holds the supplier read back.
             const written = sink.write(out)
+            this.sentAt = 0
             if (written instanceof Promise) await written
             else if (!this.firstSent) {
               // The head and the first frame go out now, in one write: the frames read with it
@@ -292,25 +295,22 @@ class StreamRelay {
     this.finish(clearing, clearing === 'unknown' ? 'store_unavailable' : 'client_closed')
   }
 
-  /**
-   * The clock's check, while the supplier or the clear is awaited: a keep-alive, or a stalled
-   * supplier given up on.
-   */
+  /** The clock's check, while the supplier or the clear is awaited: a keep-alive, a stalled supplier. */
   tick(now: number): void {
     const since = this.waitingSince
     if (since === 0 || this.blocked || this.closed || this.cancelled) return
-    const wait = this.awaitingClear
-      ? this.timing.keepAliveMs
-      : Math.min(this.timing.keepAliveMs, this.timing.idleMs - this.silentMs)
-    if (now - Math.max(since, this.silenceAt) < wait) return
-    this.silenceAt = now
+    if (this.sentAt === 0) this.sentAt = now
     if (!this.awaitingClear) {
-      this.silentMs += wait
-      if (this.silentMs >= this.timing.idleMs) {
-        this.stop() // a stalled supplier is a truncated one: the pending read ends, then the clearing
-        return
+      const wait = Math.min(this.timing.keepAliveMs, this.timing.idleMs - this.silentMs)
+      if (now - Math.max(since, this.silenceAt) >= wait) {
+        this.silenceAt = now
+        this.silentMs += wait
+        if (this.silentMs >= this.timing.idleMs) return void this.stop() // stalled: cut, then cleared
       }
     }
+    // Timed from what the client was sent: a supplier's comments are bytes, but none reach it.
+    if (now - this.sentAt < this.timing.keepAliveMs) return
+    this.sentAt = now
     const written = this.sink!.write(this.shape.keepAlive ?? KEEP_ALIVE)
     if (written instanceof Promise) {
       this.blocked = true

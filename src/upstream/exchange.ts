@@ -197,7 +197,7 @@ export class Exchange implements UpstreamResponse, DeadlineTarget {
       this.paused = false
       this.connection.socket?.resume()
     }
-    if (this.keepAlive && this.parser.done) this.connection.release()
+    if (this.keepAlive && this.parser.done && !this.parser.overran) this.connection.release()
     else this.connection.close()
     this.takeWaiting()?.resolve(null)
   }

@@ -34,6 +34,12 @@ export class ResponseParser {
   private partial: Uint8Array | null = null
   private framing: Framing = { kind: 'none' }
   private chunkLeft = 0
+  private endReported = false
+  /**
+   * Bytes came past the answer's own end in the read that ended it (a body longer than its
+   * Content-Length, an answer nobody asked for): its framing is not to be trusted for another.
+   */
+  overran = false
 
   constructor(private readonly events: ParserEvents) {}
 
@@ -130,6 +136,11 @@ export class ResponseParser {
         }
       }
     }
+    if (this.state === 'done' && !this.endReported) {
+      this.endReported = true
+      this.overran = at < bytes.length
+      this.events.end()
+    }
   }
 
   private keep(bytes: Uint8Array, at: number, limit: number): void {
@@ -167,6 +178,8 @@ export class ResponseParser {
       if (!/(?:^|,)\s*chunked\s*$/i.test(encoding))
         throw new MalformedResponse(`unsupported transfer-encoding: ${encoding}`)
       this.framing = { kind: 'chunked' }
+      // Both framings (RFC 9112 6.3): read as chunked, but the connection is not trusted again.
+      if (length !== undefined) keepAlive = false
     } else if (length !== undefined) {
       if (!/^\d{1,15}$/.test(length))
         throw new MalformedResponse(`bad content-length: ${length.slice(0, 40)}`)
@@ -181,9 +194,9 @@ export class ResponseParser {
     else this.state = this.framing.kind === 'chunked' ? 'chunk-size' : 'body'
   }
 
+  /** The end is reported once feed has seen what came after it in the same read. */
   private finish(): void {
     this.state = 'done'
-    this.events.end()
   }
 }
 
