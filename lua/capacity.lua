@@ -13,7 +13,7 @@
 local now = now_ms()
 local out = {}
 for _, id in ipairs(ladder_range('-inf', ladder_ceiling(int(ARGV[1])))) do
-  local o = read_offer(id)
+  local o = read_offer(id, now)
   if o and is_live(o, now) then
     local r = routable(o)
     if r > 0 then

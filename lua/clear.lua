@@ -16,7 +16,9 @@
   ARGV[1]  attemptId: attempt id
   ARGV[2]  burn: reported burn, micro-DIEM (metered, or estimated when the stream ended without usage)
   ARGV[3]  feeBps: platform fee, basis points (0..10000)
-  ARGV[4]  upstreamBalance: the supplier key's upstream balance after this request, micro-DIEM ("" unknown)
+  ARGV[4]  upstreamBalance: the supplier key's upstream balance after this request, micro-DIEM ("" unknown):
+           recorded with its UTC day (balanceDay), and only when the attempt was admitted on the day
+           of this clear (the upstream's allocation resets at 00:00 UTC; its answer came in between)
   ARGV[5]  inputTokens: input tokens
   ARGV[6]  outputTokens: output tokens
   ARGV[7]  estimated: "1" when the usage was estimated, "0" when metered
@@ -45,7 +47,10 @@
   A clear on an offer with a supplierId is also appended to supplier:<id>:fills (offer, model,
   burn, ask, earned): the supplier's fills, never the buyer's identity.
 
-  Returns {1, charged, cost, burn, askCents, confirmedAfter, writtenOff, replay(0|1), disputed, fee} or
+  Returns {1, charged, cost, burn, askCents, confirmedAfter, writtenOff, replay(0|1), disputed, fee,
+    balanceDay (the UTC day ARGV[4]'s balance holds on, days since 1970-01-01: what the caller posts
+    with it when the offer lives apart; "" when not known: none given, or admitted on an earlier day;
+    absent on a replay)} or
     {-1}   unknown attempt
     {-2}   the attempt was released (failed): nothing to clear
 ]]
@@ -79,6 +84,8 @@ local offer = k_offer(a.offerId)
 local o = not apart and rcall('HMGET', offer, unpack(OFFER_UNWIND_FIELDS)) or nil
 -- A lost admission names an offer the store must still have: never a ghost row.
 if a.state == 'lost' and o and not o[1] then return { -1 } end
+-- The balance after, as known now: a request admitted before midnight may report one from before the reset.
+local balance, balance_day = balance_known(ARGV[4], a.admittedAt, now)
 local reported = int(ARGV[2])
 local burn = reported
 local held = int(a.holdDiem)
@@ -98,7 +105,8 @@ if a.state == 'admitted' then
   if apart then
     confirmed, confirmed_s, hooks = unwind_hold(a, charged)
   else
-    confirmed, confirmed_s, hooks = unwind_attempt(a, charged, o, burn, charged - fee, fee, ARGV[4], disputed)
+    confirmed, confirmed_s, hooks = unwind_attempt(a, charged, o, burn, charged - fee, fee, balance, disputed,
+      balance_day)
   end
 else
   -- reaped (or lost): the hold went back already (or never was); take what the balance can pay,
@@ -150,7 +158,7 @@ else
     if disputed > 0 then
       rcall('HSET', offer, 'disputed', s(capped_sum(int(rcall('HGET', offer, 'disputed')), disputed)))
     end
-    if ARGV[4] ~= '' then rcall('HSET', offer, 'balance', ARGV[4]) end
+    if balance ~= '' then rcall('HSET', offer, 'balance', balance, 'balanceDay', balance_day) end
   end
 end
 local written_off = cost - charged
@@ -190,4 +198,4 @@ if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCent
 if not apart then count_served(a.model, now) end
 emit_clear_events(a, charged, confirmed, now, hooks)
 return { 1, charged_s, cost_s, burn_s, ask, confirmed_s or s(confirmed), written_off > 0 and s(written_off) or '0', 0,
-  disputed > 0 and s(disputed) or '0', s(fee) }
+  disputed > 0 and s(disputed) or '0', s(fee), balance_day or '' }

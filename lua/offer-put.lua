@@ -95,7 +95,7 @@ if suspended and (mode == 'create' or ARGV[8] == 'active') then return { -4 } en
 if mode == 'create' then
   local seq = (ARGV[14] and ARGV[14] ~= '') and ARGV[14] or rcall('HINCRBY', K_MARKET, 'offerSeq', 1)
   rcall('HSET', offer, 'id', id, 'seq', seq, 'burned', 0, 'held', 0, 'inflight', 0, 'earned', 0,
-    'balance', '', 'cooldownUntil', 0, 'createdAt', s(now_ms()))
+    'balance', '', 'balanceDay', '', 'cooldownUntil', 0, 'createdAt', s(now_ms()))
   if not apart then rcall('SADD', K_OFFERS, id) end
   if owner then
     rcall('HSET', offer, 'supplierId', owner)

@@ -11,8 +11,9 @@
   ARGV[3..] each post's attemptId, burn (the billed burn, micro-DIEM: clear's reply), earned (what
            the supplier earns, micro-USDC: charged less the fee), fee (the platform's, micro-USDC),
            disputed (burn reported beyond what was billed, micro-DIEM), upstreamBalance (the
-           supplier key's upstream balance after, micro-DIEM; "" unknown), askCents (the clear's
-           ask), model (for the fill)
+           supplier key's upstream balance after, micro-DIEM; "" unknown), balanceDay (the UTC day
+           it holds on, as lua/clear.lua answered it; "" with no balance: recorded with the balance,
+           which is left out when that day is over), askCents (the clear's ask), model (for the fill)
 
   Returns each post's code, in order: 1 posted; 2 posted, the reservation lost (a failover) and
   written from the post; 0 already posted; -1 no such reservation, nor offer.

@@ -8,7 +8,9 @@
   ARGV[1]  attemptId: attempt id
   ARGV[2]  errorCode: error code (kept on the attempt)
   ARGV[3]  cooldownMs: cool-down of the offer, ms (0 for none)
-  ARGV[4]  upstreamBalance: the supplier key's upstream balance, micro-DIEM ("" unknown)
+  ARGV[4]  upstreamBalance: the supplier key's upstream balance, micro-DIEM ("" unknown): recorded with
+           its UTC day (balanceDay), only when the attempt was admitted on the day of this release (its
+           allocation resets at 00:00 UTC; the upstream answered in between)
   ARGV[5]  final: "1" when no other supplier will be tried for this request (kept as the attempt's
            `final`: its record is then complete), "0" when the request falls forward
   ARGV[6]  recordRetentionMs: how long the ended attempt is kept as the request's record, ms (the default is SVC_RECORD_RETENTION_DAYS's, set by the caller)
@@ -16,7 +18,9 @@
            hold goes back here, and the caller voids the reservation (lua/void.lua), which also
            cools the offer down; "0": both sides here
 
-  Returns {1, confirmedAfter} released; {0} already ended (no-op); {-1} unknown attempt.
+  Returns {1, confirmedAfter, balanceDay} released; {0, balanceDay} already ended (no-op); {-1} unknown
+  attempt. balanceDay: the UTC day ARGV[4]'s balance holds on (days since 1970-01-01; "" when not
+  known), what the caller voids with when the offer lives apart.
 ]]
 
 keep_records_for(ARGV[6])
@@ -24,16 +28,19 @@ local a = read_attempt(ARGV[1])
 if not a then return { -1 } end
 local now = now_ms()
 local apart = ARGV[7] == '1'
+local balance, balance_day = balance_known(ARGV[4], a.admittedAt, now)
 if not apart then
   local offer = k_offer(a.offerId)
   local cooldown = int(ARGV[3])
   if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now + cooldown)) end
-  if ARGV[4] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'balance', ARGV[4]) end
+  if balance ~= '' and rcall('EXISTS', offer) == 1 then
+    rcall('HSET', offer, 'balance', balance, 'balanceDay', balance_day)
+  end
 end
-if a.state ~= 'admitted' then return { 0 } end
+if a.state ~= 'admitted' then return { 0, balance_day or '' } end
 
 local _, confirmed_s
 if apart then _, confirmed_s = unwind_hold(a, 0) else _, confirmed_s = unwind_attempt(a, 0) end
 end_attempt(a, { state = 'released', errorCode = ARGV[2], endedAt = s(now),
   final = ARGV[5] == '1' and '1' or '0' }, now, 'failed', '0', '', '', ARGV[2])
-return { 1, confirmed_s }
+return { 1, confirmed_s, balance_day or '' }

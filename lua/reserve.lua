@@ -45,7 +45,7 @@ end
 local carried = batch and batch[offer_id]
 if carried then batch[offer_id] = nil end
 if batch then write_batch(batch, now) end
-local o, f = read_offer(offer_id, RESERVE_FIELDS)
+local o, f = read_offer(offer_id, now, RESERVE_FIELDS)
 -- The offer as the carried posts leave it: the checks below count the capacity they give back.
 local posted = {}
 if carried and o then

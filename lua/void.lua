@@ -9,11 +9,15 @@
   KEYS[1]  the offer's keyspace base
   ARGV[1]  attemptId: attempt id
   ARGV[2]  cooldownMs: cool-down of the offer, ms (0 for none)
-  ARGV[3]  upstreamBalance: the supplier key's upstream balance, micro-DIEM ("" unknown)
+  ARGV[3]  upstreamBalance: the supplier key's upstream balance, micro-DIEM ("" unknown): recorded with
+           ARGV[6], unless that day is over (the allocation resets at 00:00 UTC)
   ARGV[4]  recordRetentionMs: how long the ended reservation is kept (as its attempt's record is), ms
   ARGV[5]  watchMs: the reaper's ("" or absent: 0): a reservation voided here stays on the offer's
            leases this long, ms (renewals push it on), for the reaper to look at again: a late clear
            may still charge its account, and its post be lost (src/market/two-phase.ts reapOffer)
+
+  ARGV[6]  balanceDay: the UTC day the balance holds on, as lua/release.lua answered it ("" or absent:
+           not known, and the balance is not recorded)
 
   Returns {1} voided; {0} already ended (its watch, if any, over); {-1} no such reservation.
 ]]
@@ -27,7 +31,10 @@ end
 local offer = k_offer(r[2])
 local cooldown = int(ARGV[2])
 if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now_ms() + cooldown)) end
-if ARGV[3] ~= '' and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'balance', ARGV[3]) end
+local balance_day = ARGV[6] or ''
+if ARGV[3] ~= '' and balance_day ~= '' and int(balance_day) >= day_of(now_ms()) and rcall('EXISTS', offer) == 1 then
+  rcall('HSET', offer, 'balance', ARGV[3], 'balanceDay', balance_day)
+end
 if r[1] ~= 'reserved' then
   rcall('ZREM', K_LEASES, ARGV[1])
   return { 0 }

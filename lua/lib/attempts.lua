@@ -45,11 +45,25 @@ local function unwind_hold(a, charge)
   return confirmed, confirmed_s, b[9]
 end
 
+-- The supplier key's balance a request's upstream told (micro-DIEM, '' unknown), as it stands at
+-- `now`: the upstream answered between the request's admission (`since`, ms; false if not known)
+-- and now, and its allocation resets at 00:00 UTC, so across a midnight it may be from before the
+-- reset and is not known. Returns the balance ('' when not known) and the UTC day it holds on,
+-- formatted (lib/numbers day_of), or nil.
+local function balance_known(balance, since, now)
+  if balance == '' then return '', nil end
+  local today = day_of(now)
+  if day_of(int(since)) ~= today then return '', nil end
+  return balance, s(today)
+end
+
 -- The offer's side: the capacity it held for the attempt (hold_diem) and its slot back. For a
 -- clear, it also records what it cleared, in the same write: o is its row as the clear read it
 -- (OFFER_UNWIND_FIELDS: read once per clear; its supplierId says whose fill it is), then burn,
--- earned, fee, balance (the upstream balance, '' unknown) and disputed (burn reported beyond what
--- was billed). Positional, not a table: this runs on every clear. Otherwise only (offer_id, hold_diem).
+-- earned, fee, balance (the upstream balance, '' unknown), disputed (burn reported beyond what
+-- was billed) and balance_day (the UTC day the balance holds on, lib/numbers day_of, formatted; only
+-- with a balance). Positional, not a table: this runs on every clear. Otherwise only (offer_id,
+-- hold_diem).
 -- Returns true when the slot given back was the one its cap lacked (it may stand in the full set,
 -- lib/ladder).
 local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
@@ -58,7 +72,7 @@ local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity',
 -- fields, as before the cap was read, since a ninth cost every clear (BENCHMARKS.md).
 local OFFER_UNWIND_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'maxInFlight',
   'supplierId' }
-local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, balance, disputed)
+local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, balance, disputed, balance_day)
   local offer = k_offer(offer_id)
   local cleared = o ~= nil
   if not cleared then o = rcall('HMGET', offer, 'held', 'inflight', 'maxInFlight') end
@@ -76,7 +90,10 @@ local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, bal
       s(int(o[4]) + earned) }
     -- usually none: no field for it
     if fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + fee) end
-    if balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', balance end
+    if balance ~= '' then
+      fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] =
+        'balance', balance, 'balanceDay', balance_day
+    end
     if disputed > 0 then
       local was_disputed = int(rcall('HGET', offer, 'disputed'))
       fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(was_disputed, disputed))
@@ -93,10 +110,10 @@ end
 -- call): the hold, the offer's capacity and slot, and the lease. o: read with OFFER_UNWIND_FIELDS.
 -- charge: micro-USDC moved from the hold to spent (0 on failure); the rest as unwind_reservation.
 -- Returns what unwind_hold returns.
-local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed)
+local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed, balance_day)
   local confirmed, confirmed_s, hooks = unwind_hold(a, charge)
   -- Its cap no longer reached: back on the ladder from the full set (lib/ladder).
-  if unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed) then
+  if unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed, balance_day) then
     shift(K_FULL, K_LADDER, a.offerId)
   end
   -- An attempt from before the packing has its lease in the earlier zset (lib/keys).

@@ -80,6 +80,12 @@ local function civil(ms)
   return yoe + era * 400 + (m <= 2 and 1 or 0), m, d
 end
 
+-- The UTC day of a time in ms as a count of days (0: 1970-01-01). A supplier key's allocation
+-- resets at 00:00 UTC: the balance the upstream reports holds on the day it was learned (lib/offers).
+local function day_of(ms)
+  return floor(ms / DAY_MS)
+end
+
 -- The UTC day of a time in ms, as YYYY-MM-DD. Usage stats are bucketed by it.
 local function utc_day(ms)
   local y, m, d = civil(ms)

@@ -1,17 +1,24 @@
 -- lib/offers: reading an offer and the one eligibility rule that admit and capacity share.
+-- balanceDay, last in both: the UTC day (lib/numbers day_of) the balance was learned on.
 local OFFER_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
-  'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc' }
+  'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'balanceDay' }
 
 -- A reservation's read (lua/reserve.lua): OFFER_FIELDS, then the supplier's suspension copied onto
 -- the offer, and what the posts it carries add to (lib/posts): one read for all of them.
 local RESERVE_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
   'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'suspended', 'earned', 'fees', 'disputed',
-  'supplierId' }
+  'supplierId', 'balanceDay' }
 
--- fields: OFFER_FIELDS unless given (RESERVE_FIELDS); the row as read is returned second.
-local function read_offer(id, fields)
-  local f = rcall('HMGET', k_offer(id), unpack(fields or OFFER_FIELDS))
+-- now: the time now, ms (the balance's day is checked against it); fields: OFFER_FIELDS unless
+-- given (RESERVE_FIELDS). The row as read is returned second.
+local function read_offer(id, now, fields)
+  fields = fields or OFFER_FIELDS
+  local f = rcall('HMGET', k_offer(id), unpack(fields))
   if not f[1] then return nil end
+  -- An empty balance: the upstream has not reported one yet. One learned on an earlier UTC day (or
+  -- on none) is not known either: the supplier key's allocation was reset at 00:00 UTC since.
+  local balance = f[6]
+  if not balance or balance == '' or int(f[#fields]) < day_of(now) then balance = nil else balance = int(balance) end
   return {
     id = id,
     status = f[1],
@@ -19,8 +26,7 @@ local function read_offer(id, fields)
     capacity = int(f[3]),
     burned = int(f[4]),
     held = int(f[5]),
-    -- an empty balance means the upstream has not reported one yet
-    balance = (f[6] and f[6] ~= '') and int(f[6]) or nil,
+    balance = balance,
     max_in_flight = int(f[7]),
     inflight = int(f[8]),
     cooldown_until = int(f[9]),
@@ -30,8 +36,8 @@ local function read_offer(id, fields)
   }, f
 end
 
--- Routable capacity: what is left of the posted capacity, capped by the supplier key's last
--- known upstream balance, minus what in-flight requests hold.
+-- Routable capacity: what is left of the posted capacity, capped by the supplier key's upstream
+-- balance known today (read_offer), minus what in-flight requests hold.
 local function routable(o)
   local left = o.capacity - o.burned
   if o.balance ~= nil and o.balance < left then left = o.balance end

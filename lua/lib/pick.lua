@@ -33,7 +33,7 @@ local function pick_offer(max_cents, hold_diem, tried, now)
     local rest = #page == FIRST_PAGE
     while page do
       for _, id in ipairs(page) do
-        local o = read_offer(id)
+        local o = read_offer(id, now)
         if o and is_live(o, now) then
           at_price = at_price + 1
           local r = routable(o)
@@ -77,7 +77,7 @@ local function pick_offer(max_cents, hold_diem, tried, now)
     local cheapest = nil
     local above = 0
     for _, id in ipairs(ladder_range('(' .. ladder_ceiling(max_cents), '+inf')) do
-      local o = read_offer(id)
+      local o = read_offer(id, now)
       if o and is_live(o, now) then
         if cheapest == nil then cheapest = o.ask end
         above = above + routable(o)

@@ -14,13 +14,15 @@
 -- carried): sums per offer, in `batch`.
 
 -- The values of one post, in ARGV order from its first.
-local POST_VALUES = 8
+local POST_VALUES = 9
 
 -- Posts one reservation's side, its offer's sums added to batch[offerId] for a later write
 -- (write_batch, or the reservation's own). offer_id: the offer the posts were sent to, and ask the
--- clear's: what a lost reservation is posted on. Returns 1 posted, 2 posted as lost, 0 already
--- posted, -1 no such reservation nor offer. The record retention is set.
-local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance, ask, model, offer_id, now, batch)
+-- clear's: what a lost reservation is posted on. balance_day: the UTC day the balance holds on, as
+-- the account's side found it (lua/clear.lua's reply; '' with no balance). Returns 1 posted, 2
+-- posted as lost, 0 already posted, -1 no such reservation nor offer. The record retention is set.
+local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance, balance_day, ask, model, offer_id,
+  now, batch)
   local reservation = k_reservation(id)
   local r = rcall('HMGET', reservation, 'state', 'offerId', 'holdDiem', 'askCents')
   local lost = not r[1]
@@ -45,7 +47,8 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   end
   local b = batch[r[2]]
   if not b then
-    b = { held = 0, inflight = 0, burned = 0, earned = 0, fees = 0, disputed = 0, balance = '', fills = {} }
+    b = { held = 0, inflight = 0, burned = 0, earned = 0, fees = 0, disputed = 0, balance = '', balance_day = nil,
+      fills = {} }
     batch[r[2]] = b
   end
   -- A voided reservation (a late clear) gave its capacity back already: only what it billed counts.
@@ -63,7 +66,10 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   end
   b.burned, b.earned, b.fees = b.burned + int(burn_s), b.earned + int(earned_s), b.fees + int(fee_s)
   b.disputed = capped_sum(b.disputed, int(disputed_s))
-  if balance ~= '' then b.balance = balance end
+  -- A balance of an earlier UTC day (posted after midnight) no longer holds: the allocation reset.
+  if balance ~= '' and balance_day ~= '' and int(balance_day) >= day_of(now) then
+    b.balance, b.balance_day = balance, balance_day
+  end
   local fills = b.fills
   fills[#fills + 1] = { model, burn_s, r[4], earned_s }
   rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s)
@@ -74,13 +80,13 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
 end
 
 -- Every post in argv (the script's ARGV: a library function has none of its own) from `first` on
--- (POST_VALUES each: attemptId, burn, earned, fee, disputed, upstreamBalance, askCents, model), all
--- sent to offer_id, summed into batch; returns each one's post_reservation code, in order.
+-- (POST_VALUES each: attemptId, burn, earned, fee, disputed, upstreamBalance, balanceDay, askCents,
+-- model), all sent to offer_id, summed into batch; returns each one's post_reservation code, in order.
 local function post_all(argv, first, now, batch, offer_id)
   local codes = {}
   for i = first, #argv - POST_VALUES + 1, POST_VALUES do
     codes[#codes + 1] = post_reservation(argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4], argv[i + 5],
-      argv[i + 6], argv[i + 7], offer_id, now, batch)
+      argv[i + 6], argv[i + 7], argv[i + 8], offer_id, now, batch)
   end
   return codes
 end
@@ -95,7 +101,10 @@ local function batch_fields(b, o)
   if b.disputed > 0 then
     fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), b.disputed))
   end
-  if b.balance ~= '' then fields[#fields + 1], fields[#fields + 2] = 'balance', b.balance end
+  if b.balance ~= '' then
+    fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] =
+      'balance', b.balance, 'balanceDay', b.balance_day
+  end
   return int(o[1]) - b.held, int(o[2]) - b.inflight, fields
 end
 

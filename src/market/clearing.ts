@@ -57,6 +57,11 @@ export interface Clearing {
   fee: MicroUsdc
   /** True when the store had lost the admission and this clear wrote it, cleared late. */
   admissionLost: boolean
+  /**
+   * The UTC day (records/days.ts dayOf) the balance after holds on, present when it is known: given,
+   * and the request admitted on the day of the clear (the upstream's allocation resets at 00:00 UTC).
+   */
+  balanceDay?: number
 }
 
 export class ClearingError extends Error {
@@ -82,6 +87,7 @@ export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Pr
   const code = n(reply[0])
   if (code === ClearCode.UnknownAttempt) throw new ClearingError(req.attemptId, 'unknown_attempt')
   if (code === ClearCode.Released) throw new ClearingError(req.attemptId, 'released')
+  const day = reply[10]
   return {
     charged: n(reply[1]) as MicroUsdc,
     cost: n(reply[2]) as MicroUsdc,
@@ -93,6 +99,7 @@ export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Pr
     disputed: n(reply[8]) as MicroDiem,
     fee: n(reply[9]) as MicroUsdc,
     admissionLost,
+    ...(day !== undefined && day !== '' ? { balanceDay: n(day) } : {}),
   }
 }
 
@@ -140,6 +147,18 @@ export interface ReleaseRequest {
 
 /** Returns true when this call released the attempt, false when it had already ended. */
 export async function release(store: Store, keys: Keyspace, req: ReleaseRequest): Promise<boolean> {
+  return (await releaseAttempt(store, keys, req)).released
+}
+
+/**
+ * release, and the UTC day the given balance holds on (null when not known: none given, the
+ * attempt unknown, or admitted on an earlier day), for a void held apart.
+ */
+export async function releaseAttempt(
+  store: Store,
+  keys: Keyspace,
+  req: ReleaseRequest,
+): Promise<{ released: boolean; balanceDay: number | null }> {
   const reply = (await runScript(store, 'release', [keys.base], {
     attemptId: req.attemptId,
     errorCode: req.errorCode,
@@ -149,5 +168,7 @@ export async function release(store: Store, keys: Keyspace, req: ReleaseRequest)
     recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
     offerApart: req.offerApart ? '1' : '0',
   })) as Reply
-  return n(reply[0]) === ReleaseCode.Released
+  const released = n(reply[0]) === ReleaseCode.Released
+  const day = reply[released ? 2 : 1]
+  return { released, balanceDay: day === undefined || day === '' ? null : n(day) }
 }

@@ -10,6 +10,7 @@
 // grows with the replicas seen, so that the market's full reads stay near one a second however many
 // replicas read it. Between full reads each reservation's reply keeps the offer's state current.
 import type { MicroDiem } from '../money/units.ts'
+import { dayOf } from '../records/days.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
@@ -78,6 +79,7 @@ const FIELDS = [
   'inflight',
   'cooldownUntil',
   'suspended',
+  'balanceDay',
 ]
 
 export class LadderView {
@@ -123,7 +125,11 @@ export class LadderView {
         .zcount(this.market.replicas, this.clock() - this.replicasWithinMs, '+inf'),
     )
     this.replicas = Number(replicas ?? 0)
-    if (version === this.version && this.clock() - this.fullReadAt < this.fullReadPeriod) return false
+    const now = this.clock()
+    // A new UTC day resets the supplier keys' balances: the routable figures read before it may be
+    // capped by a balance that no longer holds.
+    const sameDay = dayOf(now) === dayOf(this.fullReadAt)
+    if (version === this.version && now - this.fullReadAt < this.fullReadPeriod && sameDay) return false
     await this.refresh()
     return true
   }
@@ -147,13 +153,27 @@ export class LadderView {
     )
     const now = this.clock()
     const num = (value: string | null | undefined) => Number(value ?? 0)
+    const today = dayOf(now)
     this.offers = ids.flatMap((id, i) => {
-      const [status, ask, capacity, burned, held, balance, maxInFlight, inflight, cooldownUntil, suspended] =
-        rows[i]!
+      const [
+        status,
+        ask,
+        capacity,
+        burned,
+        held,
+        balance,
+        maxInFlight,
+        inflight,
+        cooldownUntil,
+        suspended,
+        day,
+      ] = rows[i]!
       // A suspended supplier's offer is not supply, whatever its own status (lua/reserve.lua refuses it).
       if (!status || suspended === '1') return []
       let left = num(capacity) - num(burned)
-      if (balance !== null && balance !== '' && num(balance) < left) left = num(balance)
+      // As lib/offers reads it: a balance learned on an earlier UTC day (or none) no longer holds.
+      const known = balance !== null && balance !== '' && num(day) >= today
+      if (known && num(balance) < left) left = num(balance)
       return [
         {
           id,

@@ -5,6 +5,7 @@
 // its upstream key's claim are (offer-index.ts).
 import { ApiError, NO_RETRY } from '../errors.ts'
 import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
+import { dayOf } from '../records/days.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { OfferCode } from '../redis/result-codes.ts'
 import type { Store } from '../redis/store.ts'
@@ -143,7 +144,9 @@ function view(raw: Record<string, string>): OfferView {
     capacityDiem: formatMicros(num('capacity')),
     burnedDiem: formatMicros(num('burned')),
     heldDiem: formatMicros(num('held')),
-    upstreamBalanceDiem: raw.balance ? formatMicros(Number(raw.balance)) : null,
+    // Known only on the UTC day it was learned (lib/offers read_offer): the allocation resets at 00:00.
+    upstreamBalanceDiem:
+      raw.balance && num('balanceDay') >= dayOf(Date.now()) ? formatMicros(Number(raw.balance)) : null,
     maxInFlight: num('maxInFlight'),
     inFlight: num('inflight'),
     earnedUsdc: formatMicros(num('earned') as MicroUsdc),

@@ -22,17 +22,30 @@ export interface Billed {
   fee: MicroUsdc
   disputed: MicroDiem
   askCents: number
+  /** The UTC day a balance after holds on, as the clear found it (Clearing's): without one, not known. */
+  balanceDay?: number
 }
 
-/** One post's values, in lib/posts's order. */
+/** One post's values, in lib/posts's order: a balance goes only with the day it holds on. */
 export function postValues(
   attemptId: string,
   model: string,
   billed: Billed,
   upstreamBalance: MicroDiem | null,
 ): (string | number)[] {
-  const { burn, charged, fee, disputed, askCents } = billed
-  return [attemptId, burn, charged - fee, fee, disputed, upstreamBalance ?? '', askCents, model]
+  const { burn, charged, fee, disputed, askCents, balanceDay } = billed
+  const known = upstreamBalance !== null && balanceDay !== undefined
+  return [
+    attemptId,
+    burn,
+    charged - fee,
+    fee,
+    disputed,
+    known ? upstreamBalance : '',
+    known ? balanceDay : '',
+    askCents,
+    model,
+  ]
 }
 
 /** An offer's queue, taken to be carried: its posts' values and the retention to keep them for. */

@@ -19,7 +19,7 @@ import { AdmitCode } from '../redis/result-codes.ts'
 import { replyNumber as n, type ScriptReply as Reply, runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
 import { type Admission, type AdmitRequest, refusalOf } from './admission.ts'
-import { type Clearing, type ClearRequest, clear, type ReleaseRequest, release } from './clearing.ts'
+import { type Clearing, type ClearRequest, clear, type ReleaseRequest, releaseAttempt } from './clearing.ts'
 import { type Billed, type PostQueue, postValues } from './post-queue.ts'
 import type { AdmitRefusal } from './refusal-errors.ts'
 
@@ -232,15 +232,22 @@ export async function releaseApart(
   who: AttemptOwners,
   req: ReleaseRequest,
 ): Promise<boolean> {
-  const released = await release(store, owners.account(who.accountId), { ...req, offerApart: true })
+  const { released, balanceDay } = await releaseAttempt(store, owners.account(who.accountId), {
+    ...req,
+    offerApart: true,
+  })
+  // The balance as the account's side found it: from a request admitted on an earlier UTC day, not known.
+  const balance = balanceDay === null ? null : req.upstreamBalance
   await voidReservation(
     store,
     owners,
     req.attemptId,
     who.offerId,
     req.cooldownMs,
-    req.upstreamBalance,
+    balance,
     req.recordRetentionMs,
+    0,
+    balanceDay,
   )
   return released
 }
@@ -323,6 +330,8 @@ async function voidReservation(
   upstreamBalance: MicroDiem | null,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
   watchMs = 0,
+  /** The UTC day the balance holds on (lua/release.lua's answer); without one it is not recorded. */
+  balanceDay: number | null = null,
 ): Promise<void> {
   await runScript(store, 'void', [owners.offer(offerId).base], {
     attemptId,
@@ -330,5 +339,6 @@ async function voidReservation(
     upstreamBalance: upstreamBalance ?? '',
     recordRetentionMs,
     watchMs,
+    balanceDay: balanceDay ?? '',
   })
 }

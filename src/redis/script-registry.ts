@@ -238,6 +238,7 @@ export const SCRIPTS = {
     'upstreamBalance',
     'recordRetentionMs',
     'watchMs',
+    'balanceDay',
   ]),
   post: market([...ending, LIB.posts], post, ['recordRetentionMs', 'offerId'], true),
   reapHold: market([...ending], reapHold, ['attemptId', 'recordRetentionMs', 'offerId']),

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { auditAll } from '../../src/cli/audit.ts'
 import { formatMicros } from '../../src/money/units.ts'
+import { dayOf } from '../../src/records/days.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import {
   balances,
@@ -57,7 +58,7 @@ describe('failures before any byte fall forward and cost nothing', () => {
   for (const fault of ['error_5xx', 'rate_limit', 'out_of_balance', 'slow_first_byte']) {
     for (const stream of [false, true]) {
       test(`${fault}, ${stream ? 'streamed' : 'buffered'}: served by the next offer, charged only there`, async () => {
-        // A fresh start for the cheap offer: an earlier out_of_balance left it marked empty.
+        // A fresh start for the cheap offer: an earlier out_of_balance left it marked empty for the day.
         await stack.store.hset(stack.keys.offer(first.id), 'balance', '')
         const tried = await simKey(stack, first.upstreamKey, { fault, times: 1, balanceDiem: '100' })
         const before = await balances(stack, buyer.accountId)
@@ -84,10 +85,14 @@ describe('failures before any byte fall forward and cost nothing', () => {
     }
   }
 
-  test('out_of_balance records the supplier key as empty: the offer has no routable capacity left', async () => {
+  test('out_of_balance records the supplier key as empty: the offer has no routable capacity left today', async () => {
     await simKey(stack, first.upstreamKey, { fault: 'out_of_balance', times: 1 })
     await servedAt(await chat())
-    expect(await stack.store.hget(stack.keys.offer(first.id), 'balance')).toBe('0')
+    // Empty for the UTC day it was learned on: the allocation resets at 00:00 UTC.
+    expect(await stack.store.hmget(stack.keys.offer(first.id), 'balance', 'balanceDay')).toEqual([
+      '0',
+      String(dayOf(Date.now())),
+    ])
     // and so the next request goes straight to the backup, without trying the empty key
     const { ask } = await servedAt(await chat())
     expect(ask).toBe(48)

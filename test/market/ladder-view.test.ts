@@ -15,6 +15,7 @@ import { FULL_READ_MAX_MS, fullReadPeriodMs } from '../../src/market/replicas.ts
 import { marketSteps } from '../../src/market/steps.ts'
 import { type Owners, ownerKeyspaces, releaseApart } from '../../src/market/two-phase.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { dayOf } from '../../src/records/days.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
@@ -265,7 +266,7 @@ describe("a view kept by the reservations' replies", () => {
     const roomy = await post(m, 45)
     const { reservesOn, view, held, admit } = await readView(m)
     // Its upstream balance reported low since the view was read: 5,000 left.
-    await store.hset(m.owners.offer(worn).offer(worn), 'balance', 5_000)
+    await store.hset(m.owners.offer(worn).offer(worn), 'balance', 5_000, 'balanceDay', dayOf(Date.now()))
     expect(offerOf(await admit(10_000))).toBe(roomy)
     expect(view.current[0]).toMatchObject({ id: worn, routable: 5_000 })
     expect(offerOf(await admit(10_000))).toBe(roomy)

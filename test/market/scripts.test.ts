@@ -6,6 +6,7 @@ import { auditMarket, listWriteOffs } from '../../src/market/audit.ts'
 import { ClearingError, type ClearRequest, release } from '../../src/market/clearing.ts'
 import { reapExpired, renewLease } from '../../src/market/leases.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import { dayOf } from '../../src/records/days.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { attemptRecord, setAttemptValue } from '../helpers/attempts.ts'
 import {
@@ -154,7 +155,8 @@ describe.each(scriptForms())('as %s', (form) => {
     test('capacity is capped by the last known upstream balance and reduced by holds', async () => {
       const small = await postOffer(fx, 30, 5_000_000)
       const big = await postOffer(fx, 40, 5_000_000)
-      await fx.store.hset(fx.keys.offer(small), 'balance', '1500')
+      // learned today: a balance from an earlier UTC day no longer holds
+      await fx.store.hset(fx.keys.offer(small), 'balance', '1500', 'balanceDay', dayOf(Date.now()))
       const acct = await seedAccount(fx, 1_000_000)
       expect(admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem })).offerId).toBe(small)
       // 500 routable left on the small one: the next 1,000 goes to the bigger

@@ -8,7 +8,7 @@ import libKeys from '../../lua/lib/keys.lua' with { type: 'text' }
 import libNumbers from '../../lua/lib/numbers.lua' with { type: 'text' }
 import { LIMIT_RESETS, periodEnd, periodStart } from '../../src/accounts/budget-periods.ts'
 import { costAtAsk, type MicroDiem } from '../../src/money/units.ts'
-import { utcDay } from '../../src/records/days.ts'
+import { dayOf, utcDay } from '../../src/records/days.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../../src/records/refusals.ts'
 import { SCRIPTS } from '../../src/redis/script-registry.ts'
 import { runScript } from '../../src/redis/scripts.ts'
@@ -93,6 +93,13 @@ test('utc_day names the same day as utcDay', async () => {
     ...times,
   )
   expect(days).toEqual(times.map(utcDay))
+  // The day a supplier key's balance holds on (lib/offers, ladder-view.ts): the same day, counted.
+  const counts = await lua(
+    'local out = {} for i, ms in ipairs(ARGV) do out[i] = day_of(tonumber(ms)) end return out',
+    ...times,
+  )
+  expect(counts).toEqual(times.map(dayOf))
+  expect(times.map((ms) => utcDay(dayOf(ms) * 86_400_000))).toEqual(times.map(utcDay))
 })
 
 test('period_start and period_end bound the same daily, weekly and monthly periods as periodStart and periodEnd', async () => {
