@@ -201,7 +201,8 @@ class Steps {
         }
       }
       this.write()
-      await store.del(source)
+      // Its sums too: each offer's Stream is summed beside it from here on.
+      await store.del(source, one.fillsSums(source))
     }
     return copied
   }

@@ -1,11 +1,11 @@
-// GET /v1/agent/activity and GET /v1/agent/usage: the account's ended attempts, read from its
+// GET /v1/agent/activity (and, for usage.ts, the window read): the account's ended attempts, read from its
 // ended-attempt Stream (`acct:<id>:activity`, appended by the script that ends each attempt, so
 // an attempt is on it the moment its response is in).
 import { formatMicros } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { parseAttemptId } from './attempt-id.ts'
-import { lastDays, utcDay } from './days.ts'
+import { lastDays } from './days.ts'
 import { endedFields } from './ended-entry.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from './refusals.ts'
 import { STATS_WINDOWS, type StatsWindow } from './stats.ts'
@@ -101,8 +101,6 @@ export async function listActivity(
   return pageStream(store, keys.accountActivity(accountId), limit, before, activityItem, oldest)
 }
 
-const USAGE_PAGE = 1_000
-
 /** A window as read from Redis's clock once: its UTC days, oldest first, and the time read. */
 export interface WindowRead {
   days: string[]
@@ -116,77 +114,10 @@ export async function readWindow(store: Store, window: StatsWindow): Promise<Win
 }
 
 /**
- * The UTC days of the window ending today (Redis's clock), oldest first, after handing `visit` each
- * entry of the Stream from the first day's start, a page at a time. Streams read together pass the
- * window read once (`read`): a clock passing midnight between reads would shift one's window. With
- * `retentionMs`, from no earlier than the record retention either: a trimmed Stream may still hold
- * older entries, which the listings (listActivity, the fills) do not show.
+ * Where a window's sums start: its first day's start, and with `retentionMs`, no earlier than the
+ * record retention either (a trimmed Stream may still hold older entries, which the listings,
+ * listActivity and the fills, do not show).
  */
-export async function scanWindow(
-  store: Store,
-  stream: string,
-  window: StatsWindow,
-  visit: (day: string, fields: Record<string, string>) => void,
-  options: { read?: WindowRead; retentionMs?: number } = {},
-): Promise<string[]> {
-  const { days, nowMs } = options.read ?? (await readWindow(store, window))
-  const dayStart = Date.parse(`${days[0]}T00:00:00Z`)
-  const retained = options.retentionMs === undefined ? 0 : nowMs - options.retentionMs
-  let start = String(Math.max(dayStart, retained, 0))
-  for (;;) {
-    const entries = (await store.xrange(stream, start, '+', 'COUNT', USAGE_PAGE)) as Entry[]
-    for (const [id, flat] of entries) visit(utcDay(entryMs(id)), fieldsOf(flat))
-    if (entries.length < USAGE_PAGE) return days
-    start = `(${entries.at(-1)![0]}`
-  }
-}
-
-/**
- * Per UTC day of the window (today's so far included, as /v1/models/stats), what the account was
- * charged and how many requests it was served, split by model. Refused and failed attempts cost
- * nothing and are not requests served; a request counts once, on the attempt that served it.
- */
-export async function accountUsage(
-  store: Store,
-  keys: Keyspace,
-  accountId: string,
-  window: StatsWindow,
-  retentionMs: number = DEFAULT_RECORD_RETENTION_MS,
-) {
-  const byDay = new Map<string, Map<string, { cost: number; requests: number }>>()
-  const visit = (day: string, f: Record<string, string>) => {
-    if (f.status !== 'completed' && f.status !== 'incomplete') return
-    const models = byDay.get(day) ?? new Map()
-    byDay.set(day, models)
-    const model = f.model || 'unknown'
-    const row = models.get(model) ?? { cost: 0, requests: 0 }
-    row.cost += Number(f.costUsdc ?? 0)
-    row.requests += 1
-    models.set(model, row)
-  }
-  // Within the record retention, as activity lists.
-  const days = await scanWindow(store, keys.accountActivity(accountId), window, visit, { retentionMs })
-  const view = (cost: number, requests: number) => ({ costUsdc: formatMicros(cost), requests })
-  let totalCost = 0
-  let totalRequests = 0
-  const daily = days.map((date) => {
-    const models = [...(byDay.get(date) ?? new Map()).entries()].sort(([a], [b]) => a.localeCompare(b))
-    const cost = models.reduce((sum, [, r]) => sum + r.cost, 0)
-    const requests = models.reduce((sum, [, r]) => sum + r.requests, 0)
-    totalCost += cost
-    totalRequests += requests
-    return {
-      date,
-      ...view(cost, requests),
-      models: models.map(([model, r]) => ({ model, ...view(r.cost, r.requests) })),
-    }
-  })
-  return {
-    object: 'usage' as const,
-    window,
-    from: days[0]!,
-    to: days.at(-1)!,
-    ...view(totalCost, totalRequests),
-    days: daily,
-  }
+export function windowFrom(read: WindowRead, retentionMs: number): number {
+  return Math.max(Date.parse(`${read.days[0]}T00:00:00Z`), read.nowMs - retentionMs, 0)
 }

@@ -184,6 +184,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      */
     accountActivity: (accountId: string) => accountKey(accountId, `acct:${accountId}:activity`),
     /**
+     * hash, beside the activity Stream: its entries folded so far per UTC hour and model, and the
+     * cursor folded up to (lua/fold-sums.lua, src/records/stream-sums.ts): what GET /v1/agent/usage reads
+     */
+    accountUsage: (accountId: string) => accountKey(accountId, `acct:${accountId}:usage`),
+    /**
      * stream: every ended attempt of the market, the same entries as the accounts' Streams, trimmed
      * to about ENDED_MAXLEN (lua/lib/attempts.lua: 1,000,000) entries. `svc-gateway export` tails it.
      * (Its Redis name, `settled`, predates the word; it stays so that no stream is left behind.)
@@ -240,6 +245,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     supplierFills: (supplierId: string) => key(`supplier:${supplierId}:fills`),
     /** The fills of one of the supplier's offers: the supplier's stream, or held apart, one on the offer's slot (lua/post.lua). */
     offerFills: (offerId: string, supplierId: string) => offerKey(offerId, `supplier:${supplierId}:fills`),
+    /** hash, beside a fills Stream (the supplier's, or held apart, an offer's): its sums, as accountUsage's */
+    fillsSums: (fills: string) => `${fills}:sums`,
 
     // Payouts: USDC sent on chain from the operator's payout wallet to a supplier's wallet.
     /**

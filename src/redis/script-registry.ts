@@ -15,6 +15,7 @@ import credit from '../../lua/credit.lua' with { type: 'text' }
 import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
 import creditPending from '../../lua/credit-pending.lua' with { type: 'text' }
 import due from '../../lua/due.lua' with { type: 'text' }
+import foldSums from '../../lua/fold-sums.lua' with { type: 'text' }
 import hold from '../../lua/hold.lua' with { type: 'text' }
 import indexAccount from '../../lua/index-account.lua' with { type: 'text' }
 import indexKey from '../../lua/index-key.lua' with { type: 'text' }
@@ -353,6 +354,8 @@ export const SCRIPTS = {
     4,
   ),
   webhookDelete: standalone(webhookDelete, 6, ['endpointId', 'owner'], false, 5),
+  // usage and earnings: a Stream's new entries folded into its sums (src/records/stream-sums.ts)
+  foldSums: standalone(foldSums, 1, ['expected', 'cursor', 'reset', 'deleted', 'ttlMs', 'start'], true),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS

@@ -1,9 +1,12 @@
 // GET /v1/supplier/earnings: per UTC day of the window, what the supplier's offers earned (net of
-// the fee), how much they burned and how many fills, from its fills Streams like the buyer's usage.
+// the fee), how much they burned and how many fills, from the sums kept beside its fills Streams
+// (records/stream-sums.ts), like the buyer's usage.
 import { formatMicros } from '../money/units.ts'
-import { readWindow, scanWindow } from '../records/activity.ts'
+import { readWindow, windowFrom } from '../records/activity.ts'
+import { utcDay } from '../records/days.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { StatsWindow } from '../records/stats.ts'
+import { type Fold, streamSums } from '../records/stream-sums.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { fillStreams } from './fills.ts'
@@ -20,6 +23,13 @@ const view = (d: Day) => ({
   fills: d.fills,
 })
 
+/** `e` earned (micro-USDC), `b` burned (micro-DIEM), `f` fills; a value that is no integer counts 0. */
+export const fillsFold: Fold = (f, add) => {
+  add('e', Math.trunc(Number(f.earnedUsdc ?? 0)) || 0)
+  add('b', Math.trunc(Number(f.burnDiem ?? 0)) || 0)
+  add('f', 1)
+}
+
 export async function supplierEarnings(
   store: Store,
   keys: Keyspace,
@@ -28,19 +38,23 @@ export async function supplierEarnings(
   retentionMs: number = DEFAULT_RECORD_RETENTION_MS,
 ) {
   const byDay = new Map<string, Day>()
-  const visit = (day: string, f: Record<string, string>) => {
-    const row = byDay.get(day) ?? { earned: 0, burn: 0, fills: 0 }
-    row.earned += Number(f.earnedUsdc ?? 0)
-    row.burn += Number(f.burnDiem ?? 0)
-    row.fills += 1
-    byDay.set(day, row)
-  }
   const streams = await fillStreams(store, keys, supplierId)
-  // Held apart, one Stream per offer: all scanned over one window, read once, so a read that
+  // Held apart, one Stream per offer: all summed over one window, read once, so a read that
   // passes midnight neither drops an offer's fills of the first day nor counts ones past the last.
   // Within the record retention, as the fills list.
   const read = await readWindow(store, window)
-  await Promise.all(streams.map((stream) => scanWindow(store, stream, window, visit, { read, retentionMs })))
+  const from = windowFrom(read, retentionMs)
+  const sums = await Promise.all(
+    streams.map((stream) => streamSums(store, stream, keys.fillsSums(stream), fillsFold, read.nowMs, from)),
+  )
+  for (const [hour, names] of sums.flatMap((s) => [...s])) {
+    const day = utcDay(hour)
+    const row = byDay.get(day) ?? { earned: 0, burn: 0, fills: 0 }
+    row.earned += names.get('e') ?? 0
+    row.burn += names.get('b') ?? 0
+    row.fills += names.get('f') ?? 0
+    byDay.set(day, row)
+  }
   const days = read.days
   const total: Day = { earned: 0, burn: 0, fills: 0 }
   const daily = days.map((date) => {

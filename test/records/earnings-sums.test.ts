@@ -1,0 +1,104 @@
+// GET /v1/supplier/earnings answers from sums kept beside each fills Stream (the supplier's, or
+// held apart, one per offer on the offer's slot), as usage does (usage-sums.test.ts): exactly a
+// scan of every Stream, and a read costs what was appended since the last one.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { DEFAULT_RECORD_RETENTION_MS } from '../../src/records/refusals.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { createStore, type Store } from '../../src/redis/store.ts'
+import { supplierEarnings } from '../../src/suppliers/earnings.ts'
+import { fillStreams } from '../../src/suppliers/fills.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import {
+  append,
+  DAY,
+  HOUR,
+  idsAt,
+  newProbe,
+  probedStore,
+  referenceEarnings,
+  seeded,
+} from '../helpers/usage-streams.ts'
+
+let store: Store
+beforeAll(() => {
+  store = createStore(testRedisUrl(), { name: 'rv-earnings-sums' })
+})
+afterAll(() => store.close())
+
+const NOW = Date.parse('2031-07-02T03:41:09.007Z')
+
+/** `count` fills spread over [from, to) on the supplier's Streams, one per offer held apart. */
+async function fills(
+  keys: Keyspace,
+  supplierId: string,
+  offers: string[],
+  count: number,
+  from: number,
+  to: number,
+  seed: number,
+) {
+  const random = seeded(seed)
+  const times = Array.from({ length: count }, () => from + Math.floor(random() * (to - from))).sort(
+    (a, b) => a - b,
+  )
+  const byStream = new Map<string, number[]>()
+  for (const ms of times) {
+    const offer = offers[Math.floor(random() * offers.length)]!
+    const stream = keys.offerFills(offer, supplierId)
+    byStream.set(stream, [...(byStream.get(stream) ?? []), ms])
+  }
+  for (const [stream, at] of byStream) {
+    await append(store, stream, idsAt(at), () => [
+      'offer',
+      'o',
+      'model',
+      'llama-3.3-70b',
+      'burnDiem',
+      String(Math.floor(random() * 90_000)),
+      'askCents',
+      '40',
+      'earnedUsdc',
+      String(Math.floor(random() * 40_000)),
+    ])
+  }
+}
+
+for (const layout of ['one-slot', 'apart'] as const) {
+  describe(`${layout}`, () => {
+    const keys = keyspace(testPrefix(), layout)
+    const supplierId = `spl_${randomBytes(8).toString('hex')}`
+    const offers = layout === 'apart' ? ['o-1', 'o-2', 'o-3'] : ['o-1']
+
+    test('every window and retention: the sums answer exactly what a scan of every fills Stream does', async () => {
+      await store.sadd(keys.supplierOffers(supplierId), ...offers)
+      await fills(keys, supplierId, offers, 3_000, NOW - 33 * DAY, NOW, 3)
+      const streams = await fillStreams(store, keys, supplierId)
+      for (const retention of [DEFAULT_RECORD_RETENTION_MS, 2 * DAY + 29 * 60_000, 5 * HOUR + 1]) {
+        for (const window of ['24h', '7d', '30d'] as const) {
+          const earnings = await supplierEarnings(
+            probedStore(store, NOW, newProbe()),
+            keys,
+            supplierId,
+            window,
+            retention,
+          )
+          expect(earnings).toEqual(await referenceEarnings(store, streams, window, NOW, retention))
+        }
+      }
+    })
+
+    test('a read after N fills reads those N', async () => {
+      await fills(keys, supplierId, offers, 41, NOW - 20 * 60_000, NOW, 5)
+      const streams = await fillStreams(store, keys, supplierId)
+      const probe = newProbe()
+      const earnings = await supplierEarnings(probedStore(store, NOW, probe), keys, supplierId, '30d')
+      expect(earnings).toEqual(
+        await referenceEarnings(store, streams, '30d', NOW, DEFAULT_RECORD_RETENTION_MS),
+      )
+      expect(probe.ranged).toBe(41)
+      // Each Stream's sums beside it, in its slot.
+      for (const stream of streams) expect(await store.exists(keys.fillsSums(stream))).toBe(1)
+    })
+  })
+}
