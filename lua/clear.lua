@@ -18,7 +18,8 @@
   ARGV[3]  feeBps: platform fee, basis points (0..10000)
   ARGV[4]  upstreamBalance: the supplier key's upstream balance after this request, micro-DIEM ("" unknown):
            recorded with its UTC day (balanceDay), and only when the attempt was admitted on the day
-           of this clear (the upstream's allocation resets at 00:00 UTC; its answer came in between)
+           of this clear (the upstream's allocation resets at 00:00 UTC; its answer came in between):
+           never for a lost admission (ARGV[12..]), whose time of admission is not known
   ARGV[5]  inputTokens: input tokens
   ARGV[6]  outputTokens: output tokens
   ARGV[7]  estimated: "1" when the usage was estimated, "0" when metered
@@ -85,7 +86,8 @@ local o = not apart and rcall('HMGET', offer, unpack(OFFER_UNWIND_FIELDS)) or ni
 -- A lost admission names an offer the store must still have: never a ghost row.
 if a.state == 'lost' and o and not o[1] then return { -1 } end
 -- The balance after, as known now: a request admitted before midnight may report one from before the reset.
-local balance, balance_day = balance_known(ARGV[4], a.admittedAt, now)
+-- A lost admission's time is not known (admitted "now" above only for its record): nor is its balance's day.
+local balance, balance_day = balance_known(ARGV[4], a.state ~= 'lost' and a.admittedAt, now)
 local reported = int(ARGV[2])
 local burn = reported
 local held = int(a.holdDiem)

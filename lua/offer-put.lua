@@ -33,7 +33,7 @@
   not while their supplier is suspended. An offer put here leaves the full set (lib/ladder): the
   next request that finds it at its cap moves it back. A suspended supplier's offer cannot be
   posted or set active. A deleted offer keeps its hash (in-flight attempts and the audit still
-  read it).
+  read it). A change of the upstream (its base URL or key) forgets the upstream balance.
 
   Returns {1} or ({0} on void: the offer was written, nothing done)
     {-1}                 unknown (or deleted) offer on update / delete; existing id on create
@@ -125,6 +125,8 @@ local fields = { 'upstreamBaseUrl', ARGV[3], 'upstreamKeyEnc', ARGV[4], 'askCent
 for i = 1, #fields, 2 do
   if fields[i + 1] ~= '' then rcall('HSET', offer, fields[i], fields[i + 1]) end
 end
+-- Another upstream or key is another allocation: the old key's balance (a 402's 0) says nothing of it.
+if mode == 'update' and (ARGV[3] ~= '' or ARGV[4] ~= '') then rcall('HSET', offer, 'balance', '', 'balanceDay', '') end
 
 if apart then return { 1 } end
 local o = rcall('HMGET', offer, 'status', 'askCents', 'seq')
