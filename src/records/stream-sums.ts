@@ -10,7 +10,10 @@
 // first entry where it was trimmed past it) is counted from the Stream itself: from the bound to
 // the hour's end, or, where the Stream still holds the whole hour and that is the shorter read,
 // the hour's sum less the entries before the bound. A Stream that lost entries the sums hold
-// other than by a trim of its oldest (an XDEL, or deleted and made again) is folded again.
+// other than by a trim of its oldest (deleted and made again, or an XDEL that raised its
+// max-deleted-entry-id) is folded again. An XDEL below an earlier one leaves that id as it was and
+// is not seen: the gateway deletes no entry but a migration's new last one (migrate-apart's
+// markTrimmed), so only an entry deleted by hand can be counted after it is gone.
 
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
@@ -112,8 +115,17 @@ export async function streamSums(
 ): Promise<HourSums> {
   const keptFrom = (Math.floor(nowMs / DAY_MS) - (KEPT_DAYS - 1)) * DAY_MS
   const ttlMs = KEPT_DAYS * DAY_MS
-  const info = await catchUp(store, stream, sumsKey, fold, keptFrom, ttlMs)
-  const stored = await store.hgetall(sumsKey)
+  let info: StreamInfo | null
+  let stored: Record<string, string>
+  for (;;) {
+    const caught = await catchUp(store, stream, sumsKey, fold, keptFrom, ttlMs)
+    info = caught.info
+    stored = await store.hgetall(sumsKey)
+    // Reset or deleted since the fold (a cursor gone or behind, another generation): those sums
+    // hold less than the Stream up to where this read folded; fold again.
+    const behind = caught.cursor !== null && (!stored.cursor || compareIds(stored.cursor, caught.cursor) < 0)
+    if (!behind && (stored.gen ?? '') === caught.gen) break
+  }
   const sums: HourSums = new Map()
   if (info?.first == null || !stored.cursor) return sums
   const cursor = stored.cursor
@@ -186,9 +198,10 @@ async function catchUp(
   fold: Fold,
   keptFrom: number,
   ttlMs: number,
-): Promise<StreamInfo | null> {
+): Promise<{ info: StreamInfo | null; cursor: string | null; gen: string }> {
   const send = (
     expected: string | null,
+    gen: string,
     next: string,
     deleted: string | null,
     adds: Map<string, number>,
@@ -200,6 +213,7 @@ async function catchUp(
       [sumsKey],
       {
         expected: expected ?? '',
+        gen,
         cursor: next,
         reset: deleted === null ? '0' : '1',
         deleted: deleted ?? '',
@@ -209,7 +223,7 @@ async function catchUp(
       [...adds].flat(),
     ).then(Number)
   for (;;) {
-    const [cursor = null, deleted = null] = await store.hmget(sumsKey, 'cursor', 'deleted')
+    const [cursor = null, deleted = null, gen = ''] = await store.hmget(sumsKey, 'cursor', 'deleted', 'gen')
     const info = await streamInfo(store, stream)
     // Made again (its ids restart below the cursor), gone, or an entry deleted that is not before
     // its first one (a trim drops only the oldest): the sums no longer match what the Stream holds.
@@ -220,22 +234,22 @@ async function catchUp(
       compareIds(info.maxDeleted, info.first) >= 0 &&
       info.maxDeleted !== deleted
     if (remade || holed) {
-      await send(cursor, '', info?.maxDeleted ?? '', new Map())
+      await send(cursor, gen ?? '', '', info?.maxDeleted ?? '', new Map())
       continue
     }
-    if (info === null) return null
+    if (info === null) return { info, cursor: null, gen: gen ?? '' }
     let at = cursor
     for (;;) {
       const start = at === null || compareIds(at, `${keptFrom}-0`) < 0 ? `${keptFrom}` : `(${at}`
       const entries = (await store.xrange(stream, start, '+', 'COUNT', PAGE)) as Entry[]
-      if (entries.length === 0) return info
+      if (entries.length === 0) return { info, cursor: at, gen: gen ?? '' }
       const adds = new Map<string, number>()
       foldEntries(entries, fold, adds)
       const last = entries.at(-1)![0]
       // Another read folded past `at` meanwhile: nothing written; read the cursor again.
-      if ((await send(at, last, null, adds, entries[0]![0])) === 0) break
+      if ((await send(at, gen ?? '', last, null, adds, entries[0]![0])) === 0) break
       at = last
-      if (entries.length < PAGE) return info
+      if (entries.length < PAGE) return { info, cursor: at, gen: gen ?? '' }
     }
   }
 }

@@ -355,7 +355,12 @@ export const SCRIPTS = {
   ),
   webhookDelete: standalone(webhookDelete, 6, ['endpointId', 'owner'], false, 5),
   // usage and earnings: a Stream's new entries folded into its sums (src/records/stream-sums.ts)
-  foldSums: standalone(foldSums, 1, ['expected', 'cursor', 'reset', 'deleted', 'ttlMs', 'start'], true),
+  foldSums: standalone(
+    foldSums,
+    1,
+    ['expected', 'gen', 'cursor', 'reset', 'deleted', 'ttlMs', 'start'],
+    true,
+  ),
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS
