@@ -97,6 +97,9 @@ export class Relayer {
     } catch (error) {
       throw new NotSent(`transaction refused before sending: ${shortMessage(error)}`)
     }
+    // A turn that lapsed (this process paused past its life) may be another replica's now, at
+    // this nonce: nothing recorded or sent yet, so refused unsent.
+    if (turn && !(await turn.held())) throw new NotSent('the relayer key was taken by another sender')
     const hash = keccak256(serialized)
     await onSigned(hash)
     try {

@@ -14,6 +14,8 @@ import type { Store } from '../redis/store.ts'
 /** The lock, held: the lowest nonce the send may use, and what it says when done. */
 export interface HeldTurn {
   floor: number
+  /** Whether the turn is still this send's (renewed now): false once it lapsed to another. */
+  held(): Promise<boolean>
   /** The send was broadcast at `nonce`: the next one starts after it. */
   sent(nonce: number): Promise<void>
   release(): Promise<void>
@@ -24,7 +26,10 @@ export interface SendTurns {
   take(): Promise<HeldTurn>
 }
 
-/** A send is a gas estimate, a signature and a broadcast: far shorter than the lock's life. */
+/**
+ * A send is a gas estimate, a signature and a broadcast, but each is an RPC call that may be slow
+ * (viem retries each): the lock is renewed while the send runs, so only a dead replica's lapses.
+ */
 const LOCK_TTL_MS = 30_000
 const FLOOR_TTL_MS = 60_000
 const RETRY_MS = 10
@@ -37,16 +42,17 @@ export class SenderTurns implements SendTurns {
     private readonly keys: Keyspace,
     address: Address,
     private readonly waitMs = 15_000,
+    private readonly ttlMs = LOCK_TTL_MS,
   ) {
     this.wallet = address.toLowerCase()
   }
 
-  private lock(action: 'acquire' | 'release', token: string): Promise<boolean> {
+  private lock(action: 'acquire' | 'renew' | 'release', token: string): Promise<boolean> {
     return runScript(this.store, 'payoutLock', [this.keys.base], {
       action,
       wallet: this.wallet,
       token,
-      ttlMs: LOCK_TTL_MS,
+      ttlMs: this.ttlMs,
     }).then((reply) => Number((reply as number[])[0]) === 1)
   }
 
@@ -58,13 +64,30 @@ export class SenderTurns implements SendTurns {
       await Bun.sleep(RETRY_MS)
     }
     const floorKey = this.keys.relayerNextNonce(this.wallet)
-    const floor = Number((await this.store.get(floorKey)) ?? 0)
+    let floor: number
+    try {
+      floor = Number((await this.store.get(floorKey)) ?? 0)
+    } catch (error) {
+      await this.lock('release', token).catch(() => {})
+      throw error
+    }
+    // Renewed while the send runs; once another holds it, never ours again for this send.
+    let lost = false
+    const renew = async () => {
+      lost ||= !(await this.lock('renew', token))
+      return !lost
+    }
+    const heartbeat = setInterval(() => renew().catch(() => {}), Math.max(1, Math.floor(this.ttlMs / 3)))
+    heartbeat.unref()
     return {
       floor,
+      // An unanswered renewal is not a turn known to be held.
+      held: () => renew().catch(() => false),
       sent: async (nonce) => {
         await this.store.set(floorKey, String(nonce + 1), 'PX', FLOOR_TTL_MS)
       },
       release: async () => {
+        clearInterval(heartbeat)
         await this.lock('release', token)
       },
     }

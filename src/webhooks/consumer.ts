@@ -59,20 +59,38 @@ export class WebhookConsumer {
     ]
     let handled = 0
     let next = 0
+    let failed: unknown = null
+    const skipped: Owner[] = []
     const worker = async () => {
       while (next < owners.length && this.busy.size < OWNERS_AT_ONCE) {
         const owner = owners[next++] as Owner
-        if (this.busy.has(owner)) continue
+        if (this.busy.has(owner)) {
+          skipped.push(owner)
+          continue
+        }
         this.busy.add(owner)
         try {
           handled += await this.drain(owner, sweep)
+        } catch (error) {
+          // One owner's failure (a blip) ends neither the others' deliveries nor its own flag,
+          // which its drain took: the next pass tries it again.
+          failed ??= error
+          await this.flag(owner).catch(() => {})
         } finally {
           this.busy.delete(owner)
         }
       }
     }
     await Promise.all(Array.from({ length: Math.min(OWNERS_AT_ONCE, owners.length) }, worker))
+    // A sweep's owners are not flagged: those it could not visit (busy, or no slot left) are, so
+    // an ordinary pass reads them before the next sweep.
+    if (sweep) for (const owner of [...skipped, ...owners.slice(next)]) await this.flag(owner)
+    if (failed) throw failed
     return handled
+  }
+
+  private flag(owner: Owner): Promise<unknown> {
+    return this.store.sadd(this.keys.webhookDue(owner), owner)
   }
 
   /**
@@ -126,8 +144,7 @@ export class WebhookConsumer {
     }
     // Still something to do: a full batch handled, or an event waiting on a retry (here or at
     // another replica): the next pass looks again.
-    if (handled >= BATCH || (await this.pendingCount(stream)) > 0)
-      await this.store.sadd(this.keys.webhookDue(owner), owner)
+    if (handled >= BATCH || (await this.pendingCount(stream)) > 0) await this.flag(owner)
     return handled
   }
 
