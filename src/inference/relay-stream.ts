@@ -1,14 +1,13 @@
 // A supplier stream relayed in a wire format (relay-chat-stream.ts, relay-responses.ts): content
 // passes through as it comes; the supplier's usage waits for the clear, then the format's closing
 // frames. A stream that ends without usage is billed on estimate, one with no text and no usage is
-// released (nothing charged).
-// A clear that loses the store is tried again for `clearWaitMs`, the client kept open with
-// keep-alives, so the end it is told is the real one; a clear refused by its script ends with
-// `settle_failed` (nothing charged), and one still unheard after the wait with `store_unavailable`
-// (not known: the request's record says).
-// The client stream is Bun's direct stream: frames are written straight to the response, no
-// queue; a write the client is not taking is awaited before the supplier is read again
-// (backpressure). One object per stream holds the state: per open stream, memory is what counts.
+// released (nothing charged). A clear that loses the store is tried again for `clearWaitMs`, the
+// client kept open with keep-alives, so the end it is told is the real one; a clear refused by its
+// script ends with `settle_failed` (nothing charged), and one still unheard after the wait with
+// `store_unavailable` (not known: the request's record says). The client stream is Bun's direct
+// stream: frames are written straight to the response, no queue; a write the client is not taking
+// is awaited before the supplier is read again (backpressure). One object per stream holds the
+// state: per open stream, memory is what counts.
 import type { Logger } from 'pino'
 import type { Admission } from '../market/admission.ts'
 import type { LeaseRenewer } from '../market/lease-renewer.ts'
@@ -184,8 +183,9 @@ class StreamRelay {
 
   async pull(sink: Sink): Promise<void> {
     this.sink = sink
-    // A format's opening frames may wait on a count (the Messages prompt's tokens).
-    const opening = (await this.shape.start?.()) ?? []
+    // Awaited only for a count (Messages): a pull that yields before writing sends the head alone.
+    const started = this.shape.start?.() ?? []
+    const opening = started instanceof Promise ? await started : started
     if (this.cancelled) return
     for (const f of opening) sink.write(f)
     this.clock.add(this)
