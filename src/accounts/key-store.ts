@@ -2,6 +2,8 @@
 // (lifetime, or reset daily, weekly or monthly: budget-periods.ts), and the spent and held beside it
 // on the account's hash. A limit, its reset or a name is set by lua/set-key-limit.lua; a limited
 // caller's budget binds what it mints, changes and revokes.
+
+import { redisNow } from '../redis/clock.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
@@ -36,12 +38,6 @@ export interface KeyChange {
   /** null: the limit becomes a lifetime one */
   reset?: LimitReset | null
   name?: string
-}
-
-/** Redis's clock, ms: a budget's period is the scripts' (Redis TIME), whatever this host's says. */
-async function redisNow(store: Store): Promise<number> {
-  const [seconds, micros] = await store.time()
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
 }
 
 export interface MintedApiKey extends NewKey, KeySpending {}

@@ -5,6 +5,8 @@
 // behind, which the reaper finishes (the offer was written: it is placed as it stands) or undoes
 // (never written: it is written deleted, so a late write finds it taken, and its upstream key is
 // given back).
+
+import { redisNow } from '../redis/clock.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript, type ScriptArgs } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
@@ -184,8 +186,7 @@ export class OfferIndex {
    * returns how many.
    */
   async finishListings(limit: number, graceMs = LISTING_GRACE_MS): Promise<number> {
-    const [seconds, micros] = await this.store.time()
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+    const now = await redisNow(this.store)
     const left = await this.store.zrangebyscore(
       this.keys.offersListing,
       '-inf',

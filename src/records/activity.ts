@@ -2,6 +2,7 @@
 // ended-attempt Stream (`acct:<id>:activity`, appended by the script that ends each attempt, so
 // an attempt is on it the moment its response is in).
 import { formatMicros } from '../money/units.ts'
+import { redisNow } from '../redis/clock.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { parseAttemptId } from './attempt-id.ts'
@@ -84,8 +85,7 @@ export async function pageStream<T>(
  * entry past the retention may still be there, and is not shown.
  */
 export async function retainedFrom(store: Store, retentionMs: number): Promise<string> {
-  const [seconds, micros] = await store.time()
-  return String(Math.max(0, Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - retentionMs))
+  return String(Math.max(0, (await redisNow(store)) - retentionMs))
 }
 
 /** The account's ended attempts within the record retention, newest first (GET /v1/agent/activity). */
@@ -108,8 +108,7 @@ export interface WindowRead {
 }
 
 export async function readWindow(store: Store, window: StatsWindow): Promise<WindowRead> {
-  const [seconds, micros] = await store.time()
-  const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+  const nowMs = await redisNow(store)
   return { days: lastDays(nowMs, STATS_WINDOWS[window]), nowMs }
 }
 
