@@ -1,10 +1,11 @@
 // Upstream (Venice-shaped) `/models` -> catalog entries. Priced and capped models are `live`, the
-// others `coming_soon`; offline, disabled and unknown-type models are left off the list.
+// others `coming_soon`; offline, disabled, unknown-type and `svc/`-prefixed models are left off.
 import { formatMicros, parseMicros } from '../money/units.ts'
 import {
   bareModelId,
   type CatalogEntry,
   type CatalogRow,
+  MODEL_PREFIX,
   type Modality,
   type ModelPrices,
   type TokenRates,
@@ -128,6 +129,8 @@ function imagePrice(model: UpstreamModel) {
 
 export function mapUpstreamModel(model: UpstreamModel): CatalogEntry | null {
   if (typeof model.id !== 'string' || model.id === '' || !isRecord(model.model_spec)) return null
+  // Buyers' `svc/x` is x: an upstream id so spelled could be neither fetched nor called by it.
+  if (model.id.startsWith(MODEL_PREFIX)) return null
   const modality = model.type as Modality
   if (!MODALITIES.includes(modality)) return null
   const spec = model.model_spec
@@ -172,8 +175,8 @@ function unpriced(entry: CatalogEntry): CatalogEntry {
 }
 
 /**
- * Maps a whole `/models` answer; throws when it is not a model list at all, or lists nothing (an
- * upstream that answers an empty list is failing: the catalog there is kept). An id listed more
+ * Maps a whole `/models` answer; throws when it is not a model list at all, or lists no model it
+ * can read (an upstream that answers so is failing: the catalog there is kept). An id listed more
  * than once with different rows (prices, caps, offline) has no price the upstream is known to
  * bill: it is listed once, `coming_soon`.
  */
@@ -182,9 +185,12 @@ export function mapUpstreamModels(body: unknown, disabled: readonly string[] = [
   if (body.data.length === 0) throw new Error('upstream /models listed no models')
   if (body.data.length > MAX_MODELS) throw new Error(`upstream /models listed over ${MAX_MODELS} models`)
   const byId = new Map<string, { entry: CatalogEntry | null; json: string; conflict: boolean }>()
+  let readable = false
   for (const model of body.data) {
     if (!isRecord(model) || typeof model.id !== 'string') continue
     const entry = mapUpstreamModel(model as UpstreamModel)
+    // A model the upstream says is offline was read: a list of only those is its answer, not a failure.
+    readable ||= entry !== null || (isRecord(model.model_spec) && model.model_spec.offline === true)
     const json = JSON.stringify(entry)
     const seen = byId.get(model.id)
     if (!seen) byId.set(model.id, { entry, json, conflict: false })
@@ -193,6 +199,8 @@ export function mapUpstreamModels(body: unknown, disabled: readonly string[] = [
       seen.entry ??= entry
     }
   }
+  // Models listed but none readable (a changed schema): failing as surely as an empty list.
+  if (!readable) throw new Error('upstream /models listed no readable model')
   // Disabled by either name a buyer may use: bare or `svc/` prefixed.
   const off = new Set(disabled.map(bareModelId))
   const entries: CatalogEntry[] = []

@@ -1,7 +1,7 @@
 // An upstream price list that lies or changes moves no money wrongly: a slower, older sync never
 // overwrites a newer list; an id listed twice with different rows is coming_soon, never billed at
-// whichever copy came last; an empty or enormous list keeps the catalog there; a video model whose
-// constraints lie is a 400.
+// whichever copy came last; an empty or enormous list, or one with no readable model, keeps the
+// catalog there; a video model whose constraints lie is a 400.
 import { afterAll, expect, test } from 'bun:test'
 import { CatalogStore } from '../../src/catalog/store.ts'
 import { syncCatalog } from '../../src/catalog/sync.ts'
@@ -57,6 +57,20 @@ test('a duplicated id with conflicting prices is not billed at whichever copy ca
   expect(m.prices).toBeNull()
 })
 
+test("an upstream id that is another's `svc/` name is not listed at a price the id does not bill", async () => {
+  // Buyers name 'm' as 'svc/m' too: a row listed as 'svc/m' would show its own price and bill m's.
+  const keys = { ...fx.keys, catalog: `${fx.keys.prefix}:cat5`, catalogMeta: `${fx.keys.prefix}:cat5m` }
+  const catalog = new CatalogStore(fx.store, keys)
+  await catalog.replace(
+    mapUpstreamModels({ data: [textModel('m', 3, 12), textModel('svc/m', 0.1, 0.1)] }),
+    'u',
+  )
+  const listed = [...(await catalog.all()).values()]
+  expect(listed.length).toBeGreaterThan(0)
+  for (const row of listed) expect(await catalog.get(row.row.id)).toEqual(row)
+  expect((await catalog.get('svc/m'))!.prices!.inputPerMillion).toBe(3_000_000)
+})
+
 test('an identical duplicate stays live', () => {
   const entries = mapUpstreamModels({ data: [textModel('m', 3, 12), textModel('m', 3, 12)] })
   expect(entries.length).toBe(1)
@@ -94,6 +108,39 @@ test('an upstream answering an empty list does not empty the catalog', async () 
   await expect(syncCatalog(catalog, up.source)).rejects.toThrow()
   expect(await fx.store.hkeys(keys.catalog)).toEqual(['m'])
   up.stop()
+})
+
+test('an upstream list of which no model can be read does not empty the catalog', async () => {
+  // A changed schema (a type renamed, model_spec moved) lists hundreds of models and maps none:
+  // that upstream is failing as surely as one that lists nothing, and every buyer would get a 404.
+  const keys = { ...fx.keys, catalog: `${fx.keys.prefix}:cat4`, catalogMeta: `${fx.keys.prefix}:cat4m` }
+  const up = upstream()
+  up.answers.push({ body: { data: [textModel('m', 1, 1)] } })
+  up.answers.push({
+    body: {
+      data: [
+        { ...textModel('m', 1, 1), type: 'LLM' },
+        { id: 'n', spec: {} },
+      ],
+    },
+  })
+  const catalog = new CatalogStore(fx.store, keys)
+  expect(await syncCatalog(catalog, up.source)).toBe(1)
+  await expect(syncCatalog(catalog, up.source)).rejects.toThrow()
+  expect(await fx.store.hkeys(keys.catalog)).toEqual(['m'])
+  expect((await new CatalogStore(fx.store, keys).get('m'))!.row.status).toBe('live')
+  up.stop()
+})
+
+test('a list whose every model the operator disabled is written: an empty catalog is the choice', () => {
+  expect(mapUpstreamModels({ data: [textModel('m', 1, 1)] }, ['svc/m'])).toEqual([])
+})
+
+test('a list whose every model the upstream says is offline is written: no model is served', () => {
+  const model = textModel('m', 1, 1)
+  expect(
+    mapUpstreamModels({ data: [{ ...model, model_spec: { ...model.model_spec, offline: true } }] }),
+  ).toEqual([])
 })
 
 test("a video model whose constraints lie is a 400, not the gateway's 500", () => {
