@@ -37,8 +37,9 @@
           -8 the caller is a limited key and the new key's limit is missing, above its remainder,
              or resets sooner than the caller's
          -10 the caller's key was revoked since its request was authenticated
-  A mint also sweeps the marks and limits of keys revoked more than ten minutes before, a page of
-  the hash at a time (its `sweep` field: where the next page starts).
+  A mint also sweeps the marks and budget periods of keys revoked more than ten minutes before, a
+  page of the hash at a time (its `sweep` field: where the next page starts); their spent and
+  limit stay.
   Times come from Redis TIME, in milliseconds. Includes lib/numbers (a budget period's start).
 ]]
 
@@ -80,8 +81,10 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 -- guesses for a minute at most, src/market/key-owners.ts): minting and revoking keys in a loop
 -- cannot grow the hash without bound. One page of the hash per mint, from where the last one
 -- stopped (its `sweep` field), so a mint's cost does not grow with the hash. What a key spent stays
--- (the audit sums its charges), and a key with requests in flight is left for a later pass. A mark
--- that holds no time (an earlier build's) is given the time now.
+-- (the audit sums its charges), and so does its limit: a reaped request's late clear may still come
+-- (lua/clear.lua), and is charged within it (against the lifetime spent, once its period is gone).
+-- A key with requests in flight is left for a later pass. A mark that holds no time (an earlier
+-- build's) is given the time now.
 local REVOKED_KEPT_MS = 600000
 local from = rcall('HGET', KEYS[1], 'sweep') or '0'
 local page = rcall('HSCAN', KEYS[1], from, 'MATCH', 'revoked:*', 'COUNT', 100)
@@ -94,8 +97,8 @@ for i = 1, #marks, 2 do
   elseif tonumber(now) - at >= REVOKED_KEPT_MS then
     local busy = rcall('HMGET', KEYS[1], 'held:' .. id, 'inflight:' .. id)
     if (tonumber(busy[1]) or 0) == 0 and (tonumber(busy[2]) or 0) == 0 then
-      rcall('HDEL', KEYS[1], marks[i], 'limit:' .. id, 'reset:' .. id, 'pstart:' .. id, 'pspent:' .. id,
-        'b100:' .. id, 'held:' .. id, 'inflight:' .. id)
+      rcall('HDEL', KEYS[1], marks[i], 'reset:' .. id, 'pstart:' .. id, 'pspent:' .. id, 'b100:' .. id,
+        'held:' .. id, 'inflight:' .. id)
     end
   end
 end

@@ -185,7 +185,7 @@ describe('revoke-key', () => {
     expect(await snapshotKeys(store, keys.prefix)).toEqual(before)
   })
 
-  test("the mark holds its time; a mint ten minutes on sweeps it and the key's limits, never what it spent", async () => {
+  test("the mark holds its time; a mint ten minutes on sweeps it and the key's periods, never its spent or limit", async () => {
     const { accountId, key } = await createAccount()
     const account = keys.account(accountId)
     const revokedAt = async (id: string) => Number(await store.hget(account, `revoked:${id}`))
@@ -228,8 +228,9 @@ describe('revoke-key', () => {
 
     expect((await mint(accountId)).code).toBe(AccountCode.Ok)
     const after = await store.hgetall(account)
-    // Long ago and idle: only what it spent is left.
-    for (const f of fields(old.id)) expect(after[f]).toBe(f.startsWith('spent:') ? '123' : undefined)
+    // Long ago and idle: only what it spent and its limit are left (a late clear is charged within it).
+    for (const f of fields(old.id))
+      expect(after[f]).toBe(f.startsWith('spent:') ? '123' : f.startsWith('limit:') ? '900' : undefined)
     // In flight, or revoked too recently for every replica to have let go of its ids: untouched.
     for (const f of [...fields(busy.id), ...fields(young.id)]) expect(after[f]).toBe(before[f])
     // An earlier build's mark is given a time, from which it is kept as long.
