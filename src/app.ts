@@ -107,6 +107,10 @@ export function createApp(deps: AppDeps) {
       const id = beginRequest(request).id
       set.headers[REQUEST_ID_HEADER] = id
       set.headers[OPENAI_REQUEST_ID_HEADER] = id
+      // An answer is kept by no browser or proxy unless its route says so (public data with a
+      // max-age): the pages read an account with a Bearer key, and a stored answer would be read
+      // back from the cache after a sign-out, with no key.
+      set.headers['cache-control'] = 'no-store'
       try {
         checkRequestUrl(request)
         boundBody(request, deps.config.maxBodyBytes)
