@@ -184,6 +184,17 @@ export class ApiKeyStore {
     if (code !== AccountCode.Ok) throw accountResultError(code)
   }
 
+  /**
+   * Refuses a key with a spending limit (403 key_limit_binding): the account's own settings (its max
+   * price, its webhook endpoints) are changed by a key without one, so an agent given a budget can
+   * neither raise what every key pays nor silence the alerts its owner set.
+   */
+  async requireUnlimited(accountId: string, keyId: string): Promise<void> {
+    if ((await this.store.hget(this.keys.account(accountId), `limit:${keyId}`)) !== null) {
+      throw accountResultError(AccountCode.KeyLimitBinding)
+    }
+  }
+
   /** The active key with this digest, or null: one HGETALL, the only Redis read auth makes. */
   resolve(digest: string): Promise<ApiKeyRecord | null> {
     return this.owned.resolve(digest)

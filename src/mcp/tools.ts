@@ -255,7 +255,7 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'set_max_price',
     description:
-      "Sets the account's max price: requests only clear at offers asking this much or less. After a 503 no_eligible_supply, set it to that error's cheapestPostedCents.",
+      "Sets the account's max price: requests only clear at offers asking this much or less. After a 503 no_eligible_supply, set it to that error's cheapestPostedCents. A key with a spending limit may not (403 key_limit_binding).",
     input: t.Object({ maxPriceCents }, { additionalProperties: false }),
     route: 'PATCH /v1/agent/max-price',
     call: (args) => ({

@@ -127,6 +127,7 @@ export function agentRoutes(deps: AuthDeps & { recordRetentionMs?: number }) {
     .patch(
       '/max-price',
       async ({ buyer, body }) => {
+        await apiKeys.requireUnlimited(buyer.accountId, buyer.keyId)
         await accounts.setMaxPrice(buyer.accountId, body.maxPriceCents)
         return { maxPriceCents: body.maxPriceCents }
       },

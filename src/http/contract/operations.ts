@@ -231,9 +231,11 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   'PATCH /v1/agent/max-price': {
     summary: 'Set the max price, 30..80 cents per dollar',
+    description:
+      'A key with a spending limit may not change it (403 key_limit_binding): it prices every key.',
     tags: ['agent'],
     security: 'apiKey',
-    errors: ['BadRequest', 'Unauthorized'],
+    errors: ['BadRequest', 'Unauthorized', 'Forbidden'],
   },
   'GET /v1/agent/activity': {
     summary: "The account's ended attempts, newest first: object list, data[], nextCursor",

@@ -10,15 +10,17 @@ function webhookOperations(
   tag: string,
   security: Security,
   events: string,
+  /** Who may not register or remove endpoints, and the error's name in `errors`. */
+  bound: { note: string; errors: ['Forbidden'] | [] },
 ): Record<string, Operation> {
   return {
     [`POST ${prefix}/webhooks`]: {
       summary: `Register a webhook endpoint for events (${events}); the signing secret is shown once; 409 past 5`,
-      description: `url must be a public http(s) URL: one that resolves to loopback, private, link-local, unique-local, multicast or unspecified addresses is a 400 (checked again at each delivery). balance.low needs balanceThresholdUsdc (a decimal string) and fires when a request takes the confirmed balance below it. ${SIGNING}`,
+      description: `url must be a public http(s) URL: one that resolves to loopback, private, link-local, unique-local, multicast or unspecified addresses is a 400 (checked again at each delivery). balance.low needs balanceThresholdUsdc (a decimal string) and fires when a request takes the confirmed balance below it.${bound.note} ${SIGNING}`,
       tags: [tag],
       security,
       ok: ok('The endpoint: id, url, events, balanceThresholdUsdc, createdAt, secret', '201'),
-      errors: ['BadRequest', 'Unauthorized', 'Conflict'],
+      errors: ['BadRequest', 'Unauthorized', ...bound.errors, 'Conflict'],
     },
     [`GET ${prefix}/webhooks`]: {
       summary: 'The webhook endpoints (never their secrets)',
@@ -28,9 +30,10 @@ function webhookOperations(
     },
     [`DELETE ${prefix}/webhooks/{id}`]: {
       summary: 'Remove a webhook endpoint: no more events are written for it',
+      description: bound.note.trim() || undefined,
       tags: [tag],
       security,
-      errors: ['Unauthorized', 'NotFound'],
+      errors: ['Unauthorized', ...bound.errors, 'NotFound'],
     },
     [`GET ${prefix}/webhooks/{id}/deliveries`]: {
       summary:
@@ -63,11 +66,16 @@ export const WEBHOOK_OPERATIONS: Record<string, Operation> = {
     'agent',
     'apiKey',
     'balance.low, key.budget.80, key.budget.100, funding.confirmed',
+    {
+      note: ' A key with a spending limit may list endpoints but not register or remove them (403 key_limit_binding).',
+      errors: ['Forbidden'],
+    },
   ),
   ...webhookOperations(
     '/v1/supplier',
     'supplier',
     'supplierKey',
     'payout.confirmed, payout.failed, supplier.suspended, supplier.reinstated',
+    { note: '', errors: [] },
   ),
 }

@@ -3,6 +3,7 @@
 // read an endpoint's delivery log and replay one event to it; and the owner's recent events
 // (/v1/agent/events, /v1/supplier/events) with each endpoint's delivery state.
 import { Elysia, t } from 'elysia'
+import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { WEBHOOK_URL_MAX } from '../../webhooks/address-check.ts'
 import type { WebhookDeliveries } from '../../webhooks/delivery.ts'
 import type { WebhookStore } from '../../webhooks/endpoints.ts'
@@ -29,65 +30,86 @@ const createBody = t.Object(
 const idParams = t.Object({ id: t.String({ maxLength: 64 }) })
 const replayParams = t.Object({ id: t.String({ maxLength: 64 }), eventId: t.String({ maxLength: 64 }) })
 
+/** Who may register and remove endpoints: the owner, and `mayChange` says whether this caller may. */
+interface Caller {
+  owner: Owner
+  mayChange(): Promise<void>
+}
+
 function routesFor(
   deps: WebhookRouteDeps,
   prefix: string,
-  authenticate: (request: Request) => Promise<Owner>,
+  authenticate: (request: Request) => Promise<Caller>,
 ) {
   const { webhooks, deliveries } = deps
   return new Elysia({ name: `svc/webhooks${prefix}`, prefix, seed: deps.keys.prefix })
-    .macro('owner', callerMacro('owner', authenticate))
-    .post('/webhooks', async ({ owner, body, status }) => status(201, await webhooks.create(owner, body)), {
-      owner: true,
-      body: createBody,
-    })
-    .get('/webhooks', async ({ owner }) => ({ webhooks: (await webhooks.list(owner)).map(endpointView) }), {
-      owner: true,
-    })
+    .macro('caller', callerMacro('caller', authenticate))
+    .post(
+      '/webhooks',
+      async ({ caller, body, status }) => {
+        await caller.mayChange()
+        return status(201, await webhooks.create(caller.owner, body))
+      },
+      { caller: true, body: createBody },
+    )
+    .get(
+      '/webhooks',
+      async ({ caller: { owner } }) => ({ webhooks: (await webhooks.list(owner)).map(endpointView) }),
+      {
+        caller: true,
+      },
+    )
     .delete(
       '/webhooks/:id',
-      async ({ owner, params }) => {
-        await webhooks.remove(owner, params.id)
+      async ({ caller, params }) => {
+        await caller.mayChange()
+        await webhooks.remove(caller.owner, params.id)
         return { status: 'ok' as const }
       },
-      { owner: true, params: idParams },
+      { caller: true, params: idParams },
     )
     .get(
       '/webhooks/:id/deliveries',
-      async ({ owner, params }) => {
+      async ({ caller: { owner }, params }) => {
         const endpoint = await webhooks.get(owner, params.id)
         return { deliveries: await deliveries.log(owner, endpoint.id) }
       },
-      { owner: true, params: idParams },
+      { caller: true, params: idParams },
     )
     .get(
       '/events',
-      ({ owner, query }) => {
+      ({ caller: { owner }, query }) => {
         const { limit, before } = pageQuery(query)
         return deliveries.events(owner, limit, before)
       },
-      { owner: true },
+      { caller: true },
     )
     .post(
       '/webhooks/:id/deliveries/:eventId/replay',
-      async ({ owner, params }) => {
+      async ({ caller: { owner }, params }) => {
         const endpoint = await webhooks.get(owner, params.id)
         return deliveries.replay(owner, endpoint, params.eventId)
       },
-      { owner: true, params: replayParams },
+      { caller: true, params: replayParams },
     )
 }
 
 /** /v1/agent/webhooks... behind the buyer's svc_ key. */
 export function agentWebhookRoutes(deps: WebhookRouteDeps) {
   const buyer = buyerAuthenticator(deps)
-  return routesFor(deps, '/v1/agent', async (request) => accountOwner((await buyer(request)).accountId))
+  const apiKeys = new ApiKeyStore(deps.store, deps.keys)
+  return routesFor(deps, '/v1/agent', async (request) => {
+    const { accountId, keyId } = await buyer(request)
+    // A key with a spending limit may read the endpoints, not change them (key-store.ts).
+    return { owner: accountOwner(accountId), mayChange: () => apiKeys.requireUnlimited(accountId, keyId) }
+  })
 }
 
 /** /v1/supplier/webhooks... behind the supplier's sup_ key. */
 export function supplierWebhookRoutes(deps: WebhookRouteDeps) {
   const supplier = supplierAuthenticator(deps)
-  return routesFor(deps, '/v1/supplier', async (request) =>
-    supplierOwner((await supplier(request)).supplierId),
-  )
+  return routesFor(deps, '/v1/supplier', async (request) => ({
+    owner: supplierOwner((await supplier(request)).supplierId),
+    mayChange: async () => {},
+  }))
 }
