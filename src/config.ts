@@ -129,6 +129,11 @@ function loadPayoutConfig(env: Env, funding: FundingConfig | undefined): PayoutC
       'set with the funding network (SVC_X402_NETWORK, SVC_CHAIN_RPC_URL ...)',
     )
   }
+  // Each sender counts the key's nonces its own way: on one key, one signs at the other's nonce
+  // and that transaction is never mined.
+  if (privateKey !== undefined && privateKey.toLowerCase() === funding?.relayerPrivateKey?.toLowerCase()) {
+    throw new ConfigError('SVC_PAYOUT_PRIVATE_KEY', 'a key other than SVC_RELAYER_PRIVATE_KEY')
+  }
   const gasMicroEth = sixDecimals(env, 'SVC_PAYOUT_LOW_GAS_ETH', '0.001000')
   return {
     privateKey: privateKey as `0x${string}` | undefined,

@@ -93,6 +93,26 @@ describe('gateway config', () => {
     })
   }
 
+  test('one key for the relayer and the payout wallet is refused, naming both', () => {
+    const key = `0x${'3c'.repeat(32)}`
+    const funding = {
+      SVC_X402_NETWORK: 'base-sepolia',
+      SVC_CHAIN_RPC_URL: 'http://127.0.0.1:8545',
+      SVC_PAY_TO: `0x${'11'.repeat(20)}`,
+      SVC_RELAYER_PRIVATE_KEY: key,
+    }
+    // the same key however its hex is cased: each sender would sign at the other's nonce
+    const error = failure({
+      ...valid,
+      ...funding,
+      SVC_PAYOUT_PRIVATE_KEY: key.toUpperCase().replace('0X', '0x'),
+    })
+    expect(error.variable).toBe('SVC_PAYOUT_PRIVATE_KEY')
+    expect(error.message).toContain('SVC_RELAYER_PRIVATE_KEY')
+    const other = loadGatewayConfig({ ...valid, ...funding, SVC_PAYOUT_PRIVATE_KEY: `0x${'4d'.repeat(32)}` })
+    expect(other.payouts.privateKey).toBe(`0x${'4d'.repeat(32)}`)
+  })
+
   test('serve exits non-zero with one line naming the variable', async () => {
     const child = Bun.spawn([process.execPath, 'src/main.ts', 'serve'], {
       env: { PATH: process.env.PATH ?? '', ...valid, SVC_MASTER_KEY: 'nope' },

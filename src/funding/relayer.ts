@@ -75,13 +75,15 @@ export class Relayer {
   ): Promise<Hex> {
     // Shared with other replicas, the count this process kept may be stale: read afresh, never
     // below the floor the last sender left.
-    const counted = turn ? undefined : this.nextNonce
-    const nonce =
-      counted ??
-      Math.max(
-        turn?.floor ?? 0,
-        await this.client.getTransactionCount({ address: this.account.address, blockTag: 'pending' }),
-      )
+    let nonce = turn ? undefined : this.nextNonce
+    if (nonce === undefined) {
+      const pending = await this.client.getTransactionCount({
+        address: this.account.address,
+        blockTag: 'pending',
+      })
+      if (turn && turn.floor > pending) await this.resend(turn, pending)
+      nonce = Math.max(turn?.floor ?? 0, pending)
+    }
     let serialized: Hex
     try {
       // Estimating gas runs the call: a transfer that would revert is refused here, unsent.
@@ -114,8 +116,20 @@ export class Relayer {
     }
     this.nextNonce = nonce + 1
     // Only a floor against a lagging count: a send it failed to note is sent all the same.
-    await turn?.sent(nonce).catch(() => {})
+    await turn?.sent(nonce, serialized).catch(() => {})
     return hash
+  }
+
+  /**
+   * The node counts fewer than the floor: sends it does not hold (dropped from its pool, or not
+   * seen yet), and every send above them waits. Their own signed bytes go out again: the same
+   * transactions (the same hashes their claims recorded), so no authorization moves twice.
+   */
+  private async resend(turn: HeldTurn, from: number): Promise<void> {
+    for (const serialized of await turn.signedFrom(from).catch(() => [])) {
+      // already held or mined, or refused: the node's count says which on the next send
+      await this.client.sendRawTransaction({ serializedTransaction: serialized }).catch(() => {})
+    }
   }
 }
 

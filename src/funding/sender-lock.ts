@@ -1,12 +1,13 @@
 // The relayer's turn across replicas. Every replica may be given the same relayer key (one config
 // for all): each counting its own nonces, two would sign at the same nonce, and one transfer would
-// never be mined. A send holds the wallet's sender lock (lua/payout-lock.lua, keyed by its address,
-// so a key that also pays suppliers has one sender at a time), and takes its nonce no lower than
+// never be mined. A send holds the wallet's sender lock (lua/payout-lock.lua, keyed by its address;
+// the payout wallet is another key, config.ts refuses the same), and takes its nonce no lower than
 // the one after the last send any replica made from it: a node answering the pending count from
-// behind cannot hand out a nonce again. That floor lapses after a minute, so a transaction dropped
-// from every pool leaves no gap that would hold up the sends after it.
+// behind cannot hand out a nonce again. A transaction dropped from the pool leaves its nonce empty
+// below that floor, and steady traffic keeps the floor standing: its signed bytes are kept as long
+// as the floor, so the next send broadcasts them again (the same transaction, never a second one).
 import { randomBytes } from 'node:crypto'
-import type { Address } from 'viem'
+import type { Address, Hex } from 'viem'
 import type { Keyspace } from '../redis/keys.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
@@ -16,8 +17,10 @@ export interface HeldTurn {
   floor: number
   /** Whether the turn is still this send's (renewed now): false once it lapsed to another. */
   held(): Promise<boolean>
-  /** The send was broadcast at `nonce`: the next one starts after it. */
-  sent(nonce: number): Promise<void>
+  /** The send was broadcast at `nonce`: the next one starts after it, its bytes kept to resend. */
+  sent(nonce: number, serialized: Hex): Promise<void>
+  /** The bytes kept of the sends broadcast at `from` and after, lowest nonce first. */
+  signedFrom(from: number): Promise<Hex[]>
   release(): Promise<void>
 }
 
@@ -33,6 +36,8 @@ export interface SendTurns {
 const LOCK_TTL_MS = 30_000
 const FLOOR_TTL_MS = 60_000
 const RETRY_MS = 10
+/** Sends whose bytes are kept: a gap further back than this is left to the floor's lapse. */
+const KEPT = 64
 
 export class SenderTurns implements SendTurns {
   private readonly wallet: string
@@ -64,6 +69,7 @@ export class SenderTurns implements SendTurns {
       await Bun.sleep(RETRY_MS)
     }
     const floorKey = this.keys.relayerNextNonce(this.wallet)
+    const sentKey = this.keys.relayerSent(this.wallet)
     let floor: number
     try {
       floor = Number((await this.store.get(floorKey)) ?? 0)
@@ -83,9 +89,21 @@ export class SenderTurns implements SendTurns {
       floor,
       // An unanswered renewal is not a turn known to be held.
       held: () => renew().catch(() => false),
-      sent: async (nonce) => {
+      sent: async (nonce, serialized) => {
         await this.store.set(floorKey, String(nonce + 1), 'PX', FLOOR_TTL_MS)
+        await this.store
+          .multi()
+          .hset(sentKey, String(nonce), serialized)
+          .hdel(sentKey, String(nonce - KEPT))
+          .pexpire(sentKey, FLOOR_TTL_MS)
+          .exec()
       },
+      signedFrom: async (from) =>
+        Object.entries(await this.store.hgetall(sentKey))
+          .map(([nonce, serialized]) => [Number(nonce), serialized as Hex] as const)
+          .filter(([nonce]) => nonce >= from)
+          .sort(([a], [b]) => a - b)
+          .map(([, serialized]) => serialized),
       release: async () => {
         clearInterval(heartbeat)
         await this.lock('release', token)

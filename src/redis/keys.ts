@@ -278,6 +278,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * from it, for a minute (src/funding/sender-lock.ts)
      */
     relayerNextNonce: (wallet: string) => key(`relayer:next-nonce:${wallet}`),
+    /**
+     * hash: nonce -> the signed bytes the relayer (lower-case address) broadcast at it, the last
+     * 64, as long as its next-nonce floor stands: a dropped one is broadcast again
+     */
+    relayerSent: (wallet: string) => key(`relayer:sent:${wallet}`),
 
     // Webhooks. An owner is `acct:<accountId>` or `supplier:<supplierId>`; its keys sit under its
     // own name, so they move with the owner when the market is sharded by owner.
