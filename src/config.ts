@@ -154,8 +154,10 @@ export interface InferenceConfig {
   upstreamTimeoutMs: number
   /** A streamed supplier call: its head and first frame (past it, the next supplier is tried). */
   firstByteTimeoutMs: number
-  /** A stream silent this long is given up on and billed as incomplete. */
+  /** A stream with no content nor usage this long (comments are none) is given up on, billed as incomplete. */
   streamIdleMs: number
+  /** A stream still open this long is given up on, billed as incomplete: one that never stalls ends too. */
+  streamMaxMs: number
   /** A comment goes to a streaming client after this long without a frame. */
   keepAliveMs: number
   /**
@@ -200,6 +202,7 @@ function loadInferenceConfig(env: Env): InferenceConfig {
     upstreamTimeoutMs: integer(env, 'SVC_UPSTREAM_TIMEOUT_MS', 300_000, 100, 3_600_000),
     firstByteTimeoutMs: integer(env, 'SVC_FIRST_BYTE_TIMEOUT_MS', 30_000, 50, 600_000),
     streamIdleMs: integer(env, 'SVC_STREAM_IDLE_MS', 60_000, 100, 3_600_000),
+    streamMaxMs: integer(env, 'SVC_STREAM_MAX_MS', 3_600_000, 1_000, 86_400_000),
     keepAliveMs: integer(env, 'SVC_KEEPALIVE_MS', 15_000, 50, 600_000),
     streamClearWaitMs: integer(env, 'SVC_STREAM_SETTLE_WAIT_MS', 30_000, 0, 600_000),
     videoJobTtlMs: integer(env, 'SVC_VIDEO_JOB_TTL_SECONDS', 3_600, 1, 7 * 86_400) * 1000,

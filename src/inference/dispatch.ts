@@ -269,7 +269,7 @@ async function callAdmitted(
       outcome.response.cancel()
       return brokenBefore(req.signal.aborted ? 'client_closed' : 'upstream_no_first_byte')
     }
-    const events = new UpstreamEvents(deps.maxFrameBytes, head)
+    const events = new UpstreamEvents(deps.maxFrameBytes, head, job.modelId)
     if (!events.framed()) await firstFrame(outcome.response, events, started, deps.firstByteTimeoutMs)
     // A supplier whose first frame is an error failed before anything reached the client: the
     // request falls forward at no charge rather than being billed as a stream cut short.

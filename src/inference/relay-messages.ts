@@ -22,7 +22,6 @@ import {
 } from './messages-object.ts'
 import { NOTHING_USABLE } from './relay-chat-stream.ts'
 import {
-  firstChoice,
   relayStream,
   type StreamClearing,
   type StreamContext,
@@ -30,6 +29,7 @@ import {
   unknownOutcomeMessage,
 } from './relay-stream.ts'
 import { reasoningText } from './responses-object.ts'
+import { firstChoice } from './upstream-events.ts'
 
 const event = (type: string, payload: Record<string, unknown> = {}) =>
   `event: ${type}\ndata: ${JSON.stringify({ type, ...payload })}\n\n`

@@ -10,7 +10,6 @@ import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
 import { isRecord } from './json-object.ts'
 import {
-  firstChoice,
   relayStream,
   type StreamClearing,
   type StreamContext,
@@ -31,6 +30,7 @@ import {
   responsesUsage,
 } from './responses-object.ts'
 import type { ResponseShape } from './responses-request.ts'
+import { firstChoice } from './upstream-events.ts'
 
 /** One output item of the stream, open until its .done events are sent. */
 interface StreamItem {

@@ -26,8 +26,10 @@ import type { StreamIdentity, UpstreamEvents } from './upstream-events.ts'
 export interface StreamTiming {
   /** A comment goes to the client after this long without a frame. */
   keepAliveMs: number
-  /** The supplier is given up on after this long without a byte. */
+  /** The supplier is given up on after this long without content or usage (comments are none). */
   idleMs: number
+  /** The supplier is given up on once its stream is open this long, however it flows. */
+  maxMs: number
   leaseMs: number
   /** A clear that lost the store is tried again this long before the stream ends without knowing. */
   clearWaitMs: number
@@ -94,23 +96,6 @@ export interface StreamShape {
   ): { frames: string[]; error: string | null }
 }
 
-/** One choice of a supplier's chat chunk, as the wire formats read it. */
-export type ChunkChoice = Record<string, unknown> & {
-  delta?: Record<string, unknown>
-  finish_reason?: unknown
-}
-
-/** The first choice of a content frame's chunk, or null when it has none (or is not JSON). */
-export function firstChoice(frame: string): ChunkChoice | null {
-  let chunk: { choices?: ChunkChoice[] }
-  try {
-    chunk = JSON.parse(frame.slice(frame.indexOf('{'), frame.lastIndexOf('}') + 1))
-  } catch {
-    return null
-  }
-  return chunk.choices?.[0] ?? null
-}
-
 /** Bun's controller of a `type: "direct"` stream (bun-types has it as a global interface). */
 type Sink = ReadableStreamDirectController
 
@@ -145,6 +130,9 @@ class StreamRelay {
   /** Silence counted since the last content, and when the last silence was noticed. */
   private silentMs = 0
   private silenceAt = 0
+  /** When the supplier was first read after its last content; 0: at the next read. */
+  private heardAt = 0
+  private readonly startedAt = Date.now()
   /** When the client was last sent a frame, as the clock saw it; 0: just now, not seen yet. */
   private sentAt = 0
   /** A keep-alive the client has not taken yet: no more silences are counted until it has. */
@@ -195,6 +183,7 @@ class StreamRelay {
         if (event === undefined) {
           // Read on (inline, not in a method of its own: one async frame less held per stream).
           this.waitingSince = Date.now()
+          if (this.heardAt === 0) this.heardAt = this.waitingSince
           let got: Uint8Array | null | undefined
           try {
             got = await this.upstream.read()
@@ -211,8 +200,9 @@ class StreamRelay {
         }
         switch (event.kind) {
           case 'content': {
-            this.silentMs = 0
             if (event.delta) {
+              this.silentMs = 0
+              this.heardAt = 0 // silence starts again at the next read
               this.counter ??= new OutputTokenCounter()
               this.counter.add(event.delta)
               // Usage reported before more was generated (on a content chunk, as a supplier that
@@ -240,6 +230,8 @@ class StreamRelay {
             break
           }
           case 'usage':
+            this.silentMs = 0
+            this.heardAt = 0
             this.usage = event.usage
             this.shape.usage?.(event.chunk)
             break
@@ -301,8 +293,11 @@ class StreamRelay {
     if (since === 0 || this.blocked || this.closed || this.cancelled) return
     if (this.sentAt === 0) this.sentAt = now
     if (!this.awaitingClear) {
+      // A supplier that never stalls (content for ever) would otherwise hold the stream for ever.
+      if (now - this.startedAt >= this.timing.maxMs) return void this.stop()
       const wait = Math.min(this.timing.keepAliveMs, this.timing.idleMs - this.silentMs)
-      if (now - Math.max(since, this.silenceAt) >= wait) {
+      // From the last content, not byte: a trickle of comments or empty chunks must not hold it.
+      if (now - Math.max(this.heardAt, this.silenceAt) >= wait) {
         this.silenceAt = now
         this.silentMs += wait
         if (this.silentMs >= this.timing.idleMs) return void this.stop() // stalled: cut, then cleared

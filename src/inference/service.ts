@@ -165,6 +165,7 @@ export class InferenceService {
     this.timing = {
       keepAliveMs: inference.keepAliveMs,
       idleMs: inference.streamIdleMs,
+      maxMs: inference.streamMaxMs,
       leaseMs: market.leaseMs,
       clearWaitMs: inference.streamClearWaitMs,
     }

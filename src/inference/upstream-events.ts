@@ -136,6 +136,8 @@ export class UpstreamEvents {
     /** How many bytes a frame may take before its blank line; past it, the stream ends broken. */
     private readonly maxFrameBytes: number,
     head?: Uint8Array,
+    /** The model the buyer bought, which chunks name in place of the supplier's name for it. */
+    private readonly model?: string,
   ) {
     if (head) this.push(head)
   }
@@ -304,8 +306,15 @@ export class UpstreamEvents {
     }
     const clean = withoutOwnFields(chunk)
     // Passed on as it came only when its text says what it parsed to: one `object` key, none of ours.
-    const asItCame = plain && clean === chunk && data.indexOf('"object"') === data.lastIndexOf('"object"')
+    let asItCame = plain && clean === chunk && data.indexOf('"object"') === data.lastIndexOf('"object"')
     chunk = clean
+    // The supplier's own name for the model (a vendor path, a dated build) is not what the buyer
+    // bought: such chunks are written again (as cheap as a splice of their text, measured); one
+    // that names it already passes as it came.
+    if (this.model !== undefined && chunk.model !== this.model) {
+      asItCame = false
+      chunk = { ...chunk, model: this.model }
+    }
     this.identity ??= { id: chunk.id, created: chunk.created, model: chunk.model }
     if (usage && choices.length === 0) {
       this.queue.push({ kind: 'usage', usage, chunk })
@@ -328,4 +337,21 @@ export class UpstreamEvents {
       delta: deltaText(chunk),
     })
   }
+}
+
+/** One choice of a supplier's chat chunk, as the wire formats read it. */
+export type ChunkChoice = Record<string, unknown> & {
+  delta?: Record<string, unknown>
+  finish_reason?: unknown
+}
+
+/** The first choice of a content frame's chunk, or null when it has none (or is not JSON). */
+export function firstChoice(frame: string): ChunkChoice | null {
+  let chunk: { choices?: ChunkChoice[] }
+  try {
+    chunk = JSON.parse(frame.slice(frame.indexOf('{'), frame.lastIndexOf('}') + 1))
+  } catch {
+    return null
+  }
+  return chunk.choices?.[0] ?? null
 }

@@ -177,3 +177,26 @@ test('a chunk of several choices counts the text of every choice (n > 1 is estim
   const event = events.shift() as { kind: string; delta: string }
   expect(event).toMatchObject({ kind: 'content', delta: 'abcde' })
 })
+
+describe("the supplier's name for the model gives way to the buyer's", () => {
+  const frameOf = (sse: string, model?: string) => {
+    const events = new UpstreamEvents(FRAME_BYTES, new TextEncoder().encode(sse), model)
+    return (events.shift() as { frame: string }).frame
+  }
+  const theirs = (rest: string) => `data: {"id":"c","model":"vendor/llama-v3p3","choices":[${rest}]}\n\n`
+  const delta = (text: string) => `{"index":0,"delta":{"content":${JSON.stringify(text)}}}`
+
+  test("written again with the buyer's model, its content untouched", () => {
+    const frame = frameOf(theirs(`${delta('model')},${delta('"model"')}`), 'llama-3.3-70b')
+    const chunk = JSON.parse(frame.slice(6)) as { model: string; choices: { delta: { content: string } }[] }
+    expect(chunk.model).toBe('llama-3.3-70b')
+    expect(chunk.choices.map((c) => c.delta.content)).toEqual(['model', '"model"'])
+    expect(frame.endsWith('}\n\n')).toBe(true)
+  })
+
+  test('a frame already naming the model, or a parser told no model, passes as it came', () => {
+    const ours = 'data: {"model":"llama-3.3-70b","choices":[{"delta":{"content":"a"}}]}\n\n'
+    expect(frameOf(ours, 'llama-3.3-70b')).toBe(ours)
+    expect(frameOf(theirs(delta('a')))).toBe(theirs(delta('a')))
+  })
+})
