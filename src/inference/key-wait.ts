@@ -3,6 +3,7 @@
 import type { AdmitRefusal } from '../market/refusal-errors.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { DispatchDeps, DispatchRequest, Requester, UpstreamJob } from './dispatch.ts'
+import { InFlightCounts } from './in-flight.ts'
 
 // A request waiting for a busy offer asks again after a short wait that doubles up to a
 // ceiling, so a crowd of waiters does not poll Redis at the pace of the first.
@@ -62,21 +63,4 @@ export async function admitWaiting(
 }
 
 /** Requests of each wallet waiting for an offer in this process. */
-class Waiters {
-  private readonly counts = new Map<string, number>()
-
-  enter(accountId: string, cap: number): boolean {
-    const count = this.counts.get(accountId) ?? 0
-    if (count >= cap) return false
-    this.counts.set(accountId, count + 1)
-    return true
-  }
-
-  leave(accountId: string): void {
-    const count = (this.counts.get(accountId) ?? 1) - 1
-    if (count <= 0) this.counts.delete(accountId)
-    else this.counts.set(accountId, count)
-  }
-}
-
-const waiters = new Waiters()
+const waiters = new InFlightCounts()

@@ -2,7 +2,8 @@
 // the first time a count is needed and stopped after a minute without one (its own heap with the
 // tokenizer's tables is memory worth handing back; see BENCHMARKS.md, "Token counts in a worker").
 // Suppliers report usage on almost every answer, so most processes never start it, or only now and
-// then.
+// then. The free counts of count_tokens wait in a lane of their own (countTokensAside).
+import { textPieces } from './token-pieces.ts'
 import type { CountReply, CountRequest } from './token-worker.ts'
 
 // `bun build --compile` takes the worker as a second entry point (package.json's build). In the
@@ -22,7 +23,10 @@ let worker: Worker | null = null
 let starts = 0
 let nextId = 1
 /** Counts asked and not answered yet, with their text: sent again to a new worker if one is started. */
-const waiting = new Map<number, { text: string; resolve(tokens: number): void; reject(error: Error): void }>()
+const waiting = new Map<
+  number,
+  { text: CountRequest['text']; resolve(tokens: number): void; reject(error: Error): void }
+>()
 
 /** Ends the worker (the next count starts a new one). */
 function stop(): void {
@@ -80,12 +84,17 @@ function started(): Worker {
 /** Tokens of `text` by the real tokenizer (gpt-tokenizer, o200k; special tokens counted as text). */
 export function countTokens(text: string): Promise<number> {
   if (text === '') return Promise.resolve(0)
+  return send(text, true)
+}
+
+/** Posts a count to the worker; on its deadline it fails, and, when `restarts`, the worker is replaced. */
+function send(text: CountRequest['text'], restarts: boolean): Promise<number> {
   return new Promise((resolve, reject) => {
     const id = nextId++
     const timer = setTimeout(() => {
       waiting.delete(id)
       reject(new Error(`token count not answered in ${countTimeoutMs} ms`))
-      restart()
+      if (restarts) restart()
     }, countTimeoutMs)
     timer.unref()
     waiting.set(id, {
@@ -103,6 +112,90 @@ export function countTokens(text: string): Promise<number> {
     idleTimer = null
     started().postMessage({ id, text } satisfies CountRequest)
   })
+}
+
+/** Pieces of an aside count sent to the worker at once: a count asked meanwhile waits for no more. */
+const ASIDE_PIECES = 64
+
+interface AsideCount {
+  pieces: string[]
+  next: number
+  tokens: number
+  resolve(tokens: number): void
+  reject(error: Error): void
+}
+
+/** Aside counts with pieces not sent yet, taken in turn; at most one batch is with the worker. */
+const aside: AsideCount[] = []
+let asideSent = false
+/** Aside counts not answered yet. */
+let asideOpen = 0
+
+/**
+ * Tokens of `text` as countTokens counts them, for what is asked for free (count_tokens): sent a
+ * batch of pieces at a time, one batch with the worker at most, so a count the gateway bills by,
+ * asked meanwhile, waits for one batch, not for every free count before it.
+ */
+export function countTokensAside(text: string): Promise<number> {
+  if (text === '') return Promise.resolve(0)
+  return new Promise((resolve, reject) => {
+    let open = true
+    const close = () => {
+      const was = open
+      if (open) asideOpen--
+      open = false
+      const at = aside.indexOf(count)
+      if (at >= 0) aside.splice(at, 1)
+      clearTimeout(timer)
+      return was
+    }
+    const count: AsideCount = {
+      pieces: textPieces(text),
+      next: 0,
+      tokens: 0,
+      resolve(tokens) {
+        if (close()) resolve(tokens)
+      },
+      reject(error) {
+        if (close()) reject(error)
+      },
+    }
+    const timer = setTimeout(
+      () => count.reject(new Error(`token count not answered in ${countTimeoutMs} ms`)),
+      countTimeoutMs,
+    )
+    timer.unref()
+    asideOpen++
+    aside.push(count)
+    sendAside()
+  })
+}
+
+/** Sends the next batch of the first aside count, which then goes to the back of the line. */
+function sendAside(): void {
+  if (asideSent || aside.length === 0) return
+  const count = aside.shift()!
+  const batch = count.pieces.slice(count.next, count.next + ASIDE_PIECES)
+  count.next += batch.length
+  if (count.next < count.pieces.length) aside.push(count)
+  asideSent = true
+  send(batch, false)
+    .then(
+      (tokens) => {
+        count.tokens += tokens
+        if (count.next >= count.pieces.length) count.resolve(count.tokens)
+      },
+      (error: Error) => count.reject(error),
+    )
+    .finally(() => {
+      asideSent = false
+      sendAside()
+    })
+}
+
+/** Counts asked and not answered, aside ones included (for the tests). */
+export function tokenCountsPending(): number {
+  return waiting.size - (asideSent ? 1 : 0) + asideOpen
 }
 
 /** How many workers this process has started (for the tests). */

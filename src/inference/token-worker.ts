@@ -7,7 +7,8 @@ import { textPieces } from './token-pieces.ts'
 
 export interface CountRequest {
   id: number
-  text: string
+  /** A text, or a batch of its pieces (token-count.ts countTokensAside). */
+  text: string | string[]
 }
 export interface CountReply {
   id: number
@@ -20,9 +21,10 @@ export interface CountReply {
 const AS_TEXT = { disallowedSpecial: new Set<string>() }
 
 // Counted a piece at a time: see token-pieces.ts.
-function countInPieces(text: string): number {
+function countInPieces(text: string | string[]): number {
   let tokens = 0
-  for (const piece of textPieces(text)) tokens += countTokens(piece, AS_TEXT)
+  for (const piece of typeof text === 'string' ? textPieces(text) : text)
+    tokens += countTokens(piece, AS_TEXT)
   return tokens
 }
 

@@ -98,15 +98,17 @@ function imageTokens(messages: ChatMessageLike[]): number {
 /**
  * The prompt's tokens by a real tokenizer, for billing an answer that reported no usage: its
  * messages, the prompt fields sent beside them (tools, schemas ...: `promptFieldsOf`) and its
- * images, as the supplier reads them all into the prompt.
+ * images, as the supplier reads them all into the prompt. `count` is countTokensAside for a count
+ * nothing is billed by.
  */
 export async function promptTokenCount(
   messages: ChatMessageLike[],
   fields: Record<string, unknown> = {},
+  count: (text: string) => Promise<number> = countTokens,
 ): Promise<number> {
   const texts = messages.map(messageText)
   for (const name of PROMPT_FIELDS) if (fields[name] !== undefined) texts.push(JSON.stringify(fields[name]))
-  const counts = await Promise.all(texts.map((text) => countTokens(text)))
+  const counts = await Promise.all(texts.map((text) => count(text)))
   const text = counts.reduce((sum, n) => sum + n, 3 + PER_MESSAGE_OVERHEAD * messages.length)
   return text + imageTokens(messages)
 }

@@ -280,10 +280,14 @@ describe('refusals', () => {
         headers: { 'content-type': 'application/json', 'x-api-key': buyer.apiKey },
         body: JSON.stringify({
           model: 'llama-3.3-70b',
-          messages: [{ role: 'user', content: 'x'.repeat(400_000) }],
+          // No piece like another, so none is in the tokenizer's cache from an earlier count.
+          messages: [
+            { role: 'user', content: Array.from({ length: 80_000 }, (_, i) => i.toString(36)).join('') },
+          ],
         }),
       })
       expect(response.status).toBe(503)
+      expect(response.headers.get('retry-after')).toBe('1')
       expect(await response.json()).toMatchObject({ type: 'error', error: { code: 'count_unavailable' } })
     } finally {
       setTokenCountTimeoutMs(120_000)

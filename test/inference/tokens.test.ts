@@ -4,6 +4,7 @@ import { describe, expect, test } from 'bun:test'
 import { countTokens as reference } from 'gpt-tokenizer'
 import {
   countTokens,
+  countTokensAside,
   setTokenCountTimeoutMs,
   setTokenizerIdleMs,
   tokenizerStarted,
@@ -168,4 +169,26 @@ test('a count past its deadline ends the worker; the counts queued behind it are
   // Ended at the deadline, not when its count would have finished: a new worker took the rest.
   expect(tokenizerStarts()).toBe(starts + 1)
   expect(await queued).toBe(count('hello there, world'))
+})
+
+describe('counts aside (count_tokens)', () => {
+  test('count as countTokens does, sent in batches of pieces: nothing dropped or counted twice, many at once', async () => {
+    const texts = [words(20_000).join(''), 'y'.repeat(150_000), ` ${'日本語 🎉 '.repeat(30_000)}`, 'hi']
+    const aside = await Promise.all(texts.map((t) => countTokensAside(t)))
+    expect(aside).toEqual(await Promise.all(texts.map((t) => countTokens(t))))
+    expect(await countTokensAside('')).toBe(0)
+  })
+
+  test('one past its deadline fails alone: the worker is kept, and a billed count asked meanwhile is answered', async () => {
+    await countTokens('warm')
+    const starts = tokenizerStarts()
+    setTokenCountTimeoutMs(50)
+    const free = countTokensAside('x'.repeat(4_000_000))
+    setTokenCountTimeoutMs(120_000)
+    const billed = countTokens('hello there, world')
+    await expect(free).rejects.toThrow('not answered')
+    expect(await billed).toBe(count('hello there, world'))
+    expect(tokenizerStarts()).toBe(starts)
+    expect(await countTokensAside('and after')).toBe(count('and after'))
+  })
 })

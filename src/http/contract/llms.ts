@@ -93,8 +93,8 @@ ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: 
   means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);
   "reconciling": true means the credit is queued from the chain; otherwise keep "transaction" and
   quote it to support. On POST /v1/agent/keys: ${MAX_ACTIVE_API_KEYS} keys already, revoke one (nothing paid).
-- 429 key_concurrency_limit or buyer_concurrency_limit: wait Retry-After seconds (1) or lower your
-  parallelism. 429 on signup: the global fuse; wait Retry-After.
+- 429 key_concurrency_limit, buyer_concurrency_limit or count_concurrency_limit (count_tokens): wait
+  Retry-After seconds (1) or lower your parallelism. 429 on signup: the global fuse; wait Retry-After.
 - 503 no_eligible_supply: supply exists above your max price; PATCH /v1/agent/max-price to the
   body's cheapestPostedCents and send the same request again.
 - 503 pool_empty: nothing is posted at any price; wait.

@@ -54,7 +54,7 @@ export const MESSAGES_OPERATIONS: Record<string, Operation> = {
   'POST /v1/messages/count_tokens': {
     summary: "The prompt's input_tokens by the gateway's tokenizer; nothing held, charged or written",
     description:
-      'The same prompt fields as /v1/messages (model, system, messages, tools); max_tokens is not needed. The count is the tokenizer of the gateway, not of the supplier: close, not exact.',
+      'The same prompt fields as /v1/messages (model, system, messages, tools); max_tokens is not needed. The count is the tokenizer of the gateway, not of the supplier: close, not exact. Free, so it waits behind the counts paid requests need, and a wallet has a few in flight at most (429 count_concurrency_limit past them).',
     tags: ['inference'],
     security: 'apiKey|anthropicKey',
     ok: {
@@ -62,6 +62,15 @@ export const MESSAGES_OPERATIONS: Record<string, Operation> = {
       '400': MESSAGES_ERRORS['400'],
       '401': MESSAGES_ERRORS['401'],
       '404': MESSAGES_ERRORS['404'],
+      '413': messagesError(
+        'invalid_request_error (code body_too_large): the body is over SVC_MAX_BODY_BYTES',
+      ),
+      '429': messagesError(
+        'rate_limit_error (code count_concurrency_limit): the wallet has its counts in flight; wait Retry-After seconds',
+      ),
+      '503': messagesError(
+        'overloaded_error (code count_unavailable): not counted in time; wait Retry-After seconds',
+      ),
     },
     errors: [],
   },

@@ -1,10 +1,13 @@
 // POST /v1/messages: Anthropic's Messages API, a facade over the same pipeline as chat (same key,
 // hold, market, fall-forward, metering and cost headers). POST /v1/messages/count_tokens counts a
-// prompt with the gateway's tokenizer: the key is checked, nothing is held or written.
+// prompt with the gateway's tokenizer: the key is checked, nothing is held or written; the counts
+// are free, so they wait aside (behind every count a charge depends on) and each wallet has a few
+// in flight at most in this process.
 import { Elysia } from 'elysia'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
-import { ApiError } from '../../errors.ts'
+import { ApiError, retryAfter } from '../../errors.ts'
 import { type ChatBody, liveTextModel } from '../../inference/chat-request.ts'
+import { InFlightCounts } from '../../inference/in-flight.ts'
 import { messageContent, messageObject, messagesUsage } from '../../inference/messages-object.ts'
 import {
   checkCapabilities,
@@ -16,7 +19,7 @@ import {
 } from '../../inference/messages-request.ts'
 import { relayMessagesStream } from '../../inference/relay-messages.ts'
 import type { ChatFormat, InferenceService } from '../../inference/service.ts'
-import { countTokens } from '../../inference/token-count.ts'
+import { countTokensAside } from '../../inference/token-count.ts'
 import { type ChatMessageLike, promptFieldsOf, promptTokenCount } from '../../inference/tokens.ts'
 import { buyerKeyAuth, unauthorized } from '../auth.ts'
 import { type PaidHandler, sendAnswer } from './call.ts'
@@ -24,6 +27,11 @@ import { type PaidHandler, sendAnswer } from './call.ts'
 /** The prompt's tokens as an answer without usage is billed on them; 0 when they cannot be counted. */
 const streamInputTokens = (chat: ChatBody) =>
   promptTokenCount(chat.messages as ChatMessageLike[], promptFieldsOf(chat)).catch(() => 0)
+
+/** count_tokens calls of one wallet in flight at once in this process; past it a 429. */
+export const COUNTS_IN_FLIGHT = 4
+
+const countsInFlight = new InFlightCounts()
 
 export const messagesHandler =
   (service: InferenceService): PaidHandler<MessagesBody> =>
@@ -62,22 +70,35 @@ export function messagesRoutes(service: InferenceService) {
       '/v1/messages/count_tokens',
       async ({ body, buyerKey }) => {
         // Read only: a count is not a use of the key, so not even its lastUsedAt is written.
-        if (!(await keyStore.resolve(buyerKey.apiKeyDigest))) {
-          throw unauthorized('invalid_api_key', 'invalid API key')
-        }
+        const key = await keyStore.resolve(buyerKey.apiKeyDigest)
+        if (!key) throw unauthorized('invalid_api_key', 'invalid API key')
         liveTextModel(await deps.catalog.get(body.model), body.model)
         const { messages, tools } = promptOf(body)
-        const counts = await Promise.all([
-          promptTokenCount(messages as ChatMessageLike[]),
-          tools ? countTokens(JSON.stringify(tools)) : 0,
-        ]).catch(() => {
+        if (!countsInFlight.enter(key.accountId, COUNTS_IN_FLIGHT)) {
+          throw new ApiError(
+            429,
+            'count_concurrency_limit',
+            `at most ${COUNTS_IN_FLIGHT} token counts in flight per wallet; wait Retry-After seconds`,
+            { headers: retryAfter(1) },
+          )
+        }
+        try {
+          const fields = tools ? { tools } : {}
+          return {
+            input_tokens: await promptTokenCount(messages as ChatMessageLike[], fields, countTokensAside),
+          }
+        } catch {
           throw new ApiError(
             503,
             'count_unavailable',
             'the tokens could not be counted in time; retry shortly',
+            {
+              headers: retryAfter(1),
+            },
           )
-        })
-        return { input_tokens: counts[0] + counts[1] }
+        } finally {
+          countsInFlight.leave(key.accountId)
+        }
       },
       { buyerKey: true, body: countTokensBodySchema },
     )
