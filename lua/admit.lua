@@ -37,7 +37,8 @@
   clear, release or reap gives a slot back.
 
   Returns {1, offerId, askCents, holdUsdc, holdDiem, leaseDeadline, confirmedAfter, upstreamBaseUrl,
-    upstreamKeyEnc, upstreamBalance ("" unknown)} or
+    upstreamKeyEnc, upstreamBalance ("" unknown), upstreamGen (the offer's upstream generation, which
+    the attempt's clear or release sends back: lua/offer-put.lua)} or
     {-1}                              unknown account
     {-2}                              per-key in-flight cap reached
     {-3}                              per-wallet in-flight cap (or its cap group's) reached
@@ -114,4 +115,4 @@ rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)
 return reply({ 1, chosen.id, chosen.ask, hold_s, hold_diem_s, deadline_s, confirmed_s,
-  chosen.upstream_base_url, chosen.upstream_key_enc, balance })
+  chosen.upstream_base_url, chosen.upstream_key_enc, balance, chosen.upstream_gen })

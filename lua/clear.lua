@@ -19,7 +19,7 @@
   ARGV[4]  upstreamBalance: the supplier key's upstream balance after this request, micro-DIEM ("" unknown):
            recorded with its UTC day (balanceDay), and only when the attempt was admitted on the day
            of this clear (the upstream's allocation resets at 00:00 UTC; its answer came in between):
-           never for a lost admission (ARGV[12..]), whose time of admission is not known
+           never for a lost admission (ARGV[13..]), whose time of admission is not known
   ARGV[5]  inputTokens: input tokens
   ARGV[6]  outputTokens: output tokens
   ARGV[7]  estimated: "1" when the usage was estimated, "0" when metered
@@ -32,7 +32,10 @@
            capped by the hold alone (the reservation kept that much of the offer's capacity), and
            the caller posts the offer's side with lua/post.lua from this reply; "0" (admit's attempts)
            clears both sides here
-  ARGV[12..] the admission, only when the store has no attempt of this id: accountId, apiKeyId,
+  ARGV[12] upstreamGen: the offer's upstream generation, as admit answered it (lua/offer-put.lua);
+           "" not known (an admission that did not say): ARGV[4]'s balance is recorded only
+           when the offer's upstream is still the one the request was sent to
+  ARGV[13..] the admission, only when the store has no attempt of this id: accountId, apiKeyId,
            offerId, askCents, holdUsdc, holdDiem, model, requestId, as admit answered them
            (src/market/clearing.ts sends them after a {-1}). A failover to a replica that the
            admission never reached loses the attempt, its hold and its reservation, while the
@@ -44,7 +47,7 @@
   balance and what the API key's limit has left (for a periodic budget, in the period the request
   was admitted in; nothing once that period has ended, since its spent is no longer kept); the supplier earns only what was charged, and the rest of the cost is written off: on
   the account, on the attempt, and in the write-off list (attempt id -> amount) the audit reads.
-  A lost admission (ARGV[12..]) clears the same way: its hold is not in the store either.
+  A lost admission (ARGV[13..]) clears the same way: its hold is not in the store either.
   A clear on an offer with a supplierId is also appended to supplier:<id>:fills (offer, model,
   burn, ask, earned): the supplier's fills, never the buyer's identity.
 
@@ -60,12 +63,12 @@ local id = ARGV[1]
 local a = read_attempt(id)
 if not a then
   -- The admission the store lost, as admit answered it: admitted now, in the key's current period.
-  if not ARGV[12] or ARGV[12] == '' then return { -1 } end
+  if not ARGV[13] or ARGV[13] == '' then return { -1 } end
   local now_s = s(now_ms())
-  a = { id = id, state = 'lost', accountId = ARGV[12], keyId = ARGV[13], offerId = ARGV[14], askCents = ARGV[15],
-    holdUsdc = ARGV[16], holdDiem = ARGV[17], model = ARGV[18], period = '', admittedAt = now_s }
+  a = { id = id, state = 'lost', accountId = ARGV[13], keyId = ARGV[14], offerId = ARGV[15], askCents = ARGV[16],
+    holdUsdc = ARGV[17], holdDiem = ARGV[18], model = ARGV[19], period = '', admittedAt = now_s }
   a.admission = pack_admission(id, a.accountId, a.keyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem, now_s,
-    ARGV[19] or '', '', '', '', a.model)
+    ARGV[20] or '', '', '', '', a.model)
 end
 local account = k_account(a.accountId)
 if a.state == 'cleared' then
@@ -88,6 +91,8 @@ if a.state == 'lost' and o and not o[1] then return { -1 } end
 -- The balance after, as known now: a request admitted before midnight may report one from before the reset.
 -- A lost admission's time is not known (admitted "now" above only for its record): nor is its balance's day.
 local balance, balance_day = balance_known(ARGV[4], a.state ~= 'lost' and a.admittedAt, now)
+-- Learned through an upstream (a URL or key) the offer no longer has: not this offer's balance.
+if o and (o[9] or '0') ~= ARGV[12] then balance, balance_day = '', nil end
 local reported = int(ARGV[2])
 local burn = reported
 local held = int(a.holdDiem)
@@ -133,7 +138,7 @@ else
     end
     a.period = current
     a.admission = pack_admission(id, a.accountId, a.keyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem,
-      a.admittedAt, ARGV[19] or '', '', '', current, a.model)
+      a.admittedAt, ARGV[20] or '', '', '', current, a.model)
   end
   confirmed, hooks = int(b[1]), b[7]
   charged = math.min(cost, confirmed)

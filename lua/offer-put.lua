@@ -33,7 +33,9 @@
   not while their supplier is suspended. An offer put here leaves the full set (lib/ladder): the
   next request that finds it at its cap moves it back. A suspended supplier's offer cannot be
   posted or set active. A deleted offer keeps its hash (in-flight attempts and the audit still
-  read it). A change of the upstream (its base URL or key) forgets the upstream balance.
+  read it). A change of the upstream (its base URL or key) forgets the upstream balance and moves
+  the offer's upstreamGen on (absent: 0): a request admitted on the one before, still in flight,
+  records no balance when it ends (lua/clear.lua, release.lua, post.lua, void.lua).
 
   Returns {1} or ({0} on void: the offer was written, nothing done)
     {-1}                 unknown (or deleted) offer on update / delete; existing id on create
@@ -126,7 +128,11 @@ for i = 1, #fields, 2 do
   if fields[i + 1] ~= '' then rcall('HSET', offer, fields[i], fields[i + 1]) end
 end
 -- Another upstream or key is another allocation: the old key's balance (a 402's 0) says nothing of it.
-if mode == 'update' and (ARGV[3] ~= '' or ARGV[4] ~= '') then rcall('HSET', offer, 'balance', '', 'balanceDay', '') end
+-- Its generation moves on, so that a request still in flight on the old one records none (lua/clear.lua).
+if mode == 'update' and (ARGV[3] ~= '' or ARGV[4] ~= '') then
+  rcall('HSET', offer, 'balance', '', 'balanceDay', '')
+  rcall('HINCRBY', offer, 'upstreamGen', 1)
+end
 
 if apart then return { 1 } end
 local o = rcall('HMGET', offer, 'status', 'askCents', 'seq')

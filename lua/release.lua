@@ -17,6 +17,9 @@
   ARGV[7]  offerApart: "1" when the offer's side lives apart (lua/reserve.lua): only the account's
            hold goes back here, and the caller voids the reservation (lua/void.lua), which also
            cools the offer down; "0": both sides here
+  ARGV[8]  upstreamGen: the offer's upstream generation, as admit answered it ("" not known): ARGV[4]'s
+           balance is recorded only when the offer's upstream is still the one the request was sent
+           to (lua/offer-put.lua)
 
   Returns {1, confirmedAfter, balanceDay} released; {0, balanceDay} already ended (no-op); {-1} unknown
   attempt. balanceDay: the UTC day ARGV[4]'s balance holds on (days since 1970-01-01; "" when not
@@ -33,8 +36,10 @@ if not apart then
   local offer = k_offer(a.offerId)
   local cooldown = int(ARGV[3])
   if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now + cooldown)) end
-  if balance ~= '' and rcall('EXISTS', offer) == 1 then
-    rcall('HSET', offer, 'balance', balance, 'balanceDay', balance_day)
+  if balance ~= '' then
+    -- Learned through an upstream the offer no longer has (or an offer gone by hand): not recorded.
+    local g = rcall('HMGET', offer, 'id', 'upstreamGen')
+    if g[1] and (g[2] or '0') == ARGV[8] then rcall('HSET', offer, 'balance', balance, 'balanceDay', balance_day) end
   end
 end
 if a.state ~= 'admitted' then return { 0, balance_day or '' } end

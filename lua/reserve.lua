@@ -20,7 +20,7 @@
   ARGV[9..] posts carried, as lua/post.lua's ARGV[3..], all this offer's
 
   Returns {1, askCents, leaseDeadline, upstreamBaseUrl, upstreamKeyEnc, upstreamBalance ("" unknown),
-  inflight, maxInFlight, routable} (the offer's in-flight count with this reservation, its cap and
+  inflight, maxInFlight, routable, upstreamGen (as admit's)} (the offer's in-flight count with this reservation, its cap and
   what it could hold after it: what the caller's view of the ladder learns between its reads, so
   that its next request goes where there is room) or admit's refusals for this one offer, with what
   the view learns of it after the values admit's have:
@@ -50,9 +50,10 @@ local o, f = read_offer(offer_id, now, RESERVE_FIELDS)
 local posted = {}
 if carried and o then
   local held, inflight
-  held, inflight, posted = batch_fields(carried, { f[5], f[8], f[4], f[13], f[3], f[14], f[15] })
+  held, inflight, posted = batch_fields(carried, { f[5], f[8], f[4], f[13], f[3], f[14], f[15], f[16],
+    o.upstream_gen })
   o.held, o.inflight, o.burned = held, inflight, o.burned + carried.burned
-  if carried.balance ~= '' then o.balance = int(carried.balance) end
+  if balance_holds(carried, o.upstream_gen) then o.balance = int(carried.balance) end
 end
 local offer = k_offer(offer_id)
 -- A refusal still writes what the carried posts changed.
@@ -94,4 +95,4 @@ rcall('HSET', reservation, 'state', 'reserved', 'offerId', offer_id, 'accountId'
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 local balance = o.balance == nil and '' or s(o.balance)
 return { 1, o.ask, deadline_s, o.upstream_base_url, o.upstream_key_enc, balance, s(o.inflight + 1),
-  s(o.max_in_flight), s(r - hold_diem) }
+  s(o.max_in_flight), s(r - hold_diem), o.upstream_gen }

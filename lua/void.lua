@@ -18,6 +18,9 @@
 
   ARGV[6]  balanceDay: the UTC day the balance holds on, as lua/release.lua answered it ("" or absent:
            not known, and the balance is not recorded)
+  ARGV[7]  upstreamGen: the offer's upstream generation, as the reservation answered it ("" or absent:
+           not known): the balance is recorded only when the offer's upstream is still that one
+           (lua/offer-put.lua)
 
   Returns {1} voided; {0} already ended (its watch, if any, over); {-1} no such reservation.
 ]]
@@ -32,8 +35,9 @@ local offer = k_offer(r[2])
 local cooldown = int(ARGV[2])
 if cooldown > 0 and rcall('EXISTS', offer) == 1 then rcall('HSET', offer, 'cooldownUntil', s(now_ms() + cooldown)) end
 local balance_day = ARGV[6] or ''
-if ARGV[3] ~= '' and balance_day ~= '' and int(balance_day) >= day_of(now_ms()) and rcall('EXISTS', offer) == 1 then
-  rcall('HSET', offer, 'balance', ARGV[3], 'balanceDay', balance_day)
+if ARGV[3] ~= '' and balance_day ~= '' and int(balance_day) >= day_of(now_ms()) then
+  local g = rcall('HMGET', offer, 'id', 'upstreamGen')
+  if g[1] and (g[2] or '0') == (ARGV[7] or '') then rcall('HSET', offer, 'balance', ARGV[3], 'balanceDay', balance_day) end
 end
 if r[1] ~= 'reserved' then
   rcall('ZREM', K_LEASES, ARGV[1])

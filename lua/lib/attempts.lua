@@ -67,11 +67,12 @@ end
 -- Returns true when the slot given back was the one its cap lacked (it may stand in the full set,
 -- lib/ladder).
 local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
-  'supplierId' }
--- A clear on one slot reads the cap in place of disputed, read only for a dispute (rare): eight
--- fields, as before the cap was read, since a ninth cost every clear (BENCHMARKS.md).
+  'supplierId', 'upstreamGen' }
+-- A clear on one slot reads the cap in place of disputed, read only for a dispute (rare), since
+-- every field costs every clear (BENCHMARKS.md). Both end with the offer's upstream generation:
+-- a balance learned through an upstream the offer no longer has is not recorded (lua/offer-put.lua).
 local OFFER_UNWIND_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'maxInFlight',
-  'supplierId' }
+  'supplierId', 'upstreamGen' }
 local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, balance, disputed, balance_day)
   local offer = k_offer(offer_id)
   local cleared = o ~= nil

@@ -1,13 +1,14 @@
 -- lib/offers: reading an offer and the one eligibility rule that admit and capacity share.
--- balanceDay, last in both: the UTC day (lib/numbers day_of) the balance was learned on.
+-- balanceDay, last in both: the UTC day (lib/numbers day_of) the balance was learned on; before it
+-- upstreamGen, the offer's upstream generation (lua/offer-put.lua; absent: 0).
 local OFFER_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
-  'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'balanceDay' }
+  'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'upstreamGen', 'balanceDay' }
 
 -- A reservation's read (lua/reserve.lua): OFFER_FIELDS, then the supplier's suspension copied onto
 -- the offer, and what the posts it carries add to (lib/posts): one read for all of them.
 local RESERVE_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
   'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'suspended', 'earned', 'fees', 'disputed',
-  'supplierId', 'balanceDay' }
+  'supplierId', 'upstreamGen', 'balanceDay' }
 
 -- now: the time now, ms (the balance's day is checked against it); fields: OFFER_FIELDS unless
 -- given (RESERVE_FIELDS). The row as read is returned second.
@@ -33,6 +34,8 @@ local function read_offer(id, now, fields)
     -- what the supplier call needs, read here so that admit makes no second call for it
     upstream_base_url = f[10],
     upstream_key_enc = f[11],
+    -- the upstream the request is sent to: what its end compares before recording a balance
+    upstream_gen = f[#fields - 1] or '0',
   }, f
 end
 

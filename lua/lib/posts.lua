@@ -14,15 +14,23 @@
 -- carried): sums per offer, in `batch`.
 
 -- The values of one post, in ARGV order from its first.
-local POST_VALUES = 9
+local POST_VALUES = 10
+
+-- Whether a batch's balance is the offer's: learned on its upstream generation now (`gen`, the
+-- offer's upstreamGen as read, '0' when absent). One learned on an upstream changed since (or
+-- sent with none: an admission that did not say) is not recorded.
+local function balance_holds(b, gen)
+  return b.balance ~= '' and b.balance_gen == gen
+end
 
 -- Posts one reservation's side, its offer's sums added to batch[offerId] for a later write
 -- (write_batch, or the reservation's own). offer_id: the offer the posts were sent to, and ask the
 -- clear's: what a lost reservation is posted on. balance_day: the UTC day the balance holds on, as
--- the account's side found it (lua/clear.lua's reply; '' with no balance). Returns 1 posted, 2
+-- the account's side found it (lua/clear.lua's reply; '' with no balance); gen: the upstream generation
+-- the request was reserved on (reserve's reply; '' not known). Returns 1 posted, 2
 -- posted as lost, 0 already posted, -1 no such reservation nor offer. The record retention is set.
-local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance, balance_day, ask, model, offer_id,
-  now, batch)
+local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance, balance_day, ask, model, gen,
+  offer_id, now, batch)
   local reservation = k_reservation(id)
   local r = rcall('HMGET', reservation, 'state', 'offerId', 'holdDiem', 'askCents')
   local lost = not r[1]
@@ -68,7 +76,7 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   b.disputed = capped_sum(b.disputed, int(disputed_s))
   -- A balance of an earlier UTC day (posted after midnight) no longer holds: the allocation reset.
   if balance ~= '' and balance_day ~= '' and int(balance_day) >= day_of(now) then
-    b.balance, b.balance_day = balance, balance_day
+    b.balance, b.balance_day, b.balance_gen = balance, balance_day, gen or ''
   end
   local fills = b.fills
   fills[#fills + 1] = { model, burn_s, r[4], earned_s }
@@ -81,18 +89,18 @@ end
 
 -- Every post in argv (the script's ARGV: a library function has none of its own) from `first` on
 -- (POST_VALUES each: attemptId, burn, earned, fee, disputed, upstreamBalance, balanceDay, askCents,
--- model), all sent to offer_id, summed into batch; returns each one's post_reservation code, in order.
+-- model, upstreamGen), all sent to offer_id, summed into batch; returns each one's post_reservation code, in order.
 local function post_all(argv, first, now, batch, offer_id)
   local codes = {}
   for i = first, #argv - POST_VALUES + 1, POST_VALUES do
     codes[#codes + 1] = post_reservation(argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4], argv[i + 5],
-      argv[i + 6], argv[i + 7], argv[i + 8], offer_id, now, batch)
+      argv[i + 6], argv[i + 7], argv[i + 8], argv[i + 9], offer_id, now, batch)
   end
   return codes
 end
 
 -- An offer's fields after a batch's sums b: o is its row as read with OFFER_CLEAR_FIELDS (held,
--- inflight, burned, earned, capacity, fees, disputed, supplierId). held and inflight are returned
+-- inflight, burned, earned, capacity, fees, disputed, supplierId, upstreamGen). held and inflight are returned
 -- apart (a reservation adds its own before writing), the rest as HSET's field list.
 local function batch_fields(b, o)
   local fields = { 'burned', s(int(o[3]) + b.burned), 'earned', s(int(o[4]) + b.earned) }
@@ -101,7 +109,7 @@ local function batch_fields(b, o)
   if b.disputed > 0 then
     fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), b.disputed))
   end
-  if b.balance ~= '' then
+  if balance_holds(b, o[9] or '0') then
     fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] =
       'balance', b.balance, 'balanceDay', b.balance_day
   end

@@ -37,6 +37,8 @@ export interface VideoJob {
   askCents?: number
   holdUsdc?: MicroUsdc
   requestId?: string
+  /** The offer's upstream generation admit answered: absent (an earlier build's job), no balance is recorded. */
+  upstreamGen?: number
 }
 
 // Records outlive the job by a day, so a late poll still gets its 410 rather than a 404.
@@ -71,6 +73,7 @@ export class VideoJobs {
       expiresAt: Number(raw.expiresAt),
       ...(raw.askCents !== undefined ? { askCents: Number(raw.askCents) } : {}),
       ...(raw.holdUsdc !== undefined ? { holdUsdc: Number(raw.holdUsdc) as MicroUsdc } : {}),
+      ...(raw.upstreamGen !== undefined ? { upstreamGen: Number(raw.upstreamGen) } : {}),
     }
   }
 

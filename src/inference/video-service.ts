@@ -107,6 +107,7 @@ export class VideoService {
       askCents: admission.askCents,
       holdUsdc: admission.holdUsdc,
       requestId: admission.requestId,
+      upstreamGen: admission.upstreamGen,
     }
     await this.jobs.create(job)
     // Kept until its master's replicas have it: a job whose record a failover lost would be unknown

@@ -47,6 +47,11 @@ export interface Admission {
   upstreamKeyEnc: string
   /** The supplier key's last known upstream balance, micro-DIEM, before this request. */
   upstreamBalance: MicroDiem | null
+  /**
+   * The offer's upstream generation (lua/offer-put.lua moves it on with its URL or key): the clear
+   * or release sends it back, and a balance learned through an upstream changed since is not recorded.
+   */
+  upstreamGen: number
   /** The model asked for (kept on the attempt, and on the supplier's fill once cleared). */
   model: string
   requestId: string
@@ -93,6 +98,7 @@ export async function admit(
     upstreamBaseUrl: String(reply[7]),
     upstreamKeyEnc: String(reply[8]),
     upstreamBalance: reply[9] === '' || reply[9] === undefined ? null : (n(reply[9]) as MicroDiem),
+    upstreamGen: n(reply[10]),
     model: req.model,
     requestId: req.requestId,
   }

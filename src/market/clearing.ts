@@ -27,6 +27,8 @@ export interface ClearRequest {
   upstreamCost?: MicroDiem | null
   /** The offer's side lives apart and is settled by the caller (market/two-phase.ts). */
   offerApart?: boolean
+  /** The offer's upstream generation admit answered; without it the balance after is not recorded. */
+  upstreamGen?: number
   /**
    * The attempt as admit answered it: cleared late from these when the store lost the admission
    * (a failover to a replica it never reached), since the request was served all the same.
@@ -103,7 +105,7 @@ export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Pr
   }
 }
 
-/** lua/clear.lua's ARGV[12..] from the admission, or null when some of it is not known. */
+/** lua/clear.lua's ARGV[13..] from the admission, or null when some of it is not known. */
 function admissionArgs(a: Partial<AdmittedAs>): (string | number)[] | null {
   const args = [a.accountId, a.apiKeyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem, a.model, a.requestId]
   return args.every((arg) => arg !== undefined) ? (args as (string | number)[]) : null
@@ -127,6 +129,7 @@ function clearOnce(store: Store, keys: Keyspace, req: ClearRequest, admission: (
       recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
       upstreamCost: req.upstreamCost ?? '',
       offerApart: req.offerApart ? '1' : '0',
+      upstreamGen: req.upstreamGen ?? '',
     },
     admission,
   ) as Promise<Reply>
@@ -143,6 +146,8 @@ export interface ReleaseRequest {
   recordRetentionMs?: number
   /** The offer's side lives apart and is voided by the caller (market/two-phase.ts). */
   offerApart?: boolean
+  /** The offer's upstream generation admit answered; without it the balance is not recorded. */
+  upstreamGen?: number
 }
 
 /** Returns true when this call released the attempt, false when it had already ended. */
@@ -167,6 +172,7 @@ export async function releaseAttempt(
     final: req.final ? '1' : '0',
     recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
     offerApart: req.offerApart ? '1' : '0',
+    upstreamGen: req.upstreamGen ?? '',
   })) as Reply
   const released = n(reply[0]) === ReleaseCode.Released
   const day = reply[released ? 2 : 1]

@@ -26,12 +26,16 @@ export interface Billed {
   balanceDay?: number
 }
 
-/** One post's values, in lib/posts's order: a balance goes only with the day it holds on. */
+/**
+ * One post's values, in lib/posts's order: a balance goes only with the day it holds on, and is
+ * recorded only while the offer's upstream is still generation `upstreamGen` (unknown: never).
+ */
 export function postValues(
   attemptId: string,
   model: string,
   billed: Billed,
   upstreamBalance: MicroDiem | null,
+  upstreamGen?: number,
 ): (string | number)[] {
   const { burn, charged, fee, disputed, askCents, balanceDay } = billed
   const known = upstreamBalance !== null && balanceDay !== undefined
@@ -45,6 +49,7 @@ export function postValues(
     known ? balanceDay : '',
     askCents,
     model,
+    upstreamGen ?? '',
   ]
 }
 

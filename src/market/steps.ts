@@ -43,16 +43,28 @@ export interface AttemptRef extends Partial<AdmittedAs> {
   offerId: string
   /** The model served (on the supplier's fill). */
   model: string
+  /** The offer's upstream generation admit answered (Admission's); absent: its balance is not recorded. */
+  upstreamGen?: number
 }
 
 /** A clear as the request path asks it: the attempt's ids and admission come from its ref. */
-export type ClearArgs = Omit<ClearRequest, 'attemptId' | 'offerApart' | 'admission'>
+export type ClearArgs = Omit<ClearRequest, 'attemptId' | 'offerApart' | 'admission' | 'upstreamGen'>
+
+/** A release as the request path asks it: the attempt's ids come from its ref. */
+export type ReleaseArgs = Omit<ReleaseRequest, 'attemptId' | 'offerApart' | 'upstreamGen'>
 
 /** The clear of an attempt, with what admit answered of it (an Admission carries it all). */
 const clearOf = (attempt: AttemptRef, req: ClearArgs): ClearRequest => ({
   ...req,
   attemptId: attempt.attemptId,
+  upstreamGen: attempt.upstreamGen,
   admission: attempt,
+})
+
+const releaseOf = (attempt: AttemptRef, req: ReleaseArgs): ReleaseRequest => ({
+  ...req,
+  attemptId: attempt.attemptId,
+  upstreamGen: attempt.upstreamGen,
 })
 
 export interface MarketSteps {
@@ -63,7 +75,7 @@ export interface MarketSteps {
   /** A key on each slot a clear of the attempt writes on (whose masters must keep it: the clear journal). */
   clearSlots(attempt: AttemptRef): string[]
   /** True when this call released the attempt, false when it had already ended. */
-  release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>): Promise<boolean>
+  release(attempt: AttemptRef, req: ReleaseArgs): Promise<boolean>
   /** True when the lease was pushed forward, false when it is gone (reaped or ended). */
   renew(attempt: AttemptRef, leaseMs: number): Promise<boolean>
   /** Ends at most `limit` attempts whose lease ran out; returns how many it ended. */
@@ -157,8 +169,8 @@ class OneSlotSteps implements MarketSteps {
     return this.slots
   }
 
-  release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
-    return release(this.store, this.keys, { ...req, attemptId: attempt.attemptId })
+  release(attempt: AttemptRef, req: ReleaseArgs) {
+    return release(this.store, this.keys, releaseOf(attempt, req))
   }
 
   renew(attempt: AttemptRef, leaseMs: number) {
@@ -276,11 +288,8 @@ class ApartSteps implements MarketSteps {
     return [this.owners.account(attempt.accountId).base, this.owners.offer(attempt.offerId).base]
   }
 
-  async release(attempt: AttemptRef, req: Omit<ReleaseRequest, 'attemptId' | 'offerApart'>) {
-    const released = await releaseApart(this.store, this.owners, attempt, {
-      ...req,
-      attemptId: attempt.attemptId,
-    })
+  async release(attempt: AttemptRef, req: ReleaseArgs) {
+    const released = await releaseApart(this.store, this.owners, attempt, releaseOf(attempt, req))
     if (released) this.view.ended(attempt.offerId)
     return released
   }

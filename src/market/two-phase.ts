@@ -188,6 +188,7 @@ export async function admitApart(
     upstreamBaseUrl: String(reserved[3]),
     upstreamKeyEnc: String(reserved[4]),
     upstreamBalance: reserved[5] === '' || reserved[5] === undefined ? null : (n(reserved[5]) as MicroDiem),
+    upstreamGen: n(reserved[9]),
     model: req.model,
     requestId: req.requestId,
   }
@@ -210,12 +211,27 @@ export async function clearApart(
 ): Promise<Clearing> {
   const clearing = await clear(store, owners.account(who.accountId), { ...req, offerApart: true })
   if (posts) {
-    const values = postValues(req.attemptId, who.model, clearing, req.upstreamBalanceAfter ?? null)
+    const values = postValues(
+      req.attemptId,
+      who.model,
+      clearing,
+      req.upstreamBalanceAfter ?? null,
+      req.upstreamGen,
+    )
     posts.add(who.offerId, values, req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS)
     return clearing
   }
   try {
-    await post(store, owners, req.attemptId, who, clearing, req.upstreamBalanceAfter, req.recordRetentionMs)
+    await post(
+      store,
+      owners,
+      req.attemptId,
+      who,
+      clearing,
+      req.upstreamBalanceAfter,
+      req.recordRetentionMs,
+      req.upstreamGen,
+    )
   } catch (error) {
     // The account is charged: that is the request's outcome, and its client is told it. A post the
     // offer's slot refuses for now (its master failing over, the slot being moved) is made by
@@ -248,6 +264,7 @@ export async function releaseApart(
     req.recordRetentionMs,
     0,
     balanceDay,
+    req.upstreamGen,
   )
   return released
 }
@@ -311,13 +328,14 @@ async function post(
   billed: Billed,
   upstreamBalance: MicroDiem | null,
   recordRetentionMs = DEFAULT_RECORD_RETENTION_MS,
+  upstreamGen?: number,
 ): Promise<void> {
   await runScript(
     store,
     'post',
     [owners.offer(who.offerId).base],
     { recordRetentionMs, offerId: who.offerId },
-    postValues(attemptId, who.model, billed, upstreamBalance),
+    postValues(attemptId, who.model, billed, upstreamBalance, upstreamGen),
   )
 }
 
@@ -332,6 +350,8 @@ async function voidReservation(
   watchMs = 0,
   /** The UTC day the balance holds on (lua/release.lua's answer); without one it is not recorded. */
   balanceDay: number | null = null,
+  /** The upstream generation the reservation answered: without it the balance is not recorded. */
+  upstreamGen?: number,
 ): Promise<void> {
   await runScript(store, 'void', [owners.offer(offerId).base], {
     attemptId,
@@ -340,5 +360,6 @@ async function voidReservation(
     recordRetentionMs,
     watchMs,
     balanceDay: balanceDay ?? '',
+    upstreamGen: upstreamGen ?? '',
   })
 }

@@ -236,6 +236,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     siweNonceFuse: (minute: number) => key(`siwe:fuse:${minute}`),
     /** string counter per minute and client address: nonces it asked for, so one client cannot take the whole fuse */
     siweNonceClientFuse: (minute: number, client: string) => key(`siwe:client:${minute}:${client}`),
+    /** string counter per minute and supplier: upstream key checks its offer posts asked for (the fuse in front of the upstream) */
+    supplierKeyChecks: (minute: number, supplierId: string) =>
+      key(`supplier:${supplierId}:key-checks:${minute}`),
     /** hash: SHA-256 hex of an upstream key -> the offer it stands in (one non-deleted offer per key) */
     upstreamKeys: key('upstreamKeys'),
     /**

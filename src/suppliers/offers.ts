@@ -14,8 +14,18 @@ import {
 } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { MinuteFuse } from '../redis/minute-fuse.ts'
 import type { Store } from '../redis/store.ts'
+import { keyCheckFuseBlown } from './results.ts'
 import { checkUpstreamKey } from './upstream-key-check.ts'
+
+/**
+ * Upstream key checks a supplier may make per minute, across every replica, by default
+ * (SVC_SUPPLIER_KEY_CHECKS_PER_MINUTE): each is a call to the operator's upstream with a key of the
+ * supplier's choosing, so past it a post is a 429 before the upstream is asked (never a way to
+ * test keys, or to load the upstream, as fast as one likes).
+ */
+export const KEY_CHECKS_PER_MINUTE = 10
 
 export interface SupplierOfferInput {
   upstreamApiKey: string
@@ -53,14 +63,25 @@ export type SupplierOfferView = ReturnType<typeof supplierOfferView>
 
 export class SupplierOfferService {
   private readonly offers: OfferService
+  private readonly keyChecks: MinuteFuse
 
   constructor(
     private readonly store: Store,
     private readonly keys: Keyspace,
     masterKey: Uint8Array,
     private readonly upstreamUrl: string,
+    keyChecksPerMinute = KEY_CHECKS_PER_MINUTE,
+    /** The fuse's clock, ms: a test holds one minute instead of racing the next. */
+    clock?: () => number,
   ) {
     this.offers = new OfferService(store, keys, masterKey)
+    this.keyChecks = new MinuteFuse(
+      store,
+      keys.supplierKeyChecks,
+      keyChecksPerMinute,
+      keyCheckFuseBlown,
+      clock,
+    )
   }
 
   async post(supplierId: string, input: SupplierOfferInput): Promise<SupplierOfferView> {
@@ -74,6 +95,7 @@ export class SupplierOfferService {
     // A holder deleted on its own slot but not yet given its key back (held apart) is left to create.
     if (holder && (await this.store.hget(this.keys.offer(holder), 'status')) !== 'deleted')
       throw upstreamKeyInUse()
+    await this.keyChecks.take(supplierId)
     await checkUpstreamKey(this.upstreamUrl, input.upstreamApiKey)
     const offer = await this.offers.create({ ...this.fields(input), supplierId, upstreamKeyDigest: digest })
     return supplierOfferView(offer)

@@ -37,6 +37,14 @@ export const clientNonceFuseBlown = (retryAfterSeconds: number) =>
     { headers: { 'retry-after': String(retryAfterSeconds) } },
   )
 
+export const keyCheckFuseBlown = (retryAfterSeconds: number) =>
+  new ApiError(
+    429,
+    'key_check_rate_limited',
+    'this supplier asked for too many upstream key checks this minute; retry after Retry-After',
+    { headers: { 'retry-after': String(retryAfterSeconds) } },
+  )
+
 export const nonceRefused = () =>
   new ApiError(401, 'siwe_nonce_invalid', 'the nonce is unknown, expired or already used; get a new one')
 

@@ -133,7 +133,12 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
     `${prefix}:reaper:claim`,
     `${prefix}:catalog:sync-claim`,
   ])
-  const keys = (await keysUnder(store, `${prefix}:`)).filter((key) => !heartbeat.has(key)).sort()
+  // A supplier's upstream key checks are counted before the upstream is asked, whatever it answers:
+  // the count is the fuse, and moves under a refusal by design (src/suppliers/offers.ts).
+  const counted = (key: string) => key.startsWith(`${prefix}:supplier:`) && key.includes(':key-checks:')
+  const keys = (await keysUnder(store, `${prefix}:`))
+    .filter((key) => !heartbeat.has(key) && !counted(key))
+    .sort()
   // Each step's commands sent together: two round trips, not two a key (fuzz tests take thousands).
   const types = await Promise.all(keys.map((key) => store.type(key)))
   const values = await Promise.all(

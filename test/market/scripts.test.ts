@@ -415,7 +415,10 @@ describe.each(scriptForms())('as %s', (form) => {
       const o = await postOffer(fx, 50, 5_000_000)
       const acct = await seedAccount(fx, 1_000_000)
       const adm = admitted(await admitFor(fx, acct))
-      await clearOf(adm.attemptId, 100, { upstreamBalanceAfter: 77_000 as MicroDiem })
+      await clearOf(adm.attemptId, 100, {
+        upstreamBalanceAfter: 77_000 as MicroDiem,
+        upstreamGen: adm.upstreamGen,
+      })
       expect((await offer(o)).balance).toBe('77000')
     })
 

@@ -72,6 +72,7 @@ async function market() {
   const end = (a: Admission, upstreamBalance: number | null) =>
     releaseApart(store, owners, who(a), {
       attemptId: a.attemptId,
+      upstreamGen: a.upstreamGen,
       errorCode: upstreamBalance === 0 ? 'upstream_out_of_balance' : 'upstream_error',
       cooldownMs: 0,
       upstreamBalance: upstreamBalance as MicroDiem | null,
@@ -81,7 +82,10 @@ async function market() {
       store,
       owners,
       who(a),
-      meteredClear(a.attemptId, 400, { upstreamBalanceAfter: after as MicroDiem }),
+      meteredClear(a.attemptId, 400, {
+        upstreamBalanceAfter: after as MicroDiem,
+        upstreamGen: a.upstreamGen,
+      }),
       posts,
     )
   return { owners, accountId, offerId, offerKey, clock, view, admit, end, settle }
@@ -161,7 +165,13 @@ test("a clear of the day whose post reaches the offer's slot only after midnight
   const today = dayOf(Date.now())
   expect(cleared.balanceDay).toBe(today)
   // Its post, sent on as if the offer's slot were a day later: the day it carries is over there.
-  const values = postValues(a.attemptId, a.model, { ...cleared, balanceDay: today - 1 }, 100 as MicroDiem)
+  const values = postValues(
+    a.attemptId,
+    a.model,
+    { ...cleared, balanceDay: today - 1 },
+    100 as MicroDiem,
+    a.upstreamGen,
+  )
   const posted = await runScript(
     store,
     'post',

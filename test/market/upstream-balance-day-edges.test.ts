@@ -50,6 +50,7 @@ test("the operator's PATCH of an offer's upstream key forgets the old key's bala
   // The old key ran dry: a 402 records it as empty, today.
   await release(fx.store, fx.keys, {
     attemptId: a.attemptId,
+    upstreamGen: a.upstreamGen,
     errorCode: 'upstream_out_of_balance',
     cooldownMs: 0,
     upstreamBalance: 0 as MicroDiem,
@@ -67,6 +68,7 @@ test("the operator's PATCH of an offer's upstream key forgets the old key's bala
   const b = admitted(await admitFor(fx, acct, { holdDiem: HOLD }))
   await release(fx.store, fx.keys, {
     attemptId: b.attemptId,
+    upstreamGen: b.upstreamGen,
     errorCode: 'upstream_out_of_balance',
     cooldownMs: 0,
     upstreamBalance: 0 as MicroDiem,

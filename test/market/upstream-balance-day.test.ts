@@ -5,6 +5,7 @@
 // never recorded as the new day's. Admit takes its time now as an argument (ARGV now); the clear and
 // the release run on Redis's clock, so "yesterday" is an admission made at now - 1 day.
 import { expect, test } from 'bun:test'
+import type { Admission } from '../../src/market/admission.ts'
 import { ladderDepth } from '../../src/market/capacity.ts'
 import { release } from '../../src/market/clearing.ts'
 import { reapExpired } from '../../src/market/leases.ts'
@@ -30,9 +31,10 @@ const DAY_MS = 86_400_000
 const HOLD = 1_000 as MicroDiem
 
 /** A 402 from the supplier: the release records its key as empty (src/inference/supplier.ts). */
-function outOfBalance(attemptId: string) {
+function outOfBalance({ attemptId, upstreamGen }: Admission) {
   return release(fx.store, fx.keys, {
     attemptId,
+    upstreamGen,
     errorCode: 'upstream_out_of_balance',
     cooldownMs: 0,
     upstreamBalance: 0 as MicroDiem,
@@ -43,7 +45,7 @@ test('a 402 keeps the offer off the ladder for the rest of its UTC day; the next
   const offer = await postOffer(fx, 30, 5_000_000)
   const acct = await seedAccount(fx, 1_000_000)
   const today = Date.now()
-  expect(await outOfBalance(admitted(await admitFor(fx, acct, { now: today })).attemptId)).toBe(true)
+  expect(await outOfBalance(admitted(await admitFor(fx, acct, { now: today })))).toBe(true)
   expect(await fx.store.hget(fx.keys.offer(offer), 'balance')).toBe('0')
   // The rest of the day: nothing routable, however often asked.
   expect((await admitFor(fx, acct, { now: today })).code).toBe(AdmitCode.InsufficientRoutable)
@@ -72,12 +74,18 @@ test("a request admitted before midnight and cleared after it does not record it
   const acct = await seedAccount(fx, 1_000_000)
   const yesterday = admitted(await admitFor(fx, acct, { now: Date.now() - DAY_MS, holdDiem: HOLD }))
   // The supplier's pre-call header said 500 left (before the reset): 500 - 400 burned after.
-  await clearFor(fx, yesterday.attemptId, 400, { upstreamBalanceAfter: 100 as MicroDiem })
+  await clearFor(fx, yesterday.attemptId, 400, {
+    upstreamBalanceAfter: 100 as MicroDiem,
+    upstreamGen: yesterday.upstreamGen,
+  })
   expect(await fx.store.hget(fx.keys.offer(offer), 'balance')).toBe('')
   const now = admitted(await admitFor(fx, acct, { holdDiem: HOLD }))
   expect(now.offerId).toBe(offer)
   // Admitted today, cleared today: the balance after is recorded, on today, and caps the offer.
-  await clearFor(fx, now.attemptId, 400, { upstreamBalanceAfter: 100 as MicroDiem })
+  await clearFor(fx, now.attemptId, 400, {
+    upstreamBalanceAfter: 100 as MicroDiem,
+    upstreamGen: now.upstreamGen,
+  })
   expect(await fx.store.hmget(fx.keys.offer(offer), 'balance', 'balanceDay')).toEqual([
     '100',
     String(dayOf(Date.now())),
@@ -89,7 +97,7 @@ test('a 402 answered to a request admitted before midnight and released after it
   const offer = await postOffer(fx, 30, 5_000_000)
   const acct = await seedAccount(fx, 1_000_000)
   const yesterday = admitted(await admitFor(fx, acct, { now: Date.now() - DAY_MS, holdDiem: HOLD }))
-  expect(await outOfBalance(yesterday.attemptId)).toBe(true)
+  expect(await outOfBalance(yesterday)).toBe(true)
   expect(await fx.store.hget(fx.keys.offer(offer), 'balance')).toBe('')
   expect(admitted(await admitFor(fx, acct, { holdDiem: HOLD })).offerId).toBe(offer)
 })
@@ -100,7 +108,10 @@ test('a late clear (its lease reaped) across midnight does not record its balanc
   const yesterday = admitted(await admitFor(fx, acct, { now: Date.now() - DAY_MS, holdDiem: HOLD }))
   // Its lease ran out yesterday: reaped, its hold and capacity given back.
   expect(await reapExpired(fx.store, fx.keys)).toBe(1)
-  const late = await clearFor(fx, yesterday.attemptId, 400, { upstreamBalanceAfter: 100 as MicroDiem })
+  const late = await clearFor(fx, yesterday.attemptId, 400, {
+    upstreamBalanceAfter: 100 as MicroDiem,
+    upstreamGen: yesterday.upstreamGen,
+  })
   expect(late.charged).toBeGreaterThan(0)
   expect(await fx.store.hget(fx.keys.offer(offer), 'balance')).toBe('')
 })

@@ -11,8 +11,16 @@ import { supplierAuth } from './auth.ts'
 // request line it rides on.
 const upstreamApiKey = t.String({ minLength: 1, maxLength: 1024, pattern: '^[\\x21-\\x7E]+$' })
 
-export function supplierOfferRoutes(deps: AuthDeps & { masterKey: Uint8Array; upstreamUrl: string }) {
-  const offers = new SupplierOfferService(deps.store, deps.keys, deps.masterKey, deps.upstreamUrl)
+export function supplierOfferRoutes(
+  deps: AuthDeps & { masterKey: Uint8Array; upstreamUrl: string; keyChecksPerMinute: number },
+) {
+  const offers = new SupplierOfferService(
+    deps.store,
+    deps.keys,
+    deps.masterKey,
+    deps.upstreamUrl,
+    deps.keyChecksPerMinute,
+  )
   const params = t.Object({ id: t.String({ maxLength: 64 }) })
   return new Elysia({ name: 'svc/supplier-offers', prefix: '/v1/supplier/offers', seed: deps.keys.prefix })
     .use(supplierAuth(deps))

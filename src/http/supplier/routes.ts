@@ -24,6 +24,7 @@ export function supplierRoutes(deps: AppDeps) {
         ...deps,
         masterKey: deps.config.masterKey,
         upstreamUrl: deps.config.upstreamUrl,
+        keyChecksPerMinute: deps.config.supplierKeyChecksPerMinute,
       }),
     )
     .use(
