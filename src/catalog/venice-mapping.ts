@@ -75,6 +75,15 @@ function tokenRates(pricing: Pricing | undefined): TokenRates | null {
   return rates
 }
 
+/**
+ * A list that prices a model at nothing bills its buyers nothing, while the upstream may still bill
+ * the supplier's key for it (a list that lies or lags): such a model is not live. Nobody earns from
+ * a free model either, so nothing is lost by it.
+ */
+function unpricedRates(rates: TokenRates): boolean {
+  return rates.inputPerMillion === 0 && rates.outputPerMillion === 0
+}
+
 /** A tier's rates as the catalog row shows them: 6-decimal strings under the upstream's names. */
 function ratesRow(rates: TokenRates): Record<string, string> {
   const row: Record<string, string> = {
@@ -90,7 +99,7 @@ function textPrices(model: UpstreamModel): { prices: ModelPrices; pricing: Catal
   const spec = model.model_spec
   const base = tokenRates(spec?.pricing)
   const capped = positiveInt(spec?.availableContextTokens) && positiveInt(spec?.maxCompletionTokens)
-  if (!base || !capped) return null
+  if (!base || !capped || unpricedRates(base)) return null
   const prices: ModelPrices = { ...base }
   const pricing: NonNullable<CatalogRow['pricing']> = {
     currency: 'USD',
@@ -112,7 +121,7 @@ function textPrices(model: UpstreamModel): { prices: ModelPrices; pricing: Catal
 
 function unitPrice(model: UpstreamModel, field: string, unit: 'image' | 'second') {
   const value = price(model.model_spec?.pricing?.[field])
-  if (value === undefined) return null
+  if (value === undefined || value === 0) return null
   const prices: ModelPrices = unit === 'image' ? { perImage: value } : { perSecond: value }
   return { prices, pricing: { currency: 'USD', unit, generation: formatMicros(value) } }
 }

@@ -71,6 +71,19 @@ test("an upstream id that is another's `svc/` name is not listed at a price the 
   expect((await catalog.get('svc/m'))!.prices!.inputPerMillion).toBe(3_000_000)
 })
 
+test('a model the list prices at nothing is not live: it would bill buyers nothing while the upstream may bill the key', () => {
+  const free = textModel('free', 0, 0)
+  const [entry] = mapUpstreamModels({ data: [free, textModel('paid', 0, 1)] })
+  expect(entry!.row.status).toBe('coming_soon')
+  expect(mapUpstreamModels({ data: [free, textModel('paid', 0, 1)] })[1]!.row.status).toBe('live')
+  const image = {
+    id: 'img',
+    type: 'image',
+    model_spec: { name: 'img', pricing: { generation: { diem: 0 } } },
+  }
+  expect(mapUpstreamModels({ data: [image] })[0]!.row.status).toBe('coming_soon')
+})
+
 test('an identical duplicate stays live', () => {
   const entries = mapUpstreamModels({ data: [textModel('m', 3, 12), textModel('m', 3, 12)] })
   expect(entries.length).toBe(1)
