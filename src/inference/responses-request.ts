@@ -119,6 +119,7 @@ const MESSAGE_ROLES = new Set(['user', 'assistant', 'system', 'developer'])
 function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
   if (typeof input === 'string') return [{ role: 'user', content: input }]
   const messages: ChatMessage[] = []
+  const calls = new Set<string>()
   input.forEach((item: Item, i) => {
     const at = `input[${i}]`
     const type = item.type ?? 'message'
@@ -142,6 +143,7 @@ function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
       ) {
         throw invalid(`${at}: a function_call needs call_id, name and arguments (strings)`)
       }
+      calls.add(item.call_id)
       const call = {
         id: item.call_id,
         type: 'function',
@@ -158,6 +160,13 @@ function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
     }
     if (type === 'function_call_output') {
       if (typeof item.call_id !== 'string') throw invalid(`${at}: a function_call_output needs its call_id`)
+      // Its call in an earlier response (previous_response_id) is not stored here: a supplier given an
+      // answer to no call refuses it or answers a conversation it cannot see.
+      if (!calls.has(item.call_id)) {
+        throw invalid(
+          `${at}: function_call_output ${shown(item.call_id)} answers no function_call in this input; nothing is stored here, so send the call before its output`,
+        )
+      }
       const content = textOfParts(item.output, `${at}.output`)
       messages.push({ role: 'tool', tool_call_id: item.call_id, content })
       return

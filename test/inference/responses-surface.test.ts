@@ -230,6 +230,8 @@ describe('what cannot be honoured is a 400 naming it, and nothing moves', () => 
     ['tool_choice', { tool_choice: { type: 'web_search' } }],
     ['include', { include: ['message.output_text.logprobs'] }],
     ['metadata', { metadata: { n: 1 } }],
+    // Its call in an earlier response: nothing is stored, so an output that answers no call here.
+    ['function_call_output', { input: [{ type: 'function_call_output', call_id: 'call_1', output: '{}' }] }],
   ] as [string, Record<string, unknown>][]) {
     test(field, async () => {
       const before = await snapshotKeys(stack.store, stack.keys.prefix)
