@@ -15,7 +15,8 @@ const blocks = t.Array(t.Object({}, { additionalProperties: true }), { maxItems:
 
 const messageSchema = t.Object(
   {
-    role: t.Union([t.Literal('user'), t.Literal('assistant')]),
+    // Anthropic's SystemMessageParam: instructions from that point of the conversation on.
+    role: t.Union([t.Literal('user'), t.Literal('assistant'), t.Literal('system')]),
     content: t.Union([t.String(), blocks]),
   },
   { additionalProperties: true },
@@ -68,6 +69,7 @@ const KNOWN_FIELDS = new Set([
   'output_config',
   'cache_control',
   'service_tier',
+  'context_management',
 ])
 
 type Block = Record<string, unknown>
@@ -78,6 +80,8 @@ export interface ModelNeeds {
   vision: boolean
   tools: boolean
   reasoning: boolean
+  /** output_config.effort: a reasoning effort, which a model without reasoning cannot take. */
+  effort: boolean
   schema: boolean
 }
 
@@ -182,7 +186,10 @@ function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
     const at = `messages[${i}].content`
     const content = message.content as string | Block[]
     if (message.role === 'user') messages.push(...userMessages(content, at, needs))
-    else messages.push(assistantMessage(content, at))
+    else if (message.role === 'system') {
+      const text = textOf(content, at)
+      if (text) messages.push({ role: 'system', content: text })
+    } else messages.push(assistantMessage(content, at))
   })
   return messages
 }
@@ -198,6 +205,8 @@ function reasoningEffort(body: MessagesBody, needs: ModelNeeds): string | null {
   const thinking = body.thinking
   if (thinking != null) {
     if (!isRecord(thinking)) throw invalid('thinking must be an object')
+    // Adaptive lets the model decide whether to think, which any model honours (one without
+    // reasoning decides not to): the supplier's default. Claude Code sends it on every request.
     if (thinking.type === 'enabled') {
       const budget = thinking.budget_tokens
       if (
@@ -210,8 +219,7 @@ function reasoningEffort(body: MessagesBody, needs: ModelNeeds): string | null {
       }
       needs.reasoning = true
       effort = effortOfBudget(budget)
-    } else if (thinking.type === 'adaptive') needs.reasoning = true
-    else if (thinking.type !== 'disabled') {
+    } else if (thinking.type !== 'adaptive' && thinking.type !== 'disabled') {
       throw unsupported(
         `thinking of type '${shown(thinking.type)}' is not supported (enabled, adaptive, disabled are)`,
       )
@@ -222,7 +230,7 @@ function reasoningEffort(body: MessagesBody, needs: ModelNeeds): string | null {
     if (!['low', 'medium', 'high'].includes(config.effort as string)) {
       throw unsupported("output_config.effort must be 'low', 'medium' or 'high'")
     }
-    needs.reasoning = true
+    needs.effort = true
     effort = config.effort as string
   }
   return effort
@@ -261,6 +269,28 @@ function metadataUser(metadata: unknown): Record<string, unknown> {
   return { user }
 }
 
+/**
+ * Edits that clear earlier thinking change nothing sent: the supplier never gets thinking back.
+ * Any other edit (clearing tool results) would change the prompt, and is refused by name.
+ */
+function checkContextManagement(value: unknown): void {
+  if (value == null) return
+  if (!isRecord(value)) throw invalid('context_management must be an object')
+  for (const key of Object.keys(value)) {
+    if (key !== 'edits') throw unsupported(`context_management.${key} is not supported`)
+  }
+  if (value.edits == null) return
+  if (!Array.isArray(value.edits)) throw invalid('context_management.edits must be an array')
+  value.edits.forEach((edit, i) => {
+    const type = isRecord(edit) ? edit.type : typeof edit
+    if (typeof type !== 'string' || !type.startsWith('clear_thinking_')) {
+      throw unsupported(
+        `context_management.edits[${i}] of type '${shown(type)}' is not supported (clear_thinking is)`,
+      )
+    }
+  })
+}
+
 function checkOtherFields(body: Record<string, unknown>): void {
   for (const key of Object.keys(body)) {
     if (!KNOWN_FIELDS.has(key)) throw unsupported(`${key} is not supported on /v1/messages`)
@@ -268,6 +298,7 @@ function checkOtherFields(body: Record<string, unknown>): void {
   if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only') {
     throw unsupported(`service_tier '${shown(body.service_tier)}' is not supported`)
   }
+  checkContextManagement(body.context_management)
 }
 
 export interface TranslatedMessages {
@@ -276,7 +307,13 @@ export interface TranslatedMessages {
   stopSequences: string[]
 }
 
-const noNeeds = (): ModelNeeds => ({ vision: false, tools: false, reasoning: false, schema: false })
+const noNeeds = (): ModelNeeds => ({
+  vision: false,
+  tools: false,
+  reasoning: false,
+  effort: false,
+  schema: false,
+})
 
 /** The supplier's chat body for a Messages request, or a 400 naming what cannot be honoured. */
 export function messagesToChat(body: MessagesBody): TranslatedMessages {
@@ -315,6 +352,7 @@ const CAPABILITY: Record<keyof ModelNeeds, [string, string]> = {
   vision: ['supportsVision', 'image blocks'],
   tools: ['supportsFunctionCalling', 'tools'],
   reasoning: ['supportsReasoning', 'thinking'],
+  effort: ['supportsReasoning', 'output_config.effort'],
   schema: ['supportsResponseSchema', 'output_config.format'],
 }
 

@@ -152,3 +152,57 @@ test("a tool's hints are accepted; a tool field that cannot be honoured is refus
   }
   expect(() => translate({ messages: [{ ...messages[0], name: 'ann' }] })).toThrow('messages[0].name')
 })
+
+test('a system message inside messages is a chat system message where it stands', () => {
+  const { chat } = translate({
+    system: 'Be brief.',
+    messages: [
+      { role: 'user', content: 'hi' },
+      {
+        role: 'system',
+        content: [
+          { type: 'text', text: 'Today is Monday.', cache_control: { type: 'ephemeral' } },
+          { type: 'text', text: 'Answer in French.' },
+        ],
+      },
+      { role: 'assistant', content: 'Bonjour.' },
+      { role: 'system', content: 'Now in English.' },
+      { role: 'user', content: 'again' },
+    ],
+  })
+  expect(chat.messages).toEqual([
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'hi' },
+    { role: 'system', content: 'Today is Monday.\nAnswer in French.' },
+    { role: 'assistant', content: 'Bonjour.' },
+    { role: 'system', content: 'Now in English.' },
+    { role: 'user', content: 'again' },
+  ])
+  const image = { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }
+  const withImage = [
+    { role: 'user', content: 'hi' },
+    { role: 'system', content: [image] },
+  ]
+  expect(() => translate({ messages: withImage })).toThrow("messages[1].content[0] of type 'image'")
+  // Instructions alone are nothing to answer.
+  expect(() => translate({ messages: [{ role: 'system', content: 'Be brief.' }] })).toThrow(
+    'nothing to answer',
+  )
+})
+
+test('context_management: clearing thinking changes nothing sent; any other edit is refused by name', () => {
+  const messages = [{ role: 'user', content: 'hi' }]
+  const plain = translate({ messages }).chat
+  const clearThinking = { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] }
+  expect(translate({ messages, context_management: clearThinking }).chat).toEqual(plain)
+  expect(translate({ messages, context_management: {} }).chat).toEqual(plain)
+  const clearTools = { edits: [clearThinking.edits[0], { type: 'clear_tool_uses_20250919' }] }
+  expect(() => translate({ messages, context_management: clearTools })).toThrow(
+    "context_management.edits[1] of type 'clear_tool_uses_20250919' is not supported",
+  )
+  expect(() => translate({ messages, context_management: { trigger: 1 } })).toThrow(
+    'context_management.trigger',
+  )
+  expect(() => translate({ messages, context_management: 'auto' })).toThrow('context_management must be')
+  expect(() => translate({ messages, context_management: { edits: {} } })).toThrow('edits must be an array')
+})

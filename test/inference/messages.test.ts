@@ -246,7 +246,12 @@ describe('refusals', () => {
       ],
       [{ ...ASK, messages: [{ role: 'user', content: 'hi', name: 'ann' }] }, 'messages[0].name'],
       [{ ...ASK, thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: 2000 }, 'thinking'],
+      [{ ...ASK, output_config: { effort: 'high' } }, 'output_config.effort'],
       [{ ...ASK, output_config: { format: { type: 'xml' } } }, 'output_config.format'],
+      [
+        { ...ASK, context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] } },
+        'clear_tool_uses_20250919',
+      ],
       // The catalog says llama-3.3-70b has no vision.
       [
         {
@@ -430,6 +435,54 @@ describe('refusals', () => {
     )
     expect((await balances(stack, buyer.accountId)).held).toBe(0)
   })
+})
+
+test('adaptive thinking on a model without reasoning is served: the model decides, and decides not to think', async () => {
+  const response = await messages({ ...ASK, thinking: { type: 'adaptive' } }, { 'x-api-key': buyer.apiKey })
+  expect(response.status).toBe(200)
+  const message = (await response.json()) as { content: { type: string }[] }
+  expect(message.content.map((block) => block.type)).toEqual(['text'])
+})
+
+test("Claude Code's request: a system message in messages, context_management, betas; served and counted", async () => {
+  const instructions = { type: 'text', text: 'Today is Monday.', cache_control: { type: 'ephemeral' } }
+  const prompt = {
+    model: 'llama-3.3-70b',
+    system: [{ type: 'text', text: 'You are an agent.', cache_control: { type: 'ephemeral' } }],
+    messages: [
+      { role: 'user', content: [{ type: 'text', text: 'hello' }] },
+      { role: 'system', content: [instructions] },
+    ],
+  }
+  const headers = { 'x-api-key': buyer.apiKey, 'anthropic-beta': 'context-management-2025-06-27' }
+  const body = {
+    ...prompt,
+    max_tokens: 50,
+    metadata: { user_id: JSON.stringify({ device_id: 'd'.repeat(64), session_id: 's' }) },
+    context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+    stream: true,
+  }
+  const response = await fetch(`${stack.url}/v1/messages?beta=true`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
+    body: JSON.stringify(body),
+  })
+  expect(response.status).toBe(200)
+  expect(events(await response.text()).at(-1)!.name).toBe('message_stop')
+  const counted = await fetch(`${stack.url}/v1/messages/count_tokens?beta=true`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(prompt),
+  })
+  expect(counted.status).toBe(200)
+  const without = await fetch(`${stack.url}/v1/messages/count_tokens`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ ...prompt, messages: prompt.messages.slice(0, 1) }),
+  })
+  const tokens = async (r: Response) => ((await r.json()) as { input_tokens: number }).input_tokens
+  // The system message is prompt, counted as such.
+  expect(await tokens(counted)).toBeGreaterThan(await tokens(without))
 })
 
 test('stop reasons: a stop sequence only when the supplier names one the request gave', () => {
