@@ -28,8 +28,9 @@ const TOOL_FIELDS = new Set([
 function checkToolFields(tool: Record<string, unknown>, at: string): void {
   for (const [key, value] of Object.entries(tool)) {
     if (TOOL_FIELDS.has(key)) continue
-    // Loaded up front and called by the model directly is every tool here.
-    if (key === 'defer_loading' && value !== true) continue
+    // A deferred tool is one the model sees only once a tool search finds it; none runs here, so
+    // it is never seen: not sent (chatTools). Claude Code defers its MCP tools so.
+    if (key === 'defer_loading' && typeof value === 'boolean') continue
     if (key === 'allowed_callers' && Array.isArray(value) && value.every((c) => c === 'direct')) continue
     throw unsupported(`${at}.${key} is not supported on /v1/messages`)
   }
@@ -38,7 +39,8 @@ function checkToolFields(tool: Record<string, unknown>, at: string): void {
 export function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unknown>[] | undefined {
   if (tools == null) return undefined
   if (!Array.isArray(tools)) throw invalid('tools must be an array')
-  return tools.map((tool, i) => {
+  const sent: Record<string, unknown>[] = []
+  tools.forEach((tool, i) => {
     if (!isRecord(tool)) throw invalid(`tools[${i}] must be an object`)
     if (tool.type != null && tool.type !== 'custom') {
       const type = shown(tool.type)
@@ -48,12 +50,14 @@ export function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unk
     checkToolFields(tool, `tools[${i}]`)
     if (typeof tool.name !== 'string' || tool.name === '') throw invalid(`tools[${i}].name is required`)
     if (!isRecord(tool.input_schema)) throw invalid(`tools[${i}].input_schema must be a JSON schema object`)
+    if (tool.defer_loading === true) return
     needs.tools = true
     const fn: Record<string, unknown> = { name: tool.name, parameters: tool.input_schema }
     if (typeof tool.description === 'string') fn.description = tool.description
     if (typeof tool.strict === 'boolean') fn.strict = tool.strict
-    return { type: 'function', function: fn }
+    sent.push({ type: 'function', function: fn })
   })
+  return sent
 }
 
 /**

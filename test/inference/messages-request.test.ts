@@ -144,13 +144,28 @@ test("a tool's hints are accepted; a tool field that cannot be honoured is refus
   ])
   for (const [extra, named] of [
     [{ input_examples: [{ at: 'a' }] }, 'tools[0].input_examples'],
-    [{ defer_loading: true }, 'tools[0].defer_loading'],
     [{ allowed_callers: ['code_execution_20250825'] }, 'tools[0].allowed_callers'],
     [{ colour: 'red' }, 'tools[0].colour'],
   ] as const) {
     expect(() => translate({ messages, tools: [{ ...tool, ...extra }] })).toThrow(named)
   }
   expect(() => translate({ messages: [{ ...messages[0], name: 'ann' }] })).toThrow('messages[0].name')
+})
+
+test('a deferred tool is never seen by the model, as where no tool search runs: not sent, yet checked', () => {
+  const messages = [{ role: 'user', content: 'hi' }]
+  const look = { name: 'look', input_schema: { type: 'object' } }
+  const deferred = { name: 'mcp__later', input_schema: { type: 'object' }, defer_loading: true }
+  expect(translate({ messages, tools: [look, deferred] }).chat.tools).toEqual([
+    { type: 'function', function: { name: 'look', parameters: { type: 'object' } } },
+  ])
+  expect(translate({ messages, tools: [deferred] }).chat.tools).toBeUndefined()
+  expect(() => translate({ messages, tools: [{ ...deferred, input_schema: 'x' }] })).toThrow(
+    'tools[0].input_schema',
+  )
+  expect(() =>
+    translate({ messages, tools: [look, deferred], tool_choice: { type: 'tool', name: 'mcp__later' } }),
+  ).toThrow("names the tool 'mcp__later'")
 })
 
 test('a system message inside messages is a chat system message where it stands', () => {
