@@ -53,7 +53,8 @@ if carried and o then
   held, inflight, posted = batch_fields(carried, { f[5], f[8], f[4], f[13], f[3], f[14], f[15], f[16],
     o.upstream_gen })
   o.held, o.inflight, o.burned = held, inflight, o.burned + carried.burned
-  if balance_holds(carried, o.upstream_gen) then o.balance = int(carried.balance) end
+  local balance = batch_balance(carried, o.upstream_gen)
+  if balance then o.balance = int(balance) end
 end
 local offer = k_offer(offer_id)
 -- A refusal still writes what the carried posts changed.

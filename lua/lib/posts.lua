@@ -16,11 +16,13 @@
 -- The values of one post, in ARGV order from its first.
 local POST_VALUES = 10
 
--- Whether a batch's balance is the offer's: learned on its upstream generation now (`gen`, the
--- offer's upstreamGen as read, '0' when absent). One learned on an upstream changed since (or
--- sent with none: an admission that did not say) is not recorded.
-local function balance_holds(b, gen)
-  return b.balance ~= '' and b.balance_gen == gen
+-- The offer's balance as a batch learned it: the last posted on its upstream generation now (`gen`,
+-- the offer's upstreamGen as read, '0' when absent), kept per generation so that a request on an
+-- upstream changed since (or sent with none: an admission that did not say), ending after one on
+-- the current upstream, does not hide that one's. Returns the balance and its day, or nil.
+local function batch_balance(b, gen)
+  local learned = b.balances[gen]
+  if learned then return learned[1], learned[2] end
 end
 
 -- Posts one reservation's side, its offer's sums added to batch[offerId] for a later write
@@ -55,8 +57,7 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   end
   local b = batch[r[2]]
   if not b then
-    b = { held = 0, inflight = 0, burned = 0, earned = 0, fees = 0, disputed = 0, balance = '', balance_day = nil,
-      fills = {} }
+    b = { held = 0, inflight = 0, burned = 0, earned = 0, fees = 0, disputed = 0, balances = {}, fills = {} }
     batch[r[2]] = b
   end
   -- A voided reservation (a late clear) gave its capacity back already: only what it billed counts.
@@ -76,7 +77,7 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   b.disputed = capped_sum(b.disputed, int(disputed_s))
   -- A balance of an earlier UTC day (posted after midnight) no longer holds: the allocation reset.
   if balance ~= '' and balance_day ~= '' and int(balance_day) >= day_of(now) then
-    b.balance, b.balance_day, b.balance_gen = balance, balance_day, gen or ''
+    b.balances[gen or ''] = { balance, balance_day }
   end
   local fills = b.fills
   fills[#fills + 1] = { model, burn_s, r[4], earned_s }
@@ -109,9 +110,10 @@ local function batch_fields(b, o)
   if b.disputed > 0 then
     fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), b.disputed))
   end
-  if balance_holds(b, o[9] or '0') then
+  local balance, balance_day = batch_balance(b, o[9] or '0')
+  if balance then
     fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] =
-      'balance', b.balance, 'balanceDay', b.balance_day
+      'balance', balance, 'balanceDay', balance_day
   end
   return int(o[1]) - b.held, int(o[2]) - b.inflight, fields
 end

@@ -91,12 +91,12 @@ export class SenderTurns implements SendTurns {
       held: () => renew().catch(() => false),
       sent: async (nonce, serialized) => {
         await this.store.set(floorKey, String(nonce + 1), 'PX', FLOOR_TTL_MS)
-        await this.store
-          .multi()
-          .hset(sentKey, String(nonce), serialized)
-          .hdel(sentKey, String(nonce - KEPT))
-          .pexpire(sentKey, FLOOR_TTL_MS)
-          .exec()
+        // Every one KEPT back or further, not only the one at nonce - KEPT: a send whose broadcast
+        // went unanswered (the node took it) was never noted, nor is the one KEPT before it deleted.
+        const stale = (await this.store.hkeys(sentKey)).filter((kept) => Number(kept) <= nonce - KEPT)
+        const write = this.store.multi().hset(sentKey, String(nonce), serialized)
+        if (stale.length > 0) write.hdel(sentKey, ...stale)
+        await write.pexpire(sentKey, FLOOR_TTL_MS).exec()
       },
       signedFrom: async (from) =>
         Object.entries(await this.store.hgetall(sentKey))

@@ -80,3 +80,31 @@ for (const layout of ['one slot', 'apart'] as const) {
     if (layout === 'apart') expect(await auditApart(store, m.keys.prefix)).toEqual([])
   })
 }
+
+for (const layout of ['one slot', 'apart'] as const) {
+  test(`${layout}: a request on the old key that ends after one on the new key leaves the new key's balance`, async () => {
+    const m = await market(layout)
+    const steps = marketSteps(store, m.keys)
+    const old = admitted(await steps.admit(m.request()))
+    await m.offers.update(m.offerId, { upstreamApiKey: 'the-new-key' })
+    const fresh = admitted(await steps.admit(m.request()))
+    expect([old.offerId, fresh.offerId]).toEqual([m.offerId, m.offerId])
+    // The new key answers first; the old key's long request ends after it. Held apart, both posts
+    // wait in the replica's queue and reach the offer together.
+    const { attemptId: _, ...freshArgs } = meteredClear(fresh.attemptId, 400, {
+      upstreamBalanceAfter: 3_000_000 as MicroDiem,
+    })
+    await steps.clear(fresh, freshArgs)
+    const { attemptId: __, ...oldArgs } = meteredClear(old.attemptId, 400, {
+      upstreamBalanceAfter: 5 as MicroDiem,
+    })
+    await steps.clear(old, oldArgs)
+    await steps.close()
+    expect(await m.offers.get(m.offerId)).toMatchObject({
+      upstreamBalanceDiem: '3.000000',
+      heldDiem: '0.000000',
+      inFlight: 0,
+    })
+    if (layout === 'apart') expect(await auditApart(store, m.keys.prefix)).toEqual([])
+  })
+}
