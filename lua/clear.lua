@@ -54,7 +54,8 @@
   Returns {1, charged, cost, burn, askCents, confirmedAfter, writtenOff, replay(0|1), disputed, fee,
     balanceDay (the UTC day ARGV[4]'s balance holds on, days since 1970-01-01: what the caller posts
     with it when the offer lives apart; "" when not known: none given, or admitted on an earlier day;
-    absent on a replay)} or
+    "" on a replay), clearedAt (the clear's time, ms, with offerApart only: what its fill counts
+    at)} or
     {-1}   unknown attempt
     {-2}   the attempt was released (failed): nothing to clear
 ]]
@@ -74,7 +75,7 @@ local account = k_account(a.accountId)
 if a.state == 'cleared' then
   local c = read_cleared(a)
   return { 1, c[1], c[2], c[3], int(a.askCents), rcall('HGET', account, 'confirmed'), c[4] or '0', 1, c[5] or '0',
-    c[6] or '0' }
+    c[6] or '0', ARGV[11] == '1' and '' or nil, ARGV[11] == '1' and c[7] or nil }
 end
 if a.state == 'released' then return { -2 } end
 
@@ -205,4 +206,4 @@ if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCent
 if not apart then count_served(a.model, now) end
 emit_clear_events(a, charged, confirmed, now, hooks)
 return { 1, charged_s, cost_s, burn_s, ask, confirmed_s or s(confirmed), written_off > 0 and s(written_off) or '0', 0,
-  disputed > 0 and s(disputed) or '0', s(fee), balance_day or '' }
+  disputed > 0 and s(disputed) or '0', s(fee), balance_day or '', apart and ended.endedAt or nil }

@@ -15,7 +15,9 @@
            it holds on, as lua/clear.lua answered it; "" with no balance: recorded with the balance,
            which is left out when that day is over), askCents (the clear's ask), model (for the fill),
            upstreamGen (the offer's upstream generation its reservation answered; "" not known: the
-           balance is recorded only when it is still the offer's, lua/offer-put.lua)
+           balance is recorded only when it is still the offer's, lua/offer-put.lua), clearedAt (the
+           clear's time, ms, as lua/clear.lua answered it; "" not known: the post's time): a fill
+           posted in a later UTC hour than its clear records it, and counts at it
 
   Returns each post's code, in order: 1 posted; 2 posted, the reservation lost (a failover) and
   written from the post; 0 already posted; -1 no such reservation, nor offer.

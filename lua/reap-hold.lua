@@ -14,8 +14,8 @@
            attempt is this reservation's only when it names this offer; else it is another's,
            live or ended there, and this one is voided with nothing reaped or posted.
 
-  Returns {1} reaped here (void the reservation); {2, burn, earned, fee, disputed, model, askCents}
-  cleared (post it with these); {0} released or reaped already, or never held (void it).
+  Returns {1} reaped here (void the reservation); {2, burn, earned, fee, disputed, model, askCents,
+  clearedAt (ms)} cleared (post it with these); {0} released or reaped already, or never held (void it).
 ]]
 local a = read_attempt(ARGV[1])
 if not a then return { 0 } end
@@ -23,7 +23,7 @@ if ARGV[3] and ARGV[3] ~= '' and a.offerId ~= ARGV[3] then return { 0 } end
 if a.state == 'cleared' then
   local c = read_cleared(a)
   local charged, fee = int(c[1]), int(c[6])
-  return { 2, c[3], s(charged - fee), s(fee), c[5] or '0', a.model or '', a.askCents }
+  return { 2, c[3], s(charged - fee), s(fee), c[5] or '0', a.model or '', a.askCents, c[7] or '' }
 end
 if a.state ~= 'admitted' then return { 0 } end
 keep_records_for(ARGV[2])

@@ -145,13 +145,15 @@ local function read_attempt(id)
     holdUsdc = f[6], holdDiem = f[7], model = f[8], capGroup = f[9], period = f[10], admittedAt = f[11] }
 end
 
--- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed, fee (false when none).
+-- What a cleared attempt charged: costUsdc, cost, burn, writtenOff, disputed, fee (false when none),
+-- and when it was cleared (endedAt, ms).
 local function read_cleared(a)
   if not a.packed then
-    return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed', 'fee')
+    return rcall('HMGET', k_attempt(a.id), 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed', 'fee', 'endedAt')
   end
-  local _, _, cost_usdc, cost, burn, written_off, disputed, fee = string.match(a.e, END_HEAD)
-  return { cost_usdc, cost, burn, written_off ~= '' and written_off, disputed ~= '' and disputed, fee ~= '' and fee }
+  local _, ended_at, cost_usdc, cost, burn, written_off, disputed, fee = string.match(a.e, END_HEAD)
+  return { cost_usdc, cost, burn, written_off ~= '' and written_off, disputed ~= '' and disputed, fee ~= '' and fee,
+    ended_at }
 end
 
 -- An ended attempt is its request's record: GET /v1/agent/requests/{support_reference} reads the
@@ -249,9 +251,14 @@ end
 
 -- A clear on a self-served offer is its supplier's fill, appended in the same script: what the
 -- offer sold and earned, never whose request it was. Trimmed like the account's Stream, as often.
-local function append_fill(supplier_id, offer_id, model, burn, ask, earned, now)
+-- cleared_at: the clear's time (ms, formatted) where the fill is written in a later UTC hour than
+-- the clear (a post held apart, carried late): the fill counts at it (src/records/stream-sums.ts).
+local function append_fill(supplier_id, offer_id, model, burn, ask, earned, now, cleared_at)
   local fills = k_supplier_fills(supplier_id)
-  if trims(now) then
+  if cleared_at then
+    rcall('XADD', fills, '*', 'offer', offer_id, 'model', model, 'burnDiem', burn, 'askCents', ask, 'earnedUsdc',
+      earned, 'clearedAt', cleared_at)
+  elseif trims(now) then
     rcall('XADD', fills, 'MINID', '~', retention_minid(now), '*', 'offer', offer_id, 'model', model, 'burnDiem', burn,
       'askCents', ask, 'earnedUsdc', earned)
   else

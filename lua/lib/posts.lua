@@ -14,7 +14,7 @@
 -- carried): sums per offer, in `batch`.
 
 -- The values of one post, in ARGV order from its first.
-local POST_VALUES = 10
+local POST_VALUES = 11
 
 -- The offer's balance as a batch learned it: the last posted on its upstream generation now (`gen`,
 -- the offer's upstreamGen as read, '0' when absent), kept per generation so that a request on an
@@ -32,7 +32,7 @@ end
 -- the request was reserved on (reserve's reply; '' not known). Returns 1 posted, 2
 -- posted as lost, 0 already posted, -1 no such reservation nor offer. The record retention is set.
 local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance, balance_day, ask, model, gen,
-  offer_id, now, batch)
+  cleared_at, offer_id, now, batch)
   local reservation = k_reservation(id)
   local r = rcall('HMGET', reservation, 'state', 'offerId', 'holdDiem', 'askCents')
   local lost = not r[1]
@@ -79,23 +79,30 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   if balance ~= '' and balance_day ~= '' and int(balance_day) >= day_of(now) then
     b.balances[gen or ''] = { balance, balance_day }
   end
+  -- Cleared in an earlier UTC hour than this post (carried late, or posted by the reaper): the fill
+  -- and the served request count at the clear's time, as one slot's clear counts them.
+  local at = nil
+  if cleared_at and cleared_at ~= '' and floor(int(cleared_at) / 3600000) < floor(now / 3600000) then
+    at = cleared_at
+  end
   local fills = b.fills
-  fills[#fills + 1] = { model, burn_s, r[4], earned_s }
+  fills[#fills + 1] = { model, burn_s, r[4], earned_s, at }
   rcall('HSET', reservation, 'state', 'posted', 'burnDiem', burn_s, 'earnedUsdc', earned_s, 'feeUsdc', fee_s)
   if lost then rcall('HSET', reservation, 'offerId', offer_id, 'askCents', ask, 'lost', '1') end
   rcall('PEXPIRE', reservation, record_ttl_ms)
-  count_served(model, now)
+  count_served(model, at and int(at) or now)
   return lost and 2 or 1
 end
 
 -- Every post in argv (the script's ARGV: a library function has none of its own) from `first` on
 -- (POST_VALUES each: attemptId, burn, earned, fee, disputed, upstreamBalance, balanceDay, askCents,
--- model, upstreamGen), all sent to offer_id, summed into batch; returns each one's post_reservation code, in order.
+-- model, upstreamGen, clearedAt), all sent to offer_id, summed into batch; returns each one's
+-- post_reservation code, in order.
 local function post_all(argv, first, now, batch, offer_id)
   local codes = {}
   for i = first, #argv - POST_VALUES + 1, POST_VALUES do
     codes[#codes + 1] = post_reservation(argv[i], argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4], argv[i + 5],
-      argv[i + 6], argv[i + 7], argv[i + 8], argv[i + 9], offer_id, now, batch)
+      argv[i + 6], argv[i + 7], argv[i + 8], argv[i + 9], argv[i + 10], offer_id, now, batch)
   end
   return codes
 end
@@ -121,7 +128,7 @@ end
 -- A self-served offer's fills, one per post of the batch.
 local function append_fills(b, supplier_id, offer_id, now)
   if not supplier_id then return end
-  for _, f in ipairs(b.fills) do append_fill(supplier_id, offer_id, f[1], f[2], f[3], f[4], now) end
+  for _, f in ipairs(b.fills) do append_fill(supplier_id, offer_id, f[1], f[2], f[3], f[4], now, f[5]) end
 end
 
 -- Writes each offer's sums: one read and one write per offer. Offers are only ever marked deleted;

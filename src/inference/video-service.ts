@@ -5,12 +5,13 @@ import { ApiError, notFound } from '../errors.ts'
 import { type Clearing, ClearingError } from '../market/clearing.ts'
 import { refusalError } from '../market/refusal-errors.ts'
 import type { MicroDiem } from '../money/units.ts'
+import { endedAttempt } from '../records/attempt-record.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import { UpstreamBodyTooLarge, type UpstreamResponse, upstreamRequest } from '../upstream/client.ts'
 import { clearBurn } from './clear-usage.ts'
 import type { Requester } from './dispatch.ts'
 import type { InferenceCall, InferenceService } from './service.ts'
-import { type VideoJob, VideoJobs } from './video-jobs.ts'
+import { type VideoJob, type VideoJobState, VideoJobs } from './video-jobs.ts'
 import { type ValidVideo, type VideoBody, validateVideo } from './video-request.ts'
 
 const gone = (code: string, message: string) =>
@@ -27,6 +28,8 @@ async function mediaOf(upstream: UpstreamResponse): Promise<Buffer | 'too_large'
   }
   return Buffer.concat(parts)
 }
+
+type Ended = Exclude<VideoJobState, 'queued'>
 
 /** What a retrieve found: the job still running, or its MP4 (with the clear, on the first). */
 export type Retrieved =
@@ -136,26 +139,60 @@ export class VideoService {
     }
   }
 
-  /** Ends a queued job without a charge (refund or expiry); the hold comes back in full. */
-  private async endUncharged(job: VideoJob, outcome: 'refunded' | 'expired'): Promise<void> {
-    await this.inference.steps.release(job, {
+  /**
+   * Ends a queued job without a charge (refund or expiry; the hold comes back in full), unless its
+   * attempt ended first: charged by another poll's MP4, or ended uncharged by another poll or the
+   * reaper. The job's outcome is then the attempt's, what the money did.
+   */
+  private async endUncharged(job: VideoJob, outcome: 'refunded' | 'expired'): Promise<Ended> {
+    const released = await this.inference.steps.release(job, {
       errorCode: outcome === 'refunded' ? 'video_refunded' : 'video_expired',
       cooldownMs: 0,
       upstreamBalance: null,
       final: true,
       recordRetentionMs: this.inference.dispatching.recordRetentionMs,
     })
-    await this.jobs.settle(job.id, outcome)
+    // Not released by this call: ended already (a record past its retention: as asked).
+    const ended = released ? outcome : ((await this.attemptOutcome(job)) ?? outcome)
+    await this.jobs.settle(job.id, ended)
+    return ended
+  }
+
+  /** How the job's attempt ended, as the script that moved its money wrote it; null while it has not. */
+  private async attemptOutcome(job: VideoJob): Promise<Ended | null> {
+    const { store, keys } = this.inference.deps
+    const ended = endedAttempt(await store.hgetall(keys.accountAttempt(job.accountId, job.attemptId)))
+    if (!ended) return null
+    const { end, errorCode } = ended.record
+    if (end === 'cleared') return 'completed'
+    return end === 'reaped' || errorCode === 'video_expired' ? 'expired' : 'refunded'
+  }
+
+  /** A job ended uncharged: its 410; charged (another poll's MP4): answered as a charged job. */
+  private async endedUncharged(
+    job: VideoJob,
+    outcome: 'refunded' | 'expired',
+    signal: AbortSignal,
+    expiredMessage = 'this job expired; nothing was charged',
+  ): Promise<Retrieved> {
+    const ended = await this.endUncharged(job, outcome)
+    if (ended === 'completed') return this.fetchJob({ ...job, state: 'completed' }, signal)
+    if (ended === 'refunded')
+      throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
+    throw gone('video_expired', ended === outcome ? expiredMessage : 'this job expired; nothing was charged')
   }
 
   private async fetchJob(job: VideoJob, signal: AbortSignal): Promise<Retrieved> {
     if (job.state === 'refunded')
       throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
     if (job.state === 'expired') throw gone('video_expired', 'this job expired; its media is gone')
-    if (job.state === 'queued' && this.now() > job.expiresAt) {
-      await this.endUncharged(job, 'expired')
-      throw gone('video_expired', 'this job expired before it was retrieved; nothing was charged')
-    }
+    if (job.state === 'queued' && this.now() > job.expiresAt)
+      return this.endedUncharged(
+        job,
+        'expired',
+        signal,
+        'this job expired before it was retrieved; nothing was charged',
+      )
     const { config } = this.inference.deps
     let upstream: UpstreamResponse
     try {
@@ -180,10 +217,7 @@ export class VideoService {
       const media = await mediaOf(upstream)
       if (media === 'too_large') {
         // Media the gateway will not relay is not delivered: the job is refunded, not charged.
-        if (job.state === 'queued') {
-          await this.endUncharged(job, 'refunded')
-          throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
-        }
+        if (job.state === 'queued') return this.endedUncharged(job, 'refunded', signal)
         throw providerError('the provider could not answer; poll again')
       }
       if (media === 'broken') throw providerError('the provider did not answer; poll again')
@@ -203,8 +237,9 @@ export class VideoService {
         // the job failed, or it expired): the job's outcome stands, the media goes uncharged and
         // unsent.
         if (!(error instanceof ClearingError && error.reason === 'released')) throw error
-        const ended = await this.jobs.get(job.id)
-        if (ended?.state === 'expired') throw gone('video_expired', 'this job expired; nothing was charged')
+        const ended = await this.attemptOutcome(job)
+        if (ended) await this.jobs.settle(job.id, ended)
+        if (ended === 'expired') throw gone('video_expired', 'this job expired; nothing was charged')
         throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
       }
       await this.jobs.settle(job.id, 'completed')
@@ -223,14 +258,15 @@ export class VideoService {
         )
       throw providerError('the provider could not answer; poll again')
     }
-    if (upstream.status === 404) {
-      await this.endUncharged(job, 'expired')
-      throw gone('video_expired', 'the supplier no longer has this job; nothing was charged')
-    }
-    if (upstream.status === 500 || upstream.status === 422) {
-      await this.endUncharged(job, 'refunded')
-      throw gone('video_refunded', 'the supplier failed this job; it was refunded in full')
-    }
+    if (upstream.status === 404)
+      return this.endedUncharged(
+        job,
+        'expired',
+        signal,
+        'the supplier no longer has this job; nothing was charged',
+      )
+    if (upstream.status === 500 || upstream.status === 422)
+      return this.endedUncharged(job, 'refunded', signal)
     throw providerError('the provider could not answer; poll again')
   }
 }

@@ -64,6 +64,8 @@ export interface Clearing {
    * and the request admitted on the day of the clear (the upstream's allocation resets at 00:00 UTC).
    */
   balanceDay?: number
+  /** When it was cleared (ms, Redis's clock, the record's endedAt): what its fill counts at held apart. */
+  clearedAt?: number
 }
 
 export class ClearingError extends Error {
@@ -90,6 +92,7 @@ export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Pr
   if (code === ClearCode.UnknownAttempt) throw new ClearingError(req.attemptId, 'unknown_attempt')
   if (code === ClearCode.Released) throw new ClearingError(req.attemptId, 'released')
   const day = reply[10]
+  const clearedAt = reply[11]
   return {
     charged: n(reply[1]) as MicroUsdc,
     cost: n(reply[2]) as MicroUsdc,
@@ -102,6 +105,7 @@ export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Pr
     fee: n(reply[9]) as MicroUsdc,
     admissionLost,
     ...(day !== undefined && day !== '' ? { balanceDay: n(day) } : {}),
+    ...(clearedAt !== undefined && clearedAt !== '' ? { clearedAt: n(clearedAt) } : {}),
   }
 }
 

@@ -24,6 +24,8 @@ export interface Billed {
   askCents: number
   /** The UTC day a balance after holds on, as the clear found it (Clearing's): without one, not known. */
   balanceDay?: number
+  /** When the clear was (ms, Redis's clock): its fill counts then, however late it is posted. */
+  clearedAt?: number
 }
 
 /**
@@ -37,7 +39,7 @@ export function postValues(
   upstreamBalance: MicroDiem | null,
   upstreamGen?: number,
 ): (string | number)[] {
-  const { burn, charged, fee, disputed, askCents, balanceDay } = billed
+  const { burn, charged, fee, disputed, askCents, balanceDay, clearedAt } = billed
   const known = upstreamBalance !== null && balanceDay !== undefined
   return [
     attemptId,
@@ -50,6 +52,7 @@ export function postValues(
     askCents,
     model,
     upstreamGen ?? '',
+    clearedAt ?? '',
   ]
 }
 

@@ -310,6 +310,7 @@ export async function reapOffer(
         fee: n(ended[3]) as MicroUsdc,
         disputed: n(ended[4]) as MicroDiem,
         askCents: n(ended[6]),
+        ...(ended[7] ? { clearedAt: n(ended[7]) } : {}),
       }
       const who = { accountId: accountId!, offerId, model: String(ended[5]) }
       await post(store, owners, attemptId, who, billed, null, recordRetentionMs)

@@ -9,9 +9,11 @@
 // The hour that holds the lower bound (the record retention's, `now - retention`, or the Stream's
 // first entry where it was trimmed past it) is counted from the Stream itself: from the bound to
 // the hour's end, or, where the Stream still holds the whole hour and that is the shorter read,
-// the hour's sum less the entries before the bound. A Stream that lost entries the sums hold
-// other than by a trim of its oldest (deleted and made again, or an XDEL that raised its
-// max-deleted-entry-id) is folded again. An XDEL below an earlier one leaves that id as it was and
+// the hour's sum less the entries before the bound (where no trim took any of them meanwhile). An
+// entry that counts at an earlier hour than its id's (a fill posted after its clear: Fold's `at`)
+// is summed in its id's hour and also as moved, so the bounds stay ones on ids. A Stream that
+// lost entries the sums hold other than by a trim of its oldest (deleted and made again, or an
+// XDEL that raised its max-deleted-entry-id) is folded again. An XDEL below an earlier one leaves that id as it was and
 // is not seen: the gateway deletes no entry but a migration's new last one (migrate-apart's
 // markTrimmed), so only an entry deleted by hand can be counted after it is gone.
 
@@ -26,8 +28,13 @@ const DAY_MS = 86_400_000
 export const KEPT_DAYS = Math.max(...Object.values(STATS_WINDOWS)) + 1
 const PAGE = 1_000
 
-/** An entry's amounts by name (none for an entry that counts nothing); integers. */
-export type Fold = (fields: Record<string, string>, add: (name: string, amount: number) => void) => void
+/**
+ * An entry's amounts by name (none for an entry that counts nothing); integers. `at`: the time it
+ * counts at where that is not its id's (a fill posted after its clear: the clear's), or undefined.
+ */
+export type Fold = ((fields: Record<string, string>, add: (name: string, amount: number) => void) => void) & {
+  at?: (fields: Record<string, string>) => number | undefined
+}
 
 /** Sums by hour (its first ms), then by name. */
 export type HourSums = Map<number, Map<string, number>>
@@ -74,15 +81,37 @@ async function streamInfo(store: Store, stream: string): Promise<StreamInfo | nu
 
 const hourOf = (ms: number) => Math.floor(ms / HOUR_MS)
 
-/** Entries' amounts added into `into`, by `<hour>:<name>`. */
+/**
+ * Entries' amounts added into `into`, by `<hour>:<name>`, the hour the id's. One that counts at an
+ * earlier hour (Fold's `at`) is also added as moved there, `<hour>:><earlier hour>:<name>`: every
+ * bound stays one on ids, and a read moves it (addField).
+ */
 function foldEntries(entries: Entry[], fold: Fold, into: Map<string, number>) {
+  const put = (field: string, amount: number) => into.set(field, (into.get(field) ?? 0) + amount)
   for (const [id, flat] of entries) {
     const hour = hourOf(entryMs(id))
-    fold(fieldsOf(flat), (name, amount) => {
-      const field = `${hour}:${name}`
-      into.set(field, (into.get(field) ?? 0) + amount)
+    const fields = fieldsOf(flat)
+    const at = fold.at?.(fields)
+    const moved =
+      at !== undefined && Number.isSafeInteger(at) && at >= 0 && hourOf(at) < hour ? hourOf(at) : null
+    fold(fields, (name, amount) => {
+      put(`${hour}:${name}`, amount)
+      if (moved !== null) put(`${hour}:>${moved}:${name}`, amount)
     })
   }
+}
+
+/** A sum of `<hour>:<name>` added into `sums` (by `sign`): a moved one out of its hour and into the earlier. */
+function addField(sums: HourSums, hour: number, name: string, amount: number) {
+  const add = (h: number, n: string, a: number) => {
+    const names = sums.get(h * HOUR_MS) ?? new Map<string, number>()
+    names.set(n, (names.get(n) ?? 0) + a)
+    sums.set(h * HOUR_MS, names)
+  }
+  const moved = /^>(\d+):(.*)$/s.exec(name)
+  if (!moved) return add(hour, name, amount)
+  add(hour, moved[2]!, -amount)
+  add(Number(moved[1]), moved[2]!, amount)
 }
 
 /** Every entry of the Stream from `start` to `end` (XRANGE bounds), a page at a time. */
@@ -132,23 +161,28 @@ export async function streamSums(
   const from = lowerBound(info, info.first, `${fromMs}-0`, stored.start)
   const edge = hourOf(entryMs(from))
   const stale: string[] = []
+  // The edge hour's own sums: whole where it starts at the bound, else as the edge read below says.
+  const edgeFields: [string, number][] = []
   for (const [field, value] of Object.entries(stored)) {
     const match = /^(\d+):(.*)$/s.exec(field)
     if (!match) continue
     const hour = Number(match[1])
     if (hour * HOUR_MS < keptFrom) stale.push(field)
-    if (hour < edge) continue
-    const names = sums.get(hour * HOUR_MS) ?? new Map<string, number>()
-    names.set(match[2]!, Number(value))
-    sums.set(hour * HOUR_MS, names)
+    if (hour < edge || hour === edge) {
+      if (hour === edge) edgeFields.push([match[2]!, Number(value)])
+      continue
+    }
+    addField(sums, hour, match[2]!, Number(value))
   }
   if (stale.length > 0) await store.hdel(sumsKey, ...stale)
-  if (from !== `${edge * HOUR_MS}-0`) {
+  if (from === `${edge * HOUR_MS}-0`)
+    for (const [name, amount] of edgeFields) addField(sums, edge, name, amount)
+  else {
     // The edge hour: its entries from the bound, or its sum less those before (the shorter read,
     // and only where the Stream still holds the hour's every entry: nothing before it trimmed).
     const edgeStart = edge * HOUR_MS
     const whole = compareIds(info.first, `${edgeStart}-0`) <= 0
-    const below = whole && entryMs(from) - edgeStart < edgeStart + HOUR_MS - entryMs(from)
+    let below = whole && entryMs(from) - edgeStart < edgeStart + HOUR_MS - entryMs(from)
     const part = new Map<string, number>()
     const end = (id: string) => (compareIds(id, cursor) < 0 ? id : cursor)
     if (below) {
@@ -157,20 +191,28 @@ export async function streamSums(
         const last = compareIds(from, cursor) <= 0 ? `(${from}` : cursor
         await readRange(store, stream, `${edgeStart}`, last, (e) => foldEntries(e, fold, part))
       }
-    } else if (compareIds(from, cursor) <= 0) {
+      // A trim since the Stream was read (a clear's MINID at the retention's bound) may have taken
+      // some of them: the hour's sum still holds what no read subtracts. Read from the bound then.
+      const [first] = (await store.xrange(stream, '-', '+', 'COUNT', 1)) as Entry[]
+      if (!first || compareIds(first[0], `${edgeStart}-0`) > 0) {
+        below = false
+        part.clear()
+      }
+    }
+    if (!below && compareIds(from, cursor) <= 0) {
       await readRange(store, stream, from, end(`${edgeStart + HOUR_MS - 1}-18446744073709551615`), (e) =>
         foldEntries(e, fold, part),
       )
     }
-    const names = below ? (sums.get(edgeStart) ?? new Map<string, number>()) : new Map<string, number>()
+    if (below) for (const [name, amount] of edgeFields) addField(sums, edge, name, amount)
     for (const [field, amount] of part) {
       const name = field.slice(field.indexOf(':') + 1)
-      names.set(name, (names.get(name) ?? 0) + (below ? -amount : amount))
+      addField(sums, edge, name, below ? -amount : amount)
     }
-    // A name that sums to nothing had no entry from the bound on (a missing name reads as 0).
-    for (const [name, amount] of names) if (amount === 0) names.delete(name)
-    sums.set(edgeStart, names)
+    if (!sums.has(edgeStart)) sums.set(edgeStart, new Map())
   }
+  // A name that sums to nothing had no entry from the bound on (a missing name reads as 0).
+  for (const names of sums.values()) for (const [name, amount] of names) if (amount === 0) names.delete(name)
   return sums
 }
 

@@ -9,7 +9,7 @@ import type { StatsWindow } from '../records/stats.ts'
 import { type Fold, streamSums } from '../records/stream-sums.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
-import { fillStreams } from './fills.ts'
+import { clearedAt, fillStreams } from './fills.ts'
 
 interface Day {
   earned: number
@@ -23,12 +23,18 @@ const view = (d: Day) => ({
   fills: d.fills,
 })
 
-/** `e` earned (micro-USDC), `b` burned (micro-DIEM), `f` fills; a value that is no integer counts 0. */
-export const fillsFold: Fold = (f, add) => {
-  add('e', Math.trunc(Number(f.earnedUsdc ?? 0)) || 0)
-  add('b', Math.trunc(Number(f.burnDiem ?? 0)) || 0)
-  add('f', 1)
-}
+/**
+ * `e` earned (micro-USDC), `b` burned (micro-DIEM), `f` fills; a value that is no integer counts 0.
+ * A fill posted in a later hour than its clear (held apart) counts at the clear's time.
+ */
+export const fillsFold: Fold = Object.assign(
+  (f: Record<string, string>, add: (name: string, amount: number) => void) => {
+    add('e', Math.trunc(Number(f.earnedUsdc ?? 0)) || 0)
+    add('b', Math.trunc(Number(f.burnDiem ?? 0)) || 0)
+    add('f', 1)
+  },
+  { at: clearedAt },
+)
 
 export async function supplierEarnings(
   store: Store,

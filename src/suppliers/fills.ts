@@ -8,10 +8,20 @@ import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
+/**
+ * When a fill's clear was, where its entry says (held apart, a fill posted in a later hour than
+ * its clear: lua/lib/posts.lua); undefined for one written with its clear (or by an earlier build).
+ */
+export function clearedAt(f: Record<string, string>): number | undefined {
+  if (f.clearedAt === undefined || !/^\d{1,15}$/.test(f.clearedAt)) return undefined
+  return Number(f.clearedAt)
+}
+
 function fillItem([id, flat]: Entry) {
   const f = fieldsOf(flat)
+  const at = clearedAt(f)
   return {
-    createdAt: new Date(entryMs(id)).toISOString(),
+    createdAt: new Date(at !== undefined && at < entryMs(id) ? at : entryMs(id)).toISOString(),
     model: f.model || null,
     offerId: f.offer ?? '',
     burnDiem: formatMicros(Number(f.burnDiem ?? 0)),

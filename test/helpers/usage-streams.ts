@@ -164,7 +164,7 @@ export async function referenceUsage(
   }
 }
 
-/** GET /v1/supplier/earnings's answer by a scan of every fills Stream. */
+/** GET /v1/supplier/earnings's answer by a scan of every fills Stream, each fill at its clear's time. */
 export async function referenceEarnings(
   store: Store,
   streams: string[],
@@ -177,7 +177,9 @@ export async function referenceEarnings(
   for (const stream of streams) {
     for (const [id, flat] of (await store.xrange(stream, String(from), '+')) as [string, string[]][]) {
       const f = fieldsOf(flat)
-      const day = utcDay(Number(id.split('-')[0]))
+      const posted = Number(id.split('-')[0])
+      const cleared = f.clearedAt === undefined ? posted : Number(f.clearedAt)
+      const day = utcDay(Math.min(cleared, posted))
       const row = byDay.get(day) ?? { earned: 0, burn: 0, fills: 0 }
       row.earned += Number(f.earnedUsdc ?? 0)
       row.burn += Number(f.burnDiem ?? 0)

@@ -651,7 +651,7 @@ describe('posts queued per offer', () => {
       'post',
       [owners.offer(offerId).base],
       { recordRetentionMs: 60_000, offerId },
-      [first.attemptId, 800, 324, 36, 0, '', '', 45, 'llama-3.3-70b', ''],
+      [first.attemptId, 800, 324, 36, 0, '', '', 45, 'llama-3.3-70b', '', ''],
     )
     expect(again).toEqual([0])
     expect(await offer(offerId)).toMatchObject({ held: '0', inflight: '0', burned: '1800', earned: '774' })
@@ -691,7 +691,7 @@ describe('posts queued per offer', () => {
     expect(fills).toHaveLength(1)
     expect(fills[0]![1]).toContain('45')
     // Posted again (a replay, the journal): nothing twice.
-    const values = [a.attemptId, 800, 324, 36, 0, '', '', 45, 'llama-3.3-70b', '']
+    const values = [a.attemptId, 800, 324, 36, 0, '', '', 45, 'llama-3.3-70b', '', '']
     const again = await runScript(
       store,
       'post',
@@ -707,7 +707,7 @@ describe('posts queued per offer', () => {
       'post',
       [owners.offer(gone).base],
       { recordRetentionMs: 60_000, offerId: gone },
-      [randomUUID(), 800, 324, 36, 0, '', '', 45, 'llama-3.3-70b', ''],
+      [randomUUID(), 800, 324, 36, 0, '', '', 45, 'llama-3.3-70b', '', ''],
     )
     expect(onGone).toEqual([-1])
     expect(await store.exists(owners.offer(gone).offer(gone))).toBe(0)
@@ -724,7 +724,7 @@ describe('posts queued per offer', () => {
       ...clearRequest(a.attemptId, 800, 1_000),
       offerApart: true,
     })
-    const values = [a.attemptId, 800, 324, 36, 0, '', '', 45, 'llama-3.3-70b', '']
+    const values = [a.attemptId, 800, 324, 36, 0, '', '', 45, 'llama-3.3-70b', '', '']
     const codes = await Promise.all(
       Array.from({ length: 6 }, () =>
         runScript(

@@ -3,6 +3,7 @@
 // scan of every Stream, and a read costs what was appended since the last one.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
+import { utcDay } from '../../src/records/days.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../../src/records/refusals.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
@@ -37,6 +38,8 @@ async function fills(
   from: number,
   to: number,
   seed: number,
+  /** A fill's clear's time where it was posted later (held apart), else undefined. */
+  clearedAt: (ms: number, random: () => number) => number | undefined = () => undefined,
 ) {
   const random = seeded(seed)
   const times = Array.from({ length: count }, () => from + Math.floor(random() * (to - from))).sort(
@@ -49,7 +52,10 @@ async function fills(
     byStream.set(stream, [...(byStream.get(stream) ?? []), ms])
   }
   for (const [stream, at] of byStream) {
-    await append(store, stream, idsAt(at), () => [
+    await append(store, stream, idsAt(at), (i) => [
+      ...((cleared) => (cleared === undefined ? [] : ['clearedAt', String(cleared)]))(
+        clearedAt(at[i]!, random),
+      ),
       'offer',
       'o',
       'model',
@@ -80,6 +86,46 @@ for (const layout of ['one-slot', 'apart'] as const) {
             probedStore(store, NOW, newProbe()),
             keys,
             supplierId,
+            window,
+            retention,
+          )
+          expect(earnings).toEqual(await referenceEarnings(store, streams, window, NOW, retention))
+        }
+      }
+    })
+
+    test('fills posted after their clear count at its time: across hours, midnights and the retention’s bound', async () => {
+      const late = `spl_${randomBytes(8).toString('hex')}`
+      await store.sadd(keys.supplierOffers(late), ...offers)
+      // A third posted late: up to three hours after the clear, some just past a midnight or an hour.
+      await fills(keys, late, offers, 2_000, NOW - 12 * DAY, NOW, 7, (ms, random) => {
+        const pick = random()
+        if (pick < 0.1) return Math.floor(ms / DAY) * DAY - 100
+        if (pick < 0.2) return Math.floor(ms / HOUR) * HOUR - 1
+        return pick < 0.33 ? ms - Math.floor(random() * 3 * HOUR) : undefined
+      })
+      const streams = await fillStreams(store, keys, late)
+      // Some fills' clears fall on another day than their posts: the check is not vacuous.
+      let moved = 0
+      for (const stream of streams)
+        for (const [id, flat] of (await store.xrange(stream, '-', '+')) as [string, string[]][]) {
+          const at = flat.indexOf('clearedAt')
+          if (at >= 0 && utcDay(Number(flat[at + 1])) !== utcDay(Number(id.split('-')[0]))) moved++
+        }
+      expect(moved).toBeGreaterThan(100)
+      // Bounds mid-hour on either half (the edge hour read from the Stream both ways), a day, 30.
+      const retentions = [
+        DEFAULT_RECORD_RETENTION_MS,
+        2 * DAY + 10 * 60_000,
+        3 * DAY + 50 * 60_000,
+        5 * HOUR + 1,
+      ]
+      for (const retention of retentions) {
+        for (const window of ['24h', '7d', '30d'] as const) {
+          const earnings = await supplierEarnings(
+            probedStore(store, NOW, newProbe()),
+            keys,
+            late,
             window,
             retention,
           )

@@ -191,3 +191,31 @@ test('the sums live in the account’s slot and drop hours past the largest wind
   expect(oldest).toBeGreaterThanOrEqual(Math.floor(NOW / DAY) * DAY - 30 * DAY)
   expect(await store.pttl(sums)).toBeGreaterThan(30 * DAY)
 })
+
+test('a trim while the edge hour is read (a clear’s MINID at the bound): nothing before the bound is counted', async () => {
+  // An entry every 10 s across the hour that holds the bound, the bound in its first half, so the
+  // read takes the hour's sum less the entries before the bound.
+  const bound = Math.floor((NOW - 3 * DAY) / HOUR) * HOUR + 20 * 60_000
+  const times = Array.from({ length: (3 * HOUR) / 10_000 }, (_, i) => bound - 90 * 60_000 + i * 10_000)
+  const { accountId, stream } = await account(times, 79)
+  await accountUsage(probedStore(store, NOW, newProbe()), keys, accountId, '7d', NOW - bound)
+  // A clear's trim lands between the read of the Stream's first entry and that of the edge hour.
+  let trimmed = false
+  const racing = new Proxy(probedStore(store, NOW, newProbe()), {
+    get(target, name) {
+      if (name === 'xrange')
+        return async (...args: Parameters<Store['xrange']>) => {
+          if (!trimmed) {
+            trimmed = true
+            await store.xtrim(stream, 'MINID', String(bound - 60_000))
+          }
+          return target.xrange(...args)
+        }
+      const value = Reflect.get(target, name, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+  const usage = await accountUsage(racing, keys, accountId, '7d', NOW - bound)
+  expect(trimmed).toBe(true)
+  expect(usage).toEqual(await referenceUsage(store, stream, '7d', NOW, NOW - bound))
+})
