@@ -328,9 +328,7 @@ export function messagesToChat(body: MessagesBody): TranslatedMessages {
     max_tokens: body.max_tokens,
   }
   // Prompt fields (tools, tool_choice, response_format) sit where the hold counts them.
-  const tools = chatTools(body.tools, needs)
-  if (tools && tools.length > 0) chat.tools = tools
-  Object.assign(chat, chatToolChoice(body.tool_choice, tools), responseFormat(body.output_config, needs))
+  Object.assign(chat, chatPromptFields(body, needs))
   const effort = reasoningEffort(body, needs)
   if (effort !== null) chat.reasoning_effort = effort
   for (const field of ['temperature', 'top_p', 'top_k'] as const) {
@@ -342,10 +340,24 @@ export function messagesToChat(body: MessagesBody): TranslatedMessages {
   return { chat: chat as ChatBody, needs, stopSequences }
 }
 
-/** The chat messages and prompt fields of a count_tokens request (its tools count too). */
-export function promptOf(body: PromptBody): { messages: ChatMessage[]; tools: unknown } {
+/** The chat body's prompt fields for a Messages prompt: tools, tool_choice, response_format. */
+function chatPromptFields(body: PromptBody, needs: ModelNeeds): Record<string, unknown> {
+  const tools = chatTools(body.tools, needs)
+  const fields: Record<string, unknown> = tools && tools.length > 0 ? { tools } : {}
+  return Object.assign(
+    fields,
+    chatToolChoice(body.tool_choice, tools),
+    responseFormat(body.output_config, needs),
+  )
+}
+
+/**
+ * The chat messages and prompt fields of a count_tokens request, as messagesToChat sends them: its
+ * count is the one a stream's message_start gives for the same prompt.
+ */
+export function promptOf(body: PromptBody): { messages: ChatMessage[]; fields: Record<string, unknown> } {
   const needs = noNeeds()
-  return { messages: chatMessages(body, needs), tools: chatTools(body.tools, needs) }
+  return { messages: chatMessages(body, needs), fields: chatPromptFields(body, needs) }
 }
 
 const CAPABILITY: Record<keyof ModelNeeds, [string, string]> = {

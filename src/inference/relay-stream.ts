@@ -226,7 +226,7 @@ class StreamRelay {
               const flushed = sink.flush()
               if (flushed instanceof Promise) await flushed
             }
-            if (this.cancelled) return
+            if (this.cancelled || this.ending) return // ended while the client was awaited (tick)
             break
           }
           case 'usage':
@@ -287,14 +287,13 @@ class StreamRelay {
     this.finish(clearing, clearing === 'unknown' ? 'store_unavailable' : 'client_closed')
   }
 
-  /** The clock's check, while the supplier or the clear is awaited: a keep-alive, a stalled supplier. */
+  /** The clock's check: a stream past its time; keep-alives and stalls while the supplier or clear waits. */
   tick(now: number): void {
-    const since = this.waitingSince
-    if (since === 0 || this.blocked || this.closed || this.cancelled) return
+    if (this.closed || this.cancelled) return
+    if (!this.awaitingClear && now - this.startedAt >= this.timing.maxMs) return void this.giveUp()
+    if (this.waitingSince === 0 || this.blocked) return
     if (this.sentAt === 0) this.sentAt = now
     if (!this.awaitingClear) {
-      // A supplier that never stalls (content for ever) would otherwise hold the stream for ever.
-      if (now - this.startedAt >= this.timing.maxMs) return void this.stop()
       const wait = Math.min(this.timing.keepAliveMs, this.timing.idleMs - this.silentMs)
       // From the last content, not byte: a trickle of comments or empty chunks must not hold it.
       if (now - Math.max(this.heardAt, this.silenceAt) >= wait) {
@@ -309,8 +308,7 @@ class StreamRelay {
     const written = this.sink!.write(this.shape.keepAlive ?? KEEP_ALIVE)
     if (written instanceof Promise) {
       this.blocked = true
-      // A client gone while the comment waited to be sent rejects it: the stream ends as the
-      // client's leaving ends it, never as an unhandled rejection.
+      // A client gone while the comment waited rejects it: ended as its leaving ends it, not unhandled.
       written.then(
         () => {
           this.blocked = false
@@ -319,6 +317,13 @@ class StreamRelay {
         () => {},
       )
     }
+  }
+
+  /** Past its time: a read ends cut, then the stream; an unread write (maybe for ever) is not awaited. */
+  private giveUp(): void {
+    this.stop()
+    if (this.waitingSince !== 0 || this.ending) return
+    this.end(this.sink!).catch((e: Error) => this.deps.logger.error({ err: e.message }, 'stream end failed'))
   }
 
   /** Settles once, whatever calls it first (the end of the stream or the client leaving). */

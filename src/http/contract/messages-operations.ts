@@ -54,7 +54,7 @@ export const MESSAGES_OPERATIONS: Record<string, Operation> = {
   'POST /v1/messages/count_tokens': {
     summary: "The prompt's input_tokens by the gateway's tokenizer; nothing held, charged or written",
     description:
-      'The same prompt fields as /v1/messages (model, system, messages, tools); max_tokens is not needed. The count is the tokenizer of the gateway, not of the supplier: close, not exact. Free, so it waits behind the counts paid requests need, and a wallet has a few in flight at most (429 count_concurrency_limit past them).',
+      'The same prompt fields as /v1/messages (model, system, messages, tools, tool_choice, output_config), counted as the message_start of a stream counts them; max_tokens is not needed. The count is the tokenizer of the gateway, not of the supplier: close, not exact. Free, so it waits behind the counts paid requests need, and a wallet has a few in flight at most (429 count_concurrency_limit past them).',
     tags: ['inference'],
     security: 'apiKey|anthropicKey',
     ok: {

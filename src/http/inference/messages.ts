@@ -73,7 +73,7 @@ export function messagesRoutes(service: InferenceService) {
         const key = await keyStore.resolve(buyerKey.apiKeyDigest)
         if (!key) throw unauthorized('invalid_api_key', 'invalid API key')
         liveTextModel(await deps.catalog.get(body.model), body.model)
-        const { messages, tools } = promptOf(body)
+        const { messages, fields } = promptOf(body)
         if (!countsInFlight.enter(key.accountId, COUNTS_IN_FLIGHT)) {
           throw new ApiError(
             429,
@@ -83,7 +83,6 @@ export function messagesRoutes(service: InferenceService) {
           )
         }
         try {
-          const fields = tools ? { tools } : {}
           return {
             input_tokens: await promptTokenCount(messages as ChatMessageLike[], fields, countTokensAside),
           }
