@@ -15,6 +15,7 @@ import {
   keccak256,
   type PrivateKeyAccount,
   type PublicClient,
+  parseTransaction,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import type { HeldTurn, SendTurns } from './sender-lock.ts'
@@ -126,9 +127,44 @@ export class Relayer {
    * transactions (the same hashes their claims recorded), so no authorization moves twice.
    */
   private async resend(turn: HeldTurn, from: number): Promise<void> {
-    for (const serialized of await turn.signedFrom(from).catch(() => [])) {
+    const kept = await turn.signedFrom(from).catch(() => [])
+    for (const serialized of kept) {
       // already held or mined, or refused: the node's count says which on the next send
       await this.client.sendRawTransaction({ serializedTransaction: serialized }).catch(() => {})
+    }
+    await this.signAgain(turn, kept).catch(() => {})
+  }
+
+  /**
+   * Bytes the node still lacks were refused: their fee fell under a base fee that rose since they
+   * were signed. The same transaction (its nonce, call and gas) is signed at today's fees and kept
+   * in their place; one nonce mines one of the two, and an authorization moves money once. Its
+   * new hash is not the claim's: the reconciler finds the transfer by its authorization.
+   */
+  private async signAgain(turn: HeldTurn, kept: Hex[]): Promise<void> {
+    const pendingCount = () =>
+      this.client.getTransactionCount({ address: this.account.address, blockTag: 'pending' })
+    for (let count = await pendingCount(); count < turn.floor; ) {
+      const old = kept.map((bytes) => parseTransaction(bytes)).find((tx) => tx.nonce === count)
+      if (!old?.to || old.gas === undefined) return
+      const request = await this.wallet.prepareTransactionRequest({
+        account: this.account as Account,
+        to: old.to,
+        data: old.data ?? '0x',
+        value: old.value ?? 0n,
+        gas: old.gas,
+        nonce: count,
+      })
+      const serialized = await this.account.signTransaction(
+        request as Parameters<PrivateKeyAccount['signTransaction']>[0],
+      )
+      // Lapsed, the turn is another sender's, who finds the same gap: left to it.
+      if (!(await turn.held())) return
+      await this.client.sendRawTransaction({ serializedTransaction: serialized })
+      await turn.signedAgain(count, serialized)
+      const next = await pendingCount()
+      if (next <= count) return
+      count = next
     }
   }
 }

@@ -5,7 +5,8 @@
 // the one after the last send any replica made from it: a node answering the pending count from
 // behind cannot hand out a nonce again. A transaction dropped from the pool leaves its nonce empty
 // below that floor, and steady traffic keeps the floor standing: its signed bytes are kept as long
-// as the floor, so the next send broadcasts them again (the same transaction, never a second one).
+// as the floor, so the next send broadcasts them again (the same transaction, never a second one),
+// or, refused for a fee under today's base fee, the same call signed again at its nonce.
 import { randomBytes } from 'node:crypto'
 import type { Address, Hex } from 'viem'
 import type { Keyspace } from '../redis/keys.ts'
@@ -19,6 +20,8 @@ export interface HeldTurn {
   held(): Promise<boolean>
   /** The send was broadcast at `nonce`: the next one starts after it, its bytes kept to resend. */
   sent(nonce: number, serialized: Hex): Promise<void>
+  /** The send at `nonce` was signed again and broadcast: its new bytes are kept in place of the old. */
+  signedAgain(nonce: number, serialized: Hex): Promise<void>
   /** The bytes kept of the sends broadcast at `from` and after, lowest nonce first. */
   signedFrom(from: number): Promise<Hex[]>
   release(): Promise<void>
@@ -97,6 +100,13 @@ export class SenderTurns implements SendTurns {
         const write = this.store.multi().hset(sentKey, String(nonce), serialized)
         if (stale.length > 0) write.hdel(sentKey, ...stale)
         await write.pexpire(sentKey, FLOOR_TTL_MS).exec()
+      },
+      signedAgain: async (nonce, serialized) => {
+        await this.store
+          .multi()
+          .hset(sentKey, String(nonce), serialized)
+          .pexpire(sentKey, FLOOR_TTL_MS)
+          .exec()
       },
       signedFrom: async (from) =>
         Object.entries(await this.store.hgetall(sentKey))
