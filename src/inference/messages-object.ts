@@ -1,6 +1,7 @@
 // Anthropic's Messages API, answer side: a `message` with its content blocks (thinking, text,
 // tool_use), its stop reason and usage, made from a supplier's chat answer.
 
+import { contentText } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
 import type { Usage } from './meter.ts'
 import { reasoningText } from './responses-object.ts'
@@ -105,9 +106,10 @@ export function messageContent(shape: MessageShape, chat: Record<string, unknown
   const choice = ((chat.choices as ChatChoice[] | undefined)?.[0] ?? {}) as ChatChoice
   const message = choice.message ?? {}
   const content: ContentBlock[] = []
-  const reasoning = reasoningText(message)
+  // Content may come as parts (Mistral's): their thinking is thinking too.
+  const { text, thinking } = contentText(message.content)
+  const reasoning = reasoningText(message) + thinking
   if (reasoning) content.push(thinkingBlock(reasoning))
-  const text = typeof message.content === 'string' ? message.content : ''
   const refusal = typeof message.refusal === 'string' ? message.refusal : ''
   if (text || refusal) content.push(textBlock(text || refusal))
   // A call that is not an object is no call (a supplier's null).

@@ -8,6 +8,7 @@
 // Silence is filled with `ping` events.
 import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
+import { contentPieces } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
 import {
   type MessageShape,
@@ -153,9 +154,20 @@ class MessagesShape implements StreamShape {
     let out = ''
     const reasoning = reasoningText(delta)
     if (reasoning) out += this.thinking(reasoning)
-    if (typeof delta.content === 'string' && delta.content) {
-      this.sawText = true
-      out += this.text(delta.content)
+    if (typeof delta.content === 'string') {
+      if (delta.content) {
+        this.sawText = true
+        out += this.text(delta.content)
+      }
+    } else if (Array.isArray(delta.content)) {
+      // Content as parts (Mistral's): its thinking is thinking, its text text.
+      for (const piece of contentPieces(delta.content)) {
+        if (piece.thinking) out += this.thinking(piece.text)
+        else {
+          this.sawText = true
+          out += this.text(piece.text)
+        }
+      }
     }
     // A refusal is generated text, billed as such: shown as text, as the buffered message shows it.
     if (typeof delta.refusal === 'string' && delta.refusal) {

@@ -8,6 +8,7 @@
 // says nothing was charged. No [DONE], no svc.cost frame.
 import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
+import { contentPieces } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
 import {
   relayStream,
@@ -238,7 +239,13 @@ class ResponsesShape implements StreamShape {
     let out = ''
     const reasoning = reasoningText(delta)
     if (reasoning) out += this.textDelta('reasoning', reasoning)
-    if (typeof delta.content === 'string' && delta.content) out += this.textDelta('message', delta.content)
+    if (typeof delta.content === 'string') {
+      if (delta.content) out += this.textDelta('message', delta.content)
+    } else if (Array.isArray(delta.content)) {
+      // Content as parts (Mistral's): its thinking is reasoning, its text the message.
+      for (const piece of contentPieces(delta.content))
+        out += this.textDelta(piece.thinking ? 'reasoning' : 'message', piece.text)
+    }
     // A refusal is generated text, billed as such: its own message, as the buffered answer gives it.
     if (typeof delta.refusal === 'string' && delta.refusal) out += this.textDelta('refusal', delta.refusal)
     if (Array.isArray(delta.tool_calls)) {

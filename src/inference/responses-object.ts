@@ -1,6 +1,7 @@
 // The stateless Responses facade, answer side: a `response` object in OpenAI's shape, and its
 // output items (reasoning, message, function_call) made from a supplier's chat answer.
 
+import { contentText } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
 import type { Usage } from './meter.ts'
 import type { ResponseShape } from './responses-request.ts'
@@ -136,11 +137,12 @@ export function outputItems(
   const choice = (chat.choices as { message?: ChatMessage }[] | undefined)?.[0]
   const message = choice?.message ?? {}
   const items: OutputItem[] = []
-  const reasoning = reasoningText(message)
+  // Content may come as parts (Mistral's): their thinking is reasoning too.
+  const { text, thinking } = contentText(message.content)
+  const reasoning = reasoningText(message) + thinking
   if (reasoning) items.push(reasoningItem(shape, reasoning, status))
   // A call that is not an object is no call (a supplier's null).
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter((call) => isRecord(call)) : []
-  const text = typeof message.content === 'string' ? message.content : ''
   if (typeof message.refusal === 'string' && message.refusal) {
     items.push(refusalItem(shape, message.refusal, status))
   } else if (text || calls.length === 0) {

@@ -9,6 +9,7 @@
 // own cost fields are taken off them. A supplier's error frame means it broke: the stream ends
 // there, as a truncated one (billed on estimate, `stream_incomplete`). So does a frame that is not
 // complete within the bound.
+import { contentPieces } from './content-parts.ts'
 import { readUsage, type Usage } from './meter.ts'
 
 export type UpstreamEvent =
@@ -46,12 +47,13 @@ export type Generated = {
 /**
  * The text, refusal, reasoning and tool calls generated in one delta or message, as the tokenizer
  * counts them when no usage comes; a null is nothing generated. Reasoning under either name
- * suppliers use for it, as the facades show it.
+ * suppliers use for it, as the facades show it; content given as parts counts its text and thinking.
  */
 export function generatedText(part: Generated | undefined | null): string {
   if (!part) return ''
   let text = ''
   if (typeof part.content === 'string') text += part.content
+  else if (Array.isArray(part.content)) for (const piece of contentPieces(part.content)) text += piece.text
   if (typeof part.refusal === 'string') text += part.refusal
   if (typeof part.reasoning_content === 'string') text += part.reasoning_content
   else if (typeof part.reasoning === 'string') text += part.reasoning

@@ -8,6 +8,7 @@ import { LIMIT_USDC_PATTERN } from '../accounts/api-keys.ts'
 import { LIMIT_RESETS } from '../accounts/budget-periods.ts'
 import { keyName } from '../accounts/key-name.ts'
 import { chatMessageSchema } from '../inference/chat-request.ts'
+import { contentText } from '../inference/content-parts.ts'
 
 /** One request to the app, on the caller's behalf. */
 export interface ApiCall {
@@ -349,7 +350,8 @@ interface ChatCompletion {
 function chatAnswer(body: Record<string, unknown>, headers: Headers): ToolAnswer {
   const completion = body as ChatCompletion
   const content = completion.choices?.[0]?.message?.content
-  const text = typeof content === 'string' ? content : ''
+  // Content given as parts (Mistral's) is the text of its text parts.
+  const { text } = contentText(content)
   const costUsdc = headers.get('x-svc-cost-usdc')
   const clearingPriceCents = Number(headers.get('x-svc-clearing-price-cents'))
   const supportReference = headers.get('x-svc-support-reference')
