@@ -179,19 +179,27 @@ function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
     const system = textOf(body.system, 'system')
     if (system) messages.push({ role: 'system', content: system })
   }
+  // A system message between a turn's tool calls and their results waits for the results: a chat
+  // supplier takes tool messages only right after the calls they answer.
+  const held: ChatMessage[] = []
   body.messages.forEach((message, i) => {
     for (const key of Object.keys(message)) {
       if (key !== 'role' && key !== 'content') throw unsupported(`messages[${i}].${key} is not supported`)
     }
     const at = `messages[${i}].content`
     const content = message.content as string | Block[]
-    if (message.role === 'user') messages.push(...userMessages(content, at, needs))
-    else if (message.role === 'system') {
+    if (message.role === 'system') {
       const text = textOf(content, at)
-      if (text) messages.push({ role: 'system', content: text })
-    } else messages.push(assistantMessage(content, at))
+      const last = messages.at(-1)
+      const waits = held.length > 0 || (last?.role === 'assistant' && last.tool_calls !== undefined)
+      if (text) (waits ? held : messages).push({ role: 'system', content: text })
+      return
+    }
+    const turn = message.role === 'user' ? userMessages(content, at, needs) : [assistantMessage(content, at)]
+    const results = turn.filter((m) => m.role === 'tool').length
+    messages.push(...turn.slice(0, results), ...held.splice(0), ...turn.slice(results))
   })
-  return messages
+  return messages.concat(held)
 }
 
 export function effortOfBudget(budget: number): string {
@@ -227,11 +235,12 @@ function reasoningEffort(body: MessagesBody, needs: ModelNeeds): string | null {
   }
   const config = body.output_config
   if (isRecord(config) && config.effort != null) {
-    if (!['low', 'medium', 'high'].includes(config.effort as string)) {
-      throw unsupported("output_config.effort must be 'low', 'medium' or 'high'")
+    if (!['low', 'medium', 'high', 'xhigh', 'max'].includes(config.effort as string)) {
+      throw unsupported("output_config.effort must be 'low', 'medium', 'high', 'xhigh' or 'max'")
     }
     needs.effort = true
-    effort = config.effort as string
+    // A supplier's efforts end at high: the two above it ask for the most it has.
+    effort = config.effort === 'xhigh' || config.effort === 'max' ? 'high' : (config.effort as string)
   }
   return effort
 }

@@ -71,6 +71,9 @@ export function chatToolChoice(
   if (choice == null) return {}
   if (!isRecord(choice)) throw invalid('tool_choice must be an object')
   const parallel = choice.disable_parallel_tool_use === true ? { parallel_tool_calls: false } : {}
+  // Without a tool sent (all deferred), auto and none ask nothing, and a chat supplier refuses a
+  // tool_choice or parallel_tool_calls without tools.
+  if ((choice.type === 'auto' || choice.type === 'none') && !tools?.length) return {}
   if (choice.type === 'auto') return { tool_choice: 'auto', ...parallel }
   if (choice.type === 'none') return { tool_choice: 'none' }
   if ((choice.type === 'any' || choice.type === 'tool') && !tools?.length)

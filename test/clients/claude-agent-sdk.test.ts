@@ -121,6 +121,18 @@ test('query: a one-turn answer through the gateway, with thinking, billed as the
   await expectBilledAsReported(buyer, result, 1)
 })
 
+test("Claude Code's effort setting max (or xhigh) is the supplier's highest effort, not a 400", async () => {
+  const buyer = await fundedBuyer(stack, FUNDED)
+  const options = agentOptions(buyer, { maxTurns: 1 })
+  options.env = { ...options.env, CLAUDE_CODE_EFFORT_LEVEL: 'max' }
+  const { result } = await run('Say hello.', options)
+  expect(result.is_error).toBe(false)
+  expect(result.subtype).toBe('success')
+  // High effort's 8 reasoning tokens and the 5 words.
+  expect(result.usage.output_tokens).toBe(13)
+  await expectBilledAsReported(buyer, result, 1)
+})
+
 test('a tool loop: the model calls an MCP tool, gets its result, then answers', async () => {
   const buyer = await fundedBuyer(stack, FUNDED)
   const calls: { city: string }[] = []

@@ -221,3 +221,65 @@ test('context_management: clearing thinking changes nothing sent; any other edit
   expect(() => translate({ messages, context_management: 'auto' })).toThrow('context_management must be')
   expect(() => translate({ messages, context_management: { edits: {} } })).toThrow('edits must be an array')
 })
+
+test('a system message between tool calls and their results is sent after the results', () => {
+  const look = { name: 'look', input_schema: { type: 'object' } }
+  const { chat } = translate({
+    tools: [look],
+    messages: [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'c1', name: 'look', input: {} }] },
+      { role: 'system', content: 'Today is Monday.' },
+      { role: 'system', content: 'Answer in French.' },
+      {
+        role: 'user',
+        content: [
+          { type: 'tool_result', tool_use_id: 'c1', content: 'sunny' },
+          { type: 'text', text: 'and now?' },
+        ],
+      },
+    ],
+  })
+  // Chat suppliers refuse a tool message that does not follow the calls it answers.
+  expect(chat.messages).toEqual([
+    { role: 'user', content: 'hi' },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'c1', type: 'function', function: { name: 'look', arguments: '{}' } }],
+    },
+    { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+    { role: 'system', content: 'Today is Monday.' },
+    { role: 'system', content: 'Answer in French.' },
+    { role: 'user', content: [{ type: 'text', text: 'and now?' }] },
+  ])
+})
+
+test('with every tool deferred, tool_choice auto or none sends no tool_choice (none without tools)', () => {
+  const messages = [{ role: 'user', content: 'hi' }]
+  const deferred = { name: 'mcp__later', input_schema: { type: 'object' }, defer_loading: true }
+  for (const type of ['auto', 'none']) {
+    const { chat } = translate({
+      messages,
+      tools: [deferred],
+      tool_choice: { type, disable_parallel_tool_use: true },
+    })
+    // A chat supplier refuses tool_choice and parallel_tool_calls without tools.
+    expect(chat).toEqual(translate({ messages }).chat)
+  }
+  expect(() => translate({ messages, tools: [deferred], tool_choice: { type: 'any' } })).toThrow(
+    "tool_choice of type 'any' needs tools",
+  )
+})
+
+test('output_config.effort xhigh and max ask for the most the supplier has: high', () => {
+  const messages = [{ role: 'user', content: 'hi' }]
+  for (const effort of ['xhigh', 'max']) {
+    const translated = translate({ messages, output_config: { effort } })
+    expect(translated.chat.reasoning_effort).toBe('high')
+    expect(translated.needs.effort).toBe(true)
+  }
+  expect(() => translate({ messages, output_config: { effort: 'extreme' } })).toThrow(
+    'output_config.effort must be',
+  )
+})
