@@ -222,6 +222,10 @@ export class VideoService {
       }
       if (media === 'broken') throw providerError('the provider did not answer; poll again')
       if (job.state !== 'queued') return { kind: 'media', media, clearing: null }
+      // Another poll may have ended the job uncharged while this one read its MP4, its attempt
+      // reaped meanwhile: a clear now would charge it late after the buyer was told it was not.
+      const settled = await this.jobs.get(job.id)
+      if (settled?.state === 'refunded' || settled?.state === 'expired') return this.fetchJob(settled, signal)
       let clearing: Clearing
       try {
         clearing = await clearBurn(

@@ -155,3 +155,27 @@ test('a fill posted in the hour of its clear is written as before, with no time 
   const now = await m.redisNow()
   expect((await m.earned(now)).fills).toBe(1)
 })
+
+test("a clear sent again (the clear journal) posts at the first clear's time, from its record", async () => {
+  const m = await market()
+  const a = await m.admit()
+  if (!('attemptId' in a)) throw new Error(`not admitted: ${JSON.stringify(a)}`)
+  // The first clear charged the account; its post was lost with its replica's queue.
+  const first = await clear(store, m.owners.account(m.accountId), {
+    ...meteredClear(a.attemptId, 600),
+    offerApart: true,
+  })
+  const cleared = await m.beforeMidnight()
+  await setAttemptValue(store, m.owners.account(m.accountId).attempt(a.attemptId), 'endedAt', String(cleared))
+  const again = await clearApart(store, m.owners, m.who, meteredClear(a.attemptId, 600))
+  expect(again.replay).toBe(true)
+  expect(again.clearedAt).toBe(cleared)
+  expect(await m.earned(cleared)).toMatchObject({
+    earnedUsdc: ((first.charged - first.fee) / 1e6).toFixed(6),
+    fills: 1,
+  })
+  expect((await m.earned(cleared + DAY)).fills).toBe(0)
+  expect(await m.served(cleared)).toBe(1)
+  const listed = await listFills(store, m.keys, m.supplierId, 10, null)
+  expect(listed.data.map((f) => f.createdAt)).toEqual([new Date(cleared).toISOString()])
+})

@@ -3,12 +3,13 @@
 // scan of every Stream, and a read costs what was appended since the last one.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
-import { utcDay } from '../../src/records/days.ts'
+import { lastDays, utcDay } from '../../src/records/days.ts'
 import { DEFAULT_RECORD_RETENTION_MS } from '../../src/records/refusals.ts'
+import { STATS_WINDOWS } from '../../src/records/stats.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
 import { supplierEarnings } from '../../src/suppliers/earnings.ts'
-import { fillStreams } from '../../src/suppliers/fills.ts'
+import { fillStreams, listFills } from '../../src/suppliers/fills.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import {
   append,
@@ -130,6 +131,110 @@ for (const layout of ['one-slot', 'apart'] as const) {
             retention,
           )
           expect(earnings).toEqual(await referenceEarnings(store, streams, window, NOW, retention))
+        }
+      }
+    })
+
+    test('fills and clears on the edges: an hour, a midnight, the retention’s bound, each ±1 ms; the listing agrees', async () => {
+      // Redis's clock at an exact midnight, and at an exact hour: windows whose bounds fall on edges.
+      for (const now of [Date.parse('2031-07-03T00:00:00.000Z'), Date.parse('2031-07-02T05:00:00.000Z')]) {
+        const edgy = `spl_${randomBytes(8).toString('hex')}`
+        await store.sadd(keys.supplierOffers(edgy), ...offers)
+        const retentions = [2 * DAY, 5 * HOUR, 5 * HOUR + 1, 5 * HOUR - 1, 26 * HOUR + 30 * 60_000]
+        // Every edge an id or a clear can sit on: hours, midnights, and each retention's bound.
+        const edges = new Set<number>()
+        for (let h = 0; h <= 8 * 24; h++) edges.add(Math.floor(now / HOUR) * HOUR - h * HOUR)
+        for (const r of retentions) edges.add(now - r)
+        const posts: [number, number | undefined][] = []
+        const random = seeded(11)
+        for (const edge of [...edges].filter((ms) => ms <= now))
+          for (const d of [-1, 0, 1]) {
+            const ms = edge + d
+            if (ms > now) continue
+            // Posted at the edge, its clear just before, at the edge, an hour or a day before, or 40 days before.
+            const pick = [
+              undefined,
+              ms - 1,
+              ms,
+              ms - HOUR,
+              ms - DAY,
+              ms - 40 * DAY,
+              Math.floor(ms / HOUR) * HOUR,
+            ]
+            posts.push([ms, pick[Math.floor(random() * pick.length)]])
+            // And a post of a clear at the edge, made later.
+            posts.push([Math.min(now, ms + 1 + Math.floor(random() * 3 * HOUR)), ms])
+          }
+        posts.sort((a, b) => a[0] - b[0])
+        const streams = offers.map((offer) => keys.offerFills(offer, edgy))
+        const byStream = new Map<string, [number, number | undefined][]>()
+        for (const [i, p] of posts.entries()) {
+          const stream = streams[i % streams.length]!
+          byStream.set(stream, [...(byStream.get(stream) ?? []), p])
+        }
+        for (const [stream, at] of byStream)
+          await append(store, stream, idsAt(at.map(([ms]) => ms)), (i) => [
+            ...(at[i]![1] === undefined ? [] : ['clearedAt', String(at[i]![1])]),
+            'offer',
+            'o',
+            'model',
+            'm',
+            'burnDiem',
+            String(1 + i),
+            'askCents',
+            '40',
+            'earnedUsdc',
+            String(1_000 + i),
+          ])
+        const listed = await fillStreams(store, keys, edgy)
+        for (const retention of retentions) {
+          // The listing, every page, by the day each fill says it was made.
+          const fromListing = new Map<string, { fills: number; earned: number }>()
+          let before: string | null = null
+          do {
+            const page: Awaited<ReturnType<typeof listFills>> = await listFills(
+              probedStore(store, now, newProbe()),
+              keys,
+              edgy,
+              97,
+              before,
+              retention,
+            )
+            for (const item of page.data) {
+              const day = item.createdAt.slice(0, 10)
+              const row = fromListing.get(day) ?? { fills: 0, earned: 0 }
+              row.fills += 1
+              row.earned += Math.round(Number(item.earnedUsdc) * 1e6)
+              fromListing.set(day, row)
+            }
+            before = page.nextCursor
+          } while (before !== null)
+          // Not vacuous: fills listed on several days, some of them before their posts' day.
+          expect(fromListing.size).toBeGreaterThan(1)
+          for (const window of ['24h', '7d', '30d'] as const) {
+            const earnings = await supplierEarnings(
+              probedStore(store, now, newProbe()),
+              keys,
+              edgy,
+              window,
+              retention,
+            )
+            expect(earnings).toEqual(await referenceEarnings(store, listed, window, now, retention))
+            // The days of the window as the listing shows them, where the window starts within the retention.
+            const days = lastDays(now, STATS_WINDOWS[window])
+            if (Date.parse(`${days[0]}T00:00:00Z`) >= now - retention)
+              for (const day of earnings.days) {
+                const row = fromListing.get(day.date) ?? { fills: 0, earned: 0 }
+                expect({
+                  date: day.date,
+                  fills: day.fills,
+                  earned: Math.round(Number(day.earnedUsdc) * 1e6),
+                }).toEqual({
+                  date: day.date,
+                  ...row,
+                })
+              }
+          }
         }
       }
     })
