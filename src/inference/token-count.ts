@@ -2,7 +2,7 @@
 // the first time a count is needed and stopped after a minute without one (its own heap with the
 // tokenizer's tables is memory worth handing back; see BENCHMARKS.md, "Token counts in a worker").
 // Suppliers report usage on almost every answer, so most processes never start it, or only now and
-// then. The free counts of count_tokens wait in a lane of their own (countTokensAside).
+// then. count_tokens' counts, being free, are aside counts: they wait in a lane of their own.
 import { textPieces } from './token-pieces.ts'
 import type { CountReply, CountRequest } from './token-worker.ts'
 
@@ -134,7 +134,7 @@ let asideOpen = 0
 /**
  * Tokens of `text` as countTokens counts them, for what is asked for free (count_tokens): sent a
  * batch of pieces at a time, one batch with the worker at most, so a count the gateway bills by,
- * asked meanwhile, waits for one batch, not for every free count before it.
+ * asked meanwhile, waits for one batch, not for every aside count before it.
  */
 export function countTokensAside(text: string): Promise<number> {
   if (text === '') return Promise.resolve(0)

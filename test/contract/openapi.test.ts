@@ -2,7 +2,10 @@
 // against every route the app serves (funding included), and /llms.txt as an agent reads it.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { compileErrors, validate } from '@readme/openapi-parser'
+import { Glob } from 'bun'
 import { createApp } from '../../src/app.ts'
 import { CatalogStore } from '../../src/catalog/store.ts'
 import { loadGatewayConfig } from '../../src/config.ts'
@@ -15,9 +18,11 @@ import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { createAccount, keyFetch } from '../helpers/accounts.ts'
 import { startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { signInSupplier } from '../helpers/suppliers.ts'
 
 type Operation = {
   summary?: string
+  description?: string
   tags?: string[]
   security?: unknown[]
   parameters?: { name: string; in: string; schema: Record<string, unknown> }[]
@@ -29,11 +34,12 @@ type Document = {
   servers: { url: string }[]
   paths: Record<string, Record<string, Operation>>
   components: {
-    responses: Record<string, { headers: Record<string, unknown> }>
+    responses: Record<string, { description: string; headers: Record<string, unknown> }>
     securitySchemes: Record<string, unknown>
   }
 }
 
+const ROOT = join(import.meta.dir, '../..')
 let stack: TestStack
 let store: Store
 let app: ReturnType<typeof createApp>
@@ -225,6 +231,74 @@ describe('/openapi.json', () => {
   })
 })
 
+// A refusal a route answers is in that route's responses, its code named by the operation or by
+// the response it refers to: a client reading the document can branch on it.
+describe('each refusal a route answers is documented on that route', () => {
+  async function expectDocumented(method: string, path: string, response: Response) {
+    const { code } = ((await response.json()) as { error: { code: string } }).error
+    const operation = document.paths[path]![method.toLowerCase()]!
+    const documented = operation.responses[String(response.status)] as
+      | { $ref?: string; description?: string }
+      | undefined
+    expect(documented, `${method} ${path}: ${response.status} ${code}`).toBeDefined()
+    const shared = documented!.$ref?.replace('#/components/responses/', '')
+    const said = [
+      operation.summary,
+      operation.description,
+      documented!.description,
+      shared && document.components.responses[shared]!.description,
+    ].join(' ')
+    expect(said, `${method} ${path}: ${response.status} ${code}`).toContain(code)
+  }
+
+  /** This minute's and the next's count at the cap, so a minute turning meanwhile changes nothing. */
+  async function fuseBlown(keyOf: (minute: number) => string, cap: number) {
+    const minute = Math.floor(Date.now() / 60_000)
+    for (const m of [minute, minute + 1]) await stack.store.set(keyOf(m), String(cap), 'PX', 120_000)
+  }
+
+  test('the rate limits: nonce_rate_limited on the nonce, key_check_rate_limited on an offer post', async () => {
+    const supplier = await signInSupplier(stack)
+    await fuseBlown(
+      (m) => stack.keys.supplierKeyChecks(m, supplier.supplierId),
+      stack.config.supplierKeyChecksPerMinute,
+    )
+    const post = await keyFetch(stack, supplier.apiKey, '/v1/supplier/offers', {
+      method: 'POST',
+      json: { upstreamApiKey: `venice-${randomBytes(8).toString('hex')}`, askCents: 40, capacityDiem: '1' },
+    })
+    expect(post.status).toBe(429)
+    await expectDocumented('POST', '/v1/supplier/offers', post)
+
+    await fuseBlown(stack.keys.siweNonceFuse, stack.config.siweNoncesPerMinute)
+    const nonce = await fetch(`${stack.url}/v1/supplier/nonce`)
+    expect(nonce.status).toBe(429)
+    await expectDocumented('GET', '/v1/supplier/nonce', nonce)
+  })
+
+  test("key_limit_binding on the account's settings: the max price and the webhook endpoints", async () => {
+    const account = await createAccount(stack)
+    const minted = await keyFetch(stack, account.apiKey, '/v1/agent/keys', {
+      method: 'POST',
+      json: { name: 'limited', limitUsdc: '1' },
+    })
+    expect(minted.status).toBe(201)
+    const { apiKey } = (await minted.json()) as { apiKey: string }
+    const maxPrice = await keyFetch(stack, apiKey, '/v1/agent/max-price', {
+      method: 'PATCH',
+      json: { maxPriceCents: 60 },
+    })
+    expect(maxPrice.status).toBe(403)
+    await expectDocumented('PATCH', '/v1/agent/max-price', maxPrice)
+    const webhook = await keyFetch(stack, apiKey, '/v1/agent/webhooks', {
+      method: 'POST',
+      json: { url: 'https://hooks.example.com/svc', events: ['funding.confirmed'] },
+    })
+    expect(webhook.status).toBe(403)
+    await expectDocumented('POST', '/v1/agent/webhooks', webhook)
+  })
+})
+
 describe('/llms.txt', () => {
   test('is plain text for agents: base address, the steps, and what each error status means', async () => {
     const response = await fetch(`${stack.url}/llms.txt`)
@@ -254,5 +328,27 @@ describe('/llms.txt', () => {
       expect(text).toContain(`503 ${code}`)
     }
     expect(text).toContain('accepts')
+  })
+
+  test('names every 403 and 429 code the gateway answers, as the OpenAPI document does', async () => {
+    // The codes a client must branch on (a limit, a binding, a wait), read from the source itself.
+    const codes = new Set<string>()
+    for (const file of new Glob('src/**/*.ts').scanSync(ROOT)) {
+      const source = readFileSync(join(ROOT, file), 'utf8')
+      for (const m of source.matchAll(/new ApiError\(\s*(?:403|429)\s*,\s*'([a-z0-9_]+)'/g)) codes.add(m[1]!)
+    }
+    expect([...codes]).toEqual(
+      expect.arrayContaining(['key_limit_binding', 'count_concurrency_limit', 'key_check_rate_limited']),
+    )
+    const guide = await (await fetch(`${stack.url}/llms.txt`)).text()
+    const contract = JSON.stringify(document)
+    for (const code of codes) {
+      expect(guide, code).toContain(code)
+      expect(contract, code).toContain(code)
+    }
+    // key_limit_binding reaches the account's settings too.
+    const binding = guide.slice(guide.indexOf('403 key_limit_binding')).split('\n- ')[0]!
+    expect(binding).toContain('max price')
+    expect(binding).toContain('webhook')
   })
 })

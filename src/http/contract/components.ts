@@ -175,12 +175,12 @@ export const ERROR_RESPONSES = {
     'At the 10-key cap (POST /v1/agent/keys: nothing paid), a key limit below what the key spent and holds (PATCH /v1/agent/keys/{id}: key_limit_below_spent, nothing changed), or on funding: money moved but the request did not finish (credited / reconciling / transaction). Never pay again. On supplier routes: upstream_key_in_use, offer_limit, payout_exceeds_payable or idempotency_key_reused (nothing changed)',
   ),
   TooManyRequests: errorResponse(
-    'key_concurrency_limit, buyer_concurrency_limit or the signup fuse: wait Retry-After seconds',
+    'key_concurrency_limit, buyer_concurrency_limit, signup_fuse (the signup fuse), nonce_rate_limited (sign-in nonces) or key_check_rate_limited (upstream key checks of offer posts): wait Retry-After seconds',
     'RetryAfter',
     'SupportReference',
   ),
   ServerError: errorResponse(
-    'internal_error or settle_failed: no charge when settlement does not commit; safe to retry',
+    'internal_error or settle_failed: no charge when the clear does not commit; safe to retry',
     'SupportReference',
   ),
   BadGateway: errorResponse(

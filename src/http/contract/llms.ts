@@ -24,7 +24,7 @@ spendable (GET ${baseUrl}/v1/agent/me shows both).
 
 ## 2. Fund
 POST ${baseUrl}/v1/x402/refill {"amountUsdc": "20.000000"} with Authorization: Bearer <API_KEY>,
-1 to 1000 USDC per payment, paid the same way. The paying wallet must be the account's (else 403).
+1 to 1000 USDC per payment, paid the same way. The paying wallet must be the account's (else 403 payer_mismatch).
 
 ## 3. Pick a max price
 Offers ask ${MIN_MAX_PRICE_CENTS} to ${MAX_MAX_PRICE_CENTS} cents per dollar of capacity. GET ${baseUrl}/v1/capacity?maxPriceCents=N shows
@@ -87,20 +87,24 @@ ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: 
   Funding does not help. Nothing moved.
 - 403 key_limit_binding: this key has a limit, so it may not raise or remove a limit, change a
   limitReset, change or revoke a key without one, nor mint a key without a limit within what it
-  has left that resets no more often than its own. Ask the
-  account's owner. Nothing changed.
+  has left that resets no more often than its own; nor change the account's max price or register
+  or remove its webhook endpoints. Ask the account's owner. Nothing changed.
+- 403 supplier_suspended (suppliers): the operator suspended you; no offer is posted or activated,
+  no payout sent.
 - 409: on funding, money moved but the request did not finish; never pay again. "credited": true
   means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);
   "reconciling": true means the credit is queued from the chain; otherwise keep "transaction" and
   quote it to support. On POST /v1/agent/keys: ${MAX_ACTIVE_API_KEYS} keys already, revoke one (nothing paid).
 - 429 key_concurrency_limit, buyer_concurrency_limit or count_concurrency_limit (count_tokens): wait
-  Retry-After seconds (1) or lower your parallelism. 429 on signup: the global fuse; wait Retry-After.
+  Retry-After seconds (1) or lower your parallelism. 429 signup_fuse on signup: the global fuse; wait Retry-After.
+  Suppliers: 429 nonce_rate_limited on the sign-in nonce, key_check_rate_limited on an offer post
+  (its upstream key checks a minute); wait Retry-After. Nothing changed.
 - 503 no_eligible_supply: supply exists above your max price; PATCH /v1/agent/max-price to the
   body's cheapestPostedCents and send the same request again.
 - 503 pool_empty: nothing is posted at any price; wait.
 - 503 insufficient_routable_at_price: offers at your price are too small for this request; a higher
   max price does not help, send a smaller job (lower max_tokens) or retry later.
 - 503 key_wait_timeout: every eligible supplier key was busy; retry.
-- 500 / 502: no charge unless settlement committed; safe to retry.
+- 500 / 502: no charge unless the clear committed; safe to retry.
 `
 }

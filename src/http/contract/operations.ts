@@ -98,7 +98,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /v1/chat/completions': {
     summary: 'Chat completion, buffered or SSE, paid at the cheapest eligible offer',
     description:
-      'Streamed: content chunks, the final usage chunk after settlement, then a svc.cost frame {object, choices: [], costUsdc, clearingPriceCents, supportReference}, then [DONE]. A post-start failure is an SSE data error object instead of [DONE].',
+      'Streamed: content chunks, the final usage chunk after the clear, then a svc.cost frame {object, choices: [], costUsdc, clearingPriceCents, supportReference}, then [DONE]. A post-start failure is an SSE data error object instead of [DONE].',
     tags: ['inference'],
     security: 'apiKey',
     ok: inferenceOk('The completion'),
@@ -107,7 +107,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /v1/responses': {
     summary: 'Stateless Responses API over the same market',
     description:
-      "Input: a string, or message (text and input_image parts), function_call and function_call_output items; function tools, tool_choice, text.format (json_schema, json_object), reasoning.effort, max_output_tokens, parallel_tool_calls, user, metadata. Output items: reasoning, message, function_call. A field that cannot be honoured (hosted tools, item_reference to a message or call, conversation, background, a function_call_output whose function_call is not in the input ...) is a 400 naming it; store and previous_response_id are accepted, nothing is stored: send the whole conversation each turn. An answer cut at max_output_tokens is status incomplete, incomplete_details.reason max_output_tokens. Streamed events are OpenAI's response.* sequence (function calls: output_item.added, function_call_arguments.delta/.done, output_item.done); response.completed and response.incomplete carry costUsdc, clearingPriceCents and supportReference (response.incomplete without usage); response.failed when settlement fails.",
+      "Input: a string, or message (text and input_image parts), function_call and function_call_output items; function tools, tool_choice, text.format (json_schema, json_object), reasoning.effort, max_output_tokens, parallel_tool_calls, user, metadata. Output items: reasoning, message, function_call. A field that cannot be honoured (hosted tools, item_reference to a message or call, conversation, background, a function_call_output whose function_call is not in the input ...) is a 400 naming it; store and previous_response_id are accepted, nothing is stored: send the whole conversation each turn. An answer cut at max_output_tokens is status incomplete, incomplete_details.reason max_output_tokens. Streamed events are OpenAI's response.* sequence (function calls: output_item.added, function_call_arguments.delta/.done, output_item.done); response.completed and response.incomplete carry costUsdc, clearingPriceCents and supportReference (response.incomplete without usage); response.failed when the clear fails.",
     tags: ['inference'],
     security: 'apiKey',
     ok: inferenceOk('The response'),

@@ -12,9 +12,11 @@ import {
 export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
   'GET /v1/supplier/nonce': {
     summary: 'A Sign-In with Ethereum nonce: single use, valid 5 minutes',
+    description:
+      'At most SVC_SIWE_NONCES_PER_MINUTE issued a minute across all replicas, and SVC_SIWE_NONCES_PER_CLIENT_PER_MINUTE to one client address: past either, 429 nonce_rate_limited (wait Retry-After).',
     tags: ['supplier'],
     security: 'none',
-    errors: [],
+    errors: ['TooManyRequests'],
   },
   'POST /v1/supplier/signin': {
     summary: 'Sign in with Ethereum (EIP-4361): supplierId, wallet and a sup_ key shown once',
