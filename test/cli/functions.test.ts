@@ -3,7 +3,7 @@
 // line and exit 1, no stack trace, when Redis is unreachable or has no functions.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
-import { freePort, type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
+import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import { CLUSTER_LIBRARY, LIBRARY } from '../../src/redis/script-registry.ts'
 import { runCli } from '../helpers/cli.ts'
 import { libraryNames, tinyLibrary } from '../helpers/function-libraries.ts'
@@ -77,7 +77,7 @@ describe('svc-gateway functions', () => {
 
   test('Redis unreachable: one clear line, exit 1', async () => {
     const started = Date.now()
-    const result = await cli(`redis://127.0.0.1:${freePort()}`, 'prune')
+    const result = await cli('redis://127.0.0.1:9', 'prune')
     expect(result.code).toBe(1)
     expect(result.stdout).toBe('')
     expect(result.stderr).toMatch(/^svc-gateway: functions: cannot reach Redis \(.*ECONNREFUSED.*\)\n$/)

@@ -6,7 +6,6 @@ import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
 import { loadFundingConfig } from '../../src/config.ts'
 import { fundingChain } from '../../src/funding/chain.ts'
-import { freePort } from '../../src/redis/local-server.ts'
 import { CHAIN_ID, startChain, type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
 import { authorizationTypes } from '../helpers/x402.ts'
 
@@ -91,7 +90,7 @@ test('the funding chain knows a pending transaction, not a made-up one, and a no
     expect(await known(pending)).toBe(true)
     expect(await known(toHex(crypto.getRandomValues(new Uint8Array(32))))).toBe(false)
     // A node that does not answer: an error, never "gone", so no claim is released on its word.
-    const down = fundingChain({ ...config, chainRpcUrl: `http://127.0.0.1:${freePort()}` }).known
+    const down = fundingChain({ ...config, chainRpcUrl: 'http://127.0.0.1:9' }).known
     await expect(down(pending)).rejects.toThrow()
   } finally {
     await chain.testClient.setAutomine(true)

@@ -15,7 +15,6 @@ import { type AttemptRef, type ClearArgs, marketSteps } from '../../src/market/s
 import { metrics } from '../../src/metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { keyspace } from '../../src/redis/keys.ts'
-import { freePort } from '../../src/redis/local-server.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import {
@@ -419,8 +418,8 @@ function unreplicatedCount(): number {
 }
 
 test('a journal stopped while its replay waits for a store that is away stops waiting', async () => {
-  // A store on a port nothing listens on: every clear fails for want of Redis.
-  const away = createStore(`redis://127.0.0.1:${freePort()}`, { failFast: true, name: 'svc-test-away' })
+  // A store on port 9 (discard), where nothing listens: every clear fails for want of Redis.
+  const away = createStore('redis://127.0.0.1:9', { failFast: true, name: 'svc-test-away' })
   const onAway = marketSteps(away, keyspace(testPrefix()))
   let tries = 0
   const journal = new ClearJournal((attempt, req) => {
