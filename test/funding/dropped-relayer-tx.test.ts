@@ -8,7 +8,7 @@ import type { Hex, PrivateKeyAccount } from 'viem'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
-import { pay } from '../helpers/x402.ts'
+import { fundedOf, pay, sentClaim } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
@@ -30,20 +30,6 @@ afterAll(async () => {
 const AMOUNT = 2_000_000n
 const signupUrl = () => `${stack.url}/v1/x402/signup`
 
-async function funded(payer: PrivateKeyAccount): Promise<bigint | null> {
-  const accountId = await stack.store.hget(stack.keys.wallets, payer.address.toLowerCase())
-  if (!accountId) return null
-  return BigInt((await stack.store.hget(stack.keys.account(accountId), 'funded')) ?? '0')
-}
-
-async function sentClaim(): Promise<Record<string, string> | undefined> {
-  for (const id of await stack.store.zrange(stack.keys.paymentsInFlight, 0, -1)) {
-    const claim = await stack.store.hgetall(stack.keys.authorization(id))
-    if (claim.state === 'sent') return claim
-  }
-  return undefined
-}
-
 test('a dropped relayer transaction is sent again: later payments settle, each credited once', async () => {
   const payToBefore = await chain.balanceOf(chain.payTo)
   const first = await chain.newPayer(10_000_000n)
@@ -51,7 +37,7 @@ test('a dropped relayer transaction is sent again: later payments settle, each c
   const firstAnswer = pay(signupUrl(), { amountUsdc: '2.000000' }, first)
   let dropped: Record<string, string> | undefined
   await until(async () => {
-    dropped = await sentClaim()
+    dropped = await sentClaim(stack)
     if (!dropped?.tx) return false
     return chain.publicClient.getTransaction({ hash: dropped.tx as Hex }).then(
       () => true,
@@ -76,7 +62,7 @@ test('a dropped relayer transaction is sent again: later payments settle, each c
   try {
     await until(async () => {
       if (later.length < 3) return false
-      const credited = await Promise.all(later.slice(0, 3).map(funded))
+      const credited = await Promise.all(later.slice(0, 3).map((payer) => fundedOf(stack, payer)))
       return credited.every((value) => value === AMOUNT)
     }, 50)
   } finally {
@@ -85,11 +71,11 @@ test('a dropped relayer transaction is sent again: later payments settle, each c
   }
 
   // The dropped transaction itself was mined, its bytes as signed, and credited from its claim.
-  await until(async () => (await funded(first)) === AMOUNT, 50)
+  await until(async () => (await fundedOf(stack, first)) === AMOUNT, 50)
   const receipt = await chain.publicClient.getTransactionReceipt({ hash: dropped!.tx as Hex })
   expect(receipt.status).toBe('success')
   await until(async () => (await stack.store.zcard(stack.keys.paymentsInFlight)) === 0, 50)
-  for (const payer of [first, ...later]) expect(await funded(payer)).toBe(AMOUNT)
+  for (const payer of [first, ...later]) expect(await fundedOf(stack, payer)).toBe(AMOUNT)
   const payers = BigInt(later.length + 1)
   expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + payers * AMOUNT)
 }, 60_000)

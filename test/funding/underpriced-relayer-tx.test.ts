@@ -10,7 +10,7 @@ import { privateKeyToAccount } from 'viem/accounts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
-import { pay } from '../helpers/x402.ts'
+import { fundedOf, pay, sentClaim } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
@@ -31,20 +31,6 @@ const AMOUNT = 2_000_000n
 const HELD = 10_000_000n
 const signupUrl = () => `${stack.url}/v1/x402/signup`
 
-async function funded(payer: PrivateKeyAccount): Promise<bigint | null> {
-  const accountId = await stack.store.hget(stack.keys.wallets, payer.address.toLowerCase())
-  if (!accountId) return null
-  return BigInt((await stack.store.hget(stack.keys.account(accountId), 'funded')) ?? '0')
-}
-
-async function sentClaim(): Promise<Record<string, string> | undefined> {
-  for (const id of await stack.store.zrange(stack.keys.paymentsInFlight, 0, -1)) {
-    const claim = await stack.store.hgetall(stack.keys.authorization(id))
-    if (claim.state === 'sent') return { ...claim, id }
-  }
-  return undefined
-}
-
 test('a dropped relayer transaction priced under the base fee is signed again at its nonce: later payments settle, each paid and credited once', async () => {
   const relayer = privateKeyToAccount(chain.relayerKey).address
   const payToBefore = await chain.balanceOf(chain.payTo)
@@ -58,7 +44,7 @@ test('a dropped relayer transaction priced under the base fee is signed again at
   let dropped: Record<string, string> | undefined
   let signed: Awaited<ReturnType<typeof chain.publicClient.getTransaction>> | undefined
   await until(async () => {
-    dropped = await sentClaim()
+    dropped = await sentClaim(stack)
     if (!dropped?.tx) return false
     signed = await chain.publicClient.getTransaction({ hash: dropped.tx as Hex }).catch(() => undefined)
     return signed !== undefined
@@ -83,7 +69,7 @@ test('a dropped relayer transaction priced under the base fee is signed again at
   try {
     await until(async () => {
       if (paid.length < 3) return false
-      const credited = await Promise.all(paid.slice(0, 3).map(funded))
+      const credited = await Promise.all(paid.slice(0, 3).map((payer) => fundedOf(stack, payer)))
       return credited.every((value) => value === AMOUNT)
     }, 50)
   } finally {
@@ -92,7 +78,7 @@ test('a dropped relayer transaction priced under the base fee is signed again at
   }
 
   // Mined at the dropped one's nonce, the same call and gas, but not its bytes: one of the two.
-  await until(async () => (await funded(first)) === AMOUNT, 50)
+  await until(async () => (await fundedOf(stack, first)) === AMOUNT, 50)
   const claim = await stack.store.hgetall(stack.keys.authorization(dropped!.id!))
   expect(claim.state).toBe('credited')
   const minedHash = claim.paymentId!.split(':')[1] as Hex
@@ -114,7 +100,7 @@ test('a dropped relayer transaction priced under the base fee is signed again at
 
   await until(async () => (await stack.store.zcard(stack.keys.paymentsInFlight)) === 0, 50)
   for (const payer of [first, ...paid]) {
-    expect(await funded(payer)).toBe(AMOUNT)
+    expect(await fundedOf(stack, payer)).toBe(AMOUNT)
     expect(await chain.balanceOf(payer.address)).toBe(HELD - AMOUNT)
   }
   expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + BigInt(paid.length + 1) * AMOUNT)

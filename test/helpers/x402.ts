@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Hex, PrivateKeyAccount } from 'viem'
 import { CHAIN_ID } from './chain.ts'
+import type { TestStack } from './stack.ts'
 
 export interface RequirementsV1 {
   scheme: string
@@ -120,4 +121,20 @@ export async function waitFor<T>(
     if (done(value) || Date.now() > deadline) return value
     await Bun.sleep(25)
   }
+}
+
+/** What a payer's account was funded, micro-USDC; null while it has no account. */
+export async function fundedOf(stack: TestStack, payer: PrivateKeyAccount): Promise<bigint | null> {
+  const accountId = await stack.store.hget(stack.keys.wallets, payer.address.toLowerCase())
+  if (!accountId) return null
+  return BigInt((await stack.store.hget(stack.keys.account(accountId), 'funded')) ?? '0')
+}
+
+/** The first payment in flight whose transfer was sent, with its id; undefined when none is. */
+export async function sentClaim(stack: TestStack): Promise<Record<string, string> | undefined> {
+  for (const id of await stack.store.zrange(stack.keys.paymentsInFlight, 0, -1)) {
+    const claim = await stack.store.hgetall(stack.keys.authorization(id))
+    if (claim.state === 'sent') return { ...claim, id }
+  }
+  return undefined
 }
