@@ -20,9 +20,14 @@
   ARGV[8]  upstreamGen: the offer's upstream generation, as admit answered it ("" not known): ARGV[4]'s
            balance is recorded only when the offer's upstream is still the one the request was sent
            to (lua/offer-put.lua)
+  ARGV[9]  endReaped: "1" when the request ends uncharged for good (a video job refunded or expired,
+           its buyer told nothing was charged): an attempt the reaper ended (its hold back already,
+           a late clear would still charge it) is then released here, its record saying so (ARGV[2],
+           ARGV[5]; its end time kept), so that no later clear charges it; nothing moves. "0" (or
+           absent): a reaped attempt is left as it is
 
-  Returns {1, confirmedAfter, balanceDay} released; {0, balanceDay} already ended (no-op); {-1} unknown
-  attempt. balanceDay: the UTC day ARGV[4]'s balance holds on (days since 1970-01-01; "" when not
+  Returns {1, confirmedAfter, balanceDay} released; {0, balanceDay} already ended (nothing moved); {-1}
+  unknown attempt. balanceDay: the UTC day ARGV[4]'s balance holds on (days since 1970-01-01; "" when not
   known), what the caller voids with when the offer lives apart.
 ]]
 
@@ -42,7 +47,18 @@ if not apart then
     if g[1] and (g[2] or '0') == ARGV[8] then rcall('HSET', offer, 'balance', balance, 'balanceDay', balance_day) end
   end
 end
-if a.state ~= 'admitted' then return { 0, balance_day or '' } end
+if a.state ~= 'admitted' then
+  if a.state == 'reaped' and ARGV[9] == '1' then
+    local key, final = k_attempt(a.id), ARGV[5] == '1' and '1' or '0'
+    if a.packed then
+      local _, ended_at = string.match(a.e, END_HEAD)
+      rcall('HSET', key, 'e', pack_end({ state = 'released', endedAt = ended_at, errorCode = ARGV[2], final = final }))
+    else
+      rcall('HSET', key, 'state', 'released', 'errorCode', ARGV[2], 'final', final)
+    end
+  end
+  return { 0, balance_day or '' }
+end
 
 local _, confirmed_s
 if apart then _, confirmed_s = unwind_hold(a, 0) else _, confirmed_s = unwind_attempt(a, 0) end

@@ -141,8 +141,9 @@ export class VideoService {
 
   /**
    * Ends a queued job without a charge (refund or expiry; the hold comes back in full), unless its
-   * attempt ended first: charged by another poll's MP4, or ended uncharged by another poll or the
-   * reaper. The job's outcome is then the attempt's, what the money did.
+   * attempt ended first: charged by another poll's MP4, or ended uncharged by another poll. One the
+   * reaper ended is ended for good here, so that another poll's MP4 cannot clear it late after this
+   * answer said nothing was charged. The job's outcome is then the attempt's, what the money did.
    */
   private async endUncharged(job: VideoJob, outcome: 'refunded' | 'expired'): Promise<Ended> {
     const released = await this.inference.steps.release(job, {
@@ -151,6 +152,7 @@ export class VideoService {
       upstreamBalance: null,
       final: true,
       recordRetentionMs: this.inference.dispatching.recordRetentionMs,
+      endReaped: true,
     })
     // Not released by this call: ended already (a record past its retention: as asked).
     const ended = released ? outcome : ((await this.attemptOutcome(job)) ?? outcome)

@@ -152,6 +152,11 @@ export interface ReleaseRequest {
   offerApart?: boolean
   /** The offer's upstream generation admit answered; without it the balance is not recorded. */
   upstreamGen?: number
+  /**
+   * The request ends uncharged for good: an attempt the reaper ended is released too, so that no
+   * late clear charges it after its buyer was told nothing was charged (lua/release.lua).
+   */
+  endReaped?: boolean
 }
 
 /** Returns true when this call released the attempt, false when it had already ended. */
@@ -177,6 +182,7 @@ export async function releaseAttempt(
     recordRetentionMs: req.recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
     offerApart: req.offerApart ? '1' : '0',
     upstreamGen: req.upstreamGen ?? '',
+    endReaped: req.endReaped ? '1' : '0',
   })) as Reply
   const released = n(reply[0]) === ReleaseCode.Released
   const day = reply[released ? 2 : 1]

@@ -206,6 +206,7 @@ export const SCRIPTS = {
     'recordRetentionMs',
     'offerApart',
     'upstreamGen',
+    'endReaped',
   ]),
   reap: market([...ending, LIB.reap], reap, ['limit', 'recordRetentionMs']),
   // The two sides of a request held apart, each on its own slot (a Cluster): the offer's reserve,

@@ -516,6 +516,47 @@ describe.each(scriptForms())('as %s', (form) => {
       ])
     })
 
+    for (const shape of ['packed', 'from before the packing'] as const) {
+      test(`a release that ends a reaped attempt for good leaves no late clear to charge it (${shape})`, async () => {
+        const o = await postOffer(fx, 50, 5_000_000)
+        const acct = await seedAccount(fx, 1_000_000)
+        const ended = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 1_800 as MicroDiem }))
+        const left = admitted(await admitFor(fx, acct, { leaseMs: 50, holdDiem: 1_800 as MicroDiem }))
+        await untilRedisPasses(fx.store, Math.max(ended.leaseDeadline, left.leaseDeadline))
+        expect(await reapExpired(fx.store, fx.keys)).toBe(2)
+        const key = fx.keys.attempt(ended.attemptId)
+        if (shape !== 'packed') {
+          const fields = await attemptRecord(fx.store, key)
+          await fx.store.del(key)
+          await fx.store.hset(key, fields)
+        }
+        const reaped = await attemptRecord(fx.store, key)
+        const before = await account(acct)
+        const ask = { errorCode: 'video_expired', cooldownMs: 0, upstreamBalance: null, final: true }
+        // Nothing moves: the reaper gave the hold back already.
+        expect(
+          await release(fx.store, fx.keys, { attemptId: ended.attemptId, ...ask, endReaped: true }),
+        ).toBe(false)
+        expect(await release(fx.store, fx.keys, { attemptId: left.attemptId, ...ask })).toBe(false)
+        expect(await account(acct)).toEqual(before)
+        expect(await attemptRecord(fx.store, key)).toMatchObject({
+          state: 'released',
+          errorCode: 'video_expired',
+          final: '1',
+          endedAt: reaped.endedAt,
+        })
+        expect((await attemptRecord(fx.store, fx.keys.attempt(left.attemptId))).state).toBe('reaped')
+
+        await expect(clearOf(ended.attemptId, 1_800)).rejects.toMatchObject({ reason: 'released' })
+        expect(await account(acct)).toEqual(before)
+        // Without being asked to, a release leaves a reaped attempt to its late clear.
+        expect((await clearOf(left.attemptId, 1_800)).charged).toBe(900 as never)
+        expect(Number((await account(acct)).confirmed)).toBe(Number(before.confirmed) - 900)
+        expect(Number((await offer(o)).earned)).toBe(900)
+        expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+      })
+    }
+
     test('admit reaps expired leases before it decides', async () => {
       await postOffer(fx, 50, 5_000_000, { maxInFlight: 1 })
       const acct = await seedAccount(fx, 1_000_000)
