@@ -365,6 +365,8 @@ function chatPromptFields(body: PromptBody, needs: ModelNeeds): Record<string, u
  * count is the one a stream's message_start gives for the same prompt.
  */
 export function promptOf(body: PromptBody): { messages: ChatMessage[]; fields: Record<string, unknown> } {
+  // An edit that would change the prompt is refused here as on /v1/messages: never counted as sent.
+  checkContextManagement(body.context_management)
   const needs = noNeeds()
   return { messages: chatMessages(body, needs), fields: chatPromptFields(body, needs) }
 }

@@ -76,14 +76,17 @@ export function chatToolChoice(
   if ((choice.type === 'auto' || choice.type === 'none') && !tools?.length) return {}
   if (choice.type === 'auto') return { tool_choice: 'auto', ...parallel }
   if (choice.type === 'none') return { tool_choice: 'none' }
+  // A deferred tool is not sent (chatTools): one the choice needs must be loaded up front.
+  const sent = 'a tool with defer_loading true is not sent: no tool search runs here'
   if ((choice.type === 'any' || choice.type === 'tool') && !tools?.length)
-    throw invalid(`tool_choice of type '${choice.type}' needs tools`)
+    throw invalid(`tool_choice of type '${choice.type}' needs tools (${sent})`)
   if (choice.type === 'any') return { tool_choice: 'required', ...parallel }
   if (choice.type === 'tool' && typeof choice.name === 'string') {
     const named = tools!.some(
       (tool) => (tool.function as { name?: unknown } | undefined)?.name === choice.name,
     )
-    if (!named) throw invalid(`tool_choice names the tool '${choice.name}', which tools does not define`)
+    if (!named)
+      throw invalid(`tool_choice names the tool '${choice.name}', which no tool sent defines (${sent})`)
     return { tool_choice: { type: 'function', function: { name: choice.name } }, ...parallel }
   }
   throw unsupported("tool_choice must be {type: 'auto' | 'any' | 'none'} or {type: 'tool', name}")

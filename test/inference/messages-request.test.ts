@@ -165,7 +165,9 @@ test('a deferred tool is never seen by the model, as where no tool search runs: 
   )
   expect(() =>
     translate({ messages, tools: [look, deferred], tool_choice: { type: 'tool', name: 'mcp__later' } }),
-  ).toThrow("names the tool 'mcp__later'")
+  ).toThrow(
+    "names the tool 'mcp__later', which no tool sent defines (a tool with defer_loading true is not sent",
+  )
 })
 
 test('a system message inside messages is a chat system message where it stands', () => {

@@ -277,6 +277,22 @@ describe('refusals', () => {
     expect(await moneyKeys()).toEqual(before)
   })
 
+  test('count_tokens refuses a context_management edit that would change the prompt, as /v1/messages does', async () => {
+    const response = await fetch(`${stack.url}/v1/messages/count_tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': buyer.apiKey },
+      body: JSON.stringify({
+        model: 'llama-3.3-70b',
+        messages: [{ role: 'user', content: 'hello' }],
+        context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] },
+      }),
+    })
+    expect(response.status).toBe(400)
+    const refusal = (await response.json()) as { type: string; error: { type: string; message: string } }
+    expect(refusal).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } })
+    expect(refusal.error.message).toContain('clear_tool_uses_20250919')
+  })
+
   test('a count not made in time is a 503 in Anthropic shape, not a 500', async () => {
     setTokenCountTimeoutMs(1)
     try {
