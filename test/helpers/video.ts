@@ -1,4 +1,5 @@
-// A video job retrieved as a client does: polled while it answers processing.
+// Video jobs in tests: retrieved as a client does, and a supplier whose polls of one job race.
+import { TINY_MP4 } from '../../src/sim/video.ts'
 
 /** Retrieves job `id` until it stops answering processing: its MP4, or an error. */
 export async function retrieveWhenDone(
@@ -14,3 +15,44 @@ export async function retrieveWhenDone(
     await Bun.sleep(20)
   }
 }
+
+/** A video supplier whose first retrieve waits for the test's gate: two polls of one job race. */
+export interface GatedVideoSupplier {
+  url: string
+  /** Retrieve calls received so far. */
+  retrieves(): number
+  /** Lets the first retrieve answer. */
+  openGate(): void
+  stop(): void
+}
+
+/** Queues every job as `q-1`; retrieve number `n` (from 1) gets `answer(n)`, the first once the gate opens. */
+export function gatedVideoSupplier(answer: (n: number) => Response): GatedVideoSupplier {
+  let retrieves = 0
+  let openGate: () => void = () => {}
+  const server = Bun.serve({
+    hostname: '127.0.0.1',
+    port: 0,
+    fetch: async (request) => {
+      if (new URL(request.url).pathname === '/video/queue')
+        return Response.json({ model: 'wan-2.1-video', queue_id: 'q-1' })
+      const n = ++retrieves
+      if (n === 1)
+        await new Promise<void>((resolve) => {
+          openGate = resolve
+        })
+      return answer(n)
+    },
+  })
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    retrieves: () => retrieves,
+    openGate: () => openGate(),
+    stop: () => server.stop(true),
+  }
+}
+
+/** A supplier's finished job. */
+export const videoMp4 = () => new Response(TINY_MP4, { headers: { 'content-type': 'video/mp4' } })
+/** A supplier's failed job. */
+export const videoFailed = () => Response.json({ error: 'failed' }, { status: 500 })

@@ -7,16 +7,15 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer, sseData } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { streamSurfaces, type TricklingSupplier, tricklingSupplier } from '../helpers/trickling-supplier.ts'
 import { until } from '../helpers/wait.ts'
 
 type Trickle = 'comments' | 'empty deltas' | 'content, then comments'
 
 let stack: TestStack
 let buyer: TestAccount
-let supplier: ReturnType<typeof Bun.serve>
+let supplier: TricklingSupplier
 let trickle: Trickle = 'comments'
-/** Supplier streams begun and not yet cancelled by the gateway. */
-let open = 0
 let offerId: string
 
 const chunk = (body: Record<string, unknown>) =>
@@ -32,49 +31,27 @@ function nothingFor(n: number): string {
 }
 
 beforeAll(async () => {
-  supplier = Bun.serve({
-    hostname: '127.0.0.1',
-    port: 0,
-    fetch() {
-      const encoder = new TextEncoder()
-      let timer: Timer | undefined
-      const body = new ReadableStream<Uint8Array>({
-        start(controller) {
-          open += 1
-          const first =
-            trickle === 'content, then comments'
-              ? chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello there' } }] })
-              : chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: '' } }] })
-          controller.enqueue(encoder.encode(first))
-          let n = 0
-          timer = setInterval(() => controller.enqueue(encoder.encode(nothingFor(n++))), 20)
-        },
-        cancel() {
-          clearInterval(timer)
-          open -= 1
-        },
-      })
-      return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
-    },
-  })
+  supplier = tricklingSupplier(
+    () =>
+      trickle === 'content, then comments'
+        ? chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello there' } }] })
+        : chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: '' } }] }),
+    nothingFor,
+    20,
+  )
   stack = await startStack({
     // A supplier's frame every 20 ms: far more often than the idle time, which it must not reset.
     env: { SVC_STREAM_IDLE_MS: '1000', SVC_KEEPALIVE_MS: '100', SVC_OFFER_COOLDOWN_MS: '0' },
   })
-  offerId = (await postOffer(stack, `http://127.0.0.1:${supplier.port}`, 40)).id
+  offerId = (await postOffer(stack, supplier.url, 40)).id
   buyer = await fundedBuyer(stack, '1.000000')
 })
 afterAll(async () => {
   await stack.stop()
-  supplier.stop(true)
+  supplier.stop()
 })
 
-const MESSAGES = [{ role: 'user', content: 'think hard' }]
-const surfaces = {
-  chat: { path: '/v1/chat/completions', body: { model: 'llama-3.3-70b', messages: MESSAGES } },
-  responses: { path: '/v1/responses', body: { model: 'llama-3.3-70b', input: 'think hard' } },
-  messages: { path: '/v1/messages', body: { model: 'llama-3.3-70b', max_tokens: 64, messages: MESSAGES } },
-}
+const surfaces = streamSurfaces('think hard', 64)
 
 type Ending = {
   error?: { code: string }
@@ -113,7 +90,7 @@ for (const surface of Object.keys(surfaces) as (keyof typeof surfaces)[]) {
         const billed = how === 'content, then comments'
         expect(endCode(text)).toBe(billed ? 'stream_incomplete' : 'provider_error')
         // The supplier's call is ended, the hold and the in-flight slots are back.
-        await until(() => open === 0)
+        await until(() => supplier.open() === 0)
         await until(async () => (await balances(stack, buyer.accountId)).held === 0)
         const account = await stack.store.hgetall(stack.keys.account(buyer.accountId))
         expect(account.inflight).toBe('0')

@@ -5,14 +5,13 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer, sseData } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { streamSurfaces, type TricklingSupplier, tricklingSupplier } from '../helpers/trickling-supplier.ts'
 import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
 let buyer: TestAccount
-let supplier: ReturnType<typeof Bun.serve>
+let supplier: TricklingSupplier
 let offerId: string
-/** Supplier streams begun and not yet cancelled by the gateway. */
-let open = 0
 
 const chunk = (content: string) =>
   `data: ${JSON.stringify({
@@ -23,43 +22,23 @@ const chunk = (content: string) =>
   })}\n\n`
 
 beforeAll(async () => {
-  supplier = Bun.serve({
-    hostname: '127.0.0.1',
-    port: 0,
-    fetch() {
-      const encoder = new TextEncoder()
-      let timer: Timer | undefined
-      const body = new ReadableStream<Uint8Array>({
-        start(controller) {
-          open += 1
-          controller.enqueue(encoder.encode(chunk('and')))
-          timer = setInterval(() => controller.enqueue(encoder.encode(chunk(' on'))), 50)
-        },
-        cancel() {
-          clearInterval(timer)
-          open -= 1
-        },
-      })
-      return new Response(body, { headers: { 'content-type': 'text/event-stream' } })
-    },
-  })
+  supplier = tricklingSupplier(
+    () => chunk('and'),
+    () => chunk(' on'),
+    50,
+  )
   stack = await startStack({
     env: { SVC_STREAM_MAX_MS: '1500', SVC_STREAM_IDLE_MS: '1000', SVC_KEEPALIVE_MS: '100' },
   })
-  offerId = (await postOffer(stack, `http://127.0.0.1:${supplier.port}`, 40)).id
+  offerId = (await postOffer(stack, supplier.url, 40)).id
   buyer = await fundedBuyer(stack, '1.000000')
 })
 afterAll(async () => {
   await stack.stop()
-  supplier.stop(true)
+  supplier.stop()
 })
 
-const MESSAGES = [{ role: 'user', content: 'go on' }]
-const surfaces = {
-  chat: { path: '/v1/chat/completions', body: { model: 'llama-3.3-70b', messages: MESSAGES } },
-  responses: { path: '/v1/responses', body: { model: 'llama-3.3-70b', input: 'go on' } },
-  messages: { path: '/v1/messages', body: { model: 'llama-3.3-70b', max_tokens: 4096, messages: MESSAGES } },
-}
+const surfaces = streamSurfaces('go on', 4096)
 
 type Ending = { error?: { code: string }; response?: { incomplete_details: { reason: string } } }
 
@@ -76,7 +55,7 @@ describe('a stream that flows for ever is cut at SVC_STREAM_MAX_MS', () => {
       const text = await response.text()
       const last = sseData(text).at(-1) as Ending
       expect(last.error?.code ?? last.response?.incomplete_details.reason).toBe('stream_incomplete')
-      await until(() => open === 0)
+      await until(() => supplier.open() === 0)
       await until(async () => (await balances(stack, buyer.accountId)).held === 0)
       expect(await stack.store.hget(stack.keys.account(buyer.accountId), 'inflight')).toBe('0')
       expect(await stack.store.hget(stack.keys.offer(offerId), 'inflight')).toBe('0')

@@ -9,6 +9,7 @@ import { type IncomingMessage, request } from 'node:http'
 import type { TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer, sseData } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { streamSurfaces } from '../helpers/trickling-supplier.ts'
 import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
@@ -63,12 +64,7 @@ afterAll(async () => {
   supplier.stop(true)
 })
 
-const MESSAGES = [{ role: 'user', content: 'go on' }]
-const surfaces = {
-  chat: { path: '/v1/chat/completions', body: { model: 'llama-3.3-70b', messages: MESSAGES } },
-  responses: { path: '/v1/responses', body: { model: 'llama-3.3-70b', input: 'go on' } },
-  messages: { path: '/v1/messages', body: { model: 'llama-3.3-70b', max_tokens: 8_000, messages: MESSAGES } },
-}
+const surfaces = streamSurfaces('go on', 8_000)
 
 type Ending = { error?: { code: string }; response?: { incomplete_details: { reason: string } } }
 

@@ -2,46 +2,28 @@
 // had its MP4 and charged it: the job's outcome follows the money. That poll is not told the job
 // was refunded, the job stays charged, and its request's record says so.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Server } from 'bun'
 import { auditAll } from '../../src/cli/audit.ts'
 import { SUPPORT_REFERENCE_HEADER } from '../../src/records/support-reference.ts'
-import { TINY_MP4 } from '../../src/sim/video.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { type GatedVideoSupplier, gatedVideoSupplier, videoFailed, videoMp4 } from '../helpers/video.ts'
 import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
-let supplier: Server<undefined>
+let supplier: GatedVideoSupplier
 let buyer: TestAccount
-let retrieves = 0
-let openGate: () => void = () => {}
 
 beforeAll(async () => {
-  supplier = Bun.serve({
-    hostname: '127.0.0.1',
-    port: 0,
-    fetch: async (request) => {
-      if (new URL(request.url).pathname === '/video/queue')
-        return Response.json({ model: 'wan-2.1-video', queue_id: 'q-1' })
-      retrieves += 1
-      // The first poll's answer waits for the gate, and is that the job failed; every other poll gets the MP4.
-      if (retrieves === 1) {
-        await new Promise<void>((resolve) => {
-          openGate = resolve
-        })
-        return Response.json({ error: 'failed' }, { status: 500 })
-      }
-      return new Response(TINY_MP4, { headers: { 'content-type': 'video/mp4' } })
-    },
-  })
+  // The first poll's answer waits for the gate, and is that the job failed; every other poll gets the MP4.
+  supplier = gatedVideoSupplier((n) => (n === 1 ? videoFailed() : videoMp4()))
   stack = await startStack({ env: { SVC_OFFER_COOLDOWN_MS: '0' } })
-  await postOffer(stack, `http://127.0.0.1:${supplier.port}`, 40)
+  await postOffer(stack, supplier.url, 40)
   buyer = await fundedBuyer(stack, '5.000000')
 })
 afterAll(async () => {
   await stack.stop()
-  supplier.stop(true)
+  supplier.stop()
 })
 
 const post = (path: string, json: Record<string, unknown>) =>
@@ -54,7 +36,7 @@ describe('a video job failed by the supplier after another poll charged it', () 
     const reference = queued.headers.get(SUPPORT_REFERENCE_HEADER)!
     const { id } = (await queued.json()) as { id: string }
     const slow = post('/v1/video/retrieve', { id })
-    await until(() => retrieves === 1)
+    await until(() => supplier.retrieves() === 1)
     const media = await post('/v1/video/retrieve', { id })
     expect(media.headers.get('content-type')).toBe('video/mp4')
     expect(media.headers.get('x-svc-cost-usdc')).not.toBeNull()
@@ -62,7 +44,7 @@ describe('a video job failed by the supplier after another poll charged it', () 
     const charged = await balances(stack, buyer.accountId)
     expect(charged.held).toBe(0)
 
-    openGate()
+    supplier.openGate()
     const late = await slow
     const text = await late.text()
     expect(late.status, text).not.toBe(500)

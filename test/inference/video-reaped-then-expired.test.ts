@@ -2,51 +2,35 @@
 // the job's expiry, ends it as expired and tells the buyer nothing was charged. The slow poll's
 // MP4 then arrives: the job's first outcome stands, so it is not charged late, nor delivered.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Server } from 'bun'
 import { auditAll } from '../../src/cli/audit.ts'
 import { SUPPORT_REFERENCE_HEADER } from '../../src/records/support-reference.ts'
-import { TINY_MP4 } from '../../src/sim/video.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { type GatedVideoSupplier, gatedVideoSupplier, videoMp4 } from '../helpers/video.ts'
 import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
-let supplier: Server<undefined>
+let supplier: GatedVideoSupplier
 let buyer: TestAccount
-let retrieves = 0
-let openGate: () => void = () => {}
 // The jobs' clock runs ahead when the test says so: past the TTL without waiting it out.
 let ahead = 0
 
 beforeAll(async () => {
-  supplier = Bun.serve({
-    hostname: '127.0.0.1',
-    port: 0,
-    fetch: async (request) => {
-      if (new URL(request.url).pathname === '/video/queue')
-        return Response.json({ model: 'wan-2.1-video', queue_id: 'q-1' })
-      retrieves += 1
-      // The first poll's MP4 waits for the gate.
-      if (retrieves === 1)
-        await new Promise<void>((resolve) => {
-          openGate = resolve
-        })
-      return new Response(TINY_MP4, { headers: { 'content-type': 'video/mp4' } })
-    },
-  })
+  // The first poll's MP4 waits for the gate.
+  supplier = gatedVideoSupplier(videoMp4)
   stack = await startStack({
     env: { SVC_OFFER_COOLDOWN_MS: '0', SVC_REAP_INTERVAL_MS: '50' },
     tune: (config) => {
       config.inference.videoClock = () => Date.now() + ahead
     },
   })
-  await postOffer(stack, `http://127.0.0.1:${supplier.port}`, 40)
+  await postOffer(stack, supplier.url, 40)
   buyer = await fundedBuyer(stack, '5.000000')
 })
 afterAll(async () => {
   await stack.stop()
-  supplier.stop(true)
+  supplier.stop()
 })
 
 const post = (path: string, json: Record<string, unknown>) =>
@@ -60,7 +44,7 @@ describe('a video job reaped, then expired by one poll while another reads its M
     const reference = queued.headers.get(SUPPORT_REFERENCE_HEADER)!
     const { id } = (await queued.json()) as { id: string }
     const slow = post('/v1/video/retrieve', { id })
-    await until(() => retrieves === 1)
+    await until(() => supplier.retrieves() === 1)
 
     // The lease runs out (a replica's renewal stopped): the reaper gives the hold back.
     const [attemptId] = (await stack.store.zrange(stack.keys.leases, 0, -1)) as string[]
@@ -78,7 +62,7 @@ describe('a video job reaped, then expired by one poll while another reads its M
     expect(told.error.code).toBe('video_expired')
     expect(told.error.message).toContain('nothing was charged')
 
-    openGate()
+    supplier.openGate()
     const late = await slow
     const text = await late.text()
     expect(late.status, text).toBe(410)
