@@ -101,7 +101,7 @@ function foldEntries(entries: Entry[], fold: Fold, into: Map<string, number>) {
   }
 }
 
-/** A sum of `<hour>:<name>` added into `sums` (by `sign`): a moved one out of its hour and into the earlier. */
+/** A sum of `<hour>:<name>` added into `sums`: a moved one (`>earlier:name`) out of its hour and into the earlier. */
 function addField(sums: HourSums, hour: number, name: string, amount: number) {
   const add = (h: number, n: string, a: number) => {
     const names = sums.get(h * HOUR_MS) ?? new Map<string, number>()
@@ -168,11 +168,8 @@ export async function streamSums(
     if (!match) continue
     const hour = Number(match[1])
     if (hour * HOUR_MS < keptFrom) stale.push(field)
-    if (hour < edge || hour === edge) {
-      if (hour === edge) edgeFields.push([match[2]!, Number(value)])
-      continue
-    }
-    addField(sums, hour, match[2]!, Number(value))
+    if (hour === edge) edgeFields.push([match[2]!, Number(value)])
+    if (hour > edge) addField(sums, hour, match[2]!, Number(value))
   }
   if (stale.length > 0) await store.hdel(sumsKey, ...stale)
   if (from === `${edge * HOUR_MS}-0`)
