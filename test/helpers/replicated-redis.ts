@@ -27,6 +27,17 @@ export async function putToSleep(url: string, seconds: number): Promise<{ awake:
   const sleeper = new Redis(url)
   // A server stopped while it sleeps (the test's end) is not an error of the test's.
   sleeper.on('error', () => {})
+  const probe = new Redis(url, { commandTimeout: 100, maxRetriesPerRequest: 0 })
+  probe.on('error', () => {})
+  // Both connected and answered first: on a busy machine a connection still being made times a
+  // probe out too, which would be taken for a sleep not yet begun.
+  await sleeper.ping()
+  await until(() =>
+    probe.ping().then(
+      () => true,
+      () => false,
+    ),
+  )
   const awake = sleeper
     .call('DEBUG', 'SLEEP', String(seconds))
     .then(
@@ -34,8 +45,6 @@ export async function putToSleep(url: string, seconds: number): Promise<{ awake:
       () => {},
     )
     .finally(() => sleeper.disconnect())
-  const probe = new Redis(url, { commandTimeout: 100, maxRetriesPerRequest: 0 })
-  probe.on('error', () => {})
   await until(() =>
     probe.ping().then(
       () => false,
