@@ -7,6 +7,8 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { type FundingConfig, loadGatewayConfig } from '../../src/config.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
+import type { PayoutSender } from '../../src/payouts/sender.ts'
+import type { Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { keyFetch } from './accounts.ts'
 import type { TestChain } from './chain.ts'
 import { type TestStack, testRedisUrl } from './stack.ts'
@@ -123,4 +125,23 @@ export async function waitForPayout(
 
 export async function supplierMe(stack: TestStack, apiKey: string) {
   return (await (await keyFetch(stack, apiKey, '/v1/supplier/me')).json()) as Record<string, string>
+}
+
+/**
+ * Passes of `sender` until the payout `id` holds what `holds` asks. The tests' senders hold a short
+ * lock, so that one left hanging lapses soon; on a busy machine a renewal can stall past it and the
+ * pass ends early: the next pass goes on from what was recorded.
+ */
+export async function passUntil(
+  sender: PayoutSender,
+  payouts: PayoutStore,
+  id: string,
+  holds: (payout: Payout) => boolean | Promise<boolean>,
+): Promise<Payout> {
+  for (;;) {
+    await sender.tick()
+    const payout = (await payouts.get(id))!
+    if (await holds(payout)) return payout
+    await Bun.sleep(10)
+  }
 }

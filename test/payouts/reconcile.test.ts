@@ -22,7 +22,7 @@ import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
 import { seedSupplier } from '../helpers/market.ts'
-import { payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import { passUntil, payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { waitFor } from '../helpers/x402.ts'
 
@@ -246,9 +246,7 @@ describe('a reorg', () => {
     const { supplierId, payout, to } = await payoutOf(1_100_000)
     const deep = sender(undefined, {}, 3)
     const snapshot = await chain.testClient.snapshot()
-    await deep.tick()
-    const included = (await payouts.get(payout.id))!
-    expect(included).toMatchObject({ state: 'pending' })
+    const included = await passUntil(deep, payouts, payout.id, (p) => p.state === 'pending')
     expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_100_000, payable: 0 })
     await chain.testClient.revert({ id: snapshot })
     expect(await onChain.receipt(included.txHash!)).toBeNull()
@@ -313,9 +311,8 @@ describe('an RPC whose nodes lag', () => {
       receiptTimeoutMs: 200,
       bumpAfterMs: 60_000,
     })
-    await behind.tick()
-    const included = (await payouts.get(payout.id))!
-    expect(included).toMatchObject({ state: 'pending', blockNumber: expect.any(Number) })
+    const included = await passUntil(behind, payouts, payout.id, (p) => p.state === 'pending')
+    expect(included).toMatchObject({ blockNumber: expect.any(Number) })
     // every receipt now comes from a node far behind; blocks and nonces from one at the head
     const missed = rpc.lagged.eth_getTransactionReceipt ?? 0
     rpc.set({ receipts: { blocks: 1_000, share: 1 } })

@@ -15,7 +15,7 @@ import { createStore, type Store } from '../../src/redis/store.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { seedSupplier } from '../helpers/market.ts'
-import { payoutFunding, payoutWalletOn, seedEarnings } from '../helpers/payouts.ts'
+import { passUntil, payoutFunding, payoutWalletOn, seedEarnings } from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
 let chain: TestChain
@@ -90,8 +90,12 @@ test('a revert is not final until confirmed: a reorg that mines the same bytes w
       value: numberToHex(0n, { size: 32 }),
     })
   })
-  await emptied.tick()
-  const reverted = (await payouts.get(payout.id))!
+  const reverted = await passUntil(
+    emptied,
+    payouts,
+    payout.id,
+    async (p) => p.txHash !== null && (await onChain.receipt(p.txHash as `0x${string}`)) !== null,
+  )
   expect((await onChain.receipt(reverted.txHash as `0x${string}`))?.status).toBe('reverted')
   // One confirmation of three: not failed, its amount not payable again.
   expect(reverted.state).toBe('sending')

@@ -16,7 +16,7 @@ import { createStore, type Store } from '../../src/redis/store.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { seedSupplier } from '../helpers/market.ts'
-import { payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import { passUntil, payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -99,8 +99,8 @@ test('a reorg that mines the first signing in place of the included replacement:
     // fork A: the replacement is mined, and the payout is included there
     const snapshot = await chain.testClient.snapshot()
     await chain.testClient.mine({ blocks: 1 })
-    await bumping.tick()
-    expect(await payouts.get(payout.id)).toMatchObject({ state: 'pending', txHash: second })
+    const included = await passUntil(bumping, payouts, payout.id, (p) => p.state === 'pending')
+    expect(included).toMatchObject({ txHash: second })
     // fork B wins: the first signing (same nonce, lower fee) is mined in its place
     await chain.testClient.revert({ id: snapshot })
     await chain.testClient.dropTransaction({ hash: second })
