@@ -5,13 +5,13 @@
 // the account's own list). Each credited payment's authorization says credited, by that payment: an
 // authorization released or claimed again could move the same money twice. With --chain, every
 // credited payment's transaction is read back: a success holding the payer's transfer of that
-// amount to the gateway's wallet, still on chain.
+// amount to the gateway's wallet that used the payment's own authorization, still on chain.
 import type { Address, Hex } from 'viem'
 import { type AuditFinding, marketGlob, scanHashes } from '../market/audit.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry } from '../redis/streams.ts'
-import { type FundingChain, hasTransfer } from './chain.ts'
+import { type FundingChain, hasTransfer, settlesAuthorization } from './chain.ts'
 
 const AMOUNT = /^[1-9]\d{0,14}$/
 
@@ -120,10 +120,18 @@ export async function auditFundingOnChain(
     else if (receipt.status !== 'success') off(subject, `${p.state}, but its transaction reverted`)
     else if (!hasTransfer(receipt, token, (p.payer ?? '') as Address, payTo, BigInt(p.amount!)))
       off(subject, `its transaction holds no transfer of ${p.amount} from ${p.payer} to ${payTo}`)
+    else if (!settlesAuthorization(receipt, token, authorizationOf(p), payTo))
+      off(subject, `its transaction did not use its authorization ${p.authorization}`)
   }
   return { checked, elsewhere, findings }
 
   function off(subject: string, problem: string) {
     findings.push({ subject, problem })
   }
+}
+
+/** A credited payment's authorization, from its record (the nonce ends the authorization id). */
+function authorizationOf(p: Record<string, string>) {
+  const nonce = (p.authorization ?? '').split(':')[3] ?? ''
+  return { from: (p.payer ?? '') as Address, nonce: nonce as Hex, value: BigInt(p.amount!) }
 }

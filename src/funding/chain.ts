@@ -35,6 +35,8 @@ export interface Receipt {
   blockNumber: bigint
   /** The token transfers the transaction emitted. */
   transfers: { token: Address; from: Address; to: Address; value: bigint }[]
+  /** The EIP-3009 authorizations the transaction used (AuthorizationUsed events). */
+  authorizations: { token: Address; authorizer: Address; nonce: Hex }[]
 }
 
 export type FundingChain = ReturnType<typeof fundingChain>
@@ -58,6 +60,13 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
         from: `0x${(log.topics[1] as Hex).slice(26)}` as Address,
         to: `0x${(log.topics[2] as Hex).slice(26)}` as Address,
         value: BigInt(log.data),
+      })),
+    authorizations: r.logs
+      .filter((log) => log.topics[0] === AUTHORIZATION_USED_TOPIC && log.topics.length === 3)
+      .map((log) => ({
+        token: log.address,
+        authorizer: `0x${(log.topics[1] as Hex).slice(26)}` as Address,
+        nonce: log.topics[2] as Hex,
       })),
   })
 
@@ -143,6 +152,10 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
 
 // keccak256("Transfer(address,address,uint256)")
 const TRANSFER_TOPIC = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef'
+// keccak256("AuthorizationUsed(address,bytes32)")
+const AUTHORIZATION_USED_TOPIC = '0x98de503528ee59b575ef0c0a2576a82497bfc029a5685b209e9ec333479b10a5'
+
+const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase()
 
 /** True when the receipt holds the transfer the authorization promised. */
 export function hasTransfer(
@@ -152,8 +165,26 @@ export function hasTransfer(
   to: Address,
   value: bigint,
 ): boolean {
-  const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase()
   return receipt.transfers.some(
     (t) => same(t.token, token) && same(t.from, from) && same(t.to, to) && t.value === value,
+  )
+}
+
+/**
+ * True when the receipt is this authorization's settlement: the token used it (payer and nonce)
+ * and moved its value from the payer to `to`. A transfer alone could be any other of the payer's
+ * payments of the same amount, or a plain transfer that left the authorization unused.
+ */
+export function settlesAuthorization(
+  receipt: Receipt,
+  token: Address,
+  authorization: { from: Address; nonce: Hex; value: bigint },
+  to: Address,
+): boolean {
+  const { from, nonce, value } = authorization
+  return (
+    receipt.authorizations.some(
+      (a) => same(a.token, token) && same(a.authorizer, from) && same(a.nonce, nonce),
+    ) && hasTransfer(receipt, token, from, to, value)
   )
 }

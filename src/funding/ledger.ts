@@ -278,13 +278,13 @@ export class PaymentLedger {
   }
 
   /** Payments credited in blocks up to `block`, oldest first: those now confirmed enough. */
-  unconfirmedUpTo(block: bigint, limit = 100): Promise<string[]> {
+  unconfirmedUpTo(block: bigint, limit = 100, offset = 0): Promise<string[]> {
     return this.store.zrangebyscore(
       this.keys.paymentsUnconfirmed,
       '-inf',
       block.toString(),
       'LIMIT',
-      0,
+      offset,
       limit,
     )
   }

@@ -7,9 +7,9 @@ import { HTTPFacilitatorClient } from '@x402/core/http'
 import type { PaymentPayload, PaymentRequirements } from '@x402/core/types'
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator'
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator'
-import { encodeFunctionData, type Hex, parseSignature } from 'viem'
+import { encodeFunctionData, type Hex, isHash, parseSignature } from 'viem'
 import type { FundingConfig } from '../config.ts'
-import { eip3009Abi, type FundingChain, hasTransfer } from './chain.ts'
+import { eip3009Abi, type FundingChain, type Receipt, settlesAuthorization } from './chain.ts'
 import { NotSent, type Relayer, shortMessage } from './relayer.ts'
 import type { SendTurns } from './sender-lock.ts'
 import type { Payment, Requirements } from './wire.ts'
@@ -136,7 +136,7 @@ export class SelfSettler implements Settler {
     const receipt = await this.chain.waitForReceipt(transaction, this.config.receiptTimeoutMs)
     if (!receipt) return { status: 'unconfirmed', transaction }
     if (receipt.status !== 'success') return { status: 'failed', reason: 'transaction reverted', transaction }
-    if (!hasTransfer(receipt, this.config.usdcAddress, a.from, this.config.payTo, BigInt(a.value))) {
+    if (!settles(this.config, payment, receipt)) {
       return { status: 'failed', reason: 'transaction has no matching transfer', transaction }
     }
     return { status: 'settled', transaction, blockNumber: receipt.blockNumber }
@@ -175,21 +175,34 @@ export class RemoteSettler implements Settler {
       // The facilitator may have sent it anyway; the claim stays for the reconciler.
       throw new Error(`facilitator settle failed: ${shortMessage(error)}`)
     }
-    const transaction = result.transaction as Hex
     // No hash is not "not sent": a facilitator whose broadcast reply was lost answers just so while
-    // its transaction waits in the pool. The claim stays; the reconciler finds out from the chain.
-    if (!transaction)
-      return { status: 'failed', reason: result.errorReason ?? 'facilitator refused the payment' }
+    // its transaction waits in the pool. Nor is a malformed one, which no node can look up. The
+    // claim stays; the reconciler finds out from the chain.
+    if (!isHash(result.transaction)) {
+      const reason = result.success
+        ? 'facilitator answered no transaction hash'
+        : 'facilitator refused the payment'
+      return { status: 'failed', reason: result.errorReason ?? reason }
+    }
+    const transaction = result.transaction
     await onSent(transaction)
     const receipt = await this.chain.waitForReceipt(transaction, this.config.receiptTimeoutMs)
     if (!receipt) return { status: 'unconfirmed', transaction }
-    const a = payment.authorization
-    if (
-      receipt.status !== 'success' ||
-      !hasTransfer(receipt, this.config.usdcAddress, a.from, this.config.payTo, BigInt(a.value))
-    ) {
+    // The hash is the facilitator's word: only a receipt that settles this authorization counts.
+    if (receipt.status !== 'success' || !settles(this.config, payment, receipt)) {
       return { status: 'failed', reason: result.errorReason ?? 'transaction did not transfer', transaction }
     }
     return { status: 'settled', transaction, blockNumber: receipt.blockNumber }
   }
+}
+
+/** Whether a receipt settles the payment's authorization: used by the token, its value paid to payTo. */
+function settles(config: FundingConfig, payment: Payment, receipt: Receipt): boolean {
+  const a = payment.authorization
+  return settlesAuthorization(
+    receipt,
+    config.usdcAddress,
+    { from: a.from, nonce: a.nonce, value: BigInt(a.value) },
+    config.payTo,
+  )
 }

@@ -6,10 +6,10 @@
 // authorization unused and expired. Until then a node's silence proves nothing (a lost broadcast,
 // a lagging node, a sequencer that has it and a replica that does not), so the claim waits.
 import type { Logger } from 'pino'
-import type { Address, Hex } from 'viem'
+import { type Address, type Hex, isHash } from 'viem'
 import type { FundingConfig } from '../config.ts'
 import type { MicroUsdc } from '../money/units.ts'
-import { type FundingChain, hasTransfer, type Receipt } from './chain.ts'
+import { type FundingChain, type Receipt, settlesAuthorization } from './chain.ts'
 import type { InFlightPayment, PaymentLedger } from './ledger.ts'
 import { CHAIN_IDS } from './network.ts'
 import { CLOCK_SKEW_SECONDS } from './payments.ts'
@@ -28,18 +28,40 @@ export async function confirmPayments(deps: WatchDeps): Promise<number> {
   const head = await deps.chain.blockNumber()
   const lastEligible = head - BigInt(deps.config.confirmations) + 1n
   let moved = 0
-  for (const id of await deps.ledger.unconfirmedUpTo(lastEligible)) {
-    const payment = await deps.ledger.payment(id)
-    if (!payment.accountId) continue
-    // A reorg could have dropped the transfer: confirm only what the chain still holds.
-    const receipt = await deps.chain.receipt(id.split(':')[1] as Hex)
-    if (receipt?.status !== 'success' || receipt.blockNumber > lastEligible) continue
-    const result = await deps.ledger.confirm(id, payment.accountId)
-    if (result.status === 'confirmed') moved++
-    else if (result.status === 'refused')
-      deps.logger.error({ payment: id, code: result.code }, 'confirm refused')
+  // Page by page past those that stay (a transfer a reorg took back waits at the front for good),
+  // so they never hold back the payments behind them.
+  for (let kept = 0; ; ) {
+    const ids = await deps.ledger.unconfirmedUpTo(lastEligible, CONFIRM_PAGE, kept)
+    for (const id of ids) {
+      const outcome = await confirmOne(deps, id, lastEligible)
+      if (outcome === 'kept') kept++
+      else if (outcome === 'confirmed') moved++
+    }
+    if (ids.length < CONFIRM_PAGE) return moved
   }
-  return moved
+}
+
+const CONFIRM_PAGE = 100
+
+/**
+ * Confirms one payment: `confirmed`, `done` (confirmed before: it has left the list too), or `kept`
+ * on the list (not yet, or no longer, on chain at depth; or refused).
+ */
+async function confirmOne(
+  deps: WatchDeps,
+  id: string,
+  lastEligible: bigint,
+): Promise<'confirmed' | 'done' | 'kept'> {
+  const payment = await deps.ledger.payment(id)
+  if (!payment.accountId) return 'kept'
+  // A reorg could have dropped the transfer: confirm only what the chain still holds.
+  const receipt = await deps.chain.receipt(id.split(':')[1] as Hex)
+  if (receipt?.status !== 'success' || receipt.blockNumber > lastEligible) return 'kept'
+  const result = await deps.ledger.confirm(id, payment.accountId)
+  if (result.status === 'confirmed') return 'confirmed'
+  if (result.status === 'nothing_to_do') return 'done'
+  deps.logger.error({ payment: id, code: result.code }, 'confirm refused')
+  return 'kept'
 }
 
 /** Finishes claims older than `graceMs`; returns how many it credited. */
@@ -63,9 +85,13 @@ export async function reconcilePayments(
 async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<boolean> {
   const { chain, ledger, logger } = deps
   const [, , payer, nonce] = record.id.split(':') as [string, string, Address, Hex]
-  if (record.tx) {
+  // The recorded hash may be a facilitator's word for another transaction (or for none: not a
+  // hash): it is credited only if it settled this authorization, else the token's own record below
+  // says what happened.
+  if (record.tx && isHash(record.tx)) {
     const receipt = await chain.receipt(record.tx as Hex)
-    if (receipt?.status === 'success') return creditTransfer(deps, record, record.tx as Hex, receipt)
+    if (receipt?.status === 'success' && settles(deps, record, receipt))
+      return creditTransfer(deps, record, record.tx as Hex, receipt)
   }
   // The chain's clock first, then the authorization's state as of that very block: "unused" and
   // "expired" must describe one block. Asked separately, a lagging node's "unused" (a block before
@@ -123,9 +149,7 @@ async function creditTransfer(
   receipt: Receipt,
 ): Promise<boolean> {
   const { config, ledger, logger } = deps
-  if (
-    !hasTransfer(receipt, config.usdcAddress, record.payer as Address, config.payTo, BigInt(record.amount))
-  ) {
+  if (!settles(deps, record, receipt)) {
     logger.error(
       { authorizationId: record.id, transaction },
       'in-flight transaction has no matching transfer',
@@ -144,6 +168,14 @@ async function creditTransfer(
   })
   logger.info({ authorizationId: record.id, transaction, result: result.status }, 'reconciled payment')
   return result.status === 'credited'
+}
+
+/** Whether a receipt settles the claim's authorization: used by the token, its amount paid to payTo. */
+function settles(deps: WatchDeps, record: InFlightPayment, receipt: Receipt): boolean {
+  const [, , , nonce] = record.id.split(':') as [string, string, Address, Hex]
+  const { usdcAddress, payTo } = deps.config
+  const authorization = { from: record.payer as Address, nonce, value: BigInt(record.amount) }
+  return settlesAuthorization(receipt, usdcAddress, authorization, payTo)
 }
 
 /** Runs both loops on the configured interval; returns the stop function. */

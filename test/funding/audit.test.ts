@@ -1,6 +1,7 @@
 // The funding audit against a real local EVM: an account's funded is its credited payments and the
 // operator's credits by hand, each credited payment's authorization says so, and with the chain
-// read every credited payment is a success holding the payer's transfer to the gateway's wallet.
+// read every credited payment is a success holding the payer's transfer to the gateway's wallet by
+// the payment's own authorization.
 // Money that reaches an account any other way, or a credit the chain does not back, is named.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
@@ -126,4 +127,30 @@ test('with the chain read, a credit no transfer to the gateway backs is named', 
     problem: 'pending, but its transaction is not on chain',
   })
   expect(problems).toHaveLength(2)
+}, 90_000)
+
+test("with the chain read, a credit on the payer's plain transfer, not its authorization, is named", async () => {
+  const accountId = await signup('1.000000')
+  const payer = await chain.newPayer(5_000_000n)
+  const { transaction: plain, blockNumber } = await chain.plainTransfer(payer, chain.payTo, 5_000_000n)
+  const authorization = authorizationId(
+    chain.chainId,
+    chain.usdc,
+    payer.address,
+    `0x${randomBytes(32).toString('hex')}`,
+  )
+  const credited = await new PaymentLedger(stack.store, stack.keys).credit({
+    accountId,
+    amount: 5_000_000 as MicroUsdc,
+    chainId: chain.chainId,
+    transaction: plain,
+    authorizationId: authorization,
+    blockNumber,
+    payer: payer.address,
+  })
+  expect(credited.status).toBe('credited')
+  const subject = `payment ${paymentId(chain.chainId, plain)}`
+  expect((await readChain()).findings.filter((f) => f.subject === subject)).toEqual([
+    { subject, problem: `its transaction did not use its authorization ${authorization}` },
+  ])
 }, 90_000)

@@ -38,6 +38,7 @@ const RELAYER_KEY: Hex = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4
 export const usdcAbi = parseAbi([
   'function balanceOf(address) view returns (uint256)',
   'function mint(address to, uint256 value)',
+  'function transfer(address to, uint256 value) returns (bool)',
   'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
 ])
 
@@ -164,6 +165,23 @@ export async function startChain() {
       const account = privateKeyToAccount(generatePrivateKey())
       if (micros > 0n) await mint(account.address, micros)
       return account
+    },
+    /**
+     * The payer's own transfer of `micros` to `to`, outside any authorization (given the ETH for its
+     * gas); the mined transaction and its block.
+     */
+    async plainTransfer(payer: PrivateKeyAccount, to: Address, micros: bigint) {
+      await testClient.setBalance({ address: payer.address, value: 10n ** 18n })
+      const wallet = createWalletClient({ chain, transport, account: payer })
+      const hash = await wallet.writeContract({
+        address: usdc,
+        abi: usdcAbi,
+        functionName: 'transfer',
+        args: [to, micros],
+      })
+      const receipt = await publicClient.waitForTransactionReceipt({ hash })
+      if (receipt.status !== 'success') throw new Error(`plain transfer ${hash} reverted`)
+      return { transaction: hash, blockNumber: receipt.blockNumber }
     },
     balanceOf(address: Address): Promise<bigint> {
       return publicClient.readContract({

@@ -4,7 +4,7 @@
 // SVC_FACILITATOR_URL, talks to it as it would to any facilitator; nothing of the gateway's own
 // settlement code runs on this side.
 import { x402Facilitator } from '@x402/core/facilitator'
-import type { PaymentPayload, PaymentRequirements } from '@x402/core/types'
+import type { PaymentPayload, PaymentRequirements, SettleResponse } from '@x402/core/types'
 import { toFacilitatorEvmSigner } from '@x402/evm'
 import { ExactEvmScheme } from '@x402/evm/exact/facilitator'
 import { ExactEvmSchemeV1 } from '@x402/evm/exact/v1/facilitator'
@@ -25,6 +25,11 @@ export interface TestFacilitator {
    * as if it had failed, so the gateway never hears the transaction.
    */
   failAfterSettle: boolean
+  /**
+   * Set to lie on /settle: `send` false sends nothing; `answer` is what it says instead, given the
+   * answer it would have given (undefined when nothing was sent).
+   */
+  lie: { send: boolean; answer: (settled: SettleResponse | undefined) => unknown } | undefined
   stop(): void
 }
 
@@ -60,7 +65,10 @@ export function startFacilitator(chain: TestChain): TestFacilitator {
         return Response.json(await facilitator.verify(paymentPayload, paymentRequirements))
       }
       calls.settle++
+      const lie = handle.lie
+      if (lie && !lie.send) return Response.json(lie.answer(undefined))
       const settled = await facilitator.settle(paymentPayload, paymentRequirements)
+      if (lie) return Response.json(lie.answer(settled))
       if (handle.failAfterSettle) return new Response('upstream connect error', { status: 500 })
       return Response.json(settled)
     },
@@ -69,6 +77,7 @@ export function startFacilitator(chain: TestChain): TestFacilitator {
     url: `http://127.0.0.1:${server.port}`,
     calls,
     failAfterSettle: false,
+    lie: undefined,
     stop: () => server.stop(true),
   }
   return handle

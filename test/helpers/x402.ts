@@ -30,14 +30,14 @@ export const authorizationTypes = {
 export async function xPayment(
   payer: PrivateKeyAccount,
   requirements: RequirementsV1,
-  override: Partial<{ value: string; to: Hex; validBefore: string }> = {},
+  override: Partial<{ value: string; to: Hex; validAfter: string; validBefore: string }> = {},
 ): Promise<string> {
   const now = Math.floor(Date.now() / 1000)
   const authorization = {
     from: payer.address,
     to: override.to ?? requirements.payTo,
     value: override.value ?? requirements.maxAmountRequired,
-    validAfter: String(now - 600),
+    validAfter: override.validAfter ?? String(now - 600),
     validBefore: override.validBefore ?? String(now + requirements.maxTimeoutSeconds),
     nonce: `0x${randomBytes(32).toString('hex')}` as Hex,
   }
