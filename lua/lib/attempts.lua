@@ -69,8 +69,8 @@ end
 local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
   'supplierId', 'upstreamGen' }
 -- A clear on one slot reads the cap in place of disputed, read only for a dispute (rare), since
--- every field costs every clear (BENCHMARKS.md). Both end with the offer's upstream generation:
--- a balance learned through an upstream the offer no longer has is not recorded (lua/offer-put.lua).
+-- every field costs every clear (BENCHMARKS.md, "Offers at their cap off the ladder"). Both end
+-- with the offer's upstream generation: a balance learned through an upstream the offer no longer has is not recorded (lua/offer-put.lua).
 local OFFER_UNWIND_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'maxInFlight',
   'supplierId', 'upstreamGen' }
 local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, balance, disputed, balance_day)
