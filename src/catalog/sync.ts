@@ -3,6 +3,7 @@
 // the first to claim the period does it, so more replicas ask the upstream no more often; a failed
 // sync gives the claim back for another replica's turn.
 import type { Logger } from 'pino'
+import { readCapped } from '../read-capped.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
@@ -31,21 +32,9 @@ export async function syncCatalog(store: CatalogStore, source: CatalogSource): P
 const MAX_LIST_BYTES = 16 * 1024 * 1024
 
 async function cappedText(response: Response): Promise<string> {
-  const reader = response.body?.getReader()
-  if (!reader) return ''
-  const parts: Uint8Array[] = []
-  let bytes = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    bytes += value.byteLength
-    if (bytes > MAX_LIST_BYTES) {
-      await reader.cancel().catch(() => {})
-      throw new Error(`upstream /models is larger than ${MAX_LIST_BYTES} bytes`)
-    }
-    parts.push(value)
-  }
-  return Buffer.concat(parts).toString('utf8')
+  if (!response.body) return ''
+  const tooLarge = () => new Error(`upstream /models is larger than ${MAX_LIST_BYTES} bytes`)
+  return (await readCapped(response.body, MAX_LIST_BYTES, tooLarge)).toString('utf8')
 }
 
 /** Whether this replica syncs this period: the claim was free, and is now its own for `ttlMs`. */

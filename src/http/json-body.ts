@@ -2,6 +2,7 @@
 // before validation sees it: a form post or text body must not slip through as a string or a
 // coerced object, and a parse failure must never become a 500.
 import { ApiError, badRequest } from '../errors.ts'
+import { readCapped } from '../read-capped.ts'
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/i
 
@@ -29,21 +30,9 @@ async function bodyText(request: Request): Promise<string> {
   const bound = bounds.get(request)
   const declared = request.headers.has('content-length') && !request.headers.has('transfer-encoding')
   if (bound === undefined || request.body === null || declared) return request.text()
-  const reader = request.body.getReader()
-  const chunks: Uint8Array[] = []
-  let size = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.byteLength
-    if (size > bound) {
-      reader.cancel().catch(() => {})
-      throw bodyTooLarge(bound)
-    }
-    chunks.push(value)
-  }
+  const bytes = await readCapped(request.body, bound, () => bodyTooLarge(bound))
   // As request.text() decodes: UTF-8, a byte-order mark dropped, bad bytes replaced.
-  return new TextDecoder().decode(Buffer.concat(chunks))
+  return new TextDecoder().decode(bytes)
 }
 
 /** An Elysia parse hook: the body as JSON, null when there is none, a 400 when it is not JSON. */

@@ -30,8 +30,12 @@ type Framing = { kind: 'length'; left: number } | { kind: 'chunked' } | { kind: 
 
 export class ResponseParser {
   private state: 'head' | 'body' | 'chunk-size' | 'chunk-data' | 'chunk-end' | 'trailers' | 'done' = 'head'
-  /** Bytes of a head or a line not complete yet. */
-  private partial: Uint8Array | null = null
+  /** Bytes of a head or a line not complete yet: the first `held` bytes of `pending`. */
+  private pending: Buffer | null = null
+  private held = 0
+  /** Bytes of the trailer lines so far: together they are bounded as a head is. */
+  private trailerBytes = 0
+  private scannedBytes = 0
   private framing: Framing = { kind: 'none' }
   private chunkLeft = 0
   private endReported = false
@@ -47,24 +51,36 @@ export class ResponseParser {
     return this.state === 'done'
   }
 
+  /**
+   * Bytes searched for a head's or a line's end, or copied to be held for the next piece: a
+   * supplier that trickles its answer costs work in proportion to the bytes it sends.
+   */
+  get scanned(): number {
+    return this.scannedBytes
+  }
+
   /** True while the body runs until the connection closes: the close is its end, not a break. */
   get endsAtClose(): boolean {
     return this.state === 'body' && this.framing.kind === 'close'
   }
 
-  feed(bytes: Uint8Array): void {
+  feed(input: Uint8Array): void {
+    // A socket's bytes are a Buffer already; anything else is viewed as one.
+    const piece = Buffer.isBuffer(input)
+      ? input
+      : Buffer.from(input.buffer, input.byteOffset, input.byteLength)
+    const kept = this.held
+    this.held = 0
+    // With bytes held, the held head or line and as much of this piece as it may still run into.
+    let bytes = kept > 0 ? this.hold(kept, piece.subarray(0, MAX_HEAD_BYTES + 4)) : piece
     let at = 0
-    if (this.partial) {
-      bytes = Buffer.concat([this.partial, bytes])
-      this.partial = null
-    } else if (!Buffer.isBuffer(bytes)) {
-      // A socket's bytes are a Buffer already; anything else is viewed as one.
-      bytes = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-    }
+    // Held bytes were searched already: the search resumes where the last piece ended, less the
+    // bytes that an end running across the two pieces starts with.
+    let searched = kept
     while (at < bytes.length && this.state !== 'done') {
       switch (this.state) {
         case 'head': {
-          const end = headEnd(bytes, at)
+          const end = this.find(bytes, HEAD_END, Math.max(at, searched - 3))
           if (end < 0) {
             this.keep(bytes, at, MAX_HEAD_BYTES)
             return
@@ -88,7 +104,7 @@ export class ResponseParser {
           break
         }
         case 'chunk-size': {
-          const end = lineEnd(bytes, at)
+          const end = this.find(bytes, LINE_END, Math.max(at, searched - 1))
           if (end < 0) {
             this.keep(bytes, at, MAX_LINE_BYTES)
             return
@@ -123,17 +139,27 @@ export class ResponseParser {
           break
         }
         case 'trailers': {
-          const end = lineEnd(bytes, at)
+          const end = this.find(bytes, LINE_END, Math.max(at, searched - 1))
           if (end < 0) {
-            this.keep(bytes, at, MAX_HEAD_BYTES)
+            this.keep(bytes, at, MAX_HEAD_BYTES - this.trailerBytes)
             return
           }
           // An empty line ends the trailers and the message; trailer fields are not used.
           const empty = end === at
+          this.trailerBytes += end + 2 - at
+          if (this.trailerBytes > MAX_HEAD_BYTES) throw new MalformedResponse('trailers too long')
           at = end + 2
           if (empty) this.finish()
           break
         }
+      }
+      if (bytes !== piece && at >= kept) {
+        // The held head or line is complete: the rest is read from the piece itself, so body
+        // pieces are views of the socket's bytes and `pending` is not written while they live.
+        bytes = piece
+        at -= kept
+        searched = 0
+        this.pending = null
       }
     }
     if (this.state === 'done' && !this.endReported) {
@@ -143,9 +169,38 @@ export class ResponseParser {
     }
   }
 
-  private keep(bytes: Uint8Array, at: number, limit: number): void {
-    if (bytes.length - at > limit) throw new MalformedResponse('response head or line too long')
-    this.partial = bytes.slice(at)
+  /** Holds `bytes` from `at` on for the next piece. */
+  private keep(bytes: Buffer, at: number, limit: number): void {
+    const rest = bytes.length - at
+    if (rest > limit) throw new MalformedResponse('response head or line too long')
+    // `pending` is set only while `bytes` is a view of it from its start (what was held is not
+    // complete yet): the bytes are in place already. Otherwise they are the piece's, copied.
+    if (this.pending === null) this.hold(0, bytes.subarray(at))
+    this.held = rest
+  }
+
+  /**
+   * `pending` with `bytes` copied in after its first `kept` bytes; grown by doubling, so a byte
+   * is copied a bounded number of times however finely its answer is cut.
+   */
+  private hold(kept: number, bytes: Uint8Array): Buffer {
+    const size = kept + bytes.length
+    if (this.pending === null || this.pending.length < size) {
+      const grown = Buffer.allocUnsafe(Math.max(size, 2 * (this.pending?.length ?? 0), 256))
+      if (this.pending !== null) this.pending.copy(grown, 0, 0, kept)
+      this.scannedBytes += kept
+      this.pending = grown
+    }
+    this.pending.set(bytes, kept)
+    this.scannedBytes += bytes.length
+    return this.pending.subarray(0, size)
+  }
+
+  /** Where `end` starts in `bytes` at or after `from`, or -1; counted in `scanned`. */
+  private find(bytes: Buffer, end: Buffer, from: number): number {
+    const found = bytes.indexOf(end, from)
+    this.scannedBytes += (found < 0 ? bytes.length : found + end.length) - from
+    return found
   }
 
   private onHead(text: string): void {
@@ -203,14 +258,6 @@ export class ResponseParser {
 // Searched natively: feed makes every input a Buffer.
 const HEAD_END = Buffer.from('\r\n\r\n')
 const LINE_END = Buffer.from('\r\n')
-
-function headEnd(bytes: Uint8Array, from: number): number {
-  return (bytes as Buffer).indexOf(HEAD_END, from)
-}
-
-function lineEnd(bytes: Uint8Array, from: number): number {
-  return (bytes as Buffer).indexOf(LINE_END, from)
-}
 
 // The bytes are a Buffer (feed makes them one): decoded in place, without taking their `.buffer`
 // (that makes the engine give a socket's view a backing ArrayBuffer of its own).

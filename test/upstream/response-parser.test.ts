@@ -416,6 +416,81 @@ describe('split invariance (examples)', () => {
   })
 })
 
+describe('a trickled answer', () => {
+  // A head near its limit, chunk-size lines near theirs and long trailers: the most a supplier
+  // can make the parser hold, sent a byte at a time.
+  const longest =
+    `HTTP/1.1 200 OK\r\nx-filler: ${'f'.repeat(60 * 1024)}\r\ntransfer-encoding: chunked\r\n\r\n` +
+    `5;${'e'.repeat(4000)}\r\nhello\r\n6;${'e'.repeat(4000)}\r\n world\r\n0;${'e'.repeat(4000)}\r\n` +
+    `x-t: ${'t'.repeat(30_000)}\r\nx-u: ${'u'.repeat(30_000)}\r\n\r\n`
+
+  test('fed one byte at a time, it parses as it does whole', () => {
+    const whole = parse(longest)
+    const bytewise = parseBytewise(longest)
+    for (const log of [whole, bytewise]) {
+      expect(log.heads).toHaveLength(1)
+      expect(log.heads[0]!.headers.get('x-filler')).toHaveLength(60 * 1024)
+      expect(bodyText(log)).toBe('hello world')
+      expect(log.ends).toBe(1)
+      expect(log.parser.done).toBe(true)
+    }
+    expect(bytewise.heads[0]!.headers).toEqual(whole.heads[0]!.headers)
+  })
+
+  // Per byte received: copied once to be held and under twice more as the held bytes outgrow
+  // their buffer; searched once, and again up to 3 times as the first bytes of an end that may
+  // run across two pieces. Re-scanning held bytes from their start would cost thousands.
+  const PER_BYTE = 8
+
+  test('the work is in proportion to the bytes, however finely they are cut', () => {
+    const bytes = bytesOf(longest)
+    const over: { step: number; perByte: number }[] = []
+    for (const step of [1, 2, 3, 5, 64, 1000]) {
+      const log = parserWithLog()
+      for (let at = 0; at < bytes.length; at += step) log.parser.feed(bytes.subarray(at, at + step))
+      expect(log.parser.done).toBe(true)
+      const perByte = log.parser.scanned / bytes.length
+      if (!(perByte <= PER_BYTE)) over.push({ step, perByte })
+    }
+    expect(over).toEqual([])
+  })
+
+  test('a head that never ends costs work in proportion to its bytes until refused', () => {
+    const log = parse('HTTP/1.1 200 OK\r\n')
+    const byte = bytesOf('f')
+    let fed = 0
+    expect(() => {
+      for (; fed < 70 * 1024; fed++) log.parser.feed(byte)
+    }).toThrow(MalformedResponse)
+    expect(fed).toBeLessThan(64 * 1024)
+    expect(log.parser.scanned).toBeLessThan(PER_BYTE * 64 * 1024)
+  })
+
+  test('body pieces stay as they were while later pieces arrive', () => {
+    // A consumer may keep the views it is handed: bytes held for a line must not be written over them.
+    const text = `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${'3\r\nabc\r\n'.repeat(50)}0\r\n\r\n`
+    const bytes = bytesOf(text)
+    for (const step of [2, 5, 7, 11]) {
+      const views: Uint8Array[] = []
+      const parser = new ResponseParser({ head: () => {}, body: (view) => views.push(view), end: () => {} })
+      for (let at = 0; at < bytes.length; at += step) parser.feed(bytes.subarray(at, at + step))
+      expect(Buffer.concat(views).toString('latin1')).toBe('abc'.repeat(50))
+    }
+  })
+
+  test('trailers are bounded together, as a head is', () => {
+    const head = 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n'
+    // Each line well under the limit; together past it.
+    const line = `x-t: ${'t'.repeat(1000)}\r\n`
+    expect(outcome(head, line.repeat(60), '\r\n')).toBe('accepted')
+    expect(outcome(head, line.repeat(70), '\r\n')).toBe('malformed')
+    const log = parse(head)
+    expect(() => {
+      for (let i = 0; i < 70; i++) log.parser.feed(bytesOf(line))
+    }).toThrow(MalformedResponse)
+  })
+})
+
 // ---- property: any split of a valid response parses as the whole does ----
 
 interface Spec {
