@@ -323,6 +323,10 @@ export interface FundingConfig {
   payTo: `0x${string}`
   /** The self-facilitator's key (it pays gas); exactly one of this and facilitatorUrl is set. */
   relayerPrivateKey: `0x${string}` | undefined
+  /** How long a relayer transaction may stay unmined before it is signed again with a higher fee. */
+  relayerBumpAfterMs: number
+  /** The highest max fee per gas (wei) a relayer transaction is signed again at. */
+  relayerMaxFeeWei: bigint
   facilitatorUrl: string | undefined
   confirmations: number
   receiptTimeoutMs: number
@@ -370,6 +374,9 @@ export function loadFundingConfig(env: Env = process.env): FundingConfig | undef
     usdcVersion: read(env, 'SVC_USDC_VERSION') ?? usdc.version,
     payTo: address(env, 'SVC_PAY_TO'),
     relayerPrivateKey: relayerPrivateKey as `0x${string}` | undefined,
+    relayerBumpAfterMs: integer(env, 'SVC_RELAYER_BUMP_MS', 20_000, 100, 86_400_000),
+    // six decimals of gwei: micro-gwei, a thousand wei each
+    relayerMaxFeeWei: BigInt(sixDecimals(env, 'SVC_RELAYER_MAX_FEE_GWEI', '10.000000')) * 1_000n,
     facilitatorUrl:
       facilitatorUrl === undefined ? undefined : url(env, 'SVC_FACILITATOR_URL', ['http:', 'https:']),
     confirmations: integer(env, 'SVC_CONFIRMATIONS', 3, 0, 1000),

@@ -65,7 +65,8 @@ test('the parsed bounds are the ones the loader enforces', () => {
     SVC_UPSTREAM_URL: 'http://127.0.0.1:9',
   }
   // The funding group loads only when it is configured: its integers are checked the same way.
-  const inFunding = (name: string) => name === 'SVC_CONFIRMATIONS' || name.startsWith('SVC_X402_')
+  const inFunding = (name: string) =>
+    name === 'SVC_CONFIRMATIONS' || name.startsWith('SVC_X402_') || name.startsWith('SVC_RELAYER_')
   for (const { name, min, max } of integers.filter((i) => !inFunding(i.name))) {
     for (const value of [min, max])
       expect(() => loadGatewayConfig({ ...base, [name]: String(value) })).not.toThrow()

@@ -20,17 +20,23 @@ export interface Funding {
   ledger: PaymentLedger
   payments: Payments
   fuse: SignupFuse
+  /** Signs again with higher fees the relayer's sends left unmined (self-facilitated only). */
+  replaceUnmined?: () => Promise<number>
 }
 
 // One relayer per key and RPC in the process, however many apps are built: its queue and nonce
 // counter are only correct if nothing else sends from that key here.
 const relayers = new Map<string, Relayer>()
 
-function relayerFor(config: FundingConfig, chain: FundingChain, key: Hex): Relayer {
+function relayerFor(config: FundingConfig, chain: FundingChain, key: Hex, logger: Logger): Relayer {
   const id = `${config.chainRpcUrl}|${key}`
   let relayer = relayers.get(id)
   if (!relayer) {
-    relayer = new Relayer(key, chain.client, chain.chain, config.chainRpcUrl)
+    relayer = new Relayer(key, chain.client, chain.chain, config.chainRpcUrl, {
+      afterMs: config.relayerBumpAfterMs,
+      maxFeePerGas: config.relayerMaxFeeWei,
+      logger,
+    })
     relayers.set(id, relayer)
   }
   return relayer
@@ -39,9 +45,12 @@ function relayerFor(config: FundingConfig, chain: FundingChain, key: Hex): Relay
 export function createFunding(config: FundingConfig, store: Store, keys: Keyspace, logger: Logger): Funding {
   const chain = fundingChain(config, Math.min(250, Math.max(20, Math.floor(config.receiptTimeoutMs / 10))))
   let settler: Settler = new RemoteSettler(config, chain)
+  let replaceUnmined: Funding['replaceUnmined']
   if (config.relayerPrivateKey) {
-    const relayer = relayerFor(config, chain, config.relayerPrivateKey)
-    settler = new SelfSettler(config, chain, relayer, new SenderTurns(store, keys, relayer.account.address))
+    const relayer = relayerFor(config, chain, config.relayerPrivateKey, logger)
+    const turns = new SenderTurns(store, keys, relayer.account.address)
+    settler = new SelfSettler(config, chain, relayer, turns)
+    replaceUnmined = () => relayer.replaceUnmined(turns)
   }
   const ledger = new PaymentLedger(store, keys)
   return {
@@ -50,6 +59,7 @@ export function createFunding(config: FundingConfig, store: Store, keys: Keyspac
     ledger,
     payments: new Payments(config, settler, ledger, chain, logger),
     fuse: new SignupFuse(store, keys, config.signupFusePerMinute, config.fuseClock),
+    replaceUnmined,
   }
 }
 
@@ -58,7 +68,14 @@ export function watchDeps(
   logger: Logger,
   resolveAccount: (payer: Address) => Promise<string>,
 ): WatchDeps {
-  return { config: funding.config, ledger: funding.ledger, chain: funding.chain, logger, resolveAccount }
+  return {
+    config: funding.config,
+    ledger: funding.ledger,
+    chain: funding.chain,
+    logger,
+    resolveAccount,
+    replaceUnmined: funding.replaceUnmined,
+  }
 }
 
 export { startFundingWatch }

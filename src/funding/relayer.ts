@@ -6,6 +6,13 @@
 // The queue is per process; across replicas that may share the key, a send given the key's turns
 // (sender-lock.ts) takes its turn and reads its nonce afresh. A key of one replica's own finds its
 // turn free.
+//
+// A node keeps a transaction whose max fee fell under the base fee in its pool, unmined, and every
+// later nonce of the key waits behind it. A send of this process still unmined after a while is
+// signed again at its nonce with higher fees (replacement.ts), up to a ceiling; its new hash goes
+// through the send's own `onSigned` before it is broadcast, so the claim follows whichever of the
+// signings is mined.
+import type { Logger } from 'pino'
 import {
   type Account,
   type Chain,
@@ -18,22 +25,42 @@ import {
   parseTransaction,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
+import { redactUrls } from '../logger.ts'
+import { AboveFeeCeiling, type Replacement, signReplacement } from './replacement.ts'
 import type { HeldTurn, SendTurns } from './sender-lock.ts'
 
 /** The transaction was refused before it was signed: nothing of it exists, no money moved. */
 export class NotSent extends Error {}
+
+export interface ReplaceOptions {
+  /** How long a send may stay unmined before it is signed again with higher fees. */
+  afterMs: number
+  /** The highest max fee per gas (wei) a send is signed again at. */
+  maxFeePerGas: bigint
+  logger: Logger
+}
+
+/** A send of this process not seen mined yet: its latest signed bytes, since when, its recorder. */
+interface Unmined {
+  serialized: Hex
+  since: number
+  onSigned: (hash: Hex) => Promise<void>
+}
 
 export class Relayer {
   readonly account: PrivateKeyAccount
   private readonly wallet
   private tail: Promise<unknown> = Promise.resolve()
   private nextNonce: number | undefined
+  /** By nonce; kept only given ReplaceOptions. */
+  private readonly unmined = new Map<number, Unmined>()
 
   constructor(
     privateKey: Hex,
     private readonly client: PublicClient,
     chain: Chain,
     rpcUrl: string,
+    private readonly replace?: ReplaceOptions,
   ) {
     this.account = privateKeyToAccount(privateKey)
     this.wallet = createWalletClient({ account: this.account, chain, transport: http(rpcUrl) })
@@ -105,6 +132,7 @@ export class Relayer {
     if (turn && !(await turn.held())) throw new NotSent('the relayer key was taken by another sender')
     const hash = keccak256(serialized)
     await onSigned(hash)
+    if (this.replace) this.unmined.set(nonce, { serialized, since: Date.now(), onSigned })
     try {
       await this.client.sendRawTransaction({ serializedTransaction: serialized })
     } catch {
@@ -119,6 +147,97 @@ export class Relayer {
     // Only a floor against a lagging count: a send it failed to note is sent all the same.
     await turn?.sent(nonce, serialized).catch(() => {})
     return hash
+  }
+
+  /**
+   * Signs again, with higher fees, every send of this process unmined for `afterMs`, lowest nonce
+   * first; resolves with how many replacements were sent. Queued with the sends, under the key's
+   * turn when given one (skipped while another holds it: the next call tries again).
+   */
+  replaceUnmined(turns?: SendTurns): Promise<number> {
+    const run = this.tail.then(() => this.replaceNow(turns))
+    this.tail = run.catch(() => {})
+    return run
+  }
+
+  private async replaceNow(turns: SendTurns | undefined): Promise<number> {
+    const afterMs = this.replace?.afterMs
+    if (afterMs === undefined || this.unmined.size === 0) return 0
+    const mined = await this.client.getTransactionCount({ address: this.account.address, blockTag: 'latest' })
+    for (const nonce of this.unmined.keys()) if (nonce < mined) this.unmined.delete(nonce)
+    const due = [...this.unmined.entries()]
+      .filter(([, send]) => Date.now() - send.since >= afterMs)
+      .sort(([a], [b]) => a - b)
+    if (due.length === 0) return 0
+    let turn: HeldTurn | null = null
+    if (turns) {
+      try {
+        turn = await turns.take()
+      } catch {
+        return 0
+      }
+    }
+    try {
+      // The bytes kept for a nonce are its latest signing by any sender (signed again for a gap).
+      const kept = new Map<number, Hex>()
+      for (const bytes of turn ? await turn.signedFrom(mined) : [])
+        kept.set(parseTransaction(bytes).nonce!, bytes)
+      let replaced = 0
+      for (const [nonce, send] of due)
+        if (await this.replaceOne(nonce, send, kept.get(nonce), turn)) replaced++
+      return replaced
+    } finally {
+      await turn?.release().catch(() => {})
+    }
+  }
+
+  private async replaceOne(nonce: number, send: Unmined, kept: Hex | undefined, turn: HeldTurn | null) {
+    const { logger, maxFeePerGas } = this.replace!
+    const relayer = this.account.address
+    const current = kept && sameCall(kept, send.serialized) ? kept : send.serialized
+    // Whatever happens now, the next try is `afterMs` away.
+    send.since = Date.now()
+    const again = () => this.client.sendRawTransaction({ serializedTransaction: current }).catch(() => {})
+    let replacement: Replacement
+    try {
+      replacement = await signReplacement(this.account, this.client, current, maxFeePerGas)
+    } catch (error) {
+      if (!(error instanceof AboveFeeCeiling)) throw error
+      logger.warn(
+        { relayer, nonce, neededWei: String(error.needed), ceilingWei: String(error.ceiling) },
+        'relayer transaction unmined and not signed again: a higher fee is above SVC_RELAYER_MAX_FEE_GWEI',
+      )
+      await again()
+      return false
+    }
+    // A replacement the key cannot pay for is refused by every node; the old one stays out there.
+    if ((await this.client.getBalance({ address: relayer })) < replacement.cost) {
+      logger.warn({ relayer, nonce }, 'relayer key cannot pay a higher fee')
+      await again()
+      return false
+    }
+    if (turn && !(await turn.held())) return false
+    try {
+      await send.onSigned(replacement.txHash)
+    } catch (error) {
+      // Not recorded, so not sent (a claim no longer in flight refuses it).
+      logger.warn(
+        { relayer, nonce, err: redactUrls(shortMessage(error)) },
+        'relayer replacement not recorded; not sent',
+      )
+      return false
+    }
+    send.serialized = replacement.rawTx
+    const refused = await this.client
+      .sendRawTransaction({ serializedTransaction: replacement.rawTx })
+      .then(() => undefined)
+      .catch((error) => redactUrls(shortMessage(error)))
+    await turn?.signedAgain(nonce, replacement.rawTx).catch(() => {})
+    logger.info(
+      { relayer, nonce, txHash: replacement.txHash, maxFeePerGas: String(replacement.maxFeePerGas), refused },
+      'relayer transaction signed again with a higher fee',
+    )
+    return true
   }
 
   /**
@@ -167,6 +286,12 @@ export class Relayer {
       count = next
     }
   }
+}
+
+/** Two signings of one transaction: the same nonce, recipient and call. */
+function sameCall(a: Hex, b: Hex): boolean {
+  const [x, y] = [parseTransaction(a), parseTransaction(b)]
+  return x.nonce === y.nonce && x.to?.toLowerCase() === y.to?.toLowerCase() && x.data === y.data
 }
 
 export function shortMessage(error: unknown): string {

@@ -1,6 +1,7 @@
-// Two loops every replica may run; the Lua scripts make each step happen once however many do.
+// The loops every replica runs; the Lua scripts make each step happen once however many do.
 // Confirmations: a pending credit whose block has SVC_CONFIRMATIONS confirmations (block number
 // read fresh, no cache) and whose receipt is still on chain moves to confirmed.
+// Relayer: its sends left unmined are signed again with higher fees (src/funding/relayer.ts).
 // Reconciler: a claim left in flight (receipt timeout, crash, failed credit write) is finished
 // from the chain: credited when its transfer is there, released only once no money can move: its
 // authorization unused and expired. Until then a node's silence proves nothing (a lost broadcast,
@@ -21,6 +22,8 @@ export interface WatchDeps {
   logger: Logger
   /** The account a claim credits when it was made before the account existed (signup). */
   resolveAccount(payer: Address): Promise<string>
+  /** Signs again with higher fees the relayer's sends left unmined; absent without a relayer. */
+  replaceUnmined?: () => Promise<number>
 }
 
 /** Moves every pending credit with enough confirmations to confirmed; returns how many moved. */
@@ -184,6 +187,11 @@ export function startFundingWatch(deps: WatchDeps): () => void {
   const timer = setInterval(async () => {
     if (running) return
     running = true
+    try {
+      await deps.replaceUnmined?.()
+    } catch (error) {
+      deps.logger.warn({ err: error }, 'relayer replacement failed; retrying')
+    }
     try {
       await confirmPayments(deps)
       await reconcilePayments(deps)

@@ -13,21 +13,18 @@ import {
   keccak256,
   type PrivateKeyAccount,
   parseAbi,
-  parseTransaction,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import type { FundingConfig } from '../config.ts'
 import type { FundingChain } from '../funding/chain.ts'
 import { shortMessage } from '../funding/relayer.ts'
+import { type Replacement, signReplacement } from '../funding/replacement.ts'
 import { redactUrls } from '../logger.ts'
 
 const erc20 = parseAbi([
   'function transfer(address to, uint256 value) returns (bool)',
   'function balanceOf(address) view returns (uint256)',
 ])
-
-/** Fees a replacement must exceed its predecessor's by, as nodes require: at least 10 %. */
-const raise = (fee: bigint) => fee + fee / 10n + 1n
 
 /** The transfer would revert (the node's gas estimate ran it): nothing was signed. */
 export class TransferRefused extends Error {}
@@ -78,29 +75,7 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
      * The same transaction signed again with higher fees (its tip and max fee raised by more than
      * 10 %, and at least what the node asks now): a replacement at its nonce.
      */
-    async bump(rawTx: Hex): Promise<SignedTransfer & { cost: bigint }> {
-      const before = parseTransaction(rawTx)
-      if (before.type !== 'eip1559' || before.nonce === undefined) {
-        throw new Error(`cannot raise the fee of a ${before.type} transaction`)
-      }
-      const now = await client.estimateFeesPerGas()
-      const tip = highest(raise(before.maxPriorityFeePerGas ?? 0n), now.maxPriorityFeePerGas)
-      const maxFeePerGas = highest(raise(before.maxFeePerGas ?? 0n), now.maxFeePerGas, tip)
-      const rawBumped = await account.signTransaction({
-        type: 'eip1559',
-        chainId: before.chainId,
-        nonce: before.nonce,
-        to: before.to,
-        data: before.data,
-        value: before.value,
-        gas: before.gas,
-        maxPriorityFeePerGas: tip,
-        maxFeePerGas,
-      })
-      // what a node asks the wallet to hold before it takes the replacement
-      const cost = (before.gas ?? 0n) * maxFeePerGas + (before.value ?? 0n)
-      return { nonce: before.nonce, txHash: keccak256(rawBumped), rawTx: rawBumped, cost }
-    },
+    bump: (rawTx: Hex): Promise<Replacement> => signReplacement(account, client, rawTx),
     /**
      * The transaction of this wallet mined at `nonce`, found without an index: the first block
      * from `fromBlock` to the head whose state counts past the nonce (a binary search over
@@ -136,12 +111,6 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
       }
     },
   }
-}
-
-function highest(...fees: bigint[]): bigint {
-  let top = 0n
-  for (const fee of fees) if (fee > top) top = fee
-  return top
 }
 
 function reverted(error: unknown): boolean {
