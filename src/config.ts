@@ -251,8 +251,10 @@ export function loadStoreConfig(env: Env = process.env): StoreConfig {
 }
 
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
-  const adminToken = required(env, 'SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
-  if (adminToken.length < 24) throw new ConfigError('SVC_ADMIN_TOKEN', 'a secret of at least 24 characters')
+  // Sent as a Bearer token, one run of visible ASCII: a token with a space could never be sent.
+  const tokenRule = 'a secret of at least 24 visible ASCII characters, no spaces'
+  const adminToken = required(env, 'SVC_ADMIN_TOKEN', tokenRule)
+  if (!/^[\x21-\x7E]{24,}$/.test(adminToken)) throw new ConfigError('SVC_ADMIN_TOKEN', tokenRule)
   const redisPrefix = keyPrefix(env)
   const port = integer(env, 'PORT', 8080, 0, 65535)
   const funding = loadFundingConfig(env)

@@ -60,6 +60,9 @@ describe('gateway config', () => {
     ['REDIS_URL', { REDIS_URL: 'unix:///run/redis.sock' }, 'redis+unix:'],
     ['SVC_ADMIN_TOKEN', { SVC_ADMIN_TOKEN: undefined }, 'at least 24'],
     ['SVC_ADMIN_TOKEN', { SVC_ADMIN_TOKEN: 'short' }, 'at least 24'],
+    // sent as a Bearer token, which is one run of visible characters: a phrase could never be sent
+    ['SVC_ADMIN_TOKEN', { SVC_ADMIN_TOKEN: 'correct horse battery staple again' }, 'no spaces'],
+    ['SVC_ADMIN_TOKEN', { SVC_ADMIN_TOKEN: 'jeton-administrateur-sécurisé-1' }, 'ASCII'],
     ['SVC_MASTER_KEY', { SVC_MASTER_KEY: 'abc' }, '32 bytes'],
     ['SVC_MASTER_KEY', { SVC_MASTER_KEY: undefined }, '32 bytes'],
     ['SVC_UPSTREAM_URL', { SVC_UPSTREAM_URL: 'not a url' }, 'a URL'],

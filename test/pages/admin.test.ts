@@ -1,7 +1,8 @@
 // The operator's page in headless Chromium, worked by roles and labels: the admin token (refused
 // when wrong, kept in the tab's sessionStorage when right), health, market totals as the API
 // counts them, the ladder and its offers, a supplier suspended and reinstated, an account found by
-// wallet and credited by hand; at 375 px nothing scrolls sideways.
+// wallet and credited by hand (a credit whose answer was lost, sent again, added once); at 375 px
+// nothing scrolls sideways.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import type { Browser } from 'playwright-core'
@@ -10,6 +11,7 @@ import { fitsWidth, launchChromium, openPage, screenshotFor, usd } from '../help
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
+import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
 let browser: Browser
@@ -150,6 +152,44 @@ describe('the operator page', () => {
     await page.getByLabel('Account id or wallet').fill(`0x${'ab'.repeat(20)}`)
     await page.getByRole('button', { name: 'Look up' }).click()
     await page.getByText('(account_not_found)').waitFor()
+    expect(errors).toEqual([])
+    await close()
+  })
+
+  test('a credit whose answer was lost, sent again, is credited once', async () => {
+    const { page, errors, close } = await signIn()
+    await page.getByLabel('Account id or wallet').fill(buyer.accountId)
+    await page.getByRole('button', { name: 'Look up' }).click()
+    await page.getByRole('button', { name: 'Credit account' }).waitFor()
+    const confirmed = async () =>
+      (
+        (await (await adminFetch(stack, `/admin/v1/accounts/${buyer.accountId}`)).json()) as {
+          balances: { confirmedUsdc: string }
+        }
+      ).balances.confirmedUsdc
+    const before = Number(await confirmed())
+
+    // The gateway makes the first credit; its answer never reaches the page.
+    let lost = 0
+    await page.route('**/credit', async (route) => {
+      if (lost > 0) return route.fallback()
+      lost++
+      expect((await route.fetch()).status()).toBe(200)
+      await route.abort('failed')
+    })
+    await page.getByLabel('Credit (USDC)').fill('1.25')
+    await page.getByRole('button', { name: 'Credit account' }).click()
+    await page.locator('#account-status[role=alert]').waitFor()
+    expect(Math.round((Number(await confirmed()) - before) * 1e6)).toBe(1_250_000)
+    await page.getByRole('button', { name: 'Credit account' }).click()
+    await page.getByText(`Credited $1.25 to ${buyer.accountId}.`).waitFor()
+    expect(Math.round((Number(await confirmed()) - before) * 1e6)).toBe(1_250_000)
+
+    // Answered, the next credit is a credit of its own.
+    await page.getByLabel('Credit (USDC)').fill('1.25')
+    await page.getByRole('button', { name: 'Credit account' }).click()
+    await page.getByText(`Credited $1.25 to ${buyer.accountId}.`).waitFor()
+    await until(async () => Math.round((Number(await confirmed()) - before) * 1e6) === 2_500_000)
     expect(errors).toEqual([])
     await close()
   })

@@ -1,6 +1,6 @@
 // The operator's page: with the admin token (this tab's sessionStorage, sent as Bearer) it shows
 // health, the market's totals, the ladder and its offers, suppliers (suspend, reinstate), payouts
-// in flight, and an account found by id or wallet, with a hand credit.
+// in flight, and an account found by id or wallet, with a hand credit (with an Idempotency-Key).
 import { barChart } from './charts.ts'
 import {
   actionButton,
@@ -58,9 +58,12 @@ interface Account {
 }
 
 const token = tabSecret('svc.admin.token')
-const call = <T>(path: string, method = 'GET', body?: unknown) =>
-  api<T>(path, { token: token.get(), method, body })
+const call = <T>(path: string, method = 'GET', body?: unknown, headers?: Record<string, string>) =>
+  api<T>(path, { token: token.get(), method, body, headers })
 let shownAccount: string | null = null
+// The credit sent and not yet answered, with its Idempotency-Key: the same credit sent again (its
+// answer lost) carries the same key, so the gateway adds it once.
+let unanswered: { account: string; amount: string; note: string; key: string } | null = null
 
 async function showHealth() {
   const health = await call<{
@@ -262,10 +265,18 @@ onSubmit(byId<HTMLFormElement>('lookup-form'), byId('account-status'), async (da
 onSubmit(byId<HTMLFormElement>('credit-form'), byId('account-status'), async (data) => {
   if (!shownAccount) return
   const amount = String(data.get('amountUsdc') ?? '').trim()
-  await call(`/admin/v1/accounts/${encodeURIComponent(shownAccount)}/credit`, 'POST', {
-    amountUsdc: amount,
-    note: String(data.get('note') ?? ''),
-  })
+  const note = String(data.get('note') ?? '')
+  const same =
+    unanswered?.account === shownAccount && unanswered.amount === amount && unanswered.note === note
+  const key = same && unanswered ? unanswered.key : crypto.randomUUID()
+  unanswered = { account: shownAccount, amount, note, key }
+  await call(
+    `/admin/v1/accounts/${encodeURIComponent(shownAccount)}/credit`,
+    'POST',
+    { amountUsdc: amount, note },
+    { 'idempotency-key': key },
+  )
+  unanswered = null
   await showAccount(shownAccount)
   byId<HTMLFormElement>('credit-form').reset()
   say(byId('account-status'), `Credited ${money(amount)} to ${shownAccount}.`)
