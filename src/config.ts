@@ -86,7 +86,7 @@ export interface WebhookConfig {
    * Off by default; never set it in production. Private, link-local and the rest stay refused.
    */
   allowLoopback: boolean
-  /** How long one POST may take before it counts as failed. */
+  /** How long one POST may take, its host's resolution included, before it counts as failed. */
   timeoutMs: number
   /** The wait before the first retry; each next one waits twice as long. */
   backoffMs: number

@@ -11,6 +11,8 @@ export interface AddressPolicy {
   allowLoopback: boolean
   /** Every address a host name resolves to: DNS unless a test injects its own. */
   resolve?: (host: string) => Promise<string[]>
+  /** How long resolving a name may take (the webhook timeout): past it the name does not resolve. */
+  timeoutMs?: number
 }
 
 async function resolveByDns(host: string): Promise<string[]> {
@@ -100,20 +102,43 @@ export function parseWebhookUrl(text: string): URL {
   return url
 }
 
+/** The resolution, or a rejection once the deadline passes: a name server that never answers holds nothing. */
+function resolveBy(
+  host: string,
+  policy: AddressPolicy,
+  deadline: AbortSignal | undefined,
+): Promise<string[]> {
+  const resolution = (policy.resolve ?? resolveByDns)(host)
+  if (!deadline) return resolution
+  return new Promise((resolve, reject) => {
+    const abort = () => reject(deadline.reason)
+    resolution.then(resolve, reject).finally(() => deadline.removeEventListener('abort', abort))
+    if (deadline.aborted) abort()
+    else deadline.addEventListener('abort', abort, { once: true })
+  })
+}
+
 /**
  * Resolves the URL's host (every address DNS gives) and answers the one to connect to, or throws a
  * 400 when any address is not public: a name that resolves partly private is refused whole. A
  * delivery connects to the address answered, never resolving again (no DNS-rebinding window).
+ * The resolution ends by `deadline` (a delivery's, so the whole try keeps to its timeout), else
+ * by the policy's timeoutMs.
  */
-export async function resolvePublicAddress(url: URL, policy: AddressPolicy): Promise<string> {
+export async function resolvePublicAddress(
+  url: URL,
+  policy: AddressPolicy,
+  deadline = policy.timeoutMs === undefined ? undefined : AbortSignal.timeout(policy.timeoutMs),
+): Promise<string> {
   const host = url.hostname.replace(/^\[|\]$/g, '')
   let addresses: string[]
   if (isIP(host)) addresses = [host]
   else {
     try {
-      addresses = await (policy.resolve ?? resolveByDns)(host)
+      addresses = await resolveBy(host, policy, deadline)
     } catch {
-      throw badRequest(`url host ${host} does not resolve`, 'invalid_webhook_url')
+      const why = deadline?.aborted ? 'did not resolve in time' : 'does not resolve'
+      throw badRequest(`url host ${host} ${why}`, 'invalid_webhook_url')
     }
   }
   if (addresses.length === 0 || !addresses.every((ip) => addressAllowed(ip, policy)))

@@ -173,8 +173,17 @@ export class WebhookConsumer {
     if (Date.now() < dueAt) return true
     const record = await this.deliveries.send(owner, endpoint, event, attempts + 1)
     const finished = record.ok || attempts + 1 >= this.config.maxAttempts
-    await this.store.hset(tries, event.id, attempts + 1, `${event.id}:at`, Date.now())
-    if (finished) await this.store.hset(tries, `${event.id}:end`, record.ok ? 'delivered' : 'failed')
+    const write = this.store.multi().hset(tries, event.id, attempts + 1, `${event.id}:at`, Date.now())
+    if (finished) write.hset(tries, `${event.id}:end`, record.ok ? 'delivered' : 'failed')
+    const written = (await write.hexists(this.keys.webhooks(owner), endpoint.id).exec()) as [
+      unknown,
+      unknown,
+    ][]
+    // Removed while this try was in flight: the removal deleted the tries before this write.
+    if (!written.at(-1)![1]) {
+      await this.store.del(tries)
+      return false
+    }
     return !finished
   }
 

@@ -68,11 +68,14 @@ export class WebhookDeliveries {
       ...outcome,
     }
     const log = this.keys.webhookLog(owner, endpoint.id)
-    await this.store
+    const written = (await this.store
       .multi()
       .lpush(log, JSON.stringify(record))
       .ltrim(log, 0, DELIVERY_LOG_LENGTH - 1)
-      .exec()
+      .hexists(this.keys.webhooks(owner), endpoint.id)
+      .exec()) as [unknown, unknown][]
+    // Removed while this try was in flight: the removal deleted the log before this write.
+    if (!written.at(-1)![1]) await this.store.del(log)
     return record
   }
 

@@ -2,7 +2,8 @@
 // may have moved since registration), then the connection made to the address checked, not to a
 // second resolution of the name (which DNS could point elsewhere meanwhile): the URL's host rides
 // in the Host header and, for https, in TLS SNI with the certificate verified for that name. No
-// redirect followed (a 3xx is a failure), a short timeout, at most RESPONSE_READ_LIMIT bytes read.
+// redirect followed (a 3xx is a failure), a short timeout (resolution, connection and answer
+// together), at most RESPONSE_READ_LIMIT bytes read.
 import { isIP } from 'node:net'
 import { ApiError } from '../errors.ts'
 import { type AddressPolicy, resolvePublicAddress } from './address-check.ts'
@@ -35,9 +36,12 @@ export async function postEvent(
   timeoutMs: number,
 ): Promise<PostOutcome> {
   const target = new URL(url)
+  // One deadline for the whole try, the name's resolution included: a consumer's claim of an
+  // event waits on it (consumer.ts), and a name server that never answers must not outlast it.
+  const deadline = AbortSignal.timeout(timeoutMs)
   let address: string
   try {
-    address = await resolvePublicAddress(target, policy)
+    address = await resolvePublicAddress(target, policy, deadline)
   } catch (error) {
     return {
       ok: false,
@@ -57,7 +61,7 @@ export async function postEvent(
       body,
       ...tls,
       redirect: 'manual',
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: deadline,
     })
     await readBounded(response).catch(() => {})
     const ok = response.status >= 200 && response.status < 300

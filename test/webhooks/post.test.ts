@@ -2,9 +2,11 @@
 // here. A name that answers a public address at check time and loopback after never reaches the
 // loopback receiver (nothing resolves it twice); over http the URL's host rides in the Host
 // header; over https in TLS SNI, with the certificate verified for that name. A redirect is a
-// failed try, never followed; an answer is read no further than its bound.
+// failed try, never followed; an answer is read no further than its bound; a name server that
+// never answers ends the try at its timeout (and a registration with a 400).
 import { afterAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
+import { resolvePublicAddress } from '../../src/webhooks/address-check.ts'
 import { postEvent } from '../../src/webhooks/post.ts'
 import { selfSignedCert } from '../helpers/tls.ts'
 
@@ -41,6 +43,10 @@ function scriptedResolver(...answers: string[][]) {
   }
 }
 
+/** A name server that answers (loopback) only long past the test's own limit. */
+const silentResolver = () =>
+  new Promise<string[]>((resolve) => setTimeout(() => resolve(['127.0.0.1']), 20_000).unref())
+
 describe('postEvent', () => {
   test('DNS that moves to loopback after the check is not followed: nothing reaches loopback', async () => {
     const receiver = hostsReceiver()
@@ -74,6 +80,32 @@ describe('postEvent', () => {
     expect(outcome.error).toContain('public addresses only')
     expect(receiver.hosts).toEqual([])
   })
+
+  test('a name server that never answers ends the try at its timeout, before any connection', async () => {
+    const receiver = hostsReceiver()
+    const outcome = await postEvent(
+      `http://hook.example:${receiver.port}/hook`,
+      {},
+      '{}',
+      { allowLoopback: true, resolve: silentResolver },
+      300,
+    )
+    expect(outcome).toEqual({
+      ok: false,
+      httpStatus: null,
+      error: 'url host hook.example did not resolve in time',
+    })
+    expect(receiver.hosts).toEqual([])
+  }, 10_000)
+
+  test('registration: a name server that never answers is a 400 once the webhook timeout passes', async () => {
+    const refused = resolvePublicAddress(new URL('https://hook.example/hook'), {
+      allowLoopback: false,
+      resolve: silentResolver,
+      timeoutMs: 300,
+    })
+    await expect(refused).rejects.toMatchObject({ status: 400, code: 'invalid_webhook_url' })
+  }, 10_000)
 
   test('a redirect is not followed: the try fails, and where it points is never asked', async () => {
     const target = hostsReceiver()

@@ -4,7 +4,7 @@
 // and refuses it under another secret or with a timestamp too old (a replay). Real Redis, the real
 // registration and delivery, a receiver of the test's own on loopback.
 import { afterAll, expect, test } from 'bun:test'
-import { randomBytes, randomUUID } from 'node:crypto'
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
 import { Webhook } from 'standardwebhooks'
 import type { WebhookConfig } from '../../src/config.ts'
 import { keyspace } from '../../src/redis/keys.ts'
@@ -62,6 +62,44 @@ test('a delivery verifies with the Standard Webhooks library and the secret show
       'webhook-signature': sign(created.secret, got!.id, old, got!.body),
     }
     expect(() => new Webhook(created.secret).verify(got!.body, stale)).toThrow(/too old/i)
+  } finally {
+    await receiver.stop()
+  }
+})
+
+/**
+ * The README's recipe, as a receiver with only node:crypto writes it: the key is the base64 after
+ * whsec_ decoded, the HMAC-SHA256 is over "<id>.<timestamp>.<raw body>", the header is "v1," and
+ * its base64; compared in constant time, and refused when stamped more than 5 minutes off.
+ */
+function receiverVerifies(secret: string, id: string, timestamp: string, body: string, header: string) {
+  if (Math.abs(Date.now() / 1000 - Number(timestamp)) > 300) return false
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64')
+  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest()
+  return header.split(' ').some((part) => {
+    const [version, signature] = part.split(',')
+    const given = Buffer.from(signature ?? '', 'base64')
+    return version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected)
+  })
+}
+
+test("a delivery verifies by the README's recipe with node:crypto alone; a changed byte does not", async () => {
+  const keys = keyspace(testPrefix())
+  const { webhooks, deliveries } = webhookParts(store, keys, randomBytes(32), CONFIG)
+  const receiver = startReceiver()
+  try {
+    const owner = supplierOwner(`sup_${randomUUID()}`)
+    const created = await webhooks.create(owner, { url: receiver.url, events: ['supplier.suspended'] })
+    const [endpoint] = await webhooks.list(owner)
+    const event = { id: 'evt_2-0', type: 'supplier.suspended', createdAt: Date.now(), data: {} }
+    expect((await deliveries.send(owner, endpoint!, event, 1)).ok).toBe(true)
+    const [got] = receiver.received
+    const { id, timestamp, body, signature } = got!
+    expect(JSON.parse(body).id).toBe(id)
+    expect(receiverVerifies(created.secret, id, timestamp, body, signature)).toBe(true)
+    expect(receiverVerifies(created.secret, id, timestamp, body.replace('}', ' }'), signature)).toBe(false)
+    expect(receiverVerifies(created.secret, 'evt_3-0', timestamp, body, signature)).toBe(false)
+    expect(receiverVerifies(created.secret, id, String(Number(timestamp) + 1), body, signature)).toBe(false)
   } finally {
     await receiver.stop()
   }
