@@ -157,7 +157,9 @@ export function createApp(deps: AppDeps) {
     .use(agentWebhookRoutes({ ...deps, ...webhooks }))
     .use(supplierWebhookRoutes({ ...deps, ...webhooks }))
     .use(pageRoutes(deps))
-    .use((app) => app.use(mcpRoutes(deps, app)).use(contractRoutes(app)))
+    .use((app) =>
+      app.use(mcpRoutes({ ...deps, publicUrl: deps.config.publicUrl }, app)).use(contractRoutes(app)),
+    )
 }
 
 export type App = ReturnType<typeof createApp>

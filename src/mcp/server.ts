@@ -5,6 +5,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import {
   CallToolRequestSchema,
   type CallToolResult,
+  CancelledNotificationSchema,
   ErrorCode,
   ListToolsRequestSchema,
   McpError,
@@ -117,5 +118,25 @@ export function mcpServer(tools: Tool[], dispatch: Dispatch, instructions = INST
     }
     return callTool(tool, request.params.arguments ?? {}, dispatch, extra.signal)
   })
+  // A cancellation is ignored, as the spec lets a receiver do. Stateless, it can only name a request
+  // of its own POST, and a cancelled request gets no answer: the POST would wait for it for ever.
+  server.setNotificationHandler(CancelledNotificationSchema, () => {})
   return server
+}
+
+/**
+ * What makes a JSON-RPC batch unanswerable, or null: an empty one, or two requests with one id
+ * (their answers could not be told apart, and the POST would answer only one of them).
+ */
+export function batchProblem(body: unknown): string | null {
+  if (!Array.isArray(body)) return null
+  if (body.length === 0) return 'an empty batch'
+  const ids = new Set<unknown>()
+  for (const message of body as unknown[]) {
+    if (message === null || typeof message !== 'object' || !('method' in message) || !('id' in message))
+      continue
+    if (ids.has(message.id)) return `two requests of the batch have the id ${JSON.stringify(message.id)}`
+    ids.add(message.id)
+  }
+  return null
 }

@@ -165,7 +165,7 @@ export const ERROR_RESPONSES = {
     content: json({ $ref: '#/components/schemas/PaymentChallenge' }),
   },
   Forbidden: errorResponse(
-    "payer_mismatch on funding: the paying wallet is not the Bearer account. key_limit_exceeded on inference: the request's worst case would take the key past its spending limit (never a 402: funding does not help); raise it with PATCH /v1/agent/keys/{id} or lower max_tokens. key_limit_binding on /v1/agent/keys, max-price and webhooks: a limited key may not raise or remove a limit, change a limitReset, change or revoke a key without one, nor mint a key without a limit within what it has left that resets no more often than its own, nor change the account's max price or register or remove its webhook endpoints (nothing changed). supplier_suspended on supplier routes (no offer posted or activated, no payout)",
+    "payer_mismatch on funding: the paying wallet is not the Bearer account. key_limit_exceeded on inference: the request's worst case would take the key past its spending limit (never a 402: funding does not help); raise it with PATCH /v1/agent/keys/{id} or lower max_tokens. key_limit_binding on /v1/agent/keys, max-price and webhooks: a limited key may not raise or remove a limit, change a limitReset, change or revoke a key without one, nor mint a key without a limit within what it has left that resets no more often than its own, nor change the account's max price or register or remove its webhook endpoints (nothing changed). supplier_suspended on supplier routes (no offer posted or activated, no payout). origin_not_allowed on /mcp: an Origin header other than the gateway's own",
     'SupportReference',
   ),
   NotFound: errorResponse('Not found: unknown model, key, reference or route'),

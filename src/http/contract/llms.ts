@@ -91,6 +91,8 @@ ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: 
   or remove its webhook endpoints. Ask the account's owner. Nothing changed.
 - 403 supplier_suspended (suppliers): the operator suspended you; no offer is posted or activated,
   no payout sent.
+- 403 origin_not_allowed (/mcp): the request carried an Origin header other than the gateway's
+  own, as a browser page on another site does. MCP clients that are not browsers send none.
 - 409: on funding, money moved but the request did not finish; never pay again. "credited": true
   means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);
   "reconciling": true means the credit is queued from the chain; otherwise keep "transaction" and

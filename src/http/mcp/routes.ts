@@ -28,11 +28,36 @@ type Role = 'buyer' | 'supplier'
 const isSupplierKey = (request: Request) =>
   /^Bearer[ ]+sup_/i.test(request.headers.get('authorization') ?? '')
 
-/** Either kind of key, each checked as its own routes check it; the role says which tools it gets. */
-function mcpAuth(deps: AuthDeps) {
+export interface McpDeps extends AuthDeps {
+  /** The gateway's own public URL (SVC_PUBLIC_URL): the one Origin a browser page may send. */
+  publicUrl: string
+}
+
+/**
+ * An Origin header, when sent, must be the gateway's own, as the MCP transport requires: a page on
+ * another site that reaches the gateway by DNS rebinding (its name resolving to a gateway on a
+ * private address) is refused 403 before its key is read. Clients that are not browsers send none.
+ */
+function originCheck(publicUrl: string) {
+  const own = new URL(publicUrl).origin
+  return (request: Request) => {
+    const origin = request.headers.get('origin')
+    if (origin !== null && origin !== own) {
+      throw new ApiError(403, 'origin_not_allowed', `requests from a browser page are taken only from ${own}`)
+    }
+  }
+}
+
+/**
+ * Either kind of key, each checked as its own routes check it; the role says which tools it gets.
+ * The Origin is checked first.
+ */
+function mcpAuth(deps: McpDeps) {
   const buyer = buyerAuthenticator(deps)
   const supplier = supplierAuthenticator(deps)
+  const checkOrigin = originCheck(deps.publicUrl)
   const role = async (request: Request): Promise<Role> => {
+    checkOrigin(request)
     if (isSupplierKey(request)) {
       await supplier(request)
       return 'supplier'
@@ -100,14 +125,23 @@ const notAllowed = () => {
   })
 }
 
+/** JSON-RPC's Invalid Request (-32600), as the transport answers a message it cannot take: a 400. */
+const invalidRequest = (problem: string) =>
+  Response.json(
+    { jsonrpc: '2.0', error: { code: -32600, message: `Invalid Request: ${problem}` }, id: null },
+    { status: 400 },
+  )
+
 /** Mounted last, with the app itself: `.use((app) => app.use(mcpRoutes(deps, app)))`. */
-export function mcpRoutes(deps: AuthDeps, app: AppHandle) {
+export function mcpRoutes(deps: McpDeps, app: AppHandle) {
   return new Elysia({ name: 'svc/mcp', seed: deps.keys.prefix })
     .use(mcpAuth(deps))
     .post(
       MCP_PATH,
       async ({ request, body, role }) => {
-        const [{ mcpServer }, { WebStandardStreamableHTTPServerTransport }] = await loadSdk()
+        const [{ batchProblem, mcpServer }, { WebStandardStreamableHTTPServerTransport }] = await loadSdk()
+        const problem = batchProblem(body)
+        if (problem) return invalidRequest(problem)
         const server = mcpServer(
           offeredTools(app, role),
           dispatcher(app, request),
