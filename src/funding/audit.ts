@@ -63,8 +63,12 @@ export async function auditFunding(store: Store, keys: Keyspace): Promise<AuditF
     const [state, by] = await store.hmget(keys.authorization(p.authorization ?? ''), 'state', 'paymentId')
     if (state !== 'credited' || by !== p.id)
       off(subject, `its authorization ${p.authorization} is ${state ?? 'missing'}${by ? ` by ${by}` : ''}`)
-    // Held apart, a payment moves its account's money once listed there (audit-apart.ts checks the listing).
-    if (apart && !(await store.hget(keys.accountPayments(p.accountId), p.id!))) continue
+    // Held apart, a payment moves its account's money once listed there, pending or confirmed
+    // (audit-apart.ts checks the listing).
+    if (apart) {
+      const listing = await store.hget(keys.accountPayments(p.accountId), p.id!)
+      if (listing !== 'pending' && listing !== 'confirmed') continue
+    }
     add(paid, p.accountId, Number(p.amount))
     if (p.state === 'pending') add(pending, p.accountId, Number(p.amount))
   }

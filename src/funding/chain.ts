@@ -79,6 +79,10 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
       const block = await client.getBlock({ blockTag: 'latest' })
       return { number: block.number, timestamp: block.timestamp }
     },
+    /** A block's time (unix seconds), by its number. */
+    async blockTime(number: bigint): Promise<bigint> {
+      return (await client.getBlock({ blockNumber: number })).timestamp
+    },
     /** The receipt of a transaction, or null while it is not mined (or unknown). */
     async receipt(hash: Hex): Promise<Receipt | null> {
       try {

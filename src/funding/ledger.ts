@@ -5,6 +5,7 @@ import { ACCOUNT_TABLE, type Keyspace } from '../redis/keys.ts'
 import { PaymentCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
+import { movePayment, movePending, type ReorgedResult, takeBackPayment } from './reorged-ledger.ts'
 
 export type PaymentKind = 'signup' | 'refill' | 'topup'
 
@@ -248,17 +249,20 @@ export class PaymentLedger {
           accountId,
         },
       )
-    const [state, owner, amount] = await this.store.hmget(
+    const [state, owner, amount, movedFrom] = await this.store.hmget(
       this.keys.payment(paymentIdValue),
       'state',
       'accountId',
       'amount',
+      'movedFrom',
     )
     if (state !== 'pending') {
       await mark()
       return { status: 'nothing_to_do' }
     }
     if (owner !== accountId || !amount) return { status: 'refused', code: PaymentCode.NoAccount }
+    // A payment moved from another transaction: the account lists it in the old one's place first.
+    if (movedFrom) await movePending(this.store, this.keys, accountId, movedFrom, paymentIdValue)
     await this.creditAccount(paymentIdValue)
     const result = (await runScript(this.store, 'confirmPending', [this.keys.accountBase(accountId)], {
       accountId,
@@ -275,6 +279,16 @@ export class PaymentLedger {
       confirmed: Number(result[1]) as MicroUsdc,
       pending: Number(result[2]) as MicroUsdc,
     }
+  }
+
+  /** Moves a pending payment to the transaction that did use its authorization (reorged-ledger.ts). */
+  move(paymentIdValue: string, movedTo: string, blockNumber: bigint): Promise<ReorgedResult> {
+    return movePayment(this.store, this.keys, paymentIdValue, movedTo, blockNumber)
+  }
+
+  /** Takes back a pending payment whose authorization expired unused (reorged-ledger.ts). */
+  takeBack(paymentIdValue: string, accountId: string): Promise<ReorgedResult> {
+    return takeBackPayment(this.store, this.keys, paymentIdValue, accountId)
   }
 
   /** Payments credited in blocks up to `block`, oldest first: those now confirmed enough. */
@@ -303,7 +317,19 @@ export class PaymentLedger {
   }
 
   /** Claims older than `before` (ms) not yet credited: the reconciler's work, oldest first. */
-  inFlightBefore(before: number, limit = 100): Promise<string[]> {
-    return this.store.zrangebyscore(this.keys.paymentsInFlight, '-inf', String(before), 'LIMIT', 0, limit)
+  inFlightBefore(before: number, limit = 100, offset = 0): Promise<string[]> {
+    return this.store.zrangebyscore(
+      this.keys.paymentsInFlight,
+      '-inf',
+      String(before),
+      'LIMIT',
+      offset,
+      limit,
+    )
+  }
+
+  /** Whether a claim is still in flight: on the reconciler's list. */
+  async inFlight(authorizationIdValue: string): Promise<boolean> {
+    return (await this.store.zscore(this.keys.paymentsInFlight, authorizationIdValue)) !== null
   }
 }

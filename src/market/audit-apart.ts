@@ -96,9 +96,10 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
     if (side === 'pending')
       pendingByAccount.set(p.accountId!, (pendingByAccount.get(p.accountId!) ?? 0) + num(p, 'amount'))
   }
+  // A payment moved to another transaction, or taken back, stays listed as such: its record is gone.
   for (const [accountId, row] of credited)
-    for (const id of Object.keys(row))
-      if (!recorded.has(`${accountId} ${id}`))
+    for (const [id, side] of Object.entries(row))
+      if (side !== 'moved' && side !== 'taken back' && !recorded.has(`${accountId} ${id}`))
         off(`account ${accountId}`, `credited payment ${id} has no record`)
 
   // Keys: each listed on its account has the record auth reads (a mint or a revoke that stopped

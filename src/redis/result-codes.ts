@@ -80,13 +80,14 @@ export enum RenewCode {
   Gone = 0,
 }
 
-/** claim-payment, credit-payment, confirm-payment, release-payment */
+/** claim-payment, credit-payment, confirm-payment, release-payment, move-payment, take-back-payment */
 export enum PaymentCode {
   Done = 1,
   AlreadyDone = 0,
   NoAccount = -1,
   BadAmount = -6,
   PendingShort = -7,
+  TransactionTaken = -8,
 }
 
 /** payout-create */

@@ -21,6 +21,8 @@ import indexAccount from '../../lua/index-account.lua' with { type: 'text' }
 import indexKey from '../../lua/index-key.lua' with { type: 'text' }
 import indexOffer from '../../lua/index-offer.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
+import movePayment from '../../lua/move-payment.lua' with { type: 'text' }
+import movePending from '../../lua/move-pending.lua' with { type: 'text' }
 import notePayment from '../../lua/note-payment.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
 import payoutCreate from '../../lua/payout-create.lua' with { type: 'text' }
@@ -40,6 +42,8 @@ import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
 import supplierSignin from '../../lua/supplier-signin.lua' with { type: 'text' }
 import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
+import takeBackPayment from '../../lua/take-back-payment.lua' with { type: 'text' }
+import takeBackPending from '../../lua/take-back-pending.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import voidReservation from '../../lua/void.lua' with { type: 'text' }
 import webhookDelete from '../../lua/webhook-delete.lua' with { type: 'text' }
@@ -317,6 +321,11 @@ export const SCRIPTS = {
     'paymentId',
     'amount',
   ]),
+  // a pending payment whose transaction the chain lost: moved to the one that used its authorization, or taken back
+  movePayment: standalone(movePayment, 4, ['paymentId', 'movedTo', 'blockNumber']),
+  movePending: standalone(movePending, 1, ['paymentId', 'movedTo']),
+  takeBackPayment: standalone(takeBackPayment, 4, ['paymentId', 'accountId'], false, 3),
+  takeBackPending: standalone(takeBackPending, 2, ['accountId', 'paymentId', 'amount']),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, [
     'nonce',

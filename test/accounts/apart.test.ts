@@ -8,6 +8,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { AccountStore } from '../../src/accounts/accounts.ts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
+import { auditFunding } from '../../src/funding/audit.ts'
 import { PaymentLedger } from '../../src/funding/ledger.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
@@ -397,6 +398,145 @@ describe('funding held apart', () => {
       pending: 1_000_000,
       funded: 1_500_000,
     })
+  })
+
+  const recordOnly = (payment: ReturnType<typeof settled>) => {
+    const id = `84532:${payment.transaction}`
+    return runScript(
+      store,
+      'creditPayment',
+      [
+        keys.payment(id),
+        keys.authorization(payment.authorizationId),
+        keys.paymentsInFlight,
+        keys.paymentsUnconfirmed,
+      ],
+      {
+        accountId: payment.accountId,
+        amount: payment.amount,
+        paymentId: id,
+        authorizationId: payment.authorizationId,
+        blockNumber: '100',
+        payer: payment.payer,
+        table: ACCOUNT_TABLE,
+      },
+    )
+  }
+  const newPaymentId = () => `84532:0x${randomBytes(32).toString('hex')}`
+  const fundingOf = async (accountId: string) =>
+    (await auditFunding(store, keys)).filter((f) => f.subject === `account ${accountId}`)
+
+  test('moved to another transaction, then confirmed: the account lists the new payment in its place, credited once', async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 2_000_000)
+    const id = `84532:${payment.transaction}`
+    await ledger().credit(payment)
+    const movedTo = newPaymentId()
+    expect(await ledger().move(id, movedTo, 120n)).toEqual({ status: 'done' })
+    expect(await ledger().move(id, movedTo, 120n)).toEqual({ status: 'nothing_to_do' })
+    expect(await store.hgetall(keys.accountPayments(account.id))).toEqual({
+      [id]: 'moved',
+      [movedTo]: 'pending',
+    })
+    expect(await balances(account.id)).toMatchObject({ pending: 2_000_000, funded: 2_000_000 })
+    expect(await auditApart(store, keys.prefix)).toEqual([])
+    expect(await ledger().confirm(movedTo, account.id)).toMatchObject({ status: 'confirmed' })
+    expect(await balances(account.id)).toMatchObject({ confirmed: 2_000_000, pending: 0, funded: 2_000_000 })
+    // A replica that stalled before the old payment's account step: it credits nothing now.
+    const late = await runScript(
+      store,
+      'creditPending',
+      [keys.account(account.id), keys.accountPayments(account.id)],
+      {
+        accountId: account.id,
+        paymentId: id,
+        amount: 2_000_000,
+        table: ACCOUNT_TABLE,
+      },
+    )
+    expect(late).toEqual([0, id])
+    expect(await balances(account.id)).toMatchObject({ confirmed: 2_000_000, pending: 0, funded: 2_000_000 })
+    expect(await fundingOf(account.id)).toEqual([])
+  })
+
+  test("a replica that stops between a move's two steps: the confirmation finishes it, crediting nothing twice", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 2_000_000)
+    const id = `84532:${payment.transaction}`
+    await ledger().credit(payment)
+    const movedTo = newPaymentId()
+    const moved = await runScript(
+      store,
+      'movePayment',
+      [
+        keys.payment(id),
+        keys.payment(movedTo),
+        keys.authorization(payment.authorizationId),
+        keys.paymentsUnconfirmed,
+      ],
+      { paymentId: id, movedTo, blockNumber: '120' },
+    )
+    expect(moved).toEqual([1])
+    expect(await auditApart(store, keys.prefix)).not.toEqual([])
+    expect(await ledger().confirm(movedTo, account.id)).toMatchObject({ status: 'confirmed' })
+    expect(await store.hgetall(keys.accountPayments(account.id))).toEqual({
+      [id]: 'moved',
+      [movedTo]: 'confirmed',
+    })
+    expect(await balances(account.id)).toMatchObject({ confirmed: 2_000_000, pending: 0, funded: 2_000_000 })
+
+    // Moved before its credit reached the account: the new payment's confirmation credits it, once.
+    const unlisted = settled(account.id, 1_000_000)
+    const unlistedId = `84532:${unlisted.transaction}`
+    await recordOnly(unlisted)
+    const unlistedTo = newPaymentId()
+    expect(await ledger().move(unlistedId, unlistedTo, 120n)).toEqual({ status: 'done' })
+    expect(await ledger().confirm(unlistedTo, account.id)).toMatchObject({ status: 'confirmed' })
+    expect(await balances(account.id)).toMatchObject({ confirmed: 3_000_000, pending: 0, funded: 3_000_000 })
+    expect(await fundingOf(account.id)).toEqual([])
+  })
+
+  test("taken back: the account's balance first, once, whatever step a replica stopped after", async () => {
+    const { account } = await accounts.create(wallet(), 50)
+    const payment = settled(account.id, 2_000_000)
+    const id = `84532:${payment.transaction}`
+    await ledger().credit(payment)
+    expect(await ledger().takeBack(id, account.id)).toEqual({ status: 'done' })
+    expect(await ledger().takeBack(id, account.id)).toEqual({ status: 'nothing_to_do' })
+    expect(await store.hgetall(keys.accountPayments(account.id))).toEqual({ [id]: 'taken back' })
+    expect(await store.hgetall(keys.payment(id))).toEqual({})
+    expect(await balances(account.id)).toMatchObject({ pending: 0, funded: 0 })
+
+    // Stopped after the account's step: balanced already; the next pass drops the records.
+    const second = settled(account.id, 1_000_000)
+    const secondId = `84532:${second.transaction}`
+    await ledger().credit(second)
+    const accountStep = await runScript(
+      store,
+      'takeBackPending',
+      [keys.account(account.id), keys.accountPayments(account.id)],
+      { accountId: account.id, paymentId: secondId, amount: 1_000_000 },
+    )
+    expect(accountStep).toEqual([1])
+    expect(await auditApart(store, keys.prefix)).toEqual([])
+    expect(await ledger().takeBack(secondId, account.id)).toEqual({ status: 'done' })
+    expect(await balances(account.id)).toMatchObject({ pending: 0, funded: 0 })
+
+    // Taken back before its credit reached the account: nothing to take from it, and nothing credited later.
+    const unlisted = settled(account.id, 500_000)
+    const unlistedId = `84532:${unlisted.transaction}`
+    await recordOnly(unlisted)
+    expect(await ledger().takeBack(unlistedId, account.id)).toEqual({ status: 'done' })
+    // The credit's account step, from a replica that stalled: it finds the payment taken back.
+    const late = await runScript(
+      store,
+      'creditPending',
+      [keys.account(account.id), keys.accountPayments(account.id)],
+      { accountId: account.id, paymentId: unlistedId, amount: 500_000, table: ACCOUNT_TABLE },
+    )
+    expect(late).toEqual([0, unlistedId])
+    expect(await balances(account.id)).toMatchObject({ pending: 0, funded: 0 })
+    expect(await fundingOf(account.id)).toEqual([])
   })
 
   test("a replica that stops between the account's confirmation and the payment's mark: the next pass marks it, moving nothing", async () => {

@@ -2,7 +2,8 @@
 // is never read as "unused" from a lagging node and "expired" from a fresh one. A refill whose
 // transfer is mined (its answer lost to a lagging node) must end credited, never released.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
+import { reconcilePayments } from '../../src/funding/reconciler.ts'
+import type { WatchDeps } from '../../src/funding/watcher.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'

@@ -5,7 +5,8 @@
 // and past its validBefore by the chain's own clock.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { auditAll } from '../../src/cli/audit.ts'
-import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
+import { reconcilePayments } from '../../src/funding/reconciler.ts'
+import type { WatchDeps } from '../../src/funding/watcher.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'

@@ -6,7 +6,8 @@
 // on chain by the reconciler and credited once.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Hex } from 'viem'
-import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
+import { reconcilePayments } from '../../src/funding/reconciler.ts'
+import type { WatchDeps } from '../../src/funding/watcher.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'

@@ -2,7 +2,8 @@
 // "failed" with no transaction. That proves nothing was NOT sent: the claim must stay for the
 // reconciler, which credits the transfer once it is mined.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { reconcilePayments, type WatchDeps } from '../../src/funding/watcher.ts'
+import { reconcilePayments } from '../../src/funding/reconciler.ts'
+import type { WatchDeps } from '../../src/funding/watcher.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'

@@ -103,7 +103,13 @@ test('a relayer transaction held pending under a risen base fee is signed again 
   const kept = await stack.store.hget(stack.keys.relayerSent(relayer.toLowerCase()), String(signed.nonce))
   expect(keccak256(kept as Hex)).toBe(minedHash)
 
-  await until(async () => (await stack.store.zcard(stack.keys.paymentsInFlight)) === 0, 50)
+  // Nothing in flight, and nothing left for the watcher to confirm: the audit reads a market at rest.
+  await until(
+    async () =>
+      (await stack.store.zcard(stack.keys.paymentsInFlight)) === 0 &&
+      (await stack.store.zcard(stack.keys.paymentsUnconfirmed)) === 0,
+    50,
+  )
   for (const payer of [first, second]) {
     expect(await fundedOf(stack, payer)).toBe(AMOUNT)
     expect(await chain.balanceOf(payer.address)).toBe(HELD - AMOUNT)

@@ -40,6 +40,7 @@ export const usdcAbi = parseAbi([
   'function mint(address to, uint256 value)',
   'function transfer(address to, uint256 value) returns (bool)',
   'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
 ])
 
 let compiled: { abi: Abi; bytecode: Hex } | undefined
@@ -181,6 +182,39 @@ export async function startChain() {
       })
       const receipt = await publicClient.waitForTransactionReceipt({ hash })
       if (receipt.status !== 'success') throw new Error(`plain transfer ${hash} reverted`)
+      return { transaction: hash, blockNumber: receipt.blockNumber }
+    },
+    /**
+     * What anyone holding a copy of an X-PAYMENT header (v1) can do: send its signed authorization
+     * from a wallet of their own (given the ETH for its gas); the mined transaction and its block.
+     */
+    async sendAuthorization(header: string) {
+      const { payload } = JSON.parse(Buffer.from(header, 'base64').toString()) as {
+        payload: {
+          signature: Hex
+          authorization: Record<'from' | 'to' | 'value' | 'validAfter' | 'validBefore' | 'nonce', string>
+        }
+      }
+      const a = payload.authorization
+      const sender = privateKeyToAccount(generatePrivateKey())
+      await testClient.setBalance({ address: sender.address, value: 10n ** 18n })
+      const wallet = createWalletClient({ chain, transport, account: sender })
+      const hash = await wallet.writeContract({
+        address: usdc,
+        abi: usdcAbi,
+        functionName: 'transferWithAuthorization',
+        args: [
+          a.from as Address,
+          a.to as Address,
+          BigInt(a.value),
+          BigInt(a.validAfter),
+          BigInt(a.validBefore),
+          a.nonce as Hex,
+          payload.signature,
+        ],
+      })
+      const receipt = await publicClient.waitForTransactionReceipt({ hash })
+      if (receipt.status !== 'success') throw new Error(`authorization sent in ${hash} reverted`)
       return { transaction: hash, blockNumber: receipt.blockNumber }
     },
     balanceOf(address: Address): Promise<bigint> {

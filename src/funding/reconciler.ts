@@ -1,0 +1,125 @@
+// The reconciler: a claim left in flight (receipt timeout, crash, failed credit write) is finished
+// from the chain: credited when its transfer is there, released only once no money can move: its
+// authorization unused and expired. Until then a node's silence proves nothing (a lost broadcast,
+// a lagging node, a sequencer that has it and a replica that does not), so the claim waits.
+import type { Address, Hex } from 'viem'
+import { isHash } from 'viem'
+import type { MicroUsdc } from '../money/units.ts'
+import { authorizationUse, expiresAt, payerAndNonce, settles } from './authorization-use.ts'
+import type { Receipt } from './chain.ts'
+import type { InFlightPayment } from './ledger.ts'
+import { CHAIN_IDS } from './network.ts'
+import type { WatchDeps } from './watcher.ts'
+
+/**
+ * Where a replica's next reconciler pass starts on the in-flight list: past the claims its passes
+ * kept. A pass reads at most RECONCILE_PAGES pages and the next resumes there, back at the front
+ * once a pass reaches the end, so claims that stay in flight for good never hold back those behind.
+ */
+export interface ReconcileCursor {
+  offset: number
+}
+
+const RECONCILE_PAGE = 100
+const RECONCILE_PAGES = 10
+
+/** Finishes claims older than `graceMs`, from `cursor` on; returns how many it credited. */
+export async function reconcilePayments(
+  deps: WatchDeps,
+  graceMs = deps.config.receiptTimeoutMs,
+  cursor: ReconcileCursor = { offset: 0 },
+): Promise<number> {
+  const before = Date.now() - graceMs
+  let credited = 0
+  for (let page = 0; page < RECONCILE_PAGES; page++) {
+    const ids = await deps.ledger.inFlightBefore(before, RECONCILE_PAGE, cursor.offset)
+    for (const id of ids) {
+      const outcome = await reconcileClaim(deps, id)
+      if (outcome === 'credited') credited++
+      else if (outcome === 'kept') cursor.offset++
+    }
+    if (ids.length < RECONCILE_PAGE) {
+      cursor.offset = 0
+      break
+    }
+  }
+  return credited
+}
+
+/** Finishes one claim: `credited`, `gone` (left the list: released, or credited by another), or `kept`. */
+async function reconcileClaim(deps: WatchDeps, id: string): Promise<'credited' | 'gone' | 'kept'> {
+  try {
+    const record = await deps.ledger.authorization(id)
+    if (!record || record.state === 'credited') return 'gone'
+    if (await reconcileOne(deps, record)) return 'credited'
+    return (await deps.ledger.inFlight(id)) ? 'kept' : 'gone'
+  } catch (error) {
+    deps.logger.warn({ authorizationId: id, err: error }, 'reconcile failed; retrying later')
+    return 'kept'
+  }
+}
+
+async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<boolean> {
+  const { chain, ledger, logger } = deps
+  const [payer, nonce] = payerAndNonce(record)
+  // The recorded hash may be a facilitator's word for another transaction (or for none: not a
+  // hash): it is credited only if it settled this authorization, else the token's own record below
+  // says what happened.
+  if (record.tx && isHash(record.tx)) {
+    const receipt = await chain.receipt(record.tx as Hex)
+    if (receipt?.status === 'success' && settles(deps, record, receipt))
+      return creditTransfer(deps, record, record.tx as Hex, receipt)
+  }
+  // The chain's clock first, then the authorization's state as of that very block: "unused" and
+  // "expired" must describe one block. Asked separately, a lagging node's "unused" (a block before
+  // the transfer) and a fresh node's "expired" would release a claim whose money has moved.
+  const latest = await chain.latest()
+  if (!(await chain.authorizationUsed(payer, nonce, latest.number))) {
+    // Unused at a block past its validBefore: the token refuses it for good (no later block is
+    // older), no money moved, the claim goes (only as read: a request that marked it sent since
+    // keeps it).
+    const expires = expiresAt(deps, record)
+    if (expires !== null && latest.timestamp >= expires) await ledger.release(record.id, record.tx ?? '')
+    return false
+  }
+  // Used by a transaction we never recorded (a settlement call that failed after sending, a
+  // replaced or front-run transaction): find it by the token's own record of the authorization.
+  const use = record.fromBlock ? await authorizationUse(deps, record, BigInt(record.fromBlock)) : null
+  if (use?.receipt?.status !== 'success') {
+    logger.error(
+      { authorizationId: record.id, fromBlock: record.fromBlock, transaction: use?.transaction ?? null },
+      'authorization used, but no transaction found that used it; operator action needed',
+    )
+    return false
+  }
+  return creditTransfer(deps, record, use.transaction, use.receipt)
+}
+
+/** Credits a claim from a mined transaction, when it holds the transfer the claim promised. */
+async function creditTransfer(
+  deps: WatchDeps,
+  record: InFlightPayment,
+  transaction: Hex,
+  receipt: Receipt,
+): Promise<boolean> {
+  const { config, ledger, logger } = deps
+  if (!settles(deps, record, receipt)) {
+    logger.error(
+      { authorizationId: record.id, transaction },
+      'in-flight transaction has no matching transfer',
+    )
+    return false
+  }
+  const accountId = record.accountId || (await deps.resolveAccount(record.payer as Address))
+  const result = await ledger.credit({
+    accountId,
+    amount: Number(record.amount) as MicroUsdc,
+    chainId: CHAIN_IDS[config.network],
+    transaction,
+    authorizationId: record.id,
+    blockNumber: receipt.blockNumber,
+    payer: record.payer,
+  })
+  logger.info({ authorizationId: record.id, transaction, result: result.status }, 'reconciled payment')
+  return result.status === 'credited'
+}
