@@ -41,6 +41,7 @@ import { messagesBodySchema } from './inference/messages-request.ts'
 import { responsesBodySchema } from './inference/responses-request.ts'
 import { InferenceService } from './inference/service.ts'
 import type { ClearJournal } from './market/clear-journal.ts'
+import type { LeaseRenewer } from './market/lease-renewer.ts'
 import type { MarketSteps } from './market/steps.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
 import type { PayoutService } from './payouts/service.ts'
@@ -64,6 +65,8 @@ export interface AppDeps {
   steps?: MarketSteps
   /** Acknowledged clears kept to be sent again when a connection to Redis closes (gateway.ts). */
   journal?: ClearJournal
+  /** The leases' renewer, whose attempts in flight the replica's stop waits on (gateway.ts). */
+  renewer?: LeaseRenewer
 }
 
 export function createApp(deps: AppDeps) {

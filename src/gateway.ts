@@ -5,6 +5,7 @@ import { CatalogStore } from './catalog/store.ts'
 import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { ClearJournal, KEEP_UNREPLICATED_MS } from './market/clear-journal.ts'
+import { LeaseRenewer } from './market/lease-renewer.ts'
 import { startReaper } from './market/reaper.ts'
 import { earlierBuildSeen, forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
@@ -105,6 +106,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     : undefined
   const payouts = await startPayouts(config, store, keys, logger, funding?.funding.chain)
   const lifecycle = { draining: false }
+  const renewer = new LeaseRenewer(steps, config.market.leaseMs, every)
   const app = createApp({
     config,
     store,
@@ -116,6 +118,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     funding: funding?.funding,
     payouts: payouts.service,
     lifecycle,
+    renewer,
   })
   // Bun's own limit answers a bare 413 (no body, no request id) before the app sees the request,
   // so it is not used: the app refuses a declared length past SVC_MAX_BODY_BYTES before reading a
@@ -156,9 +159,21 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   }
   const server = app.server!
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
+  // The attempts still open once their connections are cut end as a client that leaves ends them
+  // (a stream cleared on what it generated, a call waiting on its supplier released), and the
+  // renewer holds each until its clear or release returns. Waited on for as long as a stream's
+  // clear waits for Redis: past that the clear has given up, and its lease is left to a reaper.
+  const settle = async () => {
+    const deadline = Date.now() + config.inference.streamClearWaitMs
+    while (renewer.inFlight > 0 && Date.now() < deadline) await Bun.sleep(20)
+    if (renewer.inFlight > 0)
+      logger.warn({ open: renewer.inFlight }, 'stopping with attempts unsettled; their leases are reaped')
+  }
   const stop = async () => {
-    await stopWork()
+    // Connections first: what they cut is cleared while the journal, the reaper and Redis are here.
     await app.stop(true)
+    await settle()
+    await stopWork()
     // The posts this replica queued go out before Redis does.
     await steps.close()
     store.close()

@@ -328,7 +328,6 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
     } catch (error) {
       // Not a supplier's failure but ours (an upstream key that does not open, a bug): the attempt
       // ends here with nothing charged, rather than hold until the reaper takes its lease.
-      deps.renewer.remove(attemptId)
       await deps.steps
         .release(admission, {
           errorCode: 'gateway_error',
@@ -338,18 +337,21 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
           recordRetentionMs: deps.recordRetentionMs,
         })
         .catch(() => {})
+        .finally(() => deps.renewer.remove(attemptId))
       throw error
     }
     if ('admission' in call) return call
     const f = call
-    deps.renewer.remove(attemptId)
-    await deps.steps.release(admission, {
-      errorCode: f.code,
-      cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,
-      upstreamBalance: f.balance,
-      final: req.signal.aborted || f.clientError || n === MAX_ATTEMPTS,
-      recordRetentionMs: deps.recordRetentionMs,
-    })
+    // The renewer holds the attempt until its release has returned: a stop waits on it.
+    await deps.steps
+      .release(admission, {
+        errorCode: f.code,
+        cooldownMs: f.clientError || f.code === 'client_closed' ? 0 : deps.market.cooldownMs,
+        upstreamBalance: f.balance,
+        final: req.signal.aborted || f.clientError || n === MAX_ATTEMPTS,
+        recordRetentionMs: deps.recordRetentionMs,
+      })
+      .finally(() => deps.renewer.remove(attemptId))
     // The released attempt is recorded: these errors carry the support reference too.
     if (req.signal.aborted) {
       throw attachSupportReference(

@@ -46,6 +46,8 @@ export interface InferenceDeps {
   steps?: MarketSteps
   /** Acknowledged clears kept to be sent again when a connection to Redis closes. */
   journal?: ClearJournal
+  /** The leases' renewer (default: one of the service's own), shared with the replica's drain. */
+  renewer?: LeaseRenewer
 }
 
 /** One request as the service needs it: its ids and the signal that says the client left. */
@@ -127,7 +129,7 @@ export class InferenceService {
     const { inference, market } = deps.config
     const recordRetentionMs = deps.config.records.recordRetentionDays * 86_400_000
     this.steps = deps.steps ?? marketSteps(deps.store, deps.keys)
-    this.renewer = new LeaseRenewer(this.steps, market.leaseMs, market.every)
+    this.renewer = deps.renewer ?? new LeaseRenewer(this.steps, market.leaseMs, market.every)
     this.dispatching = {
       store: deps.store,
       steps: this.steps,
@@ -246,7 +248,6 @@ export class InferenceService {
   private async abandon(begun: Begun, cause: unknown): Promise<void> {
     const { attemptId } = begun.dispatched.admission
     begun.dispatched.response.cancel()
-    this.renewer.remove(attemptId)
     this.deps.logger.error(
       { requestId: begun.call.requestId, err: (cause as Error)?.message },
       'chat abandoned',
@@ -265,6 +266,7 @@ export class InferenceService {
           'abandoned attempt left to the reaper',
         )
       })
+      .finally(() => this.renewer.remove(attemptId))
   }
 
   /** Clears a buffered answer, or throws clearFailure's error. */

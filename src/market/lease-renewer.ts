@@ -22,6 +22,14 @@ export class LeaseRenewer {
     )
   }
 
+  /**
+   * Attempts this process has admitted and not yet ended: each is held from admission until its
+   * clear or release has returned (or given up), so none is left when every one is settled.
+   */
+  get inFlight(): number {
+    return this.attempts.size
+  }
+
   add(attempt: AttemptRef): void {
     this.attempts.set(attempt.attemptId, attempt)
     this.open.add(attempt.attemptId)

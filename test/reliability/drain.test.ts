@@ -1,24 +1,42 @@
 // SIGTERM on the real `serve` process: it stops accepting, lets an open stream finish and settle
-// ([DONE], charged once), then exits 0.
+// ([DONE], charged once), then exits 0; a stream still open when the grace ends is cut and cleared
+// as a client that left is (what was generated, on estimate) before Redis goes.
 import { afterAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { auditAll } from '../../src/cli/audit.ts'
+import { marketTotals } from '../../src/market/totals.ts'
+import { parseMicros } from '../../src/money/units.ts'
+import { SUPPORT_REFERENCE_HEADER } from '../../src/records/support-reference.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { startSim } from '../../src/sim/server.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { attemptRecord } from '../helpers/attempts.ts'
+import { serverOf } from '../helpers/redis-cluster.ts'
+import { startRedisProxy } from '../helpers/redis-proxy.ts'
+import { startStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 const sim = startSim({ port: 0, tokensPerSecond: 25, outputTokens: 25 })
+// Slower than any grace below lets it finish: its stream is open when the grace ends.
+const slowSim = startSim({ port: 0, tokensPerSecond: 5, outputTokens: 200 })
+// A buffered answer that comes only long after the grace.
+const lateSim = startSim({ port: 0, latencyMs: 60_000 })
 const store = createStore(testRedisUrl())
 afterAll(async () => {
   await sim.stop()
+  await slowSim.stop()
+  await lateSim.stop()
   store.close()
 })
 
-test('SIGTERM drains: the open stream completes and settles, new work is refused, exit 0', async () => {
-  const prefix = testPrefix()
+/** `serve` as a child process on its own prefix, with an offer on `upstreamUrl` and a funded account. */
+async function serving(
+  upstreamUrl: string,
+  graceMs: number,
+  options: { prefix?: string; env?: Record<string, string> } = {},
+) {
+  const prefix = options.prefix ?? testPrefix()
   const port = freePort()
   const admin = `drain-admin-${randomBytes(16).toString('hex')}`
   const child = Bun.spawn([process.execPath, 'src/main.ts', 'serve'], {
@@ -30,9 +48,10 @@ test('SIGTERM drains: the open stream completes and settles, new work is refused
       SVC_REDIS_PREFIX: prefix,
       SVC_ADMIN_TOKEN: admin,
       SVC_MASTER_KEY: randomBytes(32).toString('hex'),
-      SVC_UPSTREAM_URL: sim.url,
-      SVC_SHUTDOWN_GRACE_MS: '15000',
+      SVC_UPSTREAM_URL: upstreamUrl,
+      SVC_SHUTDOWN_GRACE_MS: String(graceMs),
       LOG_LEVEL: 'warn',
+      ...options.env,
     },
     stdout: 'ignore',
     stderr: 'pipe',
@@ -46,7 +65,7 @@ test('SIGTERM drains: the open stream completes and settles, new work is refused
       body: JSON.stringify(body),
     })
   await call('/admin/v1/offers', {
-    upstreamBaseUrl: sim.url,
+    upstreamBaseUrl: upstreamUrl,
     upstreamApiKey: 'drain-key',
     askCents: 40,
     capacityDiem: '10',
@@ -58,14 +77,31 @@ test('SIGTERM drains: the open stream completes and settles, new work is refused
     apiKey: string
   }
   await call(`/admin/v1/accounts/${account.accountId}/credit`, { amountUsdc: '1.000000' })
+  const chat = (stream: boolean) =>
+    call(
+      '/v1/chat/completions',
+      { model: 'llama-3.3-70b', stream, messages: [{ role: 'user', content: 'a long one' }] },
+      account.apiKey,
+    )
+  return { child, base, keys: keyspace(prefix), accountId: account.accountId, chat }
+}
 
-  const stream = await call(
-    '/v1/chat/completions',
-    { model: 'llama-3.3-70b', stream: true, messages: [{ role: 'user', content: 'a long one' }] },
-    account.apiKey,
-  )
+/** `serve` with a stream open on it, its first bytes read. */
+async function servingStream(
+  upstreamUrl: string,
+  graceMs: number,
+  options: Parameters<typeof serving>[2] = {},
+) {
+  const served = await serving(upstreamUrl, graceMs, options)
+  const stream = await served.chat(true)
   const reader = stream.body!.getReader()
-  let text = new TextDecoder().decode((await reader.read()).value)
+  const first = new TextDecoder().decode((await reader.read()).value)
+  return { ...served, supportReference: stream.headers.get(SUPPORT_REFERENCE_HEADER)!, reader, first }
+}
+
+test('SIGTERM drains: the open stream completes and settles, new work is refused, exit 0', async () => {
+  const { child, base, keys, accountId, reader, first } = await servingStream(sim.url, 15_000)
+  let text = first
   child.kill('SIGTERM')
   // Draining: no new work is taken (the listener is closed, or /readyz says draining), once the
   // signal is handled, however long that takes on a busy machine.
@@ -80,9 +116,84 @@ test('SIGTERM drains: the open stream completes and settles, new work is refused
   expect(text).toContain('"svc.cost"')
   expect(await child.exited).toBe(0)
 
-  const keys = keyspace(prefix)
-  const acct = await store.hgetall(keys.account(account.accountId))
+  const acct = await store.hgetall(keys.account(accountId))
   expect(Number(acct.spent)).toBeGreaterThan(0)
   expect(acct.held).toBe('0')
   expect(await auditAll(store, keys)).toEqual([])
 }, 40_000)
+
+test('a stream still open when the grace ends is cut, then cleared before the process exits', async () => {
+  const { child, keys, accountId, supportReference, reader } = await servingStream(slowSim.url, 500)
+  child.kill('SIGTERM')
+  // Cut at the grace's end: the client's read ends, however (an error or the body's end).
+  for (;;) {
+    const read = await reader.read().catch(() => null)
+    if (!read || read.done) break
+  }
+  expect(await child.exited).toBe(0)
+
+  // Cleared as a client that left is: what was relayed, charged once, the buyer's hold let go.
+  const acct = await store.hgetall(keys.account(accountId))
+  expect(acct.held).toBe('0')
+  expect(acct.inflight).toBe('0')
+  const attempt = await attemptRecord(store, keys.attempt(`${supportReference}.1`))
+  expect(attempt.state).toBe('cleared')
+  expect(attempt.outcome).toBe('incomplete')
+  expect(Number(acct.spent)).toBeGreaterThan(0)
+  expect(acct.spent).toBe(attempt.costUsdc!)
+  // The supplier earned what the buyer paid, less the fee.
+  const totals = await marketTotals(store, keys)
+  const [spent, earned, fees] = [totals.spentUsdc, totals.earnedUsdc, totals.feesUsdc].map(parseMicros)
+  expect(spent).toBe(Number(acct.spent))
+  expect(earned).toBeGreaterThan(0)
+  expect(earned! + fees!).toBe(spent!)
+  expect(await auditAll(store, keys)).toEqual([])
+}, 40_000)
+
+test('a buffered call still waiting on its supplier when the grace ends is released, nothing charged', async () => {
+  const { child, keys, accountId, chat } = await serving(lateSim.url, 500)
+  const answer = chat(false).catch(() => null)
+  await until(async () => (await store.hget(keys.account(accountId), 'inflight')) === '1')
+  child.kill('SIGTERM')
+  await answer
+  expect(await child.exited).toBe(0)
+
+  const acct = await store.hgetall(keys.account(accountId))
+  expect(acct.held).toBe('0')
+  expect(acct.inflight).toBe('0')
+  expect(acct.spent ?? '0').toBe('0')
+  expect(await auditAll(store, keys)).toEqual([])
+}, 40_000)
+
+test('Redis away when the grace ends: the process still exits, and the next start reaps the hold once', async () => {
+  // The child reaches Redis through a proxy (on a Cluster, in front of the master that holds its keys).
+  const prefix = testPrefix()
+  const target = new URL(await serverOf(testRedisUrl(), prefix))
+  const proxy = startRedisProxy({ host: target.hostname, port: Number(target.port) })
+  try {
+    const { child, keys, accountId, supportReference } = await servingStream(slowSim.url, 500, {
+      prefix,
+      env: { REDIS_URL: proxy.url, SVC_STREAM_SETTLE_WAIT_MS: '500', SVC_LEASE_SECONDS: '5' },
+    })
+    proxy.down()
+    child.kill('SIGTERM')
+    expect(await child.exited).toBe(0)
+    proxy.up()
+    // Nothing was cleared: the hold is the lease's, and the next replica to start reaps it.
+    const attempt = keys.attempt(`${supportReference}.1`)
+    expect((await attemptRecord(store, attempt)).state).toBe('admitted')
+    const next = await startStack({ prefix, env: { SVC_REAP_INTERVAL_MS: '100' } })
+    try {
+      await until(async () => (await store.hget(keys.account(accountId), 'held')) === '0')
+      const acct = await store.hgetall(keys.account(accountId))
+      expect(acct.inflight).toBe('0')
+      expect(acct.spent ?? '0').toBe('0')
+      expect((await attemptRecord(store, attempt)).state).toBe('reaped')
+      expect(await auditAll(store, keys)).toEqual([])
+    } finally {
+      await next.stop()
+    }
+  } finally {
+    proxy.stop()
+  }
+}, 60_000)
