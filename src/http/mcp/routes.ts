@@ -96,7 +96,9 @@ function dispatcher(app: AppHandle, request: Request): Dispatch {
           ...(call.body ? { 'content-type': 'application/json' } : {}),
         },
         ...(call.body ? { body: JSON.stringify(call.body) } : {}),
-        signal,
+        // Cancelled by the MCP request, or ended with the caller's connection: a chat no one waits
+        // for is released as a REST call whose client leaves is.
+        signal: AbortSignal.any([signal, request.signal]),
       }),
     )
 }
