@@ -20,6 +20,12 @@ export function redactUrls(text: string): string {
   )
 }
 
+/** The first line of an error's message: viem's short message when it has one. */
+export function shortMessage(error: unknown): string {
+  const e = error as { shortMessage?: string; message?: string }
+  return (e?.shortMessage ?? e?.message ?? String(error)).split('\n')[0] as string
+}
+
 /** Every string in a serialized error (message, stack, cause, viem's url and details) redacted. */
 function redactDeep(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return redactUrls(value)

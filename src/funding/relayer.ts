@@ -7,12 +7,8 @@
 // (sender-lock.ts) takes its turn and reads its nonce afresh. A key of one replica's own finds its
 // turn free.
 //
-// A node keeps a transaction whose max fee fell under the base fee in its pool, unmined, and every
-// later nonce of the key waits behind it. A send of this process still unmined after a while is
-// signed again at its nonce with higher fees (replacement.ts), up to a ceiling; its new hash goes
-// through the send's own `onSigned` before it is broadcast, so the claim follows whichever of the
-// signings is mined.
-import type { Logger } from 'pino'
+// A send left unmined (a node holds it under a base fee that rose past its fee) is signed again
+// with higher fees, or cancelled, by whichever replica holds the key's turn (unmined.ts).
 import {
   type Account,
   type Chain,
@@ -25,35 +21,20 @@ import {
   parseTransaction,
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
-import { redactUrls } from '../logger.ts'
-import { AboveFeeCeiling, type Replacement, signReplacement } from './replacement.ts'
+import { shortMessage } from '../logger.ts'
 import type { HeldTurn, SendTurns } from './sender-lock.ts'
+import { type ClaimOf, type ReplaceOptions, replaceDue } from './unmined.ts'
 
 /** The transaction was refused before it was signed: nothing of it exists, no money moved. */
 export class NotSent extends Error {}
-
-export interface ReplaceOptions {
-  /** How long a send may stay unmined before it is signed again with higher fees. */
-  afterMs: number
-  /** The highest max fee per gas (wei) a send is signed again at. */
-  maxFeePerGas: bigint
-  logger: Logger
-}
-
-/** A send of this process not seen mined yet: its latest signed bytes, since when, its recorder. */
-interface Unmined {
-  serialized: Hex
-  since: number
-  onSigned: (hash: Hex) => Promise<void>
-}
 
 export class Relayer {
   readonly account: PrivateKeyAccount
   private readonly wallet
   private tail: Promise<unknown> = Promise.resolve()
   private nextNonce: number | undefined
-  /** By nonce; kept only given ReplaceOptions. */
-  private readonly unmined = new Map<number, Unmined>()
+  /** When this process last tried to raise each unmined nonce. */
+  private readonly tried = new Map<number, number>()
 
   constructor(
     privateKey: Hex,
@@ -132,15 +113,16 @@ export class Relayer {
     if (turn && !(await turn.held())) throw new NotSent('the relayer key was taken by another sender')
     const hash = keccak256(serialized)
     await onSigned(hash)
-    if (this.replace) this.unmined.set(nonce, { serialized, since: Date.now(), onSigned })
     try {
       await this.client.sendRawTransaction({ serializedTransaction: serialized })
     } catch {
       // Signed and recorded, it may be out there whatever the answer said: a node that took it
       // and lost its reply, or a mempool that passes it on. Only the chain can tell, so it is
       // answered as sent and waited for; the reconciler lets its claim go once it cannot be mined.
-      // The node's nonce view is the truth after any refusal; read it again next time.
+      // The node's nonce view is the truth after any refusal; read it again next time. Kept as
+      // unmined: if it is out there and stays unmined, it is raised like any other.
       this.nextNonce = undefined
+      await turn?.signedAgain(nonce, serialized).catch(() => {})
       return hash
     }
     this.nextNonce = nonce + 1
@@ -150,94 +132,17 @@ export class Relayer {
   }
 
   /**
-   * Signs again, with higher fees, every send of this process unmined for `afterMs`, lowest nonce
-   * first; resolves with how many replacements were sent. Queued with the sends, under the key's
-   * turn when given one (skipped while another holds it: the next call tries again).
+   * Signs again with higher fees, or cancels, every send of the key left unmined (unmined.ts),
+   * whichever replica sent it; `claimOf` records a replacement's hash on its claim. Queued with this
+   * process's sends.
    */
-  replaceUnmined(turns?: SendTurns): Promise<number> {
-    const run = this.tail.then(() => this.replaceNow(turns))
+  replaceUnmined(turns: SendTurns, claimOf?: ClaimOf): Promise<number> {
+    const replace = this.replace
+    if (!replace) return Promise.resolve(0)
+    const deps = { account: this.account, client: this.client, options: replace, tried: this.tried }
+    const run = this.tail.then(() => replaceDue(deps, turns, claimOf))
     this.tail = run.catch(() => {})
     return run
-  }
-
-  private async replaceNow(turns: SendTurns | undefined): Promise<number> {
-    const afterMs = this.replace?.afterMs
-    if (afterMs === undefined || this.unmined.size === 0) return 0
-    const mined = await this.client.getTransactionCount({ address: this.account.address, blockTag: 'latest' })
-    for (const nonce of this.unmined.keys()) if (nonce < mined) this.unmined.delete(nonce)
-    const due = [...this.unmined.entries()]
-      .filter(([, send]) => Date.now() - send.since >= afterMs)
-      .sort(([a], [b]) => a - b)
-    if (due.length === 0) return 0
-    let turn: HeldTurn | null = null
-    if (turns) {
-      try {
-        turn = await turns.take()
-      } catch {
-        return 0
-      }
-    }
-    try {
-      // The bytes kept for a nonce are its latest signing by any sender (signed again for a gap).
-      const kept = new Map<number, Hex>()
-      for (const bytes of turn ? await turn.signedFrom(mined) : [])
-        kept.set(parseTransaction(bytes).nonce!, bytes)
-      let replaced = 0
-      for (const [nonce, send] of due)
-        if (await this.replaceOne(nonce, send, kept.get(nonce), turn)) replaced++
-      return replaced
-    } finally {
-      await turn?.release().catch(() => {})
-    }
-  }
-
-  private async replaceOne(nonce: number, send: Unmined, kept: Hex | undefined, turn: HeldTurn | null) {
-    const { logger, maxFeePerGas } = this.replace!
-    const relayer = this.account.address
-    const current = kept && sameCall(kept, send.serialized) ? kept : send.serialized
-    // Whatever happens now, the next try is `afterMs` away.
-    send.since = Date.now()
-    const again = () => this.client.sendRawTransaction({ serializedTransaction: current }).catch(() => {})
-    let replacement: Replacement
-    try {
-      replacement = await signReplacement(this.account, this.client, current, maxFeePerGas)
-    } catch (error) {
-      if (!(error instanceof AboveFeeCeiling)) throw error
-      logger.warn(
-        { relayer, nonce, neededWei: String(error.needed), ceilingWei: String(error.ceiling) },
-        'relayer transaction unmined and not signed again: a higher fee is above SVC_RELAYER_MAX_FEE_GWEI',
-      )
-      await again()
-      return false
-    }
-    // A replacement the key cannot pay for is refused by every node; the old one stays out there.
-    if ((await this.client.getBalance({ address: relayer })) < replacement.cost) {
-      logger.warn({ relayer, nonce }, 'relayer key cannot pay a higher fee')
-      await again()
-      return false
-    }
-    if (turn && !(await turn.held())) return false
-    try {
-      await send.onSigned(replacement.txHash)
-    } catch (error) {
-      // Not recorded, so not sent (a claim no longer in flight refuses it).
-      logger.warn(
-        { relayer, nonce, err: redactUrls(shortMessage(error)) },
-        'relayer replacement not recorded; not sent',
-      )
-      return false
-    }
-    send.serialized = replacement.rawTx
-    const refused = await this.client
-      .sendRawTransaction({ serializedTransaction: replacement.rawTx })
-      .then(() => undefined)
-      .catch((error) => redactUrls(shortMessage(error)))
-    await turn?.signedAgain(nonce, replacement.rawTx).catch(() => {})
-    logger.info(
-      { relayer, nonce, txHash: replacement.txHash, maxFeePerGas: String(replacement.maxFeePerGas), refused },
-      'relayer transaction signed again with a higher fee',
-    )
-    return true
   }
 
   /**
@@ -286,15 +191,4 @@ export class Relayer {
       count = next
     }
   }
-}
-
-/** Two signings of one transaction: the same nonce, recipient and call. */
-function sameCall(a: Hex, b: Hex): boolean {
-  const [x, y] = [parseTransaction(a), parseTransaction(b)]
-  return x.nonce === y.nonce && x.to?.toLowerCase() === y.to?.toLowerCase() && x.data === y.data
-}
-
-export function shortMessage(error: unknown): string {
-  const e = error as { shortMessage?: string; message?: string }
-  return (e?.shortMessage ?? e?.message ?? String(error)).split('\n')[0] as string
 }

@@ -4,9 +4,12 @@
 // the payout wallet is another key, config.ts refuses the same), and takes its nonce no lower than
 // the one after the last send any replica made from it: a node answering the pending count from
 // behind cannot hand out a nonce again. A transaction dropped from the pool leaves its nonce empty
-// below that floor, and steady traffic keeps the floor standing: its signed bytes are kept as long
-// as the floor, so the next send broadcasts them again (the same transaction, never a second one),
-// or, refused for a fee under today's base fee, the same call signed again at its nonce.
+// below that floor, and steady traffic keeps the floor standing: its signed bytes are kept, so
+// while the floor stands the next send broadcasts them again (the same transaction, never a second
+// one), or, refused for a fee under today's base fee, the same call signed again at its nonce.
+// Beside the bytes, when each was broadcast or last signed again, until seen mined: whichever
+// replica holds the turn raises the fee of one left unmined, or cancels it (src/funding/unmined.ts),
+// its sender alive or dead.
 import { randomBytes } from 'node:crypto'
 import type { Address, Hex } from 'viem'
 import type { Keyspace } from '../redis/keys.ts'
@@ -20,7 +23,10 @@ export interface HeldTurn {
   held(): Promise<boolean>
   /** The send was broadcast at `nonce`: the next one starts after it, its bytes kept to resend. */
   sent(nonce: number, serialized: Hex): Promise<void>
-  /** The send at `nonce` was signed again and broadcast: its new bytes are kept in place of the old. */
+  /**
+   * The send at `nonce` was signed again and broadcast (or broadcast unanswered): its new bytes are
+   * kept in place of the old, unmined since now.
+   */
   signedAgain(nonce: number, serialized: Hex): Promise<void>
   /** The bytes kept of the sends broadcast at `from` and after, lowest nonce first. */
   signedFrom(from: number): Promise<Hex[]>
@@ -30,6 +36,10 @@ export interface HeldTurn {
 export interface SendTurns {
   /** Waits for the wallet's turn; throws when another sender keeps it past the wait. */
   take(): Promise<HeldTurn>
+  /** When each send not seen mined was broadcast or last signed again (unix ms), by nonce. */
+  unmined(): Promise<Map<number, number>>
+  /** The sends below `count` (the key's mined count) were mined: they are unmined no longer. */
+  mined(count: number): Promise<void>
 }
 
 /**
@@ -38,6 +48,11 @@ export interface SendTurns {
  */
 const LOCK_TTL_MS = 30_000
 const FLOOR_TTL_MS = 60_000
+/**
+ * How long the bytes and times are kept past their last write: longer than an authorization lives
+ * (SVC_X402_MAX_TIMEOUT_SECONDS, at most a day), so a send left unmined is there to cancel.
+ */
+const KEPT_TTL_MS = 7 * 24 * 3_600_000
 const RETRY_MS = 10
 /** Sends whose bytes are kept: a gap further back than this is left to the floor's lapse. */
 const KEPT = 64
@@ -64,6 +79,17 @@ export class SenderTurns implements SendTurns {
     }).then((reply) => Number((reply as number[])[0]) === 1)
   }
 
+  async unmined(): Promise<Map<number, number>> {
+    const times = await this.store.hgetall(this.keys.relayerUnmined(this.wallet))
+    return new Map(Object.entries(times).map(([nonce, at]) => [Number(nonce), Number(at)]))
+  }
+
+  async mined(count: number): Promise<void> {
+    const key = this.keys.relayerUnmined(this.wallet)
+    const below = (await this.store.hkeys(key)).filter((nonce) => Number(nonce) < count)
+    if (below.length > 0) await this.store.hdel(key, ...below)
+  }
+
   async take(): Promise<HeldTurn> {
     const token = randomBytes(16).toString('hex')
     const until = Date.now() + this.waitMs
@@ -73,6 +99,16 @@ export class SenderTurns implements SendTurns {
     }
     const floorKey = this.keys.relayerNextNonce(this.wallet)
     const sentKey = this.keys.relayerSent(this.wallet)
+    const unminedKey = this.keys.relayerUnmined(this.wallet)
+    // The bytes and the time they were broadcast, written together.
+    const keep = (nonce: number, serialized: Hex, stale: string[] = []) => {
+      const write = this.store
+        .multi()
+        .hset(sentKey, String(nonce), serialized)
+        .hset(unminedKey, String(nonce), String(Date.now()))
+      if (stale.length > 0) write.hdel(sentKey, ...stale).hdel(unminedKey, ...stale)
+      return write.pexpire(sentKey, KEPT_TTL_MS).pexpire(unminedKey, KEPT_TTL_MS).exec()
+    }
     let floor: number
     try {
       floor = Number((await this.store.get(floorKey)) ?? 0)
@@ -97,16 +133,10 @@ export class SenderTurns implements SendTurns {
         // Every one KEPT back or further, not only the one at nonce - KEPT: a send whose broadcast
         // went unanswered (the node took it) was never noted, nor is the one KEPT before it deleted.
         const stale = (await this.store.hkeys(sentKey)).filter((kept) => Number(kept) <= nonce - KEPT)
-        const write = this.store.multi().hset(sentKey, String(nonce), serialized)
-        if (stale.length > 0) write.hdel(sentKey, ...stale)
-        await write.pexpire(sentKey, FLOOR_TTL_MS).exec()
+        await keep(nonce, serialized, stale)
       },
       signedAgain: async (nonce, serialized) => {
-        await this.store
-          .multi()
-          .hset(sentKey, String(nonce), serialized)
-          .pexpire(sentKey, FLOOR_TTL_MS)
-          .exec()
+        await keep(nonce, serialized)
       },
       signedFrom: async (from) =>
         Object.entries(await this.store.hgetall(sentKey))

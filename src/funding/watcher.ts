@@ -2,7 +2,8 @@
 // Confirmations: a pending credit whose block has SVC_CONFIRMATIONS confirmations (block number
 // read fresh, no cache) and whose receipt is still on chain moves to confirmed; one whose
 // transaction the chain lost follows its authorization (reorged.ts).
-// Relayer: its sends left unmined are signed again with higher fees (src/funding/relayer.ts).
+// Relayer: the key's sends left unmined, whichever replica sent them, are signed again with higher
+// fees, or cancelled once they can never move money (src/funding/unmined.ts).
 // Reconciler (reconciler.ts): a claim left in flight is finished from the chain.
 import type { Logger } from 'pino'
 import type { Address, Hex } from 'viem'
@@ -19,7 +20,7 @@ export interface WatchDeps {
   logger: Logger
   /** The account a claim credits when it was made before the account existed (signup). */
   resolveAccount(payer: Address): Promise<string>
-  /** Signs again with higher fees the relayer's sends left unmined; absent without a relayer. */
+  /** Signs again with higher fees, or cancels, the relayer's sends left unmined; absent without one. */
   replaceUnmined?: () => Promise<number>
 }
 

@@ -17,9 +17,8 @@ import {
 import { privateKeyToAccount } from 'viem/accounts'
 import type { FundingConfig } from '../config.ts'
 import type { FundingChain } from '../funding/chain.ts'
-import { shortMessage } from '../funding/relayer.ts'
 import { type Replacement, signReplacement } from '../funding/replacement.ts'
-import { redactUrls } from '../logger.ts'
+import { redactUrls, shortMessage } from '../logger.ts'
 
 const erc20 = parseAbi([
   'function transfer(address to, uint256 value) returns (bool)',

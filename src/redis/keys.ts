@@ -283,9 +283,16 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     relayerNextNonce: (wallet: string) => key(`relayer:next-nonce:${wallet}`),
     /**
      * hash: nonce -> the signed bytes the relayer (lower-case address) broadcast at it, the last
-     * 64, as long as its next-nonce floor stands: a dropped one is broadcast again
+     * 64: a dropped one is broadcast again while the next-nonce floor stands, an unmined one
+     * signed again with higher fees (src/funding/unmined.ts)
      */
     relayerSent: (wallet: string) => key(`relayer:sent:${wallet}`),
+    /**
+     * hash: nonce -> when (unix ms) the relayer's (lower-case address) send at it was broadcast or
+     * last signed again, until seen mined: whichever replica holds the key's turn raises its fee or
+     * cancels it (src/funding/unmined.ts)
+     */
+    relayerUnmined: (wallet: string) => key(`relayer:unmined:${wallet}`),
 
     // Webhooks. An owner is `acct:<accountId>` or `supplier:<supplierId>`; its keys sit under its
     // own name, so they move with the owner when the market is sharded by owner.

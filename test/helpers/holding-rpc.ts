@@ -2,8 +2,9 @@
 // none: a transaction whose max fee is under the node's base fee is kept PENDING in the pool, not
 // dropped (anvil drops it), and every later nonce of its sender waits behind it. `riseAtNextSend`
 // is the base fee rising right after a send was priced: that send is held, and the proxy's base
-// fee is the one blocks report from then on (what a fee estimate asks). A send the proxy holds
-// counts in the sender's pending nonce and is found by its hash, with no receipt. A
+// fee is the one blocks report from then on (what a fee estimate asks), and the one the fees
+// eth_fillTransaction fills in follow, as Geth's do (twice the base fee plus the tip). A send the
+// proxy holds counts in the sender's pending nonce and is found by its hash, with no receipt. A
 // replacement at a held nonce needs both fees at least 10 % higher, as Geth asks; once a held
 // transaction pays the base fee and its nonce is next, it goes on to anvil and is mined there.
 import {
@@ -122,6 +123,13 @@ export function startHoldingRpc(upstreamUrl: string): HoldingRpc {
           if (h.hash === (params[0] as string).toLowerCase()) return { result: pending(h) }
     }
     const reply = await upstream(call.method, params)
+    if (call.method === 'eth_fillTransaction' && baseFee !== undefined && reply.result) {
+      const tx = (reply.result as { tx?: { maxFeePerGas?: string; maxPriorityFeePerGas?: string } }).tx
+      if (tx?.maxFeePerGas !== undefined) {
+        const asked = 2n * baseFee + BigInt(tx.maxPriorityFeePerGas ?? '0x0')
+        if (BigInt(tx.maxFeePerGas) < asked) tx.maxFeePerGas = `0x${asked.toString(16)}`
+      }
+    }
     if (call.method === 'eth_getBlockByNumber' && baseFee !== undefined && reply.result) {
       const block = reply.result as { baseFeePerGas?: string }
       if (block.baseFeePerGas && BigInt(block.baseFeePerGas) < baseFee)

@@ -1,0 +1,195 @@
+// The relayer key's sends left unmined, for whichever replica holds the key's turn. A node keeps a
+// transaction whose max fee fell under the base fee in its pool, unmined, and every later nonce of
+// the key waits behind it. What a replacement needs is in Redis (sender-lock.ts: each send's signed
+// bytes and when it was broadcast or last signed again), so a send is raised whether its sender
+// lives or died. Past SVC_RELAYER_BUMP_MS unmined it is signed again at its nonce with higher fees
+// (replacement.ts), up to the ceiling, its new hash recorded on its claim first. One whose claim is
+// gone (released: its authorization expired unused), or, with no claim to ask, unmined past the
+// authorization's longest life while the ceiling refuses a raise, can never move money: it is
+// cancelled, so the sends after it move.
+import type { Logger } from 'pino'
+import { type Hex, keccak256, type PrivateKeyAccount, type PublicClient, parseTransaction } from 'viem'
+import { redactUrls, shortMessage } from '../logger.ts'
+import { AboveFeeCeiling, isCancel, type Replacement, signCancel, signReplacement } from './replacement.ts'
+import type { HeldTurn, SendTurns } from './sender-lock.ts'
+
+export interface ReplaceOptions {
+  /** How long a send may stay unmined before it is signed again with higher fees. */
+  afterMs: number
+  /** The highest max fee per gas (wei) a send is signed again at. */
+  maxFeePerGas: bigint
+  /**
+   * A send with no claim to ask, unmined this long (since its last signing) with the ceiling
+   * refusing a raise, is cancelled: its authorization has expired by then.
+   */
+  cancelAfterMs?: number
+  logger: Logger
+}
+
+/**
+ * The recorder of the claim a call settles (the hash goes on the claim before the broadcast; it
+ * throws once the claim is no longer in flight); undefined for a call that settles none.
+ */
+export type ClaimOf = (call: { to: Hex; data: Hex }) => ((hash: Hex) => Promise<void>) | undefined
+
+export interface UnminedDeps {
+  account: PrivateKeyAccount
+  client: PublicClient
+  options: ReplaceOptions
+  /** When this process last tried each nonce: a refused raise leaves Redis as it was. */
+  tried: Map<number, number>
+}
+
+/**
+ * Raises the fees of, or cancels, every send of the key unmined for `afterMs`, lowest nonce first,
+ * under the key's turn (skipped while another holds it: the next call tries again); resolves with
+ * how many replacements and cancels were sent.
+ */
+export async function replaceDue(deps: UnminedDeps, turns: SendTurns, claimOf?: ClaimOf): Promise<number> {
+  const { account, client, options, tried } = deps
+  const due = (times: Map<number, number>, from: number) => {
+    const now = Date.now()
+    return [...times]
+      .filter(([nonce, at]) => nonce >= from && now - Math.max(at, tried.get(nonce) ?? 0) >= options.afterMs)
+      .sort(([a], [b]) => a - b)
+  }
+  if (due(await turns.unmined(), 0).length === 0) return 0
+  const mined = await client.getTransactionCount({ address: account.address, blockTag: 'latest' })
+  await turns.mined(mined)
+  for (const nonce of tried.keys()) if (nonce < mined) tried.delete(nonce)
+  if (due(await turns.unmined(), mined).length === 0) return 0
+  let turn: HeldTurn
+  try {
+    turn = await turns.take()
+  } catch {
+    return 0
+  }
+  try {
+    // Read again under the turn: another replica may have signed one again since.
+    const sends = due(await turns.unmined(), mined)
+    const kept = new Map<number, Hex>()
+    for (const bytes of await turn.signedFrom(mined)) kept.set(parseTransaction(bytes).nonce!, bytes)
+    let sent = 0
+    for (const [nonce, at] of sends) {
+      const current = kept.get(nonce)
+      if (!current) continue
+      tried.set(nonce, Date.now())
+      if (await replaceOne(deps, { nonce, at, current }, turn, claimOf)) sent++
+    }
+    return sent
+  } finally {
+    await turn.release().catch(() => {})
+  }
+}
+
+interface Unmined {
+  nonce: number
+  /** When it was broadcast or last signed again, unix ms. */
+  at: number
+  /** Its latest signed bytes. */
+  current: Hex
+}
+
+async function replaceOne(deps: UnminedDeps, send: Unmined, turn: HeldTurn, claimOf?: ClaimOf) {
+  const { account, client, options } = deps
+  const { logger, maxFeePerGas } = options
+  const { nonce, current } = send
+  const relayer = account.address
+  const tx = parseTransaction(current)
+  const cancelled = isCancel(current, relayer)
+  const record = cancelled || !tx.to ? undefined : claimOf?.({ to: tx.to, data: tx.data ?? '0x' })
+  let replacement: Replacement
+  try {
+    replacement = await signReplacement(account, client, current, maxFeePerGas)
+  } catch (error) {
+    if (!(error instanceof AboveFeeCeiling)) throw error
+    // Raised no further: cancelled once it can never move money. Its claim is asked by recording
+    // the hash it holds again, which a claim no longer in flight refuses.
+    const gone = record
+      ? await record(keccak256(current)).then(
+          () => false,
+          () => true,
+        )
+      : options.cancelAfterMs !== undefined && Date.now() - send.at >= options.cancelAfterMs
+    if (!cancelled && gone) return cancel(deps, send, turn)
+    logger.warn(
+      { relayer, nonce, neededWei: String(error.needed), ceilingWei: String(error.ceiling) },
+      'relayer transaction unmined and not signed again: a higher fee is above SVC_RELAYER_MAX_FEE_GWEI',
+    )
+    await broadcast(client, current)
+    return false
+  }
+  // A replacement the key cannot pay for is refused by every node; the old one stays out there.
+  if (!(await affords(deps, replacement, nonce, current))) return false
+  if (!(await turn.held())) return false
+  if (record) {
+    try {
+      await record(replacement.txHash)
+    } catch (error) {
+      // Not recorded, so not sent: the claim is gone, and the send can never move money.
+      logger.warn(
+        { relayer, nonce, err: redactUrls(shortMessage(error)) },
+        'relayer replacement not recorded: its claim is gone',
+      )
+      return cancel(deps, send, turn)
+    }
+  }
+  const refused = await broadcast(client, replacement.rawTx)
+  await turn.signedAgain(nonce, replacement.rawTx).catch(() => {})
+  logger.info(
+    { relayer, nonce, txHash: replacement.txHash, maxFeePerGas: String(replacement.maxFeePerGas), refused },
+    'relayer transaction signed again with a higher fee',
+  )
+  return true
+}
+
+/** Replaces the send with a cancel at its nonce; the cancel's bytes are kept in its place. */
+async function cancel(deps: UnminedDeps, send: Unmined, turn: HeldTurn): Promise<boolean> {
+  const { account, client, options } = deps
+  const { nonce, current } = send
+  const relayer = account.address
+  let signed: Replacement
+  try {
+    signed = await signCancel(account, client, current, options.maxFeePerGas)
+  } catch (error) {
+    if (!(error instanceof AboveFeeCeiling)) throw error
+    options.logger.error(
+      { relayer, nonce, neededWei: String(error.needed), ceilingWei: String(error.ceiling) },
+      'relayer nonce blocked: its send can never move money, and a cancel costs more than SVC_RELAYER_MAX_FEE_GWEI allows; later sends wait until the base fee falls or the ceiling is raised',
+    )
+    await broadcast(client, current)
+    return false
+  }
+  if (!(await affords(deps, signed, nonce, current))) return false
+  if (!(await turn.held())) return false
+  const refused = await broadcast(client, signed.rawTx)
+  await turn.signedAgain(nonce, signed.rawTx).catch(() => {})
+  options.logger.warn(
+    {
+      relayer,
+      nonce,
+      cancelled: keccak256(current),
+      txHash: signed.txHash,
+      maxFeePerGas: String(signed.maxFeePerGas),
+      refused,
+    },
+    'relayer transaction cancelled: a transfer of nothing to itself at its nonce',
+  )
+  return true
+}
+
+async function affords(deps: UnminedDeps, signed: Replacement, nonce: number, current: Hex) {
+  const relayer = deps.account.address
+  if ((await deps.client.getBalance({ address: relayer })) >= signed.cost) return true
+  deps.options.logger.warn({ relayer, nonce }, 'relayer key cannot pay a higher fee')
+  await broadcast(deps.client, current)
+  return false
+}
+
+/** Broadcasts; resolves with the node's refusal, if any. */
+function broadcast(client: PublicClient, serialized: Hex): Promise<string | undefined> {
+  return client
+    .sendRawTransaction({ serializedTransaction: serialized })
+    .then(() => undefined)
+    .catch((error) => redactUrls(shortMessage(error)))
+}
