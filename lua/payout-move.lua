@@ -16,7 +16,9 @@
                bytes stay, to be broadcast again (the same hash and nonce: never paid twice)
     confirmed  pending -> confirmed: pending -= amount, paidOut += amount
     failed     sending | pending -> failed: pending -= amount (payable again); records why
-  Taking a step already taken answers 0 and changes nothing; any other move is refused.
+  Taking a step already taken answers 0 and changes nothing; any other move is refused. A payout
+  is signed under the lock of the wallet that signs it (from), and once signed moved only under
+  that wallet's lock: after a key rotation the old wallet's lock, whoever follows its payouts.
   confirmed writes payout.confirmed; failed and withheld write payout.failed (lib/events).
   Includes lib/keys, lib/numbers, lib/events.
 
@@ -34,14 +36,17 @@
     {-2, state}  not a legal step from its state
     {-3}         the lock is not held with this token
     {-4}         signed or withheld: the supplier is (signed) or is not (withheld) suspended
+    {-5}         the payout is (or would be) signed by another wallet than the lock's
 ]]
 
 local id, step = ARGV[1], ARGV[2]
 if rcall('GET', k_payout_lock(ARGV[3])) ~= ARGV[4] then return { -3 } end
 local payout = k_payout(id)
-local p = rcall('HMGET', payout, 'state', 'txHash', 'amount', 'supplierId', 'blockNumber', 'hashes')
+local p = rcall('HMGET', payout, 'state', 'txHash', 'amount', 'supplierId', 'blockNumber', 'hashes', 'from')
 local state, tx = p[1], p[2]
 if not state then return { -1 } end
+local signer = (step == 'signed' and ARGV[5]) or (tx and p[7])
+if signer and string.lower(signer) ~= ARGV[3] then return { -5 } end
 local now = s(now_ms())
 local supplier = k_supplier(p[4])
 local suspended = rcall('HGET', supplier, 'status') == 'suspended'

@@ -19,6 +19,8 @@ export class PayoutService {
     private readonly config: PayoutConfig,
     /** Wakes the sender after a payout is created (the sender also runs on its interval). */
     private readonly wake: () => void = () => {},
+    /** This gateway's payout wallet (its sender's); absent without a payout key. */
+    private readonly wallet?: string,
   ) {
     this.store = new PayoutStore(store, keys)
   }
@@ -61,14 +63,31 @@ export class PayoutService {
     return payoutView(payout)
   }
 
-  /** Payouts in flight (sending, pending), oldest first, for the operator; one state when named. */
+  /**
+   * Payouts in flight (sending, pending), oldest first, for the operator; one state when named.
+   * Each with the wallet that signed it (`from`) and `signingKeyNeeded`: unmined past
+   * SVC_PAYOUT_BUMP_MS and signed by a wallet other than this gateway's, so the higher fee it
+   * waits for needs that wallet's key (its recorded bytes are still broadcast and followed).
+   */
   async inFlight(state?: PayoutState) {
     const open = await this.store.open()
+    const now = Date.now()
+    const signingKeyNeeded = (p: Payout) =>
+      p.state === 'sending' &&
+      p.from !== null &&
+      p.from.toLowerCase() !== this.wallet?.toLowerCase() &&
+      now - p.updatedAt >= this.config.bumpAfterMs
     return {
       object: 'list' as const,
       data: open
         .filter((p: Payout) => state === undefined || p.state === state)
-        .map((p) => ({ ...payoutView(p), supplierId: p.supplierId, nonce: p.nonce })),
+        .map((p) => ({
+          ...payoutView(p),
+          supplierId: p.supplierId,
+          nonce: p.nonce,
+          from: p.from,
+          signingKeyNeeded: signingKeyNeeded(p),
+        })),
     }
   }
 }

@@ -49,7 +49,7 @@ export async function startPayouts(
   const timer = setInterval(tick, payouts.intervalMs)
   const stopBalances = watchBalances(wallet, payouts, logger)
   return {
-    service: new PayoutService(store, keys, payouts, tick),
+    service: new PayoutService(store, keys, payouts, tick, wallet.address),
     sender,
     stop() {
       clearInterval(timer)

@@ -42,10 +42,7 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
   const wallet = createWalletClient({ account, chain: chain.chain, transport: http(funding.chainRpcUrl) })
   const token = funding.usdcAddress
   return {
-    address: account.address,
-    /** Transactions of the wallet mined so far (`latest`), or known to the node (`pending`). */
-    nonce: (blockTag: 'latest' | 'pending') =>
-      client.getTransactionCount({ address: account.address, blockTag }),
+    ...walletReads(account.address, chain),
     usdcBalance: () =>
       client.readContract({ address: token, abi: erc20, functionName: 'balanceOf', args: [account.address] }),
     gasBalance: () => client.getBalance({ address: account.address }),
@@ -75,6 +72,22 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
      * 10 %, and at least what the node asks now): a replacement at its nonce.
      */
     bump: (rawTx: Hex): Promise<Replacement> => signReplacement(account, client, rawTx),
+  }
+}
+
+export type WalletReads = ReturnType<typeof walletReads>
+
+/**
+ * What needs no key: a wallet's nonces and its transaction at a nonce, read from the chain, and
+ * broadcasting bytes it signed. A payout signed by another payout wallet (a key rotated) is
+ * finished with these alone.
+ */
+export function walletReads(address: Address, chain: FundingChain) {
+  const client = chain.client
+  return {
+    address,
+    /** Transactions of the wallet mined so far (`latest`), or known to the node (`pending`). */
+    nonce: (blockTag: 'latest' | 'pending') => client.getTransactionCount({ address, blockTag }),
     /**
      * The transaction of this wallet mined at `nonce`, found without an index: the first block
      * from `fromBlock` to the head whose state counts past the nonce (a binary search over
@@ -82,8 +95,7 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
      * Null while the chain does not show one (not mined yet, or a node answering from behind).
      */
     async nonceHolder(nonce: number, fromBlock: bigint): Promise<{ hash: Hex; blockNumber: bigint } | null> {
-      const countAt = (blockNumber: bigint) =>
-        client.getTransactionCount({ address: account.address, blockNumber })
+      const countAt = (blockNumber: bigint) => client.getTransactionCount({ address, blockNumber })
       const head = await chain.blockNumber()
       if ((await countAt(head)) <= nonce) return null
       // low counts at most `nonce`, high past it: the holder is in the block right after low
@@ -96,7 +108,7 @@ export function payoutWallet(privateKey: Hex, funding: FundingConfig, chain: Fun
       }
       const block = await client.getBlock({ blockNumber: high, includeTransactions: true })
       const holder = block.transactions.find(
-        (tx) => tx.from.toLowerCase() === account.address.toLowerCase() && tx.nonce === nonce,
+        (tx) => tx.from.toLowerCase() === address.toLowerCase() && tx.nonce === nonce,
       )
       return holder ? { hash: holder.hash, blockNumber: high } : null
     },

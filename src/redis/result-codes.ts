@@ -110,4 +110,6 @@ export enum PayoutMoveCode {
   NotHolder = -3,
   /** signed: the supplier is suspended; withheld: it is not. */
   Suspension = -4,
+  /** The payout is (or would be) signed by another wallet than the lock's. */
+  OtherSigner = -5,
 }

@@ -303,6 +303,46 @@ describe('payout-move', () => {
     )
   })
 
+  test("a signed payout moves only under its signing wallet's lock; nothing is signed for another wallet", async () => {
+    const id = await seedSupplier()
+    await earning(id, 5_000_000)
+    const { payout } = await payouts.create(id, 2_000_000, 'signer', MIN)
+    const token = await holdLock()
+    // the signing wallet, recorded in its checksum case; its lock is named in lower case
+    const signer = '0xAbCdEf0000000000000000000000000000000001'
+    const signerToken = randomUUID()
+    expect(await payouts.lock('acquire', signer, signerToken, 60_000)).toBe(true)
+    const signed = {
+      step: 'signed',
+      from: signer,
+      nonce: 2,
+      txHash: '0xs1',
+      rawTx: '0xb',
+      signedBlock: 4n,
+    } as const
+    expect(await payouts.move(payout.id, WALLET, token, signed)).toBe(PayoutMoveCode.OtherSigner)
+    expect(await payouts.get(payout.id)).toMatchObject({ state: 'sending', txHash: null, from: null })
+    expect(await payouts.nextNonce(WALLET)).toBe(0)
+    expect(await payouts.move(payout.id, signer, signerToken, signed)).toBe(PayoutMoveCode.Moved)
+    // another wallet's lock moves none of it
+    const steps = [
+      { step: 'bumped', txHash: '0xs2', rawTx: '0xb2' },
+      { step: 'included', txHash: '0xs1', blockNumber: 6n },
+      { step: 'failed', error: 'its nonce was used by another transaction' },
+    ] as const
+    for (const step of steps) {
+      expect(await payouts.move(payout.id, WALLET, token, step)).toBe(PayoutMoveCode.OtherSigner)
+    }
+    expect(await payouts.get(payout.id)).toMatchObject({ state: 'sending', hashes: ['0xs1'] })
+    expect(await money(id)).toMatchObject({ pending: 2_000_000, paidOut: 0 })
+    // the signing wallet's lock does
+    expect(await payouts.move(payout.id, signer, signerToken, steps[1])).toBe(PayoutMoveCode.Moved)
+    expect(await payouts.move(payout.id, signer, signerToken, { step: 'confirmed', blockNumber: 6n })).toBe(
+      PayoutMoveCode.Moved,
+    )
+    expect(await money(id)).toMatchObject({ pending: 0, paidOut: 2_000_000 })
+  })
+
   test('bumped: another hash at the same nonce is kept beside the first; any of them may be included', async () => {
     const id = await seedSupplier()
     await earning(id, 5_000_000)

@@ -1,8 +1,8 @@
-// The payout sender against a real local chain, where a reorg, a wallet out of gas or a rotated key
-// could pay twice or lose a payout: a reorg that mines the first signing in place of the included
+// The payout sender against a real local chain, where a reorg or a wallet out of gas could pay
+// twice or lose a payout: a reorg that mines the first signing in place of the included
 // replacement is confirmed at that hash; a wallet that cannot pay a higher fee rebroadcasts what it
-// signed rather than raising the fee pass after pass; a payout signed by another payout wallet is
-// left to it, never failed while its bytes can be mined; amounts at the edges of payable.
+// signed rather than raising the fee pass after pass; amounts at the edges of payable. A rotated
+// key (payouts signed by another payout wallet) is rotated-key.test.ts's.
 import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
 import { getAddress, keccak256, parseTransaction } from 'viem'
 import type { FundingConfig } from '../../src/config.ts'
@@ -166,55 +166,6 @@ test('the payout wallet out of ETH: its refused transfer is not re-signed again 
   // at most one replacement, once the gas is back (the first bytes waited past SVC_PAYOUT_BUMP_MS)
   expect(stuck.hashes).toHaveLength(1)
   expect(mined.maxPriorityFeePerGas! <= firstTip + firstTip / 10n + 1n).toBe(true)
-}, 60_000)
-
-test('the payout key rotated (or replicas with different keys): a payout signed by the old wallet is never failed by the new one while its bytes can be mined', async () => {
-  const { supplierId, payout, to } = await payoutOf(1_000_000, 2_000_000)
-  const { key: newKey, address: newAddress } = await payoutWalletOn(chain)
-  const newWallet = payoutWallet(newKey, funding, onChain)
-  // the new wallet has sent before: its nonce 0 is long mined
-  const { createWalletClient, http } = await import('viem')
-  const { privateKeyToAccount } = await import('viem/accounts')
-  const other = createWalletClient({
-    account: privateKeyToAccount(newKey),
-    chain: onChain.chain,
-    transport: http(chain.rpcUrl),
-  })
-  for (let i = 0; i < 2; i++) {
-    const hash = await other.sendTransaction({ to: newAddress, value: 1n })
-    await chain.publicClient.waitForTransactionReceipt({ hash })
-  }
-  // the old key's replica signs and records at the old wallet's nonce, and dies before its broadcast
-  const oldWallet = payoutWallet((await payoutWalletOn(chain)).key, funding, onChain)
-  const dead = new PayoutSender(payouts, oldWallet, onChain, logger, {
-    confirmations: 1,
-    lockTtlMs: 300,
-    receiptTimeoutMs: 200,
-    bumpAfterMs: 60_000,
-    beforeBroadcast: () => new Promise<void>(() => {}),
-  })
-  void dead.tick()
-  await until(async () => Boolean((await payouts.get(payout.id))?.rawTx))
-  const signed = (await payouts.get(payout.id))!
-  dead.stop()
-  expect(signed).toMatchObject({ from: oldWallet.address, nonce: 0 })
-  // a replica with the new key runs the sender under its own wallet's lock
-  const rotated = new PayoutSender(payouts, newWallet, onChain, logger, {
-    confirmations: 1,
-    lockTtlMs: 300,
-    receiptTimeoutMs: 200,
-    bumpAfterMs: 60_000,
-  })
-  for (let pass = 0; pass < 5; pass++) await rotated.tick()
-  const after = (await payouts.get(payout.id))!
-  // the old wallet's signed bytes can still be mined by anyone who holds them
-  expect(await oldWallet.broadcast(signed.rawTx!)).toBeNull()
-  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash: signed.txHash as `0x${string}` })
-  expect(receipt.status).toBe('success')
-  expect(await transfersFrom(chain, oldWallet.address, to)).toHaveLength(1)
-  // so the payout must not have been failed (made payable again) by the new wallet's nonce
-  expect(after.state).not.toBe('failed')
-  expect((await money(supplierId)).payable).toBe(1_000_000)
 }, 60_000)
 
 test('amounts at the edges: the minimum, payable exactly, and one micro past payable', async () => {

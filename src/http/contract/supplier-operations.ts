@@ -131,7 +131,8 @@ export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
     errors: ['Unauthorized', 'NotFound'],
   },
   'GET /admin/v1/payouts': {
-    summary: 'Payouts in flight (sending, pending), oldest first, with supplier and nonce',
+    summary:
+      "Payouts in flight (sending, pending), oldest first, with supplier, nonce, the signing wallet (from) and signingKeyNeeded (a fee bump is due that only that wallet's key can sign: the key was rotated)",
     tags: ['operator'],
     security: 'adminToken',
     parameters: [query('state', 'only this state', { type: 'string', enum: ['sending', 'pending'] })],
