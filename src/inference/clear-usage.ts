@@ -11,6 +11,7 @@ import type { ReplicaBarrier } from '../redis/replica-barrier.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
 import type { ValidChat } from './chat-request.ts'
 import { burnOf, costDisagrees, type Usage } from './meter.ts'
+import { countTokensBy } from './token-count.ts'
 import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
 
 /**
@@ -53,19 +54,39 @@ export interface ClearUsageInput {
   reported: Usage | null
   /** The upstream's own cost of the request, when its answer carried one. */
   upstreamCost?: MicroDiem | null
-  /** Output tokens counted as they streamed by (asked for only when nothing was reported). */
-  generatedTokens: () => Promise<number>
+  /**
+   * Output tokens counted as they streamed by (asked for only when nothing was reported); `count`
+   * counts again what failed to be counted.
+   */
+  generatedTokens: (count: (text: string) => Promise<number>) => Promise<number>
   outcome: 'completed' | 'incomplete'
-  /** Waits between tries of the clear while the store is away (default: half a second in all). */
+  /**
+   * Waits between tries of the clear while the store is away (default: half a second in all); an
+   * estimate's count that fails is asked again for as long as they last in all.
+   */
   storeWaitsMs?: readonly number[]
 }
 
+/**
+ * The usage of an answer that reported none, by the tokenizer. The answer was delivered: a count
+ * that fails (its worker died, or a burst of counts held it past its deadline) is asked again for
+ * as long as the clear may wait (`storeWaitsMs` in all), rather than leave the attempt to the
+ * reaper, which charges nothing for it. Past that its error stands, naming the attempt.
+ */
 export async function estimateUsage(input: ClearUsageInput): Promise<Usage> {
-  const [promptTokens, generated] = await Promise.all([
-    promptTokenCount(input.messages, input.promptFields),
-    input.generatedTokens(),
-  ])
-  return { promptTokens, completionTokens: Math.min(generated, input.chat.maxTokens * input.chat.choices) }
+  const waitMs = (input.storeWaitsMs ?? CLEAR_RETRY_WAITS_MS).reduce((sum, ms) => sum + ms, 0)
+  const deadline = Date.now() + waitMs
+  const count = (text: string) => countTokensBy(text, deadline)
+  try {
+    const [promptTokens, generated] = await Promise.all([
+      promptTokenCount(input.messages, input.promptFields, count),
+      input.generatedTokens(count),
+    ])
+    return { promptTokens, completionTokens: Math.min(generated, input.chat.maxTokens * input.chat.choices) }
+  } catch (error) {
+    const { attemptId } = input.admission
+    throw new Error(`attempt ${attemptId} not counted in ${waitMs} ms: ${(error as Error).message}`)
+  }
 }
 
 export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promise<ClearedUsage> {

@@ -26,11 +26,11 @@ export function answerText(json: Record<string, unknown>): string {
   return text
 }
 
-/** Output tokens of a buffered answer that came without usage, by the tokenizer. */
-function generatedTokens(json: Record<string, unknown>): Promise<number> {
+/** Output tokens of a buffered answer that came without usage, by the tokenizer (`count`). */
+function generatedTokens(json: Record<string, unknown>, count: (text: string) => Promise<number>) {
   const counter = new OutputTokenCounter()
   counter.add(answerText(json))
-  return counter.total()
+  return counter.total(count)
 }
 
 export async function relayBuffered(
@@ -50,7 +50,7 @@ export async function relayBuffered(
     preBalance: dispatched.preBalance,
     reported,
     upstreamCost: readCost(json.cost),
-    generatedTokens: () => generatedTokens(json),
+    generatedTokens: (count) => generatedTokens(json, count),
     outcome: 'completed',
   })
   // Rewritten while the clear is in Redis. The supplier's own cost figure is its list price, not

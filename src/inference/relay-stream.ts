@@ -345,9 +345,9 @@ class StreamRelay {
         admission: this.admission,
         preBalance: this.preBalance,
         reported: this.usage,
-        generatedTokens: () => this.counter?.total() ?? Promise.resolve(0),
+        generatedTokens: (count) => this.counter?.total(count) ?? Promise.resolve(0),
         outcome,
-        // The clear is idempotent and the client is still here: try it as long as it may wait.
+        // The clear (its counts too) is idempotent and the client is still here: tried while it may wait.
         storeWaitsMs: waitsFor(this.timing.clearWaitMs),
       })
     } catch (error) {

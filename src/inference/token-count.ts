@@ -13,7 +13,7 @@ const IN_BINARY = import.meta.url.startsWith('file:///$bunfs/')
 const WORKER_URL = new URL(IN_BINARY ? './inference/token-worker.ts' : './token-worker.ts', import.meta.url)
   .href
 
-/** A count not answered by then fails (the clear with it: no charge), rather than hang a stream's end. */
+/** A count not answered by then fails, rather than hang a stream's end (countTokensBy asks again). */
 let countTimeoutMs = 10_000
 
 let idleMs = 60_000
@@ -21,6 +21,8 @@ let idleTimer: Timer | null = null
 
 let worker: Worker | null = null
 let starts = 0
+/** Counts still to fail as a dead worker's do (failNextTokenCounts, for the tests). */
+let failing = 0
 let nextId = 1
 /** Counts asked and not answered yet, with their text: sent again to a new worker if one is started. */
 const waiting = new Map<
@@ -72,7 +74,7 @@ function started(): Worker {
     const entry = waiting.get(id)
     if (!entry) return
     waiting.delete(id)
-    if (tokens === undefined) entry.reject(new Error(`token count failed: ${error}`))
+    if (tokens === undefined) entry.reject(new CountRefused(`token count failed: ${error}`))
     else entry.resolve(tokens)
     settleDown()
   }
@@ -81,10 +83,30 @@ function started(): Worker {
   return w
 }
 
+/** The tokenizer's own error on a text: asked again, it would give it again. */
+class CountRefused extends Error {}
+
 /** Tokens of `text` by the real tokenizer (gpt-tokenizer, o200k; special tokens counted as text). */
 export function countTokens(text: string): Promise<number> {
   if (text === '') return Promise.resolve(0)
   return send(text, true)
+}
+
+/**
+ * countTokens for a count a charge depends on: one not answered (past its deadline, or its worker
+ * died) is asked again, of the new worker, after a short wait, until `deadline` (ms since the
+ * epoch) has passed; then its error stands. A try begun before the deadline may end after it.
+ */
+export async function countTokensBy(text: string, deadline: number): Promise<number> {
+  for (let wait = 50; ; wait = Math.min(wait * 2, 1_000)) {
+    try {
+      return await countTokens(text)
+    } catch (error) {
+      const left = deadline - Date.now()
+      if (error instanceof CountRefused || left <= 0) throw error
+      await Bun.sleep(Math.min(wait, left))
+    }
+  }
 }
 
 /** Posts a count to the worker; on its deadline it fails, and, when `restarts`, the worker is replaced. */
@@ -111,6 +133,10 @@ function send(text: CountRequest['text'], restarts: boolean): Promise<number> {
     if (idleTimer) clearTimeout(idleTimer)
     idleTimer = null
     started().postMessage({ id, text } satisfies CountRequest)
+    if (failing > 0) {
+      failing--
+      fail(new Error('token worker failed: ended by failNextTokenCounts'))
+    }
   })
 }
 
@@ -214,6 +240,11 @@ export function tokenizerStarted(): boolean {
  */
 export function setTokenCountTimeoutMs(ms: number): void {
   countTimeoutMs = ms
+}
+
+/** The next `n` counts end their worker as it dies, failing every count it holds (for the tests). */
+export function failNextTokenCounts(n: number): void {
+  failing = n
 }
 
 /** How long an idle worker is kept (the tests shorten it). */

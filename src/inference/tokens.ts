@@ -127,7 +127,8 @@ export class OutputTokenCounter {
   private text = ''
   private parts: string[] = []
   private partChars = 0
-  private counted: Promise<number>[] = []
+  /** Each batch's count, or its text when the count failed: counted again by `total`'s count. */
+  private counted: Promise<number | string>[] = []
 
   add(delta: string): void {
     this.parts.push(delta)
@@ -144,18 +145,19 @@ export class OutputTokenCounter {
 
   private flush(): void {
     this.join()
-    if (this.text) {
-      const tokens = countTokens(this.text)
-      tokens.catch(() => {}) // a failure is `total`'s to report, when (if ever) it is asked for
-      this.counted.push(tokens)
-    }
+    const text = this.text
+    if (text) this.counted.push(countTokens(text).catch(() => text))
     this.text = ''
   }
 
-  async total(): Promise<number> {
+  /** The answer's tokens; a batch whose count failed is counted again by `count`. */
+  async total(count: (text: string) => Promise<number> = countTokens): Promise<number> {
     this.flush()
+    const counts = this.counted.map((batch) =>
+      batch.then((tokens) => (typeof tokens === 'number' ? tokens : count(tokens))),
+    )
     let sum = 0
-    for (const n of await Promise.all(this.counted)) sum += n
+    for (const n of await Promise.all(counts)) sum += n
     return sum
   }
 }

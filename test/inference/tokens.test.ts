@@ -5,6 +5,8 @@ import { countTokens as reference } from 'gpt-tokenizer'
 import {
   countTokens,
   countTokensAside,
+  countTokensBy,
+  failNextTokenCounts,
   setTokenCountTimeoutMs,
   setTokenizerIdleMs,
   tokenizerStarted,
@@ -56,6 +58,28 @@ describe('OutputTokenCounter', () => {
   test('no text, no tokens', async () => {
     expect(await new OutputTokenCounter().total()).toBe(0)
   })
+
+  test('a batch whose count failed while the answer streamed is counted again by the count total is given', async () => {
+    const deltas = words(1000) // a batch counted on the way, and the rest
+    const counter = new OutputTokenCounter()
+    failNextTokenCounts(1) // the worker dies under the first batch's count
+    for (const d of deltas) counter.add(d)
+    failNextTokenCounts(0)
+    const total = await counter.total((text) => countTokensBy(text, Date.now() + 60_000))
+    expect(Math.abs(total - count(deltas.join('')))).toBeLessThanOrEqual(2)
+  })
+})
+
+test('countTokensBy asks a failed count again until its deadline, then its error stands', async () => {
+  failNextTokenCounts(2)
+  expect(await countTokensBy('one two three', Date.now() + 60_000)).toBe(3)
+  failNextTokenCounts(Number.POSITIVE_INFINITY)
+  try {
+    await expect(countTokensBy('one two three', Date.now() + 200)).rejects.toThrow('token worker failed')
+  } finally {
+    failNextTokenCounts(0)
+  }
+  expect(await countTokens('one two three')).toBe(3)
 })
 
 test('the prompt count is the tokenizer count plus the per-message overheads', async () => {
