@@ -48,6 +48,7 @@ import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import voidReservation from '../../lua/void.lua' with { type: 'text' }
 import webhookDelete from '../../lua/webhook-delete.lua' with { type: 'text' }
 import webhookPut from '../../lua/webhook-put.lua' with { type: 'text' }
+import webhookState from '../../lua/webhook-state.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
 import { LIB, MARKET_LIBS, MARKET_PROLOGUE, SLOT_GUARD } from './lua-libraries.ts'
 
@@ -358,7 +359,8 @@ export const SCRIPTS = {
     ['payoutId', 'step', 'wallet', 'token'],
     true,
   ),
-  // webhooks: an owner registers or removes an endpoint (the scripts above write its events)
+  // webhooks: an owner registers, removes, disables or enables an endpoint (the scripts above
+  // write its events)
   webhookPut: standalone(
     webhookPut,
     5,
@@ -367,6 +369,7 @@ export const SCRIPTS = {
     4,
   ),
   webhookDelete: standalone(webhookDelete, 6, ['endpointId', 'owner'], false, 5),
+  webhookState: standalone(webhookState, 1, ['endpointId', 'expected', 'endpoint']),
   // usage and earnings: a Stream's new entries folded into its sums (src/records/stream-sums.ts)
   foldSums: standalone(
     foldSums,

@@ -3,6 +3,8 @@
 // and acknowledges it once every such endpoint has answered 2xx or run out of attempts. An event
 // left pending (a retry not yet due, a replica gone) is claimed back with XAUTOCLAIM once idle;
 // retries wait backoffMs, then twice that, and so on. Delivery is at least once: receivers dedup by id.
+// A 410 Gone ends the event's tries at that endpoint as failed and disables the endpoint: no event
+// is sent to it (nor waits for it) until its owner enables it again.
 //
 // A pass reads only the owners flagged due (webhooks:due, which the script that writes an event
 // adds its owner to, in the same call): its cost follows the owners with something to send, not
@@ -10,14 +12,20 @@
 // meanwhile flags the owner again; an owner left with a retry waiting is flagged again. Every
 // SWEEP_MS a pass reads every owner instead: what a replica that stopped between taking a flag
 // and acknowledging left behind is still sent.
+//
+// An owner's drain runs for at most one try's time (timeoutMs): past that it yields its slot after
+// the event in hand and is flagged again. An owner whose last drain yielded is slow: a pass visits
+// it after the others, and slow owners hold at most half the slots, so a receiver that never
+// answers delays another owner's delivery by about one try, not by its whole backlog.
 import { hostname } from 'node:os'
 import type { Logger } from 'pino'
 import type { WebhookConfig } from '../config.ts'
+import { ApiError } from '../errors.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import type { StoredEvent, WebhookDeliveries } from './delivery.ts'
 import { eventOf, wants } from './delivery.ts'
-import type { StoredEndpoint, WebhookStore } from './endpoints.ts'
+import { DISABLED_GONE, type StoredEndpoint, type WebhookStore } from './endpoints.ts'
 import { DELIVERY_GROUP, type Owner } from './events.ts'
 
 const BATCH = 50
@@ -33,6 +41,11 @@ export class WebhookConsumer {
   private sweptAt = 0
   /** The owners this replica is delivering for now: a pass started meanwhile leaves them be. */
   private readonly busy = new Set<Owner>()
+  /** The owners whose last drain here used up its time and yielded. */
+  private readonly slow = new Set<Owner>()
+  /** Slots held by slow owners now, at most slowSlots. */
+  private slowBusy = 0
+  private readonly slowSlots: number
 
   constructor(
     private readonly store: Store,
@@ -40,35 +53,39 @@ export class WebhookConsumer {
     private readonly webhooks: WebhookStore,
     private readonly deliveries: WebhookDeliveries,
     private readonly config: WebhookConfig,
-  ) {}
+    /** Owners delivered for at once (OWNERS_AT_ONCE; fewer in a test). */
+    readonly ownersAtOnce = OWNERS_AT_ONCE,
+  ) {
+    this.slowSlots = Math.max(1, Math.floor(ownersAtOnce / 2))
+  }
 
   /**
    * One pass: each owner's new events, then those pending long enough to be due again; the owners
    * flagged due, or every owner on a sweep (the first pass, then every SWEEP_MS), up to
-   * OWNERS_AT_ONCE at a time, skipping those a pass still in flight delivers for (an owner left
-   * out stays flagged). Answers events handled.
+   * OWNERS_AT_ONCE at a time, skipping those a pass still in flight delivers for and the slow
+   * ones past their share of slots (an owner left out stays flagged); the slow ones last. Answers
+   * events handled.
    */
   async pass(sweep = Date.now() - this.sweptAt >= SWEEP_MS): Promise<number> {
     if (sweep) this.sweptAt = Date.now()
-    const owners = [
-      ...new Set(
-        sweep
-          ? ((await this.store.smembers(this.keys.webhookOwners)) as Owner[])
-          : await this.flaggedOwners(),
-      ),
-    ]
+    const listed = new Set(
+      sweep ? ((await this.store.smembers(this.keys.webhookOwners)) as Owner[]) : await this.flaggedOwners(),
+    )
+    const owners = [...listed].sort((a, b) => Number(this.slow.has(a)) - Number(this.slow.has(b)))
     let handled = 0
     let next = 0
     let failed: unknown = null
     const skipped: Owner[] = []
     const worker = async () => {
-      while (next < owners.length && this.busy.size < OWNERS_AT_ONCE) {
+      while (next < owners.length && this.busy.size < this.ownersAtOnce) {
         const owner = owners[next++] as Owner
-        if (this.busy.has(owner)) {
+        const slow = this.slow.has(owner)
+        if (this.busy.has(owner) || (slow && this.slowBusy >= this.slowSlots)) {
           skipped.push(owner)
           continue
         }
         this.busy.add(owner)
+        if (slow) this.slowBusy++
         try {
           handled += await this.drain(owner, sweep)
         } catch (error) {
@@ -78,10 +95,11 @@ export class WebhookConsumer {
           await this.flag(owner).catch(() => {})
         } finally {
           this.busy.delete(owner)
+          if (slow) this.slowBusy--
         }
       }
     }
-    await Promise.all(Array.from({ length: Math.min(OWNERS_AT_ONCE, owners.length) }, worker))
+    await Promise.all(Array.from({ length: Math.min(this.ownersAtOnce, owners.length) }, worker))
     // A sweep's owners are not flagged: those it could not visit (busy, or no slot left) are, so
     // an ordinary pass reads them before the next sweep.
     if (sweep) for (const owner of [...skipped, ...owners.slice(next)]) await this.flag(owner)
@@ -95,9 +113,11 @@ export class WebhookConsumer {
 
   /**
    * One owner's events: one entry read (or claimed) at a time and sent at once, so none waits in a
-   * batch of ours while its idle time runs out and another replica claims and sends it too.
+   * batch of ours while its idle time runs out and another replica claims and sends it too. Ends
+   * after BATCH entries, or once it has run one try's time (the owner is then slow).
    */
   private async drain(owner: Owner, sweep: boolean): Promise<number> {
+    const started = Date.now()
     // Taken before the read: an event written from here on flags the owner again.
     if (!sweep) await this.store.srem(this.keys.webhookDue(owner), owner)
     const stream = this.keys.webhookEvents(owner)
@@ -106,7 +126,8 @@ export class WebhookConsumer {
     let handled = 0
     let cursor: string | null = '0-0'
     let fresh = true
-    while (handled < BATCH) {
+    let yielded = false
+    while (handled < BATCH && !yielded) {
       // New entries first, until none is left; then those pending, claimed once idle long enough.
       const read = !fresh
         ? null
@@ -141,10 +162,13 @@ export class WebhookConsumer {
       if (entry[1]) await this.handle(owner, stream, entry)
       else await this.store.xack(stream, DELIVERY_GROUP, entry[0])
       handled++
+      yielded = Date.now() - started >= this.config.timeoutMs
     }
-    // Still something to do: a full batch handled, or an event waiting on a retry (here or at
-    // another replica): the next pass looks again.
-    if (handled >= BATCH || (await this.pendingCount(stream)) > 0) await this.flag(owner)
+    if (yielded) this.slow.add(owner)
+    else this.slow.delete(owner)
+    // Still something to do: a full batch handled, the drain out of time, or an event waiting on a
+    // retry (here or at another replica): the next pass looks again.
+    if (handled >= BATCH || yielded || (await this.pendingCount(stream)) > 0) await this.flag(owner)
     return handled
   }
 
@@ -172,7 +196,13 @@ export class WebhookConsumer {
     const dueAt = attempts === 0 ? 0 : Number(last) + this.config.backoffMs * 2 ** (attempts - 1)
     if (Date.now() < dueAt) return true
     const record = await this.deliveries.send(owner, endpoint, event, attempts + 1)
-    const finished = record.ok || attempts + 1 >= this.config.maxAttempts
+    const gone = record.httpStatus === 410
+    // An endpoint removed meanwhile (a 404 here) has nothing left to disable.
+    if (gone)
+      await this.webhooks.setDisabled(owner, endpoint.id, DISABLED_GONE).catch((error: unknown) => {
+        if (!(error instanceof ApiError)) throw error
+      })
+    const finished = record.ok || gone || attempts + 1 >= this.config.maxAttempts
     const write = this.store.multi().hset(tries, event.id, attempts + 1, `${event.id}:at`, Date.now())
     if (finished) write.hset(tries, `${event.id}:end`, record.ok ? 'delivered' : 'failed')
     const written = (await write.hexists(this.keys.webhooks(owner), endpoint.id).exec()) as [
@@ -187,11 +217,13 @@ export class WebhookConsumer {
     return !finished
   }
 
-  // Sends the event to each endpoint that wants it and is due, all at once (one hanging endpoint
-  // must not hold the event past a claim's wait); acks once none is left waiting.
+  // Sends the event to each enabled endpoint that wants it and is due, all at once (one hanging
+  // endpoint must not hold the event past a claim's wait); acks once none is left waiting.
   private async handle(owner: Owner, stream: string, [streamId, fields]: Entry): Promise<void> {
     const event = eventOf(streamId, fields)
-    const endpoints = (await this.webhooks.list(owner)).filter((endpoint) => wants(endpoint, event))
+    const endpoints = (await this.webhooks.list(owner)).filter(
+      (endpoint) => !endpoint.disabled && wants(endpoint, event),
+    )
     const waits = await Promise.all(endpoints.map((endpoint) => this.deliver(owner, endpoint, event)))
     const waiting = waits.includes(true)
     if (waiting) return
@@ -209,13 +241,13 @@ export class WebhookConsumer {
 /**
  * Runs a pass every pollMs until stopped, not waiting for the one before (a pass stuck on a slow
  * owner would hold up every other): passes in flight overlap, each leaving the owners another
- * delivers for, at most OWNERS_AT_ONCE of them. Stop waits for those in flight (drain).
+ * delivers for, at most ownersAtOnce of them. Stop waits for those in flight (drain).
  */
 export function startWebhookConsumer(consumer: WebhookConsumer, pollMs: number, logger: Logger) {
   let stopped = false
   const running = new Set<Promise<unknown>>()
   const timer = setInterval(() => {
-    if (stopped || running.size >= OWNERS_AT_ONCE) return
+    if (stopped || running.size >= consumer.ownersAtOnce) return
     const pass: Promise<unknown> = consumer
       .pass()
       .catch((error: Error) => logger.warn({ err: error.message }, 'webhook pass failed'))

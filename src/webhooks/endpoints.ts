@@ -1,6 +1,7 @@
 // An owner's webhook endpoints: register (URL checked public after DNS, secret made here, sealed
-// under SVC_MASTER_KEY and shown once), list, remove. Registration and removal are one script each
-// (lua/webhook-put.lua, lua/webhook-delete.lua); a refusal writes nothing.
+// under SVC_MASTER_KEY and shown once), list, remove, disable and enable. Registration, removal and
+// a change of state are one script each (lua/webhook-put.lua, webhook-delete.lua,
+// webhook-state.lua); a refusal writes nothing.
 import { randomBytes } from 'node:crypto'
 import type { WebhookConfig } from '../config.ts'
 import { ApiError, badRequest, notFound } from '../errors.ts'
@@ -29,7 +30,19 @@ export interface StoredEndpoint {
   threshold: number | null
   sealedSecret: string
   createdAt: number
+  /** Set while no event is sent to it: after it answered 410 Gone, or by its owner. */
+  disabled?: EndpointDisabled | null
 }
+
+/** Why and since when (ms) an endpoint is disabled. */
+export interface EndpointDisabled {
+  reason: string
+  at: number
+}
+
+/** The reasons an endpoint is disabled for. */
+export const DISABLED_GONE = 'answered 410 Gone'
+export const DISABLED_BY_OWNER = 'disabled by its owner'
 
 export interface EndpointInput {
   url: string
@@ -44,6 +57,7 @@ export function endpointView(endpoint: StoredEndpoint) {
     events: endpoint.events,
     balanceThresholdUsdc: endpoint.threshold === null ? null : formatMicros(endpoint.threshold),
     createdAt: endpoint.createdAt,
+    disabled: endpoint.disabled ?? null,
   }
 }
 
@@ -149,6 +163,28 @@ export class WebhookStore {
       { endpointId: id, owner },
     )) as [number]
     if (result[0] !== 1) throw notFound('no such webhook endpoint', 'webhook_not_found')
+  }
+
+  /**
+   * Disables the endpoint (`reason`) or enables it again (null): answers it as now stored. Written
+   * only over the record as read: one changed meanwhile is read again; one removed is a 404.
+   */
+  async setDisabled(owner: Owner, id: string, reason: string | null): Promise<StoredEndpoint> {
+    for (;;) {
+      const json = WEBHOOK_ID.test(id) ? await this.store.hget(this.keys.webhooks(owner), id) : null
+      if (!json) throw notFound('no such webhook endpoint', 'webhook_not_found')
+      const endpoint = JSON.parse(json) as StoredEndpoint
+      // Already so: the first reason and its time are kept.
+      if (Boolean(endpoint.disabled) === (reason !== null)) return endpoint
+      const next = { ...endpoint, disabled: reason === null ? null : { reason, at: Date.now() } }
+      const result = (await runScript(this.store, 'webhookState', [this.keys.webhooks(owner)], {
+        endpointId: id,
+        expected: json,
+        endpoint: JSON.stringify(next),
+      })) as [number]
+      if (result[0] === 1) return next
+      if (result[0] === 0) throw notFound('no such webhook endpoint', 'webhook_not_found')
+    }
   }
 
   /** The endpoint's signing secret, for a delivery. */

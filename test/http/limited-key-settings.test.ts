@@ -39,6 +39,12 @@ test("a limited key reads the account's max price and webhooks but changes neith
   )
   await expectBinding(await registerWebhook(stack, agent.apiKey, '/v1/agent', hook))
   await expectBinding(await keyFetch(stack, agent.apiKey, `/v1/agent/webhooks/${id}`, { method: 'DELETE' }))
+  await expectBinding(
+    await keyFetch(stack, agent.apiKey, `/v1/agent/webhooks/${id}`, {
+      method: 'PATCH',
+      json: { disabled: true },
+    }),
+  )
   expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
 
   const listed = (await (await keyFetch(stack, agent.apiKey, '/v1/agent/webhooks')).json()) as {

@@ -3,7 +3,7 @@
 import { type Operation, ok, PAGE_PARAMETERS, type Security } from './operation-parts.ts'
 
 const SIGNING =
-  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed.'
+  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed. A 410 Gone unsubscribes: that try ends the event at the endpoint as failed, and the endpoint is disabled (disabled: {reason: "answered 410 Gone", at}); no event is sent to it while disabled (those written meanwhile are dropped for it, never sent nor retried) until PATCH .../webhooks/{id} {"disabled": false}.'
 
 function webhookOperations(
   prefix: string,
@@ -19,11 +19,16 @@ function webhookOperations(
       description: `url must be a public http(s) URL: one that resolves to loopback, private, link-local, unique-local, multicast or unspecified addresses is a 400 (checked again at each delivery). balance.low needs balanceThresholdUsdc (a decimal string) and fires when a request takes the confirmed balance below it.${bound.note} ${SIGNING}`,
       tags: [tag],
       security,
-      ok: ok('The endpoint: id, url, events, balanceThresholdUsdc, createdAt, secret', '201'),
+      ok: ok(
+        'The endpoint: id, url, events, balanceThresholdUsdc, createdAt, disabled (null), secret',
+        '201',
+      ),
       errors: ['BadRequest', 'Unauthorized', ...bound.errors, 'Conflict'],
     },
     [`GET ${prefix}/webhooks`]: {
-      summary: 'The webhook endpoints (never their secrets)',
+      summary: 'The webhook endpoints (never their secrets), each with disabled: null or {reason, at}',
+      description:
+        'disabled says why no event is sent to the endpoint: "answered 410 Gone" (its receiver unsubscribed) or "disabled by its owner"; at is when, Unix ms as createdAt.',
       tags: [tag],
       security,
       errors: ['Unauthorized'],
@@ -34,6 +39,14 @@ function webhookOperations(
       tags: [tag],
       security,
       errors: ['Unauthorized', ...bound.errors, 'NotFound'],
+    },
+    [`PATCH ${prefix}/webhooks/{id}`]: {
+      summary: 'Disable or enable a webhook endpoint: {"disabled": true|false}; answers the endpoint',
+      description: `Enabling one a 410 Gone disabled sends it the events written from then on (not those dropped while it was disabled; replay one to send it). Disabling an endpoint already disabled keeps its reason.${bound.note}`,
+      tags: [tag],
+      security,
+      ok: ok('The endpoint: id, url, events, balanceThresholdUsdc, createdAt, disabled'),
+      errors: ['BadRequest', 'Unauthorized', ...bound.errors, 'NotFound'],
     },
     [`GET ${prefix}/webhooks/{id}/deliveries`]: {
       summary:
@@ -67,7 +80,7 @@ export const WEBHOOK_OPERATIONS: Record<string, Operation> = {
     'apiKey',
     'balance.low, key.budget.80, key.budget.100, funding.confirmed',
     {
-      note: ' A key with a spending limit may list endpoints but not register or remove them (403 key_limit_binding).',
+      note: ' A key with a spending limit may list endpoints but not register, remove, disable or enable them (403 key_limit_binding).',
       errors: ['Forbidden'],
     },
   ),

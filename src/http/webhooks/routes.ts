@@ -1,13 +1,14 @@
 // Webhook endpoints, the same routes for a buyer account (/v1/agent/webhooks, its svc_ key) and a
 // supplier (/v1/supplier/webhooks, its sup_ key): register (the secret shown once), list, remove,
-// read an endpoint's delivery log and replay one event to it; and the owner's recent events
+// disable or enable (one disabled by a 410 Gone is enabled here), read an endpoint's delivery log
+// and replay one event to it; and the owner's recent events
 // (/v1/agent/events, /v1/supplier/events) with each endpoint's delivery state.
 import { Elysia, t } from 'elysia'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { WEBHOOK_URL_MAX } from '../../webhooks/address-check.ts'
 import type { WebhookDeliveries } from '../../webhooks/delivery.ts'
 import type { WebhookStore } from '../../webhooks/endpoints.ts'
-import { endpointView } from '../../webhooks/endpoints.ts'
+import { DISABLED_BY_OWNER, endpointView } from '../../webhooks/endpoints.ts'
 import { accountOwner, type Owner, supplierOwner } from '../../webhooks/events.ts'
 import { type AuthDeps, buyerAuthenticator, callerMacro } from '../auth.ts'
 import { pageQuery } from '../paging.ts'
@@ -28,6 +29,7 @@ const createBody = t.Object(
   { additionalProperties: false },
 )
 const idParams = t.Object({ id: t.String({ maxLength: 64 }) })
+const patchBody = t.Object({ disabled: t.Boolean() }, { additionalProperties: false })
 const replayParams = t.Object({ id: t.String({ maxLength: 64 }), eventId: t.String({ maxLength: 64 }) })
 
 /** Who may register and remove endpoints: the owner, and `mayChange` says whether this caller may. */
@@ -67,6 +69,15 @@ function routesFor(
         return { status: 'ok' as const }
       },
       { caller: true, params: idParams },
+    )
+    .patch(
+      '/webhooks/:id',
+      async ({ caller, params, body }) => {
+        await caller.mayChange()
+        const reason = body.disabled ? DISABLED_BY_OWNER : null
+        return endpointView(await webhooks.setDisabled(caller.owner, params.id, reason))
+      },
+      { caller: true, params: idParams, body: patchBody },
     )
     .get(
       '/webhooks/:id/deliveries',
