@@ -160,11 +160,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const server = app.server!
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
   // The attempts still open once their connections are cut end as a client that leaves ends them
-  // (a stream cleared on what it generated, a call waiting on its supplier released), and the
-  // renewer holds each until its clear or release returns. Waited on for as long as a stream's
-  // clear waits for Redis: past that the clear has given up, and its lease is left to a reaper.
+  // (a stream cleared on what it generated, a call waiting on its supplier or on its admit
+  // released), and the renewer holds each until its clear or release returns, and counts each
+  // admit Redis has. Waited on for as long as a stream's clear waits for Redis: past that the clear
+  // has given up, and its lease is left to a reaper.
   const settle = async () => {
     const deadline = Date.now() + config.inference.streamClearWaitMs
+    if (renewer.inFlight > 0) logger.info({ open: renewer.inFlight }, 'stopping: settling open attempts')
     while (renewer.inFlight > 0 && Date.now() < deadline) await Bun.sleep(20)
     if (renewer.inFlight > 0)
       logger.warn({ open: renewer.inFlight }, 'stopping with attempts unsettled; their leases are reaped')

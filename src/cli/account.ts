@@ -1,6 +1,7 @@
 // `svc-gateway account ...`: the operator's account commands, straight to Redis through the same
 // services as /admin/v1/accounts, printing the same JSON. Config from the environment: REDIS_URL,
 // SVC_REDIS_PREFIX, SVC_DEFAULT_MAX_PRICE_CENTS.
+import { randomUUID } from 'node:crypto'
 import { parseArgs } from 'node:util'
 import { AccountStore } from '../accounts/accounts.ts'
 import { ApiKeyStore } from '../accounts/key-store.ts'
@@ -13,6 +14,7 @@ import { runOperatorCommand, UsageError } from './operator-command.ts'
 export const ACCOUNT_USAGE = `usage:
   svc-gateway account create --wallet <0x address>
   svc-gateway account credit <accountId> <amountUsdc> [--note <text>] [--idempotency-key <text>]
+      (without --idempotency-key one is made and printed on stderr first: rerun with it)
   svc-gateway account show <accountId>`
 
 function parse(args: string[]) {
@@ -72,8 +74,13 @@ async function run(
       if (!accountId || !amountUsdc || rest.length > 2 || values.wallet !== undefined) {
         throw new UsageError('account credit takes <accountId> <amountUsdc>')
       }
-      // With a key, the same command run again (its answer lost) credits nothing more.
-      const key = values['idempotency-key'] ?? null
+      // Always with a key: the same command run again with it (its answer lost) credits nothing
+      // more. One made here is printed before the credit is sent, so a rerun can carry it.
+      let key = values['idempotency-key']
+      if (key === undefined) {
+        key = `cli-${randomUUID()}`
+        console.error(`to retry this credit safely, run again with --idempotency-key ${key}`)
+      }
       return creditView(await accounts.credit(accountId, amountUsdc, values.note ?? '', 'cli', key))
     }
     case 'show': {

@@ -19,7 +19,7 @@ import { runOperatorCommand, UsageError } from './operator-command.ts'
 
 export const OFFER_USAGE = `usage:
   svc-gateway offer create --base-url <url> --key <upstream key> --ask <cents> --capacity <DIEM>
-                           [--max-in-flight <n>] [--supplier <label>]
+                           [--max-in-flight <n>] [--supplier <label>] [--idempotency-key <text>]
   svc-gateway offer update <id> [--ask <cents>] [--capacity <DIEM>] [--max-in-flight <n>]
                                 [--base-url <url>] [--key <upstream key>]
   svc-gateway offer pause|resume|delete <id>
@@ -32,6 +32,7 @@ const OPTIONS = {
   capacity: { type: 'string' },
   'max-in-flight': { type: 'string' },
   supplier: { type: 'string' },
+  'idempotency-key': { type: 'string' },
 } as const
 
 type Values = Partial<Record<keyof typeof OPTIONS, string>>
@@ -100,6 +101,8 @@ function checkArguments(command: string | undefined, positionals: number, values
     throw new UsageError(`offer ${command} takes ${shape.positionals === 1 ? 'no argument' : 'one offer id'}`)
   if (!shape.options && Object.keys(values).length > 0)
     throw new UsageError(`offer ${command} takes no options (got --${Object.keys(values).join(', --')})`)
+  if (command !== 'create' && values['idempotency-key'] !== undefined)
+    throw new UsageError('only offer create takes --idempotency-key')
 }
 
 async function run(
@@ -119,7 +122,10 @@ async function run(
       if (!upstreamBaseUrl || !upstreamApiKey || askCents === undefined || capacity === undefined) {
         throw new UsageError('offer create needs --base-url, --key, --ask and --capacity')
       }
-      return offers.create({ ...fields, upstreamBaseUrl, upstreamApiKey, askCents, capacity })
+      const offer = { ...fields, upstreamBaseUrl, upstreamApiKey, askCents, capacity }
+      // With a key, the same command run again (its answer lost) prints the offer it made.
+      const key = values['idempotency-key']
+      return key === undefined ? offers.create(offer) : (await offers.createOnce(offer, key)).offer
     }
     case 'update':
       return offers.update(needId(), input(values))

@@ -319,8 +319,8 @@ export async function dispatch(deps: DispatchDeps, req: DispatchRequest): Promis
       refusal = result
       break
     }
+    // Held by the renewer from the admit's answer on (admitWaiting).
     const admission = result as Admission
-    deps.renewer.add(admission)
     let call: Dispatched | SupplierFailure
     try {
       if (sent.job !== job) sent = { job, text: JSON.stringify(job.body) }

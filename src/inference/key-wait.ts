@@ -1,5 +1,6 @@
 // Admission for a request that may wait for a busy offer (SVC_KEY_WAIT_MS): admit again and
 // again until it is admitted, refused for another reason, out of time, or its client left.
+import type { Admission } from '../market/admission.ts'
 import type { AdmitRefusal } from '../market/refusal-errors.ts'
 import { AdmitCode } from '../redis/result-codes.ts'
 import type { DispatchDeps, DispatchRequest, Requester, UpstreamJob } from './dispatch.ts'
@@ -25,7 +26,8 @@ export async function admitWaiting(
   let waiting: string | null = null
   try {
     for (;;) {
-      const result = await deps.steps.admit({
+      // The renewer counts the admit while Redis has it and holds what it admitted: a stop waits.
+      const sending = deps.steps.admit({
         attemptId,
         ...('apiKeyDigest' in requester
           ? { accountId: '', apiKeyId: '', apiKeyDigest: requester.apiKeyDigest }
@@ -41,6 +43,9 @@ export async function admitWaiting(
         capGroup: job.capGroup,
         recordRetentionMs: deps.recordRetentionMs,
       })
+      const result = await deps.renewer.admit(sending, (answer) =>
+        answer.code === AdmitCode.Admitted ? (answer as Admission) : null,
+      )
       if (result.code !== AdmitCode.KeysBusy || now() >= deadline || req.signal.aborted) return result
       // A waiting request counts against its wallet's in-flight cap on this replica: past it, the
       // wallet's extra requests are refused like any over the cap, not queued without end.

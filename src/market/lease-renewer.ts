@@ -22,12 +22,33 @@ export class LeaseRenewer {
     )
   }
 
+  /** Admits sent and not yet answered. */
+  private admitting = 0
+
   /**
-   * Attempts this process has admitted and not yet ended: each is held from admission until its
-   * clear or release has returned (or given up), so none is left when every one is settled.
+   * Attempts this process has admitted and not yet ended, and admits it has in Redis: each attempt
+   * is held from its admit's answer until its clear or release has returned (or given up), so none
+   * is left when every one is settled.
    */
   get inFlight(): number {
-    return this.attempts.size
+    return this.attempts.size + this.admitting
+  }
+
+  /**
+   * An admit, counted from its sending until it answers; the attempt it admitted (`admitted` names
+   * it) is held from that answer on. A stop that cuts the request while Redis has its admit waits
+   * for the admit and then for the attempt's release, as for any attempt it holds.
+   */
+  async admit<T>(sending: Promise<T>, admitted: (answer: T) => AttemptRef | null): Promise<T> {
+    this.admitting += 1
+    try {
+      const answer = await sending
+      const attempt = admitted(answer)
+      if (attempt) this.add(attempt)
+      return answer
+    } finally {
+      this.admitting -= 1
+    }
   }
 
   add(attempt: AttemptRef): void {

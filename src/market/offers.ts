@@ -3,6 +3,8 @@
 // together. Held apart (each offer under a tag of its own), the offer's step runs on its own slot
 // and lua/index-offer.lua lists and places it on the market's, where its supplier, its limits and
 // its upstream key's claim are (offer-index.ts).
+import { createHmac } from 'node:crypto'
+import { checkedIdempotencyDigest } from '../accounts/idempotency-key.ts'
 import { ApiError, NO_RETRY } from '../errors.ts'
 import { formatMicros, type MicroDiem, type MicroUsdc } from '../money/units.ts'
 import { dayOf } from '../records/days.ts'
@@ -74,6 +76,18 @@ export interface OfferRecord {
 const OFFER_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 export const DEFAULT_MAX_IN_FLIGHT = 64
+
+/** What a create needs; the rest of OfferInput may be given. */
+export type NewOffer = Required<
+  Pick<OfferInput, 'upstreamBaseUrl' | 'upstreamApiKey' | 'askCents' | 'capacity'>
+> &
+  OfferInput
+
+const withDefaults = (input: NewOffer): OfferInput => ({
+  maxInFlight: DEFAULT_MAX_IN_FLIGHT,
+  ...input,
+  status: input.status ?? 'active',
+})
 
 export const offerNotFound = (id: string) => new ApiError(404, 'offer_not_found', `offer '${id}' not found`)
 
@@ -208,20 +222,61 @@ export class OfferService {
     return String(reply[1])
   }
 
-  async create(
-    input: Required<Pick<OfferInput, 'upstreamBaseUrl' | 'upstreamApiKey' | 'askCents' | 'capacity'>> &
-      OfferInput,
-  ): Promise<OfferView> {
-    const id = await newOfferId(this.store, this.keys)
-    await this.put('create', id, {
-      maxInFlight: DEFAULT_MAX_IN_FLIGHT,
-      ...input,
-      status: input.status ?? 'active',
-    })
+  async create(input: NewOffer, id?: string): Promise<OfferView> {
+    id ??= await newOfferId(this.store, this.keys)
+    await this.put('create', id, withDefaults(input))
     // Deleted before this read (its id listed and deleted at once): gone, a 404.
     const offer = await this.get(id)
     if (!offer) throw offerNotFound(id)
     return offer
+  }
+
+  /**
+   * Creates an offer under an operator's Idempotency-Key (as a hand credit takes one): the same key
+   * again with the same fields answers the offer it made (`replayed`, whatever happened to it
+   * since) and creates nothing; with other fields it is a 409 idempotency_key_reused. The key's
+   * record names the offer's id before the offer is created, so a retry after a create that
+   * stopped part-way creates that same offer.
+   */
+  async createOnce(
+    input: NewOffer,
+    idempotencyKey: string,
+  ): Promise<{ offer: OfferView; replayed: boolean }> {
+    const record = this.keys.offerCreateKey(checkedIdempotencyDigest(idempotencyKey))
+    const fields = createHmac('sha256', this.masterKey)
+      .update(JSON.stringify(Object.entries(withDefaults(input)).sort()))
+      .digest('hex')
+    const fresh = await newOfferId(this.store, this.keys)
+    if ((await this.store.set(record, `${fields} ${fresh}`, 'NX')) === 'OK') {
+      try {
+        return { offer: await this.create(input, fresh), replayed: false }
+      } catch (error) {
+        // A refusal creates nothing and keeps no key, so the key may be sent again with other fields.
+        if (error instanceof ApiError && !(await this.store.exists(this.keys.offer(fresh))))
+          await this.store.del(record)
+        throw error
+      }
+    }
+    const [was, id] = ((await this.store.get(record)) ?? '').split(' ')
+    if (!id) throw new Error(`offer create key ${record} holds no offer id`)
+    if (was !== fields) {
+      throw new ApiError(
+        409,
+        'idempotency_key_reused',
+        'this Idempotency-Key was used for an offer of other fields (nothing created)',
+        { extra: { offerId: id }, headers: NO_RETRY },
+      )
+    }
+    const made = await this.get(id)
+    if (made) return { offer: made, replayed: true }
+    // Not written yet (its create stopped part-way, or runs now): created here; found if it ran.
+    try {
+      return { offer: await this.create(input, id), replayed: true }
+    } catch (error) {
+      const found = await this.get(id)
+      if (found) return { offer: found, replayed: true }
+      throw error
+    }
   }
 
   async update(id: string, input: OfferInput): Promise<OfferView> {

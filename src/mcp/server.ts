@@ -7,6 +7,7 @@ import {
   type CallToolResult,
   CancelledNotificationSchema,
   ErrorCode,
+  JSONRPCMessageSchema,
   ListToolsRequestSchema,
   McpError,
 } from '@modelcontextprotocol/sdk/types.js'
@@ -124,12 +125,23 @@ export function mcpServer(tools: Tool[], dispatch: Dispatch, instructions = INST
   return server
 }
 
+/** The first protocol version without JSON-RPC batches: a client that speaks it sends one message a POST. */
+export const NO_BATCHES_FROM = '2025-06-18'
+
 /**
- * What makes a JSON-RPC batch unanswerable, or null: an empty one, or two requests with one id
- * (their answers could not be told apart, and the POST would answer only one of them).
+ * Why a POST body is not a message this server takes (JSON-RPC's Invalid Request), or null: a
+ * value that is not a JSON-RPC 2.0 message (alone or in a batch), a batch under a protocol version
+ * (MCP-Protocol-Version, dated) that has none, an empty batch, or two requests of one batch with
+ * one id (their answers could not be told apart, and the POST would answer only one of them).
+ * Without the header a client is taken to speak 2025-03-26, which has batches.
  */
-export function batchProblem(body: unknown): string | null {
+export function bodyProblem(body: unknown, protocolVersion: string | null = null): string | null {
+  const messages: unknown[] = Array.isArray(body) ? body : [body]
+  if (!messages.every((message) => JSONRPCMessageSchema.safeParse(message).success))
+    return 'not a JSON-RPC 2.0 message'
   if (!Array.isArray(body)) return null
+  if (protocolVersion !== null && protocolVersion >= NO_BATCHES_FROM)
+    return `protocol version ${protocolVersion} has no batches: send one message a POST`
   if (body.length === 0) return 'an empty batch'
   const ids = new Set<unknown>()
   for (const message of body as unknown[]) {

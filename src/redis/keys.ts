@@ -120,6 +120,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     offerBase: (offerId: string) => offerKey(offerId, ''),
     /** set: every offer id ever posted (deleted ones too, for the audit) */
     offers: key('offers'),
+    /**
+     * string, one per Idempotency-Key an operator's offer create used (SHA-256 hex of it) ->
+     * "<HMAC of the create's fields> <offer id>". Kept for ever, as the offer's hash is.
+     */
+    offerCreateKey: (digest: string) => key(`offers:create-key:${digest}`),
     /** zset: active offers, scored ask * 1e9 + posting order */
     ladder: key('ladder'),
     /**

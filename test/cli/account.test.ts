@@ -74,6 +74,27 @@ describe('svc-gateway account', () => {
     expect(await snapshotKeys(store, prefix)).toEqual(before)
   })
 
+  test('credit without --idempotency-key makes one and prints it on stderr first: a rerun with it credits nothing more', async () => {
+    const account = JSON.parse((await cli('create', '--wallet', randomWallet())).stdout) as {
+      accountId: string
+    }
+    const first = await cli('credit', account.accountId, '3.000000')
+    expect(first.code).toBe(0)
+    const key = /^to retry this credit safely, run again with --idempotency-key (\S+)$/m.exec(
+      first.stderr,
+    )?.[1]
+    expect(key).toBeDefined()
+    const again = await cli('credit', account.accountId, '3.000000', '--idempotency-key', key!)
+    expect(again.code).toBe(0)
+    expect(again.stderr).toBe('')
+    expect(JSON.parse(again.stdout)).toEqual(JSON.parse(first.stdout))
+    expect(JSON.parse(again.stdout)).toMatchObject({ balances: { fundedUsdc: '3.000000' } })
+    // Each run without a key is a credit of its own, with a key of its own.
+    const other = await cli('credit', account.accountId, '3.000000')
+    expect(other.stderr).not.toContain(key!)
+    expect(JSON.parse(other.stdout)).toMatchObject({ balances: { fundedUsdc: '6.000000' } })
+  })
+
   test('errors: the API error shape on stderr and exit 1, nothing written', async () => {
     const account = JSON.parse((await cli('create', '--wallet', randomWallet())).stdout) as {
       accountId: string
@@ -89,7 +110,9 @@ describe('svc-gateway account', () => {
       const result = await cli(...args)
       expect({ args, exit: result.code }).toEqual({ args, exit: 1 })
       expect(result.stdout).toBe('')
-      expect((JSON.parse(result.stderr) as { error: { code: string } }).error.code).toBe(code)
+      // A credit's last line: after the Idempotency-Key it made.
+      const last = result.stderr.trimEnd().split('\n').at(-1)!
+      expect((JSON.parse(last) as { error: { code: string } }).error.code).toBe(code)
     }
     expect(await snapshotKeys(store, prefix)).toEqual(before)
   })

@@ -71,7 +71,16 @@ describe('the CLI on a market held apart', () => {
       '--wallet',
       randomWallet(),
     ])
-    await json(['account', 'credit', account.accountId, '3.000000', '--note', 'cli funds'])
+    await json([
+      'account',
+      'credit',
+      account.accountId,
+      '3.000000',
+      '--note',
+      'cli funds',
+      '--idempotency-key',
+      `t-${account.accountId}`,
+    ])
     const shard = owners().account(account.accountId)
     expect(await stack.store.hget(shard.account(account.accountId), 'confirmed')).toBe('3000000')
     expect(await stack.store.exists(market().account(account.accountId))).toBe(0)
@@ -176,7 +185,14 @@ describe('the CLI on a market held apart', () => {
         '--wallet',
         randomWallet(),
       ])
-      await json(['account', 'credit', account.accountId, '1.000000'])
+      await json([
+        'account',
+        'credit',
+        account.accountId,
+        '1.000000',
+        '--idempotency-key',
+        `t-${account.accountId}`,
+      ])
       const client = new OpenAI({ apiKey: account.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
       const { response } = await client.chat.completions
         .create({ model: 'svc/llama-3.3-70b', messages: [{ role: 'user', content: 'hi' }] })

@@ -1,7 +1,8 @@
 // A TCP proxy in front of a real redis-server that can misbehave on cue: lose the reply of a
 // command Redis ran (the store dying just after a clear commits), or answer a command with an
-// error in Redis's place without sending it on (a script that refused), or swallow commands so
-// they are in flight when the store goes away. Everything else passes.
+// error in Redis's place without sending it on (a script that refused), or hold the replies of a
+// command Redis ran until let through (a slow answer), or swallow commands so they are in flight
+// when the store goes away. Everything else passes.
 import type { Socket, TCPSocketListener } from 'bun'
 
 interface Pair {
@@ -13,11 +14,14 @@ interface Pair {
   dropNextReply: boolean
   /** The client's last bytes, so that a marker split between two reads is still found. */
   tail: Buffer
+  /** Replies held back, in order, until letReplies(); null while replies pass. */
+  heldReplies: Uint8Array[] | null
 }
 
 type Cue =
   | { kind: 'lose-reply'; markers: string[] }
   | { kind: 'error-reply'; markers: string[]; error: string }
+  | { kind: 'hold-reply'; markers: string[] }
 
 export interface RedisProxy {
   url: string
@@ -25,6 +29,13 @@ export interface RedisProxy {
   loseReplyOf(marker: string | string[]): void
   /** The next command holding a marker is answered with `error` and never reaches Redis. */
   refuse(marker: string | string[], error: string): void
+  /**
+   * The next command holding a marker runs on Redis, and its reply (with every later reply on its
+   * connection, in order) is held until letReplies().
+   */
+  holdReplyOf(marker: string | string[]): void
+  /** Sends the held replies on; replies pass again. */
+  letReplies(): void
   /** Resolves once the cue fired. */
   fired(): Promise<void>
   /** From now until down(), commands are swallowed: sent, never run, never answered. */
@@ -67,7 +78,14 @@ export function startRedisProxy(target: { host: string; port: number }): RedisPr
           client.end()
           return
         }
-        const pair: Pair = { client, server: null, pending: [], dropNextReply: false, tail: Buffer.alloc(0) }
+        const pair: Pair = {
+          client,
+          server: null,
+          pending: [],
+          dropNextReply: false,
+          tail: Buffer.alloc(0),
+          heldReplies: null,
+        }
         client.data = pair
         pairs.add(pair)
         Bun.connect<Pair>({
@@ -89,7 +107,8 @@ export function startRedisProxy(target: { host: string; port: number }): RedisPr
                 onFired?.()
                 return
               }
-              pair.client.write(chunk)
+              if (pair.heldReplies) pair.heldReplies.push(chunk)
+              else pair.client.write(chunk)
             },
             close() {
               pair.client.end()
@@ -120,7 +139,10 @@ export function startRedisProxy(target: { host: string; port: number }): RedisPr
             onFired?.()
             return
           }
-          pair.dropNextReply = true
+          if (active.kind === 'hold-reply') {
+            pair.heldReplies = []
+            onFired?.()
+          } else pair.dropNextReply = true
         }
         if (pair.server) pair.server.write(chunk)
         else pair.pending.push(chunk)
@@ -144,6 +166,14 @@ export function startRedisProxy(target: { host: string; port: number }): RedisPr
     url: `redis://127.0.0.1:${listener.port}`,
     loseReplyOf: (marker) => arm({ kind: 'lose-reply', markers: [marker].flat() }),
     refuse: (marker, error) => arm({ kind: 'error-reply', markers: [marker].flat(), error }),
+    holdReplyOf: (marker) => arm({ kind: 'hold-reply', markers: [marker].flat() }),
+    letReplies() {
+      for (const pair of pairs) {
+        const held = pair.heldReplies ?? []
+        pair.heldReplies = null
+        for (const chunk of held) pair.client.write(chunk)
+      }
+    },
     fired: () => firedOnce,
     hold() {
       holding = true

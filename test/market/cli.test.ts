@@ -65,6 +65,26 @@ describe('svc-gateway offer and audit', () => {
     expect(JSON.parse(missing.stderr).error.code).toBe('offer_not_found')
   })
 
+  test('offer create with --idempotency-key: run again (its answer lost), the same offer and no other', async () => {
+    const args = ['offer', 'create', '--base-url', 'http://127.0.0.1:9/cli-idem', '--key', 'sk-cli-idem']
+    const create = (ask: string) =>
+      cli(...args, '--ask', ask, '--capacity', '3', '--idempotency-key', 'cli-77')
+    const first = await create('44')
+    expect(first.code).toBe(0)
+    const again = await create('44')
+    expect(again.code).toBe(0)
+    const id = (JSON.parse(first.stdout) as { id: string }).id
+    expect((JSON.parse(again.stdout) as { id: string }).id).toBe(id)
+    const list = JSON.parse((await cli('offer', 'list')).stdout) as { data: { id: string }[] }
+    expect(list.data.map((o) => o.id)).toEqual([id])
+    const other = await create('45')
+    expect(other.code).toBe(1)
+    expect(JSON.parse(other.stderr).error.code).toBe('idempotency_key_reused')
+    const update = await cli('offer', 'update', id, '--ask', '45', '--idempotency-key', 'cli-78')
+    expect(update.code).toBe(2)
+    expect((await cli('offer', 'delete', id)).code).toBe(0)
+  })
+
   test('audit exits 0 on a sound keyspace and 1 naming what is off', async () => {
     const clean = await cli('audit')
     expect(clean.code).toBe(0)

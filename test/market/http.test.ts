@@ -107,6 +107,42 @@ describe('operator offers', () => {
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe('capacity_below_used')
   })
 
+  test('an Idempotency-Key: the same create again answers the same offer, other fields under it are a 409', async () => {
+    const body = { ...validOffer, upstreamBaseUrl: 'http://127.0.0.1:9/idempotent' }
+    const keyed = (b: unknown, key = 'offer-ticket-77') =>
+      fetch(`${stack.url}/admin/v1/offers`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${stack.config.adminToken}`,
+          'content-type': 'application/json',
+          'idempotency-key': key,
+        },
+        body: JSON.stringify(b),
+      })
+    const first = await keyed(body)
+    expect(first.status).toBe(201)
+    expect(first.headers.get('idempotent-replayed')).toBeNull()
+    const offer = (await first.json()) as { id: string }
+    // Run again after a lost answer: the same offer, nothing created.
+    const again = await keyed(body)
+    expect(again.status).toBe(201)
+    expect(again.headers.get('idempotent-replayed')).toBe('true')
+    expect(((await again.json()) as { id: string }).id).toBe(offer.id)
+    const listed = (await (await admin('GET', '/')).json()) as { data: { upstreamBaseUrl: string }[] }
+    expect(listed.data.filter((o) => o.upstreamBaseUrl === body.upstreamBaseUrl)).toHaveLength(1)
+
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
+    const other = await keyed({ ...body, askCents: 43 })
+    expect(other.status).toBe(409)
+    expect(await other.json()).toMatchObject({
+      error: { code: 'idempotency_key_reused', type: 'invalid_request_error', offerId: offer.id },
+    })
+    const bad = await keyed(body, 'with space')
+    expect(bad.status).toBe(400)
+    expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('invalid_idempotency_key')
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+  })
+
   test('no token, a wrong token, a buyer-style key: 401', async () => {
     for (const token of ['', 'wrong-token-wrong-token-wrong', 'svc_abc']) {
       const response = await admin('GET', '/', undefined, token)

@@ -132,3 +132,40 @@ describe('batches', () => {
     expect(((await answer.json()) as Answer[]).map((a) => a.id).sort()).toEqual([4, '4'])
   })
 })
+
+describe('protocol versions without batches', () => {
+  test('a batch under MCP-Protocol-Version 2025-06-18 or later is a JSON-RPC Invalid Request: nothing runs', async () => {
+    const before = await snapshotKeys(stack.store, stack.config.redisPrefix)
+    for (const version of ['2025-06-18', '2025-11-25']) {
+      const answer = await rpc([chatCall(1), callOf(2, 'agent_me')], { 'mcp-protocol-version': version })
+      expect(answer.status).toBe(400)
+      expect(await answer.json()).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32600 } })
+    }
+    expect(await snapshotKeys(stack.store, stack.config.redisPrefix)).toEqual(before)
+  })
+
+  test('a batch under 2025-03-26, the version a client without the header speaks, is answered', async () => {
+    const answer = await rpc([callOf(1, 'agent_me'), callOf(2, 'list_models')], {
+      'mcp-protocol-version': '2025-03-26',
+    })
+    expect(answer.status).toBe(200)
+    expect(((await answer.json()) as Answer[]).map((a) => a.id).sort()).toEqual([1, 2])
+  })
+})
+
+test('JSON that is not a JSON-RPC message, alone or in a batch, is an Invalid Request, not a Parse error', async () => {
+  for (const body of [{ hello: 1 }, 42, [{ hello: 1 }], [callOf(1, 'agent_me'), 'x']]) {
+    const answer = await rpc(body)
+    expect(answer.status).toBe(400)
+    expect(await answer.json()).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32600 } })
+  }
+})
+
+test('PUT, PATCH and OPTIONS are 405 with Allow: POST, as GET and DELETE are', async () => {
+  for (const method of ['PUT', 'PATCH', 'OPTIONS', 'GET', 'DELETE']) {
+    const answer = await keyFetch(stack, buyer.apiKey, '/mcp', { method, headers: { accept: ACCEPT } })
+    expect(answer.status, method).toBe(405)
+    expect(answer.headers.get('allow'), method).toBe('POST')
+    expect(((await answer.json()) as { error: { code: string } }).error.code).toBe('method_not_allowed')
+  }
+})

@@ -2,19 +2,20 @@
 // ([DONE], charged once), then exits 0; a stream still open when the grace ends is cut and cleared
 // as a client that left is (what was generated, on estimate) before Redis goes.
 import { afterAll, expect, test } from 'bun:test'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { auditAll } from '../../src/cli/audit.ts'
 import { marketTotals } from '../../src/market/totals.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { SUPPORT_REFERENCE_HEADER } from '../../src/records/support-reference.ts'
 import { keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
+import { SCRIPTS } from '../../src/redis/script-registry.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { startSim } from '../../src/sim/server.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { serverOf } from '../helpers/redis-cluster.ts'
 import { startRedisProxy } from '../helpers/redis-proxy.ts'
-import { startStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { keysUnder, startStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 const sim = startSim({ port: 0, tokensPerSecond: 25, outputTokens: 25 })
@@ -34,7 +35,7 @@ afterAll(async () => {
 async function serving(
   upstreamUrl: string,
   graceMs: number,
-  options: { prefix?: string; env?: Record<string, string> } = {},
+  options: { prefix?: string; env?: Record<string, string>; logs?: boolean } = {},
 ) {
   const prefix = options.prefix ?? testPrefix()
   const port = freePort()
@@ -53,7 +54,7 @@ async function serving(
       LOG_LEVEL: 'warn',
       ...options.env,
     },
-    stdout: 'ignore',
+    stdout: options.logs ? 'pipe' : 'ignore',
     stderr: 'pipe',
   })
   const base = `http://127.0.0.1:${port}`
@@ -193,6 +194,56 @@ test('Redis away when the grace ends: the process still exits, and the next star
     } finally {
       await next.stop()
     }
+  } finally {
+    proxy.stop()
+  }
+}, 60_000)
+
+/** The admit as it reaches Redis: its function's name (an FCALL) or its script's SHA-1 (an EVALSHA). */
+const ADMIT = ['_admit\r\n', createHash('sha1').update(SCRIPTS.admit.lua).digest('hex')]
+
+/** Resolves once the child's log (JSON lines on stdout) has a line with `msg`; never if it ends first. */
+async function logged(stdout: ReadableStream<Uint8Array>, msg: string): Promise<void> {
+  let text = ''
+  for await (const chunk of stdout) {
+    text += new TextDecoder().decode(chunk)
+    if (text.split('\n').some((line) => line.includes(`"msg":"${msg}"`))) return
+  }
+  await new Promise(() => {})
+}
+
+test('an admit Redis still has when the connections are cut is waited for: the attempt is released by this process, nothing held or charged', async () => {
+  const prefix = testPrefix()
+  const target = new URL(await serverOf(testRedisUrl(), prefix))
+  const proxy = startRedisProxy({ host: target.hostname, port: Number(target.port) })
+  try {
+    const { child, keys, accountId, chat } = await serving(sim.url, 500, {
+      prefix,
+      logs: true,
+      env: { REDIS_URL: proxy.url, LOG_LEVEL: 'info', SVC_REAP_INTERVAL_MS: '60000' },
+    })
+    // The admit runs on Redis; its answer is held back until the stop has cut the request.
+    proxy.holdReplyOf(ADMIT)
+    const answer = chat(false).catch(() => null)
+    await proxy.fired()
+    await until(async () => (await store.hget(keys.account(accountId), 'inflight')) === '1')
+    child.kill('SIGTERM')
+    await answer
+    // The stop settles what it has open (the admit counted), or exits without waiting for it.
+    await Promise.race([
+      logged(child.stdout as ReadableStream<Uint8Array>, 'stopping: settling open attempts'),
+      child.exited,
+    ])
+    proxy.letReplies()
+    expect(await child.exited).toBe(0)
+
+    const acct = await store.hgetall(keys.account(accountId))
+    expect(acct.held).toBe('0')
+    expect(acct.inflight).toBe('0')
+    expect(acct.spent ?? '0').toBe('0')
+    const [attempt] = await keysUnder(store, `${prefix}:`, 'attempt:*')
+    expect((await attemptRecord(store, attempt!)).state).toBe('released')
+    expect(await auditAll(store, keys)).toEqual([])
   } finally {
     proxy.stop()
   }

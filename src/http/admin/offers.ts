@@ -87,14 +87,19 @@ export function adminOfferRoutes(deps: {
     .use(adminAuth(deps.config.adminToken))
     .post(
       '/',
-      async ({ body, status }) => {
-        const offer = await offers.create({
+      async ({ body, status, request, set }) => {
+        const fields = {
           ...input(body),
           upstreamBaseUrl: baseUrl(body.upstreamBaseUrl),
           upstreamApiKey: body.upstreamApiKey,
           askCents: body.askCents,
           capacity: capacity(body.capacityDiem),
-        })
+        }
+        // Optional: with it, a create retried after a lost answer answers the same offer.
+        const key = request.headers.get('idempotency-key')
+        if (key === null) return status(201, await offers.create(fields))
+        const { offer, replayed } = await offers.createOnce(fields, key)
+        if (replayed) set.headers['idempotent-replayed'] = 'true'
         return status(201, offer)
       },
       {

@@ -32,8 +32,14 @@ export const ADMIN_OPERATIONS: Record<string, Operation> = {
     summary: 'Post an offer (the upstream key goes in and never comes out)',
     tags: ['operator'],
     security: 'adminToken',
+    parameters: [
+      idempotencyKey(
+        false,
+        'the same key again with the same fields creates nothing and answers the offer it made (as it stands now; Idempotent-Replayed: true), with other fields 409 idempotency_key_reused (its offerId named); without one, every call creates an offer',
+      ),
+    ],
     ok: ok('The offer', '201'),
-    errors: ['BadRequest', 'Unauthorized'],
+    errors: ['BadRequest', 'Unauthorized', 'NotFound', 'Conflict'],
   },
   'GET /admin/v1/offers': {
     summary: 'Every offer',

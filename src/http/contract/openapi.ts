@@ -32,7 +32,14 @@ function mergeParameters(generated: Parameter[] = [], declared: Parameter[] = []
 
 /** The whole document but its servers, which name the address each caller reached. */
 export function openApiDocument(app: AnyElysia) {
-  const generated = toOpenAPISchema(app, { staticFile: false }, undefined, undefined, OPENAPI_VERSION)
+  // OPTIONS too (the generator leaves it out by default): /mcp answers it, 405.
+  const generated = toOpenAPISchema(
+    app,
+    { staticFile: false, methods: [] },
+    undefined,
+    undefined,
+    OPENAPI_VERSION,
+  )
   const bodies = new Map<string, unknown>()
   for (const route of app.routes) {
     const body = (route.hooks as { body?: unknown } | undefined)?.body

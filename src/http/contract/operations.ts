@@ -41,6 +41,15 @@ const INFERENCE_ERRORS: ErrorResponseName[] = [
   'ServiceUnavailable',
 ]
 
+/** A method /mcp does not take (405, Allow: POST): JSON-RPC goes in POSTs only. */
+const MCP_ONLY_POST: Operation = {
+  summary: 'Not allowed: send JSON-RPC with POST',
+  tags: ['mcp'],
+  security: 'apiKey|supplierKey',
+  ok: {},
+  errors: ['Unauthorized', 'Forbidden', 'MethodNotAllowed'],
+}
+
 export const OPERATIONS: Record<string, Operation> = {
   'GET /healthz': { summary: 'Liveness', tags: ['operations'], security: 'none', errors: [] },
   'GET /metrics': {
@@ -298,7 +307,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /mcp': {
     summary: 'MCP server: streamable HTTP, stateless, JSON-RPC 2.0',
     description:
-      "Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, list_key_budgets, mint_key, set_key_limit, set_key_budget, revoke_key, set_max_price, get_request, list_activity, list_webhooks, list_webhook_events, get_usage, chat. With a supplier key (sup_...) the supplier tools instead: supplier_me, list_offers, post_offer, update_offer, list_fills, request_payout, list_payouts, and its own list_webhooks and list_webhook_events. A tool error carries the HTTP status and error.code of the route it calls. A request with an Origin header other than the gateway's own (SVC_PUBLIC_URL) is refused 403 origin_not_allowed (a browser page on another site). A batch that is empty or holds two requests with one id is a 400 with JSON-RPC's Invalid Request (-32600); notifications/cancelled is ignored.",
+      "Send initialize, tools/list and tools/call as JSON-RPC POSTs with Accept: application/json, text/event-stream. Tools: agent_me, list_models, capacity, list_keys, list_key_budgets, mint_key, set_key_limit, set_key_budget, revoke_key, set_max_price, get_request, list_activity, list_webhooks, list_webhook_events, get_usage, chat. With a supplier key (sup_...) the supplier tools instead: supplier_me, list_offers, post_offer, update_offer, list_fills, request_payout, list_payouts, and its own list_webhooks and list_webhook_events. A tool error carries the HTTP status and error.code of the route it calls. A request with an Origin header other than the gateway's own (SVC_PUBLIC_URL) is refused 403 origin_not_allowed (a browser page on another site). A body that is not a JSON-RPC 2.0 message, a batch sent with MCP-Protocol-Version 2025-06-18 or later (versions without batches; without the header a client speaks 2025-03-26, which has them), and a batch that is empty or holds two requests with one id are each a 400 with JSON-RPC's Invalid Request (-32600), before anything runs; notifications/cancelled is ignored.",
     tags: ['mcp'],
     security: 'apiKey|supplierKey',
     ok: ok('A JSON-RPC answer', '200', { content: { 'application/json': { schema: { type: 'object' } } } }),
@@ -318,6 +327,9 @@ export const OPERATIONS: Record<string, Operation> = {
     ok: {},
     errors: ['Unauthorized', 'Forbidden', 'MethodNotAllowed'],
   },
+  'PUT /mcp': MCP_ONLY_POST,
+  'PATCH /mcp': MCP_ONLY_POST,
+  'OPTIONS /mcp': MCP_ONLY_POST,
   ...ADMIN_OPERATIONS,
   ...MESSAGES_OPERATIONS,
   ...SUPPLIER_OPERATIONS,

@@ -141,8 +141,9 @@ export function mcpRoutes(deps: McpDeps, app: AppHandle) {
     .post(
       MCP_PATH,
       async ({ request, body, role }) => {
-        const [{ batchProblem, mcpServer }, { WebStandardStreamableHTTPServerTransport }] = await loadSdk()
-        const problem = batchProblem(body)
+        const [{ bodyProblem, mcpServer }, { WebStandardStreamableHTTPServerTransport }] = await loadSdk()
+        // Refused before any server is made: nothing of it runs.
+        const problem = bodyProblem(body, request.headers.get('mcp-protocol-version'))
         if (problem) return invalidRequest(problem)
         const server = mcpServer(
           offeredTools(app, role),
@@ -162,4 +163,7 @@ export function mcpRoutes(deps: McpDeps, app: AppHandle) {
     )
     .get(MCP_PATH, notAllowed, { caller: true })
     .delete(MCP_PATH, notAllowed, { caller: true })
+    .put(MCP_PATH, notAllowed, { caller: true })
+    .patch(MCP_PATH, notAllowed, { caller: true })
+    .options(MCP_PATH, notAllowed, { caller: true })
 }
