@@ -65,19 +65,22 @@ async function serving(
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
     })
-  await call('/admin/v1/offers', {
+  const offer = await call('/admin/v1/offers', {
     upstreamBaseUrl: upstreamUrl,
     upstreamApiKey: 'drain-key',
     askCents: 40,
     capacityDiem: '10',
   })
+  expect(offer.status).toBe(201)
   const account = (await (
     await call('/admin/v1/accounts', { wallet: `0x${randomBytes(20).toString('hex')}` })
   ).json()) as {
     accountId: string
     apiKey: string
   }
-  await call(`/admin/v1/accounts/${account.accountId}/credit`, { amountUsdc: '1.000000' })
+  expect(
+    (await call(`/admin/v1/accounts/${account.accountId}/credit`, { amountUsdc: '1.000000' })).status,
+  ).toBe(200)
   const chat = (stream: boolean) =>
     call(
       '/v1/chat/completions',
@@ -95,6 +98,7 @@ async function servingStream(
 ) {
   const served = await serving(upstreamUrl, graceMs, options)
   const stream = await served.chat(true)
+  expect(stream.status).toBe(200)
   const reader = stream.body!.getReader()
   const first = new TextDecoder().decode((await reader.read()).value)
   return { ...served, supportReference: stream.headers.get(SUPPORT_REFERENCE_HEADER)!, reader, first }
