@@ -6,12 +6,14 @@
   list follow the new transaction, whose block it confirms from. Once per move: a payment no longer
   pending has nothing to move, and a transaction backs one payment only. In a market held apart
   the account's list of its payments follows in a step of its own (lua/move-pending.lua), which
-  the record's movedFrom names until it has run.
+  the record's movedFrom names until it has run. The old id keeps the id it moved to (KEYS[5]), so
+  whoever asks after the old transaction is answered with the payment it became.
 
   KEYS[1]  payment hash             (x402:payment:<paymentId>)
   KEYS[2]  the new payment hash     (x402:payment:<movedTo>)
   KEYS[3]  authorization hash       (x402:auth:<authorizationId>)
   KEYS[4]  unconfirmed zset         (payment id -> block number)
+  KEYS[5]  moved-to string          (x402:moved:<paymentId>)
   ARGV[1]  paymentId: payment id               (<chainId>:<txHash>, lower case)
   ARGV[2]  movedTo: the new payment id         (<chainId>:<txHash>, lower case)
   ARGV[3]  blockNumber: block number that included the new transaction
@@ -42,4 +44,5 @@ rcall('DEL', KEYS[1])
 rcall('HSET', KEYS[3], 'paymentId', ARGV[2], 'tx', string.match(ARGV[2], ':(.*)$'))
 rcall('ZREM', KEYS[4], ARGV[1])
 rcall('ZADD', KEYS[4], ARGV[3], ARGV[2])
+rcall('SET', KEYS[5], ARGV[2])
 return { 1 }

@@ -5,12 +5,15 @@
   payment's record and its authorization's go, as a released claim's does. Once per payment: one
   no longer pending has nothing to take back. In a market held apart the account is on another
   slot: lua/take-back-pending.lua takes its balance back first, idempotently by payment, and this
-  step only drops the records (KEYS[4] absent).
+  step only drops the records (KEYS[4..7] absent).
 
   KEYS[1]  payment hash             (x402:payment:<paymentId>)
   KEYS[2]  authorization hash       (x402:auth:<authorizationId>)
   KEYS[3]  unconfirmed zset         (payment id -> block number)
-  KEYS[4]  account hash             (acct:<accountId>); absent when held apart
+  KEYS[4]  account hash             (acct:<accountId>)                          } absent when
+  KEYS[5]  the account's webhook hooks hash    (acct:<accountId>:hooks)          } held apart
+  KEYS[6]  the account's webhook event stream  (acct:<accountId>:events)       }
+  KEYS[7]  the owners flagged for delivery     (webhooks:due)                   }
   ARGV[1]  paymentId: payment id
   ARGV[2]  accountId: account id               (must be the payment's)
 
@@ -20,6 +23,9 @@
            { -1 }                   the account is not the payment's, or the authorization is not
                                     credited by this payment
            { -7 }                   pending is below the amount (never driven negative; left for the audit)
+  Times come from Redis TIME, in milliseconds. A take-back writes funding.reversed to the account's
+  event stream in the same call when one of its endpoints subscribes, and flags the account for
+  the delivery consumers (as lib/events).
 ]]
 local rcall = redis.call
 
@@ -41,4 +47,15 @@ if not account then return { 1 } end
 rcall('HINCRBY', account, 'pending', '-' .. amount)
 rcall('HINCRBY', account, 'funded', '-' .. amount)
 local b = rcall('HMGET', account, 'pending', 'funded')
+if rcall('HGET', KEYS[5], 't:funding.reversed') then
+  local function usdc(micros)
+    micros = tonumber(micros)
+    return string.format('%d.%06d', math.floor(micros / 1000000), micros % 1000000)
+  end
+  local time = rcall('TIME')
+  local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
+  rcall('XADD', KEYS[6], 'MAXLEN', '~', 10000, '*', 'type', 'funding.reversed', 'at', now, 'data',
+    cjson.encode({ paymentId = ARGV[1], amountUsdc = usdc(amount), pendingUsdc = usdc(b[1]) }))
+  rcall('SADD', KEYS[7], 'acct:' .. ARGV[2])
+end
 return { 1, b[1], b[2] }

@@ -24,10 +24,50 @@ export function payerAndNonce(terms: AuthorizationTerms): [Address, Hex] {
 }
 
 /**
+ * How far this replica's searches for each authorization's use have reached, by authorization id:
+ * the last block searched that lay SVC_CONFIRMATIONS and SEARCH_LAG_BLOCKS below the head then (a
+ * reorg up to that depth may still add a use above it, and a node behind may not have had it), so
+ * the next search for a claim or payment that stays reads only the blocks after it. In memory per replica, not in the record: it moves no money and only saves
+ * log queries, so a search never writes to Redis, and a record let go is never written again; a
+ * replica that starts searches each range whole once. The oldest marks go past SEARCH_MARKS,
+ * costing one whole search again.
+ */
+export class SearchMarks {
+  private readonly reached = new Map<string, bigint>()
+
+  get(id: string): bigint | undefined {
+    return this.reached.get(id)
+  }
+
+  /** Records `block` as searched, never moving a mark back (a node behind the last one asked). */
+  set(id: string, block: bigint): void {
+    const before = this.reached.get(id)
+    this.reached.delete(id)
+    this.reached.set(id, before !== undefined && before > block ? before : block)
+    if (this.reached.size > SEARCH_MARKS) this.reached.delete(this.reached.keys().next().value as string)
+  }
+
+  /** Drops the mark of an authorization whose claim or payment left its list. */
+  forget(id: string): void {
+    this.reached.delete(id)
+  }
+}
+
+const SEARCH_MARKS = 100_000
+
+/**
+ * Blocks a search reads again below the last one's reach, beyond SVC_CONFIRMATIONS: the node that
+ * answers the logs may lag the one that gave the head, and a use in blocks it did not have yet must
+ * still be found by the next search.
+ */
+export const SEARCH_LAG_BLOCKS = 64n
+
+/**
  * The transaction that used the authorization, found by the token's AuthorizationUsed log (payer
  * and nonce) from the head read before settling less the authorization's longest life in blocks
  * of at least a second (a copy may have been mined before the claim, under a verification read
- * from a node that had not seen it yet), with its receipt; null when none is found.
+ * from a node that had not seen it yet), with its receipt; null when none is found. A search
+ * again for the same authorization starts past the blocks an earlier one covered (SearchMarks).
  */
 export async function authorizationUse(
   deps: WatchDeps,
@@ -36,12 +76,15 @@ export async function authorizationUse(
 ): Promise<{ transaction: Hex; receipt: Receipt | null } | null> {
   const lifetime = BigInt(deps.config.maxTimeoutSeconds + CLOCK_SKEW_SECONDS)
   const [payer, nonce] = payerAndNonce(terms)
-  const transaction = await deps.chain.authorizationUse(
-    payer,
-    nonce,
-    fromBlock > lifetime ? fromBlock - lifetime : 0n,
-  )
-  return transaction ? { transaction, receipt: await deps.chain.receipt(transaction) } : null
+  const start = fromBlock > lifetime ? fromBlock - lifetime : 0n
+  const reached = deps.searched.get(terms.id)
+  const from = reached !== undefined && reached >= start ? reached + 1n : start
+  const { transaction, head } = await deps.chain.authorizationUse(payer, nonce, from)
+  if (!transaction) {
+    deps.searched.set(terms.id, head - BigInt(deps.config.confirmations) - SEARCH_LAG_BLOCKS)
+    return null
+  }
+  return { transaction, receipt: await deps.chain.receipt(transaction) }
 }
 
 /** Whether a receipt settles the authorization: used by the token, its amount paid to payTo. */

@@ -119,9 +119,14 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
     },
     /**
      * The transaction that used this authorization, found by the token's AuthorizationUsed event
-     * (payer and nonce, both indexed) from `fromBlock` to the head; null when there is none.
+     * (payer and nonce, both indexed) from `fromBlock` to the head; null when there is none. `head`:
+     * the last block searched.
      */
-    async authorizationUse(payer: Address, nonce: Hex, fromBlock: bigint): Promise<Hex | null> {
+    async authorizationUse(
+      payer: Address,
+      nonce: Hex,
+      fromBlock: bigint,
+    ): Promise<{ transaction: Hex | null; head: bigint }> {
       const head = await client.getBlockNumber({ cacheTime: 0 })
       for (let from = fromBlock; from <= head; from += LOG_RANGE) {
         const to = from + LOG_RANGE - 1n < head ? from + LOG_RANGE - 1n : head
@@ -134,9 +139,9 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
           toBlock: to,
         })
         const used = logs.find((log) => !log.removed && log.transactionHash)
-        if (used) return used.transactionHash
+        if (used) return { transaction: used.transactionHash, head }
       }
-      return null
+      return { transaction: null, head }
     },
     /** Whether a node knows the transaction at all (mined or in its mempool). */
     async known(hash: Hex): Promise<boolean> {

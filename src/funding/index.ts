@@ -5,6 +5,7 @@ import { type Address, decodeFunctionData, type Hex } from 'viem'
 import type { FundingConfig } from '../config.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
+import { SearchMarks } from './authorization-use.ts'
 import { eip3009Abi, type FundingChain, fundingChain } from './chain.ts'
 import { SignupFuse } from './fuse.ts'
 import { authorizationId, PaymentLedger } from './ledger.ts'
@@ -100,6 +101,7 @@ export function watchDeps(
     logger,
     resolveAccount,
     replaceUnmined: funding.replaceUnmined,
+    searched: new SearchMarks(),
   }
 }
 

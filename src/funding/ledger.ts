@@ -5,7 +5,13 @@ import { ACCOUNT_TABLE, type Keyspace } from '../redis/keys.ts'
 import { PaymentCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
-import { movePayment, movePending, type ReorgedResult, takeBackPayment } from './reorged-ledger.ts'
+import {
+  movePayment,
+  movePending,
+  paymentNow,
+  type ReorgedResult,
+  takeBackPayment,
+} from './reorged-ledger.ts'
 
 export type PaymentKind = 'signup' | 'refill' | 'topup'
 
@@ -309,6 +315,11 @@ export class PaymentLedger {
 
   async payment(paymentIdValue: string): Promise<Record<string, string>> {
     return this.store.hgetall(this.keys.payment(paymentIdValue))
+  }
+
+  /** The payment an id names now: its own, or the one it moved to (reorged-ledger.ts). */
+  paymentNow(paymentIdValue: string): Promise<{ id: string; payment: Record<string, string> } | null> {
+    return paymentNow(this.store, this.keys, paymentIdValue)
   }
 
   async authorization(authorizationIdValue: string): Promise<InFlightPayment | null> {

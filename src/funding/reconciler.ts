@@ -12,16 +12,36 @@ import { CHAIN_IDS } from './network.ts'
 import type { WatchDeps } from './watcher.ts'
 
 /**
- * Where a replica's next reconciler pass starts on the in-flight list: past the claims its passes
- * kept. A pass reads at most RECONCILE_PAGES pages and the next resumes there, back at the front
- * once a pass reaches the end, so claims that stay in flight for good never hold back those behind.
+ * Where a replica's next pass of a loop starts on its list (the reconciler's claims in flight, the
+ * confirmations watcher's unconfirmed payments): past the entries its passes kept. A pass reads at
+ * most PASS_PAGES pages and the next resumes there, back at the front once a pass reaches the end,
+ * so entries that stay on the list for good never hold back those behind.
  */
 export interface ReconcileCursor {
   offset: number
 }
 
-const RECONCILE_PAGE = 100
-const RECONCILE_PAGES = 10
+export const PASS_PAGE = 100
+export const PASS_PAGES = 10
+
+/**
+ * One pass over a list from `cursor` on: each page read by `read` (offset, limit), each entry
+ * handled by `handle`, which says whether it stays on the list.
+ */
+export async function pagePast(
+  cursor: ReconcileCursor,
+  read: (offset: number, limit: number) => Promise<string[]>,
+  handle: (id: string) => Promise<'kept' | 'left'>,
+): Promise<void> {
+  for (let page = 0; page < PASS_PAGES; page++) {
+    const ids = await read(cursor.offset, PASS_PAGE)
+    for (const id of ids) if ((await handle(id)) === 'kept') cursor.offset++
+    if (ids.length < PASS_PAGE) {
+      cursor.offset = 0
+      return
+    }
+  }
+}
 
 /** Finishes claims older than `graceMs`, from `cursor` on; returns how many it credited. */
 export async function reconcilePayments(
@@ -31,18 +51,17 @@ export async function reconcilePayments(
 ): Promise<number> {
   const before = Date.now() - graceMs
   let credited = 0
-  for (let page = 0; page < RECONCILE_PAGES; page++) {
-    const ids = await deps.ledger.inFlightBefore(before, RECONCILE_PAGE, cursor.offset)
-    for (const id of ids) {
+  await pagePast(
+    cursor,
+    (offset, limit) => deps.ledger.inFlightBefore(before, limit, offset),
+    async (id) => {
       const outcome = await reconcileClaim(deps, id)
       if (outcome === 'credited') credited++
-      else if (outcome === 'kept') cursor.offset++
-    }
-    if (ids.length < RECONCILE_PAGE) {
-      cursor.offset = 0
-      break
-    }
-  }
+      if (outcome === 'kept') return 'kept'
+      deps.searched.forget(id)
+      return 'left'
+    },
+  )
   return credited
 }
 

@@ -47,6 +47,7 @@ export async function movePayment(
       keys.payment(movedTo),
       keys.authorization(authorization ?? ''),
       keys.paymentsUnconfirmed,
+      keys.paymentMovedTo(paymentId),
     ],
     { paymentId, movedTo, blockNumber: blockNumber.toString() },
   )) as [number]
@@ -67,8 +68,9 @@ export async function movePending(
 }
 
 /**
- * Takes back a pending payment whose authorization expired unused (lua/take-back-payment.lua).
- * Held apart, the account's balance first (lua/take-back-pending.lua), then the records: a replica
+ * Takes back a pending payment whose authorization expired unused (lua/take-back-payment.lua),
+ * writing funding.reversed for the account's endpoints in the same call. Held apart, the
+ * account's balance and its event first (lua/take-back-pending.lua), then the records: a replica
  * that stops between leaves the payment on the watcher's list, whose next pass finishes it.
  */
 export async function takeBackPayment(
@@ -91,19 +93,49 @@ export async function takeBackPayment(
     const [credited, by] = await store.hmget(keys.authorization(authorization ?? ''), 'state', 'paymentId')
     if (credited !== 'credited' || by !== paymentId) return reorgedResult(PaymentCode.NoAccount)
     if (movedFrom) await movePending(store, keys, accountId, movedFrom, paymentId)
-    const [code] = (await runScript(
-      store,
-      'takeBackPending',
-      [keys.account(accountId), keys.accountPayments(accountId)],
-      { accountId, paymentId, amount },
-    )) as [number]
+    const [code] = (await runScript(store, 'takeBackPending', [keys.accountBase(accountId)], {
+      accountId,
+      paymentId,
+      amount,
+    })) as [number]
     if (code !== PaymentCode.Done && code !== PaymentCode.AlreadyDone) return reorgedResult(code)
   }
   const [code] = (await runScript(
     store,
     'takeBackPayment',
-    apart ? records : [...records, keys.account(accountId)],
+    apart
+      ? records
+      : [
+          ...records,
+          keys.account(accountId),
+          keys.webhookHooks(`acct:${accountId}`),
+          keys.webhookEvents(`acct:${accountId}`),
+          keys.webhookDue(`acct:${accountId}`),
+        ],
     { paymentId, accountId },
   )) as [number]
   return reorgedResult(code)
+}
+
+/** Moves a payment may have made one after another, at most this many followed (a reorg each). */
+const MOVES = 8
+
+/**
+ * The payment an id names now: itself while it has a record, else the one it moved to (each move
+ * leaves the old id the new one, lua/move-payment.lua), followed move by move; null when none.
+ */
+export async function paymentNow(
+  store: Store,
+  keys: Keyspace,
+  paymentId: string,
+): Promise<{ id: string; payment: Record<string, string> } | null> {
+  let id = paymentId
+  for (let move = 0; move <= MOVES; move++) {
+    const payment = await store.hgetall(keys.payment(id))
+    if (payment.state) return { id, payment }
+    const movedTo = await store.get(keys.paymentMovedTo(id))
+    if (!movedTo) return null
+    id = movedTo
+  }
+  return null
 }

@@ -54,7 +54,9 @@ export async function followAuthorization(
       { payment: id, movedTo, result },
       'payment moved to the transaction that used its authorization',
     )
-    return result.status === 'refused' ? 'kept' : 'done'
+    if (result.status === 'refused') return 'kept'
+    deps.searched.forget(auth.id)
+    return 'done'
   }
   // Its own transaction used it (a read that lags the log): its receipt is back soon.
   if (use) return 'kept'
@@ -76,5 +78,7 @@ export async function followAuthorization(
     { payment: id, accountId: payment.accountId, result },
     'pending payment taken back: its authorization expired unused',
   )
-  return result.status === 'refused' ? 'kept' : 'done'
+  if (result.status === 'refused') return 'kept'
+  deps.searched.forget(auth.id)
+  return 'done'
 }

@@ -8,9 +8,10 @@
 import type { Logger } from 'pino'
 import type { Address, Hex } from 'viem'
 import type { FundingConfig } from '../config.ts'
+import type { SearchMarks } from './authorization-use.ts'
 import type { FundingChain } from './chain.ts'
 import type { PaymentLedger } from './ledger.ts'
-import { type ReconcileCursor, reconcilePayments } from './reconciler.ts'
+import { pagePast, type ReconcileCursor, reconcilePayments } from './reconciler.ts'
 import { followAuthorization, searchUpTo } from './reorged.ts'
 
 export interface WatchDeps {
@@ -22,6 +23,8 @@ export interface WatchDeps {
   resolveAccount(payer: Address): Promise<string>
   /** Signs again with higher fees, or cancels, the relayer's sends left unmined; absent without one. */
   replaceUnmined?: () => Promise<number>
+  /** How far this replica's searches for each authorization's use have reached. */
+  searched: SearchMarks
 }
 
 /** The chain as one confirmations pass reads it: its head, and the last block confirmed at depth. */
@@ -30,25 +33,30 @@ export interface ConfirmedUpTo {
   lastEligible: bigint
 }
 
-/** Moves every pending credit with enough confirmations to confirmed; returns how many moved. */
-export async function confirmPayments(deps: WatchDeps): Promise<number> {
+/**
+ * Moves pending credits with enough confirmations to confirmed, from `cursor` on (a pass reads at
+ * most PASS_PAGES pages, as the reconciler's do); returns how many moved.
+ */
+export async function confirmPayments(
+  deps: WatchDeps,
+  cursor: ReconcileCursor = { offset: 0 },
+): Promise<number> {
   const head = await deps.chain.blockNumber()
   const chain = { head, lastEligible: head - BigInt(deps.config.confirmations) + 1n }
   let moved = 0
-  // Page by page past those that stay (a transfer a reorg took back waits at the front until its
-  // authorization says where the money went), so they never hold back the payments behind them.
-  for (let kept = 0; ; ) {
-    const ids = await deps.ledger.unconfirmedUpTo(chain.lastEligible, CONFIRM_PAGE, kept)
-    for (const id of ids) {
+  // Past those that stay (a transfer a reorg took back waits at the front until its authorization
+  // says where the money went, each pass a search), so they never hold back the payments behind.
+  await pagePast(
+    cursor,
+    (offset, limit) => deps.ledger.unconfirmedUpTo(chain.lastEligible, limit, offset),
+    async (id) => {
       const outcome = await confirmOne(deps, id, chain)
-      if (outcome === 'kept') kept++
-      else if (outcome === 'confirmed') moved++
-    }
-    if (ids.length < CONFIRM_PAGE) return moved
-  }
+      if (outcome === 'confirmed') moved++
+      return outcome === 'kept' ? 'kept' : 'left'
+    },
+  )
+  return moved
 }
-
-const CONFIRM_PAGE = 100
 
 /**
  * Confirms one payment: `confirmed`, `done` (it has left the list: confirmed before, moved to
@@ -86,7 +94,8 @@ async function confirmOne(
 /** Runs both loops on the configured interval; returns the stop function. */
 export function startFundingWatch(deps: WatchDeps): () => void {
   let running = false
-  const cursor: ReconcileCursor = { offset: 0 }
+  const confirming: ReconcileCursor = { offset: 0 }
+  const reconciling: ReconcileCursor = { offset: 0 }
   const timer = setInterval(async () => {
     if (running) return
     running = true
@@ -96,8 +105,8 @@ export function startFundingWatch(deps: WatchDeps): () => void {
       deps.logger.warn({ err: error }, 'relayer replacement failed; retrying')
     }
     try {
-      await confirmPayments(deps)
-      await reconcilePayments(deps, deps.config.receiptTimeoutMs, cursor)
+      await confirmPayments(deps, confirming)
+      await reconcilePayments(deps, deps.config.receiptTimeoutMs, reconciling)
     } catch (error) {
       deps.logger.warn({ err: error }, 'funding watch tick failed')
     } finally {

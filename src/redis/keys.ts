@@ -81,6 +81,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     paymentsInFlight: key('x402:inflight'),
     /** zset: payment ids credited as pending, scored by block number: the confirmations watcher's work */
     paymentsUnconfirmed: key('x402:unconfirmed'),
+    /** string, one per payment moved to another transaction (lua/move-payment.lua): the payment id it moved to */
+    paymentMovedTo: (paymentId: string) => key(`x402:moved:${paymentId}`),
     /** string counter per minute: signup settlement calls, the global fuse */
     signupFuse: (minute: number) => key(`x402:fuse:${minute}`),
 

@@ -323,10 +323,14 @@ export const SCRIPTS = {
     'amount',
   ]),
   // a pending payment whose transaction the chain lost: moved to the one that used its authorization, or taken back
-  movePayment: standalone(movePayment, 4, ['paymentId', 'movedTo', 'blockNumber']),
+  movePayment: standalone(movePayment, 5, ['paymentId', 'movedTo', 'blockNumber']),
   movePending: standalone(movePending, 1, ['paymentId', 'movedTo']),
-  takeBackPayment: standalone(takeBackPayment, 4, ['paymentId', 'accountId'], false, 3),
-  takeBackPending: standalone(takeBackPending, 2, ['accountId', 'paymentId', 'amount']),
+  takeBackPayment: standalone(takeBackPayment, 7, ['paymentId', 'accountId'], false, 3),
+  takeBackPending: market([LIB.keys, LIB.numbers, LIB.events], takeBackPending, [
+    'accountId',
+    'paymentId',
+    'amount',
+  ]),
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, [
     'nonce',

@@ -1,5 +1,11 @@
 // The event types a webhook endpoint may subscribe to, and who may: an account's and a supplier's.
-export const ACCOUNT_EVENTS = ['balance.low', 'key.budget.80', 'key.budget.100', 'funding.confirmed'] as const
+export const ACCOUNT_EVENTS = [
+  'balance.low',
+  'key.budget.80',
+  'key.budget.100',
+  'funding.confirmed',
+  'funding.reversed',
+] as const
 export const SUPPLIER_EVENTS = [
   'payout.confirmed',
   'payout.failed',

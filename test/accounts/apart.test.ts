@@ -473,6 +473,7 @@ describe('funding held apart', () => {
         keys.payment(movedTo),
         keys.authorization(payment.authorizationId),
         keys.paymentsUnconfirmed,
+        keys.paymentMovedTo(id),
       ],
       { paymentId: id, movedTo, blockNumber: '120' },
     )
@@ -496,8 +497,14 @@ describe('funding held apart', () => {
     expect(await fundingOf(account.id)).toEqual([])
   })
 
-  test("taken back: the account's balance first, once, whatever step a replica stopped after", async () => {
+  test("taken back: the account's balance first, once, whatever step a replica stopped after; its endpoint told once", async () => {
     const { account } = await accounts.create(wallet(), 50)
+    const owner = `acct:${account.id}` as const
+    const webhooks = new WebhookStore(store, keys, randomBytes(32), { allowLoopback: true })
+    const endpoint = await webhooks.create(owner, {
+      url: 'http://127.0.0.1:9/hook',
+      events: ['funding.reversed'],
+    })
     const payment = settled(account.id, 2_000_000)
     const id = `84532:${payment.transaction}`
     await ledger().credit(payment)
@@ -511,12 +518,11 @@ describe('funding held apart', () => {
     const second = settled(account.id, 1_000_000)
     const secondId = `84532:${second.transaction}`
     await ledger().credit(second)
-    const accountStep = await runScript(
-      store,
-      'takeBackPending',
-      [keys.account(account.id), keys.accountPayments(account.id)],
-      { accountId: account.id, paymentId: secondId, amount: 1_000_000 },
-    )
+    const accountStep = await runScript(store, 'takeBackPending', [keys.accountBase(account.id)], {
+      accountId: account.id,
+      paymentId: secondId,
+      amount: 1_000_000,
+    })
     expect(accountStep).toEqual([1])
     expect(await auditApart(store, keys.prefix)).toEqual([])
     expect(await ledger().takeBack(secondId, account.id)).toEqual({ status: 'done' })
@@ -537,6 +543,19 @@ describe('funding held apart', () => {
     expect(late).toEqual([0, unlistedId])
     expect(await balances(account.id)).toMatchObject({ pending: 0, funded: 0 })
     expect(await fundingOf(account.id)).toEqual([])
+
+    // funding.reversed, on the account's slot, once for each balance that shrank: none for the
+    // payment its balance never held.
+    const events = await store.xrange(keys.webhookEvents(owner), '-', '+')
+    expect(events.map(([, fields]) => [fields[1], JSON.parse(fields[5]!)])).toEqual([
+      ['funding.reversed', { paymentId: id, amountUsdc: '2.000000', pendingUsdc: '0.000000' }],
+      ['funding.reversed', { paymentId: secondId, amountUsdc: '1.000000', pendingUsdc: '0.000000' }],
+    ])
+    expect(await store.smembers(keys.webhookDue(owner))).toEqual([owner])
+    // Nothing left for the consumers of the tests after: the endpoint, its events and its flag.
+    await webhooks.remove(owner, endpoint.id)
+    await store.del(keys.webhookEvents(owner))
+    await store.srem(keys.webhookDue(owner), owner)
   })
 
   test("a replica that stops between the account's confirmation and the payment's mark: the next pass marks it, moving nothing", async () => {

@@ -3,7 +3,8 @@
 // has stayed missing, the confirmations watcher finds the one that used the authorization, moves
 // the payment there and confirms it at depth; the audits, the chain's included, agree. An
 // authorization no transaction used before it expired moved no money: the pending credit is
-// taken back. Each step once, whatever pass runs again.
+// taken back, and the account's endpoint told so (funding.reversed). Each step once, whatever
+// pass runs again.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Hex } from 'viem'
 import { auditAll } from '../../src/cli/audit.ts'
@@ -11,13 +12,15 @@ import { auditFundingOnChain } from '../../src/funding/audit.ts'
 import { fundingChain } from '../../src/funding/chain.ts'
 import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
-import type { MicroUsdc } from '../../src/money/units.ts'
+import { formatMicros, type MicroUsdc } from '../../src/money/units.ts'
 import { PaymentCode } from '../../src/redis/result-codes.ts'
 import { createAccount, settledPayment } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
 import { challenge, post, xPayment } from '../helpers/x402.ts'
+import { registerWebhook, startReceiver, startWebhookStack } from '../webhooks/helpers.ts'
 
 let chain: TestChain
 let stack: TestStack
@@ -28,15 +31,19 @@ let madeUp = ''
 
 beforeAll(async () => {
   chain = await startChain()
-  // The stack's own watcher stays idle: the tests run its passes themselves.
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  // The stack's own watcher stays idle: the tests run its passes themselves. It delivers webhooks
+  // to loopback, where the tests' receiver listens.
+  stack = await startWebhookStack({ ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' })
   deps = stackWatchDeps(stack)
   ledger = new PaymentLedger(stack.store, stack.keys)
 }, 60_000)
 
+const receiver = startReceiver()
+
 afterAll(async () => {
   await stack.stop()
   await chain.stop()
+  await receiver.stop()
 })
 
 const balances = (accountId: string) =>
@@ -96,6 +103,17 @@ test('its authorization used by another transaction: the payment moves there and
   expect(await balances(accountId)).toEqual(['0', '5000000', '5000000'])
   expect(await auditAll(stack.store, stack.keys)).toEqual([])
   expect((await readChain()).findings).toEqual([])
+  // Asked by its old hash (what a client polling since the credit holds), the payment answers as it is now.
+  const old = response.body.transaction as string
+  const asked = await fetch(`${stack.url}/v1/x402/payments/${old}`)
+  expect(asked.status).toBe(200)
+  expect(await asked.json()).toEqual({
+    transaction: second.transaction.toLowerCase(),
+    amountUsdc: '5.000000',
+    status: 'confirmed',
+    confirmationsRequired: 2,
+    movedFrom: old.toLowerCase(),
+  })
 
   // Once: again, nothing changes; the move replayed has nothing to do.
   const before = await snapshotKeys(stack.store, stack.keys.prefix)
@@ -122,8 +140,14 @@ test('its authorization used by another transaction: the payment moves there and
   expect(await ledger.payment(otherId)).toMatchObject({ state: 'pending' })
 }, 90_000)
 
-test('its authorization unused and expired: the pending credit is taken back, once', async () => {
-  const { accountId } = await createAccount(stack)
+test('its authorization unused and expired: the pending credit is taken back, once, and the account told', async () => {
+  const { accountId, apiKey } = await createAccount(stack)
+  const hook = await registerWebhook(stack, apiKey, '/v1/agent', {
+    url: receiver.url,
+    events: ['funding.reversed'],
+  })
+  expect(hook.status).toBe(201)
+  const endpoint = (await hook.json()) as { id: string }
   const payer = await chain.newPayer(10_000_000n)
   const header = await xPayment(
     payer,
@@ -180,9 +204,28 @@ test('its authorization unused and expired: the pending credit is taken back, on
   expect(await auditAll(stack.store, stack.keys)).toEqual([])
   expect((await readChain()).findings.filter((f) => f.subject !== madeUp)).toEqual([])
 
-  // Once: again, nothing changes.
+  // The endpoint gets funding.reversed: what was taken back, and what is left pending.
+  const owner = `acct:${accountId}`
+  const stream = stack.keys.webhookEvents(owner)
+  const tries = stack.keys.webhookTries(owner, endpoint.id)
+  // Received, then acknowledged, then its tries dropped: the consumer is done with it.
+  await until(
+    async () =>
+      receiver.received.length > 0 &&
+      Number(((await stack.store.xpending(stream, 'deliver')) as [number])[0]) === 0 &&
+      (await stack.store.hlen(tries)) === 0,
+  )
+  const reversed = {
+    type: 'funding.reversed',
+    data: { paymentId: id, amountUsdc: '3.000000', pendingUsdc: formatMicros(Number(before[0])) },
+  }
+  expect(receiver.unique().map((r) => JSON.parse(r.body))).toEqual([expect.objectContaining(reversed)])
+
+  // Once: again, nothing changes, and no second event is written.
   const after = await snapshotKeys(stack.store, stack.keys.prefix)
   await confirmPayments(deps)
   expect(await ledger.takeBack(id, accountId)).toEqual({ status: 'nothing_to_do' })
   expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(after)
+  expect(await stack.store.xlen(stream)).toBe(1)
+  expect(receiver.unique()).toHaveLength(1)
 }, 90_000)

@@ -33,13 +33,20 @@ async function me(key: string) {
   }
 }
 
-/** Opens the page as `payer`'s browser, connects, and pays `amount`; stops once it shows pending. */
+/**
+ * Opens the page as `payer`'s browser, connects, and pays `amount`; stops once it shows pending.
+ * `header`: the X-PAYMENT the page sent, if any.
+ */
 async function topUpInBrowser(
   payer: PrivateKeyAccount,
   amount: string,
-): Promise<{ page: Page; wallet: WalletLog; errors: string[] }> {
+): Promise<{ page: Page; wallet: WalletLog; errors: string[]; header: string }> {
   const page = await browser.newPage()
   const errors: string[] = []
+  let header = ''
+  page.on('request', (request) => {
+    header = request.headers()['x-payment'] ?? header
+  })
   page.on('pageerror', (error) => errors.push(error.message))
   // Script errors and CSP refusals; Chromium's own line for every 402 the page reads is expected.
   page.on('console', (message) => {
@@ -55,7 +62,7 @@ async function topUpInBrowser(
   await page.fill('#amount', amount)
   await page.click('#pay')
   await page.waitForSelector('#status[data-state="pending"], #status[data-state="error"]')
-  return { page, wallet, errors }
+  return { page, wallet, errors, header }
 }
 
 describe('the top-up routes', () => {
@@ -165,4 +172,23 @@ describe('in headless Chromium with an injected wallet', () => {
     expect(await chain.balanceOf(payer.address)).toBe(5_000_000n)
     await page.close()
   }, 20_000)
+
+  // Last in the file: the reverted chain leaves the gateway relayer's recorded nonce ahead of it.
+  test('a reorg moves the payment to the transaction that did use its authorization: the page follows it to confirmed', async () => {
+    const payer = await chain.newPayer(30_000_000n)
+    const snapshot = await chain.testClient.snapshot()
+    const { page, header, errors } = await topUpInBrowser(payer, '4')
+    expect(await page.getAttribute('#status', 'data-state')).toBe('pending')
+
+    // The reorg: the gateway's transaction is gone; the same signed authorization is sent by another.
+    await chain.testClient.revert({ id: snapshot })
+    const second = await chain.sendAuthorization(header)
+    // Missing SVC_CONFIRMATIONS blocks past its depth: the watcher moves it, then confirms it.
+    await chain.testClient.mine({ blocks: 5 })
+    await page.waitForSelector('#status[data-state="confirmed"]', { timeout: 15_000 })
+    expect(await page.textContent('#status')).toContain('4.000000 USDC is spendable')
+    expect(await page.textContent('#status')).toContain(second.transaction.toLowerCase())
+    expect(errors).toEqual([])
+    await page.close()
+  }, 30_000)
 })

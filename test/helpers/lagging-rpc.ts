@@ -4,7 +4,8 @@
 // is null; a `latest`/`pending` nonce is the one at its head). It can also drop requests (sent
 // on, the answer lost: the caller sees a 502) and reorder answers (each held a random while).
 // Reads at a block number pass untouched: a node serves the blocks it has.
-// Random choices come from a seeded generator, so a run is reproducible.
+// Random choices come from a seeded generator, so a run is reproducible. It counts every call by
+// method, and keeps each log query's block range, so a test can count what a pass asked for.
 
 export interface Lag {
   /** How far behind the head the lagging node is. */
@@ -35,6 +36,10 @@ export interface LaggingRpc {
   set(misbehaviour: Misbehaviour): void
   /** Reads answered from the lagging node so far, per method. */
   lagged: Record<string, number>
+  /** Every call so far, per method. */
+  calls: Record<string, number>
+  /** Each eth_getLogs call's block range, in order. */
+  logRanges: [bigint, bigint][]
   stop(): void
 }
 
@@ -97,7 +102,14 @@ export function startLaggingRpc(upstreamUrl: string, seed = 1): LaggingRpc {
     return undefined
   }
 
+  const calls: Record<string, number> = {}
+  const logRanges: [bigint, bigint][] = []
   async function answer(call: RpcCall): Promise<unknown> {
+    calls[call.method] = (calls[call.method] ?? 0) + 1
+    if (call.method === 'eth_getLogs') {
+      const { fromBlock, toBlock } = (call.params?.[0] ?? {}) as { fromBlock: string; toBlock: string }
+      logRanges.push([BigInt(fromBlock), BigInt(toBlock)])
+    }
     const lagging = await laggingAnswer(call)
     if (lagging !== undefined) return lagging
     const response = await fetch(upstreamUrl, {
@@ -126,6 +138,8 @@ export function startLaggingRpc(upstreamUrl: string, seed = 1): LaggingRpc {
       now = misbehaviour
     },
     lagged,
+    calls,
+    logRanges,
     stop() {
       server.stop(true)
     },

@@ -292,6 +292,8 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   'GET /v1/x402/payments/{transaction}': {
     summary: 'A top-up payment: pending or confirmed',
+    description:
+      '200 {transaction, amountUsdc, status: "pending" | "confirmed", confirmationsRequired}. A payment a reorg moved to another transaction (the one that did use its authorization) is answered by its old hash too, as it is now: 200 with the new `transaction` and `movedFrom` (the hash asked for), so a client polling the old hash follows the new one. 404 payment_not_found until credited, or once a pending credit was taken back (its authorization expired unused).',
     tags: ['funding'],
     security: 'none',
     errors: ['NotFound'],

@@ -78,7 +78,7 @@ export const WEBHOOK_OPERATIONS: Record<string, Operation> = {
     '/v1/agent',
     'agent',
     'apiKey',
-    'balance.low, key.budget.80, key.budget.100, funding.confirmed',
+    'balance.low, key.budget.80, key.budget.100, funding.confirmed, funding.reversed',
     {
       note: ' A key with a spending limit may list endpoints but not register, remove, disable or enable them (403 key_limit_binding).',
       errors: ['Forbidden'],

@@ -92,15 +92,19 @@ export function topupRoutes(deps: FundingRouteDeps) {
       if (!TRANSACTION.test(params.transaction)) {
         throw badRequest('transaction must be 0x and 64 hex characters', 'invalid_transaction')
       }
-      const payment = await ledger.payment(paymentId(payments.chainId, params.transaction))
-      if (!payment.state) {
-        throw notFound('no credited payment has this transaction (yet)', 'payment_not_found')
-      }
+      // A payment a reorg moved to the transaction that did use its authorization is answered by
+      // its old hash too, as the payment it is now: one request, the same shape, `transaction` the
+      // new hash and `movedFrom` the one asked for, so any client (the page) follows it.
+      const asked = params.transaction.toLowerCase()
+      const now = await ledger.paymentNow(paymentId(payments.chainId, asked))
+      if (!now) throw notFound('no credited payment has this transaction (yet)', 'payment_not_found')
+      const transaction = now.id.split(':')[1] ?? asked
       return {
-        transaction: params.transaction.toLowerCase(),
-        amountUsdc: formatMicros(Number(payment.amount)),
-        status: payment.state as 'pending' | 'confirmed',
+        transaction,
+        amountUsdc: formatMicros(Number(now.payment.amount)),
+        status: now.payment.state as 'pending' | 'confirmed',
         confirmationsRequired: funding.config.confirmations,
+        ...(transaction !== asked && { movedFrom: asked }),
       }
     })
 }
