@@ -2,7 +2,8 @@
 // the first time a count is needed and stopped after a minute without one (its own heap with the
 // tokenizer's tables is memory worth handing back; see BENCHMARKS.md, "Token counts in a worker").
 // Suppliers report usage on almost every answer, so most processes never start it, or only now and
-// then. count_tokens' counts, being free, are aside counts: they wait in a lane of their own.
+// then. Counts no charge depends on (count_tokens', a stream's message_start) are aside counts: they
+// wait in a lane of their own.
 import { textPieces } from './token-pieces.ts'
 import type { CountReply, CountRequest } from './token-worker.ts'
 
@@ -21,6 +22,8 @@ let idleTimer: Timer | null = null
 
 let worker: Worker | null = null
 let starts = 0
+/** Counts asked while the worker is held (holdTokenCounts, for the tests), posted in order when let go. */
+let held: CountRequest[] | null = null
 /** Counts still to fail as a dead worker's do (failNextTokenCounts, for the tests). */
 let failing = 0
 let nextId = 1
@@ -132,7 +135,8 @@ function send(text: CountRequest['text'], restarts: boolean): Promise<number> {
     })
     if (idleTimer) clearTimeout(idleTimer)
     idleTimer = null
-    started().postMessage({ id, text } satisfies CountRequest)
+    if (held) held.push({ id, text })
+    else started().postMessage({ id, text } satisfies CountRequest)
     if (failing > 0) {
       failing--
       fail(new Error('token worker failed: ended by failNextTokenCounts'))
@@ -158,7 +162,7 @@ let asideSent = false
 let asideOpen = 0
 
 /**
- * Tokens of `text` as countTokens counts them, for what is asked for free (count_tokens): sent a
+ * Tokens of `text` as countTokens counts them, for a count no charge depends on: sent a
  * batch of pieces at a time, one batch with the worker at most, so a count the gateway bills by,
  * asked meanwhile, waits for one batch, not for every aside count before it.
  */
@@ -245,6 +249,19 @@ export function setTokenCountTimeoutMs(ms: number): void {
 /** The next `n` counts end their worker as it dies, failing every count it holds (for the tests). */
 export function failNextTokenCounts(n: number): void {
   failing = n
+}
+
+/**
+ * Counts asked from now on wait here, in order, until the function returned is called: then they go
+ * to the worker as they would have (for the tests: the order the worker gets them in, made certain).
+ */
+export function holdTokenCounts(): () => void {
+  held = []
+  return () => {
+    const requests = held ?? []
+    held = null
+    for (const request of requests) if (waiting.has(request.id)) started().postMessage(request)
+  }
 }
 
 /** How long an idle worker is kept (the tests shorten it). */

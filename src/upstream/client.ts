@@ -36,7 +36,8 @@ export interface UpstreamRequest {
   deadline?: { ms: number; until: 'body' | 'end' }
   /**
    * The most body bytes the call takes, counted as they arrive: past it, or at a Content-Length
-   * above it, the connection closes and reads reject with UpstreamBodyTooLarge.
+   * above it, the connection closes and reads reject with UpstreamBodyTooLarge. A chunked body's
+   * framing is bounded alike, by as many bytes again.
    */
   maxBodyBytes?: number
 }

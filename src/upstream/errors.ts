@@ -6,7 +6,10 @@ export class UpstreamConnectionError extends Error {
   override readonly name = 'UpstreamConnectionError'
 }
 
-/** The answer's body was longer than the call's maxBodyBytes: the rest of it was never read. */
+/**
+ * The answer's body, or a chunked body's framing, was longer than the call's maxBodyBytes: the rest
+ * of it was never read.
+ */
 export class UpstreamBodyTooLarge extends Error {
   override readonly name = 'UpstreamBodyTooLarge'
 }

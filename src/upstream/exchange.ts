@@ -167,7 +167,9 @@ export class Exchange implements UpstreamResponse, DeadlineTarget {
   private onBody(bytes: Uint8Array): void {
     if (this.ended) return
     this.bodyBytes += bytes.length
-    if (this.bodyBytes > this.maxBodyBytes) {
+    // A chunked body's framing is read as its bytes are: it may add as much again, no more (tiny
+    // chunks, each with a long extension, would otherwise be read without bound past the cap).
+    if (this.bodyBytes > this.maxBodyBytes || this.parser.framingBytes > this.maxBodyBytes) {
       this.tooLarge()
       return
     }

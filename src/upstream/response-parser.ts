@@ -36,6 +36,7 @@ export class ResponseParser {
   /** Bytes of the trailer lines so far: together they are bounded as a head is. */
   private trailerBytes = 0
   private scannedBytes = 0
+  private framed = 0
   private framing: Framing = { kind: 'none' }
   private chunkLeft = 0
   private endReported = false
@@ -57,6 +58,14 @@ export class ResponseParser {
    */
   get scanned(): number {
     return this.scannedBytes
+  }
+
+  /**
+   * Bytes of a chunked body's framing so far (chunk-size lines with their extensions, the CRLF after
+   * each chunk, trailers): read off the wire as the body is, though no body byte is among them.
+   */
+  get framingBytes(): number {
+    return this.framed
   }
 
   /** True while the body runs until the connection closes: the close is its end, not a break. */
@@ -116,6 +125,7 @@ export class ResponseParser {
             throw new MalformedResponse(`bad chunk size: ${line.slice(0, 40)}`)
           this.chunkLeft = Number.parseInt(size, 16)
           this.state = this.chunkLeft === 0 ? 'trailers' : 'chunk-data'
+          this.framed += end + 2 - at
           at = end + 2
           break
         }
@@ -134,6 +144,7 @@ export class ResponseParser {
           }
           if (bytes[at] !== CR || bytes[at + 1] !== LF)
             throw new MalformedResponse('chunk not followed by CRLF')
+          this.framed += 2
           at += 2
           this.state = 'chunk-size'
           break
@@ -147,6 +158,7 @@ export class ResponseParser {
           // An empty line ends the trailers and the message; trailer fields are not used.
           const empty = end === at
           this.trailerBytes += end + 2 - at
+          this.framed += end + 2 - at
           if (this.trailerBytes > MAX_HEAD_BYTES) throw new MalformedResponse('trailers too long')
           at = end + 2
           if (empty) this.finish()

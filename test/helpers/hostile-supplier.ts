@@ -10,9 +10,13 @@ export interface HostileAnswer {
   head: string
   /** Bytes sent as they are after the head. */
   body?: string
-  /** Then this many bytes of `fillByte`, written only as fast as the peer takes them. */
+  /** Then this many bytes of `fillWith` over and over, written only as fast as the peer takes them. */
   fill?: number
-  fillByte?: string
+  /**
+   * A byte, or a run of them (its length a divisor of 64 KiB, and of `fill`, to repeat whole):
+   * 'a' unless told.
+   */
+  fillWith?: string
   /** The fill (and what follows) waits for this: the body before it is all a first read can get. */
   gate?: Promise<void>
   /** After the fill, if the peer is still there. */
@@ -119,7 +123,7 @@ export function hostileSupplier(answer: (call: HostileCall) => HostileAnswer): H
         link.call = call
         link.queued = Buffer.from(`${plan.head}\r\n\r\n${plan.body ?? ''}`, 'utf8')
         link.fillLeft = plan.fill ?? 0
-        link.fill = Buffer.alloc(Math.min(PIECE, link.fillLeft), plan.fillByte ?? 'a')
+        link.fill = Buffer.alloc(Math.min(PIECE, link.fillLeft), plan.fillWith ?? 'a')
         link.tail = plan.tail ? Buffer.from(plan.tail, 'utf8') : null
         link.close = plan.close ?? false
         link.gated = plan.gate !== undefined

@@ -1,10 +1,12 @@
 // POST /v1/messages/count_tokens is free and shares the tokenizer with what is billed: a flood of the
-// largest counts never holds up a paid request's count (a Messages stream's message_start waits on
-// one), and a wallet past its counts in flight gets a 429 in Anthropic's shape with Retry-After.
+// largest counts never holds up a paid request's count, and a wallet past its counts in flight gets a
+// 429 in Anthropic's shape with Retry-After. A stream's message_start count is free too: it waits
+// aside, taking its turn with the flood's (a batch each), never ahead of a count a charge depends on.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import Anthropic from '@anthropic-ai/sdk'
 import { COUNTS_IN_FLIGHT } from '../../src/http/inference/messages.ts'
-import { tokenCountsPending } from '../../src/inference/token-count.ts'
+import { countTokens, holdTokenCounts, tokenCountsPending } from '../../src/inference/token-count.ts'
+import { promptTokenCount } from '../../src/inference/tokens.ts'
 import type { TestAccount } from '../helpers/accounts.ts'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
@@ -107,5 +109,45 @@ describe('count_tokens beside paid requests', () => {
     expect((await client(other).messages.countTokens(ask)).input_tokens).toBeGreaterThan(0)
     await Promise.all(free.counts)
     expect((await client(buyer).messages.countTokens(ask)).input_tokens).toBeGreaterThan(0)
+  })
+})
+
+describe("a Messages stream's message_start count", () => {
+  test('waits aside: a billed count asked after a burst of them is answered while they are all still open, and the figure is the prompt count', async () => {
+    // Prose of about 100 pieces: two batches aside, so none of them can end before a billed count.
+    const prompt = Array.from({ length: 15_000 }, (_, i) => `w${i % 97}ord `).join('')
+    const streams = 3
+    // The worker takes counts in the order they were asked: held until every one is asked.
+    const release = holdTokenCounts()
+    const answers = Array.from({ length: streams }, () =>
+      client(buyer).messages.create({
+        model: MODEL,
+        max_tokens: 20,
+        stream: true,
+        messages: [{ role: 'user', content: prompt }],
+      }),
+    )
+    await until(() => tokenCountsPending() >= streams)
+    const openWhenBilledAnswered = countTokens('hello there, world').then(() => tokenCountsPending())
+    release()
+    expect(await openWhenBilledAnswered).toBe(streams)
+    const expected = await promptTokenCount([{ role: 'user', content: prompt }])
+    expect(
+      (
+        await client(buyer).messages.countTokens({
+          model: MODEL,
+          messages: [{ role: 'user', content: prompt }],
+        })
+      ).input_tokens,
+    ).toBe(expected)
+    for (const stream of await Promise.all(answers)) {
+      const names: string[] = []
+      for await (const event of stream) {
+        names.push(event.type)
+        if (event.type === 'message_start') expect(event.message.usage.input_tokens).toBe(expected)
+      }
+      expect(names[0]).toBe('message_start')
+      expect(names.at(-1)).toBe('message_stop')
+    }
   })
 })

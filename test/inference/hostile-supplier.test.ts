@@ -133,6 +133,53 @@ describe('a buffered answer is read within its bound', () => {
     expect(call.sent).toBeLessThan(TAKEN_AT_MOST)
   })
 
+  test('a chunked body of 1-byte chunks, each with a 4 KiB extension: cut once its framing passes the bound, upstream_too_large', async () => {
+    const start = '{"choices":[{"index":0,"message":{"role":"assistant","content":"'
+    // 4,096 bytes a chunk (a divisor of the fill): one body byte, the rest its size line and CRLFs.
+    const tinyChunk = `1;e=${'x'.repeat(4_087)}\r\na\r\n`
+    answer = () => ({
+      head: httpHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }),
+      body: `${start.length.toString(16)}\r\n${start}\r\n`,
+      fill: HUGE,
+      fillWith: tinyChunk,
+      tail: '5\r\n"}}]}\r\n0\r\n\r\n',
+    })
+    const before = await balances(stack, buyer.accountId)
+    await expectFellForward(await chat(), before, 'upstream_too_large')
+    const call = onlyCall()
+    expect(call.finished).toBe(false)
+    expect(call.closed).toBe(true)
+    expect(call.sent).toBeLessThan(TAKEN_AT_MOST)
+  })
+
+  test('an honest chunked answer, each chunk with a short extension, is served and charged as any other', async () => {
+    const text = JSON.stringify({
+      id: 'chatcmpl-h',
+      object: 'chat.completion',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'hello' }, finish_reason: 'stop' }],
+      usage: USAGE,
+    })
+    let body = ''
+    for (let at = 0; at < text.length; at += 16) {
+      const piece = text.slice(at, at + 16)
+      body += `${piece.length.toString(16)};name="value"\r\n${piece}\r\n`
+    }
+    answer = () => ({
+      head: httpHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }),
+      body: `${body}0\r\n\r\n`,
+    })
+    const before = await balances(stack, buyer.accountId)
+    const response = await chat()
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-svc-clearing-price-cents')).toBe('33')
+    const answered = (await response.json()) as { choices: { message: { content: string } }[] }
+    expect(answered.choices[0]!.message.content).toBe('hello')
+    const after = await balances(stack, buyer.accountId)
+    expect(before.confirmed - after.confirmed).toBe(expectedCost(USAGE, 33))
+    expect(after.held).toBe(0)
+    expect(onlyCall().finished).toBe(true)
+  })
+
   test('a Content-Length past the bound: closed at the head, none of the body read', async () => {
     answer = () => ({
       head: httpHead(200, { 'content-type': 'application/json', 'content-length': HUGE }),

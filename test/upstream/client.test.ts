@@ -873,6 +873,31 @@ describe('maxBodyBytes', () => {
     })
   }
 
+  test('a chunked body whose framing runs past it (1-byte chunks, each with a long extension): UpstreamBodyTooLarge; the connection closes', async () => {
+    const tinyChunk = `1;e=${'x'.repeat(4_000)}\r\na\r\n`
+    const server = rawServer((connection) =>
+      connection.send(
+        `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${tinyChunk.repeat(4 * 1024)}0\r\n\r\n`,
+      ),
+    )
+    const response = await bounded(`${server.url}/`)
+    const { handed, error } = await within(readBounded(response), 'reading the body')
+    expect(error).toBeInstanceOf(UpstreamBodyTooLarge)
+    // The body's own bytes are far below the bound: its framing is what passed it.
+    expect(handed).toBeLessThan(BOUND / 64)
+    await waitFor('the server to see the close', () => server.closed === 1)
+  })
+
+  test('a chunked body of exactly the bound, in small chunks with short extensions, arrives whole', async () => {
+    const piece = 'c'.repeat(16)
+    const server = rawServer((connection) =>
+      connection.send(
+        `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${`10;ext=1\r\n${piece}\r\n`.repeat(BOUND / 16)}0\r\n\r\n`,
+      ),
+    )
+    expect(await (await bounded(`${server.url}/`)).text()).toBe('c'.repeat(BOUND))
+  })
+
   test('a Content-Length above it: the head resolves with its status, the first read rejects, the connection closes', async () => {
     // The head alone: the body is never sent, so a client waiting for it would wait for ever.
     const server = rawServer((connection) =>

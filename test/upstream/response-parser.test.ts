@@ -160,6 +160,25 @@ describe('chunked bodies', () => {
     expect(log.ends).toBe(1)
   })
 
+  test("the framing's bytes are counted: size lines with their extensions, the CRLF after each chunk, trailers", () => {
+    const framing = [
+      '5;name=value\r\n',
+      '\r\n',
+      '6 ; a="b;c"\r\n',
+      '\r\n',
+      '0;last\r\n',
+      'x-t: 1\r\n',
+      '\r\n',
+    ]
+    const text = `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${framing[0]}hello${framing[1]}${framing[2]} world${framing.slice(3).join('')}`
+    const bytes = framing.join('').length
+    for (const log of [parse(text), parseBytewise(text)]) {
+      expect(bodyText(log)).toBe('hello world')
+      expect(log.parser.framingBytes).toBe(bytes)
+    }
+    expect(parse('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello').parser.framingBytes).toBe(0)
+  })
+
   test('trailers are read and the message ends after them', () => {
     const log = parse(
       'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx-checksum: 123\r\nx-other: 4\r\n\r\n',
@@ -545,6 +564,9 @@ function encode(s: Spec): { bytes: Uint8Array; body: Uint8Array } {
   return { bytes: Buffer.concat(parts), body }
 }
 
+/** Bytes of the head, the blank line that ends it included. */
+const headLength = (bytes: Uint8Array) => Buffer.from(bytes).indexOf('\r\n\r\n') + 4
+
 /** Cut points, sorted and unique, within (0, length). */
 const cutsFor = (length: number) =>
   fc
@@ -587,6 +609,8 @@ test('property: any split of a valid chunked or content-length response gives th
           expect(bodyOf(log).equals(Buffer.from(body))).toBe(true)
           // No empty body pieces.
           expect(log.pieces.every((piece) => piece.length > 0)).toBe(true)
+          // Every byte after the head is body or framing.
+          expect(log.parser.framingBytes).toBe(bytes.length - headLength(bytes) - body.length)
         }
         const expected = expectedHeaders(s)
         const got = split.heads[0]!.headers
@@ -612,6 +636,8 @@ test('property: a valid response followed by anything stops at its end, however 
         const log = parse(all.subarray(0, cut), all.subarray(cut))
         expect(log.ends).toBe(1)
         expect(bodyOf(log).equals(Buffer.from(body))).toBe(true)
+        // What came after the end is not counted as framing.
+        expect(log.parser.framingBytes).toBe(bytes.length - headLength(bytes) - body.length)
       },
     ),
     { numRuns: 300 },

@@ -24,9 +24,13 @@ import { type ChatMessageLike, promptFieldsOf, promptTokenCount } from '../../in
 import { buyerKeyAuth, unauthorized } from '../auth.ts'
 import { type PaidHandler, sendAnswer } from './call.ts'
 
-/** The prompt's tokens as an answer without usage is billed on them; 0 when they cannot be counted. */
+/**
+ * The prompt's tokens for a stream's message_start, as count_tokens counts them; 0 when they cannot
+ * be counted. No charge depends on it (the clear counts on its own), so it is an aside count: a burst
+ * of streams never queues ahead of a count a charge depends on.
+ */
 const streamInputTokens = (chat: ChatBody) =>
-  promptTokenCount(chat.messages as ChatMessageLike[], promptFieldsOf(chat)).catch(() => 0)
+  promptTokenCount(chat.messages as ChatMessageLike[], promptFieldsOf(chat), countTokensAside).catch(() => 0)
 
 /** count_tokens calls of one wallet in flight at once in this process; past it a 429. */
 export const COUNTS_IN_FLIGHT = 4
