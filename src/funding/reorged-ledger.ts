@@ -87,7 +87,12 @@ export async function takeBackPayment(
     'movedFrom',
   )
   const apart = keys.layout === 'apart'
-  const records = [keys.payment(paymentId), keys.authorization(authorization ?? ''), keys.paymentsUnconfirmed]
+  const records = [
+    keys.payment(paymentId),
+    keys.authorization(authorization ?? ''),
+    keys.paymentsUnconfirmed,
+    keys.paymentReversed(paymentId),
+  ]
   if (apart && state === 'pending' && amount) {
     // The records' step refuses a payment its authorization does not name: checked before the balance moves.
     const [credited, by] = await store.hmget(keys.authorization(authorization ?? ''), 'state', 'paymentId')
@@ -122,7 +127,8 @@ const MOVES = 8
 
 /**
  * The payment an id names now: itself while it has a record, else the one it moved to (each move
- * leaves the old id the new one, lua/move-payment.lua), followed move by move; null when none.
+ * leaves the old id the new one, lua/move-payment.lua), followed move by move; one taken back
+ * (lua/take-back-payment.lua) as state `reversed` with its amount and reversedAt (ms); null when none.
  */
 export async function paymentNow(
   store: Store,
@@ -134,7 +140,11 @@ export async function paymentNow(
     const payment = await store.hgetall(keys.payment(id))
     if (payment.state) return { id, payment }
     const movedTo = await store.get(keys.paymentMovedTo(id))
-    if (!movedTo) return null
+    if (!movedTo) {
+      const reversed = await store.hgetall(keys.paymentReversed(id))
+      if (!reversed.amount) return null
+      return { id, payment: { state: 'reversed', amount: reversed.amount, reversedAt: reversed.at ?? '' } }
+    }
     id = movedTo
   }
   return null

@@ -148,7 +148,7 @@ export const SUPPLIER_TOOLS: Tool[] = [
   tool({
     name: 'list_webhook_events',
     description:
-      "The supplier's recent webhook events (payout.confirmed, payout.failed, supplier.suspended, supplier.reinstated), newest first: id, type, at, data, and each endpoint's delivery state (delivered, failing, unknown) with its last try. For the next page pass the answer's nextCursor as before.",
+      "The supplier's recent webhook events (payout.confirmed, payout.failed, supplier.suspended, supplier.reinstated), newest first: id, type, at, data, and each endpoint's delivery state (delivered, failing, skipped with its reason, unknown) with its last try. For the next page pass the answer's nextCursor as before.",
     input: pageInput,
     route: 'GET /v1/supplier/events',
     call: (args) => pageCall('/v1/supplier/events', args),

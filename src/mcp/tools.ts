@@ -300,7 +300,7 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'list_webhook_events',
     description:
-      "The account's recent webhook events, newest first: id, type, at, data, and each endpoint's delivery state (delivered, failing, unknown) with its last try. For the next page pass the answer's nextCursor as before.",
+      "The account's recent webhook events, newest first: id, type, at, data, and each endpoint's delivery state (delivered, failing, skipped with its reason, unknown) with its last try. For the next page pass the answer's nextCursor as before.",
     input: pageInput,
     route: 'GET /v1/agent/events',
     call: (args) => pageCall('/v1/agent/events', args),

@@ -83,6 +83,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     paymentsUnconfirmed: key('x402:unconfirmed'),
     /** string, one per payment moved to another transaction (lua/move-payment.lua): the payment id it moved to */
     paymentMovedTo: (paymentId: string) => key(`x402:moved:${paymentId}`),
+    /** hash, one per pending payment taken back (lua/take-back-payment.lua): amount (micro-USDC), at (ms) */
+    paymentReversed: (paymentId: string) => key(`x402:reversed:${paymentId}`),
     /** string counter per minute: signup settlement calls, the global fuse */
     signupFuse: (minute: number) => key(`x402:fuse:${minute}`),
 

@@ -325,7 +325,7 @@ export const SCRIPTS = {
   // a pending payment whose transaction the chain lost: moved to the one that used its authorization, or taken back
   movePayment: standalone(movePayment, 5, ['paymentId', 'movedTo', 'blockNumber']),
   movePending: standalone(movePending, 1, ['paymentId', 'movedTo']),
-  takeBackPayment: standalone(takeBackPayment, 7, ['paymentId', 'accountId'], false, 3),
+  takeBackPayment: standalone(takeBackPayment, 8, ['paymentId', 'accountId'], false, 4),
   takeBackPending: market([LIB.keys, LIB.numbers, LIB.events], takeBackPending, [
     'accountId',
     'paymentId',

@@ -4,7 +4,8 @@
 // left pending (a retry not yet due, a replica gone) is claimed back with XAUTOCLAIM once idle;
 // retries wait backoffMs, then twice that, and so on. Delivery is at least once: receivers dedup by id.
 // A 410 Gone ends the event's tries at that endpoint as failed and disables the endpoint: no event
-// is sent to it (nor waits for it) until its owner enables it again.
+// is sent to it (nor waits for it) until its owner enables it again; each one dropped for it is
+// logged there as skipped.
 //
 // A pass reads only the owners flagged due (webhooks:due, which the script that writes an event
 // adds its owner to, in the same call): its cost follows the owners with something to send, not
@@ -26,7 +27,7 @@ import type { Store } from '../redis/store.ts'
 import type { StoredEvent, WebhookDeliveries } from './delivery.ts'
 import { eventOf, wants } from './delivery.ts'
 import { DISABLED_GONE, type StoredEndpoint, type WebhookStore } from './endpoints.ts'
-import { DELIVERY_GROUP, type Owner } from './events.ts'
+import { DELIVERY_GROUP, type Owner, SKIPPED_DISABLED } from './events.ts'
 
 const BATCH = 50
 const SWEEP_MS = 60_000
@@ -218,15 +219,20 @@ export class WebhookConsumer {
   }
 
   // Sends the event to each enabled endpoint that wants it and is due, all at once (one hanging
-  // endpoint must not hold the event past a claim's wait); acks once none is left waiting.
+  // endpoint must not hold the event past a claim's wait); acks once none is left waiting. Each
+  // disabled endpoint that wants it and has not ended it logs it skipped, before the ack (a stop
+  // between logs it again rather than never).
   private async handle(owner: Owner, stream: string, [streamId, fields]: Entry): Promise<void> {
     const event = eventOf(streamId, fields)
-    const endpoints = (await this.webhooks.list(owner)).filter(
-      (endpoint) => !endpoint.disabled && wants(endpoint, event),
-    )
+    const wanting = (await this.webhooks.list(owner)).filter((endpoint) => wants(endpoint, event))
+    const endpoints = wanting.filter((endpoint) => !endpoint.disabled)
     const waits = await Promise.all(endpoints.map((endpoint) => this.deliver(owner, endpoint, event)))
     const waiting = waits.includes(true)
     if (waiting) return
+    for (const endpoint of wanting.filter((endpoint) => endpoint.disabled)) {
+      const ended = await this.store.hget(this.keys.webhookTries(owner, endpoint.id), `${event.id}:end`)
+      if (!ended) await this.deliveries.skip(owner, endpoint, event, SKIPPED_DISABLED)
+    }
     await this.store.xack(stream, DELIVERY_GROUP, streamId)
     for (const endpoint of await this.webhooks.list(owner))
       await this.store.hdel(

@@ -7,7 +7,7 @@ import { pageStream } from '../records/activity.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import type { StoredEndpoint, WebhookStore } from './endpoints.ts'
-import { type DeliveryRecord, eventId, type Owner, streamIdOf } from './events.ts'
+import { type DeliveryRecord, eventId, type Owner, SKIPPED_DISABLED, streamIdOf } from './events.ts'
 import { postEvent } from './post.ts'
 import { signedHeaders } from './signing.ts'
 
@@ -40,6 +40,19 @@ export function wants(endpoint: StoredEndpoint, event: StoredEvent): boolean {
   return endpoint.threshold !== null && event.data.thresholdUsdc === formatMicros(endpoint.threshold)
 }
 
+/**
+ * An event's state at one endpoint, by its last record: skipped (dropped while the endpoint was
+ * disabled; one written since it was disabled, not yet read, will be), delivered, failing, or
+ * unknown (no try logged yet, or no longer in the log). `reason` says why it was skipped.
+ */
+function deliveryState(endpoint: StoredEndpoint, event: StoredEvent, record: DeliveryRecord | undefined) {
+  if (record?.skipped) return { state: 'skipped' as const, reason: record.skipped }
+  if (record) return { state: record.ok ? ('delivered' as const) : ('failing' as const), reason: null }
+  if (endpoint.disabled && event.createdAt >= endpoint.disabled.at)
+    return { state: 'skipped' as const, reason: SKIPPED_DISABLED }
+  return { state: 'unknown' as const, reason: null }
+}
+
 export class WebhookDeliveries {
   constructor(
     private readonly store: Store,
@@ -67,16 +80,36 @@ export class WebhookDeliveries {
       replay,
       ...outcome,
     }
-    const log = this.keys.webhookLog(owner, endpoint.id)
+    await this.write(owner, endpoint.id, record)
+    return record
+  }
+
+  /** Logs an event dropped for the endpoint, unsent (it was disabled): shown as skipped. */
+  async skip(owner: Owner, endpoint: StoredEndpoint, event: StoredEvent, reason: string): Promise<void> {
+    await this.write(owner, endpoint.id, {
+      eventId: event.id,
+      type: event.type,
+      attempt: 0,
+      at: Date.now(),
+      replay: false,
+      ok: false,
+      httpStatus: null,
+      error: null,
+      skipped: reason,
+    })
+  }
+
+  /** Adds the record to the endpoint's log, which keeps the last DELIVERY_LOG_LENGTH. */
+  private async write(owner: Owner, endpointId: string, record: DeliveryRecord): Promise<void> {
+    const log = this.keys.webhookLog(owner, endpointId)
     const written = (await this.store
       .multi()
       .lpush(log, JSON.stringify(record))
       .ltrim(log, 0, DELIVERY_LOG_LENGTH - 1)
-      .hexists(this.keys.webhooks(owner), endpoint.id)
+      .hexists(this.keys.webhooks(owner), endpointId)
       .exec()) as [unknown, unknown][]
     // Removed while this try was in flight: the removal deleted the log before this write.
     if (!written.at(-1)![1]) await this.store.del(log)
-    return record
   }
 
   async log(owner: Owner, endpointId: string): Promise<DeliveryRecord[]> {
@@ -110,8 +143,8 @@ export class WebhookDeliveries {
           return [
             {
               endpointId: endpoint.id,
-              state: record ? (record.ok ? 'delivered' : 'failing') : 'unknown',
-              attempt: record?.attempt ?? null,
+              ...deliveryState(endpoint, event, record),
+              attempt: record && !record.skipped ? record.attempt : null,
               httpStatus: record?.httpStatus ?? null,
               error: record?.error ?? null,
               at: record ? new Date(record.at).toISOString() : null,

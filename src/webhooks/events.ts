@@ -41,4 +41,9 @@ export interface DeliveryRecord {
   httpStatus: number | null
   error: string | null
   replay: boolean
+  /** Set on a record of an event dropped for the endpoint, not sent: why (SKIPPED_DISABLED). */
+  skipped?: string
 }
+
+/** Why an event was not sent to an endpoint that wants it: the endpoint was disabled. */
+export const SKIPPED_DISABLED = 'endpoint disabled'

@@ -203,6 +203,17 @@ test('its authorization unused and expired: the pending credit is taken back, on
   expect(await balances(accountId)).toEqual(before)
   expect(await auditAll(stack.store, stack.keys)).toEqual([])
   expect((await readChain()).findings.filter((f) => f.subject !== madeUp)).toEqual([])
+  // Asked by its hash (what a client polling since the credit holds), the payment answers it was
+  // reversed: final, not the 404 of one not credited yet.
+  const asked = await fetch(`${stack.url}/v1/x402/payments/${sent.transaction}`)
+  expect(asked.status).toBe(200)
+  expect(await asked.json()).toEqual({
+    transaction: sent.transaction.toLowerCase(),
+    amountUsdc: '3.000000',
+    status: 'reversed',
+    confirmationsRequired: 2,
+    reversedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+  })
 
   // The endpoint gets funding.reversed: what was taken back, and what is left pending.
   const owner = `acct:${accountId}`

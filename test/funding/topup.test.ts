@@ -2,11 +2,12 @@
 // challenge, the signed X-PAYMENT retry, pending then confirmed credit on the page, on a real chain.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
-import type { Browser, Page } from 'playwright-core'
+import type { Browser } from 'playwright-core'
 import type { PrivateKeyAccount } from 'viem'
-import { injectWallet, launchChromium, type WalletLog } from '../helpers/browser.ts'
+import { launchChromium } from '../helpers/browser.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { topUpPage } from '../helpers/topup.ts'
 import { pay, post } from '../helpers/x402.ts'
 
 let chain: TestChain
@@ -33,37 +34,9 @@ async function me(key: string) {
   }
 }
 
-/**
- * Opens the page as `payer`'s browser, connects, and pays `amount`; stops once it shows pending.
- * `header`: the X-PAYMENT the page sent, if any.
- */
-async function topUpInBrowser(
-  payer: PrivateKeyAccount,
-  amount: string,
-): Promise<{ page: Page; wallet: WalletLog; errors: string[]; header: string }> {
-  const page = await browser.newPage()
-  const errors: string[] = []
-  let header = ''
-  page.on('request', (request) => {
-    header = request.headers()['x-payment'] ?? header
-  })
-  page.on('pageerror', (error) => errors.push(error.message))
-  // Script errors and CSP refusals; Chromium's own line for every 402 the page reads is expected.
-  page.on('console', (message) => {
-    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
-      errors.push(message.text())
-    }
-  })
-  const wallet = await injectWallet(page, payer)
-  await page.goto(`${stack.url}/topup`)
-  await page.click('#connect')
-  await page.waitForSelector('#status[data-state="connected"]')
-  expect((await page.textContent('#wallet'))?.toLowerCase()).toBe(payer.address.toLowerCase())
-  await page.fill('#amount', amount)
-  await page.click('#pay')
-  await page.waitForSelector('#status[data-state="pending"], #status[data-state="error"]')
-  return { page, wallet, errors, header }
-}
+/** Opens the page as `payer`'s browser, connects, and pays `amount`; stops once it shows pending. */
+const topUpInBrowser = (payer: PrivateKeyAccount, amount: string) =>
+  topUpPage(browser, stack.url, payer, amount)
 
 describe('the top-up routes', () => {
   test('GET /topup is the page, its one script and one style allowed by hash, framing refused', async () => {

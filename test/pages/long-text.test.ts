@@ -53,6 +53,10 @@ test('a longest key name and webhook URL, unbroken, keep the dashboard within 37
   await page.getByRole('heading', { name: `Delivery log of ${url}` }).waitFor()
   expect(await fitsWidth(page)).toBe(true)
 
+  await page.getByRole('button', { name: 'Disable' }).click()
+  await page.getByText(`${url} was disabled`).waitFor()
+  expect(await fitsWidth(page)).toBe(true)
+
   page.on('dialog', (dialog) => dialog.accept())
   await page.getByRole('button', { name: 'Remove' }).click()
   await page.getByText(`${url} was removed.`).waitFor()

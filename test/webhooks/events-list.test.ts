@@ -31,6 +31,7 @@ interface Listed {
     deliveries: {
       endpointId: string
       state: string
+      reason: string | null
       attempt: number | null
       httpStatus: number | null
       error: string | null
@@ -72,6 +73,7 @@ test("the supplier's events, newest first, with each endpoint's delivery state, 
       {
         endpointId: endpoint.id,
         state: 'delivered',
+        reason: null,
         attempt: 1,
         httpStatus: 200,
         error: null,

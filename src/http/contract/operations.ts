@@ -291,9 +291,9 @@ export const OPERATIONS: Record<string, Operation> = {
     errors: ['BadRequest', 'PaymentChallenge', 'Conflict', 'TooManyRequests', 'BadGateway'],
   },
   'GET /v1/x402/payments/{transaction}': {
-    summary: 'A top-up payment: pending or confirmed',
+    summary: 'A top-up payment: pending, confirmed or reversed',
     description:
-      '200 {transaction, amountUsdc, status: "pending" | "confirmed", confirmationsRequired}. A payment a reorg moved to another transaction (the one that did use its authorization) is answered by its old hash too, as it is now: 200 with the new `transaction` and `movedFrom` (the hash asked for), so a client polling the old hash follows the new one. 404 payment_not_found until credited, or once a pending credit was taken back (its authorization expired unused).',
+      '200 {transaction, amountUsdc, status: "pending" | "confirmed" | "reversed", confirmationsRequired}. A payment a reorg moved to another transaction (the one that did use its authorization) is answered by its old hash too, as it is now: 200 with the new `transaction` and `movedFrom` (the hash asked for), so a client polling the old hash follows the new one. A pending credit taken back (a reorg took its transaction out and its authorization expired unused: no money moved, nothing stays credited) is final: 200 with status "reversed" and reversedAt (ISO 8601), by its own hash and any it moved from. 404 payment_not_found until credited.',
     tags: ['funding'],
     security: 'none',
     errors: ['NotFound'],

@@ -3,7 +3,7 @@
 import { type Operation, ok, PAGE_PARAMETERS, type Security } from './operation-parts.ts'
 
 const SIGNING =
-  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed. A 410 Gone unsubscribes: that try ends the event at the endpoint as failed, and the endpoint is disabled (disabled: {reason: "answered 410 Gone", at}); no event is sent to it while disabled (those written meanwhile are dropped for it, never sent nor retried) until PATCH .../webhooks/{id} {"disabled": false}.'
+  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed. A 410 Gone unsubscribes: that try ends the event at the endpoint as failed, and the endpoint is disabled (disabled: {reason: "answered 410 Gone", at}); no event is sent to it while disabled (those written meanwhile are dropped for it, never sent nor retried, and logged as skipped) until PATCH .../webhooks/{id} {"disabled": false}.'
 
 function webhookOperations(
   prefix: string,
@@ -50,7 +50,7 @@ function webhookOperations(
     },
     [`GET ${prefix}/webhooks/{id}/deliveries`]: {
       summary:
-        "The endpoint's delivery log, newest first (last 100 tries): event, attempt, outcome, HTTP status",
+        'The endpoint\'s delivery log, newest first (last 100 tries): event, attempt, outcome, HTTP status; an event dropped while it was disabled has skipped: "endpoint disabled"',
       tags: [tag],
       security,
       errors: ['Unauthorized', 'NotFound'],
@@ -58,7 +58,7 @@ function webhookOperations(
     [`GET ${prefix}/events`]: {
       summary: 'The recent events, newest first, with their delivery state: object list, data[], nextCursor',
       description:
-        "Each item: id (what a delivery's svc-webhook-id says), type, at, data, and deliveries[]: for each endpoint the event goes to, endpointId, state (delivered, failing: retries go on, unknown: no try logged yet or no longer in the log), attempt, httpStatus, error, at (of the last try). Written only while an endpoint subscribes to the type; the stream keeps about the last 10,000. Pass nextCursor as before for the next page.",
+        'Each item: id (what a delivery\'s svc-webhook-id says), type, at, data, and deliveries[]: for each endpoint the event goes to, endpointId, state (delivered, failing: retries go on, skipped: dropped for it while it was disabled, unknown: no try logged yet or no longer in the log), reason (why skipped: "endpoint disabled"; else null), attempt, httpStatus, error, at (of the last try). Written only while an endpoint subscribes to the type; the stream keeps about the last 10,000. Pass nextCursor as before for the next page.',
       tags: [tag],
       security,
       parameters: PAGE_PARAMETERS,

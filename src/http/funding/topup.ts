@@ -1,7 +1,7 @@
 // Browser top-up (contract section 4, "Browser top-up route"): GET /topup serves a page where a
 // person connects an injected wallet and signs the EIP-3009 authorization; the page pays
 // POST /v1/x402/topup (no key: the paying wallet's account is credited, created if need be) and
-// polls GET /v1/x402/payments/{transaction} until the credit is confirmed.
+// polls GET /v1/x402/payments/{transaction} until the credit is confirmed (or reversed).
 import { createHash } from 'node:crypto'
 import { Elysia, t } from 'elysia'
 import { AccountStore } from '../../accounts/accounts.ts'
@@ -98,13 +98,17 @@ export function topupRoutes(deps: FundingRouteDeps) {
       const asked = params.transaction.toLowerCase()
       const now = await ledger.paymentNow(paymentId(payments.chainId, asked))
       if (!now) throw notFound('no credited payment has this transaction (yet)', 'payment_not_found')
+      // One taken back (a reorg took its transaction out, its authorization expired unused) is
+      // final: 200 with status reversed, the same shape, so a client polling it stops there.
       const transaction = now.id.split(':')[1] ?? asked
+      const { state, reversedAt } = now.payment
       return {
         transaction,
         amountUsdc: formatMicros(Number(now.payment.amount)),
-        status: now.payment.state as 'pending' | 'confirmed',
+        status: state as 'pending' | 'confirmed' | 'reversed',
         confirmationsRequired: funding.config.confirmations,
         ...(transaction !== asked && { movedFrom: asked }),
+        ...(state === 'reversed' && { reversedAt: new Date(Number(reversedAt)).toISOString() }),
       }
     })
 }

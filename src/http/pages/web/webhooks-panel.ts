@@ -1,6 +1,7 @@
 // The owner's webhook endpoints on the buyer dashboard and the supplier page (the same routes under
-// /v1/agent and /v1/supplier): the list, an endpoint registered (its signing secret shown this
-// once) or removed, an endpoint's delivery log read, and one of its events sent again.
+// /v1/agent and /v1/supplier): the list with each endpoint's state, an endpoint registered (its
+// signing secret shown this once), disabled, enabled or removed, an endpoint's delivery log read (an
+// event dropped while it was disabled shown skipped), and one of its events sent again.
 import { ACCOUNT_EVENTS, type DeliveryRecord, SUPPLIER_EVENTS } from '../../../webhooks/events.ts'
 import { actionButton, byId, fill, h, money, onSubmit, say, table, when } from './common.ts'
 
@@ -12,6 +13,8 @@ interface Endpoint {
   events: string[]
   balanceThresholdUsdc: string | null
   createdAt: string
+  /** Why and since when (ms) no event is sent to it; null while enabled. */
+  disabled: { reason: string; at: number } | null
 }
 
 /** Wires the webhooks panel of `prefix`'s owner to `call`; returns what redraws it. */
@@ -73,8 +76,12 @@ export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'):
         deliveries.map((d) => [
           h('code', {}, d.eventId),
           d.type,
-          d.replay ? 'replay' : d.attempt,
-          d.ok ? `delivered (${d.httpStatus})` : `failed: ${d.error ?? d.httpStatus}`,
+          d.skipped ? '–' : d.replay ? 'replay' : d.attempt,
+          d.skipped
+            ? `skipped: ${d.skipped}`
+            : d.ok
+              ? `delivered (${d.httpStatus})`
+              : `failed: ${d.error ?? d.httpStatus}`,
           when(d.at),
           actionButton('Replay', `Replay ${d.eventId}`, status, async () => {
             const sent = await call<DeliveryRecord>(
@@ -95,21 +102,41 @@ export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'):
     )
   }
 
+  // Enable for a disabled endpoint (one a 410 Gone disabled too), Disable for an enabled one.
+  function stateButton(endpoint: Endpoint) {
+    const enable = endpoint.disabled !== null
+    const verb = enable ? 'Enable' : 'Disable'
+    return actionButton(verb, `${verb} ${endpoint.url}`, status, async () => {
+      await call(path(endpoint.id), 'PATCH', { disabled: !enable })
+      await showWebhooks()
+      say(
+        status,
+        enable
+          ? `${endpoint.url} was enabled: the events from now on are sent to it.`
+          : `${endpoint.url} was disabled: no event is sent to it until it is enabled.`,
+      )
+    })
+  }
+
   async function showWebhooks() {
     const { webhooks } = await call<{ webhooks: Endpoint[] }>(`${prefix}/webhooks`)
     fill(
       byId('webhooks'),
       table(
         'Endpoints',
-        ['URL', 'Events', 'Balance threshold', 'Created', 'Log', 'Remove'],
+        ['URL', 'Events', 'Balance threshold', 'Created', 'State', 'Log', 'Sending', 'Remove'],
         webhooks.map((endpoint) => [
           h('code', {}, endpoint.url),
           endpoint.events.join(', '),
           endpoint.balanceThresholdUsdc === null ? '–' : money(endpoint.balanceThresholdUsdc),
           when(endpoint.createdAt),
+          endpoint.disabled
+            ? `disabled: ${endpoint.disabled.reason}, ${when(endpoint.disabled.at)}`
+            : 'enabled',
           actionButton('Delivery log', `Delivery log of ${endpoint.url}`, status, () =>
             showDeliveries(endpoint),
           ),
+          stateButton(endpoint),
           actionButton('Remove', `Remove ${endpoint.url}`, status, async () => {
             if (!confirm(`Remove ${endpoint.url}? No more events are sent to it.`)) return
             await call(path(endpoint.id), 'DELETE')
