@@ -17,14 +17,14 @@ import {
 } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
-import { auditFunding, auditFundingOnChain } from '../../src/funding/audit.ts'
-import { eip3009Abi, fundingChain } from '../../src/funding/chain.ts'
+import { eip3009Abi } from '../../src/funding/chain.ts'
 import { authorizationId } from '../../src/funding/ledger.ts'
 import { Relayer } from '../../src/funding/relayer.ts'
 import { SenderTurns } from '../../src/funding/sender-lock.ts'
 import { createLogger } from '../../src/logger.ts'
 import { logCapture } from '../helpers/accounts.ts'
 import { startChain, type TestChain, usdcAbi } from '../helpers/chain.ts'
+import { expectFundingAuditClean, untilFundingAtRest } from '../helpers/funding-audit.ts'
 import { type HoldingRpc, startHoldingRpc } from '../helpers/holding-rpc.ts'
 import { marketFixture } from '../helpers/market.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
@@ -110,9 +110,7 @@ test('a send its claim released is cancelled at its nonce: the later send is min
     await expect(chain.publicClient.getTransactionReceipt({ hash: b.hash })).rejects.toThrow()
 
   // The released claim stays released: its authorization unused, no USDC of the first payer moved.
-  await until(async () => (await stack.store.zcard(stack.keys.paymentsInFlight)) === 0, 50)
-  // Confirmed too (one confirmation here): the audit reads balances no watcher is moving.
-  await until(async () => (await stack.store.zcard(stack.keys.paymentsUnconfirmed)) === 0, 50)
+  await untilFundingAtRest(stack)
   expect(await stack.store.exists(stack.keys.authorization(authId))).toBe(0)
   const used = await chain.publicClient.readContract({
     address: chain.usdc,
@@ -126,18 +124,7 @@ test('a send its claim released is cancelled at its nonce: the later send is min
   expect(await fundedOf(stack, second)).toBe(AMOUNT)
   expect(await chain.balanceOf(second.address)).toBe(HELD - AMOUNT)
   expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + AMOUNT)
-  expect(await auditFunding(stack.store, stack.keys)).toEqual([])
-  const config = stack.config.funding!
-  const onChain = await auditFundingOnChain(
-    stack.store,
-    stack.keys,
-    fundingChain(config),
-    chain.chainId,
-    config.usdcAddress,
-    config.payTo,
-  )
-  expect(onChain.findings).toEqual([])
-  expect(onChain.checked).toBe(1)
+  await expectFundingAuditClean(stack, chain, 1)
 }, 60_000)
 
 test('a send with no claim to ask is cancelled past the bound; a cancel costing more than the ceiling allows is not sent', async () => {

@@ -8,13 +8,12 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createPublicClient, type Hex, http, type PublicClient, parseGwei } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
-import { auditFunding, auditFundingOnChain } from '../../src/funding/audit.ts'
-import { fundingChain } from '../../src/funding/chain.ts'
 import { authorizationId } from '../../src/funding/ledger.ts'
 import { Relayer } from '../../src/funding/relayer.ts'
 import { SenderTurns } from '../../src/funding/sender-lock.ts'
 import { createLogger } from '../../src/logger.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
+import { expectFundingAuditClean, untilFundingAtRest } from '../helpers/funding-audit.ts'
 import { startHoldingRpc } from '../helpers/holding-rpc.ts'
 import { startStack, type TestStack, testPrefix } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
@@ -103,24 +102,11 @@ for (const recorded of [true, false]) {
       expect(mined.maxFeePerGas! >= RISEN).toBe(true)
       await expect(chain.publicClient.getTransactionReceipt({ hash: stuck.hash })).rejects.toThrow()
 
-      await until(async () => (await survivor.store.zcard(survivor.keys.paymentsInFlight)) === 0, 50)
-      // Confirmed too (one confirmation here): the audit reads balances no watcher is moving.
-      await until(async () => (await survivor.store.zcard(survivor.keys.paymentsUnconfirmed)) === 0, 50)
+      await untilFundingAtRest(survivor)
       expect(await fundedOf(survivor, payer)).toBe(AMOUNT)
       expect(await chain.balanceOf(payer.address)).toBe(HELD - AMOUNT)
       expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + AMOUNT)
-      expect(await auditFunding(survivor.store, survivor.keys)).toEqual([])
-      const config = survivor.config.funding!
-      const onChain = await auditFundingOnChain(
-        survivor.store,
-        survivor.keys,
-        fundingChain(config),
-        chain.chainId,
-        config.usdcAddress,
-        config.payTo,
-      )
-      expect(onChain.findings).toEqual([])
-      expect(onChain.checked).toBe(1)
+      await expectFundingAuditClean(survivor, chain, 1)
     } finally {
       for (const stack of stacks) await stack.stop()
       rpc.stop()

@@ -17,14 +17,13 @@ import {
 } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
-import { auditFunding, auditFundingOnChain } from '../../src/funding/audit.ts'
-import { fundingChain } from '../../src/funding/chain.ts'
 import { authorizationId } from '../../src/funding/ledger.ts'
 import { Relayer } from '../../src/funding/relayer.ts'
 import { SenderTurns } from '../../src/funding/sender-lock.ts'
 import { createLogger } from '../../src/logger.ts'
 import { logCapture } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
+import { expectFundingAuditClean, untilFundingAtRest } from '../helpers/funding-audit.ts'
 import { type HoldingRpc, startHoldingRpc } from '../helpers/holding-rpc.ts'
 import { marketFixture } from '../helpers/market.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
@@ -103,30 +102,13 @@ test('a relayer transaction held pending under a risen base fee is signed again 
   const kept = await stack.store.hget(stack.keys.relayerSent(relayer.toLowerCase()), String(signed.nonce))
   expect(keccak256(kept as Hex)).toBe(minedHash)
 
-  // Nothing in flight, and nothing left for the watcher to confirm: the audit reads a market at rest.
-  await until(
-    async () =>
-      (await stack.store.zcard(stack.keys.paymentsInFlight)) === 0 &&
-      (await stack.store.zcard(stack.keys.paymentsUnconfirmed)) === 0,
-    50,
-  )
+  await untilFundingAtRest(stack)
   for (const payer of [first, second]) {
     expect(await fundedOf(stack, payer)).toBe(AMOUNT)
     expect(await chain.balanceOf(payer.address)).toBe(HELD - AMOUNT)
   }
   expect(await chain.balanceOf(chain.payTo)).toBe(payToBefore + 2n * AMOUNT)
-  expect(await auditFunding(stack.store, stack.keys)).toEqual([])
-  const config = stack.config.funding!
-  const onChain = await auditFundingOnChain(
-    stack.store,
-    stack.keys,
-    fundingChain(config),
-    chain.chainId,
-    config.usdcAddress,
-    config.payTo,
-  )
-  expect(onChain.findings).toEqual([])
-  expect(onChain.checked).toBe(2)
+  await expectFundingAuditClean(stack, chain, 2)
 }, 60_000)
 
 test('a replacement is signed at most at the fee ceiling, and none past it is sent', async () => {
