@@ -124,7 +124,9 @@ export async function startChain() {
     throw error
   }
   const chain = { ...baseSepolia, rpcUrls: { default: { http: [rpcUrl] } } }
-  const transport = http(rpcUrl)
+  // A busy machine makes a long call (mining many blocks) slow, not wrong: the test's own time limit
+  // is the hang guard, not viem's 10 s default.
+  const transport = http(rpcUrl, { timeout: 60_000 })
   const publicClient = createPublicClient({ chain, transport, cacheTime: 0, pollingInterval: 50 })
   const testClient = createTestClient({ chain, transport, mode: 'anvil' })
   const deployer = createWalletClient({ chain, transport, account: privateKeyToAccount(DEPLOYER_KEY) })

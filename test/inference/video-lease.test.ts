@@ -12,7 +12,7 @@ import { until } from '../helpers/wait.ts'
 let stack: TestStack
 let supplier: Server<undefined>
 let buyer: TestAccount
-let openGate: () => void = () => {}
+let openGate: (() => void) | null = null
 
 beforeAll(async () => {
   supplier = Bun.serve({
@@ -58,7 +58,9 @@ describe('a video job does not outlive its hold', () => {
     const admitted = await onlyLease()
     // The supplier accepts the job a little after admission, as any real call does.
     await until(() => Date.now() > admitted.deadline - ttl + 20)
-    openGate()
+    // Opened once the queue call has reached the supplier: admission comes before it.
+    await until(() => openGate !== null)
+    openGate!()
     const response = await queued
     expect(response.status).toBe(200)
     const { id } = (await response.json()) as { id: string }
