@@ -2,15 +2,17 @@
 // payout environment, earnings written as a clear leaves them (the offer's earned and a fill), and
 // readers for what the chain holds: the token's Transfer logs from the payout wallet.
 import { randomBytes, randomUUID } from 'node:crypto'
-import { type Address, type Hex, parseAbiItem } from 'viem'
+import { type Address, getAddress, type Hex, parseAbiItem } from 'viem'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { type FundingConfig, loadGatewayConfig } from '../../src/config.ts'
 import { OfferService } from '../../src/market/offers.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import type { PayoutSender } from '../../src/payouts/sender.ts'
 import type { Payout, PayoutStore } from '../../src/payouts/store.ts'
+import { SupplierStore } from '../../src/suppliers/store.ts'
 import { keyFetch } from './accounts.ts'
 import type { TestChain } from './chain.ts'
+import { seedSupplier } from './market.ts'
 import { type TestStack, testRedisUrl } from './stack.ts'
 
 export const TRANSFER = parseAbiItem(
@@ -144,4 +146,22 @@ export async function passUntil(
     if (await holds(payout)) return payout
     await Bun.sleep(10)
   }
+}
+
+/** A supplier earning `earned` micros, and its payout of `amount` in `sending`. */
+export async function payoutOf(
+  deps: Pick<TestStack, 'store' | 'keys'> & { payouts: PayoutStore },
+  amount: number,
+  earned = amount,
+) {
+  const supplierId = await seedSupplier(deps, 'active')
+  await seedEarnings(deps, supplierId, earned)
+  const { payout } = await deps.payouts.create(supplierId, amount, `key-${supplierId}`, 1)
+  return { supplierId, payout, to: getAddress(payout.wallet) }
+}
+
+/** A supplier's paid out, pending and payable (earned less both). */
+export async function supplierMoney(deps: Pick<TestStack, 'store' | 'keys'>, supplierId: string) {
+  const s = await new SupplierStore(deps.store, deps.keys).require(supplierId)
+  return { paidOut: s.paidOut, pending: s.pending, payable: s.earned - s.paidOut - s.pending }
 }

@@ -5,7 +5,7 @@
 // taken over broadcasts nothing; a reorg that takes an included transfer out of the chain sends
 // the same bytes again.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
-import { createWalletClient, encodeAbiParameters, getAddress, http, keccak256, numberToHex } from 'viem'
+import { createWalletClient, encodeAbiParameters, http, keccak256, numberToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
 import type { FundingConfig } from '../../src/config.ts'
@@ -21,8 +21,14 @@ import { createStore } from '../../src/redis/store.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
-import { seedSupplier } from '../helpers/market.ts'
-import { passUntil, payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import {
+  passUntil,
+  payoutOf as payoutFor,
+  payoutFunding,
+  payoutWalletOn,
+  supplierMoney,
+  transfersFrom,
+} from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { waitFor } from '../helpers/x402.ts'
 
@@ -79,13 +85,7 @@ function sender(
   })
 }
 
-/** A supplier earning `micros`, and its payout of `amount` in `sending`. */
-async function payoutOf(amount: number, micros = amount) {
-  const supplierId = await seedSupplier({ store, keys }, 'active')
-  await seedEarnings({ store, keys }, supplierId, micros)
-  const { payout } = await payouts.create(supplierId, amount, `key-${supplierId}`, 1)
-  return { supplierId, payout, to: getAddress(payout.wallet) }
-}
+const payoutOf = (amount: number, earned = amount) => payoutFor({ store, keys, payouts }, amount, earned)
 
 const never = () => new Promise<void>(() => {})
 
@@ -113,10 +113,7 @@ async function finish(s: PayoutSender, id: string): Promise<Payout> {
   throw new Error(`payout ${id} never finished`)
 }
 
-const money = async (supplierId: string) => {
-  const s = await new SupplierStore(store, keys).require(supplierId)
-  return { paidOut: s.paidOut, pending: s.pending, payable: s.earned - s.paidOut - s.pending }
-}
+const money = (supplierId: string) => supplierMoney({ store, keys }, supplierId)
 
 describe('a sender killed mid-payout', () => {
   test('after broadcast, before its receipt: the next sender reads the receipt; one transfer', async () => {

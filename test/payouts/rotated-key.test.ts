@@ -5,7 +5,7 @@
 // wallet used for another transaction is failed (payable again). A fee bump only the old key can
 // sign is logged once and shown to the operator; nothing is ever signed for the old wallet.
 import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
-import { createWalletClient, getAddress, http } from 'viem'
+import { createWalletClient, http } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import type { FundingConfig } from '../../src/config.ts'
 import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
@@ -17,11 +17,16 @@ import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
-import { SupplierStore } from '../../src/suppliers/store.ts'
 import { logCapture } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { seedSupplier } from '../helpers/market.ts'
-import { passUntil, payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import {
+  passUntil,
+  payoutOf as payoutFor,
+  payoutFunding,
+  payoutWalletOn,
+  supplierMoney,
+  transfersFrom,
+} from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -83,17 +88,9 @@ function senderOf(
   })
 }
 
-async function payoutOf(amount: number, earned = amount) {
-  const supplierId = await seedSupplier({ store, keys }, 'active')
-  await seedEarnings({ store, keys }, supplierId, earned)
-  const { payout } = await payouts.create(supplierId, amount, `key-${supplierId}`, 1)
-  return { supplierId, payout, to: getAddress(payout.wallet) }
-}
+const payoutOf = (amount: number, earned = amount) => payoutFor({ store, keys, payouts }, amount, earned)
 
-const money = async (supplierId: string) => {
-  const s = await new SupplierStore(store, keys).require(supplierId)
-  return { paidOut: s.paidOut, pending: s.pending, payable: s.earned - s.paidOut - s.pending }
-}
+const money = (supplierId: string) => supplierMoney({ store, keys }, supplierId)
 
 /** The old wallet's sender signs and records the payout, and dies before broadcasting it. */
 async function signedThenKilled(id: string): Promise<Payout> {

@@ -13,10 +13,17 @@ import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
 import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
-import { SupplierStore } from '../../src/suppliers/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { seedSupplier } from '../helpers/market.ts'
-import { passUntil, payoutFunding, payoutWalletOn, seedEarnings, transfersFrom } from '../helpers/payouts.ts'
+import {
+  passUntil,
+  payoutOf as payoutFor,
+  payoutFunding,
+  payoutWalletOn,
+  seedEarnings,
+  supplierMoney,
+  transfersFrom,
+} from '../helpers/payouts.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -63,17 +70,9 @@ function sender(
   })
 }
 
-async function payoutOf(amount: number, micros = amount) {
-  const supplierId = await seedSupplier({ store, keys }, 'active')
-  await seedEarnings({ store, keys }, supplierId, micros)
-  const { payout } = await payouts.create(supplierId, amount, `key-${supplierId}`, 1)
-  return { supplierId, payout, to: getAddress(payout.wallet) }
-}
+const payoutOf = (amount: number, earned = amount) => payoutFor({ store, keys, payouts }, amount, earned)
 
-const money = async (supplierId: string) => {
-  const s = await new SupplierStore(store, keys).require(supplierId)
-  return { paidOut: s.paidOut, pending: s.pending, payable: s.earned - s.paidOut - s.pending }
-}
+const money = (supplierId: string) => supplierMoney({ store, keys }, supplierId)
 
 test('a reorg that mines the first signing in place of the included replacement: the payout is confirmed at the first hash', async () => {
   const { supplierId, payout, to } = await payoutOf(1_700_000)
