@@ -20,9 +20,11 @@
            limit, the new key must have one that fits in what the caller has left (limit - spent
            - held; spent in its current period for a periodic budget), and the caller's limit drops
            by it: a budget handed to an agent binds every key the agent mints, and concurrent mints
-           cannot together pass it. The new key's budget may not reset more often than the
-           caller's (daily, then weekly, then monthly, then never): a key that resets sooner
-           could spend its limit again within one of the caller's periods.
+           cannot together pass it. Each period of the new key's budget must hold whole periods
+           of the caller's, or the new key could spend its limit twice within one of them: a
+           daily caller mints daily, weekly, monthly or lifetime limits, a weekly one weekly or
+           lifetime ones (a month may start mid-week), a monthly one monthly or lifetime ones,
+           a lifetime one lifetime ones.
   ARGV[10] limitReset: the new key's limitReset: daily, weekly or monthly ("" for a lifetime limit, and always
            "" without a limit), kept as reset:<keyId>; its period starts at its first admission
   ARGV[11] table: the value of the account's `table` field (src/redis/keys.ts ACCOUNT_TABLE), set
@@ -35,7 +37,7 @@
           -2 the account is at the cap of active keys
           -4 the key id or digest is already taken (retry with fresh ones)
           -8 the caller is a limited key and the new key's limit is missing, above its remainder,
-             or resets sooner than the caller's
+             or has periods that do not hold whole periods of the caller's
          -10 the caller's key was revoked since its request was authenticated
   A mint also sweeps the marks and budget periods of keys revoked more than ten minutes before, a
   page of the hash at a time (its `sweep` field: where the next page starts); their spent and
@@ -57,10 +59,12 @@ if caller and caller ~= '' then
     'pstart:' .. caller, 'pspent:' .. caller)
   if c[1] then
     if not ARGV[7] or ARGV[7] == '' then return -8 end
-    -- how often a budget resets: the lower, the more it can spend over time
-    local every = { daily = 1, weekly = 2, monthly = 3 }
-    local never = 4
-    if (every[ARGV[10]] or never) < (every[c[4]] or never) then return -8 end
+    -- The periodic limits a periodic caller may give: those each period of which is whole periods
+    -- of its own. Any caller may give a lifetime limit, which never resets; a lifetime caller no other.
+    local holds = { daily = { daily = true, weekly = true, monthly = true }, weekly = { weekly = true },
+      monthly = { monthly = true } }
+    local kinds = c[4] and holds[c[4]]
+    if ARGV[10] and ARGV[10] ~= '' and not (kinds and kinds[ARGV[10]]) then return -8 end
     local spent = tonumber(c[2] or '0')
     if c[4] then
       -- What the caller spent in its period: the one last counted, unless it has ended. A clock

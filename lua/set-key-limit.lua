@@ -87,9 +87,10 @@ end
 
 if ARGV[4] ~= '' and #KEYS == 3 then rcall('HSET', KEYS[3], 'name', ARGV[4]) end
 if limit == '' then rcall('HDEL', KEYS[1], f_limit) else rcall('HSET', KEYS[1], f_limit, limit) end
--- A changed limit is a new budget: its key.budget.100 may be written again (lib/events).
+-- A changed limit is a new budget: its key.budget.100 may be written again (lib/events). The
+-- same limit set again is not, or a key could ask for its own alert once more.
 -- So is a new period written here (the one last counted had ended): as admit's roll (lib/holds).
-if ARGV[3] ~= '' or new_reset ~= reset or (new_reset ~= '' and k[5] ~= period) then
+if limit ~= (k[1] or '') or new_reset ~= reset or (new_reset ~= '' and k[5] ~= period) then
   rcall('HDEL', KEYS[1], 'b100:' .. ARGV[1])
 end
 if new_reset == '' then

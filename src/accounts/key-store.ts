@@ -63,7 +63,8 @@ export class ApiKeyStore {
   /**
    * A new key, with a spending limit in micro-USDC when given, reset as `reset` says (null: a
    * lifetime limit). `callerKeyId` is the key asking, if any: a limited caller must give a limit
-   * within what it has left, reset no more often than its own, and that much leaves its own.
+   * within what it has left, whose every period holds whole periods of its own, and that much
+   * leaves its own.
    */
   async mint(
     accountId: string,

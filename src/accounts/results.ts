@@ -26,7 +26,7 @@ export function accountResultError(code: number): ApiError {
       return new ApiError(
         403,
         'key_limit_binding',
-        "this key has a spending limit: it may lower the limits of limited keys and mint keys with a limit within what it has left that resets no more often than its own; it may not raise or remove a limit, change a limit's limitReset, nor change or revoke a key without one, nor the account's max price or webhook endpoints (nothing changed)",
+        "this key has a spending limit: it may lower the limits of limited keys and mint keys with a limit within what it has left whose periods each hold whole periods of its own (a weekly key mints no monthly one); it may not raise or remove a limit, change a limit's limitReset, nor change or revoke a key without one, nor the account's max price or webhook endpoints (nothing changed)",
         { headers: NO_RETRY },
       )
     case AccountCode.IdempotencyKeyReused:

@@ -177,7 +177,7 @@ export const TOOLS: Tool[] = [
   tool({
     name: 'mint_key',
     description:
-      'Mints a new API key, optionally with a spending limit (give an agent a key that cannot spend more than limitUsdc), for its lifetime or, with limitReset, per day, week or month ("at most $5 a day"). The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys. A limited key must give a limitUsdc within what it has left, reset no more often than its own, which leaves its own limit (403 key_limit_binding).',
+      'Mints a new API key, optionally with a spending limit (give an agent a key that cannot spend more than limitUsdc), for its lifetime or, with limitReset, per day, week or month ("at most $5 a day"). The plaintext apiKey appears in this answer only: store it before using it. Fails at 10 active keys. A limited key must give a limitUsdc within what it has left, with periods that each hold whole periods of its own (a weekly key mints weekly or lifetime limits), which leaves its own limit (403 key_limit_binding).',
     input: t.Object(
       {
         name: t.String({ ...keyName, description: `a label for the key, ${keyName.description}` }),

@@ -381,12 +381,12 @@ describe('a limited key binds the periods too', () => {
     }
     expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
 
-    // Lowering keeps the reset; a weekly, monthly or lifetime child is carved out of its limit.
+    // Lowering keeps the reset; a weekly or lifetime child is carved out of its limit.
     expect(await (await patch(agent.apiKey, sibling.id, { limitUsdc: '0.5' })).json()).toMatchObject({
       limitUsdc: '0.500000',
       limitReset: 'daily',
     })
-    for (const limitReset of ['weekly', 'monthly', undefined]) {
+    for (const limitReset of ['weekly', undefined]) {
       const response = await call(agent.apiKey, '/v1/agent/keys', {
         method: 'POST',
         json: { name: `child-${limitReset}`, limitUsdc: '0.2', ...(limitReset ? { limitReset } : {}) },
@@ -394,7 +394,7 @@ describe('a limited key binds the periods too', () => {
       expect(response.status).toBe(201)
       expect(((await response.json()) as KeyView).limitReset).toBe((limitReset ?? null) as LimitReset | null)
     }
-    expect(await listed(buyer, agent.id)).toMatchObject({ limitUsdc: '0.400000', limitReset: 'weekly' })
+    expect(await listed(buyer, agent.id)).toMatchObject({ limitUsdc: '0.600000', limitReset: 'weekly' })
     // A lifetime-limited key may mint no periodic key: it would spend again every period.
     const lifetime = await mint(buyer, { name: 'lifetime', limitUsdc: '1' })
     await expectBinding(
@@ -403,5 +403,28 @@ describe('a limited key binds the periods too', () => {
         json: { name: 'x', limitUsdc: '0.1', limitReset: 'monthly' },
       }),
     )
+  })
+
+  test('a weekly key mints no monthly key: a month may start mid-week, where the key would spend its limit twice', async () => {
+    const buyer = await fundedBuyer(stack)
+    const agent = await mint(buyer, { name: 'agent', limitUsdc: '1', limitReset: 'weekly' })
+    await waitForLastUsed(stack, agent.apiKey)
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
+    // The week of Wednesday 2029-01-31: a monthly child of $1 spends $1 on the 31st and $1 more on
+    // February 1st, $2 in one week of an agent held to $1 a week.
+    await expectBinding(
+      await call(agent.apiKey, '/v1/agent/keys', {
+        method: 'POST',
+        json: { name: 'monthly', limitUsdc: '1', limitReset: 'monthly' },
+      }),
+    )
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+    // A daily key's days each lie within one week and one month: it mints either.
+    const daily = await mint(buyer, { name: 'daily', limitUsdc: '1', limitReset: 'daily' })
+    for (const limitReset of ['weekly', 'monthly']) {
+      const child = await mintKey(stack, daily.apiKey, { name: limitReset, limitUsdc: '0.2', limitReset })
+      expect(child.limitReset).toBe(limitReset as LimitReset)
+    }
+    expect(await listed(buyer, daily.id)).toMatchObject({ limitUsdc: '0.600000', limitReset: 'daily' })
   })
 })

@@ -137,6 +137,26 @@ describe('a lifetime limit', () => {
     expect(await types(acct)).toHaveLength(4)
   })
 
+  test('the same limit set again, by the key itself, writes no second 100', async () => {
+    const acct = await budgetedAccount()
+    for (let i = 0; i < 3; i++) await spend(acct)
+    await spend(acct, undefined, 900)
+    await spend(acct)
+    expect(await types(acct)).toEqual(['key.budget.80', 'key.budget.100'])
+    await fx.store.hset(fx.keys.accountKeys(acct), KEY, 'digest-1')
+    const same = await runScript(
+      fx.store,
+      'setKeyLimit',
+      [fx.keys.account(acct), fx.keys.accountKeys(acct), fx.keys.apiKey('digest-1')],
+      { keyId: KEY, keyDigest: 'digest-1', limit: LIMIT, name: '', callerKeyId: KEY, limitReset: '', now: '' },
+    )
+    expect(Number((same as unknown[])[0])).toBe(1)
+    // 50 left: a smaller request still fits and charges, with the budget used up as before.
+    const small = admitted(await admitFor(fx, acct, { holdDiem: 100 as MicroDiem }))
+    expect(Number((await clearFor(fx, small.attemptId, 100)).charged)).toBeGreaterThan(0)
+    expect(await types(acct)).toEqual(['key.budget.80', 'key.budget.100'])
+  })
+
   test('an account made before its endpoints were counted (no hooks field) is counted at its first clear', async () => {
     const acct = await budgetedAccount()
     await fx.store.hdel(fx.keys.account(acct), 'hooks')

@@ -211,7 +211,7 @@ export const OPERATIONS: Record<string, Operation> = {
     tags: ['agent'],
     security: 'apiKey',
     description:
-      "limitReset (daily, weekly, monthly: at 00:00 UTC, weeks from Monday, months from the 1st) makes limitUsdc a budget per period; it needs a limitUsdc (400 otherwise). A caller whose own key has a limit must give limitUsdc within what it has left, reset no more often than its own; that much leaves the caller's own limit (403 key_limit_binding otherwise).",
+      "limitReset (daily, weekly, monthly: at 00:00 UTC, weeks from Monday, months from the 1st) makes limitUsdc a budget per period; it needs a limitUsdc (400 otherwise). A caller whose own key has a limit must give limitUsdc within what it has left, with periods that each hold whole periods of its own (a daily key: daily, weekly, monthly or none; weekly: weekly or none; monthly: monthly or none; lifetime: none); that much leaves the caller's own limit (403 key_limit_binding otherwise).",
     ok: ok(
       'The new key: apiKey, id, name, keyPrefix, limitUsdc, limitReset, spentUsdc, periodSpentUsdc, limitResetsAt, limitRemainingUsdc',
       '201',
