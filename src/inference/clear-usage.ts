@@ -10,7 +10,7 @@ import type { MicroDiem } from '../money/units.ts'
 import type { ReplicaBarrier } from '../redis/replica-barrier.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
 import type { ValidChat } from './chat-request.ts'
-import { burnOf, costDisagrees, type Usage } from './meter.ts'
+import { boundedPrompt, burnOf, costDisagrees, type Usage } from './meter.ts'
 import { countTokensBy } from './token-count.ts'
 import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
 
@@ -40,7 +40,7 @@ export interface ClearedUsage extends Clearing {
 }
 
 /** What settling needs of an admitted chat; a stream keeps only this, not the supplier's body. */
-export type ClearedChat = Pick<ValidChat, 'model' | 'maxTokens' | 'choices'>
+export type ClearedChat = Pick<ValidChat, 'model' | 'maxTokens' | 'choices' | 'promptTokenBound'>
 
 export interface ClearUsageInput {
   /** What billing needs of the admitted request: its model's prices and the max tokens admitted. */
@@ -52,6 +52,11 @@ export interface ClearUsageInput {
   preBalance: MicroDiem | null
   /** What the supplier reported; null when the answer ended without usage. */
   reported: Usage | null
+  /**
+   * A report that does not count the whole answer (an early one, more generated after it; or one
+   * without a completion count): its prompt count is the upstream's, which the estimate bills.
+   */
+  partial?: Usage | null
   /** The upstream's own cost of the request, when its answer carried one. */
   upstreamCost?: MicroDiem | null
   /**
@@ -68,21 +73,28 @@ export interface ClearUsageInput {
 }
 
 /**
- * The usage of an answer that reported none, by the tokenizer. The answer was delivered: a count
- * that fails (its worker died, or a burst of counts held it past its deadline) is asked again for
- * as long as the clear may wait (`storeWaitsMs` in all), rather than leave the attempt to the
- * reaper, which charges nothing for it. Past that its error stands, naming the attempt.
+ * The usage of an answer that reported none, by the tokenizer: its prompt by the upstream's own
+ * count where a partial report gave one (bounded by the request's prompt bound), as the upstream
+ * bills it and its tier follows it. The answer was delivered: a count that fails (its worker died,
+ * or a burst of counts held it past its deadline) is asked again for as long as the clear may wait
+ * (`storeWaitsMs` in all), rather than leave the attempt to the reaper, which charges nothing for
+ * it. Past that its error stands, naming the attempt.
  */
 export async function estimateUsage(input: ClearUsageInput): Promise<Usage> {
   const waitMs = (input.storeWaitsMs ?? CLEAR_RETRY_WAITS_MS).reduce((sum, ms) => sum + ms, 0)
   const deadline = Date.now() + waitMs
   const count = (text: string) => countTokensBy(text, deadline)
+  const { chat, partial } = input
   try {
     const [promptTokens, generated] = await Promise.all([
-      promptTokenCount(input.messages, input.promptFields, count),
+      partial ? 0 : promptTokenCount(input.messages, input.promptFields, count),
       input.generatedTokens(count),
     ])
-    return { promptTokens, completionTokens: Math.min(generated, input.chat.maxTokens * input.chat.choices) }
+    // What was reported generated before more came is at least what the upstream bills for it.
+    const completion = Math.max(generated, partial?.completionTokens ?? 0)
+    const completionTokens = Math.min(completion, chat.maxTokens * chat.choices)
+    if (!partial) return { promptTokens, completionTokens }
+    return { ...boundedPrompt(partial, chat.promptTokenBound), completionTokens }
   } catch (error) {
     const { attemptId } = input.admission
     throw new Error(`attempt ${attemptId} not counted in ${waitMs} ms: ${(error as Error).message}`)

@@ -94,11 +94,21 @@ const count = (n: unknown): n is number => typeof n === 'number' && Number.isSaf
  * covers.
  */
 export function readUsage(raw: unknown): Usage | null {
+  const prompt = readPromptUsage(raw)
+  const completion = prompt && (raw as Record<string, unknown>).completion_tokens
+  return prompt && count(completion) ? { ...prompt, completionTokens: completion } : null
+}
+
+/**
+ * The prompt side of a usage report (its completion count left at 0), even where the completion
+ * count is missing or malformed: the prompt the upstream bills is the one it counted.
+ */
+export function readPromptUsage(raw: unknown): Usage | null {
   if (!raw || typeof raw !== 'object') return null
   const body = raw as Record<string, unknown>
-  const { prompt_tokens: prompt, completion_tokens: completion } = body
-  if (!count(prompt) || !count(completion)) return null
-  const usage: Usage = { promptTokens: prompt, completionTokens: completion }
+  const prompt = body.prompt_tokens
+  if (!count(prompt)) return null
+  const usage: Usage = { promptTokens: prompt, completionTokens: 0 }
   const details = (body.prompt_tokens_details ?? {}) as Record<string, unknown>
   const cached = details.cached_tokens
   const written = details.cache_creation_input_tokens ?? body.cache_creation_input_tokens
@@ -108,6 +118,15 @@ export function readUsage(raw: unknown): Usage | null {
   if (cachedTokens > 0) usage.cachedTokens = cachedTokens
   if (cacheWriteTokens > 0) usage.cacheWriteTokens = cacheWriteTokens
   return usage
+}
+
+/**
+ * A reported prompt no larger than `bound`, the request's true upper bound of its prompt (tokens.ts
+ * promptTokenBound): a count past it cannot be true, so it is billed at the bound, all at input.
+ */
+export function boundedPrompt(reported: Usage, bound: number): Usage {
+  if (reported.promptTokens <= bound) return reported
+  return { promptTokens: bound, completionTokens: reported.completionTokens }
 }
 
 /**

@@ -5,7 +5,7 @@ import { formatMicros } from '../money/units.ts'
 import type { ValidChat } from './chat-request.ts'
 import { type ClearDeps, type ClearedUsage, clearUsage } from './clear-usage.ts'
 import type { Dispatched } from './dispatch.ts'
-import { readCost, readUsage } from './meter.ts'
+import { readCost, readPromptUsage, readUsage } from './meter.ts'
 import { type ChatMessageLike, OutputTokenCounter, promptFieldsOf } from './tokens.ts'
 import { type Generated, generatedText } from './upstream-events.ts'
 
@@ -49,6 +49,7 @@ export async function relayBuffered(
     admission: dispatched.admission,
     preBalance: dispatched.preBalance,
     reported,
+    partial: reported ? null : readPromptUsage(json.usage),
     upstreamCost: readCost(json.cost),
     generatedTokens: (count) => generatedTokens(json, count),
     outcome: 'completed',

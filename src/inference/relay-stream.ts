@@ -335,8 +335,7 @@ class StreamRelay {
   private async commit(outcome: 'completed' | 'incomplete'): Promise<StreamClearing> {
     metrics.openStreams.value -= 1
     try {
-      // A supplier that ended with no text and no usage delivered nothing: it is not paid for it.
-      // A client that left is another matter: its prompt was read, so the estimate stands.
+      // No text and no usage is nothing delivered, not paid for; a client that left had its prompt read.
       if (this.usage === null && this.counter === null && !this.cancelled) return await this.releaseUnusable()
       return await clearUsage(this.deps, {
         chat: this.chat,
@@ -345,6 +344,7 @@ class StreamRelay {
         admission: this.admission,
         preBalance: this.preBalance,
         reported: this.usage,
+        partial: this.events.lastReport,
         generatedTokens: (count) => this.counter?.total(count) ?? Promise.resolve(0),
         outcome,
         // The clear (its counts too) is idempotent and the client is still here: tried while it may wait.

@@ -6,6 +6,7 @@ import { t } from 'elysia'
 import { badRequest } from '../errors.ts'
 import type { ChatBody } from './chat-request.ts'
 import { isRecord, shown } from './json-object.ts'
+import { chatToolChoice, chatTools } from './responses-tools.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 const nullable = <T extends Parameters<typeof t.Optional>[0]>(schema: T) =>
@@ -120,6 +121,8 @@ function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
   if (typeof input === 'string') return [{ role: 'user', content: input }]
   const messages: ChatMessage[] = []
   const calls = new Set<string>()
+  /** Each call's place in the input, until its output is seen. */
+  const unanswered = new Map<string, number>()
   input.forEach((item: Item, i) => {
     const at = `input[${i}]`
     const type = item.type ?? 'message'
@@ -144,6 +147,7 @@ function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
         throw invalid(`${at}: a function_call needs call_id, name and arguments (strings)`)
       }
       calls.add(item.call_id)
+      unanswered.set(item.call_id, i)
       const call = {
         id: item.call_id,
         type: 'function',
@@ -168,6 +172,7 @@ function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
         )
       }
       const content = textOfParts(item.output, `${at}.output`)
+      unanswered.delete(item.call_id)
       messages.push({ role: 'tool', tool_call_id: item.call_id, content })
       return
     }
@@ -184,33 +189,14 @@ function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
       `${at} of type '${shown(type)}' is not supported (message, function_call, function_call_output are)`,
     )
   })
-  return messages
-}
-
-function chatTools(tools: unknown): Record<string, unknown>[] | undefined {
-  if (tools == null) return undefined
-  if (!Array.isArray(tools)) throw invalid('tools must be an array')
-  return tools.map((tool, i) => {
-    if (!isRecord(tool) || tool.type !== 'function') {
-      const type = isRecord(tool) ? tool.type : typeof tool
-      throw unsupported(`tools[${i}] of type '${shown(type)}' is not supported: only function tools are`)
-    }
-    if (typeof tool.name !== 'string' || tool.name === '') throw invalid(`tools[${i}].name is required`)
-    const fn: Record<string, unknown> = { name: tool.name }
-    for (const field of ['description', 'parameters', 'strict'] as const) {
-      if (tool[field] != null) fn[field] = tool[field]
-    }
-    return { type: 'function', function: fn }
-  })
-}
-
-function chatToolChoice(choice: unknown): unknown {
-  if (choice == null) return undefined
-  if (choice === 'auto' || choice === 'none' || choice === 'required') return choice
-  if (isRecord(choice) && choice.type === 'function' && typeof choice.name === 'string') {
-    return { type: 'function', function: { name: choice.name } }
+  // As OpenAI: a call sent back must come with its output, or a supplier guesses at the result.
+  const [dangling] = unanswered
+  if (dangling) {
+    throw invalid(
+      `input[${dangling[1]}]: function_call ${shown(dangling[0])} has no function_call_output in this input; send each call's output after it`,
+    )
   }
-  throw unsupported("tool_choice must be 'auto', 'none', 'required' or {type: 'function', name}")
+  return messages
 }
 
 function chatResponseFormat(text: unknown): Record<string, unknown> {
@@ -290,6 +276,14 @@ function checkOtherFields(body: ResponsesBody): void {
       if (!INCLUDABLE.has(value as string)) throw unsupported(`include '${shown(value)}' is not supported`)
     }
   }
+  // OpenAI's ranges: a supplier may take a value outside them silently, or refuse it once held.
+  for (const [field, max] of [
+    ['temperature', 2],
+    ['top_p', 1],
+  ] as const) {
+    const value = body[field]
+    if (value != null && (value < 0 || value > max)) throw invalid(`${field} must be between 0 and ${max}`)
+  }
   if (body.stream_options != null && !isRecord(body.stream_options))
     throw invalid('stream_options must be an object')
 }
@@ -330,9 +324,9 @@ export function responsesToChat(body: ResponsesBody): TranslatedResponses {
   const chat: Record<string, unknown> = { model: body.model, messages, stream: body.stream === true }
   if (body.max_output_tokens != null) chat.max_tokens = body.max_output_tokens
   // Prompt fields (tools, tool_choice, response_format) sit where the hold counts them.
-  const tools = chatTools(body.tools)
-  if (tools && tools.length > 0) chat.tools = tools
-  const toolChoice = chatToolChoice(body.tool_choice)
+  const tools = chatTools(body.tools) ?? []
+  if (tools.length > 0) chat.tools = tools
+  const toolChoice = chatToolChoice(body.tool_choice, tools)
   if (toolChoice !== undefined) chat.tool_choice = toolChoice
   Object.assign(chat, chatResponseFormat(body.text))
   if (reasoning.effort !== null) chat.reasoning_effort = reasoning.effort

@@ -295,7 +295,12 @@ export class InferenceService {
       deps: this.clearDeps,
       timing: this.timing,
       // Only what clearing reads: the supplier's body (every field the client sent) is not kept.
-      chat: { model: begun.chat.model, maxTokens: begun.chat.maxTokens, choices: begun.chat.choices },
+      chat: {
+        model: begun.chat.model,
+        maxTokens: begun.chat.maxTokens,
+        choices: begun.chat.choices,
+        promptTokenBound: begun.chat.promptTokenBound,
+      },
       messages: begun.messages,
       // Only the prompt fields of the supplier's body, for an estimate: the rest is let go.
       promptFields: promptFieldsOf(begun.chat.upstreamBody),

@@ -10,7 +10,7 @@
 // there, as a truncated one (billed on estimate, `stream_incomplete`). So does a frame that is not
 // complete within the bound.
 import { contentPieces } from './content-parts.ts'
-import { readUsage, type Usage } from './meter.ts'
+import { readPromptUsage, readUsage, type Usage } from './meter.ts'
 
 export type UpstreamEvent =
   /** `frame` is the whole SSE frame to pass on, its blank line included. */
@@ -110,6 +110,11 @@ export interface StreamIdentity {
 export class UpstreamEvents {
   /** The first content chunk's id, created and model: the frames the gateway adds carry them too. */
   identity: StreamIdentity | null = null
+  /**
+   * The last usage the supplier reported, kept when more content makes it stale, or its prompt side
+   * alone when it had no completion count: the prompt the upstream counted bills an estimate.
+   */
+  lastReport: Usage | null = null
   /** Text read and not parsed yet: whole frames not taken yet, then the frame not complete yet. */
   private buffer = ''
   /** The bytes of the frame not complete yet, counted as they arrive (once `counted`). */
@@ -300,6 +305,7 @@ export class UpstreamEvents {
     }
     if (chunk.object !== undefined && chunk.object !== 'chat.completion.chunk') return
     const usage = readUsage(chunk.usage)
+    this.lastReport = usage ?? readPromptUsage(chunk.usage) ?? this.lastReport
     const choices = chunk.choices
     if (!Array.isArray(choices)) {
       // A usage chunk is relayed later as a chunk of its own, with an empty `choices`.

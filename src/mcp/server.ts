@@ -1,7 +1,7 @@
 // One MCP server per HTTP request (stateless streamable HTTP): tools/list and tools/call over the
 // tool table, each call dispatched to the app as the caller. The low-level Server, not McpServer:
 // our input schemas are JSON Schema already (TypeBox), and McpServer takes only zod.
-import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import {
   CallToolRequestSchema,
   type CallToolResult,
@@ -13,6 +13,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js'
 import { TypeCompiler } from 'elysia/type-system'
 import pkg from '../../package.json' with { type: 'json' }
+import { StrictServer } from './strict-server.ts'
 import { type ApiCall, InvalidArgument, type Tool, type ToolAnswer } from './tools.ts'
 
 /** Sends one call to the app with the caller's key; `signal` ends it if the MCP request is cancelled. */
@@ -98,7 +99,7 @@ async function callTool(tool: Tool, args: Record<string, unknown>, dispatch: Dis
 
 export function mcpServer(tools: Tool[], dispatch: Dispatch, instructions = INSTRUCTIONS): Server {
   const byName = new Map(tools.map((tool) => [tool.name, tool]))
-  const server = new Server(
+  const server = new StrictServer(
     { name: 'svc-gateway', version: pkg.version },
     { capabilities: { tools: {} }, instructions },
   )

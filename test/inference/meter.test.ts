@@ -4,9 +4,11 @@ import { describe, expect, test } from 'bun:test'
 import type { TextPrices } from '../../src/catalog/entry.ts'
 import { mapUpstreamModel } from '../../src/catalog/venice-mapping.ts'
 import {
+  boundedPrompt,
   burnOf,
   costDisagrees,
   readCost,
+  readPromptUsage,
   readUsage,
   type Usage,
   worstBurn,
@@ -164,6 +166,45 @@ describe('readUsage', () => {
       promptTokens: 100,
       completionTokens: 5,
     })
+  })
+})
+
+describe('the prompt of a partial report', () => {
+  test('read without a completion count, its cache split with it; nothing without a prompt count', () => {
+    const details = { cached_tokens: 60, cache_creation_input_tokens: 30 }
+    expect(readPromptUsage({ prompt_tokens: 100, prompt_tokens_details: details })).toEqual({
+      promptTokens: 100,
+      completionTokens: 0,
+      cachedTokens: 60,
+      cacheWriteTokens: 30,
+    })
+    expect(readPromptUsage({ prompt_tokens: 100, completion_tokens: 'x' })).toEqual({
+      promptTokens: 100,
+      completionTokens: 0,
+    })
+    expect(readUsage({ prompt_tokens: 100, completion_tokens: 'x' })).toBeNull()
+    for (const bad of [null, 'x', {}, { prompt_tokens: -1 }, { prompt_tokens: 1.5 }]) {
+      expect(readPromptUsage(bad)).toBeNull()
+    }
+  })
+
+  test('a prompt past the bound is the bound, all at input; one within it is left as reported', () => {
+    const reported = usage(1_000, 5, 600, 100)
+    expect(boundedPrompt(reported, 1_000)).toBe(reported)
+    expect(boundedPrompt(reported, 999)).toEqual({ promptTokens: 999, completionTokens: 5 })
+  })
+})
+
+describe('reasoning tokens', () => {
+  test('billed once, inside completion_tokens, never added again from its details', () => {
+    const read = readUsage({
+      prompt_tokens: 1_000,
+      completion_tokens: 50,
+      completion_tokens_details: { reasoning_tokens: 40 },
+    })
+    expect(read).toEqual({ promptTokens: 1_000, completionTokens: 50 })
+    // 1,000 x 0.85 = 850; 50 x 2.75 = 137.5 -> 138
+    expect(+burnOf(read!, glm)).toBe(988)
   })
 })
 

@@ -1,7 +1,7 @@
 // POST /v1/responses: the stateless Responses facade over the same pipeline as chat. GET
 // /v1/responses and GET /v1/responses/{id} answer 404: nothing is stored.
 import { Elysia } from 'elysia'
-import { notFound } from '../../errors.ts'
+import { ApiError, badRequest, notFound } from '../../errors.ts'
 import { relayResponsesStream } from '../../inference/relay-responses.ts'
 import {
   incompleteReason,
@@ -26,25 +26,35 @@ const notStored = () => {
 const finishReason = (chat: Record<string, unknown>) =>
   (chat.choices as { finish_reason?: unknown }[] | undefined)?.[0]?.finish_reason
 
+/** The chat limit's refusal named as the field this request sent: max_output_tokens. */
+const inResponsesTerms = (error: unknown): never => {
+  if (error instanceof ApiError && error.code === 'max_tokens_too_large') {
+    throw badRequest(error.message.replace(/^max_tokens\b/, 'max_output_tokens'), error.code)
+  }
+  throw error
+}
+
 export const responsesHandler =
   (service: InferenceService): PaidHandler<ResponsesBody> =>
   ({ body, buyerKey, request, set }) => {
     // A field that cannot be honoured is refused here, before anything is held.
     const translated = responsesToChat(body)
     return sendAnswer(request, set, (call) =>
-      service.answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
-        const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
-        return {
-          buffered: (chat) => {
-            const reason = incompleteReason(finishReason(chat))
-            const status = reason ? 'incomplete' : 'completed'
-            const output = outputItems(shape, chat, status)
-            return (relayed, clearing) =>
-              responseObject(shape, status, output, responsesUsage(clearing.usage, relayed.usage), reason)
-          },
-          stream: (context) => relayResponsesStream(context, shape),
-        }
-      }),
+      service
+        .answerChat(translated.chat, buyerKey, call, (begun): ChatFormat => {
+          const shape = responseShape(body, translated, begun.chat.model.id, begun.call.requestId)
+          return {
+            buffered: (chat) => {
+              const reason = incompleteReason(finishReason(chat))
+              const status = reason ? 'incomplete' : 'completed'
+              const output = outputItems(shape, chat, status)
+              return (relayed, clearing) =>
+                responseObject(shape, status, output, responsesUsage(clearing.usage, relayed.usage), reason)
+            },
+            stream: (context) => relayResponsesStream(context, shape),
+          }
+        })
+        .catch(inResponsesTerms),
     )
   }
 
