@@ -26,13 +26,7 @@ import { metricsRoutes } from './http/metrics/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { pageRoutes } from './http/pages/routes.ts'
 import { recordsRoutes } from './http/records/routes.ts'
-import {
-  beginRequest,
-  OPENAI_REQUEST_ID_HEADER,
-  REQUEST_ID_HEADER,
-  requestContext,
-  requestIdHeaders,
-} from './http/request-context.ts'
+import { beginRequest, requestContext, requestIdHeaders } from './http/request-context.ts'
 import { checkRequestUrl } from './http/request-url.ts'
 import { supplierRoutes } from './http/supplier/routes.ts'
 import { agentWebhookRoutes, supplierWebhookRoutes } from './http/webhooks/routes.ts'
@@ -108,8 +102,7 @@ export function createApp(deps: AppDeps) {
   return new Elysia({ name: 'svc/app', normalize: false, serve: { routes: direct } })
     .onRequest(({ request, set }) => {
       const id = beginRequest(request).id
-      set.headers[REQUEST_ID_HEADER] = id
-      set.headers[OPENAI_REQUEST_ID_HEADER] = id
+      Object.assign(set.headers, requestIdHeaders(id))
       // An answer is kept by no browser or proxy unless its route says so (public data with a
       // max-age): the pages read an account with a Bearer key, and a stored answer would be read
       // back from the cache after a sign-out, with no key.

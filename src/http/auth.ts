@@ -52,6 +52,9 @@ export function bearerToken(request: Request, what: string): string {
  */
 function presentedKey(request: Request): string {
   const apiKey = request.headers.get('x-api-key')?.trim()
+  if (!apiKey && !request.headers.has('authorization')) {
+    throw unauthorized('missing_api_key', 'send Authorization: Bearer <API key> or x-api-key: <API key>')
+  }
   if (!apiKey) return bearerToken(request, 'API key')
   if (request.headers.has('authorization') && bearerToken(request, 'API key') !== apiKey) {
     throw unauthorized('invalid_api_key', 'Authorization and x-api-key name different keys; send one')

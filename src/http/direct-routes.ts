@@ -11,12 +11,7 @@ import { toApiError } from './error-handler.ts'
 import { errorResponse } from './errors.ts'
 import type { PaidHandler } from './inference/call.ts'
 import { boundBody, jsonBody } from './json-body.ts'
-import {
-  beginRequest,
-  OPENAI_REQUEST_ID_HEADER,
-  REQUEST_ID_HEADER,
-  requestIdHeaders,
-} from './request-context.ts'
+import { beginRequest, requestIdHeaders } from './request-context.ts'
 import { checkRequestUrl } from './request-url.ts'
 
 export interface DirectRoute {
@@ -59,7 +54,7 @@ function directRoute(route: DirectRoute, maxBodyBytes: number, finish: Finish) {
       if (!check.Check(body)) {
         throw toApiError('VALIDATION', { type: 'body', valueError: check.Errors(body).First() })
       }
-      const set = { headers: { [REQUEST_ID_HEADER]: id, [OPENAI_REQUEST_ID_HEADER]: id } }
+      const set = { headers: requestIdHeaders(id) }
       response = await route.handle({ body, buyerKey, request, set })
     } catch (error) {
       const apiError = toApiError('UNKNOWN', error)

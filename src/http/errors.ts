@@ -1,7 +1,9 @@
 // An ApiError as an HTTP response: the one place the contract's error shape meets the wire. Under
 // /v1/messages it is Anthropic's shape, {"type":"error","error":{"type","message",...}}, with the
-// contract's code and extra fields (supportReference, hints) beside Anthropic's own.
+// contract's code and extra fields (supportReference, hints) beside Anthropic's own, and the
+// request's id as Anthropic gives it beside the error.
 import type { ApiError } from '../errors.ts'
+import { requestContext } from './request-context.ts'
 import { requestPath } from './request-url.ts'
 
 /** Anthropic's error type for a status; 503 (no capacity now) is its overloaded_error. */
@@ -13,15 +15,15 @@ const ANTHROPIC_TYPE: Record<number, string> = {
   404: 'not_found_error',
   405: 'invalid_request_error',
   409: 'invalid_request_error',
-  413: 'invalid_request_error',
+  413: 'request_too_large',
   429: 'rate_limit_error',
   503: 'overloaded_error',
 }
 
 /** The error body in Anthropic's shape. */
-export function anthropicErrorBody(error: ApiError) {
+export function anthropicErrorBody(error: ApiError, requestId: string) {
   const type = ANTHROPIC_TYPE[error.status] ?? (error.status < 500 ? 'invalid_request_error' : 'api_error')
-  return { type: 'error', error: { ...error.body().error, type } }
+  return { type: 'error', error: { ...error.body().error, type }, request_id: requestId }
 }
 
 const speaksAnthropic = (pathname: string) =>
@@ -33,7 +35,7 @@ export function errorResponse(
   request?: Request,
 ): Response {
   const anthropic = request !== undefined && speaksAnthropic(requestPath(request))
-  const body = anthropic ? anthropicErrorBody(error) : error.body()
+  const body = anthropic ? anthropicErrorBody(error, requestContext(request).id) : error.body()
   return new Response(JSON.stringify(body), {
     status: error.status,
     headers: { 'content-type': 'application/json', ...headers, ...error.headers },

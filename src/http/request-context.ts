@@ -30,6 +30,12 @@ export function requestContext(request: Request): RequestContext {
 export const REQUEST_ID_HEADER = 'x-svc-request-id'
 /** The same id under the name OpenAI's SDKs read (`_request_id`). */
 export const OPENAI_REQUEST_ID_HEADER = 'x-request-id'
+/** The same id under the name Anthropic's SDKs read (`_request_id`, APIError.requestID). */
+export const ANTHROPIC_REQUEST_ID_HEADER = 'request-id'
 
-/** Both request-id headers, for a response built by hand. */
-export const requestIdHeaders = (id: string) => ({ [REQUEST_ID_HEADER]: id, [OPENAI_REQUEST_ID_HEADER]: id })
+/** Every request-id header, for every response. */
+export const requestIdHeaders = (id: string): Record<string, string> => ({
+  [REQUEST_ID_HEADER]: id,
+  [OPENAI_REQUEST_ID_HEADER]: id,
+  [ANTHROPIC_REQUEST_ID_HEADER]: id,
+})

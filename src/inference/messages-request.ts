@@ -365,8 +365,9 @@ function chatPromptFields(body: PromptBody, needs: ModelNeeds): Record<string, u
  * count is the one a stream's message_start gives for the same prompt.
  */
 export function promptOf(body: PromptBody): { messages: ChatMessage[]; fields: Record<string, unknown> } {
-  // An edit that would change the prompt is refused here as on /v1/messages: never counted as sent.
-  checkContextManagement(body.context_management)
+  // A field /v1/messages refuses (an edit that would change the prompt, mcp_servers) is refused
+  // here too: a prompt is never counted as if it could be sent without it.
+  checkOtherFields(body)
   const needs = noNeeds()
   return { messages: chatMessages(body, needs), fields: chatPromptFields(body, needs) }
 }

@@ -256,3 +256,68 @@ describe('errors: the SDK classes, Anthropic shape', () => {
     expect(error.error.error.message).toContain('thinking')
   })
 })
+
+describe("Anthropic's request-id", () => {
+  test('every answer carries the request-id header the SDK reads: the message, the stream, a count', async () => {
+    const { data, response, request_id } = await client.messages
+      .create({ model: 'llama-3.3-70b', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse()
+    expect(request_id).toMatch(/^req_/)
+    expect(request_id).toBe(response.headers.get('x-svc-request-id'))
+    expect((data as { _request_id?: string | null })._request_id).toBe(request_id)
+    const stream = client.messages.stream({
+      model: 'llama-3.3-70b',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+    await stream.finalMessage()
+    expect(stream.request_id).toMatch(/^req_/)
+    const counted = await client.messages.countTokens({
+      model: 'llama-3.3-70b',
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+    expect(counted._request_id).toMatch(/^req_/)
+  })
+
+  test("a refusal: APIError.requestID, and the body's request_id beside its error", async () => {
+    const error = await client.messages
+      .create({ model: 'no-such-model', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e)
+    expect(error).toBeInstanceOf(Anthropic.NotFoundError)
+    expect(error.requestID).toMatch(/^req_/)
+    expect(error.error).toMatchObject({ type: 'error', request_id: error.requestID })
+  })
+})
+
+test('a body over the limit: 413 request_too_large, before the key is read, nothing in Redis changed', async () => {
+  const before = await snapshotKeys(stack.store, stack.keys.prefix)
+  const error = await client.messages
+    .create({
+      model: 'llama-3.3-70b',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: 'x'.repeat(9_000_000) }],
+    })
+    .catch((e) => e)
+  expect(error).toBeInstanceOf(Anthropic.APIError)
+  expect(error.status).toBe(413)
+  expect(error.error).toMatchObject({
+    type: 'error',
+    error: { type: 'request_too_large', code: 'body_too_large' },
+  })
+  expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+})
+
+test('countTokens refuses by name a field /v1/messages refuses: never a count of a prompt that would not be sent', async () => {
+  const before = await snapshotKeys(stack.store, stack.keys.prefix)
+  const error = await client.messages
+    .countTokens({
+      model: 'llama-3.3-70b',
+      messages: [{ role: 'user', content: 'hi' }],
+      mcp_servers: [{ type: 'url', url: 'https://mcp.example.com', name: 'docs' }],
+    } as Anthropic.MessageCountTokensParams)
+    .catch((e) => e)
+  expect(error).toBeInstanceOf(Anthropic.BadRequestError)
+  expect(error.error.error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_parameter' })
+  expect(error.error.error.message).toContain('mcp_servers')
+  expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+})

@@ -125,12 +125,19 @@ async function answer(response: Response) {
   const id = response.headers.get('x-svc-request-id')
   expect(id).toMatch(/^req_[0-9a-f]{24}$/)
   expect(response.headers.get('x-request-id')).toBe(id)
+  expect(response.headers.get('request-id')).toBe(id)
+  const body = (await response.json()) as Record<string, unknown>
+  // Anthropic's shape names the request's own id beside the error: each request has its own.
+  if ('request_id' in body) {
+    expect(body.request_id).toBe(id)
+    body.request_id = 'the request id'
+  }
   return {
     status: response.status,
     type: response.headers.get('content-type'),
     retryAfter: response.headers.get('retry-after'),
     authenticate: response.headers.get('www-authenticate'),
-    body: await response.json(),
+    body,
   }
 }
 

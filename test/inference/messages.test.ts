@@ -212,6 +212,20 @@ describe('the key', () => {
     const after = await moneyKeys()
     for (const key of Object.keys(before)) expect(after[key]).toBe(before[key]!)
   })
+
+  test("no key: the refusal names x-api-key, the header Anthropic's clients send, beside Bearer", async () => {
+    for (const path of ['/v1/messages', '/v1/messages/count_tokens']) {
+      const response = await fetch(`${stack.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(ASK),
+      })
+      expect(response.status).toBe(401)
+      const body = (await response.json()) as { error: { message: string } }
+      expect(body.error.message).toContain('x-api-key')
+      expect(body.error.message).toContain('Bearer')
+    }
+  })
 })
 
 describe('refusals', () => {

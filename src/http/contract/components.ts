@@ -39,13 +39,14 @@ const messagesErrorSchema = t.Object({
     {
       type: t.String({
         description:
-          'invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, rate_limit_error, api_error, overloaded_error',
+          'invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, request_too_large, rate_limit_error, api_error, overloaded_error',
       }),
       message: t.String(),
       code: t.String({ description: 'the contract code, as on chat' }),
     },
     { additionalProperties: true },
   ),
+  request_id: t.String({ description: 'the X-Svc-Request-Id of the response, as Anthropic gives it' }),
 })
 
 const paymentChallengeSchema = t.Object(
@@ -66,7 +67,9 @@ const header = (description: string, type: 'string' | 'integer' = 'string') => (
 })
 
 export const HEADERS = {
-  RequestId: header('X-Svc-Request-Id: on every response'),
+  RequestId: header(
+    "X-Svc-Request-Id: on every response, also as X-Request-Id and Request-Id (the names OpenAI's and Anthropic's SDKs read)",
+  ),
   SupportReference: header(
     'X-Svc-Support-Reference: when an attempt was recorded; resolve it at GET /v1/agent/requests/{supportReference}',
   ),

@@ -16,6 +16,7 @@ const MESSAGES_ERRORS = {
   '402': messagesError('billing_error (code insufficient_balance): confirmed USDC too low; no money moved'),
   '403': messagesError("permission_error (code key_limit_exceeded): past the key's spending limit"),
   '404': messagesError('not_found_error: unknown model'),
+  '413': messagesError('request_too_large (code body_too_large): the body is over SVC_MAX_BODY_BYTES'),
   '429': messagesError('rate_limit_error: an in-flight cap; wait Retry-After seconds'),
   '500': messagesError('api_error (settle_failed, internal_error): nothing charged; safe to retry'),
   '502': messagesError('api_error (provider_error): no supplier completed; safe to retry'),
@@ -54,7 +55,7 @@ export const MESSAGES_OPERATIONS: Record<string, Operation> = {
   'POST /v1/messages/count_tokens': {
     summary: "The prompt's input_tokens by the gateway's tokenizer; nothing held, charged or written",
     description:
-      'The same prompt fields as /v1/messages (model, system, messages, tools, tool_choice, output_config), counted as the message_start of a stream counts them; max_tokens is not needed. The count is the tokenizer of the gateway, not of the supplier: close, not exact. Free, so it waits behind the counts paid requests need, and a wallet has a few in flight at most (429 count_concurrency_limit past them).',
+      'The same prompt fields as /v1/messages (model, system, messages, tools, tool_choice, output_config), counted as the message_start of a stream counts them; max_tokens is not needed; a field /v1/messages refuses (mcp_servers, container ...) is refused here by name. The count is the tokenizer of the gateway, not of the supplier: close, not exact. Free, so it waits behind the counts paid requests need, and a wallet has a few in flight at most (429 count_concurrency_limit past them).',
     tags: ['inference'],
     security: 'apiKey|anthropicKey',
     ok: {
@@ -62,9 +63,7 @@ export const MESSAGES_OPERATIONS: Record<string, Operation> = {
       '400': MESSAGES_ERRORS['400'],
       '401': MESSAGES_ERRORS['401'],
       '404': MESSAGES_ERRORS['404'],
-      '413': messagesError(
-        'invalid_request_error (code body_too_large): the body is over SVC_MAX_BODY_BYTES',
-      ),
+      '413': MESSAGES_ERRORS['413'],
       '429': messagesError(
         'rate_limit_error (code count_concurrency_limit): the wallet has its counts in flight; wait Retry-After seconds',
       ),
