@@ -156,7 +156,7 @@ export interface InferenceConfig {
   upstreamTimeoutMs: number
   /** A streamed supplier call: its head and first frame (past it, the next supplier is tried). */
   firstByteTimeoutMs: number
-  /** A stream with no content nor usage this long (comments are none) is given up on, billed as incomplete. */
+  /** A stream with no content this long (comments and usage are none) is given up on and settled. */
   streamIdleMs: number
   /** A stream still open this long is given up on, billed as incomplete: one that never stalls ends too. */
   streamMaxMs: number
@@ -177,6 +177,8 @@ export interface InferenceConfig {
   maxUpstreamBodyBytes: number
   /** One SSE frame of a supplier stream: past it, the stream ends truncated. */
   maxUpstreamFrameBytes: number
+  /** A supplier stream in all (its chunked framing bounded by as much again): past it, it ends truncated. */
+  maxUpstreamStreamBytes: number
   /** A video job's media, read whole before it is charged: past it, the job is refunded. */
   maxUpstreamVideoBytes: number
 }
@@ -211,6 +213,7 @@ function loadInferenceConfig(env: Env): InferenceConfig {
     shutdownGraceMs: integer(env, 'SVC_SHUTDOWN_GRACE_MS', 30_000, 0, 3_600_000),
     maxUpstreamBodyBytes: integer(env, 'SVC_MAX_UPSTREAM_BODY_BYTES', 32 * MIB, 1024, 1024 * MIB),
     maxUpstreamFrameBytes: integer(env, 'SVC_MAX_UPSTREAM_FRAME_BYTES', MIB, 1024, 64 * MIB),
+    maxUpstreamStreamBytes: integer(env, 'SVC_MAX_UPSTREAM_STREAM_BYTES', 256 * MIB, 1024, 4096 * MIB),
     maxUpstreamVideoBytes: integer(env, 'SVC_MAX_UPSTREAM_VIDEO_BYTES', 128 * MIB, 1024, 1024 * MIB),
   }
 }

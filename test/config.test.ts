@@ -77,6 +77,7 @@ describe('gateway config', () => {
     ['SVC_RECORD_RETENTION_DAYS', { SVC_RECORD_RETENTION_DAYS: '1.5' }, 'integer'],
     ['SVC_MAX_UPSTREAM_BODY_BYTES', { SVC_MAX_UPSTREAM_BODY_BYTES: '1023' }, 'integer'],
     ['SVC_MAX_UPSTREAM_FRAME_BYTES', { SVC_MAX_UPSTREAM_FRAME_BYTES: '1MB' }, 'integer'],
+    ['SVC_MAX_UPSTREAM_STREAM_BYTES', { SVC_MAX_UPSTREAM_STREAM_BYTES: '4294967297' }, 'integer'],
     ['SVC_MAX_UPSTREAM_VIDEO_BYTES', { SVC_MAX_UPSTREAM_VIDEO_BYTES: '2147483648' }, 'integer'],
     ['SVC_PAYOUT_PRIVATE_KEY', { SVC_PAYOUT_PRIVATE_KEY: '0x1234' }, '32-byte hex'],
     // a payout wallet needs the funding network (its RPC and USDC)

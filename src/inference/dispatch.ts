@@ -36,6 +36,8 @@ export interface DispatchDeps {
   maxBodyBytes: number
   /** A stream frame's bound (SVC_MAX_UPSTREAM_FRAME_BYTES). */
   maxFrameBytes: number
+  /** A whole stream's bound (SVC_MAX_UPSTREAM_STREAM_BYTES). */
+  maxStreamBytes: number
   logger: Logger
   /**
    * Renews the lease of every admitted attempt from its admission on, so a slow supplier call never
@@ -251,7 +253,7 @@ async function callAdmitted(
     stream: job.stream,
     signal: req.signal,
     timeoutMs: job.stream ? deps.firstByteTimeoutMs : deps.upstreamTimeoutMs,
-    maxBodyBytes: deps.maxBodyBytes,
+    maxBodyBytes: job.stream ? deps.maxStreamBytes : deps.maxBodyBytes,
   })
   if (!outcome.ok) return outcome
   const answered = {

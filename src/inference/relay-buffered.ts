@@ -27,8 +27,12 @@ export function answerText(json: Record<string, unknown>): string {
 }
 
 /** Output tokens of a buffered answer that came without usage, by the tokenizer (`count`). */
-function generatedTokens(json: Record<string, unknown>, count: (text: string) => Promise<number>) {
-  const counter = new OutputTokenCounter()
+function generatedTokens(
+  json: Record<string, unknown>,
+  limit: number,
+  count: (text: string) => Promise<number>,
+) {
+  const counter = new OutputTokenCounter(limit)
   counter.add(answerText(json))
   return counter.total(count)
 }
@@ -51,7 +55,7 @@ export async function relayBuffered(
     reported,
     partial: reported ? null : readPromptUsage(json.usage),
     upstreamCost: readCost(json.cost),
-    generatedTokens: (count) => generatedTokens(json, count),
+    generatedTokens: (count) => generatedTokens(json, chat.maxTokens * chat.choices, count),
     outcome: 'completed',
   })
   // Rewritten while the clear is in Redis. The supplier's own cost figure is its list price, not

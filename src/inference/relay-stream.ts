@@ -26,7 +26,7 @@ import type { StreamIdentity, UpstreamEvents } from './upstream-events.ts'
 export interface StreamTiming {
   /** A comment goes to the client after this long without a frame. */
   keepAliveMs: number
-  /** The supplier is given up on after this long without content or usage (comments are none). */
+  /** The supplier is given up on after this long without content (comments and usage are none). */
   idleMs: number
   /** The supplier is given up on once its stream is open this long, however it flows. */
   maxMs: number
@@ -203,7 +203,7 @@ class StreamRelay {
             if (event.delta) {
               this.silentMs = 0
               this.heardAt = 0 // silence starts again at the next read
-              this.counter ??= new OutputTokenCounter()
+              this.counter ??= new OutputTokenCounter(this.chat.maxTokens * this.chat.choices)
               this.counter.add(event.delta)
               // Usage reported before more was generated (on a content chunk, as a supplier that
               // reports as it goes does) no longer counts it all: only a later report makes the
@@ -230,8 +230,7 @@ class StreamRelay {
             break
           }
           case 'usage':
-            this.silentMs = 0
-            this.heardAt = 0
+            // No progress: a report sent again and again must not keep a stream with no content open.
             this.usage = event.usage
             this.shape.usage?.(event.chunk)
             break

@@ -140,6 +140,7 @@ export class InferenceService {
       firstByteTimeoutMs: inference.firstByteTimeoutMs,
       maxBodyBytes: inference.maxUpstreamBodyBytes,
       maxFrameBytes: inference.maxUpstreamFrameBytes,
+      maxStreamBytes: inference.maxUpstreamStreamBytes,
       logger: deps.logger,
       renewer: this.renewer,
       recordRetentionMs,

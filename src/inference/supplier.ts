@@ -13,7 +13,10 @@ export interface SupplierCall {
   signal: AbortSignal
   /** Buffered: the whole answer; streamed: the head and the first body bytes. */
   timeoutMs: number
-  /** Buffered: the most bytes its answer may have (past it, upstream_too_large). */
+  /**
+   * The most body bytes its answer may have, a chunked one's framing bounded by as much again.
+   * Buffered, past it: upstream_too_large; streamed, the stream ends there as a broken one.
+   */
   maxBodyBytes: number
 }
 
@@ -148,8 +151,9 @@ export async function callSupplier(call: SupplierCall): Promise<SupplierOutcome>
       // head and the first body bytes: then the relay's idle watch takes over, so a stream that
       // runs longer than the first-byte timeout is never cut.
       deadline: { ms: call.timeoutMs, until: call.stream ? 'body' : 'end' },
-      // A stream's frames are bounded one by one as they are parsed (upstream-events.ts).
-      ...(call.stream ? {} : { maxBodyBytes: call.maxBodyBytes }),
+      // A stream's frames are bounded one by one as they are parsed (upstream-events.ts); the whole
+      // here, so a supplier that never stops (or pads its chunks' framing) is not read for ever.
+      maxBodyBytes: call.maxBodyBytes,
     })
   } catch (error) {
     const name = (error as Error).name

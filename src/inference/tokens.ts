@@ -117,20 +117,36 @@ export async function promptTokenCount(
 export const OUTPUT_BATCH_CHARS = 4096
 /** Deltas kept as they came before they are joined into one flat string (fewer, smaller strings). */
 const JOIN_EVERY = 32
+/**
+ * The longest token of the tokenizer's vocabulary (o200k), in UTF-8 bytes: a text of n characters
+ * (UTF-16 units, never more than its bytes) is at least n / this many tokens.
+ */
+const MAX_TOKEN_BYTES = 128
 
 /**
  * Counts generated tokens as deltas stream by. The text is kept, not counted, while the supplier's
  * usage may still make it moot: it is counted when the answer ends without usage (`total`), or in
- * batches of OUTPUT_BATCH_CHARS on a long answer, so memory stays bounded either way.
+ * batches of OUTPUT_BATCH_CHARS on a long answer, so memory stays bounded either way. Text past
+ * what `limit` tokens can spell is not kept: the estimate is capped there, so a supplier that
+ * streams on past max_tokens costs the tokenizer nothing more.
  */
 export class OutputTokenCounter {
+  /** Characters still taken in: past them the text counts more than `limit` tokens whatever it is. */
+  private left: number
   private text = ''
   private parts: string[] = []
   private partChars = 0
   /** Each batch's count, or its text when the count failed: counted again by `total`'s count. */
   private counted: Promise<number | string>[] = []
 
+  constructor(limit = Number.POSITIVE_INFINITY) {
+    this.left = limit * MAX_TOKEN_BYTES
+  }
+
   add(delta: string): void {
+    if (this.left <= 0) return
+    if (delta.length > this.left) delta = delta.slice(0, this.left)
+    this.left -= delta.length
     this.parts.push(delta)
     this.partChars += delta.length
     if (this.parts.length >= JOIN_EVERY) this.join()

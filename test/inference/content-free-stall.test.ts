@@ -5,12 +5,12 @@
 // flight) and its slots taken for as long as the supplier liked. The buyer's keep-alives go on.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
-import { balances, fundedBuyer, postOffer, sseData } from '../helpers/buyers.ts'
+import { balances, expectedCost, fundedBuyer, postOffer, sseData } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { streamSurfaces, type TricklingSupplier, tricklingSupplier } from '../helpers/trickling-supplier.ts'
 import { until } from '../helpers/wait.ts'
 
-type Trickle = 'comments' | 'empty deltas' | 'content, then comments'
+type Trickle = 'comments' | 'empty deltas' | 'content, then comments' | 'content, then usage'
 
 let stack: TestStack
 let buyer: TestAccount
@@ -18,11 +18,13 @@ let supplier: TricklingSupplier
 let trickle: Trickle = 'comments'
 let offerId: string
 
+const USAGE = { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 }
 const chunk = (body: Record<string, unknown>) =>
   `data: ${JSON.stringify({ id: 'chatcmpl-t', object: 'chat.completion.chunk', model: 'llama-3.3-70b', ...body })}\n\n`
 
 /** What the supplier sends every 20 ms, for ever. */
 function nothingFor(n: number): string {
+  if (trickle === 'content, then usage') return chunk({ choices: [], usage: USAGE })
   if (trickle === 'empty deltas') {
     const deltas = [{}, { content: '' }, { role: 'assistant', content: null }]
     return n % 4 === 3 ? ' \n\n' : chunk({ choices: [{ index: 0, delta: deltas[n % 4]! }] })
@@ -33,7 +35,7 @@ function nothingFor(n: number): string {
 beforeAll(async () => {
   supplier = tricklingSupplier(
     () =>
-      trickle === 'content, then comments'
+      trickle === 'content, then comments' || trickle === 'content, then usage'
         ? chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello there' } }] })
         : chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: '' } }] }),
     nothingFor,
@@ -103,3 +105,33 @@ for (const surface of Object.keys(surfaces) as (keyof typeof surfaces)[]) {
     }
   })
 }
+
+// The same report again and again is no progress: it must not hold the stream to SVC_STREAM_MAX_MS.
+// Cut at the idle time, the stream is billed on the report that followed all its content.
+describe('a supplier that repeats its usage chunk for ever is cut at the idle time', () => {
+  const ending: Record<keyof typeof surfaces, (text: string) => void> = {
+    chat: (text) => expect(sseData(text).at(-1)).toBe('[DONE]'),
+    responses: (text) => expect(text).toContain('event: response.completed'),
+    messages: (text) => expect(text).toContain('event: message_stop'),
+  }
+  for (const surface of Object.keys(surfaces) as (keyof typeof surfaces)[]) {
+    test(surface, async () => {
+      trickle = 'content, then usage'
+      const before = await balances(stack, buyer.accountId)
+      const { path, body } = surfaces[surface]
+      const response = await keyFetch(stack, buyer.apiKey, path, {
+        method: 'POST',
+        json: { ...body, stream: true },
+      })
+      expect(response.status).toBe(200)
+      // Never resolves (the test's time limit) while the repeated report keeps the stream.
+      const text = await response.text()
+      ending[surface](text)
+      await until(() => supplier.open() === 0)
+      const after = await balances(stack, buyer.accountId)
+      expect(after.held).toBe(0)
+      expect(before.confirmed - after.confirmed).toBe(expectedCost(USAGE, 40))
+      expect(await stack.store.hget(stack.keys.offer(offerId), 'inflight')).toBe('0')
+    }, 15_000)
+  }
+})

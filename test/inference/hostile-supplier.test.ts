@@ -24,6 +24,7 @@ const KIB = 1024
 const MIB = 1024 * KIB
 const BODY_BOUND = 256 * KIB
 const FRAME_BOUND = 64 * KIB
+const STREAM_BOUND = MIB
 const VIDEO_BOUND = 256 * KIB
 /** What a hostile answer offers: far past every bound. */
 const HUGE = 64 * MIB
@@ -47,6 +48,7 @@ beforeAll(async () => {
     env: {
       SVC_MAX_UPSTREAM_BODY_BYTES: String(BODY_BOUND),
       SVC_MAX_UPSTREAM_FRAME_BYTES: String(FRAME_BOUND),
+      SVC_MAX_UPSTREAM_STREAM_BYTES: String(STREAM_BOUND),
       SVC_MAX_UPSTREAM_VIDEO_BYTES: String(VIDEO_BOUND),
       SVC_OFFER_COOLDOWN_MS: '0',
     },
@@ -324,6 +326,50 @@ describe('a stream is relayed only as chat chunks, each frame bounded', () => {
     expect(call.finished).toBe(false)
     expect(call.closed).toBe(true)
     expect(call.sent).toBeLessThan(HUGE / 8)
+  })
+
+  /** A content frame padded to `bytes` in all, its blank line included. */
+  const paddedFrame = (bytes: number) => {
+    const bare = `${chunk('')}\n\n`
+    const words = 'flowing on '.repeat(bytes).slice(0, bytes - bare.length)
+    return `${chunk(words)}\n\n`
+  }
+
+  /** A stream cut at the stream bound: what was relayed is billed on its estimate, stream_incomplete. */
+  async function expectCutAtStreamBound() {
+    const before = await balances(stack, buyer.accountId)
+    const { frames, cost } = await relayed(before)
+    expect(contents(frames).length).toBeGreaterThan(0)
+    expect(frames).not.toContain('[DONE]')
+    expect((frames.at(-1) as { error: { code: string } }).error.code).toBe('stream_incomplete')
+    expect(Number(cost.costUsdc.replace('.', ''))).toBeGreaterThan(0)
+    const call = onlyCall()
+    expect(call.finished).toBe(false)
+    expect(call.closed).toBe(true)
+    expect(call.sent).toBeLessThan(TAKEN_AT_MOST)
+  }
+
+  test('content that never stops: the stream is cut at its bound in bytes, billed on estimate', async () => {
+    answer = () => ({
+      head: httpHead(200, { 'content-type': 'text/event-stream', connection: 'close' }),
+      fill: HUGE,
+      fillWith: paddedFrame(256),
+      tail: 'data: [DONE]\n\n',
+      close: true,
+    })
+    await expectCutAtStreamBound()
+  })
+
+  test('a chunked stream of 1-byte chunks, each with a long extension: cut once its framing passes the bound', async () => {
+    // 256 bytes a chunk, one of them a byte of the stream: a 256-byte frame takes 64 KiB of wire.
+    const tiny = (byte: string) => `1;e=${'x'.repeat(247)}\r\n${byte}\r\n`
+    answer = () => ({
+      head: httpHead(200, { 'content-type': 'text/event-stream', 'transfer-encoding': 'chunked' }),
+      fill: HUGE,
+      fillWith: [...paddedFrame(256)].map(tiny).join(''),
+      tail: '0\r\n\r\n',
+    })
+    await expectCutAtStreamBound()
   })
 
   test('frames shaped like svc.cost, or not chat chunks, are dropped; our cost fields come off a chunk', async () => {

@@ -55,6 +55,21 @@ describe('OutputTokenCounter', () => {
     expect(await counter.total()).toBe(first)
   })
 
+  test('text past what its limit can be billed for is not counted: the bill is the limit all the same', async () => {
+    const deltas = words(100_000) // about 700,000 characters: far more than 10 tokens can spell
+    const counter = new OutputTokenCounter(10)
+    for (const d of deltas) counter.add(d)
+    const total = await counter.total()
+    // At least the limit (the bill caps there), from a few batches rather than the whole text.
+    expect(total).toBeGreaterThanOrEqual(10)
+    expect(total).toBeLessThan(count(deltas.join('')) / 20)
+    // One delta past the limit on its own (a buffered answer's text) is cut alike.
+    const whole = new OutputTokenCounter(10)
+    whole.add(deltas.join(''))
+    expect(await whole.total()).toBeGreaterThanOrEqual(10)
+    expect(await whole.total()).toBeLessThan(count(deltas.join('')) / 20)
+  })
+
   test('no text, no tokens', async () => {
     expect(await new OutputTokenCounter().total()).toBe(0)
   })
