@@ -1,7 +1,7 @@
 --[[
   webhook-state: an endpoint's record replaced by one the caller made from it (disabled after a
-  410 Gone, or by its owner; enabled again by its owner), only while the record is still the one
-  the caller read: a removal or another change meanwhile is not undone.
+  410 Gone, or by its owner; enabled again by its owner; its signing secret rotated), only while
+  the record is still the one the caller read: a removal or another change meanwhile is not undone.
 
   KEYS[1]  endpoints hash            (<owner>:webhooks, endpoint id -> JSON)
   ARGV[1]  endpointId: endpoint id

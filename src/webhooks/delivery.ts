@@ -61,7 +61,7 @@ export class WebhookDeliveries {
     private readonly config: WebhookConfig,
   ) {}
 
-  /** POSTs the event, signed with the endpoint's secret, and logs the attempt. */
+  /** POSTs the event, signed with the endpoint's secrets, and logs the attempt. */
   async send(owner: Owner, endpoint: StoredEndpoint, event: StoredEvent, attempt: number, replay = false) {
     const body = JSON.stringify({
       id: event.id,
@@ -70,7 +70,8 @@ export class WebhookDeliveries {
       data: event.data,
     })
     const timestamp = Math.floor(Date.now() / 1000)
-    const headers = signedHeaders(this.webhooks.secretOf(endpoint), event.id, timestamp, body)
+    const secrets = await this.webhooks.signingSecrets(owner, endpoint)
+    const headers = signedHeaders(secrets, event.id, timestamp, body)
     const outcome = await postEvent(endpoint.url, headers, body, this.config, this.config.timeoutMs)
     const record: DeliveryRecord = {
       eventId: event.id,

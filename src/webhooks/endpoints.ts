@@ -1,7 +1,7 @@
 // An owner's webhook endpoints: register (URL checked public after DNS, secret made here, sealed
-// under SVC_MASTER_KEY and shown once), list, remove, disable and enable. Registration, removal and
-// a change of state are one script each (lua/webhook-put.lua, webhook-delete.lua,
-// webhook-state.lua); a refusal writes nothing.
+// under SVC_MASTER_KEY and shown once), list, remove, disable and enable, rotate the secret
+// (rotation.ts). Registration, removal and a change of state or secret are one script each
+// (lua/webhook-put.lua, webhook-delete.lua, webhook-state.lua); a refusal writes nothing.
 import { randomBytes } from 'node:crypto'
 import type { WebhookConfig } from '../config.ts'
 import { ApiError, badRequest, notFound } from '../errors.ts'
@@ -18,12 +18,13 @@ import {
 } from './address-check.ts'
 import { WebhookDeliveries } from './delivery.ts'
 import { DELIVERY_GROUP, eventsFor, type Owner } from './events.ts'
+import { type RotatedFields, replayOf, rotated, signingPrevious } from './rotation.ts'
 
 export const MAX_WEBHOOKS_PER_OWNER = 5
 export const WEBHOOK_ID = /^wh_[0-9a-f]{24}$/
 
-/** An endpoint as stored: the secret sealed, the threshold in micro-USDC. */
-export interface StoredEndpoint {
+/** An endpoint as stored: the secret sealed (and those it replaced), the threshold in micro-USDC. */
+export interface StoredEndpoint extends RotatedFields {
   id: string
   url: string
   events: string[]
@@ -58,8 +59,15 @@ export function endpointView(endpoint: StoredEndpoint) {
     balanceThresholdUsdc: endpoint.threshold === null ? null : formatMicros(endpoint.threshold),
     createdAt: endpoint.createdAt,
     disabled: endpoint.disabled ?? null,
+    secretRotatedAt: endpoint.rotation?.at ?? null,
+    // When the last of the secrets it replaced stops signing; null while only the current one signs.
+    previousSecretsSignUntil:
+      Math.max(0, ...signingPrevious(endpoint, Date.now()).map((previous) => previous.until)) || null,
   }
 }
+
+/** A fresh secret, in standard base64 as Standard Webhooks libraries decode it (base64url's - and _ they refuse). */
+const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`
 
 export class WebhookStore {
   constructor(
@@ -88,8 +96,7 @@ export class WebhookStore {
     const url = parseWebhookUrl(input.url)
     await resolvePublicAddress(url, this.policy)
 
-    // Standard base64, as Standard Webhooks libraries decode it (base64url's - and _ they refuse).
-    const secret = `whsec_${randomBytes(32).toString('base64')}`
+    const secret = newSecret()
     const endpoint: StoredEndpoint = {
       id: `wh_${randomBytes(12).toString('hex')}`,
       url: url.href,
@@ -166,30 +173,75 @@ export class WebhookStore {
   }
 
   /**
-   * Disables the endpoint (`reason`) or enables it again (null): answers it as now stored. Written
-   * only over the record as read: one changed meanwhile is read again; one removed is a 404.
+   * Disables the endpoint (`reason`) or enables it again (null): answers it as now stored. Already
+   * so, it is left as it is: the first reason and its time are kept.
    */
-  async setDisabled(owner: Owner, id: string, reason: string | null): Promise<StoredEndpoint> {
+  setDisabled(owner: Owner, id: string, reason: string | null): Promise<StoredEndpoint> {
+    return this.change(owner, id, (endpoint) =>
+      Boolean(endpoint.disabled) === (reason !== null)
+        ? null
+        : { ...endpoint, disabled: reason === null ? null : { reason, at: Date.now() } },
+    )
+  }
+
+  /**
+   * A new signing secret for the endpoint, answered once (as at registration); the secrets it
+   * replaces sign beside it for `overlapSeconds`. `key` is the Idempotency-Key's digest, or null:
+   * a retry with the same key answers the secret it made (`replayed`) and rotates nothing more.
+   */
+  async rotateSecret(owner: Owner, id: string, overlapSeconds: number, key: string | null) {
+    let replayed = false
+    const endpoint = await this.change(owner, id, (endpoint) => {
+      replayed = replayOf(endpoint, key, overlapSeconds) === 'replay'
+      if (replayed) return null
+      const sealed = encryptUpstreamKey(this.masterKey, newSecret())
+      return rotated(endpoint, sealed, { at: Date.now(), overlapSeconds, key })
+    })
+    return { endpoint: { ...endpointView(endpoint), secret: this.secretOf(endpoint) }, replayed }
+  }
+
+  /**
+   * Replaces the endpoint's record by `next` of it (null: left as it is) and answers it as now
+   * stored. Written only over the record as read: one changed meanwhile is read again; one removed
+   * is a 404.
+   */
+  private async change(
+    owner: Owner,
+    id: string,
+    next: (endpoint: StoredEndpoint) => StoredEndpoint | null,
+  ): Promise<StoredEndpoint> {
     for (;;) {
       const json = WEBHOOK_ID.test(id) ? await this.store.hget(this.keys.webhooks(owner), id) : null
       if (!json) throw notFound('no such webhook endpoint', 'webhook_not_found')
       const endpoint = JSON.parse(json) as StoredEndpoint
-      // Already so: the first reason and its time are kept.
-      if (Boolean(endpoint.disabled) === (reason !== null)) return endpoint
-      const next = { ...endpoint, disabled: reason === null ? null : { reason, at: Date.now() } }
+      const changed = next(endpoint)
+      if (changed === null) return endpoint
       const result = (await runScript(this.store, 'webhookState', [this.keys.webhooks(owner)], {
         endpointId: id,
         expected: json,
-        endpoint: JSON.stringify(next),
+        endpoint: JSON.stringify(changed),
       })) as [number]
-      if (result[0] === 1) return next
+      if (result[0] === 1) return changed
       if (result[0] === 0) throw notFound('no such webhook endpoint', 'webhook_not_found')
     }
   }
 
-  /** The endpoint's signing secret, for a delivery. */
+  /** The endpoint's current signing secret. */
   secretOf(endpoint: StoredEndpoint): string {
     return decryptUpstreamKey(this.masterKey, endpoint.sealedSecret)
+  }
+
+  /**
+   * The secrets a try is signed with, as stored when it is sent (a rotation since the endpoint was
+   * read counts at once): the current one, then those it replaced still in their window.
+   */
+  async signingSecrets(owner: Owner, endpoint: StoredEndpoint): Promise<string[]> {
+    const json = await this.store.hget(this.keys.webhooks(owner), endpoint.id)
+    const now = json ? (JSON.parse(json) as StoredEndpoint) : endpoint
+    return [
+      now.sealedSecret,
+      ...signingPrevious(now, Date.now()).map((previous) => previous.sealedSecret),
+    ].map((sealed) => decryptUpstreamKey(this.masterKey, sealed))
   }
 }
 

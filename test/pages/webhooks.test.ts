@@ -1,8 +1,10 @@
 // The Webhooks sections in headless Chromium, worked as a person would: on the dashboard an
 // endpoint registered through the page (its signing secret shown this once), an event delivered to
 // the test's own loopback receiver and seen in the endpoint's delivery log, replayed, then removed;
-// on the supplier page the same for a supplier's event. An endpoint disabled and enabled by its
-// buttons (a limited key refused), and one a 410 Gone disabled shown so, its dropped event skipped.
+// on the supplier page the same for a supplier's event. An endpoint's secret rotated (the next try
+// signed by the new and the old) and revoked (by the newest only) by its buttons. An endpoint
+// disabled and enabled by its buttons (a limited key refused), and one a 410 Gone disabled shown
+// so, its dropped event skipped.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser, Page } from 'playwright-core'
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
@@ -56,6 +58,7 @@ test('registers an endpoint (secret shown once), shows a delivered event in its 
     'enabled',
     'Delivery log',
     'Disable',
+    'Rotate secret Revoke secret',
     'Remove',
   ])
   // The API never shows the secret again.
@@ -97,6 +100,40 @@ test('registers an endpoint (secret shown once), shows a delivered event in its 
   expect(receiver.received).toHaveLength(2)
   expect(receiver.received[1]!.id).toBe(sent.id)
   expect(await log.locator('tbody tr').first().locator('td').nth(2).textContent()).toBe('replay')
+
+  // Rotated: the new secret shown this once; the next try is signed by it and by the old one.
+  page.once('dialog', (dialog) => dialog.accept())
+  await page.getByRole('button', { name: `Rotate secret of ${receiver.url}` }).click()
+  await page.locator('#webhooks-status').getByText(`${receiver.url} has a new signing secret.`).waitFor()
+  const rotated = (await page.locator('#webhook-secret-value').textContent()) ?? ''
+  expect(rotated).toMatch(/^whsec_/)
+  expect(rotated).not.toBe(secret)
+  expect(await page.locator('#webhook-secret').textContent()).toContain('The old one also signs')
+  expect((await endpointRow(page, receiver.url))[7]).toMatch(
+    /^old one signs until .+ Rotate secret Revoke secret$/,
+  )
+  await page
+    .getByRole('button', { name: `Replay ${sent.id}` })
+    .first()
+    .click()
+  await until(() => receiver.received.length === 3)
+  const both = receiver.received[2]!
+  const signs = (key: string, got: typeof both) => verify(key, got.id, got.timestamp, got.body, got.signature)
+  expect([signs(rotated, both), signs(secret, both)]).toEqual([true, true])
+  // Revoked (a leaked secret): only the newest signs from now on.
+  page.once('dialog', (dialog) => dialog.accept())
+  await page.getByRole('button', { name: `Revoke secret of ${receiver.url}` }).click()
+  await until(async () => (await page.locator('#webhook-secret-value').textContent()) !== rotated)
+  const revoked = (await page.locator('#webhook-secret-value').textContent()) ?? ''
+  expect(await page.locator('#webhook-secret').textContent()).toContain('The old one no longer signs.')
+  expect((await endpointRow(page, receiver.url))[7]).toBe('Rotate secret Revoke secret')
+  await page
+    .getByRole('button', { name: `Replay ${sent.id}` })
+    .first()
+    .click()
+  await until(() => receiver.received.length === 4)
+  const last = receiver.received[3]!
+  expect([signs(revoked, last), signs(rotated, last), signs(secret, last)]).toEqual([true, false, false])
 
   page.once('dialog', (dialog) => dialog.accept())
   await page.getByRole('button', { name: `Remove ${receiver.url}` }).click()

@@ -88,8 +88,8 @@ ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: 
 - 403 key_limit_binding: this key has a limit, so it may not raise or remove a limit, change a
   limitReset, change or revoke a key without one, nor mint a key without a limit within what it
   has left whose periods each hold whole periods of its own; nor change the account's max price
-  or register, remove, disable or enable its webhook endpoints. Ask the account's owner. Nothing
-  changed.
+  or register, remove, disable, enable or rotate the secret of its webhook endpoints. Ask the
+  account's owner. Nothing changed.
 - 403 supplier_suspended (suppliers): the operator suspended you; no offer is posted or activated,
   no payout sent.
 - 403 origin_not_allowed (/mcp): the request carried an Origin header other than the gateway's

@@ -1,9 +1,9 @@
 // The webhook routes' operations for the OpenAPI document, the same for a buyer account
 // (/v1/agent, svc_ key) and a supplier (/v1/supplier, sup_ key); merged into OPERATIONS.
-import { type Operation, ok, PAGE_PARAMETERS, type Security } from './operation-parts.ts'
+import { idempotencyKey, type Operation, ok, PAGE_PARAMETERS, type Security } from './operation-parts.ts'
 
 const SIGNING =
-  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed. A 410 Gone unsubscribes: that try ends the event at the endpoint as failed, and the endpoint is disabled (disabled: {reason: "answered 410 Gone", at}); no event is sent to it while disabled (those written meanwhile are dropped for it, never sent nor retried, and logged as skipped) until PATCH .../webhooks/{id} {"disabled": false}.'
+  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it); after a rotation, while the window of the secrets it replaced lasts, one "v1,<signature>" per signing secret, space-separated, the current one first (accept the delivery when any verifies). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed. A 410 Gone unsubscribes: that try ends the event at the endpoint as failed, and the endpoint is disabled (disabled: {reason: "answered 410 Gone", at}); no event is sent to it while disabled (those written meanwhile are dropped for it, never sent nor retried, and logged as skipped) until PATCH .../webhooks/{id} {"disabled": false}.'
 
 function webhookOperations(
   prefix: string,
@@ -26,7 +26,8 @@ function webhookOperations(
       errors: ['BadRequest', 'Unauthorized', ...bound.errors, 'Conflict'],
     },
     [`GET ${prefix}/webhooks`]: {
-      summary: 'The webhook endpoints (never their secrets), each with disabled: null or {reason, at}',
+      summary:
+        'The webhook endpoints (never their secrets), each with disabled: null or {reason, at}, secretRotatedAt, previousSecretsSignUntil',
       description:
         'disabled says why no event is sent to the endpoint: "answered 410 Gone" (its receiver unsubscribed) or "disabled by its owner"; at is when, Unix ms as createdAt.',
       tags: [tag],
@@ -47,6 +48,23 @@ function webhookOperations(
       security,
       ok: ok('The endpoint: id, url, events, balanceThresholdUsdc, createdAt, disabled'),
       errors: ['BadRequest', 'Unauthorized', ...bound.errors, 'NotFound'],
+    },
+    [`POST ${prefix}/webhooks/{id}/rotate-secret`]: {
+      summary:
+        "Rotate the endpoint's signing secret: the new one is shown once; the old one keeps signing beside it for overlapSeconds (default 86400)",
+      description: `Body (optional) {"overlapSeconds": 0..604800}: each delivery from now on is signed by the new secret, and until then also by the secrets it replaced (each keeps an earlier end of its own; at most 3 old ones). 0 ends every old secret now (one that leaked). GET .../webhooks shows secretRotatedAt and previousSecretsSignUntil (Unix ms; null once only the current secret signs). Refusals change nothing: 400 (overlapSeconds not a whole number in range, invalid_idempotency_key), 404 webhook_not_found (another owner's endpoint too), 409 idempotency_key_reused.${bound.note}`,
+      tags: [tag],
+      security,
+      parameters: [
+        idempotencyKey(
+          false,
+          'the same key again rotates nothing more and answers the secret it made (Idempotent-Replayed: true) while that secret is current; with another overlapSeconds, or once a later rotation replaced it, 409 idempotency_key_reused; without one, every call rotates',
+        ),
+      ],
+      ok: ok(
+        'The endpoint: id, url, events, balanceThresholdUsdc, createdAt, disabled, secretRotatedAt, previousSecretsSignUntil, secret (the new one)',
+      ),
+      errors: ['BadRequest', 'Unauthorized', ...bound.errors, 'NotFound', 'Conflict'],
     },
     [`GET ${prefix}/webhooks/{id}/deliveries`]: {
       summary:
@@ -80,7 +98,7 @@ export const WEBHOOK_OPERATIONS: Record<string, Operation> = {
     'apiKey',
     'balance.low, key.budget.80, key.budget.100, funding.confirmed, funding.reversed',
     {
-      note: ' A key with a spending limit may list endpoints but not register, remove, disable or enable them (403 key_limit_binding).',
+      note: ' A key with a spending limit may list endpoints but not register, remove, disable, enable or rotate them (403 key_limit_binding).',
       errors: ['Forbidden'],
     },
   ),

@@ -1,15 +1,17 @@
 // Webhook endpoints, the same routes for a buyer account (/v1/agent/webhooks, its svc_ key) and a
 // supplier (/v1/supplier/webhooks, its sup_ key): register (the secret shown once), list, remove,
-// disable or enable (one disabled by a 410 Gone is enabled here), read an endpoint's delivery log
-// and replay one event to it; and the owner's recent events
+// disable or enable (one disabled by a 410 Gone is enabled here), rotate the signing secret (the new
+// one shown once), read an endpoint's delivery log and replay one event to it; and the owner's recent events
 // (/v1/agent/events, /v1/supplier/events) with each endpoint's delivery state.
 import { Elysia, t } from 'elysia'
+import { checkedIdempotencyDigest } from '../../accounts/idempotency-key.ts'
 import { ApiKeyStore } from '../../accounts/key-store.ts'
 import { WEBHOOK_URL_MAX } from '../../webhooks/address-check.ts'
 import type { WebhookDeliveries } from '../../webhooks/delivery.ts'
 import type { WebhookStore } from '../../webhooks/endpoints.ts'
 import { DISABLED_BY_OWNER, endpointView } from '../../webhooks/endpoints.ts'
 import { accountOwner, type Owner, supplierOwner } from '../../webhooks/events.ts'
+import { MAX_OVERLAP_SECONDS, overlapOf } from '../../webhooks/rotation.ts'
 import { type AuthDeps, buyerAuthenticator, callerMacro } from '../auth.ts'
 import { pageQuery } from '../paging.ts'
 import { supplierAuthenticator } from '../supplier/auth.ts'
@@ -30,6 +32,14 @@ const createBody = t.Object(
 )
 const idParams = t.Object({ id: t.String({ maxLength: 64 }) })
 const patchBody = t.Object({ disabled: t.Boolean() }, { additionalProperties: false })
+// No body rotates with the default window. A whole number as multipleOf: t.Integer would take "60".
+const rotateBody = t.Union([
+  t.Null(),
+  t.Object(
+    { overlapSeconds: t.Optional(t.Number({ multipleOf: 1, minimum: 0, maximum: MAX_OVERLAP_SECONDS })) },
+    { additionalProperties: false },
+  ),
+])
 const replayParams = t.Object({ id: t.String({ maxLength: 64 }), eventId: t.String({ maxLength: 64 }) })
 
 /** Who may register and remove endpoints: the owner, and `mayChange` says whether this caller may. */
@@ -78,6 +88,19 @@ function routesFor(
         return endpointView(await webhooks.setDisabled(caller.owner, params.id, reason))
       },
       { caller: true, params: idParams, body: patchBody },
+    )
+    .post(
+      '/webhooks/:id/rotate-secret',
+      async ({ caller, params, body, request, set }) => {
+        await caller.mayChange()
+        const header = request.headers.get('idempotency-key')
+        const key = header === null ? null : checkedIdempotencyDigest(header)
+        const overlap = overlapOf(body?.overlapSeconds)
+        const { endpoint, replayed } = await webhooks.rotateSecret(caller.owner, params.id, overlap, key)
+        if (replayed) set.headers['idempotent-replayed'] = 'true'
+        return endpoint
+      },
+      { caller: true, params: idParams, body: rotateBody },
     )
     .get(
       '/webhooks/:id/deliveries',

@@ -1,7 +1,9 @@
 // The owner's webhook endpoints on the buyer dashboard and the supplier page (the same routes under
 // /v1/agent and /v1/supplier): the list with each endpoint's state, an endpoint registered (its
-// signing secret shown this once), disabled, enabled or removed, an endpoint's delivery log read (an
-// event dropped while it was disabled shown skipped), and one of its events sent again.
+// signing secret shown this once), disabled, enabled or removed, its secret rotated (the new one
+// shown this once; the old one signing beside it for a day, or revoked at once), an endpoint's
+// delivery log read (an event dropped while it was disabled shown skipped), and one of its events
+// sent again.
 import { ACCOUNT_EVENTS, type DeliveryRecord, SUPPLIER_EVENTS } from '../../../webhooks/events.ts'
 import { actionButton, byId, fill, h, money, onSubmit, say, table, when } from './common.ts'
 
@@ -15,7 +17,12 @@ interface Endpoint {
   createdAt: string
   /** Why and since when (ms) no event is sent to it; null while enabled. */
   disabled: { reason: string; at: number } | null
+  /** Until when (ms) the secrets a rotation replaced still sign beside the current one. */
+  previousSecretsSignUntil: number | null
 }
+
+/** How long a rotation keeps the old secret signing: the API's default, or none (a leaked one). */
+const ROTATE_OVERLAP_SECONDS = 24 * 60 * 60
 
 /** Wires the webhooks panel of `prefix`'s owner to `call`; returns what redraws it. */
 export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'): () => Promise<void> {
@@ -118,13 +125,55 @@ export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'):
     })
   }
 
+  /** The new secret, shown this once, and what the old one still signs. */
+  function showSecret(text: string, secret: string) {
+    fill(
+      byId('webhook-secret'),
+      h(
+        'div',
+        { class: 'once', role: 'status' },
+        h('p', {}, text),
+        h('code', { id: 'webhook-secret-value' }, secret),
+      ),
+    )
+  }
+
+  // Rotate keeps the old secret signing for a day (the receiver deploys the new one meanwhile);
+  // Revoke ends it at once, for a secret that leaked.
+  function rotateButton(endpoint: Endpoint, revoke: boolean) {
+    const verb = revoke ? 'Revoke' : 'Rotate'
+    return actionButton(`${verb} secret`, `${verb} secret of ${endpoint.url}`, status, async () => {
+      const ask = revoke
+        ? `Revoke the signing secret of ${endpoint.url}? A new one signs from now on; the old one stops at once.`
+        : `Rotate the signing secret of ${endpoint.url}? The old one keeps signing beside the new one for a day.`
+      if (!confirm(ask)) return
+      const rotated = await call<Endpoint & { secret: string }>(
+        `${path(endpoint.id)}/rotate-secret`,
+        'POST',
+        {
+          overlapSeconds: revoke ? 0 : ROTATE_OVERLAP_SECONDS,
+        },
+      )
+      const old =
+        rotated.previousSecretsSignUntil === null
+          ? 'The old one no longer signs.'
+          : `The old one also signs each delivery until ${when(rotated.previousSecretsSignUntil)}.`
+      showSecret(
+        `The new signing secret of ${endpoint.url}, shown this once: copy it now. ${old}`,
+        rotated.secret,
+      )
+      await showWebhooks()
+      say(status, `${endpoint.url} has a new signing secret.`)
+    })
+  }
+
   async function showWebhooks() {
     const { webhooks } = await call<{ webhooks: Endpoint[] }>(`${prefix}/webhooks`)
     fill(
       byId('webhooks'),
       table(
         'Endpoints',
-        ['URL', 'Events', 'Balance threshold', 'Created', 'State', 'Log', 'Sending', 'Remove'],
+        ['URL', 'Events', 'Balance threshold', 'Created', 'State', 'Log', 'Sending', 'Secret', 'Remove'],
         webhooks.map((endpoint) => [
           h('code', {}, endpoint.url),
           endpoint.events.join(', '),
@@ -137,6 +186,15 @@ export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'):
             showDeliveries(endpoint),
           ),
           stateButton(endpoint),
+          h(
+            'span',
+            {},
+            endpoint.previousSecretsSignUntil !== null &&
+              h('span', {}, `old one signs until ${when(endpoint.previousSecretsSignUntil)} `),
+            rotateButton(endpoint, false),
+            ' ',
+            rotateButton(endpoint, true),
+          ),
           actionButton('Remove', `Remove ${endpoint.url}`, status, async () => {
             if (!confirm(`Remove ${endpoint.url}? No more events are sent to it.`)) return
             await call(path(endpoint.id), 'DELETE')
@@ -157,15 +215,7 @@ export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'):
       events: data.getAll('events').map(String),
       ...(threshold === '' ? {} : { balanceThresholdUsdc: threshold }),
     })
-    fill(
-      byId('webhook-secret'),
-      h(
-        'div',
-        { class: 'once', role: 'status' },
-        h('p', {}, `The signing secret of ${created.url}, shown this once: copy it now.`),
-        h('code', { id: 'webhook-secret-value' }, created.secret),
-      ),
-    )
+    showSecret(`The signing secret of ${created.url}, shown this once: copy it now.`, created.secret)
     byId<HTMLFormElement>('webhook-form').reset()
     await showWebhooks()
   })
