@@ -1,42 +1,21 @@
 // `svc-gateway audit [--chain]`: checks the money invariants over the whole keyspace (REDIS_URL,
-// SVC_REDIS_PREFIX); prints what is off and exits 1, or says all is well and exits 0. With
-// --chain it also reads every confirmed payout's receipt from the funding network (the same
-// SVC_X402_NETWORK, SVC_CHAIN_RPC_URL, SVC_USDC_ADDRESS ... as serve), and every credited payment's
-// transfer to SVC_PAY_TO.
+// SVC_REDIS_PREFIX), each finding read again before it is named (audit-live.ts); prints what is
+// off and exits 1, or says all is well and exits 0. With --chain it also reads every confirmed
+// payout's receipt from the funding network (the same SVC_X402_NETWORK, SVC_CHAIN_RPC_URL,
+// SVC_USDC_ADDRESS ... as serve), and every credited payment's transfer to SVC_PAY_TO.
 
 import { loadFundingConfig, loadStoreConfig } from '../config.ts'
-import { auditFunding, auditFundingOnChain } from '../funding/audit.ts'
+import { auditFundingOnChain } from '../funding/audit.ts'
 import { fundingChain } from '../funding/chain.ts'
 import { CHAIN_IDS } from '../funding/network.ts'
-import { type AuditFinding, auditMarket, listWriteOffs } from '../market/audit.ts'
-import { auditApart } from '../market/audit-apart.ts'
+import { listWriteOffs } from '../market/audit.ts'
 import { formatMicros } from '../money/units.ts'
-import { auditPayouts, auditPayoutsOnChain } from '../payouts/audit.ts'
-import type { Keyspace } from '../redis/keys.ts'
+import { auditPayoutsOnChain } from '../payouts/audit.ts'
 import { recordedKeyspace } from '../redis/layout.ts'
-import type { Store } from '../redis/store.ts'
 import { createStore } from '../redis/store.ts'
-import { auditSuppliers } from '../suppliers/audit.ts'
+import { auditLive } from './audit-live.ts'
 
-/**
- * Every invariant of the store: the market's, each supplier's, each supplier's payouts' and each
- * account's funding; held apart, every slot's and the pairs across them too. A finding two checks
- * make is named once.
- */
-export async function auditAll(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
-  const findings = [
-    ...(keys.layout === 'apart' ? await auditApart(store, keys.prefix) : []),
-    ...(await auditMarket(store, keys)),
-    ...(await auditSuppliers(store, keys)),
-    ...(await auditPayouts(store, keys)),
-    ...(await auditFunding(store, keys)),
-  ]
-  const named = new Set<string>()
-  return findings.filter(({ subject, problem }) => {
-    const line = `${subject}: ${problem}`
-    return !named.has(line) && named.add(line)
-  })
-}
+export { auditAll } from './audit-all.ts'
 
 export async function audit(args: string[] = []): Promise<void> {
   const unknown = args.filter((a) => a !== '--chain')
@@ -55,7 +34,7 @@ export async function audit(args: string[] = []): Promise<void> {
   const store = createStore(config.redisUrl, { name: 'svc-audit' })
   try {
     const keys = await recordedKeyspace(store, config.redisPrefix)
-    const findings = await auditAll(store, keys)
+    const findings = await auditLive(store, keys)
     if (funding) {
       const chain = fundingChain(funding)
       const onChain = await auditPayoutsOnChain(store, keys, chain, funding.usdcAddress)

@@ -39,13 +39,23 @@ async function creditsByHand(
   return credits
 }
 
-export async function auditFunding(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
-  const findings: AuditFinding[] = []
-  const off = (subject: string, problem: string) => findings.push({ subject, problem })
+/** What each listed account was given: its credited payments, those still pending, its credits by hand. */
+export interface Given {
+  accountIds: string[]
+  paid: Map<string, number>
+  pending: Map<string, number>
+  byHand: Map<string, number>
+}
+
+/** What each account was given, naming through `off` each payment record that is off. */
+export async function givenToAccounts(
+  store: Store,
+  keys: Keyspace,
+  off: (subject: string, problem: string) => void = () => {},
+): Promise<Given> {
   const apart = keys.layout === 'apart'
   const accountIds = await store.smembers(keys.accounts)
   const listed = new Set(accountIds)
-
   const paid = new Map<string, number>()
   const pending = new Map<string, number>()
   const add = (map: Map<string, number>, id: string, amount: number) =>
@@ -72,18 +82,26 @@ export async function auditFunding(store: Store, keys: Keyspace): Promise<AuditF
     add(paid, p.accountId, Number(p.amount))
     if (p.state === 'pending') add(pending, p.accountId, Number(p.amount))
   }
+  return { accountIds, paid, pending, byHand: await creditsByHand(store, keys, accountIds) }
+}
 
-  const byHand = await creditsByHand(store, keys, accountIds)
+/** An account's funded against what it was given, as the audit words it. */
+export const fundedProblem = (funded: string | null | undefined, given: Given, id: string) =>
+  `funded ${funded} != its credited payments ${given.paid.get(id) ?? 0} + credits by hand ${given.byHand.get(id) ?? 0}`
+
+export async function auditFunding(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
+  const findings: AuditFinding[] = []
+  const off = (subject: string, problem: string) => findings.push({ subject, problem })
+  const apart = keys.layout === 'apart'
+  const given = await givenToAccounts(store, keys, off)
+  const { accountIds, paid, pending, byHand } = given
+  const listed = new Set(accountIds)
   for (const id of accountIds) {
     const [funded, pendingNow] = await store.hmget(keys.account(id), 'funded', 'pending')
     if (funded === null) continue // the market's audit names a listed account without a hash
     const subject = `account ${id}`
-    const given = (paid.get(id) ?? 0) + (byHand.get(id) ?? 0)
-    if (Number(funded) !== given)
-      off(
-        subject,
-        `funded ${funded} != its credited payments ${paid.get(id) ?? 0} + credits by hand ${byHand.get(id) ?? 0}`,
-      )
+    if (Number(funded) !== (paid.get(id) ?? 0) + (byHand.get(id) ?? 0))
+      off(subject, fundedProblem(funded, given, id))
     if (!apart && Number(pendingNow ?? 0) !== (pending.get(id) ?? 0))
       off(subject, `pending ${pendingNow} != its payments pending ${pending.get(id) ?? 0}`)
   }

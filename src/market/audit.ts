@@ -3,13 +3,15 @@
 // Held apart, what is checked here is each account's own (its money, its in-flight counts, its
 // keys), each offer's capacity and the write-offs; the pairs across slots, the holds and the
 // market's spend are audit-apart.ts's.
-// It reads without a snapshot, so run it when traffic is quiet (after a test, a drain, a restart).
+// It reads without a snapshot: exact at rest; `svc-gateway audit` reads each finding again before it
+// names it (cli/audit-live.ts).
 import { fieldsOf } from '../records/activity.ts'
 import { attemptFields } from '../records/attempt-fields.ts'
 import { accountShardKeyspaces, type Keyspace, ownerPrefix } from '../redis/keys.ts'
 import { forEachKeyBatch } from '../redis/scan.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
+import { accountFindings, keyFindings, offerFindings, tallyOpen } from './audit-owners.ts'
 
 export interface AuditFinding {
   subject: string
@@ -25,8 +27,6 @@ export interface WriteOff {
   offerId: string | null
   reason: string
 }
-
-const MONEY_FIELDS = ['confirmed', 'pending', 'held', 'spent', 'funded', 'writtenOff'] as const
 
 export async function scanHashes(store: Store, pattern: string): Promise<Record<string, string>[]>
 export async function scanHashes(
@@ -89,22 +89,7 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     )
   ).map((row) => attemptFields(row))
   const open = attempts.filter((a) => a.state === 'admitted')
-  const heldByAccount = new Map<string, number>()
-  const heldByKey = new Map<string, number>()
-  const heldByOffer = new Map<string, number>()
-  const slotsByOffer = new Map<string, number>()
-  const inflight = new Map<string, number>()
-  const add = (map: Map<string, number>, key: string, amount: number) =>
-    map.set(key, (map.get(key) ?? 0) + amount)
-  for (const a of open) {
-    add(heldByAccount, a.accountId!, num(a, 'holdUsdc'))
-    add(heldByKey, `${a.accountId}|${a.keyId}`, num(a, 'holdUsdc'))
-    add(heldByOffer, a.offerId!, num(a, 'holdDiem'))
-    add(slotsByOffer, a.offerId!, 1)
-    add(inflight, `${a.accountId}|inflight`, 1)
-    add(inflight, `${a.accountId}|inflight:${a.keyId}`, 1)
-    if (a.capGroup) add(inflight, `${a.accountId}|group:${a.capGroup}`, 1)
-  }
+  const tallies = tallyOpen(open)
   // Cleared attempts: billed within the hold (a late clear within the balance), the rest disputed.
   for (const a of attempts) {
     if (a.state !== 'cleared') continue
@@ -136,41 +121,20 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     apart,
   )
   accounts.forEach((row, i) => {
-    const subject = `account ${accountIds[i]}`
     if (!row.id) {
-      off(subject, 'listed but its hash is missing')
+      off(`account ${accountIds[i]}`, 'listed but its hash is missing')
       return
     }
-    for (const field of MONEY_FIELDS) {
-      const value = num(row, field)
-      if (!Number.isSafeInteger(value)) off(subject, `${field} is not an integer: ${row[field]}`)
-      else if (value < 0) off(subject, `${field} is below zero: ${value}`)
-    }
-    const sum = num(row, 'confirmed') + num(row, 'pending') + num(row, 'held') + num(row, 'spent')
-    // Held apart, audit-apart.ts checks the sum and the holds.
-    if (!apart && sum !== num(row, 'funded'))
-      off(subject, `funded ${num(row, 'funded')} != confirmed + pending + held + spent ${sum}`)
-    const held = heldByAccount.get(row.id) ?? 0
-    if (!apart && num(row, 'held') !== held)
-      off(subject, `held ${num(row, 'held')} != holds of its open attempts ${held}`)
+    findings.push(...accountFindings(row, tallies, apart))
     spent += num(row, 'spent')
     accountWrittenOff += num(row, 'writtenOff')
-    // Its in-flight counts (inflight, inflight:<keyId>, group:<name>) are its open attempts.
-    for (const [field, value] of Object.entries(row)) {
-      if (!IN_FLIGHT_FIELD.test(field)) continue
-      const open = inflight.get(`${row.id}|${field}`) ?? 0
-      if (Number(value) !== open) off(subject, `${field} ${value} != its open attempts ${open}`)
-    }
-    for (const [counted, open] of inflight) {
-      const [accountId, field] = counted.split('|') as [string, string]
-      if (accountId === row.id && row[field] === undefined)
-        off(subject, `${field} missing; ${open} open attempts`)
-    }
   })
   for (const [i, row] of accounts.entries()) {
-    if (row.id)
-      for (const finding of await auditKeys(store, keys, accountIds[i]!, row, heldByKey))
-        findings.push(finding)
+    if (row.id) {
+      const id = accountIds[i]!
+      const { charged, complete } = await chargedByKey(store, keys.accountActivity(id))
+      findings.push(...keyFindings(id, row, tallies.heldByKey, charged, complete))
+    }
   }
 
   // Offers: burned never above posted; holds and slots match the open attempts.
@@ -183,28 +147,13 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     apart,
   )
   offers.forEach((row, i) => {
-    const subject = `offer ${offerIds[i]}`
     if (!row.id) {
-      off(subject, 'listed but its hash is missing')
+      off(`offer ${offerIds[i]}`, 'listed but its hash is missing')
       return
     }
-    // Held apart, a late clear's burn (its capacity went back before it came) may pass capacity; it
-    // is recorded as such (lib/posts.lua lateBurned).
-    if (num(row, 'burned') > num(row, 'capacity') + num(row, 'lateBurned'))
-      off(subject, `burned ${row.burned} exceeds capacity ${row.capacity} (late ${row.lateBurned ?? 0})`)
-    for (const field of ['burned', 'held', 'inflight', 'earned', 'fees']) {
-      if (num(row, field) < 0) off(subject, `${field} is below zero: ${row[field]}`)
-    }
+    findings.push(...offerFindings(row, tallies, apart))
     earned += num(row, 'earned')
     fees += num(row, 'fees')
-    // Held apart, an offer holds its reservations, not attempts (audit-apart.ts).
-    if (apart) return
-    const held = heldByOffer.get(row.id) ?? 0
-    if (num(row, 'held') !== held)
-      off(subject, `held ${num(row, 'held')} != holds of its open attempts ${held}`)
-    const slots = slotsByOffer.get(row.id) ?? 0
-    if (num(row, 'inflight') !== slots)
-      off(subject, `inflight ${num(row, 'inflight')} != its open attempts ${slots}`)
   })
 
   // Market: what buyers paid is what suppliers earned plus fees, summed over every account and every
@@ -221,81 +170,32 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
   return findings
 }
 
-const IN_FLIGHT_FIELD = /^(inflight(:.+)?|group:.+)$/
-
-const KEY_FIELD = /^(limit|spent|held|reset|pspent):(.+)$/
-
-/**
- * Per API key of an account (the account hash's limit:/spent:/held:<keyId> fields): what it holds
- * is what its open attempts hold; what it spent never passes its limit (a periodic limit's: what
- * it spent in the period it last counted, reset:/pspent:<keyId>); and what it spent is what
- * its ended attempts were charged, summed over the account's ended-attempt Stream. Attempt
- * hashes and Stream entries both expire with the record retention, so the sum is checked as equal
- * while the Stream still holds every entry it was given (XINFO's entries-added = length), and
- * as at most the key's spent once older entries were trimmed.
- */
-async function auditKeys(
-  store: Store,
-  keys: Keyspace,
-  accountId: string,
-  row: Record<string, string>,
-  heldByKey: Map<string, number>,
-): Promise<AuditFinding[]> {
-  const findings: AuditFinding[] = []
-  type KeyRow = { limit: number | null; spent: number; held: number; reset: string | null; pspent: number }
-  const perKey = new Map<string, KeyRow>()
-  const of = (keyId: string) => {
-    const k = perKey.get(keyId) ?? { limit: null, spent: 0, held: 0, reset: null, pspent: 0 }
-    perKey.set(keyId, k)
-    return k
-  }
-  for (const [field, value] of Object.entries(row)) {
-    const match = KEY_FIELD.exec(field)
-    if (!match) continue
-    const k = of(match[2]!)
-    if (match[1] === 'limit') k.limit = Number(value)
-    else if (match[1] === 'reset') k.reset = value
-    else k[match[1] as 'spent' | 'held' | 'pspent'] = Number(value)
-  }
-  for (const [whose] of heldByKey) {
-    const [account, keyId] = whose.split('|')
-    if (account === accountId) of(keyId!)
-  }
-  const { charged, complete } = await chargedByKey(store, keys.accountActivity(accountId))
-  for (const keyId of charged.keys()) of(keyId)
-  for (const [keyId, k] of perKey) {
-    const subject = `key ${keyId} of account ${accountId}`
-    const off = (problem: string) => findings.push({ subject, problem })
-    for (const [field, value] of [
-      ['spent', k.spent],
-      ['held', k.held],
-      ['period spent', k.pspent],
-      ['limit', k.limit ?? 0],
-    ] as const) {
-      if (!Number.isSafeInteger(value) || value < 0)
-        off(`${field} is not a whole amount at or above zero: ${value}`)
-    }
-    const open = heldByKey.get(`${accountId}|${keyId}`) ?? 0
-    if (k.held !== open) off(`held ${k.held} != holds of its open attempts ${open}`)
-    if (k.limit !== null && k.reset === null && k.spent > k.limit)
-      off(`spent ${k.spent} is above its limit ${k.limit}`)
-    if (k.limit !== null && k.reset !== null && k.pspent > k.limit)
-      off(`spent ${k.pspent} in its ${k.reset} period is above its limit ${k.limit}`)
-    const sum = charged.get(keyId) ?? 0
-    if (complete && sum !== k.spent) off(`spent ${k.spent} != its attempts' charges ${sum}`)
-    if (!complete && sum > k.spent) off(`its retained attempts' charges ${sum} exceed its spent ${k.spent}`)
-  }
-  return findings
+/** An account's Stream as a consistent read saw it (audit-slots.ts): its last id, its first, and whether it held every entry then. */
+export interface StreamAt {
+  last: string
+  first: string | undefined
+  complete: boolean
 }
 
-/** What each key was charged over an account's Stream, and whether it holds every entry added. */
-async function chargedByKey(store: Store, stream: string) {
+/**
+ * What each key was charged over an account's Stream, and whether it holds every entry added. With
+ * `at`, the entries up to that read only; one trimmed since makes the sum a part of it.
+ */
+export async function chargedByKey(store: Store, stream: string, at?: StreamAt) {
   const charged = new Map<string, number>()
-  await forEachEntry(store, stream, (flat) => {
-    const f = fieldsOf(flat)
-    const key = f.key ?? ''
-    charged.set(key, (charged.get(key) ?? 0) + Number(f.costUsdc ?? 0))
-  })
+  let first: string | undefined
+  await forEachEntry(
+    store,
+    stream,
+    (flat, id) => {
+      first ??= id
+      const f = fieldsOf(flat)
+      const key = f.key ?? ''
+      charged.set(key, (charged.get(key) ?? 0) + Number(f.costUsdc ?? 0))
+    },
+    at?.last ?? '+',
+  )
+  if (at) return { charged, complete: at.complete && first === at.first }
   return { charged, complete: await holdsEveryEntry(store, stream) }
 }
 

@@ -4,15 +4,16 @@ import type { Store } from './store.ts'
 
 const PAGE = 1000
 
-/** Calls `visit` with each entry's flat name, value list and its id, oldest first. */
+/** Calls `visit` with each entry's flat name, value list and its id, oldest first, up to `end`. */
 export async function forEachEntry(
   store: Store,
   stream: string,
   visit: (flat: string[], id: string) => void | Promise<void>,
+  end = '+',
 ): Promise<void> {
   let start = '-'
   for (;;) {
-    const entries = (await store.xrange(stream, start, '+', 'COUNT', PAGE)) as [string, string[]][]
+    const entries = (await store.xrange(stream, start, end, 'COUNT', PAGE)) as [string, string[]][]
     for (const [id, flat] of entries) await visit(flat, id)
     if (entries.length < PAGE) return
     start = `(${entries.at(-1)![0]}`
