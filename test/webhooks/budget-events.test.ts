@@ -148,7 +148,15 @@ describe('a lifetime limit', () => {
       fx.store,
       'setKeyLimit',
       [fx.keys.account(acct), fx.keys.accountKeys(acct), fx.keys.apiKey('digest-1')],
-      { keyId: KEY, keyDigest: 'digest-1', limit: LIMIT, name: '', callerKeyId: KEY, limitReset: '', now: '' },
+      {
+        keyId: KEY,
+        keyDigest: 'digest-1',
+        limit: LIMIT,
+        name: '',
+        callerKeyId: KEY,
+        limitReset: '',
+        now: '',
+      },
     )
     expect(Number((same as unknown[])[0])).toBe(1)
     // 50 left: a smaller request still fits and charges, with the budget used up as before.
