@@ -8,6 +8,7 @@ import type { CatalogEntry } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
 import type { ChatBody } from './chat-request.ts'
 import { isRecord, shown } from './json-object.ts'
+import { checkOtherFields, metadataUser } from './messages-fields.ts'
 import { chatToolChoice, chatTools } from './messages-tools.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
@@ -36,7 +37,8 @@ export const messagesBodySchema = t.Object(
     ...promptFields,
     max_tokens: wholePositive,
     stream: t.Optional(t.Boolean()),
-    temperature: t.Optional(t.Number({ minimum: 0, maximum: 2 })),
+    // Anthropic's range, narrower than OpenAI's: a supplier would take 1.5 as asked.
+    temperature: t.Optional(t.Number({ minimum: 0, maximum: 1 })),
     top_p: t.Optional(t.Number({ minimum: 0, maximum: 1 })),
     top_k: t.Optional(t.Number({ multipleOf: 1, minimum: 0 })),
     stop_sequences: t.Optional(t.Array(t.String({ minLength: 1 }), { maxItems: 16 })),
@@ -50,27 +52,6 @@ type PromptBody = typeof countTokensBodySchema.static & Record<string, unknown>
 const invalid = (message: string) => badRequest(message, 'invalid_request')
 
 const unsupported = (message: string) => badRequest(message, 'unsupported_parameter')
-
-/** Fields the facade honours (or accepts as hints); any other is refused by name. */
-const KNOWN_FIELDS = new Set([
-  'model',
-  'messages',
-  'system',
-  'max_tokens',
-  'stream',
-  'temperature',
-  'top_p',
-  'top_k',
-  'stop_sequences',
-  'tools',
-  'tool_choice',
-  'metadata',
-  'thinking',
-  'output_config',
-  'cache_control',
-  'service_tier',
-  'context_management',
-])
 
 type Block = Record<string, unknown>
 type ChatMessage = Record<string, unknown> & { role: string }
@@ -99,9 +80,10 @@ function textOf(content: unknown, where: string): string {
     .join('\n')
 }
 
-/** A text block's text, or a 400 when it has none. */
+/** A text block's text, or a 400 when it has none (Anthropic refuses an empty one too). */
 function blockText(block: Block, at: string): string {
   if (typeof block.text !== 'string') throw invalid(`${at}.text must be a string`)
+  if (block.text === '') throw invalid(`${at}.text: text content blocks must be non-empty`)
   return block.text
 }
 
@@ -120,14 +102,25 @@ function imagePart(block: Block, at: string): Record<string, unknown> {
 }
 
 /** A tool's result as a chat tool message; an error result says so in its text. */
-function toolResult(block: Block, at: string): ChatMessage {
+function toolResult(block: Block, at: string, used: Set<string>): ChatMessage {
   if (typeof block.tool_use_id !== 'string') throw invalid(`${at}: a tool_result needs its tool_use_id`)
+  // As Anthropic: a result answers a call the model made, or a supplier reads it out of context.
+  if (!used.has(block.tool_use_id)) {
+    throw invalid(
+      `${at}: tool_use_id '${block.tool_use_id}' answers no tool_use of an earlier assistant turn`,
+    )
+  }
   const text = block.content == null ? '' : textOf(block.content, `${at}.content`)
   const content = block.is_error === true ? `Error: ${text}` : text
   return { role: 'tool', tool_call_id: block.tool_use_id, content }
 }
 
-function userMessages(content: string | Block[], at: string, needs: ModelNeeds): ChatMessage[] {
+function userMessages(
+  content: string | Block[],
+  at: string,
+  needs: ModelNeeds,
+  used: Set<string>,
+): ChatMessage[] {
   if (typeof content === 'string') return [{ role: 'user', content }]
   const results: ChatMessage[] = []
   const parts: Record<string, unknown>[] = []
@@ -137,7 +130,7 @@ function userMessages(content: string | Block[], at: string, needs: ModelNeeds):
     else if (block.type === 'image') {
       needs.vision = true
       parts.push(imagePart(block, where))
-    } else if (block.type === 'tool_result') results.push(toolResult(block, where))
+    } else if (block.type === 'tool_result') results.push(toolResult(block, where, used))
     else {
       throw unsupported(
         `${where} of type '${shown(block.type)}' is not supported (text, image, tool_result are)`,
@@ -149,7 +142,7 @@ function userMessages(content: string | Block[], at: string, needs: ModelNeeds):
   return results
 }
 
-function assistantMessage(content: string | Block[], at: string): ChatMessage {
+function assistantMessage(content: string | Block[], at: string, used: Set<string>): ChatMessage {
   if (typeof content === 'string') return { role: 'assistant', content }
   let text = ''
   const calls: Record<string, unknown>[] = []
@@ -160,6 +153,7 @@ function assistantMessage(content: string | Block[], at: string): ChatMessage {
       if (typeof block.id !== 'string' || typeof block.name !== 'string' || !isRecord(block.input)) {
         throw invalid(`${where}: a tool_use needs id, name and an input object`)
       }
+      used.add(block.id)
       const fn = { name: block.name, arguments: JSON.stringify(block.input) }
       calls.push({ id: block.id, type: 'function', function: fn })
     } else if (block.type !== 'thinking' && block.type !== 'redacted_thinking') {
@@ -182,6 +176,8 @@ function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
   // A system message between a turn's tool calls and their results waits for the results: a chat
   // supplier takes tool messages only right after the calls they answer.
   const held: ChatMessage[] = []
+  /** The ids of the tool_use blocks so far. */
+  const used = new Set<string>()
   body.messages.forEach((message, i) => {
     for (const key of Object.keys(message)) {
       if (key !== 'role' && key !== 'content') throw unsupported(`messages[${i}].${key} is not supported`)
@@ -195,7 +191,8 @@ function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
       if (text) (waits ? held : messages).push({ role: 'system', content: text })
       return
     }
-    const turn = message.role === 'user' ? userMessages(content, at, needs) : [assistantMessage(content, at)]
+    const turn =
+      message.role === 'user' ? userMessages(content, at, needs, used) : [assistantMessage(content, at, used)]
     const results = turn.filter((m) => m.role === 'tool').length
     messages.push(...turn.slice(0, results), ...held.splice(0), ...turn.slice(results))
   })
@@ -264,50 +261,6 @@ function responseFormat(config: unknown, needs: ModelNeeds): Record<string, unkn
       json_schema: { name: 'output', schema: format.schema, strict: true },
     },
   }
-}
-
-function metadataUser(metadata: unknown): Record<string, unknown> {
-  if (metadata == null) return {}
-  if (!isRecord(metadata)) throw invalid('metadata must be an object')
-  for (const key of Object.keys(metadata)) {
-    if (key !== 'user_id') throw unsupported(`metadata.${key} is not supported (user_id is)`)
-  }
-  const user = metadata.user_id
-  if (user == null) return {}
-  if (typeof user !== 'string' || user.length > 256) throw invalid('metadata.user_id must be a string')
-  return { user }
-}
-
-/**
- * Edits that clear earlier thinking change nothing sent: the supplier never gets thinking back.
- * Any other edit (clearing tool results) would change the prompt, and is refused by name.
- */
-function checkContextManagement(value: unknown): void {
-  if (value == null) return
-  if (!isRecord(value)) throw invalid('context_management must be an object')
-  for (const key of Object.keys(value)) {
-    if (key !== 'edits') throw unsupported(`context_management.${key} is not supported`)
-  }
-  if (value.edits == null) return
-  if (!Array.isArray(value.edits)) throw invalid('context_management.edits must be an array')
-  value.edits.forEach((edit, i) => {
-    const type = isRecord(edit) ? edit.type : typeof edit
-    if (typeof type !== 'string' || !type.startsWith('clear_thinking_')) {
-      throw unsupported(
-        `context_management.edits[${i}] of type '${shown(type)}' is not supported (clear_thinking is)`,
-      )
-    }
-  })
-}
-
-function checkOtherFields(body: Record<string, unknown>): void {
-  for (const key of Object.keys(body)) {
-    if (!KNOWN_FIELDS.has(key)) throw unsupported(`${key} is not supported on /v1/messages`)
-  }
-  if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only') {
-    throw unsupported(`service_tier '${shown(body.service_tier)}' is not supported`)
-  }
-  checkContextManagement(body.context_management)
 }
 
 export interface TranslatedMessages {

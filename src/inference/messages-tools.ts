@@ -2,6 +2,7 @@
 // 400 naming it), each tool's fields carried or accepted as hints, and a choice that requires a
 // call only when there is a tool to call.
 import { badRequest } from '../errors.ts'
+import { firstDuplicate } from './chat-checks.ts'
 import { isRecord, shown } from './json-object.ts'
 import type { ModelNeeds } from './messages-request.ts'
 
@@ -39,6 +40,13 @@ function checkToolFields(tool: Record<string, unknown>, at: string): void {
 export function chatTools(tools: unknown, needs: ModelNeeds): Record<string, unknown>[] | undefined {
   if (tools == null) return undefined
   if (!Array.isArray(tools)) throw invalid('tools must be an array')
+  // As Anthropic, deferred tools among them: a call by a shared name could be either tool's.
+  const twice = firstDuplicate(tools.map((tool) => (isRecord(tool) ? tool.name : undefined)))
+  if (twice) {
+    throw invalid(
+      `tools[${twice.again}]: the name '${twice.name}' is already that of tools[${twice.first}]; tool names must be unique`,
+    )
+  }
   const sent: Record<string, unknown>[] = []
   tools.forEach((tool, i) => {
     if (!isRecord(tool)) throw invalid(`tools[${i}] must be an object`)

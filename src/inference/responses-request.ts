@@ -4,6 +4,7 @@
 // and `previous_response_id` are accepted and ignored, and an `item_reference` is refused.
 import { t } from 'elysia'
 import { badRequest } from '../errors.ts'
+import { refuseOutOfRange } from './chat-checks.ts'
 import type { ChatBody } from './chat-request.ts'
 import { isRecord, shown } from './json-object.ts'
 import { chatToolChoice, chatTools } from './responses-tools.ts'
@@ -276,14 +277,7 @@ function checkOtherFields(body: ResponsesBody): void {
       if (!INCLUDABLE.has(value as string)) throw unsupported(`include '${shown(value)}' is not supported`)
     }
   }
-  // OpenAI's ranges: a supplier may take a value outside them silently, or refuse it once held.
-  for (const [field, max] of [
-    ['temperature', 2],
-    ['top_p', 1],
-  ] as const) {
-    const value = body[field]
-    if (value != null && (value < 0 || value > max)) throw invalid(`${field} must be between 0 and ${max}`)
-  }
+  refuseOutOfRange(body, ['temperature', 'top_p'])
   if (body.stream_options != null && !isRecord(body.stream_options))
     throw invalid('stream_options must be an object')
 }

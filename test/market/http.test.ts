@@ -81,6 +81,11 @@ describe('operator offers', () => {
     ['capacity with 7 decimals', { ...validOffer, capacityDiem: '1.0000001' }],
     ['not an http URL', { ...validOffer, upstreamBaseUrl: 'ftp://x' }],
     ['missing key', { ...validOffer, upstreamApiKey: undefined }],
+    // A key rides as a Bearer token: one no header can carry would fail every request routed to it.
+    ['a key with a space', { ...validOffer, upstreamApiKey: 'sk live' }],
+    ['a key with a NUL', { ...validOffer, upstreamApiKey: 'sk\u0000live' }],
+    ['a key with a line break', { ...validOffer, upstreamApiKey: 'sk\r\nX-Other: 1' }],
+    ['a key past ASCII', { ...validOffer, upstreamApiKey: 'ключ' }],
     ['unknown field', { ...validOffer, color: 'blue' }],
     ['maxInFlight zero', { ...validOffer, maxInFlight: 0 }],
     ['an array', [validOffer]],
@@ -101,6 +106,7 @@ describe('operator offers', () => {
   test('an empty PATCH and a capacity below what is used are refused', async () => {
     const { id } = (await (await admin('POST', '/', validOffer)).json()) as { id: string }
     expect((await admin('PATCH', `/${id}`, {})).status).toBe(400)
+    expect((await admin('PATCH', `/${id}`, { upstreamApiKey: 'sk live' })).status).toBe(400)
     await stack.store.hset(stack.keys.offer(id), 'burned', 5_000_000)
     const response = await admin('PATCH', `/${id}`, { capacityDiem: '4' })
     expect(response.status).toBe(409)

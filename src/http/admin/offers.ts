@@ -18,7 +18,9 @@ import { adminAuth } from '../auth.ts'
 
 export const offerFields = {
   upstreamBaseUrl: t.String({ minLength: 1, maxLength: 2048 }),
-  upstreamApiKey: t.String({ minLength: 1, maxLength: MAX_UPSTREAM_KEY_CHARS }),
+  // A key travels as a Bearer token: visible ASCII only, so nothing an owner sends can break the
+  // request line it rides on, or fail every request routed to the offer.
+  upstreamApiKey: t.String({ minLength: 1, maxLength: MAX_UPSTREAM_KEY_CHARS, pattern: '^[\\x21-\\x7E]+$' }),
   // t.Number, not t.Integer: Elysia's Integer coerces strings, and an ask sent as "40" is a client bug.
   askCents: t.Number({ multipleOf: 1, minimum: ASK_MIN_CENTS, maximum: ASK_MAX_CENTS }),
   capacityDiem: t.Union([t.String({ maxLength: 32 }), t.Number()]),

@@ -107,7 +107,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /v1/chat/completions': {
     summary: 'Chat completion, buffered or SSE, paid at the cheapest eligible offer',
     description:
-      'Streamed: content chunks, the final usage chunk after the clear, then a svc.cost frame {object, choices: [], costUsdc, clearingPriceCents, supportReference}, then [DONE]. A post-start failure is an SSE data error object instead of [DONE].',
+      "What OpenAI refuses is a 400 naming the field, before anything is held: temperature, top_p, presence_penalty, frequency_penalty or a logit_bias value outside OpenAI's ranges, more than 4 stop sequences, two tools of one name, a tool_choice that names no sent function or is required with no tools, a tool message answering no earlier tool call, an assistant's tool_calls not each answered before the next user or assistant turn. Streamed: content chunks, the final usage chunk after the clear, then a svc.cost frame {object, choices: [], costUsdc, clearingPriceCents, supportReference}, then [DONE]. A post-start failure is an SSE data error object instead of [DONE].",
     tags: ['inference'],
     security: 'apiKey',
     ok: inferenceOk('The completion'),

@@ -1,6 +1,7 @@
 // POST /v1/chat/completions: thin. The inference service admits, dispatches, clears and writes the
 // answer in the chat format; this route only sends it.
 import { Elysia } from 'elysia'
+import { checkChatRequest } from '../../inference/chat-checks.ts'
 import { type ChatBody, chatBodySchema } from '../../inference/chat-request.ts'
 import { relayChatStream } from '../../inference/relay-chat-stream.ts'
 import type { ChatFormat, InferenceService } from '../../inference/service.ts'
@@ -15,8 +16,11 @@ const CHAT_FORMAT: ChatFormat = {
 
 export const chatHandler =
   (service: InferenceService): PaidHandler<ChatBody> =>
-  ({ body, buyerKey, request, set }) =>
-    sendAnswer(request, set, (call) => service.answerChat(body, buyerKey, call, () => CHAT_FORMAT))
+  ({ body, buyerKey, request, set }) => {
+    // What OpenAI would refuse is refused here, before anything is held.
+    checkChatRequest(body)
+    return sendAnswer(request, set, (call) => service.answerChat(body, buyerKey, call, () => CHAT_FORMAT))
+  }
 
 export function chatRoutes(service: InferenceService) {
   return new Elysia({ name: 'svc/chat', seed: service.deps.keys.prefix })

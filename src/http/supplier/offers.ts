@@ -7,10 +7,6 @@ import { capacity, offerChanges, offerFields, patchBody } from '../admin/offers.
 import type { AuthDeps } from '../auth.ts'
 import { supplierAuth } from './auth.ts'
 
-// A key travels as a Bearer token: visible ASCII only, so nothing a supplier sends can break the
-// request line it rides on.
-const upstreamApiKey = t.String({ minLength: 1, maxLength: 1024, pattern: '^[\\x21-\\x7E]+$' })
-
 export function supplierOfferRoutes(
   deps: AuthDeps & { masterKey: Uint8Array; upstreamUrl: string; keyChecksPerMinute: number },
 ) {
@@ -39,7 +35,7 @@ export function supplierOfferRoutes(
         supplier: true,
         body: t.Object(
           {
-            upstreamApiKey,
+            upstreamApiKey: offerFields.upstreamApiKey,
             askCents: offerFields.askCents,
             capacityDiem: offerFields.capacityDiem,
             maxInFlight: t.Optional(offerFields.maxInFlight),
