@@ -1,7 +1,9 @@
 // Streamed Messages: Anthropic's events in Anthropic's order, each with an `event:` line equal to
-// its JSON type. message_start and a ping open the stream; the supplier's chat chunks become
-// content blocks as they come (thinking, text, each tool_use), each opened by content_block_start,
-// filled by its deltas and closed by content_block_stop before the next opens. message_delta (stop
+// its JSON type. message_start and a ping open the stream; the supplier's thinking and text become
+// content blocks as they come, each opened by content_block_start, filled by its deltas and closed
+// by content_block_stop before the next opens. Tool calls are sent once the supplier's stream has
+// ended, one whole tool_use block each: parallel calls may come interleaved, and a call's arguments
+// can grow until the end, while Anthropic's stream has one block open at a time. message_delta (stop
 // reason, billed usage, and the cost as extra fields an Anthropic client ignores) and
 // message_stop wait for the clear, as chat's [DONE] does. A stream that ended short, a clear that
 // did not commit, or one whose outcome is not known ends with Anthropic's `error` event instead.
@@ -30,6 +32,7 @@ import {
   unknownOutcomeMessage,
 } from './relay-stream.ts'
 import { reasoningText } from './responses-object.ts'
+import { StreamToolCalls, type ToolCallDelta } from './stream-tool-calls.ts'
 import { firstChoice } from './upstream-events.ts'
 
 const event = (type: string, payload: Record<string, unknown> = {}) =>
@@ -45,20 +48,11 @@ export function messagesErrorEvent(
   return event('error', { error: { type, message, code, ...extra } })
 }
 
-interface ToolCallDelta {
-  index?: unknown
-  id?: unknown
-  function?: { name?: unknown; arguments?: unknown }
-}
-
-/** The block open now: its index on the wire, and for a tool_use the supplier's call index. */
+/** The block open now: its index on the wire. */
 interface OpenBlock {
   kind: 'thinking' | 'text' | 'tool_use'
   index: number
-  call?: number
-  /** A tool_use's id: a call under the same index with another id is another call. */
-  id?: string
-  /** A tool_use's arguments so far: sent whole at its close, as the input a buffered answer gives. */
+  /** A tool_use's arguments: sent whole at its close, as the input a buffered answer gives. */
   args?: string
 }
 
@@ -66,7 +60,7 @@ class MessagesShape implements StreamShape {
   readonly keepAlive = event('ping')
   private blocks = 0
   private current: OpenBlock | null = null
-  private calledTools = false
+  private readonly calls = new StreamToolCalls()
   /** Text and refusal relayed: a refusal with no text stops as `refusal`, as a buffered one does. */
   private sawText = false
   private sawRefusal = false
@@ -107,9 +101,9 @@ class MessagesShape implements StreamShape {
     return out
   }
 
-  private open(kind: OpenBlock['kind'], block: Record<string, unknown>, call?: number): string {
+  private open(kind: OpenBlock['kind'], block: Record<string, unknown>): string {
     const out = this.close()
-    this.current = { kind, index: this.blocks++, call }
+    this.current = { kind, index: this.blocks++ }
     return out + event('content_block_start', { index: this.current.index, content_block: block })
   }
 
@@ -127,23 +121,15 @@ class MessagesShape implements StreamShape {
     return out + this.delta({ type: 'text_delta', text })
   }
 
-  private toolCall(call: ToolCallDelta): string {
-    const index = typeof call.index === 'number' ? call.index : 0
+  /** Every call the supplier sent, each whole in its block, in the order they came. */
+  private toolBlocks(): string {
     let out = ''
-    // A supplier that gives no index (each call whole in its chunk) still names each call by its id.
-    const another =
-      typeof call.id === 'string' && call.id !== this.current?.id && typeof call.function?.name === 'string'
-    if (this.current?.kind !== 'tool_use' || this.current.call !== index || another) {
-      // A call opens with its id and name; pieces of a call already closed have no block left.
-      if (typeof call.function?.name !== 'string') return ''
-      this.calledTools = true
-      const id = typeof call.id === 'string' ? call.id : toolUseId(this.shape, index)
-      out = this.open('tool_use', toolUseBlock(id, call.function.name, {}), index)
-      this.current!.id = id
+    for (const call of this.calls.list) {
+      const id = call.id ?? toolUseId(this.shape, call.ordinal)
+      out += this.open('tool_use', toolUseBlock(id, call.name ?? '', {}))
+      this.current!.args = call.args
     }
-    const piece = call.function?.arguments
-    if (typeof piece === 'string') this.current!.args = (this.current!.args ?? '') + piece
-    return out
+    return out + this.close()
   }
 
   content(frame: string): string | null {
@@ -176,7 +162,7 @@ class MessagesShape implements StreamShape {
     }
     if (Array.isArray(delta.tool_calls)) {
       // A call that is not an object is no call (a supplier's null): skipped, as chat relays it.
-      for (const call of delta.tool_calls as ToolCallDelta[]) if (isRecord(call)) out += this.toolCall(call)
+      for (const call of delta.tool_calls as ToolCallDelta[]) if (isRecord(call)) this.calls.take(call)
     }
     return out || null
   }
@@ -211,7 +197,7 @@ class MessagesShape implements StreamShape {
         error: 'store_unavailable',
       }
     }
-    const frames = [this.close()]
+    const frames = [this.close(), this.toolBlocks()]
     if (!complete) {
       // Billed on estimate: the cost is final, but the answer is not whole.
       const message = 'the stream ended before the provider reported usage; estimated usage was billed'
@@ -223,7 +209,7 @@ class MessagesShape implements StreamShape {
         delta: stopReason(
           this.sawRefusal && !this.sawText ? { finish_reason: 'content_filter' } : this.finish,
           this.shape.stopSequences,
-          this.calledTools,
+          this.calls.list.length > 0,
         ),
         usage: messagesUsage(clearing.usage),
         ...this.cost(clearing),

@@ -1,7 +1,9 @@
 // Streamed Responses: only OpenAI's own `response.*` events, in OpenAI's order, each with its
 // sequence_number and an `event:` line equal to its JSON type. The supplier's chat chunks become
-// output items as they come: reasoning, the message, each function call, each opened with
-// output_item.added, filled by its deltas and closed with its .done events before the next opens.
+// output items: reasoning, the message, each function call, each opened with output_item.added,
+// filled by its deltas and closed with its .done events before the next opens. An item that begins
+// while another is open waits its turn, its pieces gathered: a function call stays open until the
+// stream ends, since a supplier may send more of its arguments after the next call has begun.
 // Cost rides flat on response.completed / response.incomplete; a clearing that does not commit
 // is response.failed. One whose outcome could not be learnt (the store stayed away) is OpenAI's
 // `error` event, code store_unavailable, naming the request's record: not response.failed, which
@@ -31,33 +33,36 @@ import {
   responsesUsage,
 } from './responses-object.ts'
 import type { ResponseShape } from './responses-request.ts'
+import { type StreamCall, StreamToolCalls, type ToolCallDelta } from './stream-tool-calls.ts'
 import { firstChoice } from './upstream-events.ts'
 
-/** One output item of the stream, open until its .done events are sent. */
+/** One output item of the stream. Items go on the wire in the order they began, one at a time. */
 interface StreamItem {
   kind: 'reasoning' | 'message' | 'refusal' | 'function_call'
   outputIndex: number
   id: string
   text: string
-  /** For a function call: its index among the supplier's tool calls, id and name. */
-  call?: { index: number; callId: string; name: string }
+  /** A function call's pieces so far, and the call_id it went on the wire with. */
+  call?: StreamCall
+  callId?: string
+  /** output_item.added has been sent. */
+  sent: boolean
+  /** How it ends once its turn comes: no more of it will come; null while it may still grow. */
+  ending: ItemStatus | null
   /** The item as it was closed; null while open. */
   done: OutputItem | null
-}
-
-interface ToolCallDelta {
-  index?: unknown
-  id?: unknown
-  function?: { name?: unknown; arguments?: unknown }
 }
 
 /** The Responses wire shape of one stream: its items, its sequence numbers. */
 class ResponsesShape implements StreamShape {
   private sequence = 0
   private readonly items: StreamItem[] = []
-  /** The reasoning or message item open now, if any. */
+  /** The first item not closed yet: the one open on the wire once sent; those after it wait. */
+  private front = 0
+  /** The reasoning or message item that text goes to now, if any. */
   private current: StreamItem | null = null
-  private readonly calls = new Map<number, StreamItem>()
+  private readonly calls = new StreamToolCalls()
+  private readonly callItems = new Map<StreamCall, StreamItem>()
   private finishReason: unknown = null
   private supplierUsage: unknown = null
 
@@ -74,9 +79,8 @@ class ResponsesShape implements StreamShape {
     return this.shape.reasoning.summary !== null
   }
 
-  /** The message's id; a second message item (a refusal beside text) gets one of its own. */
-  private messageId(): string {
-    const id = itemIds.message(this.shape)
+  /** An item id of its own: a second message or reasoning item (text after a call) gets a suffix. */
+  private uniqueId(id: string): string {
     return this.items.some((item) => item.id === id) ? `${id}_${this.items.length}` : id
   }
 
@@ -84,28 +88,69 @@ class ResponsesShape implements StreamShape {
     return { item_id: item.id, output_index: item.outputIndex }
   }
 
-  private item(item: StreamItem, status: ItemStatus): OutputItem {
-    if (item.kind === 'reasoning') return reasoningItem(this.shape, item.text, status)
-    if (item.kind === 'message') return messageItem(this.shape, item.text, status)
-    if (item.kind === 'refusal') return refusalItem(this.shape, item.text, status, item.id)
-    const { callId, name, index } = item.call!
-    return functionCallItem(this.shape, index, { callId, name, arguments: item.text }, status)
+  private text(item: StreamItem): string {
+    return item.call ? item.call.args : item.text
   }
 
-  private open(kind: StreamItem['kind'], call?: StreamItem['call']): [StreamItem, string] {
-    let out = this.current ? this.close(this.current, 'completed') : ''
+  /** The item as a response object gives it: `text` its text so far, or none (as it opens). */
+  private item(item: StreamItem, status: ItemStatus, text = this.text(item)): OutputItem {
+    if (item.kind === 'reasoning') return { ...reasoningItem(this.shape, text, status), id: item.id }
+    if (item.kind === 'message') return { ...messageItem(this.shape, text, status), id: item.id }
+    if (item.kind === 'refusal') return refusalItem(this.shape, text, status, item.id)
+    const call = item.call!
+    const callId = item.callId ?? call.id ?? `call_${this.shape.id.slice(5)}_${call.ordinal}`
+    const fields = { callId, name: call.name ?? '', arguments: text }
+    return { ...functionCallItem(this.shape, call.ordinal, fields, status), id: item.id }
+  }
+
+  /** A new item, after all the others: the text item before it is complete. */
+  private begin(kind: StreamItem['kind'], call?: StreamCall): StreamItem {
+    if (this.current) this.current.ending = 'completed'
     const id =
       kind === 'function_call'
-        ? itemIds.functionCall(this.shape, call!.index)
-        : kind === 'reasoning'
-          ? itemIds.reasoning(this.shape)
-          : this.messageId()
-    const item: StreamItem = { kind, outputIndex: this.items.length, id, text: '', call, done: null }
+        ? itemIds.functionCall(this.shape, call!.ordinal)
+        : this.uniqueId(kind === 'reasoning' ? itemIds.reasoning(this.shape) : itemIds.message(this.shape))
+    const item: StreamItem = {
+      kind,
+      outputIndex: this.items.length,
+      id,
+      text: '',
+      call,
+      sent: false,
+      ending: null,
+      done: null,
+    }
     this.items.push(item)
-    out += this.event('response.output_item.added', {
+    this.current = kind === 'function_call' ? null : item
+    return item
+  }
+
+  /** Puts the items whose turn has come on the wire: the front one opened, closed once it ends. */
+  private advance(): string {
+    let out = ''
+    while (this.front < this.items.length) {
+      const item = this.items[this.front]!
+      if (!item.sent) {
+        // A call goes out with its name (it may come after the first arguments).
+        if (item.kind === 'function_call' && item.call!.name === null && item.ending === null) break
+        out += this.open(item)
+      }
+      if (item.ending === null) break
+      out += this.close(item, item.ending)
+      this.front++
+    }
+    return out
+  }
+
+  private open(item: StreamItem): string {
+    item.sent = true
+    // The call_id it opens with is its own to the end (a client matches the two).
+    if (item.call) item.callId = item.call.id ?? `call_${this.shape.id.slice(5)}_${item.call.ordinal}`
+    let out = this.event('response.output_item.added', {
       output_index: item.outputIndex,
-      item: this.item(item, 'in_progress'),
+      item: this.item(item, 'in_progress', ''),
     })
+    const { kind } = item
     if (kind === 'reasoning' && this.summary) {
       out += this.event('response.reasoning_summary_part.added', {
         ...this.where(item),
@@ -131,14 +176,13 @@ class ResponsesShape implements StreamShape {
         part: { type: 'refusal', refusal: '' },
       })
     }
-    if (kind !== 'function_call') this.current = item
-    return [item, out]
+    // What came while it waited its turn goes as one delta.
+    const waited = this.text(item)
+    return waited ? out + this.delta(item, waited) : out
   }
 
   private close(item: StreamItem, status: ItemStatus): string {
-    if (item.done) return ''
-    if (this.current === item) this.current = null
-    const { text } = item
+    const text = this.text(item)
     let out = ''
     if (item.kind === 'reasoning' && this.summary) {
       const where = { ...this.where(item), summary_index: 0 }
@@ -165,7 +209,7 @@ class ResponsesShape implements StreamShape {
     } else {
       out += this.event('response.function_call_arguments.done', {
         ...this.where(item),
-        name: item.call!.name,
+        name: item.call!.name ?? '',
         arguments: text,
       })
     }
@@ -174,45 +218,42 @@ class ResponsesShape implements StreamShape {
     return out
   }
 
-  private textDelta(kind: 'reasoning' | 'message' | 'refusal', delta: string): string {
-    let out = ''
-    let item = this.current
-    if (item?.kind !== kind) [item, out] = this.open(kind)
-    item!.text += delta
-    const where = this.where(item!)
-    if (kind === 'message') {
-      return (
-        out + this.event('response.output_text.delta', { ...where, content_index: 0, delta, logprobs: [] })
-      )
+  /** One piece of an item's text, on the wire if the item is open there (else it waits). */
+  private delta(item: StreamItem, delta: string): string {
+    if (!item.sent || item.done || delta === '') return ''
+    const where = this.where(item)
+    if (item.kind === 'function_call')
+      return this.event('response.function_call_arguments.delta', { ...where, delta })
+    if (item.kind === 'message') {
+      return this.event('response.output_text.delta', { ...where, content_index: 0, delta, logprobs: [] })
     }
-    if (kind === 'refusal')
-      return out + this.event('response.refusal.delta', { ...where, content_index: 0, delta })
+    if (item.kind === 'refusal')
+      return this.event('response.refusal.delta', { ...where, content_index: 0, delta })
     if (this.summary) {
-      return out + this.event('response.reasoning_summary_text.delta', { ...where, summary_index: 0, delta })
+      return this.event('response.reasoning_summary_text.delta', { ...where, summary_index: 0, delta })
     }
-    return out + this.event('response.reasoning_text.delta', { ...where, content_index: 0, delta })
+    return this.event('response.reasoning_text.delta', { ...where, content_index: 0, delta })
+  }
+
+  private textDelta(kind: 'reasoning' | 'message' | 'refusal', delta: string): string {
+    const item = this.current?.kind === kind ? this.current : this.begin(kind)
+    item.text += delta
+    return this.piece(item, delta)
+  }
+
+  /** A piece just added to an item: streamed if the item is open on the wire, else it waits its turn. */
+  private piece(item: StreamItem, piece: string): string {
+    const streaming = item.sent
+    const out = this.advance()
+    return streaming ? out + this.delta(item, piece) : out
   }
 
   private callDelta(delta: ToolCallDelta): string {
-    const index = typeof delta.index === 'number' ? delta.index : 0
-    let out = ''
-    let item = this.calls.get(index)
-    if (!item) {
-      // A call opens with its id and name; the calls before it are complete by then.
-      for (const open of this.calls.values()) out += this.close(open, 'completed')
-      const callId = typeof delta.id === 'string' ? delta.id : `call_${this.shape.id.slice(5)}_${index}`
-      const name = typeof delta.function?.name === 'string' ? delta.function.name : ''
-      const [opened, events] = this.open('function_call', { index, callId, name })
-      out += events
-      item = opened
-      this.calls.set(index, item)
-    }
-    const piece = delta.function?.arguments
-    if (typeof piece !== 'string' || piece === '') return out
-    item.text += piece
-    // Arguments for a call already closed still count in its item, but its events are over.
-    if (item.done) return out
-    return out + this.event('response.function_call_arguments.delta', { ...this.where(item), delta: piece })
+    const taken = this.calls.take(delta)
+    if (!taken) return ''
+    const { call, piece, opened } = taken
+    if (opened) this.callItems.set(call, this.begin('function_call', call))
+    return this.piece(this.callItems.get(call)!, piece)
   }
 
   private cost(clearing: ClearedUsage) {
@@ -284,8 +325,10 @@ class ResponsesShape implements StreamShape {
     const status: ItemStatus = reason ? 'incomplete' : 'completed'
     const frames: string[] = []
     // An answer with nothing in it is still one (empty) message, as OpenAI sends it.
-    if (this.items.length === 0) frames.push(this.open('message')[1])
-    for (const item of this.items) frames.push(this.close(item, status))
+    if (this.items.length === 0) this.begin('message')
+    // Each item that may still have grown ends now, and all go out in turn.
+    for (const item of this.items) item.ending ??= status
+    frames.push(this.advance())
     if (!reason) {
       const usage = responsesUsage(clearing.usage, this.supplierUsage)
       frames.push(
