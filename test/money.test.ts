@@ -1,12 +1,13 @@
 import { describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import {
+  billBurn,
   costAtAsk,
   formatMicros,
   type MicroDiem,
   mulDivCeil,
   parseMicros,
-  tokenBurn,
+  sumDivCeil,
 } from '../src/money/units.ts'
 
 describe('money units', () => {
@@ -68,10 +69,48 @@ describe('money units', () => {
     )
   })
 
+  test('a sum of products is divided once, exact on both sides of 2^53', () => {
+    // 0.7 + 0.7 + 0.7 = 2.1 -> 3, where each rounded up alone would be 3 x 1
+    expect(
+      billBurn([
+        [1, 700_000],
+        [1, 700_000],
+        [1, 700_000],
+      ]),
+    ).toBe(3 as MicroDiem)
+    expect(
+      billBurn([
+        [1, 500_000],
+        [1, 500_000],
+      ]),
+    ).toBe(1 as MicroDiem)
+    expect(billBurn([])).toBe(0 as MicroDiem)
+    const term = fc.tuple(
+      fc.oneof(
+        fc.integer({ min: 0, max: 2 ** 31 }),
+        fc.integer({ min: 2 ** 40, max: Number.MAX_SAFE_INTEGER }),
+      ),
+      fc.oneof(fc.integer({ min: 0, max: 30_000_000 }), fc.integer({ min: 0, max: 2 ** 26 })),
+    )
+    fc.assert(
+      fc.property(
+        fc.array(term, { maxLength: 4 }),
+        fc.oneof(fc.constantFrom(1, 7, 1_000_000), fc.integer({ min: 1, max: 2 ** 30 })),
+        (terms, d) => {
+          const sum = terms.reduce((total, [a, b]) => total + BigInt(a) * BigInt(b), 0n)
+          const expected = Number((sum + BigInt(d) - 1n) / BigInt(d))
+          if (!Number.isSafeInteger(expected)) return
+          expect(sumDivCeil(terms, d)).toBe(expected)
+        },
+      ),
+      { numRuns: 20_000 },
+    )
+  })
+
   test('burn and cost round up, never down', () => {
     // 1 token at 0.70 DIEM per million = 0.7 micro-DIEM -> 1
-    expect(tokenBurn(1, 700_000)).toBe(1 as MicroDiem)
-    expect(tokenBurn(1_000_000, 700_000)).toBe(700_000 as MicroDiem)
+    expect(billBurn([[1, 700_000]])).toBe(1 as MicroDiem)
+    expect(billBurn([[1_000_000, 700_000]])).toBe(700_000 as MicroDiem)
     expect(costAtAsk(1 as MicroDiem, 30)).toBe(1 as never)
     expect(costAtAsk(1_000_000 as MicroDiem, 45)).toBe(450_000 as never)
     expect(costAtAsk(101 as MicroDiem, 50)).toBe(51 as never)

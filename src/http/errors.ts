@@ -1,8 +1,9 @@
 // An ApiError as an HTTP response: the one place the contract's error shape meets the wire. Under
-// /v1/messages it is Anthropic's shape, {"type":"error","error":{"type","message",...}}, with the
-// contract's code and extra fields (supportReference, hints) beside Anthropic's own, and the
-// request's id as Anthropic gives it beside the error.
+// /v1/messages, and under /v1/models asked with anthropic-version, it is Anthropic's shape,
+// {"type":"error","error":{"type","message",...}}, with the contract's code and extra fields
+// (supportReference, hints) beside Anthropic's own, and the request's id as Anthropic gives it.
 import type { ApiError } from '../errors.ts'
+import { ANTHROPIC_VERSION } from './models/anthropic.ts'
 import { requestContext } from './request-context.ts'
 import { requestPath } from './request-url.ts'
 
@@ -26,15 +27,19 @@ export function anthropicErrorBody(error: ApiError, requestId: string) {
   return { type: 'error', error: { ...error.body().error, type }, request_id: requestId }
 }
 
-const speaksAnthropic = (pathname: string) =>
-  pathname === '/v1/messages' || pathname.startsWith('/v1/messages/')
+function speaksAnthropic(request: Request): boolean {
+  const pathname = requestPath(request)
+  if (pathname === '/v1/messages' || pathname.startsWith('/v1/messages/')) return true
+  const models = pathname === '/v1/models' || pathname.startsWith('/v1/models/')
+  return models && request.headers.has(ANTHROPIC_VERSION)
+}
 
 export function errorResponse(
   error: ApiError,
   headers: Record<string, string> = {},
   request?: Request,
 ): Response {
-  const anthropic = request !== undefined && speaksAnthropic(requestPath(request))
+  const anthropic = request !== undefined && speaksAnthropic(request)
   const body = anthropic ? anthropicErrorBody(error, requestContext(request).id) : error.body()
   return new Response(JSON.stringify(body), {
     status: error.status,

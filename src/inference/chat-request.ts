@@ -5,7 +5,7 @@ import type { CatalogEntry, TextPrices } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
-import { promptWorst, reachableTiers, worstBurn } from './meter.ts'
+import { dearestPromptPrice, reachableTiers, worstBurn } from './meter.ts'
 import { type ChatMessageLike, promptTokenBound } from './tokens.ts'
 import { refuseUnbilledFeatures, withoutUpstreamPrompt } from './unbilled-features.ts'
 
@@ -138,12 +138,13 @@ export function fitChat(chat: ValidChat, confirmed: number, askCents: number): V
   // The limit must fit at every tier the prompt can be billed at: the fewest tokens any affords.
   let perChoice = Number.POSITIVE_INFINITY
   for (const rates of reachableTiers(chat.promptTokenBound, chat.model.prices)) {
-    const promptBurn = promptWorst(chat.promptTokenBound, rates)
-    if (budget <= promptBurn) return null
+    // The hold is one sum rounded up: bound x dearest prompt price + tokens x choices x output,
+    // over a million, within the budget exactly when the sum is within budget x a million.
+    const prompt = BigInt(chat.promptTokenBound) * BigInt(dearestPromptPrice(rates))
+    const left = BigInt(budget) * 1_000_000n - prompt
+    if (left <= 0n) return null
     if (rates.outputPerMillion <= 0) continue
-    // Each choice's tokens x choices x price / 1e6, rounded up, stays within what is left.
-    const left = BigInt(budget - promptBurn) * 1_000_000n
-    perChoice = Math.min(perChoice, Number(left / BigInt(rates.outputPerMillion * chat.choices)))
+    perChoice = Math.min(perChoice, Number(left / (BigInt(rates.outputPerMillion) * BigInt(chat.choices))))
   }
   if (perChoice >= chat.maxTokens) return null
   if (perChoice < Math.min(MIN_FITTED_TOKENS, chat.model.maxCompletionTokens)) return null

@@ -3,7 +3,7 @@
 // cache_write, completion at output, all at the extended tier once the prompt passes its threshold.
 import type { ExtendedRates, TextPrices, TokenRates } from '../catalog/entry.ts'
 import type { MicroDiem } from '../money/units.ts'
-import { parseMicros, tokenBurn } from '../money/units.ts'
+import { billBurn, parseMicros } from '../money/units.ts'
 
 export interface Usage {
   /** Every prompt token, the cached and cache-written ones included. */
@@ -31,25 +31,20 @@ function promptRates(rates: TokenRates): { input: number; cacheInput: number; ca
 }
 
 /**
- * Burn of one request. Prompt tokens are summed per price and each sum rounded up once, like the
- * completion: a model without cache prices bills exactly prompt x input + completion x output.
+ * Burn of one request: every term of the upstream's bill (uncached prompt, cache reads, cache
+ * writes, completion) priced exactly and the whole sum rounded up once, as the upstream charges it.
  */
 export function burnOf(usage: Usage, prices: TextPrices): MicroDiem {
   const rates = tierOf(usage.promptTokens, prices)
   const cached = usage.cachedTokens ?? 0
   const written = usage.cacheWriteTokens ?? 0
-  let burn = tokenBurn(usage.completionTokens, rates.outputPerMillion) as number
-  // Most answers use no cache: one sum for the prompt, and no map to build on every clear.
-  if (cached === 0 && written === 0)
-    return (burn + tokenBurn(usage.promptTokens, rates.inputPerMillion)) as MicroDiem
   const { input, cacheInput, cacheWrite } = promptRates(rates)
-  const tokensAt = new Map<number, number>()
-  const add = (price: number, tokens: number) => tokensAt.set(price, (tokensAt.get(price) ?? 0) + tokens)
-  add(input, usage.promptTokens - cached - written)
-  add(cacheInput, cached)
-  add(cacheWrite, written)
-  for (const [price, tokens] of tokensAt) burn += tokenBurn(tokens, price)
-  return burn as MicroDiem
+  return billBurn([
+    [usage.promptTokens - cached - written, input],
+    [cached, cacheInput],
+    [written, cacheWrite],
+    [usage.completionTokens, rates.outputPerMillion],
+  ])
 }
 
 /** The tiers a prompt of at most `promptBound` tokens can be billed at. */
@@ -59,26 +54,26 @@ export function reachableTiers(promptBound: number, prices: TextPrices): TokenRa
 }
 
 /**
- * The most `promptBound` prompt tokens can burn at one tier, however the upstream splits them
- * between uncached, cache reads and cache writes: every token at the dearest of the three prices,
- * plus one micro-DIEM for each further distinct price (each sum is rounded up on its own).
+ * The most one prompt token can be billed at in a tier, however the upstream splits the prompt
+ * between uncached, cache reads and cache writes: the dearest of the three prices.
  */
-export function promptWorst(promptBound: number, rates: TokenRates): MicroDiem {
+export function dearestPromptPrice(rates: TokenRates): number {
   const prompt = promptRates(rates)
-  // Counted without a Set: this runs on every request's hold.
-  const distinct =
-    1 +
-    Number(prompt.cacheInput !== prompt.input) +
-    Number(prompt.cacheWrite !== prompt.input && prompt.cacheWrite !== prompt.cacheInput)
-  const dearest = Math.max(prompt.input, prompt.cacheInput, prompt.cacheWrite)
-  return (tokenBurn(promptBound, dearest) + (promptBound > 0 ? distinct - 1 : 0)) as MicroDiem
+  return Math.max(prompt.input, prompt.cacheInput, prompt.cacheWrite)
 }
 
-/** The worst case a request can burn: its prompt bound and completion limit at the dearest tier. */
+/**
+ * The worst case a request can burn: its prompt bound at the dearest prompt price and its
+ * completion limit, one sum rounded up, at the dearest reachable tier. No bill within the bounds
+ * has a larger sum, so none rounds to more.
+ */
 export function worstBurn(promptBound: number, completionTokens: number, prices: TextPrices): MicroDiem {
   let worst = 0
   for (const rates of reachableTiers(promptBound, prices)) {
-    const burn = promptWorst(promptBound, rates) + tokenBurn(completionTokens, rates.outputPerMillion)
+    const burn = billBurn([
+      [promptBound, dearestPromptPrice(rates)],
+      [completionTokens, rates.outputPerMillion],
+    ])
     if (burn > worst) worst = burn
   }
   return worst as MicroDiem
@@ -143,8 +138,9 @@ export function readCost(raw: unknown): MicroDiem | null {
 }
 
 /**
- * Each of the at most four sums of a bill (three prompt prices, the completion) is rounded up on
- * its own: an upstream that rounds once differs by less than this without disagreeing.
+ * The upstream's figure reaches us rounded to the micro its own way (up, down or to nearest, once
+ * or term by term over the at most four terms): it differs from the burn by no more than this
+ * without disagreeing.
  */
 const ROUNDING_SLACK = 4
 

@@ -39,19 +39,33 @@ export function formatMicros(micros: number): string {
 
 /** Integer ceiling of a * b / d for non-negative safe integers, exact even past 2^53 intermediates. */
 export function mulDivCeil(a: number, b: number, d: number): number {
-  // Every request's amounts are small: while a * b + d stays a safe integer the doubles are exact,
-  // and the quotient's fraction (at least 1/d from the next integer) survives the division's
-  // rounding, so floor gives the exact answer without a BigInt.
-  const small = a * b
-  if (small + d <= Number.MAX_SAFE_INTEGER) return Math.floor((small + d - 1) / d)
-  const product = BigInt(a) * BigInt(b)
-  const divisor = BigInt(d)
-  return Number((product + divisor - 1n) / divisor)
+  return sumDivCeil([[a, b]], d)
 }
 
-/** Burn in micro-DIEM of `tokens` at a price given in micro-DIEM per million tokens (rounded up). */
-export function tokenBurn(tokens: number, microDiemPerMillion: number): MicroDiem {
-  return mulDivCeil(tokens, microDiemPerMillion, MICROS_PER_UNIT) as MicroDiem
+/**
+ * Integer ceiling of (a1 * b1 + a2 * b2 + ...) / d for non-negative safe integers: the products
+ * summed exactly and divided once.
+ */
+export function sumDivCeil(products: readonly (readonly [number, number])[], d: number): number {
+  // Every request's amounts are small: while the sum plus d stays a safe integer every product and
+  // partial sum is exact (one past it rounds to at least 2^53, and adding non-negatives keeps it
+  // there, so the check sees it), and the quotient's fraction (at least 1/d from the next integer,
+  // more than half the quotient's spacing) survives the division's rounding: floor is exact.
+  let small = 0
+  for (const [a, b] of products) small += a * b
+  if (small + d <= Number.MAX_SAFE_INTEGER) return Math.floor((small + d - 1) / d)
+  let sum = 0n
+  for (const [a, b] of products) sum += BigInt(a) * BigInt(b)
+  const divisor = BigInt(d)
+  return Number((sum + divisor - 1n) / divisor)
+}
+
+/**
+ * Burn in micro-DIEM of one bill: each [tokens, micro-DIEM per million] term priced exactly, the
+ * whole sum rounded up once, as the upstream bills a request.
+ */
+export function billBurn(terms: readonly (readonly [number, number])[]): MicroDiem {
+  return sumDivCeil(terms, MICROS_PER_UNIT) as MicroDiem
 }
 
 /** Buyer cost in micro-USDC of a burn at an ask in cents per dollar: ceil(burn * cents / 100). */

@@ -19,8 +19,7 @@ const perMillion = (price: ListPrice) => Math.round(price.diem * 1_000_000)
  * gateway's meter, so that the tests compare two readings of the rules, not one with itself): the
  * uncached prompt at `input`, cache reads at `cache_input`, cache writes at `cache_write` (either
  * missing: `input`), the completion at `output`, all at the `extended` tier once the prompt passes
- * its threshold. The prompt tokens at each price are summed, and each sum's micro-DIEM (and the
- * completion's) rounded up.
+ * its threshold. The bill is one sum, its micro-DIEM rounded up once.
  */
 export function listPriceBurn(model: VeniceModel, prompt: SimPrompt, completion: number): number {
   const pricing = model.model_spec.pricing
@@ -28,14 +27,13 @@ export function listPriceBurn(model: VeniceModel, prompt: SimPrompt, completion:
   const extended = pricing.extended
   const tier = extended && prompt.tokens > extended.context_token_threshold ? extended : pricing
   const input = perMillion(tier.input!)
-  const tokensAt = new Map<number, number>()
-  const add = (price: number, tokens: number) => tokensAt.set(price, (tokensAt.get(price) ?? 0) + tokens)
-  add(input, prompt.tokens - prompt.cached - prompt.written)
-  add(tier.cache_input ? perMillion(tier.cache_input) : input, prompt.cached)
-  add(tier.cache_write ? perMillion(tier.cache_write) : input, prompt.written)
-  let burn = Math.ceil((completion * perMillion(tier.output!)) / 1_000_000)
-  for (const [price, tokens] of tokensAt) burn += Math.ceil((tokens * price) / 1_000_000)
-  return burn
+  const term = (tokens: number, price: number) => BigInt(tokens) * BigInt(price)
+  const sum =
+    term(prompt.tokens - prompt.cached - prompt.written, input) +
+    term(prompt.cached, tier.cache_input ? perMillion(tier.cache_input) : input) +
+    term(prompt.written, tier.cache_write ? perMillion(tier.cache_write) : input) +
+    term(completion, perMillion(tier.output!))
+  return Number((sum + 999_999n) / 1_000_000n)
 }
 
 /**

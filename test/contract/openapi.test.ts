@@ -231,6 +231,48 @@ describe('/openapi.json', () => {
   })
 })
 
+describe('/v1/models as Anthropic asks it', () => {
+  test("the anthropic-version header, Anthropic's paging and its refusals are documented", async () => {
+    const list = document.paths['/v1/models']!.get!
+    expect(list.parameters!.map((p) => `${p.in} ${p.name}`)).toEqual(
+      expect.arrayContaining([
+        'header anthropic-version',
+        'query limit',
+        'query before_id',
+        'query after_id',
+      ]),
+    )
+    expect(list.parameters!.find((p) => p.name === 'limit')!.schema).toMatchObject({
+      minimum: 1,
+      maximum: 1000,
+    })
+    for (const field of ['has_more', 'first_id', 'last_id', 'display_name', 'created_at']) {
+      expect(list.description).toContain(field)
+    }
+    const refusal = list.responses['400'] as unknown as { content: Record<string, { schema: unknown }> }
+    expect(refusal.content['application/json']!.schema).toEqual({
+      $ref: '#/components/schemas/MessagesError',
+    })
+    const one = document.paths['/v1/models/{id}']!.get!
+    expect(one.parameters!.map((p) => `${p.in} ${p.name}`)).toEqual(['header anthropic-version', 'path id'])
+    // Each refusal the server answers, in the shape it is answered in, names its code there.
+    const answered = await fetch(`${stack.url}/v1/models?limit=0`, {
+      headers: { 'anthropic-version': '2023-06-01' },
+    })
+    expect(answered.status).toBe(400)
+    expect(((await answered.json()) as { type: string; error: { code: string } }).error.code).toBe(
+      'invalid_limit',
+    )
+    expect((list.responses['400'] as { description?: string }).description).toContain('invalid_limit')
+    for (const version of [{}, { 'anthropic-version': '2023-06-01' }] as Record<string, string>[]) {
+      const missing = await fetch(`${stack.url}/v1/models/no-such-model`, { headers: version })
+      expect(missing.status).toBe(404)
+      const { code } = ((await missing.json()) as { error: { code: string } }).error
+      expect((one.responses['404'] as { description?: string }).description).toContain(code)
+    }
+  })
+})
+
 // A refusal a route answers is in that route's responses, its code named by the operation or by
 // the response it refers to: a client reading the document can branch on it.
 describe('each refusal a route answers is documented on that route', () => {

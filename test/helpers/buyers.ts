@@ -91,14 +91,18 @@ export function sseData(text: string): (Record<string, unknown> | string)[] {
     .map((data) => (data === '[DONE]' ? data : (JSON.parse(data) as Record<string, unknown>)))
 }
 
-/** The exact cost of a usage at the simulated llama-3.3-70b prices (0.70 / 2.80 per million) and an ask. */
+/**
+ * The exact cost of a usage at the simulated llama-3.3-70b prices (0.70 / 2.80 per million) and an
+ * ask: the upstream's bill is one sum of prompt x input and completion x output, rounded up once.
+ */
 export function expectedCost(
   usage: { prompt_tokens: number; completion_tokens: number },
   askCents: number,
   prices = { input: 700_000, output: 2_800_000 },
 ) {
-  const burn =
-    Math.ceil((usage.prompt_tokens * prices.input) / 1e6) +
-    Math.ceil((usage.completion_tokens * prices.output) / 1e6)
+  const micro =
+    BigInt(usage.prompt_tokens) * BigInt(prices.input) +
+    BigInt(usage.completion_tokens) * BigInt(prices.output)
+  const burn = Number((micro + 999_999n) / 1_000_000n)
   return Math.ceil((burn * askCents) / 100)
 }

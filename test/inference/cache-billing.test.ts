@@ -31,18 +31,18 @@ interface SupplierUsage {
   prompt_tokens_details?: { cached_tokens?: number; cache_creation_input_tokens?: number }
 }
 
-/** The upstream's bill, by its published rules, written out term by term (each price's sum rounded up). */
+/** The upstream's bill, by its published rules, written out term by term: one sum, rounded up once. */
 function upstreamBill(usage: SupplierUsage): number {
   const cached = usage.prompt_tokens_details?.cached_tokens ?? 0
   const written = usage.prompt_tokens_details?.cache_creation_input_tokens ?? 0
   const rates = usage.prompt_tokens > THRESHOLD ? EXTENDED : BASE
-  const term = (tokens: number, price: number) => Math.ceil((tokens * price) / 1e6)
-  return (
+  const term = (tokens: number, price: number) => BigInt(tokens) * BigInt(price)
+  const micro =
     term(usage.prompt_tokens - cached - written, rates.input) +
     term(cached, rates.cacheInput) +
     term(written, rates.cacheWrite) +
     term(usage.completion_tokens, rates.output)
-  )
+  return Number((micro + 999_999n) / 1_000_000n)
 }
 
 const charge = (burn: number) => Math.ceil((burn * ASK) / 100)

@@ -15,11 +15,11 @@ const BASE = { input: 850_000, output: 2_750_000, cacheInput: 110_000, cacheWrit
 const EXTENDED = { input: 1_700_000, output: 4_125_000, cacheInput: 220_000, cacheWrite: 2_100_000 }
 const THRESHOLD = 2_000
 
-/** The upstream's bill by billing.md, from its own count of the prompt (its cache reads at their price). */
+/** The upstream's bill by billing.md (one sum, rounded up once), from its own count of the prompt. */
 function upstreamBill(prompt: number, cached: number, completion: number): number {
   const rates = prompt > THRESHOLD ? EXTENDED : BASE
-  const term = (tokens: number, price: number) => Math.ceil((tokens * price) / 1e6)
-  return term(prompt - cached, rates.input) + term(cached, rates.cacheInput) + term(completion, rates.output)
+  const micro = (prompt - cached) * rates.input + cached * rates.cacheInput + completion * rates.output
+  return Math.ceil(micro / 1e6)
 }
 
 /** About 2,800 bytes: a prompt bound past the threshold, a tokenizer count far below it. */

@@ -83,22 +83,17 @@ const cases = fc.record({
 /**
  * The upstream's bill, computed apart from the meter: prompt tokens at input, cache reads at
  * cache_input, writes at cache_write (an unpublished one is input), completion at output, all at the
- * extended tier past its threshold; tokens at one price summed and rounded up once.
+ * extended tier past its threshold; the whole sum exact, rounded up once.
  */
 function upstreamFormula(p: TextPrices, prompt: number, cached: number, written: number, completion: number) {
   const tier: TokenRates = p.extended && prompt > p.extended.contextTokenThreshold ? p.extended : p
-  const byPrice = new Map<bigint, bigint>()
-  const add = (price: number, tokens: number) => {
-    const key = BigInt(price)
-    byPrice.set(key, (byPrice.get(key) ?? 0n) + BigInt(tokens))
-  }
-  add(tier.inputPerMillion, prompt - cached - written)
-  add(tier.cacheInputPerMillion ?? tier.inputPerMillion, cached)
-  add(tier.cacheWritePerMillion ?? tier.inputPerMillion, written)
-  const ceil = (micro: bigint) => (micro + 999_999n) / 1_000_000n
-  let burn = ceil(BigInt(completion) * BigInt(tier.outputPerMillion))
-  for (const [price, tokens] of byPrice) burn += ceil(tokens * price)
-  return Number(burn)
+  const term = (tokens: number, price: number) => BigInt(tokens) * BigInt(price)
+  const micro =
+    term(prompt - cached - written, tier.inputPerMillion) +
+    term(cached, tier.cacheInputPerMillion ?? tier.inputPerMillion) +
+    term(written, tier.cacheWritePerMillion ?? tier.inputPerMillion) +
+    term(completion, tier.outputPerMillion)
+  return Number((micro + 999_999n) / 1_000_000n)
 }
 
 test('burn is the upstream formula for any cache and long-prompt usage, and never above the hold', async () => {

@@ -106,9 +106,9 @@ describe('cache usage and the long-prompt tier', () => {
         total_tokens: 116,
         prompt_tokens_details: { cached_tokens: 7, cache_creation_input_tokens: 2 },
       })
-      // 97 x 0.85 = 82.45 -> 83; 7 x 0.11 = 0.77 -> 1; 2 x 1.05 = 2.1 -> 3; 10 x 2.75 = 27.5 -> 28
-      expect(body.cost).toEqual({ diem: 0.000115, usd: 0.000115 })
-      expect((await keyState(key)).balanceDiem).toBe('99.999885')
+      // 97 x 0.85 = 82.45; 7 x 0.11 = 0.77; 2 x 1.05 = 2.1; 10 x 2.75 = 27.5: 112.82 -> 113
+      expect(body.cost).toEqual({ diem: 0.000113, usd: 0.000113 })
+      expect((await keyState(key)).balanceDiem).toBe('99.999887')
     } finally {
       sim.settings.cachedTokens = null
       sim.settings.cacheWriteTokens = null
@@ -130,8 +130,8 @@ describe('cache usage and the long-prompt tier', () => {
     // 2,100 + 6 + 3 prompt tokens, of which the system message's 2,000 + 3 + 3 are cached
     expect(body.usage.prompt_tokens).toBe(2_109)
     expect(body.usage.prompt_tokens_details).toEqual({ cached_tokens: 2_006, cache_creation_input_tokens: 0 })
-    // 103 x 1.7 = 175.1 -> 176; 2,006 x 0.22 = 441.32 -> 442; 10 x 4.125 = 41.25 -> 42
-    expect(body.cost.diem).toBe(0.00066)
+    // 103 x 1.7 = 175.1; 2,006 x 0.22 = 441.32; 10 x 4.125 = 41.25: 657.67 -> 658
+    expect(body.cost.diem).toBe(0.000658)
     // llama publishes no cache prices: no cache counts, the prompt all at input
     const plain = (await (await chat(key, { messages })).json()) as { usage: Record<string, unknown> }
     expect(plain.usage.prompt_tokens_details).toBeUndefined()
@@ -154,8 +154,8 @@ describe('buffered chat', () => {
     expect(body.choices[0]!.finish_reason).toBe('stop')
     expect(body.usage.completion_tokens).toBe(10)
     expect(body.usage.total_tokens).toBe(body.usage.prompt_tokens + 10)
-    // burn = ceil(p * 0.7) + ceil(10 * 2.8) micro-DIEM at 0.70 / 2.80 per million
-    const burn = Math.ceil((body.usage.prompt_tokens * 700_000) / 1e6) + 28
+    // burn = ceil(p * 0.7 + 10 * 2.8) micro-DIEM at 0.70 / 2.80 per million
+    const burn = Math.ceil((body.usage.prompt_tokens * 700_000 + 10 * 2_800_000) / 1e6)
     expect(body.cost.diem).toBeCloseTo(burn / 1e6, 9)
     expect(body.cost.usd).toBe(body.cost.diem)
     const next = await chat(key)

@@ -43,6 +43,8 @@ same key (x-api-key or Bearer), balance and market: point an Anthropic client's 
 ${baseUrl}. Text, image, tool_use and tool_result blocks, tools, tool_choice, stop_sequences and
 thinking work as on Anthropic; errors come in Anthropic's shape with the same code; the streamed
 cost rides on message_delta. POST ${baseUrl}/v1/messages/count_tokens counts a prompt for free.
+GET ${baseUrl}/v1/models with an anthropic-version header is Anthropic's Models API (models.list
+pages, models.retrieve): the models /v1/messages serves.
 
 ## 5. Read the cost
 Buffered: headers X-Svc-Cost-Usdc, X-Svc-Clearing-Price-Cents, X-Svc-Support-Reference,

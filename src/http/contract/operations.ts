@@ -5,11 +5,11 @@
 import { ADMIN_OPERATIONS } from './admin-operations.ts'
 import { type ErrorResponseName, errors, headers } from './components.ts'
 import { MESSAGES_OPERATIONS } from './messages-operations.ts'
+import { MODELS_OPERATIONS } from './models-operations.ts'
 import {
   type Operation,
   ok,
   PAGE_PARAMETERS,
-  path,
   query,
   type Security,
   WINDOW_PARAMETERS,
@@ -75,14 +75,6 @@ export const OPERATIONS: Record<string, Operation> = {
     ok: ok('The guide', '200', { content: { 'text/plain': { schema: { type: 'string' } } } }),
   },
 
-  'GET /v1/models': { summary: 'The model catalog', tags: ['public'], security: 'none', errors: [] },
-  'GET /v1/models/{id}': {
-    summary: 'One catalog row (bare slug or svc/ prefix; the answer carries the bare slug)',
-    tags: ['public'],
-    security: 'none',
-    parameters: [path('id', 'a catalog slug, bare or svc/<slug> (the slash may be sent as is)')],
-    errors: ['NotFound'],
-  },
   'GET /v1/models/stats': {
     summary: 'Relative model usage (never raw counts)',
     tags: ['public'],
@@ -334,6 +326,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'OPTIONS /mcp': MCP_ONLY_POST,
   ...ADMIN_OPERATIONS,
   ...MESSAGES_OPERATIONS,
+  ...MODELS_OPERATIONS,
   ...SUPPLIER_OPERATIONS,
   ...WEBHOOK_OPERATIONS,
   ...PAGE_OPERATIONS,
