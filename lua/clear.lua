@@ -1,7 +1,8 @@
 --[[
   clear: end one admitted attempt that was served from its reported burn. Billable burn is the reported burn
-  capped at the attempt's hold (the worst case admit held for) and at what the offer has left;
-  what the supplier reported beyond it is recorded as disputed and never paid. The buyer pays
+  capped at what the request allows of it (ARGV[13]), at the attempt's hold (the worst case admit
+  held for) and at what the offer has left; what the supplier reported beyond it is recorded as
+  disputed and never paid. The buyer pays
   cost = ceil(billable x ask / 100) micro-USDC out of the hold (never more: the hold is that
   formula at the held burn), the rest of the hold goes back, the offer's capacity is burned, and the
   supplier earns exactly what the buyer paid less the fee (the offer keeps the fee beside its
@@ -19,7 +20,7 @@
   ARGV[4]  upstreamBalance: the supplier key's upstream balance after this request, micro-DIEM ("" unknown):
            recorded with its UTC day (balanceDay), and only when the attempt was admitted on the day
            of this clear (the upstream's allocation resets at 00:00 UTC; its answer came in between):
-           never for a lost admission (ARGV[13..]), whose time of admission is not known
+           never for a lost admission (ARGV[14..]), whose time of admission is not known
   ARGV[5]  inputTokens: input tokens
   ARGV[6]  outputTokens: output tokens
   ARGV[7]  estimated: "1" when the usage was estimated, "0" when metered
@@ -35,7 +36,10 @@
   ARGV[12] upstreamGen: the offer's upstream generation, as admit answered it (lua/offer-put.lua);
            "" not known (an admission that did not say): ARGV[4]'s balance is recorded only
            when the offer's upstream is still the one the request was sent to
-  ARGV[13..] the admission, only when the store has no attempt of this id: accountId, apiKeyId,
+  ARGV[13] boundedBurn: the burn of the reported usage as far as the request allows it (its prompt's
+           true bound, max_tokens x n), micro-DIEM, when less than ARGV[2]: billed at most, the rest
+           disputed as burn past the hold is ("" or absent: capped by the hold alone)
+  ARGV[14..] the admission, only when the store has no attempt of this id: accountId, apiKeyId,
            offerId, askCents, holdUsdc, holdDiem, model, requestId, as admit answered them
            (src/market/clearing.ts sends them after a {-1}). A failover to a replica that the
            admission never reached loses the attempt, its hold and its reservation, while the
@@ -47,7 +51,7 @@
   balance and what the API key's limit has left (for a periodic budget, in the period the request
   was admitted in; nothing once that period has ended, since its spent is no longer kept); the supplier earns only what was charged, and the rest of the cost is written off: on
   the account, on the attempt, and in the write-off list (attempt id -> amount) the audit reads.
-  A lost admission (ARGV[13..]) clears the same way: its hold is not in the store either.
+  A lost admission (ARGV[14..]) clears the same way: its hold is not in the store either.
   A clear on an offer with a supplierId is also appended to supplier:<id>:fills (offer, model,
   burn, ask, earned): the supplier's fills, never the buyer's identity.
 
@@ -64,12 +68,12 @@ local id = ARGV[1]
 local a = read_attempt(id)
 if not a then
   -- The admission the store lost, as admit answered it: admitted now, in the key's current period.
-  if not ARGV[13] or ARGV[13] == '' then return { -1 } end
+  if not ARGV[14] or ARGV[14] == '' then return { -1 } end
   local now_s = s(now_ms())
-  a = { id = id, state = 'lost', accountId = ARGV[13], keyId = ARGV[14], offerId = ARGV[15], askCents = ARGV[16],
-    holdUsdc = ARGV[17], holdDiem = ARGV[18], model = ARGV[19], period = '', admittedAt = now_s }
+  a = { id = id, state = 'lost', accountId = ARGV[14], keyId = ARGV[15], offerId = ARGV[16], askCents = ARGV[17],
+    holdUsdc = ARGV[18], holdDiem = ARGV[19], model = ARGV[20], period = '', admittedAt = now_s }
   a.admission = pack_admission(id, a.accountId, a.keyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem, now_s,
-    ARGV[20] or '', '', '', '', a.model)
+    ARGV[21] or '', '', '', '', a.model)
 end
 local account = k_account(a.accountId)
 if a.state == 'cleared' then
@@ -96,6 +100,7 @@ local balance, balance_day = balance_known(ARGV[4], a.state ~= 'lost' and a.admi
 if o and (o[9] or '0') ~= ARGV[12] then balance, balance_day = '', nil end
 local reported = int(ARGV[2])
 local burn = reported
+if ARGV[13] and ARGV[13] ~= '' and burn > int(ARGV[13]) then burn = int(ARGV[13]) end
 local held = int(a.holdDiem)
 if burn > held then burn = held end
 if o then
@@ -139,7 +144,7 @@ else
     end
     a.period = current
     a.admission = pack_admission(id, a.accountId, a.keyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem,
-      a.admittedAt, ARGV[20] or '', '', '', current, a.model)
+      a.admittedAt, ARGV[21] or '', '', '', current, a.model)
   end
   confirmed, hooks = int(b[1]), b[7]
   charged = math.min(cost, confirmed)

@@ -10,7 +10,7 @@ import type { MicroDiem } from '../money/units.ts'
 import type { ReplicaBarrier } from '../redis/replica-barrier.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
 import type { ValidChat } from './chat-request.ts'
-import { boundedPrompt, burnOf, costDisagrees, type Usage } from './meter.ts'
+import { boundedPrompt, boundedUsage, burnOf, costDisagrees, type Usage } from './meter.ts'
 import { countTokensBy } from './token-count.ts'
 import { type ChatMessageLike, promptTokenCount } from './tokens.ts'
 
@@ -102,25 +102,32 @@ export async function estimateUsage(input: ClearUsageInput): Promise<Usage> {
 }
 
 export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promise<ClearedUsage> {
-  const estimated = input.reported === null
-  const usage = input.reported ?? (await estimateUsage(input))
-  let burn = burnOf(usage, input.chat.model.prices)
+  const { chat, reported } = input
+  const estimated = reported === null
+  // A report is checked before it moves money: counts past what the request allows are billed at
+  // that limit, and the burn claimed beyond it is disputed, as burn past the hold is.
+  const usage = reported
+    ? boundedUsage(reported, chat.promptTokenBound, chat.maxTokens * chat.choices)
+    : await estimateUsage(input)
+  let burn = burnOf(usage, chat.model.prices)
   const before = input.preBalance ?? input.admission.upstreamBalance
   if (estimated && before !== null && burn > before) burn = before
-  // The upstream's figure is compared, never billed: the meter's burn is what moves money.
+  const claimed = reported && usage !== reported ? burnOf(reported, chat.model.prices) : burn
+  // The upstream's figure is compared with the meter's reading of its report, never billed.
   const upstreamCost = input.upstreamCost ?? null
-  const disagreed = !estimated && upstreamCost !== null && costDisagrees(burn, upstreamCost)
+  const disagreed = !estimated && upstreamCost !== null && costDisagrees(claimed, upstreamCost)
   const clearing = await clearBurn(
     deps,
     input.admission,
     before,
-    burn,
+    claimed,
     {
       inputTokens: usage.promptTokens,
       outputTokens: usage.completionTokens,
       estimated,
       outcome: input.outcome,
       upstreamCost: disagreed ? upstreamCost : null,
+      boundedBurn: claimed === burn ? null : burn,
     },
     input.storeWaitsMs,
   )
@@ -128,8 +135,9 @@ export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promi
 }
 
 /**
- * Clears an attempt at a known burn. The upstream key's balance after it is its balance before
- * (reported by the upstream, else the last known) less this burn.
+ * Clears an attempt at a known burn, billed at most `record.boundedBurn` of it where given. The
+ * upstream key's balance after it is its balance before (reported by the upstream, else the last
+ * known) less this burn.
  */
 export async function clearBurn(
   deps: ClearDeps,
@@ -142,6 +150,7 @@ export async function clearBurn(
     estimated: boolean
     outcome: 'completed' | 'incomplete'
     upstreamCost?: MicroDiem | null
+    boundedBurn?: MicroDiem | null
   },
   storeWaitsMs: readonly number[] = CLEAR_RETRY_WAITS_MS,
 ): Promise<Clearing> {

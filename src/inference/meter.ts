@@ -125,6 +125,17 @@ export function boundedPrompt(reported: Usage, bound: number): Usage {
 }
 
 /**
+ * A complete report as far as the request allows it: its prompt by `promptBound` (boundedPrompt),
+ * its completion by `completionLimit`, the max_tokens x n the supplier was sent (hidden reasoning
+ * counts inside that limit). The report itself when it is within both.
+ */
+export function boundedUsage(reported: Usage, promptBound: number, completionLimit: number): Usage {
+  const usage = boundedPrompt(reported, promptBound)
+  if (reported.completionTokens <= completionLimit) return usage
+  return { ...usage, completionTokens: completionLimit }
+}
+
+/**
  * The upstream's own cost of a request (`cost.diem`, else `cost.usd`) in micro-DIEM, or null when
  * there is none or it is unreadable. A number is rounded to the micro, as the wire shows prices.
  */

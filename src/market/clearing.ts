@@ -12,8 +12,13 @@ import type { Admission } from './admission.ts'
 
 export interface ClearRequest {
   attemptId: string
-  /** The burn the usage comes to; the script bills at most the hold of it. */
+  /** The burn the reported usage comes to; the script bills at most the hold of it. */
   burn: MicroDiem
+  /**
+   * The burn of that usage as far as the request allows it (its prompt bound, max_tokens x n),
+   * when less: the script bills at most this, and the rest of `burn` is disputed.
+   */
+  boundedBurn?: MicroDiem | null
   feeBps: number
   /** The supplier key's upstream balance after this request, when known. */
   upstreamBalanceAfter: MicroDiem | null
@@ -51,7 +56,10 @@ export interface Clearing {
   askCents: number
   confirmedAfter: MicroUsdc
   writtenOff: MicroUsdc
-  /** Burn reported beyond what could be billed (the hold, the offer's capacity left): never paid. */
+  /**
+   * Burn reported beyond what could be billed (what the request allows, the hold, the offer's
+   * capacity left): never paid.
+   */
   disputed: MicroDiem
   /** True when this attempt had been cleared already: nothing changed this time. */
   replay: boolean
@@ -109,7 +117,7 @@ export async function clear(store: Store, keys: Keyspace, req: ClearRequest): Pr
   }
 }
 
-/** lua/clear.lua's ARGV[13..] from the admission, or null when some of it is not known. */
+/** lua/clear.lua's ARGV[14..] from the admission, or null when some of it is not known. */
 function admissionArgs(a: Partial<AdmittedAs>): (string | number)[] | null {
   const args = [a.accountId, a.apiKeyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem, a.model, a.requestId]
   return args.every((arg) => arg !== undefined) ? (args as (string | number)[]) : null
@@ -134,6 +142,7 @@ function clearOnce(store: Store, keys: Keyspace, req: ClearRequest, admission: (
       upstreamCost: req.upstreamCost ?? '',
       offerApart: req.offerApart ? '1' : '0',
       upstreamGen: req.upstreamGen ?? '',
+      boundedBurn: req.boundedBurn ?? '',
     },
     admission,
   ) as Promise<Reply>

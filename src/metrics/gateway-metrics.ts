@@ -16,7 +16,7 @@ export const metrics = {
   ),
   disputedClears: new Counter(
     'svc_disputed_clears_total',
-    'Clears where the supplier reported more burn than could be billed (beyond the hold)',
+    'Clears where the supplier reported more burn than could be billed (beyond what the request allows or the hold)',
   ),
   disputedBurn: new Counter(
     'svc_disputed_burn_microdiem_total',

@@ -199,6 +199,7 @@ export const SCRIPTS = {
       'upstreamCost',
       'offerApart',
       'upstreamGen',
+      'boundedBurn',
     ],
     true,
   ),

@@ -372,7 +372,9 @@ describe("the upstream's own cost", () => {
       const own = await simOfferAt(liar.url.origin)
       const before = await balances(stack, buyer.accountId)
       const disagreementsBefore = await disagreements()
-      const response = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hello' }] })
+      // A prompt whose bound holds the 1,000 tokens reported: the report is honest.
+      const content = 'hello '.repeat(200)
+      const response = await post('/v1/chat/completions', { messages: [{ role: 'user', content }] })
       expect(response.status).toBe(200)
       const bill = upstreamBill(usage)
       expect(response.headers.get('x-svc-cost-usdc')).toBe(formatMicros(charge(bill)))

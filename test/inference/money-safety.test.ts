@@ -1,10 +1,11 @@
 // Money against a lying supplier, a slow call and an underpriced request: a supplier of the test's
 // own reports whatever usage it likes, answers as late as it likes and serves every choice of `n`;
-// the buyer is never charged past the hold, the supplier never earns past the charge, and the
-// books balance without a write-off.
+// the buyer is never charged past what the request allows (its prompt bound, max_tokens x n) nor
+// past the hold, the supplier never earns past the charge, and the books balance without a write-off.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { auditAll } from '../../src/cli/audit.ts'
+import { type ChatMessageLike, promptTokenBound } from '../../src/inference/tokens.ts'
 import { parseMicros } from '../../src/money/units.ts'
 import { adminFetch, keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
@@ -101,8 +102,8 @@ const record = async (buyer: TestAccount, ref: string) =>
 const offerView = async (id: string) =>
   (await (await adminFetch(stack, `/admin/v1/offers/${id}`)).json()) as Record<string, string>
 
-describe('a supplier that inflates its usage is paid the hold at most', () => {
-  test('50,000,000 completion tokens for max_tokens 10, buffered: charged the hold, the rest disputed', async () => {
+describe('a supplier that inflates its usage is paid what the request allows at most', () => {
+  test('50,000,000 completion tokens for max_tokens 10, buffered: charged for 10, the rest disputed', async () => {
     const offer = await liarOffer(40, { usage: { prompt_tokens: 5, completion_tokens: 50_000_000 } })
     const buyer = await fundedBuyer(stack, '5.000000')
     const response = await chat(buyer, { max_tokens: 10 })
@@ -110,11 +111,13 @@ describe('a supplier that inflates its usage is paid the hold at most', () => {
     const ref = response.headers.get('x-svc-support-reference')!
     const attempt = await attemptOf(ref)
     const charged = parseMicros(response.headers.get('x-svc-cost-usdc')!)!
-    // Billed the held burn exactly, and never more than the hold.
-    expect(attempt.burn).toBe(attempt.holdDiem)
-    expect(charged).toBe(Number(attempt.holdUsdc))
+    // Billed the completion at the limit the supplier was sent, within the hold.
+    const billedBurn = Math.ceil((5 * 700_000 + 10 * 2_800_000) / 1e6)
+    expect(billedBurn).toBeLessThan(Number(attempt.holdDiem))
+    expect(Number(attempt.burn)).toBe(billedBurn)
+    expect(charged).toBe(Math.ceil((billedBurn * 40) / 100))
     const reportedBurn = Math.ceil((5 * 700_000 + 50_000_000 * 2_800_000) / 1e6)
-    expect(Number(attempt.disputed)).toBe(reportedBurn - Number(attempt.holdDiem))
+    expect(Number(attempt.disputed)).toBe(reportedBurn - billedBurn)
     expect((await record(buyer, ref)).disputedBurnDiem).not.toBe('0.000000')
     const view = await offerView(offer.id)
     // The supplier earned exactly what the buyer paid; what it claimed beyond is on its offer.
@@ -126,15 +129,21 @@ describe('a supplier that inflates its usage is paid the hold at most', () => {
     expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 
-  test('10,000,000 prompt tokens on a stream: the cost frame is the hold, the rest disputed', async () => {
+  test('10,000,000 prompt tokens on a stream: the cost frame is the prompt bound, the rest disputed', async () => {
     const offer = await liarOffer(45, { usage: { prompt_tokens: 10_000_000, completion_tokens: 2 } })
     const buyer = await fundedBuyer(stack, '5.000000')
     const frames = sseData(await (await chat(buyer, { max_tokens: 20, stream: true })).text())
     expect(frames.at(-1)).toBe('[DONE]')
     const cost = frames.at(-2) as { costUsdc: string; supportReference: string }
     const attempt = await attemptOf(cost.supportReference)
-    expect(parseMicros(cost.costUsdc)).toBe(Number(attempt.holdUsdc))
-    expect(Number(attempt.disputed)).toBeGreaterThan(0)
+    const sent = liar.received.at(-1)!
+    const bound = promptTokenBound(sent.messages as ChatMessageLike[], sent)
+    const billedBurn = Math.ceil((bound * 700_000 + 2 * 2_800_000) / 1e6)
+    expect(billedBurn).toBeLessThan(Number(attempt.holdDiem))
+    expect(Number(attempt.burn)).toBe(billedBurn)
+    expect(parseMicros(cost.costUsdc)).toBe(Math.ceil((billedBurn * 45) / 100))
+    const reportedBurn = Math.ceil((10_000_000 * 700_000 + 2 * 2_800_000) / 1e6)
+    expect(Number(attempt.disputed)).toBe(reportedBurn - billedBurn)
     expect(parseMicros((await offerView(offer.id)).earnedUsdc!)).toBe(parseMicros(cost.costUsdc))
     expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })

@@ -188,6 +188,18 @@ describe.each(scriptForms())('as %s', (form) => {
     expect(await auditMarket(fx.store, fx.keys)).toEqual([])
   })
 
+  test('a bounded burn is billed at most, the rest disputed; the admission read after it', async () => {
+    const { offerId, admission } = await lostAdmission()
+    const cleared = await steps().clear(admission, { ...burn(1_000), boundedBurn: 600 as MicroDiem })
+    expect(cleared).toMatchObject({ burn: 600, disputed: 400, admissionLost: true })
+    expect(cleared.charged as number).toBe(300)
+    expect((await fx.store.hgetall(fx.keys.offer(offerId))).disputed).toBe('400')
+    expect((await attemptRecord(fx.store, fx.keys.attempt(admission.attemptId))).requestId).toBe(
+      admission.requestId,
+    )
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+
   test('an admission the store still has clears as ever: nothing late', async () => {
     await postOffer(fx, 50, 5_000_000)
     const accountId = await seedAccount(fx, 1_000_000)

@@ -376,6 +376,33 @@ describe.each(scriptForms())('as %s', (form) => {
       expect(await auditMarket(fx.store, fx.keys)).toEqual([])
     })
 
+    test('bills at most the bounded burn: the reported burn past it is disputed as past the hold', async () => {
+      const o = await postOffer(fx, 50, 5_000_000)
+      const acct = await seedAccount(fx, 1_000_000)
+      const adm = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
+      const result = await clearOf(adm.attemptId, 3_000, { boundedBurn: 400 as MicroDiem })
+      expect(result).toMatchObject({ charged: 200, burn: 400, writtenOff: 0, disputed: 2_600 } as never)
+      expect(await offer(o)).toMatchObject({ burned: '400', earned: '200', disputed: '2600' })
+      expect(await attemptRecord(fx.store, fx.keys.attempt(adm.attemptId))).toMatchObject({
+        burn: '400',
+        costUsdc: '200',
+        disputed: '2600',
+      })
+      expect((await fx.store.hgetall(fx.keys.market)).disputed).toBe('2600')
+      // A bound above the hold leaves the hold the cap; one above the burn caps nothing.
+      const past = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
+      expect(await clearOf(past.attemptId, 3_000, { boundedBurn: 2_000 as MicroDiem })).toMatchObject({
+        burn: 1_000,
+        disputed: 2_000,
+      } as never)
+      const within = admitted(await admitFor(fx, acct, { holdDiem: 1_000 as MicroDiem }))
+      expect(await clearOf(within.attemptId, 300, { boundedBurn: 900 as MicroDiem })).toMatchObject({
+        burn: 300,
+        disputed: 0,
+      } as never)
+      expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+    })
+
     test('disputes on one offer add up, on a clear and on a late clear after a reap', async () => {
       const o = await postOffer(fx, 50, 5_000_000)
       const acct = await seedAccount(fx, 1_000_000)

@@ -208,6 +208,20 @@ describe('two steps on two slots', () => {
     expect(await store.xlen(owners.offer(offerId).supplierFills('spl_two_phase'))).toBe(1)
   })
 
+  test('a bounded burn: billed at most, the rest disputed on the attempt and posted to the offer', async () => {
+    const offerId = await seedOffer(50, 5_000_000)
+    const buyer = await seedAccount(1_000_000)
+    const adm = admitted(
+      await admitApart(store, owners, request(buyer, offerId, { holdDiem: 10_000 as MicroDiem })),
+    )
+    const who = { accountId: buyer.accountId, offerId, model: 'llama-3.3-70b' }
+    const req = { ...clearRequest(adm.attemptId, 9_000), boundedBurn: 1_000 as MicroDiem }
+    const cleared = await clearApart(store, owners, who, req)
+    expect([cleared.charged, cleared.burn, cleared.disputed]).toEqual([500, 1_000, 8_000] as never)
+    expect(await account(buyer.accountId)).toMatchObject({ confirmed: '999500', held: '0', spent: '500' })
+    expect(await offer(offerId)).toMatchObject({ burned: '1000', earned: '500', disputed: '8000' })
+  })
+
   test('a refused hold voids its reservation: the offer has nothing held for it', async () => {
     const offerId = await seedOffer(50, 5_000_000)
     const poor = await seedAccount(100)
