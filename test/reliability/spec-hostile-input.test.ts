@@ -157,6 +157,9 @@ function casesFor(op: Operation): (HostileCase & { method: string; settles: bool
   const json = { 'content-type': 'application/json' }
   const idempotency = op.parameters.some((p) => p.in === 'header' && p.name === 'Idempotency-Key')
   const base = () => ({ ...credential(op), ...(idempotency ? { 'idempotency-key': randomUUID() } : {}) })
+  // A route that reads its query only in Anthropic's dialect (/v1/models) is asked its query in it.
+  const dialect = op.parameters.some((p) => p.in === 'header' && p.name === 'anthropic-version')
+  const queried = () => ({ ...base(), ...(dialect ? { 'anthropic-version': '2023-06-01' } : {}) })
   const cases: HostileCase[] = []
   const validText = op.body ? new TextEncoder().encode(JSON.stringify(validBody(op))) : undefined
   if (op.body) {
@@ -203,18 +206,18 @@ function casesFor(op: Operation): (HostileCase & { method: string; settles: bool
         cases.push({
           label: `?${param.name}=${value}`,
           target: target(op, {}, `${param.name}=${value}`),
-          headers: base(),
+          headers: queried(),
           invalid,
         })
       }
       for (const query of [`${param.name}=1&${param.name}=2`, `${param.name}[]=1`, `${param.name}[a]=1`]) {
-        cases.push({ label: `?${query}`, target: target(op, {}, query), headers: base(), invalid: false })
+        cases.push({ label: `?${query}`, target: target(op, {}, query), headers: queried(), invalid: false })
       }
     }
   }
   if (reads) {
     for (const query of ['&&==&', '%zz=%zz', `a=${'b'.repeat(8192)}`, 'a=1&a=2&a=3'])
-      cases.push({ label: `?${query}`, target: target(op, {}, query), headers: base(), invalid: false })
+      cases.push({ label: `?${query}`, target: target(op, {}, query), headers: queried(), invalid: false })
   }
   return cases.map((c) => ({ ...c, method: op.method, settles: c.invalid || reads }))
 }
@@ -223,7 +226,7 @@ const short = (text: string) =>
   text.replace(/(.)\1{15,}/gs, (run, c: string) => `${c}×${run.length}`).slice(0, 300)
 
 /** What is wrong with a refusal's body, if anything: the route's error shape, no internals. */
-function shapeProblem(path: string, status: number, text: string): string | null {
+function shapeProblem(anthropic: boolean, status: number, text: string): string | null {
   if (/at .*\.ts:\d+|node_modules/.test(text)) return 'internals in the body'
   let body: {
     type?: unknown
@@ -239,7 +242,7 @@ function shapeProblem(path: string, status: number, text: string): string | null
   if (status === 402 && Array.isArray(body.accepts)) return null // a payment challenge
   const error = body.error
   if (typeof error?.message !== 'string' || typeof error.type !== 'string') return 'no error.message/type'
-  if (path.startsWith('/v1/messages'))
+  if (anthropic)
     return body.type === 'error' && typeof body.request_id === 'string' ? null : 'not Anthropic-shaped'
   return typeof error.code === 'string' ? null : 'no error.code'
 }
@@ -282,7 +285,11 @@ async function send(c: Case) {
         ? c.invalid
           ? `${response.status} for input the schema refuses`
           : null
-        : shapeProblem(path, response.status, response.text)
+        : shapeProblem(
+            path.startsWith('/v1/messages') || 'anthropic-version' in c.headers,
+            response.status,
+            response.text,
+          )
   if (problem) findings.push(`${describeCase(c)}: ${problem}: ${short(response.text)}`)
   return response
 }
