@@ -8,7 +8,7 @@ import { ACCOUNT_TABLE, type Keyspace } from '../redis/keys.ts'
 import { AccountCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
-import { generateApiKey } from './api-keys.ts'
+import { generateApiKey, shownTextPattern } from './api-keys.ts'
 import { checkedIdempotencyDigest } from './idempotency-key.ts'
 import { accountResultError } from './results.ts'
 import { checksumWallet, walletKey } from './wallet.ts'
@@ -20,6 +20,8 @@ export const MAX_MAX_PRICE_CENTS = 80
 /** The most one manual credit may add: 1,000,000 USDC. */
 export const MAX_CREDIT = (1_000_000 * MICROS_PER_UNIT) as MicroUsdc
 export const NOTE_MAX = 500
+/** A credit's note is read back from the audit trail: the rule every shown name follows, empty allowed. */
+const SHOWN_NOTE = new RegExp(shownTextPattern(0, NOTE_MAX))
 
 export interface Balances {
   confirmed: MicroUsdc
@@ -229,6 +231,11 @@ export class AccountStore {
       )
     }
     if (note.length > NOTE_MAX) throw badRequest(`note must be at most ${NOTE_MAX} characters`)
+    if (!SHOWN_NOTE.test(note)) {
+      throw badRequest(
+        'note must have no control or bidirectional formatting character, and no lone surrogate',
+      )
+    }
     if (!isAccountId(accountId)) throw accountNotFound()
     const result = (await runScript(
       this.store,

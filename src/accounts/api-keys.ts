@@ -9,14 +9,18 @@ export const KEY_PREFIX_LENGTH = 12
 export const MAX_ACTIVE_API_KEYS = 10
 export const KEY_NAME_MAX = 64
 /**
- * A key's name: 1 to KEY_NAME_MAX characters counted as Unicode code points (a JSON string's length
- * counts UTF-16 units), and never a lone surrogate, which is no character and would be stored as
- * U+FFFD, not as the name the mint answered. No control characters (a name is printed in logs,
- * terminals and pages), line separators or bidirectional overrides and isolates (which would show
- * a name other than the one stored). The same with the `u` flag (JSON Schema validators) as
- * without it (TypeBox): the last branch matches only there, the pair only here.
+ * A name or label the gateway shows back: min to max characters counted as Unicode code points (a
+ * JSON string's length counts UTF-16 units), and never a lone surrogate, which is no character and
+ * would be stored as U+FFFD, not as the text the answer gave. No control characters (it is printed
+ * in logs, terminals and pages), line separators or bidirectional overrides and isolates (which
+ * would show a text other than the one stored). The same with the `u` flag (JSON Schema
+ * validators) as without it (TypeBox): the last branch matches only there, the pair only here.
  */
-export const KEY_NAME_PATTERN = `^(?:[\\u0020-\\u007E\\u00A0-\\u2027\\u202F-\\u2065\\u206A-\\uD7FF\\uE000-\\uFFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\u0000-\\uFFFF]){1,${KEY_NAME_MAX}}$`
+export const shownTextPattern = (min: number, max: number) =>
+  `^(?:[\\u0020-\\u007E\\u00A0-\\u2027\\u202F-\\u2065\\u206A-\\uD7FF\\uE000-\\uFFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\u0000-\\uFFFF]){${min},${max}}$`
+
+/** A key's name: 1 to KEY_NAME_MAX characters, as shownTextPattern says. */
+export const KEY_NAME_PATTERN = shownTextPattern(1, KEY_NAME_MAX)
 
 const RANDOM_BYTES = 32
 // Keys we mint are 43 characters after the prefix; longer ones are allowed for a future format,

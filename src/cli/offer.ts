@@ -2,6 +2,7 @@
 // service as /admin/v1/offers, printing the same JSON (never an upstream key). Config from the
 // environment: REDIS_URL, SVC_REDIS_PREFIX, SVC_MASTER_KEY.
 import { parseArgs } from 'node:util'
+import { shownTextPattern } from '../accounts/api-keys.ts'
 import { loadStoreConfig, masterKey } from '../config.ts'
 import {
   ASK_MAX_CENTS,
@@ -53,6 +54,9 @@ function httpUrl(raw: string): boolean {
   }
 }
 
+/** A label shown in pages and logs: the rule /admin/v1/offers checks it by. */
+const SUPPLIER_LABEL = new RegExp(shownTextPattern(1, MAX_SUPPLIER_LABEL_CHARS))
+
 /** Text of 1 to `max` characters: the admin API's bounds on the same field. */
 function text(raw: string, name: string, max: number): string {
   if (raw.length < 1 || raw.length > max) throw new UsageError(`--${name} must be 1 to ${max} characters`)
@@ -78,8 +82,11 @@ function input(values: Values): OfferInput {
   if (values['max-in-flight'] !== undefined) {
     out.maxInFlight = wholeNumber(values['max-in-flight'], 'max-in-flight', 1, 100_000)
   }
-  if (values.supplier !== undefined)
+  if (values.supplier !== undefined) {
     out.supplier = text(values.supplier, 'supplier', MAX_SUPPLIER_LABEL_CHARS)
+    if (!SUPPLIER_LABEL.test(out.supplier))
+      throw new UsageError('--supplier must have no control or bidirectional formatting character')
+  }
   return out
 }
 

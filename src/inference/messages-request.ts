@@ -9,7 +9,7 @@ import { badRequest } from '../errors.ts'
 import type { ChatBody } from './chat-request.ts'
 import { isRecord, shown } from './json-object.ts'
 import { checkOtherFields, metadataUser } from './messages-fields.ts'
-import { chatToolChoice, chatTools } from './messages-tools.ts'
+import { chatToolChoice, chatTools, checkToolUsesAnswered } from './messages-tools.ts'
 
 const wholePositive = t.Number({ multipleOf: 1, minimum: 1 })
 const blocks = t.Array(t.Object({}, { additionalProperties: true }), { maxItems: 4096 })
@@ -196,9 +196,11 @@ function chatMessages(body: PromptBody, needs: ModelNeeds): ChatMessage[] {
     const results = turn.filter((m) => m.role === 'tool').length
     messages.push(...turn.slice(0, results), ...held.splice(0), ...turn.slice(results))
   })
+  checkToolUsesAnswered(body.messages)
   return messages.concat(held)
 }
 
+/** A thinking budget as the supplier's reasoning effort: the nearest of its three levels. */
 export function effortOfBudget(budget: number): string {
   if (budget < 4096) return 'low'
   return budget < 16384 ? 'medium' : 'high'

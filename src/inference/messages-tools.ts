@@ -1,6 +1,6 @@
 // The Messages API's tools and tool_choice as chat has them: custom tools only (a server tool is a
 // 400 naming it), each tool's fields carried or accepted as hints, and a choice that requires a
-// call only when there is a tool to call.
+// call only when there is a tool to call. Each tool_use of the conversation is answered in the next message.
 import { badRequest } from '../errors.ts'
 import { firstDuplicate } from './chat-checks.ts'
 import { isRecord, shown } from './json-object.ts'
@@ -100,4 +100,30 @@ export function chatToolChoice(
   throw unsupported("tool_choice must be {type: 'auto' | 'any' | 'none'} or {type: 'tool', name}")
 }
 
-/** A thinking budget as the supplier's reasoning effort: the nearest of its three levels. */
+/**
+ * As Anthropic: each tool_use is answered by a tool_result in the very next message (a system
+ * message between them aside), a final turn's too. A supplier would otherwise guess the answers,
+ * or refuse the call only once it is held.
+ */
+export function checkToolUsesAnswered(messages: readonly { role: string; content: unknown }[]): void {
+  let asked: { at: number; ids: unknown[] } | null = null
+  const unanswered = (at: number, ids: unknown[]) =>
+    invalid(
+      `messages[${at}]: tool_use ids were found without tool_result blocks immediately after: ${ids.map(shown).join(', ')}; each tool_use block must have a corresponding tool_result block in the next message`,
+    )
+  for (const [i, message] of messages.entries()) {
+    if (message.role === 'system') continue
+    const blocks = Array.isArray(message.content) ? message.content.filter(isRecord) : []
+    if (asked) {
+      const results = message.role === 'user' ? blocks.filter((block) => block.type === 'tool_result') : []
+      const answered = new Set(results.map((block) => block.tool_use_id))
+      const missing = asked.ids.filter((id) => !answered.has(id))
+      if (missing.length > 0) throw unanswered(asked.at, missing)
+      asked = null
+    }
+    const ids =
+      message.role === 'assistant' ? blocks.filter((b) => b.type === 'tool_use').map((b) => b.id) : []
+    if (ids.length > 0) asked = { at: i, ids }
+  }
+  if (asked) throw unanswered(asked.at, asked.ids)
+}

@@ -25,6 +25,17 @@ const INSTRUCTIONS =
   'errors carrying the HTTP status and the error.code of the API (see /llms.txt). Agents that speak ' +
   "Anthropic's Messages API call POST /v1/messages with the same key (as x-api-key)."
 
+/** The most of an unknown tool's name a refusal echoes: enough to spot a typo, never the whole body. */
+const ECHOED_NAME_CHARS = 100
+
+/** The name's first ECHOED_NAME_CHARS characters (code points: no pair cut in half), and an ellipsis when longer. */
+function echoedName(name: string): string {
+  let end = 0
+  for (let n = 0; n < ECHOED_NAME_CHARS && end < name.length; n++)
+    end += name.codePointAt(end)! > 0xffff ? 2 : 1
+  return end >= name.length ? name : `${name.slice(0, end)}…`
+}
+
 const checkers = new WeakMap<Tool, ReturnType<typeof TypeCompiler.Compile>>()
 function checker(tool: Tool) {
   let compiled = checkers.get(tool)
@@ -115,7 +126,7 @@ export function mcpServer(tools: Tool[], dispatch: Dispatch, instructions = INST
     if (!tool) {
       throw new McpError(
         ErrorCode.InvalidParams,
-        `unknown tool '${request.params.name}'; tools/list names them`,
+        `unknown tool '${echoedName(request.params.name)}'; tools/list names them`,
       )
     }
     return callTool(tool, request.params.arguments ?? {}, dispatch, extra.signal)

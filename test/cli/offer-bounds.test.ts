@@ -1,6 +1,6 @@
 // `svc-gateway offer` takes the operator's input straight to Redis: it must refuse what
-// /admin/v1/offers refuses (a capacity past a million DIEM, a supplier label past 128 characters,
-// an empty upstream key, a base URL that is no URL), exit 2 and change nothing. Accepted, a huge
+// /admin/v1/offers refuses (a capacity past a million DIEM, a supplier label past 128 characters
+// or with a control or bidi character in it, an empty upstream key, a base URL that is no URL), exit 2 and change nothing. Accepted, a huge
 // capacity made the public /v1/capacity a 500 (its sum is no longer an exact integer).
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
@@ -35,6 +35,8 @@ test('offer create refuses what the admin API refuses, and writes nothing', asyn
     { '--capacity': '1000000.000001' },
     { '--capacity': '9000000000' },
     { '--supplier': 'x'.repeat(129) },
+    { '--supplier': 'two\nlines' },
+    { '--supplier': 'esc\u001b[2J' },
     { '--key': '' },
     { '--base-url': 'http://[' },
   ]) {
@@ -54,6 +56,7 @@ test('offer update refuses an empty key or an uncapped capacity, and changes not
     ['--key', ''],
     ['--capacity', '2000000'],
     ['--supplier', 'x'.repeat(129)],
+    ['--supplier', 'gpj\u202eexe'],
   ]) {
     const before = await snapshotKeys(stack.store, stack.config.redisPrefix)
     const r = await runCli(['offer', 'update', id, ...args], env)

@@ -202,6 +202,11 @@ describe('POST /admin/v1/accounts/{accountId}/credit', () => {
       { amountUsdc: '2000000' },
       { amountUsdc: '1', note: 5 },
       { amountUsdc: '1', note: 'n'.repeat(501) },
+      // Kept in the audit trail an operator reads: no controls, bidi overrides or lone surrogates.
+      ...['paid\u0000', 'two\nlines', 'esc\u001b[2J', 'gpj\u202eexe', 'lone \ud800'].map((note) => ({
+        amountUsdc: '1',
+        note,
+      })),
     ]) {
       const response = await credit(account.accountId, body)
       expect({ body, status: response.status }).toEqual({ body, status: 400 })

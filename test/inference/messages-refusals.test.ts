@@ -53,6 +53,54 @@ for (const [why, named, body] of [
       ],
     },
   ],
+  // As Anthropic: each tool_use is answered in the very next message, a final turn's too.
+  ...(
+    [
+      [
+        'answered by no tool_result',
+        [ask, { role: 'assistant', content: [use('toolu_1')] }, ask],
+        1,
+        'toolu_1',
+      ],
+      [
+        'answered only in a later turn',
+        [
+          ask,
+          { role: 'assistant', content: [use('toolu_1')] },
+          ask,
+          { role: 'assistant', content: 'Looking.' },
+          { role: 'user', content: [result('toolu_1')] },
+        ],
+        1,
+        'toolu_1',
+      ],
+      [
+        'of two, one answered',
+        [
+          ask,
+          { role: 'assistant', content: [use('toolu_1'), use('toolu_2')] },
+          { role: 'user', content: [result('toolu_1')] },
+        ],
+        1,
+        'toolu_2',
+      ],
+      [
+        'in the final message',
+        [
+          ask,
+          { role: 'assistant', content: [use('toolu_1')] },
+          { role: 'user', content: [result('toolu_1')] },
+          { role: 'assistant', content: [{ type: 'text', text: 'Again.' }, use('toolu_3')] },
+        ],
+        3,
+        'toolu_3',
+      ],
+    ] as [string, Body['messages'], number, string][]
+  ).map(([why, messages, at, id]): [string, string, Body] => [
+    `a tool_use ${why}`,
+    `messages[${at}]: tool_use ids were found without tool_result blocks immediately after: ${id}`,
+    { tools: [weather], messages },
+  ]),
   ['an empty text block', 'text', { messages: [{ role: 'user', content: [{ type: 'text', text: '' }] }] }],
   ['an empty system text block', 'system', { system: [{ type: 'text', text: '' }] }],
   [
@@ -110,6 +158,17 @@ test('the edges Anthropic allows are answered', async () => {
             { type: 'text', text: 'Thanks.' },
           ],
         },
+      ],
+    },
+    // A system message between the calls and their results, and a final turn of text (a prefill).
+    {
+      tools: [weather],
+      messages: [
+        ask,
+        { role: 'assistant', content: [use('toolu_1')] },
+        { role: 'system', content: 'Answer in French.' },
+        { role: 'user', content: [result('toolu_1')] },
+        { role: 'assistant', content: 'Il fait' },
       ],
     },
   ] as Body[]) {

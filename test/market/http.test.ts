@@ -70,7 +70,23 @@ describe('operator offers', () => {
     expect(await stack.store.zscore(stack.keys.ladder, id)).toBeNull()
   })
 
+  // A label shows in pages, logs and terminals: no controls, line separators, bidi overrides, lone surrogates.
+  const badLabels: [string, string][] = [
+    ['a NUL', 'acme\u0000'],
+    ['a line break', 'two\nlines'],
+    ['an escape sequence', 'esc\u001b[31m'],
+    ['a DEL', 'del\u007f'],
+    ['a C1 control', 'c1\u0085'],
+    ['a line separator', 'line\u2028'],
+    ['a bidi override', 'gpj\u202eexe'],
+    ['a lone surrogate', 'lone \ud800'],
+  ]
+
   const bad: [string, unknown][] = [
+    ...badLabels.map(([why, supplier]): [string, unknown] => [
+      `a supplier label with ${why}`,
+      { ...validOffer, supplier },
+    ]),
     ['ask below the corridor', { ...validOffer, askCents: 29 }],
     ['ask above the corridor', { ...validOffer, askCents: 81 }],
     ['fractional ask', { ...validOffer, askCents: 50.5 }],
@@ -102,6 +118,26 @@ describe('operator offers', () => {
       expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
     })
   }
+
+  test('a label with a control, bidi or lone surrogate: PATCH 400, nothing changes; a label outside the BMP is taken', async () => {
+    const { id } = (await (await admin('POST', '/', { ...validOffer, supplier: 'acme' })).json()) as {
+      id: string
+    }
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
+    for (const [why, supplier] of badLabels) {
+      const response = await admin('PATCH', `/${id}`, { supplier })
+      expect({ why, status: response.status }).toEqual({ why, status: 400 })
+      const error = (await response.json()) as { error: { message: string; type: string } }
+      expect(error.error).toMatchObject({
+        type: 'invalid_request_error',
+        message: expect.stringContaining('supplier'),
+      })
+    }
+    expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
+    const renamed = await admin('PATCH', `/${id}`, { supplier: 'Acme GPU 🚀 Zürich' })
+    expect(renamed.status).toBe(200)
+    expect(await renamed.json()).toMatchObject({ supplier: 'Acme GPU 🚀 Zürich' })
+  })
 
   test('an empty PATCH and a capacity below what is used are refused', async () => {
     const { id } = (await (await admin('POST', '/', validOffer)).json()) as { id: string }

@@ -89,6 +89,21 @@ describe('tools/call', () => {
     expect(await snapshotKeys(stack.store, stack.config.redisPrefix)).toEqual(before)
   })
 
+  test("an unknown tool's name is echoed capped, whole characters only, whatever its length", async () => {
+    const before = await snapshotKeys(stack.store, stack.config.redisPrefix)
+    for (const name of ['x'.repeat(2 * 1024 * 1024), `${'a'.repeat(99)}${'😀'.repeat(50_000)}`]) {
+      const error = await refusal(toolsCall({ name, arguments: {} }))
+      expect(error.code).toBe(ErrorCode.InvalidParams)
+      expect(error.message).toContain(`unknown tool '${Array.from(name).slice(0, 100).join('')}…'`)
+      expect(error.message.length).toBeLessThan(300)
+      expect(error.message.isWellFormed()).toBe(true)
+    }
+    // A name within the cap is echoed whole.
+    const named = await refusal(toolsCall({ name: 'n'.repeat(100), arguments: {} }))
+    expect(named.message).toContain(`unknown tool '${'n'.repeat(100)}';`)
+    expect(await snapshotKeys(stack.store, stack.config.redisPrefix)).toEqual(before)
+  })
+
   test('a call asked to run as a task is Method not found: no tool here runs as one, and the chat is not run', async () => {
     const before = await snapshotKeys(stack.store, stack.config.redisPrefix)
     for (const task of [{}, { ttl: 60_000 }]) {

@@ -1,6 +1,7 @@
 // Operator routes for offers under /admin/v1/offers (a fixed interface: scripts drive it), behind
 // the admin token. The upstream key goes in on create or update and never comes out.
 import { Elysia, t } from 'elysia'
+import { shownText } from '../../accounts/key-name.ts'
 import { badRequest, notFound } from '../../errors.ts'
 import {
   ASK_MAX_CENTS,
@@ -25,7 +26,8 @@ export const offerFields = {
   askCents: t.Number({ multipleOf: 1, minimum: ASK_MIN_CENTS, maximum: ASK_MAX_CENTS }),
   capacityDiem: t.Union([t.String({ maxLength: 32 }), t.Number()]),
   maxInFlight: t.Number({ multipleOf: 1, minimum: 1, maximum: 100_000 }),
-  supplier: t.String({ minLength: 1, maxLength: MAX_SUPPLIER_LABEL_CHARS }),
+  // Shown in pages and logs; at most MAX_SUPPLIER_LABEL_CHARS UTF-16 units too, as the CLI counts.
+  supplier: shownText(MAX_SUPPLIER_LABEL_CHARS, 1, { maxLength: MAX_SUPPLIER_LABEL_CHARS }),
 }
 
 /** What an offer's owner (an operator or its supplier) may change on it, each optional. */
