@@ -1,6 +1,7 @@
 // Streamed chat's wire format: the supplier's chunks as they are; then the usage chunk, the svc.cost
 // frame and [DONE] once the clear commits; the error frame that replaces [DONE] when it did not.
 import { formatMicros } from '../money/units.ts'
+import { billedChatUsage } from './chat-usage.ts'
 import {
   frame,
   relayStream,
@@ -65,7 +66,9 @@ class ChatShape implements StreamShape {
       created: identity?.created ?? Math.floor(Date.now() / 1000),
       model: identity?.model ?? this.modelId,
     }
-    if (this.usageChunk) frames.push(frame({ ...this.usageChunk, ...own }))
+    // Its usage the one billed, which is the supplier's unless it claimed more than the request allows.
+    const chunk = this.usageChunk
+    if (chunk) frames.push(frame({ ...chunk, ...own, usage: billedChatUsage(chunk.usage, clearing.usage) }))
     frames.push(
       frame({
         ...own,

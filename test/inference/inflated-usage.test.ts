@@ -5,8 +5,11 @@
 // tier the bound reaches; the completion at its limit), and the rest of the claimed burn is
 // disputed, on the record, the offer, the market's totals and /metrics, as burn past the hold is.
 // Over real HTTP, against a supplier of the test's own, on chat, Responses and Messages, buffered
-// and streamed. An estimate (no report at all) capped at the key's balance is no dispute.
+// and streamed. An estimate (no report at all) capped at the key's balance is no dispute. The usage
+// a buyer is shown (the chat answer's, the stream's usage chunk, its record and activity) is the
+// usage it was billed for; a report within the bounds reaches it as the supplier wrote it.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import OpenAI from 'openai'
 import { auditAll } from '../../src/cli/audit.ts'
 import { type ChatMessageLike, promptTokenBound } from '../../src/inference/tokens.ts'
 import { formatMicros, parseMicros } from '../../src/money/units.ts'
@@ -299,6 +302,138 @@ describe('completion tokens past max_tokens x n are billed at that limit, the re
     })
     expect(record.burnDiem).toBe(formatMicros(bill(LLAMA, { prompt: 5, completion: 10 })))
     expect(record.disputedBurnDiem).toBe('0.000000')
+  })
+})
+
+describe('chat shows the usage it billed, not the claim', () => {
+  const chatBody = {
+    model: 'svc/glm-4.6',
+    messages: [{ role: 'user' as const, content: 'hello' }],
+    max_tokens: 10,
+  }
+  const client = () => new OpenAI({ apiKey: buyer.apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 })
+
+  /** The request's record once cleared, and its item in the account's activity. */
+  async function recorded(ref: string) {
+    let record = {} as RequestRecord
+    await until(async () => {
+      record = (await (
+        await keyFetch(stack, buyer.apiKey, `/v1/agent/requests/${ref}`)
+      ).json()) as RequestRecord
+      return record.complete === true
+    })
+    const activity = (await (await keyFetch(stack, buyer.apiKey, '/v1/agent/activity?limit=50')).json()) as {
+      data: { supportReference: string; inputTokens: number; outputTokens: number; costUsdc: string }[]
+    }
+    return { record, item: activity.data.find((i) => i.supportReference === ref) }
+  }
+
+  /** The bound of what the supplier was last sent. */
+  const lastBound = () => {
+    const sent = received.at(-1)!
+    return promptTokenBound(sent.messages as ChatMessageLike[], sent)
+  }
+
+  /** The chat usage of billed counts, the cache split billed as such. */
+  const shown = (prompt: number, completion: number, cached = 0) => ({
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached },
+  })
+
+  test('buffered: completion.usage, the cost header and the record all say the billed counts', async () => {
+    usage = {
+      prompt_tokens: 10_000_000,
+      completion_tokens: 50_000_000,
+      total_tokens: 60_000_000,
+      prompt_tokens_details: { cached_tokens: 9_000_000, cache_creation_input_tokens: 500_000 },
+      completion_tokens_details: { reasoning_tokens: 40_000_000 },
+    }
+    const { data, response } = await client().chat.completions.create(chatBody).withResponse()
+    const bound = lastBound()
+    const billed = bill(GLM_BASE, { prompt: bound, completion: 10 })
+    expect(data.usage as unknown).toEqual({
+      ...shown(bound, 10),
+      prompt_tokens_details: { cached_tokens: 0, cache_creation_input_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 10 },
+    })
+    expect(response.headers.get('x-svc-cost-usdc')).toBe(formatMicros(charge(billed)))
+    const { record, item } = await recorded(response.headers.get('x-svc-support-reference')!)
+    expect(record.usage).toMatchObject({ inputTokens: bound, outputTokens: 10, estimated: false })
+    expect(record.burnDiem).toBe(formatMicros(billed))
+    expect(BigInt(parseMicros(record.disputedBurnDiem)!)).toBeGreaterThan(0n)
+    expect(item).toMatchObject({ inputTokens: bound, outputTokens: 10, costUsdc: record.costUsdc })
+  })
+
+  test('buffered: a completion past its limit, the prompt and its cache split within their bound', async () => {
+    usage = {
+      prompt_tokens: 6,
+      completion_tokens: 1_000,
+      total_tokens: 1_006,
+      prompt_tokens_details: { cached_tokens: 5 },
+    }
+    const { data, response } = await client().chat.completions.create(chatBody).withResponse()
+    expect(data.usage).toEqual(shown(6, 10, 5))
+    const billed = bill(GLM_BASE, { prompt: 6, cached: 5, completion: 10 })
+    expect(response.headers.get('x-svc-cost-usdc')).toBe(formatMicros(charge(billed)))
+  })
+
+  test("streamed: the final chunk's usage and the svc.cost frame say the billed counts", async () => {
+    usage = {
+      prompt_tokens: 10_000_000,
+      completion_tokens: 2_000,
+      total_tokens: 10_002_000,
+      prompt_tokens_details: { cached_tokens: 9_000_000 },
+      cache_creation_input_tokens: 500_000,
+    }
+    const stream = await client().chat.completions.create({
+      ...chatBody,
+      stream: true,
+      stream_options: { include_usage: true },
+    })
+    const chunks: Record<string, unknown>[] = []
+    for await (const chunk of stream) chunks.push(chunk as unknown as Record<string, unknown>)
+    const bound = lastBound()
+    const billed = bill(GLM_BASE, { prompt: bound, completion: 10 })
+    const final = chunks.filter((c) => c.usage).at(-1)!
+    expect(final.usage).toEqual({ ...shown(bound, 10), cache_creation_input_tokens: 0 })
+    const cost = chunks.find((c) => c.object === 'svc.cost') as { costUsdc: string; supportReference: string }
+    expect(cost.costUsdc).toBe(formatMicros(charge(billed)))
+    const { record, item } = await recorded(cost.supportReference)
+    expect(record.usage).toMatchObject({ inputTokens: bound, outputTokens: 10, estimated: false })
+    expect(BigInt(parseMicros(record.disputedBurnDiem)!)).toBeGreaterThan(0n)
+    expect(item).toMatchObject({ inputTokens: bound, outputTokens: 10 })
+  })
+
+  test('buffered, a report without its completion count: the usage shown is the estimate billed', async () => {
+    usage = { prompt_tokens: 10_000_000 }
+    const { data, response } = await client().chat.completions.create(chatBody).withResponse()
+    const { record } = await recorded(response.headers.get('x-svc-support-reference')!)
+    expect(record.usage).toMatchObject({ inputTokens: lastBound(), estimated: true })
+    const { inputTokens, outputTokens } = record.usage
+    expect(data.usage as unknown).toEqual(shown(inputTokens, outputTokens))
+  })
+
+  test('a report within the bounds reaches the buyer as the supplier wrote it', async () => {
+    usage = {
+      prompt_tokens: 6,
+      completion_tokens: 4,
+      total_tokens: 10,
+      prompt_tokens_details: { cached_tokens: 5, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 3 },
+      supplier_field: 'kept',
+    }
+    const buffered = await client().chat.completions.create(chatBody)
+    expect(buffered.usage as unknown).toEqual(usage)
+    const stream = await client().chat.completions.create({
+      ...chatBody,
+      stream: true,
+      stream_options: { include_usage: true },
+    })
+    let last: unknown = null
+    for await (const chunk of stream) if (chunk.usage) last = chunk.usage
+    expect(last).toEqual(usage)
   })
 })
 

@@ -3,14 +3,22 @@
 import { Elysia } from 'elysia'
 import { checkChatRequest } from '../../inference/chat-checks.ts'
 import { type ChatBody, chatBodySchema } from '../../inference/chat-request.ts'
+import { billedChatUsage } from '../../inference/chat-usage.ts'
 import { relayChatStream } from '../../inference/relay-chat-stream.ts'
 import type { ChatFormat, InferenceService } from '../../inference/service.ts'
 import { buyerKeyAuth } from '../auth.ts'
 import { type PaidHandler, sendAnswer } from './call.ts'
 
-/** Chat completions as the supplier wrote them (our ids and model on them), or its stream. */
+/**
+ * Chat completions as the supplier wrote them (our ids and model on them, its usage as billed), or
+ * its stream. An answer without usage is sent without.
+ */
 const CHAT_FORMAT: ChatFormat = {
-  buffered: () => (relayed) => relayed,
+  buffered: () => (relayed, clearing) => {
+    // In place, as the relay rewrites the rest; an undefined usage is not serialised.
+    relayed.usage = billedChatUsage(relayed.usage, clearing.usage)
+    return relayed
+  },
   stream: (context) => relayChatStream(context),
 }
 
