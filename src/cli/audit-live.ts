@@ -1,11 +1,14 @@
 // `svc-gateway audit` on a live market: the whole audit first (audit-all.ts), exact at rest, then
 // each finding read again a few times, a moment apart, before it is named. What requests move on
 // an account or an offer (its holds, in-flight counts, leases, a key's spent against its Stream)
-// is read again at one instant on its slot (market/audit-slots.ts); a sum over many owners is
-// bracketed by its growing sides (audit-sums.ts); anything else by the whole audit again.
+// is read again at one instant on its slot (market/audit-slots.ts; held apart, with a pair across
+// two slots by attempt id, market/audit-slots-apart.ts); a sum over many owners is bracketed by
+// its growing sides (audit-sums.ts); anything else by the whole audit again.
 // Named is what every reading finds: a fault stays, what a request was in the middle of does not.
 import type { AuditFinding } from '../market/audit.ts'
+import { pairOf } from '../market/audit-pairs.ts'
 import { recheckOwners, type Suspects } from '../market/audit-slots.ts'
+import { recheckOwnersApart } from '../market/audit-slots-apart.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { auditAll } from './audit-all.ts'
@@ -25,8 +28,12 @@ type Source = 'slots' | 'sums' | 'whole'
 /** A finding with its amounts left out: what the next reading must find again, whatever moved. */
 const kindOf = (f: AuditFinding) => `${f.subject}: ${f.problem.replace(/\d+/g, '#')}`
 
-/** A hash's own checks only its owner's whole audit makes (its hash missing, a pending payment). */
-const WHOLE_ONLY = /^(listed but its hash is missing|pending \d+ != its payments pending|credited by hand)/
+/**
+ * An owner's checks only the whole audit makes (its hash missing, a pending payment; held apart,
+ * its payments' and its keys' records on the market's slot).
+ */
+const WHOLE_ONLY =
+  /^(listed but its hash is missing|pending \d+ != its payments pending|credited by hand|credited payment \S+ has no record|key \S+ (is listed but has no record|has a record but is not listed))/
 
 interface Plan {
   source: Map<string, Source>
@@ -34,22 +41,32 @@ interface Plan {
   sums: Sums
 }
 
-/** Where each finding is read again. On one slot only: held apart, the whole audit again. */
+/** Where each finding is read again. */
 function planOf(findings: AuditFinding[], keys: Keyspace): Plan {
   const plan: Plan = {
     source: new Map(),
-    suspects: { accounts: new Set(), offers: new Set(), attempts: new Set() },
-    sums: { market: false, writeOffs: false, funded: new Set() },
+    suspects: { accounts: new Set(), offers: new Set(), attempts: new Set(), pairs: new Map() },
+    sums: { market: false, writeOffs: false, funded: new Set(), suppliers: new Set() },
   }
   const { suspects, sums } = plan
+  const apart = keys.layout === 'apart'
   for (const f of findings) {
     const [, kind, id, ofAccount] = /^(\S+) (\S+)(?: of account (\S+))?$/.exec(f.subject) ?? []
     let source: Source = 'whole'
-    if (keys.layout === 'apart' || WHOLE_ONLY.test(f.problem)) source = 'whole'
+    if (WHOLE_ONLY.test(f.problem)) source = 'whole'
     else if (f.subject === 'market') {
+      const spend = f.problem.startsWith('buyer spend')
+      // Held apart, the write-offs are kept on every shard: the whole audit reads them again.
+      source = spend || !apart ? 'sums' : 'whole'
+      if (spend) sums.market = true
+      else if (!apart) sums.writeOffs = true
+    } else if (kind === 'supplier' && /^fills earned \d+ != its offers' earned/.test(f.problem)) {
       source = 'sums'
-      if (f.problem.startsWith('buyer spend')) sums.market = true
-      else sums.writeOffs = true
+      sums.suppliers.add(id!)
+    } else if (apart && kind === 'attempt') {
+      const at = pairOf.get(f)
+      source = at ? 'slots' : 'whole'
+      if (at) suspects.pairs.set(id!, at)
     } else if (kind === 'account' && /^funded \d+ != its credited payments/.test(f.problem)) {
       source = 'sums'
       sums.funded.add(id!)
@@ -68,13 +85,16 @@ function planOf(findings: AuditFinding[], keys: Keyspace): Plan {
   return plan
 }
 
+const recheck = (store: Store, keys: Keyspace, suspects: Suspects) =>
+  keys.layout === 'apart' ? recheckOwnersApart(store, keys, suspects) : recheckOwners(store, keys, suspects)
+
 /** One reading of what the plan names, each finding from the source planned for it. */
 async function readAgain(store: Store, keys: Keyspace, plan: Plan): Promise<AuditFinding[]> {
   const wants = (source: Source) => [...plan.source.values()].includes(source)
   const from = (source: Source, found: AuditFinding[]) =>
     found.filter((f) => plan.source.get(kindOf(f)) === source)
   return [
-    ...(wants('slots') ? from('slots', await recheckOwners(store, keys, plan.suspects)) : []),
+    ...(wants('slots') ? from('slots', await recheck(store, keys, plan.suspects)) : []),
     ...(wants('sums') ? from('sums', await recheckSums(store, keys, plan.sums)) : []),
     ...(wants('whole') ? from('whole', await auditAll(store, keys)) : []),
   ]

@@ -4,18 +4,26 @@
 // fees, a late clear its write-off to its account's and to the list, a credit to funded and to its
 // payment's record or the audit Stream. So the side read first and read again last brackets the
 // other, read between: at rest the three are equal and the check is the whole audit's, exact; a
-// side outside its bracket is a fault, whatever moved meanwhile. On one slot (held apart, what is
-// in transit between the sides is audit-apart.ts's).
+// side outside its bracket is a fault, whatever moved meanwhile. Held apart, the market's spend,
+// with what is in transit between its sides, is audit-sums-apart.ts's; the write-offs the whole
+// audit's again.
 import { fundedProblem, type Given, givenToAccounts } from '../funding/audit.ts'
 import type { AuditFinding } from '../market/audit.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
+import { sumOfField } from '../redis/streams.ts'
+import { fillStreams } from '../suppliers/fills.ts'
+import { recheckSpendApart } from './audit-sums-apart.ts'
 
-/** The sums to read again: the market's spend, its write-offs, and the funded of these accounts. */
+/**
+ * The sums to read again: the market's spend, its write-offs (on one slot), the funded of these
+ * accounts, and the fills of these suppliers.
+ */
 export interface Sums {
   market: boolean
   writeOffs: boolean
   funded: Set<string>
+  suppliers: Set<string>
 }
 
 /** Each field summed over the hashes of a set's members (one pipeline: they share the slot). */
@@ -41,25 +49,31 @@ export async function recheckSums(store: Store, keys: Keyspace, which: Sums): Pr
   const given = async (): Promise<Given | undefined> =>
     which.funded.size > 0 ? givenToAccounts(store, keys) : undefined
 
-  const [offersBefore, listedBefore, givenBefore] = [await offers(), await listed(), await given()]
-  const accounts = await summed(store, await store.smembers(keys.accounts), keys.account, [
-    'spent',
-    'writtenOff',
-  ])
+  // Held apart, the spend is summed across slots (audit-sums-apart.ts); the rest is on one.
+  const apart = keys.layout === 'apart'
+  if (apart) findings.push(...(which.market ? await recheckSpendApart(store, keys) : []))
+  const market = !apart && (which.market || which.writeOffs)
+  const none = new Map<string, number>()
+  const [offersBefore, listedBefore] = market ? [await offers(), await listed()] : [none, 0]
+  const givenBefore = await given()
+  const accounts = market
+    ? await summed(store, await store.smembers(keys.accounts), keys.account, ['spent', 'writtenOff'])
+    : none
   const funded = new Map<string, string | null>()
   for (const id of which.funded) funded.set(id, await store.hget(keys.account(id), 'funded'))
-  const [offersAfter, listedAfter, givenAfter] = [await offers(), await listed(), await given()]
+  const [offersAfter, listedAfter] = market ? [await offers(), await listed()] : [none, 0]
+  const givenAfter = await given()
 
   const within = (low: number, value: number, high: number) => low <= value && value <= high
   const spent = accounts.get('spent')!
   const paid = (sums: Map<string, number>) => sums.get('earned')! + sums.get('fees')!
-  if (which.market && !within(paid(offersBefore), spent, paid(offersAfter)))
+  if (market && which.market && !within(paid(offersBefore), spent, paid(offersAfter)))
     off(
       'market',
       `buyer spend ${spent} != supplier earnings ${offersAfter.get('earned')} + fees ${offersAfter.get('fees')}`,
     )
   const writtenOff = accounts.get('writtenOff')!
-  if (which.writeOffs && !within(listedBefore, writtenOff, listedAfter))
+  if (market && which.writeOffs && !within(listedBefore, writtenOff, listedAfter))
     off('market', `accounts' written off ${writtenOff} != the write-off list's ${listedAfter}`)
   if (givenBefore && givenAfter)
     for (const [id, value] of funded) {
@@ -67,5 +81,37 @@ export async function recheckSums(store: Store, keys: Keyspace, which: Sums): Pr
       if (value !== null && !within(total(givenBefore), Number(value), total(givenAfter)))
         off(`account ${id}`, fundedProblem(value, givenAfter, id))
     }
+  findings.push(...(await recheckFills(store, keys, which.suppliers)))
+  return findings
+}
+
+/**
+ * A supplier's fills against its offers' earned: a clear (a post, held apart) adds to an offer's
+ * earned and appends its fill in one script, so the offers' earned read before and after the
+ * fills bracket them.
+ */
+async function recheckFills(store: Store, keys: Keyspace, suppliers: Set<string>): Promise<AuditFinding[]> {
+  const findings: AuditFinding[] = []
+  for (const id of suppliers) {
+    const offerIds = await store.smembers(keys.supplierOffers(id))
+    const earned = async () =>
+      (await Promise.all(offerIds.map((offerId) => store.hget(keys.offer(offerId), 'earned')))).reduce(
+        (sum, value) => sum + Number(value ?? 0),
+        0,
+      )
+    const before = await earned()
+    const fills = { sum: 0, complete: true }
+    for (const stream of await fillStreams(store, keys, id)) {
+      const one = await sumOfField(store, stream, 'earnedUsdc')
+      fills.sum += one.sum
+      fills.complete &&= one.complete
+    }
+    const after = await earned()
+    if (fills.complete && !(before <= fills.sum && fills.sum <= after))
+      findings.push({
+        subject: `supplier ${id}`,
+        problem: `fills earned ${fills.sum} != its offers' earned ${after}`,
+      })
+  }
   return findings
 }

@@ -9,10 +9,13 @@
 // still have pending, every key listed on an account has the record auth reads and every record is
 // of a listed key; and each supplier's offers, earnings, payouts and upstream key claims
 // (audit-suppliers.ts).
-// Read without a snapshot: run it when quiet.
+// Read without a snapshot: exact at rest; `svc-gateway audit` reads each finding again before it
+// names it (cli/audit-live.ts).
 import { attemptFields } from '../records/attempt-fields.ts'
 import type { Store } from '../redis/store.ts'
 import { type AuditFinding, marketGlob, ownerGlob, scanHashes } from './audit.ts'
+import { apartAccountFindings, apartOfferFindings } from './audit-owners.ts'
+import { type PairAt, pairOf, pairProblems } from './audit-pairs.ts'
 import { auditSuppliersApart } from './audit-suppliers.ts'
 
 /** The id at the end of a key, after `marker`. */
@@ -42,40 +45,28 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
   const heldByOffer = new Map<string, number>()
   const slotsByOffer = new Map<string, number>()
   const heldByAccount = new Map<string, number>()
+  const pairOff = (id: string, at: PairAt, problems: string[]) => {
+    for (const problem of problems) {
+      const finding = { subject: `attempt ${id}`, problem }
+      pairOf.set(finding, at)
+      findings.push(finding)
+    }
+  }
   for (const [id, r] of reservations) {
     const held = attempts.get(id)
     const a = held?.offerId === r.offerId ? held : undefined
-    const subject = `attempt ${id}`
     if (r.state === 'reserved') {
       heldByOffer.set(r.offerId!, (heldByOffer.get(r.offerId!) ?? 0) + num(r, 'holdDiem'))
       slotsByOffer.set(r.offerId!, (slotsByOffer.get(r.offerId!) ?? 0) + 1)
-      if (a?.state === 'cleared') {
-        off(subject, 'cleared on its account but its reservation is not posted')
-        inTransit += num(a, 'costUsdc')
-      } else if (a?.state !== 'admitted')
-        off(subject, `reserved on its offer, ${a ? a.state : 'never held'} on its account`)
-    } else if (r.state === 'posted') {
-      if (a?.state !== 'cleared')
-        off(subject, `posted on its offer, ${a ? a.state : 'missing'} on its account`)
-      else {
-        if (num(a, 'burn') !== num(r, 'burnDiem'))
-          off(subject, `posted burn ${r.burnDiem} != cleared burn ${a.burn ?? 0}`)
-        // Less what the market covered: cleared again with another charge after a failover (lib/posts).
-        if (num(r, 'earnedUsdc') + num(r, 'feeUsdc') - num(r, 'uncovered') !== num(a, 'costUsdc'))
-          off(
-            subject,
-            `earned ${r.earnedUsdc} + fee ${r.feeUsdc} - uncovered ${r.uncovered ?? 0} != charged ${a.costUsdc ?? 0}`,
-          )
-      }
-    } else if (r.state === 'voided' && (a?.state === 'admitted' || a?.state === 'cleared')) {
-      off(subject, `voided on its offer, ${a.state} on its account`)
+      if (a?.state === 'cleared') inTransit += num(a, 'costUsdc')
     }
+    pairOff(id, { accountId: r.accountId!, offerId: r.offerId! }, pairProblems(r, a))
   }
   for (const [id, a] of attempts) {
     if (a.state === 'admitted')
       heldByAccount.set(a.accountId!, (heldByAccount.get(a.accountId!) ?? 0) + num(a, 'holdUsdc'))
-    if ((a.state === 'admitted' || a.state === 'cleared') && !reservedOn.has(`${a.offerId} ${id}`))
-      off(`attempt ${id}`, `${a.state} on its account with no reservation on its offer`)
+    if (!reservedOn.has(`${a.offerId} ${id}`))
+      pairOff(id, { accountId: a.accountId!, offerId: a.offerId! }, pairProblems(undefined, a))
   }
 
   // Payments: recorded on the indexes' slot, each credited once on its account's.
@@ -125,24 +116,17 @@ export async function auditApart(store: Store, prefix: string): Promise<AuditFin
   const offers: Record<string, string>[] = []
   for (const { row: o } of await scanHashes(store, ownerGlob(prefix, 'o', 'offer:*'), true)) {
     offers.push(o)
-    const subject = `offer ${o.id}`
-    if (num(o, 'held') !== (heldByOffer.get(o.id!) ?? 0))
-      off(subject, `held ${o.held} != its pending reservations ${heldByOffer.get(o.id!) ?? 0}`)
-    if (num(o, 'inflight') !== (slotsByOffer.get(o.id!) ?? 0))
-      off(subject, `inflight ${o.inflight} != its pending reservations ${slotsByOffer.get(o.id!) ?? 0}`)
+    const pending = { held: heldByOffer.get(o.id!) ?? 0, slots: slotsByOffer.get(o.id!) ?? 0 }
+    findings.push(...apartOfferFindings(o, pending))
     earned += num(o, 'earned') + num(o, 'fees') - num(o, 'uncovered')
   }
   let spent = 0
   for (const { key, row: a } of await scanHashes(store, ownerGlob(prefix, 'a', 'acct:*'), true)) {
     if (!/:acct:[^:]+$/.test(key)) continue
     const subject = `account ${a.id}`
-    const sum = num(a, 'confirmed') + num(a, 'pending') + num(a, 'held') + num(a, 'spent')
-    if (sum !== num(a, 'funded'))
-      off(subject, `funded ${a.funded} != confirmed + pending + held + spent ${sum}`)
+    findings.push(...apartAccountFindings(a, heldByAccount))
     if (num(a, 'pending') !== (pendingByAccount.get(a.id!) ?? 0))
       off(subject, `pending ${a.pending} != its payments pending ${pendingByAccount.get(a.id!) ?? 0}`)
-    if (num(a, 'held') !== (heldByAccount.get(a.id!) ?? 0))
-      off(subject, `held ${a.held} != holds of its admitted attempts ${heldByAccount.get(a.id!) ?? 0}`)
     spent += num(a, 'spent')
   }
   if (spent !== earned + inTransit)

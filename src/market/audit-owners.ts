@@ -160,3 +160,27 @@ export function offerFindings(row: Record<string, string>, t: OpenTallies, apart
   if (num(row, 'inflight') !== slots) off(`inflight ${num(row, 'inflight')} != its open attempts ${slots}`)
   return findings
 }
+
+/**
+ * Held apart, an account's own sum and its holds: funded = confirmed + pending + held + spent, and
+ * held = its admitted attempts' holds (`heldByAccount`, by account id).
+ */
+export function apartAccountFindings(row: Record<string, string>, heldByAccount: Map<string, number>) {
+  const findings: AuditFinding[] = []
+  const off = (problem: string) => findings.push({ subject: `account ${row.id}`, problem })
+  const sum = num(row, 'confirmed') + num(row, 'pending') + num(row, 'held') + num(row, 'spent')
+  if (sum !== num(row, 'funded')) off(`funded ${row.funded} != confirmed + pending + held + spent ${sum}`)
+  const held = heldByAccount.get(row.id!) ?? 0
+  if (num(row, 'held') !== held) off(`held ${row.held} != holds of its admitted attempts ${held}`)
+  return findings
+}
+
+/** Held apart, an offer holds and counts exactly its pending reservations. */
+export function apartOfferFindings(row: Record<string, string>, pending: { held: number; slots: number }) {
+  const findings: AuditFinding[] = []
+  const off = (problem: string) => findings.push({ subject: `offer ${row.id}`, problem })
+  if (num(row, 'held') !== pending.held) off(`held ${row.held} != its pending reservations ${pending.held}`)
+  if (num(row, 'inflight') !== pending.slots)
+    off(`inflight ${row.inflight} != its pending reservations ${pending.slots}`)
+  return findings
+}

@@ -10,12 +10,17 @@ import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type AuditFinding, chargedByKey, type StreamAt } from './audit.ts'
 import { accountFindings, keyFindings, offerFindings, tallyOpen } from './audit-owners.ts'
+import type { PairAt } from './audit-pairs.ts'
 
-/** The owners to read again: accounts (their keys with them), offers, attempts (with their leases). */
+/**
+ * The owners to read again: accounts (their keys with them), offers, attempts (with their leases);
+ * held apart, pairs by attempt id (audit-slots-apart.ts).
+ */
 export interface Suspects {
   accounts: Set<string>
   offers: Set<string>
   attempts: Set<string>
+  pairs: Map<string, PairAt>
 }
 
 /** Owners read in one MULTI. */
@@ -131,7 +136,7 @@ async function readAtOnce(
 }
 
 /** XINFO STREAM's answer as where the Stream stood; none (no Stream yet): nothing in it. */
-function streamAt(info: unknown[] | undefined): StreamAt {
+export function streamAt(info: unknown[] | undefined): StreamAt {
   if (!info) return { last: '0-0', first: undefined, complete: true }
   const field = (name: string) => info[info.indexOf(name) + 1]
   const first = field('first-entry') as [string, unknown] | null
