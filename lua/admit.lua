@@ -110,9 +110,10 @@ local confirmed_s = write_hold(hold)
 rcall('HSET', k_offer(chosen.id), 'held', s(chosen.held + hold_diem), 'inflight', s(chosen.inflight + 1))
 -- Its last slot taken: off the ladder the next requests walk, until a slot frees (lib/ladder).
 if chosen.inflight + 1 >= chosen.max_in_flight then shift(K_LADDER, K_FULL, chosen.id) end
-local deadline_s = s(now + int(ARGV[7]))
+local deadline_s = s(now + lease_ms(ARGV[7]))
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.
 local balance = chosen.balance == nil and '' or s(chosen.balance)
-return reply({ 1, chosen.id, chosen.ask, hold_s, hold_diem_s, deadline_s, confirmed_s,
-  chosen.upstream_base_url, chosen.upstream_key_enc, balance, chosen.upstream_gen })
+-- Whose request it was, as `reply` adds it, in the one table.
+return { 1, chosen.id, chosen.ask, hold_s, hold_diem_s, deadline_s, confirmed_s, chosen.upstream_base_url,
+  chosen.upstream_key_enc, balance, chosen.upstream_gen, H_account_id, H_key_id }

@@ -78,7 +78,7 @@ end
 local account = k_account(a.accountId)
 if a.state == 'cleared' then
   local c = read_cleared(a)
-  return { 1, c[1], c[2], c[3], int(a.askCents), rcall('HGET', account, 'confirmed'), c[4] or '0', 1, c[5] or '0',
+  return { 1, c[1], c[2], c[3], stored(a.askCents), rcall('HGET', account, 'confirmed'), c[4] or '0', 1, c[5] or '0',
     c[6] or '0', ARGV[11] == '1' and '' or nil, ARGV[11] == '1' and c[7] or nil }
 end
 if a.state == 'released' then return { -2 } end
@@ -86,25 +86,28 @@ if a.state == 'released' then return { -2 } end
 local now = now_ms()
 keep_records_for(ARGV[9])
 local fee_bps = int(ARGV[3])
-local ask = int(a.askCents)
+local ask = stored(a.askCents)
 local apart = ARGV[11] == '1'
 local offer = k_offer(a.offerId)
 -- Read once: the unwind below writes from the same row.
-local o = not apart and rcall('HMGET', offer, unpack(OFFER_UNWIND_FIELDS)) or nil
+local o = not apart and read_unwind_row(offer, fee_bps > 0 or ARGV[4] ~= '') or nil
 -- A lost admission names an offer the store must still have: never a ghost row.
 if a.state == 'lost' and o and not o[1] then return { -1 } end
 -- The balance after, as known now: a request admitted before midnight may report one from before the reset.
 -- A lost admission's time is not known (admitted "now" above only for its record): nor is its balance's day.
 local balance, balance_day = balance_known(ARGV[4], a.state ~= 'lost' and a.admittedAt, now)
 -- Learned through an upstream (a URL or key) the offer no longer has: not this offer's balance.
-if o and (o[9] or '0') ~= ARGV[12] then balance, balance_day = '', nil end
+if o and balance ~= '' and (o[9] or '0') ~= ARGV[12] then balance, balance_day = '', nil end
 local reported = int(ARGV[2])
 local burn = reported
 if ARGV[13] and ARGV[13] ~= '' and burn > int(ARGV[13]) then burn = int(ARGV[13]) end
-local held = int(a.holdDiem)
+local held = stored(a.holdDiem)
 if burn > held then burn = held end
 if o then
-  local left = int(o[5]) - int(o[3])
+  -- Kept parsed on the row, as on the attempt below: the unwind adds to it.
+  local burned = stored(o[3])
+  o[3] = burned
+  local left = stored(o[5]) - burned
   if left < 0 then left = 0 end
   if burn > left then burn = left end
 end
@@ -113,7 +116,10 @@ local disputed = reported - burn
 local cost = ceil_div(burn * ask, 100)
 local charged, confirmed, fee, confirmed_s, hooks
 if a.state == 'admitted' then
-  charged = math.min(cost, int(a.holdUsdc))
+  charged = stored(a.holdUsdc)
+  -- Its holds kept parsed: the unwind gives them back (lib/attempts parses a number at no cost).
+  a.holdUsdc, a.holdDiem = charged, held
+  if cost < charged then charged = cost end
   fee = idiv(charged * fee_bps, 10000)
   if apart then
     confirmed, confirmed_s, hooks = unwind_hold(a, charged)
@@ -135,7 +141,7 @@ else
   -- (lib/holds check_hold), so its charge counts in the period it falls in, not in one that ended.
   if a.state == 'lost' and b[8] then
     local start = period_start(b[8], now)
-    if b[5] and int(b[5]) > start then start = int(b[5]) end
+    if b[5] and stored(b[5]) > start then start = stored(b[5]) end
     local current = s(start)
     if b[5] ~= current then
       rcall('HSET', account, kf.pstart, current, kf.pspent, '0')
@@ -146,13 +152,13 @@ else
     a.admission = pack_admission(id, a.accountId, a.keyId, a.offerId, a.askCents, a.holdUsdc, a.holdDiem,
       a.admittedAt, ARGV[21] or '', '', '', current, a.model)
   end
-  confirmed, hooks = int(b[1]), b[7]
-  charged = math.min(cost, confirmed)
+  confirmed, hooks = stored(b[1]), b[7]
+  charged = cost < confirmed and cost or confirmed
   if b[2] then
-    local used = int(b[3])
+    local used = stored(b[3])
     -- A periodic budget: what it spent in its current period, if that admitted the request.
-    if b[5] then used = in_period(b[5], a.period, a.admittedAt) and int(b[6]) or nil end
-    local left = used and int(b[2]) - used - int(b[4]) or 0
+    if b[5] then used = in_period(b[5], a.period, a.admittedAt) and stored(b[6]) or nil end
+    local left = used and stored(b[2]) - used - stored(b[4]) or 0
     if left < 0 then left = 0 end
     if charged > left then charged = left end
   end
@@ -169,7 +175,7 @@ else
     rcall('HINCRBY', offer, 'earned', s(charged - fee))
     if fee > 0 then rcall('HINCRBY', offer, 'fees', s(fee)) end
     if disputed > 0 then
-      rcall('HSET', offer, 'disputed', s(capped_sum(int(rcall('HGET', offer, 'disputed')), disputed)))
+      rcall('HSET', offer, 'disputed', s(capped_sum(stored(rcall('HGET', offer, 'disputed')), disputed)))
     end
     if balance ~= '' then rcall('HSET', offer, 'balance', balance, 'balanceDay', balance_day) end
   end
@@ -190,25 +196,23 @@ if apart then
 end
 if written_off > 0 then rcall('HINCRBY', K_MARKET, 'writtenOff', s(written_off)) end
 if disputed > 0 then
-  rcall('HSET', K_MARKET, 'disputed', s(capped_sum(int(rcall('HGET', K_MARKET, 'disputed')), disputed)))
+  rcall('HSET', K_MARKET, 'disputed', s(capped_sum(stored(rcall('HGET', K_MARKET, 'disputed')), disputed)))
 end
 
 -- Each number formatted once, for the record and the reply.
-local burn_s, cost_s, charged_s = s(burn), s(cost), s(charged)
-local ended = { state = 'cleared', burn = burn_s, cost = cost_s, costUsdc = charged_s, inputTokens = ARGV[5],
-  outputTokens = ARGV[6], outcome = ARGV[8], endedAt = stamp(now) }
--- Usually zero or no, and then not written (a missing value reads as 0).
-if fee > 0 then ended.fee = s(fee) end
-if written_off > 0 then ended.writtenOff = s(written_off) end
-if disputed > 0 then ended.disputed = s(disputed) end
-if ARGV[7] == '1' then ended.estimated = '1' end
-if ARGV[10] and ARGV[10] ~= '' then ended.upstreamCost = ARGV[10] end
-if a.state == 'reaped' then ended.lateClear = '1' elseif a.state == 'lost' then ended.lateClear = 'lost' end
-end_attempt(a, ended, now, ARGV[8], charged_s, ARGV[5], ARGV[6], '')
-if o and o[8] then append_fill(o[8], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
+local burn_s, cost_s, charged_s, ended_at = s(burn), s(cost), s(charged), stamp(now)
+local late = nil
+if a.state == 'reaped' then late = '1' elseif a.state == 'lost' then late = 'lost' end
+-- The write-off, dispute, fee, estimate and upstream cost are usually zero or none, and then not
+-- written (a missing value reads as 0).
+end_attempt(a, pack_end_values('cleared', ended_at, charged_s, cost_s, burn_s, written_off > 0 and s(written_off) or nil,
+  disputed > 0 and s(disputed) or nil, fee > 0 and s(fee) or nil, ARGV[5], ARGV[6], ARGV[8],
+  ARGV[7] == '1' and '1' or nil, ARGV[10] ~= '' and ARGV[10] or nil, late, nil, nil), now, ARGV[8], charged_s, ARGV[5],
+  ARGV[6], '')
+if o and o[7] then append_fill(o[7], a.offerId, a.model or '', burn_s, a.askCents, s(charged - fee), now) end
 -- Held apart, the served request counts on the offer's side (lua/post.lua): offers are far fewer
 -- than accounts' shards, so the stats read stays small.
 if not apart then count_served(a.model, now) end
 emit_clear_events(a, charged, confirmed, now, hooks)
 return { 1, charged_s, cost_s, burn_s, ask, confirmed_s or s(confirmed), written_off > 0 and s(written_off) or '0', 0,
-  disputed > 0 and s(disputed) or '0', s(fee), balance_day or '', apart and ended.endedAt or nil }
+  disputed > 0 and s(disputed) or '0', s(fee), balance_day or '', apart and ended_at or nil }

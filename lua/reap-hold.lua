@@ -29,5 +29,5 @@ if a.state ~= 'admitted' then return { 0 } end
 keep_records_for(ARGV[2])
 local now = now_ms()
 unwind_hold(a, 0)
-end_attempt(a, { state = 'reaped', endedAt = s(now) }, now, 'expired', '0', '', '', '')
+end_attempt(a, pack_end({ state = 'reaped', endedAt = s(now) }), now, 'expired', '0', '', '', '')
 return { 1 }

@@ -21,5 +21,5 @@ local now = now_ms()
 local a = { id = ARGV[1], accountId = ARGV[2], keyId = ARGV[3], model = ARGV[5] }
 -- Never admitted: its admission record (whose, which request) is written with its end.
 a.admission = pack_admission(a.id, a.accountId, a.keyId, '', '', '', '', '', ARGV[4], '', '', '', a.model)
-end_attempt(a, { state = 'refused', errorCode = ARGV[6], endedAt = s(now) }, now, 'refused', '0', '', '', ARGV[6])
+end_attempt(a, pack_end({ state = 'refused', errorCode = ARGV[6], endedAt = s(now) }), now, 'refused', '0', '', '', ARGV[6])
 return 1

@@ -62,6 +62,6 @@ end
 
 local _, confirmed_s
 if apart then _, confirmed_s = unwind_hold(a, 0) else _, confirmed_s = unwind_attempt(a, 0) end
-end_attempt(a, { state = 'released', errorCode = ARGV[2], endedAt = s(now),
-  final = ARGV[5] == '1' and '1' or '0' }, now, 'failed', '0', '', '', ARGV[2])
+end_attempt(a, pack_end({ state = 'released', errorCode = ARGV[2], endedAt = s(now),
+  final = ARGV[5] == '1' and '1' or '0' }), now, 'failed', '0', '', '', ARGV[2])
 return { 1, confirmed_s, balance_day or '' }

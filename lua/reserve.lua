@@ -88,7 +88,7 @@ local prior = rcall('HGET', reservation, 'state')
 if prior and prior ~= 'voided' then return refused({ -10 }) end
 if prior then rcall('PERSIST', reservation) end
 
-local hold_diem_s, deadline_s = s(hold_diem), s(now + int(ARGV[5]))
+local hold_diem_s, deadline_s = s(hold_diem), s(now + lease_ms(ARGV[5]))
 rcall('HSET', offer, 'held', s(o.held + hold_diem), 'inflight', s(o.inflight + 1), unpack(posted))
 if carried then append_fills(carried, f[16], offer_id, now) end
 rcall('HSET', reservation, 'state', 'reserved', 'offerId', offer_id, 'accountId', ARGV[6], 'holdDiem', hold_diem_s,

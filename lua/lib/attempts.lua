@@ -19,7 +19,7 @@ end
 -- same as written (formatted once), and its count of webhook endpoints as read (lib/events).
 local function unwind_hold(a, charge)
   local account = k_account(a.accountId)
-  local hold = int(a.holdUsdc)
+  local hold = stored(a.holdUsdc)
   -- The key's own held and spent (its limit counts both) sit on the account hash beside the
   -- account's: the same read and the same write.
   -- Its in-flight counts too (a count at zero stays, as '0': one field per key, never an extra call).
@@ -27,19 +27,19 @@ local function unwind_hold(a, charge)
   local key_held, key_spent, key_inflight = kf.held, kf.spent, kf.inflight
   local b = rcall('HMGET', account, 'held', 'confirmed', 'spent', key_held, key_spent, 'inflight', key_inflight,
     kf.pstart, 'hooks')
-  local confirmed = int(b[2]) + hold - charge
-  local kh = int(b[4]) - hold
+  local confirmed = stored(b[2]) + hold - charge
+  local kh = stored(b[4]) - hold
   -- an attempt admitted before keys kept their holds has none to give back
   if kh < 0 then kh = 0 end
-  local an, kn = int(b[6]) - 1, int(b[7]) - 1
+  local an, kn = stored(b[6]) - 1, stored(b[7]) - 1
   if an < 0 then an = 0 end
   if kn < 0 then kn = 0 end
   local confirmed_s = s(confirmed)
-  rcall('HSET', account, 'held', s(int(b[1]) - hold), 'confirmed', confirmed_s, 'spent', s(int(b[3]) + charge),
-    key_held, s(kh), key_spent, s(int(b[5]) + charge), 'inflight', s(an), key_inflight, s(kn))
+  rcall('HSET', account, 'held', s(stored(b[1]) - hold), 'confirmed', confirmed_s, 'spent', s(stored(b[3]) + charge),
+    key_held, s(kh), key_spent, s(stored(b[5]) + charge), 'inflight', s(an), key_inflight, s(kn))
   if a.capGroup and a.capGroup ~= '' then
     local group_field = 'group:' .. a.capGroup
-    if int(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
+    if stored(rcall('HGET', account, group_field)) > 0 then rcall('HINCRBY', account, group_field, '-1') end
   end
   count_in_period(account, a, charge, b[8])
   return confirmed, confirmed_s, b[9]
@@ -53,13 +53,13 @@ end
 local function balance_known(balance, since, now)
   if balance == '' then return '', nil end
   local today = day_of(now)
-  if day_of(int(since)) ~= today then return '', nil end
+  if day_of(stored(since)) ~= today then return '', nil end
   return balance, s(today)
 end
 
 -- The offer's side: the capacity it held for the attempt (hold_diem) and its slot back. For a
 -- clear, it also records what it cleared, in the same write: o is its row as the clear read it
--- (OFFER_UNWIND_FIELDS: read once per clear; its supplierId says whose fill it is), then burn,
+-- (read_unwind_row: read once per clear; its supplierId says whose fill it is), then burn,
 -- earned, fee, balance (the upstream balance, '' unknown), disputed (burn reported beyond what
 -- was billed) and balance_day (the UTC day the balance holds on, lib/numbers day_of, formatted; only
 -- with a balance). Positional, not a table: this runs on every clear. Otherwise only (offer_id,
@@ -69,34 +69,43 @@ end
 local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
   'supplierId', 'upstreamGen' }
 -- A clear on one slot reads the cap in place of disputed, read only for a dispute (rare), since
--- every field costs every clear (BENCHMARKS.md, "Offers at their cap off the ladder"). Both end
--- with the offer's upstream generation: a balance learned through an upstream the offer no longer has is not recorded (lua/offer-put.lua).
-local OFFER_UNWIND_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'maxInFlight',
-  'supplierId', 'upstreamGen' }
+-- every field costs every clear (BENCHMARKS.md, "Offers at their cap off the ladder"). Both read
+-- the offer's upstream generation (the one slot's where a balance came): a balance learned through
+-- an upstream the offer no longer has is not recorded (lua/offer-put.lua).
+-- Its fees and upstream generation only for a clear that needs them (`full`: a fee, a balance):
+-- neither by default, and each field costs every clear. Named in the call, not unpacked from a
+-- table: unpack is a C call.
+local function read_unwind_row(offer, full)
+  if full then
+    return rcall('HMGET', offer, 'held', 'inflight', 'burned', 'earned', 'capacity', 'maxInFlight', 'supplierId',
+      'fees', 'upstreamGen')
+  end
+  return rcall('HMGET', offer, 'held', 'inflight', 'burned', 'earned', 'capacity', 'maxInFlight', 'supplierId')
+end
 local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, balance, disputed, balance_day)
   local offer = k_offer(offer_id)
   local cleared = o ~= nil
   if not cleared then o = rcall('HMGET', offer, 'held', 'inflight', 'maxInFlight') end
   -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
   if not o[1] then return false end
-  local held, inflight = s(int(o[1]) - int(hold_diem)), s(int(o[2]) - 1)
+  local held, inflight = s(stored(o[1]) - stored(hold_diem)), s(stored(o[2]) - 1)
   if not cleared then
     rcall('HSET', offer, 'held', held, 'inflight', inflight)
   elseif fee == 0 and balance == '' and disputed == 0 then
     -- the usual clear: no fee field, no balance reported, nothing disputed
-    rcall('HSET', offer, 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
-      s(int(o[4]) + earned))
+    rcall('HSET', offer, 'held', held, 'inflight', inflight, 'burned', s(stored(o[3]) + burn), 'earned',
+      s(stored(o[4]) + earned))
   else
-    local fields = { 'held', held, 'inflight', inflight, 'burned', s(int(o[3]) + burn), 'earned',
-      s(int(o[4]) + earned) }
+    local fields = { 'held', held, 'inflight', inflight, 'burned', s(stored(o[3]) + burn), 'earned',
+      s(stored(o[4]) + earned) }
     -- usually none: no field for it
-    if fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + fee) end
+    if fee > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(stored(o[8]) + fee) end
     if balance ~= '' then
       fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] =
         'balance', balance, 'balanceDay', balance_day
     end
     if disputed > 0 then
-      local was_disputed = int(rcall('HGET', offer, 'disputed'))
+      local was_disputed = stored(rcall('HGET', offer, 'disputed'))
       fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(was_disputed, disputed))
     end
     rcall('HSET', offer, unpack(fields))
@@ -104,11 +113,11 @@ local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, bal
   -- Compared as written, both whole numbers in canonical form (the count by s(), the cap as posted):
   -- a cap is not parsed on every clear. An offer whose cap was written otherwise waits in the full
   -- set until a request finds nothing on the ladder (lib/pick).
-  return o[2] == o[cleared and 7 or 3]
+  return o[2] == o[cleared and 6 or 3]
 end
 
 -- Both sides at once, where the account and the offer share a server (admit held both in one
--- call): the hold, the offer's capacity and slot, and the lease. o: read with OFFER_UNWIND_FIELDS.
+-- call): the hold, the offer's capacity and slot, and the lease. o: read with read_unwind_row.
 -- charge: micro-USDC moved from the hold to spent (0 on failure); the rest as unwind_reservation.
 -- Returns what unwind_hold returns.
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed, balance_day)
@@ -132,7 +141,7 @@ local function read_attempt(id)
   local r = rcall('HMGET', key, 'a', 'e')
   if r[1] then
     local match = string.match
-    local _, account_id, key_id, offer_id, ask, hold_usdc, hold_diem, admitted_at, _, _, group, period, model =
+    local account_id, key_id, offer_id, ask, hold_usdc, hold_diem, admitted_at, group, period, model =
       match(r[1], ADMISSION)
     return { id = id, state = r[2] and match(r[2], END_STATE) or 'admitted', accountId = account_id,
       keyId = key_id, offerId = offer_id, askCents = ask, holdUsdc = hold_usdc, holdDiem = hold_diem, model = model,
@@ -201,23 +210,24 @@ local function retention_minid(now)
   return trim_minid
 end
 
--- Ends an attempt read as `a` with its end, e (END_FIELDS by name; state and endedAt always): one
--- write, in the attempt's own shape, and the record kept for the retention. `a` itself is not
--- updated: no caller reads it after. A refusal, never admitted, brings its admission along
+-- Ends an attempt read as `a` with its end, e, packed (lib/record pack_end; state and endedAt
+-- always): one write, in the attempt's own shape, and the record kept for the retention. `a` itself
+-- is not updated: no caller reads it after. A refusal, never admitted, brings its admission along
 -- (a.admission, packed). status (completed|incomplete|failed|expired|refused), cost (micro-USDC
 -- charged), the tokens and the error code are what its Stream entries carry beyond `a` ('' where
 -- none).
 local function end_attempt(a, e, now, status, cost, input_tokens, output_tokens, error_code)
   local key = k_attempt(a.id)
   if a.admission then
-    rcall('HSET', key, 'a', a.admission, 'e', pack_end(e))
+    rcall('HSET', key, 'a', a.admission, 'e', e)
   elseif a.packed then
-    rcall('HSET', key, 'e', pack_end(e))
+    rcall('HSET', key, 'e', e)
   else
-    local fields, n = {}, 0
-    for _, name in ipairs(END_FIELDS) do
-      local v = e[name]
-      if v and v ~= '' then fields[n + 1], fields[n + 2], n = name, v, n + 2 end
+    -- One admitted before the packing: a field per value, those not empty.
+    local fields, n, i = {}, 0, 0
+    for v in string.gmatch(e .. REC_SEP, '([^\31]*)\31') do
+      i = i + 1
+      if v ~= '' then fields[n + 1], fields[n + 2], n = END_FIELDS[i], v, n + 2 end
     end
     rcall('HSET', key, unpack(fields))
   end

@@ -6,7 +6,7 @@
 -- it in the same call (Redis runs one call at a time): no table per request, so nothing more for
 -- Lua's collector to sweep on every admission.
 local H_account_id, H_key_id, H_account, H_acct, H_key_fields, H_key_held_field, H_key_inflight_field
-local H_key_count, H_account_count, H_group_field, H_group_count, H_period, H_rolled
+local H_key_count, H_account_count, H_group_field, H_group_count, H_period, H_rolled, H_confirmed
 
 -- Opens the account for one request: resolves the key's digest (when given), reads the account's
 -- money, max price, the key's limit, held and in-flight counts and whether the key was revoked in
@@ -21,28 +21,29 @@ local function open_hold(attempt_id, account_id, key_id, digest, key_cap, accoun
     local k = rcall('HMGET', k_apikey(digest), 'accountId', 'id', 'lastUsedAt')
     if not k[1] then return 0, { -11 } end
     account_id, key_id = k[1], k[2]
-    if now - int(k[3]) >= 60000 then rcall('HSET', k_apikey(digest), 'lastUsedAt', s(now)) end
+    if now - stored(k[3]) >= 60000 then rcall('HSET', k_apikey(digest), 'lastUsedAt', s(now)) end
   end
   H_account_id, H_key_id, H_account = account_id, key_id, k_account(account_id)
   local kf = k_key_fields(key_id)
   H_key_fields, H_key_held_field, H_key_inflight_field = kf, kf.held, kf.inflight
   H_group_field, H_group_count, H_period, H_rolled = nil, 0, nil, false
   -- The in-flight counts sit on the account hash beside its money: the same read and the same write.
-  local acct = rcall('HMGET', H_account, 'confirmed', 'maxPriceCents', 'held', kf.limit, kf.spent,
+  -- The key's spent is read with its limit's period (check_hold): a key without a limit needs none.
+  local acct = rcall('HMGET', H_account, 'confirmed', 'maxPriceCents', 'held', kf.limit,
     H_key_held_field, 'inflight', H_key_inflight_field, kf.revoked)
   H_acct = acct
   -- Every account hash has a confirmed field: none means no account (one call saved on the hot path).
   if not acct[1] then return 0, { -1 } end
-  if acct[9] then return 0, { -11 } end
-  H_key_count, H_account_count = int(acct[8]), int(acct[7])
+  if acct[8] then return 0, { -11 } end
+  H_key_count, H_account_count = stored(acct[7]), stored(acct[6])
   if H_key_count >= key_cap then return 0, { -2 } end
   if H_account_count >= account_cap then return 0, { -3 } end
   if group ~= '' then
     H_group_field = 'group:' .. group
-    H_group_count = int(rcall('HGET', H_account, H_group_field))
+    H_group_count = stored(rcall('HGET', H_account, H_group_field))
     if H_group_count >= group_cap then return 0, { -3 } end
   end
-  return int(acct[2]), nil
+  return stored(acct[2]), nil
 end
 
 -- A reply with whose request it was at its end (the account and key open_hold found), for the
@@ -61,25 +62,26 @@ local function check_hold(ask, hold_diem, now)
   local acct, key_id = H_acct, H_key_id
   -- The buyer's worst case at this ask must be covered by confirmed balance alone.
   local hold = ceil_div(hold_diem * ask, 100)
-  local confirmed = int(acct[1])
+  local confirmed = stored(acct[1])
+  H_confirmed = confirmed
   -- The key's limit counts its holds in flight, so concurrent requests can never take it past the
   -- limit.
   if acct[4] then
-    local used, resets_at = int(acct[5]), ''
     local kf = H_key_fields
-    local p = rcall('HMGET', H_account, kf.reset, kf.pstart, kf.pspent)
+    local p = rcall('HMGET', H_account, kf.reset, kf.pstart, kf.pspent, kf.spent)
+    local used, resets_at = stored(p[4]), ''
     if p[1] then
       local start = period_start(p[1], now)
       -- A clock behind the period last counted (a failover to a lagging Redis) counts in that one:
       -- a period never rolls back, so its spent is never forgotten.
-      if p[2] and int(p[2]) > start then start = int(p[2]) end
+      if p[2] and stored(p[2]) > start then start = stored(p[2]) end
       H_period = s(start)
       H_rolled = p[2] ~= H_period
-      used = H_rolled and 0 or int(p[3])
+      used = H_rolled and 0 or stored(p[3])
       resets_at = s(period_end(p[1], start))
     end
-    used = used + int(acct[6])
-    if used + hold > int(acct[4]) then
+    used = used + stored(acct[5])
+    if used + hold > stored(acct[4]) then
       return nil, { -12, acct[4], s(used), s(hold), ask, s(confirmed), resets_at }
     end
   end
@@ -87,13 +89,13 @@ local function check_hold(ask, hold_diem, now)
   return hold, nil
 end
 
--- Holds `hold` on the opened account: confirmed to held, on the key too, its in-flight counts up
--- (and its budget period rolled on, where check_hold found it ended). One write. Returns confirmed
--- after, as a string.
+-- Holds `hold` on the opened account, as check_hold found it: confirmed to held, on the key too, its
+-- in-flight counts up (and its budget period rolled on, where check_hold found it ended). One
+-- write. Returns confirmed after, as a string.
 local function write_hold(hold)
   local acct = H_acct
-  local confirmed_s = s(int(acct[1]) - hold)
-  local held_s, key_held_s = s(int(acct[3]) + hold), s(int(acct[6]) + hold)
+  local confirmed_s = s(H_confirmed - hold)
+  local held_s, key_held_s = s(stored(acct[3]) + hold), s(stored(acct[5]) + hold)
   local account_count_s, key_count_s = s(H_account_count + 1), s(H_key_count + 1)
   if H_rolled or H_group_field then
     local fields = { 'confirmed', confirmed_s, 'held', held_s, H_key_held_field, key_held_s, 'inflight',

@@ -19,6 +19,27 @@ local function int(value)
   return n
 end
 
+-- A number as the scripts store it on a hash (an amount, a count, a time; missing or '' is 0), or
+-- as Redis answers it: parsed by arithmetic, which runs strtod once where tonumber, a C call, runs
+-- it twice. A stored value that is not a number stops the script: an amount is never read as 0
+-- by mistake. Kept like int's.
+local function stored(value)
+  local n = parsed[value]
+  if n then return n end
+  if not value or value == '' then return 0 end
+  n = value + 0
+  if n >= 0 and n < 1024 and parsed_count < 4096 then parsed[value], parsed_count = n, parsed_count + 1 end
+  return n
+end
+
+-- A lease's length, ms, as the gateway sends it: the same on every call, so the last one is kept
+-- parsed (as int parses it).
+local lease_arg, lease_n = nil, 0
+local function lease_ms(value)
+  if value ~= lease_arg then lease_arg, lease_n = value, int(value) end
+  return lease_n
+end
+
 -- Also for the numbers passed to redis.call that Redis parses (scores, TTLs, LIMIT): a number
 -- argument costs Redis a '%.17g' snprintf there, dearer than this format (see BENCHMARKS.md, "The
 -- money scripts as a function library"). Small ones are formatted once and kept, as int keeps them
@@ -39,9 +60,11 @@ local function stamp(ms)
   return stamp_v
 end
 
--- floor(n / d) for non-negative integers, corrected for the double division's rounding.
+-- floor(n / d) for non-negative integers, corrected for the double division's rounding. x - x % 1
+-- is floor(x) for any double, without math.floor's C call.
 local function idiv(n, d)
-  local q = floor(n / d)
+  local q = n / d
+  q = q - q % 1
   if q * d > n then q = q - 1 elseif (q + 1) * d <= n then q = q + 1 end
   return q
 end
@@ -59,10 +82,14 @@ local function capped_sum(a, b)
   return t
 end
 
--- TIME's two fields are always digits: arithmetic reads them in one parse each (tonumber takes two).
+-- TIME's two fields are always digits: arithmetic reads them in one parse each (tonumber takes two),
+-- the seconds only when they moved since the last call.
+local time_s, time_ms = nil, 0
 local function now_ms()
   local t = rcall('TIME')
-  return t[1] * 1000 + floor(t[2] / 1000)
+  if t[1] ~= time_s then time_s, time_ms = t[1], t[1] * 1000 end
+  local ms = t[2] / 1000
+  return time_ms + ms - ms % 1
 end
 
 -- The UTC civil date of a time in ms: year, month, day (from a day count; Redis's Lua has no
@@ -128,5 +155,5 @@ end
 -- boundary counts in the period that ended.
 local function in_period(pstart, period, admitted_at)
   if not pstart then return false end
-  return pstart == period or int(admitted_at) >= int(pstart)
+  return pstart == period or stored(admitted_at) >= stored(pstart)
 end

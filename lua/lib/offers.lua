@@ -10,33 +10,36 @@ local RESERVE_FIELDS = { 'status', 'askCents', 'capacity', 'burned', 'held', 'ba
   'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'suspended', 'earned', 'fees', 'disputed',
   'supplierId', 'upstreamGen', 'balanceDay' }
 
+-- The offer read last: one table, every field of it set again by each read (lib/holds keeps its
+-- request the same way), so that an offer walked costs Lua's collector no table. A caller holds one
+-- offer at a time: the next read replaces it.
+local OFFER = {}
+
 -- now: the time now, ms (the balance's day is checked against it); fields: OFFER_FIELDS unless
 -- given (RESERVE_FIELDS). The row as read is returned second.
 local function read_offer(id, now, fields)
-  fields = fields or OFFER_FIELDS
-  local f = rcall('HMGET', k_offer(id), unpack(fields))
+  local f
+  if fields then
+    f = rcall('HMGET', k_offer(id), unpack(fields))
+  else
+    -- OFFER_FIELDS, named here: admit's read, for every offer it walks, makes no unpack call.
+    fields = OFFER_FIELDS
+    f = rcall('HMGET', k_offer(id), 'status', 'askCents', 'capacity', 'burned', 'held', 'balance', 'maxInFlight',
+      'inflight', 'cooldownUntil', 'upstreamBaseUrl', 'upstreamKeyEnc', 'upstreamGen', 'balanceDay')
+  end
   if not f[1] then return nil end
   -- An empty balance: the upstream has not reported one yet. One learned on an earlier UTC day (or
   -- on none) is not known either: the supplier key's allocation was reset at 00:00 UTC since.
   local balance = f[6]
-  if not balance or balance == '' or int(f[#fields]) < day_of(now) then balance = nil else balance = int(balance) end
-  return {
-    id = id,
-    status = f[1],
-    ask = int(f[2]),
-    capacity = int(f[3]),
-    burned = int(f[4]),
-    held = int(f[5]),
-    balance = balance,
-    max_in_flight = int(f[7]),
-    inflight = int(f[8]),
-    cooldown_until = int(f[9]),
-    -- what the supplier call needs, read here so that admit makes no second call for it
-    upstream_base_url = f[10],
-    upstream_key_enc = f[11],
-    -- the upstream the request is sent to: what its end compares before recording a balance
-    upstream_gen = f[#fields - 1] or '0',
-  }, f
+  if not balance or balance == '' or stored(f[#fields]) < day_of(now) then balance = nil else balance = stored(balance) end
+  local o = OFFER
+  o.id, o.status, o.ask, o.capacity, o.burned, o.held = id, f[1], stored(f[2]), stored(f[3]), stored(f[4]), stored(f[5])
+  o.balance, o.max_in_flight, o.inflight, o.cooldown_until = balance, stored(f[7]), stored(f[8]), stored(f[9])
+  -- what the supplier call needs, read here so that admit makes no second call for it
+  o.upstream_base_url, o.upstream_key_enc = f[10], f[11]
+  -- the upstream the request is sent to: what its end compares before recording a balance
+  o.upstream_gen = f[#fields - 1] or '0'
+  return o, f
 end
 
 -- Routable capacity: what is left of the posted capacity, capped by the supplier key's upstream

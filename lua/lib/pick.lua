@@ -32,7 +32,8 @@ local function pick_offer(max_cents, hold_diem, tried, now)
     local page = rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', '0', FIRST_PAGE_S)
     local rest = #page == FIRST_PAGE
     while page do
-      for _, id in ipairs(page) do
+      for i = 1, #page do
+        local id = page[i]
         local o = read_offer(id, now)
         if o and is_live(o, now) then
           at_price = at_price + 1

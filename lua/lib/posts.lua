@@ -47,8 +47,8 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
     -- admission's late clear). The supplier keeps what the first post paid; the gap is the
     -- market's, kept on the reservation and summed on the offer (uncovered) for the audit.
     local p = rcall('HMGET', reservation, 'earnedUsdc', 'feeUsdc', 'uncovered')
-    local gap = int(p[1]) + int(p[2]) - (int(earned_s) + int(fee_s))
-    local was = p[3] and int(p[3]) or 0
+    local gap = stored(p[1]) + stored(p[2]) - (int(earned_s) + int(fee_s))
+    local was = p[3] and stored(p[3]) or 0
     if gap ~= was then
       rcall('HSET', reservation, 'uncovered', s(gap))
       rcall('HINCRBY', k_offer(r[2]), 'uncovered', s(gap - was))
@@ -66,7 +66,7 @@ local function post_reservation(id, burn_s, earned_s, fee_s, disputed_s, balance
   -- clear reads to cap it. It is recorded as late (lateBurned), which the audit allows past capacity;
   -- a lost reservation's burn held no capacity on this master either.
   if r[1] == 'reserved' then
-    b.held, b.inflight = b.held + int(r[3]), b.inflight + 1
+    b.held, b.inflight = b.held + stored(r[3]), b.inflight + 1
   end
   -- Reserved, or voided and still watched by the reaper (lua/void.lua): nothing left to look at.
   if not lost then rcall('ZREM', K_LEASES, id) end
@@ -111,18 +111,18 @@ end
 -- inflight, burned, earned, capacity, fees, disputed, supplierId, upstreamGen). held and inflight are returned
 -- apart (a reservation adds its own before writing), the rest as HSET's field list.
 local function batch_fields(b, o)
-  local fields = { 'burned', s(int(o[3]) + b.burned), 'earned', s(int(o[4]) + b.earned) }
+  local fields = { 'burned', s(stored(o[3]) + b.burned), 'earned', s(stored(o[4]) + b.earned) }
   -- usually none: no field for it
-  if b.fees > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(int(o[6]) + b.fees) end
+  if b.fees > 0 then fields[#fields + 1], fields[#fields + 2] = 'fees', s(stored(o[6]) + b.fees) end
   if b.disputed > 0 then
-    fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(int(o[7]), b.disputed))
+    fields[#fields + 1], fields[#fields + 2] = 'disputed', s(capped_sum(stored(o[7]), b.disputed))
   end
   local balance, balance_day = batch_balance(b, o[9] or '0')
   if balance then
     fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] =
       'balance', balance, 'balanceDay', balance_day
   end
-  return int(o[1]) - b.held, int(o[2]) - b.inflight, fields
+  return stored(o[1]) - b.held, stored(o[2]) - b.inflight, fields
 end
 
 -- A self-served offer's fills, one per post of the batch.

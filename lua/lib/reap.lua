@@ -8,7 +8,7 @@ local function reap_expired(now, limit, leases)
     local a = read_attempt(id)
     if a and a.state == 'admitted' then
       unwind_attempt(a, 0)
-      end_attempt(a, { state = 'reaped', endedAt = stamp(now) }, now, 'expired', '0', '', '', '')
+      end_attempt(a, pack_end({ state = 'reaped', endedAt = stamp(now) }), now, 'expired', '0', '', '', '')
     else
       rcall('ZREM', leases, id)
     end

@@ -16,21 +16,29 @@ local function pack_admission(id, account_id, key_id, offer_id, ask, hold_usdc, 
     hold_diem .. sep .. admitted_at .. sep .. request_id .. sep .. tried .. sep .. group .. sep .. period .. sep ..
     model
 end
--- Its 13 values, in that order.
-local ADMISSION = '^([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31' ..
-  '([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31(.*)$'
+-- Its 13 values, in that order; captured, the 10 an attempt's readers use (lib/attempts read_attempt):
+-- not the id, the request id or the offers tried (a capture is a string made on every clear).
+local ADMISSION = '^[^\31]*\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31' ..
+  '([^\31]*)\31[^\31]*\31[^\31]*\31([^\31]*)\31([^\31]*)\31(.*)$'
 
 -- The end's values, named as the fields of an attempt before the packing (what lib/attempts writes
 -- for one of those), in their order: a missing one is ''.
 local END_FIELDS = { 'state', 'endedAt', 'costUsdc', 'cost', 'burn', 'writtenOff', 'disputed', 'fee',
   'inputTokens', 'outputTokens', 'outcome', 'estimated', 'upstreamCost', 'lateClear', 'errorCode', 'final' }
-local function pack_end(e)
+-- The end from its values, in that order (nil for none): the clear's, on every paid request, with
+-- no table made for them.
+local function pack_end_values(state, ended_at, cost_usdc, cost, burn, written_off, disputed, fee, input_tokens,
+                               output_tokens, outcome, estimated, upstream_cost, late_clear, error_code, final)
   local sep = REC_SEP
-  return e.state .. sep .. e.endedAt .. sep .. (e.costUsdc or '') .. sep .. (e.cost or '') .. sep ..
-    (e.burn or '') .. sep .. (e.writtenOff or '') .. sep .. (e.disputed or '') .. sep .. (e.fee or '') .. sep ..
-    (e.inputTokens or '') .. sep .. (e.outputTokens or '') .. sep .. (e.outcome or '') .. sep ..
-    (e.estimated or '') .. sep .. (e.upstreamCost or '') .. sep .. (e.lateClear or '') .. sep ..
-    (e.errorCode or '') .. sep .. (e.final or '')
+  return state .. sep .. ended_at .. sep .. (cost_usdc or '') .. sep .. (cost or '') .. sep .. (burn or '') .. sep ..
+    (written_off or '') .. sep .. (disputed or '') .. sep .. (fee or '') .. sep .. (input_tokens or '') .. sep ..
+    (output_tokens or '') .. sep .. (outcome or '') .. sep .. (estimated or '') .. sep .. (upstream_cost or '') ..
+    sep .. (late_clear or '') .. sep .. (error_code or '') .. sep .. (final or '')
+end
+-- The same from a table of them by name.
+local function pack_end(e)
+  return pack_end_values(e.state, e.endedAt, e.costUsdc, e.cost, e.burn, e.writtenOff, e.disputed, e.fee,
+    e.inputTokens, e.outputTokens, e.outcome, e.estimated, e.upstreamCost, e.lateClear, e.errorCode, e.final)
 end
 -- Its first eight values: state, endedAt, costUsdc, cost, burn, writtenOff, disputed, fee.
 local END_HEAD = '^([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)'
