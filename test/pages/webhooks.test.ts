@@ -126,7 +126,8 @@ test('registers an endpoint (secret shown once), shows a delivered event in its 
   await until(async () => (await page.locator('#webhook-secret-value').textContent()) !== rotated)
   const revoked = (await page.locator('#webhook-secret-value').textContent()) ?? ''
   expect(await page.locator('#webhook-secret').textContent()).toContain('The old one no longer signs.')
-  expect((await endpointRow(page, receiver.url))[7]).toBe('Rotate secret Revoke secret')
+  // The secret is shown before the list is read again: the row follows.
+  await until(async () => (await endpointRow(page, receiver.url))[7] === 'Rotate secret Revoke secret')
   await page
     .getByRole('button', { name: `Replay ${sent.id}` })
     .first()
