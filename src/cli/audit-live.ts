@@ -7,12 +7,12 @@
 // Named is what every reading finds: a fault stays, what a request was in the middle of does not.
 import type { AuditFinding } from '../market/audit.ts'
 import { pairOf } from '../market/audit-pairs.ts'
-import { recheckOwners, type Suspects } from '../market/audit-slots.ts'
-import { recheckOwnersApart } from '../market/audit-slots-apart.ts'
+import { readOwnersAgain, type Suspects } from '../market/audit-slots.ts'
+import { readOwnersAgainApart } from '../market/audit-slots-apart.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { auditAll } from './audit-all.ts'
-import { recheckSums, type Sums } from './audit-sums.ts'
+import { readSumsAgain, type Sums } from './audit-sums.ts'
 
 export interface LiveOptions {
   /** Readings after the first: a finding must be in each. */
@@ -85,8 +85,10 @@ function planOf(findings: AuditFinding[], keys: Keyspace): Plan {
   return plan
 }
 
-const recheck = (store: Store, keys: Keyspace, suspects: Suspects) =>
-  keys.layout === 'apart' ? recheckOwnersApart(store, keys, suspects) : recheckOwners(store, keys, suspects)
+const readSlotsAgain = (store: Store, keys: Keyspace, suspects: Suspects) =>
+  keys.layout === 'apart'
+    ? readOwnersAgainApart(store, keys, suspects)
+    : readOwnersAgain(store, keys, suspects)
 
 /** One reading of what the plan names, each finding from the source planned for it. */
 async function readAgain(store: Store, keys: Keyspace, plan: Plan): Promise<AuditFinding[]> {
@@ -94,8 +96,8 @@ async function readAgain(store: Store, keys: Keyspace, plan: Plan): Promise<Audi
   const from = (source: Source, found: AuditFinding[]) =>
     found.filter((f) => plan.source.get(kindOf(f)) === source)
   return [
-    ...(wants('slots') ? from('slots', await recheck(store, keys, plan.suspects)) : []),
-    ...(wants('sums') ? from('sums', await recheckSums(store, keys, plan.sums)) : []),
+    ...(wants('slots') ? from('slots', await readSlotsAgain(store, keys, plan.suspects)) : []),
+    ...(wants('sums') ? from('sums', await readSumsAgain(store, keys, plan.sums)) : []),
     ...(wants('whole') ? from('whole', await auditAll(store, keys)) : []),
   ]
 }

@@ -37,7 +37,7 @@ async function inTransit(store: Store, keys: Keyspace, offers: OfferAt[]): Promi
   }, 0)
 }
 
-export async function recheckSpendApart(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
+export async function readSpendAgainApart(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
   const offerIds = await store.smembers(keys.offers)
   const before = await readOffersAt(store, keys, offerIds)
   const low = posted(before) + (await inTransit(store, keys, before))

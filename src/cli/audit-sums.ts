@@ -13,7 +13,7 @@ import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { sumOfField } from '../redis/streams.ts'
 import { fillStreams } from '../suppliers/fills.ts'
-import { recheckSpendApart } from './audit-sums-apart.ts'
+import { readSpendAgainApart } from './audit-sums-apart.ts'
 
 /**
  * The sums to read again: the market's spend, its write-offs (on one slot), the funded of these
@@ -40,7 +40,7 @@ async function summed(store: Store, ids: string[], key: (id: string) => string, 
   return sums
 }
 
-export async function recheckSums(store: Store, keys: Keyspace, which: Sums): Promise<AuditFinding[]> {
+export async function readSumsAgain(store: Store, keys: Keyspace, which: Sums): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
   const offers = async () => summed(store, await store.smembers(keys.offers), keys.offer, ['earned', 'fees'])
@@ -51,7 +51,7 @@ export async function recheckSums(store: Store, keys: Keyspace, which: Sums): Pr
 
   // Held apart, the spend is summed across slots (audit-sums-apart.ts); the rest is on one.
   const apart = keys.layout === 'apart'
-  if (apart) findings.push(...(which.market ? await recheckSpendApart(store, keys) : []))
+  if (apart) findings.push(...(which.market ? await readSpendAgainApart(store, keys) : []))
   const market = !apart && (which.market || which.writeOffs)
   const none = new Map<string, number>()
   const [offersBefore, listedBefore] = market ? [await offers(), await listed()] : [none, 0]
@@ -81,7 +81,7 @@ export async function recheckSums(store: Store, keys: Keyspace, which: Sums): Pr
       if (value !== null && !within(total(givenBefore), Number(value), total(givenAfter)))
         off(`account ${id}`, fundedProblem(value, givenAfter, id))
     }
-  findings.push(...(await recheckFills(store, keys, which.suppliers)))
+  findings.push(...(await readFillsAgain(store, keys, which.suppliers)))
   return findings
 }
 
@@ -90,7 +90,7 @@ export async function recheckSums(store: Store, keys: Keyspace, which: Sums): Pr
  * earned and appends its fill in one script, so the offers' earned read before and after the
  * fills bracket them.
  */
-async function recheckFills(store: Store, keys: Keyspace, suppliers: Set<string>): Promise<AuditFinding[]> {
+async function readFillsAgain(store: Store, keys: Keyspace, suppliers: Set<string>): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   for (const id of suppliers) {
     const offerIds = await store.smembers(keys.supplierOffers(id))

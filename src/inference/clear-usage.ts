@@ -105,29 +105,29 @@ export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promi
   const { chat, reported } = input
   const estimated = reported === null
   // A report is checked before it moves money: counts past what the request allows are billed at
-  // that limit, and the burn claimed beyond it is disputed, as burn past the hold is.
+  // what it allows, and the burn reported beyond it is disputed, as burn past the hold is.
   const usage = reported
     ? boundedUsage(reported, chat.promptTokenBound, chat.maxTokens * chat.choices)
     : await estimateUsage(input)
   let burn = burnOf(usage, chat.model.prices)
   const before = input.preBalance ?? input.admission.upstreamBalance
   if (estimated && before !== null && burn > before) burn = before
-  const claimed = reported && usage !== reported ? burnOf(reported, chat.model.prices) : burn
+  const reportedBurn = reported && usage !== reported ? burnOf(reported, chat.model.prices) : burn
   // The upstream's figure is compared with the meter's reading of its report, never billed.
   const upstreamCost = input.upstreamCost ?? null
-  const disagreed = !estimated && upstreamCost !== null && costDisagrees(claimed, upstreamCost)
+  const disagreed = !estimated && upstreamCost !== null && costDisagrees(reportedBurn, upstreamCost)
   const clearing = await clearBurn(
     deps,
     input.admission,
     before,
-    claimed,
+    reportedBurn,
     {
       inputTokens: usage.promptTokens,
       outputTokens: usage.completionTokens,
       estimated,
       outcome: input.outcome,
       upstreamCost: disagreed ? upstreamCost : null,
-      boundedBurn: claimed === burn ? null : burn,
+      boundedBurn: reportedBurn === burn ? null : burn,
     },
     input.storeWaitsMs,
   )

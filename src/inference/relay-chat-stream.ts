@@ -66,7 +66,7 @@ class ChatShape implements StreamShape {
       created: identity?.created ?? Math.floor(Date.now() / 1000),
       model: identity?.model ?? this.modelId,
     }
-    // Its usage the one billed, which is the supplier's unless it claimed more than the request allows.
+    // Its usage the one billed, which is the supplier's unless it reported more than the request allows.
     const chunk = this.usageChunk
     if (chunk) frames.push(frame({ ...chunk, ...own, usage: billedChatUsage(chunk.usage, clearing.usage) }))
     frames.push(

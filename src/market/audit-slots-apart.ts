@@ -30,7 +30,7 @@ const BATCH = 100
 const TRIES = 10
 
 /** Each suspect's checks, over what one MULTI per slot read. */
-export async function recheckOwnersApart(
+export async function readOwnersAgainApart(
   store: Store,
   keys: Keyspace,
   suspects: Suspects,

@@ -31,7 +31,7 @@ const TRIES = 50
 type Owner = { accountId?: string; offerId?: string }
 
 /** Each suspect's checks, over what one MULTI per batch read. */
-export async function recheckOwners(
+export async function readOwnersAgain(
   store: Store,
   keys: Keyspace,
   suspects: Suspects,
@@ -49,13 +49,13 @@ export async function recheckOwners(
     const batch = owners.slice(i, i + BATCH)
     const accounts = batch.flatMap((s) => (s.account ? [s.account] : []))
     const offers = batch.flatMap((s) => (s.offer ? [s.offer] : []))
-    const found = await recheckBatch(store, keys, known, accounts, offers, named)
+    const found = await readBatchAgain(store, keys, known, accounts, offers, named)
     findings.push(...found.filter((f) => i === 0 || !/^(attempt|lease) /.test(f.subject)))
   }
   return findings
 }
 
-async function recheckBatch(
+async function readBatchAgain(
   store: Store,
   keys: Keyspace,
   known: Map<string, Owner>,

@@ -186,7 +186,7 @@ export class WebhookStore {
 
   /**
    * A new signing secret for the endpoint, answered once (as at registration); the secrets it
-   * replaces sign beside it for `overlapSeconds`. `key` is the Idempotency-Key's digest, or null:
+   * replaces sign beside it as previous secrets for `overlapSeconds`. `key` is the Idempotency-Key's digest, or null:
    * a retry with the same key answers the secret it made (`replayed`) and rotates nothing more.
    */
   async rotateSecret(owner: Owner, id: string, overlapSeconds: number, key: string | null) {
@@ -233,7 +233,7 @@ export class WebhookStore {
 
   /**
    * The secrets a try is signed with, as stored when it is sent (a rotation since the endpoint was
-   * read counts at once): the current one, then those it replaced still in their window.
+   * read counts at once): the current one, then the previous secrets still in their overlap.
    */
   async signingSecrets(owner: Owner, endpoint: StoredEndpoint): Promise<string[]> {
     const json = await this.store.hget(this.keys.webhooks(owner), endpoint.id)

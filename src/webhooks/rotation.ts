@@ -1,16 +1,16 @@
 // Rotating an endpoint's signing secret, as Svix and Stripe let a receiver do without missing a
-// delivery: the new secret signs at once, and the secrets it replaced keep signing beside it until
-// their window ends, so a receiver that still holds an old one verifies each delivery meanwhile
-// (Standard Webhooks puts several "v1,<signature>" in one header, space-separated). A window of 0
-// ends every old secret now (one that leaked). The record is replaced by webhook-state.lua, only
+// delivery: the new secret signs at once, and the previous secrets (those it replaced) keep signing
+// beside it until their overlap ends, so a receiver that still holds one verifies each delivery
+// meanwhile (Standard Webhooks puts several "v1,<signature>" in one header, space-separated). An
+// overlap of 0 ends every previous secret now (one that leaked). The record is replaced by webhook-state.lua, only
 // over the record as read.
 import { ApiError, badRequest } from '../errors.ts'
 
-/** How long a replaced secret signs beside the new one, unless the rotation says otherwise. */
+/** How long a previous secret signs beside the new one, unless the rotation says otherwise. */
 export const DEFAULT_OVERLAP_SECONDS = 24 * 60 * 60
-/** The longest window a rotation may ask for. */
+/** The longest overlap a rotation may ask for. */
 export const MAX_OVERLAP_SECONDS = 7 * 24 * 60 * 60
-/** The most replaced secrets kept signing at once: rotations in a row drop the oldest first. */
+/** The most previous secrets kept signing at once: rotations in a row drop the oldest first. */
 export const MAX_PREVIOUS_SECRETS = 3
 
 /** A secret the current one replaced: sealed as the current one is, signing until `until` (ms). */
@@ -36,7 +36,7 @@ export interface RotatedFields {
   previousSecrets?: PreviousSecret[]
 }
 
-/** The window asked for, in whole seconds: absent is the default, anything else a 400. */
+/** The overlap asked for, in whole seconds: absent is the default, anything else a 400. */
 export function overlapOf(value: unknown): number {
   if (value === undefined) return DEFAULT_OVERLAP_SECONDS
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_OVERLAP_SECONDS)
@@ -47,15 +47,15 @@ export function overlapOf(value: unknown): number {
   return value
 }
 
-/** The replaced secrets that still sign at `now`, newest first. */
+/** The previous secrets that still sign at `now`, newest first. */
 export function signingPrevious(endpoint: RotatedFields, now: number): PreviousSecret[] {
   return (endpoint.previousSecrets ?? []).filter((previous) => previous.until > now)
 }
 
 /**
  * What a retried rotation answers: 'replay' when the current secret is the one this key made (with
- * the same window), null when the key made none that is remembered (rotate); a 409 when it asked
- * for another window, or when a later rotation has replaced the secret it made.
+ * the same overlap), null when the key made none that is remembered (rotate); a 409 when it asked
+ * for another overlap, or when a later rotation has replaced the secret it made.
  */
 export function replayOf(
   endpoint: RotatedFields,
@@ -81,8 +81,8 @@ export function replayOf(
 }
 
 /**
- * The record after a rotation at `now`: `sealedNew` signs; the secret it replaces and those still
- * signing sign until now + the window at the latest (each keeps an earlier end of its own).
+ * The record after a rotation at `now`: `sealedNew` signs; the secret it replaces and the previous
+ * secrets still signing sign until now + the overlap at the latest (each keeps an earlier end of its own).
  */
 export function rotated<T extends RotatedFields>(
   endpoint: T,

@@ -1,7 +1,7 @@
 // The signature a receiver checks, in the Standard Webhooks scheme: HMAC-SHA256 keyed with the
 // endpoint's secret (its bytes: the base64 after "whsec_", as that scheme's libraries decode it)
 // over "<id>.<timestamp>.<raw body>", base64, sent as "v1,<signature>" in svc-webhook-signature
-// next to svc-webhook-id and svc-webhook-timestamp (Unix seconds). While a rotated secret's window
+// next to svc-webhook-id and svc-webhook-timestamp (Unix seconds). While a rotation's overlap
 // lasts, one "v1,<signature>" per signing secret, space-separated, the current secret's first. The id lets the receiver drop a
 // repeat (delivery is at least once); the timestamp lets it refuse an old replay.
 import { createHmac, timingSafeEqual } from 'node:crypto'

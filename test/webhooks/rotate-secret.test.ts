@@ -1,8 +1,9 @@
 // Rotating an endpoint's signing secret (POST .../webhooks/{id}/rotate-secret), checked as a
 // receiver checks a delivery: an HMAC of its own with node:crypto and the Standard Webhooks
-// library. The new secret is answered once; while the window lasts each delivery carries a
-// signature by the new secret and one by the old (space-separated "v1,<sig>"); a window of 0 ends
-// the old secret at once, and once a window has passed the old secret signs nothing. An
+// library. The new secret is answered once; while the overlap lasts each delivery carries a
+// signature by the new secret and one by the previous secret (space-separated "v1,<sig>"); an
+// overlap of 0 ends the previous secret at once, and once an overlap has passed the previous
+// secret signs nothing. An
 // Idempotency-Key makes a retry answer the same secret; another owner, a limited key and bad
 // input change nothing in Redis. The whole gateway, real Redis, a receiver of the test's own.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
@@ -89,7 +90,7 @@ async function nextDelivery(): Promise<Received> {
   return receiver.unique()[seen]!
 }
 
-test('while the window lasts both secrets sign each delivery; a window of 0 ends the old one at once', async () => {
+test('while the overlap lasts both secrets sign each delivery; an overlap of 0 ends the previous one at once', async () => {
   const created = await registerWebhook(stack, supplier.apiKey, '/v1/supplier', {
     url: receiver.url,
     events: ['supplier.suspended', 'supplier.reinstated'],
@@ -102,7 +103,7 @@ test('while the window lasts both secrets sign each delivery; a window of 0 ends
   expect(before.signature.split(' ')).toHaveLength(1)
   expect(verifiedBy([first.secret], before)).toEqual([[true, true]])
 
-  // The default window: a day.
+  // The default overlap: a day.
   const response = await rotate(supplier.apiKey, '/v1/supplier', first.id)
   expect(response.status).toBe(200)
   const second = (await response.json()) as Rotated
@@ -127,7 +128,7 @@ test('while the window lasts both secrets sign each delivery; a window of 0 ends
   const stranger = `whsec_${randomBytes(32).toString('base64')}`
   expect(verifiedBy([stranger], during)).toEqual([[false, false]])
 
-  // A leaked secret: rotated with a window of 0, neither earlier secret signs from now on.
+  // A leaked secret: rotated with an overlap of 0, neither earlier secret signs from now on.
   const now = await rotate(supplier.apiKey, '/v1/supplier', first.id, { overlapSeconds: 0 })
   expect(now.status).toBe(200)
   const third = (await now.json()) as Rotated
@@ -141,7 +142,7 @@ test('while the window lasts both secrets sign each delivery; a window of 0 ends
   ])
 }, 60_000)
 
-test('once its window has passed, the replaced secret signs nothing', async () => {
+test('once its overlap has passed, the previous secret signs nothing', async () => {
   const { webhooks, deliveries } = webhookParts(
     stack.store,
     stack.keys,
@@ -155,7 +156,7 @@ test('once its window has passed, the replaced secret signs nothing', async () =
     const { endpoint: rotated } = await webhooks.rotateSecret(owner, created.id, 1, null)
     const event = { id: 'evt_1-0', type: 'supplier.suspended', createdAt: Date.now(), data: {} }
     const [endpoint] = await webhooks.list(owner)
-    // Sent within the window: both sign. (A slow machine past it proves the next check anyway.)
+    // Sent within the overlap: both sign. (A slow machine past it proves the next check anyway.)
     const ends = rotated.previousSecretsSignUntil!
     await deliveries.send(owner, endpoint!, event, 1)
     if (Date.now() < ends) expect(own.received[0]!.signature.split(' ')).toHaveLength(2)
@@ -197,7 +198,7 @@ test('a try sends with the secrets as stored then: one read before a revoke sign
   }
 })
 
-test('an Idempotency-Key rotates once: the retry answers the same secret; another window is a 409', async () => {
+test('an Idempotency-Key rotates once: the retry answers the same secret; another overlap is a 409', async () => {
   const created = await registerWebhook(stack, supplier.apiKey, '/v1/supplier', {
     url: receiver.url,
     events: ['payout.confirmed'],

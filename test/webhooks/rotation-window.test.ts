@@ -1,5 +1,5 @@
-// The rotation's windows, as rotation.ts computes them: each replaced secret signs until the end of
-// the window it was given and never past a later rotation's; 0 ends them all; at most
+// The rotation's overlaps, as rotation.ts computes them: each previous secret signs until the end of
+// the overlap it was given and never past a later rotation's; 0 ends them all; at most
 // MAX_PREVIOUS_SECRETS sign beside the current one, the newest kept.
 import { expect, test } from 'bun:test'
 import {
@@ -14,7 +14,7 @@ const at = 1_000 * HOUR
 const rotate = (endpoint: RotatedFields, sealed: string, when: number, overlapSeconds: number) =>
   rotated(endpoint, sealed, { at: when, overlapSeconds, key: null })
 
-test('a second rotation keeps the first secret to its own earlier end, none past the new window', () => {
+test('a second rotation keeps the first secret to its own earlier end, none past the new overlap', () => {
   const first = rotate({ sealedSecret: 'a' }, 'b', at, 3600)
   const second = rotate(first, 'c', at + HOUR / 2, 24 * 3600)
   expect(second.sealedSecret).toBe('c')
@@ -22,17 +22,17 @@ test('a second rotation keeps the first secret to its own earlier end, none past
     ['b', at + HOUR / 2 + 24 * HOUR],
     ['a', at + HOUR],
   ])
-  // A shorter window later cuts every one of them to it.
+  // A shorter overlap later cuts every one of them to it.
   const third = rotate(second, 'd', at + HOUR / 2, 60)
   expect(third.previousSecrets.map((p) => [p.sealedSecret, p.until])).toEqual(
     ['c', 'b', 'a'].map((sealed) => [sealed, at + HOUR / 2 + 60_000]),
   )
-  // At the end of a window the secret stops signing.
+  // At the end of an overlap the secret stops signing.
   expect(signingPrevious(first, at + HOUR - 1).map((p) => p.sealedSecret)).toEqual(['a'])
   expect(signingPrevious(first, at + HOUR)).toEqual([])
 })
 
-test('a window of 0 ends every old secret; rotations in a row keep the newest few', () => {
+test('an overlap of 0 ends every previous secret; rotations in a row keep the newest few', () => {
   let endpoint: RotatedFields = { sealedSecret: 's0' }
   for (let i = 1; i <= 6; i++) endpoint = rotate(endpoint, `s${i}`, at + i, 24 * 3600)
   expect(endpoint.previousSecrets!.map((p) => p.sealedSecret)).toEqual(['s5', 's4', 's3'])

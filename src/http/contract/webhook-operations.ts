@@ -3,7 +3,7 @@
 import { idempotencyKey, type Operation, ok, PAGE_PARAMETERS, type Security } from './operation-parts.ts'
 
 const SIGNING =
-  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it); after a rotation, while the window of the secrets it replaced lasts, one "v1,<signature>" per signing secret, space-separated, the current one first (accept the delivery when any verifies). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed. A 410 Gone unsubscribes: that try ends the event at the endpoint as failed, and the endpoint is disabled (disabled: {reason: "answered 410 Gone", at}); no event is sent to it while disabled (those written meanwhile are dropped for it, never sent nor retried, and logged as skipped) until PATCH .../webhooks/{id} {"disabled": false}.'
+  'Each delivery is a POST of {id, type, createdAt, data} with svc-webhook-id, svc-webhook-timestamp (Unix seconds) and svc-webhook-signature: "v1," + base64 HMAC-SHA256 over "<id>.<timestamp>.<raw body>", keyed with the bytes the base64 of the endpoint secret after whsec_ decodes to (as Standard Webhooks libraries verify it); after a rotation, while the overlap of the previous secrets (those it replaced) lasts, one "v1,<signature>" per signing secret, space-separated, the current one first (accept the delivery when any verifies). At least once: dedup by id. Retried with exponential backoff until a 2xx; redirects are not followed. A 410 Gone unsubscribes: that try ends the event at the endpoint as failed, and the endpoint is disabled (disabled: {reason: "answered 410 Gone", at}); no event is sent to it while disabled (those written meanwhile are dropped for it, never sent nor retried, and logged as skipped) until PATCH .../webhooks/{id} {"disabled": false}.'
 
 function webhookOperations(
   prefix: string,
@@ -51,8 +51,8 @@ function webhookOperations(
     },
     [`POST ${prefix}/webhooks/{id}/rotate-secret`]: {
       summary:
-        "Rotate the endpoint's signing secret: the new one is shown once; the old one keeps signing beside it for overlapSeconds (default 86400)",
-      description: `Body (optional) {"overlapSeconds": 0..604800}: each delivery from now on is signed by the new secret, and until then also by the secrets it replaced (each keeps an earlier end of its own; at most 3 old ones). 0 ends every old secret now (one that leaked). GET .../webhooks shows secretRotatedAt and previousSecretsSignUntil (Unix ms; null once only the current secret signs). Refusals change nothing: 400 (overlapSeconds not a whole number in range, invalid_idempotency_key), 404 webhook_not_found (another owner's endpoint too), 409 idempotency_key_reused.${bound.note}`,
+        "Rotate the endpoint's signing secret: the new one is shown once; the previous one keeps signing beside it for overlapSeconds (default 86400)",
+      description: `Body (optional) {"overlapSeconds": 0..604800}: each delivery from now on is signed by the new secret, and until then also by the previous secrets, those it replaced (each keeps an earlier end of its own; at most 3 of them). 0 ends every previous secret now (one that leaked). GET .../webhooks shows secretRotatedAt and previousSecretsSignUntil (Unix ms; null once only the current secret signs). Refusals change nothing: 400 (overlapSeconds not a whole number in range, invalid_idempotency_key), 404 webhook_not_found (another owner's endpoint too), 409 idempotency_key_reused.${bound.note}`,
       tags: [tag],
       security,
       parameters: [

@@ -32,7 +32,7 @@ const createBody = t.Object(
 )
 const idParams = t.Object({ id: t.String({ maxLength: 64 }) })
 const patchBody = t.Object({ disabled: t.Boolean() }, { additionalProperties: false })
-// No body rotates with the default window. A whole number as multipleOf: t.Integer would take "60".
+// No body rotates with the default overlap. A whole number as multipleOf: t.Integer would take "60".
 const rotateBody = t.Union([
   t.Null(),
   t.Object(

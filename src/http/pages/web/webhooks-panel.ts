@@ -1,7 +1,7 @@
 // The owner's webhook endpoints on the buyer dashboard and the supplier page (the same routes under
 // /v1/agent and /v1/supplier): the list with each endpoint's state, an endpoint registered (its
 // signing secret shown this once), disabled, enabled or removed, its secret rotated (the new one
-// shown this once; the old one signing beside it for a day, or revoked at once), an endpoint's
+// shown this once; the previous one signing beside it for a day, or ended at once), an endpoint's
 // delivery log read (an event dropped while it was disabled shown skipped), and one of its events
 // sent again.
 import { ACCOUNT_EVENTS, type DeliveryRecord, SUPPLIER_EVENTS } from '../../../webhooks/events.ts'
@@ -21,7 +21,7 @@ interface Endpoint {
   previousSecretsSignUntil: number | null
 }
 
-/** How long a rotation keeps the old secret signing: the API's default, or none (a leaked one). */
+/** How long a rotation keeps the previous secret signing: the API's default, or none (a leaked one). */
 const ROTATE_OVERLAP_SECONDS = 24 * 60 * 60
 
 /** Wires the webhooks panel of `prefix`'s owner to `call`; returns what redraws it. */
@@ -125,7 +125,7 @@ export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'):
     })
   }
 
-  /** The new secret, shown this once, and what the old one still signs. */
+  /** The new secret, shown this once, and what the previous one still signs. */
   function showSecret(text: string, secret: string) {
     fill(
       byId('webhook-secret'),
@@ -138,7 +138,7 @@ export function webhooksPanel(call: Call, prefix: '/v1/agent' | '/v1/supplier'):
     )
   }
 
-  // Rotate keeps the old secret signing for a day (the receiver deploys the new one meanwhile);
+  // Rotate keeps the previous secret signing for a day (the receiver deploys the new one meanwhile);
   // Revoke ends it at once, for a secret that leaked.
   function rotateButton(endpoint: Endpoint, revoke: boolean) {
     const verb = revoke ? 'Revoke' : 'Rotate'
