@@ -96,9 +96,6 @@ export interface StreamShape {
   ): { frames: string[]; error: string | null }
 }
 
-/** Bun's controller of a `type: "direct"` stream (bun-types has it as a global interface). */
-type Sink = ReadableStreamDirectController
-
 /**
  * Relays one supplier stream in a wire format and clears it once: content as it comes, keep-alives
  * on silence, a stalled supplier given up on after the idle time, one clearing at the end or when
@@ -122,7 +119,7 @@ class StreamRelay {
   private readonly clock: StreamClock
   /** Made at the first text: a stream may end before any. */
   private counter: OutputTokenCounter | null = null
-  private sink: Sink | null = null
+  private sink: ReadableStreamDirectController | null = null
   /** When the pending supplier read began (ms since the epoch); 0 when none is pending. */
   private waitingSince = 0
   private usage: Usage | null = null
@@ -145,8 +142,8 @@ class StreamRelay {
   private cancelled = false
   /** The first content frame has been flushed to the client. */
   private firstSent = false
-  /** The stream's end began: its clear and closing frames, run once. */
-  private ending = false
+  /** The end (clear, closing frames), run once; pull() returns after it: its return closes the stream. */
+  private ending: Promise<void> | null = null
 
   constructor(
     ctx: StreamContext,
@@ -169,7 +166,7 @@ class StreamRelay {
     this.deps.renewer.add(this.admission)
   }
 
-  async pull(sink: Sink): Promise<void> {
+  async pull(sink: ReadableStreamDirectController): Promise<void> {
     this.sink = sink
     // Awaited only for a count (Messages): a pull that yields before writing sends the head alone.
     const started = this.shape.start?.() ?? []
@@ -226,7 +223,8 @@ class StreamRelay {
               const flushed = sink.flush()
               if (flushed instanceof Promise) await flushed
             }
-            if (this.cancelled || this.ending) return // ended while the client was awaited (tick)
+            if (this.cancelled) return
+            if (this.ending) return await this.ending // ended by the clock while the client was awaited
             break
           }
           case 'usage':
@@ -234,10 +232,9 @@ class StreamRelay {
             this.usage = event.usage
             this.shape.usage?.(event.chunk)
             break
+          // The supplier's [DONE] is its stream's end, whether or not it closes the connection:
+          // a supplier that keeps it open must not hold the client (and the hold) to the idle time.
           case 'done':
-            // The supplier's [DONE] is its stream's end, whether or not it closes the connection:
-            // a supplier that keeps it open must not hold the client (and the hold) to the idle time.
-            return await this.end(sink)
           case 'end':
             return await this.end(sink)
         }
@@ -258,8 +255,12 @@ class StreamRelay {
     }
   }
 
-  private async end(sink: Sink): Promise<void> {
-    this.ending = true
+  private end(sink: ReadableStreamDirectController): Promise<void> {
+    this.ending ??= this.windUp(sink)
+    return this.ending
+  }
+
+  private async windUp(sink: ReadableStreamDirectController): Promise<void> {
     // Ended by what the supplier sent (an error frame, a frame past the bound): its call ends too.
     this.upstream.cancel()
     const complete = this.usage !== null

@@ -113,7 +113,10 @@ describe('a stream whose client takes nothing is ended at SVC_STREAM_MAX_MS', ()
       expect((await balances(stack, buyer.accountId)).confirmed).toBeLessThan(before.confirmed)
       // Read at last, the stream ends as a stream cut short does.
       const last = sseData(await readAll(response)).at(-1) as Ending
-      expect(last.error?.code ?? last.response?.incomplete_details.reason).toBe('stream_incomplete')
+      expect(
+        last.error?.code ?? last.response?.incomplete_details.reason,
+        `the last frame: ${JSON.stringify(last).slice(0, 300)}`,
+      ).toBe('stream_incomplete')
     }, 20_000)
   }
 })
