@@ -94,6 +94,8 @@ export interface WebhookConfig {
   maxAttempts: number
   /** How often the consumer looks for new events and retries that are due. */
   pollMs: number
+  /** Test-only, never read from the environment: a resolver in place of DNS (address-check.ts). */
+  resolve?: (host: string) => Promise<string[]>
 }
 
 /** Supplier payouts in USDC, sent on the funding network from the operator's payout wallet. */

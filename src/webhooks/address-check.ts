@@ -119,17 +119,17 @@ function resolveBy(
 }
 
 /**
- * Resolves the URL's host (every address DNS gives) and answers the one to connect to, or throws a
- * 400 when any address is not public: a name that resolves partly private is refused whole. A
- * delivery connects to the address answered, never resolving again (no DNS-rebinding window).
- * The resolution ends by `deadline` (a delivery's, so the whole try keeps to its timeout), else
- * by the policy's timeoutMs.
+ * Resolves the URL's host (every address DNS gives) and answers them all, in the resolver's order,
+ * or throws a 400 when any address is not public: a name that resolves partly private is refused
+ * whole. A delivery connects only to the addresses answered, never resolving again (no
+ * DNS-rebinding window). The resolution ends by `deadline` (a delivery's, so the whole try keeps
+ * to its timeout), else by the policy's timeoutMs.
  */
-export async function resolvePublicAddress(
+export async function resolvePublicAddresses(
   url: URL,
   policy: AddressPolicy,
   deadline = policy.timeoutMs === undefined ? undefined : AbortSignal.timeout(policy.timeoutMs),
-): Promise<string> {
+): Promise<string[]> {
   const host = url.hostname.replace(/^\[|\]$/g, '')
   let addresses: string[]
   if (isIP(host)) addresses = [host]
@@ -146,5 +146,14 @@ export async function resolvePublicAddress(
       'url must resolve to public addresses only (no loopback, private, link-local, unique-local, multicast or unspecified)',
       'webhook_url_not_public',
     )
-  return addresses[0] as string
+  return addresses
+}
+
+/** The first of resolvePublicAddresses' answer: a registration's check. */
+export async function resolvePublicAddress(
+  url: URL,
+  policy: AddressPolicy,
+  deadline?: AbortSignal,
+): Promise<string> {
+  return (await resolvePublicAddresses(url, policy, deadline)).at(0) as string
 }

@@ -1,12 +1,14 @@
 // One POST of a signed event to an endpoint: the host re-resolved and checked public first (DNS
-// may have moved since registration), then the connection made to the address checked, not to a
-// second resolution of the name (which DNS could point elsewhere meanwhile): the URL's host rides
-// in the Host header and, for https, in TLS SNI with the certificate verified for that name. No
-// redirect followed (a 3xx is a failure), a short timeout (resolution, connection and answer
-// together), at most RESPONSE_READ_LIMIT bytes read.
+// may have moved since registration), then the connection made to an address checked (of
+// several, in turn by family, the next only when one refused or could not be reached), not to a second resolution of the
+// name (which DNS could point elsewhere meanwhile): the URL's host rides in the Host header and,
+// for https, in TLS SNI with the certificate verified for that name. No redirect followed (a 3xx
+// is a failure), a short timeout (resolution, connection and answer together), at most
+// RESPONSE_READ_LIMIT bytes read.
 import { isIP } from 'node:net'
 import { ApiError } from '../errors.ts'
-import { type AddressPolicy, resolvePublicAddress } from './address-check.ts'
+import { type AddressPolicy, resolvePublicAddresses } from './address-check.ts'
+import { interleaved } from './address-order.ts'
 
 export const RESPONSE_READ_LIMIT = 4096
 
@@ -28,27 +30,18 @@ async function readBounded(response: Response): Promise<void> {
   await reader.cancel()
 }
 
-export async function postEvent(
-  url: string,
+// Bun's fetch codes for a connection that never opened: no byte of the request left.
+const NEVER_CONNECTED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL'])
+
+/** The POST to one checked address; `connectFailed` when the connection never opened. */
+async function postTo(
+  target: URL,
+  address: string,
   headers: Record<string, string>,
   body: string,
-  policy: AddressPolicy,
+  deadline: AbortSignal,
   timeoutMs: number,
-): Promise<PostOutcome> {
-  const target = new URL(url)
-  // One deadline for the whole try, the name's resolution included: a consumer's claim of an
-  // event waits on it (consumer.ts), and a name server that never answers must not outlast it.
-  const deadline = AbortSignal.timeout(timeoutMs)
-  let address: string
-  try {
-    address = await resolvePublicAddress(target, policy, deadline)
-  } catch (error) {
-    return {
-      ok: false,
-      httpStatus: null,
-      error: error instanceof ApiError ? error.message : 'address check failed',
-    }
-  }
+): Promise<PostOutcome & { connectFailed?: boolean }> {
   try {
     const connect = new URL(target)
     connect.hostname = isIP(address) === 6 ? `[${address}]` : address
@@ -72,11 +65,47 @@ export async function postEvent(
         : `answered ${response.status}`
     return { ok, httpStatus: response.status, error }
   } catch (error) {
-    const name = (error as Error).name
+    const { name, code } = error as Error & { code?: string }
+    if (name === 'TimeoutError') return timedOut(timeoutMs)
+    return { ...CONNECTION_FAILED, connectFailed: NEVER_CONNECTED.has(code ?? '') }
+  }
+}
+
+const CONNECTION_FAILED: PostOutcome = { ok: false, httpStatus: null, error: 'connection failed' }
+const timedOut = (timeoutMs: number): PostOutcome => ({
+  ok: false,
+  httpStatus: null,
+  error: `no answer in ${timeoutMs} ms`,
+})
+
+export async function postEvent(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  policy: AddressPolicy,
+  timeoutMs: number,
+): Promise<PostOutcome> {
+  const target = new URL(url)
+  // One deadline for the whole try, the name's resolution included: a consumer's claim of an
+  // event waits on it (consumer.ts), and a name server that never answers must not outlast it.
+  const deadline = AbortSignal.timeout(timeoutMs)
+  let candidates: string[]
+  try {
+    candidates = interleaved(await resolvePublicAddresses(target, policy, deadline))
+  } catch (error) {
     return {
       ok: false,
       httpStatus: null,
-      error: name === 'TimeoutError' ? `no answer in ${timeoutMs} ms` : 'connection failed',
+      error: error instanceof ApiError ? error.message : 'address check failed',
     }
   }
+  let outcome: PostOutcome = CONNECTION_FAILED
+  for (const address of candidates) {
+    const { connectFailed, ...tried } = await postTo(target, address, headers, body, deadline, timeoutMs)
+    outcome = tried
+    // Only a connection that never opened moves on to the next address: a request sent is never
+    // sent again.
+    if (!connectFailed) return outcome
+  }
+  return outcome
 }
