@@ -5,8 +5,8 @@
 // refused whole, as before. Loopback stands in for public space (the test-only setting); 127.0.0.2
 // and ::1 refuse, since the receivers listen on other addresses.
 import { afterAll, describe, expect, test } from 'bun:test'
-import { postEvent } from '../../src/webhooks/post.ts'
 import { interleaved } from '../../src/webhooks/address-order.ts'
+import { postEvent } from '../../src/webhooks/post.ts'
 import { verify } from '../../src/webhooks/signing.ts'
 import { adminFetch, keyFetch } from '../helpers/accounts.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
