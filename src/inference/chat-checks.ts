@@ -15,7 +15,10 @@ const RANGES = {
   frequency_penalty: [-2, 2],
 } as const
 
-export function refuseOutOfRange(body: Record<string, unknown>, fields: (keyof typeof RANGES)[]): void {
+export function refuseOutOfRange(
+  body: Record<string, unknown>,
+  fields: readonly (keyof typeof RANGES)[],
+): void {
   for (const field of fields) {
     const value = body[field]
     const [min, max] = RANGES[field]
@@ -119,11 +122,20 @@ function checkToolTurns(messages: unknown[]): void {
   if (unanswered.size > 0) refuseUnanswered('messages')
 }
 
-/** A chat completions request OpenAI would refuse: a 400 naming the field. */
+const CHAT_RANGED = ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty'] as const
+
+/** A tool message, or an assistant's calls: what checkToolTurns reads. */
+const usesTools = (message: unknown) =>
+  isRecord(message) && (message.role === 'tool' || Array.isArray(message.tool_calls))
+
+/**
+ * A chat completions request OpenAI would refuse: a 400 naming the field. A request without tools
+ * (most) allocates nothing for the checks that read them.
+ */
 export function checkChatRequest(body: Record<string, unknown>): void {
-  refuseOutOfRange(body, ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty'])
-  checkTools(body)
+  refuseOutOfRange(body, CHAT_RANGED)
+  if (body.tools != null || body.tool_choice != null) checkTools(body)
   checkLogitBias(body.logit_bias)
   checkStop(body.stop)
-  if (Array.isArray(body.messages)) checkToolTurns(body.messages)
+  if (Array.isArray(body.messages) && body.messages.some(usesTools)) checkToolTurns(body.messages)
 }

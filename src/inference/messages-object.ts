@@ -5,6 +5,7 @@ import { contentText } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
 import type { Usage } from './meter.ts'
 import { reasoningText } from './responses-object.ts'
+import { ownCallIds } from './stream-tool-calls.ts'
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal'
 
@@ -114,8 +115,12 @@ export function messageContent(shape: MessageShape, chat: Record<string, unknown
   if (text || refusal) content.push(textBlock(text || refusal))
   // A call that is not an object is no call (a supplier's null).
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter((call) => isRecord(call)) : []
+  const ids = ownCallIds(
+    calls.map((call) => call.id),
+    (i) => toolUseId(shape, i),
+  )
   calls.forEach((call, i) => {
-    const id = typeof call.id === 'string' ? call.id : toolUseId(shape, i)
+    const id = ids[i]!
     const name = typeof call.function?.name === 'string' ? call.function.name : ''
     const args = typeof call.function?.arguments === 'string' ? call.function.arguments : ''
     content.push(toolUseBlock(id, name, toolInput(args)))

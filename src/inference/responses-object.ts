@@ -5,6 +5,7 @@ import { contentText } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
 import type { Usage } from './meter.ts'
 import type { ResponseShape } from './responses-request.ts'
+import { ownCallIds } from './stream-tool-calls.ts'
 
 export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed'
 export type ItemStatus = 'in_progress' | 'completed' | 'incomplete'
@@ -148,13 +149,17 @@ export function outputItems(
   } else if (text || calls.length === 0) {
     items.push(messageItem(shape, text, status))
   }
+  const callIds = ownCallIds(
+    calls.map((call) => call.id),
+    (i) => `call_${base(shape)}_${i}`,
+  )
   calls.forEach((call, i) => {
     items.push(
       functionCallItem(
         shape,
         i,
         {
-          callId: typeof call.id === 'string' ? call.id : `call_${base(shape)}_${i}`,
+          callId: callIds[i]!,
           name: typeof call.function?.name === 'string' ? call.function.name : '',
           arguments: typeof call.function?.arguments === 'string' ? call.function.arguments : '',
         },

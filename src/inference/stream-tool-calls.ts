@@ -1,6 +1,8 @@
 // The tool calls of a supplier's chat stream, put together from their pieces. Suppliers (OpenAI,
 // vLLM) may interleave parallel calls: pieces of call 0 after call 1 has opened; a call's id and
-// name may come after its first arguments. No call is known complete before the stream ends.
+// name may come after its first arguments. No call is known complete before the stream ends. Some
+// (DeepSeek, GLM) give parallel calls one id: a call keeps the supplier's id only when no earlier
+// call of the answer has it, else the wire format names it, so a client tells its calls apart.
 
 /** One tool-call entry of a chunk's `delta.tool_calls`. */
 export interface ToolCallDelta {
@@ -23,6 +25,8 @@ export class StreamToolCalls {
   readonly list: StreamCall[] = []
   /** The latest call under each supplier index. */
   private readonly byIndex = new Map<number, StreamCall>()
+  /** The supplier's ids the calls have taken. */
+  private readonly ids = new Set<string>()
 
   /**
    * Adds one entry's pieces to its call; returns the call, whether the entry opened it, and the
@@ -45,9 +49,22 @@ export class StreamToolCalls {
       this.byIndex.set(index, call)
     }
     const found = call!
-    found.id ??= id
+    if (found.id === null && id !== null && !this.ids.has(id)) {
+      found.id = id
+      this.ids.add(id)
+    }
     found.name ??= name
     found.args += piece
     return { call: found, piece, opened }
   }
+}
+
+/** Each call's id in a buffered answer, as a stream gives it: the supplier's, unless empty or taken; else `fallback`. */
+export function ownCallIds(ids: unknown[], fallback: (index: number) => string): string[] {
+  const taken = new Set<string>()
+  return ids.map((id, index) => {
+    const own = typeof id === 'string' && id !== '' && !taken.has(id) ? id : fallback(index)
+    taken.add(own)
+    return own
+  })
 }
