@@ -1,7 +1,7 @@
 // Usage as a chat answer shows it (buffered body, stream's usage chunk): the counts billed, so a
 // buyer's SDK reports the tokens its cost was computed from. A supplier's usage whose counts are
-// the ones billed is shown as it came, the same object; one that reported more than the request
-// allows (meter.ts boundedUsage), or one without a completion count (billed on an estimate), is
+// the ones billed is shown as it came, the same object; one billed at what the request allows
+// (clear-usage.ts billedUsage), or one without a completion count (billed on an estimate), is
 // shown as a copy with the billed counts written over it.
 import { isRecord } from './json-object.ts'
 import type { Usage } from './meter.ts'

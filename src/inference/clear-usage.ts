@@ -101,14 +101,23 @@ export async function estimateUsage(input: ClearUsageInput): Promise<Usage> {
   }
 }
 
+/**
+ * The usage a complete report is billed for, and so shown and recorded. A report is checked before
+ * it moves money: counts past what the request allows are billed at what it allows (boundedUsage),
+ * and the burn reported beyond it is disputed, as burn past the hold is. A report that burns no
+ * more than that (a prompt past its bound, but mostly cheap cache reads) is billed as it is.
+ */
+function billedUsage(reported: Usage, chat: ClearedChat): Usage {
+  const bounded = boundedUsage(reported, chat.promptTokenBound, chat.maxTokens * chat.choices)
+  if (bounded === reported) return reported
+  const { prices } = chat.model
+  return burnOf(reported, prices) <= burnOf(bounded, prices) ? reported : bounded
+}
+
 export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promise<ClearedUsage> {
   const { chat, reported } = input
   const estimated = reported === null
-  // A report is checked before it moves money: counts past what the request allows are billed at
-  // what it allows, and the burn reported beyond it is disputed, as burn past the hold is.
-  const usage = reported
-    ? boundedUsage(reported, chat.promptTokenBound, chat.maxTokens * chat.choices)
-    : await estimateUsage(input)
+  const usage = reported ? billedUsage(reported, chat) : await estimateUsage(input)
   let burn = burnOf(usage, chat.model.prices)
   const before = input.preBalance ?? input.admission.upstreamBalance
   if (estimated && before !== null && burn > before) burn = before

@@ -415,6 +415,51 @@ describe('chat shows the usage it billed, not the claim', () => {
     expect(data.usage as unknown).toEqual(shown(inputTokens, outputTokens))
   })
 
+  test('a prompt past its bound but nearly all cache reads, cheaper than the bound: the report, shown and billed', async () => {
+    // One token past the bound of what the supplier is sent, all but one of them cache reads.
+    const prompt = promptTokenBound(chatBody.messages, chatBody) + 1
+    const report = {
+      prompt_tokens: prompt,
+      completion_tokens: 4,
+      total_tokens: prompt + 4,
+      prompt_tokens_details: { cached_tokens: prompt - 1 },
+    }
+    usage = report
+    const { data, response } = await client().chat.completions.create(chatBody).withResponse()
+    const bound = lastBound()
+    expect(prompt).toBeGreaterThan(bound)
+    const claimed = bill(GLM_BASE, { prompt, cached: prompt - 1, completion: 4 })
+    expect(claimed).toBeLessThan(bill(GLM_BASE, { prompt: bound, completion: 4 }))
+    expect(data.usage as unknown).toEqual(report)
+    expect(response.headers.get('x-svc-cost-usdc')).toBe(formatMicros(charge(claimed)))
+    const { record, item } = await recorded(response.headers.get('x-svc-support-reference')!)
+    expect(record.burnDiem).toBe(formatMicros(claimed))
+    expect(record.costUsdc).toBe(formatMicros(charge(claimed)))
+    expect(record.disputedBurnDiem).toBe('0.000000')
+    expect(record.usage).toMatchObject({ inputTokens: prompt, outputTokens: 4, estimated: false })
+    expect(item).toMatchObject({ inputTokens: prompt, outputTokens: 4 })
+    const stream = await client().chat.completions.create({
+      ...chatBody,
+      stream: true,
+      stream_options: { include_usage: true },
+    })
+    let last: unknown = null
+    for await (const chunk of stream) if (chunk.usage) last = chunk.usage
+    expect(last).toEqual(report)
+    const responses = await client().responses.create({
+      model: chatBody.model,
+      input: 'hello',
+      max_output_tokens: 10,
+    })
+    expect(lastBound()).toBe(bound)
+    expect(responses.usage).toMatchObject({
+      input_tokens: prompt,
+      input_tokens_details: { cached_tokens: prompt - 1 },
+      output_tokens: 4,
+      total_tokens: prompt + 4,
+    })
+  })
+
   test('a report within the bounds reaches the buyer as the supplier wrote it', async () => {
     usage = {
       prompt_tokens: 6,

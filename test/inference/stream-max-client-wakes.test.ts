@@ -27,7 +27,7 @@ const HUGE = new TextEncoder().encode(
     id: 'chatcmpl-w',
     object: 'chat.completion.chunk',
     model: 'llama-3.3-70b',
-    choices: [{ index: 0, delta: { content: `${'and on '.repeat(2_400_000)}${LAST_WORDS}` } }],
+    choices: [{ index: 0, delta: { content: `${'and on '.repeat(1_200_000)}${LAST_WORDS}` } }],
   })}\n\n`,
 )
 /** What the client takes before it pauses: past the head and preamble, inside the huge frame. */
@@ -77,7 +77,8 @@ beforeAll(async () => {
     env: {
       REDIS_URL: proxy.url,
       SVC_REAP_INTERVAL_MS: '60000',
-      SVC_STREAM_MAX_MS: '1000',
+      // Time for a busy machine to read, parse and start writing the huge frame before the end.
+      SVC_STREAM_MAX_MS: '5000',
       SVC_STREAM_IDLE_MS: '600000',
       SVC_KEEPALIVE_MS: '100',
       SVC_MAX_UPSTREAM_FRAME_BYTES: String(32 * 1024 * 1024),
