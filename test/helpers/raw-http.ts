@@ -6,7 +6,8 @@ export interface RawResponse {
   text: string
 }
 
-function dechunk(body: Buffer): Buffer {
+/** A chunked body with its framing taken off. */
+export function dechunk(body: Buffer): Buffer {
   const parts: Buffer[] = []
   let at = 0
   while (at < body.length) {

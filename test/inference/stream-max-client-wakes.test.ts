@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto'
 import { SCRIPTS } from '../../src/redis/script-registry.ts'
 import type { TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer, sseData } from '../helpers/buyers.ts'
+import { dechunk } from '../helpers/raw-http.ts'
 import { serverOf } from '../helpers/redis-cluster.ts'
 import { type RedisProxy, startRedisProxy } from '../helpers/redis-proxy.ts'
 import { startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
@@ -141,20 +142,6 @@ async function pausableStream(path: string, body: unknown) {
       return dechunk(answer.subarray(answer.indexOf('\r\n\r\n') + 4)).toString('utf8')
     },
   }
-}
-
-function dechunk(body: Buffer): Buffer {
-  const parts: Buffer[] = []
-  let at = 0
-  while (at < body.length) {
-    const end = body.indexOf('\r\n', at)
-    if (end < 0) break
-    const size = Number.parseInt(body.subarray(at, end).toString('latin1'), 16)
-    if (!size) break
-    parts.push(body.subarray(end + 2, end + 2 + size))
-    at = end + 2 + size + 2
-  }
-  return Buffer.concat(parts)
 }
 
 const surfaces = streamSurfaces('go on', 8_000)
