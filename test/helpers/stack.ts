@@ -32,6 +32,15 @@ export function testRedisUrl(): string {
   return url
 }
 
+/**
+ * A URL in front of the run's Redis (a proxy's) naming the run's database, as the test's own store
+ * does: a parallel run gives each worker a database of its own on one server (a Cluster has only
+ * database 0).
+ */
+export function onTestDatabase(url: string): string {
+  return onCluster() ? url : `${url}${new URL(testRedisUrl()).pathname}`
+}
+
 /** Whether the run's Redis is a Cluster (TEST_REDIS_TOPOLOGY=cluster, or a cluster REDIS_URL). */
 export function onCluster(): boolean {
   return parseRedisTarget(testRedisUrl()).kind === 'cluster'

@@ -17,7 +17,14 @@ import { balances, expectedCost, fundedBuyer, type SimOffer, simKey, simOffer } 
 import { serverOf } from '../helpers/redis-cluster.ts'
 import { startRedisProxy } from '../helpers/redis-proxy.ts'
 import { expectShapedRefusal } from '../helpers/refusals.ts'
-import { snapshotKeys, startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import {
+  onTestDatabase,
+  snapshotKeys,
+  startStack,
+  type TestStack,
+  testPrefix,
+  testRedisUrl,
+} from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 /**
@@ -150,7 +157,10 @@ test('a clear its script refuses: no message_delta nor message_stop, the error e
   const target = new URL(await serverOf(testRedisUrl(), prefix))
   const proxy = startRedisProxy({ host: target.hostname, port: Number(target.port) })
   // The proxy answers a cued command's whole chunk: no reaper call may share the clear's write.
-  const local = await startStack({ prefix, env: { REDIS_URL: proxy.url, SVC_REAP_INTERVAL_MS: '60000' } })
+  const local = await startStack({
+    prefix,
+    env: { REDIS_URL: onTestDatabase(proxy.url), SVC_REAP_INTERVAL_MS: '60000' },
+  })
   try {
     await simOffer(local, 40)
     const who = await fundedBuyer(local)

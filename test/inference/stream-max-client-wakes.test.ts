@@ -14,7 +14,7 @@ import { balances, fundedBuyer, postOffer, sseData } from '../helpers/buyers.ts'
 import { dechunk } from '../helpers/raw-http.ts'
 import { serverOf } from '../helpers/redis-cluster.ts'
 import { type RedisProxy, startRedisProxy } from '../helpers/redis-proxy.ts'
-import { startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { onTestDatabase, startStack, type TestStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { streamSurfaces } from '../helpers/trickling-supplier.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -76,7 +76,7 @@ beforeAll(async () => {
   stack = await startStack({
     prefix,
     env: {
-      REDIS_URL: proxy.url,
+      REDIS_URL: onTestDatabase(proxy.url),
       SVC_REAP_INTERVAL_MS: '60000',
       // Time for a busy machine to read, parse and start writing the huge frame before the end.
       SVC_STREAM_MAX_MS: '5000',

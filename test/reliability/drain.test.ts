@@ -15,7 +15,14 @@ import { startSim } from '../../src/sim/server.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { serverOf } from '../helpers/redis-cluster.ts'
 import { startRedisProxy } from '../helpers/redis-proxy.ts'
-import { keysUnder, onCluster, startStack, testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import {
+  keysUnder,
+  onCluster,
+  onTestDatabase,
+  startStack,
+  testPrefix,
+  testRedisUrl,
+} from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
 const sim = startSim({ port: 0, tokensPerSecond: 25, outputTokens: 25 })
@@ -30,12 +37,6 @@ afterAll(async () => {
   await lateSim.stop()
   store.close()
 })
-
-/**
- * A proxy's URL naming the run's database, as the test's own store does: a parallel run gives each
- * worker a database of its own on one server (a Cluster has only database 0).
- */
-const sameDatabase = (url: string) => (onCluster() ? url : `${url}${new URL(testRedisUrl()).pathname}`)
 
 /** `serve` as a child process on its own prefix, with an offer on `upstreamUrl` and a funded account. */
 async function serving(
@@ -184,7 +185,7 @@ test('Redis away when the grace ends: the process still exits, and the next star
   try {
     const { child, keys, accountId, supportReference } = await servingStream(slowSim.url, 500, {
       prefix,
-      env: { REDIS_URL: sameDatabase(proxy.url), SVC_STREAM_SETTLE_WAIT_MS: '500', SVC_LEASE_SECONDS: '5' },
+      env: { REDIS_URL: onTestDatabase(proxy.url), SVC_STREAM_SETTLE_WAIT_MS: '500', SVC_LEASE_SECONDS: '5' },
     })
     proxy.down()
     child.kill('SIGTERM')
@@ -230,7 +231,7 @@ test('an admit Redis still has when the connections are cut is waited for: the a
     const { child, keys, accountId, chat } = await serving(sim.url, 500, {
       prefix,
       logs: true,
-      env: { REDIS_URL: sameDatabase(proxy.url), LOG_LEVEL: 'info', SVC_REAP_INTERVAL_MS: '60000' },
+      env: { REDIS_URL: onTestDatabase(proxy.url), LOG_LEVEL: 'info', SVC_REAP_INTERVAL_MS: '60000' },
     })
     // The admit runs on Redis; its answer is held back until the stop has cut the request.
     proxy.holdReplyOf(ADMIT)
