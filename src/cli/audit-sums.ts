@@ -5,11 +5,10 @@
 // payment's record or the audit Stream. So the side read first and read again last brackets the
 // other, read between: at rest the three are equal and the check is the whole audit's, exact; a
 // side outside its bracket is a fault, whatever moved meanwhile. Held apart, the market's spend,
-// with what is in transit between its sides, is audit-sums-apart.ts's; the write-offs are
-// bracketed the same way, their lists read on every shard (a late clear lists its write-off on its
-// account's slot, in the script that adds it to the account).
+// with what is in transit between its sides, is audit-sums-apart.ts's; the write-offs the whole
+// audit's again.
 import { fundedProblem, type Given, givenToAccounts } from '../funding/audit.ts'
-import { type AuditFinding, writeOffsListed } from '../market/audit.ts'
+import type { AuditFinding } from '../market/audit.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { sumOfField } from '../redis/streams.ts'
@@ -17,8 +16,8 @@ import { fillStreams } from '../suppliers/fills.ts'
 import { readSpendAgainApart } from './audit-sums-apart.ts'
 
 /**
- * The sums to read again: the market's spend, its write-offs, the funded of these accounts, and the
- * fills of these suppliers.
+ * The sums to read again: the market's spend, its write-offs (on one slot), the funded of these
+ * accounts, and the fills of these suppliers.
  */
 export interface Sums {
   market: boolean
@@ -27,27 +26,13 @@ export interface Sums {
   suppliers: Set<string>
 }
 
-/**
- * Each field summed over the hashes of a set's members: one pipeline where they share the slot;
- * held apart (`apart`), each read on its own.
- */
-async function summed(
-  store: Store,
-  ids: string[],
-  key: (id: string) => string,
-  fields: string[],
-  apart = false,
-) {
+/** Each field summed over the hashes of a set's members (one pipeline: they share the slot). */
+async function summed(store: Store, ids: string[], key: (id: string) => string, fields: string[]) {
   const sums = new Map(fields.map((f) => [f, 0]))
   if (ids.length === 0) return sums
-  let rows: unknown[]
-  if (apart) rows = await Promise.all(ids.map((id) => store.hmget(key(id), 'id', ...fields)))
-  else {
-    const pipeline = store.pipeline()
-    for (const id of ids) pipeline.hmget(key(id), 'id', ...fields)
-    rows = ((await pipeline.exec()) ?? []).map(([, row]) => row)
-  }
-  for (const row of rows) {
+  const pipeline = store.pipeline()
+  for (const id of ids) pipeline.hmget(key(id), 'id', ...fields)
+  for (const [, row] of (await pipeline.exec()) ?? []) {
     const [id, ...values] = row as (string | null)[]
     if (id === null) continue
     for (const [i, f] of fields.entries()) sums.set(f, sums.get(f)! + Number(values[i] ?? 0))
@@ -59,39 +44,36 @@ export async function readSumsAgain(store: Store, keys: Keyspace, which: Sums): 
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
   const offers = async () => summed(store, await store.smembers(keys.offers), keys.offer, ['earned', 'fees'])
-  const listed = async () => writeOffsListed(store, keys)
+  const listed = async () =>
+    (await store.hvals(keys.writeoffs)).reduce((sum, amount) => sum + Number(amount), 0)
   const given = async (): Promise<Given | undefined> =>
     which.funded.size > 0 ? givenToAccounts(store, keys) : undefined
 
-  // Held apart, the spend is summed across slots (audit-sums-apart.ts).
+  // Held apart, the spend is summed across slots (audit-sums-apart.ts); the rest is on one.
   const apart = keys.layout === 'apart'
   if (apart) findings.push(...(which.market ? await readSpendAgainApart(store, keys) : []))
-  const market = !apart && which.market
-  const writeOffs = which.writeOffs
+  const market = !apart && (which.market || which.writeOffs)
   const none = new Map<string, number>()
-  const offersBefore = market ? await offers() : none
-  const listedBefore = writeOffs ? await listed() : 0
+  const [offersBefore, listedBefore] = market ? [await offers(), await listed()] : [none, 0]
   const givenBefore = await given()
-  const accounts =
-    market || writeOffs
-      ? await summed(store, await store.smembers(keys.accounts), keys.account, ['spent', 'writtenOff'], apart)
-      : none
+  const accounts = market
+    ? await summed(store, await store.smembers(keys.accounts), keys.account, ['spent', 'writtenOff'])
+    : none
   const funded = new Map<string, string | null>()
   for (const id of which.funded) funded.set(id, await store.hget(keys.account(id), 'funded'))
-  const offersAfter = market ? await offers() : none
-  const listedAfter = writeOffs ? await listed() : 0
+  const [offersAfter, listedAfter] = market ? [await offers(), await listed()] : [none, 0]
   const givenAfter = await given()
 
   const within = (low: number, value: number, high: number) => low <= value && value <= high
   const spent = accounts.get('spent')!
   const paid = (sums: Map<string, number>) => sums.get('earned')! + sums.get('fees')!
-  if (market && !within(paid(offersBefore), spent, paid(offersAfter)))
+  if (market && which.market && !within(paid(offersBefore), spent, paid(offersAfter)))
     off(
       'market',
       `buyer spend ${spent} != supplier earnings ${offersAfter.get('earned')} + fees ${offersAfter.get('fees')}`,
     )
   const writtenOff = accounts.get('writtenOff')!
-  if (writeOffs && !within(listedBefore, writtenOff, listedAfter))
+  if (market && which.writeOffs && !within(listedBefore, writtenOff, listedAfter))
     off('market', `accounts' written off ${writtenOff} != the write-off list's ${listedAfter}`)
   if (givenBefore && givenAfter)
     for (const [id, value] of funded) {

@@ -75,12 +75,6 @@ function writeOffLists(keys: Keyspace): Keyspace[] {
   return keys.layout === 'apart' ? [keys, ...accountShardKeyspaces(keys.prefix)] : [keys]
 }
 
-/** What every write-off list sums to (held apart, the market's and each account shard's). */
-export async function writeOffsListed(store: Store, keys: Keyspace): Promise<number> {
-  const lists = await Promise.all(writeOffLists(keys).map((list) => store.hvals(list.writeoffs)))
-  return lists.flat().reduce((sum, amount) => sum + Number(amount), 0)
-}
-
 export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
@@ -169,7 +163,8 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
   if (!apart && spent !== earned + fees)
     off('market', `buyer spend ${spent} != supplier earnings ${earned} + fees ${fees}`)
   // Every write-off is listed, once, by the clear that made it.
-  const listed = await writeOffsListed(store, keys)
+  const lists = await Promise.all(writeOffLists(keys).map((list) => store.hvals(list.writeoffs)))
+  const listed = lists.flat().reduce((sum, amount) => sum + Number(amount), 0)
   if (listed !== accountWrittenOff)
     off('market', `accounts' written off ${accountWrittenOff} != the write-off list's ${listed}`)
   return findings
