@@ -94,7 +94,12 @@ export async function estimateUsage(input: ClearUsageInput): Promise<Usage> {
     const completion = Math.max(generated, partial?.completionTokens ?? 0)
     const completionTokens = Math.min(completion, chat.maxTokens * chat.choices)
     if (!partial) return { promptTokens, completionTokens }
-    return { ...boundedPrompt(partial, chat.promptTokenBound), completionTokens }
+    // As a complete report (billedUsage): the prompt as reported where it burns no more than its
+    // bound would, else the bound.
+    const asReported = { ...partial, completionTokens }
+    const bounded = { ...boundedPrompt(partial, chat.promptTokenBound), completionTokens }
+    const { prices } = chat.model
+    return burnOf(asReported, prices) <= burnOf(bounded, prices) ? asReported : bounded
   } catch (error) {
     const { attemptId } = input.admission
     throw new Error(`attempt ${attemptId} not counted in ${waitMs} ms: ${(error as Error).message}`)

@@ -138,6 +138,24 @@ test("a reported prompt past the request's own bound is billed at the bound, nev
   expect(record.burnDiem).toBe(formatMicros(upstreamBill(bound, 0, record.usage.outputTokens)))
 })
 
+test('a reported prompt just past the bound but nearly all cache reads: billed as reported, cheaper than the bound', async () => {
+  const bound = promptTokenBound(MESSAGES, BODY)
+  answer = {
+    sse: earlyReportThenBreak({
+      prompt_tokens: bound + 1,
+      completion_tokens: 1,
+      prompt_tokens_details: { cached_tokens: bound },
+    }),
+  }
+  const record = await streamed()
+  expect(record.usage.estimated).toBe(true)
+  const output = record.usage.outputTokens
+  expect(upstreamBill(bound + 1, bound, output)).toBeLessThan(upstreamBill(bound, 0, output))
+  expect(record.usage.inputTokens).toBe(bound + 1)
+  expect(record.burnDiem).toBe(formatMicros(upstreamBill(bound + 1, bound, output)))
+  expect(parseMicros(record.costUsdc)).toBe(charge(upstreamBill(bound + 1, bound, output)))
+})
+
 test('a buffered answer whose usage has its prompt count but no completion count: that prompt count', async () => {
   answer = {
     json: {
