@@ -128,6 +128,14 @@ export async function startStack(
 }
 
 /**
+ * A snapshot without the API keys' records: a key's lastUsedAt may be written once a minute by any
+ * request, refused or not; the money and market keys must not move.
+ */
+export function moneyAndMarketKeys(snapshot: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(snapshot).filter(([key]) => !key.includes(':apikey:')))
+}
+
+/**
  * Every key of a prefix with its value dump, to prove a request changed nothing in Redis. A stream
  * is compared by its entries (a consumer group's bookkeeping is not a change), a hash by its fields;
  * the replicas' heartbeat (stamped by every reaper pass), the reaping claim and the catalog sync's

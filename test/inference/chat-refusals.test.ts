@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import OpenAI from 'openai'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { moneyAndMarketKeys, snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let client: OpenAI
@@ -30,8 +30,6 @@ const call = (id: string) => ({
 const ask = { role: 'user' as const, content: 'Weather in Paris?' }
 
 // lastUsedAt of the key may be written once a minute; money and market keys must not move.
-const moneyKeys = (snapshot: Record<string, string>) =>
-  Object.fromEntries(Object.entries(snapshot).filter(([key]) => !key.includes(':apikey:')))
 
 type Body = Partial<OpenAI.Chat.ChatCompletionCreateParamsNonStreaming>
 
@@ -95,7 +93,7 @@ for (const [why, named, body] of [
 ] as [string, string, Body][]) {
   for (const stream of [false, true]) {
     test(`${why}${stream ? ', streamed' : ''}: a 400 naming ${named}, nothing held`, async () => {
-      const before = moneyKeys(await snapshotKeys(stack.store, stack.keys.prefix))
+      const before = moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))
       const error = await client.chat.completions
         .create({
           model: 'llama-3.3-70b',
@@ -111,7 +109,7 @@ for (const [why, named, body] of [
       const refused = error as InstanceType<typeof OpenAI.BadRequestError>
       expect(refused.type).toBe('invalid_request_error')
       expect(refused.message).toContain(named)
-      expect(moneyKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(before)
+      expect(moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(before)
     })
   }
 }

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import Anthropic from '@anthropic-ai/sdk'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { moneyAndMarketKeys, snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let client: Anthropic
@@ -27,8 +27,6 @@ const use = (id: string) => ({ type: 'tool_use' as const, id, name: 'get_weather
 const result = (id: string) => ({ type: 'tool_result' as const, tool_use_id: id, content: 'sunny' })
 
 // lastUsedAt of the key may be written once a minute; money and market keys must not move.
-const moneyKeys = (snapshot: Record<string, string>) =>
-  Object.fromEntries(Object.entries(snapshot).filter(([key]) => !key.includes(':apikey:')))
 
 type Body = Partial<Anthropic.MessageCreateParamsNonStreaming> & Record<string, unknown>
 
@@ -117,7 +115,7 @@ for (const [why, named, body] of [
 ] as [string, string, Body][]) {
   for (const stream of [false, true]) {
     test(`${why}${stream ? ', streamed' : ''}: a 400 naming ${named}, nothing held`, async () => {
-      const before = moneyKeys(await snapshotKeys(stack.store, stack.keys.prefix))
+      const before = moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))
       const error = await client.messages
         .create({
           model: 'llama-3.3-70b',
@@ -134,7 +132,7 @@ for (const [why, named, body] of [
       const refused = error as InstanceType<typeof Anthropic.BadRequestError>
       expect(refused.error).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } })
       expect((refused.error as { error: { message: string } }).error.message).toContain(named)
-      expect(moneyKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(before)
+      expect(moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(before)
     })
   }
 }

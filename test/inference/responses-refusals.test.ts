@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import OpenAI from 'openai'
 import { fundedBuyer, simOffer } from '../helpers/buyers.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { moneyAndMarketKeys, snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let client: OpenAI
@@ -25,8 +25,6 @@ const weather = {
 }
 
 // lastUsedAt of the key may be written once a minute; money and market keys must not move.
-const moneyKeys = (snapshot: Record<string, string>) =>
-  Object.fromEntries(Object.entries(snapshot).filter(([key]) => !key.includes(':apikey:')))
 
 type Body = Partial<OpenAI.Responses.ResponseCreateParamsNonStreaming>
 
@@ -56,7 +54,7 @@ for (const [why, named, body] of [
 ] as [string, string, Body][]) {
   for (const stream of [false, true]) {
     test(`${why}${stream ? ', streamed' : ''}: a 400 naming ${named}, nothing held`, async () => {
-      const before = moneyKeys(await snapshotKeys(stack.store, stack.keys.prefix))
+      const before = moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))
       const error = await client.responses
         .create({
           model: 'llama-3.3-70b',
@@ -72,7 +70,7 @@ for (const [why, named, body] of [
       const refused = error as InstanceType<typeof OpenAI.BadRequestError>
       expect(refused.type).toBe('invalid_request_error')
       expect(refused.message).toContain(named)
-      expect(moneyKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(before)
+      expect(moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(before)
     })
   }
 }

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, type SimOffer, simKey, simOffer } from '../helpers/buyers.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { moneyAndMarketKeys, snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 
 let stack: TestStack
 let buyer: TestAccount
@@ -240,9 +240,9 @@ describe('what cannot be honoured is a 400 naming it, and nothing moves', () => 
       const { error } = (await response.json()) as { error: { message: string; type: string; code: string } }
       expect(error.type).toBe('invalid_request_error')
       expect(error.message).toContain(field)
-      const moneyKeys = (snapshot: Record<string, string>) =>
-        Object.fromEntries(Object.entries(snapshot).filter(([key]) => !key.includes(':apikey:')))
-      expect(moneyKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(moneyKeys(before))
+      expect(moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(
+        moneyAndMarketKeys(before),
+      )
     })
   }
 
