@@ -33,6 +33,7 @@ const LOG_RANGE = 2_000n
 export interface Receipt {
   status: 'success' | 'reverted'
   blockNumber: bigint
+  blockHash: Hex
   /** The token transfers the transaction emitted. */
   transfers: { token: Address; from: Address; to: Address; value: bigint }[]
   /** The EIP-3009 authorizations the transaction used (AuthorizationUsed events). */
@@ -53,6 +54,7 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
   const toReceipt = (r: Awaited<ReturnType<PublicClient['getTransactionReceipt']>>): Receipt => ({
     status: r.status,
     blockNumber: r.blockNumber,
+    blockHash: r.blockHash,
     transfers: r.logs
       .filter((log) => log.topics[0] === TRANSFER_TOPIC && log.topics.length === 3)
       .map((log) => ({
@@ -91,6 +93,14 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
         if (error instanceof TransactionReceiptNotFoundError) return null
         throw error
       }
+    },
+    /**
+     * Whether the receipt's block is the chain's at its height. A node still on a fork a reorg left
+     * answers the receipt it holds there; the block read again by number says which chain it is.
+     */
+    async onChain(receipt: Receipt): Promise<boolean> {
+      const block = await client.getBlock({ blockNumber: receipt.blockNumber })
+      return block.hash?.toLowerCase() === receipt.blockHash.toLowerCase()
     },
     /** Waits for a receipt at most `timeoutMs`; null when it did not come in time (or never can). */
     async waitForReceipt(hash: Hex, timeoutMs: number): Promise<Receipt | null> {

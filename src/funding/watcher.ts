@@ -74,14 +74,33 @@ async function confirmOne(
   const receipt = await deps.chain.receipt(id.split(':')[1] as Hex)
   if (receipt?.status === 'success') {
     if (receipt.blockNumber > chain.lastEligible) return 'kept'
+    // Confirmed is spendable: a receipt whose block the chain no longer has at its height (a
+    // node still on the fork a reorg left) counts as the transaction missing.
+    const onChain = await deps.chain.onChain(receipt).catch((error) => {
+      deps.logger.warn({ payment: id, err: error }, 'receipt block unreadable; retrying later')
+      return undefined
+    })
+    if (onChain === undefined) return 'kept'
+    if (!onChain) return followMissing(deps, id, payment, chain)
     const result = await deps.ledger.confirm(id, payment.accountId)
     if (result.status === 'confirmed') return 'confirmed'
     if (result.status === 'nothing_to_do') return 'done'
     deps.logger.error({ payment: id, code: result.code }, 'confirm refused')
     return 'kept'
   }
-  // Gone, or mined again where it reverted: once that has lasted, the authorization says where the
-  // money went.
+  return followMissing(deps, id, payment, chain)
+}
+
+/**
+ * A payment whose transaction the chain does not hold (gone, or mined again where it reverted):
+ * once that has lasted, the authorization says where the money went.
+ */
+async function followMissing(
+  deps: WatchDeps,
+  id: string,
+  payment: Record<string, string>,
+  chain: ConfirmedUpTo,
+): Promise<'done' | 'kept'> {
   if (BigInt(payment.blockNumber ?? '0') > searchUpTo(deps, chain)) return 'kept'
   try {
     return await followAuthorization(deps, id, payment, chain)

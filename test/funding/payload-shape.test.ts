@@ -80,6 +80,11 @@ test('a payment header bent in any field is a 402 in the x402 shape; nothing cha
       await xPayment(payer, requirements, { validAfter: String(now + 3600) }),
     ),
     'another network': { ...good, network: 'base' },
+    'signed for another chain id': decode(await xPayment(payer, requirements, { chainId: 8453 })),
+    'signed for another token': decode(
+      await xPayment(payer, requirements, { verifyingContract: chain.payTo }),
+    ),
+    'validBefore passed': decode(await xPayment(payer, requirements, { validBefore: String(now - 1) })),
     'a signature of odd length': withSignature(`${good.payload.signature}a`),
     'a signature of zeros': withSignature(`0x${'00'.repeat(65)}`),
     'a contract as payer': withAuthorization({ from: chain.usdc }),

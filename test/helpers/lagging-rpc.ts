@@ -4,6 +4,8 @@
 // is null; a `latest`/`pending` nonce is the one at its head). It can also drop requests (sent
 // on, the answer lost: the caller sees a 502) and reorder answers (each held a random while).
 // Reads at a block number pass untouched: a node serves the blocks it has.
+// With `staleFork`, receipts come from a node still on the fork a reorg left: a receipt it answered
+// once is answered again, block and all, after the fresh node has lost it.
 // Random choices come from a seeded generator, so a run is reproducible. It counts every call by
 // method, and keeps each log query's block range, so a test can count what a pass asked for.
 
@@ -21,6 +23,8 @@ export interface Misbehaviour {
   drop?: number
   /** Answers are held up to this many ms each, so concurrent ones come back out of order. */
   reorderMs?: number
+  /** Receipts answered before are answered again when the fresh node no longer has them. */
+  staleFork?: boolean
 }
 
 interface RpcCall {
@@ -78,6 +82,19 @@ export function startLaggingRpc(upstreamUrl: string, seed = 1): LaggingRpc {
     lagged[method] = (lagged[method] ?? 0) + 1
   }
 
+  const seen = new Map<string, unknown>()
+  /** A receipt as the fork a reorg left still holds it: the last one answered for the hash. */
+  async function staleAnswer(call: RpcCall): Promise<unknown> {
+    const hash = String(call.params?.[0]).toLowerCase()
+    const fresh = await upstream(call)
+    if (fresh.result) seen.set(hash, fresh.result)
+    else if (now.staleFork && seen.has(hash)) {
+      count(call.method)
+      return { jsonrpc: '2.0', id: call.id, result: seen.get(hash) }
+    }
+    return { ...fresh, jsonrpc: '2.0', id: call.id }
+  }
+
   /** The answer of the lagging node, or undefined where the fresh one answers. */
   async function laggingAnswer(call: RpcCall): Promise<unknown | undefined> {
     if (call.method === 'eth_getTransactionReceipt' && lags(now.receipts)) {
@@ -112,6 +129,7 @@ export function startLaggingRpc(upstreamUrl: string, seed = 1): LaggingRpc {
     }
     const lagging = await laggingAnswer(call)
     if (lagging !== undefined) return lagging
+    if (call.method === 'eth_getTransactionReceipt') return staleAnswer(call)
     const response = await fetch(upstreamUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

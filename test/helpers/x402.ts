@@ -30,7 +30,15 @@ export const authorizationTypes = {
 export async function xPayment(
   payer: PrivateKeyAccount,
   requirements: RequirementsV1,
-  override: Partial<{ value: string; to: Hex; validAfter: string; validBefore: string }> = {},
+  override: Partial<{
+    value: string
+    to: Hex
+    validAfter: string
+    validBefore: string
+    /** The EIP-712 domain's: an authorization for another chain or token. */
+    chainId: number
+    verifyingContract: Hex
+  }> = {},
 ): Promise<string> {
   const now = Math.floor(Date.now() / 1000)
   const authorization = {
@@ -45,8 +53,8 @@ export async function xPayment(
     domain: {
       name: requirements.extra.name,
       version: requirements.extra.version,
-      chainId: CHAIN_ID,
-      verifyingContract: requirements.asset,
+      chainId: override.chainId ?? CHAIN_ID,
+      verifyingContract: override.verifyingContract ?? requirements.asset,
     },
     types: authorizationTypes,
     primaryType: 'TransferWithAuthorization',
