@@ -6,8 +6,9 @@
   list follow the new transaction, whose block it confirms from. Once per move: a payment no longer
   pending has nothing to move, and a transaction backs one payment only. In a market held apart
   the account's list of its payments follows in a step of its own (lua/move-pending.lua), which
-  the record's movedFrom names until it has run. The old id keeps the id it moved to (KEYS[5]), so
-  whoever asks after the old transaction is answered with the payment it became.
+  the record's movedFrom names until it has run. The old id keeps the id it moved to (KEYS[5]) for
+  the record retention, so whoever asks after the old transaction is answered with the payment it
+  became; no step that moves money reads it (the authorization's record names the new payment).
 
   KEYS[1]  payment hash             (x402:payment:<paymentId>)
   KEYS[2]  the new payment hash     (x402:payment:<movedTo>)
@@ -17,6 +18,7 @@
   ARGV[1]  paymentId: payment id               (<chainId>:<txHash>, lower case)
   ARGV[2]  movedTo: the new payment id         (<chainId>:<txHash>, lower case)
   ARGV[3]  blockNumber: block number that included the new transaction
+  ARGV[4]  recordRetentionMs: how long the old id keeps the id it moved to, ms, positive
 
   Returns  { 1 }   moved
            { 0 }   nothing to do (unknown, or no longer pending); dropped from the zset
@@ -25,6 +27,8 @@
   Times come from Redis TIME, in milliseconds.
 ]]
 local rcall = redis.call
+
+if not string.match(ARGV[4] or '', '^[1-9]%d*$') then error('the record retention, ms, is required') end
 
 local p = rcall('HMGET', KEYS[1], 'state', 'authorization')
 if p[1] ~= 'pending' then
@@ -44,5 +48,5 @@ rcall('DEL', KEYS[1])
 rcall('HSET', KEYS[3], 'paymentId', ARGV[2], 'tx', string.match(ARGV[2], ':(.*)$'))
 rcall('ZREM', KEYS[4], ARGV[1])
 rcall('ZADD', KEYS[4], ARGV[3], ARGV[2])
-rcall('SET', KEYS[5], ARGV[2])
+rcall('SET', KEYS[5], ARGV[2], 'PX', ARGV[4])
 return { 1 }

@@ -4,7 +4,8 @@
   shrink by its amount together (funded = confirmed + pending + held + spent still holds), and the
   payment's record and its authorization's go, as a released claim's does. Once per payment: one
   no longer pending has nothing to take back. The payment id keeps what was taken back and when
-  (KEYS[4]), so whoever asks after its transaction is answered that it was reversed. In a market
+  (KEYS[4]) for the record retention, so whoever asks after its transaction is answered that it was
+  reversed; no step that moves money reads it (its authorization expired unused first). In a market
   held apart the account is on another slot: lua/take-back-pending.lua takes its balance back
   first, idempotently by payment, and this step only drops the records (KEYS[5..8] absent).
 
@@ -18,6 +19,7 @@
   KEYS[8]  the owners flagged for delivery     (webhooks:due)                   }
   ARGV[1]  paymentId: payment id
   ARGV[2]  accountId: account id               (must be the payment's)
+  ARGV[3]  recordRetentionMs: how long the reversed hash is kept, ms, positive
 
   Returns  { 1, pending, funded }   taken back; balances after, integer micro-USDC strings ({ 1 }
                                     held apart: the records dropped)
@@ -30,6 +32,8 @@
   the delivery consumers (as lib/events).
 ]]
 local rcall = redis.call
+
+if not string.match(ARGV[3] or '', '^[1-9]%d*$') then error('the record retention, ms, is required') end
 
 local p = rcall('HMGET', KEYS[1], 'state', 'accountId', 'amount', 'authorization')
 if p[1] ~= 'pending' then
@@ -48,6 +52,7 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 rcall('DEL', KEYS[1], KEYS[2])
 rcall('ZREM', KEYS[3], ARGV[1])
 rcall('HSET', KEYS[4], 'amount', amount, 'at', now)
+rcall('PEXPIRE', KEYS[4], ARGV[3])
 if not account then return { 1 } end
 rcall('HINCRBY', account, 'pending', '-' .. amount)
 rcall('HINCRBY', account, 'funded', '-' .. amount)

@@ -67,9 +67,16 @@ function claimOfCall(config: FundingConfig, ledger: PaymentLedger): ClaimOf {
   }
 }
 
-export function createFunding(config: FundingConfig, store: Store, keys: Keyspace, logger: Logger): Funding {
+/** `recordRetentionMs`: SVC_RECORD_RETENTION_DAYS, how long a moved or reversed payment's old id answers. */
+export function createFunding(
+  config: FundingConfig,
+  store: Store,
+  keys: Keyspace,
+  logger: Logger,
+  recordRetentionMs?: number,
+): Funding {
   const chain = fundingChain(config, Math.min(250, Math.max(20, Math.floor(config.receiptTimeoutMs / 10))))
-  const ledger = new PaymentLedger(store, keys)
+  const ledger = new PaymentLedger(store, keys, recordRetentionMs)
   let settler: Settler = new RemoteSettler(config, chain)
   let replaceUnmined: Funding['replaceUnmined']
   if (config.relayerPrivateKey) {

@@ -1,6 +1,7 @@
 // The Redis side of funding: claims on authorizations (the "payment in flight" records), credits
 // of settled payments to pending, and their confirmation. Every money move is one Lua script.
 import type { MicroUsdc } from '../money/units.ts'
+import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
 import { ACCOUNT_TABLE, type Keyspace } from '../redis/keys.ts'
 import { PaymentCode } from '../redis/result-codes.ts'
 import { runScript } from '../redis/scripts.ts'
@@ -82,6 +83,8 @@ export class PaymentLedger {
   constructor(
     private readonly store: Store,
     private readonly keys: Keyspace,
+    /** How long a moved or taken-back payment's old id still answers lookups (SVC_RECORD_RETENTION_DAYS). */
+    private readonly recordRetentionMs: number = DEFAULT_RECORD_RETENTION_MS,
   ) {}
 
   async claim(claim: Claim): Promise<ClaimResult> {
@@ -289,12 +292,12 @@ export class PaymentLedger {
 
   /** Moves a pending payment to the transaction that did use its authorization (reorged-ledger.ts). */
   move(paymentIdValue: string, movedTo: string, blockNumber: bigint): Promise<ReorgedResult> {
-    return movePayment(this.store, this.keys, paymentIdValue, movedTo, blockNumber)
+    return movePayment(this.store, this.keys, paymentIdValue, movedTo, blockNumber, this.recordRetentionMs)
   }
 
   /** Takes back a pending payment whose authorization expired unused (reorged-ledger.ts). */
   takeBack(paymentIdValue: string, accountId: string): Promise<ReorgedResult> {
-    return takeBackPayment(this.store, this.keys, paymentIdValue, accountId)
+    return takeBackPayment(this.store, this.keys, paymentIdValue, accountId, this.recordRetentionMs)
   }
 
   /** Payments credited in blocks up to `block`, oldest first: those now confirmed enough. */

@@ -30,6 +30,7 @@ export async function movePayment(
   paymentId: string,
   movedTo: string,
   blockNumber: bigint,
+  recordRetentionMs: number,
 ): Promise<ReorgedResult> {
   const [accountId, authorization, movedFrom] = await store.hmget(
     keys.payment(paymentId),
@@ -49,7 +50,7 @@ export async function movePayment(
       keys.paymentsUnconfirmed,
       keys.paymentMovedTo(paymentId),
     ],
-    { paymentId, movedTo, blockNumber: blockNumber.toString() },
+    { paymentId, movedTo, blockNumber: blockNumber.toString(), recordRetentionMs },
   )) as [number]
   if (apart && accountId && code === PaymentCode.Done)
     await movePending(store, keys, accountId, paymentId, movedTo)
@@ -78,6 +79,7 @@ export async function takeBackPayment(
   keys: Keyspace,
   paymentId: string,
   accountId: string,
+  recordRetentionMs: number,
 ): Promise<ReorgedResult> {
   const [state, authorization, amount, movedFrom] = await store.hmget(
     keys.payment(paymentId),
@@ -117,7 +119,7 @@ export async function takeBackPayment(
           keys.webhookEvents(`acct:${accountId}`),
           keys.webhookDue(`acct:${accountId}`),
         ],
-    { paymentId, accountId },
+    { paymentId, accountId, recordRetentionMs },
   )) as [number]
   return reorgedResult(code)
 }
@@ -128,7 +130,8 @@ const MOVES = 8
 /**
  * The payment an id names now: itself while it has a record, else the one it moved to (each move
  * leaves the old id the new one, lua/move-payment.lua), followed move by move; one taken back
- * (lua/take-back-payment.lua) as state `reversed` with its amount and reversedAt (ms); null when none.
+ * (lua/take-back-payment.lua) as state `reversed` with its amount and reversedAt (ms); null when none,
+ * as for an old id whose move or take-back is past the record retention.
  */
 export async function paymentNow(
   store: Store,

@@ -14,7 +14,13 @@ export function startFunding(
   logger: Logger,
 ): { funding: Funding; stop(): void } | undefined {
   if (!config.funding) return undefined
-  const funding = createFunding(config.funding, store, keys, logger)
+  const funding = createFunding(
+    config.funding,
+    store,
+    keys,
+    logger,
+    config.records.recordRetentionDays * 86_400_000,
+  )
   const accounts = new AccountStore(store, keys)
   // A signup settled without its account (receipt timeout) is credited to the payer's account,
   // created here if need be; its first key is never shown, and the payer mints one by signing up again.

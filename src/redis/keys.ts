@@ -73,17 +73,35 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
 
     // Funding (x402). A payment is known by its chain and transaction, an authorization by its
     // chain, token, payer and nonce; each is credited at most once (lua/credit-payment.lua).
-    /** hash, one per credited payment (<chainId>:<txHash>): accountId, amount, state (pending|confirmed), blockNumber, authorization */
+    /**
+     * hash, one per credited payment (<chainId>:<txHash>): accountId, amount, state (pending|confirmed),
+     * blockNumber, authorization. Kept for ever, as the credit is: the audit sums an account's funded
+     * from these records, and a late credit of its transaction finds it and credits nothing.
+     */
     payment: (paymentId: string) => key(`x402:payment:${paymentId}`),
-    /** hash, one per authorization (<chainId>:<token>:<payer>:<nonce>, lower case): state (claimed|sent|credited), tx, accountId, payer, amount, kind, claimedAt */
+    /**
+     * hash, one per authorization (<chainId>:<token>:<payer>:<nonce>, lower case): state
+     * (claimed|sent|credited), tx, accountId, payer, amount, kind, claimedAt. A claim goes once the
+     * chain shows it expired unused; a credited one is kept for ever, as its payment is: it names the
+     * payment the money went to, which a replay, a late credit of another transaction and the audit read.
+     */
     authorization: (authorizationId: string) => key(`x402:auth:${authorizationId}`),
     /** zset: authorization ids claimed or sent but not yet credited, scored by claim time (ms): the reconciler's work */
     paymentsInFlight: key('x402:inflight'),
     /** zset: payment ids credited as pending, scored by block number: the confirmations watcher's work */
     paymentsUnconfirmed: key('x402:unconfirmed'),
-    /** string, one per payment moved to another transaction (lua/move-payment.lua): the payment id it moved to */
+    /**
+     * string, one per payment moved to another transaction (lua/move-payment.lua): the payment id it
+     * moved to, for the record retention. Only a lookup by the old transaction reads it: a late
+     * credit, move or take-back of the old id is refused by the authorization's record, which names
+     * the new payment, and the chain uses the authorization once.
+     */
     paymentMovedTo: (paymentId: string) => key(`x402:moved:${paymentId}`),
-    /** hash, one per pending payment taken back (lua/take-back-payment.lua): amount (micro-USDC), at (ms) */
+    /**
+     * hash, one per pending payment taken back (lua/take-back-payment.lua): amount (micro-USDC), at
+     * (ms), for the record retention. Only a lookup by its transaction reads it: taken back once its
+     * authorization expired unused, so no replay of it settles again, on chain or here.
+     */
     paymentReversed: (paymentId: string) => key(`x402:reversed:${paymentId}`),
     /** string counter per minute: signup settlement calls, the global fuse */
     signupFuse: (minute: number) => key(`x402:fuse:${minute}`),

@@ -324,9 +324,9 @@ export const SCRIPTS = {
     'amount',
   ]),
   // a pending payment whose transaction the chain lost: moved to the one that used its authorization, or taken back
-  movePayment: standalone(movePayment, 5, ['paymentId', 'movedTo', 'blockNumber']),
+  movePayment: standalone(movePayment, 5, ['paymentId', 'movedTo', 'blockNumber', 'recordRetentionMs']),
   movePending: standalone(movePending, 1, ['paymentId', 'movedTo']),
-  takeBackPayment: standalone(takeBackPayment, 8, ['paymentId', 'accountId'], false, 4),
+  takeBackPayment: standalone(takeBackPayment, 8, ['paymentId', 'accountId', 'recordRetentionMs'], false, 4),
   takeBackPending: market([LIB.keys, LIB.numbers, LIB.events], takeBackPending, [
     'accountId',
     'paymentId',

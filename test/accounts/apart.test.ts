@@ -14,6 +14,7 @@ import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { admitApart, clearApart, type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
 import type { MicroDiem, MicroUsdc } from '../../src/money/units.ts'
+import { DEFAULT_RECORD_RETENTION_MS } from '../../src/records/refusals.ts'
 import { ACCOUNT_TABLE, type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import { runScript } from '../../src/redis/scripts.ts'
@@ -475,7 +476,7 @@ describe('funding held apart', () => {
         keys.paymentsUnconfirmed,
         keys.paymentMovedTo(id),
       ],
-      { paymentId: id, movedTo, blockNumber: '120' },
+      { paymentId: id, movedTo, blockNumber: '120', recordRetentionMs: DEFAULT_RECORD_RETENTION_MS },
     )
     expect(moved).toEqual([1])
     expect(await auditApart(store, keys.prefix)).not.toEqual([])
@@ -492,6 +493,8 @@ describe('funding held apart', () => {
     await recordOnly(unlisted)
     const unlistedTo = newPaymentId()
     expect(await ledger().move(unlistedId, unlistedTo, 120n)).toEqual({ status: 'done' })
+    // The old id answers lookups for the record retention, no longer.
+    expect(await store.pttl(keys.paymentMovedTo(unlistedId))).toBeWithin(1, DEFAULT_RECORD_RETENTION_MS + 1)
     expect(await ledger().confirm(unlistedTo, account.id)).toMatchObject({ status: 'confirmed' })
     expect(await balances(account.id)).toMatchObject({ confirmed: 3_000_000, pending: 0, funded: 3_000_000 })
     expect(await fundingOf(account.id)).toEqual([])
@@ -510,6 +513,7 @@ describe('funding held apart', () => {
     await ledger().credit(payment)
     expect(await ledger().takeBack(id, account.id)).toEqual({ status: 'done' })
     expect(await ledger().takeBack(id, account.id)).toEqual({ status: 'nothing_to_do' })
+    expect(await store.pttl(keys.paymentReversed(id))).toBeWithin(1, DEFAULT_RECORD_RETENTION_MS + 1)
     expect(await store.hgetall(keys.accountPayments(account.id))).toEqual({ [id]: 'taken back' })
     expect(await store.hgetall(keys.payment(id))).toEqual({})
     expect(await balances(account.id)).toMatchObject({ pending: 0, funded: 0 })

@@ -9,7 +9,13 @@ import type { TestStack } from './stack.ts'
 
 export function stackWatchDeps(stack: TestStack): WatchDeps {
   const logger = createLogger('silent')
-  const funding = createFunding(stack.config.funding!, stack.store, stack.keys, logger)
+  const funding = createFunding(
+    stack.config.funding!,
+    stack.store,
+    stack.keys,
+    logger,
+    stack.config.records.recordRetentionDays * 86_400_000,
+  )
   const accounts = new AccountStore(stack.store, stack.keys)
   return watchDeps(funding, logger, async (payer) => {
     return (await accountForPayer(accounts, payer, stack.config.defaultMaxPriceCents)).accountId
