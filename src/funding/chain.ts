@@ -75,6 +75,8 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
   return {
     client,
     chain,
+    /** The USDC token this chain's transfers are in. */
+    token: config.usdcAddress,
     blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
     /** The latest block's number and time (unix seconds: no later block is older), read together from one node. */
     async latest(): Promise<{ number: bigint; timestamp: bigint }> {

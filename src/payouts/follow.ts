@@ -13,8 +13,8 @@
 // rotated) is followed with its wallet's reads alone, and its recorded bytes broadcast again when
 // a bump is due.
 import type { Logger } from 'pino'
-import type { Hex } from 'viem'
-import type { FundingChain } from '../funding/chain.ts'
+import type { Address, Hex } from 'viem'
+import { type FundingChain, hasTransfer, type Receipt } from '../funding/chain.ts'
 import { PayoutMoveCode } from '../redis/result-codes.ts'
 import type { SenderOptions } from './sender.ts'
 import type { Payout, PayoutStep, PayoutStore } from './store.ts'
@@ -71,6 +71,7 @@ export class PayoutFollower {
     // pass's to follow.
     const receipt = await this.deps.chain.receipt(hash)
     if (receipt?.status !== 'success' || receipt.blockNumber !== block) return false
+    if (!this.paysOut(payout, hash, receipt)) return false
     await this.step(payout, { step: 'confirmed', blockNumber: receipt.blockNumber })
     this.deps.logger.info({ payout: payout.id, txHash: hash }, 'payout confirmed')
     return false
@@ -105,6 +106,8 @@ export class PayoutFollower {
       if (!receipt) return 'unmined' as const
       found = { hash, receipt }
     }
+    if (found.receipt.status === 'success' && !this.paysOut(payout, found.hash, found.receipt))
+      return 'unmined' as const
     if (found.receipt.status === 'reverted') {
       if (!(await this.finallyReverted(found.hash, found.receipt.blockNumber))) return 'unmined' as const
       await this.step(payout, { step: 'failed', error: `reverted in block ${found.receipt.blockNumber}` })
@@ -124,6 +127,22 @@ export class PayoutFollower {
     if (head - blockNumber + 1n < BigInt(this.deps.options.confirmations)) return false
     const again = await this.deps.chain.receipt(hash)
     return again?.status === 'reverted' && again.blockNumber === blockNumber
+  }
+
+  /**
+   * Whether a successful receipt holds the transfer the payout signed: the token's Transfer of its
+   * amount from the signing wallet to the supplier's. One that does not (an RPC answering another
+   * transaction's receipt, or rewriting its logs) is no word that the payout was paid.
+   */
+  private paysOut(payout: Payout, hash: Hex, receipt: Receipt): boolean {
+    const { token } = this.deps.chain
+    const from = payout.from as Address
+    if (hasTransfer(receipt, token, from, payout.wallet as Address, BigInt(payout.amount))) return true
+    this.deps.logger.error(
+      { payout: payout.id, txHash: hash },
+      "payout receipt holds no transfer of its amount to the supplier's wallet; not taken as paid",
+    )
+    return false
   }
 
   private async receiptOfAny(hashes: Hex[]) {

@@ -10,7 +10,7 @@
 //   for: its recorded bytes broadcast again, confirmed at depth, failed once another transaction
 //   of that wallet holds its nonce; a fee bump only that wallet's key can make is logged once;
 // - then, when no transaction of the wallet is unmined, the oldest `sending` payout is signed at
-//   the wallet's pending nonce (never below one already signed), recorded (rawTx and hash) and only
+//   the wallet's mined nonce (never below one already signed), recorded (rawTx and hash) and only
 //   then broadcast; a suspended supplier's is withheld instead (back to payable), its status read
 //   just before signing.
 import { randomUUID } from 'node:crypto'
@@ -91,6 +91,7 @@ export class PayoutSender {
   }
 
   private async work(lease: Lease): Promise<void> {
+    if (!(await this.onPayoutChain())) return
     const own = new PayoutFollower(this.deps, lease, this.wallet, this.wallet)
     const mine = this.wallet.address.toLowerCase()
     const others = new Map<string, Payout[]>()
@@ -111,6 +112,21 @@ export class PayoutSender {
       if (!next) return
       unmined = await this.send(own, next)
     }
+  }
+
+  /**
+   * Whether the RPC answers for the payout chain. Another chain's nonces, receipts and blocks (a
+   * load balancer or URL moved to another network) say nothing about this one's transfers: a nonce
+   * held there would fail a payout whose transfer may still be mined here, and be paid again.
+   */
+  private async onPayoutChain(): Promise<boolean> {
+    const answered = await this.chain.client.getChainId()
+    if (answered === this.chain.chain.id) return true
+    this.logger.error(
+      { chainId: answered, expected: this.chain.chain.id },
+      'payout RPC answers for another chain: payouts wait',
+    )
+    return false
   }
 
   /**
@@ -137,11 +153,11 @@ export class PayoutSender {
     // A payout asked before a suspension is not sent after it (payout-move checks again).
     if (await this.store.suspended(payout.supplierId)) return this.withhold(own, payout)
     const signedBlock = await this.chain.blockNumber()
-    // A node behind may count fewer: never below a nonce a payout was signed at.
-    const nonce = Math.max(
-      await this.wallet.nonce('pending'),
-      await this.store.nextNonce(this.wallet.address),
-    )
+    // Every transaction this wallet signed is mined by now (none is sent while one is unmined): the
+    // next nonce is its mined count, never below one a payout was signed at (a node behind counts
+    // fewer). A pending count past it (a pool's word) would leave a gap nothing of ours fills, and
+    // this payout and every later one unmined for ever.
+    const nonce = Math.max(await this.wallet.nonce('latest'), await this.store.nextNonce(this.wallet.address))
     let signed: Awaited<ReturnType<PayoutWallet['sign']>>
     try {
       signed = await this.wallet.sign(payout.wallet as Address, BigInt(payout.amount), nonce)

@@ -110,10 +110,11 @@ async function waitForRpc(rpcUrl: string, deadline: number): Promise<void> {
   }
 }
 
-export async function startChain() {
+/** A fresh local chain; `chainId` other than Base Sepolia's is another network's node (x402 clients refuse it). */
+export async function startChain(chainId = CHAIN_ID) {
   const port = freePort()
   const child = Bun.spawn(
-    [anvilBinary(), '--host', '127.0.0.1', '--port', String(port), '--chain-id', String(CHAIN_ID), '--quiet'],
+    [anvilBinary(), '--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--quiet'],
     { stdout: 'ignore', stderr: 'inherit' },
   )
   const rpcUrl = `http://127.0.0.1:${port}`
@@ -123,7 +124,7 @@ export async function startChain() {
     child.kill('SIGKILL')
     throw error
   }
-  const chain = { ...baseSepolia, rpcUrls: { default: { http: [rpcUrl] } } }
+  const chain = { ...baseSepolia, id: chainId, rpcUrls: { default: { http: [rpcUrl] } } }
   // A busy machine makes a long call (mining many blocks) slow, not wrong: the test's own time limit
   // is the hang guard, not viem's 10 s default.
   const transport = http(rpcUrl, { timeout: 60_000 })
@@ -156,7 +157,7 @@ export async function startChain() {
 
   return {
     rpcUrl,
-    chainId: CHAIN_ID,
+    chainId,
     usdc,
     payTo,
     relayerKey: RELAYER_KEY,

@@ -1,0 +1,218 @@
+// The payout sender behind an RPC that lies (a proxy of the test's own in front of the local
+// chain): nothing it says moves money unchecked. A receipt for the payout's hash showing another
+// transfer never confirms it; an RPC answering from another chain never fails it (its transfer
+// may still be mined on the payout chain, and the amount would be paid twice); a pending nonce
+// answered too high never makes the sender skip a nonce (a gap no transaction fills).
+import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
+import { createWalletClient, type Hex, http, keccak256, numberToHex } from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
+import { baseSepolia } from 'viem/chains'
+import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
+import { createLogger } from '../../src/logger.ts'
+import { PayoutSender } from '../../src/payouts/sender.ts'
+import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
+import { payoutWallet } from '../../src/payouts/wallet.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { createStore, type Store } from '../../src/redis/store.ts'
+import { startChain, type TestChain } from '../helpers/chain.ts'
+import { type LyingRpc, startLyingRpc } from '../helpers/lying-rpc.ts'
+import {
+  passUntil,
+  payoutOf as payoutFor,
+  payoutFunding,
+  payoutWalletOn,
+  supplierMoney,
+  transfersFrom,
+} from '../helpers/payouts.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
+
+let chain: TestChain
+let store: Store
+let keys: Keyspace
+let payouts: PayoutStore
+let rpc: LyingRpc
+const logger = createLogger('silent')
+
+beforeAll(async () => {
+  chain = await startChain()
+  store = createStore(testRedisUrl(), { name: 'svc-test-payouts-lying' })
+  rpc = startLyingRpc(chain.rpcUrl)
+})
+afterAll(async () => {
+  rpc.stop()
+  store.close()
+  await chain.stop()
+})
+beforeEach(() => {
+  rpc.route(chain.rpcUrl)
+  rpc.lie(null)
+  keys = keyspace(testPrefix())
+  payouts = new PayoutStore(store, keys)
+})
+
+/** A fresh payout wallet and its sender, reading the chain through the lying RPC. */
+async function senderBehindRpc(confirmations = 1) {
+  const { key, address } = await payoutWalletOn(chain)
+  const funding = { ...payoutFunding(chain, key, confirmations), chainRpcUrl: rpc.url }
+  const onChain: FundingChain = fundingChain(funding, 20)
+  const sender = new PayoutSender(payouts, payoutWallet(key, funding, onChain), onChain, logger, {
+    confirmations,
+    lockTtlMs: 300,
+    receiptTimeoutMs: 200,
+    bumpAfterMs: 60_000,
+  })
+  return { key, address, sender }
+}
+
+const payoutOf = (amount: number) => payoutFor({ store, keys, payouts }, amount)
+const money = (supplierId: string) => supplierMoney({ store, keys }, supplierId)
+
+async function finish(s: PayoutSender, id: string): Promise<Payout> {
+  let done: Payout | undefined
+  await until(async () => {
+    await s.tick()
+    const now = (await payouts.get(id))!
+    if (now.state === 'confirmed' || now.state === 'failed') done = now
+    else if (now.state === 'pending') await chain.testClient.mine({ blocks: 1 })
+    return done !== undefined
+  })
+  return done!
+}
+
+const rawReceipt = async (hash: Hex) =>
+  (await (
+    await fetch(chain.rpcUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getTransactionReceipt', params: [hash] }),
+    })
+  ).json()) as { result: Record<string, unknown> }
+
+test("a receipt for the payout's hash holding another transfer: never confirmed on its word; paid once when the RPC tells the truth", async () => {
+  const { address, sender } = await senderBehindRpc()
+  // a real transfer of the wallet, to another supplier and of another amount
+  const earlier = await payoutOf(2_000_000)
+  const paid = await finish(sender, earlier.payout.id)
+  expect(paid.state).toBe('confirmed')
+  const { result: otherReceipt } = await rawReceipt(paid.txHash!)
+
+  const { supplierId, payout, to } = await payoutOf(1_000_000)
+  // the RPC keeps the payout's bytes from the chain and answers their hash with that receipt
+  const swallowed = new Set<string>()
+  let lies = 0
+  rpc.lie(async (call, real) => {
+    if (call.method === 'eth_sendRawTransaction') {
+      const hash = keccak256(call.params![0] as Hex)
+      swallowed.add(hash)
+      return { result: hash }
+    }
+    const hash = String(call.params?.[0])
+    if (call.method !== 'eth_getTransactionReceipt' || !swallowed.has(hash)) return real()
+    lies++
+    return { result: { ...otherReceipt, transactionHash: hash } }
+  })
+  await passUntil(sender, payouts, payout.id, async (p) => {
+    await chain.testClient.mine({ blocks: 1 })
+    return p.state !== 'sending' || lies >= 4
+  })
+  const signed = (await payouts.get(payout.id))!
+  expect(signed).toMatchObject({ state: 'sending', txHash: expect.any(String) })
+  expect(await transfersFrom(chain, address, to)).toEqual([])
+  expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_000_000, payable: 0 })
+
+  rpc.lie(null)
+  const done = await finish(sender, payout.id)
+  expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash })
+  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_000_000n, tx: signed.txHash! }])
+  expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+}, 60_000)
+
+test('an RPC answering from another chain: the payout is never failed on its word; back on the payout chain it is paid once', async () => {
+  const { key, address, sender } = await senderBehindRpc()
+  // another network's node, where the same key has sent transactions of its own
+  const other = await startChain(CHAIN_ELSEWHERE)
+  try {
+    await other.testClient.setBalance({ address, value: 10n ** 19n })
+    const elsewhere = createWalletClient({
+      account: privateKeyToAccount(key),
+      chain: { ...baseSepolia, id: CHAIN_ELSEWHERE, rpcUrls: { default: { http: [other.rpcUrl] } } },
+      transport: http(other.rpcUrl),
+    })
+    for (let i = 0; i < 3; i++) {
+      const hash = await elsewhere.sendTransaction({ to: address, value: 1n })
+      await other.publicClient.waitForTransactionReceipt({ hash })
+    }
+    await other.testClient.mine({ blocks: 20 })
+
+    const { supplierId, payout, to } = await payoutOf(1_000_000)
+    // the payout chain holds the transfer in its pool, unmined
+    await chain.testClient.setAutomine(false)
+    let sent: Payout
+    try {
+      sent = await passUntil(sender, payouts, payout.id, (p) => p.rawTx !== null)
+      await until(() =>
+        chain.publicClient.getTransactionCount({ address, blockTag: 'pending' }).then((n) => n > sent.nonce!),
+      )
+      rpc.route(other.rpcUrl)
+      const before = rpc.calls.eth_getTransactionCount ?? 0
+      await sender.tick()
+      await sender.tick()
+      expect((await payouts.get(payout.id))!.state).toBe('sending')
+      expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_000_000, payable: 0 })
+      expect(rpc.calls.eth_getTransactionCount ?? 0).toBe(before)
+      rpc.route(chain.rpcUrl)
+    } finally {
+      await chain.testClient.setAutomine(true)
+    }
+    await chain.testClient.mine({ blocks: 1 })
+    const done = await finish(sender, payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', txHash: sent.txHash })
+    expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_000_000n, tx: sent.txHash! }])
+    expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+  } finally {
+    await other.stop()
+  }
+}, 60_000)
+
+test("a pending nonce answered past the wallet's transactions: no nonce is skipped; this payout and the next are paid", async () => {
+  const { address, sender } = await senderBehindRpc()
+  const mined = await chain.publicClient.getTransactionCount({ address })
+  // one pending count from a pool holding a transaction of the wallet that was dropped since
+  let ahead = true
+  rpc.lie(async (call, real) => {
+    const answer = await real()
+    if (!ahead || call.method !== 'eth_getTransactionCount' || call.params?.[1] !== 'pending') return answer
+    ahead = false
+    return { result: numberToHex(BigInt(answer.result as Hex) + 1n) }
+  })
+  const first = await payoutOf(1_000_000)
+  const paid = await finish(sender, first.payout.id)
+  expect(paid).toMatchObject({ state: 'confirmed', nonce: mined })
+  const second = await payoutOf(1_500_000)
+  expect(await finish(sender, second.payout.id)).toMatchObject({ state: 'confirmed', nonce: mined + 1 })
+  expect(await transfersFrom(chain, address)).toEqual([
+    { to: first.to, value: 1_000_000n, tx: paid.txHash! },
+    { to: second.to, value: 1_500_000n, tx: expect.any(String) },
+  ])
+  expect(await money(first.supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+}, 60_000)
+
+test('a broadcast the node took but whose answer timed out: the payout is followed from the chain and paid once', async () => {
+  const { address, sender } = await senderBehindRpc()
+  let timedOut = 0
+  rpc.lie(async (call, real) => {
+    const answer = await real()
+    if (call.method !== 'eth_sendRawTransaction') return answer
+    timedOut++
+    return { error: { code: -32_000, message: 'request timed out' } }
+  })
+  const { supplierId, payout, to } = await payoutOf(1_200_000)
+  const done = await finish(sender, payout.id)
+  expect(timedOut).toBeGreaterThan(0)
+  expect(done.state).toBe('confirmed')
+  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_200_000n, tx: done.txHash! }])
+  expect(await money(supplierId)).toEqual({ paidOut: 1_200_000, pending: 0, payable: 0 })
+}, 60_000)
+
+const CHAIN_ELSEWHERE = 31_337
