@@ -62,6 +62,7 @@ const COMMANDS = [
   'xack',
   'xadd',
   'xautoclaim',
+  'xclaim',
   'xgroup',
   'xinfo',
   'xlen',

@@ -30,6 +30,9 @@ import { DISABLED_GONE, type StoredEndpoint, type WebhookStore } from './endpoin
 import { DELIVERY_GROUP, type Owner, SKIPPED_DISABLED } from './events.ts'
 
 const BATCH = 50
+// Stale entries claimed with one XAUTOCLAIM: a backlog a stopped replica left costs a claim per
+// this many, while a drain that yields early hands back only a few it claimed and did not start.
+export const CLAIM_BATCH = 10
 const SWEEP_MS = 60_000
 // Owners a replica delivers for at once: a slow or hanging receiver holds one of these, not the
 // replica's whole pass (one owner's backlog never delays another's), and no outside party can make
@@ -113,9 +116,11 @@ export class WebhookConsumer {
   }
 
   /**
-   * One owner's events: one entry read (or claimed) at a time and sent at once, so none waits in a
-   * batch of ours while its idle time runs out and another replica claims and sends it too. Ends
-   * after BATCH entries, or once it has run one try's time (the owner is then slow).
+   * One owner's events: new ones read one at a time and sent at once, so none waits in a batch of
+   * ours while its idle time runs out and another replica claims and sends it too; stale ones
+   * claimed CLAIM_BATCH at a time, each started only while a whole try still ends before its claim
+   * could be taken elsewhere, those not started handed back claimable at once. Ends after BATCH
+   * entries, or once it has run one try's time (the owner is then slow).
    */
   private async drain(owner: Owner, sweep: boolean): Promise<number> {
     const started = Date.now()
@@ -128,36 +133,41 @@ export class WebhookConsumer {
     let cursor: string | null = '0-0'
     let fresh = true
     let yielded = false
+    let claimed: Entry[] = []
+    let claimedAt = 0
     while (handled < BATCH && !yielded) {
+      if (claimed.length > 0 && Date.now() - claimedAt > minIdle - this.config.timeoutMs) break
+      let entry = claimed.shift()
       // New entries first, until none is left; then those pending, claimed once idle long enough.
-      const read = !fresh
-        ? null
-        : ((await this.store.xreadgroup(
-            'GROUP',
-            DELIVERY_GROUP,
-            this.name,
-            'COUNT',
-            1,
-            'STREAMS',
-            stream,
-            '>',
-          )) as [string, Entry[]][] | null)
-      let entry = read?.[0]?.[1]?.[0]
+      if (!entry && fresh) {
+        const read = (await this.store.xreadgroup(
+          'GROUP',
+          DELIVERY_GROUP,
+          this.name,
+          'COUNT',
+          1,
+          'STREAMS',
+          stream,
+          '>',
+        )) as [string, Entry[]][] | null
+        entry = read?.[0]?.[1]?.[0]
+        fresh = entry !== undefined
+      }
       if (!entry) {
-        fresh = false
         if (cursor === null) break
-        const claimed = (await this.store.xautoclaim(
+        claimedAt = Date.now()
+        const [next, entries] = (await this.store.xautoclaim(
           stream,
           DELIVERY_GROUP,
           this.name,
           minIdle,
           cursor,
           'COUNT',
-          1,
+          Math.min(CLAIM_BATCH, BATCH - handled),
         )) as [string, Entry[]]
-        cursor = claimed[0] === '0-0' ? null : claimed[0]
-        entry = claimed[1][0]
-        if (!entry) continue
+        cursor = next === '0-0' ? null : next
+        claimed = entries
+        continue
       }
       // A trimmed entry comes back from XAUTOCLAIM without fields: nothing left to send.
       if (entry[1]) await this.handle(owner, stream, entry)
@@ -165,6 +175,18 @@ export class WebhookConsumer {
       handled++
       yielded = Date.now() - started >= this.config.timeoutMs
     }
+    // Claimed and not started: idle again at once, for the next pass here or another replica.
+    if (claimed.length > 0)
+      await this.store.xclaim(
+        stream,
+        DELIVERY_GROUP,
+        this.name,
+        0,
+        ...claimed.map(([id]) => id),
+        'IDLE',
+        minIdle,
+        'JUSTID',
+      )
     if (yielded) this.slow.add(owner)
     else this.slow.delete(owner)
     // Still something to do: a full batch handled, the drain out of time, or an event waiting on a

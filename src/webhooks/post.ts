@@ -1,6 +1,7 @@
 // One POST of a signed event to an endpoint: the host re-resolved and checked public first (DNS
 // may have moved since registration), then the connection made to an address checked (of
-// several, in turn by family, the next only when one refused or could not be reached), not to a second resolution of the
+// several, the first to answer a connection, attempts started in turn by family a short delay
+// apart: connect-race.ts; the next only when one never opened), not to a second resolution of the
 // name (which DNS could point elsewhere meanwhile): the URL's host rides in the Host header and,
 // for https, in TLS SNI with the certificate verified for that name. No redirect followed (a 3xx
 // is a failure), a short timeout (resolution, connection and answer together), at most
@@ -9,6 +10,7 @@ import { isIP } from 'node:net'
 import { ApiError } from '../errors.ts'
 import { type AddressPolicy, resolvePublicAddresses } from './address-check.ts'
 import { interleaved } from './address-order.ts'
+import { firstToConnect } from './connect-race.ts'
 
 export const RESPONSE_READ_LIMIT = 4096
 
@@ -99,13 +101,19 @@ export async function postEvent(
       error: error instanceof ApiError ? error.message : 'address check failed',
     }
   }
+  const port = Number(target.port) || (target.protocol === 'https:' ? 443 : 80)
   let outcome: PostOutcome = CONNECTION_FAILED
-  for (const address of candidates) {
+  let left = candidates
+  while (left.length > 0) {
+    // Of several, the one that answers a connection first: a silent one costs a short delay.
+    const address = left.length === 1 ? left[0] : await firstToConnect(left, port, deadline)
+    if (!address) return deadline.aborted ? timedOut(timeoutMs) : outcome
     const { connectFailed, ...tried } = await postTo(target, address, headers, body, deadline, timeoutMs)
     outcome = tried
     // Only a connection that never opened moves on to the next address: a request sent is never
     // sent again.
     if (!connectFailed) return outcome
+    left = left.filter((other) => other !== address)
   }
   return outcome
 }

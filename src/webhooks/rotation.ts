@@ -12,6 +12,12 @@ export const DEFAULT_OVERLAP_SECONDS = 24 * 60 * 60
 export const MAX_OVERLAP_SECONDS = 7 * 24 * 60 * 60
 /** The most previous secrets kept signing at once: rotations in a row drop the oldest first. */
 export const MAX_PREVIOUS_SECRETS = 3
+/**
+ * The most Idempotency-Keys remembered whose secret a later rotation replaced: kept apart from the
+ * previous secrets, which an overlap's end or a run of rotations drops, so a late retry of such a
+ * key is refused rather than rotating again; the oldest go first.
+ */
+export const MAX_REPLACED_KEYS = 32
 
 /** A secret the current one replaced: sealed as the current one is, signing until `until` (ms). */
 export interface PreviousSecret {
@@ -34,6 +40,8 @@ export interface RotatedFields {
   sealedSecret: string
   rotation?: Rotation | null
   previousSecrets?: PreviousSecret[]
+  /** The Idempotency-Key digests of rotations whose secret was replaced since, newest first. */
+  replacedKeys?: string[]
 }
 
 /** The overlap asked for, in whole seconds: absent is the default, anything else a 400. */
@@ -71,7 +79,11 @@ export function replayOf(
       'this Idempotency-Key rotated the secret with another overlapSeconds',
     )
   }
-  if ((endpoint.previousSecrets ?? []).some((previous) => previous.key === key))
+  const replaced = [
+    ...(endpoint.replacedKeys ?? []),
+    ...(endpoint.previousSecrets ?? []).map((previous) => previous.key),
+  ]
+  if (replaced.includes(key))
     throw new ApiError(
       409,
       'idempotency_key_reused',
@@ -99,5 +111,10 @@ export function rotated<T extends RotatedFields>(
     .map((previous) => ({ ...previous, until: Math.min(previous.until, until) }))
     .filter((previous) => previous.until > rotation.at)
     .slice(0, MAX_PREVIOUS_SECRETS)
-  return { ...endpoint, sealedSecret: sealedNew, rotation, previousSecrets }
+  const replacedKey = endpoint.rotation?.key
+  const replacedKeys = [...(replacedKey ? [replacedKey] : []), ...(endpoint.replacedKeys ?? [])].slice(
+    0,
+    MAX_REPLACED_KEYS,
+  )
+  return { ...endpoint, sealedSecret: sealedNew, rotation, previousSecrets, replacedKeys }
 }

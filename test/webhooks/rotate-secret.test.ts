@@ -11,6 +11,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import { Webhook } from 'standardwebhooks'
 import { webhookParts } from '../../src/webhooks/endpoints.ts'
 import { supplierOwner } from '../../src/webhooks/events.ts'
+import { MAX_PREVIOUS_SECRETS } from '../../src/webhooks/rotation.ts'
 import { adminFetch, createAccount, keyFetch, mintKey, waitForLastUsed } from '../helpers/accounts.ts'
 import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { signInSupplier, type TestSupplier } from '../helpers/suppliers.ts'
@@ -284,4 +285,44 @@ test("another owner's key is a 404, a limited key a 403, bad input a 400: nothin
   })
   expect(rotated.status).toBe(200)
   expect(((await rotated.json()) as Rotated).secret).toMatch(/^whsec_/)
+})
+
+test('a key whose secret a later rotation replaced is a 409 however that secret ended: an overlap of 0, or more rotations than previous secrets kept', async () => {
+  const created = await registerWebhook(stack, supplier.apiKey, '/v1/supplier', {
+    url: receiver.url,
+    events: ['payout.confirmed'],
+  })
+  const { id } = (await created.json()) as Rotated
+  const revoke = { 'idempotency-key': `revoke-${id}` }
+  const first = await rotate(supplier.apiKey, '/v1/supplier', id, { overlapSeconds: 0 }, revoke)
+  expect(first.status).toBe(200)
+  const again = await rotate(supplier.apiKey, '/v1/supplier', id, { overlapSeconds: 0 }, revoke)
+  expect(again.headers.get('idempotent-replayed')).toBe('true')
+  expect(((await again.json()) as Rotated).secret).toBe(((await first.json()) as Rotated).secret)
+
+  // Revoked again under another key: the first key's secret is gone, and no previous secret is kept.
+  const later = await rotate(
+    supplier.apiKey,
+    '/v1/supplier',
+    id,
+    { overlapSeconds: 0 },
+    { 'idempotency-key': 'l' },
+  )
+  expect(later.status).toBe(200)
+  const revoked = await snapshotKeys(stack.store, stack.keys.prefix)
+  const stale = await rotate(supplier.apiKey, '/v1/supplier', id, { overlapSeconds: 0 }, revoke)
+  expect(stale.status).toBe(409)
+  expect(((await stale.json()) as { error: { code: string } }).error.code).toBe('idempotency_key_reused')
+  expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(revoked)
+
+  // With an overlap: rotations past the previous secrets kept drop the first one's secret.
+  const keyed = { 'idempotency-key': `overlap-${id}` }
+  expect((await rotate(supplier.apiKey, '/v1/supplier', id, { overlapSeconds: 600 }, keyed)).status).toBe(200)
+  for (let i = 0; i <= MAX_PREVIOUS_SECRETS; i++)
+    expect((await rotate(supplier.apiKey, '/v1/supplier', id, { overlapSeconds: 600 })).status).toBe(200)
+  const rotated = await snapshotKeys(stack.store, stack.keys.prefix)
+  const late = await rotate(supplier.apiKey, '/v1/supplier', id, { overlapSeconds: 600 }, keyed)
+  expect(late.status).toBe(409)
+  expect(((await late.json()) as { error: { code: string } }).error.code).toBe('idempotency_key_reused')
+  expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(rotated)
 })

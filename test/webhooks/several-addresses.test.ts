@@ -3,8 +3,11 @@
 // the try while another is up. Only a connection that never opened moves on: one that took the
 // request and then broke is a failed try, never sent again. A name with any non-public address is
 // refused whole, as before. Loopback stands in for public space (the test-only setting); 127.0.0.2
-// and ::1 refuse, since the receivers listen on other addresses.
+// and ::1 refuse, since the receivers listen on other addresses. An address that never answers a
+// connection (127.0.0.3: a stopped redis-server whose accept queue is full, so the kernel drops each
+// SYN) costs a short delay, not the try's deadline: the next address is tried meanwhile.
 import { afterAll, describe, expect, test } from 'bun:test'
+import { connect } from 'node:net'
 import { interleaved } from '../../src/webhooks/address-order.ts'
 import { postEvent } from '../../src/webhooks/post.ts'
 import { verify } from '../../src/webhooks/signing.ts'
@@ -27,6 +30,44 @@ function liveReceiver() {
   stops.push(() => receiver.stop())
   const port = Number(new URL(receiver.url).port)
   return { receiver, port, url: `http://hook.example:${port}/hook` }
+}
+
+/** Whether a TCP connection to the address opens: a request's answer, or null when refused. */
+function opened(host: string, port: number, send?: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port })
+    socket.once('error', () => resolve(null))
+    socket.once('connect', () => {
+      if (send === undefined) return resolve('')
+      socket.write(send)
+      socket.once('data', (data) => {
+        socket.destroy()
+        resolve(data.toString())
+      })
+    })
+  })
+}
+
+/**
+ * 127.0.0.3:`port` made silent: a redis-server listening there with an accept queue of one,
+ * stopped (SIGSTOP) and its queue filled, so a connection's SYN is never answered.
+ */
+async function silentAddress(port: number) {
+  const server = Bun.spawn(
+    ['redis-server', '--bind', '127.0.0.3', '--port', String(port), '--tcp-backlog', '1', '--save', ''],
+    { stdout: 'ignore', stderr: 'ignore' },
+  )
+  stops.push(async () => {
+    process.kill(server.pid, 'SIGCONT')
+    server.kill()
+    await server.exited
+  })
+  // Answered PING: the server accepted and served it, so it holds no place in the queue.
+  await until(async () => (await opened('127.0.0.3', port, 'PING\r\n')) === '+PONG\r\n')
+  process.kill(server.pid, 'SIGSTOP')
+  // A queue of one holds two connections; every SYN after them is dropped.
+  const held = await Promise.all([opened('127.0.0.3', port), opened('127.0.0.3', port)])
+  expect(held).toEqual(['', ''])
 }
 
 describe('postEvent over several addresses', () => {
@@ -53,6 +94,22 @@ describe('postEvent over several addresses', () => {
     const outcome = await postEvent(url, {}, '{}', policy(['::1', '127.0.0.1']), 2_000)
     expect(outcome).toEqual({ ok: true, httpStatus: 200, error: null })
     expect(receiver.received.length).toBe(1)
+  })
+
+  test('a silent address, then the live one: the live one is tried meanwhile and delivered once', async () => {
+    const { receiver, url, port } = liveReceiver()
+    await silentAddress(port)
+    const outcome = await postEvent(url, {}, '{}', policy(['127.0.0.3', '127.0.0.1']), 10_000)
+    expect(outcome).toEqual({ ok: true, httpStatus: 200, error: null })
+    expect(receiver.received.length).toBe(1)
+  })
+
+  test('only a silent address: the try ends at its deadline, as a timeout', async () => {
+    const { receiver, url, port } = liveReceiver()
+    await silentAddress(port)
+    const outcome = await postEvent(url, {}, '{}', policy(['127.0.0.3', '::1']), 1_000)
+    expect(outcome).toEqual({ ok: false, httpStatus: null, error: 'no answer in 1000 ms' })
+    expect(receiver.received).toEqual([])
   })
 
   test('only dead addresses: a failed try, well within the timeout', async () => {
