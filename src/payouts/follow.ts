@@ -9,6 +9,9 @@
 // - a pending payout with SVC_CONFIRMATIONS confirmations becomes confirmed; one a reorg moved is
 //   counted from its new block, one a reorg took out (its nonce no longer held by any of its
 //   hashes, not merely a receipt read that found nothing) goes back to sending (the same bytes again).
+// A receipt counts only while its block is still the chain's at its height: a node on a fork a
+// reorg left answers the receipt it holds there, as if the transaction were mined. A block that
+// cannot be read ends the pass (the next reads again).
 // Only the fee bump needs the signing wallet's key: a payout signed by another payout wallet (a key
 // rotated) is followed with its wallet's reads alone, and its recorded bytes broadcast again when
 // a bump is due.
@@ -16,6 +19,7 @@ import type { Logger } from 'pino'
 import type { Address, Hex } from 'viem'
 import { type FundingChain, hasTransfer, type Receipt } from '../funding/chain.ts'
 import { PayoutMoveCode } from '../redis/result-codes.ts'
+import { OffPayoutChain, onPayoutChain } from './payout-chain.ts'
 import type { SenderOptions } from './sender.ts'
 import type { Payout, PayoutStep, PayoutStore } from './store.ts'
 import type { PayoutWallet, WalletReads } from './wallet.ts'
@@ -69,7 +73,7 @@ export class PayoutFollower {
     if (block === null || head - block + 1n < BigInt(this.deps.options.confirmations)) return false
     // Confirm only what the chain still holds where it was counted; a reorg since is the next
     // pass's to follow.
-    const receipt = await this.deps.chain.receipt(hash)
+    const receipt = await this.receipt(hash)
     if (receipt?.status !== 'success' || receipt.blockNumber !== block) return false
     if (!this.paysOut(payout, hash, receipt)) return false
     await this.step(payout, { step: 'confirmed', blockNumber: receipt.blockNumber })
@@ -103,7 +107,7 @@ export class PayoutFollower {
         }
       } else await this.reads.broadcast(payout.rawTx as Hex)
       const receipt = await this.deps.chain.waitForReceipt(hash, this.deps.options.receiptTimeoutMs)
-      if (!receipt) return 'unmined' as const
+      if (!receipt || !(await this.deps.chain.onChain(receipt))) return 'unmined' as const
       found = { hash, receipt }
     }
     if (found.receipt.status === 'success' && !this.paysOut(payout, found.hash, found.receipt))
@@ -125,7 +129,7 @@ export class PayoutFollower {
   private async finallyReverted(hash: Hex, blockNumber: bigint): Promise<boolean> {
     const head = await this.deps.chain.blockNumber()
     if (head - blockNumber + 1n < BigInt(this.deps.options.confirmations)) return false
-    const again = await this.deps.chain.receipt(hash)
+    const again = await this.receipt(hash)
     return again?.status === 'reverted' && again.blockNumber === blockNumber
   }
 
@@ -145,9 +149,15 @@ export class PayoutFollower {
     return false
   }
 
+  /** The transaction's receipt while its block is the chain's at its height; null otherwise. */
+  private async receipt(hash: Hex): Promise<Receipt | null> {
+    const receipt = await this.deps.chain.receipt(hash)
+    return receipt && (await this.deps.chain.onChain(receipt)) ? receipt : null
+  }
+
   private async receiptOfAny(hashes: Hex[]) {
     for (const hash of hashes) {
-      const receipt = await this.deps.chain.receipt(hash)
+      const receipt = await this.receipt(hash)
       if (receipt) return { hash, receipt }
     }
     return null
@@ -204,7 +214,7 @@ export class PayoutFollower {
    */
   private async reorged(payout: Payout, block: bigint | null) {
     const hash = payout.txHash as Hex
-    const receipt = await this.deps.chain.receipt(hash)
+    const receipt = await this.receipt(hash)
     if (!receipt) {
       // A receipt read that finds nothing may come from a node behind: the transaction left the
       // chain only when its nonce is no longer held by one of the payout's own hashes.
@@ -236,8 +246,16 @@ export class PayoutFollower {
     return { hash, block: receipt.blockNumber }
   }
 
-  /** One step of the payout, recorded under the lease's lock; LockLost when the lock is gone. */
+  /**
+   * One step of the payout, recorded under the lease's lock; LockLost when the lock is gone,
+   * OffPayoutChain when a step that ends the payout would be taken on another chain's word.
+   */
   async step(payout: Payout, step: PayoutStep): Promise<PayoutMoveCode> {
+    if (
+      (step.step === 'failed' || step.step === 'confirmed') &&
+      !(await onPayoutChain(this.deps.chain, this.deps.logger))
+    )
+      throw new OffPayoutChain()
     const code = await this.deps.store.move(payout.id, this.lease.wallet, this.lease.token, step)
     if (code === PayoutMoveCode.NotHolder) throw new LockLost()
     if (code < 0 && code !== PayoutMoveCode.Suspension)

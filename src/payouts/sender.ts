@@ -19,6 +19,7 @@ import type { Address } from 'viem'
 import type { FundingChain } from '../funding/chain.ts'
 import { PayoutMoveCode } from '../redis/result-codes.ts'
 import { Lease, LockLost, PayoutFollower } from './follow.ts'
+import { OffPayoutChain, onPayoutChain } from './payout-chain.ts'
 import type { Payout, PayoutStore } from './store.ts'
 import type { PayoutWallet } from './wallet.ts'
 import { TransferRefused, walletReads } from './wallet.ts'
@@ -82,7 +83,7 @@ export class PayoutSender {
     try {
       await work(lease)
     } catch (error) {
-      if (!(error instanceof LockLost))
+      if (!(error instanceof LockLost || error instanceof OffPayoutChain))
         this.logger.warn({ err: error, wallet }, 'payout pass failed; retrying')
     } finally {
       lease.end()
@@ -91,7 +92,7 @@ export class PayoutSender {
   }
 
   private async work(lease: Lease): Promise<void> {
-    if (!(await this.onPayoutChain())) return
+    if (!(await onPayoutChain(this.chain, this.logger))) return
     const own = new PayoutFollower(this.deps, lease, this.wallet, this.wallet)
     const mine = this.wallet.address.toLowerCase()
     const others = new Map<string, Payout[]>()
@@ -112,21 +113,6 @@ export class PayoutSender {
       if (!next) return
       unmined = await this.send(own, next)
     }
-  }
-
-  /**
-   * Whether the RPC answers for the payout chain. Another chain's nonces, receipts and blocks (a
-   * load balancer or URL moved to another network) say nothing about this one's transfers: a nonce
-   * held there would fail a payout whose transfer may still be mined here, and be paid again.
-   */
-  private async onPayoutChain(): Promise<boolean> {
-    const answered = await this.chain.client.getChainId()
-    if (answered === this.chain.chain.id) return true
-    this.logger.error(
-      { chainId: answered, expected: this.chain.chain.id },
-      'payout RPC answers for another chain: payouts wait',
-    )
-    return false
   }
 
   /**

@@ -175,6 +175,84 @@ test('an RPC answering from another chain: the payout is never failed on its wor
   }
 }, 60_000)
 
+test('an RPC switching to another chain mid-pass, after the pass read its chain id: the payout is never failed on its word; back on the payout chain it is paid once', async () => {
+  const { key, address, sender } = await senderBehindRpc()
+  const other = await startChain(CHAIN_ELSEWHERE)
+  try {
+    await other.testClient.setBalance({ address, value: 10n ** 19n })
+    const elsewhere = createWalletClient({
+      account: privateKeyToAccount(key),
+      chain: { ...baseSepolia, id: CHAIN_ELSEWHERE, rpcUrls: { default: { http: [other.rpcUrl] } } },
+      transport: http(other.rpcUrl),
+    })
+    for (let i = 0; i < 3; i++) {
+      const hash = await elsewhere.sendTransaction({ to: address, value: 1n })
+      await other.publicClient.waitForTransactionReceipt({ hash })
+    }
+    await other.testClient.mine({ blocks: 20 })
+
+    const { supplierId, payout, to } = await payoutOf(1_000_000)
+    await chain.testClient.setAutomine(false)
+    let sent: Payout
+    try {
+      sent = await passUntil(sender, payouts, payout.id, (p) => p.rawTx !== null)
+      // The balancer answers the pass's chain id from the payout chain, then moves to the other.
+      let switched = false
+      rpc.lie(async (call, real) => {
+        const answer = await real()
+        if (call.method === 'eth_chainId' && !switched) {
+          switched = true
+          rpc.route(other.rpcUrl)
+        }
+        return answer
+      })
+      await sender.tick()
+      expect(switched).toBe(true)
+      expect((await payouts.get(payout.id))!.state).toBe('sending')
+      expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_000_000, payable: 0 })
+      rpc.lie(null)
+      rpc.route(chain.rpcUrl)
+    } finally {
+      await chain.testClient.setAutomine(true)
+    }
+    await chain.testClient.mine({ blocks: 1 })
+    const done = await finish(sender, payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', txHash: sent.txHash })
+    expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_000_000n, tx: sent.txHash! }])
+    expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+  } finally {
+    await other.stop()
+  }
+}, 60_000)
+
+test('a receipt whose block cannot be read back: the payout is kept and read again next pass; paid once when the block answers', async () => {
+  const { address, sender } = await senderBehindRpc()
+  const { supplierId, payout, to } = await payoutOf(1_100_000)
+  // The receipt answers; its block, read again by number, does not (a node that has not got it).
+  let receiptBlock: string | undefined
+  let refused = 0
+  rpc.lie(async (call, real) => {
+    const answer = await real()
+    if (call.method === 'eth_getTransactionReceipt' && answer.result)
+      receiptBlock = (answer.result as { blockNumber: string }).blockNumber
+    if (call.method !== 'eth_getBlockByNumber' || call.params?.[0] !== receiptBlock) return answer
+    refused++
+    return { result: null }
+  })
+  await passUntil(sender, payouts, payout.id, async (p) => {
+    await chain.testClient.mine({ blocks: 1 })
+    return p.state !== 'sending' || refused >= 4
+  })
+  expect((await payouts.get(payout.id))!).toMatchObject({ state: 'sending', txHash: expect.any(String) })
+  expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_100_000, payable: 0 })
+
+  rpc.lie(null)
+  const done = await finish(sender, payout.id)
+  expect(done.state).toBe('confirmed')
+  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_100_000n, tx: done.txHash! }])
+  expect(await money(supplierId)).toEqual({ paidOut: 1_100_000, pending: 0, payable: 0 })
+}, 60_000)
+
 test("a pending nonce answered past the wallet's transactions: no nonce is skipped; this payout and the next are paid", async () => {
   const { address, sender } = await senderBehindRpc()
   const mined = await chain.publicClient.getTransactionCount({ address })

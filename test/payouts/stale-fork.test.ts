@@ -1,0 +1,146 @@
+// A payout read through a load-balanced RPC one of whose nodes is still on the fork a reorg left:
+// it answers the payout's receipt as that fork holds it (mined, at depth), while heights and blocks
+// come from the chain as it is. The transfer is not on the chain: the payout is never confirmed
+// (nor failed) on that word; the same signed bytes are sent again, and the supplier paid once.
+import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { encodeAbiParameters, type Hex, keccak256, numberToHex } from 'viem'
+import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
+import { createLogger } from '../../src/logger.ts'
+import { PayoutSender } from '../../src/payouts/sender.ts'
+import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
+import { payoutWallet } from '../../src/payouts/wallet.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { createStore, type Store } from '../../src/redis/store.ts'
+import { startChain, type TestChain } from '../helpers/chain.ts'
+import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
+import {
+  passUntil,
+  payoutOf as payoutFor,
+  payoutFunding,
+  payoutWalletOn,
+  supplierMoney,
+  transfersFrom,
+} from '../helpers/payouts.ts'
+import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import { until } from '../helpers/wait.ts'
+
+let chain: TestChain
+let store: Store
+let keys: Keyspace
+let payouts: PayoutStore
+let rpc: LaggingRpc
+const logger = createLogger('silent')
+// Deeper than the reorgs below, so the stale receipt is at depth when it is read.
+const CONFIRMATIONS = 3
+
+beforeAll(async () => {
+  chain = await startChain()
+  store = createStore(testRedisUrl(), { name: 'svc-test-payouts-stale-fork' })
+  rpc = startLaggingRpc(chain.rpcUrl)
+  keys = keyspace(testPrefix())
+  payouts = new PayoutStore(store, keys)
+})
+afterAll(async () => {
+  rpc.stop()
+  store.close()
+  await chain.stop()
+})
+
+/** A fresh payout wallet and its sender, reading the chain through the proxy. */
+async function senderBehindRpc(beforeBroadcast?: (payout: Payout) => Promise<void>) {
+  const { key, address } = await payoutWalletOn(chain)
+  const funding = { ...payoutFunding(chain, key, CONFIRMATIONS), chainRpcUrl: rpc.url }
+  const onChain: FundingChain = fundingChain(funding, 20)
+  const options = {
+    confirmations: CONFIRMATIONS,
+    lockTtlMs: 300,
+    receiptTimeoutMs: 1_000,
+    bumpAfterMs: 60_000,
+  }
+  const sender = (hook = beforeBroadcast) =>
+    new PayoutSender(payouts, payoutWallet(key, funding, onChain), onChain, logger, {
+      ...options,
+      beforeBroadcast: hook,
+    })
+  return { address, onChain, sender }
+}
+
+const payoutOf = (amount: number) => payoutFor({ store, keys, payouts }, amount)
+
+/** Passes until the payout is confirmed or failed, a block mined after each. */
+async function finish(s: PayoutSender, id: string): Promise<Payout> {
+  let done: Payout | undefined
+  await until(async () => {
+    await s.tick()
+    const now = (await payouts.get(id))!
+    if (now.state === 'confirmed' || now.state === 'failed') done = now
+    else await chain.testClient.mine({ blocks: 1 })
+    return done !== undefined
+  })
+  return done!
+}
+
+test('a payout mined, then reorged out: the stale fork’s receipt never confirms it; the same bytes are paid once', async () => {
+  rpc.set({})
+  const { address, onChain, sender } = await senderBehindRpc()
+  const { supplierId, payout, to } = await payoutOf(1_000_000)
+  const snapshot = await chain.testClient.snapshot()
+  const mined = await passUntil(sender(), payouts, payout.id, (p) => p.state === 'pending')
+  // The proxy's old-fork node has answered the receipt.
+  expect((await onChain.receipt(mined.txHash as Hex))?.status).toBe('success')
+
+  // The reorg takes the block out (its transaction with it); the chain grows past the depth.
+  await chain.testClient.revert({ id: snapshot })
+  await chain.testClient.mine({ blocks: CONFIRMATIONS + 2 })
+  expect(await transfersFrom(chain, address, to)).toEqual([])
+  rpc.set({ staleFork: true })
+  const stale = rpc.lagged.eth_getTransactionReceipt ?? 0
+
+  const done = await finish(sender(), payout.id)
+  expect(rpc.lagged.eth_getTransactionReceipt ?? 0).toBeGreaterThan(stale)
+  expect(done).toMatchObject({ state: 'confirmed', txHash: mined.txHash })
+  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_000_000n, tx: mined.txHash! }])
+  expect(await supplierMoney({ store, keys }, supplierId)).toEqual({
+    paidOut: 1_000_000,
+    pending: 0,
+    payable: 0,
+  })
+}, 90_000)
+
+test('a payout reverted, then reorged out: the stale fork’s revert never fails it; the same bytes, mined where they succeed, pay once', async () => {
+  rpc.set({})
+  const { address, onChain, sender } = await senderBehindRpc()
+  const { supplierId, payout, to } = await payoutOf(1_000_000)
+  // TestUsdc's balanceOf mapping is slot 3: emptied on the fork that is reorged away.
+  const slot = keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [address, 3n]))
+  const snapshot = await chain.testClient.snapshot()
+  const emptied = sender(async () => {
+    await chain.testClient.setStorageAt({
+      address: chain.usdc,
+      index: slot,
+      value: numberToHex(0n, { size: 32 }),
+    })
+  })
+  const reverted = await passUntil(
+    emptied,
+    payouts,
+    payout.id,
+    async (p) => p.txHash !== null && (await onChain.receipt(p.txHash as Hex)) !== null,
+  )
+  expect((await onChain.receipt(reverted.txHash as Hex))?.status).toBe('reverted')
+
+  await chain.testClient.revert({ id: snapshot })
+  await chain.testClient.mine({ blocks: CONFIRMATIONS + 2 })
+  rpc.set({ staleFork: true })
+  const stale = rpc.lagged.eth_getTransactionReceipt ?? 0
+
+  const done = await finish(sender(undefined), payout.id)
+  expect(rpc.lagged.eth_getTransactionReceipt ?? 0).toBeGreaterThan(stale)
+  expect(done).toMatchObject({ state: 'confirmed', txHash: reverted.txHash })
+  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_000_000n, tx: reverted.txHash! }])
+  expect(await supplierMoney({ store, keys }, supplierId)).toEqual({
+    paidOut: 1_000_000,
+    pending: 0,
+    payable: 0,
+  })
+}, 90_000)
