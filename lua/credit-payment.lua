@@ -25,6 +25,9 @@
   Returns  { 1, pending, funded }   credited; balances after, integer micro-USDC strings ({ 1 }
                                     when held apart: the payment recorded, the account not yet)
            { 0, paymentId }         already credited (this payment, or this authorization)
+           { -9, paymentId }        the authorization's payment was taken back (lua/take-back-payment.lua):
+                                    its transaction is no longer on chain and the authorization
+                                    expired unused, so this credit's receipt is of a lost fork
            { -1 }                   no such account
            { -6 }                   the amount is not a positive integer
   Times come from Redis TIME, in milliseconds.
@@ -39,6 +42,7 @@ if not string.match(amount, '^[1-9]%d*$') or #amount > 15 then return { -6 } end
 if rcall('EXISTS', KEYS[1]) == 1 then return { 0, ARGV[3] } end
 local auth = rcall('HMGET', KEYS[2], 'state', 'paymentId')
 if auth[1] == 'credited' then return { 0, auth[2] or '' } end
+if auth[1] == 'taken back' then return { -9, auth[2] or '' } end
 
 local time = rcall('TIME')
 local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))

@@ -2,15 +2,18 @@
   take-back-payment: take back a pending payment whose transaction the chain no longer holds and
   whose authorization no transaction used before it expired: no money moved, so pending and funded
   shrink by its amount together (funded = confirmed + pending + held + spent still holds), and the
-  payment's record and its authorization's go, as a released claim's does. Once per payment: one
-  no longer pending has nothing to take back. The payment id keeps what was taken back and when
-  (KEYS[4]) for the record retention, so whoever asks after its transaction is answered that it was
-  reversed; no step that moves money reads it (its authorization expired unused first). In a market
-  held apart the account is on another slot: lua/take-back-pending.lua takes its balance back
-  first, idempotently by payment, and this step only drops the records (KEYS[5..8] absent).
+  payment's record goes. Its authorization's record stays, marked `taken back`, for as long as a
+  credited one would be kept: a replica that read the transaction's receipt before the chain lost
+  it and credits it only now (lua/credit-payment.lua), or a replay of the authorization
+  (lua/claim-payment.lua), finds it there and moves nothing. Once per payment: one no longer
+  pending has nothing to take back. The payment id keeps what was taken back and when (KEYS[4]) for
+  the record retention, so whoever asks after its transaction is answered that it was reversed; no
+  step that moves money reads it. In a market held apart the account is on another slot:
+  lua/take-back-pending.lua takes its balance back first, idempotently by payment, and this step
+  only drops the payment's record and marks its authorization's (KEYS[5..8] absent).
 
   KEYS[1]  payment hash             (x402:payment:<paymentId>)
-  KEYS[2]  authorization hash       (x402:auth:<authorizationId>)
+  KEYS[2]  authorization hash       (x402:auth:<authorizationId>; kept, marked taken back)
   KEYS[3]  unconfirmed zset         (payment id -> block number)
   KEYS[4]  reversed hash            (x402:reversed:<paymentId>: amount, at)
   KEYS[5]  account hash             (acct:<accountId>)                          } absent when
@@ -49,7 +52,8 @@ if account and tonumber(rcall('HGET', account, 'pending') or '0') < tonumber(amo
 
 local time = rcall('TIME')
 local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
-rcall('DEL', KEYS[1], KEYS[2])
+rcall('DEL', KEYS[1])
+rcall('HSET', KEYS[2], 'state', 'taken back', 'takenBackAt', now)
 rcall('ZREM', KEYS[3], ARGV[1])
 rcall('HSET', KEYS[4], 'amount', amount, 'at', now)
 rcall('PEXPIRE', KEYS[4], ARGV[3])

@@ -55,6 +55,8 @@ export interface Credit {
 export type CreditResult =
   | { status: 'credited'; pending: MicroUsdc; funded: MicroUsdc }
   | { status: 'already_credited'; paymentId: string }
+  /** The authorization's payment was taken back: this credit's transaction is of a lost fork. */
+  | { status: 'taken_back'; paymentId: string }
   | { status: 'no_account' }
 
 export type ConfirmResult =
@@ -65,7 +67,7 @@ export type ConfirmResult =
 /** An authorization record as stored (see keys.authorization). */
 export interface InFlightPayment {
   id: string
-  state: 'claimed' | 'sent' | 'credited'
+  state: 'claimed' | 'sent' | 'credited' | 'taken back'
   kind: PaymentKind
   accountId: string
   payer: string
@@ -133,9 +135,16 @@ export class PaymentLedger {
       throw new Error(`payment claim ${authorizationId} is no longer in flight`)
   }
 
-  /** Sets the account on a claim made before the account existed (signup). */
+  /**
+   * Sets the account on a claim made before the account existed (signup). Only a claim in flight
+   * is written: a record credited or taken back meanwhile is left as it is, and the credit after
+   * answers from it.
+   */
   async setAccount(authorizationId: string, accountId: string): Promise<void> {
-    await this.store.hset(this.keys.authorization(authorizationId), 'accountId', accountId)
+    await runScript(this.store, 'notePayment', [this.keys.authorization(authorizationId)], {}, [
+      'accountId',
+      accountId,
+    ])
   }
 
   /** Releases a claim still as read: with this transaction hash, or none ("", the default). */
@@ -188,6 +197,8 @@ export class PaymentLedger {
         }
       case PaymentCode.AlreadyDone:
         return { status: 'already_credited', paymentId: result[1] ?? id }
+      case PaymentCode.TakenBack:
+        return { status: 'taken_back', paymentId: result[1] ?? id }
       case PaymentCode.NoAccount:
         return { status: 'no_account' }
       default:

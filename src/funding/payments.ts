@@ -30,6 +30,8 @@ export interface SettledPayment {
   transaction: Hex
   blockNumber: bigint
   authorizationId: string
+  /** The terms it was paid under: a credit refused as taken back challenges for them again. */
+  terms: PaymentTerms
   /** X-PAYMENT-RESPONSE or PAYMENT-RESPONSE. */
   responseHeaders: Record<string, string>
 }
@@ -45,6 +47,10 @@ export interface PayOptions {
   /** Runs once the authorization is claimed and verified, right before settling (the signup fuse). */
   beforeSettle?: () => Promise<void>
 }
+
+// Why a payment whose transaction a reorg took out, its authorization expired unused, is challenged again.
+const TAKEN_BACK =
+  'payment verification failed: the authorization expired unused after its transaction left the chain; no money moved, sign a new authorization'
 
 // Clients set validBefore from their own clock (now + maxTimeoutSeconds): room for theirs to run ahead.
 export const CLOCK_SKEW_SECONDS = 60
@@ -112,7 +118,7 @@ export class Payments {
     const payer = payment.authorization.from
     await options.checkPayer?.(payer)
     const authId = authorizationId(this.chainId, this.config.usdcAddress, payer, payment.authorization.nonce)
-    await this.refuseReplay(authId)
+    await this.refuseReplay(authId, refuse)
 
     // Claimed before any chain or facilitator call: copies of one authorization, however many at
     // once, cost a few Redis round trips each and never reach verification or the fuse.
@@ -126,7 +132,7 @@ export class Payments {
       validBefore: BigInt(payment.authorization.validBefore),
     })
     if (!claim.claimed) {
-      await this.refuseReplay(authId)
+      await this.refuseReplay(authId, refuse)
       throw this.inFlight(claim.transaction)
     }
     try {
@@ -233,6 +239,7 @@ export class Payments {
       transaction: settlement.transaction,
       blockNumber: settlement.blockNumber,
       authorizationId: authId,
+      terms,
       responseHeaders: paymentResponseHeaders(payment, {
         transaction: settlement.transaction,
         network: payment.version === 2 ? caip2(this.config.network) : this.config.network,
@@ -269,8 +276,10 @@ export class Payments {
         payer: settled.payer,
       })
       if (result.status === 'no_account') throw new Error(`account ${accountId} not found`)
+      if (result.status === 'taken_back') throw this.challenge(settled.terms, TAKEN_BACK)
       return result
     } catch (error) {
+      if (error instanceof PaymentChallenge) throw error
       throw this.creditFailed(settled, error)
     }
   }
@@ -302,10 +311,14 @@ export class Payments {
     })
   }
 
-  /** An authorization seen before never settles again: credited, or still in flight. */
-  private async refuseReplay(authId: string): Promise<void> {
+  /**
+   * An authorization seen before never settles again: credited, still in flight, or taken back
+   * (its transaction lost to a reorg and the authorization expired unused: no money moved).
+   */
+  private async refuseReplay(authId: string, refuse: (reason: string) => PaymentChallenge): Promise<void> {
     const record = await this.ledger.authorization(authId)
     if (!record) return
+    if (record.state === 'taken back') throw refuse(TAKEN_BACK)
     if (record.state === 'credited') {
       const transaction = record.paymentId?.split(':')[1]
       throw moneyMoved(

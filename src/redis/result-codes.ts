@@ -88,6 +88,8 @@ export enum PaymentCode {
   BadAmount = -6,
   PendingShort = -7,
   TransactionTaken = -8,
+  /** credit-payment: the authorization's payment was taken back (its transaction lost, expired unused). */
+  TakenBack = -9,
 }
 
 /** payout-create */

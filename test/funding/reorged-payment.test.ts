@@ -198,7 +198,8 @@ test('its authorization unused and expired: the pending credit is taken back, on
   await chain.testClient.mine({ blocks: 3 })
   await confirmPayments(deps)
   expect(await stack.store.hgetall(stack.keys.payment(id))).toEqual({})
-  expect(await stack.store.hgetall(stack.keys.authorization(auth))).toEqual({})
+  // The authorization's record stays, marked: what refuses a late credit of the lost transaction.
+  expect(await ledger.authorization(auth)).toMatchObject({ state: 'taken back', paymentId: id })
   expect(await stack.store.zscore(stack.keys.paymentsUnconfirmed, id)).toBeNull()
   expect(await balances(accountId)).toEqual(before)
   expect(await auditAll(stack.store, stack.keys)).toEqual([])
