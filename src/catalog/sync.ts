@@ -14,6 +14,8 @@ export interface CatalogSource {
   upstreamUrl: string
   upstreamApiKey?: string | undefined
   disabledModels: readonly string[]
+  /** How long one ask may take, its whole answer read: past it the sync fails (default 10 s). */
+  timeoutMs?: number
 }
 
 export async function syncCatalog(store: CatalogStore, source: CatalogSource): Promise<number> {
@@ -22,7 +24,7 @@ export async function syncCatalog(store: CatalogStore, source: CatalogSource): P
   if (source.upstreamApiKey) headers.authorization = `Bearer ${source.upstreamApiKey}`
   // Taken before asking: a slower sync that asked earlier cannot overwrite this one's newer list.
   const ticket = await store.ticket()
-  const response = await fetch(url, { headers, signal: AbortSignal.timeout(10_000) })
+  const response = await fetch(url, { headers, signal: AbortSignal.timeout(source.timeoutMs ?? 10_000) })
   if (!response.ok) throw new Error(`upstream /models answered ${response.status}`)
   const entries = mapUpstreamModels(JSON.parse(await cappedText(response)), source.disabledModels)
   return store.replace(entries, source.upstreamUrl, ticket)

@@ -44,13 +44,23 @@ function positiveInt(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : undefined
 }
 
-// DIEM is the unit billing counts in (1 DIEM = $1 of list price); usd is the fallback.
+/** One amount of a price pair in micro units: absent (undefined), readable, or null when it is not. */
+function amount(raw: unknown): number | undefined | null {
+  if (raw === undefined || raw === null) return undefined
+  if (typeof raw !== 'number' && typeof raw !== 'string') return null
+  const micros = parseMicros(raw)
+  return micros !== null && micros >= 0 ? micros : null
+}
+
+// DIEM is the unit billing counts in, usd the fallback. 1 DIEM = $1 of list price: a pair whose
+// amounts disagree (or one of them unreadable) does not say which the key is billed, so it is no price.
 function price(value: unknown): number | undefined {
   const p = isRecord(value) ? (value as UpstreamPrice) : undefined
-  const raw = p?.diem ?? p?.usd
-  if (typeof raw !== 'number' && typeof raw !== 'string') return undefined
-  const micros = parseMicros(raw)
-  return micros !== null && micros >= 0 ? micros : undefined
+  const diem = amount(p?.diem)
+  const usd = amount(p?.usd)
+  if (diem === null || usd === null) return undefined
+  if (diem !== undefined && usd !== undefined && diem !== usd) return undefined
+  return diem ?? usd
 }
 
 /** A price that is published but unreadable: the model cannot be billed exactly, so it is not live. */
@@ -112,7 +122,8 @@ function textPrices(model: UpstreamModel): { prices: ModelPrices; pricing: Catal
     const block = isRecord(published) ? published : undefined
     const threshold = positiveInt(block?.context_token_threshold)
     const rates = tokenRates(block)
-    if (!rates || threshold === undefined) return null
+    // Long prompts priced at nothing would be billed nothing while the key is billed: not live.
+    if (!rates || threshold === undefined || unpricedRates(rates)) return null
     prices.extended = { contextTokenThreshold: threshold, ...rates }
     pricing.extended = { context_token_threshold: threshold, ...ratesRow(rates) }
   }
@@ -183,11 +194,35 @@ function unpriced(entry: CatalogEntry): CatalogEntry {
   return { row: { ...row, status: 'coming_soon' }, prices: null }
 }
 
+/** An id as an upstream may match it: ids that differ only in case or surrounding space may be one model. */
+const foldedId = (id: string) => id.trim().toLowerCase()
+
+/** What billing reads of an entry: ids folded together that differ in it bill at an unknown price. */
+function billingOf(entry: CatalogEntry | null): string {
+  if (!entry) return 'null'
+  const { modality, context_length, max_completion_tokens } = entry.row
+  return JSON.stringify([entry.prices, modality, context_length ?? null, max_completion_tokens ?? null])
+}
+
+/** The folded ids whose spellings on the list bill differently. */
+function foldConflicts(byId: Map<string, { entry: CatalogEntry | null }>): Set<string> {
+  const billing = new Map<string, string>()
+  const conflicts = new Set<string>()
+  for (const [id, { entry }] of byId) {
+    const folded = foldedId(id)
+    const seen = billing.get(folded)
+    if (seen === undefined) billing.set(folded, billingOf(entry))
+    else if (seen !== billingOf(entry)) conflicts.add(folded)
+  }
+  return conflicts
+}
+
 /**
  * Maps a whole `/models` answer; throws when it is not a model list at all, or lists no model it
  * can read (an upstream that answers so is failing: the catalog there is kept). An id listed more
  * than once with different rows (prices, caps, offline) has no price the upstream is known to
- * bill: it is listed once, `coming_soon`.
+ * bill: it is listed once, `coming_soon`. So are ids spelled apart only by case or surrounding space
+ * whose prices or caps differ: the upstream may bill a call to one at the other's price.
  */
 export function mapUpstreamModels(body: unknown, disabled: readonly string[] = []): CatalogEntry[] {
   if (!isRecord(body) || !Array.isArray(body.data)) throw new Error('upstream /models is not a model list')
@@ -212,9 +247,11 @@ export function mapUpstreamModels(body: unknown, disabled: readonly string[] = [
   if (!readable) throw new Error('upstream /models listed no readable model')
   // Disabled by either name a buyer may use: bare or `svc/` prefixed.
   const off = new Set(disabled.map(bareModelId))
+  const folds = foldConflicts(byId)
   const entries: CatalogEntry[] = []
-  for (const { entry, conflict } of byId.values()) {
-    if (entry && !off.has(entry.row.id)) entries.push(conflict ? unpriced(entry) : entry)
+  for (const [id, { entry, conflict }] of byId) {
+    if (!entry || off.has(entry.row.id)) continue
+    entries.push(conflict || folds.has(foldedId(id)) ? unpriced(entry) : entry)
   }
   return entries.sort((a, b) => a.row.id.localeCompare(b.row.id))
 }

@@ -84,6 +84,22 @@ test('a model the list prices at nothing is not live: it would bill buyers nothi
   expect(mapUpstreamModels({ data: [image] })[0]!.row.status).toBe('coming_soon')
 })
 
+test('ids apart only in case or space stay live when they bill alike, and not when they do not', () => {
+  const alike = mapUpstreamModels({ data: [textModel('m', 3, 12), textModel('M', 3, 12)] })
+  expect(alike.map((e) => [e.row.id, e.row.status])).toEqual([
+    ['m', 'live'],
+    ['M', 'live'],
+  ])
+  const apart = mapUpstreamModels({
+    data: [textModel('m', 3, 12), textModel('m ', 3, 11), textModel('n', 1, 1)],
+  })
+  expect(apart.map((e) => [e.row.id, e.row.status, e.prices])).toEqual([
+    ['m', 'coming_soon', null],
+    ['m ', 'coming_soon', null],
+    ['n', 'live', { inputPerMillion: 1_000_000, outputPerMillion: 1_000_000 }],
+  ])
+})
+
 test('an identical duplicate stays live', () => {
   const entries = mapUpstreamModels({ data: [textModel('m', 3, 12), textModel('m', 3, 12)] })
   expect(entries.length).toBe(1)
