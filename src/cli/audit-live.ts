@@ -3,7 +3,8 @@
 // an account or an offer (its holds, in-flight counts, leases, a key's spent against its Stream)
 // is read again at one instant on its slot (market/audit-slots.ts; held apart, with a pair across
 // two slots by attempt id, market/audit-slots-apart.ts); a sum over many owners is bracketed by
-// its growing sides (audit-sums.ts); anything else by the whole audit again.
+// its growing sides (audit-sums.ts; held apart, across slots too); anything else by the whole
+// audit again.
 // Named is what every reading finds: a fault stays, what a request was in the middle of does not.
 import type { AuditFinding } from '../market/audit.ts'
 import { pairOf } from '../market/audit-pairs.ts'
@@ -55,11 +56,9 @@ function planOf(findings: AuditFinding[], keys: Keyspace): Plan {
     let source: Source = 'whole'
     if (WHOLE_ONLY.test(f.problem)) source = 'whole'
     else if (f.subject === 'market') {
-      const spend = f.problem.startsWith('buyer spend')
-      // Held apart, the write-offs are kept on every shard: the whole audit reads them again.
-      source = spend || !apart ? 'sums' : 'whole'
-      if (spend) sums.market = true
-      else if (!apart) sums.writeOffs = true
+      source = 'sums'
+      if (f.problem.startsWith('buyer spend')) sums.market = true
+      else sums.writeOffs = true
     } else if (kind === 'supplier' && /^fills earned \d+ != its offers' earned/.test(f.problem)) {
       source = 'sums'
       sums.suppliers.add(id!)

@@ -5,8 +5,8 @@
 // payment's record or the audit Stream. So the side read first and read again last brackets the
 // other, read between: at rest the three are equal and the check is the whole audit's, exact; a
 // side outside its bracket is a fault, whatever moved meanwhile. Held apart, the market's spend,
-// with what is in transit between its sides, is audit-sums-apart.ts's; the write-offs the whole
-// audit's again.
+// with what is in transit between its sides, is audit-sums-apart.ts's; the write-offs, listed on
+// every shard, audit-writeoffs-apart.ts's.
 import { fundedProblem, type Given, givenToAccounts } from '../funding/audit.ts'
 import type { AuditFinding } from '../market/audit.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -14,10 +14,11 @@ import type { Store } from '../redis/store.ts'
 import { sumOfField } from '../redis/streams.ts'
 import { fillStreams } from '../suppliers/fills.ts'
 import { readSpendAgainApart } from './audit-sums-apart.ts'
+import { readWriteOffsAgainApart } from './audit-writeoffs-apart.ts'
 
 /**
- * The sums to read again: the market's spend, its write-offs (on one slot), the funded of these
- * accounts, and the fills of these suppliers.
+ * The sums to read again: the market's spend, its write-offs, the funded of these accounts, and the
+ * fills of these suppliers.
  */
 export interface Sums {
   market: boolean
@@ -49,9 +50,10 @@ export async function readSumsAgain(store: Store, keys: Keyspace, which: Sums): 
   const given = async (): Promise<Given | undefined> =>
     which.funded.size > 0 ? givenToAccounts(store, keys) : undefined
 
-  // Held apart, the spend is summed across slots (audit-sums-apart.ts); the rest is on one.
+  // Held apart, the spend and the write-offs are summed across slots; the rest is on one.
   const apart = keys.layout === 'apart'
-  if (apart) findings.push(...(which.market ? await readSpendAgainApart(store, keys) : []))
+  if (apart && which.market) findings.push(...(await readSpendAgainApart(store, keys)))
+  if (apart && which.writeOffs) findings.push(...(await readWriteOffsAgainApart(store, keys)))
   const market = !apart && (which.market || which.writeOffs)
   const none = new Map<string, number>()
   const [offersBefore, listedBefore] = market ? [await offers(), await listed()] : [none, 0]

@@ -75,6 +75,12 @@ function writeOffLists(keys: Keyspace): Keyspace[] {
   return keys.layout === 'apart' ? [keys, ...accountShardKeyspaces(keys.prefix)] : [keys]
 }
 
+/** What every write-off list sums to, each read on its own slot. */
+export async function writeOffsListed(store: Store, keys: Keyspace): Promise<number> {
+  const lists = await Promise.all(writeOffLists(keys).map((list) => store.hvals(list.writeoffs)))
+  return lists.flat().reduce((sum, amount) => sum + Number(amount), 0)
+}
+
 export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFinding[]> {
   const findings: AuditFinding[] = []
   const off = (subject: string, problem: string) => findings.push({ subject, problem })
@@ -163,8 +169,7 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
   if (!apart && spent !== earned + fees)
     off('market', `buyer spend ${spent} != supplier earnings ${earned} + fees ${fees}`)
   // Every write-off is listed, once, by the clear that made it.
-  const lists = await Promise.all(writeOffLists(keys).map((list) => store.hvals(list.writeoffs)))
-  const listed = lists.flat().reduce((sum, amount) => sum + Number(amount), 0)
+  const listed = await writeOffsListed(store, keys)
   if (listed !== accountWrittenOff)
     off('market', `accounts' written off ${accountWrittenOff} != the write-off list's ${listed}`)
   return findings
