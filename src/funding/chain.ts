@@ -72,6 +72,11 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
       })),
   })
 
+  async function onChain(at: Pick<Receipt, 'blockNumber' | 'blockHash'>): Promise<boolean> {
+    const block = await client.getBlock({ blockNumber: at.blockNumber })
+    return block.hash?.toLowerCase() === at.blockHash.toLowerCase()
+  }
+
   return {
     client,
     chain,
@@ -100,10 +105,7 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
      * Whether the receipt's block is the chain's at its height. A node still on a fork a reorg left
      * answers the receipt it holds there; the block read again by number says which chain it is.
      */
-    async onChain(receipt: Receipt): Promise<boolean> {
-      const block = await client.getBlock({ blockNumber: receipt.blockNumber })
-      return block.hash?.toLowerCase() === receipt.blockHash.toLowerCase()
-    },
+    onChain: (receipt: Pick<Receipt, 'blockNumber' | 'blockHash'>) => onChain(receipt),
     /** Waits for a receipt at most `timeoutMs`; null when it did not come in time (or never can). */
     async waitForReceipt(hash: Hex, timeoutMs: number): Promise<Receipt | null> {
       try {
@@ -154,6 +156,35 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
         if (used) return { transaction: used.transactionHash, head }
       }
       return { transaction: null, head }
+    },
+    /**
+     * The token's Transfer of `value` from `from` to `to` logged by one of `hashes`, from `fromBlock`
+     * to the head, in a block still the chain's; null when there is none.
+     */
+    async transferBy(
+      hashes: readonly Hex[],
+      transfer: { from: Address; to: Address; value: bigint },
+      fromBlock: bigint,
+    ): Promise<Hex | null> {
+      const head = await client.getBlockNumber({ cacheTime: 0 })
+      for (let from = fromBlock; from <= head; from += LOG_RANGE) {
+        const to = from + LOG_RANGE - 1n < head ? from + LOG_RANGE - 1n : head
+        const logs = await client.getContractEvents({
+          address: config.usdcAddress,
+          abi: eip3009Abi,
+          eventName: 'Transfer',
+          args: { from: transfer.from, to: transfer.to },
+          fromBlock: from,
+          toBlock: to,
+        })
+        for (const log of logs) {
+          const { transactionHash: hash, blockHash, blockNumber } = log
+          if (log.removed || !hash || !blockHash || blockNumber === null) continue
+          if (log.args.value !== transfer.value || !hashes.some((h) => same(h, hash))) continue
+          if (await onChain({ blockNumber, blockHash })) return hash
+        }
+      }
+      return null
     },
     /** Whether a node knows the transaction at all (mined or in its mempool). */
     async known(hash: Hex): Promise<boolean> {

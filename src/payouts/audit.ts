@@ -3,6 +3,8 @@
 // exactly the open payouts. With --chain: every confirmed payout's receipt is on chain and holds
 // the USDC Transfer(payout wallet -> supplier wallet, amount). A payout re-signed with a higher fee
 // has several hashes at one nonce: the transfer may be any of them, and only that one is mined.
+// A receipt counts only while its block is the chain's at its height: a node still on a fork a
+// reorg left answers the receipt it holds there, for a transfer the chain no longer has.
 import type { Address, Hex } from 'viem'
 import { type FundingChain, hasTransfer, type Receipt } from '../funding/chain.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -52,6 +54,12 @@ export async function auditSupplierPayouts(
   return findings
 }
 
+/** The transaction's receipt while its block is the chain's at its height; null otherwise. */
+async function receiptOnChain(chain: FundingChain, hash: Hex): Promise<Receipt | null> {
+  const receipt = await chain.receipt(hash)
+  return receipt && (await chain.onChain(receipt)) ? receipt : null
+}
+
 /**
  * Every confirmed payout's transfer, read from its receipt on chain; and every failed payout that
  * was signed, none of whose transactions may have succeeded (its amount was made payable again).
@@ -69,7 +77,7 @@ export async function auditPayoutsOnChain(
       if (p.state === 'failed' && p.hashes.length > 0) {
         checked++
         for (const hash of p.hashes) {
-          if ((await chain.receipt(hash))?.status === 'success') {
+          if ((await receiptOnChain(chain, hash))?.status === 'success') {
             findings.push({
               subject: `payout ${p.id}`,
               problem: `failed, but its transaction ${hash} succeeded on chain`,
@@ -83,7 +91,7 @@ export async function auditPayoutsOnChain(
       const subject = `payout ${p.id}`
       const mined: { hash: Hex; receipt: Receipt }[] = []
       for (const hash of p.hashes) {
-        const receipt = await chain.receipt(hash)
+        const receipt = await receiptOnChain(chain, hash)
         if (receipt) mined.push({ hash, receipt })
       }
       const paid = mined.find((m) => m.receipt.status === 'success')

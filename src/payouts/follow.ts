@@ -4,8 +4,9 @@
 //   finished: the receipts of every hash it signed read, or its bytes broadcast again (the same
 //   hash: never paid twice), re-signed at the same nonce with a higher fee once unmined for
 //   SVC_PAYOUT_BUMP_MS, or failed when the chain proves it can never be mined: another
-//   transaction of the wallet holds its nonce, found in a block and confirmed. A missing receipt
-//   alone proves nothing (a node behind, a load balancer): reads that disagree mean wait;
+//   transaction of the wallet holds its nonce, found in a block and confirmed, or it reverted, at
+//   depth, and the token logged no transfer of it. A missing receipt alone proves nothing (a node
+//   behind, a load balancer): reads that disagree mean wait;
 // - a pending payout with SVC_CONFIRMATIONS confirmations becomes confirmed; one a reorg moved is
 //   counted from its new block, one a reorg took out (its nonce no longer held by any of its
 //   hashes, not merely a receipt read that found nothing) goes back to sending (the same bytes again).
@@ -113,7 +114,8 @@ export class PayoutFollower {
     if (found.receipt.status === 'success' && !this.paysOut(payout, found.hash, found.receipt))
       return 'unmined' as const
     if (found.receipt.status === 'reverted') {
-      if (!(await this.finallyReverted(found.hash, found.receipt.blockNumber))) return 'unmined' as const
+      if (!(await this.finallyReverted(payout, found.hash, found.receipt.blockNumber)))
+        return 'unmined' as const
       await this.step(payout, { step: 'failed', error: `reverted in block ${found.receipt.blockNumber}` })
       return 'failed' as const
     }
@@ -124,13 +126,27 @@ export class PayoutFollower {
   /**
    * A revert is final once its block has its confirmations and still holds it reverted: a reorg
    * before then puts the same signed bytes back in the pool, where they may succeed. Until then
-   * the payout is not failed, and its amount not payable again.
+   * the payout is not failed, and its amount not payable again. Nor while the token's own logs hold
+   * the payout's transfer: a receipt's status alone (an RPC can answer one it forged, block and
+   * all) would make a paid amount payable again.
    */
-  private async finallyReverted(hash: Hex, blockNumber: bigint): Promise<boolean> {
+  private async finallyReverted(payout: Payout, hash: Hex, blockNumber: bigint): Promise<boolean> {
     const head = await this.deps.chain.blockNumber()
     if (head - blockNumber + 1n < BigInt(this.deps.options.confirmations)) return false
     const again = await this.receipt(hash)
-    return again?.status === 'reverted' && again.blockNumber === blockNumber
+    if (again?.status !== 'reverted' || again.blockNumber !== blockNumber) return false
+    const transfer = {
+      from: payout.from as Address,
+      to: payout.wallet as Address,
+      value: BigInt(payout.amount),
+    }
+    const paid = await this.deps.chain.transferBy(payout.hashes, transfer, BigInt(payout.signedBlock ?? 0))
+    if (!paid) return true
+    this.deps.logger.error(
+      { payout: payout.id, txHash: hash, transfer: paid },
+      "payout receipt says reverted, but the token logged its transfer to the supplier's wallet; not failed",
+    )
+    return false
   }
 
   /**
@@ -235,7 +251,7 @@ export class PayoutFollower {
     }
     if (receipt.status === 'reverted') {
       // Not confirmed yet: it stays pending, and is never confirmed while it reverts.
-      if (!(await this.finallyReverted(hash, receipt.blockNumber)))
+      if (!(await this.finallyReverted(payout, hash, receipt.blockNumber)))
         return { hash, block: receipt.blockNumber }
       await this.step(payout, { step: 'failed', error: `reverted in block ${receipt.blockNumber}` })
       return 'final' as const

@@ -144,6 +144,9 @@ export class PayoutSender {
     // fewer). A pending count past it (a pool's word) would leave a gap nothing of ours fills, and
     // this payout and every later one unmined for ever.
     const nonce = Math.max(await this.wallet.nonce('latest'), await this.store.nextNonce(this.wallet.address))
+    // Read again now: a balancer that moved since the pass began answered that chain's nonce, and
+    // signed past this chain's count the payout (and every one after it) would wait for ever.
+    if (!(await onPayoutChain(this.chain, this.logger))) throw new OffPayoutChain()
     let signed: Awaited<ReturnType<PayoutWallet['sign']>>
     try {
       signed = await this.wallet.sign(payout.wallet as Address, BigInt(payout.amount), nonce)

@@ -4,7 +4,7 @@
 // may still be mined on the payout chain, and the amount would be paid twice); a pending nonce
 // answered too high never makes the sender skip a nonce (a gap no transaction fills).
 import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
-import { createWalletClient, type Hex, http, keccak256, numberToHex } from 'viem'
+import { type Address, createWalletClient, type Hex, http, keccak256, numberToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
 import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
@@ -80,6 +80,23 @@ async function finish(s: PayoutSender, id: string): Promise<Payout> {
   return done!
 }
 
+/** Another network's node, where the same key has sent transactions of its own (its nonce is past). */
+async function chainElsewhere(key: Hex, address: Address): Promise<TestChain> {
+  const other = await startChain(CHAIN_ELSEWHERE)
+  await other.testClient.setBalance({ address, value: 10n ** 19n })
+  const elsewhere = createWalletClient({
+    account: privateKeyToAccount(key),
+    chain: { ...baseSepolia, id: CHAIN_ELSEWHERE, rpcUrls: { default: { http: [other.rpcUrl] } } },
+    transport: http(other.rpcUrl),
+  })
+  for (let i = 0; i < 3; i++) {
+    const hash = await elsewhere.sendTransaction({ to: address, value: 1n })
+    await other.publicClient.waitForTransactionReceipt({ hash })
+  }
+  await other.testClient.mine({ blocks: 20 })
+  return other
+}
+
 const rawReceipt = async (hash: Hex) =>
   (await (
     await fetch(chain.rpcUrl, {
@@ -130,21 +147,8 @@ test("a receipt for the payout's hash holding another transfer: never confirmed 
 
 test('an RPC answering from another chain: the payout is never failed on its word; back on the payout chain it is paid once', async () => {
   const { key, address, sender } = await senderBehindRpc()
-  // another network's node, where the same key has sent transactions of its own
-  const other = await startChain(CHAIN_ELSEWHERE)
+  const other = await chainElsewhere(key, address)
   try {
-    await other.testClient.setBalance({ address, value: 10n ** 19n })
-    const elsewhere = createWalletClient({
-      account: privateKeyToAccount(key),
-      chain: { ...baseSepolia, id: CHAIN_ELSEWHERE, rpcUrls: { default: { http: [other.rpcUrl] } } },
-      transport: http(other.rpcUrl),
-    })
-    for (let i = 0; i < 3; i++) {
-      const hash = await elsewhere.sendTransaction({ to: address, value: 1n })
-      await other.publicClient.waitForTransactionReceipt({ hash })
-    }
-    await other.testClient.mine({ blocks: 20 })
-
     const { supplierId, payout, to } = await payoutOf(1_000_000)
     // the payout chain holds the transfer in its pool, unmined
     await chain.testClient.setAutomine(false)
@@ -177,20 +181,8 @@ test('an RPC answering from another chain: the payout is never failed on its wor
 
 test('an RPC switching to another chain mid-pass, after the pass read its chain id: the payout is never failed on its word; back on the payout chain it is paid once', async () => {
   const { key, address, sender } = await senderBehindRpc()
-  const other = await startChain(CHAIN_ELSEWHERE)
+  const other = await chainElsewhere(key, address)
   try {
-    await other.testClient.setBalance({ address, value: 10n ** 19n })
-    const elsewhere = createWalletClient({
-      account: privateKeyToAccount(key),
-      chain: { ...baseSepolia, id: CHAIN_ELSEWHERE, rpcUrls: { default: { http: [other.rpcUrl] } } },
-      transport: http(other.rpcUrl),
-    })
-    for (let i = 0; i < 3; i++) {
-      const hash = await elsewhere.sendTransaction({ to: address, value: 1n })
-      await other.publicClient.waitForTransactionReceipt({ hash })
-    }
-    await other.testClient.mine({ blocks: 20 })
-
     const { supplierId, payout, to } = await payoutOf(1_000_000)
     await chain.testClient.setAutomine(false)
     let sent: Payout
@@ -223,6 +215,75 @@ test('an RPC switching to another chain mid-pass, after the pass read its chain 
   } finally {
     await other.stop()
   }
+}, 60_000)
+
+test('an RPC switching to another chain mid-pass, before a payout is signed: no nonce of that chain is signed at; back on the payout chain it is paid at the next nonce', async () => {
+  const { key, address, sender } = await senderBehindRpc()
+  const mined = await chain.publicClient.getTransactionCount({ address })
+  const other = await chainElsewhere(key, address)
+  try {
+    // There the wallet holds USDC too: the transfer would not revert, so it would be signed.
+    await other.mint(address, 1_000_000_000n)
+    const { supplierId, payout, to } = await payoutOf(1_300_000)
+    // The balancer answers the pass's chain id from the payout chain, then moves to the other. Its
+    // nodes fill no transaction (eth_fillTransaction, whose answer would name their chain): many
+    // providers' do not.
+    let switched = false
+    rpc.lie(async (call, real) => {
+      if (call.method === 'eth_fillTransaction')
+        return {
+          error: { code: -32_601, message: `the method ${call.method} does not exist/is not available` },
+        }
+      const answer = await real()
+      if (call.method === 'eth_chainId' && !switched) {
+        switched = true
+        rpc.route(other.rpcUrl)
+      }
+      return answer
+    })
+    await sender.tick()
+    expect(switched).toBe(true)
+    // Signed at the other chain's count, it would leave a gap on the payout chain nothing fills.
+    expect((await payouts.get(payout.id))!).toMatchObject({ state: 'sending', nonce: null, rawTx: null })
+    expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_300_000, payable: 0 })
+
+    rpc.lie(null)
+    rpc.route(chain.rpcUrl)
+    const done = await finish(sender, payout.id)
+    expect(done).toMatchObject({ state: 'confirmed', nonce: mined })
+    expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_300_000n, tx: done.txHash! }])
+    expect(await money(supplierId)).toEqual({ paidOut: 1_300_000, pending: 0, payable: 0 })
+  } finally {
+    await other.stop()
+  }
+}, 60_000)
+
+test('a receipt forged to say the payout reverted, block and confirmations real: never failed while the token logged its transfer; confirmed once the RPC tells the truth', async () => {
+  const { address, sender } = await senderBehindRpc()
+  const { supplierId, payout, to } = await payoutOf(1_400_000)
+  let forged = 0
+  rpc.lie(async (call, real) => {
+    const answer = await real()
+    const receipt = answer.result as Record<string, unknown> | null | undefined
+    if (call.method !== 'eth_getTransactionReceipt' || !receipt) return answer
+    const signed = await payouts.get(payout.id)
+    if (!signed?.hashes.includes(String(call.params?.[0]) as Hex)) return answer
+    forged++
+    return { result: { ...receipt, status: '0x0', logs: [] } }
+  })
+  await passUntil(sender, payouts, payout.id, async (p) => {
+    await chain.testClient.mine({ blocks: 1 })
+    return p.state === 'failed' || forged >= 6
+  })
+  // Failed, its amount would be payable again: paid twice.
+  expect((await payouts.get(payout.id))!.state).toBe('sending')
+  expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_400_000, payable: 0 })
+
+  rpc.lie(null)
+  const done = await finish(sender, payout.id)
+  expect(done.state).toBe('confirmed')
+  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_400_000n, tx: done.txHash! }])
+  expect(await money(supplierId)).toEqual({ paidOut: 1_400_000, pending: 0, payable: 0 })
 }, 60_000)
 
 test('a receipt whose block cannot be read back: the payout is kept and read again next pass; paid once when the block answers', async () => {

@@ -2,10 +2,14 @@
 // it answers the payout's receipt as that fork holds it (mined, at depth), while heights and blocks
 // come from the chain as it is. The transfer is not on the chain: the payout is never confirmed
 // (nor failed) on that word; the same signed bytes are sent again, and the supplier paid once.
+// The on-chain audit reads receipts through the same node: its word on what the chain holds is the
+// chain's as it is, never the left fork's.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { encodeAbiParameters, type Hex, keccak256, numberToHex } from 'viem'
+import { createWalletClient, encodeAbiParameters, type Hex, http, keccak256, numberToHex } from 'viem'
+import { privateKeyToAccount } from 'viem/accounts'
 import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
 import { createLogger } from '../../src/logger.ts'
+import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
 import { PayoutSender } from '../../src/payouts/sender.ts'
 import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { payoutWallet } from '../../src/payouts/wallet.ts'
@@ -62,7 +66,7 @@ async function senderBehindRpc(beforeBroadcast?: (payout: Payout) => Promise<voi
       ...options,
       beforeBroadcast: hook,
     })
-  return { address, onChain, sender }
+  return { key, address, onChain, sender }
 }
 
 const payoutOf = (amount: number) => payoutFor({ store, keys, payouts }, amount)
@@ -143,4 +147,66 @@ test('a payout reverted, then reorged out: the stale fork’s revert never fails
     pending: 0,
     payable: 0,
   })
+}, 90_000)
+
+/** The audit's findings on one payout, read through the proxy (its stale node answering). */
+async function auditOf(onChain: FundingChain, id: string) {
+  const { findings } = await auditPayoutsOnChain(store, keys, onChain, chain.usdc)
+  return findings.filter((f) => f.subject === `payout ${id}`)
+}
+
+test('a payout mined, reorged out, its nonce then taken by another transaction: failed, and the audit never takes the stale fork’s receipt for its transfer', async () => {
+  rpc.set({})
+  const { key, address, onChain, sender } = await senderBehindRpc()
+  const { supplierId, payout, to } = await payoutOf(1_000_000)
+  const snapshot = await chain.testClient.snapshot()
+  const mined = await passUntil(sender(), payouts, payout.id, (p) => p.state === 'pending')
+  expect((await onChain.receipt(mined.txHash as Hex))?.status).toBe('success')
+
+  // After the reorg the wallet's next transaction, not the payout, holds the nonce.
+  await chain.testClient.revert({ id: snapshot })
+  const wallet = createWalletClient({
+    account: privateKeyToAccount(key),
+    chain: { ...chain.publicClient.chain!, rpcUrls: { default: { http: [chain.rpcUrl] } } },
+    transport: http(chain.rpcUrl),
+  })
+  const other = await wallet.sendTransaction({ to: address, value: 1n, nonce: mined.nonce! })
+  await chain.publicClient.waitForTransactionReceipt({ hash: other })
+  await chain.testClient.mine({ blocks: CONFIRMATIONS + 2 })
+  rpc.set({ staleFork: true })
+
+  const done = await finish(sender(), payout.id)
+  expect(done).toMatchObject({ state: 'failed', error: 'its nonce was used by another transaction' })
+  expect(await transfersFrom(chain, address, to)).toEqual([])
+  expect(await supplierMoney({ store, keys }, supplierId)).toEqual({
+    paidOut: 0,
+    pending: 0,
+    payable: 1_000_000,
+  })
+  const stale = rpc.lagged.eth_getTransactionReceipt ?? 0
+  expect(await auditOf(onChain, payout.id)).toEqual([])
+  expect(rpc.lagged.eth_getTransactionReceipt ?? 0).toBeGreaterThan(stale)
+}, 90_000)
+
+test('a confirmed payout a deeper reorg took out: the audit reports it, whatever the stale fork’s receipt says', async () => {
+  rpc.set({})
+  const { onChain, sender } = await senderBehindRpc()
+  const { payout } = await payoutOf(1_000_000)
+  const snapshot = await chain.testClient.snapshot()
+  const done = await finish(sender(), payout.id)
+  expect(done.state).toBe('confirmed')
+  expect(await auditOf(onChain, payout.id)).toEqual([])
+
+  await chain.testClient.revert({ id: snapshot })
+  await chain.testClient.mine({ blocks: CONFIRMATIONS + 2 })
+  rpc.set({ staleFork: true })
+  const stale = rpc.lagged.eth_getTransactionReceipt ?? 0
+  expect(await auditOf(onChain, payout.id)).toEqual([
+    {
+      subject: `payout ${payout.id}`,
+      problem: `confirmed but none of its transactions [${done.txHash}] is a success on chain`,
+    },
+  ])
+  expect(rpc.lagged.eth_getTransactionReceipt ?? 0).toBeGreaterThan(stale)
+  rpc.set({})
 }, 90_000)
