@@ -16,7 +16,8 @@
            it, the authorization may still move money, so the claim is never released before
 
   Returns  { 1 }                    claimed by this call
-           { 0, state, tx }         already claimed, sent, credited or taken back (tx may be empty)
+           { 0, state, tx }         already claimed, sent, credited, taken back, or released as
+                                    expired or canceled (tx may be empty)
            { -6 }                   the amount is not a positive integer
   Times come from Redis TIME, in milliseconds.
 ]]

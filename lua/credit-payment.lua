@@ -28,6 +28,9 @@
            { -9, paymentId }        the authorization's payment was taken back (lua/take-back-payment.lua):
                                     its transaction is no longer on chain and the authorization
                                     expired unused, so this credit's receipt is of a lost fork
+           { -10, state }           the authorization's claim was released (lua/release-payment.lua),
+                                    `expired` unused or `canceled` by the payer: no block can use it,
+                                    so this credit's receipt is of a lost fork
            { -1 }                   no such account
            { -6 }                   the amount is not a positive integer
   Times come from Redis TIME, in milliseconds.
@@ -43,6 +46,7 @@ if rcall('EXISTS', KEYS[1]) == 1 then return { 0, ARGV[3] } end
 local auth = rcall('HMGET', KEYS[2], 'state', 'paymentId')
 if auth[1] == 'credited' then return { 0, auth[2] or '' } end
 if auth[1] == 'taken back' then return { -9, auth[2] or '' } end
+if auth[1] == 'expired' or auth[1] == 'canceled' then return { -10, auth[1] } end
 
 local time = rcall('TIME')
 local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))

@@ -1,6 +1,7 @@
 // The token's own record of an authorization, read by the reconciler (a claim in flight) and the
 // confirmations watcher (a credit whose transaction the chain no longer holds): the transaction
-// that used it, whether that transaction settled it, and when it can no longer be used.
+// that used it (or the payer's cancellation of it), whether that transaction settled it, and when
+// it can no longer be used.
 import type { Address, Hex } from 'viem'
 import { type Receipt, settlesAuthorization } from './chain.ts'
 import { CLOCK_SKEW_SECONDS } from './payments.ts'
@@ -62,29 +63,44 @@ const SEARCH_MARKS = 100_000
  */
 export const SEARCH_LAG_BLOCKS = 64n
 
+/** What ended an authorization: a transaction that used it, with its receipt, or the payer's cancellation. */
+export type AuthorizationUse =
+  | { canceled: false; transaction: Hex; receipt: Receipt | null }
+  | { canceled: true; transaction: Hex; blockNumber: bigint }
+
 /**
- * The transaction that used the authorization, found by the token's AuthorizationUsed log (payer
- * and nonce) from the head read before settling less the authorization's longest life in blocks
- * of at least a second (a copy may have been mined before the claim, under a verification read
- * from a node that had not seen it yet), with its receipt; null when none is found. A search
- * again for the same authorization starts past the blocks an earlier one covered (SearchMarks).
+ * The transaction that ended the authorization, found by the token's AuthorizationUsed or
+ * AuthorizationCanceled log (payer and nonce) from the head read before settling less the
+ * authorization's longest life in blocks of at least a second (a copy may have been mined before
+ * the claim, under a verification read from a node that had not seen it yet), with a use's
+ * receipt; null when none is found. A search again for the same authorization starts past the
+ * blocks an earlier one covered (SearchMarks).
  */
 export async function authorizationUse(
   deps: WatchDeps,
   terms: AuthorizationTerms,
   fromBlock: bigint,
-): Promise<{ transaction: Hex; receipt: Receipt | null } | null> {
+): Promise<AuthorizationUse | null> {
   const lifetime = BigInt(deps.config.maxTimeoutSeconds + CLOCK_SKEW_SECONDS)
   const [payer, nonce] = payerAndNonce(terms)
   const start = fromBlock > lifetime ? fromBlock - lifetime : 0n
   const reached = deps.searched.get(terms.id)
   const from = reached !== undefined && reached >= start ? reached + 1n : start
-  const { transaction, head } = await deps.chain.authorizationUse(payer, nonce, from)
-  if (!transaction) {
+  const { end, head } = await deps.chain.authorizationUse(payer, nonce, from)
+  if (!end) {
     deps.searched.set(terms.id, head - BigInt(deps.config.confirmations) - SEARCH_LAG_BLOCKS)
     return null
   }
-  return { transaction, receipt: await deps.chain.receipt(transaction) }
+  if (end.canceled) return { canceled: true, transaction: end.transaction, blockNumber: end.blockNumber }
+  return { canceled: false, transaction: end.transaction, receipt: await deps.chain.receipt(end.transaction) }
+}
+
+/**
+ * Whether a cancellation is confirmed, SVC_CONFIRMATIONS deep below `head`: until then a reorg may
+ * take it out, and a copy of the authorization may still be mined in its place.
+ */
+export function cancelConfirmed(deps: WatchDeps, use: { blockNumber: bigint }, head: bigint): boolean {
+  return use.blockNumber <= head - BigInt(deps.config.confirmations) + 1n
 }
 
 /** Whether a receipt settles the authorization: used by the token, its amount paid to payTo. */

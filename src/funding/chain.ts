@@ -7,9 +7,11 @@ import {
   type Hex,
   http,
   type PublicClient,
+  pad,
   parseAbi,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
+  toHex,
   WaitForTransactionReceiptTimeoutError,
 } from 'viem'
 import { base, baseSepolia } from 'viem/chains'
@@ -38,6 +40,16 @@ export interface Receipt {
   transfers: { token: Address; from: Address; to: Address; value: bigint }[]
   /** The EIP-3009 authorizations the transaction used (AuthorizationUsed events). */
   authorizations: { token: Address; authorizer: Address; nonce: Hex }[]
+}
+
+/**
+ * The transaction that ended an authorization: one that used it (AuthorizationUsed), or the
+ * payer's cancellation (AuthorizationCanceled: no transfer can use it, no money moved).
+ */
+export interface AuthorizationEnd {
+  transaction: Hex
+  blockNumber: bigint
+  canceled: boolean
 }
 
 export type FundingChain = ReturnType<typeof fundingChain>
@@ -132,30 +144,36 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
       })
     },
     /**
-     * The transaction that used this authorization, found by the token's AuthorizationUsed event
-     * (payer and nonce, both indexed) from `fromBlock` to the head; null when there is none. `head`:
-     * the last block searched.
+     * The transaction that ended this authorization, found by the token's AuthorizationUsed or
+     * AuthorizationCanceled event (payer and nonce, both indexed) from `fromBlock` to the head; null
+     * when there is none. `head`: the last block searched. Both events in one query: the token sets
+     * one state for either, so "used" at a block may mean canceled, and only the log says which.
      */
     async authorizationUse(
       payer: Address,
       nonce: Hex,
       fromBlock: bigint,
-    ): Promise<{ transaction: Hex | null; head: bigint }> {
+    ): Promise<{ end: AuthorizationEnd | null; head: bigint }> {
       const head = await client.getBlockNumber({ cacheTime: 0 })
+      const topics: (Hex | Hex[])[] = [
+        [AUTHORIZATION_USED_TOPIC, AUTHORIZATION_CANCELED_TOPIC],
+        pad(payer),
+        nonce,
+      ]
       for (let from = fromBlock; from <= head; from += LOG_RANGE) {
         const to = from + LOG_RANGE - 1n < head ? from + LOG_RANGE - 1n : head
-        const logs = await client.getContractEvents({
-          address: config.usdcAddress,
-          abi: eip3009Abi,
-          eventName: 'AuthorizationUsed',
-          args: { authorizer: payer, nonce },
-          fromBlock: from,
-          toBlock: to,
+        const logs = await client.request({
+          method: 'eth_getLogs',
+          params: [{ address: config.usdcAddress, topics, fromBlock: toHex(from), toBlock: toHex(to) }],
         })
-        const used = logs.find((log) => !log.removed && log.transactionHash)
-        if (used) return { transaction: used.transactionHash, head }
+        const log = logs.find((l) => !l.removed && l.transactionHash && l.blockNumber)
+        if (log) {
+          const canceled = log.topics[0]?.toLowerCase() === AUTHORIZATION_CANCELED_TOPIC
+          const end = { transaction: log.transactionHash!, blockNumber: BigInt(log.blockNumber!), canceled }
+          return { end, head }
+        }
       }
-      return { transaction: null, head }
+      return { end: null, head }
     },
     /**
      * The token's Transfer of `value` from `from` to `to` logged by one of `hashes`, from `fromBlock`
@@ -206,6 +224,8 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
 const TRANSFER_TOPIC = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef'
 // keccak256("AuthorizationUsed(address,bytes32)")
 const AUTHORIZATION_USED_TOPIC = '0x98de503528ee59b575ef0c0a2576a82497bfc029a5685b209e9ec333479b10a5'
+// keccak256("AuthorizationCanceled(address,bytes32)")
+const AUTHORIZATION_CANCELED_TOPIC = '0x1cdd46ff242716cdaa72d159d339a485b3438398348d68f09d7c8c0a59353d81'
 
 const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase()
 

@@ -57,6 +57,8 @@ export type CreditResult =
   | { status: 'already_credited'; paymentId: string }
   /** The authorization's payment was taken back: this credit's transaction is of a lost fork. */
   | { status: 'taken_back'; paymentId: string }
+  /** The authorization's claim was released, expired unused or canceled: this credit's transaction is of a lost fork. */
+  | { status: 'released'; state: ReleasedAs }
   | { status: 'no_account' }
 
 export type ConfirmResult =
@@ -64,10 +66,13 @@ export type ConfirmResult =
   | { status: 'nothing_to_do' }
   | { status: 'refused'; code: number }
 
+/** How the reconciler released a claim that can move no money, kept on its record (lua/release-payment.lua). */
+export type ReleasedAs = 'expired' | 'canceled'
+
 /** An authorization record as stored (see keys.authorization). */
 export interface InFlightPayment {
   id: string
-  state: 'claimed' | 'sent' | 'credited' | 'taken back'
+  state: 'claimed' | 'sent' | 'credited' | 'taken back' | ReleasedAs
   kind: PaymentKind
   accountId: string
   payer: string
@@ -147,13 +152,16 @@ export class PaymentLedger {
     ])
   }
 
-  /** Releases a claim still as read: with this transaction hash, or none ("", the default). */
-  async release(authorizationId: string, transaction = ''): Promise<boolean> {
+  /**
+   * Releases a claim still as read: with this transaction hash, or none ("", the default). A
+   * request's own claim, nothing sent, is dropped; the reconciler's keeps its record, marked `as`.
+   */
+  async release(authorizationId: string, transaction = '', as: ReleasedAs | '' = ''): Promise<boolean> {
     const released = await runScript(
       this.store,
       'releasePayment',
       [this.keys.authorization(authorizationId), this.keys.paymentsInFlight],
-      { authorizationId, transaction },
+      { authorizationId, transaction, mark: as, recordRetentionMs: this.recordRetentionMs },
     )
     return released === PaymentCode.Done
   }
@@ -199,6 +207,8 @@ export class PaymentLedger {
         return { status: 'already_credited', paymentId: result[1] ?? id }
       case PaymentCode.TakenBack:
         return { status: 'taken_back', paymentId: result[1] ?? id }
+      case PaymentCode.Released:
+        return { status: 'released', state: result[1] as ReleasedAs }
       case PaymentCode.NoAccount:
         return { status: 'no_account' }
       default:

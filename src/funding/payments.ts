@@ -8,7 +8,13 @@ import type { FundingConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
 import { formatMicros, type MicroUsdc } from '../money/units.ts'
 import type { FundingChain } from './chain.ts'
-import { authorizationId, type CreditResult, type PaymentKind, type PaymentLedger } from './ledger.ts'
+import {
+  authorizationId,
+  type CreditResult,
+  type PaymentKind,
+  type PaymentLedger,
+  type ReleasedAs,
+} from './ledger.ts'
 import { CHAIN_IDS, caip2 } from './network.ts'
 import type { Settler } from './settler.ts'
 import {
@@ -52,6 +58,17 @@ export interface PayOptions {
 const TAKEN_BACK =
   'payment verification failed: the authorization expired unused after its transaction left the chain; no money moved, sign a new authorization'
 
+// The payer canceled the authorization on chain (EIP-3009 cancelAuthorization) before it settled.
+const CANCELED = 'the authorization was canceled by the payer; no money moved, sign a new authorization'
+
+// Why an authorization the reconciler released, `expired` unused or `canceled` by the payer, is
+// challenged again: no block can use it, whatever a receipt of a lost fork said.
+const RELEASED: Record<ReleasedAs, string> = {
+  expired:
+    'payment verification failed: the authorization expired unused; no money moved, sign a new authorization',
+  canceled: `payment verification failed: ${CANCELED}`,
+}
+
 // Clients set validBefore from their own clock (now + maxTimeoutSeconds): room for theirs to run ahead.
 export const CLOCK_SKEW_SECONDS = 60
 
@@ -72,6 +89,14 @@ export function validityProblem(
   }
   return undefined
 }
+
+/** 502: unknown whether money moves; the claim stays, and the reconciler finds out from the chain. */
+const beingChecked = () =>
+  new ApiError(
+    502,
+    'settle_failed',
+    'payment settlement failed; the payment is being checked, do not sign again yet',
+  )
 
 /** 409: money moved, the request did not finish. Never carries `accepts`. */
 export function moneyMoved(code: string, message: string, extra: Record<string, unknown>): ApiError {
@@ -135,12 +160,13 @@ export class Payments {
       await this.refuseReplay(authId, refuse)
       throw this.inFlight(claim.transaction)
     }
+    let head: bigint
     try {
       const verification = await this.verify(payment, requirements, authId)
       if (!verification.isValid) throw refuse(`payment verification failed: ${verification.reason}`)
       await options.beforeSettle?.()
       // Where the reconciler starts looking for the transfer if the settlement call loses it.
-      const head = await this.chain.blockNumber().catch((error) => {
+      head = await this.chain.blockNumber().catch((error) => {
         this.logger.error({ err: error, authorizationId: authId }, 'chain head unreadable before settling')
         throw new ApiError(
           502,
@@ -175,11 +201,7 @@ export class Payments {
       this.logger.error({ err: error, transaction, authorizationId: authId }, 'settlement failed')
       if (transaction) throw this.reconciling(transaction)
       // Nothing recorded as sent; the reconciler checks the chain before it lets the claim go.
-      throw new ApiError(
-        502,
-        'settle_failed',
-        'payment settlement failed; the payment is being checked, do not sign again yet',
-      )
+      throw beingChecked()
     }
     if (settlement.status === 'failed') {
       // Ours moved nothing, but a copy of the authorization may have settled in another
@@ -190,13 +212,12 @@ export class Payments {
         (await this.chain.authorizationUsed(payer, payment.authorization.nonce).catch((error) => {
           // Unknown whether a copy settled: the claim stays, and the reconciler finds out.
           this.logger.error({ err: error, authorizationId: authId }, 'authorization state unreadable')
-          throw new ApiError(
-            502,
-            'settle_failed',
-            'payment settlement failed; the payment is being checked, do not sign again yet',
-          )
+          throw beingChecked()
         }))
       if (used) {
+        // The token reads the payer's cancellation as "used" too: then nothing moved, a challenge.
+        if (await this.canceled(payer, payment.authorization.nonce, head, authId))
+          throw refuse(`payment settlement failed: ${CANCELED}`)
         this.logger.warn(
           { transaction: settlement.transaction, authorizationId: authId },
           'authorization used by another transaction; left to the reconciler',
@@ -223,11 +244,7 @@ export class Payments {
           { reason: settlement.reason, authorizationId: authId },
           'settlement refused without a transaction; left to the reconciler',
         )
-        throw new ApiError(
-          502,
-          'settle_failed',
-          'payment settlement failed; the payment is being checked, do not sign again yet',
-        )
+        throw beingChecked()
       }
       throw refuse(`payment settlement failed: ${settlement.reason}`)
     }
@@ -246,6 +263,21 @@ export class Payments {
         payer,
       }),
     }
+  }
+
+  /**
+   * Whether the token's "used" is the payer's cancellation (AuthorizationCanceled), searched over
+   * the authorization's life before `head`: no money moved. The claim stays for the reconciler,
+   * which releases it once the cancellation is confirmed. A failed search is a 502, as for the state.
+   */
+  private async canceled(payer: Address, nonce: Hex, head: bigint, authId: string): Promise<boolean> {
+    const life = BigInt(this.config.maxTimeoutSeconds + CLOCK_SKEW_SECONDS)
+    const search = this.chain.authorizationUse(payer, nonce, head > life ? head - life : 0n)
+    const { end } = await search.catch((error) => {
+      this.logger.error({ err: error, authorizationId: authId }, 'authorization use unreadable')
+      throw beingChecked()
+    })
+    return end?.canceled === true
   }
 
   /** The settler's verification; a call that fails (RPC or facilitator unreachable) is a 502. */
@@ -277,6 +309,7 @@ export class Payments {
       })
       if (result.status === 'no_account') throw new Error(`account ${accountId} not found`)
       if (result.status === 'taken_back') throw this.challenge(settled.terms, TAKEN_BACK)
+      if (result.status === 'released') throw this.challenge(settled.terms, RELEASED[result.state])
       return result
     } catch (error) {
       if (error instanceof PaymentChallenge) throw error
@@ -319,6 +352,7 @@ export class Payments {
     const record = await this.ledger.authorization(authId)
     if (!record) return
     if (record.state === 'taken back') throw refuse(TAKEN_BACK)
+    if (record.state === 'expired' || record.state === 'canceled') throw refuse(RELEASED[record.state])
     if (record.state === 'credited') {
       const transaction = record.paymentId?.split(':')[1]
       throw moneyMoved(

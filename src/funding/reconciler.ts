@@ -1,11 +1,11 @@
 // The reconciler: a claim left in flight (receipt timeout, crash, failed credit write) is finished
 // from the chain: credited when its transfer is there, released only once no money can move: its
-// authorization unused and expired. Until then a node's silence proves nothing (a lost broadcast,
+// authorization unused and expired, or canceled by the payer in a confirmed block. Until then a node's silence proves nothing (a lost broadcast,
 // a lagging node, a sequencer that has it and a replica that does not), so the claim waits.
 import type { Address, Hex } from 'viem'
 import { isHash } from 'viem'
 import type { MicroUsdc } from '../money/units.ts'
-import { authorizationUse, expiresAt, payerAndNonce, settles } from './authorization-use.ts'
+import { authorizationUse, cancelConfirmed, expiresAt, payerAndNonce, settles } from './authorization-use.ts'
 import type { Receipt } from './chain.ts'
 import type { InFlightPayment } from './ledger.ts'
 import { CHAIN_IDS } from './network.ts'
@@ -69,7 +69,8 @@ export async function reconcilePayments(
 async function reconcileClaim(deps: WatchDeps, id: string): Promise<'credited' | 'gone' | 'kept'> {
   try {
     const record = await deps.ledger.authorization(id)
-    if (!record || record.state === 'credited') return 'gone'
+    // Credited, taken back or released meanwhile: another replica finished it.
+    if (!record || (record.state !== 'claimed' && record.state !== 'sent')) return 'gone'
     if (await reconcileOne(deps, record)) return 'credited'
     return (await deps.ledger.inFlight(id)) ? 'kept' : 'gone'
   } catch (error) {
@@ -96,14 +97,23 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<b
   if (!(await chain.authorizationUsed(payer, nonce, latest.number))) {
     // Unused at a block past its validBefore: the token refuses it for good (no later block is
     // older), no money moved, the claim goes (only as read: a request that marked it sent since
-    // keeps it).
+    // keeps it), its record marked expired.
     const expires = expiresAt(deps, record)
-    if (expires !== null && latest.timestamp >= expires) await ledger.release(record.id, record.tx ?? '')
+    if (expires !== null && latest.timestamp >= expires)
+      await ledger.release(record.id, record.tx ?? '', 'expired')
     return false
   }
   // Used by a transaction we never recorded (a settlement call that failed after sending, a
   // replaced or front-run transaction): find it by the token's own record of the authorization.
   const use = record.fromBlock ? await authorizationUse(deps, record, BigInt(record.fromBlock)) : null
+  if (use?.canceled) {
+    // The token reads "used" for a cancellation too: the payer's, no transfer can use it any more,
+    // no money moved. Released once confirmed (a reorg could take it out and let a copy be mined),
+    // its record marked canceled; nothing to tell the operator.
+    if (cancelConfirmed(deps, use, latest.number))
+      await ledger.release(record.id, record.tx ?? '', 'canceled')
+    return false
+  }
   if (use?.receipt?.status !== 'success') {
     logger.error(
       { authorizationId: record.id, fromBlock: record.fromBlock, transaction: use?.transaction ?? null },

@@ -4,9 +4,10 @@
 // transaction (anyone holding the signed authorization may send it: the payer's own relayer,
 // another facilitator): the payment moves to that transaction and confirms from its block. Unused
 // as of a confirmed block whose time is past its validBefore: no transaction can use it any more,
-// no money moved, and the credit is taken back. Else it waits (a transaction that may yet be mined,
+// no money moved, and the credit is taken back; so it is once the payer's cancellation of it is
+// confirmed (the token reads a cancellation as "used", but no transfer can use it). Else it waits (a transaction that may yet be mined,
 // or a use no search finds: logged for the operator).
-import { authorizationUse, expiresAt, payerAndNonce, settles } from './authorization-use.ts'
+import { authorizationUse, cancelConfirmed, expiresAt, payerAndNonce, settles } from './authorization-use.ts'
 import { paymentId } from './ledger.ts'
 import { CHAIN_IDS } from './network.ts'
 import type { ConfirmedUpTo, WatchDeps } from './watcher.ts'
@@ -40,6 +41,10 @@ export async function followAuthorization(
   }
   const recorded = id.split(':')[1]
   const use = await authorizationUse(deps, auth, BigInt(auth.fromBlock || payment.blockNumber || '0'))
+  if (use?.canceled) {
+    if (!cancelConfirmed(deps, use, chain.head)) return 'kept'
+    return takeBack(deps, id, payment, auth.id, 'pending payment taken back: its authorization was canceled')
+  }
   if (use && use.transaction.toLowerCase() !== recorded) {
     if (use.receipt?.status !== 'success' || !settles(deps, auth, use.receipt)) {
       logger.error(
@@ -73,12 +78,19 @@ export async function followAuthorization(
     )
     return 'kept'
   }
-  const result = await ledger.takeBack(id, payment.accountId!)
-  logger.warn(
-    { payment: id, accountId: payment.accountId, result },
-    'pending payment taken back: its authorization expired unused',
-  )
+  return takeBack(deps, id, payment, auth.id, 'pending payment taken back: its authorization expired unused')
+}
+
+async function takeBack(
+  deps: WatchDeps,
+  id: string,
+  payment: Record<string, string>,
+  authorizationId: string,
+  why: string,
+): Promise<'done' | 'kept'> {
+  const result = await deps.ledger.takeBack(id, payment.accountId!)
+  deps.logger.warn({ payment: id, accountId: payment.accountId, result }, why)
   if (result.status === 'refused') return 'kept'
-  deps.searched.forget(auth.id)
+  deps.searched.forget(authorizationId)
   return 'done'
 }

@@ -81,11 +81,13 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     payment: (paymentId: string) => key(`x402:payment:${paymentId}`),
     /**
      * hash, one per authorization (<chainId>:<token>:<payer>:<nonce>, lower case): state
-     * (claimed|sent|credited|taken back), tx, accountId, payer, amount, kind, claimedAt. A claim goes
-     * once the chain shows it expired unused; a credited one is kept for ever, as its payment is: it
-     * names the payment the money went to, which a replay, a late credit of another transaction and
-     * the audit read. One whose payment was taken back (lua/take-back-payment.lua) is kept as long,
-     * marked so: a late credit of its lost transaction and a replay are refused by it.
+     * (claimed|sent|credited|taken back|expired|canceled), tx, accountId, payer, amount, kind,
+     * claimedAt. A claim the chain shows expired unused or canceled by the payer is released, kept
+     * marked so for the record retention past its validBefore (lua/release-payment.lua): a late
+     * credit of a lost fork's transaction and a replay are refused by it. A credited one is kept for
+     * ever, as its payment is: it names the payment the money went to, which a replay, a late credit
+     * of another transaction and the audit read. One whose payment was taken back
+     * (lua/take-back-payment.lua) is kept as long, marked so, refusing the same.
      */
     authorization: (authorizationId: string) => key(`x402:auth:${authorizationId}`),
     /** zset: authorization ids claimed or sent but not yet credited, scored by claim time (ms): the reconciler's work */

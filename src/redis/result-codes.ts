@@ -90,6 +90,8 @@ export enum PaymentCode {
   TransactionTaken = -8,
   /** credit-payment: the authorization's payment was taken back (its transaction lost, expired unused). */
   TakenBack = -9,
+  /** credit-payment: the authorization's claim was released, expired unused or canceled by the payer. */
+  Released = -10,
 }
 
 /** payout-create */

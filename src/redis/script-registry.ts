@@ -307,7 +307,12 @@ export const SCRIPTS = {
     'fromBlock',
     'validBefore',
   ]),
-  releasePayment: standalone(releasePayment, 2, ['authorizationId', 'transaction']),
+  releasePayment: standalone(releasePayment, 2, [
+    'authorizationId',
+    'transaction',
+    'mark',
+    'recordRetentionMs',
+  ]),
   notePayment: standalone(notePayment, 1, [], true),
   creditPayment: standalone(
     creditPayment,

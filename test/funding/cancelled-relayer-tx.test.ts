@@ -109,9 +109,10 @@ test('a send its claim released is cancelled at its nonce: the later send is min
   for (const b of rpc.broadcasts.filter((b) => b.tx.nonce === stuck.tx.nonce && b !== cancel))
     await expect(chain.publicClient.getTransactionReceipt({ hash: b.hash })).rejects.toThrow()
 
-  // The released claim stays released: its authorization unused, no USDC of the first payer moved.
+  // The released claim stays released, its record marked expired (a late credit of it is refused):
+  // its authorization unused, no USDC of the first payer moved.
   await untilFundingAtRest(stack)
-  expect(await stack.store.exists(stack.keys.authorization(authId))).toBe(0)
+  expect(await stack.store.hget(stack.keys.authorization(authId), 'state')).toBe('expired')
   const used = await chain.publicClient.readContract({
     address: chain.usdc,
     abi: eip3009Abi,

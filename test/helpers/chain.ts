@@ -41,6 +41,7 @@ export const usdcAbi = parseAbi([
   'function transfer(address to, uint256 value) returns (bool)',
   'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, bytes signature)',
+  'function cancelAuthorization(address authorizer, bytes32 nonce, bytes signature)',
 ])
 
 let compiled: { abi: Abi; bytecode: Hex } | undefined
@@ -218,6 +219,35 @@ export async function startChain(chainId = CHAIN_ID) {
       })
       const receipt = await publicClient.waitForTransactionReceipt({ hash })
       if (receipt.status !== 'success') throw new Error(`authorization sent in ${hash} reverted`)
+      return { transaction: hash, blockNumber: receipt.blockNumber }
+    },
+    /**
+     * The payer's EIP-3009 cancelAuthorization of its authorization `nonce`, signed by the payer and
+     * sent from a wallet of the test's own (given the ETH for its gas); the mined transaction and its block.
+     */
+    async cancelAuthorization(payer: PrivateKeyAccount, nonce: Hex) {
+      const signature = await payer.signTypedData({
+        domain: { name: USDC_NAME, version: USDC_VERSION, chainId, verifyingContract: usdc },
+        types: {
+          CancelAuthorization: [
+            { name: 'authorizer', type: 'address' },
+            { name: 'nonce', type: 'bytes32' },
+          ],
+        },
+        primaryType: 'CancelAuthorization',
+        message: { authorizer: payer.address, nonce },
+      })
+      const sender = privateKeyToAccount(generatePrivateKey())
+      await testClient.setBalance({ address: sender.address, value: 10n ** 18n })
+      const wallet = createWalletClient({ chain, transport, account: sender })
+      const hash = await wallet.writeContract({
+        address: usdc,
+        abi: usdcAbi,
+        functionName: 'cancelAuthorization',
+        args: [payer.address, nonce, signature],
+      })
+      const receipt = await publicClient.waitForTransactionReceipt({ hash })
+      if (receipt.status !== 'success') throw new Error(`cancellation ${hash} reverted`)
       return { transaction: hash, blockNumber: receipt.blockNumber }
     },
     balanceOf(address: Address): Promise<bigint> {
