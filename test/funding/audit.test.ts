@@ -8,12 +8,11 @@ import { randomBytes } from 'node:crypto'
 import type { Hex } from 'viem'
 import { AccountStore } from '../../src/accounts/accounts.ts'
 import { auditAll } from '../../src/cli/audit.ts'
-import { auditFundingOnChain } from '../../src/funding/audit.ts'
-import { fundingChain } from '../../src/funding/chain.ts'
 import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
 import { marketGlob, scanHashes } from '../../src/market/audit.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
+import { auditStackOnChain } from '../helpers/funding-watch.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { challenge, post, xPayment } from '../helpers/x402.ts'
 
@@ -42,15 +41,7 @@ async function signup(usdc: string): Promise<string> {
   return accountId!
 }
 
-const readChain = () =>
-  auditFundingOnChain(
-    stack.store,
-    stack.keys,
-    fundingChain(stack.config.funding!),
-    chain.chainId,
-    chain.usdc,
-    chain.payTo,
-  )
+const readChain = () => auditStackOnChain(stack, chain)
 
 const problemsOf = async (subject: string) =>
   (await auditAll(stack.store, stack.keys)).filter((f) => f.subject === subject).map((f) => f.problem)

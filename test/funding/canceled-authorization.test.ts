@@ -8,7 +8,6 @@
 // transfer, which reverts.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import pino from 'pino'
-import type { Hex } from 'viem'
 import { auditAll } from '../../src/cli/audit.ts'
 import { auditFundingOnChain } from '../../src/funding/audit.ts'
 import { fundingChain } from '../../src/funding/chain.ts'
@@ -20,7 +19,7 @@ import { createAccount } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
-import { challenge, post, xPayment } from '../helpers/x402.ts'
+import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
 
 type CancelAt = 'estimate' | 'send'
 
@@ -85,7 +84,7 @@ async function canceledBeforeSettling(at: CancelAt): Promise<void> {
   const url = `${stack.url}/v1/x402/signup`
   const payer = await chain.newPayer(10_000_000n)
   const header = await xPayment(payer, await challenge(url, { amountUsdc: '3.000000' }))
-  const nonce = JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization.nonce as Hex
+  const nonce = authorizationOf(header).nonce
   const auth = authorizationId(chain.chainId, chain.usdc, payer.address, nonce)
   const payToBefore = await chain.balanceOf(chain.payTo)
 

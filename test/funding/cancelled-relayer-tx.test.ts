@@ -29,7 +29,7 @@ import { type HoldingRpc, startHoldingRpc } from '../helpers/holding-rpc.ts'
 import { marketFixture } from '../helpers/market.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
-import { challenge, fundedOf, pay, post, xPayment } from '../helpers/x402.ts'
+import { authorizationOf, challenge, fundedOf, pay, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let rpc: HoldingRpc
@@ -76,7 +76,7 @@ test('a send its claim released is cancelled at its nonce: the later send is min
   const header = await xPayment(first, await challenge(signupUrl(), body), { validBefore })
   expect((await post(signupUrl(), body, { 'x-payment': header })).status).toBe(409)
   const stuck = rpc.broadcasts[0]!
-  const nonce = JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization.nonce as Hex
+  const nonce = authorizationOf(header).nonce
   const authId = authorizationId(chain.chainId, chain.usdc, first.address, nonce)
   // Raised once, to the ceiling, and no further: still held under the risen base fee.
   await until(() => logged('SVC_RELAYER_MAX_FEE_GWEI'), 50)

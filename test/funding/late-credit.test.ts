@@ -5,7 +5,6 @@
 // so the late credit is refused on either layout: nothing is credited, no record comes back, the
 // audits (the chain's included) stay clean, and a replay of the header is answered 402.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Hex } from 'viem'
 import { auditAll } from '../../src/cli/audit.ts'
 import { auditFundingOnChain } from '../../src/funding/audit.ts'
 import { fundingChain } from '../../src/funding/chain.ts'
@@ -20,7 +19,7 @@ import { startChain, type TestChain } from '../helpers/chain.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
-import { challenge, post, xPayment } from '../helpers/x402.ts'
+import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
 
 // A chain of each layout's own: the first one's clock is moved past the authorization's life.
 let chain: TestChain
@@ -37,8 +36,7 @@ interface Market {
 
 const env = () => ({ ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' })
 
-const nonceOf = (header: string) =>
-  JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization.nonce as Hex
+const nonceOf = (header: string) => authorizationOf(header).nonce
 
 async function lateCreditRefused(market: Market): Promise<void> {
   const { store, keys, deps } = market
@@ -52,7 +50,7 @@ async function lateCreditRefused(market: Market): Promise<void> {
   const accountId = await market.account(payer.address)
   const url = `${market.url}/v1/x402/signup`
   const header = await xPayment(payer, await challenge(url, { amountUsdc: '3.000000' }))
-  const { validBefore } = JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization
+  const { validBefore } = authorizationOf(header)
   const auth = authorizationId(chain.chainId, chain.usdc, payer.address, nonceOf(header))
   expect(
     await ledger.claim({

@@ -18,7 +18,7 @@ import { createAccount } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
-import { challenge, xPayment } from '../helpers/x402.ts'
+import { authorizationOf, challenge, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
@@ -62,7 +62,7 @@ async function signed() {
     payer,
     await challenge(`${stack.url}/v1/x402/signup`, { amountUsdc: '3.000000' }),
   )
-  const a = JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization
+  const a = authorizationOf(header)
   const auth = authorizationId(chain.chainId, chain.usdc, payer.address, a.nonce)
   const claim = {
     authorizationId: auth,

@@ -6,20 +6,17 @@
 // taken back, and the account's endpoint told so (funding.reversed). Each step once, whatever
 // pass runs again.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import type { Hex } from 'viem'
 import { auditAll } from '../../src/cli/audit.ts'
-import { auditFundingOnChain } from '../../src/funding/audit.ts'
-import { fundingChain } from '../../src/funding/chain.ts'
 import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import { formatMicros, type MicroUsdc } from '../../src/money/units.ts'
 import { PaymentCode } from '../../src/redis/result-codes.ts'
 import { createAccount, settledPayment } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { stackWatchDeps } from '../helpers/funding-watch.ts'
+import { auditStackOnChain, stackWatchDeps } from '../helpers/funding-watch.ts'
 import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
-import { challenge, post, xPayment } from '../helpers/x402.ts'
+import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
 import { registerWebhook, startReceiver, startWebhookStack } from '../webhooks/helpers.ts'
 
 let chain: TestChain
@@ -49,18 +46,9 @@ afterAll(async () => {
 const balances = (accountId: string) =>
   stack.store.hmget(stack.keys.account(accountId), 'pending', 'confirmed', 'funded')
 
-const readChain = () =>
-  auditFundingOnChain(
-    stack.store,
-    stack.keys,
-    fundingChain(stack.config.funding!),
-    chain.chainId,
-    chain.usdc,
-    chain.payTo,
-  )
+const readChain = () => auditStackOnChain(stack, chain)
 
-const nonceOf = (header: string) =>
-  JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization.nonce as Hex
+const nonceOf = (header: string) => authorizationOf(header).nonce
 
 // First in the file: the reverted chain leaves the relayer's recorded nonce ahead of it, so the
 // tests after send nothing through the gateway's relayer.
@@ -153,7 +141,7 @@ test('its authorization unused and expired: the pending credit is taken back, on
     payer,
     await challenge(`${stack.url}/v1/x402/signup`, { amountUsdc: '3.000000' }),
   )
-  const { validBefore } = JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization
+  const { validBefore } = authorizationOf(header)
   const auth = authorizationId(chain.chainId, chain.usdc, payer.address, nonceOf(header))
   const claimed = await ledger.claim({
     authorizationId: auth,

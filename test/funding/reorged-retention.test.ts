@@ -4,19 +4,16 @@
 // nonce used on chain; an authorization expired unused), nothing is credited or taken back twice,
 // and the audits, the chain's included, stay clean.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import type { Hex } from 'viem'
 import { auditAll } from '../../src/cli/audit.ts'
-import { auditFundingOnChain } from '../../src/funding/audit.ts'
-import { fundingChain } from '../../src/funding/chain.ts'
 import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createAccount } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { stackWatchDeps } from '../helpers/funding-watch.ts'
+import { auditStackOnChain, stackWatchDeps } from '../helpers/funding-watch.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
-import { challenge, post, xPayment } from '../helpers/x402.ts'
+import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
 
 const RETENTION_DAYS = 3
 const RETENTION_MS = RETENTION_DAYS * 86_400_000
@@ -48,18 +45,9 @@ afterAll(async () => {
 const balances = (accountId: string) =>
   stack.store.hmget(stack.keys.account(accountId), 'pending', 'confirmed', 'funded')
 
-const readChain = () =>
-  auditFundingOnChain(
-    stack.store,
-    stack.keys,
-    fundingChain(stack.config.funding!),
-    chain.chainId,
-    chain.usdc,
-    chain.payTo,
-  )
+const readChain = () => auditStackOnChain(stack, chain)
 
-const nonceOf = (header: string) =>
-  JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization.nonce as Hex
+const nonceOf = (header: string) => authorizationOf(header).nonce
 
 /** Kept for the configured record retention (less the moments since it was written), then made to expire now. */
 async function keptForRetentionThenExpired(key: string): Promise<void> {
@@ -144,7 +132,7 @@ test('a payment taken back: its reversal is kept for the record retention; once 
   const payer = await chain.newPayer(10_000_000n)
   const url = `${stack.url}/v1/x402/signup`
   const header = await xPayment(payer, await challenge(url, { amountUsdc: '3.000000' }))
-  const { validBefore } = JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization
+  const { validBefore } = authorizationOf(header)
   const auth = authorizationId(chain.chainId, chain.usdc, payer.address, nonceOf(header))
   expect(
     await ledger.claim({

@@ -3,7 +3,6 @@
 // first. However many pile up there, a pass pages past them and still finishes the claims behind.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
-import type { Hex } from 'viem'
 import { authorizationId, PaymentLedger } from '../../src/funding/ledger.ts'
 import { type ReconcileCursor, reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
@@ -12,7 +11,7 @@ import { randomWallet } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
-import { challenge, fundedOf, xPayment } from '../helpers/x402.ts'
+import { authorizationOf, challenge, fundedOf, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
@@ -59,7 +58,7 @@ test('more than a page of claims that stay in flight do not hold back a transfer
     payer,
     await challenge(`${stack.url}/v1/x402/signup`, { amountUsdc: '2.000000' }),
   )
-  const nonce = JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization.nonce as Hex
+  const nonce = authorizationOf(header).nonce
   const id = authorizationId(chain.chainId, chain.usdc, payer.address, nonce)
   await ledger.claim({
     authorizationId: id,

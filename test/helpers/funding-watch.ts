@@ -2,9 +2,12 @@
 // confirmations and the reconciler itself (its interval set far off) and asserts on what they did.
 import { AccountStore } from '../../src/accounts/accounts.ts'
 import { accountForPayer } from '../../src/funding/accounts.ts'
+import { auditFundingOnChain } from '../../src/funding/audit.ts'
+import { fundingChain } from '../../src/funding/chain.ts'
 import { createFunding, watchDeps } from '../../src/funding/index.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
 import { createLogger } from '../../src/logger.ts'
+import type { TestChain } from './chain.ts'
 import type { TestStack } from './stack.ts'
 
 export function stackWatchDeps(stack: TestStack): WatchDeps {
@@ -21,3 +24,14 @@ export function stackWatchDeps(stack: TestStack): WatchDeps {
     return (await accountForPayer(accounts, payer, stack.config.defaultMaxPriceCents)).accountId
   })
 }
+
+/** The on-chain funding audit of a test stack's payments against its local chain. */
+export const auditStackOnChain = (stack: TestStack, chain: TestChain) =>
+  auditFundingOnChain(
+    stack.store,
+    stack.keys,
+    fundingChain(stack.config.funding!),
+    chain.chainId,
+    chain.usdc,
+    chain.payTo,
+  )

@@ -26,6 +26,17 @@ export const authorizationTypes = {
   ],
 } as const
 
+/** The EIP-3009 authorization an X-PAYMENT header carries. */
+export const authorizationOf = (header: string) =>
+  JSON.parse(Buffer.from(header, 'base64').toString()).payload.authorization as {
+    from: Hex
+    to: Hex
+    value: string
+    validAfter: string
+    validBefore: string
+    nonce: Hex
+  }
+
 /** Signs the first `accepts` entry as `payer`; `override` bends a field for negative tests. */
 export async function xPayment(
   payer: PrivateKeyAccount,
