@@ -1,7 +1,8 @@
 // The reconciler: a claim left in flight (receipt timeout, crash, failed credit write) is finished
 // from the chain: credited when its transfer is there, released only once no money can move: its
-// authorization unused and expired, or canceled by the payer in a confirmed block. Until then a node's silence proves nothing (a lost broadcast,
-// a lagging node, a sequencer that has it and a replica that does not), so the claim waits.
+// authorization unused and expired, or canceled by the payer, as of a confirmed block. Until then a
+// node's silence proves nothing (a lost broadcast, a lagging node, a sequencer that has it and a
+// replica that does not), so the claim waits.
 import type { Address, Hex } from 'viem'
 import { isHash } from 'viem'
 import type { MicroUsdc } from '../money/units.ts'
@@ -90,16 +91,9 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<b
     if (receipt?.status === 'success' && settles(deps, record, receipt))
       return creditTransfer(deps, record, record.tx as Hex, receipt)
   }
-  // The chain's clock first, then the authorization's state as of that very block: "unused" and
-  // "expired" must describe one block. Asked separately, a lagging node's "unused" (a block before
-  // the transfer) and a fresh node's "expired" would release a claim whose money has moved.
   const latest = await chain.latest()
   if (!(await chain.authorizationUsed(payer, nonce, latest.number))) {
-    // Unused at a block past its validBefore: the token refuses it for good (no later block is
-    // older), no money moved, the claim goes (only as read: a request that marked it sent since
-    // keeps it), its record marked expired.
-    const expires = expiresAt(deps, record)
-    if (expires !== null && latest.timestamp >= expires)
+    if (await expiredUnused(deps, record, latest.number))
       await ledger.release(record.id, record.tx ?? '', 'expired')
     return false
   }
@@ -122,6 +116,26 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<b
     return false
   }
   return creditTransfer(deps, record, use.transaction, use.receipt)
+}
+
+/**
+ * Whether the claim's authorization is unused as of the confirmed block below `head` whose time is
+ * past its validBefore: then the token refuses it for good (no later block is older), no money
+ * moved, and the claim may go (only as read: a request that marked it sent since keeps it), its
+ * record marked expired, refusing any later credit. Read at the head, a reorg within
+ * SVC_CONFIRMATIONS could replace the blocks that say so with ones that mine the transfer, which
+ * would then never be credited: this is the block the confirmations watcher takes a pending
+ * payment back at. The block's clock first, then the authorization's state as of that very block:
+ * asked separately, a lagging node's "unused" (a block before the transfer) and a fresh node's
+ * "expired" would release a claim whose money has moved.
+ */
+async function expiredUnused(deps: WatchDeps, record: InFlightPayment, head: bigint): Promise<boolean> {
+  const expires = expiresAt(deps, record)
+  if (expires === null) return false
+  const at = head - BigInt(Math.max(deps.config.confirmations - 1, 0))
+  if (at < 0n || (await deps.chain.blockTime(at)) < expires) return false
+  const [payer, nonce] = payerAndNonce(record)
+  return !(await deps.chain.authorizationUsed(payer, nonce, at))
 }
 
 /** Credits a claim from a mined transaction, when it holds the transfer the claim promised. */
