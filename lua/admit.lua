@@ -34,7 +34,9 @@
   at most 20 are reaped here and, if any was, the request is decided again.
 
   The offer whose last slot this takes leaves the ladder for the full set (lib/ladder) until a
-  clear, release or reap gives a slot back.
+  clear, release or reap gives a slot back; the offer this hold leaves with less than the market's
+  minimum remaining (`minRoutable` on the market hash) leaves it for the dry set until what it holds
+  comes back, or its capacity is raised.
 
   Returns {1, offerId, askCents, holdUsdc, holdDiem, leaseDeadline, confirmedAfter, upstreamBaseUrl,
     upstreamKeyEnc, upstreamBalance ("" unknown), upstreamGen (the offer's upstream generation, which
@@ -108,8 +110,13 @@ if not write_attempt(attempt_id, chosen.id, chosen.ask, hold_s, hold_diem_s, ARG
 end
 local confirmed_s = write_hold(hold)
 rcall('HSET', k_offer(chosen.id), 'held', s(chosen.held + hold_diem), 'inflight', s(chosen.inflight + 1))
--- Its last slot taken: off the ladder the next requests walk, until a slot frees (lib/ladder).
-if chosen.inflight + 1 >= chosen.max_in_flight then shift(K_LADDER, K_FULL, chosen.id) end
+-- Too little left for the market's minimum, or its last slot taken: off the ladder the next
+-- requests walk, until what it holds comes back or a slot frees (lib/ladder).
+if is_dry(chosen.capacity - chosen.burned - chosen.held - hold_diem) then
+  shift(K_LADDER, K_DRY, chosen.id)
+elseif chosen.inflight + 1 >= chosen.max_in_flight then
+  shift(K_LADDER, K_FULL, chosen.id)
+end
 local deadline_s = s(now + lease_ms(ARGV[7]))
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)
 -- The supplier call needs the upstream; returning it saves a round trip on the hot path.

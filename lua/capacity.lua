@@ -1,7 +1,8 @@
 --[[
   capacity: the ladder as the router sees it, by the same rule admit uses (lib/offers), for the
   capacity snapshot: the offers at their in-flight cap (the full set, lib/ladder) count as they
-  stand, busy but not gone. Read-only.
+  stand, busy but not gone; the dry set's (less left than the market's minimum) route nothing and
+  are not listed, nor is an offer found dry elsewhere. Read-only.
   Includes lib/keys, lib/numbers, lib/ladder, lib/offers.
 
   KEYS[1]  keyspace base ("<prefix>:")
@@ -12,9 +13,10 @@
 ]]
 local now = now_ms()
 local out = {}
+local floor = dry_floor()
 for _, id in ipairs(ladder_range('-inf', ladder_ceiling(int(ARGV[1])))) do
   local o = read_offer(id, now)
-  if o and is_live(o, now) then
+  if o and is_live(o, now) and not is_dry(o.capacity - o.burned - o.held, floor) then
     local r = routable(o)
     if r > 0 then
       out[#out + 1] = o.ask

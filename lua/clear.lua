@@ -178,6 +178,15 @@ else
       rcall('HSET', offer, 'disputed', s(capped_sum(stored(rcall('HGET', offer, 'disputed')), disputed)))
     end
     if balance ~= '' then rcall('HSET', offer, 'balance', balance, 'balanceDay', balance_day) end
+    -- Its hold went back already: this burn lowers what it has left, which may leave it dry (lib/ladder).
+    local left = stored(o[5]) - o[3] - stored(o[1])
+    if burn > 0 and left - burn < DRY_CAP then
+      local floor = dry_floor()
+      if left >= floor and left - burn < floor then
+        shift(K_LADDER, K_DRY, a.offerId)
+        shift(K_FULL, K_DRY, a.offerId)
+      end
+    end
   end
 end
 local written_off = cost - charged

@@ -30,8 +30,9 @@
            keeps them, before and after this step); only the offer's own hash is read and written
 
   Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties), and
-  not while their supplier is suspended. An offer put here leaves the full set (lib/ladder): the
-  next request that finds it at its cap moves it back. A suspended supplier's offer cannot be
+  not while their supplier is suspended. An offer put here stands where its row says (lib/ladder
+  stand): in the dry set while what it has left is below the market's minimum (a capacity raised
+  past it brings it back), in the full set while at its cap, else on the ladder. A suspended supplier's offer cannot be
   posted or set active. A deleted offer keeps its hash (in-flight attempts and the audit still
   read it). A change of the upstream (its base URL or key) forgets the upstream balance and moves
   the offer's upstreamGen on (absent: 0): a request admitted on the one before, still in flight,
@@ -137,7 +138,7 @@ end
 if apart then return { 1 } end
 local o = rcall('HMGET', offer, 'status', 'askCents', 'seq')
 if o[1] == 'active' and not suspended then
-  enlist(int(o[2]) * LADDER_STEP + int(o[3]), id)
+  stand(int(o[2]) * LADDER_STEP + int(o[3]), id)
 else
   unlist(id)
 end

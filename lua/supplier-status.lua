@@ -31,13 +31,15 @@ local moved = 0
 local states = k_supplier_offer_states(id)
 for _, offer_id in ipairs(rcall('SMEMBERS', k_supplier_offers(id))) do
   local state, score = unpack(rcall('HMGET', states, offer_id, 'score:' .. offer_id))
-  if not state then
+  local one_slot = not state
+  if one_slot then
     local o = rcall('HMGET', k_offer(offer_id), 'status', 'askCents', 'seq')
     state, score = o[1], o[1] and int(o[2]) * LADDER_STEP + int(o[3])
   end
   if state == 'active' then
     if status == 'active' then
-      enlist(score, offer_id)
+      -- On one slot its row says where it stands (lib/ladder); held apart only the ladder exists.
+      if one_slot then stand(score, offer_id) else enlist(score, offer_id) end
     else
       unlist(offer_id)
     end

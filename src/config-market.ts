@@ -17,6 +17,11 @@ export interface MarketConfig {
   keyWaitMs: number
   /** How long an offer sits out after its upstream failed before any byte. */
   cooldownMs: number
+  /**
+   * The least remaining capacity (micro-DIEM) an offer stands on the ladder with, and the least
+   * capacity one may be posted with: an offer with less left stands aside (lua/lib/ladder.lua).
+   */
+  minRoutable: number
   /** Held apart: how long a clear's post may wait for a reservation to carry it (market/post-queue.ts). */
   postWithinMs: number
   /**
@@ -45,6 +50,8 @@ export function loadMarketConfig(env: Env): MarketConfig {
     feeBps: integer(env, 'SVC_FEE_BPS', 0, 0, 10_000),
     keyWaitMs: integer(env, 'SVC_KEY_WAIT_MS', 2_000, 0, 60_000),
     cooldownMs: integer(env, 'SVC_OFFER_COOLDOWN_MS', 5_000, 0, 600_000),
+    // At most lua/lib/ladder.lua's DRY_CAP: an offer with that much left is never read for it.
+    minRoutable: integer(env, 'SVC_MIN_ROUTABLE_MICRO_DIEM', 10_000, 0, 1_000_000),
     postWithinMs: integer(env, 'SVC_POST_WITHIN_MS', 2, 1, 600_000),
     clearReplicas: integer(env, 'SVC_CLEAR_REPLICAS', 0, 0, 16),
     clearReplicasWaitMs: integer(env, 'SVC_CLEAR_REPLICAS_WAIT_MS', 100, 1, 10_000),

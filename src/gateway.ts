@@ -77,6 +77,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
   const { reapIntervalMs, every } = config.market
   const steps = marketSteps(store, keys, undefined, config.market.postWithinMs, reapIntervalMs)
+  // Where the scripts read it (lua/lib/ladder.lua), before the first request.
+  await store.hset(keys.market, 'minRoutable', config.market.minRoutable)
   // Known before the first request; each reaper pass tells it again.
   steps.earlierBuildSeen(await earlierBuildSeen(store, keys))
   const stopReaper = startReaper(store, keys, steps, reapIntervalMs, logger, recordRetentionMs, every)

@@ -65,7 +65,9 @@ end
 -- with a balance). Positional, not a table: this runs on every clear. Otherwise only (offer_id,
 -- hold_diem).
 -- Returns true when the slot given back was the one its cap lacked (it may stand in the full set,
--- lib/ladder).
+-- lib/ladder), then whether its remaining capacity (capacity - burned - held) was dry before and is
+-- not after (it stands in the dry set, and may stand on the ladder again; never the other way: what
+-- comes back is the hold, less a burn within it).
 local OFFER_CLEAR_FIELDS = { 'held', 'inflight', 'burned', 'earned', 'capacity', 'fees', 'disputed',
   'supplierId', 'upstreamGen' }
 -- A clear on one slot reads the cap in place of disputed, read only for a dispute (rare), since
@@ -85,10 +87,18 @@ end
 local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, balance, disputed, balance_day)
   local offer = k_offer(offer_id)
   local cleared = o ~= nil
-  if not cleared then o = rcall('HMGET', offer, 'held', 'inflight', 'maxInFlight') end
+  if not cleared then o = rcall('HMGET', offer, 'held', 'inflight', 'maxInFlight', 'burned', 'capacity') end
   -- Offers are only ever marked deleted; a hash gone by hand is not brought back as a ghost.
-  if not o[1] then return false end
-  local held, inflight = s(stored(o[1]) - stored(hold_diem)), s(stored(o[2]) - 1)
+  if not o[1] then return false, false end
+  local held_n, hold_n = stored(o[1]), stored(hold_diem)
+  local held, inflight = s(held_n - hold_n), s(stored(o[2]) - 1)
+  -- What it had left before and has after: read on the dry side only (lib/ladder is_dry).
+  local left = stored(o[5]) - stored(o[cleared and 3 or 4]) - held_n
+  local undried = false
+  if left < DRY_CAP then
+    local floor = dry_floor()
+    undried = left < floor and left + hold_n - (burn or 0) >= floor
+  end
   if not cleared then
     rcall('HSET', offer, 'held', held, 'inflight', inflight)
   elseif fee == 0 and balance == '' and disputed == 0 then
@@ -113,7 +123,7 @@ local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, bal
   -- Compared as written, both whole numbers in canonical form (the count by s(), the cap as posted):
   -- a cap is not parsed on every clear. An offer whose cap was written otherwise waits in the full
   -- set until a request finds nothing on the ladder (lib/pick).
-  return o[2] == o[cleared and 6 or 3]
+  return o[2] == o[cleared and 6 or 3], undried
 end
 
 -- Both sides at once, where the account and the offer share a server (admit held both in one
@@ -122,8 +132,14 @@ end
 -- Returns what unwind_hold returns.
 local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed, balance_day)
   local confirmed, confirmed_s, hooks = unwind_hold(a, charge)
-  -- Its cap no longer reached: back on the ladder from the full set (lib/ladder).
-  if unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed, balance_day) then
+  -- Its cap no longer reached: back on the ladder from the full set; enough left again: back from
+  -- the dry set, to the full set while its cap is still reached (lowered since) (lib/ladder).
+  local freed, undried = unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed,
+    balance_day)
+  if undried then
+    local c = rcall('HMGET', k_offer(a.offerId), 'inflight', 'maxInFlight')
+    shift(K_DRY, stored(c[1]) >= stored(c[2]) and K_FULL or K_LADDER, a.offerId)
+  elseif freed then
     shift(K_FULL, K_LADDER, a.offerId)
   end
   -- An attempt from before the packing has its lease in the earlier zset (lib/keys).

@@ -1,7 +1,9 @@
--- lib/ladder: an active offer stands in one of two sets on one slot: the ladder the requests walk,
--- or the full set while it is at its in-flight cap (lib/keys K_FULL), so that a request never reads
--- the full offers ahead of the first with room. Same scores in both. Held apart, the offer's side
--- is reserved on its own slot and only the ladder exists.
+-- lib/ladder: an active offer stands in one of three sets on one slot: the ladder the requests walk,
+-- the full set while it is at its in-flight cap (lib/keys K_FULL), or the dry set while its
+-- remaining capacity (capacity - burned - held) is below the market's minimum (K_DRY; before the
+-- full set: an offer both dry and at its cap is dry), so that a request never reads the offers
+-- ahead of the first with room that cannot take it, however many there are. Same scores in all.
+-- Held apart, the offer's side is reserved on its own slot and only the ladder exists.
 
 -- Moves an offer from one set to the other, its score kept; nothing when it is not in `from`.
 local function shift(from, to, id)
@@ -12,17 +14,51 @@ local function shift(from, to, id)
   end
 end
 
--- An offer leaving the ladder (paused, deleted, suspended) leaves the full set too.
+-- An offer leaving the ladder (paused, deleted, suspended) leaves the other sets too.
 local function unlist(id)
   rcall('ZREM', K_LADDER, id)
   rcall('ZREM', K_FULL, id)
+  rcall('ZREM', K_DRY, id)
 end
 
--- An offer joining the ladder (posted, repriced, reinstated): out of the full set, where the next
--- request that finds it at its cap puts it back.
+-- An offer joining the ladder held apart (lua/index-offer.lua): out of the full set, where the
+-- next request that finds it at its cap puts it back.
 local function enlist(score, id)
   rcall('ZADD', K_LADDER, score, id)
   rcall('ZREM', K_FULL, id)
+end
+
+-- The least remaining capacity an offer stands on the ladder with, micro-DIEM (SVC_MIN_ROUTABLE_DIEM,
+-- on the market hash; absent: 0), never above DRY_CAP: an offer with at least DRY_CAP left is not
+-- dry, known without reading the minimum, so a roomy offer's admit and clear read nothing more.
+local DRY_CAP = 1000000
+local function dry_floor()
+  local floor = stored(rcall('HGET', K_MARKET, 'minRoutable'))
+  if floor > DRY_CAP then return DRY_CAP end
+  return floor
+end
+
+-- Whether `left` (micro-DIEM: capacity - burned - held) makes an offer dry; floor: the minimum when
+-- the caller read it already (nil: read here, only when it can matter).
+local function is_dry(left, floor)
+  if left >= DRY_CAP then return false end
+  return left < (floor or dry_floor())
+end
+
+-- An active offer on one slot (posted, changed, reinstated) stood by its own row: dry, full (at
+-- its cap) or on the ladder; out of the other two.
+local function stand(score, id)
+  local o = rcall('HMGET', k_offer(id), 'capacity', 'burned', 'held', 'inflight', 'maxInFlight')
+  local to = K_LADDER
+  if is_dry(stored(o[1]) - stored(o[2]) - stored(o[3])) then
+    to = K_DRY
+  elseif stored(o[4]) >= stored(o[5]) then
+    to = K_FULL
+  end
+  for _, set in ipairs({ K_LADDER, K_FULL, K_DRY }) do
+    if set ~= to then rcall('ZREM', set, id) end
+  end
+  rcall('ZADD', to, score, id)
 end
 
 -- Held apart, each replica's view reads the ladder and its offers again only when this count on the

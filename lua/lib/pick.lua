@@ -10,6 +10,10 @@
 -- build leaves: the walk stops there, so a buyer asking again while every offer is at its cap
 -- pays for one offer read, not all of them. An offer freed behind it waits for the reaper's pass
 -- (reap.lua).
+-- An offer found dry (lib/ladder: put on the ladder or in the full set by a build that does not
+-- know the dry set, or by a minimum raised since) counts at the price with nothing routable and moves
+-- to the dry set once read. The dry set itself is never walked: what stands there is no request's,
+-- and a refusal with nothing else at the price says so (-6, nothing routable) from its first entry.
 -- A request that tried nothing yet (most): one table for all, never written.
 local NONE_TRIED = {}
 -- Each set's first few offers are read first: the first offer with room (on the ladder) or proven
@@ -23,10 +27,16 @@ local function pick_offer(max_cents, hold_diem, tried, now)
   local max_eligible = 0      -- the largest of them
   local big_enough = 0        -- those that could carry this request
   local untried = 0           -- ... and were not tried yet
-  -- The ladder's offers found at their cap: moved once both sets were read, so none counts twice.
-  local capped = nil
+  -- The ladder's offers found at their cap, and the offers found dry with their set: moved once
+  -- both sets were read, so none counts twice.
+  local capped, dried = nil, nil
+  local floor = nil
   local set = K_LADDER
   local ceiling = ladder_ceiling_s(max_cents)
+  local function settle()
+    if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
+    if dried then for i = 1, #dried, 2 do shift(dried[i], K_DRY, dried[i + 1]) end end
+  end
   for pass = 1, 2 do
     -- Nothing moves between the sets until the walk ends (capped, below), so the offset holds.
     local page = rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', '0', FIRST_PAGE_S)
@@ -35,7 +45,20 @@ local function pick_offer(max_cents, hold_diem, tried, now)
       for i = 1, #page do
         local id = page[i]
         local o = read_offer(id, now)
-        if o and is_live(o, now) then
+        local dry = false
+        if o then
+          local left = o.capacity - o.burned - o.held
+          if left < DRY_CAP then
+            floor = floor or dry_floor()
+            dry = left < floor
+          end
+          if dry then
+            if dried then dried[#dried + 1], dried[#dried + 2] = set, id else dried = { set, id } end
+          end
+        end
+        if dry then
+          if is_live(o, now) then at_price = at_price + 1 end
+        elseif o and is_live(o, now) then
           at_price = at_price + 1
           local r = routable(o)
           eligible_routable = eligible_routable + r
@@ -46,7 +69,7 @@ local function pick_offer(max_cents, hold_diem, tried, now)
               untried = untried + 1
               if o.inflight < o.max_in_flight then
                 if set == K_FULL then shift(K_FULL, K_LADDER, id) end
-                if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
+                settle()
                 return o, nil
               end
             end
@@ -57,7 +80,7 @@ local function pick_offer(max_cents, hold_diem, tried, now)
           big_enough = big_enough + 1
           untried = untried + 1
         end
-        if pass == 1 and o and o.inflight >= o.max_in_flight then
+        if pass == 1 and o and not dry and o.inflight >= o.max_in_flight then
           if capped then capped[#capped + 1] = id else capped = { id } end
         end
         if pass == 2 and untried > 0 then
@@ -71,9 +94,11 @@ local function pick_offer(max_cents, hold_diem, tried, now)
     end
     set = K_FULL
   end
-  if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
+  settle()
 
   if at_price == 0 then
+    -- Only dry offers at the buyer's price: they lack capacity, none has any to route.
+    if #rcall('ZRANGEBYSCORE', K_DRY, '-inf', ceiling, 'LIMIT', '0', '1') > 0 then return nil, { -6, '0', '0' } end
     -- Nothing at the buyer's price: is there anything at all, in either set?
     local cheapest = nil
     local above = 0
@@ -84,7 +109,12 @@ local function pick_offer(max_cents, hold_diem, tried, now)
         above = above + routable(o)
       end
     end
-    if cheapest == nil then return nil, { -4 } end
+    if cheapest == nil then
+      -- Only dry offers, all above the max: the cheapest of them, with nothing routable.
+      local first = rcall('ZRANGE', K_DRY, '0', '0', 'WITHSCORES')
+      if #first == 0 then return nil, { -4 } end
+      return nil, { -5, max_cents, math.floor(int(first[2]) / LADDER_STEP), '0' }
+    end
     return nil, { -5, max_cents, cheapest, s(above) }
   end
   if big_enough == 0 then return nil, { -6, s(eligible_routable), s(max_eligible) } end

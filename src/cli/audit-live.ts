@@ -34,7 +34,7 @@ const kindOf = (f: AuditFinding) => `${f.subject}: ${f.problem.replace(/\d+/g, '
  * its payments' and its keys' records on the market's slot).
  */
 const WHOLE_ONLY =
-  /^(listed but its hash is missing|pending \d+ != its payments pending|credited by hand|credited payment \S+ has no record|key \S+ (is listed but has no record|has a record but is not listed))/
+  /^(listed but its hash is missing|pending \d+ != its payments pending|credited by hand|credited payment \S+ has no record|key \S+ (is listed but has no record|has a record but is not listed)|stands in )/
 
 interface Plan {
   source: Map<string, Source>

@@ -1,8 +1,8 @@
 // A one-slot market moved to the layout held apart (`svc-gateway layout migrate apart`), with every
 // gateway stopped. Refused while a replica was seen lately or anything is open (migrate-checks.ts).
 // Then the record says a migration is under way (no gateway or command opens the market until it
-// is done), and step by step: the offers in the full set (at their in-flight cap) rejoin the
-// ladder; each offer's hash goes to its own tag, with what the market's slot keeps of it held
+// is done), and step by step: the offers in the full set (at their in-flight cap) and the dry
+// set rejoin the ladder; each offer's hash goes to its own tag, with what the market's slot keeps of it held
 // apart (its supplier's copy of its state, a suspension copied onto it); each
 // supplier's fills Stream is split into one per offer; each attempt goes to its account's shard,
 // a cleared one with the posted reservation its offer keeps held apart; each account's payments
@@ -128,17 +128,19 @@ class Steps {
   }
 
   /**
-   * The offers at their in-flight cap back onto the ladder: held apart, the ladder alone lists the
-   * active offers (a reservation refuses one at its cap on its own slot).
+   * The offers at their in-flight cap or dry back onto the ladder: held apart, the ladder alone
+   * lists the active offers (a reservation refuses one at its cap or without room on its own slot).
    */
   async ladder(): Promise<void> {
     const { store, one } = this
-    const full = await store.zrange(one.full, 0, -1, 'WITHSCORES')
-    if (full.length === 0) return
-    this.write()
-    await store.zadd(one.ladder, ...full.flatMap((_, i) => (i % 2 === 0 ? [full[i + 1]!, full[i]!] : [])))
-    this.write()
-    await store.del(one.full)
+    for (const set of [one.full, one.dry]) {
+      const off = await store.zrange(set, 0, -1, 'WITHSCORES')
+      if (off.length === 0) continue
+      this.write()
+      await store.zadd(one.ladder, ...off.flatMap((_, i) => (i % 2 === 0 ? [off[i + 1]!, off[i]!] : [])))
+      this.write()
+      await store.del(set)
+    }
   }
 
   /** `work` for each key on the market's slot matching `glob`, several at once. */

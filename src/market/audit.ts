@@ -11,6 +11,7 @@ import { accountShardKeyspaces, type Keyspace, ownerPrefix } from '../redis/keys
 import { forEachKeyBatch } from '../redis/scan.ts'
 import type { Store } from '../redis/store.ts'
 import { forEachEntry, holdsEveryEntry } from '../redis/streams.ts'
+import { ladderFindings } from './audit-ladder.ts'
 import { accountFindings, keyFindings, offerFindings, tallyOpen } from './audit-owners.ts'
 
 export interface AuditFinding {
@@ -161,6 +162,8 @@ export async function auditMarket(store: Store, keys: Keyspace): Promise<AuditFi
     earned += num(row, 'earned')
     fees += num(row, 'fees')
   })
+
+  findings.push(...(await ladderFindings(store, keys, offers)))
 
   // Market: what buyers paid is what suppliers earned plus fees, summed over every account and every
   // offer (deleted offers included): each clear adds what it charged to both sides, so a clear half

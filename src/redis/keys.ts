@@ -158,6 +158,12 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * (lua/lib/ladder.lua), scored as on the ladder; held apart, none
      */
     full: key('ladder:full'),
+    /**
+     * zset, on one slot: the active offers whose remaining capacity (capacity - burned - held) is
+     * below the market's minimum (`minRoutable` on the market hash), off the ladder until it rises
+     * (lua/lib/ladder.lua), scored as on the ladder; held apart, none
+     */
+    dry: key('ladder:dry'),
     /** zset: attempt id -> lease deadline (ms, Redis time); a reservation's too, held apart */
     leases: key('leases:2'),
     /**
@@ -186,7 +192,9 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * running totals kept by lua/clear.lua: writtenOff (micro-USDC), disputed (micro-DIEM), and
      * held apart spent and fees (micro-USDC; on one slot the offers' earned and fees sum to them);
      * supplier earnings are spent - fees (src/market/totals.ts); held apart, ladderVersion, moved by
-     * every change of the ladder or of an offer's standing (lua/lib/ladder.lua's ladder_moved)
+     * every change of the ladder or of an offer's standing (lua/lib/ladder.lua's ladder_moved);
+     * minRoutable, the least remaining capacity an offer stands on the ladder with (micro-DIEM,
+     * written by each replica at its start from SVC_MIN_ROUTABLE_DIEM; absent: 0)
      */
     market: key('market'),
     /** zset: replica id -> when it last ran its reaper (ms): the replicas seen */

@@ -231,15 +231,15 @@ describe.each(scriptForms())('as %s', (form) => {
     expect(await sets()).toEqual({ ladder: [], full: [paused] })
     await fx.offers.update(paused, { status: 'paused' })
     expect(await sets()).toEqual({ ladder: [], full: [] })
-    // Active again: on the ladder, where the next request finds it at its cap and moves it.
+    // Active again, still at its cap: in the full set, where its row says it stands.
     await fx.offers.update(paused, { status: 'active' })
-    expect(await sets()).toEqual({ ladder: [paused], full: [] })
+    expect(await sets()).toEqual({ ladder: [], full: [paused] })
     expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy, ...by(acct) })
     expect(await sets()).toEqual({ ladder: [], full: [paused] })
-    // Repriced: on the ladder at its new ask.
+    // Repriced: in the full set at its new ask.
     await fx.offers.update(paused, { askCents: 45 })
-    expect(await sets()).toEqual({ ladder: [paused], full: [] })
-    expect(Number(await fx.store.zscore(fx.keys.ladder, paused))).toBeGreaterThanOrEqual(45_000_000_000)
+    expect(await sets()).toEqual({ ladder: [], full: [paused] })
+    expect(Number(await fx.store.zscore(fx.keys.full, paused))).toBeGreaterThanOrEqual(45_000_000_000)
     expect(await admitFor(fx, acct)).toEqual({ code: AdmitCode.KeysBusy, ...by(acct) })
     await fx.offers.remove(paused)
     expect(await sets()).toEqual({ ladder: [], full: [] })
@@ -261,7 +261,7 @@ describe.each(scriptForms())('as %s', (form) => {
     await suppliers.setStatus(supplierId, 'suspended')
     expect(await sets()).toEqual({ ladder: [], full: [] })
     await suppliers.setStatus(supplierId, 'active')
-    expect(await sets()).toEqual({ ladder: [own], full: [] })
+    expect(await sets()).toEqual({ ladder: [], full: [own] })
   })
 
   test('a migration apart lists the offers of the full set on the ladder', async () => {

@@ -1,12 +1,14 @@
 // What admit reads of the ladder, counted by the server (INFO commandstats): a refusal that must
 // count every offer reads the ladder's first page and then the rest, in one call more than a ladder
 // of one offer takes, however long the ladder is; a refusal while every offer is at its cap reads
-// the same calls and offers however many there are.
+// the same calls and offers however many there are; an admit reads the same offers however many
+// too small to route (dry) stand cheaper.
 import { describe, expect, test } from 'bun:test'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import {
   admitFor,
   admitted,
+  clearFor,
   freshMarketPerTest,
   type MarketFixture,
   postOffer,
@@ -47,6 +49,29 @@ describe.each(scriptForms())('as %s', (form) => {
     const one = await rangeReads(refused)
     for (let i = 0; i < 40; i++) await postOffer(fx, 40, 500)
     expect(await rangeReads(refused)).toBe(one + 1)
+  })
+
+  test('an admit reads the same offers however many dry ones stand cheaper', async () => {
+    // The market's minimum: an offer with less left than 10,000 micro-DIEM stands aside.
+    await fx.store.hset(fx.keys.market, 'minRoutable', 10_000)
+    const acct = await seedAccount(fx, 1_000_000_000)
+    await postOffer(fx, 40, 5_000_000)
+    const reads = () =>
+      callsOf('hmget', async () => {
+        const taken = admitted(await admitFor(fx, acct))
+        await clearFor(fx, taken.attemptId, 500)
+      })
+    const none = await reads()
+    // Cheaper than the one the admit takes, each too small to route: posted so, or left so by a burn.
+    for (let i = 0; i < 250; i++) await postOffer(fx, 30, 500)
+    for (let i = 0; i < 250; i++) {
+      const worn = await postOffer(fx, 30, 20_000)
+      await fx.store.hset(fx.keys.offer(worn), 'burned', 19_500)
+    }
+    // The worn ones were posted with room: the next admits find them dry and set them aside, once.
+    for (let i = 0; i < 2; i++) expect(admitted(await admitFor(fx, acct)).askCents).toBe(40)
+    expect(await reads()).toBe(none)
+    expect(await fx.store.zcard(fx.keys.dry)).toBe(500)
   })
 
   test('a busy refusal reads the same few offers however many stand at their cap', async () => {

@@ -195,6 +195,23 @@ describe('own offers only', () => {
     expect([...statuses].filter((status) => status !== 200 && status !== 204 && status !== 404)).toEqual([])
   })
 
+  test('a capacity below the market minimum is refused, posted or changed, and nothing is written', async () => {
+    // SVC_MIN_ROUTABLE_MICRO_DIEM's default: 0.01 DIEM.
+    const small = await refused(() =>
+      post(supplier, { upstreamApiKey: upstreamKey(), askCents: 40, capacityDiem: '0.009999' }),
+    )
+    expect(small).toMatchObject({ status: 400, code: 'invalid_capacity' })
+    expect(small.message).toContain('at least 0.010000 DIEM')
+    const offer = await postOk(supplier)
+    const path = `/v1/supplier/offers/${offer.id}`
+    const shrunk = await refused(() =>
+      keyFetch(stack, supplier.apiKey, path, { method: 'PATCH', json: { capacityDiem: '0.000001' } }),
+    )
+    expect(shrunk).toMatchObject({ status: 400, code: 'invalid_capacity' })
+    const least = await post(supplier, { upstreamApiKey: upstreamKey(), askCents: 40, capacityDiem: '0.01' })
+    expect(least.status).toBe(201)
+  })
+
   test('ask, capacity and status change; paused leaves the ladder, active returns; deleted is gone', async () => {
     const offer = await postOk(supplier)
     const path = `/v1/supplier/offers/${offer.id}`

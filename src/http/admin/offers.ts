@@ -12,7 +12,7 @@ import {
   type OfferInput,
   OfferService,
 } from '../../market/offers.ts'
-import { type MicroDiem, parseMicros } from '../../money/units.ts'
+import { formatMicros, type MicroDiem, parseMicros } from '../../money/units.ts'
 import type { Keyspace } from '../../redis/keys.ts'
 import type { Store } from '../../redis/store.ts'
 import { adminAuth } from '../auth.ts'
@@ -49,11 +49,21 @@ function baseUrl(raw: string): string {
   throw badRequest('upstreamBaseUrl must be an http:// or https:// URL', 'invalid_upstream_url')
 }
 
-export function capacity(raw: string | number): MicroDiem {
+/**
+ * A posted capacity; `min` (micro-DIEM): the least a supplier may post, since an offer with less
+ * left stands aside (SVC_MIN_ROUTABLE_MICRO_DIEM).
+ */
+export function capacity(raw: string | number, min = 0): MicroDiem {
   const micros = parseMicros(raw)
   if (micros === null || micros <= 0 || micros > MAX_CAPACITY_MICRO_DIEM) {
     throw badRequest(
       'capacityDiem must be a positive DIEM amount with at most 6 decimals, up to 1000000',
+      'invalid_capacity',
+    )
+  }
+  if (micros < min) {
+    throw badRequest(
+      `capacityDiem must be at least ${formatMicros(min)} DIEM: an offer with less left is not routed`,
       'invalid_capacity',
     )
   }

@@ -8,7 +8,13 @@ import type { AuthDeps } from '../auth.ts'
 import { supplierAuth } from './auth.ts'
 
 export function supplierOfferRoutes(
-  deps: AuthDeps & { masterKey: Uint8Array; upstreamUrl: string; keyChecksPerMinute: number },
+  deps: AuthDeps & {
+    masterKey: Uint8Array
+    upstreamUrl: string
+    keyChecksPerMinute: number
+    /** The least capacity an offer may be posted with, micro-DIEM (SVC_MIN_ROUTABLE_MICRO_DIEM). */
+    minRoutable?: number
+  },
 ) {
   const offers = new SupplierOfferService(
     deps.store,
@@ -26,7 +32,7 @@ export function supplierOfferRoutes(
         const offer = await offers.post(supplier.supplierId, {
           upstreamApiKey: body.upstreamApiKey,
           askCents: body.askCents,
-          capacity: capacity(body.capacityDiem),
+          capacity: capacity(body.capacityDiem, deps.minRoutable),
           maxInFlight: body.maxInFlight,
         })
         return status(201, offer)
@@ -58,7 +64,8 @@ export function supplierOfferRoutes(
       ({ supplier, params, body }) =>
         offers.update(supplier.supplierId, params.id, {
           askCents: body.askCents,
-          capacity: body.capacityDiem === undefined ? undefined : capacity(body.capacityDiem),
+          capacity:
+            body.capacityDiem === undefined ? undefined : capacity(body.capacityDiem, deps.minRoutable),
           status: body.status,
         }),
       {
