@@ -64,6 +64,8 @@ export interface GatewayConfig {
   siweNoncesPerClientPerMinute: number
   /** Upstream key checks (offer posts) one supplier may make per minute across all replicas (429 past it). */
   supplierKeyChecksPerMinute: number
+  /** Upstream key checks of all suppliers together per minute across all replicas (429 past it). */
+  keyChecksPerMinuteTotal: number
   defaultMaxPriceCents: number
   catalogSyncSeconds: number
   disabledModels: string[]
@@ -277,6 +279,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     siweNoncesPerMinute: integer(env, 'SVC_SIWE_NONCES_PER_MINUTE', 600, 1, 1_000_000),
     siweNoncesPerClientPerMinute: integer(env, 'SVC_SIWE_NONCES_PER_CLIENT_PER_MINUTE', 60, 1, 1_000_000),
     supplierKeyChecksPerMinute: integer(env, 'SVC_SUPPLIER_KEY_CHECKS_PER_MINUTE', 10, 1, 1_000_000),
+    keyChecksPerMinuteTotal: integer(env, 'SVC_KEY_CHECKS_PER_MINUTE_TOTAL', 120, 1, 1_000_000),
     defaultMaxPriceCents: integer(env, 'SVC_DEFAULT_MAX_PRICE_CENTS', 50, 30, 80),
     catalogSyncSeconds: integer(env, 'SVC_CATALOG_SYNC_SECONDS', 300, 5, 86_400),
     disabledModels: (read(env, 'SVC_DISABLED_MODELS') ?? '')

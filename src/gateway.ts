@@ -6,6 +6,7 @@ import { startCatalogSync, syncCatalog } from './catalog/sync.ts'
 import type { GatewayConfig } from './config.ts'
 import { ClearJournal, KEEP_UNREPLICATED_MS } from './market/clear-journal.ts'
 import { LeaseRenewer } from './market/lease-renewer.ts'
+import { publishMinRoutable } from './market/min-routable.ts'
 import { startReaper } from './market/reaper.ts'
 import { earlierBuildSeen, forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
@@ -77,8 +78,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const recordRetentionMs = config.records.recordRetentionDays * 86_400_000
   const { reapIntervalMs, every } = config.market
   const steps = marketSteps(store, keys, undefined, config.market.postWithinMs, reapIntervalMs)
-  // Where the scripts read it (lua/lib/ladder.lua), before the first request.
-  await store.hset(keys.market, 'minRoutable', config.market.minRoutable)
+  await publishMinRoutable(store, keys, config.market.minRoutable, logger)
   // Known before the first request; each reaper pass tells it again.
   steps.earlierBuildSeen(await earlierBuildSeen(store, keys))
   const stopReaper = startReaper(store, keys, steps, reapIntervalMs, logger, recordRetentionMs, every)

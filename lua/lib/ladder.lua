@@ -28,9 +28,10 @@ local function enlist(score, id)
   rcall('ZREM', K_FULL, id)
 end
 
--- The least remaining capacity an offer stands on the ladder with, micro-DIEM (SVC_MIN_ROUTABLE_DIEM,
--- on the market hash; absent: 0), never above DRY_CAP: an offer with at least DRY_CAP left is not
--- dry, known without reading the minimum, so a roomy offer's admit and clear read nothing more.
+-- The least remaining capacity an offer stands on the ladder with, micro-DIEM
+-- (SVC_MIN_ROUTABLE_MICRO_DIEM, on the market hash; absent: 0), never above DRY_CAP: an offer with
+-- at least DRY_CAP left is not dry, known without reading the minimum, so a roomy offer's admit and
+-- clear read nothing more.
 local DRY_CAP = 1000000
 local function dry_floor()
   local floor = stored(rcall('HGET', K_MARKET, 'minRoutable'))
@@ -43,6 +44,35 @@ end
 local function is_dry(left, floor)
   if left >= DRY_CAP then return false end
   return left < (floor or dry_floor())
+end
+
+-- The dry set read a page at a time (lua/reap.lua), on from the score the last page ended at
+-- (`drySwept` on the market hash; absent: from the start), so that each member is read in turn
+-- however many stay dry before it: one dry only by a minimum since lowered (a replica started with
+-- a lower setting) stands where its row says, the ladder or the full set at its cap. At most
+-- `limit` offers a call.
+local function sweep_dry(limit)
+  -- Due only once the minimum was lowered (src/market/min-routable.ts sets the cursor to -inf):
+  -- otherwise an offer leaves the dry set by what raises its own remaining, and nothing is read.
+  local after = rcall('HGET', K_MARKET, 'drySwept')
+  if not after then return end
+  local from = after == '-inf' and after or ('(' .. after)
+  local page = rcall('ZRANGEBYSCORE', K_DRY, from, '+inf', 'WITHSCORES', 'LIMIT', '0', s(limit))
+  if #page > 0 then
+    local floor = dry_floor()
+    for i = 1, #page, 2 do
+      local o = rcall('HMGET', k_offer(page[i]), 'capacity', 'burned', 'held', 'inflight', 'maxInFlight')
+      if o[1] and not is_dry(stored(o[1]) - stored(o[2]) - stored(o[3]), floor) then
+        shift(K_DRY, stored(o[4]) >= stored(o[5]) and K_FULL or K_LADDER, page[i])
+      end
+    end
+  end
+  -- A short page reached the end: the next starts over.
+  if #page < 2 * limit then
+    rcall('HDEL', K_MARKET, 'drySwept')
+  else
+    rcall('HSET', K_MARKET, 'drySwept', page[#page])
+  end
 end
 
 -- An active offer on one slot (posted, changed, reinstated) stood by its own row: dry, full (at

@@ -194,7 +194,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * supplier earnings are spent - fees (src/market/totals.ts); held apart, ladderVersion, moved by
      * every change of the ladder or of an offer's standing (lua/lib/ladder.lua's ladder_moved);
      * minRoutable, the least remaining capacity an offer stands on the ladder with (micro-DIEM,
-     * written by each replica at its start from SVC_MIN_ROUTABLE_DIEM; absent: 0)
+     * written by each replica at its start from SVC_MIN_ROUTABLE_MICRO_DIEM; absent: 0); drySwept,
+     * the score the reaper's last page of the dry set ended at (lua/lib/ladder.lua's sweep_dry)
      */
     market: key('market'),
     /** zset: replica id -> when it last ran its reaper (ms): the replicas seen */
@@ -278,6 +279,8 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     /** string counter per minute and supplier: upstream key checks its offer posts asked for (the fuse in front of the upstream) */
     supplierKeyChecks: (minute: number, supplierId: string) =>
       key(`supplier:${supplierId}:key-checks:${minute}`),
+    /** string counter per minute: upstream key checks of every supplier together (the market's ceiling) */
+    keyChecks: (minute: number) => key(`key-checks:${minute}`),
     /** hash: SHA-256 hex of an upstream key -> the offer it stands in (one non-deleted offer per key) */
     upstreamKeys: key('upstreamKeys'),
     /**

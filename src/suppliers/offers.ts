@@ -16,7 +16,7 @@ import type { MicroDiem } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'
 import type { Store } from '../redis/store.ts'
-import { keyCheckFuseBlown } from './results.ts'
+import { keyCheckCeilingReached, keyCheckFuseBlown } from './results.ts'
 import { checkUpstreamKey } from './upstream-key-check.ts'
 
 /**
@@ -26,6 +26,13 @@ import { checkUpstreamKey } from './upstream-key-check.ts'
  * test keys, or to load the upstream, as fast as one likes).
  */
 export const KEY_CHECKS_PER_MINUTE = 10
+
+/**
+ * Upstream key checks of every supplier together per minute, across every replica, by default
+ * (SVC_KEY_CHECKS_PER_MINUTE_TOTAL): suppliers cost nothing to create, so the per-supplier fuse
+ * alone would let many of them load the operator's upstream (and have its address limited there).
+ */
+export const KEY_CHECKS_PER_MINUTE_TOTAL = 120
 
 export interface SupplierOfferInput {
   upstreamApiKey: string
@@ -64,6 +71,7 @@ export type SupplierOfferView = ReturnType<typeof supplierOfferView>
 export class SupplierOfferService {
   private readonly offers: OfferService
   private readonly keyChecks: MinuteFuse
+  private readonly marketKeyChecks: MinuteFuse
 
   constructor(
     private readonly store: Store,
@@ -71,7 +79,8 @@ export class SupplierOfferService {
     masterKey: Uint8Array,
     private readonly upstreamUrl: string,
     keyChecksPerMinute = KEY_CHECKS_PER_MINUTE,
-    /** The fuse's clock, ms: a test holds one minute instead of racing the next. */
+    keyChecksPerMinuteTotal = KEY_CHECKS_PER_MINUTE_TOTAL,
+    /** The fuses' clock, ms: a test holds one minute instead of racing the next. */
     clock?: () => number,
   ) {
     this.offers = new OfferService(store, keys, masterKey)
@@ -80,6 +89,13 @@ export class SupplierOfferService {
       keys.supplierKeyChecks,
       keyChecksPerMinute,
       keyCheckFuseBlown,
+      clock,
+    )
+    this.marketKeyChecks = new MinuteFuse(
+      store,
+      keys.keyChecks,
+      keyChecksPerMinuteTotal,
+      keyCheckCeilingReached,
       clock,
     )
   }
@@ -95,7 +111,10 @@ export class SupplierOfferService {
     // A holder deleted on its own slot but not yet given its key back (held apart) is left to create.
     if (holder && (await this.store.hget(this.keys.offer(holder), 'status')) !== 'deleted')
       throw upstreamKeyInUse()
+    // The supplier's own count first: one past it never spends the market's. Both turn over with
+    // the same minute, so a supplier charged under the market's refusal loses nothing it could use.
     await this.keyChecks.take(supplierId)
+    await this.marketKeyChecks.take()
     await checkUpstreamKey(this.upstreamUrl, input.upstreamApiKey)
     const offer = await this.offers.create({ ...this.fields(input), supplierId, upstreamKeyDigest: digest })
     return supplierOfferView(offer)

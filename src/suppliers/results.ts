@@ -45,6 +45,14 @@ export const keyCheckFuseBlown = (retryAfterSeconds: number) =>
     { headers: { 'retry-after': String(retryAfterSeconds) } },
   )
 
+export const keyCheckCeilingReached = (retryAfterSeconds: number) =>
+  new ApiError(
+    429,
+    'key_check_rate_limited',
+    "the market's upstream key checks for this minute are spent; retry after Retry-After",
+    { headers: { 'retry-after': String(retryAfterSeconds) } },
+  )
+
 export const nonceRefused = () =>
   new ApiError(401, 'siwe_nonce_invalid', 'the nonce is unknown, expired or already used; get a new one')
 

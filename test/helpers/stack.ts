@@ -150,9 +150,11 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
     `${prefix}:reaper:claim`,
     `${prefix}:catalog:sync-claim`,
   ])
-  // A supplier's upstream key checks are counted before the upstream is asked, whatever it answers:
-  // the count is the fuse, and moves under a refusal by design (src/suppliers/offers.ts).
-  const counted = (key: string) => key.startsWith(`${prefix}:supplier:`) && key.includes(':key-checks:')
+  // Upstream key checks are counted before the upstream is asked, whatever it answers: a supplier's
+  // count and the market's are the fuses, and move under a refusal by design (src/suppliers/offers.ts).
+  const counted = (key: string) =>
+    (key.startsWith(`${prefix}:supplier:`) && key.includes(':key-checks:')) ||
+    key.startsWith(`${prefix}:key-checks:`)
   const keys = (await keysUnder(store, `${prefix}:`))
     .filter((key) => !heartbeat.has(key) && !counted(key))
     .sort()

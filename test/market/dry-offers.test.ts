@@ -1,12 +1,15 @@
 // Offers with less left than the market's minimum (SVC_MIN_ROUTABLE_MICRO_DIEM, `minRoutable` on the
 // market hash) on one slot: off the ladder in the dry set, so that no request reads them, and back
 // when what they have left rises again: a release or a clear giving their hold back, a capacity
-// raised. The cheapest eligible offer is then the cheapest with at least the minimum left; a refusal
+// raised, or the reaper's sweep once the minimum is lowered. The cheapest eligible offer is then the cheapest with at least the minimum left; a refusal
 // with only dry offers at the price says they lack capacity; the audit checks where each stands.
 import { describe, expect, test } from 'bun:test'
+import { createLogger } from '../../src/logger.ts'
 import { auditMarket } from '../../src/market/audit.ts'
 import { ladderDepth } from '../../src/market/capacity.ts'
 import { release } from '../../src/market/clearing.ts'
+import { reapExpired } from '../../src/market/leases.ts'
+import { publishMinRoutable } from '../../src/market/min-routable.ts'
 import type { MicroDiem } from '../../src/money/units.ts'
 import { AdmitCode } from '../../src/redis/result-codes.ts'
 import {
@@ -19,6 +22,8 @@ import {
   scriptForms,
   seedAccount,
 } from '../helpers/market.ts'
+
+const silent = createLogger('silent')
 
 let fx: MarketFixture
 const MIN = 10_000
@@ -123,5 +128,45 @@ describe.each(scriptForms())('as %s', (form) => {
     const acct = await seedAccount(fx, 1_000_000_000)
     expect(await admitFor(fx, acct)).toMatchObject({ code: AdmitCode.InsufficientRoutable })
     expect((await sets()).dry.sort()).toEqual([roomy, tiny].sort())
+  })
+
+  test('a minimum lowered: the reaper sweeps the offers dry only by the old one back where they stand', async () => {
+    await fx.store.hset(fx.keys.market, 'minRoutable', MIN)
+    const acct = await seedAccount(fx, 1_000_000_000)
+    const capped = await postOffer(fx, 30, 14_000, { maxInFlight: 1 })
+    const dear = await postOffer(fx, 40, 5_000_000)
+    // Its one slot taken by a hold that leaves 9,000: dry and at its cap.
+    expect(admitted(await admitFor(fx, acct, { holdDiem: 5_000 as MicroDiem })).offerId).toBe(capped)
+    const cheap = await postOffer(fx, 32, 5_000)
+    const tiny = await postOffer(fx, 34, 500)
+    expect(await sets()).toEqual({ ladder: [dear], full: [], dry: [capped, cheap, tiny] })
+    // A replica started with a lower minimum: no request reads the dry set, so until a sweep the
+    // cheaper offer waits there while requests pay the dearer one.
+    await publishMinRoutable(fx.store, fx.keys, 1_000, silent)
+    const before = admitted(await admitFor(fx, acct))
+    expect(before.offerId).toBe(dear)
+    await clearFor(fx, before.attemptId, 100)
+    await reapExpired(fx.store, fx.keys)
+    expect(await sets()).toEqual({ ladder: [cheap, dear], full: [capped], dry: [tiny] })
+    expect(admitted(await admitFor(fx, acct)).offerId).toBe(cheap)
+    expect(await auditMarket(fx.store, fx.keys)).toEqual([])
+  })
+
+  test('the sweep reads the dry set a page a pass, on past those that stay dry', async () => {
+    await fx.store.hset(fx.keys.market, 'minRoutable', MIN)
+    const acct = await seedAccount(fx, 1_000_000_000)
+    // A page's worth of offers that stay dry under any minimum here, all cheaper.
+    for (let i = 0; i < 1_000; i++) await postOffer(fx, 30, 100)
+    const late = await postOffer(fx, 31, 5_000)
+    const dear = await postOffer(fx, 40, 5_000_000)
+    await publishMinRoutable(fx.store, fx.keys, 1_000, silent)
+    await reapExpired(fx.store, fx.keys)
+    expect(await fx.store.zscore(fx.keys.dry, late)).not.toBeNull()
+    await reapExpired(fx.store, fx.keys)
+    expect(await fx.store.zrange(fx.keys.ladder, 0, -1)).toEqual([late, dear])
+    expect(admitted(await admitFor(fx, acct)).offerId).toBe(late)
+    expect(await fx.store.zcard(fx.keys.dry)).toBe(1_000)
+    // The sweep ran to the end: none is due until the minimum is lowered again.
+    expect(await fx.store.hget(fx.keys.market, 'drySwept')).toBeNull()
   })
 })

@@ -72,7 +72,7 @@ export const SUPPLIER_OPERATIONS: Record<string, Operation> = {
   'POST /v1/supplier/offers': {
     summary: "Post an offer on the operator's upstream; the upstream key is checked, sealed, never shown",
     description:
-      "400 upstream_key_rejected when the upstream's balance endpoint does not accept the key; 409 upstream_key_in_use when it stands in another offer; 403 supplier_suspended; 429 key_check_rate_limited past SVC_SUPPLIER_KEY_CHECKS_PER_MINUTE key checks a minute per supplier (default 10; wait Retry-After).",
+      "400 upstream_key_rejected when the upstream's balance endpoint does not accept the key; 409 upstream_key_in_use when it stands in another offer; 403 supplier_suspended; 429 key_check_rate_limited past SVC_SUPPLIER_KEY_CHECKS_PER_MINUTE key checks a minute per supplier (default 10), or past SVC_KEY_CHECKS_PER_MINUTE_TOTAL of all suppliers together (default 120; wait Retry-After).",
     tags: ['supplier'],
     security: 'supplierKey',
     ok: ok('The offer', '201'),

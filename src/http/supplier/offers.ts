@@ -12,6 +12,7 @@ export function supplierOfferRoutes(
     masterKey: Uint8Array
     upstreamUrl: string
     keyChecksPerMinute: number
+    keyChecksPerMinuteTotal?: number
     /** The least capacity an offer may be posted with, micro-DIEM (SVC_MIN_ROUTABLE_MICRO_DIEM). */
     minRoutable?: number
   },
@@ -22,6 +23,7 @@ export function supplierOfferRoutes(
     deps.masterKey,
     deps.upstreamUrl,
     deps.keyChecksPerMinute,
+    deps.keyChecksPerMinuteTotal,
   )
   const params = t.Object({ id: t.String({ maxLength: 64 }) })
   return new Elysia({ name: 'svc/supplier-offers', prefix: '/v1/supplier/offers', seed: deps.keys.prefix })

@@ -25,6 +25,7 @@ export function supplierRoutes(deps: AppDeps) {
         masterKey: deps.config.masterKey,
         upstreamUrl: deps.config.upstreamUrl,
         keyChecksPerMinute: deps.config.supplierKeyChecksPerMinute,
+        keyChecksPerMinuteTotal: deps.config.keyChecksPerMinuteTotal,
         minRoutable: deps.config.market.minRoutable,
       }),
     )
