@@ -8,18 +8,17 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { auditAll } from '../../src/cli/audit.ts'
 import { auditFundingOnChain } from '../../src/funding/audit.ts'
 import { fundingChain } from '../../src/funding/chain.ts'
-import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
+import { PaymentLedger } from '../../src/funding/ledger.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
-import type { MicroUsdc } from '../../src/money/units.ts'
 import type { Keyspace } from '../../src/redis/keys.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createAccount } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { stackWatchDeps } from '../helpers/funding-watch.ts'
+import { creditedBeforeReorg, stackWatchDeps } from '../helpers/funding-watch.ts'
 import { type HeldApart, startHeldApart } from '../helpers/held-apart.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
-import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
+import { authorizationOf, post } from '../helpers/x402.ts'
 
 // A chain of each layout's own: the first one's clock is moved past the authorization's life.
 let chain: TestChain
@@ -36,7 +35,7 @@ interface Market {
 
 const env = () => ({ ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' })
 
-const nonceOf = (header: string) => authorizationOf(header).nonce
+const _nonceOf = (header: string) => authorizationOf(header).nonce
 
 async function lateCreditRefused(market: Market): Promise<void> {
   const { store, keys, deps } = market
@@ -49,35 +48,15 @@ async function lateCreditRefused(market: Market): Promise<void> {
   const payer = await chain.newPayer(10_000_000n)
   const accountId = await market.account(payer.address)
   const url = `${market.url}/v1/x402/signup`
-  const header = await xPayment(payer, await challenge(url, { amountUsdc: '3.000000' }))
-  const { validBefore } = authorizationOf(header)
-  const auth = authorizationId(chain.chainId, chain.usdc, payer.address, nonceOf(header))
-  expect(
-    await ledger.claim({
-      authorizationId: auth,
-      kind: 'refill',
-      accountId,
-      payer: payer.address,
-      amount: 3_000_000 as MicroUsdc,
-      fromBlock: await chain.publicClient.getBlockNumber(),
-      validBefore: BigInt(validBefore),
-    }),
-  ).toEqual({ claimed: true })
   const before = await balances(accountId)
-  const snapshot = await chain.testClient.snapshot()
-  const sent = await chain.sendAuthorization(header)
-  // The receipt a replica holds from before the reorg, and the credit it writes from it.
-  const credit = {
+  // The receipt a replica holds from before the reorg, and the credit it wrote from it.
+  const { header, auth, snapshot, sent, credit, id } = await creditedBeforeReorg(
+    ledger,
+    chain,
+    url,
+    payer,
     accountId,
-    amount: 3_000_000 as MicroUsdc,
-    chainId: chain.chainId,
-    transaction: sent.transaction,
-    authorizationId: auth,
-    blockNumber: sent.blockNumber,
-    payer: payer.address,
-  }
-  expect((await ledger.credit(credit)).status).toBe('credited')
-  const id = paymentId(chain.chainId, sent.transaction)
+  )
 
   // The reorg took the transaction out, nobody sent the authorization again, and it expired.
   await chain.testClient.revert({ id: snapshot })
@@ -103,7 +82,13 @@ async function lateCreditRefused(market: Market): Promise<void> {
   expect(replay.status).toBe(402)
   expect(replay.body.error).toStartWith('payment verification failed')
   expect(replay.body.accepts).toBeArray()
-  expect(await ledger.claim({ ...credit, kind: 'refill', validBefore: BigInt(validBefore) })).toEqual({
+  expect(
+    await ledger.claim({
+      ...credit,
+      kind: 'refill',
+      validBefore: BigInt(authorizationOf(header).validBefore),
+    }),
+  ).toEqual({
     claimed: false,
     state: 'taken back',
     transaction: undefined,

@@ -10,7 +10,7 @@ import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createAccount } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { auditStackOnChain, stackWatchDeps } from '../helpers/funding-watch.ts'
+import { auditStackOnChain, creditedBeforeReorg, stackWatchDeps } from '../helpers/funding-watch.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
@@ -131,34 +131,8 @@ test('a payment taken back: its reversal is kept for the record retention; once 
   const { accountId } = await createAccount(stack)
   const payer = await chain.newPayer(10_000_000n)
   const url = `${stack.url}/v1/x402/signup`
-  const header = await xPayment(payer, await challenge(url, { amountUsdc: '3.000000' }))
-  const { validBefore } = authorizationOf(header)
-  const auth = authorizationId(chain.chainId, chain.usdc, payer.address, nonceOf(header))
-  expect(
-    await ledger.claim({
-      authorizationId: auth,
-      kind: 'refill',
-      accountId,
-      payer: payer.address,
-      amount: 3_000_000 as MicroUsdc,
-      fromBlock: await chain.publicClient.getBlockNumber(),
-      validBefore: BigInt(validBefore),
-    }),
-  ).toEqual({ claimed: true })
   const before = await balances(accountId)
-  const snapshot = await chain.testClient.snapshot()
-  const sent = await chain.sendAuthorization(header)
-  const credit = {
-    accountId,
-    amount: 3_000_000 as MicroUsdc,
-    chainId: chain.chainId,
-    transaction: sent.transaction,
-    authorizationId: auth,
-    blockNumber: sent.blockNumber,
-    payer: payer.address,
-  }
-  expect((await ledger.credit(credit)).status).toBe('credited')
-  const id = paymentId(chain.chainId, sent.transaction)
+  const { header, snapshot, sent, id } = await creditedBeforeReorg(ledger, chain, url, payer, accountId)
 
   // The reorg took the transaction out, nobody sent the authorization again, and it expired.
   await chain.testClient.revert({ id: snapshot })
