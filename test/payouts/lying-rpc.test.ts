@@ -80,6 +80,23 @@ async function finish(s: PayoutSender, id: string): Promise<Payout> {
   return done!
 }
 
+/** Finished by the sender: confirmed (by `txHash` when given), one transfer of its amount on chain, paid out once. */
+async function paidOnce(
+  s: PayoutSender,
+  p: { payout: Payout; supplierId: string; to: Address },
+  address: Address,
+  amount: number,
+  txHash?: Hex | null,
+): Promise<Payout> {
+  const done = await finish(s, p.payout.id)
+  expect(done).toMatchObject(txHash === undefined ? { state: 'confirmed' } : { state: 'confirmed', txHash })
+  expect(await transfersFrom(chain, address, p.to)).toEqual([
+    { to: p.to, value: BigInt(amount), tx: done.txHash! },
+  ])
+  expect(await money(p.supplierId)).toEqual({ paidOut: amount, pending: 0, payable: 0 })
+  return done
+}
+
 /** Another network's node, where the same key has sent transactions of its own (its nonce is past). */
 async function chainElsewhere(key: Hex, address: Address): Promise<TestChain> {
   const other = await startChain(CHAIN_ELSEWHERE)
@@ -139,10 +156,7 @@ test("a receipt for the payout's hash holding another transfer: never confirmed 
   expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_000_000, payable: 0 })
 
   rpc.lie(null)
-  const done = await finish(sender, payout.id)
-  expect(done).toMatchObject({ state: 'confirmed', txHash: signed.txHash })
-  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_000_000n, tx: signed.txHash! }])
-  expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+  await paidOnce(sender, { payout, supplierId, to }, address, 1_000_000, signed.txHash)
 }, 60_000)
 
 test('an RPC answering from another chain: the payout is never failed on its word; back on the payout chain it is paid once', async () => {
@@ -170,10 +184,7 @@ test('an RPC answering from another chain: the payout is never failed on its wor
       await chain.testClient.setAutomine(true)
     }
     await chain.testClient.mine({ blocks: 1 })
-    const done = await finish(sender, payout.id)
-    expect(done).toMatchObject({ state: 'confirmed', txHash: sent.txHash })
-    expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_000_000n, tx: sent.txHash! }])
-    expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+    await paidOnce(sender, { payout, supplierId, to }, address, 1_000_000, sent.txHash)
   } finally {
     await other.stop()
   }
@@ -208,10 +219,7 @@ test('an RPC switching to another chain mid-pass, after the pass read its chain 
       await chain.testClient.setAutomine(true)
     }
     await chain.testClient.mine({ blocks: 1 })
-    const done = await finish(sender, payout.id)
-    expect(done).toMatchObject({ state: 'confirmed', txHash: sent.txHash })
-    expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_000_000n, tx: sent.txHash! }])
-    expect(await money(supplierId)).toEqual({ paidOut: 1_000_000, pending: 0, payable: 0 })
+    await paidOnce(sender, { payout, supplierId, to }, address, 1_000_000, sent.txHash)
   } finally {
     await other.stop()
   }
@@ -280,10 +288,7 @@ test('a receipt forged to say the payout reverted, block and confirmations real:
   expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_400_000, payable: 0 })
 
   rpc.lie(null)
-  const done = await finish(sender, payout.id)
-  expect(done.state).toBe('confirmed')
-  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_400_000n, tx: done.txHash! }])
-  expect(await money(supplierId)).toEqual({ paidOut: 1_400_000, pending: 0, payable: 0 })
+  await paidOnce(sender, { payout, supplierId, to }, address, 1_400_000)
 }, 60_000)
 
 test('a receipt whose block cannot be read back: the payout is kept and read again next pass; paid once when the block answers', async () => {
@@ -308,10 +313,7 @@ test('a receipt whose block cannot be read back: the payout is kept and read aga
   expect(await money(supplierId)).toEqual({ paidOut: 0, pending: 1_100_000, payable: 0 })
 
   rpc.lie(null)
-  const done = await finish(sender, payout.id)
-  expect(done.state).toBe('confirmed')
-  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_100_000n, tx: done.txHash! }])
-  expect(await money(supplierId)).toEqual({ paidOut: 1_100_000, pending: 0, payable: 0 })
+  await paidOnce(sender, { payout, supplierId, to }, address, 1_100_000)
 }, 60_000)
 
 test("a pending nonce answered past the wallet's transactions: no nonce is skipped; this payout and the next are paid", async () => {
@@ -347,11 +349,8 @@ test('a broadcast the node took but whose answer timed out: the payout is follow
     return { error: { code: -32_000, message: 'request timed out' } }
   })
   const { supplierId, payout, to } = await payoutOf(1_200_000)
-  const done = await finish(sender, payout.id)
+  await paidOnce(sender, { payout, supplierId, to }, address, 1_200_000)
   expect(timedOut).toBeGreaterThan(0)
-  expect(done.state).toBe('confirmed')
-  expect(await transfersFrom(chain, address, to)).toEqual([{ to, value: 1_200_000n, tx: done.txHash! }])
-  expect(await money(supplierId)).toEqual({ paidOut: 1_200_000, pending: 0, payable: 0 })
 }, 60_000)
 
 const CHAIN_ELSEWHERE = 31_337
