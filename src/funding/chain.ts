@@ -84,6 +84,16 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
       })),
   })
 
+  /** The receipt of a transaction, or null while it is not mined (or unknown). */
+  async function receipt(hash: Hex): Promise<Receipt | null> {
+    try {
+      return toReceipt(await client.getTransactionReceipt({ hash }))
+    } catch (error) {
+      if (error instanceof TransactionReceiptNotFoundError) return null
+      throw error
+    }
+  }
+
   async function onChain(at: Pick<Receipt, 'blockNumber' | 'blockHash'>): Promise<boolean> {
     const block = await client.getBlock({ blockNumber: at.blockNumber })
     return block.hash?.toLowerCase() === at.blockHash.toLowerCase()
@@ -104,20 +114,17 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
     async blockTime(number: bigint): Promise<bigint> {
       return (await client.getBlock({ blockNumber: number })).timestamp
     },
-    /** The receipt of a transaction, or null while it is not mined (or unknown). */
-    async receipt(hash: Hex): Promise<Receipt | null> {
-      try {
-        return toReceipt(await client.getTransactionReceipt({ hash }))
-      } catch (error) {
-        if (error instanceof TransactionReceiptNotFoundError) return null
-        throw error
-      }
-    },
+    receipt,
     /**
      * Whether the receipt's block is the chain's at its height. A node still on a fork a reorg left
      * answers the receipt it holds there; the block read again by number says which chain it is.
      */
     onChain: (receipt: Pick<Receipt, 'blockNumber' | 'blockHash'>) => onChain(receipt),
+    /** The transaction's receipt while its block is the chain's at its height; null otherwise. */
+    async receiptOnChain(hash: Hex): Promise<Receipt | null> {
+      const found = await receipt(hash)
+      return found && (await onChain(found)) ? found : null
+    },
     /** Waits for a receipt at most `timeoutMs`; null when it did not come in time (or never can). */
     async waitForReceipt(hash: Hex, timeoutMs: number): Promise<Receipt | null> {
       try {

@@ -54,12 +54,6 @@ export async function auditSupplierPayouts(
   return findings
 }
 
-/** The transaction's receipt while its block is the chain's at its height; null otherwise. */
-async function receiptOnChain(chain: FundingChain, hash: Hex): Promise<Receipt | null> {
-  const receipt = await chain.receipt(hash)
-  return receipt && (await chain.onChain(receipt)) ? receipt : null
-}
-
 /**
  * Every confirmed payout's transfer, read from its receipt on chain; and every failed payout that
  * was signed, none of whose transactions may have succeeded (its amount was made payable again).
@@ -77,7 +71,7 @@ export async function auditPayoutsOnChain(
       if (p.state === 'failed' && p.hashes.length > 0) {
         checked++
         for (const hash of p.hashes) {
-          if ((await receiptOnChain(chain, hash))?.status === 'success') {
+          if ((await chain.receiptOnChain(hash))?.status === 'success') {
             findings.push({
               subject: `payout ${p.id}`,
               problem: `failed, but its transaction ${hash} succeeded on chain`,
@@ -91,7 +85,7 @@ export async function auditPayoutsOnChain(
       const subject = `payout ${p.id}`
       const mined: { hash: Hex; receipt: Receipt }[] = []
       for (const hash of p.hashes) {
-        const receipt = await receiptOnChain(chain, hash)
+        const receipt = await chain.receiptOnChain(hash)
         if (receipt) mined.push({ hash, receipt })
       }
       const paid = mined.find((m) => m.receipt.status === 'success')

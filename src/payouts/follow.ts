@@ -74,7 +74,7 @@ export class PayoutFollower {
     if (block === null || head - block + 1n < BigInt(this.deps.options.confirmations)) return false
     // Confirm only what the chain still holds where it was counted; a reorg since is the next
     // pass's to follow.
-    const receipt = await this.receipt(hash)
+    const receipt = await this.deps.chain.receiptOnChain(hash)
     if (receipt?.status !== 'success' || receipt.blockNumber !== block) return false
     if (!this.paysOut(payout, hash, receipt)) return false
     await this.step(payout, { step: 'confirmed', blockNumber: receipt.blockNumber })
@@ -133,7 +133,7 @@ export class PayoutFollower {
   private async finallyReverted(payout: Payout, hash: Hex, blockNumber: bigint): Promise<boolean> {
     const head = await this.deps.chain.blockNumber()
     if (head - blockNumber + 1n < BigInt(this.deps.options.confirmations)) return false
-    const again = await this.receipt(hash)
+    const again = await this.deps.chain.receiptOnChain(hash)
     if (again?.status !== 'reverted' || again.blockNumber !== blockNumber) return false
     const transfer = {
       from: payout.from as Address,
@@ -165,15 +165,9 @@ export class PayoutFollower {
     return false
   }
 
-  /** The transaction's receipt while its block is the chain's at its height; null otherwise. */
-  private async receipt(hash: Hex): Promise<Receipt | null> {
-    const receipt = await this.deps.chain.receipt(hash)
-    return receipt && (await this.deps.chain.onChain(receipt)) ? receipt : null
-  }
-
   private async receiptOfAny(hashes: Hex[]) {
     for (const hash of hashes) {
-      const receipt = await this.receipt(hash)
+      const receipt = await this.deps.chain.receiptOnChain(hash)
       if (receipt) return { hash, receipt }
     }
     return null
@@ -230,7 +224,7 @@ export class PayoutFollower {
    */
   private async reorged(payout: Payout, block: bigint | null) {
     const hash = payout.txHash as Hex
-    const receipt = await this.receipt(hash)
+    const receipt = await this.deps.chain.receiptOnChain(hash)
     if (!receipt) {
       // A receipt read that finds nothing may come from a node behind: the transaction left the
       // chain only when its nonce is no longer held by one of the payout's own hashes.
