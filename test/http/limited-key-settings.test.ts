@@ -1,8 +1,8 @@
 // A key with a spending limit is an agent's budget, not the account's owner: it reads the account's
-// settings but changes none of them. Its PATCH of the max price and its registering or removing of
-// webhook endpoints are 403 key_limit_binding with Redis unchanged (raising the max price would
-// raise what every key pays; removing an endpoint would silence the owner's budget alerts); a key
-// without a limit does both.
+// settings but changes none of them. Its PATCH of the max price and its registering, removing or
+// replaying to webhook endpoints are 403 key_limit_binding with Redis unchanged (raising the max
+// price would raise what every key pays; removing an endpoint would silence the owner's budget
+// alerts; a replay sends to the owner's endpoint again); a key without a limit does all of them.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { keyFetch, mintKey, waitForLastUsed } from '../helpers/accounts.ts'
 import { fundedBuyer } from '../helpers/buyers.ts'
@@ -45,6 +45,11 @@ test("a limited key reads the account's max price and webhooks but changes neith
       json: { disabled: true },
     }),
   )
+  await expectBinding(
+    await keyFetch(stack, agent.apiKey, `/v1/agent/webhooks/${id}/deliveries/evt_unknown/replay`, {
+      method: 'POST',
+    }),
+  )
   expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(before)
 
   const listed = (await (await keyFetch(stack, agent.apiKey, '/v1/agent/webhooks')).json()) as {
@@ -65,6 +70,15 @@ test('a key without a limit changes both', async () => {
   const registered = await registerWebhook(stack, owner.apiKey, '/v1/agent', hook)
   expect(registered.status).toBe(201)
   const { id } = (await registered.json()) as { id: string }
+  const replayed = await keyFetch(
+    stack,
+    owner.apiKey,
+    `/v1/agent/webhooks/${id}/deliveries/evt_unknown/replay`,
+    {
+      method: 'POST',
+    },
+  )
+  expect(replayed.status).toBe(404)
   expect((await keyFetch(stack, owner.apiKey, `/v1/agent/webhooks/${id}`, { method: 'DELETE' })).status).toBe(
     200,
   )

@@ -98,7 +98,7 @@ export const WEBHOOK_OPERATIONS: Record<string, Operation> = {
     'apiKey',
     'balance.low, key.budget.80, key.budget.100, funding.confirmed, funding.reversed',
     {
-      note: ' A key with a spending limit may list endpoints but not register, remove, disable, enable or rotate them (403 key_limit_binding).',
+      note: ' A key with a spending limit may list endpoints and their deliveries but not register, remove, disable, enable or rotate them, nor replay an event to them (403 key_limit_binding).',
       errors: ['Forbidden'],
     },
   ),

@@ -120,9 +120,11 @@ function routesFor(
     )
     .post(
       '/webhooks/:id/deliveries/:eventId/replay',
-      async ({ caller: { owner }, params }) => {
-        const endpoint = await webhooks.get(owner, params.id)
-        return deliveries.replay(owner, endpoint, params.eventId)
+      async ({ caller, params }) => {
+        // A replay sends to the owner's endpoint again: the owner's to decide, like the endpoint itself.
+        await caller.mayChange()
+        const endpoint = await webhooks.get(caller.owner, params.id)
+        return deliveries.replay(caller.owner, endpoint, params.eventId)
       },
       { caller: true, params: replayParams },
     )
