@@ -13,7 +13,7 @@ const SERVER_TOOL = /_\d{8}$/
 
 /**
  * A custom tool's fields: those carried to the supplier, and hints that change nothing in the
- * answer (cache_control; eager_input_streaming, as a call's input is sent whole when its block closes).
+ * answer (cache_control; eager_input_streaming, as a call's input streams as it comes anyway).
  */
 const TOOL_FIELDS = new Set([
   'type',

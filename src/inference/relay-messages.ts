@@ -1,9 +1,12 @@
 // Streamed Messages: Anthropic's events in Anthropic's order, each with an `event:` line equal to
-// its JSON type. message_start and a ping open the stream; the supplier's thinking and text become
-// content blocks as they come, each opened by content_block_start, filled by its deltas and closed
-// by content_block_stop before the next opens. Tool calls are sent once the supplier's stream has
-// ended, one whole tool_use block each: parallel calls may come interleaved, and a call's arguments
-// can grow until the end, while Anthropic's stream has one block open at a time. message_delta (stop
+// its JSON type. message_start and a ping open the stream; the supplier's thinking, text and tool
+// calls become content blocks as they come, each opened by content_block_start, filled by its
+// deltas and closed by content_block_stop before the next opens. A block that begins while another
+// is open waits its turn, its pieces gathered. A tool call streams its arguments as input_json_delta
+// while they can begin a JSON object (a client parses them as partial JSON at every read), and stays
+// open while they may grow: parallel calls may come interleaved. It closes once something after it
+// has begun and its arguments are a whole object, else at the end; arguments that never began an
+// object go whole at its close, as the input a buffered answer gives. message_delta (stop
 // reason, billed usage, and the cost as extra fields an Anthropic client ignores) and
 // message_stop wait for the clear, as chat's [DONE] does. A stream that ended short, a clear that
 // did not commit, or one whose outcome is not known ends with Anthropic's `error` event instead.
@@ -12,6 +15,7 @@ import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
 import { contentPieces } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
+import { JsonPrefix } from './json-prefix.ts'
 import {
   type MessageShape,
   messageObject,
@@ -32,7 +36,7 @@ import {
   unknownOutcomeMessage,
 } from './relay-stream.ts'
 import { reasoningText } from './responses-object.ts'
-import { StreamToolCalls, type ToolCallDelta } from './stream-tool-calls.ts'
+import { type StreamCall, StreamToolCalls, type ToolCallDelta } from './stream-tool-calls.ts'
 import { firstChoice } from './upstream-events.ts'
 
 const event = (type: string, payload: Record<string, unknown> = {}) =>
@@ -48,19 +52,30 @@ export function messagesErrorEvent(
   return event('error', { error: { type, message, code, ...extra } })
 }
 
-/** The block open now: its index on the wire. */
-interface OpenBlock {
+/** One content block of the stream, at its index in the message's content. */
+interface Block {
   kind: 'thinking' | 'text' | 'tool_use'
   index: number
-  /** A tool_use's arguments: sent whole at its close, as the input a buffered answer gives. */
-  args?: string
+  /** Its thinking or text not sent yet; a tool_use's call, and its arguments read as JSON. */
+  text: string
+  call?: StreamCall
+  json?: JsonPrefix
+  /** content_block_start has been sent; how much of a call's arguments has. */
+  started: boolean
+  sent: number
+  /** No more of it will come: closed once its turn comes. */
+  ending: boolean
 }
 
 class MessagesShape implements StreamShape {
   readonly keepAlive = event('ping')
-  private blocks = 0
-  private current: OpenBlock | null = null
+  private readonly blocks: Block[] = []
+  /** The first block not closed yet: the one open on the wire once started; those after it wait. */
+  private front = 0
+  /** The thinking or text block that text goes to now, if any. */
+  private current: Block | null = null
   private readonly calls = new StreamToolCalls()
+  private readonly callBlocks = new Map<StreamCall, Block>()
   /** Text and refusal relayed: a refusal with no text stops as `refusal`, as a buffered one does. */
   private sawText = false
   private sawRefusal = false
@@ -85,51 +100,109 @@ class MessagesShape implements StreamShape {
     return [event('message_start', { message }), this.keepAlive]
   }
 
-  private close(): string {
-    if (!this.current) return ''
-    let out = ''
-    // Arguments that are no JSON object (a model's single quotes, a bare string) would break the
-    // client's parse of the input: they go as the buffered answer's input does ({arguments}).
-    if (this.current.args) {
-      out = this.delta({
-        type: 'input_json_delta',
-        partial_json: JSON.stringify(toolInput(this.current.args)),
-      })
+  /** A new block, after all the others: the text block before it is complete. */
+  private begin(kind: Block['kind'], call?: StreamCall): Block {
+    if (this.current) this.current.ending = true
+    const block: Block = {
+      kind,
+      index: this.blocks.length,
+      text: '',
+      call,
+      json: call ? new JsonPrefix() : undefined,
+      started: false,
+      sent: 0,
+      ending: false,
     }
-    out += event('content_block_stop', { index: this.current.index })
-    this.current = null
+    this.blocks.push(block)
+    this.current = kind === 'tool_use' ? null : block
+    return block
+  }
+
+  /** Puts the blocks whose turn has come on the wire: the front one started, filled, stopped once it ends. */
+  private advance(): string {
+    let out = ''
+    while (this.front < this.blocks.length) {
+      const block = this.blocks[this.front]!
+      if (!block.started) {
+        // A call goes out with its name (it may come after the first arguments).
+        if (block.call && block.call.name === null && !block.ending) break
+        out += this.open(block)
+      }
+      out += this.fill(block)
+      // A whole call that something has come after is done: the next block's turn.
+      if (!block.ending && this.front < this.blocks.length - 1 && block.json?.closed) block.ending = true
+      if (!block.ending) break
+      out += this.close(block)
+      this.front++
+    }
     return out
   }
 
-  private open(kind: OpenBlock['kind'], block: Record<string, unknown>): string {
-    const out = this.close()
-    this.current = { kind, index: this.blocks++ }
-    return out + event('content_block_start', { index: this.current.index, content_block: block })
+  private open(block: Block): string {
+    block.started = true
+    const { kind, call } = block
+    const content =
+      kind === 'thinking'
+        ? thinkingBlock('')
+        : kind === 'text'
+          ? textBlock('')
+          : toolUseBlock(call!.id ?? toolUseId(this.shape, call!.ordinal), call!.name ?? '', {})
+    return event('content_block_start', { index: block.index, content_block: content })
   }
 
-  private delta(delta: Record<string, unknown>): string {
-    return event('content_block_delta', { index: this.current!.index, delta })
+  /** What the block has that is not on the wire yet: a tool_use's only while it can begin an object. */
+  private fill(block: Block): string {
+    const text = block.call ? block.call.args : block.text
+    if (block.sent === text.length || (block.json && !block.json.opened)) return ''
+    const piece = text.slice(block.sent)
+    // Text sent is not kept (a long answer would hold it all); a call's arguments are, by its call.
+    if (block.call) block.sent = text.length
+    else block.text = ''
+    const delta =
+      block.kind === 'thinking'
+        ? { type: 'thinking_delta', thinking: piece }
+        : block.kind === 'text'
+          ? { type: 'text_delta', text: piece }
+          : { type: 'input_json_delta', partial_json: piece }
+    return event('content_block_delta', { index: block.index, delta })
+  }
+
+  private close(block: Block): string {
+    let out = ''
+    // Arguments that never began a JSON object (a bare string, a model's single quotes) would
+    // break the client's parse: they go whole as the buffered answer's input does ({arguments}).
+    const args = block.call?.args ?? ''
+    if (block.sent === 0 && args.trim() !== '') {
+      const partial_json = JSON.stringify(toolInput(args))
+      out = event('content_block_delta', {
+        index: block.index,
+        delta: { type: 'input_json_delta', partial_json },
+      })
+    }
+    return `${out}${event('content_block_stop', { index: block.index })}`
+  }
+
+  private textDelta(kind: 'thinking' | 'text', text: string): string {
+    const block = this.current?.kind === kind ? this.current : this.begin(kind)
+    block.text += text
+    return this.advance()
   }
 
   private thinking(text: string): string {
-    const out = this.current?.kind === 'thinking' ? '' : this.open('thinking', thinkingBlock(''))
-    return out + this.delta({ type: 'thinking_delta', thinking: text })
+    return this.textDelta('thinking', text)
   }
 
   private text(text: string): string {
-    const out = this.current?.kind === 'text' ? '' : this.open('text', textBlock(''))
-    return out + this.delta({ type: 'text_delta', text })
+    return this.textDelta('text', text)
   }
 
-  /** Every call the supplier sent, each whole in its block, in the order they came. */
-  private toolBlocks(): string {
-    let out = ''
-    for (const call of this.calls.list) {
-      const id = call.id ?? toolUseId(this.shape, call.ordinal)
-      out += this.open('tool_use', toolUseBlock(id, call.name ?? '', {}))
-      this.current!.args = call.args
-    }
-    return out + this.close()
+  private callDelta(delta: ToolCallDelta): string {
+    const taken = this.calls.take(delta)
+    if (!taken) return ''
+    const { call, piece, opened } = taken
+    if (opened) this.callBlocks.set(call, this.begin('tool_use', call))
+    this.callBlocks.get(call)!.json!.feed(piece)
+    return this.advance()
   }
 
   content(frame: string): string | null {
@@ -162,7 +235,7 @@ class MessagesShape implements StreamShape {
     }
     if (Array.isArray(delta.tool_calls)) {
       // A call that is not an object is no call (a supplier's null): skipped, as chat relays it.
-      for (const call of delta.tool_calls as ToolCallDelta[]) if (isRecord(call)) this.calls.take(call)
+      for (const call of delta.tool_calls as ToolCallDelta[]) if (isRecord(call)) out += this.callDelta(call)
     }
     return out || null
   }
@@ -197,7 +270,9 @@ class MessagesShape implements StreamShape {
         error: 'store_unavailable',
       }
     }
-    const frames = [this.close(), this.toolBlocks()]
+    // Each block that may still have grown ends now, and all go out in turn.
+    for (const block of this.blocks) block.ending = true
+    const frames = [this.advance()]
     if (!complete) {
       // Billed on estimate: the cost is final, but the answer is not whole.
       const message = 'the stream ended before the provider reported usage; estimated usage was billed'

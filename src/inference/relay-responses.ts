@@ -2,8 +2,10 @@
 // sequence_number and an `event:` line equal to its JSON type. The supplier's chat chunks become
 // output items: reasoning, the message, each function call, each opened with output_item.added,
 // filled by its deltas and closed with its .done events before the next opens. An item that begins
-// while another is open waits its turn, its pieces gathered: a function call stays open until the
-// stream ends, since a supplier may send more of its arguments after the next call has begun.
+// while another is open waits its turn, its pieces gathered. A function call streams its arguments
+// as they come and stays open while they may grow: a supplier may send more of them after the next
+// call has begun. It closes once something after it has begun and its arguments are a whole JSON
+// object (nothing can follow one), else at the stream's end.
 // Cost rides flat on response.completed / response.incomplete; a clearing that does not commit
 // is response.failed. One whose outcome could not be learnt (the store stayed away) is OpenAI's
 // `error` event, code store_unavailable, naming the request's record: not response.failed, which
@@ -12,6 +14,7 @@ import { formatMicros } from '../money/units.ts'
 import type { ClearedUsage } from './clear-usage.ts'
 import { contentPieces } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
+import { JsonPrefix } from './json-prefix.ts'
 import {
   relayStream,
   type StreamClearing,
@@ -45,6 +48,8 @@ interface StreamItem {
   /** A function call's pieces so far, and the call_id it went on the wire with. */
   call?: StreamCall
   callId?: string
+  /** A function call's arguments as JSON so far: once a whole object, the call is. */
+  json?: JsonPrefix
   /** output_item.added has been sent. */
   sent: boolean
   /** How it ends once its turn comes: no more of it will come; null while it may still grow. */
@@ -116,6 +121,7 @@ class ResponsesShape implements StreamShape {
       id,
       text: '',
       call,
+      json: call ? new JsonPrefix() : undefined,
       sent: false,
       ending: null,
       done: null,
@@ -135,6 +141,9 @@ class ResponsesShape implements StreamShape {
         if (item.kind === 'function_call' && item.call!.name === null && item.ending === null) break
         out += this.open(item)
       }
+      // A whole call that something has come after is done: the next item's turn.
+      const after = this.front < this.items.length - 1
+      if (item.ending === null && after && item.json?.closed) item.ending = 'completed'
       if (item.ending === null) break
       out += this.close(item, item.ending)
       this.front++
@@ -241,11 +250,13 @@ class ResponsesShape implements StreamShape {
     return this.piece(item, delta)
   }
 
-  /** A piece just added to an item: streamed if the item is open on the wire, else it waits its turn. */
+  /**
+   * A piece just added to an item: streamed if the item is open on the wire (before the piece may
+   * close it), else it waits its turn.
+   */
   private piece(item: StreamItem, piece: string): string {
-    const streaming = item.sent
-    const out = this.advance()
-    return streaming ? out + this.delta(item, piece) : out
+    const out = item.sent ? this.delta(item, piece) : ''
+    return out + this.advance()
   }
 
   private callDelta(delta: ToolCallDelta): string {
@@ -253,7 +264,9 @@ class ResponsesShape implements StreamShape {
     if (!taken) return ''
     const { call, piece, opened } = taken
     if (opened) this.callItems.set(call, this.begin('function_call', call))
-    return this.piece(this.callItems.get(call)!, piece)
+    const item = this.callItems.get(call)!
+    item.json!.feed(piece)
+    return this.piece(item, piece)
   }
 
   private cost(clearing: ClearedUsage) {

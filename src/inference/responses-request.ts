@@ -126,7 +126,9 @@ function inputMessages(input: ResponsesBody['input']): ChatMessage[] {
   const unanswered = new Map<string, number>()
   input.forEach((item: Item, i) => {
     const at = `input[${i}]`
-    const type = item.type ?? 'message'
+    // OpenAI's item_reference may leave out its type: an item with an id and no role is one.
+    const reference = item.role === undefined && typeof item.id === 'string'
+    const type = item.type ?? (reference ? 'item_reference' : 'message')
     if (type === 'message') {
       const role = item.role as string
       if (!MESSAGE_ROLES.has(role)) throw invalid(`${at}.role must be user, assistant, system or developer`)

@@ -25,6 +25,11 @@ interface Scenario {
   /** What it sent in all: the buffered answer's text and calls. */
   text: string
   calls: Call[]
+  /**
+   * The streamed message's blocks (text, or a call's id) where text came after a call had begun:
+   * its own block after the call, as it came; the buffered answer has all its text in one block.
+   */
+  streamedBlocks?: string[]
 }
 
 // One delta naming tool calls by their index; `id`/`name` only where given.
@@ -117,6 +122,7 @@ const SCENARIOS: Record<string, Scenario> = {
     ],
     text: 'Let me check.',
     calls: [{ id: 'call_a', name: 'get_weather', args: '{"city":"Rome"}' }],
+    streamedBlocks: ['Let me ', 'call_a', 'check.'],
   },
   'twenty calls at once': {
     deltas: [0, 1, 2].flatMap((round) =>
@@ -321,7 +327,11 @@ for (const [name, s] of Object.entries(SCENARIOS)) {
 
       const whole = await anthropic().messages.create(params)
       await settled()
-      expect(whole.content as unknown[]).toEqual(final.content as unknown[])
+      if (s.streamedBlocks) {
+        expect(final.content.map((b: Json) => (b.type === 'text' ? b.text : b.id))).toEqual(s.streamedBlocks)
+        expect(messagesCalls(whole.content)).toEqual(messagesCalls(final.content))
+        expect(messagesText(whole.content)).toBe(s.text)
+      } else expect(whole.content as unknown[]).toEqual(final.content as unknown[])
       expect(whole.stop_reason).toBe('tool_use')
     })
   })

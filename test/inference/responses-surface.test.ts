@@ -246,6 +246,18 @@ describe('what cannot be honoured is a 400 naming it, and nothing moves', () => 
     })
   }
 
+  test('an input item that is only an id is an item_reference (its type optional): a 400 naming it', async () => {
+    const before = await snapshotKeys(stack.store, stack.keys.prefix)
+    const response = await post({ input: [{ role: 'user', content: 'hi' }, { id: 'msg_1' }] })
+    expect(response.status).toBe(400)
+    const { error } = (await response.json()) as { error: { message: string; type: string; code: string } }
+    expect(error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_parameter' })
+    expect(error.message).toContain('input[1]: item_reference needs a stored response')
+    expect(moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(
+      moneyAndMarketKeys(before),
+    )
+  })
+
   test('store and previous_response_id are accepted, and nothing is stored', async () => {
     const response = await buffered({ store: true, previous_response_id: 'resp_earlier' })
     expect(response.store).toBe(false)
