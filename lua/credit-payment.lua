@@ -1,9 +1,9 @@
 --[[
   credit-payment: credit a settled x402 payment to an account's pending balance, exactly once.
-  Idempotent twice over: by payment (chain id + transaction hash) and by authorization (chain,
-  token, payer, nonce), whichever replica, request or reconciler gets here first. Pending and
+  Idempotent twice over: by payment (chain id + transaction hash + authorization: one transaction
+  may use several authorizations, each a payment) and by authorization (chain, token, payer, nonce), whichever replica, request or reconciler gets here first. Pending and
   funded grow together, which keeps funded = confirmed + pending + held + spent. In a market held
-  apart the account is on another slot: this step records the payment alone (KEYS[5] absent), and
+  apart the account is on another slot: this step records the payment alone (KEYS[6] absent), and
   lua/credit-pending.lua credits the account after, idempotently by payment; a replica that stops
   between the two leaves a recorded payment whose confirmation credits it first (src/funding/ledger.ts).
 
@@ -11,10 +11,11 @@
   KEYS[2]  authorization hash       (x402:auth:<authorizationId>)
   KEYS[3]  payments-in-flight zset  (authorization ids not yet credited)
   KEYS[4]  unconfirmed zset         (payment id -> block number, for the confirmations watcher)
-  KEYS[5]  account hash             (acct:<accountId>); absent when held apart
+  KEYS[5]  the transaction's payments set (x402:tx:<chainId>:<txHash>: payment ids, for lookups)
+  KEYS[6]  account hash             (acct:<accountId>); absent when held apart
   ARGV[1]  accountId: account id
   ARGV[2]  amount: amount, integer micro-USDC, positive
-  ARGV[3]  paymentId: payment id               (<chainId>:<txHash>, lower case)
+  ARGV[3]  paymentId: payment id               (<chainId>:<txHash>:<payer>:<nonce>, lower case)
   ARGV[4]  authorizationId: authorization id         (<chainId>:<token>:<payer>:<nonce>, lower case)
   ARGV[5]  blockNumber: block number that included the transfer
   ARGV[6]  payer: payer wallet, checksummed
@@ -37,7 +38,7 @@
 ]]
 local rcall = redis.call
 
-local account = KEYS[5]
+local account = KEYS[6]
 if account and rcall('HGET', account, 'id') ~= ARGV[1] then return { -1 } end
 local amount = ARGV[2]
 if not string.match(amount, '^[1-9]%d*$') or #amount > 15 then return { -6 } end
@@ -58,6 +59,7 @@ rcall('HSET', KEYS[2], 'id', ARGV[4], 'state', 'credited', 'paymentId', ARGV[3],
   'accountId', ARGV[1], 'payer', ARGV[6], 'amount', amount, 'creditedAt', now)
 rcall('ZREM', KEYS[3], ARGV[4])
 rcall('ZADD', KEYS[4], ARGV[5], ARGV[3])
+rcall('SADD', KEYS[5], ARGV[3])
 if not account then return { 1 } end
 rcall('HSETNX', account, 'table', ARGV[7])
 rcall('HINCRBY', account, 'pending', amount)

@@ -15,8 +15,10 @@
   KEYS[3]  authorization hash       (x402:auth:<authorizationId>)
   KEYS[4]  unconfirmed zset         (payment id -> block number)
   KEYS[5]  moved-to string          (x402:moved:<paymentId>)
-  ARGV[1]  paymentId: payment id               (<chainId>:<txHash>, lower case)
-  ARGV[2]  movedTo: the new payment id         (<chainId>:<txHash>, lower case)
+  KEYS[6]  the new transaction's payments set (x402:tx:<chainId>:<txHash>: payment ids, for lookups)
+  ARGV[1]  paymentId: payment id               (<chainId>:<txHash>:<payer>:<nonce>, or <chainId>:<txHash>
+                                               as recorded before; lower case)
+  ARGV[2]  movedTo: the new payment id         (<chainId>:<txHash>:<payer>:<nonce>, lower case)
   ARGV[3]  blockNumber: block number that included the new transaction
   ARGV[4]  recordRetentionMs: how long the old id keeps the id it moved to, ms, positive
 
@@ -45,8 +47,9 @@ local now = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000
 rcall('HSET', KEYS[2], unpack(rcall('HGETALL', KEYS[1])))
 rcall('HSET', KEYS[2], 'id', ARGV[2], 'blockNumber', ARGV[3], 'movedFrom', ARGV[1], 'movedAt', now)
 rcall('DEL', KEYS[1])
-rcall('HSET', KEYS[3], 'paymentId', ARGV[2], 'tx', string.match(ARGV[2], ':(.*)$'))
+rcall('HSET', KEYS[3], 'paymentId', ARGV[2], 'tx', string.match(ARGV[2], '^[^:]*:([^:]*)'))
 rcall('ZREM', KEYS[4], ARGV[1])
 rcall('ZADD', KEYS[4], ARGV[3], ARGV[2])
 rcall('SET', KEYS[5], ARGV[2], 'PX', ARGV[4])
+rcall('SADD', KEYS[6], ARGV[2])
 return { 1 }

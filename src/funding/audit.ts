@@ -126,6 +126,7 @@ export async function auditFundingOnChain(
   let checked = 0
   let elsewhere = 0
   for (const p of await paymentsOf(store, keys)) {
+    // Either shape of payment id names its chain first, its transaction second.
     const [onChain, transaction] = (p.id ?? '').split(':')
     if (Number(onChain) !== chainId) {
       elsewhere++

@@ -10,6 +10,7 @@ import {
   movePayment,
   movePending,
   paymentNow,
+  paymentsOf,
   type ReorgedResult,
   takeBackPayment,
 } from './reorged-ledger.ts'
@@ -21,9 +22,24 @@ export function authorizationId(chainId: number, token: string, payer: string, n
   return `${chainId}:${token}:${payer}:${nonce}`.toLowerCase()
 }
 
-/** One settled payment: a transaction on a chain. */
-export function paymentId(chainId: number, transaction: string): string {
+/**
+ * One settled payment: an authorization used by a transaction on a chain, <chainId>:<txHash>:<payer>:<nonce>.
+ * One transaction may use several authorizations (a batch of transferWithAuthorization calls): each
+ * is a payment of its own. The transaction stays second, so a payment of either shape names it there.
+ */
+export function paymentId(chainId: number, transaction: string, authorizationId: string): string {
+  const [, , payer, nonce] = authorizationId.split(':')
+  return `${chainId}:${transaction}:${payer}:${nonce}`.toLowerCase()
+}
+
+/** A payment's id as recorded before one transaction could carry several, <chainId>:<txHash>: still read. */
+export function transactionPaymentId(chainId: number, transaction: string): string {
   return `${chainId}:${transaction}`.toLowerCase()
+}
+
+/** The transaction a payment id names, either shape. */
+export function transactionOf(paymentIdValue: string): string {
+  return paymentIdValue.split(':')[1] ?? ''
 }
 
 export interface Claim {
@@ -82,7 +98,7 @@ export interface InFlightPayment {
   /** Unix seconds; absent on a claim made before it was kept. */
   validBefore?: string
   tx?: string
-  /** once credited: <chainId>:<txHash> */
+  /** once credited: its payment's id (paymentId; <chainId>:<txHash> when recorded before) */
   paymentId?: string
 }
 
@@ -167,7 +183,7 @@ export class PaymentLedger {
   }
 
   async credit(credit: Credit): Promise<CreditResult> {
-    const id = paymentId(credit.chainId, credit.transaction)
+    const id = paymentId(credit.chainId, credit.transaction, credit.authorizationId)
     const apart = this.keys.layout === 'apart'
     // Held apart, the account is on another slot: checked first, credited after the record.
     if (apart && (await this.store.hget(this.keys.account(credit.accountId), 'id')) !== credit.accountId) {
@@ -178,6 +194,7 @@ export class PaymentLedger {
       this.keys.authorization(credit.authorizationId),
       this.keys.paymentsInFlight,
       this.keys.paymentsUnconfirmed,
+      this.keys.transactionPayments(transactionPaymentId(credit.chainId, credit.transaction)),
     ]
     let result = (await runScript(
       this.store,
@@ -331,6 +348,11 @@ export class PaymentLedger {
       offset,
       limit,
     )
+  }
+
+  /** The ids of the payments a transaction was credited with or moved to (reorged-ledger.ts). */
+  paymentsOf(chainId: number, transaction: string): Promise<string[]> {
+    return paymentsOf(this.store, this.keys, transactionPaymentId(chainId, transaction))
   }
 
   async paymentAccount(paymentIdValue: string): Promise<string | null> {

@@ -49,6 +49,7 @@ export async function movePayment(
       keys.authorization(authorization ?? ''),
       keys.paymentsUnconfirmed,
       keys.paymentMovedTo(paymentId),
+      keys.transactionPayments(transactionPaymentIdOf(movedTo)),
     ],
     { paymentId, movedTo, blockNumber: blockNumber.toString(), recordRetentionMs },
   )) as [number]
@@ -56,6 +57,9 @@ export async function movePayment(
     await movePending(store, keys, accountId, paymentId, movedTo)
   return reorgedResult(code)
 }
+
+/** The <chainId>:<txHash> a payment id of either shape starts with: its transaction's index of payments. */
+const transactionPaymentIdOf = (id: string) => id.split(':').slice(0, 2).join(':')
 
 /** The account's side of a move held apart: idempotent, so any later step may run it again. */
 export async function movePending(
@@ -151,4 +155,19 @@ export async function paymentNow(
     id = movedTo
   }
   return null
+}
+
+/**
+ * The ids of the payments a transaction (<chainId>:<txHash>) was credited with or moved to: those
+ * its index lists, and first the one a build that knew a payment by its transaction alone
+ * recorded (or moved, or took back), when there is one.
+ */
+export async function paymentsOf(store: Store, keys: Keyspace, transaction: string): Promise<string[]> {
+  const ids = (await store.smembers(keys.transactionPayments(transaction))).sort()
+  const legacy = await store.exists(
+    keys.payment(transaction),
+    keys.paymentMovedTo(transaction),
+    keys.paymentReversed(transaction),
+  )
+  return legacy > 0 ? [transaction, ...ids] : ids
 }

@@ -8,7 +8,7 @@
 // confirmed (the token reads a cancellation as "used", but no transfer can use it). Else it waits (a transaction that may yet be mined,
 // or a use no search finds: logged for the operator).
 import { authorizationUse, cancelConfirmed, expiresAt, payerAndNonce, settles } from './authorization-use.ts'
-import { paymentId } from './ledger.ts'
+import { paymentId, transactionOf } from './ledger.ts'
 import { CHAIN_IDS } from './network.ts'
 import type { ConfirmedUpTo, WatchDeps } from './watcher.ts'
 
@@ -39,7 +39,7 @@ export async function followAuthorization(
     )
     return 'kept'
   }
-  const recorded = id.split(':')[1]
+  const recorded = transactionOf(id)
   const use = await authorizationUse(deps, auth, BigInt(auth.fromBlock || payment.blockNumber || '0'))
   if (use?.canceled) {
     if (!cancelConfirmed(deps, use, chain.head)) return 'kept'
@@ -53,7 +53,7 @@ export async function followAuthorization(
       )
       return 'kept'
     }
-    const movedTo = paymentId(CHAIN_IDS[config.network], use.transaction)
+    const movedTo = paymentId(CHAIN_IDS[config.network], use.transaction, auth.id)
     const result = await ledger.move(id, movedTo, use.receipt.blockNumber)
     logger.warn(
       { payment: id, movedTo, result },

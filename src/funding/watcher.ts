@@ -10,7 +10,7 @@ import type { Address, Hex } from 'viem'
 import type { FundingConfig } from '../config.ts'
 import type { SearchMarks } from './authorization-use.ts'
 import type { FundingChain } from './chain.ts'
-import type { PaymentLedger } from './ledger.ts'
+import { type PaymentLedger, transactionOf } from './ledger.ts'
 import { pagePast, type ReconcileCursor, reconcilePayments } from './reconciler.ts'
 import { followAuthorization, searchUpTo } from './reorged.ts'
 
@@ -71,7 +71,7 @@ async function confirmOne(
   const payment = await deps.ledger.payment(id)
   if (!payment.accountId) return 'kept'
   // A reorg could have dropped the transfer: confirm only what the chain still holds.
-  const receipt = await deps.chain.receipt(id.split(':')[1] as Hex)
+  const receipt = await deps.chain.receipt(transactionOf(id) as Hex)
   if (receipt?.status === 'success') {
     if (receipt.blockNumber > chain.lastEligible) return 'kept'
     // Confirmed is spendable: a receipt whose block the chain no longer has at its height (a

@@ -71,10 +71,12 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     /** string, with a ttl: the replica that syncs the catalog this period (src/catalog/sync.ts) */
     catalogSyncClaim: key('catalog:sync-claim'),
 
-    // Funding (x402). A payment is known by its chain and transaction, an authorization by its
-    // chain, token, payer and nonce; each is credited at most once (lua/credit-payment.lua).
+    // Funding (x402). A payment is known by its chain, transaction and authorization, an
+    // authorization by its chain, token, payer and nonce; each is credited at most once
+    // (lua/credit-payment.lua).
     /**
-     * hash, one per credited payment (<chainId>:<txHash>): accountId, amount, state (pending|confirmed),
+     * hash, one per credited payment (<chainId>:<txHash>:<payer>:<nonce>, lower case; one recorded
+     * before a transaction could carry several payments is <chainId>:<txHash>, still read): accountId, amount, state (pending|confirmed),
      * blockNumber, authorization. Kept for ever, as the credit is: the audit sums an account's funded
      * from these records, and a late credit of its transaction finds it and credits nothing.
      */
@@ -107,6 +109,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * authorization expired unused, so no replay of it settles again, on chain or here.
      */
     paymentReversed: (paymentId: string) => key(`x402:reversed:${paymentId}`),
+    /**
+     * set, one per transaction that payments were credited from or moved to (<chainId>:<txHash>):
+     * their payment ids, kept for ever as they are. Only a lookup by transaction reads it.
+     */
+    transactionPayments: (transaction: string) => key(`x402:tx:${transaction}`),
     /** string counter per minute: signup settlement calls, the global fuse */
     signupFuse: (minute: number) => key(`x402:fuse:${minute}`),
 

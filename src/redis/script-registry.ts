@@ -316,10 +316,10 @@ export const SCRIPTS = {
   notePayment: standalone(notePayment, 1, [], true),
   creditPayment: standalone(
     creditPayment,
-    5,
+    6,
     ['accountId', 'amount', 'paymentId', 'authorizationId', 'blockNumber', 'payer', 'table'],
     false,
-    4,
+    5,
   ),
   confirmPayment: standalone(confirmPayment, 6, ['paymentId', 'accountId'], false, 2),
   creditPending: standalone(creditPending, 2, ['accountId', 'paymentId', 'amount', 'table']),
@@ -329,7 +329,7 @@ export const SCRIPTS = {
     'amount',
   ]),
   // a pending payment whose transaction the chain lost: moved to the one that used its authorization, or taken back
-  movePayment: standalone(movePayment, 5, ['paymentId', 'movedTo', 'blockNumber', 'recordRetentionMs']),
+  movePayment: standalone(movePayment, 6, ['paymentId', 'movedTo', 'blockNumber', 'recordRetentionMs']),
   movePending: standalone(movePending, 1, ['paymentId', 'movedTo']),
   takeBackPayment: standalone(takeBackPayment, 8, ['paymentId', 'accountId', 'recordRetentionMs'], false, 4),
   takeBackPending: market([LIB.keys, LIB.numbers, LIB.events], takeBackPending, [

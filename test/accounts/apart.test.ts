@@ -9,7 +9,7 @@ import { AccountStore } from '../../src/accounts/accounts.ts'
 import { digestApiKey } from '../../src/accounts/api-keys.ts'
 import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import { auditFunding } from '../../src/funding/audit.ts'
-import { PaymentLedger } from '../../src/funding/ledger.ts'
+import { PaymentLedger, paymentId, transactionPaymentId } from '../../src/funding/ledger.ts'
 import type { Admission } from '../../src/market/admission.ts'
 import { auditApart } from '../../src/market/audit-apart.ts'
 import { admitApart, clearApart, type Owners, ownerKeyspaces } from '../../src/market/two-phase.ts'
@@ -323,7 +323,7 @@ describe('funding held apart', () => {
       funded: 3_000_000,
     } as never)
     expect((await ledger().credit(payment)).status).toBe('already_credited')
-    const id = `84532:${payment.transaction}`
+    const id = paymentId(84532, payment.transaction, payment.authorizationId)
     expect(await ledger().confirm(id, account.id)).toEqual({
       status: 'confirmed',
       confirmed: 3_000_000,
@@ -340,7 +340,7 @@ describe('funding held apart', () => {
   test('a replica that stops after recording the payment: a retried credit or the confirmation credits the account once', async () => {
     const { account } = await accounts.create(wallet(), 50)
     const payment = settled(account.id, 1_000_000)
-    const id = `84532:${payment.transaction}`
+    const id = paymentId(84532, payment.transaction, payment.authorizationId)
     const recordOnly = () =>
       runScript(
         store,
@@ -350,6 +350,7 @@ describe('funding held apart', () => {
           keys.authorization(payment.authorizationId),
           keys.paymentsInFlight,
           keys.paymentsUnconfirmed,
+          keys.transactionPayments(transactionPaymentId(84532, payment.transaction)),
         ],
         {
           accountId: account.id,
@@ -373,7 +374,7 @@ describe('funding held apart', () => {
 
     // Another payment recorded alone is finished by the watcher's confirmation.
     const second = settled(account.id, 500_000)
-    const secondId = `84532:${second.transaction}`
+    const secondId = paymentId(84532, second.transaction, second.authorizationId)
     await runScript(
       store,
       'creditPayment',
@@ -382,6 +383,7 @@ describe('funding held apart', () => {
         keys.authorization(second.authorizationId),
         keys.paymentsInFlight,
         keys.paymentsUnconfirmed,
+        keys.transactionPayments(transactionPaymentId(84532, second.transaction)),
       ],
       {
         accountId: account.id,
@@ -402,7 +404,7 @@ describe('funding held apart', () => {
   })
 
   const recordOnly = (payment: ReturnType<typeof settled>) => {
-    const id = `84532:${payment.transaction}`
+    const id = paymentId(84532, payment.transaction, payment.authorizationId)
     return runScript(
       store,
       'creditPayment',
@@ -411,6 +413,7 @@ describe('funding held apart', () => {
         keys.authorization(payment.authorizationId),
         keys.paymentsInFlight,
         keys.paymentsUnconfirmed,
+        keys.transactionPayments(transactionPaymentId(84532, payment.transaction)),
       ],
       {
         accountId: payment.accountId,
@@ -430,7 +433,7 @@ describe('funding held apart', () => {
   test('moved to another transaction, then confirmed: the account lists the new payment in its place, credited once', async () => {
     const { account } = await accounts.create(wallet(), 50)
     const payment = settled(account.id, 2_000_000)
-    const id = `84532:${payment.transaction}`
+    const id = paymentId(84532, payment.transaction, payment.authorizationId)
     await ledger().credit(payment)
     const movedTo = newPaymentId()
     expect(await ledger().move(id, movedTo, 120n)).toEqual({ status: 'done' })
@@ -463,7 +466,7 @@ describe('funding held apart', () => {
   test("a replica that stops between a move's two steps: the confirmation finishes it, crediting nothing twice", async () => {
     const { account } = await accounts.create(wallet(), 50)
     const payment = settled(account.id, 2_000_000)
-    const id = `84532:${payment.transaction}`
+    const id = paymentId(84532, payment.transaction, payment.authorizationId)
     await ledger().credit(payment)
     const movedTo = newPaymentId()
     const moved = await runScript(
@@ -475,6 +478,7 @@ describe('funding held apart', () => {
         keys.authorization(payment.authorizationId),
         keys.paymentsUnconfirmed,
         keys.paymentMovedTo(id),
+        keys.transactionPayments(movedTo.split(':').slice(0, 2).join(':')),
       ],
       { paymentId: id, movedTo, blockNumber: '120', recordRetentionMs: DEFAULT_RECORD_RETENTION_MS },
     )
@@ -489,7 +493,7 @@ describe('funding held apart', () => {
 
     // Moved before its credit reached the account: the new payment's confirmation credits it, once.
     const unlisted = settled(account.id, 1_000_000)
-    const unlistedId = `84532:${unlisted.transaction}`
+    const unlistedId = paymentId(84532, unlisted.transaction, unlisted.authorizationId)
     await recordOnly(unlisted)
     const unlistedTo = newPaymentId()
     expect(await ledger().move(unlistedId, unlistedTo, 120n)).toEqual({ status: 'done' })
@@ -509,7 +513,7 @@ describe('funding held apart', () => {
       events: ['funding.reversed'],
     })
     const payment = settled(account.id, 2_000_000)
-    const id = `84532:${payment.transaction}`
+    const id = paymentId(84532, payment.transaction, payment.authorizationId)
     await ledger().credit(payment)
     expect(await ledger().takeBack(id, account.id)).toEqual({ status: 'done' })
     expect(await ledger().takeBack(id, account.id)).toEqual({ status: 'nothing_to_do' })
@@ -520,7 +524,7 @@ describe('funding held apart', () => {
 
     // Stopped after the account's step: balanced already; the next pass drops the records.
     const second = settled(account.id, 1_000_000)
-    const secondId = `84532:${second.transaction}`
+    const secondId = paymentId(84532, second.transaction, second.authorizationId)
     await ledger().credit(second)
     const accountStep = await runScript(store, 'takeBackPending', [keys.accountBase(account.id)], {
       accountId: account.id,
@@ -534,7 +538,7 @@ describe('funding held apart', () => {
 
     // Taken back before its credit reached the account: nothing to take from it, and nothing credited later.
     const unlisted = settled(account.id, 500_000)
-    const unlistedId = `84532:${unlisted.transaction}`
+    const unlistedId = paymentId(84532, unlisted.transaction, unlisted.authorizationId)
     await recordOnly(unlisted)
     expect(await ledger().takeBack(unlistedId, account.id)).toEqual({ status: 'done' })
     // The credit's account step, from a replica that stalled: it finds the payment taken back.
@@ -565,7 +569,7 @@ describe('funding held apart', () => {
   test("a replica that stops between the account's confirmation and the payment's mark: the next pass marks it, moving nothing", async () => {
     const { account } = await accounts.create(wallet(), 50)
     const payment = settled(account.id, 2_000_000)
-    const id = `84532:${payment.transaction}`
+    const id = paymentId(84532, payment.transaction, payment.authorizationId)
     await ledger().credit(payment)
     await runScript(store, 'confirmPending', [keys.accountBase(account.id)], {
       accountId: account.id,
@@ -585,7 +589,7 @@ describe('funding held apart', () => {
   test('concurrent credits and confirmations of one payment from many replicas move it once', async () => {
     const { account } = await accounts.create(wallet(), 50)
     const payment = settled(account.id, 700_000)
-    const id = `84532:${payment.transaction}`
+    const id = paymentId(84532, payment.transaction, payment.authorizationId)
     const credits = await Promise.all(Array.from({ length: 8 }, () => ledger().credit(payment)))
     expect(credits.filter((c) => c.status === 'credited').length).toBe(1)
     const confirms = await Promise.all(Array.from({ length: 8 }, () => ledger().confirm(id, account.id)))
@@ -631,8 +635,8 @@ describe('webhooks held apart', () => {
     }
     const ledger = new PaymentLedger(store, keys)
     await ledger.credit(payment)
-    await ledger.confirm(`84532:${tx}`, account.id)
-    await ledger.confirm(`84532:${tx}`, account.id)
+    await ledger.confirm(paymentId(84532, tx, payment.authorizationId), account.id)
+    await ledger.confirm(paymentId(84532, tx, payment.authorizationId), account.id)
     const events = await store.xrange(keys.webhookEvents(owner), '-', '+')
     expect(events.map(([, fields]) => fields[1])).toEqual(['funding.confirmed'])
     // The same call flagged the account in its shard's due set, on its slot, which the consumers

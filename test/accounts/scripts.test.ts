@@ -398,6 +398,7 @@ describe('an account made before its table field', () => {
       keys.authorization(`84532:auth:${paymentId}`),
       keys.paymentsInFlight,
       keys.paymentsUnconfirmed,
+      keys.transactionPayments(paymentId),
     ]
     const args = {
       accountId: paid.accountId,

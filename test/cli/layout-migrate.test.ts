@@ -153,7 +153,10 @@ describe('svc-gateway layout', () => {
     const pending = payment(buyers[1]!.accountId, 700_000)
     await ledger.credit(confirmed)
     await ledger.credit(pending)
-    await ledger.confirm(paymentId(84532, confirmed.transaction), confirmed.accountId)
+    await ledger.confirm(
+      paymentId(84532, confirmed.transaction, confirmed.authorizationId),
+      confirmed.accountId,
+    )
 
     // Supply: a supplier's two offers and the operator's.
     const supplier = await signInSupplier(stack)
@@ -313,7 +316,7 @@ describe('svc-gateway layout', () => {
       // The pending payment confirms once, on its account's shard.
       expect(
         await new PaymentLedger(stack.store, after.keys).confirm(
-          paymentId(84532, pending.transaction),
+          paymentId(84532, pending.transaction, pending.authorizationId),
           pending.accountId,
         ),
       ).toMatchObject({ status: 'confirmed', pending: 0 })

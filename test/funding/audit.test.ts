@@ -91,18 +91,21 @@ test('with the chain read, a credit no transfer to the gateway backs is named', 
   const block = await chain.publicClient.getBlock({ blockTag: 'latest' })
   const mint = block.transactions[0] as Hex
   const nowhere = `0x${randomBytes(32).toString('hex')}` as Hex
+  const ids: string[] = []
   for (const transaction of [mint, nowhere]) {
+    const auth = authorizationId(
+      chain.chainId,
+      chain.usdc,
+      payer.address,
+      `0x${randomBytes(32).toString('hex')}`,
+    )
+    ids.push(paymentId(chain.chainId, transaction, auth))
     const credited = await ledger.credit({
       accountId,
       amount: 5_000_000 as MicroUsdc,
       chainId: chain.chainId,
       transaction,
-      authorizationId: authorizationId(
-        chain.chainId,
-        chain.usdc,
-        payer.address,
-        `0x${randomBytes(32).toString('hex')}`,
-      ),
+      authorizationId: auth,
       blockNumber: block.number,
       payer: payer.address,
     })
@@ -110,11 +113,11 @@ test('with the chain read, a credit no transfer to the gateway backs is named', 
   }
   const problems = (await readChain()).findings
   expect(problems).toContainEqual({
-    subject: `payment ${paymentId(chain.chainId, mint)}`,
+    subject: `payment ${ids[0]}`,
     problem: `its transaction holds no transfer of 5000000 from ${payer.address} to ${chain.payTo}`,
   })
   expect(problems).toContainEqual({
-    subject: `payment ${paymentId(chain.chainId, nowhere)}`,
+    subject: `payment ${ids[1]}`,
     problem: 'pending, but its transaction is not on chain',
   })
   expect(problems).toHaveLength(2)
@@ -140,7 +143,7 @@ test("with the chain read, a credit on the payer's plain transfer, not its autho
     payer: payer.address,
   })
   expect(credited.status).toBe('credited')
-  const subject = `payment ${paymentId(chain.chainId, plain)}`
+  const subject = `payment ${paymentId(chain.chainId, plain, authorization)}`
   expect((await readChain()).findings.filter((f) => f.subject === subject)).toEqual([
     { subject, problem: `its transaction did not use its authorization ${authorization}` },
   ])

@@ -1,11 +1,12 @@
 // The funding scripts against a real Redis, directly and under concurrency: an authorization is
-// claimed once, a payment is credited once (by transaction and by authorization), and a credit
+// claimed once, a payment is credited once (by transaction and authorization, and by authorization), and a credit
 // moves from pending to confirmed once.
 import { afterAll, beforeEach, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
-import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
+import { authorizationId, PaymentLedger, paymentId, transactionPaymentId } from '../../src/funding/ledger.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { ACCOUNT_TABLE, type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import { runScript } from '../../src/redis/scripts.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { snapshotKeys, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 
@@ -91,13 +92,75 @@ test('a payment is credited to pending and funded once, by transaction and by au
     pending: amount(5_000_000),
     funded: amount(5_000_000),
   })
-  expect(await credit(auth, tx)).toEqual({ status: 'already_credited', paymentId: paymentId(84532, tx) })
+  expect(await credit(auth, tx)).toEqual({
+    status: 'already_credited',
+    paymentId: paymentId(84532, tx, auth),
+  })
   // The same authorization under another transaction hash is the same money.
   expect((await credit(auth, hex32())).status).toBe('already_credited')
-  // The same transaction under another authorization id, too.
-  expect((await credit(authorizationId(84532, TOKEN, PAYER, hex32()), tx)).status).toBe('already_credited')
   expect(await balances()).toEqual({ confirmed: 0, pending: 5_000_000, funded: 5_000_000 })
-  expect(await ledger.unconfirmedUpTo(10n)).toEqual([paymentId(84532, tx)])
+  expect(await ledger.unconfirmedUpTo(10n)).toEqual([paymentId(84532, tx, auth)])
+})
+
+test('one transaction that used two authorizations is two payments, each credited once', async () => {
+  const tx = hex32()
+  const [first, second] = [
+    authorizationId(84532, TOKEN, PAYER, hex32()),
+    authorizationId(84532, TOKEN, PAYER, hex32()),
+  ]
+  expect((await credit(first, tx, 2_000_000)).status).toBe('credited')
+  expect((await credit(second, tx, 3_000_000)).status).toBe('credited')
+  expect((await credit(first, tx, 2_000_000)).status).toBe('already_credited')
+  expect((await credit(second, tx, 3_000_000)).status).toBe('already_credited')
+  expect(await balances()).toEqual({ confirmed: 0, pending: 5_000_000, funded: 5_000_000 })
+  const ids = [paymentId(84532, tx, first), paymentId(84532, tx, second)].sort()
+  expect(await ledger.paymentsOf(84532, tx)).toEqual(ids)
+  for (const id of ids) expect((await ledger.confirm(id, ACCOUNT)).status).toBe('confirmed')
+  expect(await balances()).toEqual({ confirmed: 5_000_000, pending: 0, funded: 5_000_000 })
+})
+
+test('a payment an earlier build recorded by its transaction alone is still credited once, confirmed, moved and looked up', async () => {
+  const tx = hex32()
+  const legacy = transactionPaymentId(84532, tx)
+  const auth = authorizationId(84532, TOKEN, PAYER, hex32())
+  // As the earlier build's credit wrote it: the payment under <chainId>:<txHash>, no index of the transaction.
+  await runScript(
+    store,
+    'creditPayment',
+    [
+      keys.payment(legacy),
+      keys.authorization(auth),
+      keys.paymentsInFlight,
+      keys.paymentsUnconfirmed,
+      keys.transactionPayments('elsewhere'),
+      keys.account(ACCOUNT),
+    ],
+    {
+      accountId: ACCOUNT,
+      amount: 4_000_000,
+      paymentId: legacy,
+      authorizationId: auth,
+      blockNumber: '10',
+      payer: PAYER,
+      table: ACCOUNT_TABLE,
+    },
+  )
+  await store.del(keys.transactionPayments('elsewhere'))
+  // A late credit of it under this build's id credits nothing; another authorization of the same transaction does.
+  expect(await credit(auth, tx, 4_000_000)).toEqual({ status: 'already_credited', paymentId: legacy })
+  const other = authorizationId(84532, TOKEN, PAYER, hex32())
+  expect((await credit(other, tx, 1_000_000)).status).toBe('credited')
+  expect(await balances()).toEqual({ confirmed: 0, pending: 5_000_000, funded: 5_000_000 })
+  expect(await ledger.paymentsOf(84532, tx)).toEqual([legacy, paymentId(84532, tx, other)])
+  // Moved to the transaction that did use its authorization: this build's id, found by either transaction.
+  const newTx = hex32()
+  const movedTo = paymentId(84532, newTx, auth)
+  expect(await ledger.move(legacy, movedTo, 12n)).toEqual({ status: 'done' })
+  expect(await ledger.authorization(auth)).toMatchObject({ state: 'credited', paymentId: movedTo, tx: newTx })
+  expect(await ledger.paymentsOf(84532, newTx)).toEqual([movedTo])
+  expect((await ledger.paymentNow(legacy))?.id).toBe(movedTo)
+  expect((await ledger.confirm(movedTo, ACCOUNT)).status).toBe('confirmed')
+  expect(await balances()).toEqual({ confirmed: 4_000_000, pending: 1_000_000, funded: 5_000_000 })
 })
 
 test('a credit to a missing account or of a bad amount changes nothing', async () => {
@@ -142,13 +205,13 @@ test('50 concurrent claims of one authorization: one wins', async () => {
 test('confirm moves pending to confirmed once, even when 20 watchers race', async () => {
   const txs = [hex32(), hex32()]
   for (const tx of txs) await credit(authorizationId(84532, TOKEN, PAYER, hex32()), tx, 2_000_000)
-  const id = paymentId(84532, txs[0] as string)
+  const ids = await Promise.all(txs.map((tx) => ledger.paymentsOf(84532, tx)))
+  const [id, other] = ids.map((found) => found[0] as string) as [string, string]
   const results = await Promise.all(Array.from({ length: 20 }, () => ledger.confirm(id, ACCOUNT)))
   expect(results.filter((r) => r.status === 'confirmed')).toHaveLength(1)
   expect(await balances()).toEqual({ confirmed: 2_000_000, pending: 2_000_000, funded: 4_000_000 })
-  expect(await ledger.unconfirmedUpTo(100n)).toEqual([paymentId(84532, txs[1] as string)])
+  expect(await ledger.unconfirmedUpTo(100n)).toEqual([other])
   expect(await ledger.confirm(id, 'someone-else')).toEqual({ status: 'nothing_to_do' })
-  const other = paymentId(84532, txs[1] as string)
   expect(await ledger.confirm(other, 'someone-else')).toEqual({ status: 'refused', code: -1 })
   expect((await ledger.confirm(other, ACCOUNT)).status).toBe('confirmed')
   expect(await balances()).toEqual({ confirmed: 4_000_000, pending: 0, funded: 4_000_000 })

@@ -92,7 +92,7 @@ test('a pending credit whose transaction a reorg took out and whose authorizatio
     payer: payer.address,
   }
   expect((await ledger.credit(credit)).status).toBe('credited')
-  const id = paymentId(chain.chainId, sent.transaction)
+  const id = paymentId(chain.chainId, sent.transaction, auth)
 
   // The chain that won has the payer's cancellation where the transfer was.
   await chain.testClient.revert({ id: snapshot })
@@ -141,6 +141,6 @@ test('a claim released as expired keeps its mark: a late credit of the lost fork
   })
   expect(await snapshotKeys(stack.store, stack.keys.prefix)).toEqual(unchanged)
   expect(await balances(accountId)).toEqual(before)
-  expect(await ledger.payment(paymentId(chain.chainId, sent.transaction))).toEqual({})
+  expect(await ledger.payment(paymentId(chain.chainId, sent.transaction, auth))).toEqual({})
   await expectAuditsClean()
 }, 90_000)

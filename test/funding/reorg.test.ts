@@ -5,11 +5,11 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import type { Hex } from 'viem'
-import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
+import { authorizationId, PaymentLedger } from '../../src/funding/ledger.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { stackWatchDeps } from '../helpers/funding-watch.ts'
+import { onlyPaymentOf, stackWatchDeps } from '../helpers/funding-watch.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { pay } from '../helpers/x402.ts'
 
@@ -63,7 +63,7 @@ test('pending payments a reorg removed, more than a page of them, do not hold ba
   await chain.testClient.mine({ blocks: 2 })
 
   expect(await confirmPayments(deps)).toBe(1)
-  const payment = await ledger.payment(paymentId(chain.chainId, transaction))
+  const payment = await ledger.payment(await onlyPaymentOf(ledger, chain.chainId, transaction))
   expect(payment.state).toBe('confirmed')
   expect(await balances(accountId)).toEqual(['150000000', '5000000', '155000000'])
 }, 60_000)
@@ -79,6 +79,7 @@ test('a credited payment whose transaction a reorg removed stays pending past th
 
   await confirmPayments(deps)
   expect(await balances(accountId)).toEqual(['5000000', '0', '5000000'])
-  const payment = await stack.store.hget(stack.keys.payment(paymentId(chain.chainId, transaction)), 'state')
+  const id = await onlyPaymentOf(new PaymentLedger(stack.store, stack.keys), chain.chainId, transaction)
+  const payment = await stack.store.hget(stack.keys.payment(id), 'state')
   expect(payment).toBe('pending')
 }, 60_000)

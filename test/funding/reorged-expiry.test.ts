@@ -74,7 +74,7 @@ test('a claim read expired at the head stays until a confirmed block says so: a 
   // The money moved: the reconciler credits it, and the buyer's account holds it.
   expect(await reconcilePayments(deps, 0)).toBe(1)
   expect(await stack.store.zrange(stack.keys.paymentsInFlight, 0, -1)).toEqual([])
-  const id = paymentId(chain.chainId, sent.transaction)
+  const id = paymentId(chain.chainId, sent.transaction, auth)
   expect(await ledger.authorization(auth)).toMatchObject({ state: 'credited', paymentId: id })
   expect(await ledger.payment(id)).toMatchObject({ accountId, amount: '3000000' })
   expect(await stack.store.hget(stack.keys.account(accountId), 'pending')).toBe('3000000')

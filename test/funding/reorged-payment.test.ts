@@ -13,7 +13,7 @@ import { formatMicros, type MicroUsdc } from '../../src/money/units.ts'
 import { PaymentCode } from '../../src/redis/result-codes.ts'
 import { createAccount, settledPayment } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { auditStackOnChain, stackWatchDeps } from '../helpers/funding-watch.ts'
+import { auditStackOnChain, onlyPaymentOf, stackWatchDeps } from '../helpers/funding-watch.ts'
 import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
@@ -60,13 +60,17 @@ test('its authorization used by another transaction: the payment moves there and
   const response = await post(url, { amountUsdc: '5.000000' }, { 'x-payment': header })
   expect(response.status).toBe(201)
   const accountId = response.body.accountId as string
-  const first = paymentId(chain.chainId, response.body.transaction as string)
+  const first = await onlyPaymentOf(ledger, chain.chainId, response.body.transaction as string)
   expect(await balances(accountId)).toEqual(['5000000', '0', '5000000'])
 
   // The reorg: the gateway's transaction is gone; the same signed authorization is sent by another.
   await chain.testClient.revert({ id: snapshot })
   const second = await chain.sendAuthorization(header)
-  const moved = paymentId(chain.chainId, second.transaction)
+  const moved = paymentId(
+    chain.chainId,
+    second.transaction,
+    authorizationId(chain.chainId, chain.usdc, payer.address, nonceOf(header)),
+  )
   expect(moved).not.toBe(first)
 
   // Missing at the depth that would have confirmed it: not yet searched for.
@@ -119,7 +123,7 @@ test('its authorization used by another transaction: the payment moves there and
   // A transaction backs one payment: another pending payment is never moved onto it.
   const other = settledPayment(accountId, 1_000_000)
   expect((await ledger.credit(other)).status).toBe('credited')
-  const otherId = paymentId(other.chainId, other.transaction)
+  const otherId = paymentId(other.chainId, other.transaction, other.authorizationId)
   madeUp = `payment ${otherId}`
   expect(await ledger.move(otherId, moved, second.blockNumber)).toEqual({
     status: 'refused',
@@ -166,7 +170,7 @@ test('its authorization unused and expired: the pending credit is taken back, on
     payer: payer.address,
   })
   expect(credited.status).toBe('credited')
-  const id = paymentId(chain.chainId, sent.transaction)
+  const id = paymentId(chain.chainId, sent.transaction, auth)
 
   // The reorg took the transaction out and nobody sent the authorization again.
   await chain.testClient.revert({ id: snapshot })

@@ -10,7 +10,12 @@ import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createAccount } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { auditStackOnChain, creditedBeforeReorg, stackWatchDeps } from '../helpers/funding-watch.ts'
+import {
+  auditStackOnChain,
+  creditedBeforeReorg,
+  onlyPaymentOf,
+  stackWatchDeps,
+} from '../helpers/funding-watch.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
@@ -74,12 +79,16 @@ test('a moved payment: its old id is kept for the record retention; once gone, a
   expect(response.status).toBe(201)
   const accountId = response.body.accountId as string
   const old = response.body.transaction as string
-  const first = paymentId(chain.chainId, old)
+  const first = await onlyPaymentOf(new PaymentLedger(stack.store, stack.keys), chain.chainId, old)
 
   // The reorg took the gateway's transaction out; another sent the same signed authorization.
   await chain.testClient.revert({ id: snapshot })
   const second = await chain.sendAuthorization(header)
-  const moved = paymentId(chain.chainId, second.transaction)
+  const moved = paymentId(
+    chain.chainId,
+    second.transaction,
+    authorizationId(chain.chainId, chain.usdc, payer.address, nonceOf(header)),
+  )
   await chain.testClient.mine({ blocks: 4 })
   await confirmPayments(deps)
   await confirmPayments(deps)

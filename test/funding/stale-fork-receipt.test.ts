@@ -87,7 +87,7 @@ test('a receipt from a node still on the fork a reorg left is not confirmed: the
     payer: payer.address,
   })
   expect(credited.status).toBe('credited')
-  const id = paymentId(chain.chainId, sent.transaction)
+  const id = paymentId(chain.chainId, sent.transaction, auth)
   // The proxy's old-fork node has seen the receipt.
   expect((await deps.chain.receipt(sent.transaction))?.status).toBe('success')
 

@@ -4,12 +4,12 @@
 // PASS_PAGES pages of them, as the reconciler's do, and the next resumes where it stopped: the
 // payment behind them confirms on a later pass. Counted at the RPC by receipt reads.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
+import { PaymentLedger } from '../../src/funding/ledger.ts'
 import { PASS_PAGE, PASS_PAGES, type ReconcileCursor } from '../../src/funding/reconciler.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import { createAccount, settledPayment } from '../helpers/accounts.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
-import { stackWatchDeps } from '../helpers/funding-watch.ts'
+import { onlyPaymentOf, stackWatchDeps } from '../helpers/funding-watch.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
 import { pay } from '../helpers/x402.ts'
@@ -50,7 +50,7 @@ test('more payments stuck past the reorg bound than a pass reads do not hold bac
   const payer = await chain.newPayer(10_000_000n)
   const { response } = await pay(`${stack.url}/v1/x402/signup`, { amountUsdc: '2.000000' }, payer)
   expect(response.status).toBe(201)
-  const id = paymentId(chain.chainId, response.body.transaction as string)
+  const id = await onlyPaymentOf(ledger, chain.chainId, response.body.transaction as string)
   await chain.testClient.mine({ blocks: 2 })
 
   // One pass: PASS_PAGES pages, a receipt read each, and it stops there.

@@ -18,6 +18,7 @@ import {
   createPublicClient,
   createTestClient,
   createWalletClient,
+  encodeFunctionData,
   type Hex,
   http,
   type PrivateKeyAccount,
@@ -44,34 +45,38 @@ export const usdcAbi = parseAbi([
   'function cancelAuthorization(address authorizer, bytes32 nonce, bytes signature)',
 ])
 
-let compiled: { abi: Abi; bytecode: Hex } | undefined
+const batchAbi = parseAbi(['function run(address target, bytes[] calls)'])
+
+const compiled = new Map<string, { abi: Abi; bytecode: Hex }>()
 
 const require = createRequire(import.meta.url)
 
-/** Where the compiled token for this exact input and compiler lives. */
-function artifactPath(input: string): string {
+/** Where the compiled contract for this exact input and compiler lives. */
+function artifactPath(name: string, input: string): string {
   const solcVersion = require('solc/package.json').version as string
   const digest = createHash('sha256').update(solcVersion).update('\0').update(input).digest('hex')
-  return join(tmpdir(), 'svc-gateway-tests', `TestUsdc-${digest}.json`)
+  return join(tmpdir(), 'svc-gateway-tests', `${name}-${digest}.json`)
 }
 
-/** Compiles contracts/TestUsdc.sol with solc-js, or reads the cached output of the same input. */
-export function compileTestUsdc(): { abi: Abi; bytecode: Hex } {
-  if (compiled) return compiled
-  const source = readFileSync(join(import.meta.dir, '../../contracts/TestUsdc.sol'), 'utf8')
+/** Compiles contracts/<name>.sol with solc-js, or reads the cached output of the same input. */
+export function compileContract(name: string): { abi: Abi; bytecode: Hex } {
+  const done = compiled.get(name)
+  if (done) return done
+  const source = readFileSync(join(import.meta.dir, `../../contracts/${name}.sol`), 'utf8')
   const input = JSON.stringify({
     language: 'Solidity',
-    sources: { 'TestUsdc.sol': { content: source } },
+    sources: { [`${name}.sol`]: { content: source } },
     settings: {
       optimizer: { enabled: true, runs: 200 },
       evmVersion: 'cancun',
       outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } },
     },
   })
-  const path = artifactPath(input)
+  const path = artifactPath(name, input)
   try {
-    compiled = JSON.parse(readFileSync(path, 'utf8'))
-    return compiled!
+    const cached = JSON.parse(readFileSync(path, 'utf8'))
+    compiled.set(name, cached)
+    return cached
   } catch {}
   // Loaded only on a cache miss: the compiler alone takes seconds to load.
   const solc = require('solc') as { compile(input: string): string }
@@ -79,14 +84,38 @@ export function compileTestUsdc(): { abi: Abi; bytecode: Hex } {
   const errors = (output.errors ?? []).filter((e: { severity: string }) => e.severity === 'error')
   if (errors.length)
     throw new Error(errors.map((e: { formattedMessage: string }) => e.formattedMessage).join('\n'))
-  const contract = output.contracts['TestUsdc.sol'].TestUsdc
-  compiled = { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` }
+  const contract = output.contracts[`${name}.sol`][name]
+  const result = { abi: contract.abi as Abi, bytecode: `0x${contract.evm.bytecode.object}` as Hex }
+  compiled.set(name, result)
   // Written aside and renamed, so a file running in parallel never reads half an artifact.
   mkdirSync(dirname(path), { recursive: true })
   const partial = `${path}.${process.pid}`
-  writeFileSync(partial, JSON.stringify(compiled))
+  writeFileSync(partial, JSON.stringify(result))
   renameSync(partial, path)
-  return compiled
+  return result
+}
+
+/** Compiles contracts/TestUsdc.sol (compileContract). */
+export const compileTestUsdc = () => compileContract('TestUsdc')
+
+/** transferWithAuthorization's arguments for the signed authorization of an X-PAYMENT header (v1). */
+function transferArgs(header: string) {
+  const { payload } = JSON.parse(Buffer.from(header, 'base64').toString()) as {
+    payload: {
+      signature: Hex
+      authorization: Record<'from' | 'to' | 'value' | 'validAfter' | 'validBefore' | 'nonce', string>
+    }
+  }
+  const a = payload.authorization
+  return [
+    a.from as Address,
+    a.to as Address,
+    BigInt(a.value),
+    BigInt(a.validAfter),
+    BigInt(a.validBefore),
+    a.nonce as Hex,
+    payload.signature,
+  ] as const
 }
 
 /** The anvil binary of this platform's optional package, run directly (no Node wrapper process). */
@@ -193,13 +222,6 @@ export async function startChain(chainId = CHAIN_ID) {
      * from a wallet of their own (given the ETH for its gas); the mined transaction and its block.
      */
     async sendAuthorization(header: string) {
-      const { payload } = JSON.parse(Buffer.from(header, 'base64').toString()) as {
-        payload: {
-          signature: Hex
-          authorization: Record<'from' | 'to' | 'value' | 'validAfter' | 'validBefore' | 'nonce', string>
-        }
-      }
-      const a = payload.authorization
       const sender = privateKeyToAccount(generatePrivateKey())
       await testClient.setBalance({ address: sender.address, value: 10n ** 18n })
       const wallet = createWalletClient({ chain, transport, account: sender })
@@ -207,18 +229,41 @@ export async function startChain(chainId = CHAIN_ID) {
         address: usdc,
         abi: usdcAbi,
         functionName: 'transferWithAuthorization',
-        args: [
-          a.from as Address,
-          a.to as Address,
-          BigInt(a.value),
-          BigInt(a.validAfter),
-          BigInt(a.validBefore),
-          a.nonce as Hex,
-          payload.signature,
-        ],
+        args: transferArgs(header),
       })
       const receipt = await publicClient.waitForTransactionReceipt({ hash })
       if (receipt.status !== 'success') throw new Error(`authorization sent in ${hash} reverted`)
+      return { transaction: hash, blockNumber: receipt.blockNumber }
+    },
+    /**
+     * What a payer (or a facilitator) batching its authorizations does: send the signed
+     * authorizations of several X-PAYMENT headers (v1) in one transaction, through a multicall
+     * contract (contracts/Batch.sol) deployed here; the mined transaction and its block.
+     */
+    async sendAuthorizations(headers: string[]) {
+      // Deployed by a sender of its own: the deployer's sends (mints) keep their own order.
+      const sender = privateKeyToAccount(generatePrivateKey())
+      await testClient.setBalance({ address: sender.address, value: 10n ** 18n })
+      const wallet = createWalletClient({ chain, transport, account: sender })
+      const batch = compileContract('Batch')
+      const deploy = await wallet.deployContract({ abi: batch.abi, bytecode: batch.bytecode })
+      const address = (await publicClient.waitForTransactionReceipt({ hash: deploy })).contractAddress
+      if (!address) throw new Error('Batch deployment has no address')
+      const calls = headers.map((header) =>
+        encodeFunctionData({
+          abi: usdcAbi,
+          functionName: 'transferWithAuthorization',
+          args: transferArgs(header),
+        }),
+      )
+      const hash = await wallet.writeContract({
+        address,
+        abi: batchAbi,
+        functionName: 'run',
+        args: [usdc, calls],
+      })
+      const receipt = await publicClient.waitForTransactionReceipt({ hash })
+      if (receipt.status !== 'success') throw new Error(`batch ${hash} reverted`)
       return { transaction: hash, blockNumber: receipt.blockNumber }
     },
     /**

@@ -30,6 +30,13 @@ export function stackWatchDeps(stack: TestStack): WatchDeps {
   })
 }
 
+/** The one payment a transaction was credited with, by the ledger's lookup by transaction. */
+export async function onlyPaymentOf(ledger: PaymentLedger, chainId: number, transaction: string) {
+  const ids = await ledger.paymentsOf(chainId, transaction)
+  expect(ids).toHaveLength(1)
+  return ids[0]!
+}
+
 /** The on-chain funding audit of a test stack's payments against its local chain. */
 export const auditStackOnChain = (stack: TestStack, chain: TestChain) =>
   auditFundingOnChain(
@@ -80,5 +87,5 @@ export async function creditedBeforeReorg(
     payer: payer.address,
   }
   expect((await ledger.credit(credit)).status).toBe('credited')
-  return { header, auth, snapshot, sent, credit, id: paymentId(chain.chainId, sent.transaction) }
+  return { header, auth, snapshot, sent, credit, id: paymentId(chain.chainId, sent.transaction, auth) }
 }

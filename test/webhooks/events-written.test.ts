@@ -34,16 +34,17 @@ async function accountWithPayment(accountId: string, micros: number) {
     funded: 0,
   })
   const tx = hex32()
+  const auth = authorizationId(84532, TOKEN, PAYER, hex32())
   await ledger.credit({
     accountId,
     amount: micros as MicroUsdc,
     chainId: 84532,
     transaction: tx,
-    authorizationId: authorizationId(84532, TOKEN, PAYER, hex32()),
+    authorizationId: auth,
     blockNumber: 10n,
     payer: PAYER,
   })
-  return paymentId(84532, tx)
+  return paymentId(84532, tx, auth)
 }
 
 const eventsOf = async (owner: string) =>

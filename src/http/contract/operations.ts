@@ -285,7 +285,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'GET /v1/x402/payments/{transaction}': {
     summary: 'A top-up payment: pending, confirmed or reversed',
     description:
-      '200 {transaction, amountUsdc, status: "pending" | "confirmed" | "reversed", confirmationsRequired}. A payment a reorg moved to another transaction (the one that did use its authorization) is answered by its old hash too, as it is now: 200 with the new `transaction` and `movedFrom` (the hash asked for), so a client polling the old hash follows the new one. A pending credit taken back (a reorg took its transaction out and its authorization expired unused: no money moved, nothing stays credited) is final: 200 with status "reversed" and reversedAt (ISO 8601), by its own hash and any it moved from. 404 payment_not_found until credited.',
+      '200 {transaction, amountUsdc, status: "pending" | "confirmed" | "reversed", confirmationsRequired}. A payment a reorg moved to another transaction (the one that did use its authorization) is answered by its old hash too, as it is now: 200 with the new `transaction` and `movedFrom` (the hash asked for), so a client polling the old hash follows the new one. A pending credit taken back (a reorg took its transaction out and its authorization expired unused: no money moved, nothing stays credited) is final: 200 with status "reversed" and reversedAt (ISO 8601), by its own hash and any it moved from. A transaction that used several authorizations (a batch) answers them all: `payments`, each {paymentId, transaction, amountUsdc, status}, `amountUsdc` their sum credited, `status` pending while any is, reversed once all are. 404 payment_not_found until credited.',
     tags: ['funding'],
     security: 'none',
     errors: ['NotFound'],

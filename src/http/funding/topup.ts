@@ -9,7 +9,7 @@ import { keyPrefix } from '../../accounts/api-keys.ts'
 import { balancesView } from '../../accounts/views.ts'
 import { badRequest, notFound } from '../../errors.ts'
 import { payFromAnyWallet } from '../../funding/accounts.ts'
-import { paymentId } from '../../funding/ledger.ts'
+import { transactionOf } from '../../funding/ledger.ts'
 import { formatMicros } from '../../money/units.ts'
 import { jsonBody } from '../json-body.ts'
 import type { FundingRouteDeps } from './routes.ts'
@@ -45,6 +45,26 @@ const PAGE_HEADERS = {
 const PAGE_POLL_MS = 1_500
 
 const TRANSACTION = /^0x[0-9a-fA-F]{64}$/
+
+/**
+ * A payment as the lookup by `asked` answers it. One taken back (a reorg took its transaction out,
+ * its authorization expired unused) is final: status reversed, the same shape, so a client polling
+ * it stops there.
+ */
+function paymentView(now: { id: string; payment: Record<string, string> }, asked: string) {
+  const transaction = transactionOf(now.id) || asked
+  const { state, reversedAt } = now.payment
+  const micros = Number(now.payment.amount)
+  return {
+    paymentId: now.id,
+    transaction,
+    amountUsdc: formatMicros(micros),
+    micros,
+    status: state as 'pending' | 'confirmed' | 'reversed',
+    ...(transaction !== asked && { movedFrom: asked }),
+    ...(state === 'reversed' && { reversedAt: new Date(Number(reversedAt)).toISOString() }),
+  }
+}
 
 export function topupRoutes(deps: FundingRouteDeps) {
   const app = new Elysia({ name: 'svc/topup', seed: deps.keys.prefix })
@@ -96,19 +116,34 @@ export function topupRoutes(deps: FundingRouteDeps) {
       // its old hash too, as the payment it is now: one request, the same shape, `transaction` the
       // new hash and `movedFrom` the one asked for, so any client (the page) follows it.
       const asked = params.transaction.toLowerCase()
-      const now = await ledger.paymentNow(paymentId(payments.chainId, asked))
-      if (!now) throw notFound('no credited payment has this transaction (yet)', 'payment_not_found')
-      // One taken back (a reorg took its transaction out, its authorization expired unused) is
-      // final: 200 with status reversed, the same shape, so a client polling it stops there.
-      const transaction = now.id.split(':')[1] ?? asked
-      const { state, reversedAt } = now.payment
+      const found = await Promise.all(
+        (await ledger.paymentsOf(payments.chainId, asked)).map((id) => ledger.paymentNow(id)),
+      )
+      const now = found.filter((p) => p !== null).map((p) => paymentView(p, asked))
+      if (now.length === 0)
+        throw notFound('no credited payment has this transaction (yet)', 'payment_not_found')
+      const confirmationsRequired = funding.config.confirmations
+      if (now.length === 1) {
+        const { paymentId: _, micros: __, ...one } = now[0]!
+        return { ...one, confirmationsRequired }
+      }
+      // One transaction that used several authorizations (a batch) answers each in `payments`,
+      // and as a whole: the sum credited, pending while any is, reversed once all are.
+      const statuses = new Set(now.map((p) => p.status))
+      const status = statuses.has('pending')
+        ? 'pending'
+        : statuses.has('confirmed')
+          ? 'confirmed'
+          : 'reversed'
+      // A reversed payment credited nothing: counted only when the whole transaction is reversed.
+      const counted = status === 'reversed' ? now : now.filter((p) => p.status !== 'reversed')
+      const micros = counted.reduce((sum, p) => sum + p.micros, 0)
       return {
-        transaction,
-        amountUsdc: formatMicros(Number(now.payment.amount)),
-        status: state as 'pending' | 'confirmed' | 'reversed',
-        confirmationsRequired: funding.config.confirmations,
-        ...(transaction !== asked && { movedFrom: asked }),
-        ...(state === 'reversed' && { reversedAt: new Date(Number(reversedAt)).toISOString() }),
+        transaction: asked,
+        amountUsdc: formatMicros(micros),
+        status: status as 'pending' | 'confirmed' | 'reversed',
+        confirmationsRequired,
+        payments: now.map(({ micros: _, ...p }) => p),
       }
     })
 }
