@@ -48,9 +48,13 @@ async function client(buyer: TestAccount, n: number) {
   }
 }
 
-/** The operator crediting the buyers by hand, one after another. */
+/**
+ * The operator crediting the buyers by hand, one after another, a credit per request served: the
+ * market's load stays the buyers', and the records the audit reads grow with them.
+ */
 async function crediting() {
   for (let i = 0; running; i++) {
+    const at = served
     const buyer = buyers[i % buyers.length]!
     const response = await adminFetch(stack, `/admin/v1/accounts/${buyer.accountId}/credit`, {
       method: 'POST',
@@ -58,6 +62,7 @@ async function crediting() {
     })
     await response.text()
     if (response.status === 200) credited++
+    await until(() => served > at || !running)
   }
 }
 
