@@ -28,6 +28,11 @@
   ARGV[15] apart: "1" in a market held apart: KEYS[1] is the offer's own base, and the market's
            indexes, its supplier and the ladder are on another slot (lua/index-offer.lua checks and
            keeps them, before and after this step); only the offer's own hash is read and written
+  ARGV[16] upstreamBalance: the DIEM balance, micro-DIEM, the upstream told for the upstream key written
+           here (ARGV[4]) when it vouched for it ("" none told): the offer's balance for the day,
+           on that key's upstream generation; ignored when ARGV[4] is ""
+  ARGV[17] balanceSince: when that check was sent, ms on Redis's clock: told across a midnight, the
+           balance may be from before the reset, and is not recorded
 
   Only active offers stand on the ladder, scored ask * 1e9 + posting order (stable ties), and
   not while their supplier is suspended. An offer put here stands where its row says (lib/ladder
@@ -133,6 +138,13 @@ end
 if mode == 'update' and (ARGV[3] ~= '' or ARGV[4] ~= '') then
   rcall('HSET', offer, 'balance', '', 'balanceDay', '')
   rcall('HINCRBY', offer, 'upstreamGen', 1)
+end
+-- The balance the key's check told, written with the key (after its generation moved on): that
+-- key's only. Known for the UTC day the check was made on, as a request's balance is (lua/clear.lua).
+local told = number(ARGV[16] or '')
+if told and told >= 0 and told <= MAX_EXACT and told % 1 == 0 and ARGV[4] ~= '' then
+  local today = day_of(now_ms())
+  if day_of(int(ARGV[17])) == today then rcall('HSET', offer, 'balance', s(told), 'balanceDay', s(today)) end
 end
 
 if apart then return { 1 } end

@@ -1,6 +1,6 @@
 // One call to a supplier's upstream, classified: a usable response, or a failure before any byte
 // that the dispatcher may fall forward from. The upstream key is used here and nowhere else.
-import { type MicroDiem, parseMicros } from '../money/units.ts'
+import { type MicroDiem, parseDiemBalance } from '../money/units.ts'
 import { UpstreamBodyTooLarge, type UpstreamResponse, upstreamRequest } from '../upstream/client.ts'
 
 export interface SupplierCall {
@@ -39,9 +39,7 @@ export type SupplierOutcome =
     }
 
 export function balanceHeader(response: UpstreamResponse): MicroDiem | null {
-  const raw = response.header('x-venice-balance-diem')
-  const micros = raw === null ? null : parseMicros(raw)
-  return micros === null || micros < 0 ? null : (micros as MicroDiem)
+  return parseDiemBalance(response.header('x-venice-balance-diem'))
 }
 
 /** An error body is read this far and no further: only its message is kept, for the log. */

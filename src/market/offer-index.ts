@@ -54,6 +54,8 @@ const NO_CHANGE: OfferPutArgs = {
   maxEver: MAX_SUPPLIER_OFFERS_POSTED,
   seq: '',
   apart: '',
+  upstreamBalance: '',
+  balanceSince: '',
 }
 
 /** lua/offer-put.lua on the offer's own slot (held apart) or the market's: only the named values change. */

@@ -40,6 +40,11 @@ export interface OfferInput {
   supplierId?: string
   /** On create, SHA-256 hex of the upstream key: one non-deleted offer per key (409 past it). */
   upstreamKeyDigest?: string
+  /**
+   * The DIEM balance the upstream told for upstreamApiKey when it vouched for it, and when that
+   * check was sent (ms, Redis's clock): the offer's balance for that UTC day (lua/offer-put.lua).
+   */
+  upstreamBalance?: { micros: MicroDiem; since: number }
 }
 
 /** What the operator API shows of an offer: never the upstream key. */
@@ -203,6 +208,8 @@ export class OfferService {
       supplierId: input.supplierId ?? '',
       upstreamKeyDigest: input.upstreamKeyDigest ?? '',
       seq,
+      upstreamBalance: input.upstreamBalance?.micros ?? '',
+      balanceSince: input.upstreamBalance?.since ?? '',
     })
     // Placed after every step, refused or not: a change asked again also places one whose first
     // stopped before its place (a delete's gives the upstream key back).

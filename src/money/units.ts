@@ -20,6 +20,17 @@ export function parseMicros(value: string | number): number | null {
   return sign === '-' ? -micros : micros
 }
 
+/**
+ * A DIEM balance an upstream reports (a header's text, or a JSON number or decimal string): micro-DIEM,
+ * or null for anything but a finite non-negative amount of at most 6 decimals, so an odd answer is
+ * no balance rather than a wrong one.
+ */
+export function parseDiemBalance(value: unknown): MicroDiem | null {
+  if (typeof value !== 'string' && typeof value !== 'number') return null
+  const micros = parseMicros(value)
+  return micros === null || micros < 0 ? null : (micros as MicroDiem)
+}
+
 // JSON numbers such as 0.7 print as "0.7"; exponent forms (1e-7) carry more than 6 decimals.
 function numberToPlainString(value: number): string | null {
   if (!Number.isFinite(value)) return null

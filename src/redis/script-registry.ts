@@ -280,6 +280,8 @@ export const SCRIPTS = {
     'maxEver',
     'seq',
     'apart',
+    'upstreamBalance',
+    'balanceSince',
   ]),
   indexOffer: market([LIB.keys, LIB.numbers, LIB.ladder], indexOffer, [
     'mode',

@@ -13,6 +13,7 @@ import {
   upstreamKeyInUse,
 } from '../market/offers.ts'
 import type { MicroDiem } from '../money/units.ts'
+import { redisNow } from '../redis/clock.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import { MinuteFuse } from '../redis/minute-fuse.ts'
 import type { Store } from '../redis/store.ts'
@@ -115,8 +116,15 @@ export class SupplierOfferService {
     // the same minute, so a supplier charged under the market's refusal loses nothing it could use.
     await this.keyChecks.take(supplierId)
     await this.marketKeyChecks.take()
-    await checkUpstreamKey(this.upstreamUrl, input.upstreamApiKey)
-    const offer = await this.offers.create({ ...this.fields(input), supplierId, upstreamKeyDigest: digest })
+    // On Redis's clock, as the scripts judge the day: a check across a midnight tells no balance.
+    const since = await redisNow(this.store)
+    const micros = await checkUpstreamKey(this.upstreamUrl, input.upstreamApiKey)
+    const offer = await this.offers.create({
+      ...this.fields(input),
+      supplierId,
+      upstreamKeyDigest: digest,
+      upstreamBalance: micros === null ? undefined : { micros, since },
+    })
     return supplierOfferView(offer)
   }
 

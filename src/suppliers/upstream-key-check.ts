@@ -2,7 +2,10 @@
 // balance endpoint (Venice: GET /api_keys/rate_limits with the key as Bearer, answering
 // {data: {balances: {DIEM, USD}}}) must answer 200 with balances. The read is bounded in time and
 // size, and nothing the upstream says reaches the client: a refusal is upstream_key_rejected.
+// The key's DIEM balance it tells is returned, as the offer's balance known for the day; one told
+// oddly (not a finite non-negative amount) still vouches for the key, and is no balance.
 import { ApiError } from '../errors.ts'
+import { type MicroDiem, parseDiemBalance } from '../money/units.ts'
 import { UpstreamBodyTooLarge, upstreamRequest } from '../upstream/client.ts'
 import { upstreamKeyRejected } from './results.ts'
 
@@ -17,7 +20,7 @@ export async function checkUpstreamKey(
   upstreamUrl: string,
   apiKey: string,
   timeoutMs = TIMEOUT_MS,
-): Promise<void> {
+): Promise<MicroDiem | null> {
   let body: unknown
   try {
     const response = await upstreamRequest(`${upstreamUrl}${BALANCE_PATH}`, {
@@ -42,4 +45,5 @@ export async function checkUpstreamKey(
   }
   const balances = (body as { data?: { balances?: Record<string, unknown> } } | null)?.data?.balances
   if (!balances || typeof balances !== 'object') throw upstreamKeyRejected()
+  return parseDiemBalance(balances.DIEM)
 }

@@ -268,6 +268,28 @@ describe("a supplier's offers held apart", () => {
     await Promise.all([deleteOffer(s, first), deleteOffer(s, second)])
   })
 
+  test('a key its check told has 0 DIEM left today stands, shown so, but is never sent a request; the next offer serves', async () => {
+    const s = await signInSupplier(stack)
+    const client = await buyer()
+    const empty = upstreamKey()
+    stack.sim.keys.get(empty).balanceMicroDiem = 0
+    const response = await postOffer(s, empty, 30)
+    expect(response.status).toBe(201)
+    const zero = (await response.json()) as { id: string; upstreamBalanceDiem: string | null }
+    expect(zero.upstreamBalanceDiem).toBe('0.000000')
+    expect(await store.zscore(keys.ladder, zero.id)).not.toBeNull()
+    const next = await posted(s, 33)
+    expect(await served(client)).toBeGreaterThan(0)
+    expect(Number((await offerRow(next)).earned)).toBeGreaterThan(0)
+    expect(stack.sim.keys.get(empty).requests).toBe(0)
+    const listed = await supplierGet<{ data: { id: string; upstreamBalanceDiem: string | null }[] }>(
+      s,
+      '/v1/supplier/offers',
+    )
+    expect(listed.data.find((o) => o.id === zero.id)?.upstreamBalanceDiem).toBe('0.000000')
+    await Promise.all([deleteOffer(s, zero.id), deleteOffer(s, next)])
+  })
+
   test('suspension takes its offers off the ladder and its reservations are refused; reinstating restores them', async () => {
     const s = await signInSupplier(stack)
     const ids = [await posted(s, 33), await posted(s, 34)]

@@ -56,8 +56,9 @@ async function outcome(key: string, timeoutMs?: number) {
 }
 
 describe('checkUpstreamKey', () => {
-  test('a key whose balances the upstream reports is accepted', async () => {
+  test('a key whose balances the upstream reports is accepted, with its DIEM balance in micro-DIEM', async () => {
     expect(await outcome('good')).toBe('accepted')
+    expect(Number(await checkUpstreamKey(base, 'good'))).toBe(12_500_000)
   })
 
   test('a 4xx, a body that is not JSON or has no balances, or one past the size cap is rejected', async () => {
