@@ -25,6 +25,7 @@ import { mcpRoutes } from './http/mcp/routes.ts'
 import { metricsRoutes } from './http/metrics/routes.ts'
 import { modelRoutes } from './http/models/routes.ts'
 import { pageRoutes } from './http/pages/routes.ts'
+import { refuseRepeatedQuery } from './http/query-once.ts'
 import { recordsRoutes } from './http/records/routes.ts'
 import { beginRequest, requestContext, requestIdHeaders } from './http/request-context.ts'
 import { checkRequestUrl } from './http/request-url.ts'
@@ -120,6 +121,10 @@ export function createApp(deps: AppDeps) {
       const status = responseValue instanceof Response ? responseValue.status : Number(set.status ?? 200)
       // Route templates, never raw paths, so ids cannot blow up the label space.
       finish(request, route || 'unmatched', path, status, failure)
+    })
+    .onBeforeHandle({ as: 'global' }, ({ request, route }) => {
+      // After the routes' own credential checks (a 401 comes first), before a handler reads its query.
+      refuseRepeatedQuery(request, route)
     })
     .get('/healthz', () => ({ status: 'ok' }))
     .get('/readyz', async ({ set }) => {

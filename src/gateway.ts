@@ -62,7 +62,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   }
   const catalog: CatalogStore = new CatalogStore(store, keys, () => syncCatalog(catalog, source))
   try {
-    const count = await syncCatalog(catalog, source)
+    const count = await syncCatalog(catalog, {
+      ...source,
+      unmatchedDisabled: (models) =>
+        logger.warn({ models }, 'SVC_DISABLED_MODELS names models the upstream does not list'),
+    })
     // -1: another replica wrote a list asked for after this one's
     logger.info({ count }, count < 0 ? 'catalog sync superseded by a newer one' : 'catalog synced')
   } catch (error) {

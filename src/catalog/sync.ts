@@ -14,6 +14,8 @@ export interface CatalogSource {
   upstreamUrl: string
   upstreamApiKey?: string | undefined
   disabledModels: readonly string[]
+  /** Told the disabled ids that name no model the upstream lists (the start's sync warns of them). */
+  unmatchedDisabled?: (ids: string[]) => void
   /** How long one ask may take, its whole answer read: past it the sync fails (default 10 s). */
   timeoutMs?: number
 }
@@ -26,7 +28,11 @@ export async function syncCatalog(store: CatalogStore, source: CatalogSource): P
   const ticket = await store.ticket()
   const response = await fetch(url, { headers, signal: AbortSignal.timeout(source.timeoutMs ?? 10_000) })
   if (!response.ok) throw new Error(`upstream /models answered ${response.status}`)
-  const entries = mapUpstreamModels(JSON.parse(await cappedText(response)), source.disabledModels)
+  const entries = mapUpstreamModels(
+    JSON.parse(await cappedText(response)),
+    source.disabledModels,
+    source.unmatchedDisabled,
+  )
   return store.replace(entries, source.upstreamUrl, ticket)
 }
 

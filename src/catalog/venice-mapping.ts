@@ -224,7 +224,12 @@ function foldConflicts(byId: Map<string, { entry: CatalogEntry | null }>): Set<s
  * bill: it is listed once, `coming_soon`. So are ids spelled apart only by case or surrounding space
  * whose prices or caps differ: the upstream may bill a call to one at the other's price.
  */
-export function mapUpstreamModels(body: unknown, disabled: readonly string[] = []): CatalogEntry[] {
+export function mapUpstreamModels(
+  body: unknown,
+  disabled: readonly string[] = [],
+  /** Told the disabled ids that name no model on the list, in any spelling. */
+  unmatched?: (ids: string[]) => void,
+): CatalogEntry[] {
   if (!isRecord(body) || !Array.isArray(body.data)) throw new Error('upstream /models is not a model list')
   if (body.data.length === 0) throw new Error('upstream /models listed no models')
   if (body.data.length > MAX_MODELS) throw new Error(`upstream /models listed over ${MAX_MODELS} models`)
@@ -245,13 +250,19 @@ export function mapUpstreamModels(body: unknown, disabled: readonly string[] = [
   }
   // Models listed but none readable (a changed schema): failing as surely as an empty list.
   if (!readable) throw new Error('upstream /models listed no readable model')
-  // Disabled by either name a buyer may use: bare or `svc/` prefixed.
-  const off = new Set(disabled.map(bareModelId))
+  // Disabled by either name a buyer may use (bare or `svc/` prefixed), in every spelling the
+  // upstream may take for the same model: folded as the conflicts below are.
+  const off = new Map(disabled.map((id) => [foldedId(bareModelId(id.trim())), id]))
   const folds = foldConflicts(byId)
   const entries: CatalogEntry[] = []
   for (const [id, { entry, conflict }] of byId) {
-    if (!entry || off.has(entry.row.id)) continue
+    if (!entry || off.has(foldedId(id))) continue
     entries.push(conflict || folds.has(foldedId(id)) ? unpriced(entry) : entry)
+  }
+  if (unmatched && off.size > 0) {
+    const listed = new Set([...byId.keys()].map(foldedId))
+    const none = [...off].filter(([folded]) => !listed.has(folded)).map(([, id]) => id)
+    if (none.length > 0) unmatched(none)
   }
   return entries.sort((a, b) => a.row.id.localeCompare(b.row.id))
 }

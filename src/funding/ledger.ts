@@ -100,6 +100,8 @@ export interface InFlightPayment {
   tx?: string
   /** once credited: its payment's id (paymentId; <chainId>:<txHash> when recorded before) */
   paymentId?: string
+  /** the payer's cancellation seen while the claim was in flight (its transaction) */
+  canceledTx?: string
 }
 
 export class PaymentLedger {
@@ -142,6 +144,11 @@ export class PaymentLedger {
    */
   async markSent(authorizationId: string, transaction: string): Promise<void> {
     await this.note(authorizationId, ['state', 'sent', 'tx', transaction])
+  }
+
+  /** The payer's cancellation, seen at the head (unconfirmed: the claim stays); a replay reads it. */
+  async noteCanceled(authorizationId: string, transaction: string): Promise<void> {
+    await this.note(authorizationId, ['canceledTx', transaction])
   }
 
   private async note(authorizationId: string, fields: string[]): Promise<void> {

@@ -8,14 +8,9 @@ import type { FundingConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
 import { formatMicros, type MicroUsdc } from '../money/units.ts'
 import type { FundingChain } from './chain.ts'
-import {
-  authorizationId,
-  type CreditResult,
-  type PaymentKind,
-  type PaymentLedger,
-  type ReleasedAs,
-} from './ledger.ts'
+import { authorizationId, type CreditResult, type PaymentKind, type PaymentLedger } from './ledger.ts'
 import { CHAIN_IDS, caip2 } from './network.ts'
+import { CANCELED, inFlight, moneyMoved, RELEASED, refuseReplay, TAKEN_BACK } from './replays.ts'
 import type { Settler } from './settler.ts'
 import {
   decodePayment,
@@ -54,21 +49,6 @@ export interface PayOptions {
   beforeSettle?: () => Promise<void>
 }
 
-// Why a payment whose transaction a reorg took out, its authorization expired unused, is challenged again.
-const TAKEN_BACK =
-  'payment verification failed: the authorization expired unused after its transaction left the chain; no money moved, sign a new authorization'
-
-// The payer canceled the authorization on chain (EIP-3009 cancelAuthorization) before it settled.
-const CANCELED = 'the authorization was canceled by the payer; no money moved, sign a new authorization'
-
-// Why an authorization the reconciler released, `expired` unused or `canceled` by the payer, is
-// challenged again: no block can use it, whatever a receipt of a lost fork said.
-const RELEASED: Record<ReleasedAs, string> = {
-  expired:
-    'payment verification failed: the authorization expired unused; no money moved, sign a new authorization',
-  canceled: `payment verification failed: ${CANCELED}`,
-}
-
 // Clients set validBefore from their own clock (now + maxTimeoutSeconds): room for theirs to run ahead.
 export const CLOCK_SKEW_SECONDS = 60
 
@@ -97,11 +77,6 @@ const beingChecked = () =>
     'settle_failed',
     'payment settlement failed; the payment is being checked, do not sign again yet',
   )
-
-/** 409: money moved, the request did not finish. Never carries `accepts`. */
-export function moneyMoved(code: string, message: string, extra: Record<string, unknown>): ApiError {
-  return new ApiError(409, code, message, { extra })
-}
 
 export class Payments {
   readonly chainId: number
@@ -143,7 +118,7 @@ export class Payments {
     const payer = payment.authorization.from
     await options.checkPayer?.(payer)
     const authId = authorizationId(this.chainId, this.config.usdcAddress, payer, payment.authorization.nonce)
-    await this.refuseReplay(authId, refuse)
+    refuseReplay(await this.ledger.authorization(authId), refuse)
 
     // Claimed before any chain or facilitator call: copies of one authorization, however many at
     // once, cost a few Redis round trips each and never reach verification or the fuse.
@@ -157,8 +132,8 @@ export class Payments {
       validBefore: BigInt(payment.authorization.validBefore),
     })
     if (!claim.claimed) {
-      await this.refuseReplay(authId, refuse)
-      throw this.inFlight(claim.transaction)
+      refuseReplay(await this.ledger.authorization(authId), refuse)
+      throw inFlight(claim.transaction)
     }
     let head: bigint
     try {
@@ -216,8 +191,17 @@ export class Payments {
         }))
       if (used) {
         // The token reads the payer's cancellation as "used" too: then nothing moved, a challenge.
-        if (await this.canceled(payer, payment.authorization.nonce, head, authId))
+        const cancellation = await this.cancellation(payer, payment.authorization.nonce, head, authId)
+        if (cancellation) {
+          // Kept on the claim, so a replay before the reconciler releases it is answered alike.
+          await this.ledger.noteCanceled(authId, cancellation).catch((error) => {
+            this.logger.warn(
+              { err: (error as Error).message, authorizationId: authId },
+              'cancellation not noted',
+            )
+          })
           throw refuse(`payment settlement failed: ${CANCELED}`)
+        }
         this.logger.warn(
           { transaction: settlement.transaction, authorizationId: authId },
           'authorization used by another transaction; left to the reconciler',
@@ -266,18 +250,19 @@ export class Payments {
   }
 
   /**
-   * Whether the token's "used" is the payer's cancellation (AuthorizationCanceled), searched over
-   * the authorization's life before `head`: no money moved. The claim stays for the reconciler,
-   * which releases it once the cancellation is confirmed. A failed search is a 502, as for the state.
+   * The payer's cancellation (AuthorizationCanceled) that the token's "used" is, if it is one,
+   * searched over the authorization's life before `head`: no money moved. The claim stays for the
+   * reconciler, which releases it once the cancellation is confirmed. A failed search is a 502, as
+   * for the state.
    */
-  private async canceled(payer: Address, nonce: Hex, head: bigint, authId: string): Promise<boolean> {
+  private async cancellation(payer: Address, nonce: Hex, head: bigint, authId: string): Promise<Hex | null> {
     const life = BigInt(this.config.maxTimeoutSeconds + CLOCK_SKEW_SECONDS)
     const search = this.chain.authorizationUse(payer, nonce, head > life ? head - life : 0n)
     const { end } = await search.catch((error) => {
       this.logger.error({ err: error, authorizationId: authId }, 'authorization use unreadable')
       throw beingChecked()
     })
-    return end?.canceled === true
+    return end?.canceled === true ? end.transaction : null
   }
 
   /** The settler's verification; a call that fails (RPC or facilitator unreachable) is a 502. */
@@ -341,37 +326,6 @@ export class Payments {
     return moneyMoved('payment_reconciling', 'the payment was sent; its credit is queued from the chain', {
       reconciling: true,
       transaction,
-    })
-  }
-
-  /**
-   * An authorization seen before never settles again: credited, still in flight, or taken back
-   * (its transaction lost to a reorg and the authorization expired unused: no money moved).
-   */
-  private async refuseReplay(authId: string, refuse: (reason: string) => PaymentChallenge): Promise<void> {
-    const record = await this.ledger.authorization(authId)
-    if (!record) return
-    if (record.state === 'taken back') throw refuse(TAKEN_BACK)
-    if (record.state === 'expired' || record.state === 'canceled') throw refuse(RELEASED[record.state])
-    if (record.state === 'credited') {
-      const transaction = record.paymentId?.split(':')[1]
-      throw moneyMoved(
-        'payment_already_credited',
-        'this payment was already settled and credited; it is not credited again',
-        {
-          credited: true,
-          reconciling: false,
-          transaction,
-        },
-      )
-    }
-    throw this.inFlight(record.tx)
-  }
-
-  private inFlight(transaction: string | undefined): ApiError {
-    return moneyMoved('payment_in_flight', 'this payment is already being settled', {
-      reconciling: true,
-      transaction: transaction || undefined,
     })
   }
 

@@ -84,7 +84,7 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
     /**
      * hash, one per authorization (<chainId>:<token>:<payer>:<nonce>, lower case): state
      * (claimed|sent|credited|taken back|expired|canceled), tx, accountId, payer, amount, kind,
-     * claimedAt. A claim the chain shows expired unused or canceled by the payer is released, kept
+     * claimedAt, canceledTx (the payer's cancellation, seen by the request while in flight). A claim the chain shows expired unused or canceled by the payer is released, kept
      * marked so for the record retention past its validBefore (lua/release-payment.lua): a late
      * credit of a lost fork's transaction and a replay are refused by it. A credited one is kept for
      * ever, as its payment is: it names the payment the money went to, which a replay, a late credit

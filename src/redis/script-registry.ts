@@ -1,19 +1,14 @@
-// Every script the gateway runs, in one table: each lua/*.lua embedded as text (so the compiled
-// binary carries it), the market's assembled from the libraries it includes and its own body
-// (concatenation is the include mechanism: one source string per script, still one atomic
-// EVALSHA), and all of them as one Redis function library for the native connection
-// (functions.ts), which runs the libraries once at load instead of on every call.
+// Every script the gateway runs, in one table (the funding scripts from funding-scripts.ts): each
+// lua/*.lua embedded as text (so the compiled binary carries it), the market's assembled from the
+// libraries it includes and its own body (concatenation is the include mechanism: one source string
+// per script, still one atomic EVALSHA), and all of them as one Redis function library for the
+// native connection (functions.ts), which runs the libraries once at load instead of on every call.
 import admit from '../../lua/admit.lua' with { type: 'text' }
 import capacity from '../../lua/capacity.lua' with { type: 'text' }
 import catalogReplace from '../../lua/catalog-replace.lua' with { type: 'text' }
-import claimPayment from '../../lua/claim-payment.lua' with { type: 'text' }
 import clear from '../../lua/clear.lua' with { type: 'text' }
-import confirmPayment from '../../lua/confirm-payment.lua' with { type: 'text' }
-import confirmPending from '../../lua/confirm-pending.lua' with { type: 'text' }
 import createAccount from '../../lua/create-account.lua' with { type: 'text' }
 import credit from '../../lua/credit.lua' with { type: 'text' }
-import creditPayment from '../../lua/credit-payment.lua' with { type: 'text' }
-import creditPending from '../../lua/credit-pending.lua' with { type: 'text' }
 import due from '../../lua/due.lua' with { type: 'text' }
 import foldSums from '../../lua/fold-sums.lua' with { type: 'text' }
 import hold from '../../lua/hold.lua' with { type: 'text' }
@@ -21,9 +16,6 @@ import indexAccount from '../../lua/index-account.lua' with { type: 'text' }
 import indexKey from '../../lua/index-key.lua' with { type: 'text' }
 import indexOffer from '../../lua/index-offer.lua' with { type: 'text' }
 import mintKey from '../../lua/mint-key.lua' with { type: 'text' }
-import movePayment from '../../lua/move-payment.lua' with { type: 'text' }
-import movePending from '../../lua/move-pending.lua' with { type: 'text' }
-import notePayment from '../../lua/note-payment.lua' with { type: 'text' }
 import offerPut from '../../lua/offer-put.lua' with { type: 'text' }
 import payoutCreate from '../../lua/payout-create.lua' with { type: 'text' }
 import payoutLock from '../../lua/payout-lock.lua' with { type: 'text' }
@@ -34,7 +26,6 @@ import reap from '../../lua/reap.lua' with { type: 'text' }
 import reapHold from '../../lua/reap-hold.lua' with { type: 'text' }
 import refuse from '../../lua/refuse.lua' with { type: 'text' }
 import release from '../../lua/release.lua' with { type: 'text' }
-import releasePayment from '../../lua/release-payment.lua' with { type: 'text' }
 import renameKey from '../../lua/rename-key.lua' with { type: 'text' }
 import renew from '../../lua/renew.lua' with { type: 'text' }
 import reserve from '../../lua/reserve.lua' with { type: 'text' }
@@ -42,62 +33,16 @@ import revokeKey from '../../lua/revoke-key.lua' with { type: 'text' }
 import setKeyLimit from '../../lua/set-key-limit.lua' with { type: 'text' }
 import supplierSignin from '../../lua/supplier-signin.lua' with { type: 'text' }
 import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
-import takeBackPayment from '../../lua/take-back-payment.lua' with { type: 'text' }
-import takeBackPending from '../../lua/take-back-pending.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import voidReservation from '../../lua/void.lua' with { type: 'text' }
 import webhookDelete from '../../lua/webhook-delete.lua' with { type: 'text' }
 import webhookPut from '../../lua/webhook-put.lua' with { type: 'text' }
 import webhookState from '../../lua/webhook-state.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
-import { LIB, MARKET_LIBS, MARKET_PROLOGUE, SLOT_GUARD } from './lua-libraries.ts'
+import { FUNDING_SCRIPTS } from './funding-scripts.ts'
+import { LIB, MARKET_LIBS } from './lua-libraries.ts'
+import { market, standalone } from './script-forms.ts'
 
-// Each script has two EVAL forms: `lua` for a single server, `guarded` (the slot guard first) for a
-// Cluster, as it has a function in each of the build's two libraries (functions.ts).
-//
-// Each script declares how many KEYS it takes and its ARGV by name, in order, as its header block
-// numbers and names them (a test reads the headers); a caller passes the ARGV as an object by those
-// names, and runScript writes them in the declared order. A variadic script takes its declared ARGV
-// and then more, as its header says (a payout's step and that step's values, the catalog's rows).
-
-/**
- * A script that includes no library: its EVAL form is its body. `ownKeys`: how many of its first
- * KEYS (its owner's) it may be passed alone, in a market held apart, where the rest are on another
- * slot and indexed by a step of their own.
- */
-const standalone = <const A extends readonly string[]>(
-  lua: string,
-  keys: number,
-  argv: A,
-  variadic = false,
-  ownKeys = keys,
-) => ({
-  lua,
-  guarded: `${SLOT_GUARD}\n${lua}`,
-  body: lua,
-  market: false,
-  keys,
-  ownKeys,
-  argv,
-  variadic,
-})
-
-/** A market script: the libraries it calls, the prologue, then its body; one key, the keyspace base. */
-const market = <const A extends readonly string[]>(
-  libs: string[],
-  body: string,
-  argv: A,
-  variadic = false,
-) => ({
-  lua: [...libs, MARKET_PROLOGUE, body].join('\n'),
-  guarded: [...libs, SLOT_GUARD, MARKET_PROLOGUE, body].join('\n'),
-  body,
-  market: true,
-  keys: 1,
-  ownKeys: 1,
-  argv,
-  variadic,
-})
 /** An account script that reads the calendar (a key budget's period): lib/numbers, bound, first. */
 const withNumbers = (body: string) => [LIB.numbers, 'bind_globals()', body].join('\n')
 // Each EVAL form carries only the libraries it calls: every one runs its definitions on every call.
@@ -299,46 +244,7 @@ export const SCRIPTS = {
     'holdDiem',
     'defaultMaxPriceCents',
   ]),
-  // funding (x402): claim an authorization, release a claim that moved no money, credit, confirm
-  claimPayment: standalone(claimPayment, 2, [
-    'authorizationId',
-    'kind',
-    'accountId',
-    'payer',
-    'amount',
-    'fromBlock',
-    'validBefore',
-  ]),
-  releasePayment: standalone(releasePayment, 2, [
-    'authorizationId',
-    'transaction',
-    'mark',
-    'recordRetentionMs',
-  ]),
-  notePayment: standalone(notePayment, 1, [], true),
-  creditPayment: standalone(
-    creditPayment,
-    6,
-    ['accountId', 'amount', 'paymentId', 'authorizationId', 'blockNumber', 'payer', 'table'],
-    false,
-    5,
-  ),
-  confirmPayment: standalone(confirmPayment, 6, ['paymentId', 'accountId'], false, 2),
-  creditPending: standalone(creditPending, 2, ['accountId', 'paymentId', 'amount', 'table']),
-  confirmPending: market([LIB.keys, LIB.numbers, LIB.events], confirmPending, [
-    'accountId',
-    'paymentId',
-    'amount',
-  ]),
-  // a pending payment whose transaction the chain lost: moved to the one that used its authorization, or taken back
-  movePayment: standalone(movePayment, 6, ['paymentId', 'movedTo', 'blockNumber', 'recordRetentionMs']),
-  movePending: standalone(movePending, 1, ['paymentId', 'movedTo']),
-  takeBackPayment: standalone(takeBackPayment, 8, ['paymentId', 'accountId', 'recordRetentionMs'], false, 4),
-  takeBackPending: market([LIB.keys, LIB.numbers, LIB.events], takeBackPending, [
-    'accountId',
-    'paymentId',
-    'amount',
-  ]),
+  ...FUNDING_SCRIPTS,
   // suppliers: a verified sign-in becomes a key; the operator suspends or reinstates
   supplierSignin: market([LIB.keys, LIB.numbers], supplierSignin, [
     'nonce',

@@ -2,7 +2,8 @@
 // relayer settles it: the token reads it "used", but no money moved. The request is answered a
 // payment challenge that says so, never a 409 that says it settled; the reconciler releases the
 // claim once the cancellation is confirmed, crediting nothing and asking no operator; the record
-// stays marked canceled, so a replay and a stale credit of a lost fork are refused; the audits,
+// stays marked canceled, so a replay and a stale credit of a lost fork are refused (a replay before
+// the cancellation is confirmed is challenged alike, the claim left waiting); the audits,
 // the chain's included, find nothing. Both ways the relayer meets the cancellation: its gas
 // estimate refuses the transfer (nothing sent), or the cancellation is mined just before the sent
 // transfer, which reverts.
@@ -77,6 +78,9 @@ function watching(): { deps: WatchDeps; logged: { level: number; msg: string }[]
   return { deps: { ...stackWatchDeps(stack), logger }, logged }
 }
 
+const REPLAYED =
+  'payment verification failed: the authorization was canceled by the payer; no money moved, sign a new authorization'
+
 async function canceledBeforeSettling(at: CancelAt): Promise<void> {
   const { store, keys } = stack
   const ledger = new PaymentLedger(store, keys)
@@ -101,6 +105,13 @@ async function canceledBeforeSettling(at: CancelAt): Promise<void> {
 
   // Until the cancellation is confirmed a reorg could take it out: the claim waits.
   expect(await store.zrange(keys.paymentsInFlight, 0, -1)).toEqual([auth])
+  // Meanwhile a replay of the header is answered as the request was, and as it is once the
+  // cancellation is confirmed: no money moved, sign again; never a 409 that it is being settled.
+  const waiting = await snapshotKeys(store, keys.prefix)
+  const early = await post(url, { amountUsdc: '3.000000' }, { 'x-payment': header })
+  expect([early.status, early.body.error]).toEqual([402, REPLAYED])
+  expect(early.body.accepts).toBeArray()
+  expect(await snapshotKeys(store, keys.prefix)).toEqual(waiting)
   if (at === 'estimate') {
     expect(await reconcilePayments(deps, 0)).toBe(0)
     expect(await store.zrange(keys.paymentsInFlight, 0, -1)).toEqual([auth])
@@ -119,9 +130,7 @@ async function canceledBeforeSettling(at: CancelAt): Promise<void> {
   const unchanged = await snapshotKeys(store, keys.prefix)
   const replay = await post(url, { amountUsdc: '3.000000' }, { 'x-payment': header })
   expect(replay.status).toBe(402)
-  expect(replay.body.error).toBe(
-    'payment verification failed: the authorization was canceled by the payer; no money moved, sign a new authorization',
-  )
+  expect(replay.body.error).toBe(REPLAYED)
   expect(replay.body.accepts).toBeArray()
   const stale = {
     accountId,

@@ -31,6 +31,19 @@ export interface HostileCase {
   invalid: boolean
 }
 
+/** The Bearer credential an operation's security asks for, of the tokens at hand (none when public). */
+export function credentialOf(
+  op: Operation,
+  tokens: { admin: string; buyer: string; supplier: string },
+): Record<string, string> {
+  const schemes = new Set(op.security.flatMap((entry) => Object.keys(entry)))
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+  if (schemes.has('adminToken')) return bearer(tokens.admin)
+  if (schemes.has('apiKey')) return bearer(tokens.buyer)
+  if (schemes.has('supplierKey')) return bearer(tokens.supplier)
+  return {}
+}
+
 /** Every operation of an OpenAPI document, flattened. */
 export function operationsOf(document: {
   paths: Record<string, Record<string, Record<string, unknown>>>

@@ -9,6 +9,7 @@ import { fundedBuyer, type SimOffer, simOffer } from '../helpers/buyers.ts'
 import {
   bodyCases,
   contentTypeCases,
+  credentialOf,
   HOSTILE_IDS,
   HOSTILE_QUERY_VALUES,
   type HostileCase,
@@ -134,14 +135,8 @@ function validBody(op: Operation): unknown {
   return `${op.method} ${op.path}` in known ? known[`${op.method} ${op.path}`] : sample(op.body!)
 }
 
-function credential(op: Operation): Record<string, string> {
-  const schemes = new Set(op.security.flatMap((entry) => Object.keys(entry)))
-  const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
-  if (schemes.has('adminToken')) return bearer(stack.config.adminToken)
-  if (schemes.has('apiKey')) return bearer(buyer.apiKey)
-  if (schemes.has('supplierKey')) return bearer(supplier.apiKey)
-  return {}
-}
+const credential = (op: Operation) =>
+  credentialOf(op, { admin: stack.config.adminToken, buyer: buyer.apiKey, supplier: supplier.apiKey })
 
 function target(op: Operation, override: Record<string, string> = {}, query = ''): string {
   const path = op.path.replace(
@@ -210,7 +205,16 @@ function casesFor(op: Operation): (HostileCase & { method: string; settles: bool
           invalid,
         })
       }
-      for (const query of [`${param.name}=1&${param.name}=2`, `${param.name}[]=1`, `${param.name}[a]=1`]) {
+      // A one-value parameter given twice is refused, whatever the values; a list may repeat.
+      const repeated = `${param.name}=1&${param.name}=2`
+      const list = (param.schema as { type?: string }).type === 'array'
+      cases.push({
+        label: `?${repeated}`,
+        target: target(op, {}, repeated),
+        headers: queried(),
+        invalid: !list,
+      })
+      for (const query of [`${param.name}[]=1`, `${param.name}[a]=1`]) {
         cases.push({ label: `?${query}`, target: target(op, {}, query), headers: queried(), invalid: false })
       }
     }
