@@ -38,6 +38,7 @@ import { InferenceService } from './inference/service.ts'
 import type { ClearJournal } from './market/clear-journal.ts'
 import type { LeaseRenewer } from './market/lease-renewer.ts'
 import type { MarketSteps } from './market/steps.ts'
+import type { UnsentClears } from './market/unsent-clears.ts'
 import { metrics } from './metrics/gateway-metrics.ts'
 import type { PayoutService } from './payouts/service.ts'
 import type { Keyspace } from './redis/keys.ts'
@@ -60,6 +61,7 @@ export interface AppDeps {
   steps?: MarketSteps
   /** Acknowledged clears kept to be sent again when a connection to Redis closes (gateway.ts). */
   journal?: ClearJournal
+  unsent?: UnsentClears
   /** The leases' renewer, whose attempts in flight the replica's stop waits on (gateway.ts). */
   renewer?: LeaseRenewer
 }

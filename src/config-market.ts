@@ -1,5 +1,5 @@
 // The market's knobs from the environment; config.ts loads them with the rest.
-import { type Env, integer } from './config-env.ts'
+import { type Env, integer, read } from './config-env.ts'
 import type { Every } from './timing/every.ts'
 
 /** Admission, leases and clearing: the market's knobs. */
@@ -30,6 +30,8 @@ export interface MarketConfig {
    */
   clearReplicas: number
   clearReplicasWaitMs: number
+  /** Where a stop leaves the clears of delivered answers Redis never answered, for the next start. */
+  journalDir?: string
   /** What runs the lease renewer and the reaper (a timer unless a test drives them). */
   every?: Every
   /** The clock a key wait's deadline is counted on (ms); unset, the wall clock. Tests set it. */
@@ -55,5 +57,6 @@ export function loadMarketConfig(env: Env): MarketConfig {
     postWithinMs: integer(env, 'SVC_POST_WITHIN_MS', 2, 1, 600_000),
     clearReplicas: integer(env, 'SVC_CLEAR_REPLICAS', 0, 0, 16),
     clearReplicasWaitMs: integer(env, 'SVC_CLEAR_REPLICAS_WAIT_MS', 100, 1, 10_000),
+    journalDir: read(env, 'SVC_JOURNAL_DIR'),
   }
 }

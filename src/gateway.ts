@@ -10,6 +10,7 @@ import { publishMinRoutable } from './market/min-routable.ts'
 import { startReaper } from './market/reaper.ts'
 import { earlierBuildSeen, forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
+import { UnsentClears } from './market/unsent-clears.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
 import { claimLayout } from './redis/layout.ts'
@@ -17,6 +18,9 @@ import { ReplicationWatch } from './redis/replication-watch.ts'
 import { createStore } from './redis/store.ts'
 import { startWebhookConsumer, WebhookConsumer } from './webhooks/consumer.ts'
 import { webhookParts } from './webhooks/endpoints.ts'
+
+/** How long the attempts a stop closed the store under take to end (their clears fail at once). */
+const CLOSED_SETTLE_MS = 1_000
 
 export interface RunningGateway {
   url: string
@@ -98,6 +102,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   })
   replication.start(() => kept.held > 0)
   journal = kept
+  const unsent = new UnsentClears(
+    (attempt, req) => steps.clear(attempt, req),
+    logger,
+    config.market.journalDir,
+    REPLICA_ID.replace(/[^\w.-]/g, '_'),
+  )
+  unsent.sendKept()
 
   const webhooks = webhookParts(store, keys, config.masterKey, config.webhooks)
   const stopWebhooks = startWebhookConsumer(
@@ -119,6 +130,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     keys,
     steps,
     journal,
+    unsent,
     catalog,
     logger,
     funding: funding?.funding,
@@ -170,17 +182,25 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   // released), and the renewer holds each until its clear or release returns, and counts each
   // admit Redis has. Waited on for as long as a stream's clear waits for Redis: past that the clear
   // has given up, and its lease is left to a reaper.
-  const settle = async () => {
-    const deadline = Date.now() + config.inference.streamClearWaitMs
+  const settle = async (waitMs: number) => {
+    const deadline = Date.now() + waitMs
     if (renewer.inFlight > 0) logger.info({ open: renewer.inFlight }, 'stopping: settling open attempts')
     while (renewer.inFlight > 0 && Date.now() < deadline) await Bun.sleep(20)
-    if (renewer.inFlight > 0)
-      logger.warn({ open: renewer.inFlight }, 'stopping with attempts unsettled; their leases are reaped')
+    return renewer.inFlight === 0
   }
   const stop = async () => {
     // Connections first: what they cut is cleared while the journal, the reaper and Redis are here.
     await app.stop(true)
-    await settle()
+    if (!(await settle(config.inference.streamClearWaitMs))) {
+      logger.warn({ open: renewer.inFlight }, 'stopping with attempts unsettled; their leases are reaped')
+      // Redis that takes commands and never answers (paused, a port that drops packets) would hold
+      // every wait below for ever: closed under them, they fail, and a delivered answer's clear
+      // still waiting is kept.
+      store.close()
+      await settle(CLOSED_SETTLE_MS)
+    }
+    // Before Redis goes: a clear the store answers now is not left to a file.
+    await unsent.stop()
     await stopWork()
     // The posts this replica queued go out before Redis does.
     await steps.close()

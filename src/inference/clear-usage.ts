@@ -5,8 +5,10 @@ import type { Admission } from '../market/admission.ts'
 import type { ClearJournal, WrittenOn } from '../market/clear-journal.ts'
 import type { Clearing } from '../market/clearing.ts'
 import type { AttemptRef, MarketSteps } from '../market/steps.ts'
+import type { UnsentClears } from '../market/unsent-clears.ts'
 import { metrics } from '../metrics/gateway-metrics.ts'
 import type { MicroDiem } from '../money/units.ts'
+import { isRedisUnavailable } from '../redis/connection.ts'
 import type { ReplicaBarrier } from '../redis/replica-barrier.ts'
 import { whileStoreAway } from '../redis/store-retry.ts'
 import type { ValidChat } from './chat-request.ts'
@@ -32,6 +34,8 @@ export interface ClearDeps {
   feeBps: number
   /** How long a cleared attempt is kept as its request's record. */
   recordRetentionMs?: number
+  /** Where the clear of an answer already delivered goes when the store never answered it. */
+  unsent?: UnsentClears
 }
 
 export interface ClearedUsage extends Clearing {
@@ -70,6 +74,8 @@ export interface ClearUsageInput {
    * estimate's count that fails is asked again for as long as they last in all.
    */
   storeWaitsMs?: readonly number[]
+  /** The buyer has the answer (a stream's content was sent): a clear the store never answers is kept. */
+  delivered?: boolean
 }
 
 /**
@@ -144,6 +150,7 @@ export async function clearUsage(deps: ClearDeps, input: ClearUsageInput): Promi
       boundedBurn: reportedBurn === burn ? null : burn,
     },
     input.storeWaitsMs,
+    input.delivered,
   )
   return { ...clearing, usage, estimated }
 }
@@ -167,6 +174,7 @@ export async function clearBurn(
     boundedBurn?: MicroDiem | null
   },
   storeWaitsMs: readonly number[] = CLEAR_RETRY_WAITS_MS,
+  delivered = false,
 ): Promise<Clearing> {
   const after = before === null ? null : (Math.max(0, before - burn) as MicroDiem)
   // The work is done and the clear is idempotent: a store that blinks (a lost connection, a
@@ -179,7 +187,15 @@ export async function clearBurn(
     ...record,
     recordRetentionMs: deps.recordRetentionMs,
   }
-  const clearing = await whileStoreAway(() => deps.steps.clear(attempt, req), storeWaitsMs)
+  let clearing: Clearing
+  try {
+    clearing = await whileStoreAway(() => deps.steps.clear(attempt, req), storeWaitsMs)
+  } catch (error) {
+    // Delivered, so owed: sent again once the store serves (or by the next start), never left to
+    // the reaper, which charges nothing.
+    if (delivered && isRedisUnavailable(error)) deps.unsent?.keep(attempt, req)
+    throw error
+  }
   const written = deps.writtenOn?.(attempt)
   deps.journal?.record(attempt, req, written)
   if (deps.barrier) metrics.clearReplicaWaits.inc({ outcome: await deps.barrier.passed(written?.masters) })

@@ -2,10 +2,9 @@
 // passes through as it comes; the supplier's usage waits for the clear, then the format's closing
 // frames. A stream that ends without usage is billed on estimate, one with no text and no usage is
 // released (nothing charged). A clear that loses the store is tried again for `clearWaitMs`, the
-// client kept open with keep-alives, so the end it is told is the real one; a clear refused by its
-// script ends with `settle_failed` (nothing charged), and one still unheard after the wait with
-// `store_unavailable` (not known: the request's record says). The client stream is Bun's direct
-// stream: frames are written straight to the response, no queue; a write the client is not taking
+// client kept open with keep-alives; one refused by its script ends with `settle_failed` (nothing
+// charged), one still unheard with `store_unavailable` (and is sent later). The client stream is
+// Bun's direct stream: frames are written straight to the response, no queue; a write the client is not taking
 // is awaited before the supplier is read again (backpressure). One object per stream holds the
 // state: per open stream, memory is what counts.
 import type { Logger } from 'pino'
@@ -349,9 +348,10 @@ class StreamRelay {
         outcome,
         // The clear (its counts too) is idempotent and the client is still here: tried while it may wait.
         storeWaitsMs: waitsFor(this.timing.clearWaitMs),
+        delivered: true,
       })
     } catch (error) {
-      // Either way the lease is left: the reaper returns the hold of a clear that did not run.
+      // Refused: its lease is left to the reaper. Unheard: sent again later (clear-usage.ts).
       const unknown = isRedisUnavailable(error)
       this.deps.logger.error(
         { requestId: this.requestId, err: (error as Error).message, outcomeKnown: !unknown },

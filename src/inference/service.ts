@@ -10,6 +10,7 @@ import { type ClearJournal, writtenOn } from '../market/clear-journal.ts'
 import type { Clearing } from '../market/clearing.ts'
 import { LeaseRenewer } from '../market/lease-renewer.ts'
 import { type MarketSteps, marketSteps } from '../market/steps.ts'
+import type { UnsentClears } from '../market/unsent-clears.ts'
 import { UpstreamKeyCache } from '../market/upstream-key-crypto.ts'
 import { formatMicros, type MicroDiem } from '../money/units.ts'
 import {
@@ -46,6 +47,8 @@ export interface InferenceDeps {
   steps?: MarketSteps
   /** Acknowledged clears kept to be sent again when a connection to Redis closes. */
   journal?: ClearJournal
+  /** The clears of delivered answers the store never answered, sent again later. */
+  unsent?: UnsentClears
   /** The leases' renewer (default: one of the service's own), shared with the replica's drain. */
   renewer?: LeaseRenewer
 }
@@ -148,6 +151,7 @@ export class InferenceService {
     this.clearDeps = {
       steps: this.steps,
       journal: deps.journal,
+      unsent: deps.unsent,
       writtenOn: (attempt) => writtenOn(deps.store, this.steps.clearSlots(attempt)),
       ...(market.clearReplicas > 0
         ? {
