@@ -113,9 +113,9 @@ rcall('HSET', k_offer(chosen.id), 'held', s(chosen.held + hold_diem), 'inflight'
 -- Too little left for the market's minimum, or its last slot taken: off the ladder the next
 -- requests walk, until what it holds comes back or a slot frees (lib/ladder).
 if is_dry(chosen.capacity - chosen.burned - chosen.held - hold_diem) then
-  shift(K_LADDER, K_DRY, chosen.id)
+  shift(K_LADDER, K_DRY, chosen.id, chosen.capacity - chosen.burned)
 elseif chosen.inflight + 1 >= chosen.max_in_flight then
-  shift(K_LADDER, K_FULL, chosen.id)
+  shift(K_LADDER, K_FULL, chosen.id, chosen.capacity - chosen.burned)
 end
 local deadline_s = s(now + lease_ms(ARGV[7]))
 rcall('ZADD', K_LEASES, deadline_s, attempt_id)

@@ -179,14 +179,17 @@ else
     end
     if balance ~= '' then rcall('HSET', offer, 'balance', balance, 'balanceDay', balance_day) end
     -- Its hold went back already: this burn lowers what it has left, which may leave it dry (lib/ladder).
-    local left = stored(o[5]) - o[3] - stored(o[1])
+    local unburned = stored(o[5]) - o[3]
+    local left = unburned - stored(o[1])
     if burn > 0 and left - burn < DRY_CAP then
       local floor = dry_floor()
       if left >= floor and left - burn < floor then
-        shift(K_LADDER, K_DRY, a.offerId)
+        shift(K_LADDER, K_DRY, a.offerId, unburned)
         shift(K_FULL, K_DRY, a.offerId)
       end
     end
+    -- A burn crossing a tier's floor takes it out of that tier (lib/ladder).
+    if burn > 0 and unburned - burn < TIER_TOP then burn_tiers(a.offerId, unburned, burn) end
   end
 end
 local written_off = cost - charged

@@ -10,6 +10,7 @@ import { publishMinRoutable } from './market/min-routable.ts'
 import { startReaper } from './market/reaper.ts'
 import { earlierBuildSeen, forgetReplica, REPLICA_ID, stampReplica } from './market/replicas.ts'
 import { marketSteps } from './market/steps.ts'
+import { armTierSweep } from './market/tiers.ts'
 import { UnsentClears } from './market/unsent-clears.ts'
 import { startPayouts } from './payouts/start.ts'
 import { keyspace } from './redis/keys.ts'
@@ -87,6 +88,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const { reapIntervalMs, every } = config.market
   const steps = marketSteps(store, keys, undefined, config.market.postWithinMs, reapIntervalMs)
   await publishMinRoutable(store, keys, config.market.minRoutable, logger)
+  await armTierSweep(store, keys)
   // Known before the first request; each reaper pass tells it again.
   steps.earlierBuildSeen(await earlierBuildSeen(store, keys))
   const stopReaper = startReaper(store, keys, steps, reapIntervalMs, logger, recordRetentionMs, every)

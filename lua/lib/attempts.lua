@@ -93,11 +93,17 @@ local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, bal
   local held_n, hold_n = stored(o[1]), stored(hold_diem)
   local held, inflight = s(held_n - hold_n), s(stored(o[2]) - 1)
   -- What it had left before and has after: read on the dry side only (lib/ladder is_dry).
-  local left = stored(o[5]) - stored(o[cleared and 3 or 4]) - held_n
+  local unburned = stored(o[5]) - stored(o[cleared and 3 or 4])
+  local left = unburned - held_n
   local undried = false
   if left < DRY_CAP then
     local floor = dry_floor()
     undried = left < floor and left + hold_n - (burn or 0) >= floor
+  end
+  -- Capacity not yet burned, after this: a burn crossing a tier's floor takes it out (lib/ladder).
+  if cleared and burn > 0 then
+    if unburned - burn < TIER_TOP then burn_tiers(offer_id, unburned, burn) end
+    unburned = unburned - burn
   end
   if not cleared then
     rcall('HSET', offer, 'held', held, 'inflight', inflight)
@@ -123,7 +129,7 @@ local function unwind_reservation(offer_id, hold_diem, o, burn, earned, fee, bal
   -- Compared as written, both whole numbers in canonical form (the count by s(), the cap as posted):
   -- a cap is not parsed on every clear. An offer whose cap was written otherwise waits in the full
   -- set until a request finds nothing on the ladder (lib/pick).
-  return o[2] == o[cleared and 6 or 3], undried
+  return o[2] == o[cleared and 6 or 3], undried, unburned
 end
 
 -- Both sides at once, where the account and the offer share a server (admit held both in one
@@ -134,13 +140,13 @@ local function unwind_attempt(a, charge, o, burn, earned, fee, balance, disputed
   local confirmed, confirmed_s, hooks = unwind_hold(a, charge)
   -- Its cap no longer reached: back on the ladder from the full set; enough left again: back from
   -- the dry set, to the full set while its cap is still reached (lowered since) (lib/ladder).
-  local freed, undried = unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed,
+  local freed, undried, unburned = unwind_reservation(a.offerId, a.holdDiem, o, burn, earned, fee, balance, disputed,
     balance_day)
   if undried then
     local c = rcall('HMGET', k_offer(a.offerId), 'inflight', 'maxInFlight')
-    shift(K_DRY, stored(c[1]) >= stored(c[2]) and K_FULL or K_LADDER, a.offerId)
+    shift(K_DRY, stored(c[1]) >= stored(c[2]) and K_FULL or K_LADDER, a.offerId, unburned)
   elseif freed then
-    shift(K_FULL, K_LADDER, a.offerId)
+    shift(K_FULL, K_LADDER, a.offerId, unburned)
   end
   -- An attempt from before the packing has its lease in the earlier zset (lib/keys).
   rcall('ZREM', a.packed and K_LEASES or K_EARLIER_LEASES, a.id)

@@ -2,7 +2,7 @@
 -- The same names as src/redis/keys.ts (a test checks that the two agree).
 -- Set per call by use_keyspace (the scripts' prologue): loaded as a Redis function library, this
 -- file runs once, before any call has KEYS.
-local BASE, K_LADDER, K_FULL, K_DRY, K_OFFERS, K_LEASES, K_EARLIER_LEASES, K_MARKET, K_WRITEOFFS, K_ENDED
+local BASE, K_LADDER, K_FULL, K_DRY, K_TIERS, K_OFFERS, K_LEASES, K_EARLIER_LEASES, K_MARKET, K_WRITEOFFS, K_ENDED
 local K_SUPPLIERS, K_SUPPLIER_WALLETS, K_UPSTREAM_KEYS, K_PAYOUTS_OPEN, K_WEBHOOKS_DUE, K_OFFERS_LISTING
 -- The last account, offer and attempt named, and their keys: the hot scripts name each more than
 -- once a call, and a concatenation is a new string for Lua to hash and later collect.
@@ -18,6 +18,9 @@ local function use_keyspace(base)
   -- On one slot, the active offers with less left than the market's minimum (lib/ladder): off the
   -- ladder until their remaining capacity rises again; same scores.
   K_DRY = base .. 'ladder:dry'
+  -- On one slot, the ladder's offers with at least lib/ladder's TIER_FLOORS[t] of capacity not yet
+  -- burned, one zset each, nested: a larger request walks the tier below its hold (lib/pick).
+  K_TIERS = { base .. 'ladder:tier:1', base .. 'ladder:tier:2', base .. 'ladder:tier:3' }
   -- The leases of attempts with a packed record (lib/record) and of reservations; those admitted
   -- before the packing keep theirs in the earlier zset until they end. A gateway from before the
   -- packing reaps only that one, so it never meets an attempt it cannot read (it would drop the

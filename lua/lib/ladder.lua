@@ -5,12 +5,58 @@
 -- ahead of the first with room that cannot take it, however many there are. Same scores in all.
 -- Held apart, the offer's side is reserved on its own slot and only the ladder exists.
 
+-- Capacity tiers (K_TIERS, nested): tier t holds the ladder's offers with at least TIER_FLOORS[t]
+-- not yet burned (capacity - burned), and a request holding at least that walks it (lib/pick), so
+-- the offers too small for it below that floor (many posted at the minimum) cost it no read: each
+-- offer it reads has at least a quarter of its hold unburned. Held is left out, so an offer's tiers
+-- move only when a burn or a capacity edit crosses a floor or it leaves or joins the ladder, never
+-- on a hold; one with much held stands where it cannot serve, a skipped read.
+-- During a rolling deploy an earlier build puts offers on the ladder (posted, reinstated, freed,
+-- no longer dry) in no tier, and moves them off it or edits them leaving their tiers as they were:
+-- so the tiers are walked only while `tiered` is on the market hash, set by a sweep (sweep_tiers)
+-- begun after the last replica of such a build was seen and after this replica's start.
+local TIER_FLOORS = { 40000, 160000, 640000 }
+-- The top floor: a burn that leaves at least this crosses none (lua/clear.lua, lib/attempts).
+local TIER_TOP = 640000
+-- How many tiers an offer with `unburned` stands in; for a hold, the tier its request walks.
+local function tier_count(unburned)
+  local n = 0
+  while n < 3 and unburned >= TIER_FLOORS[n + 1] do n = n + 1 end
+  return n
+end
+-- Out of tiers `from` to 3.
+local function untier(id, from)
+  for t = from, 3 do rcall('ZREM', K_TIERS[t], id) end
+end
+-- Into the tiers `unburned` reaches, out of the others.
+local function retier(score, id, unburned)
+  local n = tier_count(unburned)
+  for t = 1, n do rcall('ZADD', K_TIERS[t], score, id) end
+  untier(id, n + 1)
+end
+-- A burn taking `unburned` below a floor takes the offer out of the tiers above what is left;
+-- called only when what is left is below TIER_TOP.
+local function burn_tiers(id, unburned, burn)
+  local n = tier_count(unburned - burn)
+  if n < tier_count(unburned) then untier(id, n + 1) end
+end
+
 -- Moves an offer from one set to the other, its score kept; nothing when it is not in `from`.
-local function shift(from, to, id)
+-- unburned (capacity - burned): given when the ladder is one of them, for its tiers (nil: the
+-- caller moves its tiers).
+local function shift(from, to, id, unburned)
   local score = rcall('ZSCORE', from, id)
-  if score then
+  if score and unburned == nil then
     rcall('ZREM', from, id)
     rcall('ZADD', to, score, id)
+  elseif score then
+    rcall('ZREM', from, id)
+    rcall('ZADD', to, score, id)
+    if to == K_LADDER then
+      for t = 1, tier_count(unburned) do rcall('ZADD', K_TIERS[t], score, id) end
+    elseif from == K_LADDER then
+      for t = 1, tier_count(unburned) do rcall('ZREM', K_TIERS[t], id) end
+    end
   end
 end
 
@@ -19,6 +65,7 @@ local function unlist(id)
   rcall('ZREM', K_LADDER, id)
   rcall('ZREM', K_FULL, id)
   rcall('ZREM', K_DRY, id)
+  untier(id, 1)
 end
 
 -- An offer joining the ladder held apart (lua/index-offer.lua): out of the full set, where the
@@ -63,7 +110,7 @@ local function sweep_dry(limit)
     for i = 1, #page, 2 do
       local o = rcall('HMGET', k_offer(page[i]), 'capacity', 'burned', 'held', 'inflight', 'maxInFlight')
       if o[1] and not is_dry(stored(o[1]) - stored(o[2]) - stored(o[3]), floor) then
-        shift(K_DRY, stored(o[4]) >= stored(o[5]) and K_FULL or K_LADDER, page[i])
+        shift(K_DRY, stored(o[4]) >= stored(o[5]) and K_FULL or K_LADDER, page[i], stored(o[1]) - stored(o[2]))
       end
     end
   end
@@ -72,6 +119,45 @@ local function sweep_dry(limit)
     rcall('HDEL', K_MARKET, 'drySwept')
   else
     rcall('HSET', K_MARKET, 'drySwept', page[#page])
+  end
+end
+
+-- The ladder and the first tier read a page at a time (lua/reap.lua), on from the score the last
+-- page ended at (`tierSwept` on the market hash; absent: nothing to do), so that each offer an
+-- earlier build put on the ladder, moved or edited stands in the tiers its row says, at its ladder
+-- score, and each tier member no longer on the ladder leaves them; read through, the tiers are
+-- walked again (`tiered`). Armed at each start of a replica of this build (src/market/tiers.ts),
+-- and held at the ladder's start, the tiers not walked, on every call while a replica of a build
+-- that keeps no tiers is seen (`tierless`): the sweep that sets `tiered` begins after its last
+-- write. At most `limit` offers of each a call.
+local function sweep_tiers(limit, tierless)
+  if tierless then
+    rcall('HDEL', K_MARKET, 'tiered')
+    rcall('HSET', K_MARKET, 'tierSwept', '-inf')
+    return
+  end
+  local after = rcall('HGET', K_MARKET, 'tierSwept')
+  if not after then return end
+  local from = after == '-inf' and after or ('(' .. after)
+  local page = rcall('ZRANGEBYSCORE', K_LADDER, from, '+inf', 'WITHSCORES', 'LIMIT', '0', s(limit))
+  -- A short page reached the ladder's end: the tier is read to its end too.
+  local upto = #page < 2 * limit and '+inf' or page[#page]
+  local stale = rcall('ZRANGEBYSCORE', K_TIERS[1], from, upto, 'LIMIT', '0', s(limit))
+  -- A full page of the tier ends this call's range where it ends.
+  if #stale == limit then upto = rcall('ZSCORE', K_TIERS[1], stale[#stale]) end
+  for i = 1, #page, 2 do
+    local o = rcall('HMGET', k_offer(page[i]), 'capacity', 'burned')
+    if o[1] then retier(page[i + 1], page[i], stored(o[1]) - stored(o[2])) end
+  end
+  -- Nested, so each stale member is in the first tier.
+  for _, id in ipairs(stale) do
+    if not rcall('ZSCORE', K_LADDER, id) then untier(id, 1) end
+  end
+  if upto == '+inf' then
+    rcall('HDEL', K_MARKET, 'tierSwept')
+    rcall('HSET', K_MARKET, 'tiered', '1')
+  else
+    rcall('HSET', K_MARKET, 'tierSwept', upto)
   end
 end
 
@@ -89,6 +175,7 @@ local function stand(score, id)
     if set ~= to then rcall('ZREM', set, id) end
   end
   rcall('ZADD', to, score, id)
+  retier(score, id, to == K_LADDER and stored(o[1]) - stored(o[2]) or 0)
 end
 
 -- Held apart, each replica's view reads the ladder and its offers again only when this count on the

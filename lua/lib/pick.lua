@@ -14,6 +14,16 @@
 -- know the dry set, or by a minimum raised since) counts at the price with nothing routable and moves
 -- to the dry set once read. The dry set itself is never walked: what stands there is no request's,
 -- and a refusal with nothing else at the price says so (-6, nothing routable) from its first entry.
+-- A request holding at least a capacity tier's floor walks that tier first (lib/ladder): every
+-- offer it reads has at least a quarter of the hold unburned. Its offers are on the ladder, so the
+-- first with room is the cheapest that can carry the request; the one picked is checked to stand on
+-- the ladder, so an offer left in a tier where it no longer belongs (by a build that does not know
+-- the tiers) costs a skipped read and leaves the tiers once read. A tier with nothing for the request
+-- proves nothing (an offer may be missing from it): the ladder and the full set are then walked as
+-- ever, from their start, so a refusal and its counts never rest on a tier. The tiers are walked only
+-- while the market hash says they hold every offer they should (`tiered`, lib/ladder sweep_tiers):
+-- not while a build that keeps no tiers may have put one on the ladder in none; read only by a
+-- request whose hold reaches a tier.
 -- A request that tried nothing yet (most): one table for all, never written.
 local NONE_TRIED = {}
 -- Each set's first few offers are read first: the first offer with room (on the ladder) or proven
@@ -30,14 +40,35 @@ local function pick_offer(max_cents, hold_diem, tried, now)
   -- The ladder's offers found at their cap, and the offers found dry with their set: moved once
   -- both sets were read, so none counts twice.
   local capped, dried = nil, nil
+  -- Offers read in a tier that do not belong there, with the first tier each leaves.
+  local stale = nil
   local floor = nil
-  local set = K_LADDER
   local ceiling = ladder_ceiling_s(max_cents)
+  -- Leaving the ladder, an offer leaves its tiers too (read on the ladder or in a tier).
   local function settle()
-    if capped then for _, full in ipairs(capped) do shift(K_LADDER, K_FULL, full) end end
-    if dried then for i = 1, #dried, 2 do shift(dried[i], K_DRY, dried[i + 1]) end end
+    if capped then
+      for _, full in ipairs(capped) do
+        shift(K_LADDER, K_FULL, full)
+        untier(full, 1)
+      end
+    end
+    if dried then
+      for i = 1, #dried, 2 do
+        shift(dried[i], K_DRY, dried[i + 1])
+        if dried[i] == K_LADDER then untier(dried[i + 1], 1) end
+      end
+    end
+    if stale then for i = 1, #stale, 2 do untier(stale[i], stale[i + 1]) end end
   end
-  for pass = 1, 2 do
+  -- Pass 0 walks the tier the hold reaches (none below the lowest floor), 1 the ladder, 2 the full set.
+  local tier = 0
+  if hold_diem >= TIER_FLOORS[1] and rcall('HGET', K_MARKET, 'tiered') then tier = tier_count(hold_diem) end
+  local set = tier > 0 and K_TIERS[tier] or K_LADDER
+  for pass = tier > 0 and 0 or 1, 2 do
+    if pass == 1 and tier > 0 then
+      set = K_LADDER
+      at_price, eligible_routable, max_eligible, big_enough, untried = 0, 0, 0, 0, 0
+    end
     -- Nothing moves between the sets until the walk ends (capped, below), so the offset holds.
     local page = rcall('ZRANGEBYSCORE', set, '-inf', ceiling, 'LIMIT', '0', FIRST_PAGE_S)
     local rest = #page == FIRST_PAGE
@@ -53,8 +84,18 @@ local function pick_offer(max_cents, hold_diem, tried, now)
             dry = left < floor
           end
           if dry then
-            if dried then dried[#dried + 1], dried[#dried + 2] = set, id else dried = { set, id } end
+            local from = pass == 0 and K_LADDER or set
+            if dried then dried[#dried + 1], dried[#dried + 2] = from, id else dried = { from, id } end
+          elseif pass == 0 and o.inflight < o.max_in_flight then
+            -- Read in a tier while not active or burned below its floor: out of the tiers it left
+            -- (dry or at its cap, it leaves them with the ladder, in settle).
+            local keep = o.status == 'active' and tier_count(o.capacity - o.burned) or 0
+            if keep < tier then
+              if stale then stale[#stale + 1], stale[#stale + 2] = id, keep + 1 else stale = { id, keep + 1 } end
+            end
           end
+        elseif pass == 0 then
+          if stale then stale[#stale + 1], stale[#stale + 2] = id, 1 else stale = { id, 1 } end
         end
         if dry then
           if is_live(o, now) then at_price = at_price + 1 end
@@ -68,9 +109,13 @@ local function pick_offer(max_cents, hold_diem, tried, now)
             if not tried[id] then
               untried = untried + 1
               if o.inflight < o.max_in_flight then
-                if set == K_FULL then shift(K_FULL, K_LADDER, id) end
-                settle()
-                return o, nil
+                if set == K_FULL then shift(K_FULL, K_LADDER, id, o.capacity - o.burned) end
+                -- From a tier: only while it stands on the ladder.
+                if pass > 0 or rcall('ZSCORE', K_LADDER, id) then
+                  settle()
+                  return o, nil
+                end
+                if stale then stale[#stale + 1], stale[#stale + 2] = id, 1 else stale = { id, 1 } end
               end
             end
           end
@@ -80,7 +125,7 @@ local function pick_offer(max_cents, hold_diem, tried, now)
           big_enough = big_enough + 1
           untried = untried + 1
         end
-        if pass == 1 and o and not dry and o.inflight >= o.max_in_flight then
+        if pass < 2 and o and not dry and o.inflight >= o.max_in_flight then
           if capped then capped[#capped + 1] = id else capped = { id } end
         end
         if pass == 2 and untried > 0 then

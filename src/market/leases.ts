@@ -20,11 +20,13 @@ export async function reapExpired(
   keys: Keyspace,
   limit = 100,
   recordRetentionMs?: number,
+  tierless = false,
 ): Promise<number> {
   return Number(
     await runScript(store, 'reap', [keys.base], {
       limit,
       recordRetentionMs: recordRetentionMs ?? DEFAULT_RECORD_RETENTION_MS,
+      tierless: tierless ? 1 : 0,
     }),
   )
 }

@@ -6,7 +6,13 @@ import type { Logger } from 'pino'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
-import { earlierBuildSeen, forgetReplica, REPLICA_ID, stampReaperPass } from './replicas.ts'
+import {
+  earlierBuildSeen,
+  forgetReplica,
+  REPLICA_ID,
+  stampReaperPass,
+  tierlessBuildSeen,
+} from './replicas.ts'
 import type { MarketSteps } from './steps.ts'
 
 /** Passes a claim outlives its holder's last: another replica takes over after that many silent ones. */
@@ -53,11 +59,14 @@ export function startReaper(
     let total = 0
     try {
       if (await claimReaping(store, keys, intervalMs * CLAIM_PASSES)) {
+        // Read by the replica that reaps only: while a build keeping no capacity tiers is seen, the
+        // tiers are not walked (tiers.ts); held apart there are none.
+        const tierless = keys.layout === 'one-slot' && (await tierlessBuildSeen(store, keys))
         // Drain in batches so one call never holds Redis for long.
-        let reaped = await steps.reap(100, recordRetentionMs)
+        let reaped = await steps.reap(100, recordRetentionMs, tierless)
         total = reaped
         while (reaped === 100) {
-          reaped = await steps.reap(100, recordRetentionMs)
+          reaped = await steps.reap(100, recordRetentionMs, tierless)
           total += reaped
         }
       }

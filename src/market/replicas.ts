@@ -18,8 +18,10 @@ export async function stampReaperPass(store: Store, keys: Keyspace, reaped: numb
     .pipeline()
     .zadd(keys.replicas, now, REPLICA_ID)
     .zadd(keys.replicasMarking, now, REPLICA_ID)
+    .zadd(keys.replicasTiering, now, REPLICA_ID)
     .zremrangebyscore(keys.replicas, '-inf', now - FORGET_MS)
     .zremrangebyscore(keys.replicasMarking, '-inf', now - FORGET_MS)
+    .zremrangebyscore(keys.replicasTiering, '-inf', now - FORGET_MS)
     .hset(keys.reaperLastRun, 'at', now, 'replica', REPLICA_ID, 'reaped', reaped)
     .exec()
 }
@@ -31,12 +33,18 @@ export async function stampReplica(store: Store, keys: Keyspace): Promise<void> 
     .pipeline()
     .zadd(keys.replicas, now, REPLICA_ID)
     .zadd(keys.replicasMarking, now, REPLICA_ID)
+    .zadd(keys.replicasTiering, now, REPLICA_ID)
     .exec()
 }
 
 /** A replica stopping is no longer seen: what `svc-gateway layout migrate` waits for. */
 export async function forgetReplica(store: Store, keys: Keyspace): Promise<void> {
-  await store.pipeline().zrem(keys.replicas, REPLICA_ID).zrem(keys.replicasMarking, REPLICA_ID).exec()
+  await store
+    .pipeline()
+    .zrem(keys.replicas, REPLICA_ID)
+    .zrem(keys.replicasMarking, REPLICA_ID)
+    .zrem(keys.replicasTiering, REPLICA_ID)
+    .exec()
 }
 
 /**
@@ -57,14 +65,32 @@ export async function earlierBuildSeen(
   keys: Keyspace,
   withinMs = EARLIER_BUILD_WITHIN_MS,
 ): Promise<boolean> {
+  return unstampedSeen(store, keys, keys.replicasMarking, withinMs)
+}
+
+/**
+ * Whether a replica of a build that keeps no capacity tiers (lua/lib/ladder.lua) was seen within
+ * `withinMs`: its ladder writes leave them behind, so they are not walked (src/market/tiers.ts).
+ * True as well when Redis cannot say.
+ */
+export async function tierlessBuildSeen(
+  store: Store,
+  keys: Keyspace,
+  withinMs = EARLIER_BUILD_WITHIN_MS,
+): Promise<boolean> {
+  return unstampedSeen(store, keys, keys.replicasTiering, withinMs)
+}
+
+/** Whether a replica seen within `withinMs` is missing from `stamps`, a zset its build does not write. */
+async function unstampedSeen(store: Store, keys: Keyspace, stamps: string, withinMs: number) {
   const since = Date.now() - withinMs
   try {
-    const [seen, marking] = await Promise.all([
+    const [seen, stamped] = await Promise.all([
       store.zrangebyscore(keys.replicas, since, '+inf'),
-      store.zrangebyscore(keys.replicasMarking, '-inf', '+inf'),
+      store.zrangebyscore(stamps, '-inf', '+inf'),
     ])
-    const marks = new Set(marking)
-    return seen.some((id) => !marks.has(id))
+    const have = new Set(stamped)
+    return seen.some((id) => !have.has(id))
   } catch {
     return true
   }

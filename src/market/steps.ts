@@ -78,8 +78,11 @@ export interface MarketSteps {
   release(attempt: AttemptRef, req: ReleaseArgs): Promise<boolean>
   /** True when the lease was pushed forward, false when it is gone (reaped or ended). */
   renew(attempt: AttemptRef, leaseMs: number): Promise<boolean>
-  /** Ends at most `limit` attempts whose lease ran out; returns how many it ended. */
-  reap(limit: number, recordRetentionMs?: number): Promise<number>
+  /**
+   * Ends at most `limit` attempts whose lease ran out; returns how many it ended. tierless: a
+   * replica of a build keeping no capacity tiers is seen (tiers.ts); held apart there are none.
+   */
+  reap(limit: number, recordRetentionMs?: number, tierless?: boolean): Promise<number>
   /** Attempts admitted and not yet ended, every replica's: their leases, wherever they are kept. */
   holdsOutstanding(): Promise<number>
   /** The ask a request of `holdDiem` would clear at now, for the account's max; nothing held (video quotes). */
@@ -177,8 +180,8 @@ class OneSlotSteps implements MarketSteps {
     return renewLease(this.store, this.keys, attempt.attemptId, leaseMs)
   }
 
-  reap(limit: number, recordRetentionMs?: number) {
-    return reapExpired(this.store, this.keys, limit, recordRetentionMs)
+  reap(limit: number, recordRetentionMs?: number, tierless?: boolean) {
+    return reapExpired(this.store, this.keys, limit, recordRetentionMs, tierless)
   }
 
   /** Attempts admitted by a gateway from before the packed record lease in the earlier zset. */

@@ -171,6 +171,12 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * (lua/lib/ladder.lua), scored as on the ladder; held apart, none
      */
     dry: key('ladder:dry'),
+    /**
+     * zsets, on one slot, nested: tier t (1..3) holds the ladder's offers with at least
+     * TIER_FLOORS[t] (lua/lib/ladder.lua) of capacity not yet burned (capacity - burned), scored as
+     * on the ladder; a request whose hold is at least a tier's floor walks that tier; held apart, none
+     */
+    tiers: [key('ladder:tier:1'), key('ladder:tier:2'), key('ladder:tier:3')],
     /** zset: attempt id -> lease deadline (ms, Redis time); a reservation's too, held apart */
     leases: key('leases:2'),
     /**
@@ -202,7 +208,11 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * every change of the ladder or of an offer's standing (lua/lib/ladder.lua's ladder_moved);
      * minRoutable, the least remaining capacity an offer stands on the ladder with (micro-DIEM,
      * written by each replica at its start from SVC_MIN_ROUTABLE_MICRO_DIEM; absent: 0); drySwept,
-     * the score the reaper's last page of the dry set ended at (lua/lib/ladder.lua's sweep_dry)
+     * the score the reaper's last page of the dry set ended at (lua/lib/ladder.lua's sweep_dry);
+     * tierSwept, likewise of the ladder and the first capacity tier (sweep_tiers), set to -inf by
+     * each replica at its start on one slot and held there while a build keeping no tiers is seen;
+     * tiered, present while admit walks the tiers: set once that sweep read the ladder through,
+     * cleared at each start and while such a build is seen (src/market/tiers.ts)
      */
     market: key('market'),
     /** zset: replica id -> when it last ran its reaper (ms): the replicas seen */
@@ -213,6 +223,12 @@ export function keyspace(prefix: string, layout: Layout = 'one-slot') {
      * earlier build
      */
     replicasMarking: key('replicas:marking'),
+    /**
+     * zset: replica id -> its last reaper pass (ms), for the replicas whose build keeps the capacity
+     * tiers (lua/lib/ladder.lua): a replica seen in `replicas` and not here puts offers on the
+     * ladder in none, so they are not walked while it is seen (src/market/tiers.ts)
+     */
+    replicasTiering: key('replicas:tiering'),
     /** hash: the last reaper pass of any replica: at (ms), replica, reaped */
     reaperLastRun: key('reaper'),
     /** string: the replica that reaps for every replica now (it expires unless its holder reaps on) */

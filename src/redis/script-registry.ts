@@ -159,7 +159,7 @@ export const SCRIPTS = {
     'upstreamGen',
     'endReaped',
   ]),
-  reap: market([...ending, LIB.reap], reap, ['limit', 'recordRetentionMs']),
+  reap: market([...ending, LIB.reap], reap, ['limit', 'recordRetentionMs', 'tierless']),
   // The two sides of a request held apart, each on its own slot (a Cluster): the offer's reserve,
   // post and void, the account's hold and reapHold (its clear and release are clear's and release's
   // with offerApart).

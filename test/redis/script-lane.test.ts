@@ -252,6 +252,7 @@ describe('a store that goes away', () => {
     const scriptError = await runScript(fx.store, 'reap', [fx.keys.base], {
       limit: 10,
       recordRetentionMs: '',
+      tierless: 0,
     }).catch((error: unknown) => error)
     expect(scriptError).toBeInstanceOf(Error)
     expect(isRedisUnavailable(scriptError)).toBe(false)
