@@ -10,6 +10,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { DEFAULT_RECORD_RETENTION_MS } from '../records/refusals.ts'
+import { isRedisUnavailable, isStoreClosed } from '../redis/connection.ts'
 import { waitsFor, whileStoreAway } from '../redis/store-retry.ts'
 import type { Clearing } from './clearing.ts'
 import type { AttemptRef, ClearArgs } from './steps.ts'
@@ -133,7 +134,10 @@ export class UnsentClears {
           )
         },
         (error) => {
-          if (this.stopped) return
+          // The store closed under it (a stop under a Redis that never answers): written at the stop.
+          if (this.stopped || isStoreClosed(error)) return
+          // Redis away past every wait: still owed, so sent again.
+          if (isRedisUnavailable(error)) return this.send(entry)
           // Refused by its script: sending it again would be refused again; nothing was charged.
           this.unsent.delete(entry.attempt.attemptId)
           this.logger.error(

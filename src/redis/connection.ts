@@ -11,6 +11,7 @@ export function isRedisUnavailable(error: unknown): boolean {
   const message = typeof e.message === 'string' ? e.message : ''
   if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT')
     return true
+  if (code === STORE_CLOSED) return true
   // Bun's native client (the script lane): a connection closed, not open yet, or timed out.
   if (code.startsWith('ERR_REDIS_CONNECTION')) return true
   return STORE_AWAY.test(message)
@@ -25,3 +26,17 @@ export function isRedisUnavailable(error: unknown): boolean {
  */
 const STORE_AWAY =
   /enableOfflineQueue|Connection is closed|Stream isn't writeable|max retries per request|Too many Cluster redirections|^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS)\b/i
+
+const STORE_CLOSED = 'ERR_STORE_CLOSED'
+
+/**
+ * What a script sent to a store closed for good answers: Redis is away for it (a delivered clear
+ * is kept), and no wait brings it back, so a call tried again while Redis is away stops on it.
+ */
+export function storeClosed(): Error {
+  return Object.assign(new Error('the store is closed'), { code: STORE_CLOSED })
+}
+
+export function isStoreClosed(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === STORE_CLOSED
+}

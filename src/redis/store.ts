@@ -7,6 +7,7 @@
 import Redis, { Cluster, type RedisOptions as IORedisOptions } from 'ioredis'
 import { ClusterFunctions } from './cluster-functions.ts'
 import { ClusterLane, masterName, PASSED, slotMaster } from './cluster-lane.ts'
+import { storeClosed } from './connection.ts'
 import { clusterReplicaWait, type ReplicaWait, serverReplicaWait } from './replica-wait.ts'
 import { ScriptLane } from './script-lane.ts'
 import { CLUSTER_LIBRARY, LIBRARY, SCRIPTS, type ScriptName } from './script-registry.ts'
@@ -106,7 +107,10 @@ export interface Store extends Commands {
    * it, per master waited on.
    */
   waitReplicas(replicas: number, ms: number, masters?: readonly string[]): Promise<number[]>
-  /** Ends every connection the store opened, for good. */
+  /**
+   * Ends every connection the store opened, for good: a command in flight fails as on a lost
+   * connection, and a script sent after fails at once with storeClosed (connection.ts).
+   */
   close(): void
 }
 
@@ -232,9 +236,11 @@ function singleStore(redis: Redis, lane: ScriptLane | null, replicaWait: Replica
   // own check finds Redis loaded, while the lane's socket is open all along; a lane that served
   // scripts sooner had a replica serve paid requests while its account reads still answered 503.
   const readyLane = () => (lane?.ready && ready() ? lane : undefined)
+  let closed = false
   return {
     ...commandsOf(redis),
     sendScript(name, keys, argv) {
+      if (closed) return Promise.reject(storeClosed())
       const onLane = readyLane()
       if (onLane) return onLane.call(LIBRARY, name, SCRIPTS[name].lua, keys, argv)
       return evalsha(name, keys, argv)
@@ -250,6 +256,7 @@ function singleStore(redis: Redis, lane: ScriptLane | null, replicaWait: Replica
     masterOf: () => undefined,
     waitReplicas: (replicas, ms) => replicaWait.wait(replicas, ms),
     close() {
+      closed = true
       lane?.close()
       replicaWait.close()
       redis.disconnect()
@@ -264,9 +271,11 @@ function singleStore(redis: Redis, lane: ScriptLane | null, replicaWait: Replica
 function clusterStore(cluster: Cluster, lane: ClusterLane | null, replicaWait: ReplicaWait): Store {
   const evalsha = registerScripts(cluster, 'guarded')
   const functions = new ClusterFunctions(cluster, CLUSTER_LIBRARY)
+  let closed = false
   return {
     ...commandsOf(cluster),
     async sendScript(name, keys, argv) {
+      if (closed) throw storeClosed()
       if (lane) {
         const onLane = await lane.call(name, keys, argv)
         if (onLane !== PASSED) return onLane
@@ -296,6 +305,7 @@ function clusterStore(cluster: Cluster, lane: ClusterLane | null, replicaWait: R
     masterOf: (key) => slotMaster(cluster, key),
     waitReplicas: (replicas, ms, masters) => replicaWait.wait(replicas, ms, masters),
     close() {
+      closed = true
       lane?.close()
       replicaWait.close()
       cluster.disconnect()

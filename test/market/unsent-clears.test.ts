@@ -9,6 +9,7 @@ import { createLogger } from '../../src/logger.ts'
 import type { Clearing } from '../../src/market/clearing.ts'
 import type { AttemptRef, ClearArgs } from '../../src/market/steps.ts'
 import { UnsentClears } from '../../src/market/unsent-clears.ts'
+import { storeClosed } from '../../src/redis/connection.ts'
 import { until } from '../helpers/wait.ts'
 
 const RETENTION_MS = 86_400_000
@@ -41,4 +42,19 @@ test('a kept clear is sent once by the next start, and one past the record reten
   expect(sent).toEqual(['fresh'])
   expect(await unsent.stop()).toEqual({ kept: 0, lost: 0 })
   expect(existsSync(join(dir, 'unsent-clears-this.jsonl'))).toBe(false)
+})
+
+test('a clear the store closed under (a stop under a Redis that never answers) is written at the stop, not dropped', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'unsent-'))
+  let tries = 0
+  const clear = async () => {
+    tries++
+    throw storeClosed()
+  }
+  const unsent = new UnsentClears(clear, createLogger('silent'), dir, 'this')
+  const attempt = { attemptId: 'closed', accountId: 'acct', offerId: 'offer', model: 'm' } as AttemptRef
+  unsent.keep(attempt, { burn: 700, feeBps: 0, recordRetentionMs: RETENTION_MS } as unknown as ClearArgs)
+  await until(() => tries === 1)
+  expect(await unsent.stop()).toEqual({ kept: 1, lost: 0 })
+  expect(readdirSync(dir)).toEqual(['unsent-clears-this.jsonl'])
 })

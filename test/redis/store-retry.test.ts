@@ -1,6 +1,6 @@
 // whileStoreAway: an idempotent call is tried again while Redis is unreachable, and only then.
 import { describe, expect, test } from 'bun:test'
-import { isRedisUnavailable } from '../../src/redis/connection.ts'
+import { isRedisUnavailable, storeClosed } from '../../src/redis/connection.ts'
 import { waitsFor, whileStoreAway } from '../../src/redis/store-retry.ts'
 
 const storeAway = () => Object.assign(new Error('Connection closed'), { code: 'ERR_REDIS_CONNECTION_CLOSED' })
@@ -50,6 +50,16 @@ describe('whileStoreAway', () => {
       () => stopped,
     ).catch((e: unknown) => e)
     expect((error as { code?: string }).code).toBe('ERR_REDIS_CONNECTION_CLOSED')
+    expect(calls).toBe(2)
+  })
+
+  test('a closed store is Redis away, and stands at once: no wait brings a store closed for good back', async () => {
+    let calls = 0
+    const error = await whileStoreAway(async () => {
+      calls++
+      throw calls === 1 ? storeAway() : storeClosed()
+    }, [1, 1, 1, 1]).catch((e: unknown) => e)
+    expect(isRedisUnavailable(error)).toBe(true)
     expect(calls).toBe(2)
   })
 })
