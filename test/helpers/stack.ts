@@ -146,6 +146,7 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
   const heartbeat = new Set([
     `${prefix}:replicas`,
     `${prefix}:replicas:marking`,
+    `${prefix}:replicas:tiering`,
     `${prefix}:reaper`,
     `${prefix}:reaper:claim`,
     `${prefix}:catalog:sync-claim`,
@@ -169,9 +170,12 @@ export async function snapshotKeys(store: Store, prefix: string): Promise<Record
         // A key's last use is stamped by whichever request uses it, refused or not, at most once a
         // minute: a test file running past a minute would see it move under a refusal.
         const stamped = key.startsWith(`${prefix}:apikey:`) || key.startsWith(`${prefix}:supkey:`)
+        // The reaper's sweep of the capacity tiers marks its progress on the market hash each pass.
+        const swept = key === `${prefix}:market`
         return JSON.stringify(
           fields
             .filter(([field]) => !stamped || field !== 'lastUsedAt')
+            .filter(([field]) => !swept || (field !== 'tiered' && field !== 'tierSwept'))
             .sort(([a], [b]) => a.localeCompare(b)),
         )
       }
