@@ -24,6 +24,7 @@ function expectSecurityHeaders(response: Response) {
   expect(response.headers.get('x-frame-options')).toBe('DENY')
   expect(response.headers.get('x-content-type-options')).toBe('nosniff')
   expect(response.headers.get('referrer-policy')).toBe('no-referrer')
+  expect(response.headers.get('cross-origin-opener-policy')).toBe('same-origin-allow-popups')
 }
 
 /** The page's own files, as its HTML links them. */
@@ -32,9 +33,9 @@ function linked(html: string): string[] {
 }
 
 describe('the pages', () => {
-  test('the policy: only our own files, no framing, no base or form targets', () => {
+  test('the policy: only our own files, no framing, no base or form targets, no HTML strings as markup', () => {
     expect(PAGE_CSP).toBe(
-      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'; require-trusted-types-for 'script'",
     )
   })
 
