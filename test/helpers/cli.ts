@@ -3,6 +3,7 @@
 // (src/cli/run.ts) with its environment, stdout, stderr and exit code swapped in for the call,
 // which spares the second or so of CPU a process spends loading the gateway; spawnCli keeps one
 // real process start under test.
+import { onTestFinished } from 'bun:test'
 import { join } from 'node:path'
 import { format } from 'node:util'
 import { runCommand } from '../../src/cli/run.ts'
@@ -15,16 +16,25 @@ export interface CliResult {
   code: number
 }
 
-// Commands swap process-wide state (the environment, the console): one at a time.
+// Commands swap process-wide state (the environment, the console): one at a time, each for no longer
+// than its test. A command still running when its test ends (timed out) gives the process back then,
+// so no later test, nor a later file in the same worker, waits on it or runs in its environment.
 let running: Promise<unknown> = Promise.resolve()
 
+/** Runs a command in this process; call it inside a test or a hook. */
 export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
-  const result = running.then(() => runInProcess(args, env))
-  running = result.catch(() => {})
+  const ended = Promise.withResolvers<void>()
+  onTestFinished(() => ended.resolve())
+  const result = running.then(() => runInProcess(args, env, ended.promise))
+  running = Promise.race([result.catch(() => {}), ended.promise])
   return result
 }
 
-async function runInProcess(args: string[], env: Record<string, string>): Promise<CliResult> {
+async function runInProcess(
+  args: string[],
+  env: Record<string, string>,
+  ended: Promise<void>,
+): Promise<CliResult> {
   let stdout = ''
   let stderr = ''
   const saved = {
@@ -34,7 +44,17 @@ async function runInProcess(args: string[], env: Record<string, string>): Promis
     error: console.error,
     write: process.stdout.write,
   }
-  process.env = { PATH: saved.env.PATH, ...env }
+  const swapped = { PATH: saved.env.PATH, ...env }
+  const restore = () => {
+    // Once: the test's end and the command's may both come, in either order.
+    if (process.env !== swapped) return
+    process.env = saved.env
+    process.exitCode = saved.exitCode
+    console.log = saved.log
+    console.error = saved.error
+    process.stdout.write = saved.write
+  }
+  process.env = swapped
   process.exitCode = 0
   console.log = (...data: unknown[]) => {
     stdout += `${format(...data)}\n`
@@ -48,15 +68,12 @@ async function runInProcess(args: string[], env: Record<string, string>): Promis
     done?.()
     return true
   }) as typeof process.stdout.write
+  void ended.then(restore)
   try {
     await runCommand(args)
     return { stdout, stderr, code: Number(process.exitCode ?? 0) }
   } finally {
-    process.env = saved.env
-    process.exitCode = saved.exitCode
-    console.log = saved.log
-    console.error = saved.error
-    process.stdout.write = saved.write
+    restore()
   }
 }
 

@@ -15,6 +15,7 @@ import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { parseRedisTarget } from '../../src/redis/target.ts'
 import { type SimServer, type SimSettings, startSim } from '../../src/sim/server.ts'
+import { testRedisUrl, useOwnRedis } from './test-redis.ts'
 
 /** A port free now, for a server that must know its port before it listens. */
 export function freePort(): Promise<number> {
@@ -26,11 +27,7 @@ export function freePort(): Promise<number> {
   })
 }
 
-export function testRedisUrl(): string {
-  const url = process.env.TEST_REDIS_URL
-  if (!url) throw new Error('test/preload.ts did not start redis')
-  return url
-}
+export { testRedisUrl }
 
 /**
  * A URL in front of the run's Redis (a proxy's) naming the run's database, as the test's own store
@@ -55,15 +52,8 @@ export function onCluster(): boolean {
  */
 export async function ownRedis(options: { like?: 'run' } = {}): Promise<{ url: string }> {
   const redis = options.like === 'run' && onCluster() ? await startLocalCluster(3) : await startLocalRedis()
-  // Files run one after another in one process (bun test without --parallel) get the run's server
-  // back once this one stops.
-  const previous = process.env.TEST_REDIS_URL
-  process.env.TEST_REDIS_URL = redis.url
-  afterAll(async () => {
-    await redis.stop()
-    if (previous === undefined) delete process.env.TEST_REDIS_URL
-    else process.env.TEST_REDIS_URL = previous
-  })
+  // Files run one after another in one process get the run's server back once this file ends.
+  afterAll(useOwnRedis(redis))
   return redis
 }
 
