@@ -20,14 +20,20 @@ export function parseMicros(value: string | number): number | null {
   return sign === '-' ? -micros : micros
 }
 
+/** A balance's digits past the sixth decimal: cut, so a balance read is never more than was told. */
+const FINER_BALANCE = /^(\d{1,15}\.\d{6})\d+$/
+
 /**
  * A DIEM balance an upstream reports (a header's text, or a JSON number or decimal string): micro-DIEM,
- * or null for anything but a finite non-negative amount of at most 6 decimals, so an odd answer is
- * no balance rather than a wrong one.
+ * rounded down past the sixth decimal, or null for anything but a finite non-negative amount, so an
+ * odd answer is no balance rather than a wrong one.
  */
 export function parseDiemBalance(value: unknown): MicroDiem | null {
-  if (typeof value !== 'string' && typeof value !== 'number') return null
-  const micros = parseMicros(value)
+  // A number as JSON wrote it (its shortest form): 0.3 is 0.3, not the double's expansion below it.
+  const text =
+    typeof value === 'string' ? value.trim() : typeof value === 'number' ? numberToPlainString(value) : null
+  if (text === null) return null
+  const micros = parseMicros(FINER_BALANCE.exec(text)?.[1] ?? text)
   return micros === null || micros < 0 ? null : (micros as MicroDiem)
 }
 

@@ -122,8 +122,23 @@ describe("the key check's balance", () => {
     expect((await post(key, 70, '10')).upstreamBalanceDiem).toBe('7.250000')
   })
 
+  test('a balance told finer than a micro-DIEM is rounded down, never up', async () => {
+    for (const [raw, shown] of [
+      ['0.1234567', '0.123456'],
+      ['"99.9998519"', '99.999851'],
+      ['0.3', '0.300000'],
+    ]) {
+      const key = upstreamKey()
+      told.set(key, raw!)
+      expect({ raw, balance: (await post(key, 72, '10')).upstreamBalanceDiem }).toEqual({
+        raw,
+        balance: shown,
+      })
+    }
+  })
+
   test('a balance told oddly still vouches for the key: posted, with no balance known', async () => {
-    for (const raw of ['"abc"', '-1', '1e400', '1e20', '0.1234567', 'null', 'true', '{}', '"-0.5"']) {
+    for (const raw of ['"abc"', '-1', '1e400', '1e20', '1e-7', 'null', 'true', '{}', '"-0.5"']) {
       const key = upstreamKey()
       told.set(key, raw)
       const offer = await post(key, 75, '10')
