@@ -131,14 +131,20 @@ test('Redis away when the grace ends: the process still exits, and the next star
 /** The admit as it reaches Redis: its function's name (an FCALL) or its script's SHA-1 (an EVALSHA). */
 const ADMIT = ['_admit\r\n', createHash('sha1').update(SCRIPTS.admit.lua).digest('hex')]
 
-/** Resolves once the child's log (JSON lines on stdout) has a line with `msg`; never if it ends first. */
-async function logged(stdout: ReadableStream<Uint8Array>, msg: string): Promise<void> {
-  let text = ''
-  for await (const chunk of stdout) {
-    text += new TextDecoder().decode(chunk)
-    if (text.split('\n').some((line) => line.includes(`"msg":"${msg}"`))) return
-  }
-  await new Promise(() => {})
+/**
+ * Resolves once the child's log (JSON lines on stdout) has a line with `msg`; never if it ends first.
+ * The log is read to its end either way: a pipe no longer read would fail the child's next line.
+ */
+function logged(stdout: ReadableStream<Uint8Array>, msg: string): Promise<void> {
+  return new Promise((resolve) => {
+    void (async () => {
+      let text = ''
+      for await (const chunk of stdout) {
+        text += new TextDecoder().decode(chunk)
+        if (text.split('\n').some((line) => line.includes(`"msg":"${msg}"`))) resolve()
+      }
+    })()
+  })
 }
 
 test('an admit Redis still has when the connections are cut is waited for: the attempt is released by this process, nothing held or charged', async () => {
