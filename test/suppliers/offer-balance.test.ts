@@ -123,13 +123,14 @@ describe("the key check's balance", () => {
   })
 
   test('a balance told finer than a micro-DIEM is rounded down, never up', async () => {
-    for (const [raw, shown] of [
+    const cases: [string, string][] = [
       ['0.1234567', '0.123456'],
       ['"99.9998519"', '99.999851'],
       ['0.3', '0.300000'],
-    ]) {
+    ]
+    for (const [raw, shown] of cases) {
       const key = upstreamKey()
-      told.set(key, raw!)
+      told.set(key, raw)
       expect({ raw, balance: (await post(key, 72, '10')).upstreamBalanceDiem }).toEqual({
         raw,
         balance: shown,
