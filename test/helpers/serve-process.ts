@@ -2,9 +2,13 @@
 // what a test needs to signal it (SIGTERM, SIGINT) as an orchestrator would.
 import { expect } from 'bun:test'
 import { randomBytes } from 'node:crypto'
+import { auditAll } from '../../src/cli/audit.ts'
+import { marketTotals } from '../../src/market/totals.ts'
+import { parseMicros } from '../../src/money/units.ts'
 import { SUPPORT_REFERENCE_HEADER } from '../../src/records/support-reference.ts'
-import { keyspace } from '../../src/redis/keys.ts'
+import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
 import { freePort } from '../../src/redis/local-server.ts'
+import type { Store } from '../../src/redis/store.ts'
 import { testPrefix, testRedisUrl } from './stack.ts'
 import { until } from './wait.ts'
 
@@ -79,4 +83,22 @@ export async function servingStream(
   const reader = stream.body!.getReader()
   const first = new TextDecoder().decode((await reader.read()).value)
   return { ...served, supportReference: stream.headers.get(SUPPORT_REFERENCE_HEADER)!, reader, first }
+}
+
+/**
+ * The buyer paid `costUsdc` once and holds nothing more, the supplier earned it less the fee, and
+ * the audit finds nothing.
+ */
+export async function expectChargedOnce(store: Store, keys: Keyspace, accountId: string, costUsdc: string) {
+  const acct = await store.hgetall(keys.account(accountId))
+  expect(acct.held).toBe('0')
+  expect(acct.inflight).toBe('0')
+  expect(Number(acct.spent)).toBeGreaterThan(0)
+  expect(acct.spent).toBe(costUsdc)
+  const totals = await marketTotals(store, keys)
+  const [spent, earned, fees] = [totals.spentUsdc, totals.earnedUsdc, totals.feesUsdc].map(parseMicros)
+  expect(spent).toBe(Number(acct.spent))
+  expect(earned).toBeGreaterThan(0)
+  expect(earned! + fees!).toBe(spent!)
+  expect(await auditAll(store, keys)).toEqual([])
 }

@@ -7,14 +7,12 @@ import { mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { auditAll } from '../../src/cli/audit.ts'
-import { marketTotals } from '../../src/market/totals.ts'
-import { parseMicros } from '../../src/money/units.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { startSim } from '../../src/sim/server.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
 import { serverOf } from '../helpers/redis-cluster.ts'
 import { startRedisProxy } from '../helpers/redis-proxy.ts'
-import { serving, servingStream } from '../helpers/serve-process.ts'
+import { expectChargedOnce, serving, servingStream } from '../helpers/serve-process.ts'
 import { keysUnder, onTestDatabase, testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
@@ -107,17 +105,7 @@ test('a stream the buyer was sent while Redis is away at SIGTERM is kept, and ch
 
     const record = await attemptRecord(store, attempt)
     expect(record.outcome).toBe('completed')
-    const acct = await store.hgetall(keys.account(accountId))
-    expect(acct.held).toBe('0')
-    expect(acct.inflight).toBe('0')
-    expect(Number(acct.spent)).toBeGreaterThan(0)
-    expect(acct.spent).toBe(record.costUsdc!)
-    const totals = await marketTotals(store, keys)
-    const [spent, earned, fees] = [totals.spentUsdc, totals.earnedUsdc, totals.feesUsdc].map(parseMicros)
-    expect(spent).toBe(Number(acct.spent))
-    expect(earned).toBeGreaterThan(0)
-    expect(earned! + fees!).toBe(spent!)
-    expect(await auditAll(store, keys)).toEqual([])
+    await expectChargedOnce(store, keys, accountId, record.costUsdc!)
   } finally {
     proxy.stop()
   }
