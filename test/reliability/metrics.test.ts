@@ -56,6 +56,7 @@ test('requests by route template and status, latency, clears, fall-forwards, gau
   expect(value(after, ff) - value(before, ff)).toBe(1)
   expect(after).toContain('svc_http_request_duration_seconds_bucket{route="/v1/chat/completions",le="+Inf"}')
   expect(value(after, 'svc_holds_outstanding')).toBe(0)
+  expect(after).toMatch(/^svc_unsent_clears 0$/m)
   expect(value(after, 'svc_redis_ping_seconds')).toBeGreaterThan(0)
 })
 

@@ -3,6 +3,7 @@
 import { Elysia } from 'elysia'
 import type { ClearJournal } from '../../market/clear-journal.ts'
 import type { MarketSteps } from '../../market/steps.ts'
+import type { UnsentClears } from '../../market/unsent-clears.ts'
 import { metrics } from '../../metrics/gateway-metrics.ts'
 import { renderGauge, renderLabelledGauge } from '../../metrics/registry.ts'
 import type { Keyspace } from '../../redis/keys.ts'
@@ -15,6 +16,7 @@ export function metricsRoutes(deps: {
   steps: Pick<MarketSteps, 'holdsOutstanding'>
   config: { adminToken: string }
   journal?: Pick<ClearJournal, 'held' | 'unreplicatedAges'>
+  unsent?: Pick<UnsentClears, 'size'>
 }) {
   return new Elysia({ name: 'svc/metrics', seed: deps.keys.prefix })
     .use(adminAuth(deps.config.adminToken))
@@ -55,6 +57,11 @@ export function metricsRoutes(deps: {
             'For each master this process keeps clears of (master="": of no known master), the age of the oldest its replicas have not acknowledged (0: none past the 2 s window): a master whose figure keeps growing has a replica falling behind',
             'master',
             deps.journal?.unreplicatedAges() ?? [],
+          ),
+          ...renderGauge(
+            'svc_unsent_clears',
+            'Clears of answers this process already delivered that Redis has not answered yet: sent again until it does, and at a stop written to SVC_JOURNAL_DIR (lost without it)',
+            deps.unsent?.size ?? 0,
           ),
           ...renderGauge('svc_redis_ping_seconds', 'Round trip of one PING at scrape time', redisSeconds),
           ...payoutWalletGauges(),
