@@ -21,10 +21,14 @@ export interface CliResult {
 // so no later test, nor a later file in the same worker, waits on it or runs in its environment.
 let running: Promise<unknown> = Promise.resolve()
 
-/** Runs a command in this process; call it inside a test or a hook. */
+/** Runs a command in this process: inside a test or a hook, or in a script of its own (the soak). */
 export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
   const ended = Promise.withResolvers<void>()
-  onTestFinished(() => ended.resolve())
+  try {
+    onTestFinished(() => ended.resolve())
+  } catch {
+    // Outside the test runner there is no test to end: the command's own end gives the process back.
+  }
   const result = running.then(() => runInProcess(args, env, ended.promise))
   running = Promise.race([result.catch(() => {}), ended.promise])
   return result
