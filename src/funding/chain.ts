@@ -5,7 +5,9 @@ import {
   type Chain,
   createPublicClient,
   type Hex,
+  hexToBytes,
   http,
+  keccak256,
   type PublicClient,
   pad,
   parseAbi,
@@ -37,9 +39,30 @@ export interface Receipt {
   blockNumber: bigint
   blockHash: Hex
   /** The token transfers the transaction emitted. */
-  transfers: { token: Address; from: Address; to: Address; value: bigint }[]
-  /** The EIP-3009 authorizations the transaction used (AuthorizationUsed events). */
-  authorizations: { token: Address; authorizer: Address; nonce: Hex }[]
+  transfers: Transfer[]
+  /**
+   * The EIP-3009 authorizations the transaction used (AuthorizationUsed events), each with the
+   * token's Transfer logged right after it (its own), or null when the next log is not one.
+   */
+  authorizations: { token: Address; authorizer: Address; nonce: Hex; transfer: Transfer | null }[]
+}
+
+export interface Transfer {
+  token: Address
+  from: Address
+  to: Address
+  value: bigint
+}
+
+/** A log's token transfer (the ERC-20 Transfer event, from and to indexed); null for any other log. */
+function transferOf(log: { address: Address; topics: readonly Hex[]; data: Hex }): Transfer | null {
+  if (log.topics[0] !== TRANSFER_TOPIC || log.topics.length !== 3) return null
+  return {
+    token: log.address,
+    from: `0x${(log.topics[1] as Hex).slice(26)}` as Address,
+    to: `0x${(log.topics[2] as Hex).slice(26)}` as Address,
+    value: BigInt(log.data),
+  }
 }
 
 /**
@@ -63,26 +86,35 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
     pollingInterval: pollingIntervalMs,
   })
 
-  const toReceipt = (r: Awaited<ReturnType<PublicClient['getTransactionReceipt']>>): Receipt => ({
-    status: r.status,
-    blockNumber: r.blockNumber,
-    blockHash: r.blockHash,
-    transfers: r.logs
-      .filter((log) => log.topics[0] === TRANSFER_TOPIC && log.topics.length === 3)
-      .map((log) => ({
-        token: log.address,
-        from: `0x${(log.topics[1] as Hex).slice(26)}` as Address,
-        to: `0x${(log.topics[2] as Hex).slice(26)}` as Address,
-        value: BigInt(log.data),
-      })),
-    authorizations: r.logs
-      .filter((log) => log.topics[0] === AUTHORIZATION_USED_TOPIC && log.topics.length === 3)
-      .map((log) => ({
-        token: log.address,
-        authorizer: `0x${(log.topics[1] as Hex).slice(26)}` as Address,
-        nonce: log.topics[2] as Hex,
-      })),
-  })
+  const toReceipt = (r: Awaited<ReturnType<PublicClient['getTransactionReceipt']>>): Receipt => {
+    // Only the transaction's own logs, in their order: a log naming another transaction or block is
+    // no word about this one, and a reverted transaction logged nothing.
+    const logs =
+      r.status === 'success'
+        ? r.logs
+            .filter(
+              (log) =>
+                same(log.transactionHash ?? '', r.transactionHash) && same(log.blockHash ?? '', r.blockHash),
+            )
+            .sort((a, b) => (a.logIndex ?? 0) - (b.logIndex ?? 0))
+        : []
+    const transfers = logs.map(transferOf)
+    return {
+      status: r.status,
+      blockNumber: r.blockNumber,
+      blockHash: r.blockHash,
+      transfers: transfers.filter((t) => t !== null),
+      // The token logs an authorization's use right before the transfer it authorized: each use is
+      // paired with that log alone, so one transfer never settles two authorizations.
+      authorizations: logs.flatMap((log, i) => {
+        if (log.topics[0] !== AUTHORIZATION_USED_TOPIC || log.topics.length !== 3) return []
+        const authorizer = `0x${(log.topics[1] as Hex).slice(26)}` as Address
+        const next = transfers[i + 1]
+        const paired = next && same(next.token, log.address) && same(next.from, authorizer) ? next : null
+        return [{ token: log.address, authorizer, nonce: log.topics[2] as Hex, transfer: paired }]
+      }),
+    }
+  }
 
   /** The receipt of a transaction, or null while it is not mined (or unknown). */
   async function receipt(hash: Hex): Promise<Receipt | null> {
@@ -184,7 +216,8 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
     },
     /**
      * The token's Transfer of `value` from `from` to `to` logged by one of `hashes`, from `fromBlock`
-     * to the head, in a block still the chain's; null when there is none.
+     * to the head, in a block still the chain's whose logs bloom holds it (the token, the event and
+     * both parties); null when there is none.
      */
     async transferBy(
       hashes: readonly Hex[],
@@ -205,8 +238,14 @@ export function fundingChain(config: FundingConfig, pollingIntervalMs = 250) {
         for (const log of logs) {
           const { transactionHash: hash, blockHash, blockNumber } = log
           if (log.removed || !hash || !blockHash || blockNumber === null) continue
-          if (log.args.value !== transfer.value || !hashes.some((h) => same(h, hash))) continue
-          if (await onChain({ blockNumber, blockHash })) return hash
+          if (!same(log.address, config.usdcAddress) || !same(log.args.from ?? '', transfer.from)) continue
+          if (!same(log.args.to ?? '', transfer.to) || log.args.value !== transfer.value) continue
+          if (!hashes.some((h) => same(h, hash))) continue
+          // A log the block's own bloom cannot hold was never logged there: an RPC's forgery.
+          const block = await client.getBlock({ blockNumber })
+          if (!same(block.hash ?? '', blockHash) || !block.logsBloom) continue
+          const topics = [TRANSFER_TOPIC, pad(transfer.from), pad(transfer.to)] as Hex[]
+          if (bloomHolds(block.logsBloom, [config.usdcAddress, ...topics])) return hash
         }
       }
       return null
@@ -236,6 +275,24 @@ const AUTHORIZATION_CANCELED_TOPIC = '0x1cdd46ff242716cdaa72d159d339a485b3438398
 
 const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase()
 
+/**
+ * Whether a block's logs bloom (2,048 bits) holds every item (a log's address or topic): each sets
+ * three bits, from the first three pairs of bytes of its hash. A bloom never leaves out a logged
+ * item; it may hold one never logged.
+ */
+function bloomHolds(bloom: Hex, items: readonly Hex[]): boolean {
+  const bits = hexToBytes(bloom)
+  if (bits.length !== 256) return false
+  return items.every((item) => {
+    const hash = keccak256(item, 'bytes')
+    for (let i = 0; i < 6; i += 2) {
+      const bit = ((hash[i]! << 8) | hash[i + 1]!) & 2047
+      if ((bits[255 - (bit >> 3)]! & (1 << (bit & 7))) === 0) return false
+    }
+    return true
+  })
+}
+
 /** True when the receipt holds the transfer the authorization promised. */
 export function hasTransfer(
   receipt: Receipt,
@@ -251,7 +308,7 @@ export function hasTransfer(
 
 /**
  * True when the receipt is this authorization's settlement: the token used it (payer and nonce)
- * and moved its value from the payer to `to`. A transfer alone could be any other of the payer's
+ * and, in the log right after, moved its value from the payer to `to`. A transfer alone could be any other of the payer's
  * payments of the same amount, or a plain transfer that left the authorization unused.
  */
 export function settlesAuthorization(
@@ -261,9 +318,13 @@ export function settlesAuthorization(
   to: Address,
 ): boolean {
   const { from, nonce, value } = authorization
-  return (
-    receipt.authorizations.some(
-      (a) => same(a.token, token) && same(a.authorizer, from) && same(a.nonce, nonce),
-    ) && hasTransfer(receipt, token, from, to, value)
+  return receipt.authorizations.some(
+    (a) =>
+      same(a.token, token) &&
+      same(a.authorizer, from) &&
+      same(a.nonce, nonce) &&
+      a.transfer !== null &&
+      same(a.transfer.to, to) &&
+      a.transfer.value === value,
   )
 }

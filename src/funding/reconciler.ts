@@ -10,6 +10,7 @@ import { authorizationUse, cancelConfirmed, expiresAt, payerAndNonce, settles } 
 import type { Receipt } from './chain.ts'
 import type { InFlightPayment } from './ledger.ts'
 import { CHAIN_IDS } from './network.ts'
+import { onFundingChain } from './on-chain.ts'
 import type { WatchDeps } from './watcher.ts'
 
 /**
@@ -50,6 +51,7 @@ export async function reconcilePayments(
   graceMs = deps.config.receiptTimeoutMs,
   cursor: ReconcileCursor = { offset: 0 },
 ): Promise<number> {
+  if (!(await onFundingChain(deps.chain, deps.logger))) return 0
   const before = Date.now() - graceMs
   let credited = 0
   await pagePast(
@@ -93,7 +95,7 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<b
   }
   const latest = await chain.latest()
   if (!(await chain.authorizationUsed(payer, nonce, latest.number))) {
-    if (await expiredUnused(deps, record, latest.number))
+    if ((await expiredUnused(deps, record, latest.number)) && (await onFundingChain(chain, logger)))
       await ledger.release(record.id, record.tx ?? '', 'expired')
     return false
   }
@@ -104,7 +106,7 @@ async function reconcileOne(deps: WatchDeps, record: InFlightPayment): Promise<b
     // The token reads "used" for a cancellation too: the payer's, no transfer can use it any more,
     // no money moved. Released once confirmed (a reorg could take it out and let a copy be mined),
     // its record marked canceled; nothing to tell the operator.
-    if (cancelConfirmed(deps, use, latest.number))
+    if (cancelConfirmed(deps, use, latest.number) && (await onFundingChain(chain, logger)))
       await ledger.release(record.id, record.tx ?? '', 'canceled')
     return false
   }
@@ -153,6 +155,7 @@ async function creditTransfer(
     )
     return false
   }
+  if (!(await onFundingChain(deps.chain, logger))) return false
   const accountId = record.accountId || (await deps.resolveAccount(record.payer as Address))
   const result = await ledger.credit({
     accountId,

@@ -10,6 +10,7 @@
 import { authorizationUse, cancelConfirmed, expiresAt, payerAndNonce, settles } from './authorization-use.ts'
 import { paymentId, transactionOf } from './ledger.ts'
 import { CHAIN_IDS } from './network.ts'
+import { onFundingChain } from './on-chain.ts'
 import type { ConfirmedUpTo, WatchDeps } from './watcher.ts'
 
 /**
@@ -53,6 +54,7 @@ export async function followAuthorization(
       )
       return 'kept'
     }
+    if (!(await onFundingChain(deps.chain, logger))) return 'kept'
     const movedTo = paymentId(CHAIN_IDS[config.network], use.transaction, auth.id)
     const result = await ledger.move(id, movedTo, use.receipt.blockNumber)
     logger.warn(
@@ -88,6 +90,7 @@ async function takeBack(
   authorizationId: string,
   why: string,
 ): Promise<'done' | 'kept'> {
+  if (!(await onFundingChain(deps.chain, deps.logger))) return 'kept'
   const result = await deps.ledger.takeBack(id, payment.accountId!)
   deps.logger.warn({ payment: id, accountId: payment.accountId, result }, why)
   if (result.status === 'refused') return 'kept'

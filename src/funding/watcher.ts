@@ -11,6 +11,7 @@ import type { FundingConfig } from '../config.ts'
 import type { SearchMarks } from './authorization-use.ts'
 import type { FundingChain } from './chain.ts'
 import { type PaymentLedger, transactionOf } from './ledger.ts'
+import { onFundingChain } from './on-chain.ts'
 import { pagePast, type ReconcileCursor, reconcilePayments } from './reconciler.ts'
 import { followAuthorization, searchUpTo } from './reorged.ts'
 
@@ -41,6 +42,7 @@ export async function confirmPayments(
   deps: WatchDeps,
   cursor: ReconcileCursor = { offset: 0 },
 ): Promise<number> {
+  if (!(await onFundingChain(deps.chain, deps.logger))) return 0
   const head = await deps.chain.blockNumber()
   const chain = { head, lastEligible: head - BigInt(deps.config.confirmations) + 1n }
   let moved = 0
@@ -82,6 +84,7 @@ async function confirmOne(
     })
     if (onChain === undefined) return 'kept'
     if (!onChain) return followMissing(deps, id, payment, chain)
+    if (!(await onFundingChain(deps.chain, deps.logger))) return 'kept'
     const result = await deps.ledger.confirm(id, payment.accountId)
     if (result.status === 'confirmed') return 'confirmed'
     if (result.status === 'nothing_to_do') return 'done'
