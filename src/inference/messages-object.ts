@@ -3,6 +3,7 @@
 
 import { contentText } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
+import { objectOf } from './json-prefix.ts'
 import type { Usage } from './meter.ts'
 import { reasoningText } from './responses-object.ts'
 import { ownCallIds } from './stream-tool-calls.ts'
@@ -65,14 +66,14 @@ export function stopReason(
   return { stop_reason: 'end_turn', stop_sequence: null }
 }
 
-/** A tool call's arguments as the parsed input Anthropic gives; text that is no JSON object is kept whole. */
+/**
+ * A tool call's arguments as the parsed input Anthropic gives: the object they make (cut short or
+ * turned invalid, the one their safe beginning makes, as a stream of them gives it); text that
+ * never began a JSON object is kept whole.
+ */
 export function toolInput(args: string): Record<string, unknown> {
   if (args.trim() === '') return {}
-  try {
-    const input = JSON.parse(args)
-    if (typeof input === 'object' && input !== null && !Array.isArray(input)) return input
-  } catch {}
-  return { arguments: args }
+  return objectOf(args) ?? { arguments: args }
 }
 
 export const thinkingBlock = (thinking: string): ContentBlock => ({

@@ -3,10 +3,11 @@
 // calls become content blocks as they come, each opened by content_block_start, filled by its
 // deltas and closed by content_block_stop before the next opens. A block that begins while another
 // is open waits its turn, its pieces gathered. A tool call streams its arguments as input_json_delta
-// while they can begin a JSON object (a client parses them as partial JSON at every read), and stays
-// open while they may grow: parallel calls may come interleaved. It closes once something after it
-// has begun and its arguments are a whole object, else at the end; arguments that never began an
-// object go whole at its close, as the input a buffered answer gives. message_delta (stop
+// up to their safe beginning (json-prefix.ts: a client parses them as partial JSON at every read),
+// and stays open while they may grow: parallel calls may come interleaved. It closes once something
+// after it has begun and its arguments are a whole object, else at the end, with the closers of
+// what was sent: the pieces put together are the input a buffered answer gives; arguments with no
+// safe beginning go whole at its close ({arguments}). message_delta (stop
 // reason, billed usage, and the cost as extra fields an Anthropic client ignores) and
 // message_stop wait for the clear, as chat's [DONE] does. A stream that ended short, a clear that
 // did not commit, or one whose outcome is not known ends with Anthropic's `error` event instead.
@@ -150,13 +151,14 @@ class MessagesShape implements StreamShape {
     return event('content_block_start', { index: block.index, content_block: content })
   }
 
-  /** What the block has that is not on the wire yet: a tool_use's only while it can begin an object. */
+  /** What the block has that is not on the wire yet: a tool_use's up to its safe beginning. */
   private fill(block: Block): string {
     const text = block.call ? block.call.args : block.text
-    if (block.sent === text.length || (block.json && !block.json.opened)) return ''
-    const piece = text.slice(block.sent)
+    const upTo = block.json ? block.json.safe : text.length
+    if (block.sent >= upTo) return ''
+    const piece = text.slice(block.sent, upTo)
     // Text sent is not kept (a long answer would hold it all); a call's arguments are, by its call.
-    if (block.call) block.sent = text.length
+    if (block.call) block.sent = upTo
     else block.text = ''
     const delta =
       block.kind === 'thinking'
@@ -168,17 +170,19 @@ class MessagesShape implements StreamShape {
   }
 
   private close(block: Block): string {
-    let out = ''
-    // Arguments that never began a JSON object (a bare string, a model's single quotes) would
-    // break the client's parse: they go whole as the buffered answer's input does ({arguments}).
     const args = block.call?.args ?? ''
-    if (block.sent === 0 && args.trim() !== '') {
-      const partial_json = JSON.stringify(toolInput(args))
-      out = event('content_block_delta', {
-        index: block.index,
-        delta: { type: 'input_json_delta', partial_json },
-      })
-    }
+    // Arguments cut short or turned invalid end as their safe beginning closed; ones that never
+    // began a JSON object (a bare string, a model's single quotes) would break the client's parse:
+    // they go whole as the buffered answer's input does ({arguments}).
+    let partial_json = ''
+    if (block.json && block.json.safe > 0) partial_json = block.json.closing
+    else if (args.trim() !== '') partial_json = JSON.stringify(toolInput(args))
+    const out = partial_json
+      ? event('content_block_delta', {
+          index: block.index,
+          delta: { type: 'input_json_delta', partial_json },
+        })
+      : ''
     return `${out}${event('content_block_stop', { index: block.index })}`
   }
 

@@ -3,6 +3,7 @@
 
 import { contentText } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
+import { JsonPrefix } from './json-prefix.ts'
 import type { Usage } from './meter.ts'
 import type { ResponseShape } from './responses-request.ts'
 import { ownCallIds } from './stream-tool-calls.ts'
@@ -167,7 +168,20 @@ export function outputItems(
       ),
     )
   })
-  return items
+  return status === 'incomplete' ? items.map((item, i) => ({ ...item, status: ended(items, i) })) : items
+}
+
+/**
+ * An item's own status in an answer cut short, as the stream gives it: one that something came
+ * after was whole (text, or a call whose arguments are a whole JSON object); the last was cut.
+ */
+function ended(items: OutputItem[], index: number): ItemStatus {
+  const item = items[index]!
+  if (index === items.length - 1) return 'incomplete'
+  if (item.type !== 'function_call') return 'completed'
+  const json = new JsonPrefix()
+  json.feed(item.arguments as string)
+  return json.closed ? 'completed' : 'incomplete'
 }
 
 /** A `response` object in OpenAI's shape. */

@@ -2,6 +2,8 @@
 // request's params with its method's schema before any handler runs, and a refusal there (or a
 // tool call asked to run as a task) leaves as a bare error, which it answers Internal error
 // (-32603): a client would read the server as broken and retry what can never succeed.
+// An error's message goes on the wire as its sentence alone: the SDK's McpError reads
+// "MCP error <code>: <sentence>", and a client's McpError puts that prefix before what it got.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import {
   type AnyObjectSchema,
@@ -11,7 +13,8 @@ import {
   type SchemaOutput,
   safeParse,
 } from '@modelcontextprotocol/sdk/server/zod-compat.js'
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { ErrorCode, isJSONRPCErrorResponse, McpError } from '@modelcontextprotocol/sdk/types.js'
 import * as z from 'zod/v4'
 
 /** The base class's handler, with the request its schema gives. */
@@ -22,6 +25,22 @@ type Handler<T extends AnyObjectSchema> = (
 ) => ReturnType<BaseHandler>
 
 export class StrictServer extends Server {
+  /** Each error answer sent with its message bare of the code prefix an McpError gives it. */
+  override connect(transport: Transport): Promise<void> {
+    const send = transport.send.bind(transport)
+    transport.send = (message, options) => {
+      if (isJSONRPCErrorResponse(message)) {
+        const prefix = `MCP error ${message.error.code}: `
+        if (message.error.message.startsWith(prefix)) {
+          const error = { ...message.error, message: message.error.message.slice(prefix.length) }
+          return send({ ...message, error }, options)
+        }
+      }
+      return send(message, options)
+    }
+    return super.connect(transport)
+  }
+
   /**
    * Registered under a schema that checks the method only, so params the real schema refuses reach
    * this wrapper, which answers them Invalid params (-32602) naming each problem. (The SDK checks

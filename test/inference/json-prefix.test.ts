@@ -1,7 +1,7 @@
 // Streamed tool-call arguments read as JSON piece by piece: a beginning that a client's partial
 // JSON parse takes, and the point where the object is whole, at every way of cutting the text.
 import { describe, expect, test } from 'bun:test'
-import { JsonPrefix } from '../../src/inference/json-prefix.ts'
+import { JsonPrefix, objectOf } from '../../src/inference/json-prefix.ts'
 
 /** [arguments, can begin an object, is a whole object] */
 const CASES: [string, boolean, boolean][] = [
@@ -51,5 +51,20 @@ describe('JsonPrefix', () => {
 
   test('every closed object parses', () => {
     for (const [args, , closed] of CASES) if (closed) expect(() => JSON.parse(args)).not.toThrow()
+  })
+
+  test('every beginning of an object, whole, cut or turned invalid, closes into one object', () => {
+    for (const [args] of CASES) {
+      for (let cut = 0; cut <= args.length; cut++) {
+        const text = args.slice(0, cut)
+        const object = objectOf(text)
+        if (object !== null) expect(typeof object).toBe('object')
+      }
+    }
+    expect(objectOf('{"a":1,"b":"x')).toEqual({ a: 1, b: 'x' })
+    expect(objectOf('{"a":1,}')).toEqual({ a: 1 })
+    expect(objectOf('{"a":tru')).toBeNull()
+    expect(objectOf("{'a':1}")).toBeNull()
+    expect(objectOf('{}')).toEqual({})
   })
 })

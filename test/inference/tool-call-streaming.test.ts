@@ -71,10 +71,10 @@ beforeAll(async () => {
             frame({ content: 'Checking ' }),
             frame({ content: 'both.' }),
             frame(piece(0, '', true)),
-            frame(piece(0, '{"city":')),
+            frame(piece(0, '{"city":"Pa')),
           )
           await first.wait()
-          send(frame(piece(1, '{"tz"', true)), frame(piece(0, '"Paris"}')), frame(piece(1, ':"CET"')))
+          send(frame(piece(1, '{"tz"', true)), frame(piece(0, 'ris"}')), frame(piece(1, ':"CET"')))
           await second.wait()
           send(
             frame(piece(1, '}')),
@@ -140,7 +140,7 @@ describe('tool calls stream as the supplier sends them', () => {
           args.set(event.output_index, (args.get(event.output_index) ?? '') + event.delta)
         if (event.type === 'response.completed') completed = event
         // Call 0 is on the wire with its first fragment while the supplier holds the rest.
-        if (args.get(1) === '{"city":') gates[0].release()
+        if (args.get(1) === '{"city":"Pa') gates[0].release()
         // Call 1 too, opened and filled as far as the supplier has gone, before its last fragment.
         if (args.get(2) === '{"tz":"CET"') gates[1].release()
       }
@@ -182,7 +182,7 @@ describe('tool calls stream as the supplier sends them', () => {
         if (event.type === 'content_block_delta' && event.delta.type === 'input_json_delta')
           json.set(event.index, (json.get(event.index) ?? '') + event.delta.partial_json)
         if (event.type === 'message_delta') delta = event
-        if (json.get(1) === '{"city":') gates[0].release()
+        if (json.get(1) === '{"city":"Pa') gates[0].release()
         if (json.get(2) === '{"tz":"CET"') gates[1].release()
       }
       return delta!.costUsdc
