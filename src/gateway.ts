@@ -23,13 +23,21 @@ import { webhookParts } from './webhooks/endpoints.ts'
 /** How long the attempts a stop closed the store under take to end (their clears fail at once). */
 const CLOSED_SETTLE_MS = 1_000
 
+/** What a stop left of the clears of answers delivered while Redis was away (unsent-clears.ts). */
+export interface Stopped {
+  /** Written to SVC_JOURNAL_DIR for the next start on it. */
+  keptClears: number
+  /** Neither committed nor written: never charged (the process's exit code says so: src/cli/serve.ts). */
+  lostClears: number
+}
+
 export interface RunningGateway {
   url: string
   port: number
   /** Stops at once, cutting whatever is open (tests, the demo). */
-  stop(): Promise<void>
+  stop(): Promise<Stopped>
   /** Stops accepting, lets open requests and streams finish within `graceMs`, then stops. */
-  drain(graceMs: number): Promise<void>
+  drain(graceMs: number): Promise<Stopped>
   /** Resolves once the clears a lost connection to Redis sends again have been sent. */
   replaysSettled(): Promise<void>
 }
@@ -201,12 +209,27 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       store.close()
       await settle(CLOSED_SETTLE_MS)
     }
-    // Before Redis goes: a clear the store answers now is not left to a file.
-    await unsent.stop()
-    await stopWork()
-    // The posts this replica queued go out before Redis does.
-    await steps.close()
+    // Redis that takes commands and never answers holds the waits below for ever too (a clear sent
+    // again, a reaper pass, a webhook pass, the queued posts): past the settle's wait (or a webhook
+    // delivery's, if longer) the store is closed under them, and they fail.
+    const bound = Math.max(config.inference.streamClearWaitMs, config.webhooks.timeoutMs)
+    const closing = setTimeout(() => {
+      logger.warn({ waitedMs: bound }, 'stopping: Redis did not answer; closing the store under the stop')
+      store.close()
+    }, bound)
+    let kept: number
+    try {
+      // Before Redis goes: a clear the store answers now is not left to a file.
+      kept = (await unsent.stop()).kept
+      await stopWork()
+      // The posts this replica queued go out before Redis does.
+      await steps.close()
+    } finally {
+      clearTimeout(closing)
+    }
     store.close()
+    // What failed as the store closed is written out by now, or counted lost.
+    return { keptClears: kept, lostClears: unsent.lost }
   }
   return {
     url: `http://${host}:${server.port}`,
@@ -221,7 +244,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       while (server.pendingRequests > 0 && Date.now() < deadline) await Bun.sleep(50)
       if (server.pendingRequests > 0)
         logger.warn({ open: server.pendingRequests }, 'grace over; cutting open requests')
-      await stop()
+      return await stop()
     },
   }
 }

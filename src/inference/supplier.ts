@@ -1,5 +1,6 @@
 // One call to a supplier's upstream, classified: a usable response, or a failure before any byte
 // that the dispatcher may fall forward from. The upstream key is used here and nowhere else.
+import { metrics } from '../metrics/gateway-metrics.ts'
 import { type MicroDiem, parseDiemBalance } from '../money/units.ts'
 import { UpstreamBodyTooLarge, type UpstreamResponse, upstreamRequest } from '../upstream/client.ts'
 
@@ -39,7 +40,12 @@ export type SupplierOutcome =
     }
 
 export function balanceHeader(response: UpstreamResponse): MicroDiem | null {
-  return parseDiemBalance(response.header('x-venice-balance-diem'))
+  const told = response.header('x-venice-balance-diem')
+  if (told === null) return null
+  const balance = parseDiemBalance(told)
+  // Sent, and not a balance: no balance rather than a wrong one, counted for the operator.
+  if (balance === null) metrics.unreadBalances.inc({ where: 'answer' })
+  return balance
 }
 
 /** An error body is read this far and no further: only its message is kept, for the log. */

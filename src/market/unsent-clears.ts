@@ -50,6 +50,9 @@ export class UnsentClears {
   /** Files of earlier stops this replica took: removed once what they held is sent or written again. */
   private claimed: string[] = []
   private stopped = false
+  /** Attempts whose clears a claimed file holds: still in it if this stop cannot write them again. */
+  private readonly fromFiles = new Set<string>()
+  private lostCount = 0
 
   constructor(
     private readonly clear: (attempt: AttemptRef, req: ClearArgs) => Promise<Clearing>,
@@ -65,10 +68,20 @@ export class UnsentClears {
 
   /** A delivered answer's clear that found no store: sent again until the store answers it. */
   keep(attempt: AttemptRef, req: ClearArgs, keptAt = Date.now()): void {
-    if (this.stopped || this.unsent.has(attempt.attemptId)) return
+    if (this.unsent.has(attempt.attemptId)) return
     const entry = { attempt: refOf(attempt), req, keptAt }
+    // One that fails as the stop closes the store under it: written out on its own at once.
+    if (this.stopped) {
+      this.writeOut([entry], `${FILE_PREFIX}${this.name}-${randomUUID()}.jsonl`)
+      return
+    }
     this.unsent.set(attempt.attemptId, entry)
     this.send(entry)
+  }
+
+  /** Clears of delivered answers this replica neither sent nor wrote to the directory. */
+  get lost(): number {
+    return this.lostCount
   }
 
   /** Sends what the directory holds from earlier stops (this replica's, or any other's on it). */
@@ -102,6 +115,7 @@ export class UnsentClears {
             continue
           }
           this.keep(entry.attempt, entry.req, entry.keptAt)
+          this.fromFiles.add(entry.attempt.attemptId)
           clears++
         } catch (error) {
           this.logger.error({ file, err: (error as Error).message }, 'a kept clear could not be read')
@@ -117,6 +131,7 @@ export class UnsentClears {
     if (this.unsent.size > 0) return
     for (const file of this.claimed) rmSync(file, { force: true })
     this.claimed = []
+    this.fromFiles.clear()
   }
 
   private send(entry: Unsent): void {
@@ -155,7 +170,8 @@ export class UnsentClears {
 
   /**
    * Stops sending, and writes what is still unsent to the directory for the next start (with no
-   * directory it is lost: the leases are reaped, nothing charged). Returns how many were left.
+   * directory, or one it cannot write, it is lost: the leases are reaped, nothing charged). Returns
+   * how many were kept and how many lost.
    */
   async stop(): Promise<{ kept: number; lost: number }> {
     this.stopped = true
@@ -165,24 +181,52 @@ export class UnsentClears {
       this.forgetClaimed()
       return { kept: 0, lost: 0 }
     }
-    const attempts = left.map((entry) => entry.attempt.attemptId)
+    if (this.writeOut(left, `${FILE_PREFIX}${this.name}.jsonl`, this.fromFiles)) {
+      for (const claimed of this.claimed) rmSync(claimed, { force: true })
+      return { kept: left.length, lost: 0 }
+    }
+    const lost = left.filter((entry) => !this.fromFiles.has(entry.attempt.attemptId)).length
+    return { kept: left.length - lost, lost }
+  }
+
+  /**
+   * Writes `entries` to the directory as `name`, whole, then renamed (a start never reads half a
+   * file). False, logged and counted lost, with no directory or when the write fails; what
+   * `stillFiled` names is left in the files it came from, and is not lost.
+   */
+  private writeOut(entries: Unsent[], name: string, stillFiled: ReadonlySet<string> = new Set()): boolean {
+    const attempts = entries.map((entry) => entry.attempt.attemptId)
+    const lost = attempts.filter((attempt) => !stillFiled.has(attempt)).length
     if (!this.dir) {
+      this.lostCount += lost
       this.logger.error(
-        { lost: left.length, attempts },
+        { lost, attempts },
         'stopping with clears Redis never answered and no SVC_JOURNAL_DIR: their leases are reaped, nothing charged',
       )
-      return { kept: 0, lost: left.length }
+      return false
     }
-    mkdirSync(this.dir, { recursive: true })
-    // Written whole, then renamed: a start never reads half a file.
-    const file = join(this.dir, `${FILE_PREFIX}${this.name}.jsonl`)
-    writeFileSync(`${file}.tmp`, `${left.map((entry) => JSON.stringify(entry)).join('\n')}\n`)
-    renameSync(`${file}.tmp`, file)
-    for (const claimed of this.claimed) rmSync(claimed, { force: true })
+    const file = join(this.dir, name)
+    try {
+      mkdirSync(this.dir, { recursive: true })
+      writeFileSync(`${file}.tmp`, `${entries.map((entry) => JSON.stringify(entry)).join('\n')}\n`)
+      renameSync(`${file}.tmp`, file)
+    } catch (error) {
+      try {
+        rmSync(`${file}.tmp`, { force: true })
+      } catch {
+        // No directory to hold it either.
+      }
+      this.lostCount += lost
+      this.logger.error(
+        { lost, attempts, file, err: (error as Error).message },
+        'stopping with clears Redis never answered that SVC_JOURNAL_DIR could not take: their leases are reaped, nothing charged',
+      )
+      return false
+    }
     this.logger.warn(
-      { kept: left.length, file, attempts },
+      { kept: entries.length, file, attempts },
       'stopping with clears Redis never answered: kept for the next start on this directory',
     )
-    return { kept: left.length, lost: 0 }
+    return true
   }
 }

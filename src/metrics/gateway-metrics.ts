@@ -46,6 +46,10 @@ export const metrics = {
     'svc_clear_replica_waits_total',
     "Clears whose cost waited for the masters' replicas (SVC_CLEAR_REPLICAS), by outcome: replicated, timed_out (told anyway) or failed",
   ),
+  unreadBalances: new Counter(
+    'svc_upstream_balances_unread_total',
+    "DIEM balances an upstream sent that could not be read (not a finite non-negative amount), kept as no balance, by where: answer (an answer's x-venice-balance-diem) or key_check (the key check's DIEM at an offer's post)",
+  ),
   openStreams: { value: 0 },
   /** The payout wallet's balances as last read (src/payouts/balances.ts); null until read. */
   payoutWallet: { usdcMicros: null as number | null, gasWei: null as bigint | null },

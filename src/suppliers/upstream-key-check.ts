@@ -3,8 +3,10 @@
 // {data: {balances: {DIEM, USD}}}) must answer 200 with balances. The read is bounded in time and
 // size, and nothing the upstream says reaches the client: a refusal is upstream_key_rejected.
 // The key's DIEM balance it tells is returned, as the offer's balance known for the day; one told
-// oddly (not a finite non-negative amount) still vouches for the key, and is no balance.
+// oddly (not a finite non-negative amount) still vouches for the key, and is no balance (counted:
+// svc_upstream_balances_unread_total).
 import { ApiError } from '../errors.ts'
+import { metrics } from '../metrics/gateway-metrics.ts'
 import { type MicroDiem, parseDiemBalance } from '../money/units.ts'
 import { UpstreamBodyTooLarge, upstreamRequest } from '../upstream/client.ts'
 import { upstreamKeyRejected } from './results.ts'
@@ -45,5 +47,8 @@ export async function checkUpstreamKey(
   }
   const balances = (body as { data?: { balances?: Record<string, unknown> } } | null)?.data?.balances
   if (!balances || typeof balances !== 'object') throw upstreamKeyRejected()
-  return parseDiemBalance(balances.DIEM)
+  if (balances.DIEM === undefined) return null
+  const balance = parseDiemBalance(balances.DIEM)
+  if (balance === null) metrics.unreadBalances.inc({ where: 'key_check' })
+  return balance
 }

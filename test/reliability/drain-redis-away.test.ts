@@ -3,10 +3,11 @@
 // when a gateway starts on it with Redis back, and a buffered answer the buyer never got (its clear
 // found no store: a 503) is charged nothing.
 import { afterAll, expect, test } from 'bun:test'
-import { mkdtempSync, readdirSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { auditAll } from '../../src/cli/audit.ts'
+import { EXIT_CLEARS_LOST } from '../../src/cli/serve.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { startSim } from '../../src/sim/server.ts'
 import { attemptRecord } from '../helpers/attempts.ts'
@@ -207,6 +208,79 @@ test('Redis that takes commands and never answers (paused) at SIGTERM: the stop 
     expect(Number(acct.spent)).toBeGreaterThan(0)
     expect(acct.spent).toBe((await attemptRecord(store, attempt)).costUsdc!)
     expect(await auditAll(store, keys)).toEqual([])
+  } finally {
+    proxy.stop()
+  }
+}, 90_000)
+
+/** A stream sent whole with Redis refusing connections at SIGTERM: the process's exit code and log. */
+async function stopWithStreamUnsent(env: Record<string, string>, beforeStop: () => void = () => {}) {
+  const prefix = testPrefix()
+  const proxy = await proxyFor(prefix)
+  try {
+    const { child, reader, first } = await servingStream(sim.url, GRACE_MS, {
+      prefix,
+      env: {
+        REDIS_URL: onTestDatabase(proxy.url),
+        SVC_STREAM_SETTLE_WAIT_MS: String(SETTLE_WAIT_MS),
+        LOG_LEVEL: 'info',
+        ...env,
+      },
+      logs: true,
+    })
+    beforeStop()
+    proxy.down()
+    child.kill('SIGTERM')
+    expect(await readAll(reader, first)).toContain('store_unavailable')
+    const [code, log] = await Promise.all([child.exited, logOf(child)])
+    return { code, log }
+  } finally {
+    proxy.stop()
+  }
+}
+
+test('a stream the buyer was sent while Redis is away at SIGTERM, with no SVC_JOURNAL_DIR: exit 3, the clear named lost', async () => {
+  const { code, log } = await stopWithStreamUnsent({})
+  expect(code).toBe(EXIT_CLEARS_LOST)
+  expect(log).toContain('"lostClears":1')
+}, 90_000)
+
+test('a stream the buyer was sent while Redis is away at SIGTERM, with an SVC_JOURNAL_DIR it cannot write: exit 3', async () => {
+  const dir = join(mkdtempSync(join(tmpdir(), 'svc-journal-')), 'journal')
+  const { code, log } = await stopWithStreamUnsent({ SVC_JOURNAL_DIR: dir }, () => {
+    // The directory the gateway started on is gone, a file in its place: nothing can be written there.
+    rmSync(dir, { recursive: true })
+    writeFileSync(dir, '')
+  })
+  expect(code).toBe(EXIT_CLEARS_LOST)
+  expect(log).toContain('"lostClears":1')
+  expect(readFileSync(dir, 'utf8')).toBe('')
+}, 90_000)
+
+test('Redis that takes commands and never answers at SIGTERM, nothing in flight: the stop ends, bounded, exit 0', async () => {
+  const prefix = testPrefix()
+  const proxy = await proxyFor(prefix)
+  const settleWaitMs = 1_000
+  const webhookTimeoutMs = 1_000
+  try {
+    const { child } = await serving(sim.url, 1_000, {
+      prefix,
+      env: {
+        REDIS_URL: onTestDatabase(proxy.url),
+        SVC_STREAM_SETTLE_WAIT_MS: String(settleWaitMs),
+        SVC_WEBHOOK_TIMEOUT_MS: String(webhookTimeoutMs),
+        // A reaper pass is in flight when Redis stops answering: the stop waits on it.
+        SVC_REAP_INTERVAL_MS: '100',
+      },
+    })
+    proxy.hold()
+    await proxy.held()
+    const signalled = Date.now()
+    child.kill('SIGTERM')
+    const exited = await Promise.race([child.exited, Bun.sleep(30_000).then(() => 'hung' as const)])
+    if (exited === 'hung') child.kill('SIGKILL')
+    expect(exited).toBe(0)
+    expect(Date.now() - signalled).toBeLessThan(settleWaitMs + 10_000)
   } finally {
     proxy.stop()
   }

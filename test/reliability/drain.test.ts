@@ -4,6 +4,7 @@
 import { afterAll, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
 import { auditAll } from '../../src/cli/audit.ts'
+import { EXIT_CLEARS_LOST } from '../../src/cli/serve.ts'
 import { SCRIPTS } from '../../src/redis/script-registry.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { startSim } from '../../src/sim/server.ts'
@@ -95,7 +96,8 @@ test('Redis away when the grace ends: the process still exits, and the next star
     })
     proxy.down()
     child.kill('SIGTERM')
-    expect(await child.exited).toBe(0)
+    // Content the buyer was sent whose clear is neither committed nor kept (no SVC_JOURNAL_DIR): said.
+    expect(await child.exited).toBe(EXIT_CLEARS_LOST)
     proxy.up()
     // Nothing was cleared: the hold is the lease's, and the next replica to start reaps it.
     const attempt = keys.attempt(`${supportReference}.1`)

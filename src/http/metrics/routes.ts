@@ -41,6 +41,7 @@ export function metricsRoutes(deps: {
           ...metrics.replayedVideoJobs.render(),
           ...metrics.unreplicatedClears.render(),
           ...metrics.clearReplicaWaits.render(),
+          ...metrics.unreadBalances.render(),
           ...renderGauge(
             'svc_holds_outstanding',
             'Admitted requests holding funds and capacity, all replicas',
