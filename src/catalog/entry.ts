@@ -42,11 +42,19 @@ export interface ExtendedRates extends TokenRates {
   contextTokenThreshold: number
 }
 
-/** Integer list prices, micro-DIEM: per million tokens for text, per unit for image and video. */
+/**
+ * A video model's prices, micro-DIEM per job, as the upstream's quote endpoint answered them (its
+ * `/models` lists none): by duration (`5s`), then by resolution, with `*` the most of any (audio on
+ * or off, each resolution), which holds a job that names no resolution or one not quoted.
+ */
+export type VideoPrices = Record<string, Record<string, number>>
+
+/** Integer list prices, micro-DIEM: per million tokens for text, per image, per video job. */
 export interface ModelPrices extends Partial<TokenRates> {
   extended?: ExtendedRates
   perImage?: number
-  perSecond?: number
+  /** Empty on a video model the sync has not priced (it is `coming_soon`). */
+  perVideo?: VideoPrices
 }
 
 /** A text model's prices, as billing reads them. */

@@ -1,7 +1,7 @@
-// Catalog sync: the upstream's `/models` -> Redis, at start and on an interval. A failed sync keeps
-// the catalog that is there; it never empties it. On the interval one replica syncs for the market:
-// the first to claim the period does it, so more replicas ask the upstream no more often; a failed
-// sync gives the claim back for another replica's turn.
+// Catalog sync: the upstream's `/models` (its video models priced by its quote endpoint) -> Redis,
+// at start and on an interval. A failed sync keeps the catalog that is there; it never empties it.
+// On the interval one replica syncs for the market: the first to claim the period does it, so more
+// replicas ask the upstream no more often; a failed sync gives the claim back for another's turn.
 import type { Logger } from 'pino'
 import { readCapped } from '../read-capped.ts'
 import type { Keyspace } from '../redis/keys.ts'
@@ -9,9 +9,11 @@ import type { Store } from '../redis/store.ts'
 import { type Every, onTimer } from '../timing/every.ts'
 import type { CatalogStore } from './store.ts'
 import { mapUpstreamModels } from './venice-mapping.ts'
+import { priceVideoModels } from './video-prices.ts'
 
 export interface CatalogSource {
   upstreamUrl: string
+  /** Sent to `/models`, and the key the video quotes are asked with (without it no video model is live). */
   upstreamApiKey?: string | undefined
   disabledModels: readonly string[]
   /** Told the disabled ids that name no model the upstream lists (the start's sync warns of them). */
@@ -33,7 +35,8 @@ export async function syncCatalog(store: CatalogStore, source: CatalogSource): P
     source.disabledModels,
     source.unmatchedDisabled,
   )
-  return store.replace(entries, source.upstreamUrl, ticket)
+  const known = source.upstreamApiKey ? undefined : await store.all()
+  return store.replace(await priceVideoModels(entries, source, known), source.upstreamUrl, ticket)
 }
 
 /** The most bytes a `/models` answer may have: a list past it is refused, unread past the cap. */

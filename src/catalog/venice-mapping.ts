@@ -1,5 +1,7 @@
 // Upstream (Venice-shaped) `/models` -> catalog entries. Priced and capped models are `live`, the
-// others `coming_soon`; offline, disabled, unknown-type and `svc/`-prefixed models are left off.
+// others `coming_soon`; offline, disabled, unknown-type and `svc/`-prefixed models are left off. A
+// video model is listed with no price (`/models` publishes none): the sync asks the upstream's
+// quote endpoint for its prices (video-prices.ts), and only then is it live.
 import { formatMicros, parseMicros } from '../money/units.ts'
 import {
   bareModelId,
@@ -130,11 +132,11 @@ function textPrices(model: UpstreamModel): { prices: ModelPrices; pricing: Catal
   return { prices, pricing }
 }
 
-function unitPrice(model: UpstreamModel, field: string, unit: 'image' | 'second') {
+function unitPrice(model: UpstreamModel, field: string) {
   const value = price(model.model_spec?.pricing?.[field])
   if (value === undefined || value === 0) return null
-  const prices: ModelPrices = unit === 'image' ? { perImage: value } : { perSecond: value }
-  return { prices, pricing: { currency: 'USD', unit, generation: formatMicros(value) } }
+  const prices: ModelPrices = { perImage: value }
+  return { prices, pricing: { currency: 'USD', unit: 'image', generation: formatMicros(value) } }
 }
 
 /**
@@ -144,7 +146,7 @@ function unitPrice(model: UpstreamModel, field: string, unit: 'image' | 'second'
 function imagePrice(model: UpstreamModel) {
   const pricing = model.model_spec?.pricing
   if (pricing?.resolutions != null || pricing?.quality != null) return null
-  return unitPrice(model, 'generation', 'image')
+  return unitPrice(model, 'generation')
 }
 
 export function mapUpstreamModel(model: UpstreamModel): CatalogEntry | null {
@@ -156,12 +158,7 @@ export function mapUpstreamModel(model: UpstreamModel): CatalogEntry | null {
   const spec = model.model_spec
   if (spec.offline === true) return null
 
-  const priced =
-    modality === 'text'
-      ? textPrices(model)
-      : modality === 'image'
-        ? imagePrice(model)
-        : unitPrice(model, 'per_second', 'second')
+  const priced = modality === 'text' ? textPrices(model) : modality === 'image' ? imagePrice(model) : null
 
   const row: CatalogRow = {
     id: model.id,
@@ -179,7 +176,8 @@ export function mapUpstreamModel(model: UpstreamModel): CatalogEntry | null {
   const maxCompletion = positiveInt(spec.maxCompletionTokens)
   if (context) row.context_length = context
   if (maxCompletion) row.max_completion_tokens = maxCompletion
-  return { row, prices: priced ? priced.prices : null }
+  // A video model awaits the prices its quotes give it (an empty table), `coming_soon` until then.
+  return { row, prices: priced ? priced.prices : modality === 'video' ? { perVideo: {} } : null }
 }
 
 /**
@@ -200,8 +198,16 @@ const foldedId = (id: string) => id.trim().toLowerCase()
 /** What billing reads of an entry: ids folded together that differ in it bill at an unknown price. */
 function billingOf(entry: CatalogEntry | null): string {
   if (!entry) return 'null'
-  const { modality, context_length, max_completion_tokens } = entry.row
-  return JSON.stringify([entry.prices, modality, context_length ?? null, max_completion_tokens ?? null])
+  const { modality, context_length, max_completion_tokens, constraints, capabilities } = entry.row
+  // A video model's prices are quoted for the durations, resolutions and audio it lists.
+  const quoted = modality === 'video' ? [constraints ?? null, capabilities.supportsAudio ?? null] : null
+  return JSON.stringify([
+    entry.prices,
+    modality,
+    context_length ?? null,
+    max_completion_tokens ?? null,
+    quoted,
+  ])
 }
 
 /** The folded ids whose spellings on the list bill differently. */

@@ -20,6 +20,8 @@ export async function demo(): Promise<void> {
     SVC_ADMIN_TOKEN: process.env.SVC_ADMIN_TOKEN ?? `demo_${randomBytes(24).toString('hex')}`,
     SVC_MASTER_KEY: process.env.SVC_MASTER_KEY ?? randomBytes(32).toString('hex'),
     SVC_UPSTREAM_URL: sim.url,
+    // The simulated upstream's key the catalog asks its video quotes with.
+    SVC_UPSTREAM_API_KEY: process.env.SVC_UPSTREAM_API_KEY ?? 'demo-catalog',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
   }
   // A bad environment or a start that fails (the port taken) must not leave the temporary

@@ -67,6 +67,8 @@ export interface UpstreamJob {
   leaseMs?: number
   /** The chat request this job sends, when it is one. */
   chat?: ValidChat
+  /** Asked with the admitted key before the call (video: its quote); its failure is one before any byte. */
+  before?: (admission: Admission, apiKey: string, signal: AbortSignal) => Promise<SupplierFailure | null>
   /**
    * The same job asking for less, when the balance (`confirmed` micro-USDC at `askCents`) cannot
    * hold all it asks for; null when it cannot be made to fit.
@@ -244,10 +246,13 @@ async function callAdmitted(
   failed: string[],
   bodyText: string,
 ): Promise<Dispatched | SupplierFailure> {
+  const apiKey = deps.upstreamKeys.open(admission.upstreamKeyEnc)
+  const refused = await job.before?.(admission, apiKey, req.signal)
+  if (refused) return refused
   const started = performance.now()
   const outcome = await callSupplier({
     baseUrl: admission.upstreamBaseUrl,
-    apiKey: deps.upstreamKeys.open(admission.upstreamKeyEnc),
+    apiKey,
     path: job.path,
     body: bodyText,
     stream: job.stream,

@@ -3,7 +3,7 @@
 // job record ties the buyer's job id to its attempt and the supplier's queue id; the money moves
 // only through the idempotent clear and release scripts, so racing polls charge once.
 import { type Resent, type WrittenOn, writtenOn } from '../market/clear-journal.ts'
-import type { MicroUsdc } from '../money/units.ts'
+import type { MicroDiem, MicroUsdc } from '../money/units.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 
@@ -16,8 +16,10 @@ export interface VideoJob {
   accountId: string
   model: string
   seconds: number
-  /** The job's burn, micro-DIEM: the catalog's per-second price x seconds. */
+  /** The job's burn, micro-DIEM: its quote by the admitted key, rounded down (at most its hold). */
   burn: number
+  /** The admission's hold, micro-DIEM: the catalog's quoted price. Absent on an earlier build's job (= burn). */
+  holdDiem?: MicroDiem
   offerId: string
   upstreamBaseUrl: string
   /** Sealed, as on the offer. */
@@ -71,6 +73,7 @@ export class VideoJobs {
       preBalance: Number(raw.preBalance),
       createdAt: Number(raw.createdAt),
       expiresAt: Number(raw.expiresAt),
+      ...(raw.holdDiem !== undefined ? { holdDiem: Number(raw.holdDiem) as MicroDiem } : {}),
       ...(raw.askCents !== undefined ? { askCents: Number(raw.askCents) } : {}),
       ...(raw.holdUsdc !== undefined ? { holdUsdc: Number(raw.holdUsdc) as MicroUsdc } : {}),
       ...(raw.upstreamGen !== undefined ? { upstreamGen: Number(raw.upstreamGen) } : {}),

@@ -1,12 +1,12 @@
-// A video request, validated and admitted: a live video model, its duration, the worst-case burn
-// (the catalog's per-second price x seconds) and the body the supplier's queue receives.
+// A video request, validated and admitted: a live video model, its duration, the hold (the
+// catalog's quoted price of the job's duration at its resolution, or the most of any resolution when
+// it names none the catalog has) and the body the supplier's queue receives. The burn is the job's
+// own quote, asked of the admitted key right before its queue (video-service.ts).
 import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
-
-const MAX_SECONDS = 60
 
 /** Venice's fields; others (resolution, aspect_ratio ...) pass through to the supplier. */
 export const videoBodySchema = t.Object(
@@ -28,21 +28,25 @@ export interface ValidVideo {
 }
 
 export function validateVideo(body: VideoBody, entry: CatalogEntry | undefined): ValidVideo {
-  const { row, prices } = callableModel(entry, body.model, 'video', ['perSecond'])
+  const { row, prices } = callableModel(entry, body.model, 'video', ['perVideo'])
   const seconds = typeof body.duration === 'number' ? body.duration : Number(body.duration.slice(0, -1))
-  // The upstream's constraint, read only when it is a list: a lying shape is not the buyer's 500.
-  const durations = row.constraints?.durations
-  const allowed = Array.isArray(durations) ? durations.map((d) => Number.parseInt(String(d), 10)) : undefined
-  if (seconds < 1 || seconds > MAX_SECONDS || (allowed && !allowed.includes(seconds))) {
+  const table = prices.perVideo
+  const byResolution = Object.hasOwn(table, `${seconds}s`) ? table[`${seconds}s`] : undefined
+  if (!byResolution) {
     throw badRequest(
-      `duration must be one of ${allowed ? allowed.map((d) => `${d}s`).join(', ') : `1s to ${MAX_SECONDS}s`} for ${row.id}`,
+      `duration must be one of ${Object.keys(table).join(', ')} for ${row.id}`,
       'invalid_duration',
     )
   }
+  const resolution = (body as Record<string, unknown>).resolution
+  const named = typeof resolution === 'string' && Object.hasOwn(byResolution, resolution)
+  const hold = named ? byResolution[resolution] : byResolution['*']
+  if (!Number.isSafeInteger(hold) || hold! <= 0)
+    throw badRequest(`model '${row.id}' is not live yet`, 'model_not_live')
   return {
     modelId: row.id,
     seconds,
-    holdDiem: (prices.perSecond * seconds) as MicroDiem,
+    holdDiem: hold as MicroDiem,
     upstreamBody: { ...body, model: row.id, duration: `${seconds}s` },
   }
 }

@@ -1,6 +1,7 @@
-// Video, after Venice's flow, as a service: a no-wait quote; a queued job whose hold lives until it
-// is retrieved (cleared on the first MP4), refunded (the supplier failed it) or expired (both
-// released in full). The routes only shape the answers.
+// Video, after Venice's flow, as a service: a no-wait quote (the catalog's quoted price); a queued
+// job, held at that price and burned at what the admitted key's own quote says it is billed, whose
+// hold lives until it is retrieved (cleared on the first MP4), refunded (the supplier failed it) or
+// expired (both released in full). The routes only shape the answers.
 import { ApiError, notFound } from '../errors.ts'
 import { type Clearing, ClearingError } from '../market/clearing.ts'
 import { refusalError } from '../market/refusal-errors.ts'
@@ -12,6 +13,7 @@ import { clearBurn } from './clear-usage.ts'
 import type { Requester } from './dispatch.ts'
 import type { InferenceCall, InferenceService } from './service.ts'
 import { type VideoJob, type VideoJobState, VideoJobs } from './video-jobs.ts'
+import { quoteForKey } from './video-quote.ts'
 import { type ValidVideo, type VideoBody, validateVideo } from './video-request.ts'
 
 const gone = (code: string, message: string) =>
@@ -41,12 +43,14 @@ export class VideoService {
   private readonly ttlMs: number
   /** The clock a job's expiry is read on (a test moves it instead of waiting out the TTL). */
   private readonly now: () => number
+  private readonly timeoutMs: number
 
   constructor(private readonly inference: InferenceService) {
     const { deps } = inference
     this.jobs = new VideoJobs(deps.store, deps.keys)
     this.ttlMs = deps.config.inference.videoJobTtlMs
     this.now = deps.config.inference.videoClock ?? Date.now
+    this.timeoutMs = deps.config.inference.upstreamTimeoutMs
   }
 
   private async validate(body: VideoBody): Promise<ValidVideo> {
@@ -77,6 +81,7 @@ export class VideoService {
     // Read before admission: the job's lease runs its TTL from admission, so the job's own expiry
     // counted from here ends first, and the reaper never takes the hold of a job still answering.
     const now = this.now()
+    const burns = new Map<string, MicroDiem>()
     const dispatched = await this.inference.dispatch(call, requester, {
       modelId: video.modelId,
       holdDiem: video.holdDiem,
@@ -84,10 +89,17 @@ export class VideoService {
       body: video.upstreamBody,
       stream: false,
       isComplete: (json) => typeof json.queue_id === 'string',
+      before: async (admission, apiKey, signal) => {
+        const quoted = await quoteForKey(video, admission.upstreamBaseUrl, apiKey, signal, this.timeoutMs)
+        if (quoted.ok) burns.set(admission.attemptId, quoted.burn)
+        return quoted.ok ? null : quoted
+      },
       // The hold lives until the job is retrieved, refunded or expired.
       leaseMs: this.ttlMs,
     })
     const { admission } = dispatched
+    // Set by the quote that let this attempt's queue go.
+    const burn = burns.get(admission.attemptId)!
     // The job's own lease (its time to live) holds it from here until it is retrieved.
     this.inference.renewer.remove(admission.attemptId)
     const job: VideoJob = {
@@ -97,7 +109,8 @@ export class VideoService {
       accountId: requester.accountId,
       model: video.modelId,
       seconds: video.seconds,
-      burn: video.holdDiem,
+      burn,
+      holdDiem: video.holdDiem,
       offerId: admission.offerId,
       upstreamBaseUrl: admission.upstreamBaseUrl,
       upstreamKeyEnc: admission.upstreamKeyEnc,
@@ -232,8 +245,8 @@ export class VideoService {
       try {
         clearing = await clearBurn(
           this.inference.clearDeps,
-          // The admission as admit answered it: its hold was the job's burn.
-          { ...job, holdDiem: job.burn as MicroDiem },
+          // The admission as admit answered it (an earlier build's job held its burn).
+          { ...job, holdDiem: (job.holdDiem ?? job.burn) as MicroDiem },
           job.preBalance < 0 ? null : (job.preBalance as MicroDiem),
           job.burn as MicroDiem,
           { inputTokens: 0, outputTokens: job.seconds, estimated: false, outcome: 'completed' },

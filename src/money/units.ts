@@ -89,3 +89,22 @@ export function billBurn(terms: readonly (readonly [number, number])[]): MicroDi
 export function costAtAsk(burn: MicroDiem, askCents: number): MicroUsdc {
   return mulDivCeil(burn, askCents, 100) as MicroUsdc
 }
+
+/**
+ * A USD (= DIEM) amount an upstream answers as a JSON number, in micro units rounded `up` or `down`
+ * past the sixth decimal (exactly, from the number's shortest decimal form); null for anything but
+ * a finite non-negative number at most `maxMicros`.
+ */
+export function usdNumberToMicros(value: unknown, round: 'up' | 'down', maxMicros: number): number | null {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return null
+  if (value > maxMicros / MICROS_PER_UNIT) return null
+  // Shortest form: digits and a decimal exponent (0.35 -> 35e-2, 1e-7 -> 1e-7).
+  const [mantissa = '0', exponent = '0'] = String(value).split('e')
+  const [whole = '0', fraction = ''] = mantissa.split('.')
+  const digits = BigInt(whole + fraction)
+  const shift = 6 - fraction.length + Number(exponent)
+  if (shift >= 0) return Number(digits * 10n ** BigInt(shift))
+  const divisor = 10n ** BigInt(-shift)
+  const micros = digits / divisor
+  return Number(round === 'up' && micros * divisor < digits ? micros + 1n : micros)
+}

@@ -18,7 +18,7 @@ export interface ExtendedPricing {
   cache_write?: ListPrice
 }
 
-/** `model_spec.pricing`: tokens for text, `generation` for image, `per_second` for video. */
+/** `model_spec.pricing`: tokens for text, `generation` for image; none for video (its quote prices it). */
 export type SimPricing = {
   input?: ListPrice
   output?: ListPrice
@@ -26,7 +26,6 @@ export type SimPricing = {
   cache_write?: ListPrice
   extended?: ExtendedPricing
   generation?: ListPrice
-  per_second?: ListPrice
 }
 
 export interface VeniceModel {
@@ -177,7 +176,6 @@ export const SIM_MODELS: VeniceModel[] = [
         resolutions: ['480p', '720p'],
         aspectRatios: ['16:9', '9:16'],
       },
-      pricing: { per_second: { usd: 0.05, diem: 0.05 } },
     },
   },
 ]

@@ -317,6 +317,7 @@ export function startSim(
       const path = url.pathname.replace(/^\/api\/v1(?=\/)/, '')
       if (path === '/models' && request.method === 'GET') return listModels(url)
       if (path === '/chat/completions' && request.method === 'POST') return chat(request)
+      if (path === '/video/quote' && request.method === 'POST') return video.quote(request)
       if (path === '/video/queue' && request.method === 'POST') return video.queue(request)
       if (path === '/video/retrieve' && request.method === 'POST') return video.retrieve(request)
       if (path === '/images/generations' && request.method === 'POST') {

@@ -1,10 +1,12 @@
-// The simulated supplier's video queue, after Venice's flow: POST /video/queue takes a job and
-// debits its list price; POST /video/retrieve answers its status while it runs, then a tiny MP4.
-// A job may fail (the `job_fail` fault: its DIEM is refunded) or expire (then: not found).
-import { formatMicros, parseMicros } from '../money/units.ts'
+// The simulated supplier's video queue, after Venice's flow: POST /video/quote prices a job (no
+// charge, no job); POST /video/queue takes a job and debits exactly what its quote says; POST
+// /video/retrieve answers its status while it runs, then a tiny MP4. A job may fail (the
+// `job_fail` fault: its DIEM is refunded) or expire (then: not found).
+import { formatMicros } from '../money/units.ts'
 import { authenticate, json, preflight, veniceError } from './http.ts'
 import type { SimKeyState, SimKeys } from './keys.ts'
 import { findSimModel } from './models.ts'
+import { quoteNumber, type SimVideoParams, simVideoPrice } from './video-prices.ts'
 
 // The smallest ISO media file players accept as MP4: an `ftyp` box and an empty `mdat` box.
 export const TINY_MP4 = new Uint8Array([
@@ -28,20 +30,14 @@ interface Job {
   refunded: boolean
 }
 
-/** Seconds of a Venice duration (`5s`, `10s`) or a plain number of seconds. */
-export function durationSeconds(value: unknown): number | null {
-  const text = typeof value === 'number' ? String(value) : typeof value === 'string' ? value : ''
-  const match = /^(\d{1,3})s?$/.exec(text)
-  return match ? Number(match[1]) : null
-}
-
 export function videoQueue(keys: SimKeys, timing: VideoTiming) {
   const jobs = new Map<string, Job>()
 
-  async function queue(request: Request): Promise<Response> {
+  /** The caller's key and the job it describes, priced; or Venice's error. */
+  async function priced(request: Request) {
     const caller = authenticate(keys, request)
     if (caller instanceof Response) return caller
-    let body: { model?: unknown; prompt?: unknown; duration?: unknown }
+    let body: SimVideoParams & { model?: unknown; prompt?: unknown }
     try {
       body = (await request.json()) as typeof body
     } catch {
@@ -49,14 +45,28 @@ export function videoQueue(keys: SimKeys, timing: VideoTiming) {
     }
     const model = typeof body?.model === 'string' ? findSimModel(body.model) : undefined
     if (model?.type !== 'video') return veniceError(404, 'Specified model not found')
-    const seconds = durationSeconds(body.duration)
-    if (typeof body.prompt !== 'string' || body.prompt === '' || seconds === null || seconds === 0) {
+    const price = simVideoPrice(model, body)
+    if ('error' in price) return veniceError(400, price.error)
+    return { caller, body, model, price }
+  }
+
+  /** The job's price in USD: no charge, no job, no fault (a quote is not a job). */
+  async function quote(request: Request): Promise<Response> {
+    const job = await priced(request)
+    if (job instanceof Response) return job
+    return json(200, { quote: quoteNumber(job.price.micros) })
+  }
+
+  async function queue(request: Request): Promise<Response> {
+    const job = await priced(request)
+    if (job instanceof Response) return job
+    const { caller, body, model, price } = job
+    if (typeof body.prompt !== 'string' || body.prompt === '') {
       return veniceError(400, 'prompt and duration are required')
     }
     const admitted = preflight(keys, caller, request)
     if (admitted instanceof Response) return admitted
-    const perSecond = parseMicros(model.model_spec.pricing?.per_second?.diem ?? 0) ?? 0
-    const debited = keys.debit(admitted.key, perSecond * seconds)
+    const debited = keys.debit(admitted.key, price.micros)
     const queueId = crypto.randomUUID()
     jobs.set(queueId, {
       key: admitted.key,
@@ -105,5 +115,5 @@ export function videoQueue(keys: SimKeys, timing: VideoTiming) {
     })
   }
 
-  return { queue, retrieve }
+  return { quote, queue, retrieve }
 }

@@ -136,7 +136,9 @@ describe('catalog mapping', () => {
     })
     expect(image.prices).toEqual({ perImage: 10_000 })
     const video = mapUpstreamModel({ id: 'v', type: 'video', model_spec: {} })!
+    // No price in the list: coming_soon until the sync's quotes price it (video-prices.ts).
     expect(video.row).toMatchObject({ status: 'coming_soon', modality: 'video' })
+    expect(video.prices).toEqual({ perVideo: {} })
   })
 
   test('an image model priced by resolution or quality tiers is not billed at its flat price', () => {

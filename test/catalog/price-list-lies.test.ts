@@ -1,11 +1,12 @@
 // An upstream price list that lies or changes moves no money wrongly: a slower, older sync never
 // overwrites a newer list; an id listed twice with different rows is coming_soon, never billed at
 // whichever copy came last; an empty or enormous list, or one with no readable model, keeps the
-// catalog there; a video model whose constraints lie is a 400.
+// catalog there; a video model whose constraints lie is not live, and its job a 400.
 import { afterAll, expect, test } from 'bun:test'
 import { CatalogStore } from '../../src/catalog/store.ts'
 import { syncCatalog } from '../../src/catalog/sync.ts'
 import { mapUpstreamModel, mapUpstreamModels } from '../../src/catalog/venice-mapping.ts'
+import { priceVideoModels } from '../../src/catalog/video-prices.ts'
 import { ApiError } from '../../src/errors.ts'
 import { validateVideo } from '../../src/inference/video-request.ts'
 import { marketFixture } from '../helpers/market.ts'
@@ -172,21 +173,25 @@ test('a list whose every model the upstream says is offline is written: no model
   ).toEqual([])
 })
 
-test("a video model whose constraints lie is a 400, not the gateway's 500", () => {
+test("a video model whose constraints lie is not live; its job is a 400, not the gateway's 500", async () => {
   const entry = mapUpstreamModel({
     id: 'v',
     type: 'video',
-    model_spec: { pricing: { per_second: { diem: 0.1 } }, constraints: { durations: '5s' } },
+    model_spec: { constraints: { durations: '5s' } },
   })!
-  expect(entry.row.status).toBe('live')
-  let thrown: unknown
-  try {
-    validateVideo({ model: 'v', prompt: 'p', duration: '5s' }, entry)
-  } catch (error) {
-    thrown = error
+  expect(entry.row.status).toBe('coming_soon')
+  // Its quotes cannot even be asked for: it stays off live whatever the upstream would quote.
+  const [priced] = await priceVideoModels([entry], { upstreamUrl: 'http://127.0.0.1:9', upstreamApiKey: 'k' })
+  expect(priced!.row.status).toBe('coming_soon')
+  expect(() => validateVideo({ model: 'v', prompt: 'p', duration: '5s' }, priced)).toThrow(ApiError)
+  // A live table asked for a resolution named as an object's own field: the most of any, never a prototype's.
+  const live = {
+    row: { ...entry.row, status: 'live' as const },
+    prices: { perVideo: { '5s': { '720p': 5, '*': 5 } } },
   }
-  // Either accepted or refused as a client error; never a TypeError from the upstream's shape.
-  if (thrown !== undefined) expect(thrown).toBeInstanceOf(ApiError)
+  const body = { model: 'v', prompt: 'p', duration: '5s', resolution: 'constructor' }
+  expect(validateVideo(body, live).holdDiem).toBe(5 as never)
+  expect(() => validateVideo({ ...body, duration: '7s' }, live)).toThrow(ApiError)
 })
 
 test('a list too large to hold is refused and the catalog there kept', async () => {

@@ -31,6 +31,8 @@ export async function serving(
       SVC_ADMIN_TOKEN: admin,
       SVC_MASTER_KEY: randomBytes(32).toString('hex'),
       SVC_UPSTREAM_URL: upstreamUrl,
+      // The key the catalog sync asks the video quotes with, as every test stack's.
+      SVC_UPSTREAM_API_KEY: 'test-catalog-key',
       SVC_SHUTDOWN_GRACE_MS: String(graceMs),
       LOG_LEVEL: 'warn',
       ...options.env,

@@ -96,6 +96,8 @@ export async function startStack(
     SVC_ADMIN_TOKEN: `test-admin-${randomBytes(16).toString('hex')}`,
     SVC_MASTER_KEY: randomBytes(32).toString('hex'),
     SVC_UPSTREAM_URL: sim.url,
+    // The key the catalog sync asks the video quotes with: without one no video model is live.
+    SVC_UPSTREAM_API_KEY: 'test-catalog-key',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     ...options.env,
   })

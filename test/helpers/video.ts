@@ -26,7 +26,7 @@ export interface GatedVideoSupplier {
   stop(): void
 }
 
-/** Queues every job as `q-1`; retrieve number `n` (from 1) gets `answer(n)`, the first once the gate opens. */
+/** Quotes every job at $0.25 and queues it as `q-1`; retrieve number `n` (from 1) gets `answer(n)`, the first once the gate opens. */
 export function gatedVideoSupplier(answer: (n: number) => Response): GatedVideoSupplier {
   let retrieves = 0
   let openGate: () => void = () => {}
@@ -34,8 +34,10 @@ export function gatedVideoSupplier(answer: (n: number) => Response): GatedVideoS
     hostname: '127.0.0.1',
     port: 0,
     fetch: async (request) => {
-      if (new URL(request.url).pathname === '/video/queue')
-        return Response.json({ model: 'wan-2.1-video', queue_id: 'q-1' })
+      const path = new URL(request.url).pathname
+      // The simulated supplier's price of the tests' 5 s job.
+      if (path === '/video/quote') return videoQuote()
+      if (path === '/video/queue') return Response.json({ model: 'wan-2.1-video', queue_id: 'q-1' })
       const n = ++retrieves
       if (n === 1)
         await new Promise<void>((resolve) => {
@@ -51,6 +53,9 @@ export function gatedVideoSupplier(answer: (n: number) => Response): GatedVideoS
     stop: () => server.stop(true),
   }
 }
+
+/** The upstream's quote of the tests' 5 s job at the simulated supplier's price ($0.25). */
+export const videoQuote = () => Response.json({ quote: 0.25 })
 
 /** A supplier's finished job. */
 export const videoMp4 = () => new Response(TINY_MP4, { headers: { 'content-type': 'video/mp4' } })

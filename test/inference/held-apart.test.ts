@@ -256,6 +256,8 @@ describe('the request path held apart', () => {
         SVC_ADMIN_TOKEN: stack.config.adminToken,
         SVC_MASTER_KEY: Buffer.from(stack.config.masterKey).toString('hex'),
         SVC_UPSTREAM_URL: stack.sim.url,
+        // Its catalog sync prices the video models as the stack's does.
+        SVC_UPSTREAM_API_KEY: stack.config.upstreamApiKey!,
         // Renewed while its call runs, the lease runs out only after the kill: long enough that a
         // first request stalled on a busy machine is not reaped before its clear.
         SVC_LEASE_SECONDS: '15',

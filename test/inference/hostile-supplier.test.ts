@@ -693,9 +693,11 @@ describe('video retrieve', () => {
   /** A job queued on the hostile supplier: its id and the hold it took. */
   async function queued(retrieve: HostileAnswer) {
     answer = (call) =>
-      call.path === '/video/queue'
-        ? wholeAnswer(200, JSON.stringify({ model: 'wan-2.1-video', queue_id: 'q-1' }))
-        : retrieve
+      call.path === '/video/quote'
+        ? wholeAnswer(200, JSON.stringify({ quote: 0.25 }))
+        : call.path === '/video/queue'
+          ? wholeAnswer(200, JSON.stringify({ model: 'wan-2.1-video', queue_id: 'q-1' }))
+          : retrieve
     const before = await balances(stack, buyer.accountId)
     const response = await post('/v1/video/queue', {
       model: 'wan-2.1-video',

@@ -8,6 +8,7 @@ import { TINY_MP4 } from '../../src/sim/video.ts'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { videoQuote } from '../helpers/video.ts'
 
 let stack: TestStack
 let supplier: Server<undefined>
@@ -20,10 +21,13 @@ beforeAll(async () => {
   supplier = Bun.serve({
     hostname: '127.0.0.1',
     port: 0,
-    fetch: (request) =>
-      new URL(request.url).pathname === '/video/queue'
+    fetch: (request) => {
+      const path = new URL(request.url).pathname
+      if (path === '/video/quote') return videoQuote()
+      return path === '/video/queue'
         ? Response.json({ model: 'wan-2.1-video', queue_id: crypto.randomUUID() })
-        : retrieveAnswer(),
+        : retrieveAnswer()
+    },
   })
   stack = await startStack({ env: { SVC_OFFER_COOLDOWN_MS: '0' } })
   await postOffer(stack, `http://127.0.0.1:${supplier.port}`, 40)

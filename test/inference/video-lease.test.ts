@@ -7,6 +7,7 @@ import type { Server } from 'bun'
 import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer } from '../helpers/buyers.ts'
 import { startStack, type TestStack } from '../helpers/stack.ts'
+import { videoQuote } from '../helpers/video.ts'
 import { until } from '../helpers/wait.ts'
 
 let stack: TestStack
@@ -18,7 +19,8 @@ beforeAll(async () => {
   supplier = Bun.serve({
     hostname: '127.0.0.1',
     port: 0,
-    fetch: async () => {
+    fetch: async (request) => {
+      if (new URL(request.url).pathname === '/video/quote') return videoQuote()
       // The queue call returns when the test says: a supplier that takes its time to accept.
       await new Promise<void>((resolve) => {
         openGate = resolve

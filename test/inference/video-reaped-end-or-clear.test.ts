@@ -14,6 +14,7 @@ import { keyFetch, type TestAccount } from '../helpers/accounts.ts'
 import { balances, fundedBuyer, postOffer } from '../helpers/buyers.ts'
 import { watchCommands } from '../helpers/monitor.ts'
 import { ownRedis, startStack, type TestStack, testRedisUrl } from '../helpers/stack.ts'
+import { videoQuote } from '../helpers/video.ts'
 import { until } from '../helpers/wait.ts'
 
 // The file pauses its server's writes: a server (or Cluster) of its own.
@@ -36,6 +37,7 @@ beforeAll(async () => {
     port: 0,
     fetch: async (request) => {
       const body = (await request.json()) as { queue_id?: string }
+      if (new URL(request.url).pathname === '/video/quote') return videoQuote()
       if (new URL(request.url).pathname === '/video/queue') {
         queued += 1
         return Response.json({ model: 'wan-2.1-video', queue_id: `q-${queued}` })

@@ -136,7 +136,7 @@ export const OPERATIONS: Record<string, Operation> = {
   },
   'POST /v1/video/queue': {
     summary:
-      'Queue a video job: the worst case (per-second price x duration at the ask) is held until it is retrieved',
+      "Queue a video job: the catalog's quoted price at the ask is held until it is retrieved; the burn is the supplier key's own quote",
     tags: ['inference'],
     security: 'apiKey',
     ok: ok('The queued job (id, status, heldUsdc, clearingPriceCents)', '200', {
