@@ -22,6 +22,7 @@ import {
 } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { shortMessage } from '../logger.ts'
+import { answersForChain } from './on-chain.ts'
 import type { HeldTurn, SendTurns } from './sender-lock.ts'
 import { type ClaimOf, type ReplaceOptions, replaceDue } from './unmined.ts'
 
@@ -31,6 +32,7 @@ export class NotSent extends Error {}
 export class Relayer {
   readonly account: PrivateKeyAccount
   private readonly wallet
+  private readonly chainId: number
   private tail: Promise<unknown> = Promise.resolve()
   private nextNonce: number | undefined
   /** When this process last tried to raise each unmined nonce. */
@@ -44,6 +46,7 @@ export class Relayer {
     private readonly replace?: ReplaceOptions,
   ) {
     this.account = privateKeyToAccount(privateKey)
+    this.chainId = chain.id
     this.wallet = createWalletClient({ account: this.account, chain, transport: http(rpcUrl) })
   }
 
@@ -86,10 +89,7 @@ export class Relayer {
     // below the floor the last sender left.
     let nonce = turn ? undefined : this.nextNonce
     if (nonce === undefined) {
-      const pending = await this.client.getTransactionCount({
-        address: this.account.address,
-        blockTag: 'pending',
-      })
+      const pending = await this.pendingCount()
       if (turn && turn.floor > pending) await this.resend(turn, pending)
       nonce = Math.max(turn?.floor ?? 0, pending)
     }
@@ -132,6 +132,22 @@ export class Relayer {
   }
 
   /**
+   * The key's pending count, read between two answers that the node is the chain's: another
+   * chain's count is a nonce already mined here, or one past a gap every later send waits behind.
+   */
+  private async pendingCount(): Promise<number> {
+    const what = 'relayer RPC answers for another chain: the send is refused unsigned'
+    const onChain = () => answersForChain(this.client, this.chainId, this.replace?.logger, what)
+    if (!(await onChain())) throw new NotSent('the relayer RPC answers for another chain')
+    const pending = await this.client.getTransactionCount({
+      address: this.account.address,
+      blockTag: 'pending',
+    })
+    if (!(await onChain())) throw new NotSent('the relayer RPC answers for another chain')
+    return pending
+  }
+
+  /**
    * Signs again with higher fees, or cancels, every send of the key left unmined (unmined.ts),
    * whichever replica sent it; `claimOf` records a replacement's hash on its claim. Queued with this
    * process's sends.
@@ -139,7 +155,13 @@ export class Relayer {
   replaceUnmined(turns: SendTurns, claimOf?: ClaimOf): Promise<number> {
     const replace = this.replace
     if (!replace) return Promise.resolve(0)
-    const deps = { account: this.account, client: this.client, options: replace, tried: this.tried }
+    const deps = {
+      account: this.account,
+      client: this.client,
+      options: replace,
+      tried: this.tried,
+      chainId: this.chainId,
+    }
     const run = this.tail.then(() => replaceDue(deps, turns, claimOf))
     this.tail = run.catch(() => {})
     return run
@@ -166,8 +188,7 @@ export class Relayer {
    * new hash is not the claim's: the reconciler finds the transfer by its authorization.
    */
   private async signAgain(turn: HeldTurn, kept: Hex[]): Promise<void> {
-    const pendingCount = () =>
-      this.client.getTransactionCount({ address: this.account.address, blockTag: 'pending' })
+    const pendingCount = () => this.pendingCount()
     for (let count = await pendingCount(); count < turn.floor; ) {
       const old = kept.map((bytes) => parseTransaction(bytes)).find((tx) => tx.nonce === count)
       if (!old?.to || old.gas === undefined) return

@@ -7,9 +7,22 @@
 // gone (released: its authorization expired unused), or, with no claim to ask, unmined past the
 // authorization's longest life while the ceiling refuses a raise, can never move money: it is
 // cancelled, so the sends after it move.
+// The node's word decides which sends are unmined, so it is asked which chain it is before the
+// count and again before each send is raised or cancelled (a balancer may move between any two
+// calls): another chain's count would forget a stuck send here (a higher one) or raise a mined one
+// (a lower one). The count is read under the turn, and a send whose own bytes have a receipt is
+// mined whatever a node behind counts.
 import type { Logger } from 'pino'
-import { type Hex, keccak256, type PrivateKeyAccount, type PublicClient, parseTransaction } from 'viem'
+import {
+  type Hex,
+  keccak256,
+  type PrivateKeyAccount,
+  type PublicClient,
+  parseTransaction,
+  TransactionReceiptNotFoundError,
+} from 'viem'
 import { redactUrls, shortMessage } from '../logger.ts'
+import { answersForChain } from './on-chain.ts'
 import { AboveFeeCeiling, isCancel, type Replacement, signCancel, signReplacement } from './replacement.ts'
 import type { HeldTurn, SendTurns } from './sender-lock.ts'
 
@@ -38,6 +51,8 @@ export interface UnminedDeps {
   options: ReplaceOptions
   /** When this process last tried each nonce: a refused raise leaves Redis as it was. */
   tried: Map<number, number>
+  /** The chain the key's sends are signed for. */
+  chainId: number
 }
 
 /**
@@ -46,7 +61,7 @@ export interface UnminedDeps {
  * how many replacements and cancels were sent.
  */
 export async function replaceDue(deps: UnminedDeps, turns: SendTurns, claimOf?: ClaimOf): Promise<number> {
-  const { account, client, options, tried } = deps
+  const { options, tried } = deps
   const due = (times: Map<number, number>, from: number) => {
     const now = Date.now()
     return [...times]
@@ -54,10 +69,10 @@ export async function replaceDue(deps: UnminedDeps, turns: SendTurns, claimOf?: 
       .sort(([a], [b]) => a - b)
   }
   if (due(await turns.unmined(), 0).length === 0) return 0
-  const mined = await client.getTransactionCount({ address: account.address, blockTag: 'latest' })
-  await turns.mined(mined)
-  for (const nonce of tried.keys()) if (nonce < mined) tried.delete(nonce)
-  if (due(await turns.unmined(), mined).length === 0) return 0
+  const before = await minedCount(deps)
+  if (before === undefined) return 0
+  await turns.mined(before)
+  if (due(await turns.unmined(), before).length === 0) return 0
   let turn: HeldTurn
   try {
     turn = await turns.take()
@@ -65,7 +80,11 @@ export async function replaceDue(deps: UnminedDeps, turns: SendTurns, claimOf?: 
     return 0
   }
   try {
-    // Read again under the turn: another replica may have signed one again since.
+    // Read again under the turn: another replica may have raised one, and it mined, meanwhile.
+    const mined = await minedCount(deps)
+    if (mined === undefined) return 0
+    await turns.mined(mined)
+    for (const nonce of tried.keys()) if (nonce < mined) tried.delete(nonce)
     const sends = due(await turns.unmined(), mined)
     const kept = new Map<number, Hex>()
     for (const bytes of await turn.signedFrom(mined)) kept.set(parseTransaction(bytes).nonce!, bytes)
@@ -73,6 +92,8 @@ export async function replaceDue(deps: UnminedDeps, turns: SendTurns, claimOf?: 
     for (const [nonce, at] of sends) {
       const current = kept.get(nonce)
       if (!current) continue
+      if (!(await onChain(deps))) break
+      if (await minedAlready(deps, current)) continue
       tried.set(nonce, Date.now())
       if (await replaceOne(deps, { nonce, at, current }, turn, claimOf)) sent++
     }
@@ -80,6 +101,46 @@ export async function replaceDue(deps: UnminedDeps, turns: SendTurns, claimOf?: 
   } finally {
     await turn.release().catch(() => {})
   }
+}
+
+/** Whether the node answers for the chain the key signs for; logged when not. */
+function onChain(deps: UnminedDeps): Promise<boolean> {
+  return answersForChain(
+    deps.client,
+    deps.chainId,
+    deps.options.logger,
+    'relayer RPC answers for another chain: unmined sends wait',
+    {
+      relayer: deps.account.address,
+    },
+  )
+}
+
+/**
+ * The key's mined count, read between two answers that the node is the key's chain's; undefined
+ * when either is not.
+ */
+async function minedCount(deps: UnminedDeps): Promise<number | undefined> {
+  if (!(await onChain(deps))) return undefined
+  const count = await deps.client.getTransactionCount({ address: deps.account.address, blockTag: 'latest' })
+  return (await onChain(deps)) ? count : undefined
+}
+
+/** A send whose bytes have a receipt is mined, though a node behind counts its nonce unmined. */
+async function minedAlready(deps: UnminedDeps, current: Hex): Promise<boolean> {
+  const found = await deps.client
+    .getTransactionReceipt({ hash: keccak256(current) })
+    .then(() => true)
+    .catch((error) => {
+      if (error instanceof TransactionReceiptNotFoundError) return false
+      throw error
+    })
+  if (found)
+    deps.options.logger.info(
+      { relayer: deps.account.address },
+      'relayer send mined; a node counts it unmined',
+    )
+  return found
 }
 
 interface Unmined {
