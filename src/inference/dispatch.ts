@@ -247,7 +247,8 @@ async function callAdmitted(
   bodyText: string,
 ): Promise<Dispatched | SupplierFailure> {
   const apiKey = deps.upstreamKeys.open(admission.upstreamKeyEnc)
-  const refused = await job.before?.(admission, apiKey, req.signal)
+  // A text call has no step before it: it awaits nothing more.
+  const refused = job.before ? await job.before(admission, apiKey, req.signal) : null
   if (refused) return refused
   const started = performance.now()
   const outcome = await callSupplier({
