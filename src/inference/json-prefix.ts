@@ -26,6 +26,8 @@ export class JsonPrefix {
   /** The length of the longest safe beginning, and what closes it into a whole object. */
   safe = 0
   closing = ''
+  /** The length up to the top-level object's closing brace; 0 while it has not closed. */
+  end = 0
   private length = 0
   private mode: Mode = 'start'
   /** The brackets open, innermost first, as the text that closes them. */
@@ -49,6 +51,14 @@ export class JsonPrefix {
     return this.valid && this.mode === 'end'
   }
 
+  /**
+   * The top-level object closed, whatever came after it: the arguments are whole, the first
+   * `end` characters; anything after them is no part of them.
+   */
+  get whole(): boolean {
+    return this.end > 0
+  }
+
   feed(text: string): void {
     for (const char of text) {
       if (!this.valid) return
@@ -64,6 +74,7 @@ export class JsonPrefix {
   /** Notes the text so far as the safe beginning when it is one. */
   private mark(): void {
     const { mode } = this
+    if (mode === 'end' && this.end === 0) this.end = this.length
     // The top-level `{` alone means nothing yet: arguments that turn invalid there stay text.
     const nested = this.closers.length > 1
     if (
@@ -219,4 +230,14 @@ export function objectOf(args: string): Record<string, unknown> | null {
   json.feed(args)
   if (json.safe === 0) return null
   return JSON.parse(args.slice(0, json.safe) + json.closing) as Record<string, unknown>
+}
+
+/**
+ * Arguments as a client gets them as text: once their object has closed, the object and nothing
+ * after it (only whitespace may follow one in valid JSON); otherwise all of them.
+ */
+export function argumentsText(args: string): string {
+  const json = new JsonPrefix()
+  json.feed(args)
+  return json.whole ? args.slice(0, json.end) : args
 }

@@ -131,7 +131,7 @@ class MessagesShape implements StreamShape {
       }
       out += this.fill(block)
       // A whole call that something has come after is done: the next block's turn.
-      if (!block.ending && this.front < this.blocks.length - 1 && block.json?.closed) block.ending = true
+      if (!block.ending && this.front < this.blocks.length - 1 && block.json?.whole) block.ending = true
       if (!block.ending) break
       out += this.close(block)
       this.front++

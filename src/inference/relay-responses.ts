@@ -4,8 +4,9 @@
 // filled by its deltas and closed with its .done events before the next opens. An item that begins
 // while another is open waits its turn, its pieces gathered. A function call streams its arguments
 // as they come and stays open while they may grow: a supplier may send more of them after the next
-// call has begun. It closes once something after it has begun and its arguments are a whole JSON
-// object (nothing can follow one), else at the stream's end.
+// call has begun. Its arguments end where their JSON object closes: no valid JSON goes on after
+// one, and what does is not sent (nor kept by the buffered answer). It closes once something after
+// it has begun and its object has closed, else at the stream's end.
 // Cost rides flat on response.completed / response.incomplete; a clearing that does not commit
 // is response.failed. One whose outcome could not be learnt (the store stayed away) is OpenAI's
 // `error` event, code store_unavailable, naming the request's record: not response.failed, which
@@ -93,8 +94,10 @@ class ResponsesShape implements StreamShape {
     return { item_id: item.id, output_index: item.outputIndex }
   }
 
+  /** Its text so far; a call's arguments end with their object once it closed (argumentsText). */
   private text(item: StreamItem): string {
-    return item.call ? item.call.args : item.text
+    if (!item.call) return item.text
+    return item.json!.whole ? item.call.args.slice(0, item.json!.end) : item.call.args
   }
 
   /** The item as a response object gives it: `text` its text so far, or none (as it opens). */
@@ -143,7 +146,7 @@ class ResponsesShape implements StreamShape {
       }
       // A whole call that something has come after is done: the next item's turn.
       const after = this.front < this.items.length - 1
-      if (item.ending === null && after && item.json?.closed) item.ending = 'completed'
+      if (item.ending === null && after && item.json?.whole) item.ending = 'completed'
       if (item.ending === null) break
       out += this.close(item, item.ending)
       this.front++
@@ -265,8 +268,11 @@ class ResponsesShape implements StreamShape {
     const { call, piece, opened } = taken
     if (opened) this.callItems.set(call, this.begin('function_call', call))
     const item = this.callItems.get(call)!
+    // The call's arguments have the piece already: what was its text before it.
+    const before = item.json!.whole ? item.json!.end : call.args.length - piece.length
     item.json!.feed(piece)
-    return this.piece(item, piece)
+    // Only what is part of its arguments: nothing after their object once it closed.
+    return this.piece(item, this.text(item).slice(before))
   }
 
   private cost(clearing: ClearedUsage) {
@@ -321,7 +327,10 @@ class ResponsesShape implements StreamShape {
   end(clearing: StreamClearing, complete: boolean) {
     const { shape } = this
     if (clearing === 'not_committed' || clearing === 'released') {
-      const failed = responseObject(shape, 'failed', this.output(complete ? 'completed' : 'incomplete'), null)
+      // Only what the events announced, as they left it: an item still open is in progress.
+      const announced = this.items.filter((item) => item.sent)
+      const output = announced.map((item) => item.done ?? this.item(item, 'in_progress'))
+      const failed = responseObject(shape, 'failed', output, null)
       const error = clearing === 'released' ? 'provider_error' : 'settle_failed'
       return { frames: [this.event('response.failed', { response: failed })], error }
     }

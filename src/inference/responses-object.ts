@@ -3,7 +3,7 @@
 
 import { contentText } from './content-parts.ts'
 import { isRecord } from './json-object.ts'
-import { JsonPrefix } from './json-prefix.ts'
+import { argumentsText, JsonPrefix } from './json-prefix.ts'
 import type { Usage } from './meter.ts'
 import type { ResponseShape } from './responses-request.ts'
 import { ownCallIds } from './stream-tool-calls.ts'
@@ -162,7 +162,9 @@ export function outputItems(
         {
           callId: callIds[i]!,
           name: typeof call.function?.name === 'string' ? call.function.name : '',
-          arguments: typeof call.function?.arguments === 'string' ? call.function.arguments : '',
+          // As a stream gives them: a whole object ends them.
+          arguments:
+            typeof call.function?.arguments === 'string' ? argumentsText(call.function.arguments) : '',
         },
         status,
       ),
@@ -181,7 +183,7 @@ function ended(items: OutputItem[], index: number): ItemStatus {
   if (item.type !== 'function_call') return 'completed'
   const json = new JsonPrefix()
   json.feed(item.arguments as string)
-  return json.closed ? 'completed' : 'incomplete'
+  return json.whole ? 'completed' : 'incomplete'
 }
 
 /** A `response` object in OpenAI's shape. */

@@ -1,7 +1,10 @@
 // A stream's events and its final object say the same, and a buffered answer says it too, for one
 // supplier output: each Responses item's status (an item whole before the answer was cut is
 // completed, the one cut is incomplete) and each Messages tool_use input (the input_json_delta
-// pieces put together are the input the buffered message gives). The supplier is the test's own,
+// pieces put together are the input the buffered message gives); each Responses call's arguments
+// (a whole object ends them, whatever the supplier sends after it); a failed Responses stream's
+// output (only the items its events announced); and a chat completion's content, calls, finish
+// reason and usage, streamed or not (read with openai-node's stream helper). The supplier is the test's own,
 // answering a stream or a whole answer from the same scenario; read with the real SDKs.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import Anthropic from '@anthropic-ai/sdk'
@@ -27,6 +30,10 @@ interface Scenario {
   truncated?: boolean
   /** More arguments for earlier calls, after all the calls have begun. */
   after?: { index: number; args: string }[]
+  /** Text after all of that: the buffered answer has it as the message's content. */
+  textAfter?: string
+  /** The usage rides on the finish chunk, with the last text, not a chunk of its own. */
+  usageOnFinish?: string
 }
 
 const USAGE = { prompt_tokens: 5, completion_tokens: 30, total_tokens: 35 }
@@ -46,7 +53,12 @@ function streamOf(s: Scenario): string[] {
   })
   for (const more of s.after ?? [])
     frames.push(chunk({ tool_calls: [{ index: more.index, function: { arguments: more.args } }] }))
+  if (s.textAfter) frames.push(chunk({ content: s.textAfter }))
   if (s.truncated) return frames
+  if (s.usageOnFinish !== undefined) {
+    const last = JSON.parse(chunk({ content: s.usageOnFinish }, s.finish).slice(6))
+    return [...frames, `data: ${JSON.stringify({ ...last, usage: USAGE })}`, 'data: [DONE]']
+  }
   frames.push(chunk({}, s.finish))
   frames.push(
     `data: ${JSON.stringify({ id: 'chatcmpl-a', object: 'chat.completion.chunk', choices: [], usage: USAGE })}`,
@@ -67,7 +79,7 @@ function wholeOf(s: Scenario): string {
   }))
   const message = {
     role: 'assistant',
-    content: s.text ?? null,
+    content: (s.text ?? '') + (s.textAfter ?? '') + (s.usageOnFinish ?? '') || null,
     ...(s.reasoning ? { reasoning_content: s.reasoning } : {}),
     ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
   }
@@ -266,4 +278,156 @@ describe('/v1/messages: tool_use input', () => {
       expect(whole.stop_reason).toBe(final.stop_reason)
     })
   }
+})
+
+const ARGUMENTS: Record<string, [Scenario, string[]]> = {
+  'a whole call, then more of it that is no JSON after the next call began': [
+    {
+      calls: [
+        { id: 'call_a', name: 'f', pieces: ['{"a":1}'] },
+        { id: 'call_b', name: 'f', pieces: ['{"b":2}'] },
+      ],
+      finish: 'tool_calls',
+      after: [{ index: 0, args: ' x' }],
+    },
+    ['{"a":1}', '{"b":2}'],
+  ],
+  'a whole call, then more of it that is no JSON before the next call began': [
+    {
+      calls: [
+        { id: 'call_a', name: 'f', pieces: ['{"a":1}', '\n x}'] },
+        { id: 'call_b', name: 'f', pieces: ['{"b":2}'] },
+      ],
+      finish: 'tool_calls',
+    },
+    ['{"a":1}', '{"b":2}'],
+  ],
+  'the last call whole, then more of it': [
+    { calls: [{ id: 'call_a', name: 'f', pieces: ['{"a":1}', '{"a":2}'] }], finish: 'tool_calls' },
+    ['{"a":1}'],
+  ],
+}
+
+describe('/v1/responses: function call arguments', () => {
+  for (const [name, [s, args]] of Object.entries(ARGUMENTS)) {
+    test(`${name}: the deltas, the item events, the final response and the buffered answer give one text`, async () => {
+      scenario = s
+      const deltas = new Map<number, string>()
+      const events: Json[] = []
+      const stream = openai().responses.stream(responsesParams)
+      stream.on('event', (event: Json) => {
+        events.push(event)
+        if (event.type === 'response.function_call_arguments.delta')
+          deltas.set(event.output_index, (deltas.get(event.output_index) ?? '') + event.delta)
+      })
+      const final = (await stream.finalResponse()) as Json
+      await settled()
+      const done = events.filter((e) => e.type === 'response.output_item.done').map((e) => e.item)
+      const argsDone = events.filter((e) => e.type === 'response.function_call_arguments.done')
+      expect(done.map((item) => item.arguments)).toEqual(args)
+      expect(done.map((item) => item.status)).toEqual(args.map(() => 'completed'))
+      expect([...deltas.values()]).toEqual(args)
+      expect(argsDone.map((e) => e.arguments)).toEqual(args)
+      expect(final.output.map(said)).toEqual(done.map(said))
+
+      const whole = (await openai().responses.create(responsesParams)) as Json
+      await settled()
+      expect(whole.status).toBe('completed')
+      expect(whole.output.map(said)).toEqual(done.map(said))
+    })
+  }
+})
+
+describe('/v1/responses: an answer that failed', () => {
+  test('response.failed lists only the items the events announced', async () => {
+    // A call with an id and nothing else: never announced (it has no name), and no text, no usage:
+    // nothing was delivered, the hold is released and the answer fails.
+    scenario = { calls: [{ id: 'call_a', name: '', pieces: [''] }], finish: 'tool_calls', truncated: true }
+    const events: Json[] = []
+    const stream = openai().responses.stream(responsesParams)
+    stream.on('event', (event: Json) => events.push(event))
+    await stream.finalResponse().catch(() => null)
+    await settled()
+    const failed = events.find((e) => e.type === 'response.failed')
+    expect(failed).toBeDefined()
+    const added = events.filter((e) => e.type === 'response.output_item.added').map((e) => e.item.id)
+    expect(failed!.response.output.map((item: Json) => item.id)).toEqual(added)
+  })
+})
+
+const CHAT: Record<string, Scenario> = {
+  'text, then two calls': {
+    text: 'Checking.',
+    calls: [
+      { id: 'call_a', name: 'f', pieces: ['{"a":', '1}'] },
+      { id: 'call_b', name: 'f', pieces: ['{"b":2}'] },
+    ],
+    finish: 'tool_calls',
+  },
+  'arguments cut at the limit': {
+    calls: [{ id: 'call_a', name: 'f', pieces: ['{"path":"a.txt","body":"hel', 'lo wor'] }],
+    finish: 'length',
+  },
+  'arguments that turn invalid, and more of a whole call after the next began': {
+    calls: [
+      { id: 'call_a', name: 'f', pieces: ['{"a":1}'] },
+      { id: 'call_b', name: 'f', pieces: ['{"b":[1,', 'x]}'] },
+    ],
+    finish: 'tool_calls',
+    after: [{ index: 0, args: ' x' }],
+  },
+  'text only, cut at the limit': { text: 'The answer is', calls: [], finish: 'length' },
+  'usage on the finish chunk, with the last text': {
+    text: 'Done',
+    calls: [],
+    finish: 'stop',
+    usageOnFinish: '.',
+  },
+}
+
+const chatParams = {
+  model: 'llama-3.3-70b',
+  messages: [{ role: 'user' as const, content: 'hi' }],
+  tools: [{ type: 'function' as const, function: { name: 'f', parameters: { type: 'object' } } }],
+}
+
+/** What a chat choice says, apart from ids that differ between two requests. */
+const chatSaid = (completion: Json) => ({
+  choices: completion.choices.map((c: Json) => ({
+    finish_reason: c.finish_reason,
+    // No text either way: the supplier's stream opens with an empty content, its whole answer a null.
+    content: c.message.content || null,
+    tool_calls: (c.message.tool_calls ?? []).map((t: Json) => ({
+      id: t.id,
+      type: t.type,
+      name: t.function.name,
+      arguments: t.function.arguments,
+    })),
+  })),
+  usage: completion.usage,
+})
+
+describe('/v1/chat/completions: streamed and buffered', () => {
+  for (const [name, s] of Object.entries(CHAT)) {
+    test(`${name}: the streamed completion and the buffered one say the same`, async () => {
+      scenario = s
+      const streamed = (await openai().chat.completions.stream(chatParams).finalChatCompletion()) as Json
+      await settled()
+      const whole = (await openai().chat.completions.create(chatParams)) as Json
+      await settled()
+      expect(chatSaid(streamed)).toEqual(chatSaid(whole))
+      expect(whole.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 30, total_tokens: 35 })
+    })
+  }
+})
+
+test('/v1/chat/completions: usage beyond what the request allows is shown as billed, streamed or buffered', async () => {
+  scenario = { text: 'The answer is', calls: [], finish: 'length' }
+  const params = { ...chatParams, max_tokens: 10 }
+  const streamed = (await openai().chat.completions.stream(params).finalChatCompletion()) as Json
+  await settled()
+  const whole = (await openai().chat.completions.create(params)) as Json
+  await settled()
+  expect(whole.usage.completion_tokens).toBe(10)
+  expect(chatSaid(streamed)).toEqual(chatSaid(whole))
 })
