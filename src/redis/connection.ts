@@ -22,10 +22,12 @@ export function isRedisUnavailable(error: unknown): boolean {
  * Redis that runs no command yet (loading its data set, a master or cluster not serving, a slot
  * being moved, a write sent to a node that is a replica now, a master without the replicas
  * `min-replicas-to-write` asks for), which refuse the command before it runs; and a Cluster client
- * that gave up following them (a failover or a slot move longer than its redirections).
+ * that gave up following them (a failover or a slot move longer than its redirections), ended
+ * while a command waited to be sent again (closed under it), or that ended reconnecting to none of
+ * its nodes (what it had queued).
  */
 const STORE_AWAY =
-  /enableOfflineQueue|Connection is closed|Stream isn't writeable|max retries per request|Too many Cluster redirections|^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS)\b/i
+  /enableOfflineQueue|Connection is closed|Stream isn't writeable|max retries per request|Too many Cluster redirections|Cluster is ended|None of startup nodes is available|^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|NOREPLICAS)\b/i
 
 const STORE_CLOSED = 'ERR_STORE_CLOSED'
 

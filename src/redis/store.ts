@@ -155,6 +155,13 @@ export function mastersOf(store: Pick<Store, 'masterOf'>, keys: readonly string[
   return masters
 }
 
+/** How many times in a row a command's store reconnects to a Cluster: about 5 s of ioredis's own waits. */
+export const CLUSTER_RECONNECTS = 40
+
+function reconnectWhileBounded(times: number): number | null {
+  return times > CLUSTER_RECONNECTS ? null : Math.min(100 + times * 2, 2000)
+}
+
 /** The one way the project opens Redis: a single server, a Sentinel group or a Cluster by its URL. */
 export function createStore(url: string, options: StoreOptions = {}): Store {
   const common: IORedisOptions = {
@@ -176,6 +183,11 @@ export function createStore(url: string, options: StoreOptions = {}): Store {
       // source was asked of the target, which answered it missing (RELIABILITY.md, slot moves).
       enableAutoPipelining: false,
       enableOfflineQueue: common.enableOfflineQueue,
+      // A command's store queues what it sends while the Cluster is down, and ioredis keeps a
+      // Cluster's queue for as long as it reconnects (a single server's command fails after
+      // maxRetriesPerRequest): past a bounded number of tries it ends, failing what it queued,
+      // so an operator command against a Cluster that is down fails rather than waits forever.
+      ...(options.failFast ? {} : { clusterRetryStrategy: reconnectWhileBounded }),
       // Its nodes connect on their first command (ioredis's own default): one connecting when the
       // Cluster's ready check is sent to it refuses that check while the offline queue is off, and
       // the Cluster reconnects from scratch; on a busy host that went on for longer than a start waits.
