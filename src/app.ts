@@ -161,7 +161,9 @@ export function createApp(deps: AppDeps) {
     .use(supplierWebhookRoutes({ ...deps, ...webhooks }))
     .use(pageRoutes(deps))
     .use((app) =>
-      app.use(mcpRoutes({ ...deps, publicUrl: deps.config.publicUrl }, app)).use(contractRoutes(app)),
+      app
+        .use(mcpRoutes({ ...deps, publicUrl: deps.config.publicUrl }, app))
+        .use(contractRoutes(app, deps.funding !== undefined)),
     )
 }
 

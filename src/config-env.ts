@@ -18,7 +18,7 @@ export function read(env: Env, name: string): string | undefined {
 
 export function required(env: Env, name: string, expected: string): string {
   const value = read(env, name)
-  if (value === undefined) throw new ConfigError(name, expected)
+  if (value === undefined) throw new ConfigError(name, `set to ${expected}`)
   return value
 }
 
@@ -34,7 +34,7 @@ export function integer(env: Env, name: string, fallback: number, min: number, m
 export function url(env: Env, name: string, schemes: string[], fallback?: string): string {
   const raw = read(env, name) ?? fallback
   const expected = `a URL (${schemes.map((s) => `${s}//`).join(' or ')}...)`
-  if (raw === undefined) throw new ConfigError(name, expected)
+  if (raw === undefined) throw new ConfigError(name, `set to ${expected}`)
   try {
     const parsed = new URL(raw)
     if (!schemes.includes(parsed.protocol)) throw new Error('scheme')
@@ -48,4 +48,15 @@ export function oneOf<T extends string>(env: Env, name: string, options: readonl
   const raw = read(env, name) ?? fallback
   if (!options.includes(raw as T)) throw new ConfigError(name, `one of ${options.join(', ')}`)
   return raw as T
+}
+
+/** Several required variables unset (a first start): one line naming them all, not one per try. */
+export function refuseUnset(env: Env, names: readonly string[]): void {
+  const unset = names.filter((name) => read(env, name) === undefined)
+  if (unset.length < 2) return
+  const others = unset.slice(1).join(', ')
+  throw new ConfigError(
+    unset[0]!,
+    `set, as must ${others} (README, Configuration; \`svc-gateway demo\` needs none of them)`,
+  )
 }

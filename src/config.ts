@@ -1,7 +1,7 @@
 // Environment -> typed, validated config. A bad or missing value stops the process with one line
 // that names the variable and what it expected.
 
-import { ConfigError, type Env, integer, oneOf, read, required, url } from './config-env.ts'
+import { ConfigError, type Env, integer, oneOf, read, refuseUnset, required, url } from './config-env.ts'
 import { loadMarketConfig, type MarketConfig } from './config-market.ts'
 import { parseMicros } from './money/units.ts'
 import type { Layout } from './redis/keys.ts'
@@ -258,6 +258,7 @@ export function loadStoreConfig(env: Env = process.env): StoreConfig {
 }
 
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
+  refuseUnset(env, ['REDIS_URL', 'SVC_ADMIN_TOKEN', 'SVC_MASTER_KEY', 'SVC_UPSTREAM_URL']) // demo sets each
   // Sent as a Bearer token, one run of visible ASCII: a token with a space could never be sent.
   const tokenRule = 'a secret of at least 24 visible ASCII characters, no spaces'
   const adminToken = required(env, 'SVC_ADMIN_TOKEN', tokenRule)

@@ -130,6 +130,22 @@ describe('gateway config', () => {
     expect(lines[0]).toStartWith('config: SVC_MASTER_KEY must be')
   })
 
+  test('an unset required variable is named as unset, and a first start names every one unset', () => {
+    const one = failure({ ...valid, SVC_MASTER_KEY: undefined })
+    expect(one.variable).toBe('SVC_MASTER_KEY')
+    expect(one.message).toStartWith('config: SVC_MASTER_KEY must be set to 32 bytes')
+    expect(failure({ ...valid, REDIS_URL: '' }).message).toStartWith('config: REDIS_URL must be set to a URL')
+    // Nothing set: one line naming all four, and the command that runs without them.
+    const none = failure({})
+    expect(none.variable).toBe('REDIS_URL')
+    expect(none.message.split('\n')).toHaveLength(1)
+    for (const name of ['REDIS_URL', 'SVC_ADMIN_TOKEN', 'SVC_MASTER_KEY', 'SVC_UPSTREAM_URL'])
+      expect(none.message).toContain(name)
+    expect(none.message).toContain('svc-gateway demo')
+    // A value that is set but wrong is judged as before, not called unset.
+    expect(failure({ ...valid, SVC_ADMIN_TOKEN: 'short' }).message).not.toContain('must be set')
+  })
+
   test('--version prints the package version', async () => {
     const child = Bun.spawn([process.execPath, 'src/main.ts', '--version'], { stdout: 'pipe' })
     const out = await new Response(child.stdout).text()

@@ -342,15 +342,19 @@ describe('each refusal a route answers is documented on that route', () => {
 })
 
 describe('/llms.txt', () => {
+  // The funded app (every route, x402 included) as an agent reads it.
+  const fundedGuide = async () => (await app.handle(new Request('http://gateway.test/llms.txt'))).text()
+
   test('is plain text for agents: base address, the steps, and what each error status means', async () => {
     const response = await fetch(`${stack.url}/llms.txt`)
     expect(response.status).toBe(200)
     expect(response.headers.get('content-type')).toBe('text/plain; charset=utf-8')
-    const text = await response.text()
-    expect(text).toContain(`Base address: ${stack.url}`)
-    expect(text).toContain(`${stack.url}/v1/chat/completions`)
-    expect(text).toContain(`${stack.url}/v1/messages`)
-    expect(text).toContain(`${stack.url}/mcp`)
+    const served = await response.text()
+    expect(served).toContain(`Base address: ${stack.url}`)
+    const text = await fundedGuide()
+    expect(text).toContain('http://gateway.test/v1/chat/completions')
+    expect(text).toContain('http://gateway.test/v1/messages')
+    expect(text).toContain('http://gateway.test/mcp')
     for (const needle of [
       '/v1/x402/signup',
       '/v1/x402/refill',
@@ -382,7 +386,7 @@ describe('/llms.txt', () => {
     expect([...codes]).toEqual(
       expect.arrayContaining(['key_limit_binding', 'count_concurrency_limit', 'key_check_rate_limited']),
     )
-    const guide = await (await fetch(`${stack.url}/llms.txt`)).text()
+    const guide = await fundedGuide()
     const contract = JSON.stringify(document)
     for (const code of codes) {
       expect(guide, code).toContain(code)
@@ -392,5 +396,16 @@ describe('/llms.txt', () => {
     const binding = guide.slice(guide.indexOf('403 key_limit_binding')).split('\n- ')[0]!
     expect(binding).toContain('max price')
     expect(binding).toContain('webhook')
+  })
+
+  test('without the funding network it sends agents to the operator, never to an absent x402 route', async () => {
+    const guide = await (await fetch(`${stack.url}/llms.txt`)).text()
+    expect((await fetch(`${stack.url}/v1/x402/signup`, { method: 'POST' })).status).toBe(404)
+    expect(guide).not.toContain('/v1/x402/')
+    expect(guide).toContain('Funding by payment (x402) is off on this gateway')
+    expect(guide).toContain('/admin/v1/accounts')
+    expect(guide).toContain(`${stack.url}/v1/chat/completions`)
+    // The funded gateway's guide keeps the x402 steps.
+    expect(await fundedGuide()).toContain('http://gateway.test/v1/x402/signup')
   })
 })

@@ -2,7 +2,37 @@
 import { MAX_MAX_PRICE_CENTS, MIN_MAX_PRICE_CENTS } from '../../accounts/accounts.ts'
 import { MAX_ACTIVE_API_KEYS } from '../../accounts/api-keys.ts'
 
-export function llmsGuide(baseUrl: string): string {
+/** Sign-up and funding by x402: the routes a gateway with the funding network serves. */
+function paidSignup(baseUrl: string): string {
+  return `## 1. Sign up by payment
+POST ${baseUrl}/v1/x402/signup {"amountUsdc": "5.000000", "name": "my-agent"} without a key.
+The answer is 402 with "accepts": sign one of them (x402, exact scheme, USDC, EIP-3009) and send
+the same request again with the X-PAYMENT header. The 201 holds apiKey (shown once: store it),
+accountId and wallet. Credit is pending until the transfer is confirmed; only confirmed USDC is
+spendable (GET ${baseUrl}/v1/agent/me shows both).
+
+## 2. Fund
+POST ${baseUrl}/v1/x402/refill {"amountUsdc": "20.000000"} with Authorization: Bearer <API_KEY>,
+1 to 1000 USDC per payment, paid the same way. The paying wallet must be the account's (else 403 payer_mismatch).
+
+`
+}
+
+/** Without the funding network the x402 routes are absent: the operator opens and credits accounts. */
+function operatorSignup(baseUrl: string): string {
+  return `## 1. Get a key
+Funding by payment (x402) is off on this gateway: its operator opens your account and gives you its
+first svc_ key (POST /admin/v1/accounts {"wallet"}). GET ${baseUrl}/v1/agent/me shows the balance.
+
+## 2. Fund
+The operator credits your account (POST /admin/v1/accounts/<accountId>/credit); only confirmed USDC
+is spendable. A 402 on a paid call means the balance cannot hold the request: ask for a credit.
+
+`
+}
+
+/** The guide; `funded` when the x402 routes (signup, refill, top-up) are served. */
+export function llmsGuide(baseUrl: string, funded: boolean): string {
   return `# svc gateway
 
 > Prepaid, OpenAI-compatible inference. Fund a USDC balance, call chat with an svc_ key, and each
@@ -15,18 +45,7 @@ Machine-readable contract: ${baseUrl}/openapi.json
 Pages for people: ${baseUrl}/dashboard (buyers: paste a key), ${baseUrl}/supplier (wallet sign-in), ${baseUrl}/admin (operators)
 Every error: {"error": {"message", "type", "code"}}; branch on error.code.
 
-## 1. Sign up by payment
-POST ${baseUrl}/v1/x402/signup {"amountUsdc": "5.000000", "name": "my-agent"} without a key.
-The answer is 402 with "accepts": sign one of them (x402, exact scheme, USDC, EIP-3009) and send
-the same request again with the X-PAYMENT header. The 201 holds apiKey (shown once: store it),
-accountId and wallet. Credit is pending until the transfer is confirmed; only confirmed USDC is
-spendable (GET ${baseUrl}/v1/agent/me shows both).
-
-## 2. Fund
-POST ${baseUrl}/v1/x402/refill {"amountUsdc": "20.000000"} with Authorization: Bearer <API_KEY>,
-1 to 1000 USDC per payment, paid the same way. The paying wallet must be the account's (else 403 payer_mismatch).
-
-## 3. Pick a max price
+${funded ? paidSignup(baseUrl) : operatorSignup(baseUrl)}## 3. Pick a max price
 Offers ask ${MIN_MAX_PRICE_CENTS} to ${MAX_MAX_PRICE_CENTS} cents per dollar of capacity. GET ${baseUrl}/v1/capacity?maxPriceCents=N shows
 what a buyer at N can reach (cheapestPostedCents, depth). Set yours with
 PATCH ${baseUrl}/v1/agent/max-price {"maxPriceCents": N}.

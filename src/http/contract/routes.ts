@@ -4,7 +4,8 @@ import { type AnyElysia, Elysia } from 'elysia'
 import { llmsGuide } from './llms.ts'
 import type { openApiDocument } from './openapi.ts'
 
-export function contractRoutes(app: AnyElysia) {
+/** `funded`: the x402 routes are served, so /llms.txt sends agents to sign up by payment. */
+export function contractRoutes(app: AnyElysia, funded: boolean) {
   // Built on first use: by then every route of the app is registered, and none is added later. Its
   // generator (@elysiajs/openapi) is loaded then too, not with every process that serves the app.
   let document: Promise<ReturnType<typeof openApiDocument>> | undefined
@@ -22,7 +23,7 @@ export function contractRoutes(app: AnyElysia) {
     .get(
       '/llms.txt',
       ({ request }) =>
-        new Response(llmsGuide(new URL(request.url).origin), {
+        new Response(llmsGuide(new URL(request.url).origin, funded), {
           headers: { 'content-type': 'text/plain; charset=utf-8' },
         }),
     )
