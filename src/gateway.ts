@@ -20,8 +20,12 @@ import { createStore } from './redis/store.ts'
 import { startWebhookConsumer, WebhookConsumer } from './webhooks/consumer.ts'
 import { webhookParts } from './webhooks/endpoints.ts'
 
-/** How long the attempts a stop closed the store under take to end (their clears fail at once). */
-const CLOSED_SETTLE_MS = 1_000
+/**
+ * How long the attempts a stop closed the store under may take to end: their Redis calls fail at
+ * once, but a cut stream counts its tokens first (a worker that may still be loading on a busy
+ * host), and a clear failing after the stop's end would be neither kept nor counted lost.
+ */
+const CLOSED_SETTLE_MS = 5_000
 
 /** What a stop left of the clears of answers delivered while Redis was away (unsent-clears.ts). */
 export interface Stopped {

@@ -88,14 +88,24 @@ export class CatalogStore {
       await this.refilling
       raw = await this.store.hgetall(this.keys.catalog)
     }
-    const entries = new Map<string, CatalogEntry>()
-    for (const id of Object.keys(raw).sort()) entries.set(id, JSON.parse(raw[id]!) as CatalogEntry)
+    const entries = parsed(raw)
     if (generation === this.generation) this.cache = { at: now, entries }
     return entries
+  }
+
+  /** What Redis holds now, read once: no cache, and an empty catalog is not refilled (a sync reads it). */
+  async stored(): Promise<Map<string, CatalogEntry>> {
+    return parsed(await this.store.hgetall(this.keys.catalog))
   }
 
   /** One entry by bare slug or `svc/` id; undefined when it is not on the list. */
   async get(id: string): Promise<CatalogEntry | undefined> {
     return (await this.all()).get(bareModelId(id))
   }
+}
+
+function parsed(raw: Record<string, string>): Map<string, CatalogEntry> {
+  const entries = new Map<string, CatalogEntry>()
+  for (const id of Object.keys(raw).sort()) entries.set(id, JSON.parse(raw[id]!) as CatalogEntry)
+  return entries
 }

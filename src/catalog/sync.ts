@@ -35,7 +35,8 @@ export async function syncCatalog(store: CatalogStore, source: CatalogSource): P
     source.disabledModels,
     source.unmatchedDisabled,
   )
-  const known = source.upstreamApiKey ? undefined : await store.all()
+  // Read as stored: the catalog's own read refills an empty catalog by this sync.
+  const known = source.upstreamApiKey ? undefined : await store.stored()
   return store.replace(await priceVideoModels(entries, source, known), source.upstreamUrl, ticket)
 }
 
