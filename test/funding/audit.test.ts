@@ -11,23 +11,22 @@ import { auditAll } from '../../src/cli/audit.ts'
 import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/ledger.ts'
 import { marketGlob, scanHashes } from '../../src/market/audit.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { auditStackOnChain } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: chain.env(1) })
+  chainStack = await startChainStack({ confirmations: 1 })
+  ;({ chain, stack } = chainStack)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 /** An account made by a real x402 signup of `usdc`; its id. */
 async function signup(usdc: string): Promise<string> {

@@ -10,37 +10,32 @@ import { CLOCK_SKEW_SECONDS } from '../../src/funding/payments.ts'
 import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let rpc: LaggingRpc
 let stack: TestStack
 let deps: WatchDeps
+let chainStack: ChainStack<LaggingRpc>
 const CONFIRMATIONS = 2
 
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = startLaggingRpc(chain.rpcUrl)
   // The stack's own watcher stays idle: the test runs the reconciler's passes itself.
-  stack = await startStack({
-    env: {
-      ...chain.env(CONFIRMATIONS),
-      SVC_CHAIN_RPC_URL: rpc.url,
-      SVC_X402_WATCH_INTERVAL_MS: '600000',
-    },
+  chainStack = await startChainStack({
+    confirmations: CONFIRMATIONS,
+    rpc: startLaggingRpc,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000' },
   })
+  ;({ chain, stack, rpc } = chainStack)
   deps = stackWatchDeps(stack)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  rpc.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 /** One reconciler pass: the log queries it made, as block ranges. */
 async function pass(): Promise<[bigint, bigint][]> {

@@ -8,28 +8,27 @@ import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/led
 import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { auditStackOnChain, stackWatchDeps } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { authorizationOf, challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
 let deps: WatchDeps
 let ledger: PaymentLedger
+let chainStack: ChainStack
 
 beforeAll(async () => {
-  chain = await startChain()
   // The stack's own watcher stays idle: the tests run its passes themselves.
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
   ledger = new PaymentLedger(stack.store, stack.keys)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const signupUrl = () => `${stack.url}/v1/x402/signup`
 

@@ -1,19 +1,16 @@
 // The funding routes read their bodies as every other route does (json-body.ts): JSON only,
 // sent as application/json, bounded while it is read.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { startChain, type TestChain } from '../helpers/chain.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 
-let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: { ...chain.env(2), SVC_MAX_BODY_BYTES: '65536' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_MAX_BODY_BYTES: '65536' } })
+  ;({ stack } = chainStack)
 }, 60_000)
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 for (const path of ['/v1/x402/signup', '/v1/x402/topup']) {
   test(`${path}: a form body is a 400 invalid_content_type, not a payment challenge`, async () => {

@@ -17,59 +17,53 @@ import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createAccount } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, type FrontRpc, serveRpc, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
 
 type CancelAt = 'estimate' | 'send'
 
 let chain: TestChain
 let stack: TestStack
-let rpc: ReturnType<typeof Bun.serve>
+let chainStack: ChainStack<FrontRpc>
 /** The relayer's next call of this kind is preceded by the payer's cancellation, mined first. */
 let armed: { at: CancelAt; cancel: () => Promise<unknown> } | null = null
 
 // What the relayer's send asks first: a gas estimate (or a node's fill) that runs the call.
 const ESTIMATES = new Set(['eth_estimateGas', 'eth_fillTransaction'])
 
+/** Anvil, each call runs the armed cancellation first when it is of the armed kind. */
+const cancellingRpc = (anvilUrl: string) =>
+  serveRpc(async (request) => {
+    const text = await request.text()
+    const call = JSON.parse(text) as { method: string }
+    const at =
+      call.method === 'eth_sendRawTransaction' ? 'send' : ESTIMATES.has(call.method) ? 'estimate' : null
+    if (armed && armed.at === at) {
+      const { cancel } = armed
+      armed = null
+      await cancel()
+    }
+    const answer = await fetch(anvilUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: text,
+    })
+    return new Response(await answer.text(), { headers: { 'content-type': 'application/json' } })
+  })
+
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    async fetch(request) {
-      const text = await request.text()
-      const call = JSON.parse(text) as { method: string }
-      const at =
-        call.method === 'eth_sendRawTransaction' ? 'send' : ESTIMATES.has(call.method) ? 'estimate' : null
-      if (armed && armed.at === at) {
-        const { cancel } = armed
-        armed = null
-        await cancel()
-      }
-      const answer = await fetch(chain.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: text,
-      })
-      return new Response(await answer.text(), { headers: { 'content-type': 'application/json' } })
-    },
+  chainStack = await startChainStack({
+    confirmations: 2,
+    rpc: cancellingRpc,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000' },
   })
-  stack = await startStack({
-    env: {
-      ...chain.env(2),
-      SVC_CHAIN_RPC_URL: `http://127.0.0.1:${rpc.port}`,
-      SVC_X402_WATCH_INTERVAL_MS: '600000',
-    },
-  })
+  ;({ chain, stack } = chainStack)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  rpc.stop(true)
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 /** The watcher's dependencies, with what its logger wrote at warn and above. */
 function watching(): { deps: WatchDeps; logged: { level: number; msg: string }[] } {

@@ -7,19 +7,18 @@ import { decodePaymentResponseHeader, wrapFetchWithPayment as wrapV2, x402Client
 import { createWalletClient, http, type PrivateKeyAccount } from 'viem'
 import { baseSepolia } from 'viem/chains'
 import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from 'x402-fetch'
-import { startChain, type TestChain } from '../helpers/chain.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 
 let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: chain.env(1) })
+  chainStack = await startChainStack({ confirmations: 1 })
+  ;({ chain, stack } = chainStack)
 }, 30_000)
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 // x402-fetch refuses anything above 0.1 USDC unless told otherwise; signups here are dollars.
 const CAP = 1000n * 1_000_000n

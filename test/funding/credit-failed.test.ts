@@ -7,32 +7,29 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type LocalRedis, startLocalRedis } from '../../src/redis/local-server.ts'
 import type { Store } from '../../src/redis/store.ts'
 import { createStore } from '../../src/redis/store.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, waitFor, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let local: LocalRedis
 let store: Store
 let stack: TestStack
+let chainStack: ChainStack
 beforeAll(async () => {
-  chain = await startChain()
   local = await startLocalRedis(['--maxmemory-policy', 'noeviction'])
   store = createStore(local.url, { name: 'svc-test' })
-  stack = await startStack({
-    env: {
-      ...chain.env(1),
-      REDIS_URL: local.url,
-      SVC_X402_RECEIPT_TIMEOUT_MS: '4000',
-      SVC_X402_WATCH_INTERVAL_MS: '50',
-    },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    env: { REDIS_URL: local.url, SVC_X402_RECEIPT_TIMEOUT_MS: '4000', SVC_X402_WATCH_INTERVAL_MS: '50' },
   })
+  ;({ chain, stack } = chainStack)
 }, 30_000)
 afterAll(async () => {
-  await stack?.stop()
+  await chainStack?.stop()
   store?.close()
   await local?.stop()
-  await chain?.stop()
 })
 
 test('credit write fails after settlement -> 409 reconciling: false with the transaction -> credited later, once', async () => {

@@ -3,9 +3,10 @@
 // claim, before any chain or facilitator call, so they cannot use up the minute for everyone.
 // Settled through x402's reference facilitator, whose call counts show what reached it.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
-import { keysUnder, startStack, type TestStack } from '../helpers/stack.ts'
+import { keysUnder, type TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
 const FUSE = 3
@@ -16,14 +17,12 @@ const FUSE_NOW = Math.floor(Date.now() / 60_000) * 60_000 + 30_000
 let chain: TestChain
 let facilitator: TestFacilitator
 let stack: TestStack
+let chainStack: ChainStack<undefined, TestFacilitator>
 beforeAll(async () => {
-  chain = await startChain()
-  facilitator = startFacilitator(chain)
-  const { SVC_RELAYER_PRIVATE_KEY: _, ...env } = chain.env(1)
-  stack = await startStack({
+  chainStack = await startChainStack({
+    confirmations: 1,
+    facilitator: startFacilitator,
     env: {
-      ...env,
-      SVC_FACILITATOR_URL: facilitator.url,
       SVC_X402_SIGNUP_FUSE_PER_MINUTE: String(FUSE),
       // No watcher pass during the test: nothing but the requests touches the claims.
       SVC_X402_WATCH_INTERVAL_MS: '600000',
@@ -32,12 +31,9 @@ beforeAll(async () => {
       config.funding!.fuseClock = () => FUSE_NOW
     },
   })
+  ;({ chain, stack, facilitator } = chainStack)
 }, 30_000)
-afterAll(async () => {
-  await stack.stop()
-  facilitator.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const signupUrl = () => `${stack.url}/v1/x402/signup`
 const body = { amountUsdc: '2.000000' }

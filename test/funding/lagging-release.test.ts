@@ -4,57 +4,50 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, type FrontRpc, serveRpc, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
 let deps: WatchDeps
-let rpc: ReturnType<typeof Bun.serve>
+let chainStack: ChainStack<FrontRpc>
 /** Receipts, transactions and `latest` eth_calls answered by a node stuck at this block. */
 let lagBlock: bigint | undefined
 
+/** Anvil, or a node stuck at lagBlock once it is set. */
+const laggingRpc = (anvilUrl: string) =>
+  serveRpc(async (request) => {
+    const call = JSON.parse(await request.text()) as { method: string; id: number; params?: unknown[] }
+    const missing = () => Response.json({ jsonrpc: '2.0', id: call.id, result: null })
+    if (lagBlock !== undefined) {
+      // The lagging node has not seen the block that mined the transfer.
+      if (call.method === 'eth_getTransactionReceipt' || call.method === 'eth_getTransactionByHash')
+        return missing()
+      if (call.method === 'eth_call' && call.params?.[1] === 'latest')
+        call.params[1] = `0x${lagBlock.toString(16)}`
+    }
+    const out = await fetch(anvilUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(call),
+    })
+    return new Response(await out.text(), { headers: { 'content-type': 'application/json' } })
+  })
+
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    async fetch(request) {
-      const call = JSON.parse(await request.text()) as { method: string; id: number; params?: unknown[] }
-      const missing = () => Response.json({ jsonrpc: '2.0', id: call.id, result: null })
-      if (lagBlock !== undefined) {
-        // The lagging node has not seen the block that mined the transfer.
-        if (call.method === 'eth_getTransactionReceipt' || call.method === 'eth_getTransactionByHash')
-          return missing()
-        if (call.method === 'eth_call' && call.params?.[1] === 'latest')
-          call.params[1] = `0x${lagBlock.toString(16)}`
-      }
-      const out = await fetch(chain.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(call),
-      })
-      return new Response(await out.text(), { headers: { 'content-type': 'application/json' } })
-    },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    rpc: laggingRpc,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000', SVC_X402_RECEIPT_TIMEOUT_MS: '300' },
   })
-  stack = await startStack({
-    env: {
-      ...chain.env(1),
-      SVC_CHAIN_RPC_URL: `http://127.0.0.1:${rpc.port}`,
-      SVC_X402_WATCH_INTERVAL_MS: '600000',
-      SVC_X402_RECEIPT_TIMEOUT_MS: '300',
-    },
-  })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  rpc.stop(true)
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 test('a mined refill read as unused by a lagging node and expired by a fresh one is credited, not released', async () => {
   const payer = await chain.newPayer(50_000_000n)

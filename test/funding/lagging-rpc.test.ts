@@ -7,16 +7,17 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { auditAll } from '../../src/cli/audit.ts'
 import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, type FrontRpc, serveRpc, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { challenge, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
 let deps: WatchDeps
-let rpc: ReturnType<typeof Bun.serve>
+let chainStack: ChainStack<FrontRpc>
 /** A broadcast reaches the node but its answer is lost, and a node asked after has not seen it. */
 let loseBroadcasts = false
 /** A node that forwards transactions on and keeps no pool: a pending one is unknown to it. */
@@ -26,49 +27,40 @@ let slowCallsMs = 0
 /** The chain's head cannot be read (a node down for that call). */
 let failHead = false
 
+/** Anvil, behind a node that misbehaves as the flags above say. */
+const misbehavingRpc = (anvilUrl: string) =>
+  serveRpc(async (request) => {
+    const text = await request.text()
+    const call = JSON.parse(text) as { method: string; id: number }
+    const upstream = () =>
+      fetch(anvilUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text })
+    if (slowCallsMs && call.method === 'eth_call') await Bun.sleep(slowCallsMs)
+    if (failHead && call.method === 'eth_blockNumber') return new Response('bad gateway', { status: 502 })
+    if (loseBroadcasts && call.method === 'eth_sendRawTransaction') {
+      await upstream()
+      return new Response('gateway timeout', { status: 504 })
+    }
+    const missing = Response.json({ jsonrpc: '2.0', id: call.id, result: null })
+    if (loseBroadcasts && call.method === 'eth_getTransactionByHash') return missing
+    const out = await (await upstream()).text()
+    if (hidePending && call.method === 'eth_getTransactionByHash') {
+      const tx = (JSON.parse(out) as { result: { blockNumber: string | null } | null }).result
+      if (tx && tx.blockNumber === null) return missing
+    }
+    return new Response(out, { headers: { 'content-type': 'application/json' } })
+  })
+
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    async fetch(request) {
-      const text = await request.text()
-      const call = JSON.parse(text) as { method: string; id: number }
-      const upstream = () =>
-        fetch(chain.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text })
-      if (slowCallsMs && call.method === 'eth_call') await Bun.sleep(slowCallsMs)
-      if (failHead && call.method === 'eth_blockNumber') return new Response('bad gateway', { status: 502 })
-      if (loseBroadcasts && call.method === 'eth_sendRawTransaction') {
-        await upstream()
-        return new Response('gateway timeout', { status: 504 })
-      }
-      const missing = Response.json({ jsonrpc: '2.0', id: call.id, result: null })
-      if (loseBroadcasts && call.method === 'eth_getTransactionByHash') return missing
-      const out = await (await upstream()).text()
-      if (hidePending && call.method === 'eth_getTransactionByHash') {
-        const tx = (JSON.parse(out) as { result: { blockNumber: string | null } | null }).result
-        if (tx && tx.blockNumber === null) return missing
-      }
-      return new Response(out, { headers: { 'content-type': 'application/json' } })
-    },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    rpc: misbehavingRpc,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000', SVC_X402_RECEIPT_TIMEOUT_MS: '300' },
   })
-  stack = await startStack({
-    env: {
-      ...chain.env(1),
-      SVC_CHAIN_RPC_URL: `http://127.0.0.1:${rpc.port}`,
-      SVC_X402_WATCH_INTERVAL_MS: '600000',
-      SVC_X402_RECEIPT_TIMEOUT_MS: '300',
-    },
-  })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
 }, 60_000)
 
-afterAll(async () => {
-  await chain.testClient.setAutomine(true)
-  await stack.stop()
-  rpc.stop(true)
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const signupUrl = () => `${stack.url}/v1/x402/signup`
 

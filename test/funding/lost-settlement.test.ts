@@ -13,7 +13,8 @@ import { createFunding, watchDeps } from '../../src/funding/index.ts'
 import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
 import { createLogger } from '../../src/logger.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
 import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
 import { challenge, post, waitFor, xPayment } from '../helpers/x402.ts'
@@ -24,6 +25,7 @@ let stack: TestStack
 let deps: WatchDeps
 let selfSettled: TestStack
 let selfDeps: WatchDeps
+let chainStack: ChainStack<undefined, TestFacilitator>
 
 function reconcilerFor(stack: TestStack): WatchDeps {
   const config = stack.config
@@ -36,13 +38,13 @@ function reconcilerFor(stack: TestStack): WatchDeps {
 }
 
 beforeAll(async () => {
-  chain = await startChain()
-  facilitator = startFacilitator(chain)
-  const { SVC_RELAYER_PRIVATE_KEY: _, ...env } = chain.env(1)
   // The stacks' own watchers stay idle: the tests run the reconciler's passes themselves.
-  stack = await startStack({
-    env: { ...env, SVC_FACILITATOR_URL: facilitator.url, SVC_X402_WATCH_INTERVAL_MS: '600000' },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    facilitator: startFacilitator,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000' },
   })
+  ;({ chain, stack, facilitator } = chainStack)
   deps = reconcilerFor(stack)
   selfSettled = await startStack({ env: { ...chain.env(1), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
   selfDeps = reconcilerFor(selfSettled)
@@ -50,9 +52,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await chain.testClient.setAutomine(true)
   await selfSettled.stop()
-  await stack.stop()
-  facilitator.stop()
-  await chain.stop()
+  await chainStack.stop()
 })
 
 test('settled by the facilitator, reported as failed -> 502 -> credited from the chain once', async () => {

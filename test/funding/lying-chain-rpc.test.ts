@@ -12,24 +12,29 @@ import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import { createLogger } from '../../src/logger.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
 import { type LyingRpc, startLyingRpc } from '../helpers/lying-rpc.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { authorizationOf, challenge, pay, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
 let rpc: LyingRpc
+let chainStack: ChainStack
 let ledger: PaymentLedger
 /** The watcher's passes, reading the chain through the lying RPC. */
 let lied: WatchDeps
 const CONFIRMATIONS = 2
 
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = startLyingRpc(chain.rpcUrl)
   // The stack's own watcher stays idle: the tests run its passes themselves.
-  stack = await startStack({ env: { ...chain.env(CONFIRMATIONS), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  chainStack = await startChainStack({
+    confirmations: CONFIRMATIONS,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000' },
+  })
+  ;({ chain, stack } = chainStack)
+  rpc = startLyingRpc(chain.rpcUrl)
   ledger = new PaymentLedger(stack.store, stack.keys)
   const logger = createLogger('silent')
   const funding = createFunding(
@@ -44,8 +49,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   rpc.stop()
-  await stack.stop()
-  await chain.stop()
+  await chainStack.stop()
 })
 
 beforeEach(() => {

@@ -10,33 +10,31 @@ import type { Hex } from 'viem'
 import { PaymentLedger } from '../../src/funding/ledger.ts'
 import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let facilitator: TestFacilitator
 let stack: TestStack
 let deps: WatchDeps
+let chainStack: ChainStack<undefined, TestFacilitator>
 
 beforeAll(async () => {
-  chain = await startChain()
-  facilitator = startFacilitator(chain)
-  const { SVC_RELAYER_PRIVATE_KEY: _, ...env } = chain.env(1)
   // The stack's own watcher stays idle: the tests run the reconciler's passes themselves.
-  stack = await startStack({
-    env: { ...env, SVC_FACILITATOR_URL: facilitator.url, SVC_X402_WATCH_INTERVAL_MS: '600000' },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    facilitator: startFacilitator,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000' },
   })
+  ;({ chain, stack, facilitator } = chainStack)
   deps = stackWatchDeps(stack)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  facilitator.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 /** A payer with an account from a 2 USDC signup; its Bearer header and the signup's transaction. */
 async function signedUp(micros = 50_000_000n) {

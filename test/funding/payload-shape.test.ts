@@ -4,20 +4,19 @@
 // window, network or signature, a contract as payer. One authorization signed twice (low and high
 // s) is still one authorization: it moves money once.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { startChain, type TestChain } from '../helpers/chain.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { challenge, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  ;({ chain, stack } = chainStack)
 }, 30_000)
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 test('a v2 payload with a stray permit2Authorization is a 4xx; nothing changes', async () => {
   const payer = await chain.newPayer(10_000_000n)

@@ -1,24 +1,23 @@
 // A settlement whose receipt does not come in time: the buyer gets 409 `reconciling: true` with
 // the transaction (never `accepts`), and the reconciler credits it from the chain once mined.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { startChain, type TestChain } from '../helpers/chain.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({
-    env: { ...chain.env(1), SVC_X402_RECEIPT_TIMEOUT_MS: '300', SVC_X402_WATCH_INTERVAL_MS: '50' },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    env: { SVC_X402_RECEIPT_TIMEOUT_MS: '300', SVC_X402_WATCH_INTERVAL_MS: '50' },
   })
+  ;({ chain, stack } = chainStack)
   // Compiling the token and starting anvil can pass bun's 5 s hook default on a busy machine.
 }, 30_000)
-afterAll(async () => {
-  await chain.testClient.setAutomine(true)
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 test('receipt timeout -> 409 reconciling with the transaction -> credited later, once', async () => {
   const payer = await chain.newPayer(10_000_000n)

@@ -15,27 +15,26 @@ import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createAccount } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { authorizationOf, challenge, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
 let deps: WatchDeps
 let ledger: PaymentLedger
+let chainStack: ChainStack
 
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
   ledger = new PaymentLedger(stack.store, stack.keys)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const balances = (accountId: string) =>
   stack.store.hmget(stack.keys.account(accountId), 'pending', 'confirmed', 'funded')

@@ -4,53 +4,53 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, type FrontRpc, serveRpc, startChainStack } from '../helpers/chain-stack.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
-let facilitator: TestFacilitator
 let stack: TestStack
 let deps: WatchDeps
-let rpc: ReturnType<typeof Bun.serve>
+let chainStack: ChainStack<undefined, TestFacilitator>
+let lossy: FrontRpc
 /** The facilitator's node takes its broadcast and the answer is lost on the way back. */
 let loseBroadcasts = false
 
+/** The facilitator's node: anvil, each broadcast's answer lost while loseBroadcasts is set. */
+const lossyRpc = (anvilUrl: string) =>
+  serveRpc(async (request) => {
+    const text = await request.text()
+    const call = JSON.parse(text) as { method: string }
+    const out = await fetch(anvilUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: text,
+    })
+    if (loseBroadcasts && call.method === 'eth_sendRawTransaction')
+      return new Response('gateway timeout', { status: 504 })
+    return new Response(await out.text(), { headers: { 'content-type': 'application/json' } })
+  })
+
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    async fetch(request) {
-      const text = await request.text()
-      const call = JSON.parse(text) as { method: string }
-      const out = await fetch(chain.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: text,
-      })
-      if (loseBroadcasts && call.method === 'eth_sendRawTransaction')
-        return new Response('gateway timeout', { status: 504 })
-      return new Response(await out.text(), { headers: { 'content-type': 'application/json' } })
-    },
-  })
   // The facilitator reaches the chain through the lossy node; the gateway reads it directly.
-  facilitator = startFacilitator({ ...chain, rpcUrl: `http://127.0.0.1:${rpc.port}` })
-  const { SVC_RELAYER_PRIVATE_KEY: _, ...env } = chain.env(1)
-  stack = await startStack({
-    env: { ...env, SVC_FACILITATOR_URL: facilitator.url, SVC_X402_WATCH_INTERVAL_MS: '600000' },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    facilitator: (chain) => {
+      lossy = lossyRpc(chain.rpcUrl)
+      return startFacilitator({ ...chain, rpcUrl: lossy.url })
+    },
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000' },
   })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
 }, 60_000)
 
 afterAll(async () => {
-  await chain.testClient.setAutomine(true)
-  await stack.stop()
-  facilitator.stop()
-  rpc.stop(true)
-  await chain.stop()
+  await chainStack.stop()
+  lossy.stop()
 })
 
 test('a facilitator that lost its broadcast reply: the transfer, once mined, is credited', async () => {

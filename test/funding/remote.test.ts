@@ -2,25 +2,21 @@
 // reference facilitator over HTTP on the same local chain. The gateway still checks the terms,
 // refuses replays, claims the authorization and credits once; the facilitator verifies and sends.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { startFacilitator, type TestFacilitator } from '../helpers/facilitator.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let facilitator: TestFacilitator
 let stack: TestStack
+let chainStack: ChainStack<undefined, TestFacilitator>
 beforeAll(async () => {
-  chain = await startChain()
-  facilitator = startFacilitator(chain)
-  const { SVC_RELAYER_PRIVATE_KEY: _, ...env } = chain.env(1)
-  stack = await startStack({ env: { ...env, SVC_FACILITATOR_URL: facilitator.url } })
+  chainStack = await startChainStack({ confirmations: 1, facilitator: startFacilitator })
+  ;({ chain, stack, facilitator } = chainStack)
 }, 30_000)
-afterAll(async () => {
-  await stack.stop()
-  facilitator.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const signupUrl = () => `${stack.url}/v1/x402/signup`
 

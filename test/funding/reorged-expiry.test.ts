@@ -9,27 +9,26 @@ import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createAccount } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
 let deps: WatchDeps
 let ledger: PaymentLedger
+let chainStack: ChainStack
 
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
   ledger = new PaymentLedger(stack.store, stack.keys)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 test('a claim read expired at the head stays until a confirmed block says so: a reorg that mines its transfer gets it credited', async () => {
   const payer = await chain.newPayer(10_000_000n)

@@ -9,14 +9,15 @@ import { authorizationId, PaymentLedger, paymentId } from '../../src/funding/led
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createAccount } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import {
   auditStackOnChain,
   creditedBeforeReorg,
   onlyPaymentOf,
   stackWatchDeps,
 } from '../helpers/funding-watch.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { authorizationOf, challenge, post, xPayment } from '../helpers/x402.ts'
 
@@ -27,25 +28,20 @@ let chain: TestChain
 let stack: TestStack
 let deps: WatchDeps
 let ledger: PaymentLedger
+let chainStack: ChainStack
 
 beforeAll(async () => {
-  chain = await startChain()
   // The stack's own watcher stays idle: the tests run its passes themselves.
-  stack = await startStack({
-    env: {
-      ...chain.env(2),
-      SVC_X402_WATCH_INTERVAL_MS: '600000',
-      SVC_RECORD_RETENTION_DAYS: String(RETENTION_DAYS),
-    },
+  chainStack = await startChainStack({
+    confirmations: 2,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000', SVC_RECORD_RETENTION_DAYS: String(RETENTION_DAYS) },
   })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
   ledger = new PaymentLedger(stack.store, stack.keys)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const balances = (accountId: string) =>
   stack.store.hmget(stack.keys.account(accountId), 'pending', 'confirmed', 'funded')

@@ -13,9 +13,10 @@ import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import { createLogger } from '../../src/logger.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { createAccount } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
@@ -23,10 +24,11 @@ let stack: TestStack
 let rpc: LaggingRpc
 let deps: WatchDeps
 let ledger: PaymentLedger
+let chainStack: ChainStack
 
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  ;({ chain, stack } = chainStack)
   rpc = startLaggingRpc(chain.rpcUrl)
   // The watcher's passes, run by the test, read the chain through the proxy.
   const logger = createLogger('silent')
@@ -47,8 +49,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   rpc.stop()
-  await stack.stop()
-  await chain.stop()
+  await chainStack.stop()
 })
 
 const balances = (accountId: string) =>

@@ -8,26 +8,25 @@ import { type ReconcileCursor, reconcilePayments } from '../../src/funding/recon
 import type { WatchDeps } from '../../src/funding/watcher.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
 import { randomWallet } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { authorizationOf, challenge, fundedOf, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
 let deps: WatchDeps
+let chainStack: ChainStack
 
 beforeAll(async () => {
-  chain = await startChain()
   // The stack's own watcher stays idle: the test runs the reconciler's passes itself.
-  stack = await startStack({ env: { ...chain.env(1), SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  chainStack = await startChainStack({ confirmations: 1, env: { SVC_X402_WATCH_INTERVAL_MS: '600000' } })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 test('more than a page of claims that stay in flight do not hold back a transfer behind them', async () => {
   const ledger = new PaymentLedger(stack.store, stack.keys)

@@ -8,32 +8,31 @@ import { PaymentLedger } from '../../src/funding/ledger.ts'
 import { PASS_PAGE, PASS_PAGES, type ReconcileCursor } from '../../src/funding/reconciler.ts'
 import { confirmPayments, type WatchDeps } from '../../src/funding/watcher.ts'
 import { createAccount, settledPayment } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { onlyPaymentOf, stackWatchDeps } from '../helpers/funding-watch.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { pay } from '../helpers/x402.ts'
 
 let chain: TestChain
 let rpc: LaggingRpc
 let stack: TestStack
 let deps: WatchDeps
+let chainStack: ChainStack<LaggingRpc>
 
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = startLaggingRpc(chain.rpcUrl)
   // The stack's own watcher stays idle: the test runs the confirmations' passes itself.
-  stack = await startStack({
-    env: { ...chain.env(2), SVC_CHAIN_RPC_URL: rpc.url, SVC_X402_WATCH_INTERVAL_MS: '600000' },
+  chainStack = await startChainStack({
+    confirmations: 2,
+    rpc: startLaggingRpc,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000' },
   })
+  ;({ chain, stack, rpc } = chainStack)
   deps = stackWatchDeps(stack)
 }, 60_000)
 
-afterAll(async () => {
-  await stack.stop()
-  rpc.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const receiptReads = () => rpc.calls.eth_getTransactionReceipt ?? 0
 

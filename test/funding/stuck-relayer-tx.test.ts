@@ -22,37 +22,34 @@ import { Relayer } from '../../src/funding/relayer.ts'
 import { SenderTurns } from '../../src/funding/sender-lock.ts'
 import { createLogger } from '../../src/logger.ts'
 import { logCapture } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
 import { expectFundingAuditClean, untilFundingAtRest } from '../helpers/funding-audit.ts'
 import { type HoldingRpc, startHoldingRpc } from '../helpers/holding-rpc.ts'
 import { marketFixture } from '../helpers/market.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { fundedOf, pay } from '../helpers/x402.ts'
 
 let chain: TestChain
 let rpc: HoldingRpc
 let stack: TestStack
+let chainStack: ChainStack<HoldingRpc>
 
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = startHoldingRpc(chain.rpcUrl)
-  stack = await startStack({
+  chainStack = await startChainStack({
+    confirmations: 1,
+    rpc: startHoldingRpc,
     env: {
-      ...chain.env(1),
-      SVC_CHAIN_RPC_URL: rpc.url,
       SVC_X402_RECEIPT_TIMEOUT_MS: '500',
       SVC_X402_WATCH_INTERVAL_MS: '50',
       SVC_RELAYER_BUMP_MS: '300',
       SVC_RELAYER_MAX_FEE_GWEI: '1000.000000',
     },
   })
+  ;({ chain, stack, rpc } = chainStack)
 }, 30_000)
-afterAll(async () => {
-  await stack.stop()
-  rpc.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const AMOUNT = 2_000_000n
 const HELD = 10_000_000n

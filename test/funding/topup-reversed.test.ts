@@ -5,22 +5,23 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
 import { launchChromium } from '../helpers/browser.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { topUpPage } from '../helpers/topup.ts'
 
 let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 let browser: Browser
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '50' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_X402_WATCH_INTERVAL_MS: '50' } })
+  ;({ chain, stack } = chainStack)
   browser = await launchChromium()
 }, 30_000)
 afterAll(async () => {
   await browser?.close()
-  await stack.stop()
-  await chain.stop()
+  await chainStack.stop()
 })
 
 test('a top-up taken back after a reorg: the page stops polling and says it was reversed', async () => {

@@ -5,23 +5,24 @@ import { createHash } from 'node:crypto'
 import type { Browser } from 'playwright-core'
 import type { PrivateKeyAccount } from 'viem'
 import { launchChromium } from '../helpers/browser.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { topUpPage } from '../helpers/topup.ts'
 import { pay, post } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 let browser: Browser
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '50' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_X402_WATCH_INTERVAL_MS: '50' } })
+  ;({ chain, stack } = chainStack)
   browser = await launchChromium()
 }, 30_000)
 afterAll(async () => {
   await browser?.close()
-  await stack.stop()
-  await chain.stop()
+  await chainStack.stop()
 })
 
 const topupUrl = () => `${stack.url}/v1/x402/topup`

@@ -7,25 +7,24 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { type Hex, keccak256, type PrivateKeyAccount, parseTransaction } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { fundedOf, pay, sentClaim } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({
-    env: { ...chain.env(1), SVC_X402_RECEIPT_TIMEOUT_MS: '500', SVC_X402_WATCH_INTERVAL_MS: '50' },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    env: { SVC_X402_RECEIPT_TIMEOUT_MS: '500', SVC_X402_WATCH_INTERVAL_MS: '50' },
   })
+  ;({ chain, stack } = chainStack)
 }, 30_000)
-afterAll(async () => {
-  await chain.testClient.setAutomine(true)
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const AMOUNT = 2_000_000n
 const HELD = 10_000_000n

@@ -10,9 +10,10 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
 import { reconcilePayments } from '../../src/funding/reconciler.ts'
 import type { WatchDeps } from '../../src/funding/watcher.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import { type ChainStack, type FrontRpc, serveRpc, startChainStack } from '../helpers/chain-stack.ts'
 import { stackWatchDeps } from '../helpers/funding-watch.ts'
-import { startStack, type TestStack } from '../helpers/stack.ts'
+import type { TestStack } from '../helpers/stack.ts'
 import { challenge, post, xPayment } from '../helpers/x402.ts'
 
 const transferAbi = parseAbi([
@@ -22,47 +23,40 @@ const transferAbi = parseAbi([
 let chain: TestChain
 let stack: TestStack
 let deps: WatchDeps
-let rpc: ReturnType<typeof Bun.serve>
+let chainStack: ChainStack<FrontRpc>
 /** The block the lagging node is at: every `eth_call` at the head is answered as of it. */
 let laggingAt: bigint | null = null
 
+/** Anvil, its `eth_call`s at the head answered as of laggingAt once it is set. */
+const laggingRpc = (anvilUrl: string) =>
+  serveRpc(async (request) => {
+    const text = await request.text()
+    const call = JSON.parse(text) as { method: string; id: number; params?: unknown[] }
+    const params = call.params ?? []
+    // Reads at a block number pass: a node answers for the blocks it has.
+    const atHead = params[1] === undefined || params[1] === 'latest' || params[1] === 'pending'
+    const body =
+      laggingAt !== null && call.method === 'eth_call' && atHead
+        ? JSON.stringify({ ...call, params: [params[0], `0x${laggingAt.toString(16)}`] })
+        : text
+    const answer = await fetch(anvilUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    })
+    return new Response(await answer.text(), { headers: { 'content-type': 'application/json' } })
+  })
+
 beforeAll(async () => {
-  chain = await startChain()
-  rpc = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    async fetch(request) {
-      const text = await request.text()
-      const call = JSON.parse(text) as { method: string; id: number; params?: unknown[] }
-      const params = call.params ?? []
-      // Reads at a block number pass: a node answers for the blocks it has.
-      const atHead = params[1] === undefined || params[1] === 'latest' || params[1] === 'pending'
-      const body =
-        laggingAt !== null && call.method === 'eth_call' && atHead
-          ? JSON.stringify({ ...call, params: [params[0], `0x${laggingAt.toString(16)}`] })
-          : text
-      const answer = await fetch(chain.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-      })
-      return new Response(await answer.text(), { headers: { 'content-type': 'application/json' } })
-    },
+  chainStack = await startChainStack({
+    confirmations: 1,
+    rpc: laggingRpc,
+    env: { SVC_X402_WATCH_INTERVAL_MS: '600000' },
   })
-  stack = await startStack({
-    env: {
-      ...chain.env(1),
-      SVC_CHAIN_RPC_URL: `http://127.0.0.1:${rpc.port}`,
-      SVC_X402_WATCH_INTERVAL_MS: '600000',
-    },
-  })
+  ;({ chain, stack } = chainStack)
   deps = stackWatchDeps(stack)
 }, 30_000)
-afterAll(async () => {
-  await stack.stop()
-  rpc.stop(true)
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 test('a copy mined before the claim, unseen by a lagging read: the claim stays, the transfer is credited once', async () => {
   const url = `${stack.url}/v1/x402/signup`

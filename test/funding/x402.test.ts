@@ -5,21 +5,20 @@ import { ApiKeyStore } from '../../src/accounts/key-store.ts'
 import { loadGatewayConfig } from '../../src/config.ts'
 import { paymentRequirements, publicReason } from '../../src/funding/wire.ts'
 import type { MicroUsdc } from '../../src/money/units.ts'
-import { startChain, type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
-import { snapshotKeys, startStack, type TestStack } from '../helpers/stack.ts'
+import { type TestChain, USDC_NAME, USDC_VERSION } from '../helpers/chain.ts'
+import { type ChainStack, startChainStack } from '../helpers/chain-stack.ts'
+import { snapshotKeys, type TestStack } from '../helpers/stack.ts'
 import { challenge, pay, post, waitFor, xPayment } from '../helpers/x402.ts'
 
 let chain: TestChain
 let stack: TestStack
+let chainStack: ChainStack
 beforeAll(async () => {
-  chain = await startChain()
-  stack = await startStack({ env: { ...chain.env(2), SVC_X402_WATCH_INTERVAL_MS: '50' } })
+  chainStack = await startChainStack({ confirmations: 2, env: { SVC_X402_WATCH_INTERVAL_MS: '50' } })
+  ;({ chain, stack } = chainStack)
   // Compiling the token and starting anvil can pass bun's 5 s hook default on a busy machine.
 }, 30_000)
-afterAll(async () => {
-  await stack.stop()
-  await chain.stop()
-})
+afterAll(() => chainStack.stop())
 
 const baseEnv = () => ({
   REDIS_URL: stack.config.redisUrl,
