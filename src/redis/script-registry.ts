@@ -36,6 +36,7 @@ import supplierStatus from '../../lua/supplier-status.lua' with { type: 'text' }
 import touchKey from '../../lua/touch-key.lua' with { type: 'text' }
 import voidReservation from '../../lua/void.lua' with { type: 'text' }
 import webhookDelete from '../../lua/webhook-delete.lua' with { type: 'text' }
+import webhookForget from '../../lua/webhook-forget.lua' with { type: 'text' }
 import webhookPut from '../../lua/webhook-put.lua' with { type: 'text' }
 import webhookState from '../../lua/webhook-state.lua' with { type: 'text' }
 import { functionLibrary } from './functions.ts'
@@ -288,6 +289,8 @@ export const SCRIPTS = {
   ),
   webhookDelete: standalone(webhookDelete, 6, ['endpointId', 'owner'], false, 5),
   webhookState: standalone(webhookState, 1, ['endpointId', 'expected', 'endpoint']),
+  // a replica's sweep drops the consumers stopped replicas left in an owner's delivery group
+  webhookForget: standalone(webhookForget, 1, ['group', 'idleMs', 'keep']),
   // usage and earnings: a Stream's new entries folded into its sums (src/records/stream-sums.ts)
   foldSums: standalone(
     foldSums,

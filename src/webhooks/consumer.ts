@@ -12,7 +12,10 @@
 // every owner with an endpoint. The flag is taken before the stream is read, so an event written
 // meanwhile flags the owner again; an owner left with a retry waiting is flagged again. Every
 // SWEEP_MS a pass reads every owner instead: what a replica that stopped between taking a flag
-// and acknowledging left behind is still sent.
+// and acknowledging left behind is still sent. A sweep also drops, from each owner's group, the
+// consumers stopped replicas left there (lua/webhook-forget.lua: idle past forgetAfterMs and
+// nothing pending, checked in the same call): consumers follow the replicas running, not every
+// replica ever started, and an entry pending on a stopped one keeps it until it is claimed.
 //
 // An owner's drain runs for at most one try's time (timeoutMs): past that it yields its slot after
 // the event in hand and is flagged again. An owner whose last drain yielded is slow: a pass visits
@@ -23,6 +26,7 @@ import type { Logger } from 'pino'
 import type { WebhookConfig } from '../config.ts'
 import { ApiError } from '../errors.ts'
 import type { Keyspace } from '../redis/keys.ts'
+import { runScript } from '../redis/scripts.ts'
 import type { Store } from '../redis/store.ts'
 import type { StoredEvent, WebhookDeliveries } from './delivery.ts'
 import { eventOf, wants } from './delivery.ts'
@@ -59,6 +63,12 @@ export class WebhookConsumer {
     private readonly config: WebhookConfig,
     /** Owners delivered for at once (OWNERS_AT_ONCE; fewer in a test). */
     readonly ownersAtOnce = OWNERS_AT_ONCE,
+    /**
+     * How long a consumer with nothing pending sits idle before a sweep drops it: two sweeps (less
+     * in a test). A live replica's consumer dropped loses nothing (none pending) and its next read
+     * makes it again; the wait only spares that churn.
+     */
+    readonly forgetAfterMs = 2 * SWEEP_MS,
   ) {
     this.slowSlots = Math.max(1, Math.floor(ownersAtOnce / 2))
   }
@@ -192,6 +202,12 @@ export class WebhookConsumer {
     // Still something to do: a full batch handled, the drain out of time, or an event waiting on a
     // retry (here or at another replica): the next pass looks again.
     if (handled >= BATCH || yielded || (await this.pendingCount(stream)) > 0) await this.flag(owner)
+    if (sweep)
+      await runScript(this.store, 'webhookForget', [stream], {
+        group: DELIVERY_GROUP,
+        idleMs: this.forgetAfterMs,
+        keep: this.name,
+      })
     return handled
   }
 

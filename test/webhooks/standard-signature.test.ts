@@ -3,8 +3,9 @@
 // package; the gateway's svc-webhook-* headers passed as its webhook-* ones) accepts a delivery,
 // and refuses it under another secret or with a timestamp too old (a replay). Real Redis, the real
 // registration and delivery, a receiver of the test's own on loopback.
-import { afterAll, expect, test } from 'bun:test'
+import { afterAll, expect, setSystemTime, test } from 'bun:test'
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
+import fc from 'fast-check'
 import { Webhook } from 'standardwebhooks'
 import type { WebhookConfig } from '../../src/config.ts'
 import { keyspace } from '../../src/redis/keys.ts'
@@ -103,4 +104,75 @@ test("a delivery verifies by the README's recipe with node:crypto alone; a chang
   } finally {
     await receiver.stop()
   }
+})
+
+/** Whether the Standard Webhooks library accepts these headers for this body under this secret. */
+function libraryAccepts(secret: string, id: string, timestamp: string, body: string, signature: string) {
+  try {
+    new Webhook(secret).verify(body, {
+      'webhook-id': id,
+      'webhook-timestamp': timestamp,
+      'webhook-signature': signature,
+    })
+    return true
+  } catch {
+    return false
+  }
+}
+
+test('verify refuses a delivery stamped more than 5 minutes before or after now, as a replay', () => {
+  const secret = `whsec_${randomBytes(24).toString('base64')}`
+  const body = '{"id":"evt_9-0"}'
+  const now = Math.floor(Date.now() / 1000)
+  const at = (stamped: number) =>
+    verify(secret, 'evt_9-0', String(stamped), body, sign(secret, 'evt_9-0', stamped, body))
+  expect(at(now)).toBe(true)
+  expect(at(now - 3600)).toBe(false)
+  expect(at(now - 301)).toBe(false)
+  expect(at(now + 301)).toBe(false)
+  expect(at(now + 3600)).toBe(false)
+})
+
+test('verify and the Standard Webhooks library accept and refuse the same deliveries', () => {
+  const secret = `whsec_${randomBytes(24).toString('base64')}`
+  const other = `whsec_${randomBytes(24).toString('base64')}`
+  const id = 'evt_10-0'
+  const body = '{"id":"evt_10-0","data":{}}'
+  try {
+    fc.assert(
+      fc.property(
+        // The clock anywhere in a second (the rule compares whole seconds), the stamp around the edges.
+        fc.integer({ min: 1_700_000_000_000, max: 1_800_000_000_000 }),
+        fc.oneof(fc.integer({ min: -400, max: 400 }), fc.constantFrom(-301, -300, -299, 299, 300, 301)),
+        fc.boolean(),
+        fc.constantFrom('signed', 'other secret', 'not a number', 'changed body'),
+        (nowMs, offset, rotated, how) => {
+          setSystemTime(new Date(nowMs))
+          const stamped = Math.floor(nowMs / 1000) + offset
+          const signedBy = how === 'other secret' ? other : secret
+          const one = sign(signedBy, id, stamped, body)
+          const signature = rotated ? `${sign(other, id, stamped, body)} ${one}` : one
+          const timestamp = how === 'not a number' ? 'soon' : String(stamped)
+          const sent = how === 'changed body' ? `${body} ` : body
+          const ours = verify(secret, id, timestamp, sent, signature)
+          expect(ours).toBe(libraryAccepts(secret, id, timestamp, sent, signature))
+          expect(ours).toBe(how === 'signed' && Math.abs(offset) <= 300)
+        },
+      ),
+      { numRuns: 300 },
+    )
+  } finally {
+    setSystemTime()
+  }
+})
+
+test('verify reads the timestamp as plain digits only, where the library takes a leading number', () => {
+  const secret = `whsec_${randomBytes(24).toString('base64')}`
+  const body = '{}'
+  const now = Math.floor(Date.now() / 1000)
+  const signature = sign(secret, 'evt_11-0', now, body)
+  expect(verify(secret, 'evt_11-0', String(now), body, signature)).toBe(true)
+  // The library reads "<now>abc" as <now> (parseInt); a header that is not a number is refused here.
+  for (const timestamp of [`${now}abc`, ` ${now}`, `${now}.0`, '', `-${now}`])
+    expect(verify(secret, 'evt_11-0', timestamp, body, signature)).toBe(false)
 })
