@@ -4,6 +4,9 @@
 export type Modality = 'text' | 'image' | 'video'
 export type ModelStatus = 'live' | 'coming_soon'
 
+/** A catalog row's price field: an amount, a name, or a table of them (an image model's tiers). */
+export type PricingValue = string | number | { [name: string]: PricingValue }
+
 /** The contract's catalog row, as `GET /v1/models` and `GET /v1/models/{id}` return it. */
 export interface CatalogRow {
   id: string
@@ -17,9 +20,10 @@ export interface CatalogRow {
   constraints?: Record<string, unknown>
   /**
    * List prices in USD (= DIEM), 6-decimal strings, with the long-prompt tier under `extended`
-   * when the model has one; informational: the buyer pays burn x ask.
+   * when the model has one, and an image model's `resolutions` / `quality` tiers; informational:
+   * the buyer pays burn x ask.
    */
-  pricing?: Record<string, string | Record<string, string | number>>
+  pricing?: Record<string, PricingValue>
   context_length?: number
   max_completion_tokens?: number
 }
@@ -49,10 +53,25 @@ export interface ExtendedRates extends TokenRates {
  */
 export type VideoPrices = Record<string, Record<string, number>>
 
+/**
+ * An image model the upstream bills by the tier a request names, micro-DIEM per image: by
+ * `resolution` (`1K` ...), or, where it publishes a `quality` matrix, by resolution then `quality`
+ * (`low` ...). A request is billed at exactly one tier; one that names none is refused, never guessed.
+ */
+export interface ImageTiers {
+  /** Per image by resolution: the bill of a model without a quality matrix. */
+  resolutions?: Record<string, number>
+  /** Per image by resolution, then quality: the bill of every request to a model that has it. */
+  quality?: Record<string, Record<string, number>>
+  /** The quality a request naming none is billed at, where the upstream publishes one. */
+  defaultQuality?: string
+}
+
 /** Integer list prices, micro-DIEM: per million tokens for text, per image, per video job. */
 export interface ModelPrices extends Partial<TokenRates> {
   extended?: ExtendedRates
   perImage?: number
+  imageTiers?: ImageTiers
   /** Empty on a video model the sync has not priced (it is `coming_soon`). */
   perVideo?: VideoPrices
 }

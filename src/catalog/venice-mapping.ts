@@ -2,7 +2,7 @@
 // others `coming_soon`; offline, disabled, unknown-type and `svc/`-prefixed models are left off. A
 // video model is listed with no price (`/models` publishes none): the sync asks the upstream's
 // quote endpoint for its prices (video-prices.ts), and only then is it live.
-import { formatMicros, parseMicros } from '../money/units.ts'
+import { formatMicros } from '../money/units.ts'
 import {
   bareModelId,
   type CatalogEntry,
@@ -12,11 +12,8 @@ import {
   type ModelPrices,
   type TokenRates,
 } from './entry.ts'
-
-interface UpstreamPrice {
-  usd?: unknown
-  diem?: unknown
-}
+import { tieredImagePrice } from './image-prices.ts'
+import { isRecord, price } from './list-price.ts'
 
 /** A `pricing` block: prices by name, and the `extended` block beside them. */
 type Pricing = { [name: string]: unknown }
@@ -38,31 +35,8 @@ interface UpstreamModel {
 
 const MODALITIES: readonly Modality[] = ['text', 'image', 'video']
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
-
 function positiveInt(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : undefined
-}
-
-/** One amount of a price pair in micro units: absent (undefined), readable, or null when it is not. */
-function amount(raw: unknown): number | undefined | null {
-  if (raw === undefined || raw === null) return undefined
-  if (typeof raw !== 'number' && typeof raw !== 'string') return null
-  const micros = parseMicros(raw)
-  return micros !== null && micros >= 0 ? micros : null
-}
-
-// DIEM is the unit billing counts in, usd the fallback. 1 DIEM = $1 of list price: a pair whose
-// amounts disagree (or one of them unreadable) does not say which the key is billed, so it is no price.
-function price(value: unknown): number | undefined {
-  const p = isRecord(value) ? (value as UpstreamPrice) : undefined
-  const diem = amount(p?.diem)
-  const usd = amount(p?.usd)
-  if (diem === null || usd === null) return undefined
-  if (diem !== undefined && usd !== undefined && diem !== usd) return undefined
-  return diem ?? usd
 }
 
 /** A price that is published but unreadable: the model cannot be billed exactly, so it is not live. */
@@ -141,12 +115,12 @@ function unitPrice(model: UpstreamModel, field: string) {
 
 /**
  * An image model priced by tiers (`resolutions`, or a `quality` matrix) is billed by the upstream
- * at the tier a request lands on, which a flat per-image price cannot match: not live.
+ * at the tier a request names: the catalog keeps the tiers (image-prices.ts), and one it cannot
+ * read keeps the model `coming_soon`. Otherwise its price is the flat `generation` per image.
  */
 function imagePrice(model: UpstreamModel) {
-  const pricing = model.model_spec?.pricing
-  if (pricing?.resolutions != null || pricing?.quality != null) return null
-  return unitPrice(model, 'generation')
+  const tiered = tieredImagePrice(model.model_spec?.pricing, model.model_spec?.constraints)
+  return tiered === undefined ? unitPrice(model, 'generation') : tiered
 }
 
 export function mapUpstreamModel(model: UpstreamModel): CatalogEntry | null {

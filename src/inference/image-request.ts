@@ -1,16 +1,21 @@
-// An image request, validated and admitted: a live image model, how many images, the worst-case
-// burn (the catalog's per-image price x n) and the body the supplier receives.
+// An image request, validated and admitted: a live image model, how many images, the price of one
+// image (the catalog's flat price, or that of the tier the request names), the worst-case burn (that
+// price x n), and the supplier endpoint and body: OpenAI's `/images/generations` for a flat-priced
+// model, the upstream's native `/image/generate` for one billed by tier (image-tier.ts).
 import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
 import { badRequest } from '../errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
+import { nativeImageBody, tierPrice } from './image-tier.ts'
 
 export const MAX_IMAGES = 4
 
 /**
- * OpenAI's request shape; other fields (size, quality, style ...) pass through. `response_format`
- * and `stream` are checked by validateImages, so a refusal can say what is supported.
+ * OpenAI's request shape; other fields (size, quality, style ...) pass through to a flat-priced
+ * model, and a model billed by tier reads its `resolution`, `quality`, `aspect_ratio` and
+ * `output_format` (image-tier.ts). `response_format` and `stream` are checked by validateImages, so a
+ * refusal can say what is supported.
  */
 export const imageBodySchema = t.Object(
   {
@@ -30,7 +35,11 @@ export interface ValidImages {
   count: number
   perImage: MicroDiem
   holdDiem: MicroDiem
+  /** The supplier's endpoint: `/images/generations`, or `/image/generate` for a tiered model. */
+  path: string
   upstreamBody: Record<string, unknown>
+  /** The images a supplier answer to that endpoint delivered; null when it is no image answer. */
+  read: (json: Record<string, unknown>) => DeliveredImage[] | null
 }
 
 /**
@@ -54,14 +63,24 @@ function checkDelivery(body: ImageBody): void {
 
 export function validateImages(body: ImageBody, entry: CatalogEntry | undefined): ValidImages {
   checkDelivery(body)
-  const { row, prices } = callableModel(entry, body.model, 'image', ['perImage'])
+  const { row, prices } = callableModel(entry, body.model, 'image', [])
+  const tier = prices.imageTiers ? tierPrice(row.id, prices.imageTiers, body) : undefined
+  const perImage = tier?.perImage ?? prices.perImage
+  if (perImage === undefined) throw badRequest(`model '${row.id}' is not live yet`, 'model_not_live')
   const count = body.n ?? 1
+  const priced = { modelId: row.id, count, perImage: perImage as MicroDiem }
+  const holdDiem = (perImage * count) as MicroDiem
+  if (tier) {
+    // The tier is sent as billed: the upstream bills this request at it, not at a default of its own.
+    const upstreamBody = nativeImageBody(row.id, body, tier.pinned)
+    return { ...priced, holdDiem, path: '/image/generate', upstreamBody, read: nativeImages }
+  }
   return {
-    modelId: row.id,
-    count,
-    perImage: prices.perImage as MicroDiem,
-    holdDiem: (prices.perImage * count) as MicroDiem,
+    ...priced,
+    holdDiem,
+    path: '/images/generations',
     upstreamBody: { ...withoutStream(body), model: row.id, n: count, response_format: 'b64_json' },
+    read: deliveredImages,
   }
 }
 
@@ -90,4 +109,13 @@ export function deliveredImages(json: Record<string, unknown>): DeliveredImage[]
     images.push(typeof revised_prompt === 'string' ? { b64_json, revised_prompt } : { b64_json })
   }
   return images
+}
+
+/** The images of a native answer (`{id, images: [<base64>...]}`), as OpenAI's answer carries them. */
+export function nativeImages(json: Record<string, unknown>): DeliveredImage[] | null {
+  if (!Array.isArray(json.images)) return null
+  const images = json.images as unknown[]
+  return images
+    .filter((b64) => typeof b64 === 'string' && b64 !== '')
+    .map((b64) => ({ b64_json: b64 as string }))
 }

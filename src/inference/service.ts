@@ -32,7 +32,7 @@ import {
   type Requester,
   type UpstreamJob,
 } from './dispatch.ts'
-import { deliveredImages, type ImageBody, validateImages } from './image-request.ts'
+import { type ImageBody, validateImages } from './image-request.ts'
 import { type BufferedResult, costHeaders, relayBuffered } from './relay-buffered.ts'
 import type { StreamContext, StreamTiming } from './relay-stream.ts'
 import { type ChatMessageLike, promptFieldsOf } from './tokens.ts'
@@ -326,7 +326,7 @@ export class InferenceService {
     }
   }
 
-  /** Images, held at the catalog's per-image price x n and cleared for the images delivered. */
+  /** Images, held at the per-image price (flat, or the tier named) x n and cleared for the images delivered. */
   async generateImages(
     body: ImageBody,
     requester: Requester,
@@ -336,17 +336,17 @@ export class InferenceService {
     const dispatched = await this.dispatch(call, requester, {
       modelId: images.modelId,
       holdDiem: images.holdDiem,
-      path: '/images/generations',
+      path: images.path,
       body: images.upstreamBody,
       stream: false,
-      isComplete: (json) => deliveredImages(json) !== null,
+      isComplete: (json) => images.read(json) !== null,
       // An answer with no image in it delivered nothing: not paid for, the next offer is tried.
-      delivered: (json) => (deliveredImages(json)?.length ?? 0) > 0,
+      delivered: (json) => (images.read(json)?.length ?? 0) > 0,
       capGroup: IMAGE_CAP_GROUP,
     })
     const json = dispatched.json!
     // The buyer pays for the images delivered, never more than were asked for.
-    const data = (deliveredImages(json) ?? []).slice(0, images.count)
+    const data = (images.read(json) ?? []).slice(0, images.count)
     const delivered = data.length
     try {
       const clearing = await clearBurn(

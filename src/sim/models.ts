@@ -18,7 +18,12 @@ export interface ExtendedPricing {
   cache_write?: ListPrice
 }
 
-/** `model_spec.pricing`: tokens for text, `generation` for image; none for video (its quote prices it). */
+/**
+ * `model_spec.pricing`: tokens for text; for image `generation` per image, or tiers: `resolutions`
+ * per image by resolution, and `quality` by resolution then quality (the bill of every request to a
+ * model that has it, at `constraints.quality.default` when a request names none); none for video
+ * (its quote prices it).
+ */
 export type SimPricing = {
   input?: ListPrice
   output?: ListPrice
@@ -26,6 +31,8 @@ export type SimPricing = {
   cache_write?: ListPrice
   extended?: ExtendedPricing
   generation?: ListPrice
+  resolutions?: Record<string, ListPrice>
+  quality?: Record<string, Record<string, ListPrice>>
 }
 
 export interface VeniceModel {
@@ -47,6 +54,10 @@ export interface VeniceModel {
 }
 
 const CREATED = 1_735_689_600
+
+const pair = (amount: number): ListPrice => ({ usd: amount, diem: amount })
+
+const ASPECT_RATIOS = ['1:1', '3:2', '16:9', '9:16', '2:3']
 
 const textCapabilities = (extra: Record<string, boolean> = {}) => ({
   optimizedForCode: false,
@@ -160,6 +171,51 @@ export const SIM_MODELS: VeniceModel[] = [
       capabilities: { supportsNegativePrompt: true },
       constraints: { promptCharacterLimit: 2048, steps: { default: 25, max: 30 }, widthHeightDivisor: 8 },
       pricing: { generation: { usd: 0.01, diem: 0.01 } },
+    },
+  },
+  {
+    // Billed by the resolution a request names.
+    id: 'nano-banana-pro',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'image',
+    model_spec: {
+      name: 'Nano Banana Pro',
+      capabilities: {},
+      constraints: {
+        promptCharacterLimit: 4096,
+        resolutions: ['1K', '2K', '4K'],
+        aspectRatios: ASPECT_RATIOS,
+      },
+      pricing: { resolutions: { '1K': pair(0.18), '2K': pair(0.24), '4K': pair(0.35) } },
+    },
+  },
+  {
+    // Billed by resolution and quality (`high` when a request names none), as the upstream
+    // publishes gpt-image-2: `resolutions` is its older per-image schedule, kept beside the matrix.
+    id: 'gpt-image-2',
+    object: 'model',
+    created: CREATED,
+    owned_by: 'venice.ai',
+    type: 'image',
+    model_spec: {
+      name: 'GPT Image 2',
+      capabilities: {},
+      constraints: {
+        promptCharacterLimit: 10_000,
+        resolutions: ['1K', '2K', '4K'],
+        aspectRatios: ASPECT_RATIOS,
+        quality: { default: 'high', options: ['low', 'medium', 'high'] },
+      },
+      pricing: {
+        resolutions: { '1K': pair(0.27), '2K': pair(0.51), '4K': pair(0.84) },
+        quality: {
+          '1K': { low: pair(0.02), medium: pair(0.07), high: pair(0.26) },
+          '2K': { low: pair(0.03), medium: pair(0.13), high: pair(0.5) },
+          '4K': { low: pair(0.05), medium: pair(0.21), high: pair(0.83) },
+        },
+      },
     },
   },
   {

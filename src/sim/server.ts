@@ -320,9 +320,9 @@ export function startSim(
       if (path === '/video/quote' && request.method === 'POST') return video.quote(request)
       if (path === '/video/queue' && request.method === 'POST') return video.queue(request)
       if (path === '/video/retrieve' && request.method === 'POST') return video.retrieve(request)
-      if (path === '/images/generations' && request.method === 'POST') {
-        return generateImages(keys, request, settings)
-      }
+      const native = path === '/image/generate'
+      if ((native || path === '/images/generations') && request.method === 'POST')
+        return generateImages(keys, request, settings, native)
       if (path === '/api_keys/rate_limits' && request.method === 'GET') return rateLimits(keys, request)
       if (path.startsWith('/sim/')) return control(keys, request, new URL(path, url))
       return veniceError(404, 'Not found')

@@ -141,19 +141,53 @@ describe('catalog mapping', () => {
     expect(video.prices).toEqual({ perVideo: {} })
   })
 
-  test('an image model priced by resolution or quality tiers is not billed at its flat price', () => {
+  test('an image model priced by resolution or quality tiers keeps its tier tables, not a flat price', () => {
     const tier = { usd: 0.27, diem: 0.27 }
-    for (const tiers of [
-      { resolutions: { '1K': tier, '4K': { usd: 0.84, diem: 0.84 } } },
-      { quality: { '1K': { low: { diem: 0.02 }, high: { diem: 0.26 } } } },
-    ]) {
-      const image = mapUpstreamModel({
+    const byResolution = mapUpstreamModel({
+      id: 'i',
+      type: 'image',
+      model_spec: {
+        pricing: { generation: { diem: 0.01 }, resolutions: { '1K': tier, '4K': { usd: 0.84, diem: 0.84 } } },
+      },
+    })!
+    expect(byResolution.row.status).toBe('live')
+    expect(byResolution.prices).toEqual({ imageTiers: { resolutions: { '1K': 270_000, '4K': 840_000 } } })
+    expect(byResolution.row.pricing).toEqual({
+      currency: 'USD',
+      unit: 'image',
+      resolutions: { '1K': '0.270000', '4K': '0.840000' },
+    })
+    const byQuality = mapUpstreamModel({
+      id: 'i',
+      type: 'image',
+      model_spec: {
+        constraints: { quality: { default: 'high' } },
+        pricing: {
+          resolutions: { '1K': tier },
+          quality: { '1K': { low: { diem: 0.02 }, high: { diem: 0.26 } } },
+        },
+      },
+    })!
+    expect(byQuality.row.status).toBe('live')
+    expect(byQuality.prices).toEqual({
+      imageTiers: {
+        resolutions: { '1K': 270_000 },
+        quality: { '1K': { low: 20_000, high: 260_000 } },
+        defaultQuality: 'high',
+      },
+    })
+    expect(byQuality.row.pricing).toMatchObject({
+      quality: { '1K': { low: '0.020000', high: '0.260000' } },
+      default_quality: 'high',
+    })
+    // No default published (or one that is no tier's name): a request must name its quality.
+    for (const constraints of [undefined, { quality: 'high' }, { quality: { default: 7 } }]) {
+      const none = mapUpstreamModel({
         id: 'i',
         type: 'image',
-        model_spec: { pricing: { generation: { diem: 0.01 }, ...tiers } },
+        model_spec: { constraints, pricing: { quality: { '1K': { low: { diem: 0.02 } } } } },
       })!
-      expect(image.row.status).toBe('coming_soon')
-      expect(image.prices).toBeNull()
+      expect(none.prices).toEqual({ imageTiers: { quality: { '1K': { low: 20_000 } } } })
     }
     const upscaled = mapUpstreamModel({
       id: 'i',
@@ -170,6 +204,8 @@ describe('catalog mapping', () => {
     expect(byId.get('deepseek-r2-preview')?.status).toBe('coming_soon')
     expect(byId.has('mistral-retired')).toBe(false)
     expect(byId.get('flux-dev')?.modality).toBe('image')
+    expect(byId.get('gpt-image-2')?.status).toBe('live')
+    expect(byId.get('nano-banana-pro')?.status).toBe('live')
     expect(byId.get('wan-2.1-video')?.modality).toBe('video')
     expect(mapUpstreamModels({ data: SIM_MODELS }, ['qwen3-4b']).some((e) => e.row.id === 'qwen3-4b')).toBe(
       false,

@@ -1,13 +1,15 @@
 // An upstream price list that lies or changes moves no money wrongly: a slower, older sync never
 // overwrites a newer list; an id listed twice with different rows is coming_soon, never billed at
 // whichever copy came last; an empty or enormous list, or one with no readable model, keeps the
-// catalog there; a video model whose constraints lie is not live, and its job a 400.
+// catalog there; a video model whose constraints lie is not live, and its job a 400; so is an image
+// model whose tier prices lie.
 import { afterAll, expect, test } from 'bun:test'
 import { CatalogStore } from '../../src/catalog/store.ts'
 import { syncCatalog } from '../../src/catalog/sync.ts'
 import { mapUpstreamModel, mapUpstreamModels } from '../../src/catalog/venice-mapping.ts'
 import { priceVideoModels } from '../../src/catalog/video-prices.ts'
 import { ApiError } from '../../src/errors.ts'
+import { validateImages } from '../../src/inference/image-request.ts'
 import { validateVideo } from '../../src/inference/video-request.ts'
 import { marketFixture } from '../helpers/market.ts'
 import { until } from '../helpers/wait.ts'
@@ -209,4 +211,53 @@ test('a list too large to hold is refused and the catalog there kept', async () 
   )
   expect(await fx.store.hlen(keys.catalog)).toBe(1)
   up.stop()
+})
+
+test('an image tier the list cannot price exactly leaves the model not live; a request to it is a 400', () => {
+  const good = { usd: 0.27, diem: 0.27 }
+  const image = (pricing: Record<string, unknown>) => ({
+    id: 'img',
+    type: 'image',
+    model_spec: { name: 'img', constraints: { quality: { default: 'high' } }, pricing },
+  })
+  const lies: [string, unknown][] = [
+    ['a tier of "abc"', { '1K': good, '2K': { usd: 'abc', diem: 'abc' } }],
+    ['a negative tier', { '1K': good, '2K': { usd: -0.5, diem: -0.5 } }],
+    ['a tier with no amount', { '1K': good, '2K': {} }],
+    [
+      'a tier whose diem is not a number',
+      { '1K': good, '2K': { usd: 0.5, diem: null, x: 1 }, '4K': { diem: true } },
+    ],
+    ['a tier with more than 6 decimals', { '1K': { diem: 0.0000001 } }],
+    ['a tier of nothing', { '1K': good, '2K': { usd: 0, diem: 0 } }],
+    ['a tier whose usd and diem disagree', { '1K': { usd: 0.27, diem: 0.2 } }],
+    ['an empty table', {}],
+    ['a table that is a list', [good]],
+    ['a tier named as no request can', { '1K': good, '': good }],
+  ]
+  for (const [why, table] of lies) {
+    for (const pricing of [
+      { resolutions: table },
+      { resolutions: { '1K': good }, quality: { '1K': table } },
+      { resolutions: { '1K': good }, quality: table },
+    ]) {
+      const entry = mapUpstreamModels({ data: [image(pricing)] })[0]!
+      expect([why, entry.row.status, entry.prices]).toEqual([why, 'coming_soon', null])
+      expect(() => validateImages({ model: 'img', prompt: 'p', resolution: '1K' } as never, entry)).toThrow(
+        ApiError,
+      )
+    }
+  }
+  // A tier listed in usd alone is billed at it, as every price of the list is (1 DIEM = $1).
+  const usdOnly = mapUpstreamModels({ data: [image({ resolutions: { '1K': { usd: 0.5 } } })] })[0]!
+  expect(usdOnly.prices).toEqual({ imageTiers: { resolutions: { '1K': 500_000 } } })
+  // A tier named as an object's own field is a tier, never a prototype's.
+  const own = mapUpstreamModels({ data: [image({ resolutions: { constructor: good } })] })[0]!
+  expect(own.row.status).toBe('live')
+  expect(
+    validateImages({ model: 'img', prompt: 'p', resolution: 'constructor' } as never, own).perImage,
+  ).toBe(270_000 as never)
+  expect(() => validateImages({ model: 'img', prompt: 'p', resolution: 'toString' } as never, own)).toThrow(
+    ApiError,
+  )
 })

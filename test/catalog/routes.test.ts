@@ -21,7 +21,15 @@ describe('GET /v1/models', () => {
     const body = (await response.json()) as { object: string; data: Record<string, unknown>[] }
     expect(body.object).toBe('list')
     const ids = body.data.map((m) => m.id)
-    expect(ids).toEqual(['deepseek-r2-preview', 'flux-dev', 'glm-4.6', 'llama-3.3-70b', 'wan-2.1-video'])
+    expect(ids).toEqual([
+      'deepseek-r2-preview',
+      'flux-dev',
+      'glm-4.6',
+      'gpt-image-2',
+      'llama-3.3-70b',
+      'nano-banana-pro',
+      'wan-2.1-video',
+    ])
     for (const row of body.data) {
       expect(row.capabilities).toBeDefined()
       expect(['live', 'coming_soon']).toContain(row.status as string)

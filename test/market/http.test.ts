@@ -233,10 +233,11 @@ describe('GET /v1/capacity', () => {
     expect(body.routableDiem).toBe('13.833333')
     expect(body.usdcToBuyAll).toBe('7.385000')
     expect(body.cheapestPostedCents).toBe(35)
-    // The simulated supplier lists three live text models: llama-3.3-70b, qwen3-4b and glm-4.6.
+    // The simulated supplier lists three live text models: llama-3.3-70b, qwen3-4b and glm-4.6;
+    // three live image models: flux-dev, and nano-banana-pro and gpt-image-2 priced by tier.
     expect(body.modalities).toEqual({
       text: { available: true, liveModels: 3 },
-      image: { available: true, liveModels: 1 },
+      image: { available: true, liveModels: 3 },
       video: { available: true, liveModels: 1 },
     })
     expect(Date.parse(body.generatedAt as string)).toBeGreaterThan(0)

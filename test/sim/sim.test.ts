@@ -473,4 +473,43 @@ describe('images', () => {
     expect((await generate(key, {}, { 'x-sim-fault': 'error_5xx' })).status).toBe(503)
     expect((await keyState(key)).balanceDiem).toBe('100.000000')
   })
+  const native = (key: string, body: Record<string, unknown>) =>
+    fetch(`${sim.url}/image/generate`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}` },
+      body: JSON.stringify({ prompt: 'a lighthouse', return_binary: false, ...body }),
+    })
+
+  test('the native endpoint debits the tier a request names, answering {id, images}', async () => {
+    for (const [body, balance] of [
+      [{ model: 'nano-banana-pro', resolution: '2K' }, '99.760000'],
+      [{ model: 'gpt-image-2', resolution: '4K', quality: 'low' }, '99.950000'],
+      [{ model: 'gpt-image-2', resolution: '2K' }, '99.500000'], // the default quality, high
+      [{ model: 'flux-dev', variants: 2 }, '99.980000'],
+    ] as [Record<string, unknown>, string][]) {
+      const key = freshKey()
+      const response = await native(key, body)
+      expect(response.status).toBe(200)
+      const answer = (await response.json()) as { id: string; images: string[] }
+      expect(answer.id).toStartWith('generate-image-')
+      expect(answer.images).toHaveLength((body.variants as number | undefined) ?? 1)
+      expect((await keyState(key)).balanceDiem).toBe(balance)
+    }
+    const key = freshKey()
+    expect((await native(key, { model: 'nano-banana-pro', resolution: '8K' })).status).toBe(400)
+    expect((await native(key, { model: 'gpt-image-2', resolution: '1K', quality: 'ultra' })).status).toBe(400)
+    expect((await native(key, { model: 'flux-dev', return_binary: true })).status).toBe(400)
+    expect((await keyState(key)).balanceDiem).toBe('100.000000')
+  })
+
+  test('the OpenAI-compatible endpoint debits a tiered model its default tier, whatever it is asked', async () => {
+    for (const [body, balance] of [
+      [{ model: 'nano-banana-pro', resolution: '4K' }, '99.820000'], // 1K: 0.18
+      [{ model: 'gpt-image-2', resolution: '4K', quality: 'low' }, '99.740000'], // 1K high: 0.26
+    ] as [Record<string, unknown>, string][]) {
+      const key = freshKey()
+      expect((await generate(key, body)).status).toBe(200)
+      expect((await keyState(key)).balanceDiem).toBe(balance)
+    }
+  })
 })

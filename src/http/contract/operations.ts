@@ -117,7 +117,7 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /v1/images/generations': {
     summary: 'Image generation, paid per image delivered at the cheapest eligible offer',
     description:
-      "OpenAI's request and answer, b64_json only: response_format url and stream true are a 400 that says so. Burn = the catalog's per-image price x images delivered; one image job in flight per wallet (429 buyer_concurrency_limit).",
+      "OpenAI's request and answer, b64_json only: response_format url and stream true are a 400 that says so. Burn = the catalog's per-image price x images delivered; a model priced by tier (its row's pricing.resolutions, pricing.quality) is billed at the tier the request names with resolution (and quality, or the row's default_quality), sent to the upstream's native image endpoint with aspect_ratio and output_format (png, jpeg or webp): one image per request (n above 1 is a 400 naming n); one that names no tier or one not listed, or sends size, width or height, is a 400 naming the parameter. One image job in flight per wallet (429 buyer_concurrency_limit).",
     tags: ['inference'],
     security: 'apiKey',
     ok: ok('The images', '200', {

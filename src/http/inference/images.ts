@@ -1,6 +1,7 @@
 // POST /v1/images/generations: OpenAI's request and answer, routed, held and cleared like text,
-// with burn = the catalog's per-image price x the images delivered. One image job in flight per
-// wallet, always (429 buyer_concurrency_limit).
+// with burn = the image's price (the catalog's per-image price, or the price of the resolution and
+// quality tier the request names) x the images delivered. One image job in flight per wallet,
+// always (429 buyer_concurrency_limit).
 import { Elysia } from 'elysia'
 import { imageBodySchema } from '../../inference/image-request.ts'
 import { costHeaders } from '../../inference/relay-buffered.ts'
