@@ -405,7 +405,14 @@ describe('/llms.txt', () => {
     expect(guide).toContain('Funding by payment (x402) is off on this gateway')
     expect(guide).toContain('/admin/v1/accounts')
     expect(guide).toContain(`${stack.url}/v1/chat/completions`)
-    // The funded gateway's guide keeps the x402 steps.
-    expect(await fundedGuide()).toContain('http://gateway.test/v1/x402/signup')
+    // Its refusals are the ones it can answer: no payment challenge, no funding conflict.
+    expect(guide).not.toContain('"accepts"')
+    expect(guide).not.toContain('409 on funding')
+    expect(guide).toContain('ask the operator for a credit')
+    // The funded gateway's guide keeps the x402 steps and their refusals.
+    const funded = await fundedGuide()
+    expect(funded).toContain('http://gateway.test/v1/x402/signup')
+    expect(funded).toContain('402 with "accepts"')
+    expect(funded).toContain('409 on funding')
   })
 })

@@ -31,6 +31,18 @@ is spendable. A 402 on a paid call means the balance cannot hold the request: as
 `
 }
 
+/** The balance refusals, as a gateway with x402 funding answers them, and as one without. */
+const PAID_402 = `- 402 without "accepts": confirmed balance too low; refill, wait for confirmation, retry. Nothing moved.
+- 402 with "accepts": a payment challenge; sign and retry. Nothing moved.
+`
+const CREDITED_402 = `- 402: confirmed balance too low; ask the operator for a credit, then retry. Nothing moved.
+`
+const PAID_409 = `- 409 on funding: money moved but the request did not finish; never pay again. "credited": true
+  means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);
+  "reconciling": true means the credit is queued from the chain; otherwise keep "transaction" and
+  quote it to support.
+`
+
 /** The guide; `funded` when the x402 routes (signup, refill, top-up) are served. */
 export function llmsGuide(baseUrl: string, funded: boolean): string {
   return `# svc gateway
@@ -101,9 +113,7 @@ ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: 
 ## Errors and what to do
 - 400: fix the request (bad JSON, non-live model, maxPriceCents outside ${MIN_MAX_PRICE_CENTS}..${MAX_MAX_PRICE_CENTS}).
 - 401: missing or bad Bearer key (cookies are refused).
-- 402 without "accepts": confirmed balance too low; refill, wait for confirmation, retry. Nothing moved.
-- 402 with "accepts": a payment challenge; sign and retry. Nothing moved.
-- 403 key_limit_exceeded: this key's spending limit would be passed by the request's worst case
+${funded ? PAID_402 : CREDITED_402}- 403 key_limit_exceeded: this key's spending limit would be passed by the request's worst case
   (requests in flight count); raise the limit (PATCH /v1/agent/keys/<id>) or lower max_tokens.
   Funding does not help. Nothing moved.
 - 403 key_limit_binding: this key has a limit, so it may not raise or remove a limit, change a
@@ -115,10 +125,7 @@ ${baseUrl}/v1/supplier/payouts follows it (sending, pending, confirmed; failed: 
   no payout sent.
 - 403 origin_not_allowed (/mcp): the request carried an Origin header other than the gateway's
   own, as a browser page on another site does. MCP clients that are not browsers send none.
-- 409: on funding, money moved but the request did not finish; never pay again. "credited": true
-  means the payment is in your balance (signup at the ${MAX_ACTIVE_API_KEYS}-key cap: no key was minted);
-  "reconciling": true means the credit is queued from the chain; otherwise keep "transaction" and
-  quote it to support. On POST /v1/agent/keys: ${MAX_ACTIVE_API_KEYS} keys already, revoke one (nothing paid).
+${funded ? PAID_409 : ''}- 409 on POST /v1/agent/keys: ${MAX_ACTIVE_API_KEYS} keys already, revoke one (nothing paid).
 - 429 key_concurrency_limit, buyer_concurrency_limit or count_concurrency_limit (count_tokens): wait
   Retry-After seconds (1) or lower your parallelism. 429 signup_fuse on signup: the global fuse; wait Retry-After.
   Suppliers: 429 nonce_rate_limited on the sign-in nonce, key_check_rate_limited on an offer post
