@@ -4,58 +4,42 @@
 // forged log never keeps it pending.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { encodeAbiParameters, type Hex, keccak256, numberToHex, pad } from 'viem'
-import { fundingChain } from '../../src/funding/chain.ts'
-import { createLogger } from '../../src/logger.ts'
-import { PayoutSender } from '../../src/payouts/sender.ts'
-import { PayoutStore } from '../../src/payouts/store.ts'
-import { payoutWallet } from '../../src/payouts/wallet.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
-import { createStore, type Store } from '../../src/redis/store.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { PayoutStore } from '../../src/payouts/store.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
+import type { TestChain } from '../helpers/chain.ts'
 import { type LyingRpc, startLyingRpc } from '../helpers/lying-rpc.ts'
 import {
-  passUntil,
-  payoutFunding,
-  payoutOf,
-  payoutWalletOn,
-  supplierMoney,
-  transfersFrom,
-} from '../helpers/payouts.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+  type PayoutChain,
+  payoutSender,
+  payoutWalletParts,
+  startPayoutChain,
+} from '../helpers/payout-chain.ts'
+import { passUntil, payoutOf, supplierMoney, transfersFrom } from '../helpers/payouts.ts'
 
+let opened: PayoutChain<LyingRpc>
 let chain: TestChain
 let store: Store
 let keys: Keyspace
 let payouts: PayoutStore
 let rpc: LyingRpc
-const logger = createLogger('silent')
 const CONFIRMATIONS = 2
 const TRANSFER_TOPIC = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef'
 
 beforeAll(async () => {
-  chain = await startChain()
-  store = createStore(testRedisUrl(), { name: 'svc-test-payouts-forged-logs' })
-  rpc = startLyingRpc(chain.rpcUrl)
-  keys = keyspace(testPrefix())
-  payouts = new PayoutStore(store, keys)
+  opened = await startPayoutChain({ name: 'svc-test-payouts-forged-logs', rpc: startLyingRpc })
+  ;({ chain, store, rpc } = opened)
+  ;({ keys, payouts } = opened.fresh())
 })
-afterAll(async () => {
-  rpc.stop()
-  store.close()
-  await chain.stop()
-})
+afterAll(() => opened.stop())
 
 test("a reverted payout transfer, the token's logs answered with a forged transfer of it: failed once at depth, its amount payable again once, nothing paid", async () => {
-  const { key, address } = await payoutWalletOn(chain)
-  const funding = { ...payoutFunding(chain, key, CONFIRMATIONS), chainRpcUrl: rpc.url }
-  const onChain = fundingChain(funding, 20)
+  const { address, onChain, wallet } = await payoutWalletParts(chain, CONFIRMATIONS, { rpcUrl: rpc.url })
   // TestUsdc's balanceOf mapping is slot 3: the wallet's USDC is gone by the time it is mined.
   const slot = keccak256(encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }], [address, 3n]))
-  const sender = new PayoutSender(payouts, payoutWallet(key, funding, onChain), onChain, logger, {
+  const sender = payoutSender(payouts, wallet, onChain, {
     confirmations: CONFIRMATIONS,
-    lockTtlMs: 300,
     receiptTimeoutMs: 200,
-    bumpAfterMs: 60_000,
     beforeBroadcast: async () => {
       await chain.testClient.setStorageAt({
         address: chain.usdc,

@@ -7,61 +7,43 @@ import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
 import { type Address, createWalletClient, type Hex, http, keccak256, numberToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
-import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
-import { createLogger } from '../../src/logger.ts'
-import { PayoutSender } from '../../src/payouts/sender.ts'
-import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
-import { payoutWallet } from '../../src/payouts/wallet.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
-import { createStore, type Store } from '../../src/redis/store.ts'
+import type { PayoutSender } from '../../src/payouts/sender.ts'
+import type { Payout, PayoutStore } from '../../src/payouts/store.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
 import { startChain, type TestChain } from '../helpers/chain.ts'
 import { type LyingRpc, startLyingRpc } from '../helpers/lying-rpc.ts'
 import {
-  passUntil,
-  payoutOf as payoutFor,
-  payoutFunding,
-  payoutWalletOn,
-  supplierMoney,
-  transfersFrom,
-} from '../helpers/payouts.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+  type PayoutChain,
+  payoutSender,
+  payoutWalletParts,
+  startPayoutChain,
+} from '../helpers/payout-chain.ts'
+import { passUntil, payoutOf as payoutFor, supplierMoney, transfersFrom } from '../helpers/payouts.ts'
 import { until } from '../helpers/wait.ts'
 
+let opened: PayoutChain<LyingRpc>
 let chain: TestChain
 let store: Store
 let keys: Keyspace
 let payouts: PayoutStore
 let rpc: LyingRpc
-const logger = createLogger('silent')
 
 beforeAll(async () => {
-  chain = await startChain()
-  store = createStore(testRedisUrl(), { name: 'svc-test-payouts-lying' })
-  rpc = startLyingRpc(chain.rpcUrl)
+  opened = await startPayoutChain({ name: 'svc-test-payouts-lying', rpc: startLyingRpc })
+  ;({ chain, store, rpc } = opened)
 })
-afterAll(async () => {
-  rpc.stop()
-  store.close()
-  await chain.stop()
-})
+afterAll(() => opened.stop())
 beforeEach(() => {
   rpc.route(chain.rpcUrl)
   rpc.lie(null)
-  keys = keyspace(testPrefix())
-  payouts = new PayoutStore(store, keys)
+  ;({ keys, payouts } = opened.fresh())
 })
 
 /** A fresh payout wallet and its sender, reading the chain through the lying RPC. */
 async function senderBehindRpc(confirmations = 1) {
-  const { key, address } = await payoutWalletOn(chain)
-  const funding = { ...payoutFunding(chain, key, confirmations), chainRpcUrl: rpc.url }
-  const onChain: FundingChain = fundingChain(funding, 20)
-  const sender = new PayoutSender(payouts, payoutWallet(key, funding, onChain), onChain, logger, {
-    confirmations,
-    lockTtlMs: 300,
-    receiptTimeoutMs: 200,
-    bumpAfterMs: 60_000,
-  })
+  const { key, address, onChain, wallet } = await payoutWalletParts(chain, confirmations, { rpcUrl: rpc.url })
+  const sender = payoutSender(payouts, wallet, onChain, { confirmations, receiptTimeoutMs: 200 })
   return { key, address, sender }
 }
 

@@ -10,28 +10,25 @@ import { privateKeyToAccount } from 'viem/accounts'
 import { baseSepolia } from 'viem/chains'
 import type { FundingConfig } from '../../src/config.ts'
 import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
-import { createLogger } from '../../src/logger.ts'
 import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
-import { PayoutSender } from '../../src/payouts/sender.ts'
-import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
+import type { PayoutSender } from '../../src/payouts/sender.ts'
+import type { Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
 import type { Store } from '../../src/redis/store.ts'
-import { createStore } from '../../src/redis/store.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
 import {
-  passUntil,
-  payoutOf as payoutFor,
-  payoutFunding,
-  payoutWalletOn,
-  supplierMoney,
-  transfersFrom,
-} from '../helpers/payouts.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+  type PayoutChain,
+  payoutSender,
+  payoutWalletParts,
+  startPayoutChain,
+} from '../helpers/payout-chain.ts'
+import { passUntil, payoutOf as payoutFor, supplierMoney, transfersFrom } from '../helpers/payouts.ts'
 import { waitFor } from '../helpers/x402.ts'
 
+let opened: PayoutChain<LaggingRpc>
 let chain: TestChain
 let store: Store
 let funding: FundingConfig
@@ -44,30 +41,20 @@ let rpc: LaggingRpc
 /** The chain and the payout wallet as a sender behind the lagging RPC reads them. */
 let laggingChain: FundingChain
 let laggingWallet: PayoutWallet
-const logger = createLogger('silent')
 const CONFIRMATIONS = 1
 
 beforeAll(async () => {
-  chain = await startChain()
-  store = createStore(testRedisUrl(), { name: 'svc-test-payouts' })
-  walletKey = (await payoutWalletOn(chain)).key
-  funding = payoutFunding(chain, walletKey, CONFIRMATIONS)
-  onChain = fundingChain(funding, 20)
-  wallet = payoutWallet(walletKey, funding, onChain)
-  rpc = startLaggingRpc(chain.rpcUrl)
+  opened = await startPayoutChain({ name: 'svc-test-payouts', rpc: startLaggingRpc })
+  ;({ chain, store, rpc } = opened)
+  ;({ key: walletKey, funding, onChain, wallet } = await payoutWalletParts(chain, CONFIRMATIONS))
   const behind = { ...funding, chainRpcUrl: rpc.url }
   laggingChain = fundingChain(behind, 20)
   laggingWallet = payoutWallet(walletKey, behind, laggingChain)
 })
-afterAll(async () => {
-  rpc.stop()
-  store.close()
-  await chain.stop()
-})
+afterAll(() => opened.stop())
 beforeEach(() => {
   rpc.set({})
-  keys = keyspace(testPrefix())
-  payouts = new PayoutStore(store, keys)
+  ;({ keys, payouts } = opened.fresh())
 })
 
 function sender(
@@ -76,9 +63,8 @@ function sender(
   confirmations = CONFIRMATIONS,
   bumpAfterMs = 60_000,
 ) {
-  return new PayoutSender(payouts, { ...wallet, ...over }, onChain, logger, {
+  return payoutSender(payouts, { ...wallet, ...over }, onChain, {
     confirmations,
-    lockTtlMs: 300,
     receiptTimeoutMs: 1_000,
     bumpAfterMs,
     beforeBroadcast,
@@ -268,11 +254,9 @@ describe('a reorg', () => {
 describe('an RPC whose nodes lag', () => {
   test('a receipt read null while the mined nonce is past: the payout waits, is never payable twice', async () => {
     const { supplierId, payout, to } = await payoutOf(1_000_000)
-    const behind = new PayoutSender(payouts, laggingWallet, laggingChain, logger, {
+    const behind = payoutSender(payouts, laggingWallet, laggingChain, {
       confirmations: CONFIRMATIONS,
-      lockTtlMs: 300,
       receiptTimeoutMs: 200,
-      bumpAfterMs: 60_000,
     })
     // every receipt comes from a node far behind; the mined nonce from one at the head
     rpc.set({ receipts: { blocks: 1_000, share: 1 } })
@@ -302,11 +286,9 @@ describe('an RPC whose nodes lag', () => {
 describe('an RPC whose nodes lag', () => {
   test('a pending payout whose receipt a read misses stays pending: the chain still holds its nonce', async () => {
     const { supplierId, payout, to } = await payoutOf(1_000_000)
-    const behind = new PayoutSender(payouts, laggingWallet, laggingChain, logger, {
+    const behind = payoutSender(payouts, laggingWallet, laggingChain, {
       confirmations: 3,
-      lockTtlMs: 300,
       receiptTimeoutMs: 200,
-      bumpAfterMs: 60_000,
     })
     const included = await passUntil(behind, payouts, payout.id, (p) => p.state === 'pending')
     expect(included).toMatchObject({ blockNumber: expect.any(Number) })
@@ -334,11 +316,9 @@ describe('an RPC whose nodes lag', () => {
 
   test('nonces read from a node behind: the next payout is signed past the last one, not at its nonce', async () => {
     const a = await payoutOf(1_000_000)
-    const behind = new PayoutSender(payouts, laggingWallet, laggingChain, logger, {
+    const behind = payoutSender(payouts, laggingWallet, laggingChain, {
       confirmations: CONFIRMATIONS,
-      lockTtlMs: 300,
       receiptTimeoutMs: 1_000,
-      bumpAfterMs: 60_000,
     })
     // a node one block behind: it counts the wallet's transactions of every block but the newest
     await chain.testClient.mine({ blocks: 2 })

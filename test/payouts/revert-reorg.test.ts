@@ -3,54 +3,46 @@
 // they succeed the supplier is paid; failed at once, it would be paid again on asking.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { encodeAbiParameters, getAddress, keccak256, numberToHex } from 'viem'
-import type { FundingConfig } from '../../src/config.ts'
-import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
-import { createLogger } from '../../src/logger.ts'
+import type { FundingChain } from '../../src/funding/chain.ts'
 import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
-import { PayoutSender } from '../../src/payouts/sender.ts'
-import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
-import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
-import { createStore, type Store } from '../../src/redis/store.ts'
+import type { PayoutSender } from '../../src/payouts/sender.ts'
+import type { Payout, PayoutStore } from '../../src/payouts/store.ts'
+import type { PayoutWallet } from '../../src/payouts/wallet.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
 import { SupplierStore } from '../../src/suppliers/store.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
 import { seedSupplier } from '../helpers/market.ts'
-import { passUntil, payoutFunding, payoutWalletOn, seedEarnings } from '../helpers/payouts.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+import {
+  type PayoutChain,
+  payoutSender,
+  payoutWalletParts,
+  startPayoutChain,
+} from '../helpers/payout-chain.ts'
+import { passUntil, seedEarnings } from '../helpers/payouts.ts'
 
+let opened: PayoutChain
 let chain: TestChain
 let store: Store
-let funding: FundingConfig
 let onChain: FundingChain
 let keys: Keyspace
 let payouts: PayoutStore
-let walletKey: `0x${string}`
 let wallet: PayoutWallet
-const logger = createLogger('silent')
 // Deep enough that a payout is final only after three blocks: the reorg below is one block deep.
 const CONFIRMATIONS = 3
 
 beforeAll(async () => {
-  chain = await startChain()
-  store = createStore(testRedisUrl(), { name: 'svc-test-payout-revert' })
-  walletKey = (await payoutWalletOn(chain)).key
-  funding = payoutFunding(chain, walletKey, CONFIRMATIONS)
-  onChain = fundingChain(funding, 20)
-  wallet = payoutWallet(walletKey, funding, onChain)
-  keys = keyspace(testPrefix())
-  payouts = new PayoutStore(store, keys)
+  opened = await startPayoutChain({ name: 'svc-test-payout-revert' })
+  ;({ chain, store } = opened)
+  ;({ onChain, wallet } = await payoutWalletParts(chain, CONFIRMATIONS))
+  ;({ keys, payouts } = opened.fresh())
 })
-afterAll(async () => {
-  store.close()
-  await chain.stop()
-})
+afterAll(() => opened.stop())
 
 function sender(beforeBroadcast?: (payout: Payout) => Promise<void>) {
-  return new PayoutSender(payouts, wallet, onChain, logger, {
+  return payoutSender(payouts, wallet, onChain, {
     confirmations: CONFIRMATIONS,
-    lockTtlMs: 300,
     receiptTimeoutMs: 1_000,
-    bumpAfterMs: 60_000,
     beforeBroadcast,
   })
 }

@@ -8,28 +8,33 @@ import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
 import { createWalletClient, http } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
 import type { FundingConfig } from '../../src/config.ts'
-import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
+import type { FundingChain } from '../../src/funding/chain.ts'
 import { createLogger } from '../../src/logger.ts'
 import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
-import { PayoutSender } from '../../src/payouts/sender.ts'
+import type { PayoutSender } from '../../src/payouts/sender.ts'
 import { PayoutService } from '../../src/payouts/service.ts'
-import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
+import type { Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
-import { createStore, type Store } from '../../src/redis/store.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
 import { logCapture } from '../helpers/accounts.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { TestChain } from '../helpers/chain.ts'
+import {
+  type PayoutChain,
+  payoutSender,
+  payoutWalletParts,
+  startPayoutChain,
+} from '../helpers/payout-chain.ts'
 import {
   passUntil,
   payoutOf as payoutFor,
-  payoutFunding,
   payoutWalletOn,
   supplierMoney,
   transfersFrom,
 } from '../helpers/payouts.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
+let opened: PayoutChain
 let chain: TestChain
 let store: Store
 let funding: FundingConfig
@@ -44,18 +49,13 @@ const logger = createLogger('silent')
 const CONFIRMATIONS = 2
 
 beforeAll(async () => {
-  chain = await startChain()
-  store = createStore(testRedisUrl(), { name: 'svc-test-payouts-rotated' })
-  funding = payoutFunding(chain, (await payoutWalletOn(chain, 0n)).key, CONFIRMATIONS)
-  onChain = fundingChain(funding, 20)
+  opened = await startPayoutChain({ name: 'svc-test-payouts-rotated' })
+  ;({ chain, store } = opened)
+  ;({ funding, onChain } = await payoutWalletParts(chain, CONFIRMATIONS, { usdc: 0n }))
 })
-afterAll(async () => {
-  store.close()
-  await chain.stop()
-})
+afterAll(() => opened.stop())
 beforeEach(async () => {
-  keys = keyspace(testPrefix())
-  payouts = new PayoutStore(store, keys)
+  ;({ keys, payouts } = opened.fresh())
   oldKey = (await payoutWalletOn(chain)).key
   oldWallet = payoutWallet(oldKey, funding, onChain)
   const fresh = await payoutWalletOn(chain)
@@ -79,13 +79,13 @@ function senderOf(
   over: { bumpAfterMs?: number; beforeBroadcast?: (payout: Payout) => Promise<void> } = {},
   log = logger,
 ) {
-  return new PayoutSender(payouts, wallet, onChain, log, {
-    confirmations: CONFIRMATIONS,
-    lockTtlMs: 300,
-    receiptTimeoutMs: 200,
-    bumpAfterMs: over.bumpAfterMs ?? 60_000,
-    beforeBroadcast: over.beforeBroadcast,
-  })
+  return payoutSender(
+    payouts,
+    wallet,
+    onChain,
+    { confirmations: CONFIRMATIONS, receiptTimeoutMs: 200, ...over },
+    log,
+  )
 }
 
 const payoutOf = (amount: number, earned = amount) => payoutFor({ store, keys, payouts }, amount, earned)

@@ -5,53 +5,45 @@
 // key (payouts signed by another payout wallet) is rotated-key.test.ts's.
 import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
 import { getAddress, keccak256, parseTransaction } from 'viem'
-import type { FundingConfig } from '../../src/config.ts'
-import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
-import { createLogger } from '../../src/logger.ts'
-import { PayoutSender } from '../../src/payouts/sender.ts'
-import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
-import { type PayoutWallet, payoutWallet } from '../../src/payouts/wallet.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
-import { createStore, type Store } from '../../src/redis/store.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { FundingChain } from '../../src/funding/chain.ts'
+import type { PayoutSender } from '../../src/payouts/sender.ts'
+import type { Payout, PayoutStore } from '../../src/payouts/store.ts'
+import type { PayoutWallet } from '../../src/payouts/wallet.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
+import type { TestChain } from '../helpers/chain.ts'
 import { seedSupplier } from '../helpers/market.ts'
+import {
+  type PayoutChain,
+  payoutSender,
+  payoutWalletParts,
+  startPayoutChain,
+} from '../helpers/payout-chain.ts'
 import {
   passUntil,
   payoutOf as payoutFor,
-  payoutFunding,
-  payoutWalletOn,
   seedEarnings,
   supplierMoney,
   transfersFrom,
 } from '../helpers/payouts.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 
+let opened: PayoutChain
 let chain: TestChain
 let store: Store
-let funding: FundingConfig
 let onChain: FundingChain
 let keys: Keyspace
 let payouts: PayoutStore
-let walletKey: `0x${string}`
 let wallet: PayoutWallet
-const logger = createLogger('silent')
 
 beforeAll(async () => {
-  chain = await startChain()
-  store = createStore(testRedisUrl(), { name: 'svc-test-payouts-sender' })
-  walletKey = (await payoutWalletOn(chain)).key
-  funding = payoutFunding(chain, walletKey, 3)
-  onChain = fundingChain(funding, 20)
-  wallet = payoutWallet(walletKey, funding, onChain)
+  opened = await startPayoutChain({ name: 'svc-test-payouts-sender' })
+  ;({ chain, store } = opened)
+  ;({ onChain, wallet } = await payoutWalletParts(chain, 3))
 })
-afterAll(async () => {
-  store.close()
-  await chain.stop()
-})
+afterAll(() => opened.stop())
 beforeEach(() => {
-  keys = keyspace(testPrefix())
-  payouts = new PayoutStore(store, keys)
+  ;({ keys, payouts } = opened.fresh())
 })
 
 function sender(
@@ -61,9 +53,8 @@ function sender(
   beforeBroadcast?: (payout: Payout) => Promise<void>,
   receiptTimeoutMs = 1_000,
 ) {
-  return new PayoutSender(payouts, { ...wallet, ...over }, onChain, logger, {
+  return payoutSender(payouts, { ...wallet, ...over }, onChain, {
     confirmations,
-    lockTtlMs: 300,
     receiptTimeoutMs,
     bumpAfterMs,
     beforeBroadcast,

@@ -7,63 +7,49 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { createWalletClient, encodeAbiParameters, type Hex, http, keccak256, numberToHex } from 'viem'
 import { privateKeyToAccount } from 'viem/accounts'
-import { type FundingChain, fundingChain } from '../../src/funding/chain.ts'
-import { createLogger } from '../../src/logger.ts'
+import type { FundingChain } from '../../src/funding/chain.ts'
 import { auditPayoutsOnChain } from '../../src/payouts/audit.ts'
-import { PayoutSender } from '../../src/payouts/sender.ts'
-import { type Payout, PayoutStore } from '../../src/payouts/store.ts'
+import type { PayoutSender } from '../../src/payouts/sender.ts'
+import type { Payout, PayoutStore } from '../../src/payouts/store.ts'
 import { payoutWallet } from '../../src/payouts/wallet.ts'
-import { type Keyspace, keyspace } from '../../src/redis/keys.ts'
-import { createStore, type Store } from '../../src/redis/store.ts'
-import { startChain, type TestChain } from '../helpers/chain.ts'
+import type { Keyspace } from '../../src/redis/keys.ts'
+import type { Store } from '../../src/redis/store.ts'
+import type { TestChain } from '../helpers/chain.ts'
 import { type LaggingRpc, startLaggingRpc } from '../helpers/lagging-rpc.ts'
 import {
-  passUntil,
-  payoutOf as payoutFor,
-  payoutFunding,
-  payoutWalletOn,
-  supplierMoney,
-  transfersFrom,
-} from '../helpers/payouts.ts'
-import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
+  type PayoutChain,
+  payoutSender,
+  payoutWalletParts,
+  startPayoutChain,
+} from '../helpers/payout-chain.ts'
+import { passUntil, payoutOf as payoutFor, supplierMoney, transfersFrom } from '../helpers/payouts.ts'
 import { until } from '../helpers/wait.ts'
 
+let opened: PayoutChain<LaggingRpc>
 let chain: TestChain
 let store: Store
 let keys: Keyspace
 let payouts: PayoutStore
 let rpc: LaggingRpc
-const logger = createLogger('silent')
 // Deeper than the reorgs below, so the stale receipt is at depth when it is read.
 const CONFIRMATIONS = 3
 
 beforeAll(async () => {
-  chain = await startChain()
-  store = createStore(testRedisUrl(), { name: 'svc-test-payouts-stale-fork' })
-  rpc = startLaggingRpc(chain.rpcUrl)
-  keys = keyspace(testPrefix())
-  payouts = new PayoutStore(store, keys)
+  opened = await startPayoutChain({ name: 'svc-test-payouts-stale-fork', rpc: startLaggingRpc })
+  ;({ chain, store, rpc } = opened)
+  ;({ keys, payouts } = opened.fresh())
 })
-afterAll(async () => {
-  rpc.stop()
-  store.close()
-  await chain.stop()
-})
+afterAll(() => opened.stop())
 
 /** A fresh payout wallet and its sender, reading the chain through the proxy. */
 async function senderBehindRpc(beforeBroadcast?: (payout: Payout) => Promise<void>) {
-  const { key, address } = await payoutWalletOn(chain)
-  const funding = { ...payoutFunding(chain, key, CONFIRMATIONS), chainRpcUrl: rpc.url }
-  const onChain: FundingChain = fundingChain(funding, 20)
-  const options = {
-    confirmations: CONFIRMATIONS,
-    lockTtlMs: 300,
-    receiptTimeoutMs: 1_000,
-    bumpAfterMs: 60_000,
-  }
+  const { key, address, funding, onChain } = await payoutWalletParts(chain, CONFIRMATIONS, {
+    rpcUrl: rpc.url,
+  })
   const sender = (hook = beforeBroadcast) =>
-    new PayoutSender(payouts, payoutWallet(key, funding, onChain), onChain, logger, {
-      ...options,
+    payoutSender(payouts, payoutWallet(key, funding, onChain), onChain, {
+      confirmations: CONFIRMATIONS,
+      receiptTimeoutMs: 1_000,
       beforeBroadcast: hook,
     })
   return { key, address, onChain, sender }
