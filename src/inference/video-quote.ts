@@ -58,8 +58,8 @@ export async function askVideoQuote(call: {
 
 /**
  * The admitted key's quote for the job, checked against its hold: the burn (rounded down: never
- * more than the key is billed), or a failure before any byte (a quote that is missing, no price, or
- * above the hold: what the key would bill the buyer does not hold), and the next offer is tried.
+ * more than the key is billed), or a failure before any byte (a quote that is missing, no price, at
+ * nothing, or above the hold: what the key would bill the buyer does not hold), and the next offer is tried.
  */
 export async function quoteForKey(
   video: { holdDiem: number; upstreamBody: Record<string, unknown> },
@@ -76,6 +76,9 @@ export async function quoteForKey(
     timeoutMs,
   })
   if (!quoted.ok) return quoted
+  // Priced at nothing, the job would bill its buyer nothing while the key may still be billed: no
+  // price, as the catalog's sync reads it.
+  if (quoted.down === 0) return quoteFailure('upstream_bad_quote')
   if (quoted.up > video.holdDiem) return quoteFailure('upstream_quote_above_hold')
   return { ok: true, burn: quoted.down as MicroDiem }
 }

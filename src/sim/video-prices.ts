@@ -42,7 +42,11 @@ export function simVideoPrice(
   const seconds = durationSeconds(params.duration)
   if (seconds === null || seconds === 0) return { error: 'duration is required' }
   const resolution = params.resolution ?? table.defaultResolution
-  const perSecond = typeof resolution === 'string' ? table.perSecond[resolution] : undefined
+  // Own fields only: a resolution named like an object's field (`toString`) is no resolution.
+  const perSecond =
+    typeof resolution === 'string' && Object.hasOwn(table.perSecond, resolution)
+      ? table.perSecond[resolution]
+      : undefined
   if (perSecond === undefined) return { error: `resolution must be one of ${Object.keys(table.perSecond)}` }
   if (params.audio !== undefined && typeof params.audio !== 'boolean')
     return { error: 'audio must be a boolean' }

@@ -77,6 +77,8 @@ describe('the simulated supplier', () => {
     })
     expect((await quote({ model: MODEL, duration: '5s', resolution: '8k' }, key)).status).toBe(400)
     expect((await quote({ model: MODEL, duration: '5s', audio: true }, key)).status).toBe(400)
+    for (const resolution of ['__proto__', 'constructor', 'toString'])
+      expect((await quote({ model: MODEL, duration: '5s', resolution }, key)).status).toBe(400)
     expect((await quote({ model: 'flux-dev', duration: '5s' }, key)).status).toBe(404)
     const anonymous = await fetch(`${stack.sim.url}/video/quote`, { method: 'POST', body: '{}' })
     expect(anonymous.status).toBe(401)
@@ -168,6 +170,8 @@ describe('a supplier whose quote lies', () => {
     ['an infinite quote', answer('{"quote":1e400}')],
     ['a quote past any price', answer('{"quote":5000}')],
     ['a quote above the hold', answer('{"quote":0.250001}')],
+    ['a quote of nothing', answer('{"quote":0}')],
+    ['a quote below one micro-DIEM', answer('{"quote":0.0000001}')],
     ['a body that is not JSON', answer('quote: 0.25')],
     ['a failing quote endpoint', answer('{"error":"down"}', 503)],
   ] as [string, () => Response][]) {
@@ -183,6 +187,23 @@ describe('a supplier whose quote lies', () => {
       expect(await auditAll(liarStack.store, liarStack.keys)).toEqual([])
     })
   }
+
+  test('three jobs racing a wallet that holds one: one is queued and burned at its quote, the rest are 402', async () => {
+    liarQuote = answer('{"quote":0.2}')
+    const one = await fundedBuyer(liarStack, formatMicros(costAtAsk(250_000 as never, ASK)))
+    const racing = await Promise.all([0, 1, 2].map(() => post(liarStack, one.apiKey, '/v1/video/queue', job)))
+    const answers = await Promise.all(racing.map(async (r) => ({ status: r.status, json: await r.json() })))
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 402, 402])
+    const { id } = answers.find((a) => a.status === 200)!.json as { id: string }
+    const media = await retrieveWhenDone((path, json) => post(liarStack, one.apiKey, path, json as never), id)
+    expect(media.headers.get('x-svc-cost-usdc')).toBe(formatMicros(costAtAsk(200_000 as never, ASK)))
+    expect(await balances(liarStack, one.accountId)).toEqual({
+      confirmed: costAtAsk(250_000 as never, ASK) - costAtAsk(200_000 as never, ASK),
+      held: 0,
+      spent: costAtAsk(200_000 as never, ASK),
+    })
+    expect(await auditAll(liarStack.store, liarStack.keys)).toEqual([])
+  })
 
   test('a quote finer than the micro-DIEM, below the hold, is burned rounded down: never above the bill', async () => {
     // It says 0.1234567 and may debit its key anything: the buyer pays the quote, at most the hold.
