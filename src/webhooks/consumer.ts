@@ -31,6 +31,7 @@ import type { Store } from '../redis/store.ts'
 import type { StoredEvent, WebhookDeliveries } from './delivery.ts'
 import { eventOf, wants } from './delivery.ts'
 import { DISABLED_GONE, type StoredEndpoint, type WebhookStore } from './endpoints.ts'
+import { triesField } from './event-ids.ts'
 import { DELIVERY_GROUP, type Owner, SKIPPED_DISABLED } from './events.ts'
 
 const BATCH = 50
@@ -227,9 +228,14 @@ export class WebhookConsumer {
   }
 
   /** One endpoint's try of the event, when one is due: answers whether a retry is left waiting. */
-  private async deliver(owner: Owner, endpoint: StoredEndpoint, event: StoredEvent): Promise<boolean> {
+  private async deliver(
+    owner: Owner,
+    endpoint: StoredEndpoint,
+    event: StoredEvent,
+    field: string,
+  ): Promise<boolean> {
     const tries = this.keys.webhookTries(owner, endpoint.id)
-    const [count, last, end] = await this.store.hmget(tries, event.id, `${event.id}:at`, `${event.id}:end`)
+    const [count, last, end] = await this.store.hmget(tries, field, `${field}:at`, `${field}:end`)
     if (end) return false
     const attempts = Number(count ?? 0)
     const dueAt = attempts === 0 ? 0 : Number(last) + this.config.backoffMs * 2 ** (attempts - 1)
@@ -242,8 +248,8 @@ export class WebhookConsumer {
         if (!(error instanceof ApiError)) throw error
       })
     const finished = record.ok || gone || attempts + 1 >= this.config.maxAttempts
-    const write = this.store.multi().hset(tries, event.id, attempts + 1, `${event.id}:at`, Date.now())
-    if (finished) write.hset(tries, `${event.id}:end`, record.ok ? 'delivered' : 'failed')
+    const write = this.store.multi().hset(tries, field, attempts + 1, `${field}:at`, Date.now())
+    if (finished) write.hset(tries, `${field}:end`, record.ok ? 'delivered' : 'failed')
     const written = (await write.hexists(this.keys.webhooks(owner), endpoint.id).exec()) as [
       unknown,
       unknown,
@@ -261,24 +267,20 @@ export class WebhookConsumer {
   // disabled endpoint that wants it and has not ended it logs it skipped, before the ack (a stop
   // between logs it again rather than never).
   private async handle(owner: Owner, stream: string, [streamId, fields]: Entry): Promise<void> {
-    const event = eventOf(streamId, fields)
+    const event = eventOf(owner, streamId, fields)
+    const field = triesField(streamId)
     const wanting = (await this.webhooks.list(owner)).filter((endpoint) => wants(endpoint, event))
     const endpoints = wanting.filter((endpoint) => !endpoint.disabled)
-    const waits = await Promise.all(endpoints.map((endpoint) => this.deliver(owner, endpoint, event)))
+    const waits = await Promise.all(endpoints.map((endpoint) => this.deliver(owner, endpoint, event, field)))
     const waiting = waits.includes(true)
     if (waiting) return
     for (const endpoint of wanting.filter((endpoint) => endpoint.disabled)) {
-      const ended = await this.store.hget(this.keys.webhookTries(owner, endpoint.id), `${event.id}:end`)
+      const ended = await this.store.hget(this.keys.webhookTries(owner, endpoint.id), `${field}:end`)
       if (!ended) await this.deliveries.skip(owner, endpoint, event, SKIPPED_DISABLED)
     }
     await this.store.xack(stream, DELIVERY_GROUP, streamId)
     for (const endpoint of await this.webhooks.list(owner))
-      await this.store.hdel(
-        this.keys.webhookTries(owner, endpoint.id),
-        event.id,
-        `${event.id}:at`,
-        `${event.id}:end`,
-      )
+      await this.store.hdel(this.keys.webhookTries(owner, endpoint.id), field, `${field}:at`, `${field}:end`)
   }
 }
 

@@ -7,7 +7,8 @@ import { pageStream } from '../records/activity.ts'
 import type { Keyspace } from '../redis/keys.ts'
 import type { Store } from '../redis/store.ts'
 import type { StoredEndpoint, WebhookStore } from './endpoints.ts'
-import { type DeliveryRecord, eventId, type Owner, SKIPPED_DISABLED, streamIdOf } from './events.ts'
+import { eventId, streamIdOf } from './event-ids.ts'
+import { type DeliveryRecord, type Owner, SKIPPED_DISABLED } from './events.ts'
 import { postEvent } from './post.ts'
 import { signedHeaders } from './signing.ts'
 
@@ -22,11 +23,11 @@ export interface StoredEvent {
 }
 
 /** A stream entry's fields (type, at, data) as the event. */
-export function eventOf(streamId: string, fields: string[]): StoredEvent {
+export function eventOf(owner: Owner, streamId: string, fields: string[]): StoredEvent {
   const map: Record<string, string> = {}
   for (let i = 0; i + 1 < fields.length; i += 2) map[fields[i] as string] = fields[i + 1] as string
   return {
-    id: eventId(streamId),
+    id: eventId(owner, streamId),
     type: map.type ?? '',
     createdAt: Number(map.at ?? 0),
     data: JSON.parse(map.data ?? '{}') as Record<string, unknown>,
@@ -125,14 +126,18 @@ export class WebhookDeliveries {
   async events(owner: Owner, limit: number, before: string | null) {
     const endpoints = await this.webhooks.list(owner)
     const logs = await Promise.all(endpoints.map((endpoint) => this.log(owner, endpoint.id)))
-    // Each log is newest first: the first record of an event is its last try.
+    // Each log is newest first: the first record of an event is its last try. By stream id, so a
+    // record whose id has no owner's mark is the same event's.
     const last = logs.map((log) => {
       const byEvent = new Map<string, DeliveryRecord>()
-      for (const record of log) if (!byEvent.has(record.eventId)) byEvent.set(record.eventId, record)
+      for (const record of log) {
+        const streamId = streamIdOf(owner, record.eventId)
+        if (streamId !== null && !byEvent.has(streamId)) byEvent.set(streamId, record)
+      }
       return byEvent
     })
     return pageStream(this.store, this.keys.webhookEvents(owner), limit, before, ([streamId, fields]) => {
-      const event = eventOf(streamId, fields)
+      const event = eventOf(owner, streamId, fields)
       return {
         id: event.id,
         type: event.type,
@@ -140,7 +145,7 @@ export class WebhookDeliveries {
         data: event.data,
         deliveries: endpoints.flatMap((endpoint, i) => {
           if (!wants(endpoint, event)) return []
-          const record = last[i]!.get(event.id)
+          const record = last[i]!.get(streamId)
           return [
             {
               endpointId: endpoint.id,
@@ -156,9 +161,12 @@ export class WebhookDeliveries {
     })
   }
 
-  /** Sends one event again, now, whatever its earlier outcome: the receiver dedups by id. */
+  /**
+   * Sends one event again, now, whatever its earlier outcome, under its id: the receiver dedups by
+   * it. Another owner's id, or a malformed one, is no such event.
+   */
   async replay(owner: Owner, endpoint: StoredEndpoint, id: string): Promise<DeliveryRecord> {
-    const streamId = streamIdOf(id)
+    const streamId = streamIdOf(owner, id)
     const entries = streamId
       ? ((await this.store.xrange(this.keys.webhookEvents(owner), streamId, streamId)) as [
           string,
@@ -167,7 +175,7 @@ export class WebhookDeliveries {
       : []
     const entry = entries[0]
     if (!entry) throw notFound('no such event (or trimmed from the stream)', 'event_not_found')
-    const event = eventOf(entry[0], entry[1])
+    const event = eventOf(owner, entry[0], entry[1])
     if (!endpoint.events.includes(event.type))
       throw notFound('this endpoint does not subscribe to that event', 'event_not_found')
     return this.send(owner, endpoint, event, 0, true)

@@ -25,12 +25,6 @@ export const eventsFor = (owner: Owner): readonly string[] =>
 /** The consumer group every replica reads the owners' event streams with. */
 export const DELIVERY_GROUP = 'deliver'
 
-/** A stream entry id as the event id the receiver dedups by. */
-export const eventId = (streamId: string) => `evt_${streamId}`
-// Bounded as a Stream id Redis parses (the cursor of the lists, ACTIVITY_CURSOR): a longer one
-// would reach XRANGE and fail there, a 500, where no such event is a 404.
-export const streamIdOf = (id: string) => (/^evt_\d{1,15}-\d{1,19}$/.test(id) ? id.slice(4) : null)
-
 /** One try of one event at one endpoint, as its delivery log keeps it (and the pages read it). */
 export interface DeliveryRecord {
   eventId: string

@@ -41,7 +41,7 @@ test('one crossing of a threshold two endpoints share is one event per endpoint'
 
   await clearFor(fx, admitted(await admitFor(fx, acct)).attemptId, 1_000)
   const events = (await fx.store.xrange(fx.keys.webhookEvents(owner), '-', '+')).map(([id, f]) =>
-    eventOf(id, f),
+    eventOf(owner, id, f),
   )
   for (const e of endpoints) expect(events.filter((event) => wants(e, event))).toHaveLength(1)
 })

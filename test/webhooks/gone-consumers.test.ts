@@ -11,6 +11,7 @@ import { runScript } from '../../src/redis/scripts.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { WebhookConsumer } from '../../src/webhooks/consumer.ts'
 import { webhookParts } from '../../src/webhooks/endpoints.ts'
+import { eventId } from '../../src/webhooks/event-ids.ts'
 import { DELIVERY_GROUP, type Owner, supplierOwner } from '../../src/webhooks/events.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
@@ -81,8 +82,8 @@ async function suppliers(count: number) {
   return { keys, owners, streams: owners.map((owner) => keys.webhookEvents(owner)), eventEach, replica }
 }
 
-/** Events received, each once (two owners' streams may give two events the same id: by body). */
-const sent = () => new Set(receiver.received.map((r) => r.body)).size
+/** Events received, each once. */
+const sent = () => new Set(receiver.received.map((r) => r.id)).size
 
 const pending = async (stream: string) => ((await store.xpending(stream, DELIVERY_GROUP)) as [number])[0]
 
@@ -115,7 +116,7 @@ test("restarted replicas leave no consumers behind in the owners' groups, and ev
 
 test('an entry pending on a stopped replica keeps its consumer until another replica claims and sends it', async () => {
   receiver = startReceiver()
-  const { streams, eventEach, replica } = await suppliers(1)
+  const { owners, streams, eventEach, replica } = await suppliers(1)
   const stream = streams[0]!
   await eventEach()
   // A replica read the event and stopped before sending it.
@@ -142,7 +143,7 @@ test('an entry pending on a stopped replica keeps its consumer until another rep
   await store.xclaim(stream, DELIVERY_GROUP, 'stopped-replica', 0, entryId, 'IDLE', 3_600_000, 'JUSTID')
   await untilAllIdle(streams)
   await running.pass(true)
-  expect(receiver.received.map((r) => r.id)).toEqual([`evt_${entryId}`])
+  expect(receiver.received.map((r) => r.id)).toEqual([eventId(owners[0]!, entryId)])
   expect(await pending(stream)).toBe(0)
   const consumers = await consumersOf(stream)
   expect(consumers.map((c) => c.name)).not.toContain('stopped-replica')

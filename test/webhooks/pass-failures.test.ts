@@ -13,6 +13,7 @@ import { runScript } from '../../src/redis/scripts.ts'
 import { createStore } from '../../src/redis/store.ts'
 import { startWebhookConsumer, WebhookConsumer } from '../../src/webhooks/consumer.ts'
 import { webhookParts } from '../../src/webhooks/endpoints.ts'
+import { streamIdOf, triesField } from '../../src/webhooks/event-ids.ts'
 import { type Owner, supplierOwner } from '../../src/webhooks/events.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
@@ -61,10 +62,10 @@ test("an owner whose drain throws ends neither its pass's other deliveries nor i
     // The slow owner's POST is open; stop must wait for it to end and its try to be recorded.
     await stop()
   }
-  const eventId = receiver.received[0]?.id as string
+  const streamId = streamIdOf(slow, receiver.received[0]?.id as string) as string
   const tries = await store.hget(
     keys.webhookTries(slow, (await webhookIds(keys, slow))[0] as string),
-    eventId,
+    triesField(streamId),
   )
   await receiver.stop()
   expect(tries).toBe('1')

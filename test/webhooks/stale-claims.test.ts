@@ -11,7 +11,8 @@ import { runScript } from '../../src/redis/scripts.ts'
 import { createStore, type Store } from '../../src/redis/store.ts'
 import { CLAIM_BATCH, WebhookConsumer } from '../../src/webhooks/consumer.ts'
 import { webhookParts } from '../../src/webhooks/endpoints.ts'
-import { DELIVERY_GROUP, eventId, supplierOwner } from '../../src/webhooks/events.ts'
+import { triesField } from '../../src/webhooks/event-ids.ts'
+import { DELIVERY_GROUP, supplierOwner } from '../../src/webhooks/events.ts'
 import { testPrefix, testRedisUrl } from '../helpers/stack.ts'
 import { until } from '../helpers/wait.ts'
 import { type Answer, startReceiver } from './helpers.ts'
@@ -96,7 +97,7 @@ test('a stale backlog is claimed in batches: each entry sent once and acknowledg
   // The first entry's try answered 500: it alone waits, its try counted, for a retry after backoff.
   expect(await pending(stream)).toBe(1)
   const [endpoint] = await store.hkeys(keys.webhooks(owner))
-  const tries = await store.hget(keys.webhookTries(owner, endpoint!), eventId(ids[0]!))
+  const tries = await store.hget(keys.webhookTries(owner, endpoint!), triesField(ids[0]!))
   expect(tries).toBe('1')
 })
 
