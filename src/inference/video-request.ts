@@ -1,10 +1,10 @@
 // A video request, validated and admitted: a live video model, its duration, the hold (the
 // catalog's quoted price of the job's duration at its resolution, or the most of any resolution when
-// it names none the catalog has) and the body the supplier's queue receives. The burn is the job's
+// it names none; a resolution the catalog does not list is a 400) and the body the supplier's queue receives. The burn is the job's
 // own quote, asked of the admitted key right before its queue (video-service.ts).
 import { t } from 'elysia'
 import type { CatalogEntry } from '../catalog/entry.ts'
-import { badRequest } from '../errors.ts'
+import { ApiError, badRequest } from '../errors.ts'
 import type { MicroDiem } from '../money/units.ts'
 import { callableModel } from './callable-model.ts'
 
@@ -38,9 +38,17 @@ export function validateVideo(body: VideoBody, entry: CatalogEntry | undefined):
       'invalid_duration',
     )
   }
+  // A resolution the catalog has no quote for is refused here: its price is unknown, and a key's
+  // quote above the hold would count against the supplier's offer.
   const resolution = (body as Record<string, unknown>).resolution
-  const named = typeof resolution === 'string' && Object.hasOwn(byResolution, resolution)
-  const hold = named ? byResolution[resolution] : byResolution['*']
+  const listed = Object.keys(byResolution).filter((r) => r !== '*')
+  if (resolution !== undefined && !(typeof resolution === 'string' && listed.includes(resolution))) {
+    const allowed = listed.length > 0 ? `one of ${listed.join(', ')}` : 'left out'
+    throw new ApiError(400, 'invalid_resolution', `resolution must be ${allowed} for ${row.id}`, {
+      extra: { param: 'resolution' },
+    })
+  }
+  const hold = resolution === undefined ? byResolution['*'] : byResolution[resolution]
   if (!Number.isSafeInteger(hold) || hold! <= 0)
     throw badRequest(`model '${row.id}' is not live yet`, 'model_not_live')
   return {

@@ -186,13 +186,16 @@ test("a video model whose constraints lie is not live; its job is a 400, not the
   const [priced] = await priceVideoModels([entry], { upstreamUrl: 'http://127.0.0.1:9', upstreamApiKey: 'k' })
   expect(priced!.row.status).toBe('coming_soon')
   expect(() => validateVideo({ model: 'v', prompt: 'p', duration: '5s' }, priced)).toThrow(ApiError)
-  // A live table asked for a resolution named as an object's own field: the most of any, never a prototype's.
+  // A live table asked for a resolution named as an object's own field: a 400, never a prototype's price.
   const live = {
     row: { ...entry.row, status: 'live' as const },
-    prices: { perVideo: { '5s': { '720p': 5, '*': 5 } } },
+    prices: { perVideo: { '5s': { '720p': 5, '*': 6 } } },
   }
-  const body = { model: 'v', prompt: 'p', duration: '5s', resolution: 'constructor' }
-  expect(validateVideo(body, live).holdDiem).toBe(5 as never)
+  const unnamed = { model: 'v', prompt: 'p', duration: '5s' }
+  const body = { ...unnamed, resolution: 'constructor' } as typeof unnamed
+  expect(() => validateVideo(body, live)).toThrow(ApiError)
+  expect(validateVideo({ ...unnamed, resolution: '720p' } as typeof unnamed, live).holdDiem).toBe(5 as never)
+  expect(validateVideo(unnamed, live).holdDiem).toBe(6 as never)
   expect(() => validateVideo({ ...body, duration: '7s' }, live)).toThrow(ApiError)
 })
 

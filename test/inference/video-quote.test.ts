@@ -132,18 +132,23 @@ describe('the gateway', () => {
     expect(await auditAll(stack.store, stack.keys)).toEqual([])
   })
 
-  test("a resolution the catalog has no price for is held at the most, and the upstream's refusal is a 400", async () => {
-    const before = await balances(stack, buyer.accountId)
+  test('a resolution the catalog has no quote for is a 400 naming it, before any hold: Redis and the key unchanged', async () => {
     const keyBefore = await simMicros(stack, offer.upstreamKey)
-    const job = { model: MODEL, prompt: 'harbour', duration: '5s', resolution: '8k' }
-    const quoted = (await (await post(stack, buyer.apiKey, '/v1/video/quote', job)).json()) as {
-      quoteUsdc: string
+    const before = moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))
+    for (const resolution of ['8k', '720P', 720, '*', '__proto__']) {
+      const job = { model: MODEL, prompt: 'harbour', duration: '5s', resolution }
+      for (const path of ['/v1/video/quote', '/v1/video/queue']) {
+        const refused = await post(stack, buyer.apiKey, path, job)
+        expect(refused.status).toBe(400)
+        const { error } = (await refused.json()) as {
+          error: { code: string; param?: string; message: string }
+        }
+        expect(error.code).toBe('invalid_resolution')
+        expect(error.param).toBe('resolution')
+        expect(error.message).toContain('480p')
+      }
     }
-    expect(quoted.quoteUsdc).toBe(formatMicros(costAtAsk(250_000 as never, ASK)))
-    const refused = await post(stack, buyer.apiKey, '/v1/video/queue', job)
-    expect(refused.status).toBe(400)
-    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('upstream_rejected')
-    expect(await balances(stack, buyer.accountId)).toEqual(before)
+    expect(moneyAndMarketKeys(await snapshotKeys(stack.store, stack.keys.prefix))).toEqual(before)
     expect(await simMicros(stack, offer.upstreamKey)).toBe(keyBefore)
   })
 })
