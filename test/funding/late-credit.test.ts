@@ -50,7 +50,7 @@ async function lateCreditRefused(market: Market): Promise<void> {
   const url = `${market.url}/v1/x402/signup`
   const before = await balances(accountId)
   // The receipt a replica holds from before the reorg, and the credit it wrote from it.
-  const { header, auth, snapshot, sent, credit, id } = await creditedBeforeReorg(
+  const { header, auth, snapshot, credit, id } = await creditedBeforeReorg(
     ledger,
     chain,
     url,
